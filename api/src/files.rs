@@ -1,0 +1,326 @@
+//! File routes: `/api/read`, `/api/write`, `/api/delete`, `/api/rename`, `/api/move`,
+//! `/api/mkdir`, `/api/list-files`, `/api/exists`, the SSE `/api/read/stream`, and the native
+//! `/api/stat` and `/api/files/raw`.
+//!
+//! Every request accepts an optional `sessionId`; unknown fields are ignored, as the
+//! reference's clients send extra ones.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// How file content travels inside JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Encoding {
+    /// Text; `"utf-8"` on the wire (`"utf8"` accepted).
+    Utf8,
+    /// Standard base64 with padding.
+    Base64,
+}
+
+impl Encoding {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Utf8 => "utf-8",
+            Self::Base64 => "base64",
+        }
+    }
+
+    /// Parses a wire value; `None` for anything else.
+    pub fn from_wire(value: &str) -> Option<Self> {
+        match value {
+            "utf-8" | "utf8" => Some(Self::Utf8),
+            "base64" => Some(Self::Base64),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Encoding {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Encoding {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = String::deserialize(deserializer)?;
+        Self::from_wire(&value).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown encoding `{value}`, expected `utf-8`, `utf8` or `base64`"
+            ))
+        })
+    }
+}
+
+/// A request naming one path.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathRequest {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadRequest {
+    pub path: String,
+    /// Absent: base64 for binary content, UTF-8 otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<Encoding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadResponse {
+    pub success: bool,
+    pub path: String,
+    pub content: String,
+    pub timestamp: String,
+    pub encoding: Encoding,
+    pub is_binary: bool,
+    pub mime_type: String,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteRequest {
+    pub path: String,
+    pub content: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<Encoding>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteResponse {
+    pub success: bool,
+    pub path: String,
+    /// Bytes that landed in the file (after base64 decoding). An fsd extension.
+    pub bytes_written: u64,
+    pub timestamp: String,
+}
+
+/// The answer of routes that act on one path: delete, and errors-free acknowledgements.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathResponse {
+    pub success: bool,
+    pub path: String,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenameRequest {
+    pub old_path: String,
+    pub new_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveRequest {
+    pub source_path: String,
+    pub destination_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// The answer of rename and move: `path` is the source, `newPath` the destination given.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RenameResponse {
+    pub success: bool,
+    pub path: String,
+    pub new_path: String,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MkdirRequest {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MkdirResponse {
+    pub success: bool,
+    pub path: String,
+    pub recursive: bool,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListFilesOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub include_hidden: Option<bool>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListFilesRequest {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<ListFilesOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileType {
+    File,
+    Directory,
+    Symlink,
+    Other,
+}
+
+/// Owner permission bits, as the reference reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Permissions {
+    pub readable: bool,
+    pub writable: bool,
+    pub executable: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileInfo {
+    pub name: String,
+    pub absolute_path: String,
+    /// Relative to the listed directory.
+    pub relative_path: String,
+    #[serde(rename = "type")]
+    pub file_type: FileType,
+    pub size: u64,
+    /// RFC 3339 in UTC with milliseconds.
+    pub modified_at: String,
+    /// Permission bits as `rwxr-xr-x`.
+    pub mode: String,
+    pub permissions: Permissions,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListFilesResponse {
+    pub success: bool,
+    pub path: String,
+    pub files: Vec<FileInfo>,
+    pub count: usize,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExistsResponse {
+    pub success: bool,
+    pub path: String,
+    pub exists: bool,
+    pub timestamp: String,
+}
+
+/// `POST /api/stat` (fsd extension). Symlinks are reported, not followed, unless asked.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatRequest {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow_symlinks: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileStat {
+    #[serde(rename = "type")]
+    pub file_type: FileType,
+    pub size: u64,
+    /// Permission bits as `rwxr-xr-x`.
+    pub mode: String,
+    /// Permission bits (with setuid, setgid and sticky) as an octal string such as `"0755"`.
+    pub mode_octal: String,
+    pub permissions: Permissions,
+    pub modified_at: String,
+    pub accessed_at: String,
+    pub changed_at: String,
+    pub inode: u64,
+    pub nlink: u64,
+    pub uid: u32,
+    pub gid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub symlink_target: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StatResponse {
+    pub success: bool,
+    pub path: String,
+    pub stat: FileStat,
+    pub timestamp: String,
+}
+
+/// The answer of `PUT /api/files/raw`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RawWriteResponse {
+    pub success: bool,
+    pub path: String,
+    pub bytes_written: u64,
+    pub timestamp: String,
+}
+
+/// One SSE frame of `/api/read/stream`: `metadata`, then `chunk`s, then `complete` or `error`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum FileStreamEvent {
+    #[serde(rename_all = "camelCase")]
+    Metadata {
+        mime_type: String,
+        size: u64,
+        is_binary: bool,
+        encoding: Encoding,
+    },
+    /// Up to 65,535 raw bytes: base64 when binary, text otherwise.
+    Chunk { data: String },
+    #[serde(rename_all = "camelCase")]
+    Complete { bytes_read: u64 },
+    Error { error: String },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoding_accepts_both_spellings_and_rejects_others() {
+        let utf8: Encoding = serde_json::from_str("\"utf8\"").unwrap();
+        assert_eq!(utf8, Encoding::Utf8);
+        assert_eq!(serde_json::to_string(&utf8).unwrap(), "\"utf-8\"");
+        assert!(serde_json::from_str::<Encoding>("\"latin1\"").is_err());
+    }
+
+    #[test]
+    fn stream_events_are_tagged_by_type() {
+        let event = FileStreamEvent::Complete { bytes_read: 3 };
+        assert_eq!(
+            serde_json::to_string(&event).unwrap(),
+            r#"{"type":"complete","bytesRead":3}"#
+        );
+    }
+}

@@ -1,0 +1,25 @@
+//! The fsd wire contract.
+//!
+//! Request and response bodies, SSE event types, error codes and the HTTP status each code
+//! maps to. The daemon (`fsd`) serializes these; the SDK (`fsd-sdk`) deserializes them. Field
+//! names follow the reference route API (camelCase JSON), so its own clients can drive fsd.
+//!
+//! This crate does no I/O.
+
+pub mod error;
+pub mod files;
+pub mod system;
+
+pub use error::{ErrorBody, ErrorCode, Operation, ValidationIssue};
+
+/// The session id that asks for a fresh shell per call instead of a persistent session.
+pub const DISABLE_SESSION_TOKEN: &str = "__DISABLE_SESSION__";
+
+/// Largest file the JSON read route returns (base64 or UTF-8); larger files use the raw route.
+pub const MAX_ENCODED_READ_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Raw bytes carried by one `chunk` event of `/api/read/stream`.
+pub const READ_STREAM_CHUNK_BYTES: usize = 65_535;
+
+/// Longest path accepted anywhere, in bytes.
+pub const MAX_PATH_BYTES: usize = 4096;

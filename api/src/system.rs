@@ -1,0 +1,63 @@
+//! `GET /api/ping`, `GET /api/version` and the native `GET /api/capabilities`.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PingResponse {
+    pub success: bool,
+    pub status: String,
+    /// Also `"healthy"`: the reference's HTTP client reads `message`, which it never sends.
+    pub message: String,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VersionResponse {
+    pub success: bool,
+    pub version: String,
+    pub timestamp: String,
+}
+
+/// What this host lets the daemon do, detected at start.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capabilities {
+    /// The daemon runs as uid 0.
+    pub root: bool,
+    /// CAP_SYS_ADMIN is in the effective set, so mount(2) may succeed.
+    pub can_mount: bool,
+    /// The kernel lists `overlay` in /proc/filesystems.
+    pub overlayfs: bool,
+    /// The kernel lists `squashfs` in /proc/filesystems.
+    pub squashfs: bool,
+    /// `/dev/loop-control` exists, so loop devices can be attached.
+    pub loop_devices: bool,
+    /// `/dev/fuse` exists and the kernel lists `fuse`.
+    pub fuse: bool,
+    /// New PID namespaces can be created (CAP_SYS_ADMIN or unprivileged user namespaces).
+    pub pid_namespaces: bool,
+    pub inotify: InotifyLimits,
+    /// Paths outside the workspace and extra roots are refused.
+    pub confined: bool,
+    /// The workspace root the daemon serves.
+    pub workspace: String,
+}
+
+/// `/proc/sys/fs/inotify/*`; `None` where unreadable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InotifyLimits {
+    pub max_user_watches: Option<u64>,
+    pub max_user_instances: Option<u64>,
+    pub max_queued_events: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CapabilitiesResponse {
+    pub success: bool,
+    pub capabilities: Capabilities,
+    pub timestamp: String,
+}

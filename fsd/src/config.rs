@@ -1,0 +1,187 @@
+//! Command line and environment: what `fsd serve` accepts, and the checks made before start.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Parser)]
+#[command(name = "fsd", version, about = "Workspace daemon for sandboxes")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the workspace over HTTP.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Port 0 picks a free port; the chosen address is printed on stdout.
+    #[arg(long, env = "FSD_LISTEN", default_value = "127.0.0.1:3000")]
+    pub listen: SocketAddr,
+
+    /// Workspace root. Default: /workspace, or ./workspace when /workspace is not writable.
+    #[arg(long, env = "FSD_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
+
+    /// API token callers must send as `Authorization: Bearer <token>` or `X-Fsd-Token`.
+    #[arg(long, env = "FSD_TOKEN", hide_env_values = true, conflicts_with = "token_file")]
+    pub token: Option<String>,
+
+    /// Read the API token from this file (surrounding whitespace is ignored).
+    #[arg(long, env = "FSD_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+
+    /// Serve without a token even on a non-loopback address (the reference's behaviour).
+    #[arg(long, env = "FSD_NO_AUTH", conflicts_with_all = ["token", "token_file"])]
+    pub no_auth: bool,
+
+    /// Refuse any path that resolves, symlinks included, outside the workspace and extra roots.
+    #[arg(long, env = "FSD_CONFINE")]
+    pub confine: bool,
+
+    /// An extra root allowed under --confine (repeatable).
+    #[arg(long = "allow-root", value_name = "DIR")]
+    pub allow_roots: Vec<PathBuf>,
+
+    /// Log filter, e.g. `info` or `fsd=debug,tower_http=debug`.
+    #[arg(long, env = "FSD_LOG", default_value = "info")]
+    pub log_level: String,
+
+    #[arg(long, env = "FSD_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+/// Everything the server needs, checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub listen: SocketAddr,
+    pub workspace: PathBuf,
+    pub token: Option<String>,
+    pub confine: bool,
+    pub allow_roots: Vec<PathBuf>,
+    pub log_level: String,
+    pub log_format: LogFormat,
+}
+
+impl ServeArgs {
+    /// Checks the flags together and settles the workspace root.
+    pub fn into_settings(self) -> Result<Settings, String> {
+        let token = match (&self.token, &self.token_file) {
+            (Some(token), _) => Some(token.trim().to_string()),
+            (None, Some(file)) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|err| format!("cannot read --token-file {}: {err}", file.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            (None, None) => None,
+        };
+        if token.as_deref() == Some("") {
+            return Err("the API token is empty".into());
+        }
+        if token.is_none() && !self.no_auth && !self.listen.ip().is_loopback() {
+            return Err(format!(
+                "listening on {} (not loopback) needs --token or --token-file; \
+                 pass --no-auth to serve without one",
+                self.listen
+            ));
+        }
+        let workspace = settle_workspace(self.workspace.as_deref())?;
+        let mut allow_roots = Vec::new();
+        for root in &self.allow_roots {
+            allow_roots.push(
+                std::fs::canonicalize(root)
+                    .map_err(|err| format!("--allow-root {}: {err}", root.display()))?,
+            );
+        }
+        Ok(Settings {
+            listen: self.listen,
+            workspace,
+            token,
+            confine: self.confine,
+            allow_roots,
+            log_level: self.log_level,
+            log_format: self.log_format,
+        })
+    }
+}
+
+/// Creates the workspace if needed and returns its canonical path.
+fn settle_workspace(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    let create = |dir: &Path| -> Result<PathBuf, String> {
+        std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::canonicalize(dir))
+            .map_err(|err| format!("workspace {}: {err}", dir.display()))
+    };
+    if let Some(dir) = explicit {
+        return create(dir);
+    }
+    let preferred = Path::new("/workspace");
+    if let Ok(dir) = create(preferred)
+        && nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok()
+    {
+        return Ok(dir);
+    }
+    create(Path::new("./workspace"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> ServeArgs {
+        let mut argv = vec!["fsd", "serve"];
+        argv.extend_from_slice(extra);
+        match Cli::try_parse_from(argv).unwrap().command {
+            Command::Serve(args) => args,
+        }
+    }
+
+    #[test]
+    fn non_loopback_without_token_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().to_str().unwrap();
+        let err = args(&["--listen", "0.0.0.0:3000", "--workspace", ws])
+            .into_settings()
+            .unwrap_err();
+        assert!(err.contains("--no-auth"), "{err}");
+        assert!(
+            args(&["--listen", "0.0.0.0:3000", "--workspace", ws, "--no-auth"])
+                .into_settings()
+                .is_ok()
+        );
+        assert!(
+            args(&["--listen", "0.0.0.0:3000", "--workspace", ws, "--token", "t"])
+                .into_settings()
+                .is_ok()
+        );
+    }
+
+    #[test]
+    fn loopback_needs_no_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let settings = args(&["--workspace", dir.path().to_str().unwrap()])
+            .into_settings()
+            .unwrap();
+        assert!(settings.token.is_none());
+        assert_eq!(settings.workspace, std::fs::canonicalize(dir.path()).unwrap());
+    }
+
+    #[test]
+    fn empty_token_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().to_str().unwrap();
+        assert!(args(&["--workspace", ws, "--token", "  "]).into_settings().is_err());
+    }
+}

@@ -1,0 +1,175 @@
+//! The one place where errors become wire errors.
+//!
+//! Handlers return [`ApiError`]; domain services return their own enums, converted here, so
+//! a reader finds every code-and-status decision in this file.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use fsd_api::{ErrorBody, ErrorCode, Operation, ValidationIssue};
+use serde_json::{Value, json};
+
+use crate::files::FileError;
+use crate::wire::time::now_rfc3339;
+
+/// An error on its way to the caller as the reference's error envelope.
+#[derive(Debug)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub context: Value,
+    pub operation: Option<Operation>,
+    pub suggestion: Option<String>,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            context: json!({}),
+            operation: None,
+            suggestion: None,
+        }
+    }
+
+    /// A 400 VALIDATION_FAILED naming the field, with the reference's `validationErrors` shape.
+    pub fn validation(field: &str, message: impl Into<String>, issue_code: &str) -> Self {
+        let message = message.into();
+        let issue = ValidationIssue {
+            field: field.to_string(),
+            message: message.clone(),
+            code: issue_code.to_string(),
+        };
+        Self::new(ErrorCode::ValidationFailed, format!("{field}: {message}"))
+            .with_context(json!({ "validationErrors": [issue] }))
+    }
+
+    pub fn with_context(mut self, context: Value) -> Self {
+        self.context = context;
+        self
+    }
+
+    pub fn with_operation(mut self, operation: Operation) -> Self {
+        self.operation = Some(operation);
+        self
+    }
+
+    pub fn with_suggestion(mut self, suggestion: impl Into<String>) -> Self {
+        self.suggestion = Some(suggestion.into());
+        self
+    }
+
+    pub fn not_found_route() -> Self {
+        Self::new(ErrorCode::UnknownError, "The requested endpoint was not found")
+    }
+
+    pub fn unauthorized() -> Self {
+        Self::new(ErrorCode::Unauthorized, "Missing or invalid API token")
+            .with_suggestion("Send `Authorization: Bearer <token>` or `X-Fsd-Token: <token>`")
+    }
+
+    pub fn body(&self) -> ErrorBody {
+        ErrorBody {
+            code: self.code.clone(),
+            message: self.message.clone(),
+            context: self.context.clone(),
+            operation: self.operation,
+            http_status: self.code.http_status(),
+            timestamp: now_rfc3339(),
+            suggestion: self.suggestion.clone(),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        if status.is_server_error() {
+            tracing::error!(code = %self.code, message = %self.message, "request failed");
+        } else {
+            tracing::debug!(code = %self.code, message = %self.message, "request refused");
+        }
+        let mut response = (status, axum::Json(self.body())).into_response();
+        if self.code == ErrorCode::Unauthorized {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+/// Attaches the operation to a service error as it becomes a wire error.
+pub trait OperationExt<T> {
+    fn op(self, operation: Operation) -> Result<T, ApiError>;
+}
+
+impl<T, E: Into<ApiError>> OperationExt<T> for Result<T, E> {
+    fn op(self, operation: Operation) -> Result<T, ApiError> {
+        self.map_err(|err| err.into().with_operation(operation))
+    }
+}
+
+impl From<FileError> for ApiError {
+    fn from(err: FileError) -> Self {
+        let message = err.to_string();
+        match err {
+            FileError::InvalidPath { field, reason, .. } => {
+                Self::validation(field, reason, "INVALID_PATH")
+            }
+            FileError::InvalidBase64 => Self::validation("content", message, "INVALID_BASE64"),
+            FileError::InvalidMove { field, .. } => Self::validation(field, message, "INVALID_PATH"),
+            FileError::OutsideRoots { path } => Self::new(ErrorCode::PermissionDenied, message)
+                .with_context(json!({ "path": path }))
+                .with_suggestion("The daemon runs with --confine; use a path inside the workspace"),
+            FileError::NotFound { path, .. } => {
+                Self::new(ErrorCode::FileNotFound, message).with_context(json!({ "path": path }))
+            }
+            FileError::IsDirectory { path, .. } => {
+                Self::new(ErrorCode::IsDirectory, message).with_context(json!({ "path": path }))
+            }
+            FileError::NotDirectory { path } => {
+                Self::new(ErrorCode::NotDirectory, message).with_context(json!({ "path": path }))
+            }
+            FileError::AlreadyExists { path } => {
+                Self::new(ErrorCode::FileExists, message).with_context(json!({ "path": path }))
+            }
+            FileError::TooLarge { path, actual, max, operation } => {
+                Self::new(ErrorCode::FileTooLarge, message)
+                    .with_context(json!({
+                        "path": path, "operation": operation, "actualSize": actual, "maxSize": max
+                    }))
+                    .with_suggestion("Use GET /api/files/raw, which has no size limit")
+            }
+            FileError::Io { path, source, .. } => {
+                let code = match source.raw_os_error().map(nix::errno::Errno::from_raw) {
+                    Some(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => ErrorCode::NoSpace,
+                    Some(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE) => {
+                        ErrorCode::TooManyFiles
+                    }
+                    Some(nix::errno::Errno::EMLINK | nix::errno::Errno::ELOOP) => {
+                        ErrorCode::TooManyLinks
+                    }
+                    Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) => {
+                        ErrorCode::PermissionDenied
+                    }
+                    Some(nix::errno::Errno::EROFS) => ErrorCode::ReadOnly,
+                    Some(nix::errno::Errno::ENAMETOOLONG) => ErrorCode::NameTooLong,
+                    Some(nix::errno::Errno::ENOENT) => ErrorCode::FileNotFound,
+                    Some(nix::errno::Errno::ENOTDIR) => ErrorCode::NotDirectory,
+                    Some(nix::errno::Errno::EISDIR) => ErrorCode::IsDirectory,
+                    Some(nix::errno::Errno::ENOTEMPTY | nix::errno::Errno::EEXIST) => {
+                        ErrorCode::FileExists
+                    }
+                    Some(nix::errno::Errno::EBUSY) => ErrorCode::ResourceBusy,
+                    _ => ErrorCode::FilesystemError,
+                };
+                Self::new(code, message).with_context(json!({
+                    "path": path,
+                    "errno": source.raw_os_error(),
+                }))
+            }
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! What can go wrong with a file operation, independent of HTTP.
+
+use std::io;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{field}: {reason}")]
+    InvalidPath {
+        field: &'static str,
+        reason: String,
+    },
+    #[error("path resolves outside the allowed roots: {path}")]
+    OutsideRoots { path: String },
+    #[error("{what} not found: {path}")]
+    NotFound { what: &'static str, path: String },
+    #[error("{message}")]
+    IsDirectory { path: String, message: String },
+    #[error("Path is not a directory: {path}")]
+    NotDirectory { path: String },
+    #[error("Path already exists: {path}")]
+    AlreadyExists { path: String },
+    #[error("File too large: {path} is {actual} bytes, the limit is {max}")]
+    TooLarge {
+        path: String,
+        actual: u64,
+        max: u64,
+        operation: &'static str,
+    },
+    #[error("content is not valid base64")]
+    InvalidBase64,
+    #[error("{reason}")]
+    InvalidMove {
+        field: &'static str,
+        reason: String,
+    },
+    #[error("{op} {path}: {source}")]
+    Io {
+        op: &'static str,
+        path: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl FileError {
+    pub fn io(op: &'static str, path: &std::path::Path) -> impl FnOnce(io::Error) -> Self {
+        let path = path.display().to_string();
+        move |source| Self::Io { op, path, source }
+    }
+
+    pub fn not_found(what: &'static str, path: &str) -> Self {
+        Self::NotFound {
+            what,
+            path: path.to_string(),
+        }
+    }
+}

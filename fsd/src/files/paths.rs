@@ -1,0 +1,150 @@
+//! Turning a caller's path string into a filesystem path: validation, resolution against the
+//! workspace, and (under `--confine`) refusal of anything that escapes the allowed roots.
+
+use std::path::{Component, Path, PathBuf};
+
+use fsd_api::MAX_PATH_BYTES;
+
+use super::FileError;
+
+/// Whether the last component is followed if it is a symlink.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Follow {
+    /// The operation acts on what the link points to (read, write, list, mkdir).
+    Final,
+    /// The operation acts on the link itself (delete, rename, stat without following).
+    Parent,
+}
+
+#[derive(Debug, Clone)]
+pub struct PathPolicy {
+    workspace: PathBuf,
+    confine: bool,
+    roots: Vec<PathBuf>,
+}
+
+impl PathPolicy {
+    /// `workspace` and `extra_roots` must already be canonical.
+    pub fn new(workspace: PathBuf, confine: bool, extra_roots: Vec<PathBuf>) -> Self {
+        let mut roots = vec![workspace.clone()];
+        roots.extend(extra_roots);
+        Self {
+            workspace,
+            confine,
+            roots,
+        }
+    }
+
+    /// Validates `raw` (the value of request field `field`) and resolves it.
+    pub fn resolve(&self, field: &'static str, raw: &str, follow: Follow) -> Result<PathBuf, FileError> {
+        validate(field, raw)?;
+        let path = self.workspace.join(raw);
+        if self.confine {
+            let real = real_path(&path, follow);
+            if !self.roots.iter().any(|root| real.starts_with(root)) {
+                return Err(FileError::OutsideRoots {
+                    path: raw.to_string(),
+                });
+            }
+        }
+        Ok(path)
+    }
+}
+
+/// The reference's rules: a non-empty string, no NUL, at most 4096 bytes.
+pub fn validate(field: &'static str, raw: &str) -> Result<(), FileError> {
+    let reason = if raw.trim().is_empty() {
+        "must not be empty".to_string()
+    } else if raw.contains('\0') {
+        "must not contain NUL bytes".to_string()
+    } else if raw.len() > MAX_PATH_BYTES {
+        format!("must be at most {MAX_PATH_BYTES} bytes, got {}", raw.len())
+    } else {
+        return Ok(());
+    };
+    Err(FileError::InvalidPath { field, reason })
+}
+
+/// Where `path` really lands: the longest existing prefix canonicalized by the kernel (so
+/// `link/..` means what the kernel makes of it), then the components that do not exist yet
+/// applied lexically. The final component is resolved only with [`Follow::Final`].
+fn real_path(path: &Path, follow: Follow) -> PathBuf {
+    let (dir, last) = match (follow, path.components().next_back(), path.parent()) {
+        (Follow::Parent, Some(Component::Normal(name)), Some(parent)) => (parent, Some(name)),
+        _ => (path, None),
+    };
+    let components: Vec<Component<'_>> = dir.components().collect();
+    let mut resolved = PathBuf::from("/");
+    let mut rest: &[Component<'_>] = &components;
+    for split in (1..=components.len()).rev() {
+        let prefix: PathBuf = components[..split].iter().collect();
+        if let Ok(real) = std::fs::canonicalize(&prefix) {
+            resolved = real;
+            rest = &components[split..];
+            break;
+        }
+    }
+    for component in rest {
+        match component {
+            Component::ParentDir => {
+                resolved.pop();
+            }
+            Component::Normal(name) => resolved.push(name),
+            Component::CurDir | Component::RootDir | Component::Prefix(_) => {}
+        }
+    }
+    if let Some(name) = last {
+        resolved.push(name);
+    }
+    resolved
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(dir: &Path) -> PathPolicy {
+        PathPolicy::new(std::fs::canonicalize(dir).unwrap(), true, vec![])
+    }
+
+    #[test]
+    fn rejects_empty_nul_and_long_paths() {
+        assert!(validate("path", "").is_err());
+        assert!(validate("path", "  ").is_err());
+        assert!(validate("path", "a\0b").is_err());
+        assert!(validate("path", &"a".repeat(4097)).is_err());
+        assert!(validate("path", &"a".repeat(4096)).is_ok());
+    }
+
+    #[test]
+    fn relative_paths_resolve_against_the_workspace() {
+        let dir = tempfile::tempdir().unwrap();
+        let policy = policy(dir.path());
+        let resolved = policy.resolve("path", "a/b.txt", Follow::Final).unwrap();
+        assert_eq!(resolved, policy.workspace.join("a/b.txt"));
+    }
+
+    #[test]
+    fn confinement_refuses_dotdot_and_symlink_escapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir(&ws).unwrap();
+        std::os::unix::fs::symlink("/etc", ws.join("out")).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", ws.join("file-out")).unwrap();
+        let policy = policy(&ws);
+        assert!(policy.resolve("path", "../x", Follow::Final).is_err());
+        assert!(policy.resolve("path", "/etc/passwd", Follow::Final).is_err());
+        assert!(policy.resolve("path", "out/passwd", Follow::Final).is_err());
+        assert!(policy.resolve("path", "out/new/deeper", Follow::Final).is_err());
+        assert!(policy.resolve("path", "file-out", Follow::Final).is_err());
+        // The link itself lives in the workspace: deleting it is allowed.
+        assert!(policy.resolve("path", "file-out", Follow::Parent).is_ok());
+        assert!(policy.resolve("path", "a/../b/./c", Follow::Final).is_ok());
+        // `out/..` is /etc's parent, not the workspace: the kernel's reading wins.
+        assert!(policy.resolve("path", "out/../etc/passwd", Follow::Final).is_err());
+        std::fs::create_dir(ws.join("sub")).unwrap();
+        assert!(policy.resolve("path", "sub/../inside.txt", Follow::Final).is_ok());
+        let inside = policy.workspace.join("x").display().to_string();
+        assert!(policy.resolve("path", &inside, Follow::Final).is_ok());
+    }
+}

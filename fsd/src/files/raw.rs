@@ -1,0 +1,131 @@
+//! Native raw transfers: `GET /api/files/raw?path=` and `PUT /api/files/raw?path=`.
+//!
+//! No base64, no size cap, memory flat: downloads stream from disk with Range support;
+//! uploads stream through a bounded channel to a writer thread that fills a temp file, fsyncs
+//! and renames it over the target.
+
+use std::io::Write;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::Uri;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use fsd_api::Operation;
+use fsd_api::files::RawWriteResponse;
+use futures_util::StreamExt;
+use serde::Deserialize;
+use tokio::sync::mpsc;
+use tower::ServiceExt;
+use tower_http::services::ServeFile;
+
+use super::FileError;
+use super::service::blocking;
+use crate::error::{ApiError, OperationExt};
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+/// Chunk size for reading a file being downloaded.
+const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
+/// Body chunks buffered between the socket and the writer thread.
+const UPLOAD_QUEUE_CHUNKS: usize = 64;
+/// Bytes gathered before one write(2).
+const UPLOAD_WRITE_BYTES: usize = 1024 * 1024;
+
+#[derive(Deserialize)]
+struct RawQuery {
+    path: Option<String>,
+}
+
+fn path_param(uri: &Uri) -> Result<String, ApiError> {
+    let query = axum::extract::Query::<RawQuery>::try_from_uri(uri)
+        .map_err(|err| ApiError::validation("query", err.body_text(), "INVALID_QUERY"))?;
+    query
+        .0
+        .path
+        .ok_or_else(|| ApiError::validation("path", "the `path` query parameter is required", "INVALID_PATH"))
+}
+
+pub async fn download(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let raw = path_param(request.uri())?;
+    let path = state.files.resolve_regular_file(&raw).await.op(Operation::FileRead)?;
+    let response = ServeFile::new(path)
+        .with_buf_chunk_size(DOWNLOAD_CHUNK_BYTES)
+        .oneshot(request)
+        .await
+        .unwrap_or_else(|never| match never {});
+    Ok(response.map(Body::new).into_response())
+}
+
+pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+    let raw = path_param(request.uri())?;
+    let mut atomic = state.files.create_atomic(&raw).await.op(Operation::FileWrite)?;
+    let (sender, mut receiver) = mpsc::channel::<Bytes>(UPLOAD_QUEUE_CHUNKS);
+    let target = raw.clone();
+    let writer = blocking(move || {
+        let io_error = |err| FileError::Io {
+            op: "write",
+            path: target.clone(),
+            source: err,
+        };
+        let mut pending: Vec<u8> = Vec::with_capacity(UPLOAD_WRITE_BYTES);
+        let mut written = 0u64;
+        while let Some(chunk) = receiver.blocking_recv() {
+            written += chunk.len() as u64;
+            if pending.is_empty() && chunk.len() >= UPLOAD_WRITE_BYTES {
+                atomic.file().write_all(&chunk).map_err(io_error)?;
+                continue;
+            }
+            pending.extend_from_slice(&chunk);
+            if pending.len() >= UPLOAD_WRITE_BYTES {
+                atomic.file().write_all(&pending).map_err(io_error)?;
+                pending.clear();
+            }
+        }
+        atomic.file().write_all(&pending).map_err(io_error)?;
+        Ok((atomic, written))
+    });
+    let mut body = request.into_body().into_data_stream();
+    let mut body_error = None;
+    while let Some(chunk) = body.next().await {
+        match chunk {
+            Ok(chunk) => {
+                if sender.send(chunk).await.is_err() {
+                    break; // The writer failed; its error is reported below.
+                }
+            }
+            Err(err) => {
+                body_error = Some(err);
+                break;
+            }
+        }
+    }
+    drop(sender);
+    let (atomic, written) = writer.await.op(Operation::FileWrite)?;
+    if let Some(err) = body_error {
+        // The upload was cut off: the temp file is dropped, the old file stays.
+        return Err(ApiError::validation(
+            "body",
+            format!("the upload was interrupted after {written} bytes: {err}"),
+            "INCOMPLETE_BODY",
+        )
+        .with_operation(Operation::FileWrite));
+    }
+    let committed = raw.clone();
+    blocking(move || {
+        atomic.commit().map_err(|source| FileError::Io {
+            op: "commit",
+            path: committed,
+            source,
+        })
+    })
+    .await
+    .op(Operation::FileWrite)?;
+    Ok(axum::Json(RawWriteResponse {
+        success: true,
+        path: raw,
+        bytes_written: written,
+        timestamp: now_rfc3339(),
+    })
+    .into_response())
+}

@@ -1,0 +1,359 @@
+//! The file service: every file operation, over plain paths, with [`FileError`]s.
+//!
+//! Blocking filesystem calls run on tokio's blocking pool. Paths are resolved by the
+//! [`PathPolicy`] first; what the caller sent is what error messages quote.
+
+use std::fs;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use fsd_api::MAX_ENCODED_READ_BYTES;
+use fsd_api::files::{Encoding, FileInfo, FileStat};
+
+use super::atomic::{self, AtomicFile, AtomicWriteError};
+use super::listing::{self, ListOptions};
+use super::mime;
+use super::paths::{Follow, PathPolicy};
+use super::FileError;
+
+/// A file read whole, encoded for JSON.
+#[derive(Debug)]
+pub struct EncodedFile {
+    pub content: String,
+    pub encoding: Encoding,
+    pub mime_type: String,
+    pub size: u64,
+}
+
+/// A file opened for streaming, with what its metadata event says.
+pub struct OpenedFile {
+    pub file: fs::File,
+    pub mime_type: String,
+    pub size: u64,
+    pub binary: bool,
+}
+
+pub struct FileService {
+    policy: PathPolicy,
+}
+
+impl FileService {
+    pub fn new(policy: PathPolicy) -> Self {
+        Self { policy }
+    }
+
+    /// Reads a whole file for the JSON route. `encoding` `None` picks base64 for binary
+    /// content and for text that is not valid UTF-8, so nothing is lost in transit.
+    pub async fn read(&self, raw: &str, encoding: Option<Encoding>) -> Result<EncodedFile, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || {
+            let (file, size) = open_regular(&path, &raw)?;
+            if size > MAX_ENCODED_READ_BYTES {
+                return Err(FileError::TooLarge {
+                    path: raw,
+                    actual: size,
+                    max: MAX_ENCODED_READ_BYTES,
+                    operation: "read",
+                });
+            }
+            let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+            file.take(MAX_ENCODED_READ_BYTES + 1)
+                .read_to_end(&mut bytes)
+                .map_err(FileError::io("read", &path))?;
+            let mime_type = mime::detect(&path, &bytes[..bytes.len().min(mime::SNIFF_BYTES)]);
+            let encoding = encoding.unwrap_or(
+                if mime::is_text(&mime_type) && std::str::from_utf8(&bytes).is_ok() {
+                    Encoding::Utf8
+                } else {
+                    Encoding::Base64
+                },
+            );
+            let content = match encoding {
+                Encoding::Base64 => BASE64.encode(&bytes),
+                Encoding::Utf8 => String::from_utf8(bytes)
+                    .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()),
+            };
+            Ok(EncodedFile {
+                content,
+                encoding,
+                mime_type,
+                size,
+            })
+        })
+        .await
+    }
+
+    /// Opens a file for `/api/read/stream`, sniffing its type from the first bytes.
+    pub async fn open_for_stream(&self, raw: &str) -> Result<OpenedFile, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || {
+            let (mut file, size) = open_regular(&path, &raw)?;
+            let mut head = vec![0; mime::SNIFF_BYTES];
+            let read = read_full(&mut file, &mut head).map_err(FileError::io("read", &path))?;
+            head.truncate(read);
+            let mime_type = mime::detect(&path, &head);
+            let binary = !(mime::is_text(&mime_type) && mime::looks_like_utf8_text(&head));
+            io::Seek::rewind(&mut file).map_err(FileError::io("seek", &path))?;
+            Ok(OpenedFile {
+                file,
+                mime_type,
+                size,
+                binary,
+            })
+        })
+        .await
+    }
+
+    /// The path of an existing regular file, for the raw download route.
+    pub async fn resolve_regular_file(&self, raw: &str) -> Result<PathBuf, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || open_regular(&path, &raw).map(|_| path)).await
+    }
+
+    /// Replaces the file at `raw` with `bytes`, atomically.
+    pub async fn write(&self, raw: &str, bytes: Vec<u8>) -> Result<u64, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        let len = bytes.len() as u64;
+        blocking(move || atomic::write_bytes(&path, &bytes).map_err(|err| write_error(err, &path, &raw)))
+            .await?;
+        Ok(len)
+    }
+
+    /// Starts an atomic replacement of `raw` that the caller streams into.
+    pub async fn create_atomic(&self, raw: &str) -> Result<AtomicFile, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || AtomicFile::create(&path).map_err(|err| write_error(err, &path, &raw))).await
+    }
+
+    /// Deletes a file or symlink; directories are refused, as in the reference.
+    pub async fn delete(&self, raw: &str) -> Result<(), FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Parent)?;
+        let raw = raw.to_string();
+        blocking(move || {
+            let meta = lstat(&path, "File", &raw)?;
+            if meta.is_dir() {
+                return Err(FileError::IsDirectory {
+                    message: format!(
+                        "Cannot delete directory with deleteFile() at '{raw}'. \
+                         Use exec('rm -rf {raw}') instead."
+                    ),
+                    path: raw,
+                });
+            }
+            fs::remove_file(&path).map_err(FileError::io("delete", &path))
+        })
+        .await
+    }
+
+    /// Moves `source` to `destination` with `mv`'s rules: into an existing directory if the
+    /// destination is one, replacing an existing file, copying across filesystems.
+    pub async fn rename(
+        &self,
+        (source_field, source_raw): (&'static str, &str),
+        (dest_field, dest_raw): (&'static str, &str),
+    ) -> Result<(), FileError> {
+        let source = self.policy.resolve(source_field, source_raw, Follow::Parent)?;
+        let mut destination = self.policy.resolve(dest_field, dest_raw, Follow::Final)?;
+        let source_raw = source_raw.to_string();
+        let dest_raw = dest_raw.to_string();
+        let policy = self.policy.clone();
+        blocking(move || {
+            lstat(&source, "Source file", &source_raw)?;
+            if destination.is_dir()
+                && let Some(name) = source.file_name()
+            {
+                destination.push(name);
+                // The final name is new; check it like any other path.
+                let joined = destination.display().to_string();
+                policy.resolve(dest_field, &joined, Follow::Parent)?;
+            }
+            if destination.starts_with(&source) && destination != source {
+                return Err(FileError::InvalidMove {
+                    field: dest_field,
+                    reason: format!("cannot move '{source_raw}' into itself ('{dest_raw}')"),
+                });
+            }
+            match destination.parent().map(fs::metadata) {
+                Some(Ok(meta)) if meta.is_dir() => {}
+                Some(Ok(_)) => return Err(FileError::NotDirectory { path: dest_raw }),
+                _ => return Err(FileError::not_found("Destination directory", &dest_raw)),
+            }
+            match fs::rename(&source, &destination) {
+                Err(err) if err.raw_os_error() == Some(nix::errno::Errno::EXDEV as i32) => {
+                    copy_across(&source, &destination)
+                        .and_then(|()| remove_any(&source))
+                        .map_err(FileError::io("move", &destination))
+                }
+                other => other.map_err(FileError::io("move", &destination)),
+            }
+        })
+        .await
+    }
+
+    pub async fn mkdir(&self, raw: &str, recursive: bool) -> Result<(), FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || {
+            let result = if recursive {
+                fs::create_dir_all(&path)
+            } else {
+                fs::create_dir(&path)
+            };
+            result.map_err(|err| match err.kind() {
+                io::ErrorKind::AlreadyExists => FileError::AlreadyExists { path: raw },
+                io::ErrorKind::NotFound => FileError::not_found("Parent directory", &raw),
+                io::ErrorKind::NotADirectory => FileError::NotDirectory { path: raw },
+                _ => FileError::io("mkdir", &path)(err),
+            })
+        })
+        .await
+    }
+
+    pub async fn list(&self, raw: &str, options: ListOptions) -> Result<Vec<FileInfo>, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || {
+            match fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => {}
+                Ok(_) => return Err(FileError::NotDirectory { path: raw }),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    return Err(FileError::not_found("Directory", &raw));
+                }
+                Err(err) => return Err(FileError::io("list", &path)(err)),
+            }
+            Ok(listing::list(&path, options))
+        })
+        .await
+    }
+
+    /// Whether the path exists, following symlinks (a dangling link does not exist).
+    pub async fn exists(&self, raw: &str) -> Result<bool, FileError> {
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        blocking(move || Ok(fs::exists(&path).unwrap_or(false))).await
+    }
+
+    pub async fn stat(&self, raw: &str, follow: bool) -> Result<FileStat, FileError> {
+        let follow = if follow { Follow::Final } else { Follow::Parent };
+        let path = self.policy.resolve("path", raw, follow)?;
+        let raw = raw.to_string();
+        blocking(move || {
+            let meta = match follow {
+                Follow::Final => fs::metadata(&path),
+                Follow::Parent => fs::symlink_metadata(&path),
+            }
+            .map_err(|err| match err.kind() {
+                io::ErrorKind::NotFound => FileError::not_found("File", &raw),
+                _ => FileError::io("stat", &path)(err),
+            })?;
+            let target = meta
+                .file_type()
+                .is_symlink()
+                .then(|| fs::read_link(&path).ok())
+                .flatten()
+                .map(|target| target.display().to_string());
+            Ok(listing::stat(&meta, target))
+        })
+        .await
+    }
+}
+
+/// Runs blocking filesystem work off the async threads.
+pub async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, FileError> + Send + 'static,
+) -> Result<T, FileError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|join| {
+        Err(FileError::Io {
+            op: "run",
+            path: String::new(),
+            source: io::Error::other(join.to_string()),
+        })
+    })
+}
+
+/// Opens a regular file (following symlinks) and returns it with its size.
+fn open_regular(path: &Path, raw: &str) -> Result<(fs::File, u64), FileError> {
+    let file = fs::File::open(path).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => FileError::not_found("File", raw),
+        _ => FileError::io("open", path)(err),
+    })?;
+    let meta = file.metadata().map_err(FileError::io("stat", path))?;
+    if meta.is_dir() {
+        return Err(FileError::IsDirectory {
+            path: raw.to_string(),
+            message: format!("Path is a directory: {raw}"),
+        });
+    }
+    Ok((file, meta.len()))
+}
+
+fn lstat(path: &Path, what: &'static str, raw: &str) -> Result<fs::Metadata, FileError> {
+    fs::symlink_metadata(path).map_err(|err| match err.kind() {
+        io::ErrorKind::NotFound => FileError::not_found(what, raw),
+        _ => FileError::io("stat", path)(err),
+    })
+}
+
+fn write_error(err: AtomicWriteError, path: &Path, raw: &str) -> FileError {
+    match err {
+        AtomicWriteError::IsDirectory => FileError::IsDirectory {
+            path: raw.to_string(),
+            message: format!("Path is a directory: {raw}"),
+        },
+        AtomicWriteError::ParentNotDirectory => FileError::NotDirectory {
+            path: raw.to_string(),
+        },
+        AtomicWriteError::Io(err) => FileError::io("write", path)(err),
+    }
+}
+
+/// Reads until `buf` is full or the file ends; returns the count.
+pub fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+    let mut filled = 0;
+    while filled < buf.len() {
+        match file.read(&mut buf[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+    Ok(filled)
+}
+
+/// Copies a file, symlink or whole tree to another filesystem, keeping modes.
+fn copy_across(source: &Path, destination: &Path) -> io::Result<()> {
+    for entry in walkdir::WalkDir::new(source).follow_links(false) {
+        let entry = entry.map_err(io::Error::other)?;
+        let relative = entry.path().strip_prefix(source).map_err(io::Error::other)?;
+        let target = if relative.as_os_str().is_empty() {
+            destination.to_path_buf()
+        } else {
+            destination.join(relative)
+        };
+        let kind = entry.file_type();
+        if kind.is_dir() {
+            fs::create_dir_all(&target)?;
+            fs::set_permissions(&target, entry.metadata().map_err(io::Error::other)?.permissions())?;
+        } else if kind.is_symlink() {
+            std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
+        } else {
+            fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn remove_any(path: &Path) -> io::Result<()> {
+    if fs::symlink_metadata(path)?.is_dir() {
+        fs::remove_dir_all(path)
+    } else {
+        fs::remove_file(path)
+    }
+}

@@ -1,0 +1,131 @@
+//! `/api/read/stream`: a file as SSE events (`metadata`, `chunk`*, `complete` or `error`).
+//!
+//! Each chunk covers 65,535 raw bytes. Binary chunks are base64 on their own; text chunks are
+//! decoded as UTF-8 with a character split across two reads carried into the next chunk.
+
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use fsd_api::READ_STREAM_CHUNK_BYTES;
+use fsd_api::files::{Encoding, FileStreamEvent};
+use futures_util::{Stream, StreamExt, stream};
+use tokio::sync::mpsc;
+
+use super::service::{OpenedFile, read_full};
+
+/// Events for an opened file. Reading happens on a blocking thread, a few chunks ahead.
+pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send + 'static {
+    let metadata = FileStreamEvent::Metadata {
+        mime_type: opened.mime_type,
+        size: opened.size,
+        is_binary: opened.binary,
+        encoding: if opened.binary { Encoding::Base64 } else { Encoding::Utf8 },
+    };
+    let (sender, receiver) = mpsc::channel(4);
+    let (mut file, binary) = (opened.file, opened.binary);
+    tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0; READ_STREAM_CHUNK_BYTES];
+        let mut carry: Vec<u8> = Vec::new();
+        let mut bytes_read = 0u64;
+        loop {
+            let event = match read_full(&mut file, &mut buf) {
+                Err(err) => FileStreamEvent::Error {
+                    error: format!("read failed after {bytes_read} bytes: {err}"),
+                },
+                Ok(0) => {
+                    if !carry.is_empty() {
+                        let data = String::from_utf8_lossy(&carry).into_owned();
+                        if sender.blocking_send(FileStreamEvent::Chunk { data }).is_err() {
+                            return;
+                        }
+                    }
+                    FileStreamEvent::Complete { bytes_read }
+                }
+                Ok(n) => {
+                    bytes_read += n as u64;
+                    let data = if binary {
+                        BASE64.encode(&buf[..n])
+                    } else {
+                        carry.extend_from_slice(&buf[..n]);
+                        let whole = carry.len() - incomplete_tail(&carry);
+                        let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
+                        carry.drain(..whole);
+                        text
+                    };
+                    FileStreamEvent::Chunk { data }
+                }
+            };
+            let last = !matches!(event, FileStreamEvent::Chunk { .. });
+            // A closed receiver means the client went away: stop reading.
+            if sender.blocking_send(event).is_err() || last {
+                return;
+            }
+        }
+    });
+    let rest = stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|event| (event, receiver))
+    });
+    stream::once(async { metadata }).chain(rest)
+}
+
+/// Length of a UTF-8 sequence cut off at the end of `bytes` (0 if the end is whole).
+fn incomplete_tail(bytes: &[u8]) -> usize {
+    for back in 1..=bytes.len().min(3) {
+        let byte = bytes[bytes.len() - back];
+        if byte & 0b1100_0000 != 0b1000_0000 {
+            let needed = match byte {
+                b if b >= 0xF0 => 4,
+                b if b >= 0xE0 => 3,
+                b if b >= 0xC0 => 2,
+                _ => 1,
+            };
+            return if needed > back { back } else { 0 };
+        }
+    }
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_cut_characters() {
+        let euro = "€".as_bytes(); // 3 bytes
+        assert_eq!(incomplete_tail(b"abc"), 0);
+        assert_eq!(incomplete_tail(euro), 0);
+        assert_eq!(incomplete_tail(&euro[..1]), 1);
+        assert_eq!(incomplete_tail(&euro[..2]), 2);
+        let mut bytes = b"a".to_vec();
+        bytes.extend_from_slice(&"😀".as_bytes()[..3]);
+        assert_eq!(incomplete_tail(&bytes), 3);
+    }
+
+    #[tokio::test]
+    async fn text_split_inside_a_character_streams_intact() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.txt");
+        // A 3-byte character straddles the first chunk boundary.
+        let text = format!("{}€tail", "a".repeat(READ_STREAM_CHUNK_BYTES - 1));
+        std::fs::write(&path, &text).unwrap();
+        let opened = OpenedFile {
+            file: std::fs::File::open(&path).unwrap(),
+            mime_type: "text/plain".into(),
+            size: text.len() as u64,
+            binary: false,
+        };
+        let events: Vec<_> = events(opened).collect().await;
+        let mut joined = String::new();
+        for event in &events[1..events.len() - 1] {
+            match event {
+                FileStreamEvent::Chunk { data } => joined.push_str(data),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(joined, text);
+        assert_eq!(
+            events.last(),
+            Some(&FileStreamEvent::Complete { bytes_read: text.len() as u64 })
+        );
+    }
+}

@@ -1,0 +1,46 @@
+//! `fsd`: the workspace daemon that runs inside a sandbox and serves its workspace over HTTP.
+//!
+//! `fsd serve` with no flags serves `/workspace` (or `./workspace` when that is not writable)
+//! on 127.0.0.1:3000. See the README for the routes and `fsd serve --help` for the flags.
+
+mod config;
+mod error;
+mod files;
+mod logging;
+mod server;
+mod state;
+mod system;
+mod wire;
+
+use clap::Parser;
+
+fn main() -> std::process::ExitCode {
+    let cli = config::Cli::parse();
+    match cli.command {
+        config::Command::Serve(args) => {
+            let settings = match args.into_settings() {
+                Ok(settings) => settings,
+                Err(message) => {
+                    eprintln!("fsd: {message}");
+                    return std::process::ExitCode::from(2);
+                }
+            };
+            logging::init(&settings.log_level, settings.log_format);
+            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(err) => {
+                    eprintln!("fsd: cannot start the async runtime: {err}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            };
+            match runtime.block_on(server::run(settings)) {
+                Ok(()) => std::process::ExitCode::SUCCESS,
+                Err(err) => {
+                    tracing::error!(error = %err, "fsd stopped");
+                    eprintln!("fsd: {err}");
+                    std::process::ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Builds the router, binds, prints the address, serves until SIGTERM or SIGINT.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{HeaderName, Method, header};
+use tokio::net::TcpListener;
+use tower_http::cors::{Any, CorsLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::config::Settings;
+use crate::files::paths::PathPolicy;
+use crate::files::{self, FileService};
+use crate::state::AppState;
+use crate::system::{self, capabilities};
+use crate::wire::{self, auth};
+
+pub fn router(state: AppState, token: auth::ApiToken) -> Router {
+    Router::new()
+        .merge(system::router())
+        .merge(files::router())
+        .fallback(wire::not_found)
+        .method_not_allowed_fallback(wire::not_found)
+        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(token, auth::require_token))
+        .layer(TraceLayer::new_for_http())
+        .layer(cors())
+}
+
+/// The reference's CORS policy; preflights are answered here, before auth, unlike the
+/// reference, which answers them 404.
+fn cors() -> CorsLayer {
+    CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS])
+        .allow_headers([
+            header::CONTENT_TYPE,
+            header::AUTHORIZATION,
+            header::RANGE,
+            HeaderName::from_static("x-session-id"),
+            HeaderName::from_static("x-sandbox-id"),
+            HeaderName::from_static("x-trace-id"),
+            HeaderName::from_static("x-fsd-token"),
+        ])
+        .expose_headers([header::CONTENT_LENGTH, header::CONTENT_RANGE, header::ACCEPT_RANGES])
+}
+
+pub async fn run(settings: Settings) -> std::io::Result<()> {
+    let policy = PathPolicy::new(
+        settings.workspace.clone(),
+        settings.confine,
+        settings.allow_roots.clone(),
+    );
+    let state = AppState {
+        files: Arc::new(FileService::new(policy)),
+        capabilities: Arc::new(capabilities::detect(&settings.workspace, settings.confine)),
+    };
+    let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
+    let listener = TcpListener::bind(settings.listen).await?;
+    let address = listener.local_addr()?;
+    tracing::info!(
+        %address,
+        workspace = %settings.workspace.display(),
+        auth = settings.token.is_some(),
+        confine = settings.confine,
+        capabilities = ?state.capabilities,
+        "fsd serving"
+    );
+    // One machine-readable line on stdout, for supervisors that passed port 0.
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "fsd listening on http://{address}")?;
+    stdout.flush()?;
+    axum::serve(listener, router(state, token))
+        .with_graceful_shutdown(shutdown_signal())
+        .await?;
+    tracing::info!("fsd stopped");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
+        () = terminate => tracing::info!("SIGTERM: shutting down"),
+    }
+}

@@ -1,0 +1,53 @@
+//! `GET /`, `GET /api/ping`, `GET /api/version`, `GET /api/capabilities`.
+
+pub mod capabilities;
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use fsd_api::system::{CapabilitiesResponse, PingResponse, VersionResponse};
+
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(root))
+        .route("/api/ping", get(ping))
+        .route("/api/version", get(version))
+        .route("/api/capabilities", get(capabilities))
+}
+
+async fn root() -> &'static str {
+    "fsd workspace daemon\n"
+}
+
+async fn ping() -> Json<PingResponse> {
+    Json(PingResponse {
+        success: true,
+        status: "healthy".into(),
+        message: "healthy".into(),
+        timestamp: now_rfc3339(),
+    })
+}
+
+/// `SANDBOX_VERSION` as the reference reports it, else fsd's own version.
+async fn version() -> Json<VersionResponse> {
+    let version = std::env::var("SANDBOX_VERSION")
+        .ok()
+        .filter(|v| !v.is_empty())
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+    Json(VersionResponse {
+        success: true,
+        version,
+        timestamp: now_rfc3339(),
+    })
+}
+
+async fn capabilities(State(state): State<AppState>) -> Json<CapabilitiesResponse> {
+    Json(CapabilitiesResponse {
+        success: true,
+        capabilities: (*state.capabilities).clone(),
+        timestamp: now_rfc3339(),
+    })
+}

@@ -1,0 +1,124 @@
+//! A JSON body extractor whose errors name the offending field.
+//!
+//! axum's `Json` answers 400/415/422 with plain text; callers of fsd get the error envelope
+//! instead: `VALIDATION_FAILED` with `validationErrors[0].field` set to the field's path
+//! (`options.recursive`), or `body` when the body is not JSON at all.
+
+use axum::extract::{FromRequest, Request};
+use fsd_api::ErrorCode;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+
+/// Largest JSON body accepted. A 32 MiB file base64-encoded is about 43 MiB.
+pub const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
+
+pub struct JsonBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BODY_BYTES)
+            .await
+            .map_err(body_read_error)?;
+        parse(&bytes).map(JsonBody)
+    }
+}
+
+fn body_read_error(err: axum::Error) -> ApiError {
+    let detail = err.to_string();
+    if err.into_inner().is::<http_body_util::LengthLimitError>() {
+        ApiError::new(
+            ErrorCode::FileTooLarge,
+            format!("request body exceeds {MAX_JSON_BODY_BYTES} bytes"),
+        )
+        .with_suggestion("Use PUT /api/files/raw to upload large files without base64")
+    } else {
+        ApiError::validation("body", format!("cannot read the request body: {detail}"), "INVALID_BODY")
+    }
+}
+
+/// Parses a JSON body into `T`, naming the field on failure.
+pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::validation(
+            "body",
+            "the request body must be a JSON object",
+            "INVALID_JSON",
+        ));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
+        let inner = err.inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return ApiError::validation("body", format!("invalid JSON: {inner}"), "INVALID_JSON");
+        }
+        let path = err.path().to_string();
+        let message = inner.to_string();
+        let field = match missing_field(&message) {
+            Some(name) if path == "." => name.to_string(),
+            Some(name) => format!("{path}.{name}"),
+            None if path == "." => "body".to_string(),
+            None => path,
+        };
+        ApiError::validation(&field, strip_position(&message), "INVALID_FIELD")
+    })?;
+    deserializer
+        .end()
+        .map_err(|err| ApiError::validation("body", format!("invalid JSON: {err}"), "INVALID_JSON"))?;
+    Ok(value)
+}
+
+/// `missing field `path`` → `path`.
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.split('`').next()
+}
+
+/// serde_json appends ` at line L column C`; the field name says more.
+fn strip_position(message: &str) -> String {
+    match message.rfind(" at line ") {
+        Some(index) => message[..index].to_string(),
+        None => message.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use fsd_api::files::{ListFilesRequest, ReadRequest};
+
+    fn field_of(err: &ApiError) -> String {
+        err.context["validationErrors"][0]["field"].as_str().unwrap().to_string()
+    }
+
+    #[test]
+    fn names_a_missing_field() {
+        let err = parse::<ReadRequest>(b"{}").err().unwrap();
+        assert_eq!(err.code, ErrorCode::ValidationFailed);
+        assert_eq!(field_of(&err), "path");
+    }
+
+    #[test]
+    fn names_a_wrongly_typed_nested_field() {
+        let err = parse::<ListFilesRequest>(br#"{"path":"a","options":{"recursive":"yes"}}"#)
+            .err()
+            .unwrap();
+        assert_eq!(field_of(&err), "options.recursive");
+        assert!(!err.message.contains("line"), "{}", err.message);
+    }
+
+    #[test]
+    fn malformed_json_is_a_body_error() {
+        for body in [&b"{"[..], b"not json", b"", br#"{"path":"a"} trailing"#] {
+            let err = parse::<ReadRequest>(body).err().unwrap();
+            assert_eq!(field_of(&err), "body", "{}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn a_bad_enum_value_names_its_field() {
+        let err = parse::<ReadRequest>(br#"{"path":"a","encoding":"latin1"}"#).err().unwrap();
+        assert_eq!(field_of(&err), "encoding");
+    }
+}

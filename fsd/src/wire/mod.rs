@@ -1,0 +1,14 @@
+//! HTTP plumbing shared by every route module: the JSON body extractor, timestamps, SSE
+//! responses, auth, and the unknown-route fallback.
+
+pub mod auth;
+pub mod json;
+pub mod sse;
+pub mod time;
+
+use crate::error::ApiError;
+
+/// Unknown method or path: the reference's 404 envelope.
+pub async fn not_found() -> ApiError {
+    ApiError::not_found_route()
+}
