@@ -19,11 +19,14 @@ pub struct ApiError {
     pub context: Value,
     pub operation: Option<Operation>,
     pub suggestion: Option<String>,
+    /// Normally the code's status; the unknown-route 404 is the one exception.
+    pub http_status: u16,
 }
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         Self {
+            http_status: code.http_status(),
             code,
             message: message.into(),
             context: json!({}),
@@ -59,8 +62,11 @@ impl ApiError {
         self
     }
 
+    /// The reference answers unknown routes 404 with code UNKNOWN_ERROR (otherwise a 500 code).
     pub fn not_found_route() -> Self {
-        Self::new(ErrorCode::UnknownError, "The requested endpoint was not found")
+        let mut err = Self::new(ErrorCode::UnknownError, "The requested endpoint was not found");
+        err.http_status = 404;
+        err
     }
 
     pub fn unauthorized() -> Self {
@@ -74,7 +80,7 @@ impl ApiError {
             message: self.message.clone(),
             context: self.context.clone(),
             operation: self.operation,
-            http_status: self.code.http_status(),
+            http_status: self.http_status,
             timestamp: now_rfc3339(),
             suggestion: self.suggestion.clone(),
         }
@@ -83,8 +89,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status =
-            StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status = StatusCode::from_u16(self.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
             tracing::error!(code = %self.code, message = %self.message, "request failed");
         } else {

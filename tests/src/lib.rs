@@ -1,1 +1,206 @@
+//! Black-box test harness: starts the real `fsd` binary on an ephemeral loopback port over a
+//! fresh temporary workspace, and talks to it over HTTP.
+//!
+//! The binaries must be built first (`cargo build --workspace`); `FSD_BIN` and `FSCTL_BIN`
+//! override where they are looked for.
 
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use serde_json::Value;
+
+/// Path of a workspace binary (`fsd`, `fsctl`) beside the test executable's target dir.
+pub fn binary(name: &str) -> PathBuf {
+    let var = format!("{}_BIN", name.to_uppercase());
+    if let Ok(path) = std::env::var(&var) {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let profile_dir = exe.parent().and_then(Path::parent).expect("target profile dir");
+    let path = profile_dir.join(name);
+    assert!(
+        path.exists(),
+        "{} not found: run `cargo build --workspace` first (or set {var})",
+        path.display()
+    );
+    path
+}
+
+/// A running daemon; killed when dropped.
+pub struct Daemon {
+    child: Child,
+    pub url: String,
+    pub token: Option<String>,
+    workspace: tempfile::TempDir,
+    http: reqwest::Client,
+}
+
+/// Options for [`Daemon::start_with`].
+#[derive(Default, Clone)]
+pub struct Options {
+    pub token: Option<String>,
+    pub confine: bool,
+    pub allow_roots: Vec<PathBuf>,
+}
+
+impl Daemon {
+    pub fn start() -> Self {
+        Self::start_with(Options::default())
+    }
+
+    pub fn start_with(options: Options) -> Self {
+        let workspace = tempfile::tempdir().expect("temp workspace");
+        let mut command = Command::new(binary("fsd"));
+        command
+            .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "warn", "--workspace"])
+            .arg(workspace.path())
+            .env_remove("FSD_TOKEN")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if let Some(token) = &options.token {
+            command.args(["--token", token]);
+        }
+        if options.confine {
+            command.arg("--confine");
+        }
+        for root in &options.allow_roots {
+            command.arg("--allow-root").arg(root);
+        }
+        let mut child = command.spawn().expect("spawn fsd");
+        let url = read_listen_line(&mut child);
+        Self {
+            child,
+            url,
+            token: options.token,
+            workspace,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// The workspace root, canonical.
+    pub fn root(&self) -> PathBuf {
+        std::fs::canonicalize(self.workspace.path()).expect("canonical workspace")
+    }
+
+    /// A path inside the workspace.
+    pub fn path(&self, relative: &str) -> PathBuf {
+        self.root().join(relative)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn url(&self, route: &str) -> String {
+        format!("{}{route}", self.url)
+    }
+
+    /// A request builder with the token attached, if any.
+    pub fn request(&self, method: reqwest::Method, route: &str) -> reqwest::RequestBuilder {
+        let builder = self.http.request(method, self.url(route));
+        match &self.token {
+            Some(token) => builder.bearer_auth(token),
+            None => builder,
+        }
+    }
+
+    /// POSTs JSON and returns status and parsed body.
+    pub async fn post(&self, route: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .request(reqwest::Method::POST, route)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        let text = response.text().await.expect("body");
+        let json = serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text}"));
+        (status, json)
+    }
+
+    pub async fn get(&self, route: &str) -> (StatusCode, Value) {
+        let response = self.request(reqwest::Method::GET, route).send().await.expect("request");
+        let status = response.status();
+        let json = response.json().await.expect("JSON body");
+        (status, json)
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id();
+        let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        self.child.wait().expect("wait for fsd")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads `fsd listening on <url>` from the child's stdout (10 s budget).
+pub fn read_listen_line(child: &mut Child) -> String {
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (sender, receiver) = mpsc::channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stdout);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        let _ = sender.send(line);
+        // Keep draining so the child never blocks on a full pipe.
+        let _ = std::io::copy(&mut reader, &mut std::io::sink());
+    });
+    let line = receiver
+        .recv_timeout(Duration::from_secs(10))
+        .expect("fsd printed no listen line within 10 s");
+    line.trim()
+        .strip_prefix("fsd listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line from fsd: {line:?}"))
+        .to_string()
+}
+
+/// Asserts an error envelope: status, code, and (if given) the validation field.
+pub fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str) {
+    assert_eq!(status.as_u16(), expected_status, "status for {body}");
+    assert_eq!(body["code"], code, "code in {body}");
+    assert_eq!(body["httpStatus"], expected_status, "httpStatus in {body}");
+    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "message in {body}");
+    assert!(body["timestamp"].as_str().is_some(), "timestamp in {body}");
+    assert!(body["context"].is_object(), "context in {body}");
+    assert!(body.get("success").is_none(), "error bodies carry no success field: {body}");
+}
+
+/// Asserts a 400 VALIDATION_FAILED naming `field`.
+pub fn assert_validation(status: StatusCode, body: &Value, field: &str) {
+    assert_error(status, body, 400, "VALIDATION_FAILED");
+    let fields: Vec<&str> = body["context"]["validationErrors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("validationErrors in {body}"))
+        .iter()
+        .filter_map(|issue| issue["field"].as_str())
+        .collect();
+    assert!(fields.contains(&field), "expected field {field:?} in {body}");
+}
+
+/// Hex sha256 of bytes.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    format!("{:x}", sha2::Sha256::digest(bytes))
+}
+
+/// `VmHWM` (peak resident set) of a process, in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM")
+}

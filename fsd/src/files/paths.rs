@@ -38,7 +38,8 @@ impl PathPolicy {
     /// Validates `raw` (the value of request field `field`) and resolves it.
     pub fn resolve(&self, field: &'static str, raw: &str, follow: Follow) -> Result<PathBuf, FileError> {
         validate(field, raw)?;
-        let path = self.workspace.join(raw);
+        // Rebuilding from components drops `.` and doubled slashes; `..` stays for the kernel.
+        let path: PathBuf = self.workspace.join(raw).components().collect();
         if self.confine {
             let real = real_path(&path, follow);
             if !self.roots.iter().any(|root| real.starts_with(root)) {

@@ -41,7 +41,8 @@ fn body_read_error(err: axum::Error) -> ApiError {
 
 /// Parses a JSON body into `T`, naming the field on failure.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    if bytes.iter().all(u8::is_ascii_whitespace) {
+    // serde would read `[..]` into a struct by position; the API takes objects only.
+    if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::validation(
             "body",
             "the request body must be a JSON object",
@@ -110,7 +111,7 @@ mod tests {
 
     #[test]
     fn malformed_json_is_a_body_error() {
-        for body in [&b"{"[..], b"not json", b"", br#"{"path":"a"} trailing"#] {
+        for body in [&b"{"[..], b"not json", b"", br#"{"path":"a"} trailing"#, br#"["a"]"#] {
             let err = parse::<ReadRequest>(body).err().unwrap();
             assert_eq!(field_of(&err), "body", "{}", String::from_utf8_lossy(body));
         }

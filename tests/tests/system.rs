@@ -1,0 +1,180 @@
+//! Ping, version, capabilities, unknown routes, CORS, tokens, start-up checks and shutdown.
+
+use fsd_tests::{Daemon, Options, assert_error, binary};
+use reqwest::{Method, StatusCode};
+use serde_json::json;
+
+#[tokio::test]
+async fn ping_reports_healthy_with_message() {
+    let daemon = Daemon::start();
+    let (status, body) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["success"], true);
+    assert_eq!(body["status"], "healthy");
+    assert_eq!(body["message"], "healthy");
+    let timestamp = body["timestamp"].as_str().unwrap();
+    assert_eq!(timestamp.len(), 24, "{timestamp}");
+    assert!(timestamp.ends_with('Z'));
+}
+
+#[tokio::test]
+async fn version_and_root() {
+    let daemon = Daemon::start();
+    let (status, body) = daemon.get("/api/version").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["success"], true);
+    assert!(body["version"].as_str().is_some_and(|v| !v.is_empty()));
+    let root = reqwest::get(daemon.url("/")).await.unwrap();
+    assert_eq!(root.status(), StatusCode::OK);
+    assert!(root.text().await.unwrap().contains("fsd"));
+}
+
+#[tokio::test]
+async fn capabilities_describe_this_host() {
+    let daemon = Daemon::start();
+    let (status, body) = daemon.get("/api/capabilities").await;
+    assert_eq!(status, StatusCode::OK);
+    let caps = &body["capabilities"];
+    for flag in ["root", "canMount", "overlayfs", "squashfs", "loopDevices", "fuse", "pidNamespaces", "confined"] {
+        assert!(caps[flag].is_boolean(), "{flag} in {body}");
+    }
+    assert!(caps["inotify"]["maxUserWatches"].as_u64().is_some_and(|n| n > 0), "{body}");
+    assert_eq!(caps["workspace"], daemon.root().display().to_string());
+    assert_eq!(caps["confined"], false);
+    let is_root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
+    assert_eq!(caps["root"], is_root);
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_get_the_404_envelope() {
+    let daemon = Daemon::start();
+    for (method, route) in [
+        (Method::GET, "/api/nope"),
+        (Method::POST, "/api/nope"),
+        (Method::GET, "/api/read"),
+        (Method::DELETE, "/api/write"),
+    ] {
+        let response = daemon.request(method.clone(), route).send().await.unwrap();
+        let status = response.status();
+        assert_eq!(response.headers()["access-control-allow-origin"], "*");
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(status, StatusCode::NOT_FOUND, "{method} {route}");
+        assert_eq!(body["code"], "UNKNOWN_ERROR");
+        assert_eq!(body["httpStatus"], 404);
+        assert_eq!(body["message"], "The requested endpoint was not found");
+    }
+}
+
+#[tokio::test]
+async fn cors_headers_on_success_errors_and_preflight() {
+    let daemon = Daemon::start_with(Options {
+        token: Some("secret".into()),
+        ..Options::default()
+    });
+    let ok = daemon.request(Method::GET, "/api/ping").header("Origin", "https://a.example").send().await.unwrap();
+    assert_eq!(ok.headers()["access-control-allow-origin"], "*");
+    let err = daemon
+        .request(Method::POST, "/api/read")
+        .header("Origin", "https://a.example")
+        .json(&json!({"path": "missing"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(err.status(), StatusCode::NOT_FOUND);
+    assert_eq!(err.headers()["access-control-allow-origin"], "*");
+    // A preflight carries no token, and is answered all the same.
+    let preflight = reqwest::Client::new()
+        .request(Method::OPTIONS, daemon.url("/api/read"))
+        .header("Origin", "https://a.example")
+        .header("Access-Control-Request-Method", "POST")
+        .header("Access-Control-Request-Headers", "content-type,x-session-id,authorization")
+        .send()
+        .await
+        .unwrap();
+    assert!(preflight.status().is_success(), "{}", preflight.status());
+    let headers = preflight.headers();
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    let methods = headers["access-control-allow-methods"].to_str().unwrap();
+    for method in ["GET", "POST", "PUT", "DELETE", "OPTIONS"] {
+        assert!(methods.contains(method), "{methods}");
+    }
+    let allowed = headers["access-control-allow-headers"].to_str().unwrap().to_lowercase();
+    for header in ["content-type", "authorization", "x-session-id", "x-sandbox-id", "x-trace-id"] {
+        assert!(allowed.contains(header), "{allowed}");
+    }
+}
+
+#[tokio::test]
+async fn token_is_enforced_on_every_route_but_ping() {
+    let daemon = Daemon::start_with(Options {
+        token: Some("s3cret-token".into()),
+        ..Options::default()
+    });
+    let anonymous = reqwest::Client::new();
+    let ping = anonymous.get(daemon.url("/api/ping")).send().await.unwrap();
+    assert_eq!(ping.status(), StatusCode::OK);
+    for request in [
+        anonymous.get(daemon.url("/api/version")),
+        anonymous.post(daemon.url("/api/read")).json(&json!({"path": "x"})),
+        anonymous.get(daemon.url("/api/files/raw?path=x")),
+        anonymous.get(daemon.url("/api/version")).bearer_auth("wrong"),
+        anonymous.get(daemon.url("/api/version")).header("X-Fsd-Token", "s3cret-tokeN"),
+        anonymous.get(daemon.url("/api/version")).header("Authorization", "Basic s3cret-token"),
+    ] {
+        let response = request.send().await.unwrap();
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+        let status = response.status();
+        let body: serde_json::Value = response.json().await.unwrap();
+        assert_error(status, &body, 401, "UNAUTHORIZED");
+    }
+    let bearer = anonymous.get(daemon.url("/api/version")).bearer_auth("s3cret-token").send().await.unwrap();
+    assert_eq!(bearer.status(), StatusCode::OK);
+    let header = anonymous
+        .get(daemon.url("/api/version"))
+        .header("X-Fsd-Token", "s3cret-token")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(header.status(), StatusCode::OK);
+}
+
+#[test]
+fn refuses_a_public_address_without_a_token() {
+    let workspace = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(binary("fsd"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--workspace"])
+        .arg(workspace.path())
+        .env_remove("FSD_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--no-auth") && stderr.contains("--token"), "{stderr}");
+}
+
+#[test]
+fn serves_a_public_address_with_no_auth_when_asked() {
+    let workspace = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(binary("fsd"))
+        .args(["serve", "--listen", "0.0.0.0:0", "--no-auth", "--workspace"])
+        .arg(workspace.path())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let url = fsd_tests::read_listen_line(&mut child);
+    assert!(url.starts_with("http://0.0.0.0:"), "{url}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+#[tokio::test]
+async fn sigterm_shuts_down_cleanly() {
+    let mut daemon = Daemon::start();
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK);
+    let exit = daemon.terminate();
+    assert!(exit.success(), "{exit:?}");
+}
