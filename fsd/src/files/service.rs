@@ -264,17 +264,21 @@ impl FileService {
     }
 }
 
-/// Runs blocking filesystem work off the async threads.
-pub async fn blocking<T: Send + 'static>(
+/// Runs blocking filesystem work off the async threads. The work starts at once, not when
+/// the returned future is first polled, so it can run alongside the caller (raw uploads).
+pub fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T, FileError> + Send + 'static,
-) -> Result<T, FileError> {
-    tokio::task::spawn_blocking(work).await.unwrap_or_else(|join| {
-        Err(FileError::Io {
-            op: "run",
-            path: String::new(),
-            source: io::Error::other(join.to_string()),
+) -> impl std::future::Future<Output = Result<T, FileError>> {
+    let handle = tokio::task::spawn_blocking(work);
+    async move {
+        handle.await.unwrap_or_else(|join| {
+            Err(FileError::Io {
+                op: "run",
+                path: String::new(),
+                source: io::Error::other(join.to_string()),
+            })
         })
-    })
+    }
 }
 
 /// Opens a regular file (following symlinks) and returns it with its size.
