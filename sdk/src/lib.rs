@@ -1,1 +1,25 @@
+//! `fsd-sdk`: a typed async client for the fsd HTTP API, and the `fsctl` command line.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), fsd_sdk::SdkError> {
+//! let sandbox = fsd_sdk::Sandbox::connect("http://127.0.0.1:3000", Some("token"))?;
+//! sandbox.write_file("notes/todo.txt", "ship it\n").await?;
+//! let text = sandbox.read_file("notes/todo.txt").await?.content;
+//! # Ok(()) }
+//! ```
+//!
+//! Errors from the daemon arrive as [`SdkError::Api`] carrying the wire [`ErrorCode`], so
+//! callers match on codes, not on strings. Raw transfers are streams: nothing is buffered
+//! whole in memory.
 
+mod client;
+mod error;
+mod files;
+mod sse;
+mod system;
+
+pub use client::Sandbox;
+pub use error::SdkError;
+pub use files::ListOptions;
+pub use fsd_api as api;
+pub use fsd_api::ErrorCode;

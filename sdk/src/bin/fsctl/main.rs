@@ -1,1 +1,67 @@
-fn main(){}
+//! `fsctl`: the trusted-side command line for fsd.
+//!
+//! `fsctl up` runs a daemon over a local workspace and prints its URL and token; the other
+//! commands talk to a daemon named by `--url`/`FSD_URL` and `--token`/`FSD_TOKEN`.
+
+mod files;
+mod output;
+mod up;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use fsd_sdk::{Sandbox, SdkError};
+
+#[derive(Debug, Parser)]
+#[command(name = "fsctl", version, about = "Drive an fsd workspace daemon")]
+struct Cli {
+    /// Daemon URL.
+    #[arg(long, global = true, env = "FSD_URL", default_value = "http://127.0.0.1:3000")]
+    url: String,
+    /// API token.
+    #[arg(long, global = true, env = "FSD_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Machine-readable output: one JSON document on stdout.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a daemon over a local workspace and print its URL and token.
+    Up(up::UpArgs),
+    #[command(flatten)]
+    File(files::FileCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("fsctl: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let json = cli.json;
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            output::error(&err, json);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
+    match cli.command {
+        Command::Up(args) => up::run(args, cli.token, cli.json).await,
+        Command::File(command) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            files::run(&sandbox, command, cli.json).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

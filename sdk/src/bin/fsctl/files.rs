@@ -1,0 +1,129 @@
+//! The file commands: thin wrappers over the SDK.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use fsd_sdk::{ListOptions, Sandbox, SdkError};
+use futures_util::StreamExt;
+use serde_json::json;
+
+use crate::output;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum FileCommand {
+    /// List a directory.
+    Ls {
+        #[arg(default_value = ".")]
+        path: String,
+        /// Descend into subdirectories.
+        #[arg(short, long)]
+        recursive: bool,
+        /// Include entries whose name starts with a dot.
+        #[arg(short = 'a', long)]
+        all: bool,
+    },
+    /// Print a file's bytes to stdout.
+    Cat { path: String },
+    /// Upload a local file (`-` for stdin), replacing the remote file atomically.
+    Put { local: PathBuf, remote: String },
+    /// Download a remote file to a local path (`-` or none for stdout).
+    Get { remote: String, local: Option<PathBuf> },
+    /// Delete a file or symlink.
+    Rm { path: String },
+    /// Move or rename.
+    Mv { source: String, destination: String },
+    /// Create a directory.
+    Mkdir {
+        path: String,
+        /// Create parents as needed; no error if it exists.
+        #[arg(short, long)]
+        parents: bool,
+    },
+    /// Show a path's metadata.
+    Stat {
+        path: String,
+        /// Describe what a symlink points to rather than the link.
+        #[arg(short = 'L', long)]
+        follow: bool,
+    },
+}
+
+pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Result<(), SdkError> {
+    match command {
+        FileCommand::Ls { path, recursive, all } => {
+            let options = ListOptions {
+                recursive,
+                include_hidden: all,
+            };
+            let files = sandbox.list_files(&path, options).await?;
+            if as_json {
+                output::json(&files);
+            } else {
+                output::listing(&files, recursive);
+            }
+        }
+        FileCommand::Cat { path } => copy_to_stdout(sandbox, &path).await?,
+        FileCommand::Get { remote, local } => match local.filter(|p| p.as_os_str() != "-") {
+            None => copy_to_stdout(sandbox, &remote).await?,
+            Some(local) => {
+                let bytes = sandbox.download_to(&remote, &local).await?;
+                report(as_json, json!({"path": remote, "local": local, "bytes": bytes}), || {
+                    format!("{remote} -> {} ({bytes} bytes)", local.display())
+                });
+            }
+        },
+        FileCommand::Put { local, remote } => {
+            let reply = if local.as_os_str() == "-" {
+                let stdin = tokio_util::io::ReaderStream::new(tokio::io::stdin());
+                sandbox.upload(&remote, stdin).await?
+            } else {
+                sandbox.upload_file(&remote, &local).await?
+            };
+            report(as_json, serde_json::to_value(&reply).unwrap_or_default(), || {
+                format!("{} -> {remote} ({} bytes)", local.display(), reply.bytes_written)
+            });
+        }
+        FileCommand::Rm { path } => {
+            sandbox.delete_file(&path).await?;
+            report(as_json, json!({"deleted": path}), || format!("deleted {path}"));
+        }
+        FileCommand::Mv { source, destination } => {
+            sandbox.move_file(&source, &destination).await?;
+            report(as_json, json!({"from": source, "to": destination}), || {
+                format!("{source} -> {destination}")
+            });
+        }
+        FileCommand::Mkdir { path, parents } => {
+            sandbox.mkdir(&path, parents).await?;
+            report(as_json, json!({"created": path}), || format!("created {path}"));
+        }
+        FileCommand::Stat { path, follow } => {
+            let stat = sandbox.stat(&path, follow).await?;
+            if as_json {
+                output::json(&stat);
+            } else {
+                output::stat(&path, &stat);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints `value` with `--json`, else the human line.
+fn report(as_json: bool, value: serde_json::Value, human: impl FnOnce() -> String) {
+    if as_json {
+        output::json(&value);
+    } else {
+        println!("{}", human());
+    }
+}
+
+async fn copy_to_stdout(sandbox: &Sandbox, path: &str) -> Result<(), SdkError> {
+    let mut stream = Box::pin(sandbox.download(path).await?);
+    let mut stdout = std::io::stdout().lock();
+    while let Some(chunk) = stream.next().await {
+        stdout.write_all(&chunk?)?;
+    }
+    stdout.flush()?;
+    Ok(())
+}

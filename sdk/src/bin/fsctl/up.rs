@@ -1,0 +1,107 @@
+//! `fsctl up`: the one-machine default. Runs `fsd serve` over a local workspace with a fresh
+//! token, prints how to reach it, and stays in the foreground until Ctrl-C or SIGTERM, which
+//! it passes on to the daemon.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{ExitCode, Stdio};
+
+use fsd_sdk::SdkError;
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
+
+use crate::output;
+
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// Directory to serve; created if missing.
+    #[arg(long, default_value = "./workspace")]
+    workspace: PathBuf,
+    /// Address for the daemon (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:3000")]
+    listen: String,
+    /// The fsd binary. Default: the one beside fsctl, else `fsd` on PATH.
+    #[arg(long, env = "FSD_BIN")]
+    fsd: Option<PathBuf>,
+}
+
+pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<ExitCode, SdkError> {
+    let token = match token {
+        Some(token) => token,
+        None => random_token()?,
+    };
+    std::fs::create_dir_all(&args.workspace)?;
+    let workspace = std::fs::canonicalize(&args.workspace)?;
+    let binary = args.fsd.unwrap_or_else(default_fsd_binary);
+    let mut child = Command::new(&binary)
+        .args(["serve", "--listen", &args.listen, "--workspace"])
+        .arg(&workspace)
+        .env("FSD_TOKEN", &token)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| std::io::Error::new(err.kind(), format!("cannot start {}: {err}", binary.display())))?;
+    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no daemon stdout"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let url = match lines.next_line().await? {
+        Some(line) => line.trim().trim_start_matches("fsd listening on ").to_string(),
+        None => {
+            let status = child.wait().await?;
+            return Err(std::io::Error::other(format!("fsd exited before listening ({status})")).into());
+        }
+    };
+    if as_json {
+        output::json(&json!({"url": url, "token": token, "workspace": workspace, "pid": child.id()}));
+    } else {
+        println!("fsd is up");
+        println!("  url:       {url}");
+        println!("  token:     {token}");
+        println!("  workspace: {}", workspace.display());
+        println!();
+        println!("In another shell:");
+        println!("  export FSD_URL={url} FSD_TOKEN={token}");
+        println!("  fsctl ls");
+        println!("Stop with Ctrl-C.");
+    }
+    // Keep draining the daemon's stdout so it never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    let status = tokio::select! {
+        status = child.wait() => status?,
+        _ = tokio::signal::ctrl_c() => stop(&mut child).await?,
+        _ = terminate.recv() => stop(&mut child).await?,
+    };
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        None => ExitCode::FAILURE,
+    })
+}
+
+/// Asks the daemon to shut down gracefully and waits for it.
+async fn stop(child: &mut tokio::process::Child) -> std::io::Result<std::process::ExitStatus> {
+    if let Some(pid) = child.id() {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap_or(i32::MAX));
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+    }
+    child.wait().await
+}
+
+fn default_fsd_binary() -> PathBuf {
+    let sibling = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("fsd")));
+    match sibling {
+        Some(path) if path.exists() => path,
+        _ => Path::new("fsd").to_path_buf(),
+    }
+}
+
+/// 128 random bits from the kernel, hex-encoded.
+fn random_token() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -1,0 +1,138 @@
+//! The fsctl command line against the real daemon, and `fsctl up`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Output, Stdio};
+
+use fsd_tests::{Daemon, Options, binary};
+
+fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
+    let mut command = Command::new(binary("fsctl"));
+    command.args(["--url", &daemon.url]).args(args).env_remove("FSD_TOKEN");
+    if let Some(token) = &daemon.token {
+        command.args(["--token", token]);
+    }
+    command.output().unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    assert!(output.status.success(), "fsctl failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[test]
+fn file_commands_round_trip() {
+    let daemon = Daemon::start_with(Options {
+        token: Some("cli-token".into()),
+        ..Options::default()
+    });
+    let local = tempfile::tempdir().unwrap();
+    let source = local.path().join("in.bin");
+    let payload: Vec<u8> = (0..500_000u32).map(|i| (i % 255) as u8).collect();
+    std::fs::write(&source, &payload).unwrap();
+
+    let put = stdout(&fsctl(&daemon, &["put", source.to_str().unwrap(), "data/in.bin"]));
+    assert!(put.contains("500000 bytes"), "{put}");
+    assert_eq!(std::fs::read(daemon.path("data/in.bin")).unwrap(), payload);
+
+    let cat = fsctl(&daemon, &["cat", "data/in.bin"]);
+    assert!(cat.status.success());
+    assert_eq!(cat.stdout, payload);
+
+    let copy = local.path().join("out.bin");
+    stdout(&fsctl(&daemon, &["get", "data/in.bin", copy.to_str().unwrap()]));
+    assert_eq!(std::fs::read(&copy).unwrap(), payload);
+
+    stdout(&fsctl(&daemon, &["mkdir", "-p", "a/b"]));
+    assert!(daemon.path("a/b").is_dir());
+    stdout(&fsctl(&daemon, &["mv", "data/in.bin", "a/b/moved.bin"]));
+    assert!(daemon.path("a/b/moved.bin").exists());
+
+    let ls = stdout(&fsctl(&daemon, &["ls", "-r"]));
+    assert!(ls.lines().any(|l| l.starts_with("-rw-r--r--") && l.ends_with(" a/b/moved.bin")), "{ls}");
+    assert!(ls.lines().any(|l| l.starts_with("drwx") && l.ends_with(" a")), "{ls}");
+
+    let json: serde_json::Value = serde_json::from_str(&stdout(&fsctl(&daemon, &["--json", "ls", "a/b"]))).unwrap();
+    assert_eq!(json[0]["name"], "moved.bin");
+    assert_eq!(json[0]["size"], 500_000);
+
+    let stat: serde_json::Value =
+        serde_json::from_str(&stdout(&fsctl(&daemon, &["stat", "--json", "a/b/moved.bin"]))).unwrap();
+    assert_eq!(stat["type"], "file");
+    let human = stdout(&fsctl(&daemon, &["stat", "a/b/moved.bin"]));
+    assert!(human.contains("size: 500000"), "{human}");
+
+    stdout(&fsctl(&daemon, &["rm", "a/b/moved.bin"]));
+    assert!(!daemon.path("a/b/moved.bin").exists());
+}
+
+#[test]
+fn put_from_stdin() {
+    let daemon = Daemon::start();
+    let mut child = Command::new(binary("fsctl"))
+        .args(["--url", &daemon.url, "put", "-", "piped.txt"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"from a pipe\n").unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    assert_eq!(std::fs::read_to_string(daemon.path("piped.txt")).unwrap(), "from a pipe\n");
+}
+
+#[test]
+fn errors_exit_nonzero_with_the_code() {
+    let daemon = Daemon::start();
+    let output = fsctl(&daemon, &["cat", "missing.txt"]);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("FILE_NOT_FOUND"), "{stderr}");
+
+    let output = fsctl(&daemon, &["--json", "rm", "missing.txt"]);
+    assert_eq!(output.status.code(), Some(1));
+    let body: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(body["code"], "FILE_NOT_FOUND");
+    assert_eq!(body["httpStatus"], 404);
+}
+
+#[test]
+fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let workspace = dir.path().join("ws");
+    let mut child = Command::new(binary("fsctl"))
+        .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(&workspace)
+        .env_remove("FSD_TOKEN")
+        .env("FSD_BIN", binary("fsd"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.trim_end().ends_with('}') {
+        assert!(reader.read_line(&mut text).unwrap() > 0, "fsctl up ended early: {text}");
+    }
+    let info: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let url = info["url"].as_str().unwrap().to_string();
+    let token = info["token"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), 32);
+    assert!(workspace.is_dir());
+
+    let run = |args: &[&str], token: Option<&str>| {
+        let mut command = Command::new(binary("fsctl"));
+        command.args(["--url", &url]).args(args).env_remove("FSD_TOKEN");
+        if let Some(token) = token {
+            command.args(["--token", token]);
+        }
+        command.output().unwrap()
+    };
+    std::fs::write(workspace.join("hello.txt"), "hi").unwrap();
+    let cat = run(&["cat", "hello.txt"], Some(&token));
+    assert_eq!(cat.stdout, b"hi");
+    let denied = run(&["cat", "hello.txt"], None);
+    assert!(String::from_utf8_lossy(&denied.stderr).contains("UNAUTHORIZED"));
+
+    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(std::net::TcpStream::connect(url.trim_start_matches("http://")).is_err(), "daemon still up");
+}
