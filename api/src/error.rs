@@ -205,7 +205,10 @@ mod tests {
         let code: ErrorCode = serde_json::from_str("\"TUNNEL_NOT_FOUND\"").unwrap();
         assert_eq!(code, ErrorCode::Other("TUNNEL_NOT_FOUND".into()));
         assert_eq!(code.http_status(), 500);
-        assert_eq!(serde_json::to_string(&code).unwrap(), "\"TUNNEL_NOT_FOUND\"");
+        assert_eq!(
+            serde_json::to_string(&code).unwrap(),
+            "\"TUNNEL_NOT_FOUND\""
+        );
     }
 
     #[test]

@@ -297,10 +297,16 @@ pub enum FileStreamEvent {
         encoding: Encoding,
     },
     /// Up to 65,535 raw bytes: base64 when binary, text otherwise.
-    Chunk { data: String },
+    Chunk {
+        data: String,
+    },
     #[serde(rename_all = "camelCase")]
-    Complete { bytes_read: u64 },
-    Error { error: String },
+    Complete {
+        bytes_read: u64,
+    },
+    Error {
+        error: String,
+    },
 }
 
 #[cfg(test)]

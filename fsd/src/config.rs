@@ -35,7 +35,12 @@ pub struct ServeArgs {
     pub workspace: Option<PathBuf>,
 
     /// API token callers must send as `Authorization: Bearer <token>` or `X-Fsd-Token`.
-    #[arg(long, env = "FSD_TOKEN", hide_env_values = true, conflicts_with = "token_file")]
+    #[arg(
+        long,
+        env = "FSD_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "token_file"
+    )]
     pub token: Option<String>,
 
     /// Read the API token from this file (surrounding whitespace is ignored).
@@ -162,9 +167,16 @@ mod tests {
                 .is_ok()
         );
         assert!(
-            args(&["--listen", "0.0.0.0:3000", "--workspace", ws, "--token", "t"])
-                .into_settings()
-                .is_ok()
+            args(&[
+                "--listen",
+                "0.0.0.0:3000",
+                "--workspace",
+                ws,
+                "--token",
+                "t"
+            ])
+            .into_settings()
+            .is_ok()
         );
     }
 
@@ -175,13 +187,20 @@ mod tests {
             .into_settings()
             .unwrap();
         assert!(settings.token.is_none());
-        assert_eq!(settings.workspace, std::fs::canonicalize(dir.path()).unwrap());
+        assert_eq!(
+            settings.workspace,
+            std::fs::canonicalize(dir.path()).unwrap()
+        );
     }
 
     #[test]
     fn empty_token_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let ws = dir.path().to_str().unwrap();
-        assert!(args(&["--workspace", ws, "--token", "  "]).into_settings().is_err());
+        assert!(
+            args(&["--workspace", ws, "--token", "  "])
+                .into_settings()
+                .is_err()
+        );
     }
 }

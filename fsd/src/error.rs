@@ -64,7 +64,10 @@ impl ApiError {
 
     /// The reference answers unknown routes 404 with code UNKNOWN_ERROR (otherwise a 500 code).
     pub fn not_found_route() -> Self {
-        let mut err = Self::new(ErrorCode::UnknownError, "The requested endpoint was not found");
+        let mut err = Self::new(
+            ErrorCode::UnknownError,
+            "The requested endpoint was not found",
+        );
         err.http_status = 404;
         err
     }
@@ -89,7 +92,8 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let status =
+            StatusCode::from_u16(self.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         if status.is_server_error() {
             tracing::error!(code = %self.code, message = %self.message, "request failed");
         } else {
@@ -124,7 +128,9 @@ impl From<FileError> for ApiError {
                 Self::validation(field, reason, "INVALID_PATH")
             }
             FileError::InvalidBase64 => Self::validation("content", message, "INVALID_BASE64"),
-            FileError::InvalidMove { field, .. } => Self::validation(field, message, "INVALID_PATH"),
+            FileError::InvalidMove { field, .. } => {
+                Self::validation(field, message, "INVALID_PATH")
+            }
             FileError::OutsideRoots { path } => Self::new(ErrorCode::PermissionDenied, message)
                 .with_context(json!({ "path": path }))
                 .with_suggestion("The daemon runs with --confine; use a path inside the workspace"),
@@ -140,16 +146,21 @@ impl From<FileError> for ApiError {
             FileError::AlreadyExists { path } => {
                 Self::new(ErrorCode::FileExists, message).with_context(json!({ "path": path }))
             }
-            FileError::TooLarge { path, actual, max, operation } => {
-                Self::new(ErrorCode::FileTooLarge, message)
-                    .with_context(json!({
-                        "path": path, "operation": operation, "actualSize": actual, "maxSize": max
-                    }))
-                    .with_suggestion("Use GET /api/files/raw, which has no size limit")
-            }
+            FileError::TooLarge {
+                path,
+                actual,
+                max,
+                operation,
+            } => Self::new(ErrorCode::FileTooLarge, message)
+                .with_context(json!({
+                    "path": path, "operation": operation, "actualSize": actual, "maxSize": max
+                }))
+                .with_suggestion("Use GET /api/files/raw, which has no size limit"),
             FileError::Io { path, source, .. } => {
                 let code = match source.raw_os_error().map(nix::errno::Errno::from_raw) {
-                    Some(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => ErrorCode::NoSpace,
+                    Some(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => {
+                        ErrorCode::NoSpace
+                    }
                     Some(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE) => {
                         ErrorCode::TooManyFiles
                     }

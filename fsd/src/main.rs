@@ -26,7 +26,10 @@ fn main() -> std::process::ExitCode {
                 }
             };
             logging::init(&settings.log_level, settings.log_format);
-            let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            let runtime = match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(runtime) => runtime,
                 Err(err) => {
                     eprintln!("fsd: cannot start the async runtime: {err}");

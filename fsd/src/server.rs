@@ -23,7 +23,10 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)
-        .layer(axum::middleware::from_fn_with_state(token, auth::require_token))
+        .layer(axum::middleware::from_fn_with_state(
+            token,
+            auth::require_token,
+        ))
         .layer(TraceLayer::new_for_http())
         .layer(cors())
 }
@@ -33,7 +36,13 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
 fn cors() -> CorsLayer {
     CorsLayer::new()
         .allow_origin(Any)
-        .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE, Method::OPTIONS])
+        .allow_methods([
+            Method::GET,
+            Method::POST,
+            Method::PUT,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
         .allow_headers([
             header::CONTENT_TYPE,
             header::AUTHORIZATION,
@@ -43,7 +52,11 @@ fn cors() -> CorsLayer {
             HeaderName::from_static("x-trace-id"),
             HeaderName::from_static("x-fsd-token"),
         ])
-        .expose_headers([header::CONTENT_LENGTH, header::CONTENT_RANGE, header::ACCEPT_RANGES])
+        .expose_headers([
+            header::CONTENT_LENGTH,
+            header::CONTENT_RANGE,
+            header::ACCEPT_RANGES,
+        ])
 }
 
 pub async fn run(settings: Settings) -> std::io::Result<()> {

@@ -70,7 +70,10 @@ pub(crate) async fn decode<T: DeserializeOwned>(response: Response) -> Result<T,
     let bytes = response.bytes().await?;
     serde_json::from_slice(&bytes).map_err(|err| SdkError::Decode {
         status,
-        message: format!("{err}: {}", String::from_utf8_lossy(&bytes[..bytes.len().min(512)])),
+        message: format!(
+            "{err}: {}",
+            String::from_utf8_lossy(&bytes[..bytes.len().min(512)])
+        ),
     })
 }
 

@@ -32,7 +32,11 @@ impl Sandbox {
     }
 
     /// Reads a file with an explicit encoding.
-    pub async fn read_file_as(&self, path: &str, encoding: Option<Encoding>) -> Result<ReadResponse, SdkError> {
+    pub async fn read_file_as(
+        &self,
+        path: &str,
+        encoding: Option<Encoding>,
+    ) -> Result<ReadResponse, SdkError> {
         let request = ReadRequest {
             path: path.into(),
             encoding,
@@ -44,10 +48,12 @@ impl Sandbox {
     /// Reads a file's exact bytes through the JSON route (decoding base64 when used).
     pub async fn read_file_bytes(&self, path: &str) -> Result<Vec<u8>, SdkError> {
         let reply = self.read_file_as(path, Some(Encoding::Base64)).await?;
-        BASE64.decode(reply.content).map_err(|err| SdkError::Decode {
-            status: 200,
-            message: format!("content is not base64: {err}"),
-        })
+        BASE64
+            .decode(reply.content)
+            .map_err(|err| SdkError::Decode {
+                status: 200,
+                message: format!("content is not base64: {err}"),
+            })
     }
 
     /// Writes UTF-8 text, replacing the file atomically and creating parent directories.
@@ -62,7 +68,11 @@ impl Sandbox {
     }
 
     /// Writes bytes through the JSON route, base64-encoded.
-    pub async fn write_file_bytes(&self, path: &str, content: &[u8]) -> Result<WriteResponse, SdkError> {
+    pub async fn write_file_bytes(
+        &self,
+        path: &str,
+        content: &[u8],
+    ) -> Result<WriteResponse, SdkError> {
         let request = WriteRequest {
             path: path.into(),
             content: BASE64.encode(content),
@@ -76,7 +86,11 @@ impl Sandbox {
         self.post_json("/api/delete", &path_request(path)).await
     }
 
-    pub async fn rename_file(&self, old_path: &str, new_path: &str) -> Result<RenameResponse, SdkError> {
+    pub async fn rename_file(
+        &self,
+        old_path: &str,
+        new_path: &str,
+    ) -> Result<RenameResponse, SdkError> {
         let request = RenameRequest {
             old_path: old_path.into(),
             new_path: new_path.into(),
@@ -85,7 +99,11 @@ impl Sandbox {
         self.post_json("/api/rename", &request).await
     }
 
-    pub async fn move_file(&self, source: &str, destination: &str) -> Result<RenameResponse, SdkError> {
+    pub async fn move_file(
+        &self,
+        source: &str,
+        destination: &str,
+    ) -> Result<RenameResponse, SdkError> {
         let request = MoveRequest {
             source_path: source.into(),
             destination_path: destination.into(),
@@ -103,7 +121,11 @@ impl Sandbox {
         self.post_json("/api/mkdir", &request).await
     }
 
-    pub async fn list_files(&self, path: &str, options: ListOptions) -> Result<Vec<FileInfo>, SdkError> {
+    pub async fn list_files(
+        &self,
+        path: &str,
+        options: ListOptions,
+    ) -> Result<Vec<FileInfo>, SdkError> {
         let request = ListFilesRequest {
             path: path.into(),
             options: Some(ListFilesOptions {
@@ -136,7 +158,10 @@ impl Sandbox {
     pub async fn read_file_stream(
         &self,
         path: &str,
-    ) -> Result<impl Stream<Item = Result<FileStreamEvent, SdkError>> + Send + Unpin + use<>, SdkError> {
+    ) -> Result<
+        impl Stream<Item = Result<FileStreamEvent, SdkError>> + Send + Unpin + use<>,
+        SdkError,
+    > {
         let response = self
             .request(Method::POST, "/api/read/stream")
             .json(&path_request(path))
@@ -160,7 +185,9 @@ impl Sandbox {
         path: &str,
         range: Option<(u64, Option<u64>)>,
     ) -> Result<impl Stream<Item = Result<Bytes, SdkError>> + Send + use<>, SdkError> {
-        let mut request = self.request(Method::GET, "/api/files/raw").query(&[("path", path)]);
+        let mut request = self
+            .request(Method::GET, "/api/files/raw")
+            .query(&[("path", path)]);
         if let Some((offset, length)) = range {
             let header = match length {
                 Some(0) => return Err(SdkError::Io(std::io::Error::other("empty range"))),
@@ -176,7 +203,10 @@ impl Sandbox {
     /// Downloads a file into `local`, written through a temp file and renamed when complete.
     pub async fn download_to(&self, path: &str, local: &Path) -> Result<u64, SdkError> {
         let mut stream = Box::pin(self.download(path).await?);
-        let file_name = local.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let file_name = local
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let temp = local.with_file_name(format!(".{file_name}.fsctl-{}.tmp", std::process::id()));
         let result = async {
             let mut file = tokio::fs::File::create(&temp).await?;
@@ -212,14 +242,20 @@ impl Sandbox {
     }
 
     /// Uploads a local file as the file's new content, streaming it from disk.
-    pub async fn upload_file(&self, path: &str, local: &Path) -> Result<RawWriteResponse, SdkError> {
+    pub async fn upload_file(
+        &self,
+        path: &str,
+        local: &Path,
+    ) -> Result<RawWriteResponse, SdkError> {
         let file = tokio::fs::File::open(local).await?;
         let length = file.metadata().await?.len();
         let response = self
             .request(Method::PUT, "/api/files/raw")
             .query(&[("path", path)])
             .header(reqwest::header::CONTENT_LENGTH, length)
-            .body(reqwest::Body::wrap_stream(tokio_util::io::ReaderStream::with_capacity(file, 1 << 20)))
+            .body(reqwest::Body::wrap_stream(
+                tokio_util::io::ReaderStream::with_capacity(file, 1 << 20),
+            ))
             .send()
             .await?;
         decode(response).await

@@ -8,38 +8,41 @@ use serde::de::DeserializeOwned;
 use crate::SdkError;
 
 /// Decodes a response body of SSE frames into typed events.
-pub fn events<T: DeserializeOwned>(
+pub fn events<T: DeserializeOwned + Send + 'static>(
     response: reqwest::Response,
-) -> impl Stream<Item = Result<T, SdkError>> + Send + Unpin + 'static
-where
-    T: Send + 'static,
-{
+) -> impl Stream<Item = Result<T, SdkError>> + Send + Unpin + 'static {
     let state = (response.bytes_stream().boxed(), BytesMut::new(), false);
-    Box::pin(stream::unfold(state, |(mut body, mut buffer, mut done)| async move {
-        loop {
-            if let Some(event) = take_event(&mut buffer) {
-                let parsed = serde_json::from_str::<T>(&event).map_err(|err| SdkError::Decode {
-                    status: 200,
-                    message: format!("bad SSE event {event:?}: {err}"),
-                });
-                return Some((parsed, (body, buffer, done)));
-            }
-            if done {
-                return None;
-            }
-            match body.next().await {
-                Some(Ok(chunk)) => buffer.extend_from_slice(&chunk),
-                Some(Err(err)) => return Some((Err(SdkError::Transport(err)), (body, buffer, true))),
-                None => {
-                    done = true;
-                    // A final event without its blank line still counts.
-                    if !buffer.is_empty() {
-                        buffer.extend_from_slice(b"\n\n");
+    Box::pin(stream::unfold(
+        state,
+        |(mut body, mut buffer, mut done)| async move {
+            loop {
+                if let Some(event) = take_event(&mut buffer) {
+                    let parsed =
+                        serde_json::from_str::<T>(&event).map_err(|err| SdkError::Decode {
+                            status: 200,
+                            message: format!("bad SSE event {event:?}: {err}"),
+                        });
+                    return Some((parsed, (body, buffer, done)));
+                }
+                if done {
+                    return None;
+                }
+                match body.next().await {
+                    Some(Ok(chunk)) => buffer.extend_from_slice(&chunk),
+                    Some(Err(err)) => {
+                        return Some((Err(SdkError::Transport(err)), (body, buffer, true)));
+                    }
+                    None => {
+                        done = true;
+                        // A final event without its blank line still counts.
+                        if !buffer.is_empty() {
+                            buffer.extend_from_slice(b"\n\n");
+                        }
                     }
                 }
             }
-        }
-    }))
+        },
+    ))
 }
 
 /// Removes one complete event from `buffer` and returns its data, skipping data-less frames.
@@ -63,7 +66,9 @@ fn take_event(buffer: &mut BytesMut) -> Option<String> {
 }
 
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|window| window == needle)
+    haystack
+        .windows(needle.len())
+        .position(|window| window == needle)
 }
 
 #[cfg(test)]
@@ -72,12 +77,14 @@ mod tests {
 
     #[test]
     fn splits_frames_and_joins_data_lines() {
-        let mut buffer = BytesMut::from(&b"data: {\"a\":1}\n\n: comment\n\ndata:x\ndata: y\n\ndata: partial"[..]);
+        let mut buffer = BytesMut::from(
+            &b"data: {\"a\":1}\n\n: comment\n\ndata:x\ndata: y\n\ndata: partial"[..],
+        );
         assert_eq!(take_event(&mut buffer).as_deref(), Some("{\"a\":1}"));
         assert_eq!(take_event(&mut buffer).as_deref(), Some("x\ny"));
         assert_eq!(take_event(&mut buffer), None);
         assert_eq!(&buffer[..], b"data: partial");
-        let mut split = BytesMut::from(&"data: \"é\"\n\n".as_bytes()[..]);
+        let mut split = BytesMut::from("data: \"é\"\n\n".as_bytes());
         split.extend_from_slice(&"data: \"€".as_bytes()[..8]);
         assert_eq!(take_event(&mut split).as_deref(), Some("\"é\""));
     }

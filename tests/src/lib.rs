@@ -21,7 +21,10 @@ pub fn binary(name: &str) -> PathBuf {
     }
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/<test> → target/<profile>/<name>
-    let profile_dir = exe.parent().and_then(Path::parent).expect("target profile dir");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
     let path = profile_dir.join(name);
     assert!(
         path.exists(),
@@ -57,7 +60,14 @@ impl Daemon {
         let workspace = tempfile::tempdir().expect("temp workspace");
         let mut command = Command::new(binary("fsd"));
         command
-            .args(["serve", "--listen", "127.0.0.1:0", "--log-level", "warn", "--workspace"])
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--log-level",
+                "warn",
+                "--workspace",
+            ])
             .arg(workspace.path())
             .env_remove("FSD_TOKEN")
             .stdout(Stdio::piped())
@@ -124,7 +134,11 @@ impl Daemon {
     }
 
     pub async fn get(&self, route: &str) -> (StatusCode, Value) {
-        let response = self.request(reqwest::Method::GET, route).send().await.expect("request");
+        let response = self
+            .request(reqwest::Method::GET, route)
+            .send()
+            .await
+            .expect("request");
         let status = response.status();
         let json = response.json().await.expect("JSON body");
         (status, json)
@@ -133,7 +147,9 @@ impl Daemon {
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let pid = self.child.id();
-        let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
+        let _ = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status();
         self.child.wait().expect("wait for fsd")
     }
 }
@@ -171,10 +187,16 @@ pub fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code
     assert_eq!(status.as_u16(), expected_status, "status for {body}");
     assert_eq!(body["code"], code, "code in {body}");
     assert_eq!(body["httpStatus"], expected_status, "httpStatus in {body}");
-    assert!(body["message"].as_str().is_some_and(|m| !m.is_empty()), "message in {body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "message in {body}"
+    );
     assert!(body["timestamp"].as_str().is_some(), "timestamp in {body}");
     assert!(body["context"].is_object(), "context in {body}");
-    assert!(body.get("success").is_none(), "error bodies carry no success field: {body}");
+    assert!(
+        body.get("success").is_none(),
+        "error bodies carry no success field: {body}"
+    );
 }
 
 /// Asserts a 400 VALIDATION_FAILED naming `field`.
@@ -186,7 +208,10 @@ pub fn assert_validation(status: StatusCode, body: &Value, field: &str) {
         .iter()
         .filter_map(|issue| issue["field"].as_str())
         .collect();
-    assert!(fields.contains(&field), "expected field {field:?} in {body}");
+    assert!(
+        fields.contains(&field),
+        "expected field {field:?} in {body}"
+    );
 }
 
 /// Hex sha256 of bytes.

@@ -29,22 +29,41 @@ async fn escapes_are_refused_with_403() {
         ("/api/read", json!({"path": "escape/secret"})),
         ("/api/read", json!({"path": "secret-link"})),
         ("/api/read", json!({"path": "sub/../../x"})),
-        ("/api/write", json!({"path": "escape/new.txt", "content": "x"})),
+        (
+            "/api/write",
+            json!({"path": "escape/new.txt", "content": "x"}),
+        ),
         ("/api/write", json!({"path": "secret-link", "content": "x"})),
         ("/api/mkdir", json!({"path": "escape/newdir"})),
         ("/api/list-files", json!({"path": "escape"})),
         ("/api/exists", json!({"path": "/etc/hostname"})),
-        ("/api/rename", json!({"oldPath": "sub", "newPath": "escape/sub"})),
-        ("/api/move", json!({"sourcePath": outside_abs, "destinationPath": "stolen"})),
+        (
+            "/api/rename",
+            json!({"oldPath": "sub", "newPath": "escape/sub"}),
+        ),
+        (
+            "/api/move",
+            json!({"sourcePath": outside_abs, "destinationPath": "stolen"}),
+        ),
         ("/api/read/stream", json!({"path": "escape/secret"})),
-        ("/api/stat", json!({"path": "secret-link", "followSymlinks": true})),
+        (
+            "/api/stat",
+            json!({"path": "secret-link", "followSymlinks": true}),
+        ),
     ];
     for (route, body) in cases {
         let (status, reply) = daemon.post(route, body.clone()).await;
         assert_error(status, &reply, 403, "PERMISSION_DENIED");
-        assert!(reply["message"].as_str().unwrap().contains("outside"), "{route} {body}: {reply}");
+        assert!(
+            reply["message"].as_str().unwrap().contains("outside"),
+            "{route} {body}: {reply}"
+        );
     }
-    let response = daemon.request(Method::GET, "/api/files/raw?path=escape/secret").send().await.unwrap();
+    let response = daemon
+        .request(Method::GET, "/api/files/raw?path=escape/secret")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
     let response = daemon
         .request(Method::PUT, "/api/files/raw?path=escape/put.bin")
@@ -53,7 +72,10 @@ async fn escapes_are_refused_with_403() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
-    assert_eq!(std::fs::read_to_string(outside.path().join("secret")).unwrap(), "s");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("secret")).unwrap(),
+        "s"
+    );
     assert!(!outside.path().join("new.txt").exists());
     assert!(!outside.path().join("put.bin").exists());
     assert!(daemon.path("sub").is_dir());
@@ -67,15 +89,25 @@ async fn inside_paths_and_links_within_still_work() {
     let daemon = confined(vec![]);
     std::fs::create_dir(daemon.path("real")).unwrap();
     symlink("real", daemon.path("alias")).unwrap();
-    let (status, body) = daemon.post("/api/write", json!({"path": "alias/f.txt", "content": "ok"})).await;
+    let (status, body) = daemon
+        .post(
+            "/api/write",
+            json!({"path": "alias/f.txt", "content": "ok"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(std::fs::read_to_string(daemon.path("real/f.txt")).unwrap(), "ok");
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("real/f.txt")).unwrap(),
+        "ok"
+    );
     let absolute = daemon.path("real/f.txt").display().to_string();
     let (status, _) = daemon.post("/api/read", json!({"path": absolute})).await;
     assert_eq!(status, StatusCode::OK);
     // A link that points outside may itself be deleted: it lives inside.
     symlink("/etc/hostname", daemon.path("out-link")).unwrap();
-    let (status, _) = daemon.post("/api/delete", json!({"path": "out-link"})).await;
+    let (status, _) = daemon
+        .post("/api/delete", json!({"path": "out-link"}))
+        .await;
     assert_eq!(status, StatusCode::OK);
 }
 
@@ -85,9 +117,14 @@ async fn extra_roots_are_allowed() {
     let extra_root = std::fs::canonicalize(extra.path()).unwrap();
     let daemon = confined(vec![extra_root.clone()]);
     let target = extra_root.join("allowed.txt").display().to_string();
-    let (status, body) = daemon.post("/api/write", json!({"path": target, "content": "yes"})).await;
+    let (status, body) = daemon
+        .post("/api/write", json!({"path": target, "content": "yes"}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(std::fs::read_to_string(extra_root.join("allowed.txt")).unwrap(), "yes");
+    assert_eq!(
+        std::fs::read_to_string(extra_root.join("allowed.txt")).unwrap(),
+        "yes"
+    );
 }
 
 #[tokio::test]
@@ -96,7 +133,10 @@ async fn without_confine_outside_paths_are_served() {
     std::fs::write(outside.path().join("f"), "reachable").unwrap();
     let daemon = Daemon::start();
     let (status, body) = daemon
-        .post("/api/read", json!({"path": outside.path().join("f").display().to_string()}))
+        .post(
+            "/api/read",
+            json!({"path": outside.path().join("f").display().to_string()}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["content"], "reachable");

@@ -12,14 +12,20 @@ async fn delete_files_and_symlinks_but_not_directories() {
     std::fs::write(daemon.path("a.txt"), "x").unwrap();
     let (status, body) = daemon.post("/api/delete", json!({"path": "a.txt"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(body, json!({"success": true, "path": "a.txt", "timestamp": body["timestamp"]}));
+    assert_eq!(
+        body,
+        json!({"success": true, "path": "a.txt", "timestamp": body["timestamp"]})
+    );
     assert!(!daemon.path("a.txt").exists());
 
     std::fs::write(daemon.path("target"), "keep").unwrap();
     symlink("target", daemon.path("link")).unwrap();
     let (status, _) = daemon.post("/api/delete", json!({"path": "link"})).await;
     assert_eq!(status, StatusCode::OK);
-    assert!(daemon.path("target").exists(), "the link's target must survive");
+    assert!(
+        daemon.path("target").exists(),
+        "the link's target must survive"
+    );
 
     let (status, body) = daemon.post("/api/delete", json!({"path": "a.txt"})).await;
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
@@ -39,7 +45,12 @@ async fn delete_files_and_symlinks_but_not_directories() {
 async fn rename_and_move_shapes() {
     let daemon = Daemon::start();
     std::fs::write(daemon.path("a.txt"), "A").unwrap();
-    let (status, body) = daemon.post("/api/rename", json!({"oldPath": "a.txt", "newPath": "b.txt"})).await;
+    let (status, body) = daemon
+        .post(
+            "/api/rename",
+            json!({"oldPath": "a.txt", "newPath": "b.txt"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["path"], "a.txt");
     assert_eq!(body["newPath"], "b.txt");
@@ -48,12 +59,18 @@ async fn rename_and_move_shapes() {
 
     std::fs::create_dir(daemon.path("dest")).unwrap();
     let (status, body) = daemon
-        .post("/api/move", json!({"sourcePath": "b.txt", "destinationPath": "dest/c.txt"}))
+        .post(
+            "/api/move",
+            json!({"sourcePath": "b.txt", "destinationPath": "dest/c.txt"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["path"], "b.txt");
     assert_eq!(body["newPath"], "dest/c.txt");
-    assert_eq!(std::fs::read_to_string(daemon.path("dest/c.txt")).unwrap(), "A");
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("dest/c.txt")).unwrap(),
+        "A"
+    );
 }
 
 #[tokio::test]
@@ -63,13 +80,23 @@ async fn move_follows_mv_rules() {
     std::fs::write(daemon.path("src/inner/f"), "deep").unwrap();
     std::fs::create_dir(daemon.path("into")).unwrap();
     // Into an existing directory.
-    let (status, body) = daemon.post("/api/move", json!({"sourcePath": "src", "destinationPath": "into"})).await;
+    let (status, body) = daemon
+        .post(
+            "/api/move",
+            json!({"sourcePath": "src", "destinationPath": "into"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    assert_eq!(std::fs::read_to_string(daemon.path("into/src/inner/f")).unwrap(), "deep");
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("into/src/inner/f")).unwrap(),
+        "deep"
+    );
     // Replacing an existing file.
     std::fs::write(daemon.path("one"), "1").unwrap();
     std::fs::write(daemon.path("two"), "2").unwrap();
-    let (status, _) = daemon.post("/api/rename", json!({"oldPath": "one", "newPath": "two"})).await;
+    let (status, _) = daemon
+        .post("/api/rename", json!({"oldPath": "one", "newPath": "two"}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(std::fs::read_to_string(daemon.path("two")).unwrap(), "1");
 }
@@ -84,10 +111,20 @@ async fn move_across_filesystems_copies() {
     std::fs::write(daemon.path("tree/sub/f.txt"), "payload").unwrap();
     let destination = outside.path().join("moved");
     let (status, body) = daemon
-        .post("/api/move", json!({"sourcePath": "tree", "destinationPath": destination}))
+        .post(
+            "/api/move",
+            json!({"sourcePath": "tree", "destinationPath": destination}),
+        )
         .await;
-    assert_eq!(status, StatusCode::OK, "{body} (same filesystem: {same_fs})");
-    assert_eq!(std::fs::read_to_string(destination.join("sub/f.txt")).unwrap(), "payload");
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "{body} (same filesystem: {same_fs})"
+    );
+    assert_eq!(
+        std::fs::read_to_string(destination.join("sub/f.txt")).unwrap(),
+        "payload"
+    );
     assert!(!daemon.path("tree").exists());
 }
 
@@ -99,19 +136,31 @@ fn nix_like_same_device(a: &std::path::Path, b: &std::path::Path) -> bool {
 #[tokio::test]
 async fn rename_errors() {
     let daemon = Daemon::start();
-    let (status, body) = daemon.post("/api/rename", json!({"oldPath": "ghost", "newPath": "b"})).await;
+    let (status, body) = daemon
+        .post("/api/rename", json!({"oldPath": "ghost", "newPath": "b"}))
+        .await;
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
     assert_eq!(body["message"], "Source file not found: ghost");
     assert_eq!(body["operation"], "file.rename");
 
     std::fs::write(daemon.path("a"), "x").unwrap();
-    let (status, body) = daemon.post("/api/move", json!({"sourcePath": "a", "destinationPath": "no/such/dir/a"})).await;
+    let (status, body) = daemon
+        .post(
+            "/api/move",
+            json!({"sourcePath": "a", "destinationPath": "no/such/dir/a"}),
+        )
+        .await;
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
     assert_eq!(body["operation"], "file.move");
     assert!(daemon.path("a").exists());
 
     std::fs::create_dir(daemon.path("d")).unwrap();
-    let (status, body) = daemon.post("/api/move", json!({"sourcePath": "d", "destinationPath": "d/inside"})).await;
+    let (status, body) = daemon
+        .post(
+            "/api/move",
+            json!({"sourcePath": "d", "destinationPath": "d/inside"}),
+        )
+        .await;
     assert_error(status, &body, 400, "VALIDATION_FAILED");
     assert!(daemon.path("d").is_dir());
 }
@@ -124,12 +173,20 @@ async fn mkdir_plain_recursive_and_errors() {
     assert_eq!(body["recursive"], false);
     assert!(daemon.path("one").is_dir());
 
-    let (status, body) = daemon.post("/api/mkdir", json!({"path": "a/b/c", "recursive": true})).await;
+    let (status, body) = daemon
+        .post("/api/mkdir", json!({"path": "a/b/c", "recursive": true}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["recursive"], true);
     assert!(daemon.path("a/b/c").is_dir());
-    let (status, _) = daemon.post("/api/mkdir", json!({"path": "a/b/c", "recursive": true})).await;
-    assert_eq!(status, StatusCode::OK, "recursive mkdir of an existing dir succeeds");
+    let (status, _) = daemon
+        .post("/api/mkdir", json!({"path": "a/b/c", "recursive": true}))
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "recursive mkdir of an existing dir succeeds"
+    );
 
     let (status, body) = daemon.post("/api/mkdir", json!({"path": "one"})).await;
     assert_error(status, &body, 409, "FILE_EXISTS");
@@ -139,7 +196,9 @@ async fn mkdir_plain_recursive_and_errors() {
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
 
     std::fs::write(daemon.path("file"), "x").unwrap();
-    let (status, body) = daemon.post("/api/mkdir", json!({"path": "file", "recursive": true})).await;
+    let (status, body) = daemon
+        .post("/api/mkdir", json!({"path": "file", "recursive": true}))
+        .await;
     assert_error(status, &body, 409, "FILE_EXISTS");
 }
 
@@ -161,24 +220,48 @@ async fn list_files_shape_and_hidden_counts() {
     let names: Vec<&str> = files.iter().map(|f| f["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["a.txt", "b.txt", "sub"]);
     let a = &files[0];
-    assert_eq!(a["absolutePath"], daemon.path("a.txt").display().to_string());
+    assert_eq!(
+        a["absolutePath"],
+        daemon.path("a.txt").display().to_string()
+    );
     assert_eq!(a["relativePath"], "a.txt");
     assert_eq!(a["type"], "file");
     assert_eq!(a["size"], 5);
     assert_eq!(a["mode"], "rw-r--r--");
-    assert_eq!(a["permissions"], json!({"readable": true, "writable": true, "executable": false}));
+    assert_eq!(
+        a["permissions"],
+        json!({"readable": true, "writable": true, "executable": false})
+    );
     assert!(a["modifiedAt"].as_str().unwrap().ends_with('Z'));
     assert_eq!(files[2]["type"], "directory");
 
-    let (_, body) = daemon.post("/api/list-files", json!({"path": ".", "options": {"includeHidden": true}})).await;
+    let (_, body) = daemon
+        .post(
+            "/api/list-files",
+            json!({"path": ".", "options": {"includeHidden": true}}),
+        )
+        .await;
     assert_eq!(body["count"], 5);
 
-    let (_, body) = daemon.post("/api/list-files", json!({"path": ".", "options": {"recursive": true}})).await;
-    let relative: Vec<&str> = body["files"].as_array().unwrap().iter().map(|f| f["relativePath"].as_str().unwrap()).collect();
+    let (_, body) = daemon
+        .post(
+            "/api/list-files",
+            json!({"path": ".", "options": {"recursive": true}}),
+        )
+        .await;
+    let relative: Vec<&str> = body["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["relativePath"].as_str().unwrap())
+        .collect();
     assert_eq!(relative, ["a.txt", "b.txt", "sub", "sub/c.txt"]);
 
     let (_, body) = daemon
-        .post("/api/list-files", json!({"path": ".", "options": {"recursive": true, "includeHidden": true}}))
+        .post(
+            "/api/list-files",
+            json!({"path": ".", "options": {"recursive": true, "includeHidden": true}}),
+        )
         .await;
     assert_eq!(body["count"], 7);
 }
@@ -189,12 +272,22 @@ async fn list_files_reports_symlinks_without_following() {
     std::fs::create_dir(daemon.path("real")).unwrap();
     std::fs::write(daemon.path("real/f"), "x").unwrap();
     symlink("real", daemon.path("link")).unwrap();
-    let (_, body) = daemon.post("/api/list-files", json!({"path": ".", "options": {"recursive": true}})).await;
+    let (_, body) = daemon
+        .post(
+            "/api/list-files",
+            json!({"path": ".", "options": {"recursive": true}}),
+        )
+        .await;
     let entries: Vec<(String, String)> = body["files"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["relativePath"].as_str().unwrap().into(), f["type"].as_str().unwrap().into()))
+        .map(|f| {
+            (
+                f["relativePath"].as_str().unwrap().into(),
+                f["type"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     assert_eq!(
         entries,
@@ -209,11 +302,15 @@ async fn list_files_reports_symlinks_without_following() {
 #[tokio::test]
 async fn list_files_errors() {
     let daemon = Daemon::start();
-    let (status, body) = daemon.post("/api/list-files", json!({"path": "missing"})).await;
+    let (status, body) = daemon
+        .post("/api/list-files", json!({"path": "missing"}))
+        .await;
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
     assert_eq!(body["operation"], "directory.list");
     std::fs::write(daemon.path("file"), "x").unwrap();
-    let (status, body) = daemon.post("/api/list-files", json!({"path": "file"})).await;
+    let (status, body) = daemon
+        .post("/api/list-files", json!({"path": "file"}))
+        .await;
     assert_error(status, &body, 400, "NOT_DIRECTORY");
 }
 
@@ -223,7 +320,12 @@ async fn exists_follows_symlinks() {
     std::fs::write(daemon.path("f"), "x").unwrap();
     std::fs::create_dir(daemon.path("d")).unwrap();
     symlink("nowhere", daemon.path("dangling")).unwrap();
-    for (path, expected) in [("f", true), ("d", true), ("missing", false), ("dangling", false)] {
+    for (path, expected) in [
+        ("f", true),
+        ("d", true),
+        ("missing", false),
+        ("dangling", false),
+    ] {
         let (status, body) = daemon.post("/api/exists", json!({"path": path})).await;
         assert_eq!(status, StatusCode::OK);
         assert_eq!(body["exists"], expected, "{path}");
@@ -252,7 +354,9 @@ async fn stat_files_directories_and_links() {
     let (_, body) = daemon.post("/api/stat", json!({"path": "l"})).await;
     assert_eq!(body["stat"]["type"], "symlink");
     assert_eq!(body["stat"]["symlinkTarget"], "f");
-    let (_, body) = daemon.post("/api/stat", json!({"path": "l", "followSymlinks": true})).await;
+    let (_, body) = daemon
+        .post("/api/stat", json!({"path": "l", "followSymlinks": true}))
+        .await;
     assert_eq!(body["stat"]["type"], "file");
     assert!(body["stat"].get("symlinkTarget").is_none());
 

@@ -23,7 +23,11 @@ fn pattern(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-async fn put(daemon: &Daemon, path: &str, body: impl Into<reqwest::Body>) -> (StatusCode, serde_json::Value) {
+async fn put(
+    daemon: &Daemon,
+    path: &str,
+    body: impl Into<reqwest::Body>,
+) -> (StatusCode, serde_json::Value) {
     let response = daemon
         .request(Method::PUT, &format!("/api/files/raw?path={path}"))
         .body(body)
@@ -43,9 +47,16 @@ async fn hundred_mib_round_trip_matches_sha256() {
     assert_eq!(body["bytesWritten"], 100 * 1024 * 1024);
     assert_eq!(body["path"], "big/data.bin");
 
-    let response = daemon.request(Method::GET, "/api/files/raw?path=big/data.bin").send().await.unwrap();
+    let response = daemon
+        .request(Method::GET, "/api/files/raw?path=big/data.bin")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(response.status(), StatusCode::OK);
-    assert_eq!(response.headers()["content-length"], (100 * 1024 * 1024).to_string().as_str());
+    assert_eq!(
+        response.headers()["content-length"],
+        (100 * 1024 * 1024).to_string().as_str()
+    );
     assert_eq!(response.headers()["accept-ranges"], "bytes");
     let mut hasher = sha2::Sha256::new();
     let mut stream = response.bytes_stream();
@@ -93,8 +104,17 @@ async fn range_requests_return_the_slice() {
 async fn content_type_follows_the_name() {
     let daemon = Daemon::start();
     std::fs::write(daemon.path("page.html"), "<p>hi</p>").unwrap();
-    let response = daemon.request(Method::GET, "/api/files/raw?path=page.html").send().await.unwrap();
-    assert!(response.headers()["content-type"].to_str().unwrap().starts_with("text/html"));
+    let response = daemon
+        .request(Method::GET, "/api/files/raw?path=page.html")
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/html")
+    );
 }
 
 #[tokio::test]
@@ -104,12 +124,25 @@ async fn put_keeps_mode_creates_parents_and_replaces() {
     std::fs::set_permissions(daemon.path("tool"), std::fs::Permissions::from_mode(0o750)).unwrap();
     let (status, _) = put(&daemon, "tool", "new content").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(std::fs::read_to_string(daemon.path("tool")).unwrap(), "new content");
-    assert_eq!(std::fs::metadata(daemon.path("tool")).unwrap().permissions().mode() & 0o777, 0o750);
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("tool")).unwrap(),
+        "new content"
+    );
+    assert_eq!(
+        std::fs::metadata(daemon.path("tool"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o750
+    );
 
     let (status, _) = put(&daemon, "a/b/c/d.txt", "deep").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(std::fs::read_to_string(daemon.path("a/b/c/d.txt")).unwrap(), "deep");
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("a/b/c/d.txt")).unwrap(),
+        "deep"
+    );
 
     let (status, body) = put(&daemon, "empty", Vec::<u8>::new()).await;
     assert_eq!(status, StatusCode::OK);
@@ -120,16 +153,33 @@ async fn put_keeps_mode_creates_parents_and_replaces() {
 #[tokio::test]
 async fn raw_errors() {
     let daemon = Daemon::start();
-    let response = daemon.request(Method::GET, "/api/files/raw").send().await.unwrap();
+    let response = daemon
+        .request(Method::GET, "/api/files/raw")
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     assert_validation(status, &response.json().await.unwrap(), "path");
 
-    let response = daemon.request(Method::GET, "/api/files/raw?path=missing").send().await.unwrap();
+    let response = daemon
+        .request(Method::GET, "/api/files/raw?path=missing")
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
-    assert_error(status, &response.json().await.unwrap(), 404, "FILE_NOT_FOUND");
+    assert_error(
+        status,
+        &response.json().await.unwrap(),
+        404,
+        "FILE_NOT_FOUND",
+    );
 
     std::fs::create_dir(daemon.path("dir")).unwrap();
-    let response = daemon.request(Method::GET, "/api/files/raw?path=dir").send().await.unwrap();
+    let response = daemon
+        .request(Method::GET, "/api/files/raw?path=dir")
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     assert_error(status, &response.json().await.unwrap(), 400, "IS_DIRECTORY");
 
@@ -162,8 +212,14 @@ async fn a_cut_off_upload_leaves_the_old_file_and_no_temp_files() {
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
-    assert_eq!(std::fs::read_to_string(daemon.path("keep.txt")).unwrap(), "original");
-    let names: Vec<_> = std::fs::read_dir(daemon.root()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("keep.txt")).unwrap(),
+        "original"
+    );
+    let names: Vec<_> = std::fs::read_dir(daemon.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["keep.txt"]);
 }
 
@@ -174,12 +230,18 @@ async fn one_gib_transfer_keeps_daemon_memory_flat() {
     let daemon = Daemon::start();
     let before = peak_rss_kib(daemon.pid());
     let block = Bytes::from(pattern(CHUNK, 9));
-    let chunks = futures_util::stream::iter((0..SIZE / CHUNK as u64).map(move |_| Ok::<_, std::io::Error>(block.clone())));
+    let chunks = futures_util::stream::iter(
+        (0..SIZE / CHUNK as u64).map(move |_| Ok::<_, std::io::Error>(block.clone())),
+    );
     let (status, body) = put(&daemon, "huge.bin", reqwest::Body::wrap_stream(chunks)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["bytesWritten"], SIZE);
 
-    let response = daemon.request(Method::GET, "/api/files/raw?path=huge.bin").send().await.unwrap();
+    let response = daemon
+        .request(Method::GET, "/api/files/raw?path=huge.bin")
+        .send()
+        .await
+        .unwrap();
     let mut stream = response.bytes_stream();
     let mut received = 0u64;
     while let Some(chunk) = stream.next().await {
@@ -189,6 +251,9 @@ async fn one_gib_transfer_keeps_daemon_memory_flat() {
     let after = peak_rss_kib(daemon.pid());
     let growth_mib = (after.saturating_sub(before)) / 1024;
     println!("daemon peak RSS {before} KiB before, {after} KiB after a 1 GiB PUT and GET");
-    assert!(growth_mib < 128, "peak RSS grew by {growth_mib} MiB moving 1 GiB");
+    assert!(
+        growth_mib < 128,
+        "peak RSS grew by {growth_mib} MiB moving 1 GiB"
+    );
     std::fs::remove_file(daemon.path("huge.bin")).unwrap();
 }

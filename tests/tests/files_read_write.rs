@@ -10,24 +10,35 @@ use serde_json::json;
 
 /// A valid 1x1 PNG.
 const PNG: &[u8] = &[
-    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00,
-    0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4, 0x89, 0x00, 0x00, 0x00,
-    0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0, 0x1f, 0x00, 0x05, 0x00, 0x01, 0xff,
-    0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1f, 0x15, 0xc4,
+    0x89, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9c, 0x63, 0xf8, 0xcf, 0xc0, 0xf0,
+    0x1f, 0x00, 0x05, 0x00, 0x01, 0xff, 0x89, 0x99, 0x3d, 0x1d, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45,
+    0x4e, 0x44, 0xae, 0x42, 0x60, 0x82,
 ];
 
 #[tokio::test]
 async fn text_round_trip_keeps_exact_bytes() {
     let daemon = Daemon::start();
     let content = "line one\nline two, ünïcödé ✓\n\n";
-    let (status, body) = daemon.post("/api/write", json!({"path": "notes/a.txt", "content": content})).await;
+    let (status, body) = daemon
+        .post(
+            "/api/write",
+            json!({"path": "notes/a.txt", "content": content}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["success"], true);
     assert_eq!(body["path"], "notes/a.txt");
     assert_eq!(body["bytesWritten"], content.len());
-    assert_eq!(std::fs::read_to_string(daemon.path("notes/a.txt")).unwrap(), content);
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("notes/a.txt")).unwrap(),
+        content
+    );
 
-    let (status, body) = daemon.post("/api/read", json!({"path": "notes/a.txt"})).await;
+    let (status, body) = daemon
+        .post("/api/read", json!({"path": "notes/a.txt"}))
+        .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["content"], content);
     assert_eq!(body["encoding"], "utf-8");
@@ -42,18 +53,26 @@ async fn png_base64_round_trip_with_mime() {
     let daemon = Daemon::start();
     let encoded = BASE64.encode(PNG);
     let (status, body) = daemon
-        .post("/api/write", json!({"path": "img/dot.png", "content": encoded, "encoding": "base64"}))
+        .post(
+            "/api/write",
+            json!({"path": "img/dot.png", "content": encoded, "encoding": "base64"}),
+        )
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(std::fs::read(daemon.path("img/dot.png")).unwrap(), PNG);
 
-    let (status, body) = daemon.post("/api/read", json!({"path": "img/dot.png"})).await;
+    let (status, body) = daemon
+        .post("/api/read", json!({"path": "img/dot.png"}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["mimeType"], "image/png");
     assert_eq!(body["encoding"], "base64");
     assert_eq!(body["isBinary"], true);
     assert_eq!(body["size"], PNG.len());
-    assert_eq!(BASE64.decode(body["content"].as_str().unwrap()).unwrap(), PNG);
+    assert_eq!(
+        BASE64.decode(body["content"].as_str().unwrap()).unwrap(),
+        PNG
+    );
 
     // Without an extension, the content decides.
     std::fs::write(daemon.path("img/noext"), PNG).unwrap();
@@ -66,14 +85,20 @@ async fn png_base64_round_trip_with_mime() {
 async fn explicit_encoding_wins() {
     let daemon = Daemon::start();
     std::fs::write(daemon.path("a.txt"), "hi").unwrap();
-    let (_, body) = daemon.post("/api/read", json!({"path": "a.txt", "encoding": "base64"})).await;
+    let (_, body) = daemon
+        .post("/api/read", json!({"path": "a.txt", "encoding": "base64"}))
+        .await;
     assert_eq!(body["encoding"], "base64");
     assert_eq!(body["isBinary"], true);
     assert_eq!(body["content"], "aGk=");
-    let (_, body) = daemon.post("/api/read", json!({"path": "a.txt", "encoding": "utf8"})).await;
+    let (_, body) = daemon
+        .post("/api/read", json!({"path": "a.txt", "encoding": "utf8"}))
+        .await;
     assert_eq!(body["encoding"], "utf-8");
     assert_eq!(body["content"], "hi");
-    let (status, body) = daemon.post("/api/read", json!({"path": "a.txt", "encoding": "latin1"})).await;
+    let (status, body) = daemon
+        .post("/api/read", json!({"path": "a.txt", "encoding": "latin1"}))
+        .await;
     assert_validation(status, &body, "encoding");
 }
 
@@ -82,9 +107,14 @@ async fn text_that_is_not_utf8_travels_as_base64_not_mangled() {
     let daemon = Daemon::start();
     let latin1 = b"caf\xe9\n";
     std::fs::write(daemon.path("legacy.txt"), latin1).unwrap();
-    let (_, body) = daemon.post("/api/read", json!({"path": "legacy.txt"})).await;
+    let (_, body) = daemon
+        .post("/api/read", json!({"path": "legacy.txt"}))
+        .await;
     assert_eq!(body["encoding"], "base64");
-    assert_eq!(BASE64.decode(body["content"].as_str().unwrap()).unwrap(), latin1);
+    assert_eq!(
+        BASE64.decode(body["content"].as_str().unwrap()).unwrap(),
+        latin1
+    );
 }
 
 #[tokio::test]
@@ -102,7 +132,9 @@ async fn empty_files_read_as_empty_text() {
 async fn absolute_paths_work_and_relative_ones_resolve_in_the_workspace() {
     let daemon = Daemon::start();
     let absolute = daemon.path("abs.txt").display().to_string();
-    let (status, _) = daemon.post("/api/write", json!({"path": absolute, "content": "x"})).await;
+    let (status, _) = daemon
+        .post("/api/write", json!({"path": absolute, "content": "x"}))
+        .await;
     assert_eq!(status, StatusCode::OK);
     let (_, body) = daemon.post("/api/read", json!({"path": "./abs.txt"})).await;
     assert_eq!(body["content"], "x");
@@ -112,13 +144,28 @@ async fn absolute_paths_work_and_relative_ones_resolve_in_the_workspace() {
 async fn overwrite_keeps_mode_and_leaves_no_temp_files() {
     let daemon = Daemon::start();
     std::fs::write(daemon.path("run.sh"), "#!/bin/sh\necho old\n").unwrap();
-    std::fs::set_permissions(daemon.path("run.sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let (status, _) = daemon.post("/api/write", json!({"path": "run.sh", "content": "#!/bin/sh\necho new\n"})).await;
+    std::fs::set_permissions(
+        daemon.path("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let (status, _) = daemon
+        .post(
+            "/api/write",
+            json!({"path": "run.sh", "content": "#!/bin/sh\necho new\n"}),
+        )
+        .await;
     assert_eq!(status, StatusCode::OK);
     let meta = std::fs::metadata(daemon.path("run.sh")).unwrap();
     assert_eq!(meta.permissions().mode() & 0o777, 0o755);
-    assert_eq!(std::fs::read_to_string(daemon.path("run.sh")).unwrap(), "#!/bin/sh\necho new\n");
-    let names: Vec<_> = std::fs::read_dir(daemon.root()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("run.sh")).unwrap(),
+        "#!/bin/sh\necho new\n"
+    );
+    let names: Vec<_> = std::fs::read_dir(daemon.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
     assert_eq!(names, ["run.sh"]);
 }
 
@@ -131,7 +178,12 @@ async fn concurrent_writers_never_tear_a_file() {
         let daemon = daemon.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..3 {
-                let (status, body) = daemon.post("/api/write", json!({"path": "shared.txt", "content": content})).await;
+                let (status, body) = daemon
+                    .post(
+                        "/api/write",
+                        json!({"path": "shared.txt", "content": content}),
+                    )
+                    .await;
                 assert_eq!(status, StatusCode::OK, "{body}");
             }
         }));
@@ -141,10 +193,16 @@ async fn concurrent_writers_never_tear_a_file() {
         let contents = contents.clone();
         tokio::spawn(async move {
             for _ in 0..30 {
-                let (status, body) = daemon.post("/api/read", json!({"path": "shared.txt"})).await;
+                let (status, body) = daemon
+                    .post("/api/read", json!({"path": "shared.txt"}))
+                    .await;
                 if status == StatusCode::OK {
                     let seen = body["content"].as_str().unwrap();
-                    assert!(contents.iter().any(|c| c == seen), "torn read of {} bytes", seen.len());
+                    assert!(
+                        contents.iter().any(|c| c == seen),
+                        "torn read of {} bytes",
+                        seen.len()
+                    );
                 }
             }
         })
@@ -155,7 +213,11 @@ async fn concurrent_writers_never_tear_a_file() {
     reader.await.unwrap();
     let last = std::fs::read_to_string(daemon.path("shared.txt")).unwrap();
     assert!(contents.contains(&last), "final file is torn");
-    assert_eq!(std::fs::read_dir(daemon.root()).unwrap().count(), 1, "temp files left");
+    assert_eq!(
+        std::fs::read_dir(daemon.root()).unwrap().count(),
+        1,
+        "temp files left"
+    );
 }
 
 #[tokio::test]
@@ -183,18 +245,28 @@ async fn read_errors() {
 async fn write_errors() {
     let daemon = Daemon::start();
     let (status, body) = daemon
-        .post("/api/write", json!({"path": "x.bin", "content": "not*base64!", "encoding": "base64"}))
+        .post(
+            "/api/write",
+            json!({"path": "x.bin", "content": "not*base64!", "encoding": "base64"}),
+        )
         .await;
     assert_validation(status, &body, "content");
-    assert_eq!(body["context"]["validationErrors"][0]["code"], "INVALID_BASE64");
+    assert_eq!(
+        body["context"]["validationErrors"][0]["code"],
+        "INVALID_BASE64"
+    );
     assert!(!daemon.path("x.bin").exists());
 
     std::fs::create_dir(daemon.path("dir")).unwrap();
-    let (status, body) = daemon.post("/api/write", json!({"path": "dir", "content": "x"})).await;
+    let (status, body) = daemon
+        .post("/api/write", json!({"path": "dir", "content": "x"}))
+        .await;
     assert_error(status, &body, 400, "IS_DIRECTORY");
 
     std::fs::write(daemon.path("file"), "x").unwrap();
-    let (status, body) = daemon.post("/api/write", json!({"path": "file/child", "content": "x"})).await;
+    let (status, body) = daemon
+        .post("/api/write", json!({"path": "file/child", "content": "x"}))
+        .await;
     assert_error(status, &body, 400, "NOT_DIRECTORY");
     assert_eq!(body["operation"], "file.write");
 }
@@ -204,7 +276,12 @@ async fn bad_input_is_400_with_the_field_named() {
     let daemon = Daemon::start();
     let client = reqwest::Client::new();
     for raw in ["{", "not json", "", "[1,2]", "{\"path\": \"a\"} trailing"] {
-        let response = client.post(daemon.url("/api/read")).body(raw).send().await.unwrap();
+        let response = client
+            .post(daemon.url("/api/read"))
+            .body(raw)
+            .send()
+            .await
+            .unwrap();
         let status = response.status();
         let body: serde_json::Value = response.json().await.unwrap();
         assert_validation(status, &body, "body");
@@ -218,19 +295,42 @@ async fn bad_input_is_400_with_the_field_named() {
         ("/api/write", json!({"path": "a"}), "content"),
         ("/api/write", json!({"path": "a", "content": 5}), "content"),
         ("/api/rename", json!({"oldPath": "a"}), "newPath"),
-        ("/api/rename", json!({"oldPath": "", "newPath": "b"}), "oldPath"),
-        ("/api/move", json!({"sourcePath": "a", "destinationPath": ""}), "destinationPath"),
-        ("/api/mkdir", json!({"path": "d", "recursive": "yes"}), "recursive"),
-        ("/api/list-files", json!({"path": ".", "options": {"includeHidden": 1}}), "options.includeHidden"),
+        (
+            "/api/rename",
+            json!({"oldPath": "", "newPath": "b"}),
+            "oldPath",
+        ),
+        (
+            "/api/move",
+            json!({"sourcePath": "a", "destinationPath": ""}),
+            "destinationPath",
+        ),
+        (
+            "/api/mkdir",
+            json!({"path": "d", "recursive": "yes"}),
+            "recursive",
+        ),
+        (
+            "/api/list-files",
+            json!({"path": ".", "options": {"includeHidden": 1}}),
+            "options.includeHidden",
+        ),
         ("/api/exists", json!({"path": null}), "path"),
         ("/api/delete", json!({"path": "\u{0}"}), "path"),
-        ("/api/stat", json!({"path": "a", "followSymlinks": "no"}), "followSymlinks"),
+        (
+            "/api/stat",
+            json!({"path": "a", "followSymlinks": "no"}),
+            "followSymlinks",
+        ),
         ("/api/read/stream", json!({}), "path"),
     ];
     for (route, request, field) in cases {
         let (status, body) = daemon.post(route, request.clone()).await;
         assert_validation(status, &body, field);
-        assert!(!body["message"].as_str().unwrap().contains("line "), "{route} {request}: {body}");
+        assert!(
+            !body["message"].as_str().unwrap().contains("line "),
+            "{route} {request}: {body}"
+        );
     }
 }
 
@@ -238,7 +338,12 @@ async fn bad_input_is_400_with_the_field_named() {
 async fn json_bodies_over_the_limit_are_413() {
     let daemon = Daemon::start();
     let huge = vec![b'a'; 65 * 1024 * 1024];
-    let response = reqwest::Client::new().post(daemon.url("/api/write")).body(huge).send().await.unwrap();
+    let response = reqwest::Client::new()
+        .post(daemon.url("/api/write"))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     let body: serde_json::Value = response.json().await.unwrap();
     assert_error(status, &body, 413, "FILE_TOO_LARGE");

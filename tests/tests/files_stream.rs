@@ -12,7 +12,9 @@ fn frames(body: &str) -> Vec<Value> {
     body.split_terminator("\n\n")
         .map(|frame| {
             assert!(!frame.contains('\n'), "one data line per frame: {frame:?}");
-            let json = frame.strip_prefix("data: ").unwrap_or_else(|| panic!("not a data frame: {frame:?}"));
+            let json = frame
+                .strip_prefix("data: ")
+                .unwrap_or_else(|| panic!("not a data frame: {frame:?}"));
             serde_json::from_str(json).unwrap()
         })
         .collect()
@@ -67,7 +69,10 @@ async fn binary_files_stream_in_65535_byte_base64_chunks() {
     let sizes: Vec<usize> = chunks.iter().map(Vec::len).collect();
     assert_eq!(sizes, [65_535, 65_535, 65_535, 3_395]);
     assert_eq!(chunks.concat(), bytes);
-    assert_eq!(events.last().unwrap(), &json!({"type": "complete", "bytesRead": 200_000}));
+    assert_eq!(
+        events.last().unwrap(),
+        &json!({"type": "complete", "bytesRead": 200_000})
+    );
 }
 
 #[tokio::test]
@@ -76,7 +81,10 @@ async fn multibyte_text_across_chunk_boundaries_is_intact() {
     let text = "añ€😀".repeat(40_000);
     std::fs::write(daemon.path("u.txt"), &text).unwrap();
     let (_, events) = stream(&daemon, "u.txt").await;
-    let joined: String = events[1..events.len() - 1].iter().map(|e| e["data"].as_str().unwrap()).collect();
+    let joined: String = events[1..events.len() - 1]
+        .iter()
+        .map(|e| e["data"].as_str().unwrap())
+        .collect();
     assert_eq!(joined, text);
     assert_eq!(events.last().unwrap()["bytesRead"], text.len());
 }
@@ -93,7 +101,9 @@ async fn empty_file_streams_metadata_and_complete() {
 #[tokio::test]
 async fn errors_before_the_stream_are_json() {
     let daemon = Daemon::start();
-    let (status, body) = daemon.post("/api/read/stream", json!({"path": "missing"})).await;
+    let (status, body) = daemon
+        .post("/api/read/stream", json!({"path": "missing"}))
+        .await;
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
     std::fs::create_dir(daemon.path("d")).unwrap();
     let (status, body) = daemon.post("/api/read/stream", json!({"path": "d"})).await;

@@ -7,7 +7,10 @@ use fsd_tests::{Daemon, Options, binary};
 
 fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
     let mut command = Command::new(binary("fsctl"));
-    command.args(["--url", &daemon.url]).args(args).env_remove("FSD_TOKEN");
+    command
+        .args(["--url", &daemon.url])
+        .args(args)
+        .env_remove("FSD_TOKEN");
     if let Some(token) = &daemon.token {
         command.args(["--token", token]);
     }
@@ -15,7 +18,11 @@ fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
 }
 
 fn stdout(output: &Output) -> String {
-    assert!(output.status.success(), "fsctl failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "fsctl failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout.clone()).unwrap()
 }
 
@@ -30,7 +37,10 @@ fn file_commands_round_trip() {
     let payload: Vec<u8> = (0..500_000u32).map(|i| (i % 255) as u8).collect();
     std::fs::write(&source, &payload).unwrap();
 
-    let put = stdout(&fsctl(&daemon, &["put", source.to_str().unwrap(), "data/in.bin"]));
+    let put = stdout(&fsctl(
+        &daemon,
+        &["put", source.to_str().unwrap(), "data/in.bin"],
+    ));
     assert!(put.contains("500000 bytes"), "{put}");
     assert_eq!(std::fs::read(daemon.path("data/in.bin")).unwrap(), payload);
 
@@ -39,7 +49,10 @@ fn file_commands_round_trip() {
     assert_eq!(cat.stdout, payload);
 
     let copy = local.path().join("out.bin");
-    stdout(&fsctl(&daemon, &["get", "data/in.bin", copy.to_str().unwrap()]));
+    stdout(&fsctl(
+        &daemon,
+        &["get", "data/in.bin", copy.to_str().unwrap()],
+    ));
     assert_eq!(std::fs::read(&copy).unwrap(), payload);
 
     stdout(&fsctl(&daemon, &["mkdir", "-p", "a/b"]));
@@ -48,15 +61,27 @@ fn file_commands_round_trip() {
     assert!(daemon.path("a/b/moved.bin").exists());
 
     let ls = stdout(&fsctl(&daemon, &["ls", "-r"]));
-    assert!(ls.lines().any(|l| l.starts_with("-rw-r--r--") && l.ends_with(" a/b/moved.bin")), "{ls}");
-    assert!(ls.lines().any(|l| l.starts_with("drwx") && l.ends_with(" a")), "{ls}");
+    assert!(
+        ls.lines()
+            .any(|l| l.starts_with("-rw-r--r--") && l.ends_with(" a/b/moved.bin")),
+        "{ls}"
+    );
+    assert!(
+        ls.lines()
+            .any(|l| l.starts_with("drwx") && l.ends_with(" a")),
+        "{ls}"
+    );
 
-    let json: serde_json::Value = serde_json::from_str(&stdout(&fsctl(&daemon, &["--json", "ls", "a/b"]))).unwrap();
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&fsctl(&daemon, &["--json", "ls", "a/b"]))).unwrap();
     assert_eq!(json[0]["name"], "moved.bin");
     assert_eq!(json[0]["size"], 500_000);
 
-    let stat: serde_json::Value =
-        serde_json::from_str(&stdout(&fsctl(&daemon, &["stat", "--json", "a/b/moved.bin"]))).unwrap();
+    let stat: serde_json::Value = serde_json::from_str(&stdout(&fsctl(
+        &daemon,
+        &["stat", "--json", "a/b/moved.bin"],
+    )))
+    .unwrap();
     assert_eq!(stat["type"], "file");
     let human = stdout(&fsctl(&daemon, &["stat", "a/b/moved.bin"]));
     assert!(human.contains("size: 500000"), "{human}");
@@ -74,9 +99,17 @@ fn put_from_stdin() {
         .stdout(Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(b"from a pipe\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"from a pipe\n")
+        .unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
-    assert_eq!(std::fs::read_to_string(daemon.path("piped.txt")).unwrap(), "from a pipe\n");
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("piped.txt")).unwrap(),
+        "from a pipe\n"
+    );
 }
 
 #[test]
@@ -109,7 +142,10 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     let mut reader = BufReader::new(child.stdout.take().unwrap());
     let mut text = String::new();
     while !text.trim_end().ends_with('}') {
-        assert!(reader.read_line(&mut text).unwrap() > 0, "fsctl up ended early: {text}");
+        assert!(
+            reader.read_line(&mut text).unwrap() > 0,
+            "fsctl up ended early: {text}"
+        );
     }
     let info: serde_json::Value = serde_json::from_str(&text).unwrap();
     let url = info["url"].as_str().unwrap().to_string();
@@ -119,7 +155,10 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
 
     let run = |args: &[&str], token: Option<&str>| {
         let mut command = Command::new(binary("fsctl"));
-        command.args(["--url", &url]).args(args).env_remove("FSD_TOKEN");
+        command
+            .args(["--url", &url])
+            .args(args)
+            .env_remove("FSD_TOKEN");
         if let Some(token) = token {
             command.args(["--token", token]);
         }
@@ -131,8 +170,13 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     let denied = run(&["cat", "hello.txt"], None);
     assert!(String::from_utf8_lossy(&denied.stderr).contains("UNAUTHORIZED"));
 
-    let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
-    assert!(std::net::TcpStream::connect(url.trim_start_matches("http://")).is_err(), "daemon still up");
+    assert!(
+        std::net::TcpStream::connect(url.trim_start_matches("http://")).is_err(),
+        "daemon still up"
+    );
 }

@@ -29,15 +29,30 @@ async fn file_round_trips() {
     let sandbox = client(&daemon);
     let written = sandbox.write_file("dir/a.txt", "hello\n").await.unwrap();
     assert_eq!(written.bytes_written, 6);
-    assert_eq!(sandbox.read_file("dir/a.txt").await.unwrap().content, "hello\n");
-    sandbox.write_file_bytes("bin", &[0, 159, 146, 150]).await.unwrap();
-    assert_eq!(sandbox.read_file_bytes("bin").await.unwrap(), [0, 159, 146, 150]);
+    assert_eq!(
+        sandbox.read_file("dir/a.txt").await.unwrap().content,
+        "hello\n"
+    );
+    sandbox
+        .write_file_bytes("bin", &[0, 159, 146, 150])
+        .await
+        .unwrap();
+    assert_eq!(
+        sandbox.read_file_bytes("bin").await.unwrap(),
+        [0, 159, 146, 150]
+    );
     assert!(sandbox.exists("dir/a.txt").await.unwrap());
     sandbox.mkdir("x/y", true).await.unwrap();
     sandbox.rename_file("dir/a.txt", "dir/b.txt").await.unwrap();
     sandbox.move_file("dir/b.txt", "x/y/c.txt").await.unwrap();
     let files = sandbox
-        .list_files(".", ListOptions { recursive: true, include_hidden: false })
+        .list_files(
+            ".",
+            ListOptions {
+                recursive: true,
+                include_hidden: false,
+            },
+        )
         .await
         .unwrap();
     let paths: Vec<_> = files.iter().map(|f| f.relative_path.as_str()).collect();
@@ -68,10 +83,17 @@ async fn errors_carry_the_wire_code() {
         token: Some("right".into()),
         ..Options::default()
     });
-    let err = Sandbox::connect(&locked.url, Some("wrong")).unwrap().version().await.unwrap_err();
+    let err = Sandbox::connect(&locked.url, Some("wrong"))
+        .unwrap()
+        .version()
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::Unauthorized));
 
-    assert!(matches!(Sandbox::connect("ftp://x", None), Err(SdkError::InvalidUrl { .. })));
+    assert!(matches!(
+        Sandbox::connect("ftp://x", None),
+        Err(SdkError::InvalidUrl { .. })
+    ));
     let refused = Sandbox::connect("http://127.0.0.1:1", None).unwrap();
     assert!(matches!(refused.ping().await, Err(SdkError::Transport(_))));
 }
@@ -81,9 +103,27 @@ async fn read_stream_events() {
     let daemon = Daemon::start();
     std::fs::write(daemon.path("s.txt"), "streamed").unwrap();
     let sandbox = client(&daemon);
-    let events: Vec<_> = sandbox.read_file_stream("s.txt").await.unwrap().try_collect().await.unwrap();
-    assert!(matches!(&events[0], FileStreamEvent::Metadata { size: 8, is_binary: false, .. }));
-    assert_eq!(events[1], FileStreamEvent::Chunk { data: "streamed".into() });
+    let events: Vec<_> = sandbox
+        .read_file_stream("s.txt")
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(matches!(
+        &events[0],
+        FileStreamEvent::Metadata {
+            size: 8,
+            is_binary: false,
+            ..
+        }
+    ));
+    assert_eq!(
+        events[1],
+        FileStreamEvent::Chunk {
+            data: "streamed".into()
+        }
+    );
     assert_eq!(events[2], FileStreamEvent::Complete { bytes_read: 8 });
 }
 
@@ -92,8 +132,14 @@ async fn raw_streams_and_ranges() {
     let daemon = Daemon::start();
     let sandbox = client(&daemon);
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
-    let chunks: Vec<Result<Bytes, std::io::Error>> = data.chunks(100_000).map(|c| Ok(Bytes::copy_from_slice(c))).collect();
-    let reply = sandbox.upload("raw.bin", futures_util::stream::iter(chunks)).await.unwrap();
+    let chunks: Vec<Result<Bytes, std::io::Error>> = data
+        .chunks(100_000)
+        .map(|c| Ok(Bytes::copy_from_slice(c)))
+        .collect();
+    let reply = sandbox
+        .upload("raw.bin", futures_util::stream::iter(chunks))
+        .await
+        .unwrap();
     assert_eq!(reply.bytes_written, data.len() as u64);
     let back: Vec<u8> = sandbox
         .download("raw.bin")
@@ -106,12 +152,21 @@ async fn raw_streams_and_ranges() {
         .await
         .unwrap();
     assert_eq!(back, data);
-    let slice: Vec<Bytes> = sandbox.download_range("raw.bin", Some((10, Some(5)))).await.unwrap().try_collect().await.unwrap();
+    let slice: Vec<Bytes> = sandbox
+        .download_range("raw.bin", Some((10, Some(5))))
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
     assert_eq!(slice.concat(), &data[10..15]);
 
     let local_dir = tempfile::tempdir().unwrap();
     let local = local_dir.path().join("copy.bin");
-    assert_eq!(sandbox.download_to("raw.bin", &local).await.unwrap(), data.len() as u64);
+    assert_eq!(
+        sandbox.download_to("raw.bin", &local).await.unwrap(),
+        data.len() as u64
+    );
     assert_eq!(std::fs::read(&local).unwrap(), data);
     sandbox.upload_file("again.bin", &local).await.unwrap();
     assert_eq!(std::fs::read(daemon.path("again.bin")).unwrap(), data);

@@ -35,10 +35,24 @@ async fn capabilities_describe_this_host() {
     let (status, body) = daemon.get("/api/capabilities").await;
     assert_eq!(status, StatusCode::OK);
     let caps = &body["capabilities"];
-    for flag in ["root", "canMount", "overlayfs", "squashfs", "loopDevices", "fuse", "pidNamespaces", "confined"] {
+    for flag in [
+        "root",
+        "canMount",
+        "overlayfs",
+        "squashfs",
+        "loopDevices",
+        "fuse",
+        "pidNamespaces",
+        "confined",
+    ] {
         assert!(caps[flag].is_boolean(), "{flag} in {body}");
     }
-    assert!(caps["inotify"]["maxUserWatches"].as_u64().is_some_and(|n| n > 0), "{body}");
+    assert!(
+        caps["inotify"]["maxUserWatches"]
+            .as_u64()
+            .is_some_and(|n| n > 0),
+        "{body}"
+    );
     assert_eq!(caps["workspace"], daemon.root().display().to_string());
     assert_eq!(caps["confined"], false);
     let is_root = std::fs::read_to_string("/proc/self/status")
@@ -74,7 +88,12 @@ async fn cors_headers_on_success_errors_and_preflight() {
         token: Some("secret".into()),
         ..Options::default()
     });
-    let ok = daemon.request(Method::GET, "/api/ping").header("Origin", "https://a.example").send().await.unwrap();
+    let ok = daemon
+        .request(Method::GET, "/api/ping")
+        .header("Origin", "https://a.example")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(ok.headers()["access-control-allow-origin"], "*");
     let err = daemon
         .request(Method::POST, "/api/read")
@@ -90,7 +109,10 @@ async fn cors_headers_on_success_errors_and_preflight() {
         .request(Method::OPTIONS, daemon.url("/api/read"))
         .header("Origin", "https://a.example")
         .header("Access-Control-Request-Method", "POST")
-        .header("Access-Control-Request-Headers", "content-type,x-session-id,authorization")
+        .header(
+            "Access-Control-Request-Headers",
+            "content-type,x-session-id,authorization",
+        )
         .send()
         .await
         .unwrap();
@@ -101,8 +123,17 @@ async fn cors_headers_on_success_errors_and_preflight() {
     for method in ["GET", "POST", "PUT", "DELETE", "OPTIONS"] {
         assert!(methods.contains(method), "{methods}");
     }
-    let allowed = headers["access-control-allow-headers"].to_str().unwrap().to_lowercase();
-    for header in ["content-type", "authorization", "x-session-id", "x-sandbox-id", "x-trace-id"] {
+    let allowed = headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_lowercase();
+    for header in [
+        "content-type",
+        "authorization",
+        "x-session-id",
+        "x-sandbox-id",
+        "x-trace-id",
+    ] {
         assert!(allowed.contains(header), "{allowed}");
     }
 }
@@ -118,11 +149,19 @@ async fn token_is_enforced_on_every_route_but_ping() {
     assert_eq!(ping.status(), StatusCode::OK);
     for request in [
         anonymous.get(daemon.url("/api/version")),
-        anonymous.post(daemon.url("/api/read")).json(&json!({"path": "x"})),
+        anonymous
+            .post(daemon.url("/api/read"))
+            .json(&json!({"path": "x"})),
         anonymous.get(daemon.url("/api/files/raw?path=x")),
-        anonymous.get(daemon.url("/api/version")).bearer_auth("wrong"),
-        anonymous.get(daemon.url("/api/version")).header("X-Fsd-Token", "s3cret-tokeN"),
-        anonymous.get(daemon.url("/api/version")).header("Authorization", "Basic s3cret-token"),
+        anonymous
+            .get(daemon.url("/api/version"))
+            .bearer_auth("wrong"),
+        anonymous
+            .get(daemon.url("/api/version"))
+            .header("X-Fsd-Token", "s3cret-tokeN"),
+        anonymous
+            .get(daemon.url("/api/version"))
+            .header("Authorization", "Basic s3cret-token"),
     ] {
         let response = request.send().await.unwrap();
         assert_eq!(response.headers()["www-authenticate"], "Bearer");
@@ -130,7 +169,12 @@ async fn token_is_enforced_on_every_route_but_ping() {
         let body: serde_json::Value = response.json().await.unwrap();
         assert_error(status, &body, 401, "UNAUTHORIZED");
     }
-    let bearer = anonymous.get(daemon.url("/api/version")).bearer_auth("s3cret-token").send().await.unwrap();
+    let bearer = anonymous
+        .get(daemon.url("/api/version"))
+        .bearer_auth("s3cret-token")
+        .send()
+        .await
+        .unwrap();
     assert_eq!(bearer.status(), StatusCode::OK);
     let header = anonymous
         .get(daemon.url("/api/version"))
@@ -152,7 +196,10 @@ fn refuses_a_public_address_without_a_token() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("--no-auth") && stderr.contains("--token"), "{stderr}");
+    assert!(
+        stderr.contains("--no-auth") && stderr.contains("--token"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -60,7 +60,10 @@ impl AtomicFile {
             Err(err) if err.kind() == io::ErrorKind::NotFound => None,
             Err(err) => return Err(err.into()),
         };
-        let name = target.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
+        let name = target
+            .file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default();
         let temp = parent.join(format!(
             ".{name}.fsd-{}-{}.tmp",
             std::process::id(),
@@ -77,8 +80,12 @@ impl AtomicFile {
             file,
             committed: false,
         };
-        let mode = previous.as_ref().map_or(NEW_FILE_MODE, |meta| meta.permissions().mode() & 0o7777);
-        atomic.file.set_permissions(fs::Permissions::from_mode(mode))?;
+        let mode = previous
+            .as_ref()
+            .map_or(NEW_FILE_MODE, |meta| meta.permissions().mode() & 0o7777);
+        atomic
+            .file
+            .set_permissions(fs::Permissions::from_mode(mode))?;
         if let Some(meta) = previous
             && nix::unistd::geteuid().is_root()
         {
@@ -138,7 +145,9 @@ fn through_symlink(path: &Path) -> io::Result<PathBuf> {
             _ => return Ok(current),
         }
     }
-    Err(io::Error::from_raw_os_error(nix::errno::Errno::ELOOP as i32))
+    Err(io::Error::from_raw_os_error(
+        nix::errno::Errno::ELOOP as i32,
+    ))
 }
 
 #[cfg(test)]
@@ -153,8 +162,15 @@ mod tests {
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
         write_bytes(&target, b"new").unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"new");
-        assert_eq!(fs::metadata(&target).unwrap().permissions().mode() & 0o777, 0o755);
-        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1, "temp file left behind");
+        assert_eq!(
+            fs::metadata(&target).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            1,
+            "temp file left behind"
+        );
     }
 
     #[test]
@@ -178,7 +194,12 @@ mod tests {
         fs::write(dir.path().join("real"), "old").unwrap();
         std::os::unix::fs::symlink("real", dir.path().join("link")).unwrap();
         write_bytes(&dir.path().join("link"), b"new").unwrap();
-        assert!(fs::symlink_metadata(dir.path().join("link")).unwrap().file_type().is_symlink());
+        assert!(
+            fs::symlink_metadata(dir.path().join("link"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         assert_eq!(fs::read(dir.path().join("real")).unwrap(), b"new");
     }
 

@@ -5,10 +5,7 @@ use std::io;
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     #[error("{field}: {reason}")]
-    InvalidPath {
-        field: &'static str,
-        reason: String,
-    },
+    InvalidPath { field: &'static str, reason: String },
     #[error("path resolves outside the allowed roots: {path}")]
     OutsideRoots { path: String },
     #[error("{what} not found: {path}")]
@@ -29,10 +26,7 @@ pub enum FileError {
     #[error("content is not valid base64")]
     InvalidBase64,
     #[error("{reason}")]
-    InvalidMove {
-        field: &'static str,
-        reason: String,
-    },
+    InvalidMove { field: &'static str, reason: String },
     #[error("{op} {path}: {source}")]
     Io {
         op: &'static str,

@@ -91,7 +91,9 @@ pub fn file_type(kind: FsFileType) -> FileType {
     } else if kind.is_file() {
         FileType::File
     } else {
-        debug_assert!(kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device());
+        debug_assert!(
+            kind.is_fifo() || kind.is_socket() || kind.is_block_device() || kind.is_char_device()
+        );
         FileType::Other
     }
 }
@@ -139,15 +141,24 @@ mod tests {
         std::fs::write(dir.path().join("sub/b.txt"), "x").unwrap();
         std::fs::write(dir.path().join("a.txt"), "x").unwrap();
         let names = |opts| -> Vec<String> {
-            list(dir.path(), opts).into_iter().map(|f| f.relative_path).collect()
+            list(dir.path(), opts)
+                .into_iter()
+                .map(|f| f.relative_path)
+                .collect()
         };
         assert_eq!(names(ListOptions::default()), ["a.txt", "sub"]);
         assert_eq!(
-            names(ListOptions { recursive: true, include_hidden: false }),
+            names(ListOptions {
+                recursive: true,
+                include_hidden: false
+            }),
             ["a.txt", "sub", "sub/b.txt"]
         );
         assert_eq!(
-            names(ListOptions { recursive: true, include_hidden: true }),
+            names(ListOptions {
+                recursive: true,
+                include_hidden: true
+            }),
             [".hidden", ".hidden/foo", "a.txt", "sub", "sub/b.txt"]
         );
     }

@@ -109,14 +109,23 @@ mod tests {
         assert_eq!(detect(Path::new("a.txt"), b""), "text/plain");
         assert_eq!(detect(Path::new("a.json"), b"{}"), "application/json");
         assert_eq!(detect(Path::new("a.png"), PNG_HEAD), "image/png");
-        assert_eq!(detect(Path::new("a.ts"), b"let x = 1"), "application/typescript");
+        assert_eq!(
+            detect(Path::new("a.ts"), b"let x = 1"),
+            "application/typescript"
+        );
     }
 
     #[test]
     fn unknown_extensions_are_sniffed() {
         assert_eq!(detect(Path::new("noext"), PNG_HEAD), "image/png");
-        assert_eq!(detect(Path::new("noext"), "héllo\n".as_bytes()), "text/plain");
-        assert_eq!(detect(Path::new("noext"), b"\x00\x01\x02"), "application/octet-stream");
+        assert_eq!(
+            detect(Path::new("noext"), "héllo\n".as_bytes()),
+            "text/plain"
+        );
+        assert_eq!(
+            detect(Path::new("noext"), b"\x00\x01\x02"),
+            "application/octet-stream"
+        );
         assert_eq!(detect(Path::new("empty"), b""), "inode/x-empty");
     }
 
@@ -129,7 +138,12 @@ mod tests {
 
     #[test]
     fn text_types() {
-        for mime in ["text/plain", "application/json", "image/svg+xml", "inode/x-empty"] {
+        for mime in [
+            "text/plain",
+            "application/json",
+            "image/svg+xml",
+            "inode/x-empty",
+        ] {
             assert!(is_text(mime), "{mime}");
         }
         for mime in ["image/png", "application/octet-stream", "application/pdf"] {

@@ -36,7 +36,12 @@ impl PathPolicy {
     }
 
     /// Validates `raw` (the value of request field `field`) and resolves it.
-    pub fn resolve(&self, field: &'static str, raw: &str, follow: Follow) -> Result<PathBuf, FileError> {
+    pub fn resolve(
+        &self,
+        field: &'static str,
+        raw: &str,
+        follow: Follow,
+    ) -> Result<PathBuf, FileError> {
         validate(field, raw)?;
         // Rebuilding from components drops `.` and doubled slashes; `..` stays for the kernel.
         let path: PathBuf = self.workspace.join(raw).components().collect();
@@ -134,17 +139,33 @@ mod tests {
         std::os::unix::fs::symlink("/etc/hostname", ws.join("file-out")).unwrap();
         let policy = policy(&ws);
         assert!(policy.resolve("path", "../x", Follow::Final).is_err());
-        assert!(policy.resolve("path", "/etc/passwd", Follow::Final).is_err());
+        assert!(
+            policy
+                .resolve("path", "/etc/passwd", Follow::Final)
+                .is_err()
+        );
         assert!(policy.resolve("path", "out/passwd", Follow::Final).is_err());
-        assert!(policy.resolve("path", "out/new/deeper", Follow::Final).is_err());
+        assert!(
+            policy
+                .resolve("path", "out/new/deeper", Follow::Final)
+                .is_err()
+        );
         assert!(policy.resolve("path", "file-out", Follow::Final).is_err());
         // The link itself lives in the workspace: deleting it is allowed.
         assert!(policy.resolve("path", "file-out", Follow::Parent).is_ok());
         assert!(policy.resolve("path", "a/../b/./c", Follow::Final).is_ok());
         // `out/..` is /etc's parent, not the workspace: the kernel's reading wins.
-        assert!(policy.resolve("path", "out/../etc/passwd", Follow::Final).is_err());
+        assert!(
+            policy
+                .resolve("path", "out/../etc/passwd", Follow::Final)
+                .is_err()
+        );
         std::fs::create_dir(ws.join("sub")).unwrap();
-        assert!(policy.resolve("path", "sub/../inside.txt", Follow::Final).is_ok());
+        assert!(
+            policy
+                .resolve("path", "sub/../inside.txt", Follow::Final)
+                .is_ok()
+        );
         let inside = policy.workspace.join("x").display().to_string();
         assert!(policy.resolve("path", &inside, Follow::Final).is_ok());
     }

@@ -40,15 +40,25 @@ struct RawQuery {
 fn path_param(uri: &Uri) -> Result<String, ApiError> {
     let query = axum::extract::Query::<RawQuery>::try_from_uri(uri)
         .map_err(|err| ApiError::validation("query", err.body_text(), "INVALID_QUERY"))?;
-    query
-        .0
-        .path
-        .ok_or_else(|| ApiError::validation("path", "the `path` query parameter is required", "INVALID_PATH"))
+    query.0.path.ok_or_else(|| {
+        ApiError::validation(
+            "path",
+            "the `path` query parameter is required",
+            "INVALID_PATH",
+        )
+    })
 }
 
-pub async fn download(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+pub async fn download(
+    State(state): State<AppState>,
+    request: Request,
+) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
-    let path = state.files.resolve_regular_file(&raw).await.op(Operation::FileRead)?;
+    let path = state
+        .files
+        .resolve_regular_file(&raw)
+        .await
+        .op(Operation::FileRead)?;
     let response = ServeFile::new(path)
         .with_buf_chunk_size(DOWNLOAD_CHUNK_BYTES)
         .oneshot(request)
@@ -59,7 +69,11 @@ pub async fn download(State(state): State<AppState>, request: Request) -> Result
 
 pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
-    let mut atomic = state.files.create_atomic(&raw).await.op(Operation::FileWrite)?;
+    let mut atomic = state
+        .files
+        .create_atomic(&raw)
+        .await
+        .op(Operation::FileWrite)?;
     let (sender, mut receiver) = mpsc::channel::<Bytes>(UPLOAD_QUEUE_CHUNKS);
     let target = raw.clone();
     let writer = blocking(move || {

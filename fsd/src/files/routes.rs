@@ -23,8 +23,15 @@ use crate::wire::time::now_rfc3339;
 
 type Reply<T> = Result<Json<T>, ApiError>;
 
-pub async fn read(State(state): State<AppState>, JsonBody(req): JsonBody<ReadRequest>) -> Reply<ReadResponse> {
-    let file = state.files.read(&req.path, req.encoding).await.op(Operation::FileRead)?;
+pub async fn read(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ReadRequest>,
+) -> Reply<ReadResponse> {
+    let file = state
+        .files
+        .read(&req.path, req.encoding)
+        .await
+        .op(Operation::FileRead)?;
     Ok(Json(ReadResponse {
         success: true,
         path: req.path,
@@ -41,16 +48,27 @@ pub async fn read_stream(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<PathRequest>,
 ) -> Result<Response, ApiError> {
-    let opened = state.files.open_for_stream(&req.path).await.op(Operation::FileRead)?;
+    let opened = state
+        .files
+        .open_for_stream(&req.path)
+        .await
+        .op(Operation::FileRead)?;
     Ok(sse_response(stream::events(opened)))
 }
 
-pub async fn write(State(state): State<AppState>, JsonBody(req): JsonBody<WriteRequest>) -> Reply<WriteResponse> {
+pub async fn write(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<WriteRequest>,
+) -> Reply<WriteResponse> {
     let bytes = match req.encoding {
         Some(Encoding::Base64) => decode_base64(&req.content).op(Operation::FileWrite)?,
         Some(Encoding::Utf8) | None => req.content.into_bytes(),
     };
-    let bytes_written = state.files.write(&req.path, bytes).await.op(Operation::FileWrite)?;
+    let bytes_written = state
+        .files
+        .write(&req.path, bytes)
+        .await
+        .op(Operation::FileWrite)?;
     Ok(Json(WriteResponse {
         success: true,
         path: req.path,
@@ -61,12 +79,22 @@ pub async fn write(State(state): State<AppState>, JsonBody(req): JsonBody<WriteR
 
 /// Standard base64 with padding; whitespace (line-wrapped base64) is ignored.
 fn decode_base64(content: &str) -> Result<Vec<u8>, FileError> {
-    let compact: String = content.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    let compact: String = content
+        .chars()
+        .filter(|c| !c.is_ascii_whitespace())
+        .collect();
     BASE64.decode(compact).map_err(|_| FileError::InvalidBase64)
 }
 
-pub async fn delete(State(state): State<AppState>, JsonBody(req): JsonBody<PathRequest>) -> Reply<PathResponse> {
-    state.files.delete(&req.path).await.op(Operation::FileDelete)?;
+pub async fn delete(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<PathRequest>,
+) -> Reply<PathResponse> {
+    state
+        .files
+        .delete(&req.path)
+        .await
+        .op(Operation::FileDelete)?;
     Ok(Json(PathResponse {
         success: true,
         path: req.path,
@@ -74,7 +102,10 @@ pub async fn delete(State(state): State<AppState>, JsonBody(req): JsonBody<PathR
     }))
 }
 
-pub async fn rename(State(state): State<AppState>, JsonBody(req): JsonBody<RenameRequest>) -> Reply<RenameResponse> {
+pub async fn rename(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<RenameRequest>,
+) -> Reply<RenameResponse> {
     state
         .files
         .rename(("oldPath", &req.old_path), ("newPath", &req.new_path))
@@ -88,10 +119,16 @@ pub async fn rename(State(state): State<AppState>, JsonBody(req): JsonBody<Renam
     }))
 }
 
-pub async fn move_file(State(state): State<AppState>, JsonBody(req): JsonBody<MoveRequest>) -> Reply<RenameResponse> {
+pub async fn move_file(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<MoveRequest>,
+) -> Reply<RenameResponse> {
     state
         .files
-        .rename(("sourcePath", &req.source_path), ("destinationPath", &req.destination_path))
+        .rename(
+            ("sourcePath", &req.source_path),
+            ("destinationPath", &req.destination_path),
+        )
         .await
         .op(Operation::FileMove)?;
     Ok(Json(RenameResponse {
@@ -102,9 +139,16 @@ pub async fn move_file(State(state): State<AppState>, JsonBody(req): JsonBody<Mo
     }))
 }
 
-pub async fn mkdir(State(state): State<AppState>, JsonBody(req): JsonBody<MkdirRequest>) -> Reply<MkdirResponse> {
+pub async fn mkdir(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<MkdirRequest>,
+) -> Reply<MkdirResponse> {
     let recursive = req.recursive.unwrap_or(false);
-    state.files.mkdir(&req.path, recursive).await.op(Operation::DirectoryCreate)?;
+    state
+        .files
+        .mkdir(&req.path, recursive)
+        .await
+        .op(Operation::DirectoryCreate)?;
     Ok(Json(MkdirResponse {
         success: true,
         path: req.path,
@@ -122,7 +166,11 @@ pub async fn list_files(
         recursive: options.recursive.unwrap_or(false),
         include_hidden: options.include_hidden.unwrap_or(false),
     };
-    let files = state.files.list(&req.path, options).await.op(Operation::DirectoryList)?;
+    let files = state
+        .files
+        .list(&req.path, options)
+        .await
+        .op(Operation::DirectoryList)?;
     Ok(Json(ListFilesResponse {
         success: true,
         path: req.path,
@@ -132,8 +180,15 @@ pub async fn list_files(
     }))
 }
 
-pub async fn exists(State(state): State<AppState>, JsonBody(req): JsonBody<PathRequest>) -> Reply<ExistsResponse> {
-    let exists = state.files.exists(&req.path).await.op(Operation::FileStat)?;
+pub async fn exists(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<PathRequest>,
+) -> Reply<ExistsResponse> {
+    let exists = state
+        .files
+        .exists(&req.path)
+        .await
+        .op(Operation::FileStat)?;
     Ok(Json(ExistsResponse {
         success: true,
         path: req.path,
@@ -142,9 +197,16 @@ pub async fn exists(State(state): State<AppState>, JsonBody(req): JsonBody<PathR
     }))
 }
 
-pub async fn stat(State(state): State<AppState>, JsonBody(req): JsonBody<StatRequest>) -> Reply<StatResponse> {
+pub async fn stat(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<StatRequest>,
+) -> Reply<StatResponse> {
     let follow = req.follow_symlinks.unwrap_or(false);
-    let stat = state.files.stat(&req.path, follow).await.op(Operation::FileStat)?;
+    let stat = state
+        .files
+        .stat(&req.path, follow)
+        .await
+        .op(Operation::FileStat)?;
     Ok(Json(StatResponse {
         success: true,
         path: req.path,

@@ -12,11 +12,11 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
 use fsd_api::files::{Encoding, FileInfo, FileStat};
 
+use super::FileError;
 use super::atomic::{self, AtomicFile, AtomicWriteError};
 use super::listing::{self, ListOptions};
 use super::mime;
 use super::paths::{Follow, PathPolicy};
-use super::FileError;
 
 /// A file read whole, encoded for JSON.
 #[derive(Debug)]
@@ -46,7 +46,11 @@ impl FileService {
 
     /// Reads a whole file for the JSON route. `encoding` `None` picks base64 for binary
     /// content and for text that is not valid UTF-8, so nothing is lost in transit.
-    pub async fn read(&self, raw: &str, encoding: Option<Encoding>) -> Result<EncodedFile, FileError> {
+    pub async fn read(
+        &self,
+        raw: &str,
+        encoding: Option<Encoding>,
+    ) -> Result<EncodedFile, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -120,8 +124,10 @@ impl FileService {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let len = bytes.len() as u64;
-        blocking(move || atomic::write_bytes(&path, &bytes).map_err(|err| write_error(err, &path, &raw)))
-            .await?;
+        blocking(move || {
+            atomic::write_bytes(&path, &bytes).map_err(|err| write_error(err, &path, &raw))
+        })
+        .await?;
         Ok(len)
     }
 
@@ -129,7 +135,8 @@ impl FileService {
     pub async fn create_atomic(&self, raw: &str) -> Result<AtomicFile, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
-        blocking(move || AtomicFile::create(&path).map_err(|err| write_error(err, &path, &raw))).await
+        blocking(move || AtomicFile::create(&path).map_err(|err| write_error(err, &path, &raw)))
+            .await
     }
 
     /// Deletes a file or symlink; directories are refused, as in the reference.
@@ -159,7 +166,9 @@ impl FileService {
         (source_field, source_raw): (&'static str, &str),
         (dest_field, dest_raw): (&'static str, &str),
     ) -> Result<(), FileError> {
-        let source = self.policy.resolve(source_field, source_raw, Follow::Parent)?;
+        let source = self
+            .policy
+            .resolve(source_field, source_raw, Follow::Parent)?;
         let mut destination = self.policy.resolve(dest_field, dest_raw, Follow::Final)?;
         let source_raw = source_raw.to_string();
         let dest_raw = dest_raw.to_string();
@@ -240,7 +249,11 @@ impl FileService {
     }
 
     pub async fn stat(&self, raw: &str, follow: bool) -> Result<FileStat, FileError> {
-        let follow = if follow { Follow::Final } else { Follow::Parent };
+        let follow = if follow {
+            Follow::Final
+        } else {
+            Follow::Parent
+        };
         let path = self.policy.resolve("path", raw, follow)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -335,7 +348,10 @@ pub fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 fn copy_across(source: &Path, destination: &Path) -> io::Result<()> {
     for entry in walkdir::WalkDir::new(source).follow_links(false) {
         let entry = entry.map_err(io::Error::other)?;
-        let relative = entry.path().strip_prefix(source).map_err(io::Error::other)?;
+        let relative = entry
+            .path()
+            .strip_prefix(source)
+            .map_err(io::Error::other)?;
         let target = if relative.as_os_str().is_empty() {
             destination.to_path_buf()
         } else {
@@ -344,7 +360,10 @@ fn copy_across(source: &Path, destination: &Path) -> io::Result<()> {
         let kind = entry.file_type();
         if kind.is_dir() {
             fs::create_dir_all(&target)?;
-            fs::set_permissions(&target, entry.metadata().map_err(io::Error::other)?.permissions())?;
+            fs::set_permissions(
+                &target,
+                entry.metadata().map_err(io::Error::other)?.permissions(),
+            )?;
         } else if kind.is_symlink() {
             std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
         } else {

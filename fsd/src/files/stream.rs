@@ -3,7 +3,6 @@
 //! Each chunk covers 65,535 raw bytes. Binary chunks are base64 on their own; text chunks are
 //! decoded as UTF-8 with a character split across two reads carried into the next chunk.
 
-
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use fsd_api::READ_STREAM_CHUNK_BYTES;
@@ -19,7 +18,11 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
         mime_type: opened.mime_type,
         size: opened.size,
         is_binary: opened.binary,
-        encoding: if opened.binary { Encoding::Base64 } else { Encoding::Utf8 },
+        encoding: if opened.binary {
+            Encoding::Base64
+        } else {
+            Encoding::Utf8
+        },
     };
     let (sender, receiver) = mpsc::channel(4);
     let (mut file, binary) = (opened.file, opened.binary);
@@ -35,7 +38,10 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
                 Ok(0) => {
                     if !carry.is_empty() {
                         let data = String::from_utf8_lossy(&carry).into_owned();
-                        if sender.blocking_send(FileStreamEvent::Chunk { data }).is_err() {
+                        if sender
+                            .blocking_send(FileStreamEvent::Chunk { data })
+                            .is_err()
+                        {
                             return;
                         }
                     }
@@ -125,7 +131,9 @@ mod tests {
         assert_eq!(joined, text);
         assert_eq!(
             events.last(),
-            Some(&FileStreamEvent::Complete { bytes_read: text.len() as u64 })
+            Some(&FileStreamEvent::Complete {
+                bytes_read: text.len() as u64
+            })
         );
     }
 }

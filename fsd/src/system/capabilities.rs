@@ -48,7 +48,8 @@ fn parse_cap_eff(status: &str) -> Option<u64> {
 }
 
 fn unprivileged_user_namespaces() -> bool {
-    let allowed_by_debian = read_number("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v != 0);
+    let allowed_by_debian =
+        read_number("/proc/sys/kernel/unprivileged_userns_clone").is_none_or(|v| v != 0);
     let max = read_number("/proc/sys/user/max_user_namespaces").unwrap_or(0);
     allowed_by_debian && max > 0
 }

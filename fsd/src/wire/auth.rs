@@ -16,12 +16,17 @@ use crate::error::ApiError;
 #[derive(Clone, Default)]
 pub struct ApiToken(pub Option<Arc<str>>);
 
-pub async fn require_token(State(token): State<ApiToken>, request: Request, next: Next) -> Response {
+pub async fn require_token(
+    State(token): State<ApiToken>,
+    request: Request,
+    next: Next,
+) -> Response {
     let Some(expected) = token.0.as_deref() else {
         return next.run(request).await;
     };
     let open_route = request.method() == Method::GET && request.uri().path() == "/api/ping";
-    if open_route || presented(request.headers()).is_some_and(|got| constant_time_eq(got, expected)) {
+    if open_route || presented(request.headers()).is_some_and(|got| constant_time_eq(got, expected))
+    {
         next.run(request).await
     } else {
         ApiError::unauthorized().into_response()

@@ -35,7 +35,11 @@ fn body_read_error(err: axum::Error) -> ApiError {
         )
         .with_suggestion("Use PUT /api/files/raw to upload large files without base64")
     } else {
-        ApiError::validation("body", format!("cannot read the request body: {detail}"), "INVALID_BODY")
+        ApiError::validation(
+            "body",
+            format!("cannot read the request body: {detail}"),
+            "INVALID_BODY",
+        )
     }
 }
 
@@ -65,9 +69,9 @@ pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         };
         ApiError::validation(&field, strip_position(&message), "INVALID_FIELD")
     })?;
-    deserializer
-        .end()
-        .map_err(|err| ApiError::validation("body", format!("invalid JSON: {err}"), "INVALID_JSON"))?;
+    deserializer.end().map_err(|err| {
+        ApiError::validation("body", format!("invalid JSON: {err}"), "INVALID_JSON")
+    })?;
     Ok(value)
 }
 
@@ -90,7 +94,10 @@ mod tests {
     use fsd_api::files::{ListFilesRequest, ReadRequest};
 
     fn field_of(err: &ApiError) -> String {
-        err.context["validationErrors"][0]["field"].as_str().unwrap().to_string()
+        err.context["validationErrors"][0]["field"]
+            .as_str()
+            .unwrap()
+            .to_string()
     }
 
     #[test]
@@ -111,7 +118,13 @@ mod tests {
 
     #[test]
     fn malformed_json_is_a_body_error() {
-        for body in [&b"{"[..], b"not json", b"", br#"{"path":"a"} trailing"#, br#"["a"]"#] {
+        for body in [
+            &b"{"[..],
+            b"not json",
+            b"",
+            br#"{"path":"a"} trailing"#,
+            br#"["a"]"#,
+        ] {
             let err = parse::<ReadRequest>(body).err().unwrap();
             assert_eq!(field_of(&err), "body", "{}", String::from_utf8_lossy(body));
         }
@@ -119,7 +132,9 @@ mod tests {
 
     #[test]
     fn a_bad_enum_value_names_its_field() {
-        let err = parse::<ReadRequest>(br#"{"path":"a","encoding":"latin1"}"#).err().unwrap();
+        let err = parse::<ReadRequest>(br#"{"path":"a","encoding":"latin1"}"#)
+            .err()
+            .unwrap();
         assert_eq!(field_of(&err), "encoding");
     }
 }

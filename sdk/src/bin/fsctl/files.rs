@@ -27,7 +27,10 @@ pub enum FileCommand {
     /// Upload a local file (`-` for stdin), replacing the remote file atomically.
     Put { local: PathBuf, remote: String },
     /// Download a remote file to a local path (`-` or none for stdout).
-    Get { remote: String, local: Option<PathBuf> },
+    Get {
+        remote: String,
+        local: Option<PathBuf>,
+    },
     /// Delete a file or symlink.
     Rm { path: String },
     /// Move or rename.
@@ -50,7 +53,11 @@ pub enum FileCommand {
 
 pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Result<(), SdkError> {
     match command {
-        FileCommand::Ls { path, recursive, all } => {
+        FileCommand::Ls {
+            path,
+            recursive,
+            all,
+        } => {
             let options = ListOptions {
                 recursive,
                 include_hidden: all,
@@ -67,9 +74,11 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
             None => copy_to_stdout(sandbox, &remote).await?,
             Some(local) => {
                 let bytes = sandbox.download_to(&remote, &local).await?;
-                report(as_json, json!({"path": remote, "local": local, "bytes": bytes}), || {
-                    format!("{remote} -> {} ({bytes} bytes)", local.display())
-                });
+                report(
+                    as_json,
+                    json!({"path": remote, "local": local, "bytes": bytes}),
+                    || format!("{remote} -> {} ({bytes} bytes)", local.display()),
+                );
             }
         },
         FileCommand::Put { local, remote } => {
@@ -79,15 +88,28 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
             } else {
                 sandbox.upload_file(&remote, &local).await?
             };
-            report(as_json, serde_json::to_value(&reply).unwrap_or_default(), || {
-                format!("{} -> {remote} ({} bytes)", local.display(), reply.bytes_written)
-            });
+            report(
+                as_json,
+                serde_json::to_value(&reply).unwrap_or_default(),
+                || {
+                    format!(
+                        "{} -> {remote} ({} bytes)",
+                        local.display(),
+                        reply.bytes_written
+                    )
+                },
+            );
         }
         FileCommand::Rm { path } => {
             sandbox.delete_file(&path).await?;
-            report(as_json, json!({"deleted": path}), || format!("deleted {path}"));
+            report(as_json, json!({"deleted": path}), || {
+                format!("deleted {path}")
+            });
         }
-        FileCommand::Mv { source, destination } => {
+        FileCommand::Mv {
+            source,
+            destination,
+        } => {
             sandbox.move_file(&source, &destination).await?;
             report(as_json, json!({"from": source, "to": destination}), || {
                 format!("{source} -> {destination}")
@@ -95,7 +117,9 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
         }
         FileCommand::Mkdir { path, parents } => {
             sandbox.mkdir(&path, parents).await?;
-            report(as_json, json!({"created": path}), || format!("created {path}"));
+            report(as_json, json!({"created": path}), || {
+                format!("created {path}")
+            });
         }
         FileCommand::Stat { path, follow } => {
             let stat = sandbox.stat(&path, follow).await?;

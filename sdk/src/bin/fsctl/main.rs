@@ -16,7 +16,12 @@ use fsd_sdk::{Sandbox, SdkError};
 #[command(name = "fsctl", version, about = "Drive an fsd workspace daemon")]
 struct Cli {
     /// Daemon URL.
-    #[arg(long, global = true, env = "FSD_URL", default_value = "http://127.0.0.1:3000")]
+    #[arg(
+        long,
+        global = true,
+        env = "FSD_URL",
+        default_value = "http://127.0.0.1:3000"
+    )]
     url: String,
     /// API token.
     #[arg(long, global = true, env = "FSD_TOKEN", hide_env_values = true)]
@@ -38,7 +43,10 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("fsctl: cannot start the async runtime: {err}");

@@ -17,7 +17,9 @@ pub fn error(err: &SdkError, as_json: bool) {
     if as_json {
         match err {
             SdkError::Api { body, .. } => json(body),
-            other => json(&serde_json::json!({"code": "CLIENT_ERROR", "message": other.to_string()})),
+            other => {
+                json(&serde_json::json!({"code": "CLIENT_ERROR", "message": other.to_string()}))
+            }
         }
     }
     match err {
@@ -35,8 +37,16 @@ pub fn listing(files: &[FileInfo], recursive: bool) {
             fsd_sdk::api::files::FileType::File => '-',
             fsd_sdk::api::files::FileType::Other => '?',
         };
-        let name = if recursive { &file.relative_path } else { &file.name };
-        let when = file.modified_at.get(..19).unwrap_or(&file.modified_at).replace('T', " ");
+        let name = if recursive {
+            &file.relative_path
+        } else {
+            &file.name
+        };
+        let when = file
+            .modified_at
+            .get(..19)
+            .unwrap_or(&file.modified_at)
+            .replace('T', " ");
         println!("{kind}{} {:>12} {when} {name}", file.mode, file.size);
     }
 }

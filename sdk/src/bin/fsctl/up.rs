@@ -42,18 +42,33 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|err| std::io::Error::new(err.kind(), format!("cannot start {}: {err}", binary.display())))?;
-    let stdout = child.stdout.take().ok_or_else(|| std::io::Error::other("no daemon stdout"))?;
+        .map_err(|err| {
+            std::io::Error::new(
+                err.kind(),
+                format!("cannot start {}: {err}", binary.display()),
+            )
+        })?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| std::io::Error::other("no daemon stdout"))?;
     let mut lines = BufReader::new(stdout).lines();
     let url = match lines.next_line().await? {
-        Some(line) => line.trim().trim_start_matches("fsd listening on ").to_string(),
+        Some(line) => line
+            .trim()
+            .trim_start_matches("fsd listening on ")
+            .to_string(),
         None => {
             let status = child.wait().await?;
-            return Err(std::io::Error::other(format!("fsd exited before listening ({status})")).into());
+            return Err(
+                std::io::Error::other(format!("fsd exited before listening ({status})")).into(),
+            );
         }
     };
     if as_json {
-        output::json(&json!({"url": url, "token": token, "workspace": workspace, "pid": child.id()}));
+        output::json(
+            &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id()}),
+        );
     } else {
         println!("fsd is up");
         println!("  url:       {url}");
