@@ -1,1 +1,274 @@
-fn main() {}
+//! File API benchmark: the real release `fsd` over loopback HTTP, with `dd` and a direct
+//! atomic write on the same disk as anchors in the same run.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench files`
+//! Set `FSD_BENCH_QUICK=1` for a short smoke run.
+
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use fsd_tests::Daemon;
+use futures_util::StreamExt;
+use serde_json::json;
+
+const MIB: usize = 1024 * 1024;
+
+struct Plan {
+    small_iterations: usize,
+    json_mib_iterations: usize,
+    raw_mib: usize,
+    raw_repeats: usize,
+}
+
+fn main() {
+    let quick = std::env::var_os("FSD_BENCH_QUICK").is_some();
+    let plan = if quick {
+        Plan {
+            small_iterations: 200,
+            json_mib_iterations: 5,
+            raw_mib: 100,
+            raw_repeats: 1,
+        }
+    } else {
+        Plan {
+            small_iterations: 5000,
+            json_mib_iterations: 50,
+            raw_mib: 100,
+            raw_repeats: 5,
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(&plan));
+}
+
+async fn run(plan: &Plan) {
+    let daemon = Daemon::start();
+    let client = reqwest::Client::new();
+    println!(
+        "fsd file API benchmark (release build, loopback HTTP, workspace {})",
+        daemon.root().display()
+    );
+    println!();
+
+    // Small JSON write + read, each half timed too, and a ping as the HTTP baseline.
+    let (mut pairs, mut writes, mut reads, mut pings) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let content = "x".repeat(100);
+    for i in 0..plan.small_iterations + 50 {
+        let start = Instant::now();
+        post(
+            &client,
+            &daemon,
+            "/api/write",
+            json!({"path": "small.txt", "content": content}),
+        )
+        .await;
+        let written = Instant::now();
+        post(&client, &daemon, "/api/read", json!({"path": "small.txt"})).await;
+        let read = Instant::now();
+        let response = client
+            .get(daemon.url("/api/ping"))
+            .send()
+            .await
+            .expect("ping");
+        response.bytes().await.expect("ping body");
+        if i >= 50 {
+            pairs.push(read - start);
+            writes.push(written - start);
+            reads.push(read - written);
+            pings.push(read.elapsed());
+        }
+    }
+    let mut floor = direct_atomic_writes(&daemon.path("floor.txt"), plan.small_iterations);
+    println!(
+        "small JSON write+read (100 B, {} pairs)",
+        plan.small_iterations
+    );
+    for (label, samples) in [
+        ("fsd write+read", &mut pairs),
+        ("  fsd write alone", &mut writes),
+        ("  fsd read alone", &mut reads),
+        ("anchor: GET /api/ping (HTTP floor)", &mut pings),
+        ("anchor: direct create+write+fsync+rename", &mut floor),
+    ] {
+        println!(
+            "  {label:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
+            ms(percentile(samples, 50.0)),
+            ms(percentile(samples, 99.0))
+        );
+    }
+    println!();
+
+    // 1 MiB JSON round trips.
+    let big_text = "abcdefghijklmnopqrstuvwxyz012345".repeat(MIB / 32);
+    let (mut write_time, mut read_time) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..plan.json_mib_iterations {
+        let start = Instant::now();
+        post(
+            &client,
+            &daemon,
+            "/api/write",
+            json!({"path": "mib.txt", "content": big_text}),
+        )
+        .await;
+        write_time += start.elapsed();
+        let start = Instant::now();
+        let body = post(&client, &daemon, "/api/read", json!({"path": "mib.txt"})).await;
+        read_time += start.elapsed();
+        assert_eq!(body["size"], MIB);
+    }
+    let json_bytes = (plan.json_mib_iterations * MIB) as f64;
+    println!("1 MiB JSON round trips ({}x)", plan.json_mib_iterations);
+    println!(
+        "  write {:>8.1} MB/s   read {:>8.1} MB/s   round trip {:>8.1} MB/s",
+        mbps(json_bytes, write_time),
+        mbps(json_bytes, read_time),
+        mbps(2.0 * json_bytes, write_time + read_time)
+    );
+    println!();
+
+    // Raw PUT and GET of a large file, beside dd on the same disk.
+    let size = plan.raw_mib * MIB;
+    let block = Bytes::from(vec![0x5au8; MIB]);
+    let (mut puts, mut gets) = (Vec::new(), Vec::new());
+    for _ in 0..plan.raw_repeats {
+        let block = block.clone();
+        let chunks = futures_util::stream::iter(
+            (0..plan.raw_mib).map(move |_| Ok::<_, std::io::Error>(block.clone())),
+        );
+        let start = Instant::now();
+        let response = client
+            .put(daemon.url("/api/files/raw?path=raw.bin"))
+            .body(reqwest::Body::wrap_stream(chunks))
+            .send()
+            .await
+            .expect("PUT");
+        assert!(response.status().is_success());
+        puts.push(start.elapsed());
+
+        let start = Instant::now();
+        let mut stream = client
+            .get(daemon.url("/api/files/raw?path=raw.bin"))
+            .send()
+            .await
+            .expect("GET")
+            .bytes_stream();
+        let mut received = 0;
+        while let Some(chunk) = stream.next().await {
+            received += chunk.expect("chunk").len();
+        }
+        gets.push(start.elapsed());
+        assert_eq!(received, size);
+    }
+    let dd_path = daemon.path("dd.bin");
+    let (mut dd_writes, mut dd_reads) = (Vec::new(), Vec::new());
+    for _ in 0..plan.raw_repeats {
+        dd_writes.push(dd(&[
+            "if=/dev/zero",
+            &format!("of={}", dd_path.display()),
+            "bs=1M",
+            &format!("count={}", plan.raw_mib),
+            "conv=fsync",
+        ]));
+        dd_reads.push(dd(&[
+            &format!("if={}", dd_path.display()),
+            "of=/dev/null",
+            "bs=1M",
+        ]));
+    }
+    let bytes = size as f64;
+    let put = mbps(bytes, percentile(&mut puts, 50.0));
+    let get = mbps(bytes, percentile(&mut gets, 50.0));
+    let dd_write = mbps(bytes, percentile(&mut dd_writes, 50.0));
+    let dd_read = mbps(bytes, percentile(&mut dd_reads, 50.0));
+    println!(
+        "raw {} MiB transfers (median of {})",
+        plan.raw_mib, plan.raw_repeats
+    );
+    println!(
+        "  fsd PUT {put:>8.1} MB/s   anchor dd write (conv=fsync) {dd_write:>8.1} MB/s   ratio {:.2}",
+        put / dd_write
+    );
+    println!(
+        "  fsd GET {get:>8.1} MB/s   anchor dd read (page cache)   {dd_read:>8.1} MB/s   ratio {:.2}",
+        get / dd_read
+    );
+    let peak = fsd_tests::peak_rss_kib(daemon.pid());
+    println!();
+    println!(
+        "daemon peak RSS over the whole run: {:.1} MiB",
+        peak as f64 / 1024.0
+    );
+}
+
+async fn post(
+    client: &reqwest::Client,
+    daemon: &Daemon,
+    route: &str,
+    body: serde_json::Value,
+) -> serde_json::Value {
+    let response = client
+        .post(daemon.url(route))
+        .json(&body)
+        .send()
+        .await
+        .expect("request");
+    assert!(
+        response.status().is_success(),
+        "{route}: {}",
+        response.status()
+    );
+    response.json().await.expect("JSON")
+}
+
+/// What fsd's write path costs without HTTP: temp file, write, fsync, rename.
+fn direct_atomic_writes(target: &std::path::Path, iterations: usize) -> Vec<Duration> {
+    let temp = target.with_extension("tmp");
+    (0..iterations)
+        .map(|_| {
+            let start = Instant::now();
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(&temp)
+                .expect("temp");
+            file.write_all(&[b'x'; 100]).expect("write");
+            file.sync_all().expect("fsync");
+            std::fs::rename(&temp, target).expect("rename");
+            start.elapsed()
+        })
+        .collect()
+}
+
+fn dd(args: &[&str]) -> Duration {
+    let start = Instant::now();
+    let status = Command::new("dd")
+        .args(args)
+        .arg("status=none")
+        .status()
+        .expect("dd");
+    assert!(status.success(), "dd {args:?}");
+    start.elapsed()
+}
+
+fn percentile(samples: &mut [Duration], pct: f64) -> Duration {
+    samples.sort();
+    let index = ((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize;
+    samples[index]
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1e3
+}
+
+fn mbps(bytes: f64, duration: Duration) -> f64 {
+    bytes / duration.as_secs_f64() / 1e6
+}

@@ -161,6 +161,16 @@ impl Drop for Daemon {
     }
 }
 
+/// Sends a request and returns its status and JSON body.
+pub async fn reply(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("request");
+    let status = response.status();
+    let text = response.text().await.expect("body");
+    let json =
+        serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON ({status}): {text}"));
+    (status, json)
+}
+
 /// Reads `fsd listening on <url>` from the child's stdout (10 s budget).
 pub fn read_listen_line(child: &mut Child) -> String {
     let stdout = child.stdout.take().expect("piped stdout");

@@ -4,7 +4,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 
 use bytes::Bytes;
-use fsd_tests::{Daemon, assert_error, assert_validation, peak_rss_kib, sha256_hex};
+use fsd_tests::{Daemon, assert_error, assert_validation, peak_rss_kib, reply, sha256_hex};
 use futures_util::StreamExt;
 use reqwest::{Method, StatusCode};
 use sha2::Digest;
@@ -28,13 +28,12 @@ async fn put(
     path: &str,
     body: impl Into<reqwest::Body>,
 ) -> (StatusCode, serde_json::Value) {
-    let response = daemon
-        .request(Method::PUT, &format!("/api/files/raw?path={path}"))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    (response.status(), response.json().await.unwrap())
+    reply(
+        daemon
+            .request(Method::PUT, &format!("/api/files/raw?path={path}"))
+            .body(body),
+    )
+    .await
 }
 
 #[tokio::test]
@@ -153,35 +152,15 @@ async fn put_keeps_mode_creates_parents_and_replaces() {
 #[tokio::test]
 async fn raw_errors() {
     let daemon = Daemon::start();
-    let response = daemon
-        .request(Method::GET, "/api/files/raw")
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    assert_validation(status, &response.json().await.unwrap(), "path");
+    let (status, body) = daemon.get("/api/files/raw").await;
+    assert_validation(status, &body, "path");
 
-    let response = daemon
-        .request(Method::GET, "/api/files/raw?path=missing")
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    assert_error(
-        status,
-        &response.json().await.unwrap(),
-        404,
-        "FILE_NOT_FOUND",
-    );
+    let (status, body) = daemon.get("/api/files/raw?path=missing").await;
+    assert_error(status, &body, 404, "FILE_NOT_FOUND");
 
     std::fs::create_dir(daemon.path("dir")).unwrap();
-    let response = daemon
-        .request(Method::GET, "/api/files/raw?path=dir")
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    assert_error(status, &response.json().await.unwrap(), 400, "IS_DIRECTORY");
+    let (status, body) = daemon.get("/api/files/raw?path=dir").await;
+    assert_error(status, &body, 400, "IS_DIRECTORY");
 
     let (status, body) = put(&daemon, "dir", "x").await;
     assert_error(status, &body, 400, "IS_DIRECTORY");

@@ -4,7 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use fsd_tests::{Daemon, assert_error, assert_validation};
+use fsd_tests::{Daemon, assert_error, assert_validation, reply};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -276,14 +276,7 @@ async fn bad_input_is_400_with_the_field_named() {
     let daemon = Daemon::start();
     let client = reqwest::Client::new();
     for raw in ["{", "not json", "", "[1,2]", "{\"path\": \"a\"} trailing"] {
-        let response = client
-            .post(daemon.url("/api/read"))
-            .body(raw)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        let body: serde_json::Value = response.json().await.unwrap();
+        let (status, body) = reply(client.post(daemon.url("/api/read")).body(raw)).await;
         assert_validation(status, &body, "body");
     }
     let cases = [
@@ -338,13 +331,11 @@ async fn bad_input_is_400_with_the_field_named() {
 async fn json_bodies_over_the_limit_are_413() {
     let daemon = Daemon::start();
     let huge = vec![b'a'; 65 * 1024 * 1024];
-    let response = reqwest::Client::new()
-        .post(daemon.url("/api/write"))
-        .body(huge)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    let body: serde_json::Value = response.json().await.unwrap();
+    let (status, body) = reply(
+        reqwest::Client::new()
+            .post(daemon.url("/api/write"))
+            .body(huge),
+    )
+    .await;
     assert_error(status, &body, 413, "FILE_TOO_LARGE");
 }
