@@ -239,3 +239,50 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .expect("VmHWM")
 }
+
+/// Whether this process may mount filesystems. Tests that need it call this and return early
+/// when it is false, printing why; under `CI=true` they fail instead of skipping.
+pub fn require_mount_privilege(test: &str) -> bool {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let cap_sys_admin = status
+        .lines()
+        .find_map(|line| line.strip_prefix("CapEff:"))
+        .and_then(|caps| u64::from_str_radix(caps.trim(), 16).ok())
+        .is_some_and(|caps| caps & (1 << 21) != 0);
+    if cap_sys_admin {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{test}: needs CAP_SYS_ADMIN to mount, and CI=true forbids skipping"
+    );
+    eprintln!("skipping {test}: needs CAP_SYS_ADMIN to mount (run as root)");
+    false
+}
+
+/// A mount that is unmounted when dropped.
+pub struct Mount(PathBuf);
+
+impl Mount {
+    /// `mount -t tmpfs -o <options> tmpfs <dir>` (creating `dir`).
+    pub fn tmpfs(dir: &Path, options: &str) -> Self {
+        std::fs::create_dir_all(dir).expect("mountpoint");
+        let status = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", options, "tmpfs"])
+            .arg(dir)
+            .status()
+            .expect("mount");
+        assert!(
+            status.success(),
+            "mount tmpfs {options} on {}",
+            dir.display()
+        );
+        Self(dir.to_path_buf())
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

@@ -31,6 +31,8 @@ const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
 const UPLOAD_QUEUE_CHUNKS: usize = 64;
 /// Bytes gathered before one write(2).
 const UPLOAD_WRITE_BYTES: usize = 1024 * 1024;
+/// Body bytes still read and discarded after the write failed.
+const DRAIN_AFTER_FAILURE_BYTES: usize = 16 * 1024 * 1024;
 
 #[derive(Deserialize)]
 struct RawQuery {
@@ -105,7 +107,10 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         match chunk {
             Ok(chunk) => {
                 if sender.send(chunk).await.is_err() {
-                    break; // The writer failed; its error is reported below.
+                    // The writer failed; its error is reported below. Read on a little so a
+                    // client still sending gets that error rather than a reset connection.
+                    drain(&mut body, DRAIN_AFTER_FAILURE_BYTES).await;
+                    break;
                 }
             }
             Err(err) => {
@@ -142,4 +147,18 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         timestamp: now_rfc3339(),
     })
     .into_response())
+}
+
+/// Reads and discards up to `limit` more body bytes.
+async fn drain<S>(body: &mut S, limit: usize)
+where
+    S: futures_util::Stream<Item = Result<Bytes, axum::Error>> + Unpin,
+{
+    let mut drained = 0;
+    while drained < limit {
+        match body.next().await {
+            Some(Ok(chunk)) => drained += chunk.len(),
+            _ => return,
+        }
+    }
 }
