@@ -77,6 +77,7 @@ error_codes! {
     PortInUse = "PORT_IN_USE" => 409,
     ResourceBusy = "RESOURCE_BUSY" => 409,
     SessionAlreadyExists = "SESSION_ALREADY_EXISTS" => 409,
+    SessionNotFound = "SESSION_NOT_FOUND" => 404,
     OperationInterrupted = "OPERATION_INTERRUPTED" => 409,
     SessionDestroyed = "SESSION_DESTROYED" => 410,
     SessionTerminated = "SESSION_TERMINATED" => 410,

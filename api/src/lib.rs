@@ -7,6 +7,7 @@
 //! This crate does no I/O.
 
 pub mod error;
+pub mod exec;
 pub mod files;
 pub mod system;
 

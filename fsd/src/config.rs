@@ -59,6 +59,20 @@ pub struct ServeArgs {
     #[arg(long = "allow-root", value_name = "DIR")]
     pub allow_roots: Vec<PathBuf>,
 
+    /// Daemon state (session directories, process records). Default: /var/lib/fsd, or
+    /// $TMPDIR/fsd-state when that is not writable.
+    #[arg(long, env = "FSD_STATE_DIR")]
+    pub state_dir: Option<PathBuf>,
+
+    /// A variable of the daemon's environment that session shells inherit (repeatable).
+    /// Only PATH, HOME, USER, LOGNAME, TERM, TZ and TMPDIR are passed otherwise.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
+
+    /// Timeout of commands that name none, in ms (0: none), as the reference reads it.
+    #[arg(long, env = "COMMAND_TIMEOUT_MS", default_value_t = 0)]
+    pub command_timeout_ms: u64,
+
     /// Log filter, e.g. `info` or `fsd=debug,tower_http=debug`.
     #[arg(long, env = "FSD_LOG", default_value = "info")]
     pub log_level: String,
@@ -75,6 +89,9 @@ pub struct Settings {
     pub token: Option<String>,
     pub confine: bool,
     pub allow_roots: Vec<PathBuf>,
+    pub state_dir: PathBuf,
+    pub pass_env: Vec<String>,
+    pub command_timeout_ms: u64,
     pub log_level: String,
     pub log_format: LogFormat,
 }
@@ -110,12 +127,16 @@ impl ServeArgs {
                     .map_err(|err| format!("--allow-root {}: {err}", root.display()))?,
             );
         }
+        let state_dir = settle_state_dir(self.state_dir.as_deref())?;
         Ok(Settings {
             listen: self.listen,
             workspace,
             token,
             confine: self.confine,
             allow_roots,
+            state_dir,
+            pass_env: self.pass_env,
+            command_timeout_ms: self.command_timeout_ms,
             log_level: self.log_level,
             log_format: self.log_format,
         })
@@ -139,6 +160,28 @@ fn settle_workspace(explicit: Option<&Path>) -> Result<PathBuf, String> {
         return Ok(dir);
     }
     create(Path::new("./workspace"))
+}
+
+/// Creates the state directory (mode 0700: it holds command scripts and output).
+fn settle_state_dir(explicit: Option<&Path>) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let create = |dir: &Path| -> Result<PathBuf, String> {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .and_then(|()| std::fs::canonicalize(dir))
+            .map_err(|err| format!("state dir {}: {err}", dir.display()))
+    };
+    if let Some(dir) = explicit {
+        return create(dir);
+    }
+    if let Ok(dir) = create(Path::new("/var/lib/fsd"))
+        && nix::unistd::access(&dir, nix::unistd::AccessFlags::W_OK).is_ok()
+    {
+        return Ok(dir);
+    }
+    create(&std::env::temp_dir().join("fsd-state"))
 }
 
 #[cfg(test)]

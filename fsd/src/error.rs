@@ -8,6 +8,7 @@ use axum::response::{IntoResponse, Response};
 use fsd_api::{ErrorBody, ErrorCode, Operation, ValidationIssue};
 use serde_json::{Value, json};
 
+use crate::exec::ExecError;
 use crate::files::FileError;
 use crate::wire::time::now_rfc3339;
 
@@ -186,6 +187,40 @@ impl From<FileError> for ApiError {
                     "errno": source.raw_os_error(),
                 }))
             }
+        }
+    }
+}
+
+impl From<ExecError> for ApiError {
+    fn from(err: ExecError) -> Self {
+        let message = err.to_string();
+        match err {
+            ExecError::CwdNotFound { cwd } => Self::validation("cwd", message, "CWD_NOT_FOUND")
+                .with_context(json!({
+                    "validationErrors": [{"field": "cwd", "message": format!("Directory not found: {cwd}"), "code": "CWD_NOT_FOUND"}],
+                    "cwd": cwd,
+                })),
+            ExecError::SessionExists { id } => Self::new(ErrorCode::SessionAlreadyExists, message)
+                .with_context(json!({ "sessionId": id, "containerPlacementId": std::env::var("CLOUDFLARE_PLACEMENT_ID").ok() })),
+            ExecError::SessionNotFound { id } => {
+                Self::new(ErrorCode::SessionNotFound, message).with_context(json!({ "sessionId": id }))
+            }
+            ExecError::ShellExited { id, code } => Self::new(ErrorCode::SessionTerminated, message)
+                .with_context(json!({ "sessionId": id, "exitCode": code }))
+                .with_suggestion("The next command on this session id starts a fresh shell"),
+            ExecError::SessionDestroyed { id } => {
+                Self::new(ErrorCode::SessionDestroyed, message).with_context(json!({ "sessionId": id }))
+            }
+            ExecError::Timeout { timeout_ms, stdout, stderr, session_kept } => {
+                Self::new(ErrorCode::CommandExecutionError, message).with_context(json!({
+                    "timeoutMs": timeout_ms,
+                    "timedOut": true,
+                    "sessionKept": session_kept,
+                    "stdout": stdout,
+                    "stderr": stderr,
+                }))
+            }
+            ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod config;
 mod error;
+mod exec;
 mod files;
 mod logging;
 mod server;

@@ -10,6 +10,7 @@ use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::config::Settings;
+use crate::exec::{self, ExecConfig, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
 use crate::state::AppState;
@@ -20,6 +21,7 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
     Router::new()
         .merge(system::router())
         .merge(files::router())
+        .merge(exec::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)
@@ -65,9 +67,18 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         settings.confine,
         settings.allow_roots.clone(),
     );
+    let sessions = Arc::new(SessionManager::new(ExecConfig {
+        state_dir: settings.state_dir.clone(),
+        workspace: settings.workspace.clone(),
+        base_env: base_env(&settings.pass_env),
+        default_timeout: (settings.command_timeout_ms > 0)
+            .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
+    }));
     let state = AppState {
         files: Arc::new(FileService::new(policy)),
+        sessions: sessions.clone(),
         capabilities: Arc::new(capabilities::detect(&settings.workspace, settings.confine)),
+        auth_enabled: settings.token.is_some(),
     };
     let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
     let listener = TcpListener::bind(settings.listen).await?;
@@ -87,6 +98,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     axum::serve(listener, router(state, token))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    sessions.shutdown().await;
     tracing::info!("fsd stopped");
     Ok(())
 }

@@ -4,10 +4,14 @@ use std::sync::Arc;
 
 use fsd_api::system::Capabilities;
 
+use crate::exec::SessionManager;
 use crate::files::FileService;
 
 #[derive(Clone)]
 pub struct AppState {
     pub files: Arc<FileService>,
+    pub sessions: Arc<SessionManager>,
     pub capabilities: Arc<Capabilities>,
+    /// An API token is configured, so `Authorization: Bearer` is never a session id.
+    pub auth_enabled: bool,
 }

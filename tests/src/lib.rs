@@ -40,6 +40,7 @@ pub struct Daemon {
     pub url: String,
     pub token: Option<String>,
     workspace: tempfile::TempDir,
+    state: tempfile::TempDir,
     http: reqwest::Client,
 }
 
@@ -58,6 +59,7 @@ impl Daemon {
 
     pub fn start_with(options: Options) -> Self {
         let workspace = tempfile::tempdir().expect("temp workspace");
+        let state = tempfile::tempdir().expect("temp state dir");
         let mut command = Command::new(binary("fsd"));
         command
             .args([
@@ -69,6 +71,8 @@ impl Daemon {
                 "--workspace",
             ])
             .arg(workspace.path())
+            .arg("--state-dir")
+            .arg(state.path())
             .env_remove("FSD_TOKEN")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
@@ -88,6 +92,7 @@ impl Daemon {
             url,
             token: options.token,
             workspace,
+            state,
             http: reqwest::Client::new(),
         }
     }

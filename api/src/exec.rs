@@ -1,0 +1,155 @@
+//! Sessions and command execution: `/api/session/*`, `/api/execute`, `/api/execute/stream`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_timeout_ms: Option<u64>,
+}
+
+/// What fsd says about a session (the reference sends an unstable internal object here).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub id: String,
+    pub cwd: String,
+    pub shell_pid: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command_timeout_ms: Option<u64>,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateSessionResponse {
+    pub success: bool,
+    pub id: String,
+    pub data: SessionInfo,
+    pub container_placement_id: Option<String>,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListSessionsResponse {
+    pub success: bool,
+    /// Session ids.
+    pub data: Vec<String>,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteSessionRequest {
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeleteSessionResponse {
+    pub success: bool,
+    pub session_id: String,
+    pub timestamp: String,
+}
+
+/// `POST /api/execute` and `/api/execute/stream`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecuteRequest {
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// Per-command variables; `null` values are skipped, as the reference does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// `user` or `internal`; logging only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub background: Option<bool>,
+}
+
+/// A finished foreground command.
+///
+/// `stdout` and `stderr` are the exact bytes when they are UTF-8. When they are not, the
+/// string is the lossy decoding (for clients that only read it) and `stdoutBase64` /
+/// `stderrBase64` carry the exact bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecResult {
+    pub success: bool,
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdout_base64: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stderr_base64: Option<String>,
+    /// Output beyond the cap was dropped (the cap is in the daemon's README).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    pub command: String,
+    /// Milliseconds from start to exit, measured by the daemon.
+    pub duration: u64,
+    pub timestamp: String,
+    pub session_id: String,
+}
+
+/// `POST /api/execute` with `background: true`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackgroundStarted {
+    pub success: bool,
+    pub process_id: String,
+    pub pid: u32,
+    pub command: String,
+    pub timestamp: String,
+}
+
+/// One SSE frame of `/api/execute/stream`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum ExecEvent {
+    #[serde(rename_all = "camelCase")]
+    Start {
+        command: String,
+        timestamp: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pid: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session_id: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        process_id: Option<String>,
+    },
+    Stdout {
+        data: String,
+        timestamp: String,
+    },
+    Stderr {
+        data: String,
+        timestamp: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Complete {
+        exit_code: i32,
+        timestamp: String,
+    },
+    Error {
+        error: String,
+        timestamp: String,
+    },
+}

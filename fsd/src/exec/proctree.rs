@@ -1,0 +1,99 @@
+//! Process trees from /proc: who a process's children are, and signalling a whole tree.
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+/// Direct children of `pid` (all threads' children lists).
+pub fn children(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        if let Ok(list) = std::fs::read_to_string(task.path().join("children")) {
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
+/// `pid` and everything below it, parents before children.
+pub fn tree(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut index = 0;
+    while index < out.len() {
+        out.extend(children(out[index]));
+        index += 1;
+    }
+    out
+}
+
+/// The parent of `pid`, from /proc/<pid>/stat (the field after the parenthesized name).
+pub fn parent(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    after_name.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// Whether `pid` is alive (a zombie counts as dead).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat
+            .rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
+    }
+}
+
+/// Sends `signal` to every process in the trees, leaves first.
+pub fn signal_trees(roots: &[u32], signal: Signal) {
+    let mut all: Vec<u32> = roots.iter().flat_map(|&root| tree(root)).collect();
+    all.reverse();
+    for pid in all {
+        if let Ok(raw) = i32::try_from(pid) {
+            let _ = kill(Pid::from_raw(raw), signal);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_and_kills_a_tree() {
+        let mut child = std::process::Command::new("bash")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut kids = Vec::new();
+        for _ in 0..100 {
+            kids = children(pid);
+            if kids.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(kids.len(), 2, "{kids:?}");
+        assert_eq!(parent(kids[0]), Some(pid));
+        assert_eq!(tree(pid).len(), 3);
+        signal_trees(&[pid], Signal::SIGKILL);
+        child.wait().unwrap();
+        for kid in kids {
+            for _ in 0..100 {
+                if !alive(kid) {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            assert!(!alive(kid));
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! `/api/session/*` and `/api/execute`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, Uri, header};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use fsd_api::DISABLE_SESSION_TOKEN;
+use fsd_api::exec::{
+    CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse,
+    ExecResult, ExecuteRequest, ListSessionsResponse, SessionInfo,
+};
+
+use super::error::ExecError;
+use super::script::valid_env_name;
+use super::session::CommandSpec;
+use super::sessions::SessionOptions;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::json::parse;
+use crate::wire::time::now_rfc3339;
+
+/// The session a request without one runs in.
+pub const DEFAULT_SESSION: &str = "default";
+
+pub async fn create_session(
+    State(state): State<AppState>,
+    request: Request,
+) -> Result<Json<CreateSessionResponse>, ApiError> {
+    let bytes = axum::body::to_bytes(request.into_body(), 1024 * 1024)
+        .await
+        .map_err(|err| ApiError::validation("body", err.to_string(), "INVALID_BODY"))?;
+    // The reference accepts an empty body as "all defaults".
+    let req: CreateSessionRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
+        CreateSessionRequest::default()
+    } else {
+        parse(&bytes)?
+    };
+    let id = match req.id {
+        Some(id) => {
+            validate_session_id(&id)?;
+            id
+        }
+        None => generated_id(),
+    };
+    let env = match req.env {
+        Some(env) => checked_env(env.into_iter().map(|(k, v)| (k, Some(v))))?,
+        None => Vec::new(),
+    };
+    let cwd = match req.cwd {
+        Some(cwd) => Some(existing_dir(&state, &cwd, None)?),
+        None => None,
+    };
+    let options = SessionOptions {
+        env,
+        cwd,
+        command_timeout: req
+            .command_timeout_ms
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
+    };
+    let session = state.sessions.create(id.clone(), options).await?;
+    Ok(Json(CreateSessionResponse {
+        success: true,
+        id: id.clone(),
+        data: SessionInfo {
+            id,
+            cwd: session
+                .cwd()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            shell_pid: session.shell_pid(),
+            command_timeout_ms: session.command_timeout.map(|t| t.as_millis() as u64),
+            created_at: session.created_at.clone(),
+        },
+        container_placement_id: std::env::var("CLOUDFLARE_PLACEMENT_ID").ok(),
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn list_sessions(State(state): State<AppState>) -> Json<ListSessionsResponse> {
+    Json(ListSessionsResponse {
+        success: true,
+        data: state.sessions.list().await,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn delete_session(
+    State(state): State<AppState>,
+    crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<DeleteSessionRequest>,
+) -> Result<Json<DeleteSessionResponse>, ApiError> {
+    validate_session_id(&req.session_id).map_err(|_| {
+        ApiError::validation(
+            "sessionId",
+            "must be a non-empty session id",
+            "INVALID_SESSION",
+        )
+    })?;
+    state.sessions.delete(&req.session_id).await?;
+    Ok(Json(DeleteSessionResponse {
+        success: true,
+        session_id: req.session_id,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn execute(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: axum::body::Bytes,
+) -> Result<Json<ExecResult>, ApiError> {
+    let req: ExecuteRequest = parse(&body)?;
+    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
+    let spec = command_spec(&state, &req, &session_id).await?;
+    let timeout = req
+        .timeout_ms
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    let finished = if session_id == DISABLE_SESSION_TOKEN {
+        state.sessions.exec_sessionless(&spec, timeout).await?
+    } else {
+        let session = state.sessions.get_or_create(&session_id).await?;
+        let result = session
+            .exec(&spec, timeout.or(session.command_timeout))
+            .await;
+        if matches!(
+            result,
+            Err(ExecError::ShellExited { .. })
+                | Err(ExecError::Timeout {
+                    session_kept: false,
+                    ..
+                })
+        ) {
+            state.sessions.evict_dead(&session_id).await;
+        }
+        result?
+    };
+    let (stdout, stdout_base64) = text_and_exact(finished.stdout);
+    let (stderr, stderr_base64) = text_and_exact(finished.stderr);
+    Ok(Json(ExecResult {
+        success: finished.exit_code == 0,
+        exit_code: finished.exit_code,
+        stdout,
+        stderr,
+        stdout_base64,
+        stderr_base64,
+        truncated: finished.truncated,
+        command: req.command,
+        duration: finished.duration.as_millis() as u64,
+        timestamp: now_rfc3339(),
+        session_id,
+    }))
+}
+
+/// UTF-8 output as is; anything else as its lossy text plus the exact bytes in base64.
+fn text_and_exact(bytes: Vec<u8>) -> (String, Option<String>) {
+    match String::from_utf8(bytes) {
+        Ok(text) => (text, None),
+        Err(err) => {
+            let exact = BASE64.encode(err.as_bytes());
+            (
+                String::from_utf8_lossy(err.as_bytes()).into_owned(),
+                Some(exact),
+            )
+        }
+    }
+}
+
+/// Validates a command request and resolves its cwd against the session's directory.
+pub async fn command_spec(
+    state: &AppState,
+    req: &ExecuteRequest,
+    session_id: &str,
+) -> Result<CommandSpec, ApiError> {
+    if req.command.trim().is_empty() {
+        return Err(ApiError::validation(
+            "command",
+            "must not be empty",
+            "INVALID_COMMAND",
+        ));
+    }
+    if req.command.contains('\0') {
+        return Err(ApiError::validation(
+            "command",
+            "must not contain NUL bytes",
+            "INVALID_COMMAND",
+        ));
+    }
+    let env = match &req.env {
+        Some(env) => checked_env(env.clone().into_iter())?,
+        None => Vec::new(),
+    };
+    let cwd = match &req.cwd {
+        Some(cwd) => {
+            let base = if session_id == DISABLE_SESSION_TOKEN {
+                None
+            } else {
+                state.sessions.cwd_of(session_id).await
+            };
+            Some(existing_dir(state, cwd, base)?)
+        }
+        None => None,
+    };
+    Ok(CommandSpec {
+        command: req.command.clone(),
+        cwd,
+        env,
+    })
+}
+
+/// Named variables with valid names; `null` values skipped.
+fn checked_env(
+    env: impl Iterator<Item = (String, Option<String>)>,
+) -> Result<Vec<(String, String)>, ApiError> {
+    let mut out = Vec::new();
+    for (name, value) in env {
+        if !valid_env_name(&name) {
+            return Err(ApiError::validation(
+                "env",
+                format!("invalid variable name {name:?}: must match ^[A-Za-z_][A-Za-z0-9_]*$"),
+                "INVALID_ENV",
+            ));
+        }
+        if let Some(value) = value {
+            if value.contains('\0') {
+                return Err(ApiError::validation(
+                    "env",
+                    format!("value of {name} contains a NUL byte"),
+                    "INVALID_ENV",
+                ));
+            }
+            out.push((name, value));
+        }
+    }
+    Ok(out)
+}
+
+/// `cwd` must be an existing directory; relative ones resolve against `base` (the session's
+/// directory) or the workspace.
+fn existing_dir(state: &AppState, cwd: &str, base: Option<PathBuf>) -> Result<PathBuf, ApiError> {
+    if cwd.trim().is_empty() || cwd.contains('\0') {
+        return Err(ApiError::validation(
+            "cwd",
+            "must be a non-empty path without NUL",
+            "INVALID_PATH",
+        ));
+    }
+    let path = base
+        .unwrap_or_else(|| state.sessions.config().workspace.clone())
+        .join(cwd);
+    if path.is_dir() {
+        Ok(path)
+    } else {
+        Err(ExecError::CwdNotFound {
+            cwd: cwd.to_string(),
+        }
+        .into())
+    }
+}
+
+fn validate_session_id(id: &str) -> Result<(), ApiError> {
+    if id.trim().is_empty() || id.contains('\0') || id.len() > 256 {
+        return Err(ApiError::validation(
+            "id",
+            "must be 1 to 256 bytes, not blank, without NUL",
+            "INVALID_SESSION",
+        ));
+    }
+    Ok(())
+}
+
+fn generated_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "session_{}_{:012x}",
+        nanos.as_millis(),
+        nanos.as_nanos() as u64 & 0xffff_ffff_ffff
+    )
+}
+
+/// The session a command targets: the body's `sessionId`, else the reference's fallbacks
+/// (`X-Session-Id`, `?session=`/`?sessionId=`, and `Authorization: Bearer` when no API token
+/// is configured), else the default session.
+pub fn session_from(
+    state: &AppState,
+    body: Option<&str>,
+    headers: &HeaderMap,
+    uri: &Uri,
+) -> Result<String, ApiError> {
+    let from_query = uri.query().and_then(|query| {
+        query.split('&').find_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            (key == "session" || key == "sessionId").then(|| value.to_string())
+        })
+    });
+    let from_bearer = (!state.auth_enabled)
+        .then(|| {
+            headers
+                .get(header::AUTHORIZATION)?
+                .to_str()
+                .ok()?
+                .strip_prefix("Bearer ")
+                .map(str::to_string)
+        })
+        .flatten();
+    let chosen = body
+        .map(str::to_string)
+        .or_else(|| {
+            headers
+                .get("x-session-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_string)
+        })
+        .or(from_query)
+        .or(from_bearer);
+    match chosen {
+        Some(id) => {
+            validate_session_id(&id).map_err(|_| {
+                ApiError::validation(
+                    "sessionId",
+                    "must be 1 to 256 bytes, not blank, without NUL",
+                    "INVALID_SESSION",
+                )
+            })?;
+            Ok(id)
+        }
+        None => Ok(DEFAULT_SESSION.to_string()),
+    }
+}

@@ -1,0 +1,210 @@
+//! The bash text fsd gives a session shell. Pure string building, unit-tested here.
+//!
+//! The shell runs a small driver script (a file, because bash only runs an INT trap inside
+//! a builtin loop when it reads its script from a file, not from a pipe). The driver reads
+//! one line at a time from the commands FIFO (fd 8) and `eval`s it. Each user command is
+//! written to its own file and run with `builtin source` inside an `if`, in the shell
+//! itself, so `cd`, `export`, functions and aliases persist and stdin is `/dev/null`.
+//! Reports go to the control FIFO (fd 9); the command never sees fds 8 and 9.
+
+use std::path::Path;
+
+/// Quotes `value` for bash as one line: `'…'`, or `$'…'` with escapes when it holds control
+/// characters (a newline must never split a command line).
+pub fn quote(value: &str) -> String {
+    if !value.chars().any(char::is_control) {
+        return format!("'{}'", value.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str(r"\\"),
+            '\'' => out.push_str(r"\'"),
+            '\n' => out.push_str(r"\n"),
+            '\r' => out.push_str(r"\r"),
+            '\t' => out.push_str(r"\t"),
+            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+fn quote_path(path: &Path) -> String {
+    quote(&path.to_string_lossy())
+}
+
+/// Environment variable names bash can export.
+pub fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The driver script.
+///
+/// - The ERR trap turns `set -e` into "stop this command" instead of "kill the session":
+///   bash runs the ERR trap before an errexit exit, and `return` there unwinds the sourced
+///   file (errtrace makes functions inherit the trap). `$?` is saved first because the
+///   test overwrites it.
+/// - The INT trap lets the daemon stop a command that runs inside the shell itself (a loop
+///   of builtins). Its `return` abandons the rest of the command line, so the trap reports
+///   the job done itself, reopening the control FIFO by path (fd 9 is closed for commands).
+///   Every command line installs it afresh: once the trap has run while bash waited for a
+///   child, bash no longer calls it for the next SIGINT (seen with bash 5.2).
+pub fn driver(control: &Path, commands: &Path, start_dir: &Path) -> String {
+    let control = quote_path(control);
+    format!(
+        "__fsd_nl=$'\\n'\n\
+         __fsd_job=0\n\
+         exec 9>>{control} 8<{commands} || exit 97\n\
+         set -E\n\
+         shopt -s expand_aliases\n\
+         trap '__fsd_s=$?; [[ $- == *e* ]] && builtin return $__fsd_s 2>/dev/null' ERR\n\
+         __fsd_on_int='[[ $__fsd_job != 0 ]] && builtin printf \"done %s 130\\n\" \"$__fsd_job\" >>{control}; \
+         __fsd_job=0; builtin return 130 2>/dev/null'\n\
+         builtin cd -- {start} 2>/dev/null || builtin cd\n\
+         builtin printf 'ready\\n' >&9\n\
+         while IFS= builtin read -r __fsd_line <&8; do builtin eval \"$__fsd_line\"; done\n",
+        commands = quote_path(commands),
+        start = quote_path(start_dir),
+    )
+}
+
+/// Where one command's files live.
+pub struct JobFiles<'a> {
+    pub script: &'a Path,
+    pub stdout: &'a Path,
+    pub stderr: &'a Path,
+}
+
+/// Per-command variables: set before, restored (or unset) after. Names must be valid.
+fn env_set(env: &[(String, String)]) -> (String, String) {
+    let mut set = String::new();
+    let mut restore = String::new();
+    for (name, value) in env {
+        set.push_str(&format!(
+            "__fsd_h_{name}=${{{name}+x}}; __fsd_o_{name}=${{{name}-}}; export {name}={}; ",
+            quote(value)
+        ));
+        restore.push_str(&format!(
+            "if [[ -n $__fsd_h_{name} ]]; then {name}=$__fsd_o_{name}; else unset {name}; fi; \
+             unset __fsd_h_{name} __fsd_o_{name}; "
+        ));
+    }
+    (set, restore)
+}
+
+/// A foreground command, run in the shell itself; reports `done <job> <status>`.
+///
+/// The command is first parsed as a function body: a syntax error (an unterminated quote)
+/// then fails that `eval` with status 2 instead of killing the shell, and nothing runs.
+/// With `set -e` on, bash exits on a parse error even inside `eval`, so then the check runs
+/// in a subshell (one fork, only in that case).
+/// With `cwd`, the shell changes there for the command and back afterwards, so a `cd`
+/// inside the command does not persist (as in the reference).
+pub fn foreground(
+    job: u64,
+    files: &JobFiles<'_>,
+    cwd: Option<&Path>,
+    env: &[(String, String)],
+) -> String {
+    let script = quote_path(files.script);
+    let err = quote_path(files.stderr);
+    let (set, restore) = env_set(env);
+    let run = format!(
+        "{set}if {{ builtin source {script}; }} </dev/null >{out} 2>>{err} 9>&- 8<&-; \
+         then __fsd_r=0; else __fsd_r=$?; fi; {restore}",
+        out = quote_path(files.stdout),
+    );
+    let run = match cwd {
+        Some(dir) => format!(
+            "__fsd_p=$PWD; if builtin cd -- {dir} 2>>{err}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
+             else __fsd_r=1; fi; ",
+            dir = quote_path(dir),
+        ),
+        None => run,
+    };
+    format!(
+        "builtin trap \"$__fsd_on_int\" INT; __fsd_job={job}; __fsd_e=${{-//[^e]/}}; \
+         __fsd_c=\"__fsd_check() {{ $(< {script})${{__fsd_nl}}}}\"; \
+         if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }} 2>{err}; \
+         then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; \
+         __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n"
+    )
+}
+
+/// A background command: a reporter subshell starts the command as its own child, reports
+/// `pid <job> <pid>`, waits, and reports `exit <job> <status>` (128+N when killed by signal
+/// N). The command inherits the session's state at start and changes nothing in it.
+pub fn background(
+    job: u64,
+    files: &JobFiles<'_>,
+    cwd: Option<&Path>,
+    env: &[(String, String)],
+) -> String {
+    let err = quote_path(files.stderr);
+    let cd = match cwd {
+        Some(dir) => format!(
+            "builtin cd -- {dir} 2>>{err} || {{ builtin printf 'exit {job} 1\\n' >&9; builtin exit 1; }}; ",
+            dir = quote_path(dir),
+        ),
+        None => String::new(),
+    };
+    let exports: String = env
+        .iter()
+        .map(|(name, value)| format!("export {name}={}; ", quote(value)))
+        .collect();
+    format!(
+        "{{ {cd}{exports}{{ builtin source {script}; }} </dev/null >{out} 2>>{err} 9>&- & \
+         builtin printf 'pid {job} %d\\n' \"$!\" >&9; trap - ERR INT; set +e; wait \"$!\"; \
+         builtin printf 'exit {job} %d\\n' \"$?\" >&9; }} 8<&- &\n",
+        script = quote_path(files.script),
+        out = quote_path(files.stdout),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting_survives_quotes_and_newlines() {
+        assert_eq!(quote("it's"), r"'it'\''s'");
+        assert_eq!(quote(""), "''");
+        assert_eq!(quote("a\nb'c\\"), r"$'a\nb\'c\\'");
+        assert!(!quote("x\u{1}y").contains('\u{1}'));
+    }
+
+    #[test]
+    fn env_names() {
+        for ok in ["A", "_x", "PATH_2"] {
+            assert!(valid_env_name(ok), "{ok}");
+        }
+        for bad in ["", "2A", "A-B", "A B", "é", "A=B"] {
+            assert!(!valid_env_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn command_lines_are_one_line_ending_in_a_report() {
+        let files = JobFiles {
+            script: Path::new("/s/cmd-3.sh"),
+            stdout: Path::new("/s/out-3"),
+            stderr: Path::new("/s/err-3"),
+        };
+        let env = [("K".to_string(), "v'1\nline".to_string())];
+        let line = foreground(3, &files, Some(Path::new("/w d")), &env);
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert!(line.ends_with(">&9\n"));
+        assert!(line.contains("builtin cd -- '/w d'"));
+        assert!(line.contains(r"export K=$'v\'1\nline'"));
+        assert!(line.contains("done 3 %d"));
+        let line = background(4, &files, None, &env);
+        assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert!(line.contains("pid 4 %d") && line.contains("exit 4 %d"));
+    }
+}

@@ -1,0 +1,290 @@
+//! A session: one shell, commands serialized through a FIFO-fair lock, and the policy for
+//! stopping a command that runs past its timeout without losing the session.
+
+use std::collections::HashSet;
+use std::io::Read;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::Signal;
+use tokio::sync::mpsc;
+
+use super::error::ExecError;
+use super::proctree;
+use super::script;
+use super::shell::{Job, Report, Shell};
+
+/// Output kept per stream of a foreground command; beyond it the result says `truncated`.
+pub const MAX_OUTPUT_BYTES: u64 = 32 * 1024 * 1024;
+/// After a timeout: each signal sent to the command, and how long it gets to end.
+const STOP_STEPS: [(Signal, Duration); 3] = [
+    (Signal::SIGINT, Duration::from_millis(300)),
+    (Signal::SIGTERM, Duration::from_millis(500)),
+    (Signal::SIGKILL, Duration::from_secs(1)),
+];
+/// How long a background command may take to report its pid.
+const PID_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A finished foreground command.
+#[derive(Debug)]
+pub struct Finished {
+    pub exit_code: i32,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub truncated: bool,
+    pub duration: Duration,
+}
+
+/// What a command runs with.
+#[derive(Debug, Clone, Default)]
+pub struct CommandSpec {
+    pub command: String,
+    /// Checked to be an existing directory before the command is sent.
+    pub cwd: Option<PathBuf>,
+    /// Validated names.
+    pub env: Vec<(String, String)>,
+}
+
+/// A background command that has started.
+pub struct Started {
+    pub job: Job,
+    pub pid: u32,
+    pub reports: mpsc::UnboundedReceiver<Report>,
+}
+
+pub struct Session {
+    pub id: String,
+    shell: Shell,
+    lock: tokio::sync::Mutex<()>,
+    pub command_timeout: Option<Duration>,
+    pub created_at: String,
+    /// Pids of running background commands, so a foreground kill spares them.
+    background: Mutex<HashSet<u32>>,
+    deleted: AtomicBool,
+}
+
+impl Session {
+    pub fn new(
+        id: String,
+        shell: Shell,
+        command_timeout: Option<Duration>,
+        created_at: String,
+    ) -> Self {
+        Self {
+            id,
+            shell,
+            lock: tokio::sync::Mutex::new(()),
+            command_timeout,
+            created_at,
+            background: Mutex::default(),
+            deleted: AtomicBool::new(false),
+        }
+    }
+
+    pub fn shell_pid(&self) -> u32 {
+        self.shell.pid()
+    }
+
+    pub fn cwd(&self) -> Option<PathBuf> {
+        self.shell.cwd()
+    }
+
+    pub fn is_dead(&self) -> bool {
+        self.shell.exited().is_some()
+    }
+
+    /// Marks the session deleted and kills its shell and everything it started.
+    pub fn destroy(&self) {
+        self.deleted.store(true, Ordering::SeqCst);
+        let background: Vec<u32> = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .collect();
+        proctree::signal_trees(&background, Signal::SIGKILL);
+        self.shell.kill();
+    }
+
+    /// Runs a foreground command in the shell, after every command queued before it.
+    pub async fn exec(
+        &self,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+    ) -> Result<Finished, ExecError> {
+        let _turn = self.lock.lock().await;
+        self.check_alive()?;
+        let (job, mut reports) = self.shell.new_job();
+        let result = self.run_foreground(&job, &mut reports, spec, timeout).await;
+        self.shell.unsubscribe(job.id);
+        job.remove_files();
+        result
+    }
+
+    async fn run_foreground(
+        &self,
+        job: &Job,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+    ) -> Result<Finished, ExecError> {
+        tokio::fs::write(&job.script, &spec.command).await?;
+        let started = Instant::now();
+        self.shell
+            .send(&script::foreground(
+                job.id,
+                &job.files(),
+                spec.cwd.as_deref(),
+                &spec.env,
+            ))
+            .await?;
+        let deadline = timeout.map(|t| tokio::time::Instant::from_std(started + t));
+        let done = tokio::select! {
+            code = wait_done(reports) => code,
+            code = self.shell.wait_exit() => return Err(self.exit_error(code)),
+            () = sleep_until(deadline) => {
+                let kept = self.stop_foreground(reports).await;
+                let (stdout, _) = read_capped(&job.stdout, 64 * 1024);
+                let (stderr, _) = read_capped(&job.stderr, 64 * 1024);
+                return Err(ExecError::Timeout {
+                    timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
+                    stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                    stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                    session_kept: kept,
+                });
+            }
+        };
+        let duration = started.elapsed();
+        let Some(exit_code) = done else {
+            return Err(self.exit_error(self.shell.wait_exit().await));
+        };
+        let (stdout, out_cut) = read_capped(&job.stdout, MAX_OUTPUT_BYTES);
+        let (stderr, err_cut) = read_capped(&job.stderr, MAX_OUTPUT_BYTES);
+        Ok(Finished {
+            exit_code,
+            stdout,
+            stderr,
+            truncated: out_cut || err_cut,
+            duration,
+        })
+    }
+
+    /// Stops a foreground command that ran past its deadline, gently first: SIGINT to the
+    /// shell and to the command's processes (bash runs its INT trap, which ends the command,
+    /// both for builtin loops and for children that die of SIGINT), then SIGTERM, then
+    /// SIGKILL, each with a grace period; the shell itself only if all that fails. Background
+    /// commands of the session are spared. Returns whether the session survived.
+    async fn stop_foreground(&self, reports: &mut mpsc::UnboundedReceiver<Report>) -> bool {
+        for (signal, grace) in STOP_STEPS {
+            let spared: HashSet<u32> = self
+                .background
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .filter_map(|&pid| proctree::parent(pid))
+                .collect();
+            let roots: Vec<u32> = proctree::children(self.shell.pid())
+                .into_iter()
+                .filter(|pid| !spared.contains(pid))
+                .collect();
+            proctree::signal_trees(&roots, signal);
+            self.shell.interrupt();
+            if let Ok(Some(_)) = tokio::time::timeout(grace, wait_done(reports)).await {
+                return true;
+            }
+        }
+        tracing::warn!(session = %self.id, "a timed-out command survived SIGINT, SIGTERM and SIGKILL; killing the session");
+        self.shell.kill();
+        false
+    }
+
+    /// Starts a background command and returns once its pid is known. The session lock is
+    /// held only until then, so background commands never block the session.
+    pub async fn start_background(&self, spec: &CommandSpec) -> Result<Started, ExecError> {
+        let _turn = self.lock.lock().await;
+        self.check_alive()?;
+        let (job, mut reports) = self.shell.new_job();
+        tokio::fs::write(&job.script, &spec.command).await?;
+        self.shell
+            .send(&script::background(
+                job.id,
+                &job.files(),
+                spec.cwd.as_deref(),
+                &spec.env,
+            ))
+            .await?;
+        let pid = tokio::select! {
+            report = reports.recv() => match report {
+                Some(Report::Pid(pid)) => pid,
+                Some(Report::Exit(code)) => return Err(ExecError::Spawn(format!("the command exited with {code} before starting"))),
+                _ => return Err(ExecError::Spawn("no pid reported".into())),
+            },
+            code = self.shell.wait_exit() => return Err(self.exit_error(code)),
+            () = tokio::time::sleep(PID_TIMEOUT) => return Err(ExecError::Spawn("no pid reported within 10 s".into())),
+        };
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(pid);
+        Ok(Started { job, pid, reports })
+    }
+
+    /// Forgets a background command that has ended.
+    pub fn background_ended(&self, job: &Job, pid: u32) {
+        self.background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&pid);
+        self.shell.unsubscribe(job.id);
+    }
+
+    fn check_alive(&self) -> Result<(), ExecError> {
+        match self.shell.exited() {
+            Some(code) => Err(self.exit_error(code)),
+            None => Ok(()),
+        }
+    }
+
+    fn exit_error(&self, code: i32) -> ExecError {
+        if self.deleted.load(Ordering::SeqCst) {
+            ExecError::SessionDestroyed {
+                id: self.id.clone(),
+            }
+        } else {
+            ExecError::ShellExited {
+                id: self.id.clone(),
+                code,
+            }
+        }
+    }
+}
+
+/// The next `Done` report; `None` if the channel closed.
+async fn wait_done(reports: &mut mpsc::UnboundedReceiver<Report>) -> Option<i32> {
+    while let Some(report) = reports.recv().await {
+        if let Report::Done(code) = report {
+            return Some(code);
+        }
+    }
+    None
+}
+
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Reads up to `cap` bytes of a file; `true` when the file held more.
+pub fn read_capped(path: &std::path::Path, cap: u64) -> (Vec<u8>, bool) {
+    let Ok(file) = std::fs::File::open(path) else {
+        return (Vec::new(), false);
+    };
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let mut bytes = Vec::with_capacity(usize::try_from(size.min(cap)).unwrap_or(0));
+    let _ = file.take(cap).read_to_end(&mut bytes);
+    (bytes, size > cap)
+}

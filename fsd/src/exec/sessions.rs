@@ -1,0 +1,308 @@
+//! The session table: creation (explicit, or implicit on first use), lookup, deletion, and
+//! sessionless execution.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+
+use super::error::ExecError;
+use super::session::{CommandSpec, Finished, MAX_OUTPUT_BYTES, Session, read_capped};
+use super::shell::Shell;
+use crate::wire::time::now_rfc3339;
+
+/// Where sessions live and what their shells start with.
+#[derive(Debug, Clone)]
+pub struct ExecConfig {
+    /// Session directories go under `<state_dir>/sessions/`.
+    pub state_dir: PathBuf,
+    pub workspace: PathBuf,
+    /// The whole environment of a new shell (the daemon's own is not inherited).
+    pub base_env: Vec<(String, String)>,
+    /// `COMMAND_TIMEOUT_MS`: the timeout of commands that name none.
+    pub default_timeout: Option<Duration>,
+}
+
+/// How a new session starts.
+#[derive(Debug, Clone, Default)]
+pub struct SessionOptions {
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    pub command_timeout: Option<Duration>,
+}
+
+pub struct SessionManager {
+    config: ExecConfig,
+    sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
+    counter: AtomicU64,
+}
+
+impl SessionManager {
+    pub fn new(config: ExecConfig) -> Self {
+        remove_stale_dirs(&config.state_dir.join("sessions"));
+        remove_stale_dirs(&config.state_dir.join("sessionless"));
+        Self {
+            config,
+            sessions: tokio::sync::Mutex::default(),
+            counter: AtomicU64::new(0),
+        }
+    }
+
+    pub fn config(&self) -> &ExecConfig {
+        &self.config
+    }
+
+    /// Creates a session; an id held by a live session is refused, a dead one is replaced.
+    pub async fn create(
+        &self,
+        id: String,
+        options: SessionOptions,
+    ) -> Result<Arc<Session>, ExecError> {
+        let mut sessions = self.sessions.lock().await;
+        if sessions.get(&id).is_some_and(|s| !s.is_dead()) {
+            return Err(ExecError::SessionExists { id });
+        }
+        let session = Arc::new(self.spawn(id.clone(), options).await?);
+        sessions.insert(id, session.clone());
+        Ok(session)
+    }
+
+    /// The live session `id`, created with defaults if there is none (a dead one is
+    /// replaced: its state is gone, and the caller learned that from the previous call).
+    pub async fn get_or_create(&self, id: &str) -> Result<Arc<Session>, ExecError> {
+        let mut sessions = self.sessions.lock().await;
+        if let Some(session) = sessions.get(id)
+            && !session.is_dead()
+        {
+            return Ok(session.clone());
+        }
+        let session = Arc::new(
+            self.spawn(id.to_string(), SessionOptions::default())
+                .await?,
+        );
+        sessions.insert(id.to_string(), session.clone());
+        Ok(session)
+    }
+
+    pub async fn delete(&self, id: &str) -> Result<(), ExecError> {
+        let session = self.sessions.lock().await.remove(id);
+        match session {
+            Some(session) => {
+                session.destroy();
+                Ok(())
+            }
+            None => Err(ExecError::SessionNotFound { id: id.to_string() }),
+        }
+    }
+
+    /// Ids of live sessions, sorted.
+    pub async fn list(&self) -> Vec<String> {
+        let sessions = self.sessions.lock().await;
+        let mut ids: Vec<String> = sessions
+            .iter()
+            .filter(|(_, s)| !s.is_dead())
+            .map(|(id, _)| id.clone())
+            .collect();
+        ids.sort();
+        ids
+    }
+
+    /// The current directory of a live session, if there is one.
+    pub async fn cwd_of(&self, id: &str) -> Option<PathBuf> {
+        let sessions = self.sessions.lock().await;
+        sessions
+            .get(id)
+            .filter(|s| !s.is_dead())
+            .and_then(|s| s.cwd())
+    }
+
+    /// Drops a session whose shell has exited, so the next call starts a fresh one.
+    pub async fn evict_dead(&self, id: &str) {
+        let mut sessions = self.sessions.lock().await;
+        if sessions.get(id).is_some_and(|s| s.is_dead()) {
+            sessions.remove(id);
+        }
+    }
+
+    /// Kills every session (daemon shutdown).
+    pub async fn shutdown(&self) {
+        for (_, session) in self.sessions.lock().await.drain() {
+            session.destroy();
+        }
+    }
+
+    async fn spawn(&self, id: String, options: SessionOptions) -> Result<Session, ExecError> {
+        let number = self.counter.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .config
+            .state_dir
+            .join("sessions")
+            .join(std::process::id().to_string())
+            .join(number.to_string());
+        let mut env = self.config.base_env.clone();
+        merge_env(&mut env, &options.env);
+        let start = options.cwd.unwrap_or_else(|| self.config.workspace.clone());
+        let shell = Shell::spawn(dir, &start, &env).await?;
+        let timeout = options.command_timeout.or(self.config.default_timeout);
+        Ok(Session::new(id, shell, timeout, now_rfc3339()))
+    }
+
+    /// Runs a command in a fresh `bash -c`, in its own process group, outside any session.
+    /// Output goes to files, so a command that leaves `nohup x &` behind still returns.
+    pub async fn exec_sessionless(
+        &self,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+    ) -> Result<Finished, ExecError> {
+        let number = self.counter.fetch_add(1, Ordering::Relaxed);
+        let dir = self
+            .config
+            .state_dir
+            .join("sessionless")
+            .join(std::process::id().to_string())
+            .join(number.to_string());
+        std::fs::create_dir_all(&dir)?;
+        let result = run_sessionless(
+            &self.config,
+            spec,
+            timeout.or(self.config.default_timeout),
+            &dir,
+        )
+        .await;
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+}
+
+async fn run_sessionless(
+    config: &ExecConfig,
+    spec: &CommandSpec,
+    timeout: Option<Duration>,
+    dir: &Path,
+) -> Result<Finished, ExecError> {
+    let (out_path, err_path) = (dir.join("stdout"), dir.join("stderr"));
+    let mut env = config.base_env.clone();
+    merge_env(&mut env, &spec.env);
+    let started = Instant::now();
+    let mut child = tokio::process::Command::new("bash")
+        .args(["--norc", "--noprofile", "-c", &spec.command])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .current_dir(spec.cwd.as_deref().unwrap_or(&config.workspace))
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out_path)?)
+        .stderr(std::fs::File::create(&err_path)?)
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|err| ExecError::Spawn(format!("bash: {err}")))?;
+    let pgid = child
+        .id()
+        .and_then(|pid| i32::try_from(pid).ok())
+        .map(Pid::from_raw);
+    let wait = async {
+        match timeout {
+            Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
+            None => Some(child.wait().await),
+        }
+    };
+    let status = match wait.await {
+        Some(status) => status?,
+        None => {
+            if let Some(pgid) = pgid {
+                let _ = killpg(pgid, Signal::SIGTERM);
+                if tokio::time::timeout(Duration::from_millis(500), child.wait())
+                    .await
+                    .is_err()
+                {
+                    let _ = killpg(pgid, Signal::SIGKILL);
+                }
+            }
+            let _ = child.wait().await;
+            let (stdout, _) = read_capped(&out_path, 64 * 1024);
+            let (stderr, _) = read_capped(&err_path, 64 * 1024);
+            return Err(ExecError::Timeout {
+                timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
+                stdout: String::from_utf8_lossy(&stdout).into_owned(),
+                stderr: String::from_utf8_lossy(&stderr).into_owned(),
+                session_kept: true,
+            });
+        }
+    };
+    let duration = started.elapsed();
+    let exit_code = status.code().unwrap_or_else(|| {
+        use std::os::unix::process::ExitStatusExt;
+        128 + status.signal().unwrap_or(0)
+    });
+    let (stdout, out_cut) = read_capped(&out_path, MAX_OUTPUT_BYTES);
+    let (stderr, err_cut) = read_capped(&err_path, MAX_OUTPUT_BYTES);
+    Ok(Finished {
+        exit_code,
+        stdout,
+        stderr,
+        truncated: out_cut || err_cut,
+        duration,
+    })
+}
+
+/// Removes the per-daemon directories under `parent` whose daemon (named by pid) is gone.
+fn remove_stale_dirs(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let pid = entry
+            .file_name()
+            .to_str()
+            .and_then(|name| name.parse::<u32>().ok());
+        if pid.is_none_or(|pid| !super::proctree::alive(pid)) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Adds or replaces `extra` variables in `env`.
+fn merge_env(env: &mut Vec<(String, String)>, extra: &[(String, String)]) {
+    for (name, value) in extra {
+        match env.iter_mut().find(|(k, _)| k == name) {
+            Some(entry) => entry.1 = value.clone(),
+            None => env.push((name.clone(), value.clone())),
+        }
+    }
+}
+
+/// The environment a shell starts with: a fixed set from the daemon's own (PATH, HOME, …),
+/// the names in `pass`, and a UTF-8 locale. Nothing else of the daemon's environment (API
+/// tokens, cloud keys) reaches user commands.
+pub fn base_env(pass: &[String]) -> Vec<(String, String)> {
+    let mut env = vec![
+        (
+            "PATH".to_string(),
+            std::env::var("PATH").unwrap_or_else(|_| {
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into()
+            }),
+        ),
+        (
+            "HOME".to_string(),
+            std::env::var("HOME").unwrap_or_else(|_| "/root".into()),
+        ),
+        ("LANG".to_string(), "C.UTF-8".to_string()),
+        ("LC_ALL".to_string(), "C.UTF-8".to_string()),
+        ("SHELL".to_string(), "/bin/bash".to_string()),
+    ];
+    for name in ["USER", "LOGNAME", "TERM", "TZ", "TMPDIR"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(pass.iter().cloned())
+    {
+        if let Ok(value) = std::env::var(&name) {
+            merge_env(&mut env, &[(name, value)]);
+        }
+    }
+    env
+}

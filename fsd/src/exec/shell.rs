@@ -1,0 +1,289 @@
+//! One persistent bash and its control channel.
+//!
+//! The shell runs the driver script in its own process group with a clean environment. It
+//! reads command lines from one FIFO and reports on another, both in the session directory
+//! and held open read-write by the daemon (so neither end ever sees end-of-file). A reader
+//! task routes each report to the job waiting for it; a watcher task records the exit.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::Command;
+use tokio::sync::{mpsc, watch};
+
+use super::error::ExecError;
+use super::script;
+
+/// How long a new shell may take to say it is ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A report from the shell about one job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Report {
+    /// A foreground command finished with this status.
+    Done(i32),
+    /// A background command started with this pid.
+    Pid(u32),
+    /// A background command exited with this status (128+N after signal N).
+    Exit(i32),
+}
+
+type Routes = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Report>>>>;
+
+/// The files of one job, inside the session directory.
+pub struct Job {
+    pub id: u64,
+    pub script: PathBuf,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+impl Job {
+    pub fn files(&self) -> script::JobFiles<'_> {
+        script::JobFiles {
+            script: &self.script,
+            stdout: &self.stdout,
+            stderr: &self.stderr,
+        }
+    }
+
+    /// Removes the job's files (output files of background jobs may live elsewhere).
+    pub fn remove_files(&self) {
+        for path in [&self.script, &self.stdout, &self.stderr] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+pub struct Shell {
+    pid: u32,
+    commands: tokio::sync::Mutex<tokio::net::unix::pipe::Sender>,
+    dir: PathBuf,
+    routes: Routes,
+    exit: watch::Receiver<Option<i32>>,
+    next_job: AtomicU64,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Shell {
+    /// Starts bash in `dir` (created, owned by this shell) with `env` as its whole
+    /// environment, and waits until it reports ready.
+    pub async fn spawn(
+        dir: PathBuf,
+        start_dir: &Path,
+        env: &[(String, String)],
+    ) -> Result<Self, ExecError> {
+        std::fs::create_dir_all(&dir)?;
+        let control = dir.join("control");
+        let commands = dir.join("commands");
+        for fifo in [&control, &commands] {
+            let _ = std::fs::remove_file(fifo);
+            nix::unistd::mkfifo(
+                fifo.as_path(),
+                nix::sys::stat::Mode::from_bits_truncate(0o600),
+            )
+            .map_err(|err| ExecError::Spawn(format!("mkfifo {}: {err}", fifo.display())))?;
+        }
+        // Both ends are opened read-write so neither side ever blocks or sees end-of-file.
+        let receiver = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_receiver(&control)?;
+        let sender = tokio::net::unix::pipe::OpenOptions::new()
+            .read_write(true)
+            .open_sender(&commands)?;
+        let driver = dir.join("driver.sh");
+        std::fs::write(&driver, script::driver(&control, &commands, start_dir))?;
+        let mut child = Command::new("bash")
+            .args(["--norc", "--noprofile"])
+            .arg(&driver)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .current_dir(&dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|err| ExecError::Spawn(format!("bash: {err}")))?;
+        let pid = child
+            .id()
+            .ok_or_else(|| ExecError::Spawn("bash exited at once".into()))?;
+
+        let routes: Routes = Arc::default();
+        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel();
+        routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(0, ready_tx);
+        let reader = tokio::spawn(read_reports(receiver, routes.clone()));
+        let (exit_tx, exit) = watch::channel(None);
+        tokio::spawn(async move {
+            let code = match child.wait().await {
+                Ok(status) => status
+                    .code()
+                    .unwrap_or_else(|| 128 + status_signal(&status)),
+                Err(_) => -1,
+            };
+            let _ = exit_tx.send(Some(code));
+        });
+
+        let shell = Self {
+            pid,
+            commands: tokio::sync::Mutex::new(sender),
+            dir,
+            routes,
+            exit,
+            next_job: AtomicU64::new(1),
+            reader,
+        };
+        tokio::select! {
+            Some(Report::Done(0)) = ready_rx.recv() => {}
+            code = shell.wait_exit() => return Err(ExecError::Spawn(format!("bash exited with {code} while starting"))),
+            () = tokio::time::sleep(READY_TIMEOUT) => return Err(ExecError::Spawn("bash did not become ready".into())),
+        }
+        shell.unsubscribe(0);
+        Ok(shell)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The shell's current directory.
+    pub fn cwd(&self) -> Option<PathBuf> {
+        std::fs::read_link(format!("/proc/{}/cwd", self.pid)).ok()
+    }
+
+    /// A fresh job id with its file paths, and a receiver for its reports. Subscribing
+    /// before the command is sent means no report can be missed.
+    pub fn new_job(&self) -> (Job, mpsc::UnboundedReceiver<Report>) {
+        let id = self.next_job.fetch_add(1, Ordering::Relaxed);
+        let job = Job {
+            id,
+            script: self.dir.join(format!("cmd-{id}.sh")),
+            stdout: self.dir.join(format!("out-{id}")),
+            stderr: self.dir.join(format!("err-{id}")),
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
+        (job, rx)
+    }
+
+    pub fn unsubscribe(&self, job: u64) {
+        self.routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&job);
+    }
+
+    /// Writes one command line to the shell.
+    pub async fn send(&self, line: &str) -> Result<(), ExecError> {
+        debug_assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        let mut commands = self.commands.lock().await;
+        commands.write_all(line.as_bytes()).await?;
+        Ok(())
+    }
+
+    /// The exit status, once the shell has exited.
+    pub fn exited(&self) -> Option<i32> {
+        *self.exit.borrow()
+    }
+
+    /// Resolves when the shell exits, with its status (128+N after signal N).
+    pub async fn wait_exit(&self) -> i32 {
+        let mut exit = self.exit.clone();
+        match exit.wait_for(Option::is_some).await {
+            Ok(code) => code.unwrap_or(-1),
+            Err(_) => -1,
+        }
+    }
+
+    /// Sends SIGINT to the shell alone: its trap ends a command running inside it.
+    pub fn interrupt(&self) {
+        if let Ok(pid) = i32::try_from(self.pid) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGINT);
+        }
+    }
+
+    /// Kills the shell and everything in its process group.
+    pub fn kill(&self) {
+        if let Ok(pid) = i32::try_from(self.pid) {
+            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+}
+
+impl Drop for Shell {
+    fn drop(&mut self) {
+        self.kill();
+        self.reader.abort();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn status_signal(status: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status.signal().unwrap_or(0)
+}
+
+/// Reads `ready`, `done J S`, `pid J P`, `exit J S` lines and routes them by job.
+async fn read_reports(receiver: tokio::net::unix::pipe::Receiver, routes: Routes) {
+    let mut lines = BufReader::new(receiver).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Some((job, report)) = parse_report(&line) else {
+            tracing::warn!(%line, "unexpected line on a session control pipe");
+            continue;
+        };
+        let sender = routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&job)
+            .cloned();
+        if let Some(sender) = sender {
+            let _ = sender.send(report);
+        }
+    }
+}
+
+fn parse_report(line: &str) -> Option<(u64, Report)> {
+    if line == "ready" {
+        return Some((0, Report::Done(0)));
+    }
+    let mut parts = line.split(' ');
+    let kind = parts.next()?;
+    let job = parts.next()?.parse().ok()?;
+    let value = parts.next()?;
+    let report = match kind {
+        "done" => Report::Done(value.parse().ok()?),
+        "pid" => Report::Pid(value.parse().ok()?),
+        "exit" => Report::Exit(value.parse().ok()?),
+        _ => return None,
+    };
+    Some((job, report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_reports() {
+        assert_eq!(parse_report("ready"), Some((0, Report::Done(0))));
+        assert_eq!(parse_report("done 4 127"), Some((4, Report::Done(127))));
+        assert_eq!(parse_report("pid 5 4242"), Some((5, Report::Pid(4242))));
+        assert_eq!(parse_report("exit 5 143"), Some((5, Report::Exit(143))));
+        assert_eq!(parse_report("done x 1"), None);
+        assert_eq!(parse_report("hello"), None);
+    }
+}

@@ -1,0 +1,406 @@
+//! /api/execute and sessions: persistence, exact output, serialization, timeouts, torture.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use fsd_tests::{Daemon, assert_error, assert_validation};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+async fn exec(daemon: &Daemon, body: Value) -> Value {
+    let (status, reply) = daemon.post("/api/execute", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body} -> {reply}");
+    reply
+}
+
+async fn run(daemon: &Daemon, command: &str) -> Value {
+    exec(daemon, json!({"command": command})).await
+}
+
+#[tokio::test]
+async fn result_shape_and_exact_output() {
+    let daemon = Daemon::start();
+    let reply = run(&daemon, "echo out; echo err >&2; printf tail").await;
+    assert_eq!(reply["success"], true);
+    assert_eq!(reply["exitCode"], 0);
+    assert_eq!(reply["stdout"], "out\ntail");
+    assert_eq!(reply["stderr"], "err\n");
+    assert_eq!(reply["command"], "echo out; echo err >&2; printf tail");
+    assert_eq!(reply["sessionId"], "default");
+    assert!(reply["duration"].is_u64());
+    assert!(reply["timestamp"].as_str().unwrap().ends_with('Z'));
+    let reply = run(&daemon, "exit_code() { return 7; }; exit_code").await;
+    assert_eq!(reply["success"], false);
+    assert_eq!(reply["exitCode"], 7);
+}
+
+#[tokio::test]
+async fn session_state_persists_between_commands() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    run(&daemon, "cd sub; export GREETING=hello; shout() { echo \"$1!\"; }; alias ll='echo listed'; plain=kept").await;
+    let reply = run(&daemon, "pwd; echo $GREETING; shout hey; ll; echo $plain").await;
+    let expected = format!(
+        "{}\nhello\nhey!\nlisted\nkept\n",
+        daemon.path("sub").display()
+    );
+    assert_eq!(reply["stdout"], expected);
+}
+
+#[tokio::test]
+async fn cwd_and_env_apply_to_one_command_only() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("elsewhere")).unwrap();
+    run(&daemon, "export KEEP=session").await;
+    let reply = exec(
+        &daemon,
+        json!({"command": "pwd; echo $KEEP $ONE; cd /", "cwd": "elsewhere", "env": {"KEEP": "override", "ONE": "1", "SKIPPED": null}}),
+    )
+    .await;
+    assert_eq!(
+        reply["stdout"],
+        format!("{}\noverride 1\n", daemon.path("elsewhere").display())
+    );
+    let reply = run(
+        &daemon,
+        "pwd; echo \"[$KEEP] [${ONE-unset}] [${SKIPPED-unset}]\"",
+    )
+    .await;
+    assert_eq!(
+        reply["stdout"],
+        format!("{}\n[session] [unset] [unset]\n", daemon.root().display())
+    );
+    let reply = exec(
+        &daemon,
+        json!({"command": "printf %s \"$V\"", "env": {"V": "a'b\nc\\d"}}),
+    )
+    .await;
+    assert_eq!(reply["stdout"], "a'b\nc\\d");
+}
+
+#[tokio::test]
+async fn bad_cwd_and_env_fail_at_once() {
+    let daemon = Daemon::start();
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "echo x", "cwd": "/does/not/exist"}),
+        )
+        .await;
+    assert_validation(status, &body, "cwd");
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("/does/not/exist")
+    );
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "echo x", "env": {"BAD-NAME": "x"}}),
+        )
+        .await;
+    assert_validation(status, &body, "env");
+    let (status, body) = daemon.post("/api/execute", json!({"command": "   "})).await;
+    assert_validation(status, &body, "command");
+    let (status, body) = daemon.post("/api/execute", json!({"cmd": "ls"})).await;
+    assert_validation(status, &body, "command");
+}
+
+#[tokio::test]
+async fn torture_cases_never_wedge_the_session() {
+    let daemon = Daemon::start();
+    run(&daemon, "export MARK=alive").await;
+    let cases: Vec<(&str, i64, &str)> = vec![
+        ("set -e; false; echo not-reached", 1, ""),
+        ("echo after-set-e", 0, "after-set-e\n"),
+        ("echo \"unterminated", 2, ""),
+        (
+            "cat <<'EOF'\nline one\n$NOT_EXPANDED\nEOF",
+            0,
+            "line one\n$NOT_EXPANDED\n",
+        ),
+        ("cat", 0, ""),
+        // errexit is still on from the first case: `read` at end of input stops the command.
+        ("read -r line; echo \"[$line]\"", 1, ""),
+        ("f() { false; echo in-f; }; set -e; f; echo after", 1, ""),
+        ("set +e; echo errexit-off", 0, "errexit-off\n"),
+        ("'", 2, ""),
+        ("if then fi", 2, ""),
+    ];
+    for (command, code, stdout) in cases {
+        let reply = run(&daemon, command).await;
+        assert_eq!(reply["exitCode"], code, "{command}: {reply}");
+        assert_eq!(reply["stdout"], stdout, "{command}: {reply}");
+    }
+    let reply = run(&daemon, "echo \"unterminated").await;
+    assert!(
+        reply["stderr"].as_str().unwrap().contains("unexpected EOF"),
+        "{reply}"
+    );
+    assert_eq!(run(&daemon, "echo $MARK").await["stdout"], "alive\n");
+}
+
+#[tokio::test]
+async fn background_leftovers_do_not_hold_a_command_open() {
+    let daemon = Daemon::start();
+    let started = Instant::now();
+    let reply = run(&daemon, "nohup sleep 30 >/dev/null 2>&1 & echo started").await;
+    assert_eq!(reply["stdout"], "started\n");
+    let reply = run(&daemon, "sleep 30 & echo also").await;
+    assert_eq!(reply["stdout"], "also\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "a leftover background job held the command"
+    );
+}
+
+#[tokio::test]
+async fn large_and_binary_output_is_exact() {
+    let daemon = Daemon::start();
+    let reply = run(&daemon, "head -c 1048576 /dev/zero | tr '\\0' x").await;
+    let stdout = reply["stdout"].as_str().unwrap();
+    assert_eq!(stdout.len(), 1_048_576);
+    assert!(stdout.bytes().all(|b| b == b'x'));
+    let reply = run(&daemon, "printf 'ok\\000\\377\\376end'").await;
+    assert_eq!(
+        BASE64
+            .decode(reply["stdoutBase64"].as_str().unwrap())
+            .unwrap(),
+        b"ok\0\xff\xfeend"
+    );
+    let reply = run(&daemon, "printf 'plain'").await;
+    assert!(reply.get("stdoutBase64").is_none());
+}
+
+#[tokio::test]
+async fn timeouts_kill_the_command_and_keep_the_session() {
+    let daemon = Daemon::start();
+    run(&daemon, "export STATE=kept; cd /tmp").await;
+    // 3031: a duration no other test uses, so pgrep below sees only these.
+    for command in [
+        "sleep 3031",
+        "while true; do :; done",
+        "for i in 1 2 3; do sleep 3031; done",
+        "trap '' INT TERM; sleep 3031",
+        "sleep 3031 | cat",
+        "bash -c 'sleep 3031'",
+    ] {
+        let started = Instant::now();
+        let (status, body) = daemon
+            .post(
+                "/api/execute",
+                json!({"command": command, "timeoutMs": 300}),
+            )
+            .await;
+        assert_error(status, &body, 500, "COMMAND_EXECUTION_ERROR");
+        assert_eq!(body["context"]["timedOut"], true, "{command}: {body}");
+        assert_eq!(body["context"]["sessionKept"], true, "{command}: {body}");
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{command} was not stopped"
+        );
+        let reply = run(&daemon, "echo $STATE; pwd").await;
+        assert_eq!(reply["stdout"], "kept\n/tmp\n", "after {command}");
+    }
+    let reply = run(&daemon, "pgrep -f 'sleep 303[1]' || echo none").await;
+    assert_eq!(reply["stdout"], "none\n", "a timed-out sleep survived");
+}
+
+#[tokio::test]
+async fn exit_terminates_the_session_and_the_next_call_starts_fresh() {
+    let daemon = Daemon::start();
+    run(&daemon, "export GONE=soon").await;
+    let (status, body) = daemon
+        .post("/api/execute", json!({"command": "exit 3"}))
+        .await;
+    assert_error(status, &body, 410, "SESSION_TERMINATED");
+    assert_eq!(body["context"]["exitCode"], 3);
+    assert_eq!(body["context"]["sessionId"], "default");
+    let reply = run(&daemon, "echo \"[${GONE-}]\"").await;
+    assert_eq!(reply["stdout"], "[]\n");
+}
+
+#[tokio::test]
+async fn three_concurrent_commands_in_one_session_keep_their_output() {
+    let daemon = std::sync::Arc::new(Daemon::start());
+    let tasks: Vec<_> = (0..3)
+        .map(|i| {
+            let daemon = daemon.clone();
+            tokio::spawn(async move {
+                let command = format!("echo START-{i}; sleep 0.1; echo END-{i}");
+                exec(&daemon, json!({"command": command, "sessionId": "shared"})).await
+            })
+        })
+        .collect();
+    for (i, task) in tasks.into_iter().enumerate() {
+        let reply = task.await.unwrap();
+        assert_eq!(reply["stdout"], format!("START-{i}\nEND-{i}\n"));
+        assert_eq!(reply["sessionId"], "shared");
+    }
+}
+
+#[tokio::test]
+async fn different_sessions_run_in_parallel() {
+    let daemon = std::sync::Arc::new(Daemon::start());
+    // Warm both sessions so shell start-up is not measured.
+    for id in ["a", "b"] {
+        exec(&daemon, json!({"command": "true", "sessionId": id})).await;
+    }
+    let started = Instant::now();
+    let tasks: Vec<_> = ["a", "b"]
+        .into_iter()
+        .map(|id| {
+            let daemon = daemon.clone();
+            tokio::spawn(async move {
+                exec(&daemon, json!({"command": "sleep 1", "sessionId": id})).await
+            })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap()["exitCode"], 0);
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(1800),
+        "took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn sessions_create_list_delete() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("proj")).unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/session/create",
+            json!({"id": "s1", "env": {"TOKEN_X": "t"}, "cwd": "proj"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["success"], true);
+    assert_eq!(body["id"], "s1");
+    assert!(body.get("containerPlacementId").is_some());
+    let (status, body) = daemon
+        .post("/api/session/create", json!({"id": "s1"}))
+        .await;
+    assert_error(status, &body, 409, "SESSION_ALREADY_EXISTS");
+
+    let reply = exec(
+        &daemon,
+        json!({"command": "pwd; echo $TOKEN_X", "sessionId": "s1"}),
+    )
+    .await;
+    assert_eq!(
+        reply["stdout"],
+        format!("{}\nt\n", daemon.path("proj").display())
+    );
+
+    let response = daemon
+        .request(reqwest::Method::POST, "/api/session/create")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::OK,
+        "an empty body creates a session with defaults"
+    );
+    let generated: Value = response.json().await.unwrap();
+    assert!(generated["id"].as_str().unwrap().starts_with("session_"));
+
+    let (_, list) = daemon.get("/api/session/list").await;
+    let ids: Vec<&str> = list["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert!(ids.contains(&"s1") && ids.len() == 2, "{list}");
+
+    let (status, body) = daemon
+        .post("/api/session/delete", json!({"sessionId": "s1"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["sessionId"], "s1");
+    let (status, body) = daemon
+        .post("/api/session/delete", json!({"sessionId": "s1"}))
+        .await;
+    assert_error(status, &body, 404, "SESSION_NOT_FOUND");
+    let (status, body) = daemon.post("/api/session/delete", json!({})).await;
+    assert_validation(status, &body, "sessionId");
+}
+
+#[tokio::test]
+async fn session_timeout_default_applies() {
+    let daemon = Daemon::start();
+    daemon
+        .post(
+            "/api/session/create",
+            json!({"id": "quick", "commandTimeoutMs": 300}),
+        )
+        .await;
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "sleep 30", "sessionId": "quick"}),
+        )
+        .await;
+    assert_error(status, &body, 500, "COMMAND_EXECUTION_ERROR");
+    assert_eq!(body["context"]["timeoutMs"], 300);
+}
+
+#[tokio::test]
+async fn session_id_from_header_and_query() {
+    let daemon = Daemon::start();
+    let response = daemon
+        .request(reqwest::Method::POST, "/api/execute")
+        .header("X-Session-Id", "from-header")
+        .json(&json!({"command": "echo hi"}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["sessionId"], "from-header");
+    let response = daemon
+        .request(reqwest::Method::POST, "/api/execute?sessionId=from-query")
+        .json(&json!({"command": "echo hi"}))
+        .send()
+        .await
+        .unwrap();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["sessionId"], "from-query");
+}
+
+#[tokio::test]
+async fn sessionless_commands_are_exact_and_bounded() {
+    let daemon = Daemon::start();
+    let reply = exec(
+        &daemon,
+        json!({"command": "echo one; pwd; echo err >&2", "sessionId": "__DISABLE_SESSION__"}),
+    )
+    .await;
+    assert_eq!(
+        reply["stdout"],
+        format!("one\n{}\n", daemon.root().display())
+    );
+    assert_eq!(reply["stderr"], "err\n");
+    assert_eq!(reply["sessionId"], "__DISABLE_SESSION__");
+    let started = Instant::now();
+    let reply = exec(
+        &daemon,
+        json!({"command": "sleep 30 & echo left", "sessionId": "__DISABLE_SESSION__"}),
+    )
+    .await;
+    assert_eq!(reply["stdout"], "left\n");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "sleep 30", "sessionId": "__DISABLE_SESSION__", "timeoutMs": 300}),
+        )
+        .await;
+    assert_error(status, &body, 500, "COMMAND_EXECUTION_ERROR");
+    assert_eq!(body["context"]["timedOut"], true);
+}
