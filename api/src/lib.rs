@@ -9,6 +9,7 @@
 pub mod error;
 pub mod exec;
 pub mod files;
+pub mod process;
 pub mod system;
 
 pub use error::{ErrorBody, ErrorCode, Operation, ValidationIssue};

@@ -69,6 +69,10 @@ pub struct ServeArgs {
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
 
+    /// Finished process records kept (oldest dropped first), across restarts.
+    #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
+    pub max_process_records: usize,
+
     /// Timeout of commands that name none, in ms (0: none), as the reference reads it.
     #[arg(long, env = "COMMAND_TIMEOUT_MS", default_value_t = 0)]
     pub command_timeout_ms: u64,
@@ -92,6 +96,7 @@ pub struct Settings {
     pub state_dir: PathBuf,
     pub pass_env: Vec<String>,
     pub command_timeout_ms: u64,
+    pub max_process_records: usize,
     pub log_level: String,
     pub log_format: LogFormat,
 }
@@ -137,6 +142,7 @@ impl ServeArgs {
             state_dir,
             pass_env: self.pass_env,
             command_timeout_ms: self.command_timeout_ms,
+            max_process_records: self.max_process_records,
             log_level: self.log_level,
             log_format: self.log_format,
         })

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::exec::ExecError;
 use crate::files::FileError;
+use crate::process::ProcessError;
 use crate::wire::time::now_rfc3339;
 
 /// An error on its way to the caller as the reference's error envelope.
@@ -221,6 +222,27 @@ impl From<ExecError> for ApiError {
                 }))
             }
             ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
+        }
+    }
+}
+
+impl From<ProcessError> for ApiError {
+    fn from(err: ProcessError) -> Self {
+        let message = err.to_string();
+        match err {
+            ProcessError::NotFound { id } => Self::new(ErrorCode::ProcessNotFound, message)
+                .with_context(json!({ "processId": id })),
+            ProcessError::AlreadyFinished { id, session_id } => {
+                Self::new(ErrorCode::CommandNotFound, message)
+                    .with_context(json!({ "processId": id, "sessionId": session_id }))
+            }
+            ProcessError::InvalidId { reason } => {
+                Self::validation("processId", reason, "INVALID_PROCESS_ID")
+            }
+            ProcessError::DuplicateId { id } => {
+                Self::new(ErrorCode::ResourceBusy, message).with_context(json!({ "processId": id }))
+            }
+            ProcessError::Exec(err) => err.into(),
         }
     }
 }

@@ -8,9 +8,11 @@ mod error;
 mod exec;
 mod files;
 mod logging;
+mod process;
 mod server;
 mod state;
 mod system;
+mod text;
 mod wire;
 
 use clap::Parser;

@@ -13,6 +13,7 @@ use crate::config::Settings;
 use crate::exec::{self, ExecConfig, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
+use crate::process::{self, ProcessService};
 use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::wire::{self, auth};
@@ -22,6 +23,7 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(system::router())
         .merge(files::router())
         .merge(exec::router())
+        .merge(process::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)
@@ -74,9 +76,15 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         default_timeout: (settings.command_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
     }));
+    let processes = Arc::new(ProcessService::new(
+        sessions.clone(),
+        &settings.state_dir,
+        settings.max_process_records,
+    ));
     let state = AppState {
         files: Arc::new(FileService::new(policy)),
         sessions: sessions.clone(),
+        processes: processes.clone(),
         capabilities: Arc::new(capabilities::detect(&settings.workspace, settings.confine)),
         auth_enabled: settings.token.is_some(),
     };
@@ -98,6 +106,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     axum::serve(listener, router(state, token))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    processes.kill_all().await;
     sessions.shutdown().await;
     tracing::info!("fsd stopped");
     Ok(())

@@ -6,11 +6,13 @@ use fsd_api::system::Capabilities;
 
 use crate::exec::SessionManager;
 use crate::files::FileService;
+use crate::process::ProcessService;
 
 #[derive(Clone)]
 pub struct AppState {
     pub files: Arc<FileService>,
     pub sessions: Arc<SessionManager>,
+    pub processes: Arc<ProcessService>,
     pub capabilities: Arc<Capabilities>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,

@@ -39,6 +39,7 @@ pub struct Daemon {
     child: Child,
     pub url: String,
     pub token: Option<String>,
+    options: Options,
     workspace: tempfile::TempDir,
     state: tempfile::TempDir,
     http: reqwest::Client,
@@ -60,41 +61,26 @@ impl Daemon {
     pub fn start_with(options: Options) -> Self {
         let workspace = tempfile::tempdir().expect("temp workspace");
         let state = tempfile::tempdir().expect("temp state dir");
-        let mut command = Command::new(binary("fsd"));
-        command
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--log-level",
-                "warn",
-                "--workspace",
-            ])
-            .arg(workspace.path())
-            .arg("--state-dir")
-            .arg(state.path())
-            .env_remove("FSD_TOKEN")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        if let Some(token) = &options.token {
-            command.args(["--token", token]);
-        }
-        if options.confine {
-            command.arg("--confine");
-        }
-        for root in &options.allow_roots {
-            command.arg("--allow-root").arg(root);
-        }
-        let mut child = command.spawn().expect("spawn fsd");
-        let url = read_listen_line(&mut child);
+        let (child, url) = spawn(&options, workspace.path(), state.path());
         Self {
             child,
             url,
-            token: options.token,
+            token: options.token.clone(),
+            options,
             workspace,
             state,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// Stops the daemon with SIGTERM and starts it again over the same workspace and state
+    /// directory (on a new port).
+    pub fn restart(&mut self) {
+        let status = self.terminate();
+        assert!(status.success(), "fsd exited with {status:?} on SIGTERM");
+        let (child, url) = spawn(&self.options, self.workspace.path(), self.state.path());
+        self.child = child;
+        self.url = url;
     }
 
     /// The workspace root, canonical.
@@ -164,6 +150,38 @@ impl Drop for Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Starts `fsd serve` on an ephemeral port and returns it with its URL.
+fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
+    let mut command = Command::new(binary("fsd"));
+    command
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "warn",
+            "--workspace",
+        ])
+        .arg(workspace)
+        .arg("--state-dir")
+        .arg(state)
+        .env_remove("FSD_TOKEN")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    if let Some(token) = &options.token {
+        command.args(["--token", token]);
+    }
+    if options.confine {
+        command.arg("--confine");
+    }
+    for root in &options.allow_roots {
+        command.arg("--allow-root").arg(root);
+    }
+    let mut child = command.spawn().expect("spawn fsd");
+    let url = read_listen_line(&mut child);
+    (child, url)
 }
 
 /// Sends a request and returns its status and JSON body.

@@ -5,7 +5,7 @@
 //! timeout policy; `shell` is one bash and its control FIFO; `script` is the bash text.
 
 mod error;
-mod proctree;
+pub mod proctree;
 mod routes;
 mod script;
 mod session;
@@ -16,7 +16,10 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use error::ExecError;
+pub use routes::{DEFAULT_SESSION, command_spec};
+pub use session::{CommandSpec, Session, Started};
 pub use sessions::{ExecConfig, SessionManager, base_env};
+pub use shell::Report;
 
 use crate::state::AppState;
 
@@ -26,4 +29,5 @@ pub fn router() -> Router<AppState> {
         .route("/api/session/list", get(routes::list_sessions))
         .route("/api/session/delete", post(routes::delete_session))
         .route("/api/execute", post(routes::execute))
+        .route("/api/execute/stream", post(routes::execute_stream))
 }

@@ -6,21 +6,27 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
+use axum::response::{IntoResponse, Response};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
-    CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse,
-    ExecResult, ExecuteRequest, ListSessionsResponse, SessionInfo,
+    BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
+    DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
+    SessionInfo,
 };
+use futures_util::{StreamExt, stream};
+use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ExecError;
 use super::script::valid_env_name;
 use super::session::CommandSpec;
 use super::sessions::SessionOptions;
 use crate::error::ApiError;
+use crate::process::{Live, Stream};
 use crate::state::AppState;
 use crate::wire::json::parse;
+use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
 
 /// The session a request without one runs in.
@@ -113,10 +119,25 @@ pub async fn execute(
     headers: HeaderMap,
     uri: Uri,
     body: axum::body::Bytes,
-) -> Result<Json<ExecResult>, ApiError> {
+) -> Result<Response, ApiError> {
     let req: ExecuteRequest = parse(&body)?;
     let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
     let spec = command_spec(&state, &req, &session_id).await?;
+    if req.background == Some(true) {
+        let info = state
+            .processes
+            .start(&session_id, &spec, None)
+            .await?
+            .info();
+        return Ok(Json(BackgroundStarted {
+            success: true,
+            process_id: info.id,
+            pid: info.pid,
+            command: info.command,
+            timestamp: info.start_time,
+        })
+        .into_response());
+    }
     let timeout = req
         .timeout_ms
         .filter(|ms| *ms > 0)
@@ -154,7 +175,77 @@ pub async fn execute(
         duration: finished.duration.as_millis() as u64,
         timestamp: now_rfc3339(),
         session_id,
-    }))
+    })
+    .into_response())
+}
+
+/// `start` (with pid, session and process ids), the output as it comes, then `complete`
+/// with the real exit code once the process has exited. The command runs as a background
+/// process of the session, so it does not hold the session, and is listed with processes.
+pub async fn execute_stream(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    body: axum::body::Bytes,
+) -> Result<Response, ApiError> {
+    let req: ExecuteRequest = parse(&body)?;
+    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
+    let spec = command_spec(&state, &req, &session_id).await?;
+    let process = state.processes.start(&session_id, &spec, None).await?;
+    let (info, stdout, stderr, live) = process.follow();
+    let mut head = vec![ExecEvent::Start {
+        command: info.command.clone(),
+        timestamp: now_rfc3339(),
+        pid: Some(info.pid),
+        session_id: Some(session_id),
+        process_id: Some(info.id.clone()),
+    }];
+    for (stream, data) in [(Stream::Stdout, stdout), (Stream::Stderr, stderr)] {
+        if !data.is_empty() {
+            head.push(output_event(stream, data));
+        }
+    }
+    if let Some(code) = info.exit_code.filter(|_| info.status.is_terminal()) {
+        head.push(ExecEvent::Complete {
+            exit_code: code,
+            timestamp: now_rfc3339(),
+        });
+        return Ok(sse_response(stream::iter(head)));
+    }
+    let tail = stream::unfold((live, false), |(mut live, done)| async move {
+        if done {
+            return None;
+        }
+        loop {
+            match live.recv().await {
+                Ok(Live::Output(stream, data)) => {
+                    return Some((output_event(stream, data), (live, false)));
+                }
+                Ok(Live::Exit(code)) => {
+                    return Some((
+                        ExecEvent::Complete {
+                            exit_code: code,
+                            timestamp: now_rfc3339(),
+                        },
+                        (live, true),
+                    ));
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "a slow exec stream missed events")
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    });
+    Ok(sse_response(stream::iter(head).chain(tail)))
+}
+
+fn output_event(stream: Stream, data: String) -> ExecEvent {
+    let timestamp = now_rfc3339();
+    match stream {
+        Stream::Stdout => ExecEvent::Stdout { data, timestamp },
+        Stream::Stderr => ExecEvent::Stderr { data, timestamp },
+    }
 }
 
 /// UTF-8 output as is; anything else as its lossy text plus the exact bytes in base64.

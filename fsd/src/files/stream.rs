@@ -11,6 +11,7 @@ use futures_util::{Stream, StreamExt, stream};
 use tokio::sync::mpsc;
 
 use super::service::{OpenedFile, read_full};
+use crate::text::Utf8Chunker;
 
 /// Events for an opened file. Reading happens on a blocking thread, a few chunks ahead.
 pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send + 'static {
@@ -28,7 +29,7 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
     let (mut file, binary) = (opened.file, opened.binary);
     tokio::task::spawn_blocking(move || {
         let mut buf = vec![0; READ_STREAM_CHUNK_BYTES];
-        let mut carry: Vec<u8> = Vec::new();
+        let mut text = Utf8Chunker::default();
         let mut bytes_read = 0u64;
         loop {
             let event = match read_full(&mut file, &mut buf) {
@@ -36,14 +37,13 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
                     error: format!("read failed after {bytes_read} bytes: {err}"),
                 },
                 Ok(0) => {
-                    if !carry.is_empty() {
-                        let data = String::from_utf8_lossy(&carry).into_owned();
-                        if sender
+                    let data = text.finish();
+                    if !data.is_empty()
+                        && sender
                             .blocking_send(FileStreamEvent::Chunk { data })
                             .is_err()
-                        {
-                            return;
-                        }
+                    {
+                        return;
                     }
                     FileStreamEvent::Complete { bytes_read }
                 }
@@ -52,11 +52,7 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
                     let data = if binary {
                         BASE64.encode(&buf[..n])
                     } else {
-                        carry.extend_from_slice(&buf[..n]);
-                        let whole = carry.len() - incomplete_tail(&carry);
-                        let text = String::from_utf8_lossy(&carry[..whole]).into_owned();
-                        carry.drain(..whole);
-                        text
+                        text.push(&buf[..n])
                     };
                     FileStreamEvent::Chunk { data }
                 }
@@ -74,38 +70,9 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
     stream::once(async { metadata }).chain(rest)
 }
 
-/// Length of a UTF-8 sequence cut off at the end of `bytes` (0 if the end is whole).
-fn incomplete_tail(bytes: &[u8]) -> usize {
-    for back in 1..=bytes.len().min(3) {
-        let byte = bytes[bytes.len() - back];
-        if byte & 0b1100_0000 != 0b1000_0000 {
-            let needed = match byte {
-                b if b >= 0xF0 => 4,
-                b if b >= 0xE0 => 3,
-                b if b >= 0xC0 => 2,
-                _ => 1,
-            };
-            return if needed > back { back } else { 0 };
-        }
-    }
-    0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn finds_cut_characters() {
-        let euro = "€".as_bytes(); // 3 bytes
-        assert_eq!(incomplete_tail(b"abc"), 0);
-        assert_eq!(incomplete_tail(euro), 0);
-        assert_eq!(incomplete_tail(&euro[..1]), 1);
-        assert_eq!(incomplete_tail(&euro[..2]), 2);
-        let mut bytes = b"a".to_vec();
-        bytes.extend_from_slice(&"😀".as_bytes()[..3]);
-        assert_eq!(incomplete_tail(&bytes), 3);
-    }
 
     #[tokio::test]
     async fn text_split_inside_a_character_streams_intact() {

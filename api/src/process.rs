@@ -1,0 +1,151 @@
+//! Background processes: `/api/process/*`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProcessStatus {
+    Starting,
+    Running,
+    Completed,
+    Failed,
+    Killed,
+    Error,
+}
+
+impl ProcessStatus {
+    pub fn is_terminal(self) -> bool {
+        !matches!(self, Self::Starting | Self::Running)
+    }
+
+    /// The status a process that exited with `code` ends in (the reference's rule).
+    pub fn from_exit(code: i32, killed_by_request: bool) -> Self {
+        match code {
+            0 => Self::Completed,
+            _ if killed_by_request => Self::Killed,
+            137 | 143 => Self::Killed,
+            _ => Self::Failed,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartProcessRequest {
+    pub command: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<BTreeMap<String, Option<String>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StartProcessResponse {
+    pub success: bool,
+    pub process_id: String,
+    pub pid: u32,
+    pub command: String,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessInfo {
+    pub id: String,
+    pub pid: u32,
+    pub command: String,
+    pub status: ProcessStatus,
+    pub start_time: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub end_time: Option<String>,
+    pub exit_code: Option<i32>,
+    pub session_id: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListProcessesResponse {
+    pub success: bool,
+    pub processes: Vec<ProcessInfo>,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GetProcessResponse {
+    pub success: bool,
+    pub process: ProcessInfo,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KillProcessResponse {
+    pub success: bool,
+    pub process_id: String,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KillAllResponse {
+    pub success: bool,
+    /// Processes that were running and were killed.
+    pub cleaned_count: usize,
+    pub timestamp: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessLogsResponse {
+    pub success: bool,
+    pub process_id: String,
+    pub stdout: String,
+    pub stderr: String,
+    /// Output beyond the stored cap was dropped; the cap is `outputCapBytes` per stream.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
+    pub output_cap_bytes: u64,
+    pub timestamp: String,
+}
+
+/// One SSE frame of `/api/process/{id}/stream`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ProcessEvent {
+    #[serde(rename_all = "camelCase")]
+    ProcessInfo {
+        process_id: String,
+        command: String,
+        status: ProcessStatus,
+        timestamp: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Stdout {
+        data: String,
+        process_id: String,
+        timestamp: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Stderr {
+        data: String,
+        process_id: String,
+        timestamp: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Exit {
+        process_id: String,
+        exit_code: i32,
+        data: String,
+        timestamp: String,
+    },
+}

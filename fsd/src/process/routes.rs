@@ -1,0 +1,212 @@
+//! Route handlers for `/api/process/*`.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::response::Response;
+use fsd_api::exec::ExecuteRequest;
+use fsd_api::process::{
+    GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
+    ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
+};
+use futures_util::{StreamExt, stream};
+use serde::Deserialize;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::service::OUTPUT_CAP_BYTES;
+use super::{Live, Stream};
+use crate::error::ApiError;
+use crate::exec::command_spec;
+use crate::state::AppState;
+use crate::wire::json::JsonBody;
+use crate::wire::sse::sse_response;
+use crate::wire::time::now_rfc3339;
+
+pub async fn start(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<StartProcessRequest>,
+) -> Result<Json<StartProcessResponse>, ApiError> {
+    let session_id = req
+        .session_id
+        .clone()
+        .unwrap_or_else(|| crate::exec::DEFAULT_SESSION.to_string());
+    let exec = ExecuteRequest {
+        command: req.command.clone(),
+        session_id: Some(session_id.clone()),
+        env: req.env.clone(),
+        cwd: req.cwd.clone(),
+        ..ExecuteRequest::default()
+    };
+    let spec = command_spec(&state, &exec, &session_id).await?;
+    let process = state
+        .processes
+        .start(&session_id, &spec, req.process_id)
+        .await?;
+    let info = process.info();
+    Ok(Json(StartProcessResponse {
+        success: true,
+        process_id: info.id,
+        pid: info.pid,
+        command: info.command,
+        timestamp: info.start_time,
+    }))
+}
+
+#[derive(Deserialize)]
+pub struct ListQuery {
+    status: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<AppState>,
+    Query(query): Query<ListQuery>,
+) -> Result<Json<ListProcessesResponse>, ApiError> {
+    let status = match query.status.as_deref() {
+        None | Some("") => None,
+        Some(value) => Some(
+            serde_json::from_value::<ProcessStatus>(serde_json::Value::String(value.to_string()))
+                .map_err(|_| {
+                ApiError::validation(
+                    "status",
+                    "must be one of starting, running, completed, failed, killed, error",
+                    "INVALID_STATUS",
+                )
+            })?,
+        ),
+    };
+    Ok(Json(ListProcessesResponse {
+        success: true,
+        processes: state.processes.list(status),
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn get(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<GetProcessResponse>, ApiError> {
+    let process = state.processes.get(&id)?;
+    Ok(Json(GetProcessResponse {
+        success: true,
+        process: process.info(),
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn kill(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<KillProcessResponse>, ApiError> {
+    state.processes.kill(&id).await?;
+    Ok(Json(KillProcessResponse {
+        success: true,
+        process_id: id,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn kill_all(State(state): State<AppState>) -> Json<KillAllResponse> {
+    Json(KillAllResponse {
+        success: true,
+        cleaned_count: state.processes.kill_all().await,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn logs(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<ProcessLogsResponse>, ApiError> {
+    let process = state.processes.get(&id)?;
+    let (stdout, stderr, truncated) = process.logs();
+    Ok(Json(ProcessLogsResponse {
+        success: true,
+        process_id: id,
+        stdout,
+        stderr,
+        truncated,
+        output_cap_bytes: OUTPUT_CAP_BYTES,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// `process_info`, the output so far, live output, then `exit` and the end of the stream.
+pub async fn stream(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let process = state.processes.get(&id)?;
+    let (info, stdout, stderr, live) = process.follow();
+    let process_id = info.id.clone();
+    let mut head = vec![ProcessEvent::ProcessInfo {
+        process_id: process_id.clone(),
+        command: info.command.clone(),
+        status: info.status,
+        timestamp: now_rfc3339(),
+    }];
+    for (stream, data) in [(Stream::Stdout, stdout), (Stream::Stderr, stderr)] {
+        if !data.is_empty() {
+            head.push(output_event(stream, data, &process_id));
+        }
+    }
+    if info.status.is_terminal() {
+        head.push(exit_event(
+            &process_id,
+            info.exit_code.unwrap_or(-1),
+            info.status,
+        ));
+        return Ok(sse_response(stream::iter(head)));
+    }
+    let tail = stream::unfold(
+        (live, process, process_id.clone(), false),
+        |(mut live, process, id, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                match live.recv().await {
+                    Ok(Live::Output(stream, data)) => {
+                        return Some((output_event(stream, data, &id), (live, process, id, false)));
+                    }
+                    Ok(Live::Exit(code)) => {
+                        let status = process.info().status;
+                        return Some((exit_event(&id, code, status), (live, process, id, true)));
+                    }
+                    Err(RecvError::Lagged(missed)) => {
+                        tracing::warn!(process = %id, missed, "a slow process stream missed events");
+                    }
+                    Err(RecvError::Closed) => return None,
+                }
+            }
+        },
+    );
+    Ok(sse_response(stream::iter(head).chain(tail)))
+}
+
+fn output_event(stream: Stream, data: String, process_id: &str) -> ProcessEvent {
+    let (process_id, timestamp) = (process_id.to_string(), now_rfc3339());
+    match stream {
+        Stream::Stdout => ProcessEvent::Stdout {
+            data,
+            process_id,
+            timestamp,
+        },
+        Stream::Stderr => ProcessEvent::Stderr {
+            data,
+            process_id,
+            timestamp,
+        },
+    }
+}
+
+fn exit_event(process_id: &str, exit_code: i32, status: ProcessStatus) -> ProcessEvent {
+    let status = serde_json::to_value(status)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    ProcessEvent::Exit {
+        process_id: process_id.to_string(),
+        exit_code,
+        data: format!("Process {status} with exit code {exit_code}"),
+        timestamp: now_rfc3339(),
+    }
+}

@@ -1,0 +1,493 @@
+//! Background processes: start through a session, follow their output, kill their trees,
+//! and keep a bounded record of finished ones on disk so they survive a daemon restart.
+
+use std::collections::HashMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use fsd_api::process::{ProcessInfo, ProcessStatus};
+use nix::sys::signal::Signal;
+use serde::{Deserialize, Serialize};
+use tokio::sync::{broadcast, watch};
+
+use super::ProcessError;
+use crate::exec::{CommandSpec, Report, SessionManager, Started, proctree};
+use crate::text::Utf8Chunker;
+use crate::wire::time::now_rfc3339;
+
+/// Output kept per stream of one process, in memory and in its record.
+pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
+/// How often running processes' output files are read.
+const POLL: Duration = Duration::from_millis(20);
+/// SIGTERM to SIGKILL, as in the reference.
+const KILL_GRACE: Duration = Duration::from_secs(5);
+/// The internal session that runs background commands asked for without a session.
+pub const SESSIONLESS_HOST: &str = "__fsd_background__";
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// What a follower of a process receives after the replay.
+#[derive(Debug, Clone)]
+pub enum Live {
+    Output(Stream, String),
+    Exit(i32),
+}
+
+/// A process's lasting state: what the record on disk holds.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    pub info: ProcessInfo,
+    pub stdout: String,
+    pub stderr: String,
+    pub truncated: bool,
+}
+
+struct State {
+    info: ProcessInfo,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    truncated: bool,
+}
+
+pub struct Process {
+    pub id: String,
+    state: Mutex<State>,
+    live: broadcast::Sender<Live>,
+    finished: watch::Sender<bool>,
+    kill_requested: AtomicBool,
+}
+
+impl Process {
+    fn new(info: ProcessInfo, stdout: Vec<u8>, stderr: Vec<u8>, truncated: bool) -> Arc<Self> {
+        let done = info.status.is_terminal();
+        Arc::new(Self {
+            id: info.id.clone(),
+            state: Mutex::new(State {
+                info,
+                stdout,
+                stderr,
+                truncated,
+            }),
+            live: broadcast::channel(4096).0,
+            finished: watch::channel(done).0,
+            kill_requested: AtomicBool::new(false),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn info(&self) -> ProcessInfo {
+        self.lock().info.clone()
+    }
+
+    /// Stdout, stderr (lossy text) and whether output was dropped past the cap.
+    pub fn logs(&self) -> (String, String, bool) {
+        let state = self.lock();
+        (
+            String::from_utf8_lossy(&state.stdout).into_owned(),
+            String::from_utf8_lossy(&state.stderr).into_owned(),
+            state.truncated,
+        )
+    }
+
+    /// The output so far and a subscription to what follows, taken under one lock so that
+    /// nothing is lost or repeated between them.
+    pub fn follow(&self) -> (ProcessInfo, String, String, broadcast::Receiver<Live>) {
+        let state = self.lock();
+        let receiver = self.live.subscribe();
+        (
+            state.info.clone(),
+            String::from_utf8_lossy(&state.stdout).into_owned(),
+            String::from_utf8_lossy(&state.stderr).into_owned(),
+            receiver,
+        )
+    }
+
+    /// Resolves once the process has a terminal status.
+    pub async fn wait(&self) {
+        let mut finished = self.finished.subscribe();
+        let _ = finished.wait_for(|done| *done).await;
+    }
+
+    fn append(&self, stream: Stream, bytes: &[u8], text: String) {
+        let mut state = self.lock();
+        let buffer = match stream {
+            Stream::Stdout => &mut state.stdout,
+            Stream::Stderr => &mut state.stderr,
+        };
+        let room = usize::try_from(OUTPUT_CAP_BYTES)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(buffer.len());
+        buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        if bytes.len() > room {
+            state.truncated = true;
+        }
+        if !text.is_empty() {
+            let _ = self.live.send(Live::Output(stream, text));
+        }
+    }
+
+    fn finish(&self, exit_code: i32) -> Record {
+        let mut state = self.lock();
+        let killed = self.kill_requested.load(Ordering::SeqCst);
+        state.info.status = ProcessStatus::from_exit(exit_code, killed);
+        state.info.exit_code = Some(exit_code);
+        state.info.end_time = Some(now_rfc3339());
+        let _ = self.live.send(Live::Exit(exit_code));
+        self.finished.send_replace(true);
+        Record {
+            info: state.info.clone(),
+            stdout: String::from_utf8_lossy(&state.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&state.stderr).into_owned(),
+            truncated: state.truncated,
+        }
+    }
+}
+
+pub struct ProcessService {
+    sessions: Arc<SessionManager>,
+    records_dir: PathBuf,
+    max_records: usize,
+    processes: Mutex<HashMap<String, Arc<Process>>>,
+}
+
+impl ProcessService {
+    /// Loads the finished records kept in `<state_dir>/processes`.
+    pub fn new(sessions: Arc<SessionManager>, state_dir: &Path, max_records: usize) -> Self {
+        let records_dir = state_dir.join("processes");
+        let _ = std::fs::create_dir_all(&records_dir);
+        let mut processes = HashMap::new();
+        for record in load_records(&records_dir) {
+            let process = Process::new(
+                record.info,
+                record.stdout.into_bytes(),
+                record.stderr.into_bytes(),
+                record.truncated,
+            );
+            processes.insert(process.id.clone(), process);
+        }
+        let service = Self {
+            sessions,
+            records_dir,
+            max_records,
+            processes: Mutex::new(processes),
+        };
+        service.prune();
+        service
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Process>>> {
+        self.processes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, id: &str) -> Result<Arc<Process>, ProcessError> {
+        self.table()
+            .get(id)
+            .cloned()
+            .ok_or_else(|| ProcessError::NotFound { id: id.to_string() })
+    }
+
+    /// All processes, oldest first, optionally of one status.
+    pub fn list(&self, status: Option<ProcessStatus>) -> Vec<ProcessInfo> {
+        let mut infos: Vec<ProcessInfo> = self
+            .table()
+            .values()
+            .map(|p| p.info())
+            .filter(|info| status.is_none_or(|s| info.status == s))
+            .collect();
+        infos.sort_by(|a, b| {
+            a.start_time
+                .cmp(&b.start_time)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        infos
+    }
+
+    /// Starts `spec` in the background in session `session_id` (an internal one when the
+    /// caller asked for none) and follows it.
+    pub async fn start(
+        self: &Arc<Self>,
+        session_id: &str,
+        spec: &CommandSpec,
+        requested_id: Option<String>,
+    ) -> Result<Arc<Process>, ProcessError> {
+        let id = match requested_id {
+            Some(id) => {
+                validate_id(&id)?;
+                id
+            }
+            None => generated_id(),
+        };
+        if self
+            .table()
+            .get(&id)
+            .is_some_and(|p| !p.info().status.is_terminal())
+        {
+            return Err(ProcessError::DuplicateId { id });
+        }
+        let host = if session_id == fsd_api::DISABLE_SESSION_TOKEN {
+            SESSIONLESS_HOST
+        } else {
+            session_id
+        };
+        let session = self.sessions.get_or_create(host).await?;
+        let started = session.start_background(spec).await?;
+        let process = Process::new(
+            ProcessInfo {
+                id: id.clone(),
+                pid: started.pid,
+                command: spec.command.clone(),
+                status: ProcessStatus::Running,
+                start_time: now_rfc3339(),
+                end_time: None,
+                exit_code: None,
+                session_id: session_id.to_string(),
+            },
+            Vec::new(),
+            Vec::new(),
+            false,
+        );
+        self.table().insert(id, process.clone());
+        let service = self.clone();
+        let followed = process.clone();
+        tokio::spawn(async move {
+            let exit_code = follow(&followed, started, &session).await;
+            let record = followed.finish(exit_code);
+            service.save(&record);
+        });
+        Ok(process)
+    }
+
+    /// Kills a running process's whole tree: SIGTERM, then SIGKILL after the grace period.
+    pub async fn kill(&self, id: &str) -> Result<(), ProcessError> {
+        let process = self.get(id)?;
+        let info = process.info();
+        if info.status.is_terminal() {
+            return Err(ProcessError::AlreadyFinished {
+                id: id.to_string(),
+                session_id: info.session_id,
+            });
+        }
+        process.kill_requested.store(true, Ordering::SeqCst);
+        proctree::signal_trees(&[info.pid], Signal::SIGTERM);
+        if tokio::time::timeout(KILL_GRACE, process.wait())
+            .await
+            .is_err()
+        {
+            proctree::signal_trees(&[info.pid], Signal::SIGKILL);
+            let _ = tokio::time::timeout(Duration::from_secs(5), process.wait()).await;
+        }
+        Ok(())
+    }
+
+    /// Kills every running process; returns how many there were.
+    pub async fn kill_all(&self) -> usize {
+        let running: Vec<String> = self
+            .list(None)
+            .into_iter()
+            .filter(|i| !i.status.is_terminal())
+            .map(|i| i.id)
+            .collect();
+        let kills = running.iter().map(|id| self.kill(id));
+        futures_util::future::join_all(kills)
+            .await
+            .into_iter()
+            .filter(Result::is_ok)
+            .count()
+    }
+
+    fn save(&self, record: &Record) {
+        let path = self.records_dir.join(format!("{}.json", record.info.id));
+        match serde_json::to_vec(record) {
+            Ok(bytes) => {
+                let temp = path.with_extension("json.tmp");
+                if let Err(err) =
+                    std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, &path))
+                {
+                    tracing::warn!(error = %err, path = %path.display(), "cannot save a process record");
+                }
+            }
+            Err(err) => tracing::warn!(error = %err, "cannot encode a process record"),
+        }
+        self.prune();
+    }
+
+    /// Drops the oldest finished records past the limit, in memory and on disk.
+    fn prune(&self) {
+        let mut table = self.table();
+        let mut finished: Vec<(String, String)> = table
+            .values()
+            .map(|p| p.info())
+            .filter(|info| info.status.is_terminal())
+            .map(|info| (info.end_time.unwrap_or_default(), info.id))
+            .collect();
+        if finished.len() <= self.max_records {
+            return;
+        }
+        finished.sort();
+        let excess = finished.len() - self.max_records;
+        for (_, id) in finished.into_iter().take(excess) {
+            table.remove(&id);
+            let _ = std::fs::remove_file(self.records_dir.join(format!("{id}.json")));
+        }
+    }
+}
+
+/// Follows a started command until it exits: copies new output every tick and returns the
+/// exit status (128+N after signal N). If the shell's report never comes (its reporter was
+/// killed), the process's death is noticed from /proc.
+async fn follow(process: &Process, mut started: Started, session: &crate::exec::Session) -> i32 {
+    let mut out = Tail::new(&started.job.stdout, Stream::Stdout);
+    let mut err = Tail::new(&started.job.stderr, Stream::Stderr);
+    let mut ticker = tokio::time::interval(POLL);
+    let mut dead_ticks = 0;
+    let code = loop {
+        tokio::select! {
+            report = started.reports.recv() => match report {
+                Some(Report::Exit(code)) => break code,
+                Some(_) => {}
+                None => break -1,
+            },
+            _ = ticker.tick() => {
+                out.pump(process);
+                err.pump(process);
+                if proctree::alive(started.pid) {
+                    dead_ticks = 0;
+                } else {
+                    dead_ticks += 1;
+                    // The reporter normally answers within a tick; 50 ticks is a lost report.
+                    if dead_ticks > 50 {
+                        break if process.kill_requested.load(Ordering::SeqCst) { 137 } else { -1 };
+                    }
+                }
+            }
+        }
+    };
+    out.pump(process);
+    err.pump(process);
+    out.finish(process);
+    err.finish(process);
+    session.background_ended(&started.job, started.pid);
+    started.job.remove_files();
+    code
+}
+
+/// Reads what was appended to an output file since last time.
+struct Tail {
+    path: PathBuf,
+    stream: Stream,
+    offset: u64,
+    text: Utf8Chunker,
+}
+
+impl Tail {
+    fn new(path: &Path, stream: Stream) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            stream,
+            offset: 0,
+            text: Utf8Chunker::default(),
+        }
+    }
+
+    fn pump(&mut self, process: &Process) {
+        let Ok(mut file) = std::fs::File::open(&self.path) else {
+            return;
+        };
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
+            return;
+        }
+        let mut bytes = Vec::new();
+        if file.take(4 * 1024 * 1024).read_to_end(&mut bytes).is_ok() && !bytes.is_empty() {
+            self.offset += bytes.len() as u64;
+            let text = self.text.push(&bytes);
+            process.append(self.stream, &bytes, text);
+        }
+    }
+
+    fn finish(&mut self, process: &Process) {
+        let text = self.text.finish();
+        if !text.is_empty() {
+            let _ = process.live.send(Live::Output(self.stream, text));
+        }
+    }
+}
+
+fn load_records(dir: &Path) -> Vec<Record> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|ext| ext == "json"))
+        .filter_map(|e| {
+            let bytes = std::fs::read(e.path()).ok()?;
+            match serde_json::from_slice::<Record>(&bytes) {
+                Ok(record) if record.info.status.is_terminal() => Some(record),
+                _ => {
+                    tracing::warn!(path = %e.path().display(), "ignoring an unreadable process record");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Process ids name record files, so they are kept to a safe alphabet.
+fn validate_id(id: &str) -> Result<(), ProcessError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !id.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(ProcessError::InvalidId {
+            reason:
+                "must be 1 to 128 characters of A-Z, a-z, 0-9, '_', '-', '.', not starting with '.'"
+                    .into(),
+        })
+    }
+}
+
+/// `proc_<ms>_<6 base36>`, as the reference makes them.
+fn generated_id() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let mut n = (now.subsec_nanos() as u64) ^ (u64::from(std::process::id()) << 20);
+    let mut suffix = String::new();
+    for _ in 0..6 {
+        suffix.push(char::from_digit((n % 36) as u32, 36).unwrap_or('0'));
+        n /= 36;
+    }
+    format!("proc_{}_{suffix}", now.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_ids() {
+        assert!(validate_id("proc_1_abc").is_ok());
+        assert!(validate_id("web-server.1").is_ok());
+        for bad in ["", ".hidden", "a/b", "../x", "a b", &"x".repeat(129)] {
+            assert!(validate_id(bad).is_err(), "{bad}");
+        }
+        assert!(generated_id().starts_with("proc_"));
+    }
+}

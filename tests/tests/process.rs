@@ -1,0 +1,304 @@
+//! Background processes, /api/execute/stream and `background: true`.
+
+use std::time::{Duration, Instant};
+
+use fsd_tests::{Daemon, assert_error, assert_validation, reply};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// The JSON frames of an SSE body.
+fn frames(body: &str) -> Vec<Value> {
+    body.split_terminator("\n\n")
+        .map(|frame| {
+            serde_json::from_str(frame.strip_prefix("data: ").expect("data frame")).unwrap()
+        })
+        .collect()
+}
+
+async fn start(daemon: &Daemon, body: Value) -> Value {
+    let (status, reply) = daemon.post("/api/process/start", body).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    reply
+}
+
+async fn wait_status(daemon: &Daemon, id: &str, wanted: &str) -> Value {
+    for _ in 0..500 {
+        let (_, body) = daemon.get(&format!("/api/process/{id}")).await;
+        if body["process"]["status"] == wanted {
+            return body["process"].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("{id} never reached {wanted}");
+}
+
+async fn stream(daemon: &Daemon, route: &str, method: Method, body: Option<Value>) -> Vec<Value> {
+    let mut request = daemon.request(method, route);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    frames(&response.text().await.unwrap())
+}
+
+#[tokio::test]
+async fn start_stream_get_logs_list() {
+    let daemon = Daemon::start();
+    let started = start(&daemon, json!({"command": "echo hello; sleep 0.2; echo oops >&2; echo bye; exit 3", "processId": "job-1"})).await;
+    assert_eq!(started["processId"], "job-1");
+    assert!(started["pid"].as_u64().unwrap() > 1);
+
+    let events = stream(&daemon, "/api/process/job-1/stream", Method::GET, None).await;
+    assert_eq!(events[0]["type"], "process_info");
+    assert_eq!(events[0]["processId"], "job-1");
+    let exit = events.last().unwrap();
+    assert_eq!(exit["type"], "exit");
+    assert_eq!(exit["exitCode"], 3);
+    assert_eq!(exit["data"], "Process failed with exit code 3");
+    let text = |kind: &str| -> String {
+        events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| e["data"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(text("stdout"), "hello\nbye\n");
+    assert_eq!(text("stderr"), "oops\n");
+
+    let (_, body) = daemon.get("/api/process/job-1").await;
+    let process = &body["process"];
+    assert_eq!(process["status"], "failed");
+    assert_eq!(process["exitCode"], 3);
+    assert!(process["endTime"].as_str().is_some());
+    assert_eq!(process["sessionId"], "default");
+
+    let (_, logs) = daemon.get("/api/process/job-1/logs").await;
+    assert_eq!(logs["stdout"], "hello\nbye\n");
+    assert_eq!(logs["stderr"], "oops\n");
+    assert!(logs["outputCapBytes"].as_u64().unwrap() > 0);
+
+    // A finished process streams its whole history and ends.
+    let replay = stream(&daemon, "/api/process/job-1/stream", Method::GET, None).await;
+    assert_eq!(replay.last().unwrap()["exitCode"], 3);
+
+    let (_, list) = daemon.get("/api/process/list?status=failed").await;
+    assert_eq!(list["processes"].as_array().unwrap().len(), 1);
+    let (_, list) = daemon.get("/api/process/list?status=running").await;
+    assert_eq!(list["processes"].as_array().unwrap().len(), 0);
+    let (status, body) = daemon.get("/api/process/list?status=sleeping").await;
+    assert_validation(status, &body, "status");
+}
+
+#[tokio::test]
+async fn a_fast_process_has_its_output_when_it_is_done() {
+    let daemon = Daemon::start();
+    start(
+        &daemon,
+        json!({"command": "echo quick", "processId": "quick"}),
+    )
+    .await;
+    wait_status(&daemon, "quick", "completed").await;
+    let (_, logs) = daemon.get("/api/process/quick/logs").await;
+    assert_eq!(logs["stdout"], "quick\n");
+}
+
+#[tokio::test]
+async fn kill_escalates_and_kills_the_whole_tree() {
+    let daemon = Daemon::start();
+    start(
+        &daemon,
+        json!({"command": "sleep 3032", "processId": "polite"}),
+    )
+    .await;
+    let (status, _) = daemon
+        .request(Method::DELETE, "/api/process/polite")
+        .send()
+        .await
+        .map(|r| (r.status(), ()))
+        .unwrap();
+    assert_eq!(status, StatusCode::OK);
+    let process = wait_status(&daemon, "polite", "killed").await;
+    assert_eq!(process["exitCode"], 143);
+
+    start(
+        &daemon,
+        json!({"command": "trap '' TERM; sleep 3033 & sleep 3033 & wait", "processId": "stubborn"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = Instant::now();
+    let (status, body) = reply(daemon.request(Method::DELETE, "/api/process/stubborn")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "SIGKILL came before the grace period"
+    );
+    let process = wait_status(&daemon, "stubborn", "killed").await;
+    assert_eq!(process["exitCode"], 137);
+    let leftover = std::process::Command::new("pgrep")
+        .args(["-f", "sleep 303[23]"])
+        .output()
+        .unwrap();
+    assert!(
+        leftover.stdout.is_empty(),
+        "survivors: {}",
+        String::from_utf8_lossy(&leftover.stdout)
+    );
+
+    let (status, body) = reply(daemon.request(Method::DELETE, "/api/process/stubborn")).await;
+    assert_error(status, &body, 404, "COMMAND_NOT_FOUND");
+    let (status, body) = reply(daemon.request(Method::DELETE, "/api/process/nope")).await;
+    assert_error(status, &body, 404, "PROCESS_NOT_FOUND");
+}
+
+#[tokio::test]
+async fn kill_all_counts_running_processes() {
+    let daemon = Daemon::start();
+    for id in ["a", "b"] {
+        start(&daemon, json!({"command": "sleep 3034", "processId": id})).await;
+    }
+    start(&daemon, json!({"command": "true", "processId": "done"})).await;
+    wait_status(&daemon, "done", "completed").await;
+    let (status, body) = reply(daemon.request(Method::DELETE, "/api/process/kill-all")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["cleanedCount"], 2);
+    for id in ["a", "b"] {
+        wait_status(&daemon, id, "killed").await;
+    }
+}
+
+#[tokio::test]
+async fn execute_stream_completes_with_the_real_exit_code_after_exit() {
+    let daemon = Daemon::start();
+    let events = stream(
+        &daemon,
+        "/api/execute/stream",
+        Method::POST,
+        Some(json!({"command": "for i in 1 2 3; do echo line $i; sleep 0.05; done; echo warn >&2; exit 4"})),
+    )
+    .await;
+    let start = &events[0];
+    assert_eq!(start["type"], "start");
+    let pid = start["pid"].as_u64().unwrap();
+    assert!(start["processId"].as_str().unwrap().starts_with("proc_"));
+    let complete = events.last().unwrap();
+    assert_eq!(complete["type"], "complete");
+    assert_eq!(complete["exitCode"], 4);
+    assert!(
+        !std::path::Path::new(&format!("/proc/{pid}")).exists() || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            stat.contains(") Z ")
+        },
+        "complete was sent while the process ran"
+    );
+    let stdout: String = events
+        .iter()
+        .filter(|e| e["type"] == "stdout")
+        .map(|e| e["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(stdout, "line 1\nline 2\nline 3\n");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "stderr" && e["data"] == "warn\n")
+    );
+}
+
+#[tokio::test]
+async fn background_execute_and_sessions_stay_free() {
+    let daemon = Daemon::start();
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "sleep 3035", "background": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["processId"].as_str().is_some());
+    assert!(body["pid"].as_u64().is_some());
+    let started = Instant::now();
+    let (status, reply) = daemon
+        .post("/api/execute", json!({"command": "echo free"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(reply["stdout"], "free\n");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    daemon
+        .request(Method::DELETE, "/api/process/kill-all")
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn background_commands_see_session_state_and_fail_fast_on_bad_cwd() {
+    let daemon = Daemon::start();
+    daemon
+        .post(
+            "/api/execute",
+            json!({"command": "export FROM_SESSION=yes; cd /tmp"}),
+        )
+        .await;
+    start(&daemon, json!({"command": "echo $FROM_SESSION $(pwd) $EXTRA", "processId": "env", "env": {"EXTRA": "x"}})).await;
+    wait_status(&daemon, "env", "completed").await;
+    let (_, logs) = daemon.get("/api/process/env/logs").await;
+    assert_eq!(logs["stdout"], "yes /tmp x\n");
+
+    let (status, body) = daemon
+        .post(
+            "/api/process/start",
+            json!({"command": "echo x", "cwd": "/no/such/dir"}),
+        )
+        .await;
+    assert_validation(status, &body, "cwd");
+    let (status, body) = daemon
+        .post("/api/process/start", json!({"command": " "}))
+        .await;
+    assert_validation(status, &body, "command");
+    let (status, body) = daemon
+        .post(
+            "/api/process/start",
+            json!({"command": "true", "processId": "../evil"}),
+        )
+        .await;
+    assert_validation(status, &body, "processId");
+    let (status, body) = daemon
+        .post(
+            "/api/execute/stream",
+            json!({"command": "echo x", "cwd": "/no/such/dir"}),
+        )
+        .await;
+    assert_validation(status, &body, "cwd");
+}
+
+#[tokio::test]
+async fn sessionless_background_processes_run() {
+    let daemon = Daemon::start();
+    start(&daemon, json!({"command": "echo alone; pwd", "processId": "alone", "sessionId": "__DISABLE_SESSION__"})).await;
+    let process = wait_status(&daemon, "alone", "completed").await;
+    assert_eq!(process["sessionId"], "__DISABLE_SESSION__");
+    let (_, logs) = daemon.get("/api/process/alone/logs").await;
+    assert_eq!(
+        logs["stdout"],
+        format!("alone\n{}\n", daemon.root().display())
+    );
+}
+
+#[tokio::test]
+async fn finished_records_survive_a_restart() {
+    let mut daemon = Daemon::start();
+    start(
+        &daemon,
+        json!({"command": "echo persisted; exit 2", "processId": "keep-me"}),
+    )
+    .await;
+    wait_status(&daemon, "keep-me", "failed").await;
+    daemon.restart();
+    let (status, body) = daemon.get("/api/process/keep-me").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["process"]["exitCode"], 2);
+    let (_, logs) = daemon.get("/api/process/keep-me/logs").await;
+    assert_eq!(logs["stdout"], "persisted\n");
+}
