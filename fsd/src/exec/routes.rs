@@ -120,9 +120,7 @@ pub async fn execute(
     uri: Uri,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let req: ExecuteRequest = parse(&body)?;
-    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
-    let spec = command_spec(&state, &req, &session_id).await?;
+    let (req, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
     if req.background == Some(true) {
         let info = state
             .processes
@@ -188,9 +186,7 @@ pub async fn execute_stream(
     uri: Uri,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let req: ExecuteRequest = parse(&body)?;
-    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
-    let spec = command_spec(&state, &req, &session_id).await?;
+    let (_, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
     let process = state.processes.start(&session_id, &spec, None).await?;
     let (info, stdout, stderr, live) = process.follow();
     let mut head = vec![ExecEvent::Start {
@@ -246,6 +242,19 @@ fn output_event(stream: Stream, data: String) -> ExecEvent {
         Stream::Stdout => ExecEvent::Stdout { data, timestamp },
         Stream::Stderr => ExecEvent::Stderr { data, timestamp },
     }
+}
+
+/// Parses an execute body, picks its session and checks its command, cwd and env.
+async fn prepare(
+    state: &AppState,
+    headers: &HeaderMap,
+    uri: &Uri,
+    body: &[u8],
+) -> Result<(ExecuteRequest, String, CommandSpec), ApiError> {
+    let req: ExecuteRequest = parse(body)?;
+    let session_id = session_from(state, req.session_id.as_deref(), headers, uri)?;
+    let spec = command_spec(state, &req, &session_id).await?;
+    Ok((req, session_id, spec))
 }
 
 /// UTF-8 output as is; anything else as its lossy text plus the exact bytes in base64.
