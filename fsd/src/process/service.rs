@@ -20,6 +20,9 @@ use crate::wire::time::now_rfc3339;
 
 /// Output kept per stream of one process, in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
+/// Live events a follower may fall behind by; output is read every 20 ms, at most two
+/// events a tick, so this is seconds of slack.
+const LIVE_EVENTS: usize = 256;
 /// How often running processes' output files are read.
 const POLL: Duration = Duration::from_millis(20);
 /// SIGTERM to SIGKILL, as in the reference.
@@ -77,7 +80,7 @@ impl Process {
                 stderr,
                 truncated,
             }),
-            live: broadcast::channel(4096).0,
+            live: broadcast::channel(LIVE_EVENTS).0,
             finished: watch::channel(done).0,
             kill_requested: AtomicBool::new(false),
         })
