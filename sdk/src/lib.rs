@@ -14,12 +14,15 @@
 
 mod client;
 mod error;
+mod exec;
 mod files;
 mod sse;
 mod system;
 
 pub use client::Sandbox;
 pub use error::SdkError;
+pub use exec::{LogPattern, ProcessHandle};
 pub use files::ListOptions;
 pub use fsd_api as api;
 pub use fsd_api::ErrorCode;
+pub use regex::Regex;

@@ -180,3 +180,57 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
         "daemon still up"
     );
 }
+
+#[test]
+fn exec_streams_output_and_exits_with_the_code() {
+    let daemon = Daemon::start();
+    let output = fsctl(
+        &daemon,
+        &[
+            "exec", "--", "echo", "out;", "echo", "err", ">&2;", "exit", "5",
+        ],
+    );
+    assert_eq!(output.status.code(), Some(5));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "err\n");
+
+    let output = fsctl(
+        &daemon,
+        &["exec", "--env", "GREETING=hi", "--", "echo $GREETING"],
+    );
+    assert_eq!(stdout(&output), "hi\n");
+    let output = fsctl(&daemon, &["--json", "exec", "--", "printf", "x"]);
+    let result: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    assert_eq!(result["stdout"], "x");
+}
+
+#[tokio::test]
+async fn ps_logs_and_kill() {
+    let daemon = Daemon::start();
+    let (status, _) = daemon
+        .post(
+            "/api/process/start",
+            serde_json::json!({"command": "echo logged; sleep 3037", "processId": "cli-proc"}),
+        )
+        .await;
+    assert!(status.is_success());
+    let mut logs = String::new();
+    for _ in 0..100 {
+        logs = stdout(&fsctl(&daemon, &["logs", "cli-proc"]));
+        if !logs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(logs, "logged\n");
+    let ps = stdout(&fsctl(&daemon, &["ps", "--status", "running"]));
+    assert!(
+        ps.lines()
+            .any(|l| l.starts_with("cli-proc") && l.contains("running")),
+        "{ps}"
+    );
+    stdout(&fsctl(&daemon, &["kill", "cli-proc"]));
+    let followed = fsctl(&daemon, &["logs", "-f", "cli-proc"]);
+    assert_eq!(followed.status.code(), Some(143));
+    assert_eq!(String::from_utf8_lossy(&followed.stdout), "logged\n");
+}

@@ -3,6 +3,7 @@
 //! `fsctl up` runs a daemon over a local workspace and prints its URL and token; the other
 //! commands talk to a daemon named by `--url`/`FSD_URL` and `--token`/`FSD_TOKEN`.
 
+mod exec;
 mod files;
 mod output;
 mod up;
@@ -39,6 +40,8 @@ enum Command {
     Up(up::UpArgs),
     #[command(flatten)]
     File(files::FileCommand),
+    #[command(flatten)]
+    Exec(exec::ExecCommand),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +73,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             files::run(&sandbox, command, cli.json).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Exec(command) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            exec::run(&sandbox, command, cli.json).await
         }
     }
 }

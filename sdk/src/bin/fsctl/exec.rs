@@ -1,0 +1,183 @@
+//! `fsctl exec`, `ps`, `kill`, `logs`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::process::ExitCode;
+
+use fsd_sdk::api::exec::{ExecEvent, ExecuteRequest};
+use fsd_sdk::api::process::{ProcessEvent, ProcessStatus};
+use fsd_sdk::{Sandbox, SdkError};
+use futures_util::StreamExt;
+
+use crate::output;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum ExecCommand {
+    /// Run a command (its words joined by spaces, run by bash, as ssh does), streaming its
+    /// output; fsctl exits with the command's exit code.
+    Exec {
+        /// Session to run in (default: the daemon's default session).
+        #[arg(long)]
+        session: Option<String>,
+        /// Directory for this command only.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Variable for this command only, as NAME=VALUE (repeatable).
+        #[arg(short, long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// Kill the command after this many milliseconds (output is then shown at the end).
+        #[arg(long)]
+        timeout_ms: Option<u64>,
+        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// List background processes.
+    Ps {
+        /// Only processes with this status (running, completed, failed, killed, error).
+        #[arg(long)]
+        status: Option<String>,
+    },
+    /// Kill a background process and its children.
+    Kill { id: String },
+    /// Print a process's output; with -f, follow it until the process exits.
+    Logs {
+        id: String,
+        #[arg(short, long)]
+        follow: bool,
+    },
+}
+
+pub async fn run(
+    sandbox: &Sandbox,
+    command: ExecCommand,
+    as_json: bool,
+) -> Result<ExitCode, SdkError> {
+    match command {
+        ExecCommand::Exec {
+            session,
+            cwd,
+            env,
+            timeout_ms,
+            command,
+        } => {
+            let mut vars = BTreeMap::new();
+            for pair in env {
+                let (name, value) = pair.split_once('=').ok_or_else(|| {
+                    SdkError::Io(std::io::Error::other(format!(
+                        "--env {pair:?}: expected NAME=VALUE"
+                    )))
+                })?;
+                vars.insert(name.to_string(), Some(value.to_string()));
+            }
+            let request = ExecuteRequest {
+                command: command.join(" "),
+                session_id: session,
+                cwd,
+                env: (!vars.is_empty()).then_some(vars),
+                timeout_ms,
+                ..ExecuteRequest::default()
+            };
+            if timeout_ms.is_some() || as_json {
+                let result = sandbox.exec_with(&request).await?;
+                if as_json {
+                    output::json(&result);
+                } else {
+                    print_raw(&result.stdout, &result.stderr);
+                }
+                return Ok(exit_code(result.exit_code));
+            }
+            let mut events = sandbox.exec_stream(&request).await?;
+            let mut code = 0;
+            while let Some(event) = events.next().await {
+                match event? {
+                    ExecEvent::Stdout { data, .. } => print_raw(&data, ""),
+                    ExecEvent::Stderr { data, .. } => print_raw("", &data),
+                    ExecEvent::Complete { exit_code, .. } => code = exit_code,
+                    ExecEvent::Error { error, .. } => {
+                        return Err(SdkError::Io(std::io::Error::other(error)));
+                    }
+                    ExecEvent::Start { .. } => {}
+                }
+            }
+            Ok(exit_code(code))
+        }
+        ExecCommand::Ps { status } => {
+            let status = match status {
+                Some(name) => Some(
+                    serde_json::from_value::<ProcessStatus>(serde_json::Value::String(
+                        name.clone(),
+                    ))
+                    .map_err(|_| {
+                        SdkError::Io(std::io::Error::other(format!("unknown status {name:?}")))
+                    })?,
+                ),
+                None => None,
+            };
+            let processes = sandbox.list_processes(status).await?;
+            if as_json {
+                output::json(&processes);
+            } else {
+                println!(
+                    "{:<28} {:>8} {:<10} {:>5}  COMMAND",
+                    "ID", "PID", "STATUS", "EXIT"
+                );
+                for p in processes {
+                    let exit = p.exit_code.map(|c| c.to_string()).unwrap_or_default();
+                    let status = serde_json::to_value(p.status)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default();
+                    println!(
+                        "{:<28} {:>8} {:<10} {:>5}  {}",
+                        p.id, p.pid, status, exit, p.command
+                    );
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecCommand::Kill { id } => {
+            sandbox.kill_process(&id).await?;
+            if as_json {
+                output::json(&serde_json::json!({"killed": id}));
+            } else {
+                println!("killed {id}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecCommand::Logs { id, follow } => {
+            if !follow {
+                let logs = sandbox.process_logs(&id).await?;
+                if as_json {
+                    output::json(&logs);
+                } else {
+                    print_raw(&logs.stdout, &logs.stderr);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
+            let mut events = sandbox.stream_process(&id).await?;
+            while let Some(event) = events.next().await {
+                match event? {
+                    ProcessEvent::Stdout { data, .. } => print_raw(&data, ""),
+                    ProcessEvent::Stderr { data, .. } => print_raw("", &data),
+                    ProcessEvent::Exit { exit_code, .. } => return Ok(self::exit_code(exit_code)),
+                    ProcessEvent::ProcessInfo { .. } => {}
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_raw(stdout: &str, stderr: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(stdout.as_bytes());
+    let _ = out.flush();
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(stderr.as_bytes());
+    let _ = err.flush();
+}
+
+/// Exit codes outside 0–255 (a signal death reported as -1) become 1.
+fn exit_code(code: i32) -> ExitCode {
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}

@@ -1,0 +1,160 @@
+//! The typed client's exec, session and process calls against the real daemon.
+
+use std::time::Duration;
+
+use fsd_sdk::api::exec::{CreateSessionRequest, ExecEvent, ExecuteRequest};
+use fsd_sdk::api::process::{ProcessStatus, StartProcessRequest};
+use fsd_sdk::{ErrorCode, LogPattern, Regex, Sandbox};
+use fsd_tests::Daemon;
+use futures_util::TryStreamExt;
+
+fn client(daemon: &Daemon) -> Sandbox {
+    Sandbox::connect(&daemon.url, daemon.token.as_deref()).unwrap()
+}
+
+fn process(command: &str, id: &str) -> StartProcessRequest {
+    StartProcessRequest {
+        command: command.into(),
+        process_id: Some(id.into()),
+        ..StartProcessRequest::default()
+    }
+}
+
+#[tokio::test]
+async fn exec_sessions_and_streams() {
+    let daemon = Daemon::start();
+    let sandbox = client(&daemon);
+    let result = sandbox.exec("echo hi; sh -c 'exit 3'").await.unwrap();
+    assert_eq!(
+        (result.stdout.as_str(), result.exit_code, result.success),
+        ("hi\n", 3, false)
+    );
+
+    sandbox
+        .create_session(&CreateSessionRequest {
+            id: Some("work".into()),
+            ..CreateSessionRequest::default()
+        })
+        .await
+        .unwrap();
+    let in_session = |command: &str| ExecuteRequest {
+        command: command.into(),
+        session_id: Some("work".into()),
+        ..ExecuteRequest::default()
+    };
+    sandbox.exec_with(&in_session("export X=1")).await.unwrap();
+    assert_eq!(
+        sandbox
+            .exec_with(&in_session("echo $X"))
+            .await
+            .unwrap()
+            .stdout,
+        "1\n"
+    );
+    assert!(
+        sandbox
+            .list_sessions()
+            .await
+            .unwrap()
+            .contains(&"work".to_string())
+    );
+    sandbox.delete_session("work").await.unwrap();
+    let err = sandbox.delete_session("work").await.unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::SessionNotFound));
+
+    let events: Vec<ExecEvent> = sandbox
+        .exec_stream(&ExecuteRequest {
+            command: "echo a; echo b >&2; exit 2".into(),
+            ..ExecuteRequest::default()
+        })
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(matches!(
+        events.first(),
+        Some(ExecEvent::Start { pid: Some(_), .. })
+    ));
+    assert!(matches!(
+        events.last(),
+        Some(ExecEvent::Complete { exit_code: 2, .. })
+    ));
+
+    let err = sandbox.exec("exit 9").await.unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::SessionTerminated));
+}
+
+#[tokio::test]
+async fn process_handles() {
+    let daemon = Daemon::start();
+    let sandbox = client(&daemon);
+    let server = sandbox
+        .start_process(&process(
+            "echo booting; sleep 0.2; echo 'listening on port 8080'; sleep 3036",
+            "server",
+        ))
+        .await
+        .unwrap();
+    assert!(server.pid > 1);
+    let line = server
+        .wait_for_log(
+            &LogPattern::Substring("listening".into()),
+            Some(Duration::from_secs(10)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(line, "listening on port 8080");
+    let regex = LogPattern::Regex(Regex::new(r"port (\d+)").unwrap());
+    assert_eq!(
+        server
+            .wait_for_log(&regex, Some(Duration::from_secs(10)))
+            .await
+            .unwrap(),
+        "listening on port 8080"
+    );
+    let running = sandbox
+        .list_processes(Some(ProcessStatus::Running))
+        .await
+        .unwrap();
+    assert!(running.iter().any(|p| p.id == "server"));
+    server.kill().await.unwrap();
+    assert_eq!(
+        server
+            .wait_for_exit(Some(Duration::from_secs(10)))
+            .await
+            .unwrap(),
+        143
+    );
+    assert_eq!(server.info().await.unwrap().status, ProcessStatus::Killed);
+    assert_eq!(
+        server.logs().await.unwrap().stdout,
+        "booting\nlistening on port 8080\n"
+    );
+
+    let quitter = sandbox
+        .start_process(&process("echo nothing useful; exit 1", "quitter"))
+        .await
+        .unwrap();
+    let err = quitter
+        .wait_for_log(&LogPattern::Substring("ready".into()), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::ProcessExitedBeforeReady));
+
+    let slow = sandbox
+        .start_process(&process("sleep 3036", "slow"))
+        .await
+        .unwrap();
+    let err = slow
+        .wait_for_log(
+            &LogPattern::Substring("never".into()),
+            Some(Duration::from_millis(200)),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::ProcessReadyTimeout));
+    assert_eq!(sandbox.kill_all_processes().await.unwrap(), 1);
+    let err = sandbox.get_process("missing").await.unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::ProcessNotFound));
+}
