@@ -9,6 +9,7 @@
 pub mod error;
 pub mod exec;
 pub mod files;
+pub mod ports;
 pub mod process;
 pub mod system;
 

@@ -8,6 +8,7 @@ mod error;
 mod exec;
 mod files;
 mod logging;
+mod ports;
 mod process;
 mod server;
 mod state;

@@ -13,6 +13,7 @@ use crate::config::Settings;
 use crate::exec::{self, ExecConfig, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
+use crate::ports;
 use crate::process::{self, ProcessService};
 use crate::state::AppState;
 use crate::system::{self, capabilities};
@@ -24,6 +25,7 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(files::router())
         .merge(exec::router())
         .merge(process::router())
+        .merge(ports::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)

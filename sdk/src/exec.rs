@@ -6,6 +6,7 @@ use fsd_api::exec::{
     BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
     DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
 };
+use fsd_api::ports::{PortWatchEvent, PortWatchRequest, ProbeMode};
 use fsd_api::process::{
     GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
     ProcessInfo, ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
@@ -157,6 +158,24 @@ fn status_name(status: ProcessStatus) -> String {
         .unwrap_or_default()
 }
 
+/// How [`ProcessHandle::wait_for_port`] decides a port is ready.
+#[derive(Debug, Clone)]
+pub enum PortProbe {
+    Tcp,
+    Http { path: String, min: u16, max: u16 },
+}
+
+impl PortProbe {
+    /// `GET /` answering 200 to 399, the reference's default.
+    pub fn http() -> Self {
+        Self::Http {
+            path: "/".into(),
+            min: 200,
+            max: 399,
+        }
+    }
+}
+
 /// What [`ProcessHandle::wait_for_log`] looks for in a line of output.
 #[derive(Debug, Clone)]
 pub enum LogPattern {
@@ -200,6 +219,64 @@ impl ProcessHandle {
     ) -> Result<impl Stream<Item = Result<ProcessEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
         self.sandbox.stream_process(&self.id).await
+    }
+
+    /// Waits until `port` answers (`mode` http: a status in `min..=max` for `GET path`;
+    /// tcp: a connection). Fails with `PROCESS_EXITED_BEFORE_READY` if the process ends
+    /// first, `PROCESS_READY_TIMEOUT` after `timeout`.
+    pub async fn wait_for_port(
+        &self,
+        port: u16,
+        probe: PortProbe,
+        timeout: Option<Duration>,
+    ) -> Result<(), SdkError> {
+        let (mode, path, status_min, status_max) = match probe {
+            PortProbe::Tcp => (ProbeMode::Tcp, None, None, None),
+            PortProbe::Http { path, min, max } => {
+                (ProbeMode::Http, Some(path), Some(min), Some(max))
+            }
+        };
+        let request = PortWatchRequest {
+            port: u32::from(port),
+            mode,
+            path,
+            status_min,
+            status_max,
+            process_id: Some(self.id.clone()),
+            interval: None,
+        };
+        let wait = async {
+            let response = self
+                .sandbox
+                .request(Method::POST, "/api/port-watch")
+                .json(&request)
+                .send()
+                .await?;
+            let mut events = sse::events::<PortWatchEvent>(check(response).await?);
+            while let Some(event) = events.next().await {
+                match event? {
+                    PortWatchEvent::Ready { .. } => return Ok(()),
+                    PortWatchEvent::ProcessExited { exit_code, .. } => {
+                        return Err(local_error(
+                            fsd_api::ErrorCode::ProcessExitedBeforeReady,
+                            format!(
+                                "process {} exited ({exit_code:?}) before port {port} was ready",
+                                self.id
+                            ),
+                        ));
+                    }
+                    PortWatchEvent::Error { error, .. } => {
+                        return Err(local_error(fsd_api::ErrorCode::PortOperationError, error));
+                    }
+                    PortWatchEvent::Watching { .. } => {}
+                }
+            }
+            Err(local_error(
+                fsd_api::ErrorCode::PortOperationError,
+                "the port watch ended".into(),
+            ))
+        };
+        with_timeout(timeout, wait).await
     }
 
     /// Waits for the process to exit and returns its exit code.

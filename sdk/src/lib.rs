@@ -21,7 +21,7 @@ mod system;
 
 pub use client::Sandbox;
 pub use error::SdkError;
-pub use exec::{LogPattern, ProcessHandle};
+pub use exec::{LogPattern, PortProbe, ProcessHandle};
 pub use files::ListOptions;
 pub use fsd_api as api;
 pub use fsd_api::ErrorCode;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use fsd_sdk::api::exec::{CreateSessionRequest, ExecEvent, ExecuteRequest};
 use fsd_sdk::api::process::{ProcessStatus, StartProcessRequest};
-use fsd_sdk::{ErrorCode, LogPattern, Regex, Sandbox};
+use fsd_sdk::{ErrorCode, LogPattern, PortProbe, Regex, Sandbox};
 use fsd_tests::Daemon;
 use futures_util::TryStreamExt;
 
@@ -157,4 +157,36 @@ async fn process_handles() {
     assert_eq!(sandbox.kill_all_processes().await.unwrap(), 1);
     let err = sandbox.get_process("missing").await.unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::ProcessNotFound));
+}
+
+#[tokio::test]
+async fn wait_for_port() {
+    let daemon = Daemon::start();
+    let sandbox = client(&daemon);
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let command = format!("sleep 0.2; exec python3 -m http.server {port} --bind 127.0.0.1");
+    let web = sandbox
+        .start_process(&process(&command, "web"))
+        .await
+        .unwrap();
+    web.wait_for_port(port, PortProbe::http(), Some(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    web.wait_for_port(port, PortProbe::Tcp, Some(Duration::from_secs(5)))
+        .await
+        .unwrap();
+    web.kill().await.unwrap();
+    let dying = sandbox
+        .start_process(&process("sleep 0.1", "dying"))
+        .await
+        .unwrap();
+    let err = dying
+        .wait_for_port(port, PortProbe::http(), Some(Duration::from_secs(20)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::ProcessExitedBeforeReady));
 }

@@ -1,0 +1,98 @@
+//! `POST /api/port-watch`.
+
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::Response;
+use fsd_api::ports::{PortWatchEvent, PortWatchRequest, ProbeMode};
+use futures_util::{StreamExt, stream};
+
+use super::probe;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::json::JsonBody;
+use crate::wire::sse::sse_response;
+
+pub async fn watch(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<PortWatchRequest>,
+) -> Result<Response, ApiError> {
+    let port = u16::try_from(req.port)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| {
+            ApiError::validation("port", "must be between 1 and 65535", "INVALID_PORT")
+        })?;
+    let path = req.path.clone().unwrap_or_else(|| "/".into());
+    if !path.starts_with('/') || path.chars().any(|c| c.is_control() || c == ' ') {
+        return Err(ApiError::validation(
+            "path",
+            "must start with / and contain no spaces or control characters",
+            "INVALID_PATH",
+        ));
+    }
+    let (min, max) = (req.status_min.unwrap_or(200), req.status_max.unwrap_or(399));
+    if min > max {
+        return Err(ApiError::validation(
+            "statusMin",
+            "must not be above statusMax",
+            "INVALID_RANGE",
+        ));
+    }
+    let process = match &req.process_id {
+        Some(id) => Some(state.processes.get(id)?),
+        None => None,
+    };
+    let interval = Duration::from_millis(req.interval.unwrap_or(500).clamp(100, 10_000));
+    let port_number = req.port;
+    let polling = stream::unfold(false, move |finished| {
+        let (path, process) = (path.clone(), process.clone());
+        async move {
+            if finished {
+                return None;
+            }
+            loop {
+                if let Some(process) = &process {
+                    let info = process.info();
+                    if info.status.is_terminal() {
+                        return Some((
+                            PortWatchEvent::ProcessExited {
+                                port: port_number,
+                                exit_code: info.exit_code,
+                            },
+                            true,
+                        ));
+                    }
+                }
+                match req.mode {
+                    ProbeMode::Tcp if probe::tcp(port).await => {
+                        return Some((
+                            PortWatchEvent::Ready {
+                                port: port_number,
+                                status_code: None,
+                            },
+                            true,
+                        ));
+                    }
+                    ProbeMode::Http => {
+                        if let Some(code) = probe::http_status(port, &path).await
+                            && (min..=max).contains(&code)
+                        {
+                            return Some((
+                                PortWatchEvent::Ready {
+                                    port: port_number,
+                                    status_code: Some(code),
+                                },
+                                true,
+                            ));
+                        }
+                    }
+                    ProbeMode::Tcp => {}
+                }
+                tokio::time::sleep(interval).await;
+            }
+        }
+    });
+    let first = stream::once(async move { PortWatchEvent::Watching { port: port_number } });
+    Ok(sse_response(first.chain(polling)))
+}
