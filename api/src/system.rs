@@ -41,6 +41,9 @@ pub struct Capabilities {
     pub inotify: InotifyLimits,
     /// Paths outside the workspace and extra roots are refused.
     pub confined: bool,
+    /// How user commands are kept from the daemon: `pid-namespace` (their own PID namespace
+    /// and /proc, so the daemon cannot be signalled or traced) or `none`.
+    pub command_isolation: String,
     /// The workspace root the daemon serves.
     pub workspace: String,
 }

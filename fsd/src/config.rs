@@ -19,6 +19,12 @@ pub enum Command {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum IsolationMode {
+    Auto,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
     Json,
@@ -69,6 +75,10 @@ pub struct ServeArgs {
     #[arg(long = "pass-env", value_name = "NAME")]
     pub pass_env: Vec<String>,
 
+    /// Run each session in its own PID namespace (`auto`: when the host allows it) or not.
+    #[arg(long, env = "FSD_ISOLATION", value_enum, default_value = "auto")]
+    pub isolation: IsolationMode,
+
     /// Finished process records kept (oldest dropped first), across restarts.
     #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
     pub max_process_records: usize,
@@ -97,6 +107,7 @@ pub struct Settings {
     pub pass_env: Vec<String>,
     pub command_timeout_ms: u64,
     pub max_process_records: usize,
+    pub isolation: IsolationMode,
     pub log_level: String,
     pub log_format: LogFormat,
 }
@@ -143,6 +154,7 @@ impl ServeArgs {
             pass_env: self.pass_env,
             command_timeout_ms: self.command_timeout_ms,
             max_process_records: self.max_process_records,
+            isolation: self.isolation,
             log_level: self.log_level,
             log_format: self.log_format,
         })

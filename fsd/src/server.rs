@@ -9,8 +9,8 @@ use tokio::net::TcpListener;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
-use crate::config::Settings;
-use crate::exec::{self, ExecConfig, SessionManager, base_env};
+use crate::config::{IsolationMode, Settings};
+use crate::exec::{self, ExecConfig, Isolation, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
 use crate::ports;
@@ -71,12 +71,14 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         settings.confine,
         settings.allow_roots.clone(),
     );
+    let isolation = Isolation::detect(settings.isolation == IsolationMode::Auto);
     let sessions = Arc::new(SessionManager::new(ExecConfig {
         state_dir: settings.state_dir.clone(),
         workspace: settings.workspace.clone(),
         base_env: base_env(&settings.pass_env),
         default_timeout: (settings.command_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
+        isolation,
     }));
     let processes = Arc::new(ProcessService::new(
         sessions.clone(),
@@ -87,7 +89,11 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         files: Arc::new(FileService::new(policy)),
         sessions: sessions.clone(),
         processes: processes.clone(),
-        capabilities: Arc::new(capabilities::detect(&settings.workspace, settings.confine)),
+        capabilities: Arc::new(capabilities::detect(
+            &settings.workspace,
+            settings.confine,
+            isolation.name(),
+        )),
         auth_enabled: settings.token.is_some(),
     };
     let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));

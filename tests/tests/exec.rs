@@ -404,3 +404,59 @@ async fn sessionless_commands_are_exact_and_bounded() {
     assert_error(status, &body, 500, "COMMAND_EXECUTION_ERROR");
     assert_eq!(body["context"]["timedOut"], true);
 }
+
+#[tokio::test]
+async fn user_commands_cannot_signal_the_daemon() {
+    let daemon = Daemon::start();
+    let (_, caps) = daemon.get("/api/capabilities").await;
+    if caps["capabilities"]["commandIsolation"] != "pid-namespace" {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI=true needs PID namespaces for command isolation: {caps}"
+        );
+        eprintln!("skipping user_commands_cannot_signal_the_daemon: no PID namespaces here");
+        return;
+    }
+    let pid = daemon.pid();
+    let reply = run(
+        &daemon,
+        &format!("kill -9 {pid}; pkill -9 -f 'fsd serve'; kill -9 -1; echo tried"),
+    )
+    .await;
+    assert!(
+        reply["stdout"].as_str().unwrap().ends_with("tried\n") || reply["exitCode"] != 0,
+        "{reply}"
+    );
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK, "the daemon died");
+    // The shell is the first process of its namespace; the daemon is not in its /proc.
+    let reply = run(&daemon, "echo $$; ls /proc | grep -c '^[0-9]'").await;
+    assert!(
+        reply["stdout"].as_str().unwrap().starts_with("1\n"),
+        "{reply}"
+    );
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-0", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+#[tokio::test]
+async fn daemon_secrets_are_not_inherited() {
+    // The harness's daemon inherits this test process's environment.
+    let daemon = Daemon::start();
+    let reply = run(&daemon, "env | cut -d= -f1 | sort | tr '\\n' ' '").await;
+    let names = reply["stdout"].as_str().unwrap();
+    for allowed in ["PATH", "HOME", "LANG", "LC_ALL"] {
+        assert!(names.contains(allowed), "{names}");
+    }
+    for leaked in ["CARGO", "RUST_TEST_THREADS", "CARGO_MANIFEST_DIR"] {
+        assert!(
+            !names.split_whitespace().any(|n| n == leaked),
+            "{leaked} leaked: {names}"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 //! timeout policy; `shell` is one bash and its control FIFO; `script` is the bash text.
 
 mod error;
+mod isolation;
 pub mod proctree;
 mod routes;
 mod script;
@@ -16,6 +17,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use error::ExecError;
+pub use isolation::Isolation;
 pub use routes::{DEFAULT_SESSION, command_spec};
 pub use session::{CommandSpec, Session, Started};
 pub use sessions::{ExecConfig, SessionManager, base_env};

@@ -51,9 +51,29 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
-/// Sends `signal` to every process in the trees, leaves first.
+/// The host pid of the process that has pid `ns_pid` in its own (innermost) PID namespace,
+/// searched among `root` and its descendants. Without a namespace the two are the same.
+pub fn host_pid(ns_pid: u32, root: u32) -> Option<u32> {
+    tree(root)
+        .into_iter()
+        .find(|&pid| innermost_pid(pid) == Some(ns_pid))
+}
+
+/// The last `NSpid` entry of /proc/<pid>/status: the pid the process has in its own namespace.
+fn innermost_pid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|line| line.starts_with("NSpid:"))?;
+    line.split_whitespace().last()?.parse().ok()
+}
+
+/// Sends `signal` to every process in the trees, leaves first. Pids 0 and 1 are never
+/// signalled (0 would mean the daemon's own process group; 1 is init).
 pub fn signal_trees(roots: &[u32], signal: Signal) {
-    let mut all: Vec<u32> = roots.iter().flat_map(|&root| tree(root)).collect();
+    let mut all: Vec<u32> = roots
+        .iter()
+        .filter(|&&root| root > 1)
+        .flat_map(|&root| tree(root))
+        .collect();
     all.reverse();
     for pid in all {
         if let Ok(raw) = i32::try_from(pid) {

@@ -50,7 +50,10 @@ pub struct CommandSpec {
 /// A background command that has started.
 pub struct Started {
     pub job: Job,
+    /// The pid commands in the sandbox see (its PID namespace's numbering).
     pub pid: u32,
+    /// The same process as the daemon sees it, for signals and /proc.
+    pub host_pid: u32,
     pub reports: mpsc::UnboundedReceiver<Report>,
 }
 
@@ -224,19 +227,37 @@ impl Session {
             code = self.shell.wait_exit() => return Err(self.exit_error(code)),
             () = tokio::time::sleep(PID_TIMEOUT) => return Err(ExecError::Spawn("no pid reported within 10 s".into())),
         };
-        self.background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(pid);
-        Ok(Started { job, pid, reports })
+        let mut host_pid = self.shell.host_pid(pid);
+        for _ in 0..50 {
+            if host_pid.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+            host_pid = self.shell.host_pid(pid);
+        }
+        // Not found: the command already exited (its exit report is on its way). 0 stands for
+        // "gone"; nothing signals pid 0 (see proctree::signal_trees).
+        let host_pid = host_pid.unwrap_or(0);
+        if host_pid != 0 {
+            self.background
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(host_pid);
+        }
+        Ok(Started {
+            job,
+            pid,
+            host_pid,
+            reports,
+        })
     }
 
     /// Forgets a background command that has ended.
-    pub fn background_ended(&self, job: &Job, pid: u32) {
+    pub fn background_ended(&self, job: &Job, host_pid: u32) {
         self.background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&pid);
+            .remove(&host_pid);
         self.shell.unsubscribe(job.id);
     }
 

@@ -2,6 +2,7 @@
 //! sessionless execution.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
@@ -12,6 +13,7 @@ use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
 use super::error::ExecError;
+use super::isolation::Isolation;
 use super::session::{CommandSpec, Finished, MAX_OUTPUT_BYTES, Session, read_capped};
 use super::shell::Shell;
 use crate::wire::time::now_rfc3339;
@@ -26,6 +28,7 @@ pub struct ExecConfig {
     pub base_env: Vec<(String, String)>,
     /// `COMMAND_TIMEOUT_MS`: the timeout of commands that name none.
     pub default_timeout: Option<Duration>,
+    pub isolation: Isolation,
 }
 
 /// How a new session starts.
@@ -147,7 +150,7 @@ impl SessionManager {
         let mut env = self.config.base_env.clone();
         merge_env(&mut env, &options.env);
         let start = options.cwd.unwrap_or_else(|| self.config.workspace.clone());
-        let shell = Shell::spawn(dir, &start, &env).await?;
+        let shell = Shell::spawn(dir, &start, &env, self.config.isolation).await?;
         let timeout = options.command_timeout.or(self.config.default_timeout);
         Ok(Session::new(id, shell, timeout, now_rfc3339()))
     }
@@ -189,8 +192,15 @@ async fn run_sessionless(
     let mut env = config.base_env.clone();
     merge_env(&mut env, &spec.env);
     let started = Instant::now();
-    let mut child = tokio::process::Command::new("bash")
-        .args(["--norc", "--noprofile", "-c", &spec.command])
+    let bash_args = [
+        OsStr::new("--norc"),
+        OsStr::new("--noprofile"),
+        OsStr::new("-c"),
+        OsStr::new(&spec.command),
+    ];
+    let mut child = config
+        .isolation
+        .command(&bash_args)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .current_dir(spec.cwd.as_deref().unwrap_or(&config.workspace))

@@ -6,6 +6,7 @@
 //! task routes each report to the job waiting for it; a watcher task records the exit.
 
 use std::collections::HashMap;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -15,11 +16,11 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::Command;
 use tokio::sync::{mpsc, watch};
 
 use super::error::ExecError;
-use super::script;
+use super::isolation::Isolation;
+use super::{proctree, script};
 
 /// How long a new shell may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -63,7 +64,11 @@ impl Job {
 }
 
 pub struct Shell {
+    /// The bash process (host pid).
     pid: u32,
+    /// The process fsd started: bash itself, or `unshare` with bash as its child.
+    leader: u32,
+    isolation: Isolation,
     commands: tokio::sync::Mutex<tokio::net::unix::pipe::Sender>,
     dir: PathBuf,
     routes: Routes,
@@ -79,6 +84,7 @@ impl Shell {
         dir: PathBuf,
         start_dir: &Path,
         env: &[(String, String)],
+        isolation: Isolation,
     ) -> Result<Self, ExecError> {
         std::fs::create_dir_all(&dir)?;
         let control = dir.join("control");
@@ -100,9 +106,13 @@ impl Shell {
             .open_sender(&commands)?;
         let driver = dir.join("driver.sh");
         std::fs::write(&driver, script::driver(&control, &commands, start_dir))?;
-        let mut child = Command::new("bash")
-            .args(["--norc", "--noprofile"])
-            .arg(&driver)
+        let bash_args = [
+            OsStr::new("--norc"),
+            OsStr::new("--noprofile"),
+            driver.as_os_str(),
+        ];
+        let mut child = isolation
+            .command(&bash_args)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .current_dir(&dir)
@@ -113,7 +123,7 @@ impl Shell {
             .kill_on_drop(true)
             .spawn()
             .map_err(|err| ExecError::Spawn(format!("bash: {err}")))?;
-        let pid = child
+        let leader = child
             .id()
             .ok_or_else(|| ExecError::Spawn("bash exited at once".into()))?;
 
@@ -135,8 +145,10 @@ impl Shell {
             let _ = exit_tx.send(Some(code));
         });
 
-        let shell = Self {
-            pid,
+        let mut shell = Self {
+            pid: leader,
+            leader,
+            isolation,
             commands: tokio::sync::Mutex::new(sender),
             dir,
             routes,
@@ -150,6 +162,13 @@ impl Shell {
             () = tokio::time::sleep(READY_TIMEOUT) => return Err(ExecError::Spawn("bash did not become ready".into())),
         }
         shell.unsubscribe(0);
+        if isolation == Isolation::PidNamespace {
+            // The shell is the child of `unshare`; it is the one to interrupt.
+            shell.pid = proctree::children(leader)
+                .first()
+                .copied()
+                .ok_or_else(|| ExecError::Spawn("the namespaced shell vanished".into()))?;
+        }
         Ok(shell)
     }
 
@@ -216,10 +235,19 @@ impl Shell {
         }
     }
 
-    /// Kills the shell and everything in its process group.
+    /// Kills the shell and everything in its process group (and, when namespaced,
+    /// everything in its PID namespace, which dies with its first process).
     pub fn kill(&self) {
-        if let Ok(pid) = i32::try_from(self.pid) {
+        if let Ok(pid) = i32::try_from(self.leader) {
             let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        }
+    }
+
+    /// The host pid of a process the shell knows by `pid` (its namespace's numbering).
+    pub fn host_pid(&self, pid: u32) -> Option<u32> {
+        match self.isolation {
+            Isolation::None => Some(pid),
+            Isolation::PidNamespace => proctree::host_pid(pid, self.pid),
         }
     }
 }

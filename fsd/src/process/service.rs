@@ -63,6 +63,9 @@ struct State {
 
 pub struct Process {
     pub id: String,
+    /// The pid as the daemon sees it (`info.pid` is the sandbox's view); 0 for records
+    /// loaded from disk, which never run again.
+    host_pid: u32,
     state: Mutex<State>,
     live: broadcast::Sender<Live>,
     finished: watch::Sender<bool>,
@@ -70,10 +73,17 @@ pub struct Process {
 }
 
 impl Process {
-    fn new(info: ProcessInfo, stdout: Vec<u8>, stderr: Vec<u8>, truncated: bool) -> Arc<Self> {
+    fn new(
+        info: ProcessInfo,
+        host_pid: u32,
+        stdout: Vec<u8>,
+        stderr: Vec<u8>,
+        truncated: bool,
+    ) -> Arc<Self> {
         let done = info.status.is_terminal();
         Arc::new(Self {
             id: info.id.clone(),
+            host_pid,
             state: Mutex::new(State {
                 info,
                 stdout,
@@ -174,6 +184,7 @@ impl ProcessService {
         for record in load_records(&records_dir) {
             let process = Process::new(
                 record.info,
+                0,
                 record.stdout.into_bytes(),
                 record.stderr.into_bytes(),
                 record.truncated,
@@ -257,6 +268,7 @@ impl ProcessService {
                 exit_code: None,
                 session_id: session_id.to_string(),
             },
+            started.host_pid,
             Vec::new(),
             Vec::new(),
             false,
@@ -283,12 +295,12 @@ impl ProcessService {
             });
         }
         process.kill_requested.store(true, Ordering::SeqCst);
-        proctree::signal_trees(&[info.pid], Signal::SIGTERM);
+        proctree::signal_trees(&[process.host_pid], Signal::SIGTERM);
         if tokio::time::timeout(KILL_GRACE, process.wait())
             .await
             .is_err()
         {
-            proctree::signal_trees(&[info.pid], Signal::SIGKILL);
+            proctree::signal_trees(&[process.host_pid], Signal::SIGKILL);
             let _ = tokio::time::timeout(Duration::from_secs(5), process.wait()).await;
         }
         Ok(())
@@ -365,7 +377,7 @@ async fn follow(process: &Process, mut started: Started, session: &crate::exec::
             _ = ticker.tick() => {
                 out.pump(process);
                 err.pump(process);
-                if proctree::alive(started.pid) {
+                if proctree::alive(started.host_pid) {
                     dead_ticks = 0;
                 } else {
                     dead_ticks += 1;
@@ -381,7 +393,7 @@ async fn follow(process: &Process, mut started: Started, session: &crate::exec::
     err.pump(process);
     out.finish(process);
     err.finish(process);
-    session.background_ended(&started.job, started.pid);
+    session.background_ended(&started.job, started.host_pid);
     started.job.remove_files();
     code
 }

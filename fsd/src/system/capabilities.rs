@@ -10,7 +10,7 @@ use fsd_api::system::{Capabilities, InotifyLimits};
 /// CAP_SYS_ADMIN's bit in the capability sets.
 const CAP_SYS_ADMIN: u32 = 21;
 
-pub fn detect(workspace: &Path, confined: bool) -> Capabilities {
+pub fn detect(workspace: &Path, confined: bool, command_isolation: &str) -> Capabilities {
     let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
     let has_fs = |name: &str| {
         filesystems
@@ -32,6 +32,7 @@ pub fn detect(workspace: &Path, confined: bool) -> Capabilities {
             max_queued_events: read_number("/proc/sys/fs/inotify/max_queued_events"),
         },
         confined,
+        command_isolation: command_isolation.to_string(),
         workspace: workspace.display().to_string(),
     }
 }
@@ -71,7 +72,7 @@ mod tests {
 
     #[test]
     fn reads_this_host() {
-        let caps = detect(Path::new("/tmp"), false);
+        let caps = detect(Path::new("/tmp"), false, "none");
         assert!(caps.inotify.max_user_watches.is_some());
         assert_eq!(caps.workspace, "/tmp");
     }
