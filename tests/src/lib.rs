@@ -51,6 +51,8 @@ pub struct Options {
     pub token: Option<String>,
     pub confine: bool,
     pub allow_roots: Vec<PathBuf>,
+    /// More `fsd serve` flags.
+    pub extra_args: Vec<String>,
 }
 
 impl Daemon {
@@ -179,6 +181,7 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
     for root in &options.allow_roots {
         command.arg("--allow-root").arg(root);
     }
+    command.args(&options.extra_args);
     let mut child = command.spawn().expect("spawn fsd");
     let url = read_listen_line(&mut child);
     (child, url)

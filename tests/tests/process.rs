@@ -303,3 +303,51 @@ async fn finished_records_survive_a_restart() {
     let (_, logs) = daemon.get("/api/process/keep-me/logs").await;
     assert_eq!(logs["stdout"], "persisted\n");
 }
+
+#[tokio::test]
+async fn finished_records_are_pruned_past_the_limit() {
+    let mut daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--max-process-records".into(), "3".into()],
+        ..fsd_tests::Options::default()
+    });
+    for i in 0..5 {
+        let id = format!("r{i}");
+        start(&daemon, json!({"command": "true", "processId": id})).await;
+        wait_status(&daemon, &id, "completed").await;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let ids = |list: &Value| -> Vec<String> {
+        list["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (_, list) = daemon.get("/api/process/list").await;
+    assert_eq!(ids(&list), ["r2", "r3", "r4"]);
+    daemon.restart();
+    let (_, list) = daemon.get("/api/process/list").await;
+    assert_eq!(
+        ids(&list),
+        ["r2", "r3", "r4"],
+        "pruned records came back after a restart"
+    );
+}
+
+#[tokio::test]
+async fn stored_output_is_capped_and_says_so() {
+    let daemon = Daemon::start();
+    start(&daemon, json!({"command": "head -c 9000000 /dev/zero | tr '\\0' y; echo tail-marker >&2", "processId": "loud"})).await;
+    wait_status(&daemon, "loud", "completed").await;
+    let (_, logs) = daemon.get("/api/process/loud/logs").await;
+    let cap = logs["outputCapBytes"].as_u64().unwrap();
+    assert_eq!(
+        logs["truncated"],
+        true,
+        "stored {} bytes of stdout",
+        logs["stdout"].as_str().unwrap().len()
+    );
+    assert_eq!(logs["stdout"].as_str().unwrap().len() as u64, cap);
+    assert_eq!(logs["stderr"], "tail-marker\n");
+}

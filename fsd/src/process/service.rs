@@ -389,8 +389,8 @@ async fn follow(process: &Process, mut started: Started, session: &crate::exec::
             }
         }
     };
-    out.pump(process);
-    err.pump(process);
+    out.drain(process);
+    err.drain(process);
     out.finish(process);
     err.finish(process);
     session.background_ended(&started.job, started.host_pid);
@@ -416,19 +416,29 @@ impl Tail {
         }
     }
 
-    fn pump(&mut self, process: &Process) {
+    /// Copies up to 4 MiB of new output; returns how much there was.
+    fn pump(&mut self, process: &Process) -> usize {
         let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return;
+            return 0;
         };
         if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return;
+            return 0;
         }
         let mut bytes = Vec::new();
-        if file.take(4 * 1024 * 1024).read_to_end(&mut bytes).is_ok() && !bytes.is_empty() {
+        if file.take(4 * 1024 * 1024).read_to_end(&mut bytes).is_err() {
+            return 0;
+        }
+        if !bytes.is_empty() {
             self.offset += bytes.len() as u64;
             let text = self.text.push(&bytes);
             process.append(self.stream, &bytes, text);
         }
+        bytes.len()
+    }
+
+    /// Copies everything that is left, however much the process wrote in its last tick.
+    fn drain(&mut self, process: &Process) {
+        while self.pump(process) > 0 {}
     }
 
     fn finish(&mut self, process: &Process) {
