@@ -227,12 +227,14 @@ impl Session {
             code = self.shell.wait_exit() => return Err(self.exit_error(code)),
             () = tokio::time::sleep(PID_TIMEOUT) => return Err(ExecError::Spawn("no pid reported within 10 s".into())),
         };
+        // The pid is reported after the fork, so one scan finds a live process; a miss means it
+        // has already exited (a retry or two covers a slow /proc).
         let mut host_pid = self.shell.host_pid(pid);
-        for _ in 0..50 {
+        for _ in 0..2 {
             if host_pid.is_some() {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            tokio::time::sleep(Duration::from_millis(1)).await;
             host_pid = self.shell.host_pid(pid);
         }
         // Not found: the command already exited (its exit report is on its way). 0 stands for
