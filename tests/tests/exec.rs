@@ -460,3 +460,80 @@ async fn daemon_secrets_are_not_inherited() {
         );
     }
 }
+
+#[tokio::test]
+async fn deleting_a_session_under_a_running_command_is_410_destroyed() {
+    let daemon = std::sync::Arc::new(Daemon::start());
+    daemon
+        .post("/api/session/create", json!({"id": "doomed"}))
+        .await;
+    let running = {
+        let daemon = daemon.clone();
+        tokio::spawn(async move {
+            daemon
+                .post(
+                    "/api/execute",
+                    json!({"command": "sleep 3039", "sessionId": "doomed"}),
+                )
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (status, _) = daemon
+        .post("/api/session/delete", json!({"sessionId": "doomed"}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = running.await.unwrap();
+    assert_error(status, &body, 410, "SESSION_DESTROYED");
+}
+
+#[tokio::test]
+async fn file_routes_resolve_relative_paths_in_the_session_cwd() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("proj")).unwrap();
+    daemon
+        .post(
+            "/api/execute",
+            json!({"command": "cd proj", "sessionId": "s"}),
+        )
+        .await;
+    let (status, body) = daemon
+        .post(
+            "/api/write",
+            json!({"path": "note.txt", "content": "in proj", "sessionId": "s"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["path"], "note.txt");
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("proj/note.txt")).unwrap(),
+        "in proj"
+    );
+    let (_, body) = daemon
+        .post("/api/read", json!({"path": "note.txt", "sessionId": "s"}))
+        .await;
+    assert_eq!(body["content"], "in proj");
+    let (_, body) = daemon
+        .post("/api/exists", json!({"path": "note.txt"}))
+        .await;
+    assert_eq!(
+        body["exists"], false,
+        "without a session, paths resolve in the workspace"
+    );
+    let (status, _) = daemon
+        .post(
+            "/api/rename",
+            json!({"oldPath": "note.txt", "newPath": "renamed.txt", "sessionId": "s"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(daemon.path("proj/renamed.txt").exists());
+    let (_, body) = daemon
+        .post("/api/list-files", json!({"path": ".", "sessionId": "s"}))
+        .await;
+    assert_eq!(body["files"][0]["name"], "renamed.txt");
+    let (status, body) = daemon
+        .post("/api/read", json!({"path": "", "sessionId": "s"}))
+        .await;
+    assert_validation(status, &body, "path");
+}

@@ -257,7 +257,8 @@ async fn background_commands_see_session_state_and_fail_fast_on_bad_cwd() {
     let (status, body) = daemon
         .post("/api/process/start", json!({"command": " "}))
         .await;
-    assert_validation(status, &body, "command");
+    assert_error(status, &body, 400, "INVALID_COMMAND");
+    assert_eq!(body["context"]["validationErrors"][0]["field"], "command");
     let (status, body) = daemon
         .post(
             "/api/process/start",
@@ -350,4 +351,28 @@ async fn stored_output_is_capped_and_says_so() {
     );
     assert_eq!(logs["stdout"].as_str().unwrap().len() as u64, cap);
     assert_eq!(logs["stderr"], "tail-marker\n");
+}
+
+#[tokio::test]
+async fn a_running_process_id_cannot_be_reused() {
+    let daemon = Daemon::start();
+    start(
+        &daemon,
+        json!({"command": "sleep 3038", "processId": "one"}),
+    )
+    .await;
+    let (status, body) = daemon
+        .post(
+            "/api/process/start",
+            json!({"command": "true", "processId": "one"}),
+        )
+        .await;
+    assert_error(status, &body, 409, "RESOURCE_BUSY");
+    daemon
+        .request(Method::DELETE, "/api/process/one")
+        .send()
+        .await
+        .unwrap();
+    wait_status(&daemon, "one", "killed").await;
+    start(&daemon, json!({"command": "true", "processId": "one"})).await;
 }

@@ -29,7 +29,10 @@ pub async fn read(
 ) -> Reply<ReadResponse> {
     let file = state
         .files
-        .read(&req.path, req.encoding)
+        .read(
+            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
+            req.encoding,
+        )
         .await
         .op(Operation::FileRead)?;
     Ok(Json(ReadResponse {
@@ -50,7 +53,7 @@ pub async fn read_stream(
 ) -> Result<Response, ApiError> {
     let opened = state
         .files
-        .open_for_stream(&req.path)
+        .open_for_stream(&in_session(&state, req.session_id.as_deref(), "path", &req.path).await)
         .await
         .op(Operation::FileRead)?;
     Ok(sse_response(stream::events(opened)))
@@ -66,7 +69,10 @@ pub async fn write(
     };
     let bytes_written = state
         .files
-        .write(&req.path, bytes)
+        .write(
+            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
+            bytes,
+        )
         .await
         .op(Operation::FileWrite)?;
     Ok(Json(WriteResponse {
@@ -92,7 +98,7 @@ pub async fn delete(
 ) -> Reply<PathResponse> {
     state
         .files
-        .delete(&req.path)
+        .delete(&in_session(&state, req.session_id.as_deref(), "path", &req.path).await)
         .await
         .op(Operation::FileDelete)?;
     Ok(Json(PathResponse {
@@ -108,7 +114,16 @@ pub async fn rename(
 ) -> Reply<RenameResponse> {
     state
         .files
-        .rename(("oldPath", &req.old_path), ("newPath", &req.new_path))
+        .rename(
+            (
+                "oldPath",
+                &in_session(&state, req.session_id.as_deref(), "oldPath", &req.old_path).await,
+            ),
+            (
+                "newPath",
+                &in_session(&state, req.session_id.as_deref(), "newPath", &req.new_path).await,
+            ),
+        )
         .await
         .op(Operation::FileRename)?;
     Ok(Json(RenameResponse {
@@ -126,8 +141,26 @@ pub async fn move_file(
     state
         .files
         .rename(
-            ("sourcePath", &req.source_path),
-            ("destinationPath", &req.destination_path),
+            (
+                "sourcePath",
+                &in_session(
+                    &state,
+                    req.session_id.as_deref(),
+                    "sourcePath",
+                    &req.source_path,
+                )
+                .await,
+            ),
+            (
+                "destinationPath",
+                &in_session(
+                    &state,
+                    req.session_id.as_deref(),
+                    "destinationPath",
+                    &req.destination_path,
+                )
+                .await,
+            ),
         )
         .await
         .op(Operation::FileMove)?;
@@ -146,7 +179,10 @@ pub async fn mkdir(
     let recursive = req.recursive.unwrap_or(false);
     state
         .files
-        .mkdir(&req.path, recursive)
+        .mkdir(
+            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
+            recursive,
+        )
         .await
         .op(Operation::DirectoryCreate)?;
     Ok(Json(MkdirResponse {
@@ -168,7 +204,10 @@ pub async fn list_files(
     };
     let files = state
         .files
-        .list(&req.path, options)
+        .list(
+            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
+            options,
+        )
         .await
         .op(Operation::DirectoryList)?;
     Ok(Json(ListFilesResponse {
@@ -186,7 +225,7 @@ pub async fn exists(
 ) -> Reply<ExistsResponse> {
     let exists = state
         .files
-        .exists(&req.path)
+        .exists(&in_session(&state, req.session_id.as_deref(), "path", &req.path).await)
         .await
         .op(Operation::FileStat)?;
     Ok(Json(ExistsResponse {
@@ -204,7 +243,10 @@ pub async fn stat(
     let follow = req.follow_symlinks.unwrap_or(false);
     let stat = state
         .files
-        .stat(&req.path, follow)
+        .stat(
+            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
+            follow,
+        )
         .await
         .op(Operation::FileStat)?;
     Ok(Json(StatResponse {
@@ -213,4 +255,26 @@ pub async fn stat(
         stat,
         timestamp: now_rfc3339(),
     }))
+}
+
+/// A relative path in a request that names a live session resolves against that session's
+/// current directory (as the reference does); otherwise against the workspace. Invalid paths
+/// are passed through unchanged so the service rejects them naming the field.
+async fn in_session(
+    state: &AppState,
+    session_id: Option<&str>,
+    field: &'static str,
+    raw: &str,
+) -> String {
+    let relative =
+        !std::path::Path::new(raw).is_absolute() && super::paths::validate(field, raw).is_ok();
+    match session_id {
+        Some(id) if relative && id != fsd_api::DISABLE_SESSION_TOKEN => {
+            match state.sessions.cwd_of(id).await {
+                Some(cwd) => cwd.join(raw).display().to_string(),
+                None => raw.to_string(),
+            }
+        }
+        _ => raw.to_string(),
+    }
 }

@@ -25,6 +25,12 @@ pub async fn start(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<StartProcessRequest>,
 ) -> Result<Json<StartProcessResponse>, ApiError> {
+    if req.command.trim().is_empty() {
+        // The reference's code for this case (its clients map it to InvalidCommandError).
+        return Err(ApiError::new(fsd_api::ErrorCode::InvalidCommand, "command: must not be empty").with_context(
+            serde_json::json!({"validationErrors": [{"field": "command", "message": "must not be empty", "code": "INVALID_COMMAND"}]}),
+        ));
+    }
     let session_id = req
         .session_id
         .clone()
