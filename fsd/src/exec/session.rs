@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -149,29 +149,19 @@ impl Session {
             code = self.shell.wait_exit() => return Err(self.exit_error(code)),
             () = sleep_until(deadline) => {
                 let kept = self.stop_foreground(reports).await;
-                let (stdout, _) = read_capped(&job.stdout, 64 * 1024);
-                let (stderr, _) = read_capped(&job.stderr, 64 * 1024);
-                return Err(ExecError::Timeout {
-                    timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
-                    stdout: String::from_utf8_lossy(&stdout).into_owned(),
-                    stderr: String::from_utf8_lossy(&stderr).into_owned(),
-                    session_kept: kept,
-                });
+                return Err(timeout_error(timeout, &job.stdout, &job.stderr, kept));
             }
         };
         let duration = started.elapsed();
         let Some(exit_code) = done else {
             return Err(self.exit_error(self.shell.wait_exit().await));
         };
-        let (stdout, out_cut) = read_capped(&job.stdout, MAX_OUTPUT_BYTES);
-        let (stderr, err_cut) = read_capped(&job.stderr, MAX_OUTPUT_BYTES);
-        Ok(Finished {
+        Ok(Finished::from_files(
             exit_code,
-            stdout,
-            stderr,
-            truncated: out_cut || err_cut,
+            &job.stdout,
+            &job.stderr,
             duration,
-        })
+        ))
     }
 
     /// Stops a foreground command that ran past its deadline, gently first: SIGINT to the
@@ -298,6 +288,38 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+impl Finished {
+    /// A result whose output is in two files (read up to the cap).
+    pub fn from_files(exit_code: i32, stdout: &Path, stderr: &Path, duration: Duration) -> Self {
+        let (stdout, out_cut) = read_capped(stdout, MAX_OUTPUT_BYTES);
+        let (stderr, err_cut) = read_capped(stderr, MAX_OUTPUT_BYTES);
+        Self {
+            exit_code,
+            stdout,
+            stderr,
+            truncated: out_cut || err_cut,
+            duration,
+        }
+    }
+}
+
+/// The timeout error, with the first 64 KiB of what the command printed before it.
+pub fn timeout_error(
+    timeout: Option<Duration>,
+    stdout: &Path,
+    stderr: &Path,
+    session_kept: bool,
+) -> ExecError {
+    let (stdout, _) = read_capped(stdout, 64 * 1024);
+    let (stderr, _) = read_capped(stderr, 64 * 1024);
+    ExecError::Timeout {
+        timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
+        stdout: String::from_utf8_lossy(&stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&stderr).into_owned(),
+        session_kept,
     }
 }
 

@@ -14,7 +14,7 @@ use nix::unistd::Pid;
 
 use super::error::ExecError;
 use super::isolation::Isolation;
-use super::session::{CommandSpec, Finished, MAX_OUTPUT_BYTES, Session, read_capped};
+use super::session::{CommandSpec, Finished, Session, timeout_error};
 use super::shell::Shell;
 use crate::wire::time::now_rfc3339;
 
@@ -234,14 +234,7 @@ async fn run_sessionless(
                 }
             }
             let _ = child.wait().await;
-            let (stdout, _) = read_capped(&out_path, 64 * 1024);
-            let (stderr, _) = read_capped(&err_path, 64 * 1024);
-            return Err(ExecError::Timeout {
-                timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
-                stdout: String::from_utf8_lossy(&stdout).into_owned(),
-                stderr: String::from_utf8_lossy(&stderr).into_owned(),
-                session_kept: true,
-            });
+            return Err(timeout_error(timeout, &out_path, &err_path, true));
         }
     };
     let duration = started.elapsed();
@@ -249,15 +242,9 @@ async fn run_sessionless(
         use std::os::unix::process::ExitStatusExt;
         128 + status.signal().unwrap_or(0)
     });
-    let (stdout, out_cut) = read_capped(&out_path, MAX_OUTPUT_BYTES);
-    let (stderr, err_cut) = read_capped(&err_path, MAX_OUTPUT_BYTES);
-    Ok(Finished {
-        exit_code,
-        stdout,
-        stderr,
-        truncated: out_cut || err_cut,
-        duration,
-    })
+    Ok(Finished::from_files(
+        exit_code, &out_path, &err_path, duration,
+    ))
 }
 
 /// Removes the per-daemon directories under `parent` whose daemon (named by pid) is gone.
