@@ -286,6 +286,12 @@ async fn sessionless_background_processes_run() {
         logs["stdout"],
         format!("alone\n{}\n", daemon.root().display())
     );
+    let (_, sessions) = daemon.get("/api/session/list").await;
+    assert_eq!(
+        sessions["data"],
+        json!([]),
+        "the internal host session is listed"
+    );
 }
 
 #[tokio::test]

@@ -103,12 +103,12 @@ impl SessionManager {
         }
     }
 
-    /// Ids of live sessions, sorted.
+    /// Ids of live sessions, sorted; fsd's internal ones (`__fsd_…`) are not listed.
     pub async fn list(&self) -> Vec<String> {
         let sessions = self.sessions.lock().await;
         let mut ids: Vec<String> = sessions
             .iter()
-            .filter(|(_, s)| !s.is_dead())
+            .filter(|(id, s)| !s.is_dead() && !id.starts_with("__fsd_"))
             .map(|(id, _)| id.clone())
             .collect();
         ids.sort();
