@@ -1,0 +1,353 @@
+//! The inotify engine: one thread per watched root owns the inotify instance and the map
+//! from watch descriptors to directories, turns kernel events into [`Event`]s, and keeps
+//! the watch set in step with the tree (new directories added and scanned, renamed ones
+//! re-pathed, removed ones dropped).
+
+use std::collections::HashMap;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use tokio::sync::mpsc;
+
+use crate::{Filter, WatchError};
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Created, or moved into the tree.
+    Create,
+    Modify,
+    /// Deleted, or moved out of the tree.
+    Delete,
+    /// Renamed within the tree: [`Event::from`] is the old path.
+    Rename,
+    /// Metadata (mode, owner, times) changed.
+    Attrib,
+    /// Events were lost (kernel queue overflow or watch limit): rescan.
+    Overflow,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// Absolute path (the root itself for an overflow).
+    pub path: PathBuf,
+    /// The old path of a rename.
+    pub from: Option<PathBuf>,
+    pub is_dir: bool,
+}
+
+/// What every directory watch listens for.
+const DIR_MASK: WatchMask = WatchMask::CREATE
+    .union(WatchMask::MODIFY)
+    .union(WatchMask::DELETE)
+    .union(WatchMask::MOVED_FROM)
+    .union(WatchMask::MOVED_TO)
+    .union(WatchMask::ATTRIB)
+    .union(WatchMask::ONLYDIR)
+    .union(WatchMask::DONT_FOLLOW)
+    .union(WatchMask::EXCL_UNLINK);
+
+/// A running watch; stops when dropped.
+pub struct Watcher {
+    root: PathBuf,
+    stop: Arc<AtomicBool>,
+    watched: Arc<AtomicUsize>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Watcher {
+    /// Watches `root` (recursively unless `recursive` is false). Returns once every watch is
+    /// in place, so anything that happens after this returns is reported.
+    pub fn start(
+        root: &Path,
+        filter: Filter,
+        recursive: bool,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), WatchError> {
+        let meta = std::fs::metadata(root).map_err(|_| WatchError::NotFound(root.to_path_buf()))?;
+        if !meta.is_dir() {
+            return Err(WatchError::NotDirectory(root.to_path_buf()));
+        }
+        let root = std::fs::canonicalize(root)?;
+        let inotify = Inotify::init()?;
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let watched = Arc::new(AtomicUsize::new(0));
+        let mut tree = Tree {
+            watches: inotify.watches(),
+            dirs: HashMap::new(),
+            root: root.clone(),
+            filter,
+            recursive,
+            sender,
+            pending_move: None,
+            watched: watched.clone(),
+        };
+        tree.add(&root, false).map_err(|err| match err {
+            AddError::Limit => WatchError::LimitReached { path: root.clone() },
+            AddError::Io(err) => WatchError::Io(err),
+        })?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread_stop = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("fsd-watch".into())
+            .spawn(move || run(inotify, tree, &thread_stop))?;
+        Ok((
+            Self {
+                root,
+                stop,
+                watched,
+                thread: Some(thread),
+            },
+            receiver,
+        ))
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Directories currently watched.
+    pub fn watched_dirs(&self) -> usize {
+        self.watched.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Watcher {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The watch thread: poll with a short timeout (so stop is noticed and a lone MOVED_FROM is
+/// resolved as a move out), read, handle.
+fn run(mut inotify: Inotify, mut tree: Tree, stop: &AtomicBool) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    while !stop.load(Ordering::SeqCst) && !tree.sender.is_closed() {
+        let ready = {
+            let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+            poll(&mut fds, PollTimeout::from(100u16)).unwrap_or(0)
+        };
+        if ready == 0 {
+            tree.flush_move();
+            continue;
+        }
+        let events: Vec<(EventMask, Option<WatchDescriptor>, u32, Option<PathBuf>)> =
+            match inotify.read_events(&mut buffer) {
+                Ok(events) => events
+                    .map(|e| {
+                        let wd = (!e.mask.contains(EventMask::Q_OVERFLOW)).then(|| e.wd.clone());
+                        (e.mask, wd, e.cookie, e.name.map(PathBuf::from))
+                    })
+                    .collect(),
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+                Err(err) => {
+                    tracing::error!(error = %err, "reading inotify events failed");
+                    tree.emit(EventKind::Overflow, tree.root.clone(), None, true);
+                    break;
+                }
+            };
+        for (mask, wd, cookie, name) in events {
+            tree.handle(mask, wd, cookie, name);
+        }
+    }
+}
+
+enum AddError {
+    Limit,
+    Io(std::io::Error),
+}
+
+struct Tree {
+    watches: Watches,
+    dirs: HashMap<WatchDescriptor, PathBuf>,
+    root: PathBuf,
+    filter: Filter,
+    recursive: bool,
+    sender: mpsc::UnboundedSender<Event>,
+    /// A MOVED_FROM waiting for its MOVED_TO: (cookie, path, is_dir).
+    pending_move: Option<(u32, PathBuf, bool)>,
+    watched: Arc<AtomicUsize>,
+}
+
+impl Tree {
+    fn relative<'a>(&self, path: &'a Path) -> std::borrow::Cow<'a, str> {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .to_string_lossy()
+    }
+
+    fn emit(&self, kind: EventKind, path: PathBuf, from: Option<PathBuf>, is_dir: bool) {
+        let _ = self.sender.send(Event {
+            kind,
+            path,
+            from,
+            is_dir,
+        });
+    }
+
+    /// Emits `kind` for `path` if the filter lets it through.
+    fn report(&self, kind: EventKind, path: PathBuf, is_dir: bool) {
+        if self.filter.allows(&self.relative(&path)) {
+            self.emit(kind, path, None, is_dir);
+        }
+    }
+
+    /// Watches `dir` and (when recursive) everything below it. With `report`, what is found
+    /// is reported as created: it appeared before its directory's watch could see it.
+    fn add(&mut self, dir: &Path, report: bool) -> Result<(), AddError> {
+        match self.watches.add(dir, DIR_MASK) {
+            Ok(wd) => {
+                if self.dirs.insert(wd, dir.to_path_buf()).is_none() {
+                    self.watched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Err(err) if err.raw_os_error() == Some(nix::errno::Errno::ENOSPC as i32) => {
+                return Err(AddError::Limit);
+            }
+            // Gone already, or not a directory any more: nothing to watch.
+            Err(err) if matches!(err.raw_os_error(), Some(e) if e == nix::errno::Errno::ENOENT as i32 || e == nix::errno::Errno::ENOTDIR as i32) =>
+            {
+                return Ok(());
+            }
+            Err(err) => return Err(AddError::Io(err)),
+        }
+        if !self.recursive && dir != self.root {
+            return Ok(());
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return Ok(());
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if report {
+                self.report(EventKind::Create, path.clone(), is_dir);
+            }
+            if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
+                self.add(&path, report)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds a directory that appeared while running; a watch limit becomes an overflow.
+    fn add_live(&mut self, dir: &Path) {
+        match self.add(dir, true) {
+            Ok(()) => {}
+            Err(AddError::Limit) => {
+                tracing::warn!(dir = %dir.display(), "inotify watch limit reached");
+                self.emit(EventKind::Overflow, self.root.clone(), None, true);
+            }
+            Err(AddError::Io(err)) => {
+                tracing::warn!(dir = %dir.display(), error = %err, "cannot watch a new directory");
+                self.emit(EventKind::Overflow, self.root.clone(), None, true);
+            }
+        }
+    }
+
+    fn handle(
+        &mut self,
+        mask: EventMask,
+        wd: Option<WatchDescriptor>,
+        cookie: u32,
+        name: Option<PathBuf>,
+    ) {
+        if mask.contains(EventMask::Q_OVERFLOW) {
+            self.flush_move();
+            self.emit(EventKind::Overflow, self.root.clone(), None, true);
+            return;
+        }
+        let Some(wd) = wd else { return };
+        if mask.contains(EventMask::IGNORED) {
+            if self.dirs.remove(&wd).is_some() {
+                self.watched.fetch_sub(1, Ordering::Relaxed);
+            }
+            return;
+        }
+        let (Some(dir), Some(name)) = (self.dirs.get(&wd), name) else {
+            return;
+        };
+        let path = dir.join(name);
+        let is_dir = mask.contains(EventMask::ISDIR);
+        if !mask.contains(EventMask::MOVED_TO) {
+            self.flush_move();
+        }
+        if mask.contains(EventMask::CREATE) {
+            self.report(EventKind::Create, path.clone(), is_dir);
+            if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
+                self.add_live(&path);
+            }
+        } else if mask.contains(EventMask::MODIFY) {
+            self.report(EventKind::Modify, path, is_dir);
+        } else if mask.contains(EventMask::ATTRIB) {
+            self.report(EventKind::Attrib, path, is_dir);
+        } else if mask.contains(EventMask::DELETE) {
+            self.report(EventKind::Delete, path, is_dir);
+        } else if mask.contains(EventMask::MOVED_FROM) {
+            self.pending_move = Some((cookie, path, is_dir));
+        } else if mask.contains(EventMask::MOVED_TO) {
+            match self.pending_move.take() {
+                Some((pending, from, _)) if pending == cookie => self.renamed(from, path, is_dir),
+                other => {
+                    self.pending_move = other;
+                    self.flush_move();
+                    self.report(EventKind::Create, path.clone(), is_dir);
+                    if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
+                        self.add_live(&path);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A rename inside the tree: one event, and watched directories below re-pathed.
+    fn renamed(&mut self, from: PathBuf, to: PathBuf, is_dir: bool) {
+        if is_dir {
+            for path in self.dirs.values_mut() {
+                if let Ok(rest) = path.strip_prefix(&from) {
+                    *path = to.join(rest);
+                }
+            }
+        }
+        let (from_ok, to_ok) = (
+            self.filter.allows(&self.relative(&from)),
+            self.filter.allows(&self.relative(&to)),
+        );
+        match (from_ok, to_ok) {
+            (true, true) => self.emit(EventKind::Rename, to, Some(from), is_dir),
+            (true, false) => self.emit(EventKind::Delete, from, None, is_dir),
+            (false, true) => self.emit(EventKind::Create, to, None, is_dir),
+            (false, false) => {}
+        }
+    }
+
+    /// A MOVED_FROM whose MOVED_TO never came: the path left the tree.
+    fn flush_move(&mut self) {
+        let Some((_, from, is_dir)) = self.pending_move.take() else {
+            return;
+        };
+        if is_dir {
+            let gone: Vec<WatchDescriptor> = self
+                .dirs
+                .iter()
+                .filter(|(_, p)| p.starts_with(&from))
+                .map(|(wd, _)| wd.clone())
+                .collect();
+            for wd in gone {
+                let _ = self.watches.remove(wd.clone());
+                if self.dirs.remove(&wd).is_some() {
+                    self.watched.fetch_sub(1, Ordering::Relaxed);
+                }
+            }
+        }
+        self.report(EventKind::Delete, from, is_dir);
+    }
+}

@@ -1,0 +1,212 @@
+//! The engine against real inotify.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fsd_watch::{Event, EventKind, Filter, WatchError, Watcher};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+fn start(root: &Path) -> (Watcher, UnboundedReceiver<Event>) {
+    Watcher::start(root, Filter::new(&[], &[]).unwrap(), true).unwrap()
+}
+
+/// Collects events until none arrive for `quiet`.
+async fn drain(events: &mut UnboundedReceiver<Event>, quiet: Duration) -> Vec<Event> {
+    let mut out = Vec::new();
+    while let Ok(Some(event)) = tokio::time::timeout(quiet, events.recv()).await {
+        out.push(event);
+    }
+    out
+}
+
+fn has(events: &[Event], kind: EventKind, path: &Path) -> bool {
+    events.iter().any(|e| e.kind == kind && e.path == path)
+}
+
+fn root() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(dir.path()).unwrap();
+    (dir, root)
+}
+
+#[tokio::test]
+async fn create_modify_attrib_delete() {
+    let (_dir, root) = root();
+    let (_watcher, mut events) = start(&root);
+    let file = root.join("a.txt");
+    std::fs::write(&file, "one").unwrap();
+    std::fs::write(&file, "two").unwrap();
+    std::process::Command::new("chmod")
+        .arg("600")
+        .arg(&file)
+        .status()
+        .unwrap();
+    std::fs::remove_file(&file).unwrap();
+    let seen = drain(&mut events, Duration::from_millis(300)).await;
+    for kind in [
+        EventKind::Create,
+        EventKind::Modify,
+        EventKind::Attrib,
+        EventKind::Delete,
+    ] {
+        assert!(has(&seen, kind, &file), "{kind:?} missing in {seen:?}");
+    }
+    assert!(seen.iter().all(|e| !e.is_dir));
+}
+
+#[tokio::test]
+async fn a_burst_of_nested_directories_is_fully_reported() {
+    let (_dir, root) = root();
+    let (watcher, mut events) = start(&root);
+    let deep: PathBuf = (0..10).fold(root.clone(), |p, i| p.join(format!("d{i}")));
+    std::fs::create_dir_all(&deep).unwrap();
+    std::fs::write(deep.join("f"), "x").unwrap();
+    let seen = drain(&mut events, Duration::from_millis(400)).await;
+    let mut dir = root.clone();
+    for i in 0..10 {
+        dir = dir.join(format!("d{i}"));
+        assert!(
+            has(&seen, EventKind::Create, &dir),
+            "{} missing",
+            dir.display()
+        );
+    }
+    assert!(
+        has(&seen, EventKind::Create, &deep.join("f")),
+        "the file at the bottom is missing"
+    );
+    assert_eq!(watcher.watched_dirs(), 11);
+}
+
+#[tokio::test]
+async fn renames_are_paired_and_directories_repathed() {
+    let (_dir, root) = root();
+    std::fs::create_dir(root.join("old")).unwrap();
+    std::fs::write(root.join("f1"), "x").unwrap();
+    let (_watcher, mut events) = start(&root);
+    std::fs::rename(root.join("f1"), root.join("f2")).unwrap();
+    std::fs::rename(root.join("old"), root.join("new")).unwrap();
+    std::fs::write(root.join("new/inside"), "y").unwrap();
+    let seen = drain(&mut events, Duration::from_millis(300)).await;
+    let renames: Vec<(PathBuf, PathBuf)> = seen
+        .iter()
+        .filter(|e| e.kind == EventKind::Rename)
+        .map(|e| (e.from.clone().unwrap(), e.path.clone()))
+        .collect();
+    assert_eq!(
+        renames,
+        [
+            (root.join("f1"), root.join("f2")),
+            (root.join("old"), root.join("new"))
+        ]
+    );
+    assert!(
+        has(&seen, EventKind::Create, &root.join("new/inside")),
+        "{seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn moves_out_and_in_are_deletes_and_creates() {
+    let (_dir, root) = root();
+    let (_outside_dir, outside) = self::root();
+    std::fs::create_dir(root.join("leaving")).unwrap();
+    std::fs::create_dir_all(outside.join("arriving/sub")).unwrap();
+    std::fs::write(outside.join("arriving/sub/f"), "x").unwrap();
+    let (watcher, mut events) = start(&root);
+    std::fs::rename(root.join("leaving"), outside.join("left")).unwrap();
+    std::fs::rename(outside.join("arriving"), root.join("arrived")).unwrap();
+    let seen = drain(&mut events, Duration::from_millis(400)).await;
+    assert!(
+        has(&seen, EventKind::Delete, &root.join("leaving")),
+        "{seen:?}"
+    );
+    assert!(
+        has(&seen, EventKind::Create, &root.join("arrived")),
+        "{seen:?}"
+    );
+    assert!(
+        has(&seen, EventKind::Create, &root.join("arrived/sub/f")),
+        "contents of a moved-in dir: {seen:?}"
+    );
+    // Changes in the moved-out directory are no longer reported.
+    std::fs::write(outside.join("left/late"), "x").unwrap();
+    let late = drain(&mut events, Duration::from_millis(300)).await;
+    assert!(late.is_empty(), "{late:?}");
+    assert_eq!(watcher.watched_dirs(), 3);
+}
+
+#[tokio::test]
+async fn filters_apply_and_excluded_directories_are_not_watched() {
+    let (_dir, root) = root();
+    std::fs::create_dir_all(root.join("node_modules/pkg")).unwrap();
+    let (watcher, mut events) = start(&root);
+    assert_eq!(
+        watcher.watched_dirs(),
+        1,
+        "node_modules must not be watched"
+    );
+    std::fs::write(root.join("node_modules/pkg/index.js"), "x").unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    std::fs::write(root.join("kept.txt"), "x").unwrap();
+    let seen = drain(&mut events, Duration::from_millis(300)).await;
+    let paths: Vec<&Path> = seen.iter().map(|e| e.path.as_path()).collect();
+    assert_eq!(
+        paths,
+        [
+            root.join("kept.txt").as_path(),
+            root.join("kept.txt").as_path()
+        ],
+        "{seen:?}"
+    );
+
+    let only_rs = Filter::new(&["*.rs".to_string()], &[]).unwrap();
+    let (_watcher, mut events) = Watcher::start(&root, only_rs, true).unwrap();
+    std::fs::create_dir(root.join("src")).unwrap();
+    std::fs::write(root.join("src/lib.rs"), "x").unwrap();
+    std::fs::write(root.join("src/notes.md"), "x").unwrap();
+    let seen = drain(&mut events, Duration::from_millis(300)).await;
+    assert!(
+        seen.iter()
+            .all(|e| e.path.extension().is_some_and(|x| x == "rs")),
+        "{seen:?}"
+    );
+    assert!(has(&seen, EventKind::Create, &root.join("src/lib.rs")));
+}
+
+#[tokio::test]
+async fn ten_thousand_files_are_all_reported_or_overflow_is_said() {
+    let (_dir, root) = root();
+    let (_watcher, mut events) = start(&root);
+    for i in 0..10_000 {
+        std::fs::write(root.join(format!("f{i:05}")), "").unwrap();
+    }
+    let seen = drain(&mut events, Duration::from_millis(500)).await;
+    let created: HashSet<&Path> = seen
+        .iter()
+        .filter(|e| e.kind == EventKind::Create)
+        .map(|e| e.path.as_path())
+        .collect();
+    let overflow = seen.iter().any(|e| e.kind == EventKind::Overflow);
+    assert!(
+        overflow || created.len() == 10_000,
+        "{} of 10000 reported and no overflow",
+        created.len()
+    );
+}
+
+#[test]
+fn missing_and_non_directory_roots_are_errors() {
+    let (_dir, root) = root();
+    let filter = || Filter::new(&[], &[]).unwrap();
+    assert!(matches!(
+        Watcher::start(&root.join("nope"), filter(), true),
+        Err(WatchError::NotFound(_))
+    ));
+    std::fs::write(root.join("file"), "").unwrap();
+    assert!(matches!(
+        Watcher::start(&root.join("file"), filter(), true),
+        Err(WatchError::NotDirectory(_))
+    ));
+}
