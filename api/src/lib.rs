@@ -12,6 +12,7 @@ pub mod files;
 pub mod ports;
 pub mod process;
 pub mod system;
+pub mod watch;
 
 pub use error::{ErrorBody, ErrorCode, Operation, ValidationIssue};
 

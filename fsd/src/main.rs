@@ -14,6 +14,7 @@ mod server;
 mod state;
 mod system;
 mod text;
+mod watch;
 mod wire;
 
 use clap::Parser;

@@ -17,6 +17,7 @@ use crate::ports;
 use crate::process::{self, ProcessService};
 use crate::state::AppState;
 use crate::system::{self, capabilities};
+use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
 
 pub fn router(state: AppState, token: auth::ApiToken) -> Router {
@@ -26,6 +27,7 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(exec::router())
         .merge(process::router())
         .merge(ports::router())
+        .merge(watch::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)
@@ -85,10 +87,22 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         &settings.state_dir,
         settings.max_process_records,
     ));
+    let watches = Arc::new(WatchService::default());
+    let expiring = Arc::downgrade(&watches);
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
+        while let Some(watches) = {
+            tick.tick().await;
+            expiring.upgrade()
+        } {
+            watches.expire_idle();
+        }
+    });
     let state = AppState {
         files: Arc::new(FileService::new(policy)),
         sessions: sessions.clone(),
         processes: processes.clone(),
+        watches: watches.clone(),
         capabilities: Arc::new(capabilities::detect(
             &settings.workspace,
             settings.confine,
@@ -114,6 +128,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     axum::serve(listener, router(state, token))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
+    watches.shutdown();
     processes.kill_all().await;
     sessions.shutdown().await;
     tracing::info!("fsd stopped");

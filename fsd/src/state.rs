@@ -7,12 +7,14 @@ use fsd_api::system::Capabilities;
 use crate::exec::SessionManager;
 use crate::files::FileService;
 use crate::process::ProcessService;
+use crate::watch::WatchService;
 
 #[derive(Clone)]
 pub struct AppState {
     pub files: Arc<FileService>,
     pub sessions: Arc<SessionManager>,
     pub processes: Arc<ProcessService>,
+    pub watches: Arc<WatchService>,
     pub capabilities: Arc<Capabilities>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,

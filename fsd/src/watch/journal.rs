@@ -1,0 +1,208 @@
+//! The change journal of one watched root: a cursor that ticks with every event, the recent
+//! events, and whether anything was lost. A token names a cursor; `changes_since` answers
+//! what changed after it, coalesced per path, or `None` when the history cannot say
+//! (pruned, overflowed, or too many changes), which the caller turns into a resync.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+
+use fsd_watch::{Event, EventKind};
+
+/// Events kept per root.
+pub const KEPT_EVENTS: usize = 100_000;
+/// Changes listed in one answer; more is a resync.
+pub const MAX_CHANGES: usize = 10_000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Change {
+    Created,
+    Modified,
+    Deleted,
+    Renamed { from: PathBuf },
+}
+
+#[derive(Debug, Default)]
+pub struct Journal {
+    cursor: u64,
+    /// The events with cursors `cursor - events.len() + 1 ..= cursor`.
+    events: VecDeque<Event>,
+    /// The cursor of the last overflow.
+    lost_at: Option<u64>,
+}
+
+impl Journal {
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    pub fn record(&mut self, event: Event) {
+        self.cursor += 1;
+        if event.kind == EventKind::Overflow {
+            self.lost_at = Some(self.cursor);
+        }
+        self.events.push_back(event);
+        if self.events.len() > KEPT_EVENTS {
+            self.events.pop_front();
+        }
+    }
+
+    /// What changed after cursor `since`, one entry per path.
+    pub fn changes_since(&self, since: u64) -> Option<BTreeMap<PathBuf, (Change, bool)>> {
+        let oldest_known = self.cursor - self.events.len() as u64;
+        if since < oldest_known || self.lost_at.is_some_and(|lost| lost > since) {
+            return None;
+        }
+        let skip = usize::try_from(since - oldest_known).ok()?;
+        let mut changes: BTreeMap<PathBuf, (Change, bool)> = BTreeMap::new();
+        for event in self.events.iter().skip(skip) {
+            match event.kind {
+                EventKind::Create => {
+                    let change = match changes.get(&event.path) {
+                        Some((Change::Deleted, _)) => Change::Modified,
+                        Some((existing, _)) => existing.clone(),
+                        None => Change::Created,
+                    };
+                    changes.insert(event.path.clone(), (change, event.is_dir));
+                }
+                EventKind::Modify | EventKind::Attrib => {
+                    changes
+                        .entry(event.path.clone())
+                        .or_insert((Change::Modified, event.is_dir));
+                }
+                EventKind::Delete => delete(&mut changes, event.path.clone(), event.is_dir),
+                EventKind::Rename => {
+                    let Some(from) = event.from.clone() else {
+                        continue;
+                    };
+                    // Created in this window: still just created. Renamed again: keep the origin.
+                    let change = match changes.remove(&from) {
+                        Some((Change::Created, _)) => Change::Created,
+                        Some((Change::Renamed { from: origin }, _)) => {
+                            Change::Renamed { from: origin }
+                        }
+                        _ => Change::Renamed { from },
+                    };
+                    changes.insert(event.path.clone(), (change, event.is_dir));
+                }
+                EventKind::Overflow => return None,
+            }
+            if changes.len() > MAX_CHANGES {
+                return None;
+            }
+        }
+        Some(changes)
+    }
+}
+
+/// A delete after a create in the same window leaves nothing; after a rename, the rename's
+/// origin is what disappeared.
+fn delete(changes: &mut BTreeMap<PathBuf, (Change, bool)>, path: PathBuf, is_dir: bool) {
+    match changes.remove(&path) {
+        Some((Change::Created, _)) => {}
+        Some((Change::Renamed { from }, _)) => {
+            changes.insert(from, (Change::Deleted, is_dir));
+        }
+        _ => {
+            changes.insert(path, (Change::Deleted, is_dir));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(kind: EventKind, path: &str) -> Event {
+        Event {
+            kind,
+            path: PathBuf::from(path),
+            from: None,
+            is_dir: false,
+        }
+    }
+
+    fn rename(from: &str, to: &str) -> Event {
+        Event {
+            from: Some(PathBuf::from(from)),
+            ..event(EventKind::Rename, to)
+        }
+    }
+
+    fn changes(journal: &Journal, since: u64) -> Vec<(String, Change)> {
+        journal
+            .changes_since(since)
+            .unwrap()
+            .into_iter()
+            .map(|(p, (c, _))| (p.display().to_string(), c))
+            .collect()
+    }
+
+    #[test]
+    fn coalesces_per_path() {
+        let mut journal = Journal::default();
+        journal.record(event(EventKind::Modify, "/w/old"));
+        let since = journal.cursor();
+        journal.record(event(EventKind::Create, "/w/a"));
+        journal.record(event(EventKind::Modify, "/w/a"));
+        journal.record(event(EventKind::Create, "/w/tmp"));
+        journal.record(event(EventKind::Delete, "/w/tmp"));
+        journal.record(event(EventKind::Modify, "/w/b"));
+        journal.record(event(EventKind::Delete, "/w/c"));
+        journal.record(event(EventKind::Create, "/w/c"));
+        assert_eq!(
+            changes(&journal, since),
+            [
+                ("/w/a".to_string(), Change::Created),
+                ("/w/b".into(), Change::Modified),
+                ("/w/c".into(), Change::Modified),
+            ]
+        );
+        assert!(changes(&journal, journal.cursor()).is_empty());
+    }
+
+    #[test]
+    fn renames_keep_their_origin() {
+        let mut journal = Journal::default();
+        journal.record(rename("/w/x", "/w/y"));
+        journal.record(rename("/w/y", "/w/z"));
+        assert_eq!(
+            changes(&journal, 0),
+            [(
+                "/w/z".to_string(),
+                Change::Renamed {
+                    from: "/w/x".into()
+                }
+            )]
+        );
+        journal.record(event(EventKind::Delete, "/w/z"));
+        assert_eq!(
+            changes(&journal, 0),
+            [("/w/x".to_string(), Change::Deleted)]
+        );
+        let mut fresh = Journal::default();
+        fresh.record(event(EventKind::Create, "/w/new"));
+        fresh.record(rename("/w/new", "/w/moved"));
+        assert_eq!(
+            changes(&fresh, 0),
+            [("/w/moved".to_string(), Change::Created)]
+        );
+    }
+
+    #[test]
+    fn lost_history_is_none() {
+        let mut journal = Journal::default();
+        journal.record(event(EventKind::Create, "/w/a"));
+        let before = journal.cursor();
+        journal.record(event(EventKind::Overflow, "/w"));
+        journal.record(event(EventKind::Create, "/w/b"));
+        assert!(journal.changes_since(before).is_none());
+        assert!(
+            journal.changes_since(journal.cursor()).is_some(),
+            "after the overflow all is known"
+        );
+        for i in 0..KEPT_EVENTS {
+            journal.record(event(EventKind::Modify, &format!("/w/{}", i % 10)));
+        }
+        assert!(journal.changes_since(2).is_none(), "pruned");
+    }
+}

@@ -1,0 +1,20 @@
+//! File watching: `/api/watch` (SSE) and `/api/watch/check` (change tokens), over the
+//! `fsd-watch` engine. `service` shares one engine and journal per watch key; `journal`
+//! answers "what changed since this token"; `routes` validates and answers.
+
+mod journal;
+mod routes;
+mod service;
+
+use axum::Router;
+use axum::routing::post;
+
+pub use service::WatchService;
+
+use crate::state::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/watch", post(routes::watch))
+        .route("/api/watch/check", post(routes::check))
+}

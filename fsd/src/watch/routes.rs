@@ -1,0 +1,347 @@
+//! `POST /api/watch` and `POST /api/watch/check`.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::Response;
+use fsd_api::ErrorCode;
+use fsd_api::watch::{
+    CheckChangesRequest, CheckChangesResponse, PathChange, WatchEvent, WatchRequest,
+};
+use fsd_watch::{Event, EventKind, Filter};
+use futures_util::{StreamExt, stream};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::journal::Change;
+use super::service::WatchKey;
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::json::JsonBody;
+use crate::wire::sse::sse_response;
+use crate::wire::time::now_rfc3339;
+
+/// Events within this window are sent together, duplicates collapsed (as the reference).
+const COALESCE: Duration = Duration::from_millis(75);
+const EVENT_TYPES: &[&str] = &[
+    "create",
+    "modify",
+    "delete",
+    "move_from",
+    "move_to",
+    "attrib",
+];
+const DEFAULT_EVENT_TYPES: &[&str] = &["create", "modify", "delete", "move_from", "move_to"];
+
+pub async fn watch(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<WatchRequest>,
+) -> Result<Response, ApiError> {
+    let (key, filter, wanted) = checked(&state, &req)?;
+    let (root, _) = state
+        .watches
+        .get_or_start(&key, filter)
+        .map_err(start_error)?;
+    let subscription = state.watches.subscribe(root);
+    let watching = WatchEvent::Watching {
+        path: subscription.root.path.display().to_string(),
+        watch_id: subscription.root.id.clone(),
+    };
+    let batches = stream::unfold(subscription, move |mut subscription| {
+        let wanted = wanted.clone();
+        async move {
+            let first = match subscription.events.recv().await {
+                Ok(event) => event,
+                Err(RecvError::Lagged(_)) => {
+                    return Some((
+                        vec![WatchEvent::Resync {
+                            reason: "overflow".into(),
+                        }],
+                        subscription,
+                    ));
+                }
+                Err(RecvError::Closed) => return None,
+            };
+            let mut batch = vec![first];
+            let window = tokio::time::sleep(COALESCE);
+            tokio::pin!(window);
+            loop {
+                tokio::select! {
+                    () = &mut window => break,
+                    next = subscription.events.recv() => match next {
+                        Ok(event) => batch.push(event),
+                        Err(RecvError::Lagged(_)) => batch.push(Event { kind: EventKind::Overflow, path: PathBuf::new(), from: None, is_dir: true }),
+                        Err(RecvError::Closed) => break,
+                    },
+                }
+            }
+            Some((to_wire(batch, &wanted), subscription))
+        }
+    });
+    Ok(sse_response(
+        stream::once(async { watching }).chain(batches.flat_map(stream::iter)),
+    ))
+}
+
+/// Wire events for a batch: renames as a `move_from`/`move_to` pair, duplicates dropped,
+/// only the asked-for types.
+fn to_wire(batch: Vec<Event>, wanted: &HashSet<String>) -> Vec<WatchEvent> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::new();
+    let timestamp = now_rfc3339();
+    for event in batch {
+        let path = event.path.display().to_string();
+        let parts: Vec<(&str, String, Option<String>)> = match event.kind {
+            EventKind::Overflow => {
+                out.push(WatchEvent::Resync {
+                    reason: "overflow".into(),
+                });
+                continue;
+            }
+            EventKind::Create => vec![("create", path, None)],
+            EventKind::Modify => vec![("modify", path, None)],
+            EventKind::Delete => vec![("delete", path, None)],
+            EventKind::Attrib => vec![("attrib", path, None)],
+            EventKind::Rename => {
+                let from = event
+                    .from
+                    .as_ref()
+                    .map(|f| f.display().to_string())
+                    .unwrap_or_default();
+                vec![
+                    ("move_from", from.clone(), None),
+                    ("move_to", path, Some(from)),
+                ]
+            }
+        };
+        for (kind, path, from) in parts {
+            if wanted.contains(kind) && seen.insert((kind, path.clone(), event.is_dir)) {
+                out.push(WatchEvent::Event {
+                    event_type: kind.to_string(),
+                    path,
+                    is_directory: event.is_dir,
+                    timestamp: timestamp.clone(),
+                    from,
+                });
+            }
+        }
+    }
+    out
+}
+
+pub async fn check(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<CheckChangesRequest>,
+) -> Result<Json<CheckChangesResponse>, ApiError> {
+    let since = match &req.since {
+        None => None,
+        Some(token) => Some(parse_token(token)?),
+    };
+    let (key, filter, _) = checked(&state, &req.watch())?;
+    let (root, created) = state
+        .watches
+        .get_or_start(&key, filter)
+        .map_err(start_error)?;
+    state.watches.retain(&root);
+    let journal = root.journal();
+    let current = journal.cursor();
+    let version = format!("{}:{current}", root.id);
+    let answer = |status: &str, reason: Option<&str>, changes: Option<Vec<PathChange>>| {
+        CheckChangesResponse {
+            success: true,
+            status: status.to_string(),
+            reason: reason.map(str::to_string),
+            version: version.clone(),
+            changes,
+            timestamp: now_rfc3339(),
+        }
+    };
+    let want_paths = req.paths == Some(true);
+    let reply = match since {
+        None => answer("unchanged", None, want_paths.then(Vec::new)),
+        Some((id, _)) if id != root.id => answer(
+            "resync",
+            Some(if created { "expired" } else { "restarted" }),
+            None,
+        ),
+        Some((_, cursor)) if cursor > current => {
+            return Err(ApiError::validation(
+                "since",
+                "since refers to a newer version than this watch has",
+                "INVALID_VERSION",
+            ));
+        }
+        Some((_, cursor)) if cursor == current => {
+            answer("unchanged", None, want_paths.then(Vec::new))
+        }
+        Some((_, cursor)) if want_paths => match journal.changes_since(cursor) {
+            Some(changes) => answer(
+                "changed",
+                None,
+                Some(changes.into_iter().map(path_change).collect()),
+            ),
+            None => answer("resync", Some("overflow"), None),
+        },
+        Some(_) => answer("changed", None, None),
+    };
+    Ok(Json(reply))
+}
+
+fn path_change((path, (change, is_dir)): (PathBuf, (Change, bool))) -> PathChange {
+    let (kind, from) = match change {
+        Change::Created => ("created", None),
+        Change::Modified => ("modified", None),
+        Change::Deleted => ("deleted", None),
+        Change::Renamed { from } => ("renamed", Some(from.display().to_string())),
+    };
+    PathChange {
+        change: kind.to_string(),
+        path: path.display().to_string(),
+        from,
+        is_directory: is_dir,
+    }
+}
+
+/// `watch-<n>-<ms>:<cursor>`, split at the last colon.
+fn parse_token(token: &str) -> Result<(String, u64), ApiError> {
+    let invalid = || {
+        ApiError::validation(
+            "since",
+            "since must be a version returned by checkChanges()",
+            "INVALID_VERSION",
+        )
+    };
+    if token.trim().is_empty() || token.contains('\0') {
+        return Err(invalid());
+    }
+    let (id, cursor) = token.rsplit_once(':').ok_or_else(invalid)?;
+    if id.is_empty() || !cursor.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(invalid());
+    }
+    Ok((id.to_string(), cursor.parse().map_err(|_| invalid())?))
+}
+
+/// The reference's checks: a path inside the workspace that exists, globs of the supported
+/// kind, not both include and exclude, known event types.
+fn checked(
+    state: &AppState,
+    req: &WatchRequest,
+) -> Result<(WatchKey, Filter, HashSet<String>), ApiError> {
+    let raw = req.path.trim();
+    if raw.is_empty() || raw.contains('\0') {
+        return Err(ApiError::validation(
+            "path",
+            "must be a non-empty path without NUL",
+            "INVALID_PATH",
+        ));
+    }
+    let include = req.include.clone().unwrap_or_default();
+    let exclude = req.exclude.clone().unwrap_or_default();
+    if !include.is_empty() && !exclude.is_empty() {
+        return Err(ApiError::validation(
+            "include",
+            "give include or exclude, not both",
+            "INVALID_PATTERN",
+        ));
+    }
+    let filter = Filter::new(&include, &exclude).map_err(|err| {
+        let field = if include.is_empty() {
+            "exclude"
+        } else {
+            "include"
+        };
+        ApiError::validation(field, err.to_string(), "INVALID_PATTERN")
+    })?;
+    let wanted: HashSet<String> = match &req.events {
+        Some(types) => {
+            for kind in types {
+                if !EVENT_TYPES.contains(&kind.as_str()) {
+                    return Err(ApiError::validation(
+                        "events",
+                        format!("unknown event type {kind:?}"),
+                        "INVALID_EVENT",
+                    ));
+                }
+            }
+            types.iter().cloned().collect()
+        }
+        None => DEFAULT_EVENT_TYPES.iter().map(|s| s.to_string()).collect(),
+    };
+    let workspace = state.sessions.config().workspace.clone();
+    let path = resolve_inside(&workspace, raw)?;
+    let mut include = include;
+    let mut exclude = exclude;
+    include.sort();
+    include.dedup();
+    exclude.sort();
+    exclude.dedup();
+    let key = WatchKey {
+        path,
+        recursive: req.recursive.unwrap_or(true),
+        include,
+        exclude,
+    };
+    Ok((key, filter, wanted))
+}
+
+/// Resolves against the workspace; outside it is 403, missing is 404 (as the reference).
+fn resolve_inside(workspace: &Path, raw: &str) -> Result<PathBuf, ApiError> {
+    let joined = workspace.join(raw);
+    let Ok(real) = std::fs::canonicalize(&joined) else {
+        let outside = !joined
+            .components()
+            .collect::<PathBuf>()
+            .starts_with(workspace);
+        return Err(if outside {
+            ApiError::new(
+                ErrorCode::PermissionDenied,
+                "path must be inside the workspace",
+            )
+        } else {
+            ApiError::new(
+                ErrorCode::FileNotFound,
+                format!("Path does not exist: {raw}"),
+            )
+        });
+    };
+    if !real.starts_with(workspace) {
+        return Err(ApiError::new(
+            ErrorCode::PermissionDenied,
+            "path must be inside the workspace",
+        )
+        .with_context(serde_json::json!({ "path": raw, "workspace": workspace })));
+    }
+    Ok(real)
+}
+
+fn start_error(err: fsd_watch::WatchError) -> ApiError {
+    match err {
+        fsd_watch::WatchError::NotFound(path) => ApiError::new(
+            ErrorCode::FileNotFound,
+            format!("Path does not exist: {}", path.display()),
+        ),
+        fsd_watch::WatchError::NotDirectory(path) => ApiError::new(
+            ErrorCode::NotDirectory,
+            format!("Path is not a directory: {}", path.display()),
+        ),
+        other => ApiError::new(ErrorCode::WatchStartError, other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens() {
+        assert_eq!(
+            parse_token("watch-1-1700000000000:42").unwrap(),
+            ("watch-1-1700000000000".into(), 42)
+        );
+        for bad in ["", "nocolon", "watch-1:", "watch-1:x", ":3", "a:\u{0}"] {
+            assert!(parse_token(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,265 @@
+//! /api/watch (SSE) and /api/watch/check against the real daemon and real inotify.
+
+use std::time::Duration;
+
+use bytes::BytesMut;
+use fsd_tests::{Daemon, assert_error, assert_validation};
+use futures_util::StreamExt;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// A live SSE stream read frame by frame.
+struct Sse {
+    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: BytesMut,
+}
+
+impl Sse {
+    async fn open(daemon: &Daemon, body: Value) -> Self {
+        let response = daemon
+            .request(Method::POST, "/api/watch")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        Self {
+            body: response.bytes_stream().boxed(),
+            buffer: BytesMut::new(),
+        }
+    }
+
+    async fn next(&mut self, wait: Duration) -> Option<Value> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let frame = self.buffer.split_to(end + 2);
+                let text = std::str::from_utf8(&frame).unwrap().trim();
+                return Some(serde_json::from_str(text.strip_prefix("data: ").unwrap()).unwrap());
+            }
+            match tokio::time::timeout_at(deadline, self.body.next()).await {
+                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Events until none come for `quiet`.
+    async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
+        let mut out = Vec::new();
+        while let Some(event) = self.next(quiet).await {
+            out.push(event);
+        }
+        out
+    }
+}
+
+fn has(events: &[Value], kind: &str, path: &std::path::Path) -> bool {
+    events
+        .iter()
+        .any(|e| e["eventType"] == kind && e["path"] == path.display().to_string())
+}
+
+#[tokio::test]
+async fn sse_reports_api_and_exec_changes() {
+    let daemon = Daemon::start();
+    let mut sse = Sse::open(&daemon, json!({"path": "."})).await;
+    let watching = sse.next(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(watching["type"], "watching");
+    assert_eq!(watching["path"], daemon.root().display().to_string());
+    assert!(watching["watchId"].as_str().unwrap().starts_with("watch-"));
+
+    daemon
+        .post("/api/write", json!({"path": "a.txt", "content": "x"}))
+        .await;
+    daemon.post("/api/execute", json!({"command": "mkdir -p d0/d1/d2/d3/d4/d5/d6/d7/d8/d9 && touch d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/leaf && echo hi >> a.txt"})).await;
+    daemon.post("/api/execute", json!({"command": "mv a.txt b.txt; mkdir -p node_modules/x .git; touch node_modules/x/i.js .git/HEAD; rm b.txt"})).await;
+    let events = sse.drain(Duration::from_millis(500)).await;
+    let root = daemon.root();
+    // The atomic write lands as a rename of a temp file onto a.txt.
+    assert!(
+        events.iter().any(|e| e["eventType"] == "move_to"
+            && e["path"] == root.join("a.txt").display().to_string()),
+        "{events:#?}"
+    );
+    assert!(has(&events, "modify", &root.join("a.txt")), "{events:#?}");
+    assert!(
+        has(
+            &events,
+            "create",
+            &root.join("d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/leaf")
+        ),
+        "{events:#?}"
+    );
+    assert!(has(&events, "move_from", &root.join("a.txt")));
+    let move_to = events
+        .iter()
+        .find(|e| {
+            e["eventType"] == "move_to" && e["path"] == root.join("b.txt").display().to_string()
+        })
+        .unwrap();
+    assert_eq!(move_to["from"], root.join("a.txt").display().to_string());
+    assert!(has(&events, "delete", &root.join("b.txt")));
+    assert!(
+        events.iter().all(
+            |e| !e["path"].as_str().unwrap_or("").contains("node_modules")
+                && !e["path"].as_str().unwrap_or("").contains(".git")
+        ),
+        "default excludes leaked: {events:#?}"
+    );
+    for event in &events {
+        assert_eq!(event["type"], "event");
+        assert!(event["timestamp"].as_str().unwrap().ends_with('Z'));
+    }
+}
+
+#[tokio::test]
+async fn include_filters_and_event_types() {
+    let daemon = Daemon::start();
+    let mut sse = Sse::open(
+        &daemon,
+        json!({"path": ".", "include": ["*.rs"], "events": ["create"]}),
+    )
+    .await;
+    sse.next(Duration::from_secs(5)).await.unwrap();
+    std::fs::write(daemon.path("lib.rs"), "x").unwrap();
+    std::fs::write(daemon.path("lib.rs"), "y").unwrap();
+    std::fs::write(daemon.path("notes.md"), "x").unwrap();
+    let events = sse.drain(Duration::from_millis(400)).await;
+    assert_eq!(events.len(), 1, "{events:#?}");
+    assert_eq!(events[0]["eventType"], "create");
+    assert_eq!(
+        events[0]["path"],
+        daemon.path("lib.rs").display().to_string()
+    );
+}
+
+async fn check(daemon: &Daemon, body: Value) -> Value {
+    let (status, reply) = daemon.post("/api/watch/check", body).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    reply
+}
+
+/// Polls until the answer is not `unchanged` (events reach the journal asynchronously).
+async fn check_until_changed(daemon: &Daemon, body: Value) -> Value {
+    for _ in 0..100 {
+        let reply = check(daemon, body.clone()).await;
+        if reply["status"] != "unchanged" {
+            return reply;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("never changed");
+}
+
+#[tokio::test]
+async fn check_changes_tokens_and_change_lists() {
+    let daemon = Daemon::start();
+    std::fs::write(daemon.path("keep.txt"), "x").unwrap();
+    std::fs::write(daemon.path("gone.txt"), "x").unwrap();
+    let baseline = check(&daemon, json!({"path": "."})).await;
+    assert_eq!(baseline["status"], "unchanged");
+    let version = baseline["version"].as_str().unwrap().to_string();
+    let (id, cursor) = version.rsplit_once(':').unwrap();
+    assert!(id.starts_with("watch-") && cursor == "0", "{version}");
+
+    let again = check(&daemon, json!({"path": ".", "since": version})).await;
+    assert_eq!(again["status"], "unchanged");
+    assert_eq!(again["version"], version);
+
+    std::fs::write(daemon.path("new.txt"), "x").unwrap();
+    std::fs::write(daemon.path("keep.txt"), "y").unwrap();
+    std::fs::remove_file(daemon.path("gone.txt")).unwrap();
+    std::fs::rename(daemon.path("new.txt"), daemon.path("renamed.txt")).unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let changed = check_until_changed(
+        &daemon,
+        json!({"path": ".", "since": version, "paths": true}),
+    )
+    .await;
+    assert_eq!(changed["status"], "changed");
+    assert_ne!(changed["version"], version);
+    let mut changes: Vec<(String, String)> = changed["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["type"].as_str().unwrap().to_string(),
+                c["path"]
+                    .as_str()
+                    .unwrap()
+                    .rsplit('/')
+                    .next()
+                    .unwrap()
+                    .to_string(),
+            )
+        })
+        .collect();
+    changes.sort();
+    assert_eq!(
+        changes,
+        [
+            ("created".to_string(), "renamed.txt".to_string()),
+            ("deleted".into(), "gone.txt".into()),
+            ("modified".into(), "keep.txt".into())
+        ]
+    );
+    let plain = check(&daemon, json!({"path": ".", "since": version})).await;
+    assert_eq!(plain["status"], "changed");
+    assert!(plain.get("changes").is_none());
+}
+
+#[tokio::test]
+async fn tokens_from_before_a_restart_are_answered_resync() {
+    let mut daemon = Daemon::start();
+    let baseline = check(&daemon, json!({"path": "."})).await;
+    daemon.restart();
+    let reply = check(&daemon, json!({"path": ".", "since": baseline["version"]})).await;
+    assert_eq!(reply["status"], "resync");
+    assert_eq!(reply["reason"], "expired");
+}
+
+#[tokio::test]
+async fn bad_watch_requests() {
+    let daemon = Daemon::start();
+    std::fs::write(daemon.path("file"), "x").unwrap();
+    let cases = [
+        (json!({"path": ""}), "path"),
+        (
+            json!({"path": ".", "include": ["*.rs"], "exclude": ["x"]}),
+            "include",
+        ),
+        (json!({"path": ".", "include": ["[ab]"]}), "include"),
+        (json!({"path": ".", "exclude": [""]}), "exclude"),
+        (json!({"path": ".", "events": ["explode"]}), "events"),
+        (json!({"path": ".", "recursive": "yes"}), "recursive"),
+        (json!({"path": ".", "since": ""}), "since"),
+        (json!({"path": ".", "since": "not-a-version"}), "since"),
+    ];
+    for (body, field) in cases {
+        let (status, reply) = daemon.post("/api/watch/check", body.clone()).await;
+        assert_validation(status, &reply, field);
+    }
+    let (status, reply) = daemon
+        .post("/api/watch/check", json!({"path": "/etc"}))
+        .await;
+    assert_error(status, &reply, 403, "PERMISSION_DENIED");
+    let (status, reply) = daemon
+        .post("/api/watch/check", json!({"path": "../.."}))
+        .await;
+    assert_error(status, &reply, 403, "PERMISSION_DENIED");
+    let (status, reply) = daemon
+        .post("/api/watch/check", json!({"path": "missing"}))
+        .await;
+    assert_error(status, &reply, 404, "FILE_NOT_FOUND");
+    let (status, reply) = daemon.post("/api/watch", json!({"path": "missing"})).await;
+    assert_error(status, &reply, 404, "FILE_NOT_FOUND");
+    let baseline = check(&daemon, json!({"path": "."})).await;
+    let version = baseline["version"].as_str().unwrap();
+    let newer = format!("{}:{}", version.rsplit_once(':').unwrap().0, 999);
+    let (status, reply) = daemon
+        .post("/api/watch/check", json!({"path": ".", "since": newer}))
+        .await;
+    assert_validation(status, &reply, "since");
+}
