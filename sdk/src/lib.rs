@@ -18,6 +18,7 @@ mod exec;
 mod files;
 mod sse;
 mod system;
+mod watch;
 
 pub use client::Sandbox;
 pub use error::SdkError;

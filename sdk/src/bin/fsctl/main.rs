@@ -7,6 +7,7 @@ mod exec;
 mod files;
 mod output;
 mod up;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -42,6 +43,8 @@ enum Command {
     File(files::FileCommand),
     #[command(flatten)]
     Exec(exec::ExecCommand),
+    /// Print changes under a path as they happen (Ctrl-C to stop).
+    Watch(watch::WatchArgs),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +80,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Exec(command) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             exec::run(&sandbox, command, cli.json).await
+        }
+        Command::Watch(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            watch::run(&sandbox, args, cli.json).await
         }
     }
 }
