@@ -23,8 +23,10 @@ use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
 
-/// Events within this window are sent together, duplicates collapsed (as the reference).
-const COALESCE: Duration = Duration::from_millis(75);
+/// A batch closes after this much quiet, or at [`COALESCE_MAX`]: bursts collapse as in the
+/// reference's 75 ms windows, but a lone event goes out within milliseconds.
+const COALESCE_QUIET: Duration = Duration::from_millis(5);
+const COALESCE_MAX: Duration = Duration::from_millis(75);
 const EVENT_TYPES: &[&str] = &[
     "create",
     "modify",
@@ -65,11 +67,12 @@ pub async fn watch(
                 Err(RecvError::Closed) => return None,
             };
             let mut batch = vec![first];
-            let window = tokio::time::sleep(COALESCE);
+            let window = tokio::time::sleep(COALESCE_MAX);
             tokio::pin!(window);
             loop {
                 tokio::select! {
                     () = &mut window => break,
+                    () = tokio::time::sleep(COALESCE_QUIET) => break,
                     next = subscription.events.recv() => match next {
                         Ok(event) => batch.push(event),
                         Err(RecvError::Lagged(_)) => batch.push(Event { kind: EventKind::Overflow, path: PathBuf::new(), from: None, is_dir: true }),

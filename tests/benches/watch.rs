@@ -1,0 +1,221 @@
+//! Watch benchmark on a generated 100,000-directory tree, beside `inotifywait -r`
+//! (inotify-tools) in the same run: time to establish the watches, write → event latency,
+//! checkChanges latency, and daemon memory.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench watch`
+//! (needs `inotifywait`: `apt-get install inotify-tools`). `FSD_BENCH_QUICK=1`: 10,000 dirs.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use fsd_tests::Daemon;
+use futures_util::StreamExt;
+use serde_json::json;
+
+fn main() {
+    let quick = std::env::var_os("FSD_BENCH_QUICK").is_some();
+    let (top, mid, leaf) = if quick { (10, 20, 50) } else { (50, 40, 50) };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(top, mid, leaf, if quick { 50 } else { 300 }));
+}
+
+async fn run(top: usize, mid: usize, leaf: usize, samples: usize) {
+    let daemon = Daemon::start();
+    let tree = daemon.path("tree");
+    let dirs = generate(&tree, top, mid, leaf);
+    println!("fsd watch benchmark: {dirs} directories (release build, loopback HTTP)");
+    println!();
+
+    let anchor_setup = inotifywait_setup(&tree);
+    let rss_before = rss_kib(daemon.pid());
+    let client = reqwest::Client::new();
+    let started = Instant::now();
+    let baseline: serde_json::Value = client
+        .post(daemon.url("/api/watch/check"))
+        .json(&json!({"path": "tree"}))
+        .send()
+        .await
+        .expect("check")
+        .json()
+        .await
+        .expect("json");
+    let setup = started.elapsed();
+    let rss_after = rss_kib(daemon.pid());
+    let version = baseline["version"].as_str().expect("version").to_string();
+    println!("time to establish watches on the tree");
+    println!("  fsd (first checkChanges)   {:>8.1} ms", ms(setup));
+    match anchor_setup {
+        Some(anchor) => println!(
+            "  anchor: inotifywait -r      {:>8.1} ms   ratio {:.2}",
+            ms(anchor),
+            setup.as_secs_f64() / anchor.as_secs_f64()
+        ),
+        None => println!("  anchor: inotifywait not installed"),
+    }
+    println!(
+        "  daemon RSS for the watched tree: {:.1} MiB",
+        (rss_after.saturating_sub(rss_before)) as f64 / 1024.0
+    );
+    println!();
+
+    let mut checks = Vec::new();
+    for _ in 0..samples.max(200) {
+        let started = Instant::now();
+        let response = client
+            .post(daemon.url("/api/watch/check"))
+            .json(&json!({"path": "tree", "since": version}))
+            .send()
+            .await
+            .expect("check");
+        let _ = response.bytes().await;
+        checks.push(started.elapsed());
+    }
+    println!("checkChanges with a token (nothing changed)");
+    println!(
+        "  p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut checks, 50.0)),
+        ms(pct(&mut checks, 99.0))
+    );
+    println!();
+
+    let deep = tree.join("d0/d0/d0");
+    let mut fsd_latency = sse_latency(&daemon, &deep, samples).await;
+    let mut anchor_latency = inotifywait_latency(&tree, &deep, samples);
+    println!("write → event latency ({samples} writes in a leaf directory)");
+    println!(
+        "  fsd SSE /api/watch          p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut fsd_latency, 50.0)),
+        ms(pct(&mut fsd_latency, 99.0))
+    );
+    if let Some(mut anchor) = anchor_latency.take() {
+        println!(
+            "  anchor: inotifywait -m -r   p50 {:>7.3} ms   p99 {:>7.3} ms",
+            ms(pct(&mut anchor, 50.0)),
+            ms(pct(&mut anchor, 99.0))
+        );
+    }
+    println!();
+    println!(
+        "note: fsd closes an SSE batch after 5 ms of quiet (75 ms at most); latency includes that settle time."
+    );
+}
+
+/// `top`/`mid`/`leaf` directories under `root`; returns how many directories there are.
+fn generate(root: &Path, top: usize, mid: usize, leaf: usize) -> usize {
+    let mut count = 1;
+    std::fs::create_dir_all(root).expect("root");
+    for a in 0..top {
+        for b in 0..mid {
+            for c in 0..leaf {
+                std::fs::create_dir_all(root.join(format!("d{a}/d{b}/d{c}"))).expect("mkdir");
+            }
+            count += 1 + leaf;
+        }
+        count += 1;
+    }
+    count
+}
+
+/// Time until `inotifywait -r` says the watches are established.
+fn inotifywait_setup(tree: &Path) -> Option<Duration> {
+    let started = Instant::now();
+    let mut child = Command::new("inotifywait")
+        .args(["-r", "-m", "-e", "create,modify,delete,moved_from,moved_to"])
+        .arg(tree)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut stderr = BufReader::new(child.stderr.take()?);
+    let mut line = String::new();
+    while stderr.read_line(&mut line).ok()? > 0 && !line.contains("Watches established") {
+        line.clear();
+    }
+    let elapsed = started.elapsed();
+    let _ = child.kill();
+    let _ = child.wait();
+    Some(elapsed)
+}
+
+async fn sse_latency(daemon: &Daemon, dir: &Path, samples: usize) -> Vec<Duration> {
+    let response = reqwest::Client::new()
+        .post(daemon.url("/api/watch"))
+        .json(&json!({"path": "tree", "events": ["create"]}))
+        .send()
+        .await
+        .expect("watch");
+    let mut body = response.bytes_stream();
+    let mut buffer = BytesMut::new();
+    let mut frames = 0;
+    let mut next_frame = async || loop {
+        if let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let _ = buffer.split_to(end + 2);
+            return;
+        }
+        let chunk = body.next().await.expect("stream").expect("chunk");
+        buffer.extend_from_slice(&chunk);
+    };
+    next_frame().await; // watching
+    let mut out = Vec::new();
+    for i in 0..samples {
+        let started = Instant::now();
+        std::fs::write(dir.join(format!("sse-{i}")), "x").expect("write");
+        next_frame().await;
+        frames += 1;
+        out.push(started.elapsed());
+        tokio::time::sleep(Duration::from_millis(80)).await;
+    }
+    assert_eq!(frames, samples);
+    out
+}
+
+fn inotifywait_latency(tree: &Path, dir: &Path, samples: usize) -> Option<Vec<Duration>> {
+    let mut child = Command::new("inotifywait")
+        .args(["-r", "-m", "-e", "create", "--format", "%w%f"])
+        .arg(tree)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .ok()?;
+    let mut stderr = BufReader::new(child.stderr.take()?);
+    let mut line = String::new();
+    while stderr.read_line(&mut line).ok()? > 0 && !line.contains("Watches established") {
+        line.clear();
+    }
+    let mut stdout = BufReader::new(child.stdout.take()?);
+    let mut out = Vec::new();
+    for i in 0..samples {
+        let started = Instant::now();
+        std::fs::write(dir.join(format!("iw-{i}")), "x").ok()?;
+        line.clear();
+        stdout.read_line(&mut line).ok()?;
+        out.push(started.elapsed());
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    Some(out)
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn pct(samples: &mut [Duration], pct: f64) -> Duration {
+    samples.sort();
+    samples[((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
