@@ -87,15 +87,21 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         &settings.state_dir,
         settings.max_process_records,
     ));
-    let watches = Arc::new(WatchService::default());
-    let expiring = Arc::downgrade(&watches);
+    // Retained watches of the last run come back under their ids, with what changed since.
+    let watches = Arc::new(WatchService::new(Some(settings.state_dir.join("watches"))));
+    watches.restore();
+    let maintained = Arc::downgrade(&watches);
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(30));
-        while let Some(watches) = {
+        tick.tick().await;
+        loop {
             tick.tick().await;
-            expiring.upgrade()
-        } {
+            let Some(watches) = maintained.upgrade() else {
+                return;
+            };
             watches.expire_idle();
+            // Snapshots scan trees: off the async threads.
+            let _ = tokio::task::spawn_blocking(move || watches.save(false)).await;
         }
     });
     let state = AppState {
@@ -128,7 +134,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     axum::serve(listener, router(state, token))
         .with_graceful_shutdown(shutdown_signal())
         .await?;
-    watches.shutdown();
+    tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
     sessions.shutdown().await;
     tracing::info!("fsd stopped");

@@ -78,8 +78,18 @@ impl Daemon {
     /// Stops the daemon with SIGTERM and starts it again over the same workspace and state
     /// directory (on a new port).
     pub fn restart(&mut self) {
+        self.stop();
+        self.resume();
+    }
+
+    /// Stops the daemon with SIGTERM (it must exit 0); `resume` starts it again.
+    pub fn stop(&mut self) {
         let status = self.terminate();
         assert!(status.success(), "fsd exited with {status:?} on SIGTERM");
+    }
+
+    /// Starts the daemon again over the same workspace and state directory (new port).
+    pub fn resume(&mut self) {
         let (child, url) = spawn(&self.options, self.workspace.path(), self.state.path());
         self.child = child;
         self.url = url;

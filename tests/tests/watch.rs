@@ -211,13 +211,73 @@ async fn check_changes_tokens_and_change_lists() {
 }
 
 #[tokio::test]
-async fn tokens_from_before_a_restart_are_answered_resync() {
+async fn tokens_survive_a_restart_with_the_exact_changes() {
     let mut daemon = Daemon::start();
-    let baseline = check(&daemon, json!({"path": "."})).await;
-    daemon.restart();
-    let reply = check(&daemon, json!({"path": ".", "since": baseline["version"]})).await;
-    assert_eq!(reply["status"], "resync");
-    assert_eq!(reply["reason"], "expired");
+    for name in ["b.txt", "c.txt", "d.txt"] {
+        std::fs::write(daemon.path(name), "old").unwrap();
+    }
+    let token = check(&daemon, json!({"path": "."})).await["version"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::write(daemon.path("a.txt"), "while running").unwrap();
+    check_until_changed(&daemon, json!({"path": ".", "since": token})).await;
+    daemon.stop();
+    // Changes while the daemon is down.
+    std::fs::write(daemon.path("b.txt"), "edited while down").unwrap();
+    std::fs::remove_file(daemon.path("c.txt")).unwrap();
+    std::fs::rename(daemon.path("d.txt"), daemon.path("e.txt")).unwrap();
+    std::fs::write(daemon.path("f.txt"), "new while down").unwrap();
+    daemon.resume();
+
+    let reply = check(&daemon, json!({"path": ".", "since": token, "paths": true})).await;
+    assert_eq!(reply["status"], "changed", "{reply}");
+    assert_eq!(
+        reply["version"]
+            .as_str()
+            .unwrap()
+            .rsplit_once(':')
+            .unwrap()
+            .0,
+        token.rsplit_once(':').unwrap().0,
+        "same journal"
+    );
+    let mut changes: Vec<(String, String, String)> = reply["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            let name = |v: &Value| {
+                v.as_str()
+                    .map(|p| p.rsplit('/').next().unwrap().to_string())
+                    .unwrap_or_default()
+            };
+            (
+                c["type"].as_str().unwrap().to_string(),
+                name(&c["path"]),
+                name(&c["from"]),
+            )
+        })
+        .collect();
+    changes.sort();
+    let expected: Vec<(String, String, String)> = [
+        ("created", "a.txt", ""),
+        ("created", "f.txt", ""),
+        ("deleted", "c.txt", ""),
+        ("modified", "b.txt", ""),
+        ("renamed", "e.txt", "d.txt"),
+    ]
+    .iter()
+    .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+    .collect();
+    assert_eq!(changes, expected);
+
+    // A later token works as usual; an unknown journal is a resync.
+    let now = check(&daemon, json!({"path": ".", "since": reply["version"]})).await;
+    assert_eq!(now["status"], "unchanged");
+    let unknown = check(&daemon, json!({"path": ".", "since": "watch-999-1:0"})).await;
+    assert_eq!(unknown["status"], "resync");
+    assert_eq!(unknown["reason"], "restarted");
 }
 
 #[tokio::test]

@@ -24,10 +24,24 @@ pub enum Change {
 #[derive(Debug, Default)]
 pub struct Journal {
     cursor: u64,
-    /// The events with cursors `cursor - events.len() + 1 ..= cursor`.
-    events: VecDeque<Event>,
+    /// Recent events with their cursors, oldest first.
+    events: VecDeque<(u64, Event)>,
+    /// History is complete for tokens at or after this cursor (older events were pruned).
+    complete_from: u64,
     /// The cursor of the last overflow.
     lost_at: Option<u64>,
+    /// Cursors strictly between `lo` and `hi` may have been handed out before a crash; their
+    /// events were never saved. (`hi` is the first cursor after the restart.)
+    unknown: Option<(u64, u64)>,
+}
+
+/// What a snapshot keeps of a journal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Saved {
+    pub cursor: u64,
+    pub events: Vec<(u64, Event)>,
+    pub complete_from: u64,
+    pub lost_at: Option<u64>,
 }
 
 impl Journal {
@@ -35,26 +49,52 @@ impl Journal {
         self.cursor
     }
 
+    pub fn save(&self) -> Saved {
+        Saved {
+            cursor: self.cursor,
+            events: self.events.iter().cloned().collect(),
+            complete_from: self.complete_from,
+            lost_at: self.lost_at,
+        }
+    }
+
+    /// The journal continued after a restart. Cursors up to `gap` past the saved one may
+    /// have been handed out before the daemon stopped without saving; tokens in that range
+    /// are answered as unknown (resync). Tokens from the snapshot or before get exact answers.
+    pub fn restored(saved: Saved, gap: u64) -> Self {
+        Self {
+            cursor: saved.cursor + gap,
+            events: saved.events.into_iter().collect(),
+            complete_from: saved.complete_from,
+            lost_at: saved.lost_at,
+            unknown: Some((saved.cursor, saved.cursor + gap)),
+        }
+    }
+
     pub fn record(&mut self, event: Event) {
         self.cursor += 1;
         if event.kind == EventKind::Overflow {
             self.lost_at = Some(self.cursor);
         }
-        self.events.push_back(event);
-        if self.events.len() > KEPT_EVENTS {
-            self.events.pop_front();
+        self.events.push_back((self.cursor, event));
+        if self.events.len() > KEPT_EVENTS
+            && let Some((cursor, _)) = self.events.pop_front()
+        {
+            self.complete_from = cursor;
         }
     }
 
     /// What changed after cursor `since`, one entry per path.
     pub fn changes_since(&self, since: u64) -> Option<BTreeMap<PathBuf, (Change, bool)>> {
-        let oldest_known = self.cursor - self.events.len() as u64;
-        if since < oldest_known || self.lost_at.is_some_and(|lost| lost > since) {
+        let in_unknown = self
+            .unknown
+            .is_some_and(|(lo, hi)| since > lo && since < hi);
+        if since < self.complete_from || self.lost_at.is_some_and(|lost| lost > since) || in_unknown
+        {
             return None;
         }
-        let skip = usize::try_from(since - oldest_known).ok()?;
         let mut changes: BTreeMap<PathBuf, (Change, bool)> = BTreeMap::new();
-        for event in self.events.iter().skip(skip) {
+        for (_, event) in self.events.iter().filter(|(cursor, _)| *cursor > since) {
             match event.kind {
                 EventKind::Create => {
                     let change = match changes.get(&event.path) {
@@ -185,6 +225,32 @@ mod tests {
         assert_eq!(
             changes(&fresh, 0),
             [("/w/moved".to_string(), Change::Created)]
+        );
+    }
+
+    #[test]
+    fn a_restored_journal_answers_old_tokens_and_not_the_crash_window() {
+        let mut journal = Journal::default();
+        journal.record(event(EventKind::Create, "/w/a"));
+        let old_token = journal.cursor();
+        journal.record(event(EventKind::Modify, "/w/b"));
+        let saved = journal.save();
+        let mut restored = Journal::restored(saved, 1000);
+        restored.record(event(EventKind::Delete, "/w/c"));
+        assert_eq!(
+            changes(&restored, old_token),
+            [
+                ("/w/b".to_string(), Change::Modified),
+                ("/w/c".into(), Change::Deleted)
+            ]
+        );
+        assert!(
+            restored.changes_since(old_token + 5).is_none(),
+            "a token from the unsaved window"
+        );
+        assert_eq!(
+            changes(&restored, old_token + 1001),
+            [("/w/c".to_string(), Change::Deleted)]
         );
     }
 

@@ -3,6 +3,7 @@
 //! answers "what changed since this token"; `routes` validates and answers.
 
 mod journal;
+mod persist;
 mod routes;
 mod service;
 

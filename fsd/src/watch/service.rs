@@ -13,9 +13,13 @@ use fsd_watch::{Event, Filter, Watcher};
 use tokio::sync::broadcast;
 
 use super::journal::Journal;
+use super::persist;
 
 /// How long a retained root without subscribers lives after its last use.
 pub const IDLE_TTL: Duration = Duration::from_secs(600);
+/// Cursors skipped after a restart: tokens handed out after the last snapshot fall in the
+/// gap and are answered with a resync.
+const RESTART_GAP: u64 = 1_000_000;
 
 /// What identifies a watch.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -29,6 +33,10 @@ pub struct WatchKey {
 pub struct Root {
     pub id: String,
     pub path: PathBuf,
+    key: WatchKey,
+    filter: Filter,
+    /// The journal cursor at the last snapshot (`u64::MAX`: never saved).
+    saved_cursor: AtomicU64,
     journal: Mutex<Journal>,
     live: broadcast::Sender<Event>,
     subscribers: AtomicUsize,
@@ -67,11 +75,20 @@ impl Drop for Subscription {
 pub struct WatchService {
     roots: Mutex<HashMap<WatchKey, Arc<Root>>>,
     counter: AtomicU64,
+    /// Where snapshots of retained roots go; `None`: tokens do not survive restarts.
+    snapshots: Option<PathBuf>,
 }
 
 impl WatchService {
     fn table(&self) -> std::sync::MutexGuard<'_, HashMap<WatchKey, Arc<Root>>> {
         self.roots.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn new(snapshots: Option<PathBuf>) -> Self {
+        Self {
+            snapshots,
+            ..Self::default()
+        }
     }
 
     /// The root for `key`, started if needed; `true` when this call started it.
@@ -84,32 +101,82 @@ impl WatchService {
         if let Some(root) = roots.get(key) {
             return Ok((root.clone(), false));
         }
-        let (watcher, mut events) = Watcher::start(&key.path, filter, key.recursive)?;
         let number = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let millis = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_millis();
-        let root = Arc::new(Root {
-            id: format!("watch-{number}-{millis}"),
-            path: key.path.clone(),
-            journal: Mutex::default(),
-            live: broadcast::channel(4096).0,
-            subscribers: AtomicUsize::new(0),
-            retained: AtomicBool::new(false),
-            last_used: Mutex::new(Instant::now()),
-            _watcher: watcher,
-        });
-        let pumped = Arc::downgrade(&root);
-        tokio::spawn(async move {
-            while let Some(event) = events.recv().await {
-                let Some(root) = pumped.upgrade() else { return };
-                root.journal().record(event.clone());
-                let _ = root.live.send(event);
-            }
-        });
+        let root = start_root(
+            key,
+            filter,
+            format!("watch-{number}-{millis}"),
+            Journal::default(),
+        )?;
         roots.insert(key.clone(), root.clone());
         Ok((root, true))
+    }
+
+    /// Restarts the retained watches of the last run under their ids and journals what
+    /// changed while the daemon was down.
+    pub fn restore(&self) {
+        let Some(dir) = &self.snapshots else { return };
+        for snapshot in persist::load_all(dir) {
+            let filter = match Filter::new(&snapshot.key.include, &snapshot.key.exclude) {
+                Ok(filter) if snapshot.key.path.is_dir() => filter,
+                _ => {
+                    let _ = std::fs::remove_file(&snapshot.file);
+                    continue;
+                }
+            };
+            let journal = Journal::restored(snapshot.saved, RESTART_GAP);
+            let root = match start_root(&snapshot.key, filter, snapshot.id, journal) {
+                Ok(root) => root,
+                Err(err) => {
+                    tracing::warn!(path = %snapshot.key.path.display(), error = %err, "cannot restore a watch");
+                    continue;
+                }
+            };
+            // The watch is already running, so nothing after this scan is missed.
+            let now = persist::scan(&root.path, &root.filter, root.key.recursive);
+            let changes = persist::diff(&snapshot.index, &now);
+            tracing::info!(path = %root.path.display(), changes = changes.len(), "restored a watch");
+            {
+                let mut journal = root.journal();
+                for change in changes {
+                    journal.record(change);
+                }
+            }
+            root.retained.store(true, Ordering::SeqCst);
+            self.table().insert(snapshot.key, root);
+        }
+    }
+
+    /// Snapshots retained roots whose journal moved since the last snapshot (all of them
+    /// with `force`). Blocking: scans the trees.
+    pub fn save(&self, force: bool) {
+        let Some(dir) = &self.snapshots else { return };
+        let roots: Vec<Arc<Root>> = self
+            .table()
+            .values()
+            .filter(|r| r.retained.load(Ordering::SeqCst))
+            .cloned()
+            .collect();
+        for root in roots {
+            let cursor = root.journal().cursor();
+            if !force && root.saved_cursor.load(Ordering::SeqCst) == cursor {
+                continue;
+            }
+            // Index first, journal second: a change between the two is in the journal, and
+            // one after both shows in the tree on restart.
+            let index = persist::scan(&root.path, &root.filter, root.key.recursive);
+            let saved = root.journal().save();
+            match persist::save(dir, &root.key, &root.id, &saved, index) {
+                Ok(()) => root.saved_cursor.store(saved.cursor, Ordering::SeqCst),
+                Err(err) => {
+                    tracing::warn!(path = %root.path.display(), error = %err, "cannot save a watch snapshot")
+                }
+            }
+        }
     }
 
     pub fn subscribe(self: &Arc<Self>, root: Arc<Root>) -> Subscription {
@@ -134,18 +201,56 @@ impl WatchService {
         }
     }
 
-    /// Drops retained roots idle past the TTL (run periodically).
+    /// Drops retained roots idle past the TTL, and their snapshots (run periodically).
     pub fn expire_idle(&self) {
         let now = Instant::now();
-        self.table().retain(|_, root| {
+        let snapshots = self.snapshots.clone();
+        self.table().retain(|key, root| {
             let idle =
                 now.duration_since(*root.last_used.lock().unwrap_or_else(|p| p.into_inner()));
-            root.subscribers.load(Ordering::SeqCst) > 0 || idle < IDLE_TTL
+            let keep = root.subscribers.load(Ordering::SeqCst) > 0 || idle < IDLE_TTL;
+            if !keep && let Some(dir) = &snapshots {
+                let _ = std::fs::remove_file(persist::file_for(dir, key));
+            }
+            keep
         });
     }
 
-    /// Stops every watch (daemon shutdown).
+    /// Saves every retained watch and stops them all (daemon shutdown).
     pub fn shutdown(&self) {
+        self.save(true);
         self.table().clear();
     }
+}
+
+/// Starts the engine for `key` and the task that feeds its journal and subscribers.
+fn start_root(
+    key: &WatchKey,
+    filter: Filter,
+    id: String,
+    journal: Journal,
+) -> Result<Arc<Root>, fsd_watch::WatchError> {
+    let (watcher, mut events) = Watcher::start(&key.path, filter.clone(), key.recursive)?;
+    let root = Arc::new(Root {
+        id,
+        path: key.path.clone(),
+        key: key.clone(),
+        filter,
+        saved_cursor: AtomicU64::new(u64::MAX),
+        journal: Mutex::new(journal),
+        live: broadcast::channel(4096).0,
+        subscribers: AtomicUsize::new(0),
+        retained: AtomicBool::new(false),
+        last_used: Mutex::new(Instant::now()),
+        _watcher: watcher,
+    });
+    let pumped = Arc::downgrade(&root);
+    tokio::spawn(async move {
+        while let Some(event) = events.recv().await {
+            let Some(root) = pumped.upgrade() else { return };
+            root.journal().record(event.clone());
+            let _ = root.live.send(event);
+        }
+    });
+    Ok(root)
 }

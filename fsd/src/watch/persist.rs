@@ -1,0 +1,337 @@
+//! Snapshots of retained watches, so change tokens survive a daemon restart.
+//!
+//! A snapshot holds the watch's key, journal id and journal, and an index of the tree (path,
+//! type, size, mtime, inode). After a restart the tree is scanned again and compared with the
+//! index; the differences (a path gone and another appeared with the same inode: a rename)
+//! are journaled, so a token from before the restart gets the real changes.
+
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use fsd_watch::{Event, EventKind, Filter};
+use serde::{Deserialize, Serialize};
+
+use super::journal::Saved;
+use super::service::WatchKey;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexEntry {
+    pub path: PathBuf,
+    pub is_dir: bool,
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub inode: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct EventRecord {
+    kind: String,
+    path: PathBuf,
+    from: Option<PathBuf>,
+    is_dir: bool,
+    cursor: u64,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SnapshotFile {
+    path: PathBuf,
+    recursive: bool,
+    include: Vec<String>,
+    exclude: Vec<String>,
+    id: String,
+    cursor: u64,
+    complete_from: u64,
+    lost_at: Option<u64>,
+    events: Vec<EventRecord>,
+    index: Vec<IndexEntry>,
+}
+
+/// A loaded snapshot.
+pub struct Snapshot {
+    pub key: WatchKey,
+    pub id: String,
+    pub saved: Saved,
+    pub index: Vec<IndexEntry>,
+    pub file: PathBuf,
+}
+
+/// The file a watch's snapshot lives in.
+pub fn file_for(dir: &Path, key: &WatchKey) -> PathBuf {
+    // FNV-1a over the key: stable across runs, unlike std's hasher.
+    let text = format!(
+        "{}\\0{}\\0{:?}\\0{:?}",
+        key.path.display(),
+        key.recursive,
+        key.include,
+        key.exclude
+    );
+    let hash = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    dir.join(format!("{hash:016x}.json"))
+}
+
+pub fn save(
+    dir: &Path,
+    key: &WatchKey,
+    id: &str,
+    saved: &Saved,
+    index: Vec<IndexEntry>,
+) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let file = SnapshotFile {
+        path: key.path.clone(),
+        recursive: key.recursive,
+        include: key.include.clone(),
+        exclude: key.exclude.clone(),
+        id: id.to_string(),
+        cursor: saved.cursor,
+        complete_from: saved.complete_from,
+        lost_at: saved.lost_at,
+        events: saved
+            .events
+            .iter()
+            .map(|(cursor, e)| EventRecord {
+                kind: kind_name(e.kind).to_string(),
+                path: e.path.clone(),
+                from: e.from.clone(),
+                is_dir: e.is_dir,
+                cursor: *cursor,
+            })
+            .collect(),
+        index,
+    };
+    let target = file_for(dir, key);
+    let temp = target.with_extension("json.tmp");
+    std::fs::write(
+        &temp,
+        serde_json::to_vec(&file).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::rename(&temp, &target)
+}
+
+pub fn load_all(dir: &Path) -> Vec<Snapshot> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for entry in entries
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+    {
+        let parsed = std::fs::read(entry.path())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<SnapshotFile>(&bytes).ok());
+        let Some(file) = parsed else {
+            tracing::warn!(path = %entry.path().display(), "ignoring an unreadable watch snapshot");
+            let _ = std::fs::remove_file(entry.path());
+            continue;
+        };
+        let events = file
+            .events
+            .into_iter()
+            .filter_map(|r| {
+                Some((
+                    r.cursor,
+                    Event {
+                        kind: kind_from(&r.kind)?,
+                        path: r.path,
+                        from: r.from,
+                        is_dir: r.is_dir,
+                    },
+                ))
+            })
+            .collect();
+        out.push(Snapshot {
+            key: WatchKey {
+                path: file.path,
+                recursive: file.recursive,
+                include: file.include,
+                exclude: file.exclude,
+            },
+            id: file.id,
+            saved: Saved {
+                cursor: file.cursor,
+                events,
+                complete_from: file.complete_from,
+                lost_at: file.lost_at,
+            },
+            index: file.index,
+            file: entry.path(),
+        });
+    }
+    out
+}
+
+/// Everything the watch reports under `root`, with what identifies its content.
+pub fn scan(root: &Path, filter: &Filter, recursive: bool) -> Vec<IndexEntry> {
+    let mut out = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let relative = path
+                .strip_prefix(root)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            let is_dir = meta.is_dir();
+            if is_dir && recursive && !filter.prunes_dir(&relative) {
+                pending.push(path.clone());
+            }
+            if filter.allows(&relative) {
+                out.push(IndexEntry {
+                    path,
+                    is_dir,
+                    size: meta.len(),
+                    mtime_ns: i128::from(meta.mtime()) * 1_000_000_000
+                        + i128::from(meta.mtime_nsec()),
+                    inode: meta.ino(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The events that turn `before` into `after`: the same inode, size and mtime on a vanished
+/// and an appeared path is a rename; content changes of files are modifications (a directory's own mtime only
+/// says its entries changed, which their own events say).
+pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
+    let old: HashMap<&Path, &IndexEntry> = before.iter().map(|e| (e.path.as_path(), e)).collect();
+    let new: HashMap<&Path, &IndexEntry> = after.iter().map(|e| (e.path.as_path(), e)).collect();
+    let mut gone: HashMap<(u64, bool), &IndexEntry> = before
+        .iter()
+        .filter(|e| !new.contains_key(e.path.as_path()))
+        .map(|e| ((e.inode, e.is_dir), e))
+        .collect();
+    let mut events = Vec::new();
+    let mut appeared: Vec<&IndexEntry> = after
+        .iter()
+        .filter(|e| !old.contains_key(e.path.as_path()))
+        .collect();
+    appeared.sort_by(|a, b| a.path.cmp(&b.path));
+    for entry in appeared {
+        // A rename keeps the inode, size and mtime; a reused inode (a file deleted, another
+        // created) has new ones.
+        let same = gone
+            .get(&(entry.inode, entry.is_dir))
+            .is_some_and(|previous| {
+                previous.size == entry.size && previous.mtime_ns == entry.mtime_ns
+            });
+        match same
+            .then(|| gone.remove(&(entry.inode, entry.is_dir)))
+            .flatten()
+        {
+            Some(previous) => events.push(event(
+                EventKind::Rename,
+                &entry.path,
+                Some(&previous.path),
+                entry.is_dir,
+            )),
+            None => events.push(event(EventKind::Create, &entry.path, None, entry.is_dir)),
+        }
+    }
+    let mut vanished: Vec<&IndexEntry> = gone.into_values().collect();
+    vanished.sort_by(|a, b| a.path.cmp(&b.path));
+    for entry in vanished {
+        events.push(event(EventKind::Delete, &entry.path, None, entry.is_dir));
+    }
+    for entry in after {
+        if let Some(previous) = old.get(entry.path.as_path())
+            && !entry.is_dir
+            && (previous.size != entry.size
+                || previous.mtime_ns != entry.mtime_ns
+                || previous.inode != entry.inode)
+        {
+            events.push(event(EventKind::Modify, &entry.path, None, false));
+        }
+    }
+    events
+}
+
+fn event(kind: EventKind, path: &Path, from: Option<&Path>, is_dir: bool) -> Event {
+    Event {
+        kind,
+        path: path.to_path_buf(),
+        from: from.map(Path::to_path_buf),
+        is_dir,
+    }
+}
+
+fn kind_name(kind: EventKind) -> &'static str {
+    match kind {
+        EventKind::Create => "create",
+        EventKind::Modify => "modify",
+        EventKind::Delete => "delete",
+        EventKind::Rename => "rename",
+        EventKind::Attrib => "attrib",
+        EventKind::Overflow => "overflow",
+    }
+}
+
+fn kind_from(name: &str) -> Option<EventKind> {
+    Some(match name {
+        "create" => EventKind::Create,
+        "modify" => EventKind::Modify,
+        "delete" => EventKind::Delete,
+        "rename" => EventKind::Rename,
+        "attrib" => EventKind::Attrib,
+        "overflow" => EventKind::Overflow,
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, inode: u64, size: u64) -> IndexEntry {
+        IndexEntry {
+            path: PathBuf::from(path),
+            is_dir: false,
+            size,
+            mtime_ns: 1,
+            inode,
+        }
+    }
+
+    #[test]
+    fn diff_finds_creates_deletes_renames_and_edits() {
+        let before = vec![
+            entry("/w/a", 1, 1),
+            entry("/w/b", 2, 1),
+            entry("/w/c", 3, 1),
+        ];
+        // /w/new reuses /w/c's inode with other content: not a rename.
+        let after = vec![
+            entry("/w/a", 1, 9),
+            entry("/w/moved", 2, 1),
+            entry("/w/new", 3, 5),
+        ];
+        let events = diff(&before, &after);
+        let summary: Vec<(EventKind, String)> = events
+            .iter()
+            .map(|e| (e.kind, e.path.display().to_string()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (EventKind::Rename, "/w/moved".to_string()),
+                (EventKind::Create, "/w/new".into()),
+                (EventKind::Delete, "/w/c".into()),
+                (EventKind::Modify, "/w/a".into()),
+            ]
+        );
+        assert_eq!(events[0].from, Some(PathBuf::from("/w/b")));
+    }
+}
