@@ -17,6 +17,7 @@ mod error;
 mod exec;
 mod files;
 mod sse;
+mod sync;
 mod system;
 mod watch;
 
@@ -27,3 +28,4 @@ pub use files::ListOptions;
 pub use fsd_api as api;
 pub use fsd_api::ErrorCode;
 pub use regex::Regex;
+pub use sync::SyncReport;

@@ -83,3 +83,44 @@ fn fsctl_watch_prints_changes() {
     child.kill().unwrap();
     child.wait().unwrap();
 }
+
+#[test]
+fn fsctl_sync_mirrors_and_then_applies_changes() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("proj")).unwrap();
+    std::fs::write(daemon.path("proj/a.txt"), "a").unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let mirror = local.path().join("mirror");
+    let sync = || {
+        let output = std::process::Command::new(binary("fsctl"))
+            .args(["--url", &daemon.url, "sync", "proj"])
+            .arg(&mirror)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    assert!(sync().starts_with("full: 1 downloaded"));
+    assert_eq!(std::fs::read_to_string(mirror.join("a.txt")).unwrap(), "a");
+    assert!(
+        local.path().join("mirror.fsd-sync").exists(),
+        "the token is kept beside the mirror"
+    );
+    std::fs::write(daemon.path("proj/b.txt"), "b").unwrap();
+    std::fs::remove_file(daemon.path("proj/a.txt")).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        sync().trim(),
+        "incremental: 1 downloaded, 1 deleted, 0 renamed"
+    );
+    assert!(!mirror.join("a.txt").exists());
+    assert_eq!(std::fs::read_to_string(mirror.join("b.txt")).unwrap(), "b");
+    assert_eq!(
+        sync().trim(),
+        "unchanged: 0 downloaded, 0 deleted, 0 renamed"
+    );
+}

@@ -6,6 +6,7 @@
 mod exec;
 mod files;
 mod output;
+mod sync;
 mod up;
 mod watch;
 
@@ -45,6 +46,8 @@ enum Command {
     Exec(exec::ExecCommand),
     /// Print changes under a path as they happen (Ctrl-C to stop).
     Watch(watch::WatchArgs),
+    /// Mirror a sandbox directory into a local one, incrementally.
+    Sync(sync::SyncArgs),
 }
 
 fn main() -> ExitCode {
@@ -84,6 +87,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Watch(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             watch::run(&sandbox, args, cli.json).await
+        }
+        Command::Sync(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            sync::run(&sandbox, args, cli.json).await
         }
     }
 }
