@@ -122,13 +122,13 @@ fn generate(root: &Path, top: usize, mid: usize, leaf: usize) -> usize {
     count
 }
 
-/// Time until `inotifywait -r` says the watches are established.
-fn inotifywait_setup(tree: &Path) -> Option<Duration> {
-    let started = Instant::now();
+/// Starts `inotifywait -r -m ARGS TREE` and returns once it says its watches are in place.
+fn inotifywait(args: &[&str], tree: &Path, stdout: Stdio) -> Option<std::process::Child> {
     let mut child = Command::new("inotifywait")
-        .args(["-r", "-m", "-e", "create,modify,delete,moved_from,moved_to"])
+        .args(["-r", "-m"])
+        .args(args)
         .arg(tree)
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::piped())
         .spawn()
         .ok()?;
@@ -137,6 +137,17 @@ fn inotifywait_setup(tree: &Path) -> Option<Duration> {
     while stderr.read_line(&mut line).ok()? > 0 && !line.contains("Watches established") {
         line.clear();
     }
+    Some(child)
+}
+
+/// Time until `inotifywait -r` says the watches are established.
+fn inotifywait_setup(tree: &Path) -> Option<Duration> {
+    let started = Instant::now();
+    let mut child = inotifywait(
+        &["-e", "create,modify,delete,moved_from,moved_to"],
+        tree,
+        Stdio::null(),
+    )?;
     let elapsed = started.elapsed();
     let _ = child.kill();
     let _ = child.wait();
@@ -176,19 +187,9 @@ async fn sse_latency(daemon: &Daemon, dir: &Path, samples: usize) -> Vec<Duratio
 }
 
 fn inotifywait_latency(tree: &Path, dir: &Path, samples: usize) -> Option<Vec<Duration>> {
-    let mut child = Command::new("inotifywait")
-        .args(["-r", "-m", "-e", "create", "--format", "%w%f"])
-        .arg(tree)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .ok()?;
-    let mut stderr = BufReader::new(child.stderr.take()?);
-    let mut line = String::new();
-    while stderr.read_line(&mut line).ok()? > 0 && !line.contains("Watches established") {
-        line.clear();
-    }
+    let mut child = inotifywait(&["-e", "create", "--format", "%w%f"], tree, Stdio::piped())?;
     let mut stdout = BufReader::new(child.stdout.take()?);
+    let mut line = String::new();
     let mut out = Vec::new();
     for i in 0..samples {
         let started = Instant::now();

@@ -95,6 +95,11 @@ impl Daemon {
         self.url = url;
     }
 
+    /// A typed client for this daemon (with its token).
+    pub fn sandbox(&self) -> fsd_sdk::Sandbox {
+        fsd_sdk::Sandbox::connect(&self.url, self.token.as_deref()).expect("client")
+    }
+
     /// The workspace root, canonical.
     pub fn root(&self) -> PathBuf {
         std::fs::canonicalize(self.workspace.path()).expect("canonical workspace")

@@ -3,7 +3,6 @@
 use std::io::{BufRead, BufReader};
 use std::time::Duration;
 
-use fsd_sdk::Sandbox;
 use fsd_sdk::api::watch::{WatchEvent, WatchRequest};
 use fsd_tests::{Daemon, binary};
 use futures_util::StreamExt;
@@ -11,7 +10,7 @@ use futures_util::StreamExt;
 #[tokio::test]
 async fn watch_stream_and_change_tokens() {
     let daemon = Daemon::start();
-    let sandbox = Sandbox::connect(&daemon.url, None).unwrap();
+    let sandbox = daemon.sandbox();
     let mut events = sandbox
         .watch(&WatchRequest {
             path: ".".into(),

@@ -4,7 +4,6 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use fsd_sdk::Sandbox;
 use fsd_tests::Daemon;
 
 /// Relative path → contents (`None` for directories), leaving out what the watch ignores.
@@ -73,7 +72,7 @@ async fn a_mirror_stays_identical_through_edits_bursts_and_restarts() {
     let local_dir = tempfile::tempdir().unwrap();
     let local = local_dir.path().join("mirror");
 
-    let sandbox = Sandbox::connect(&daemon.url, None).unwrap();
+    let sandbox = daemon.sandbox();
     let report = sandbox.sync(".", &local, None).await.unwrap();
     assert_eq!(report.mode, "full");
     assert_mirrored(&remote, &local, "first copy");
@@ -120,7 +119,7 @@ async fn a_mirror_stays_identical_through_edits_bursts_and_restarts() {
     std::fs::remove_file(remote.join("burst/f00001")).unwrap();
     std::fs::write(remote.join("while-down.txt"), "down").unwrap();
     daemon.resume();
-    let sandbox = Sandbox::connect(&daemon.url, None).unwrap();
+    let sandbox = daemon.sandbox();
     let report = sandbox
         .sync(".", &local, Some(&report.version))
         .await
