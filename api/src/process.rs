@@ -16,6 +16,18 @@ pub enum ProcessStatus {
 }
 
 impl ProcessStatus {
+    /// The status as it appears on the wire.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Starting => "starting",
+            Self::Running => "running",
+            Self::Completed => "completed",
+            Self::Failed => "failed",
+            Self::Killed => "killed",
+            Self::Error => "error",
+        }
+    }
+
     pub fn is_terminal(self) -> bool {
         !matches!(self, Self::Starting | Self::Running)
     }
@@ -148,4 +160,23 @@ pub enum ProcessEvent {
         data: String,
         timestamp: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProcessStatus;
+
+    #[test]
+    fn as_str_matches_the_serde_names() {
+        for status in [
+            ProcessStatus::Starting,
+            ProcessStatus::Running,
+            ProcessStatus::Completed,
+            ProcessStatus::Failed,
+            ProcessStatus::Killed,
+            ProcessStatus::Error,
+        ] {
+            assert_eq!(serde_json::to_value(status).unwrap(), status.as_str());
+        }
+    }
 }

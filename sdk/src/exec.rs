@@ -101,7 +101,7 @@ impl Sandbox {
         status: Option<ProcessStatus>,
     ) -> Result<Vec<ProcessInfo>, SdkError> {
         let route = match status {
-            Some(status) => format!("/api/process/list?status={}", status_name(status)),
+            Some(status) => format!("/api/process/list?status={}", status.as_str()),
             None => "/api/process/list".into(),
         };
         let reply: ListProcessesResponse = self.get_json(&route).await?;
@@ -149,13 +149,6 @@ impl Sandbox {
             .await?;
         Ok(sse::events(check(response).await?))
     }
-}
-
-fn status_name(status: ProcessStatus) -> String {
-    serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default()
 }
 
 /// How [`ProcessHandle::wait_for_port`] decides a port is ready.

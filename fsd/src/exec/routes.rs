@@ -16,7 +16,6 @@ use fsd_api::exec::{
     SessionInfo,
 };
 use futures_util::{StreamExt, stream};
-use tokio::sync::broadcast::error::RecvError;
 
 use super::error::ExecError;
 use super::script::valid_env_name;
@@ -188,52 +187,22 @@ pub async fn execute_stream(
 ) -> Result<Response, ApiError> {
     let (_, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
     let process = state.processes.start(&session_id, &spec, None).await?;
-    let (info, stdout, stderr, live) = process.follow();
-    let mut head = vec![ExecEvent::Start {
-        command: info.command.clone(),
+    let (info, events) = process.events();
+    let start = ExecEvent::Start {
+        command: info.command,
         timestamp: now_rfc3339(),
         pid: Some(info.pid),
         session_id: Some(session_id),
-        process_id: Some(info.id.clone()),
-    }];
-    for (stream, data) in [(Stream::Stdout, stdout), (Stream::Stderr, stderr)] {
-        if !data.is_empty() {
-            head.push(output_event(stream, data));
-        }
-    }
-    if let Some(code) = info.exit_code.filter(|_| info.status.is_terminal()) {
-        head.push(ExecEvent::Complete {
+        process_id: Some(info.id),
+    };
+    let wire = events.map(|event| match event {
+        Live::Output(stream, data) => output_event(stream, data),
+        Live::Exit(code) => ExecEvent::Complete {
             exit_code: code,
             timestamp: now_rfc3339(),
-        });
-        return Ok(sse_response(stream::iter(head)));
-    }
-    let tail = stream::unfold((live, false), |(mut live, done)| async move {
-        if done {
-            return None;
-        }
-        loop {
-            match live.recv().await {
-                Ok(Live::Output(stream, data)) => {
-                    return Some((output_event(stream, data), (live, false)));
-                }
-                Ok(Live::Exit(code)) => {
-                    return Some((
-                        ExecEvent::Complete {
-                            exit_code: code,
-                            timestamp: now_rfc3339(),
-                        },
-                        (live, true),
-                    ));
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    tracing::warn!(missed, "a slow exec stream missed events")
-                }
-                Err(RecvError::Closed) => return None,
-            }
-        }
+        },
     });
-    Ok(sse_response(stream::iter(head).chain(tail)))
+    Ok(sse_response(stream::once(async { start }).chain(wire)))
 }
 
 fn output_event(stream: Stream, data: String) -> ExecEvent {

@@ -10,7 +10,6 @@ use fsd_api::process::{
 };
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
-use tokio::sync::broadcast::error::RecvError;
 
 use super::service::OUTPUT_CAP_BYTES;
 use super::{Live, Stream};
@@ -141,51 +140,19 @@ pub async fn stream(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let process = state.processes.get(&id)?;
-    let (info, stdout, stderr, live) = process.follow();
-    let process_id = info.id.clone();
-    let mut head = vec![ProcessEvent::ProcessInfo {
-        process_id: process_id.clone(),
+    let (info, events) = process.events();
+    let info_event = ProcessEvent::ProcessInfo {
+        process_id: info.id.clone(),
         command: info.command.clone(),
         status: info.status,
         timestamp: now_rfc3339(),
-    }];
-    for (stream, data) in [(Stream::Stdout, stdout), (Stream::Stderr, stderr)] {
-        if !data.is_empty() {
-            head.push(output_event(stream, data, &process_id));
-        }
-    }
-    if info.status.is_terminal() {
-        head.push(exit_event(
-            &process_id,
-            info.exit_code.unwrap_or(-1),
-            info.status,
-        ));
-        return Ok(sse_response(stream::iter(head)));
-    }
-    let tail = stream::unfold(
-        (live, process, process_id.clone(), false),
-        |(mut live, process, id, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                match live.recv().await {
-                    Ok(Live::Output(stream, data)) => {
-                        return Some((output_event(stream, data, &id), (live, process, id, false)));
-                    }
-                    Ok(Live::Exit(code)) => {
-                        let status = process.info().status;
-                        return Some((exit_event(&id, code, status), (live, process, id, true)));
-                    }
-                    Err(RecvError::Lagged(missed)) => {
-                        tracing::warn!(process = %id, missed, "a slow process stream missed events");
-                    }
-                    Err(RecvError::Closed) => return None,
-                }
-            }
-        },
-    );
-    Ok(sse_response(stream::iter(head).chain(tail)))
+    };
+    let process_id = info.id;
+    let wire = events.map(move |event| match event {
+        Live::Output(stream, data) => output_event(stream, data, &process_id),
+        Live::Exit(code) => exit_event(&process_id, code, process.info().status),
+    });
+    Ok(sse_response(stream::once(async { info_event }).chain(wire)))
 }
 
 fn output_event(stream: Stream, data: String, process_id: &str) -> ProcessEvent {
@@ -205,10 +172,7 @@ fn output_event(stream: Stream, data: String, process_id: &str) -> ProcessEvent 
 }
 
 fn exit_event(process_id: &str, exit_code: i32, status: ProcessStatus) -> ProcessEvent {
-    let status = serde_json::to_value(status)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+    let status = status.as_str();
     ProcessEvent::Exit {
         process_id: process_id.to_string(),
         exit_code,

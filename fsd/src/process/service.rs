@@ -11,6 +11,7 @@ use std::time::Duration;
 use fsd_api::process::{ProcessInfo, ProcessStatus};
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use super::ProcessError;
@@ -114,16 +115,61 @@ impl Process {
         )
     }
 
-    /// The output so far and a subscription to what follows, taken under one lock so that
-    /// nothing is lost or repeated between them.
-    pub fn follow(&self) -> (ProcessInfo, String, String, broadcast::Receiver<Live>) {
-        let state = self.lock();
-        let receiver = self.live.subscribe();
+    /// Everything a follower sees: the output so far, then live output, ending with the exit
+    /// (at once if the process has already ended). The replay and the subscription are taken
+    /// under one lock, so nothing is lost or repeated between them.
+    pub fn events(
+        &self,
+    ) -> (
+        ProcessInfo,
+        impl futures_util::Stream<Item = Live> + Send + 'static,
+    ) {
+        let (info, receiver, head) = {
+            let state = self.lock();
+            let receiver = self.live.subscribe();
+            let mut head: Vec<Live> = [
+                (Stream::Stdout, &state.stdout),
+                (Stream::Stderr, &state.stderr),
+            ]
+            .into_iter()
+            .filter(|(_, bytes)| !bytes.is_empty())
+            .map(|(stream, bytes)| {
+                Live::Output(stream, String::from_utf8_lossy(bytes).into_owned())
+            })
+            .collect();
+            if state.info.status.is_terminal() {
+                head.push(Live::Exit(state.info.exit_code.unwrap_or(-1)));
+            }
+            (state.info.clone(), receiver, head)
+        };
+        let finished = info.status.is_terminal();
+        let id = info.id.clone();
+        let live = futures_util::stream::unfold(
+            (receiver, finished),
+            move |(mut receiver, done)| {
+                let id = id.clone();
+                async move {
+                    if done {
+                        return None;
+                    }
+                    loop {
+                        match receiver.recv().await {
+                            Ok(Live::Exit(code)) => {
+                                return Some((Live::Exit(code), (receiver, true)));
+                            }
+                            Ok(event) => return Some((event, (receiver, false))),
+                            Err(RecvError::Lagged(missed)) => {
+                                tracing::warn!(process = %id, missed, "a slow follower missed events");
+                            }
+                            Err(RecvError::Closed) => return None,
+                        }
+                    }
+                }
+            },
+        );
         (
-            state.info.clone(),
-            String::from_utf8_lossy(&state.stdout).into_owned(),
-            String::from_utf8_lossy(&state.stderr).into_owned(),
-            receiver,
+            info,
+            futures_util::StreamExt::chain(futures_util::stream::iter(head), live),
         )
     }
 

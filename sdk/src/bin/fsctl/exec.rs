@@ -123,10 +123,7 @@ pub async fn run(
                 );
                 for p in processes {
                     let exit = p.exit_code.map(|c| c.to_string()).unwrap_or_default();
-                    let status = serde_json::to_value(p.status)
-                        .ok()
-                        .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default();
+                    let status = p.status.as_str();
                     println!(
                         "{:<28} {:>8} {:<10} {:>5}  {}",
                         p.id, p.pid, status, exit, p.command
