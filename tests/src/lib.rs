@@ -290,15 +290,29 @@ pub fn require_mount_privilege(test: &str) -> bool {
         .find_map(|line| line.strip_prefix("CapEff:"))
         .and_then(|caps| u64::from_str_radix(caps.trim(), 16).ok())
         .is_some_and(|caps| caps & (1 << 21) != 0);
-    if cap_sys_admin {
+    available_or_skip(cap_sys_admin, test, "CAP_SYS_ADMIN to mount (run as root)")
+}
+
+/// Whether a test's precondition holds. When it does not, the test should return: outside
+/// CI it skips with a printed reason; under `CI=true` skipping is refused and this panics.
+pub fn available_or_skip(available: bool, test: &str, need: &str) -> bool {
+    if available {
         return true;
     }
     assert!(
         std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: needs CAP_SYS_ADMIN to mount, and CI=true forbids skipping"
+        "{test}: needs {need}, and CI=true forbids skipping"
     );
-    eprintln!("skipping {test}: needs CAP_SYS_ADMIN to mount (run as root)");
+    eprintln!("skipping {test}: needs {need}");
     false
+}
+
+/// Whether this process runs as uid 0.
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"))
 }
 
 /// A mount that is unmounted when dropped.

@@ -55,11 +55,7 @@ async fn capabilities_describe_this_host() {
     );
     assert_eq!(caps["workspace"], daemon.root().display().to_string());
     assert_eq!(caps["confined"], false);
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    assert_eq!(caps["root"], is_root);
+    assert_eq!(caps["root"], fsd_tests::is_root());
 }
 
 #[tokio::test]

@@ -1,7 +1,7 @@
 //! A kernel queue overflow reaches the API as a resync. Its own test binary: it lowers the
 //! machine-wide `max_queued_events` while the daemon creates its inotify instance.
 
-use fsd_tests::Daemon;
+use fsd_tests::{Daemon, available_or_skip, is_root};
 use reqwest::StatusCode;
 use serde_json::json;
 
@@ -26,16 +26,11 @@ impl Drop for Lowered {
 
 #[tokio::test]
 async fn an_overflow_answers_resync_not_a_partial_list() {
-    let is_root = std::fs::read_to_string("/proc/self/status")
-        .unwrap()
-        .lines()
-        .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(2) == Some("0"));
-    if !is_root {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI=true needs root to lower max_queued_events"
-        );
-        eprintln!("skipping an_overflow_answers_resync_not_a_partial_list: needs root");
+    if !available_or_skip(
+        is_root(),
+        "an_overflow_answers_resync_not_a_partial_list",
+        "root to lower max_queued_events",
+    ) {
         return;
     }
     let daemon = Daemon::start();
