@@ -156,12 +156,7 @@ impl Session {
         let Some(exit_code) = done else {
             return Err(self.exit_error(self.shell.wait_exit().await));
         };
-        Ok(Finished::from_files(
-            exit_code,
-            &job.stdout,
-            &job.stderr,
-            duration,
-        ))
+        Finished::from_files(exit_code, &job.stdout, &job.stderr, duration).await
     }
 
     /// Stops a foreground command that ran past its deadline, gently first: SIGINT to the
@@ -292,17 +287,31 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
 }
 
 impl Finished {
-    /// A result whose output is in two files (read up to the cap).
-    pub fn from_files(exit_code: i32, stdout: &Path, stderr: &Path, duration: Duration) -> Self {
-        let (stdout, out_cut) = read_capped(stdout, MAX_OUTPUT_BYTES);
-        let (stderr, err_cut) = read_capped(stderr, MAX_OUTPUT_BYTES);
-        Self {
+    /// A result whose output is in two files (read up to the cap, on the blocking pool: up
+    /// to 32 MiB per stream).
+    pub async fn from_files(
+        exit_code: i32,
+        stdout: &Path,
+        stderr: &Path,
+        duration: Duration,
+    ) -> Result<Self, ExecError> {
+        let (stdout, stderr) = (stdout.to_path_buf(), stderr.to_path_buf());
+        let read = tokio::task::spawn_blocking(move || {
+            (
+                read_capped(&stdout, MAX_OUTPUT_BYTES),
+                read_capped(&stderr, MAX_OUTPUT_BYTES),
+            )
+        });
+        let ((stdout, out_cut), (stderr, err_cut)) = read
+            .await
+            .map_err(|err| ExecError::Io(std::io::Error::other(err)))?;
+        Ok(Self {
             exit_code,
             stdout,
             stderr,
             truncated: out_cut || err_cut,
             duration,
-        }
+        })
     }
 }
 

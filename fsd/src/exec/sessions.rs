@@ -242,9 +242,7 @@ async fn run_sessionless(
         use std::os::unix::process::ExitStatusExt;
         128 + status.signal().unwrap_or(0)
     });
-    Ok(Finished::from_files(
-        exit_code, &out_path, &err_path, duration,
-    ))
+    Finished::from_files(exit_code, &out_path, &err_path, duration).await
 }
 
 /// Removes the per-daemon directories under `parent` whose daemon (named by pid) is gone.

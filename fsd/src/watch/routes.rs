@@ -2,6 +2,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
@@ -16,7 +17,7 @@ use futures_util::{StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::journal::Change;
-use super::service::WatchKey;
+use super::service::{Root, WatchKey};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
@@ -42,10 +43,7 @@ pub async fn watch(
     JsonBody(req): JsonBody<WatchRequest>,
 ) -> Result<Response, ApiError> {
     let (key, filter, wanted) = checked(&state, &req)?;
-    let (root, _) = state
-        .watches
-        .get_or_start(&key, filter)
-        .map_err(start_error)?;
+    let (root, _) = root_for(&state, key, filter).await?;
     let subscription = state.watches.subscribe(root);
     let watching = WatchEvent::Watching {
         path: subscription.root.path.display().to_string(),
@@ -143,10 +141,7 @@ pub async fn check(
         Some(token) => Some(parse_token(token)?),
     };
     let (key, filter, _) = checked(&state, &req.watch())?;
-    let (root, created) = state
-        .watches
-        .get_or_start(&key, filter)
-        .map_err(start_error)?;
+    let (root, created) = root_for(&state, key, filter).await?;
     state.watches.retain(&root);
     let journal = root.journal();
     let current = journal.cursor();
@@ -317,6 +312,20 @@ fn resolve_inside(workspace: &Path, raw: &str) -> Result<PathBuf, ApiError> {
         .with_context(serde_json::json!({ "path": raw, "workspace": workspace })));
     }
     Ok(real)
+}
+
+/// The root for a watch key. Starting one adds a watch per directory (about a second for
+/// 100,000 of them), so it runs on the blocking pool, not on an async worker.
+async fn root_for(
+    state: &AppState,
+    key: WatchKey,
+    filter: Filter,
+) -> Result<(Arc<Root>, bool), ApiError> {
+    let watches = state.watches.clone();
+    tokio::task::spawn_blocking(move || watches.get_or_start(&key, filter))
+        .await
+        .map_err(|err| ApiError::new(ErrorCode::WatchStartError, err.to_string()))?
+        .map_err(start_error)
 }
 
 fn start_error(err: fsd_watch::WatchError) -> ApiError {
