@@ -1,0 +1,308 @@
+//! Building squashfs archives of a directory, in-process.
+
+use std::fs::{self, File};
+use std::io::{BufWriter, Read, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use backhand::{FilesystemWriter, NodeHeader};
+
+use crate::codec::{self, BLOCK_SIZE, BlockReader, Codec};
+use crate::prefetch::{Prefetched, SMALL_FILE};
+use crate::progress::Progress;
+use crate::{BackupError, select};
+
+/// How to build an archive.
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    pub codec: Codec,
+    /// Compression threads; 0 means one per core.
+    pub threads: usize,
+    pub excludes: Vec<String>,
+    pub gitignore: bool,
+}
+
+impl Default for ArchiveOptions {
+    fn default() -> Self {
+        ArchiveOptions {
+            codec: Codec::Zstd,
+            threads: 0,
+            excludes: Vec::new(),
+            gitignore: false,
+        }
+    }
+}
+
+/// What was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArchiveSummary {
+    pub size_bytes: u64,
+    pub entries: u64,
+    /// Bytes of file data read (before compression).
+    pub data_bytes: u64,
+}
+
+/// One entry to add, in the order backhand wants them (sorted, parents first).
+pub(crate) enum Entry {
+    Dir,
+    File { source: PathBuf },
+    Symlink { target: PathBuf },
+    CharDevice { rdev: u32 },
+    BlockDevice { rdev: u32 },
+    Fifo,
+    Socket,
+}
+
+/// The archive under construction; `layer.rs` adds entries of its own (whiteouts).
+pub(crate) struct Builder<'a> {
+    writer: FilesystemWriter<'a, 'a, 'a>,
+    codec: Codec,
+    pool: Arc<rayon::ThreadPool>,
+    read_bytes: Arc<AtomicU64>,
+    progress: Progress,
+    /// Small files in writer order, read ahead once the write starts.
+    small_files: Vec<PathBuf>,
+    prefetched: Arc<Mutex<Option<Arc<Mutex<Prefetched>>>>>,
+    pub(crate) entries: u64,
+    pub(crate) data_bytes: u64,
+}
+
+impl<'a> Builder<'a> {
+    pub(crate) fn new(
+        codec: Codec,
+        threads: usize,
+        progress: Progress,
+    ) -> Result<Self, BackupError> {
+        let mut writer = FilesystemWriter::default();
+        writer.set_kind(codec::kind());
+        writer.set_compressor(
+            codec
+                .filesystem_compressor()
+                .map_err(BackupError::archive)?,
+        );
+        writer.set_block_size(BLOCK_SIZE);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("fsd-compress-{i}"))
+            .build()
+            .map_err(|e| BackupError::Archive(e.to_string()))?;
+        Ok(Builder {
+            writer,
+            codec,
+            pool: Arc::new(pool),
+            read_bytes: Arc::new(AtomicU64::new(0)),
+            progress,
+            small_files: Vec::new(),
+            prefetched: Arc::new(Mutex::new(None)),
+            entries: 0,
+            data_bytes: 0,
+        })
+    }
+
+    /// Sets the root directory's mode, owner and mtime from `meta`.
+    pub(crate) fn set_root(&mut self, meta: &fs::Metadata) {
+        self.writer.set_root_mode((meta.mode() & 0o7777) as u16);
+        self.writer.set_root_uid(meta.uid());
+        self.writer.set_root_gid(meta.gid());
+        self.writer.set_time(mtime(meta));
+    }
+
+    /// Adds `entry` at `path` (relative to the archive root) with `meta`'s mode and owner.
+    pub(crate) fn push(
+        &mut self,
+        path: &Path,
+        entry: Entry,
+        meta: &fs::Metadata,
+    ) -> Result<(), BackupError> {
+        let header = NodeHeader::new(
+            (meta.mode() & 0o7777) as u16,
+            meta.uid(),
+            meta.gid(),
+            mtime(meta),
+        );
+        let target = Path::new("/").join(path);
+        let result = match entry {
+            Entry::Dir => self.writer.push_dir(&target, header),
+            Entry::File { source } => {
+                self.data_bytes += meta.len();
+                let read_bytes = Arc::clone(&self.read_bytes);
+                let progress = self.progress.clone();
+                let on_read = Arc::new(move |n: u64| {
+                    let done = read_bytes.fetch_add(n, Ordering::Relaxed) + n;
+                    progress.report(done);
+                });
+                let compressor = self
+                    .codec
+                    .filesystem_compressor()
+                    .map_err(BackupError::archive)?;
+                let small = meta.len() <= SMALL_FILE;
+                if small {
+                    self.small_files.push(source.clone());
+                }
+                let reader = BlockReader::new(source, compressor, Arc::clone(&self.pool), on_read);
+                let reader = LazyPrefetch {
+                    reader: Some(reader),
+                    small,
+                    slot: Arc::clone(&self.prefetched),
+                    ready: None,
+                };
+                self.writer.push_file(reader, &target, header)
+            }
+            Entry::Symlink { target: link } => self.writer.push_symlink(link, &target, header),
+            Entry::CharDevice { rdev } => self.writer.push_char_device(rdev, &target, header),
+            Entry::BlockDevice { rdev } => self.writer.push_block_device(rdev, &target, header),
+            Entry::Fifo => self.writer.push_fifo(&target, header),
+            Entry::Socket => self.writer.push_socket(&target, header),
+        };
+        result.map_err(|e| BackupError::Archive(format!("{}: {e}", path.display())))?;
+        self.entries += 1;
+        Ok(())
+    }
+
+    /// Writes the image to `archive` atomically (temp file, fsync, rename).
+    pub(crate) fn finish(mut self, archive: &Path) -> Result<ArchiveSummary, BackupError> {
+        self.progress.set_total(self.data_bytes);
+        let files = std::mem::take(&mut self.small_files);
+        if let Ok(mut slot) = self.prefetched.lock() {
+            *slot = Some(Prefetched::start(files, Arc::clone(&self.pool)));
+        }
+        let temp = temp_path(archive);
+        let result = (|| {
+            let file = File::create(&temp)?;
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            let (_, size) = self.writer.write(&mut out).map_err(std::io::Error::other)?;
+            out.flush()?;
+            let file = out.into_inner().map_err(|e| e.into_error())?;
+            file.sync_all()?;
+            fs::rename(&temp, archive)?;
+            if let Some(parent) = archive.parent() {
+                File::open(parent)?.sync_all()?;
+            }
+            Ok::<u64, std::io::Error>(size)
+        })();
+        match result {
+            Ok(size_bytes) => Ok(ArchiveSummary {
+                size_bytes,
+                entries: self.entries,
+                data_bytes: self.data_bytes,
+            }),
+            Err(error) => {
+                let _ = fs::remove_file(&temp);
+                Err(BackupError::Archive(error.to_string()))
+            }
+        }
+    }
+}
+
+/// A file's reader that picks up the prefetcher once the write has started it.
+struct LazyPrefetch {
+    reader: Option<BlockReader>,
+    small: bool,
+    slot: Arc<Mutex<Option<Arc<Mutex<Prefetched>>>>>,
+    ready: Option<BlockReader>,
+}
+
+impl Read for LazyPrefetch {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(reader) = self.reader.take() {
+            let prefetched = if self.small {
+                self.slot.lock().ok().and_then(|slot| slot.clone())
+            } else {
+                None
+            };
+            self.ready = Some(match prefetched {
+                Some(prefetched) => reader.prefetched(prefetched),
+                None => reader,
+            });
+        }
+        match self.ready.as_mut() {
+            Some(reader) => reader.read(buf),
+            None => Ok(0),
+        }
+    }
+}
+
+/// Classifies a directory entry for the archive.
+pub(crate) fn entry_for(path: &Path, meta: &fs::Metadata) -> Result<Entry, BackupError> {
+    let kind = meta.file_type();
+    Ok(if kind.is_dir() {
+        Entry::Dir
+    } else if kind.is_file() {
+        Entry::File {
+            source: path.to_path_buf(),
+        }
+    } else if kind.is_symlink() {
+        Entry::Symlink {
+            target: fs::read_link(path).map_err(|e| BackupError::io(path, e))?,
+        }
+    } else if kind.is_char_device() {
+        Entry::CharDevice {
+            rdev: meta.rdev() as u32,
+        }
+    } else if kind.is_block_device() {
+        Entry::BlockDevice {
+            rdev: meta.rdev() as u32,
+        }
+    } else if kind.is_fifo() {
+        Entry::Fifo
+    } else {
+        Entry::Socket
+    })
+}
+
+/// Builds a squashfs archive of `dir` at `archive`.
+pub fn create(
+    dir: &Path,
+    archive: &Path,
+    options: &ArchiveOptions,
+    progress: Progress,
+) -> Result<ArchiveSummary, BackupError> {
+    let root_meta = fs::metadata(dir).map_err(|e| BackupError::io(dir, e))?;
+    if !root_meta.is_dir() {
+        return Err(BackupError::NotADirectory(dir.to_path_buf()));
+    }
+    let threads = if options.threads == 0 {
+        available_threads()
+    } else {
+        options.threads
+    };
+    let mut builder = Builder::new(options.codec, threads, progress)?;
+    builder.set_root(&root_meta);
+    let temp = temp_path(archive);
+    for entry in select::walk(dir, &options.excludes, options.gitignore, archive)? {
+        let entry = entry?;
+        let Ok(relative) = entry.path().strip_prefix(dir) else {
+            continue;
+        };
+        if relative.as_os_str().is_empty() || entry.path() == temp {
+            continue;
+        }
+        let meta = match fs::symlink_metadata(entry.path()) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(BackupError::io(entry.path(), e)),
+        };
+        let kind = entry_for(entry.path(), &meta)?;
+        builder.push(relative, kind, &meta)?;
+    }
+    builder.finish(archive)
+}
+
+/// The temp file an archive is written to before it is renamed into place.
+pub fn temp_path(archive: &Path) -> PathBuf {
+    let mut name = archive.file_name().unwrap_or_default().to_os_string();
+    name.push(".partial");
+    archive.with_file_name(name)
+}
+
+pub(crate) fn available_threads() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+fn mtime(meta: &fs::Metadata) -> u32 {
+    meta.mtime().clamp(0, u32::MAX as i64) as u32
+}

@@ -1,0 +1,18 @@
+//! Workspace backups: squashfs archives built in-process, transfers through presigned URLs,
+//! copy-on-write restores (squashfs lower + overlay upper) and incremental layers.
+
+pub mod archive;
+mod codec;
+mod error;
+pub mod layer;
+pub mod mount;
+mod prefetch;
+pub mod progress;
+pub mod restore;
+pub mod select;
+pub mod transfer;
+
+pub use archive::{ArchiveOptions, ArchiveSummary};
+pub use codec::Codec;
+pub use error::BackupError;
+pub use progress::{Phase, Progress};

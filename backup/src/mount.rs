@@ -1,0 +1,295 @@
+//! Mounting archives and overlays: kernel squashfs through a loop device and kernel
+//! overlayfs when the daemon may mount, squashfuse and fuse-overlayfs otherwise.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use nix::mount::{MntFlags, MsFlags};
+
+use crate::BackupError;
+
+/// The `source` fsd gives its overlay mounts, so they can be told apart in mountinfo.
+pub const OVERLAY_SOURCE: &str = "fsd-restore";
+
+/// How a restore is mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Driver {
+    /// Kernel squashfs on a loop device, kernel overlayfs with `redirect_dir=on`.
+    Kernel,
+    /// squashfuse and fuse-overlayfs.
+    Fuse,
+}
+
+impl Driver {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Driver::Kernel => "kernel",
+            Driver::Fuse => "fuse",
+        }
+    }
+}
+
+// <linux/loop.h>
+const LOOP_CTL_GET_FREE: libc::c_ulong = 0x4C82;
+const LOOP_CONFIGURE: libc::c_ulong = 0x4C0A;
+const LO_FLAGS_READ_ONLY: u32 = 1;
+const LO_FLAGS_AUTOCLEAR: u32 = 4;
+
+#[repr(C)]
+struct LoopInfo64 {
+    lo_device: u64,
+    lo_inode: u64,
+    lo_rdevice: u64,
+    lo_offset: u64,
+    lo_sizelimit: u64,
+    lo_number: u32,
+    lo_encrypt_type: u32,
+    lo_encrypt_key_size: u32,
+    lo_flags: u32,
+    lo_file_name: [u8; 64],
+    lo_crypt_name: [u8; 64],
+    lo_encrypt_key: [u8; 32],
+    lo_init: [u64; 2],
+}
+
+#[repr(C)]
+struct LoopConfig {
+    fd: u32,
+    block_size: u32,
+    info: LoopInfo64,
+    reserved: [u64; 8],
+}
+
+/// Attaches `image` read-only to a free loop device that detaches itself when unmounted.
+fn attach_loop(image: &Path) -> Result<PathBuf, String> {
+    let control = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/loop-control")
+        .map_err(|e| format!("/dev/loop-control: {e}"))?;
+    let backing = File::open(image).map_err(|e| format!("{}: {e}", image.display()))?;
+    // Another process may take the device between GET_FREE and CONFIGURE: try again.
+    for _ in 0..16 {
+        // SAFETY: LOOP_CTL_GET_FREE takes no argument and returns a device number.
+        let number = unsafe { libc::ioctl(control.as_raw_fd(), LOOP_CTL_GET_FREE) };
+        if number < 0 {
+            return Err(format!(
+                "LOOP_CTL_GET_FREE: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let device = PathBuf::from(format!("/dev/loop{number}"));
+        let loop_file = OpenOptions::new()
+            .read(true)
+            .open(&device)
+            .map_err(|e| format!("{}: {e}", device.display()))?;
+        // SAFETY: LoopConfig is plain old data; all-zero is its valid empty value.
+        let mut config: LoopConfig = unsafe { std::mem::zeroed() };
+        config.fd = backing.as_raw_fd() as u32;
+        config.info.lo_flags = LO_FLAGS_READ_ONLY | LO_FLAGS_AUTOCLEAR;
+        // SAFETY: the pointer is to a live LoopConfig laid out as the kernel expects.
+        let rc = unsafe { libc::ioctl(loop_file.as_raw_fd(), LOOP_CONFIGURE, &config) };
+        if rc == 0 {
+            return Ok(device);
+        }
+        let error = std::io::Error::last_os_error();
+        if error.raw_os_error() != Some(libc::EBUSY) {
+            return Err(format!("LOOP_CONFIGURE {}: {error}", device.display()));
+        }
+    }
+    Err("no free loop device".into())
+}
+
+/// Mounts the squashfs `image` read-only at `target`.
+pub fn mount_squashfs(image: &Path, target: &Path, driver: Driver) -> Result<(), BackupError> {
+    let fail = |reason: String| BackupError::Mount {
+        what: "squashfs",
+        reason,
+    };
+    match driver {
+        Driver::Kernel => {
+            let device = attach_loop(image).map_err(fail)?;
+            let flags = MsFlags::MS_RDONLY | MsFlags::MS_NODEV | MsFlags::MS_NOSUID;
+            let result =
+                nix::mount::mount(Some(&device), target, Some("squashfs"), flags, None::<&str>);
+            // With AUTOCLEAR the device goes away with its last user: the mount, or now.
+            result.map_err(|e| fail(format!("{}: {e}", image.display())))
+        }
+        Driver::Fuse => run(Command::new("squashfuse").arg(image).arg(target)).map_err(fail),
+    }
+}
+
+/// Mounts an overlay of `lowers` (topmost first) with `upper`/`work` at `target`.
+pub fn mount_overlay(
+    lowers: &[PathBuf],
+    upper: &Path,
+    work: &Path,
+    target: &Path,
+    driver: Driver,
+) -> Result<(), BackupError> {
+    let fail = |reason: String| BackupError::Mount {
+        what: "overlayfs",
+        reason,
+    };
+    let lowerdir = lowers
+        .iter()
+        .map(|p| escape(p))
+        .collect::<Vec<_>>()
+        .join(":");
+    let options = format!(
+        "lowerdir={lowerdir},upperdir={},workdir={}",
+        escape(upper),
+        escape(work)
+    );
+    match driver {
+        Driver::Kernel => {
+            // redirect_dir=on lets directories from the backup be renamed.
+            let with_redirect = format!("{options},redirect_dir=on");
+            let mount = |data: &str| {
+                nix::mount::mount(
+                    Some(OVERLAY_SOURCE),
+                    target,
+                    Some("overlay"),
+                    MsFlags::empty(),
+                    Some(data),
+                )
+            };
+            mount(&with_redirect)
+                .or_else(|e| {
+                    tracing::warn!(error = %e, "overlay with redirect_dir=on refused; mounting without");
+                    mount(&options)
+                })
+                .map_err(|e| fail(e.to_string()))
+        }
+        Driver::Fuse => run(Command::new("fuse-overlayfs")
+            .arg("-o")
+            .arg(&options)
+            .arg(target))
+        .map_err(fail),
+    }
+}
+
+/// Unmounts `target` (lazily, so a shell sitting in it does not block the release).
+pub fn unmount(target: &Path, driver: Driver) -> Result<(), BackupError> {
+    let result = match driver {
+        Driver::Kernel => {
+            nix::mount::umount2(target, MntFlags::MNT_DETACH).map_err(|e| e.to_string())
+        }
+        Driver::Fuse => run(Command::new("fusermount3").arg("-uz").arg(target)),
+    };
+    result.map_err(|reason| BackupError::Unmount {
+        path: target.to_path_buf(),
+        reason,
+    })
+}
+
+/// Whether the kernel path is usable here: root with a loop device and both filesystems.
+pub fn kernel_available() -> bool {
+    let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
+    nix::unistd::geteuid().is_root()
+        && Path::new("/dev/loop-control").exists()
+        && filesystems.contains("squashfs")
+        && filesystems.contains("overlay")
+}
+
+/// Whether the FUSE fallback is installed.
+pub fn fuse_available() -> bool {
+    Path::new("/dev/fuse").exists()
+        && ["squashfuse", "fuse-overlayfs", "fusermount3"]
+            .iter()
+            .all(|tool| on_path(tool))
+}
+
+fn on_path(tool: &str) -> bool {
+    std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
+        .unwrap_or(false)
+}
+
+/// Mount paths in overlay options escape `\`, `,` and `:`.
+fn escape(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, '\\' | ',' | ':') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn run(command: &mut Command) -> Result<(), String> {
+    let output = command
+        .output()
+        .map_err(|e| format!("{:?}: {e}", command.get_program()))?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&output.stderr).trim().to_string())
+    }
+}
+
+/// Mount points listed in /proc/self/mountinfo, with their sources.
+pub fn mounts() -> Vec<(PathBuf, String)> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    info.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let target = unescape_mountinfo(fields.get(4)?);
+            let dash = fields.iter().position(|f| *f == "-")?;
+            let source = fields.get(dash + 2)?.to_string();
+            Some((PathBuf::from(target), source))
+        })
+        .collect()
+}
+
+/// mountinfo writes space, tab, newline and backslash as octal escapes.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
+            if let Ok(value) = u8::from_str_radix(&field[i + 1..i + 4], 8) {
+                out.push(value);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Makes mounts under `/` shared, so restores made later reach the mount namespaces of
+/// command sessions (which are slaves of the daemon's).
+pub fn share_mounts() -> Result<(), String> {
+    nix::mount::mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SHARED,
+        None::<&str>,
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_overlay_option_paths() {
+        assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
+    }
+
+    #[test]
+    fn unescapes_mountinfo_paths() {
+        assert_eq!(unescape_mountinfo("/a\\040b\\134c"), "/a b\\c");
+        assert_eq!(unescape_mountinfo("/plain"), "/plain");
+    }
+}

@@ -1,0 +1,277 @@
+//! Copy-on-write restores: archives mounted read-only as lower layers, a fresh upper, an
+//! overlay on the target directory. The state of each restore is kept beside its mounts, so
+//! a restarted daemon adopts live restores and cleans up dead ones.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use crate::BackupError;
+use crate::mount::{self, Driver, OVERLAY_SOURCE};
+
+const STATE_FILE: &str = "restore.json";
+
+/// One active restore.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Restore {
+    /// The directory the overlay is mounted on.
+    pub dir: PathBuf,
+    /// The archives mounted as lower layers, topmost first (one unless it is a layer chain).
+    pub archives: Vec<PathBuf>,
+    /// Where its lower, upper and work directories live.
+    pub base: PathBuf,
+    pub driver: Driver,
+    /// Unix milliseconds.
+    pub mounted_at: u64,
+}
+
+impl Restore {
+    pub fn lowers(&self) -> Vec<PathBuf> {
+        (0..self.archives.len())
+            .map(|i| self.base.join(format!("lower{i}")))
+            .collect()
+    }
+
+    pub fn upper(&self) -> PathBuf {
+        self.base.join("upper")
+    }
+
+    fn work(&self) -> PathBuf {
+        self.base.join("work")
+    }
+}
+
+/// Owns the restore mounts of one daemon.
+pub struct Restorer {
+    root: PathBuf,
+    driver: Option<Driver>,
+    active: Mutex<BTreeMap<PathBuf, Restore>>,
+}
+
+impl Restorer {
+    /// Keeps mount state under `root`; adopts restores whose overlay is still mounted and
+    /// releases what a crash left behind.
+    pub fn new(root: &Path) -> Result<Restorer, BackupError> {
+        fs::create_dir_all(root).map_err(|e| BackupError::io(root, e))?;
+        let driver = if mount::kernel_available() {
+            Some(Driver::Kernel)
+        } else if mount::fuse_available() {
+            Some(Driver::Fuse)
+        } else {
+            None
+        };
+        let mounted = mount::mounts();
+        let mut active = BTreeMap::new();
+        let entries = fs::read_dir(root).map_err(|e| BackupError::io(root, e))?;
+        for entry in entries.flatten() {
+            let base = entry.path();
+            let state = fs::read(base.join(STATE_FILE))
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Restore>(&bytes).ok());
+            match state {
+                Some(restore)
+                    if overlay_mounted(&mounted, &restore.dir) && restore.base == base =>
+                {
+                    tracing::info!(dir = %restore.dir.display(), "adopted a live restore");
+                    active.insert(restore.dir.clone(), restore);
+                }
+                state => {
+                    let driver = state.map(|s| s.driver).or(driver).unwrap_or(Driver::Kernel);
+                    teardown(&base, driver, &mounted);
+                }
+            }
+        }
+        Ok(Restorer {
+            root: root.to_path_buf(),
+            driver,
+            active: Mutex::new(active),
+        })
+    }
+
+    /// The mount driver in use, if this machine can mount at all.
+    pub fn driver(&self) -> Option<Driver> {
+        self.driver
+    }
+
+    /// Active restores, by directory.
+    pub fn list(&self) -> Vec<Restore> {
+        self.active
+            .lock()
+            .map(|a| a.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The active restore on `dir`, if any.
+    pub fn get(&self, dir: &Path) -> Option<Restore> {
+        self.active.lock().ok()?.get(dir).cloned()
+    }
+
+    /// Restores `archives` (topmost first) onto `dir`. Replaces a restore already on `dir`
+    /// (its writes are discarded, its mounts released). On failure `dir` is left as it was.
+    pub fn restore(&self, dir: &Path, archives: &[PathBuf]) -> Result<Restore, BackupError> {
+        let driver = self.driver.ok_or_else(|| BackupError::Mount {
+            what: "restore",
+            reason: "this machine allows neither kernel squashfs+overlay mounts (needs root, \
+                     /dev/loop-control) nor FUSE (squashfuse, fuse-overlayfs, /dev/fuse)"
+                .into(),
+        })?;
+        for archive in archives {
+            if !archive.is_file() {
+                return Err(BackupError::ArchiveMissing(archive.clone()));
+            }
+        }
+        let mut active = self
+            .active
+            .lock()
+            .map_err(|_| BackupError::Layer("restore state poisoned".into()))?;
+        let restore = Restore {
+            dir: dir.to_path_buf(),
+            archives: archives.to_vec(),
+            base: self.root.join(base_name(&archives[0])),
+            driver,
+            mounted_at: now_ms(),
+        };
+        prepare(&restore).inspect_err(|_| teardown(&restore.base, driver, &mount::mounts()))?;
+        let previous = active.remove(dir);
+        if let Some(previous) = &previous {
+            if let Err(error) = mount::unmount(dir, previous.driver) {
+                active.insert(dir.to_path_buf(), previous.clone());
+                teardown(&restore.base, driver, &mount::mounts());
+                return Err(error);
+            }
+        }
+        let mounted = mount::mount_overlay(
+            &restore.lowers(),
+            &restore.upper(),
+            &restore.work(),
+            dir,
+            driver,
+        );
+        if let Err(error) = mounted {
+            if let Some(previous) = previous {
+                let back = mount::mount_overlay(
+                    &previous.lowers(),
+                    &previous.upper(),
+                    &previous.work(),
+                    dir,
+                    previous.driver,
+                );
+                match back {
+                    Ok(()) => {
+                        active.insert(dir.to_path_buf(), previous);
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not put the previous restore back")
+                    }
+                }
+            }
+            teardown(&restore.base, driver, &mount::mounts());
+            return Err(error);
+        }
+        if let Ok(json) = serde_json::to_vec_pretty(&restore) {
+            let _ = fs::write(restore.base.join(STATE_FILE), json);
+        }
+        active.insert(dir.to_path_buf(), restore.clone());
+        drop(active);
+        if let Some(previous) = previous {
+            teardown(&previous.base, previous.driver, &mount::mounts());
+        }
+        Ok(restore)
+    }
+
+    /// Releases the restore on `dir`: the overlay comes off (the directory shows what it held
+    /// before) and the archive mounts go.
+    pub fn release(&self, dir: &Path) -> Result<Restore, BackupError> {
+        let mut active = self
+            .active
+            .lock()
+            .map_err(|_| BackupError::Layer("restore state poisoned".into()))?;
+        let restore = active
+            .remove(dir)
+            .ok_or_else(|| BackupError::NotMounted(dir.to_path_buf()))?;
+        if let Err(error) = mount::unmount(dir, restore.driver) {
+            active.insert(dir.to_path_buf(), restore);
+            return Err(error);
+        }
+        drop(active);
+        teardown(&restore.base, restore.driver, &mount::mounts());
+        Ok(restore)
+    }
+
+    /// Releases every restore (shutdown of a daemon that should leave nothing mounted).
+    pub fn release_all(&self) {
+        for restore in self.list() {
+            if let Err(error) = self.release(&restore.dir) {
+                tracing::warn!(dir = %restore.dir.display(), %error, "release failed");
+            }
+        }
+    }
+}
+
+/// Creates the restore's directories and mounts its archives; nothing touches `dir` yet.
+fn prepare(restore: &Restore) -> Result<(), BackupError> {
+    for path in [restore.upper(), restore.work()]
+        .into_iter()
+        .chain(restore.lowers())
+    {
+        fs::create_dir_all(&path).map_err(|e| BackupError::io(&path, e))?;
+    }
+    fs::create_dir_all(&restore.dir).map_err(|e| BackupError::io(&restore.dir, e))?;
+    for (archive, lower) in restore.archives.iter().zip(restore.lowers()) {
+        mount::mount_squashfs(archive, &lower, restore.driver)?;
+    }
+    Ok(())
+}
+
+/// Unmounts whatever is mounted under `base` and removes it.
+fn teardown(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
+    let mut below: Vec<&PathBuf> = mounted
+        .iter()
+        .map(|(target, _)| target)
+        .filter(|t| t.starts_with(base))
+        .collect();
+    below.sort_by(|a, b| b.cmp(a));
+    below.dedup();
+    for target in below {
+        if let Err(error) = mount::unmount(target, driver) {
+            tracing::warn!(%error, "leftover mount");
+        }
+    }
+    if let Err(error) = fs::remove_dir_all(base) {
+        if error.kind() != std::io::ErrorKind::NotFound {
+            tracing::warn!(base = %base.display(), %error, "could not remove restore directory");
+        }
+    }
+}
+
+fn overlay_mounted(mounted: &[(PathBuf, String)], dir: &Path) -> bool {
+    mounted.iter().any(|(target, source)| {
+        target == dir && (source == OVERLAY_SOURCE || source == "fuse-overlayfs")
+    })
+}
+
+/// `<archive stem>_<ms>_<6 hex>`, as the reference names its mount bases.
+fn base_name(archive: &Path) -> String {
+    let stem = archive
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let salt = (nanos ^ std::process::id().rotate_left(20)) & 0xff_ffff;
+    format!("{stem}_{}_{salt:06x}", now_ms())
+}
+
+pub(crate) fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

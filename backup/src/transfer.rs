@@ -1,0 +1,420 @@
+//! Moving archives through presigned URLs: single PUT, parallel multipart parts, parallel
+//! ranged GETs into a preallocated file. Retries with backoff on 5xx and dropped
+//! connections; memory is bounded by parts in flight × part size.
+
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::stream::{self, StreamExt, TryStreamExt};
+use sha2::{Digest, Sha256};
+
+use crate::BackupError;
+use crate::progress::Progress;
+
+/// Attempts per request, and the first backoff (doubled each time).
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 4,
+            backoff: Duration::from_millis(250),
+        }
+    }
+}
+
+/// One part of a multipart upload: a presigned URL for `size` bytes at `offset`.
+#[derive(Debug, Clone)]
+pub struct PartSpec {
+    pub part_number: u32,
+    pub url: String,
+    pub offset: u64,
+    pub size: u64,
+}
+
+/// Moves bytes between local archives and presigned URLs.
+#[derive(Clone)]
+pub struct Transfer {
+    client: reqwest::Client,
+    pub retry: RetryPolicy,
+    /// Requests in flight at once.
+    pub concurrency: usize,
+}
+
+/// The outcome of one attempt: done, worth another try, or final.
+enum Attempt<T> {
+    Done(T),
+    Retry(BackupError),
+    Fail(BackupError),
+}
+
+impl Transfer {
+    pub fn new() -> Result<Transfer, BackupError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|e| BackupError::Transfer(e.to_string()))?;
+        Ok(Transfer {
+            client,
+            retry: RetryPolicy::default(),
+            concurrency: 8,
+        })
+    }
+
+    async fn with_retries<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, BackupError>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Attempt<T>>,
+    {
+        let mut backoff = self.retry.backoff;
+        let mut last = BackupError::Transfer(format!("{what}: no attempt made"));
+        for n in 1..=self.retry.attempts.max(1) {
+            match attempt().await {
+                Attempt::Done(value) => return Ok(value),
+                Attempt::Fail(error) => return Err(error),
+                Attempt::Retry(error) => {
+                    tracing::warn!(what, attempt = n, %error, "transfer attempt failed");
+                    last = error;
+                }
+            }
+            if n < self.retry.attempts {
+                tokio::time::sleep(backoff).await;
+                backoff *= 2;
+            }
+        }
+        Err(last)
+    }
+
+    /// PUTs the whole archive to one presigned URL; returns the ETag if the server sent one.
+    pub async fn put(
+        &self,
+        archive: &Path,
+        url: &str,
+        progress: Progress,
+    ) -> Result<Option<String>, BackupError> {
+        let size = std::fs::metadata(archive)
+            .map_err(|e| BackupError::io(archive, e))?
+            .len();
+        progress.set_total(size);
+        let sent = Arc::new(AtomicU64::new(0));
+        self.with_retries("PUT", || {
+            let sent = Arc::clone(&sent);
+            let progress = progress.clone();
+            async move {
+                sent.store(0, Ordering::Relaxed);
+                let file = match tokio::fs::File::open(archive).await {
+                    Ok(file) => file,
+                    Err(e) => return Attempt::Fail(BackupError::io(archive, e)),
+                };
+                let body = tokio_util::io::ReaderStream::with_capacity(file, 1 << 20).inspect_ok(
+                    move |chunk| {
+                        let done = sent.fetch_add(chunk.len() as u64, Ordering::Relaxed)
+                            + chunk.len() as u64;
+                        progress.report(done);
+                    },
+                );
+                let request = self
+                    .client
+                    .put(url)
+                    .header("content-type", "application/octet-stream")
+                    .header("content-length", size)
+                    .body(reqwest::Body::wrap_stream(body));
+                match classify(request.send().await, "PUT").await {
+                    Attempt::Done(response) => Attempt::Done(etag(&response)),
+                    Attempt::Retry(e) => Attempt::Retry(e),
+                    Attempt::Fail(e) => Attempt::Fail(e),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Uploads `parts` of the archive in parallel; returns `(partNumber, etag)` sorted by part.
+    pub async fn put_parts(
+        &self,
+        archive: &Path,
+        parts: Vec<PartSpec>,
+        progress: Progress,
+    ) -> Result<Vec<(u32, String)>, BackupError> {
+        let file = Arc::new(File::open(archive).map_err(|e| BackupError::io(archive, e))?);
+        let size = file
+            .metadata()
+            .map_err(|e| BackupError::io(archive, e))?
+            .len();
+        if let Some(part) = parts.iter().find(|p| p.offset + p.size > size) {
+            return Err(BackupError::Transfer(format!(
+                "part {} ends at byte {} but the archive has {size}",
+                part.part_number,
+                part.offset + part.size
+            )));
+        }
+        progress.set_total(parts.iter().map(|p| p.size).sum());
+        let done = Arc::new(AtomicU64::new(0));
+        let mut etags: Vec<(u32, String)> = stream::iter(parts)
+            .map(|part| {
+                let file = Arc::clone(&file);
+                let done = Arc::clone(&done);
+                let progress = progress.clone();
+                async move {
+                    let body = read_at(file, part.offset, part.size, archive.to_path_buf()).await?;
+                    let etag = self.put_part(&part, body).await?;
+                    let total = done.fetch_add(part.size, Ordering::Relaxed) + part.size;
+                    progress.report(total);
+                    Ok::<_, BackupError>((part.part_number, etag))
+                }
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .try_collect()
+            .await?;
+        etags.sort_by_key(|(number, _)| *number);
+        Ok(etags)
+    }
+
+    async fn put_part(&self, part: &PartSpec, body: Bytes) -> Result<String, BackupError> {
+        let what = format!("part {}", part.part_number);
+        self.with_retries(&what, || {
+            let body = body.clone();
+            let what = what.clone();
+            async move {
+                let request = self
+                    .client
+                    .put(&part.url)
+                    .header("content-type", "application/octet-stream")
+                    .header("content-length", body.len())
+                    .body(body);
+                match classify(request.send().await, &what).await {
+                    Attempt::Done(response) => match etag(&response) {
+                        Some(etag) => Attempt::Done(etag),
+                        None => Attempt::Fail(BackupError::Transfer(format!(
+                            "{what}: no ETag in the response"
+                        ))),
+                    },
+                    Attempt::Retry(e) => Attempt::Retry(e),
+                    Attempt::Fail(e) => Attempt::Fail(e),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Downloads `size` bytes from `url` into `dest` with parallel ranged GETs, through a
+    /// preallocated temp file renamed into place once size (and `sha256`, when given) match.
+    pub async fn get(
+        &self,
+        url: &str,
+        dest: &Path,
+        size: u64,
+        sha256: Option<&str>,
+        chunk_size: u64,
+        progress: Progress,
+    ) -> Result<(), BackupError> {
+        let temp = with_suffix(dest, ".download");
+        let result = self
+            .get_into(url, &temp, size, sha256, chunk_size, progress)
+            .await;
+        match result {
+            Ok(()) => tokio::fs::rename(&temp, dest)
+                .await
+                .map_err(|e| BackupError::io(dest, e)),
+            Err(error) => {
+                let _ = tokio::fs::remove_file(&temp).await;
+                Err(error)
+            }
+        }
+    }
+
+    async fn get_into(
+        &self,
+        url: &str,
+        temp: &Path,
+        size: u64,
+        sha256: Option<&str>,
+        chunk_size: u64,
+        progress: Progress,
+    ) -> Result<(), BackupError> {
+        let file = File::create(temp).map_err(|e| BackupError::io(temp, e))?;
+        file.set_len(size).map_err(|e| BackupError::io(temp, e))?;
+        let file = Arc::new(file);
+        progress.set_total(size);
+        let chunk_size = chunk_size.max(1 << 20);
+        let ranges: Vec<(u64, u64)> = (0..size)
+            .step_by(chunk_size as usize)
+            .map(|start| (start, (start + chunk_size).min(size)))
+            .collect();
+        let done = Arc::new(AtomicU64::new(0));
+        stream::iter(ranges)
+            .map(|(start, end)| {
+                let file = Arc::clone(&file);
+                let done = Arc::clone(&done);
+                let progress = progress.clone();
+                async move {
+                    let bytes = self.get_range(url, start, end).await?;
+                    let path = temp.to_path_buf();
+                    tokio::task::spawn_blocking(move || {
+                        file.write_all_at(&bytes, start)
+                            .map_err(|e| BackupError::io(&path, e))
+                    })
+                    .await
+                    .map_err(|e| BackupError::Transfer(e.to_string()))??;
+                    progress.report(done.fetch_add(end - start, Ordering::Relaxed) + end - start);
+                    Ok::<(), BackupError>(())
+                }
+            })
+            .buffer_unordered(self.concurrency.max(1))
+            .try_collect::<()>()
+            .await?;
+        let file = Arc::try_unwrap(file)
+            .map_err(|_| BackupError::Transfer("download still writing".into()))?;
+        let expected = sha256.map(str::to_owned);
+        let path = temp.to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            file.sync_all().map_err(|e| BackupError::io(&path, e))?;
+            let actual = file
+                .metadata()
+                .map_err(|e| BackupError::io(&path, e))?
+                .len();
+            if actual != size {
+                return Err(BackupError::Verify {
+                    what: "size",
+                    expected: size.to_string(),
+                    actual: actual.to_string(),
+                });
+            }
+            if let Some(expected) = expected {
+                let actual = sha256_file(&path)?;
+                if !actual.eq_ignore_ascii_case(&expected) {
+                    return Err(BackupError::Verify {
+                        what: "sha256",
+                        expected,
+                        actual,
+                    });
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map_err(|e| BackupError::Transfer(e.to_string()))?
+    }
+
+    async fn get_range(&self, url: &str, start: u64, end: u64) -> Result<Bytes, BackupError> {
+        let what = format!("bytes {start}-{}", end - 1);
+        self.with_retries(&what, || {
+            let what = what.clone();
+            async move {
+                let request = self
+                    .client
+                    .get(url)
+                    .header("range", format!("bytes={start}-{}", end - 1));
+                let response = match classify(request.send().await, &what).await {
+                    Attempt::Done(response) => response,
+                    Attempt::Retry(e) => return Attempt::Retry(e),
+                    Attempt::Fail(e) => return Attempt::Fail(e),
+                };
+                let whole = response.status() == reqwest::StatusCode::OK;
+                match response.bytes().await {
+                    // A server that ignores Range sends everything: take our slice of it.
+                    Ok(bytes) if whole && bytes.len() as u64 >= end => {
+                        Attempt::Done(bytes.slice(start as usize..end as usize))
+                    }
+                    Ok(bytes) if bytes.len() as u64 == end - start => Attempt::Done(bytes),
+                    Ok(bytes) => Attempt::Retry(BackupError::Verify {
+                        what: "range length",
+                        expected: (end - start).to_string(),
+                        actual: bytes.len().to_string(),
+                    }),
+                    Err(e) => Attempt::Retry(BackupError::Transfer(format!("{what}: {e}"))),
+                }
+            }
+        })
+        .await
+    }
+}
+
+/// Sorts a response into done, retry (5xx, 408, 429, connection trouble) or fail (4xx).
+async fn classify(
+    result: reqwest::Result<reqwest::Response>,
+    what: &str,
+) -> Attempt<reqwest::Response> {
+    let response = match result {
+        Ok(response) => response,
+        Err(e) => return Attempt::Retry(BackupError::Transfer(format!("{what}: {e}"))),
+    };
+    let status = response.status();
+    if status.is_success() {
+        return Attempt::Done(response);
+    }
+    let body = response.text().await.unwrap_or_default();
+    let error = BackupError::TransferStatus {
+        status: status.as_u16(),
+        what: what.to_string(),
+        body: truncate(body),
+    };
+    if status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429 {
+        Attempt::Retry(error)
+    } else {
+        Attempt::Fail(error)
+    }
+}
+
+fn etag(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get("etag")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+}
+
+async fn read_at(
+    file: Arc<File>,
+    offset: u64,
+    size: u64,
+    path: PathBuf,
+) -> Result<Bytes, BackupError> {
+    tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0u8; size as usize];
+        file.read_exact_at(&mut buf, offset)
+            .map_err(|e| BackupError::io(&path, e))?;
+        Ok(Bytes::from(buf))
+    })
+    .await
+    .map_err(|e| BackupError::Transfer(e.to_string()))?
+}
+
+/// The SHA-256 of a file, lowercase hex.
+pub fn sha256_file(path: &Path) -> Result<String, BackupError> {
+    let mut file = File::open(path).map_err(|e| BackupError::io(path, e))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(|e| BackupError::io(path, e))?;
+    Ok(hex(&hasher.finalize()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+fn truncate(mut body: String) -> String {
+    if body.len() > 512 {
+        let mut cut = 512;
+        while !body.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        body.truncate(cut);
+    }
+    body
+}
