@@ -152,6 +152,10 @@ pub enum Operation {
     DirectoryCreate,
     #[serde(rename = "directory.list")]
     DirectoryList,
+    #[serde(rename = "backup.create")]
+    BackupCreate,
+    #[serde(rename = "backup.restore")]
+    BackupRestore,
 }
 
 /// The error envelope: the body of every non-2xx JSON response.

@@ -6,6 +6,7 @@
 //!
 //! This crate does no I/O.
 
+pub mod backup;
 pub mod error;
 pub mod exec;
 pub mod files;

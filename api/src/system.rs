@@ -44,6 +44,10 @@ pub struct Capabilities {
     /// How user commands are kept from the daemon: `pid-namespace` (their own PID namespace
     /// and /proc, so the daemon cannot be signalled or traced) or `none`.
     pub command_isolation: String,
+    /// How backups are restored: `kernel` (squashfs on a loop device + overlayfs), `fuse`
+    /// (squashfuse + fuse-overlayfs) or `none`.
+    #[serde(default)]
+    pub restore_driver: String,
     /// The workspace root the daemon serves.
     pub workspace: String,
 }

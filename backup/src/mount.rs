@@ -64,7 +64,8 @@ struct LoopConfig {
 }
 
 /// Attaches `image` read-only to a free loop device that detaches itself when unmounted.
-fn attach_loop(image: &Path) -> Result<PathBuf, String> {
+/// The device is returned open: with autoclear, closing it before the mount detaches it.
+fn attach_loop(image: &Path) -> Result<(PathBuf, File), String> {
     let control = OpenOptions::new()
         .read(true)
         .write(true)
@@ -93,7 +94,7 @@ fn attach_loop(image: &Path) -> Result<PathBuf, String> {
         // SAFETY: the pointer is to a live LoopConfig laid out as the kernel expects.
         let rc = unsafe { libc::ioctl(loop_file.as_raw_fd(), LOOP_CONFIGURE, &config) };
         if rc == 0 {
-            return Ok(device);
+            return Ok((device, loop_file));
         }
         let error = std::io::Error::last_os_error();
         if error.raw_os_error() != Some(libc::EBUSY) {
@@ -111,7 +112,7 @@ pub fn mount_squashfs(image: &Path, target: &Path, driver: Driver) -> Result<(),
     };
     match driver {
         Driver::Kernel => {
-            let device = attach_loop(image).map_err(fail)?;
+            let (device, _open_until_mounted) = attach_loop(image).map_err(fail)?;
             let flags = MsFlags::MS_RDONLY | MsFlags::MS_NODEV | MsFlags::MS_NOSUID;
             let result =
                 nix::mount::mount(Some(&device), target, Some("squashfs"), flags, None::<&str>);

@@ -12,6 +12,7 @@ use crate::exec::ExecError;
 use crate::files::FileError;
 use crate::process::ProcessError;
 use crate::wire::time::now_rfc3339;
+use fsd_backup::BackupError;
 
 /// An error on its way to the caller as the reference's error envelope.
 #[derive(Debug)]
@@ -245,4 +246,33 @@ impl From<ProcessError> for ApiError {
             ProcessError::Exec(err) => err.into(),
         }
     }
+}
+
+/// Backup errors: caller mistakes are 4xx (a missing source directory is
+/// INVALID_BACKUP_CONFIG, a missing archive BACKUP_NOT_FOUND, where the reference answers
+/// 500); what fails on the machine is BACKUP_CREATE_FAILED or BACKUP_RESTORE_FAILED.
+pub fn backup_error(err: BackupError, operation: Operation) -> ApiError {
+    let message = err.to_string();
+    let failed = match operation {
+        Operation::BackupRestore => ErrorCode::BackupRestoreFailed,
+        _ => ErrorCode::BackupCreateFailed,
+    };
+    let error = match &err {
+        BackupError::NotADirectory(path) => ApiError::new(ErrorCode::InvalidBackupConfig, message)
+            .with_context(json!({ "field": "dir", "path": path })),
+        BackupError::InvalidExclude { pattern, .. } => {
+            ApiError::new(ErrorCode::InvalidBackupConfig, message)
+                .with_context(json!({ "field": "excludes", "pattern": pattern }))
+        }
+        BackupError::ArchiveMissing(path) => ApiError::new(ErrorCode::BackupNotFound, message)
+            .with_context(json!({ "archivePath": path })),
+        BackupError::NotMounted(path) => ApiError::new(ErrorCode::BackupNotFound, message)
+            .with_context(json!({ "dir": path }))
+            .with_suggestion("Layers are taken of a directory restored with /api/backup/restore"),
+        BackupError::TransferStatus { status, .. } => {
+            ApiError::new(failed, message).with_context(json!({ "upstreamStatus": status }))
+        }
+        _ => ApiError::new(failed, message),
+    };
+    error.with_operation(operation)
 }

@@ -3,6 +3,7 @@
 //! `fsd serve` with no flags serves `/workspace` (or `./workspace` when that is not writable)
 //! on 127.0.0.1:3000. See the README for the routes and `fsd serve --help` for the flags.
 
+mod backup;
 mod config;
 mod error;
 mod exec;

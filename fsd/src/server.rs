@@ -9,6 +9,7 @@ use tokio::net::TcpListener;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
+use crate::backup::{self, BackupService};
 use crate::config::{IsolationMode, Settings};
 use crate::exec::{self, ExecConfig, Isolation, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
@@ -19,6 +20,7 @@ use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
+use fsd_api::system::Capabilities;
 
 pub fn router(state: AppState, token: auth::ApiToken) -> Router {
     Router::new()
@@ -28,6 +30,7 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(process::router())
         .merge(ports::router())
         .merge(watch::router())
+        .merge(backup::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)
@@ -104,16 +107,23 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
             let _ = tokio::task::spawn_blocking(move || watches.save(false)).await;
         }
     });
+    // Restores made later must reach the sessions' mount namespaces (slaves of this one).
+    if isolation.name() != "none" && fsd_backup::mount::kernel_available() {
+        if let Err(error) = fsd_backup::mount::share_mounts() {
+            tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
+        }
+    }
+    let backups = Arc::new(BackupService::new(&settings.state_dir));
     let state = AppState {
         files: Arc::new(FileService::new(policy)),
         sessions: sessions.clone(),
         processes: processes.clone(),
         watches: watches.clone(),
-        capabilities: Arc::new(capabilities::detect(
-            &settings.workspace,
-            settings.confine,
-            isolation.name(),
-        )),
+        backups: backups.clone(),
+        capabilities: Arc::new(Capabilities {
+            restore_driver: backups.driver_name().to_string(),
+            ..capabilities::detect(&settings.workspace, settings.confine, isolation.name())
+        }),
         auth_enabled: settings.token.is_some(),
     };
     let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
@@ -136,6 +146,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         .await?;
     tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
+    tokio::task::block_in_place(|| backups.release_all());
     sessions.shutdown().await;
     tracing::info!("fsd stopped");
     Ok(())

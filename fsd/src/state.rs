@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use fsd_api::system::Capabilities;
 
+use crate::backup::BackupService;
 use crate::exec::SessionManager;
 use crate::files::FileService;
 use crate::process::ProcessService;
@@ -15,6 +16,7 @@ pub struct AppState {
     pub sessions: Arc<SessionManager>,
     pub processes: Arc<ProcessService>,
     pub watches: Arc<WatchService>,
+    pub backups: Arc<BackupService>,
     pub capabilities: Arc<Capabilities>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,

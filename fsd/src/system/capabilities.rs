@@ -33,6 +33,7 @@ pub fn detect(workspace: &Path, confined: bool, command_isolation: &str) -> Capa
         },
         confined,
         command_isolation: command_isolation.to_string(),
+        restore_driver: String::new(),
         workspace: workspace.display().to_string(),
     }
 }

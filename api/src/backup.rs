@@ -1,0 +1,217 @@
+//! Backups: `/api/backup/create`, `/restore` and `/upload-parts` as the reference has them,
+//! plus fsd's one-call `/upload` and `/download` (SSE progress), `/mounts` and `/unmount`.
+
+use serde::{Deserialize, Serialize};
+
+/// Where archives live in the sandbox; `archivePath` must be under it.
+pub const ARCHIVE_ROOT: &str = "/var/backups/";
+
+/// Directories that may be backed up or restored onto, and anything under them.
+pub const ALLOWED_DIR_PREFIXES: &[&str] = &["/workspace", "/home", "/tmp", "/var/tmp", "/app"];
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Compression {
+    /// `zstd` (fsd's default), `lz4` (the reference's default) or `gzip`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    /// Compression threads, ≥ 1; default: one per core.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateBackupRequest {
+    pub dir: String,
+    pub archive_path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitignore: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excludes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<Compression>,
+    /// fsd: store only what changed since `dir` was restored (it must be an active restore).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateBackupResponse {
+    pub success: bool,
+    pub size_bytes: u64,
+    pub archive_path: String,
+    /// fsd: SHA-256 of the archive, lowercase hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// fsd: entries in the archive.
+    #[serde(default)]
+    pub entries: u64,
+    /// fsd, layers only: the archives this layer stacks on, topmost first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub parent_archive_paths: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreBackupRequest {
+    pub dir: String,
+    pub archive_path: String,
+    /// fsd: for a layer, the archives beneath it, topmost first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_archive_paths: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreBackupResponse {
+    pub success: bool,
+    pub dir: String,
+    /// fsd: `kernel` or `fuse`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadPart {
+    pub part_number: u32,
+    pub url: String,
+    pub offset: u64,
+    pub size: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadPartsRequest {
+    pub archive_path: String,
+    pub parts: Vec<UploadPart>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PartEtag {
+    pub part_number: u32,
+    pub etag: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadPartsResponse {
+    pub success: bool,
+    pub parts: Vec<PartEtag>,
+}
+
+/// Where `/api/backup/upload` sends the archive: one presigned PUT, or presigned part URLs
+/// (parts 1, 2, … in order) of which it uses as many as the archive needs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadTarget {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_urls: Option<Vec<String>>,
+    /// Smallest part, default 5 MiB (S3's and R2's floor for all parts but the last).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_part_size: Option<u64>,
+}
+
+/// `POST /api/backup/upload`: create an archive and upload it in one call.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UploadBackupRequest {
+    #[serde(flatten)]
+    pub create: CreateBackupRequest,
+    pub upload: UploadTarget,
+}
+
+/// One archive to fetch for `/api/backup/download`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveSource {
+    pub archive_path: String,
+    /// Presigned GET URL.
+    pub url: String,
+    pub size_bytes: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+}
+
+/// `POST /api/backup/download`: fetch archives (kept when already present with the same
+/// size) and restore them onto `dir`; `archives` is the chain, topmost first.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DownloadBackupRequest {
+    pub dir: String,
+    pub archives: Vec<ArchiveSource>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// Events of `/api/backup/upload` and `/api/backup/download`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum BackupEvent {
+    #[serde(rename_all = "camelCase")]
+    Progress {
+        phase: String,
+        bytes_done: u64,
+        bytes_total: u64,
+    },
+    #[serde(rename_all = "camelCase")]
+    Complete {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        archive: Option<CreateBackupResponse>,
+        /// Upload: the ETag of a single PUT.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        etag: Option<String>,
+        /// Upload: the parts used, with their ETags.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        parts: Vec<PartEtag>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        part_size: Option<u64>,
+        /// Download: the restored directory.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dir: Option<String>,
+        /// Download: archives that were already present and not fetched again.
+        #[serde(default)]
+        cached: u32,
+    },
+    #[serde(rename_all = "camelCase")]
+    Error {
+        code: String,
+        message: String,
+        http_status: u16,
+    },
+}
+
+/// One active restore.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreMount {
+    pub dir: String,
+    /// Topmost first.
+    pub archive_paths: Vec<String>,
+    pub driver: String,
+    pub mounted_at: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct RestoreMountsResponse {
+    pub success: bool,
+    pub mounts: Vec<RestoreMount>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UnmountBackupRequest {
+    pub dir: String,
+}

@@ -1,0 +1,346 @@
+//! `/api/backup/*`: parse, validate (INVALID_BACKUP_CONFIG naming the field), call the
+//! service, answer.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::response::Response;
+use fsd_api::backup::{
+    BackupEvent, CreateBackupRequest, CreateBackupResponse, DownloadBackupRequest,
+    RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse, UnmountBackupRequest,
+    UploadBackupRequest, UploadPartsRequest, UploadPartsResponse,
+};
+use fsd_api::{ErrorCode, Operation};
+use fsd_backup::transfer::PartSpec;
+use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
+use serde::de::DeserializeOwned;
+use tokio::sync::mpsc;
+
+use super::service::{CreateSpec, MIN_PART_SIZE, Source};
+use super::validate::{self, invalid};
+use crate::error::{ApiError, backup_error};
+use crate::state::AppState;
+use crate::wire::sse::sse_response;
+
+/// Progress events go out at most this often per phase (and always at 0 and at the end).
+const PROGRESS_EVERY: Duration = Duration::from_millis(100);
+
+/// Parses a backup request; type errors are INVALID_BACKUP_CONFIG, as the reference has it.
+fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, ApiError> {
+    crate::wire::json::parse(body).map_err(|mut error| {
+        if error.code == ErrorCode::ValidationFailed {
+            error.code = ErrorCode::InvalidBackupConfig;
+            error.http_status = ErrorCode::InvalidBackupConfig.http_status();
+        }
+        error.with_operation(operation)
+    })
+}
+
+fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
+    let op = Operation::BackupCreate;
+    let dir = validate::dir(
+        &req.dir,
+        std::path::Path::new(&state.capabilities.workspace),
+        op,
+    )?;
+    let archive = validate::archive("archivePath", &req.archive_path, op)?;
+    let mut options = ArchiveOptions {
+        excludes: req.excludes.clone().unwrap_or_default(),
+        gitignore: req.gitignore.unwrap_or(false),
+        ..ArchiveOptions::default()
+    };
+    if let Some(compression) = &req.compression {
+        if let Some(format) = &compression.format {
+            options.codec = Codec::parse(format).ok_or_else(|| {
+                invalid("compression.format", "must be one of gzip, lz4, zstd", op)
+            })?;
+        }
+        if let Some(threads) = compression.threads {
+            if threads == 0 {
+                return Err(invalid("compression.threads", "must be at least 1", op));
+            }
+            options.threads = threads as usize;
+        }
+    }
+    Ok(CreateSpec {
+        dir,
+        archive,
+        options,
+        layer: req.layer.unwrap_or(false),
+    })
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<CreateBackupResponse>, ApiError> {
+    let op = Operation::BackupCreate;
+    let req: CreateBackupRequest = parse(&body, op)?;
+    let spec = create_spec(&state, &req)?;
+    let response = state
+        .backups
+        .create(spec, Progress::none())
+        .await
+        .map_err(|e| backup_error(e, op))?;
+    Ok(Json(response))
+}
+
+pub async fn restore(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<RestoreBackupResponse>, ApiError> {
+    let op = Operation::BackupRestore;
+    let req: RestoreBackupRequest = parse(&body, op)?;
+    let dir = validate::dir(
+        &req.dir,
+        std::path::Path::new(&state.capabilities.workspace),
+        op,
+    )?;
+    let mut archives = vec![validate::archive("archivePath", &req.archive_path, op)?];
+    for (i, parent) in req.parent_archive_paths.iter().flatten().enumerate() {
+        archives.push(validate::archive(
+            &format!("parentArchivePaths[{i}]"),
+            parent,
+            op,
+        )?);
+    }
+    let restore = state
+        .backups
+        .restore(dir, archives)
+        .await
+        .map_err(|e| backup_error(e, op))?;
+    Ok(Json(RestoreBackupResponse {
+        success: true,
+        dir: restore.dir.display().to_string(),
+        driver: Some(restore.driver.as_str().to_string()),
+    }))
+}
+
+pub async fn upload_parts(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<UploadPartsResponse>, ApiError> {
+    let op = Operation::BackupCreate;
+    let req: UploadPartsRequest = parse(&body, op)?;
+    let archive = validate::archive("archivePath", &req.archive_path, op)?;
+    if req.parts.is_empty() {
+        return Err(invalid("parts", "must not be empty", op));
+    }
+    let mut parts = Vec::with_capacity(req.parts.len());
+    for (i, part) in req.parts.iter().enumerate() {
+        if part.part_number < 1 {
+            return Err(invalid(
+                &format!("parts[{i}].partNumber"),
+                "must be at least 1",
+                op,
+            ));
+        }
+        if part.size < 1 {
+            return Err(invalid(
+                &format!("parts[{i}].size"),
+                "must be at least 1",
+                op,
+            ));
+        }
+        validate::url(&format!("parts[{i}].url"), &part.url, op)?;
+        parts.push(PartSpec {
+            part_number: part.part_number,
+            url: part.url.clone(),
+            offset: part.offset,
+            size: part.size,
+        });
+    }
+    let parts = state
+        .backups
+        .upload_parts(&archive, parts, Progress::none())
+        .await
+        .map_err(|e| backup_error(e, op))?;
+    Ok(Json(UploadPartsResponse {
+        success: true,
+        parts,
+    }))
+}
+
+/// `POST /api/backup/upload`: create, then upload, with progress events.
+pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let op = Operation::BackupCreate;
+    let req: UploadBackupRequest = parse(&body, op)?;
+    let spec = create_spec(&state, &req.create)?;
+    let target = req.upload;
+    let part_urls = target.part_urls.clone().unwrap_or_default();
+    match (&target.url, part_urls.is_empty()) {
+        (Some(url), true) => validate::url("upload.url", url, op)?,
+        (None, false) => {
+            for (i, url) in part_urls.iter().enumerate() {
+                validate::url(&format!("upload.partUrls[{i}]"), url, op)?;
+            }
+        }
+        _ => {
+            return Err(invalid(
+                "upload",
+                "give exactly one of url and partUrls",
+                op,
+            ));
+        }
+    }
+    let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
+    let (progress, sender, events) = progress_channel();
+    let service = state.backups.clone();
+    tokio::spawn(async move {
+        let result = async {
+            let archive = service.create(spec, progress.clone()).await?;
+            let path = PathBuf::from(&archive.archive_path);
+            let uploaded = service
+                .upload(&path, target.url, part_urls, min_part, progress.clone())
+                .await?;
+            Ok::<_, fsd_backup::BackupError>(BackupEvent::Complete {
+                archive: Some(archive),
+                etag: uploaded.etag,
+                parts: uploaded.parts,
+                part_size: uploaded.part_size,
+                dir: None,
+                cached: 0,
+            })
+        }
+        .await;
+        finish(&sender, result, op);
+    });
+    Ok(sse_response(events))
+}
+
+/// `POST /api/backup/download`: fetch what is missing, then restore, with progress events.
+pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let op = Operation::BackupRestore;
+    let req: DownloadBackupRequest = parse(&body, op)?;
+    let dir = validate::dir(
+        &req.dir,
+        std::path::Path::new(&state.capabilities.workspace),
+        op,
+    )?;
+    if req.archives.is_empty() {
+        return Err(invalid("archives", "must not be empty", op));
+    }
+    let mut sources = Vec::with_capacity(req.archives.len());
+    for (i, source) in req.archives.iter().enumerate() {
+        let archive = validate::archive(
+            &format!("archives[{i}].archivePath"),
+            &source.archive_path,
+            op,
+        )?;
+        validate::url(&format!("archives[{i}].url"), &source.url, op)?;
+        sources.push(Source {
+            archive,
+            url: source.url.clone(),
+            size: source.size_bytes,
+            sha256: source.sha256.clone(),
+        });
+    }
+    let (progress, sender, events) = progress_channel();
+    let service = state.backups.clone();
+    tokio::spawn(async move {
+        let result =
+            service
+                .download(dir, sources, progress.clone())
+                .await
+                .map(|(restore, cached)| BackupEvent::Complete {
+                    archive: None,
+                    etag: None,
+                    parts: Vec::new(),
+                    part_size: None,
+                    dir: Some(restore.dir.display().to_string()),
+                    cached,
+                });
+        finish(&sender, result, op);
+    });
+    Ok(sse_response(events))
+}
+
+pub async fn mounts(State(state): State<AppState>) -> Json<RestoreMountsResponse> {
+    Json(RestoreMountsResponse {
+        success: true,
+        mounts: state.backups.mounts(),
+    })
+}
+
+pub async fn unmount(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<RestoreBackupResponse>, ApiError> {
+    let op = Operation::BackupRestore;
+    let req: UnmountBackupRequest = parse(&body, op)?;
+    let dir = validate::dir(
+        &req.dir,
+        std::path::Path::new(&state.capabilities.workspace),
+        op,
+    )?;
+    let restore = state
+        .backups
+        .release(dir)
+        .await
+        .map_err(|e| backup_error(e, op))?;
+    Ok(Json(RestoreBackupResponse {
+        success: true,
+        dir: restore.dir.display().to_string(),
+        driver: Some(restore.driver.as_str().to_string()),
+    }))
+}
+
+/// A progress handle whose reports become throttled `progress` events, a sender for the
+/// final event, and the event stream (which ends after the final event).
+fn progress_channel() -> (
+    Progress,
+    mpsc::UnboundedSender<BackupEvent>,
+    impl futures_util::Stream<Item = BackupEvent>,
+) {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let last: Mutex<(Option<Phase>, Instant)> = Mutex::new((None, Instant::now()));
+    let progress_tx = tx.clone();
+    let sink = Arc::new(move |phase: Phase, done: u64, total: u64| {
+        let Ok(mut last) = last.lock() else { return };
+        let due = last.0 != Some(phase)
+            || done == 0
+            || done >= total
+            || last.1.elapsed() >= PROGRESS_EVERY;
+        if due {
+            *last = (Some(phase), Instant::now());
+            let _ = progress_tx.send(BackupEvent::Progress {
+                phase: phase.as_str().to_string(),
+                bytes_done: done,
+                bytes_total: total,
+            });
+        }
+    });
+    let events = futures_util::stream::unfold((rx, false), |(mut rx, ended)| async move {
+        if ended {
+            return None;
+        }
+        let event = rx.recv().await?;
+        let last = !matches!(event, BackupEvent::Progress { .. });
+        Some((event, (rx, last)))
+    });
+    (Progress::new(Phase::Archive, 0, sink), tx, events)
+}
+
+/// Sends the final event: `complete`, or `error` with the wire code of the failure.
+fn finish(
+    tx: &mpsc::UnboundedSender<BackupEvent>,
+    result: Result<BackupEvent, fsd_backup::BackupError>,
+    op: Operation,
+) {
+    let event = match result {
+        Ok(event) => event,
+        Err(error) => {
+            let error = backup_error(error, op);
+            BackupEvent::Error {
+                code: error.code.to_string(),
+                message: error.message,
+                http_status: error.http_status,
+            }
+        }
+    };
+    let _ = tx.send(event);
+}

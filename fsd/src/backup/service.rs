@@ -1,0 +1,330 @@
+//! The backup service: builds archives, moves them through presigned URLs, owns the restore
+//! mounts. Heavy work runs on the blocking pool.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fsd_api::backup::{CreateBackupResponse, PartEtag, RestoreMount};
+use fsd_backup::archive::{self, ArchiveOptions};
+use fsd_backup::restore::{Restore, Restorer};
+use fsd_backup::transfer::{self, PartSpec, Transfer};
+use fsd_backup::{BackupError, Phase, Progress, layer};
+
+/// S3's and R2's smallest part (all but the last).
+pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
+/// Ranged GETs of a download.
+const DOWNLOAD_CHUNK: u64 = 16 * 1024 * 1024;
+
+/// What to archive.
+pub struct CreateSpec {
+    pub dir: PathBuf,
+    pub archive: PathBuf,
+    pub options: ArchiveOptions,
+    pub layer: bool,
+}
+
+/// One archive of a download.
+pub struct Source {
+    pub archive: PathBuf,
+    pub url: String,
+    pub size: u64,
+    pub sha256: Option<String>,
+}
+
+/// An upload's outcome.
+pub struct Uploaded {
+    pub etag: Option<String>,
+    pub parts: Vec<PartEtag>,
+    pub part_size: Option<u64>,
+}
+
+pub struct BackupService {
+    restorer: Result<Restorer, String>,
+    transfer: Transfer,
+}
+
+impl BackupService {
+    /// Keeps restore state under `state_dir/backup-mounts`.
+    pub fn new(state_dir: &Path) -> BackupService {
+        let restorer = Restorer::new(&state_dir.join("backup-mounts")).map_err(|e| e.to_string());
+        if let Err(error) = &restorer {
+            tracing::warn!(%error, "restores are unavailable");
+        }
+        let transfer = Transfer::new().unwrap_or_else(|error| {
+            tracing::error!(%error, "HTTP client for transfers");
+            std::process::exit(1)
+        });
+        BackupService { restorer, transfer }
+    }
+
+    /// `kernel`, `fuse`, or `none`: how restores are mounted here.
+    pub fn driver_name(&self) -> &'static str {
+        match self.restorer.as_ref().ok().and_then(Restorer::driver) {
+            Some(driver) => driver.as_str(),
+            None => "none",
+        }
+    }
+
+    fn restorer(&self) -> Result<&Restorer, BackupError> {
+        self.restorer.as_ref().map_err(|reason| BackupError::Mount {
+            what: "restore",
+            reason: reason.clone(),
+        })
+    }
+
+    pub async fn create(
+        self: &Arc<Self>,
+        spec: CreateSpec,
+        progress: Progress,
+    ) -> Result<CreateBackupResponse, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.create_blocking(spec, progress)).await
+    }
+
+    fn create_blocking(
+        &self,
+        spec: CreateSpec,
+        progress: Progress,
+    ) -> Result<CreateBackupResponse, BackupError> {
+        if let Some(parent) = spec.archive.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| BackupError::Io {
+                path: parent.to_path_buf(),
+                source: e,
+            })?;
+        }
+        let archive_progress = progress.phase(Phase::Archive, 0);
+        let (summary, parents) = if spec.layer {
+            let restore = self
+                .restorer()?
+                .get(&spec.dir)
+                .ok_or_else(|| BackupError::NotMounted(spec.dir.clone()))?;
+            let summary = layer::create(&restore, &spec.archive, &spec.options, archive_progress)?;
+            (summary, restore.archives.clone())
+        } else {
+            (
+                archive::create(&spec.dir, &spec.archive, &spec.options, archive_progress)?,
+                Vec::new(),
+            )
+        };
+        progress
+            .phase(Phase::Verify, summary.size_bytes)
+            .set_total(summary.size_bytes);
+        let sha256 = transfer::sha256_file(&spec.archive)?;
+        write_sidecar(&spec.archive, &sha256);
+        Ok(CreateBackupResponse {
+            success: true,
+            size_bytes: summary.size_bytes,
+            archive_path: spec.archive.display().to_string(),
+            sha256: Some(sha256),
+            entries: summary.entries,
+            parent_archive_paths: parents.iter().map(|p| p.display().to_string()).collect(),
+        })
+    }
+
+    pub async fn restore(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        archives: Vec<PathBuf>,
+    ) -> Result<Restore, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.restorer()?.restore(&dir, &archives)).await
+    }
+
+    pub async fn release(self: &Arc<Self>, dir: PathBuf) -> Result<Restore, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.restorer()?.release(&dir)).await
+    }
+
+    /// Releases every restore: on shutdown the workspace shows what it held before.
+    pub fn release_all(&self) {
+        if let Ok(restorer) = &self.restorer {
+            restorer.release_all();
+        }
+    }
+
+    pub fn mounts(&self) -> Vec<RestoreMount> {
+        let Ok(restorer) = &self.restorer else {
+            return Vec::new();
+        };
+        restorer
+            .list()
+            .into_iter()
+            .map(|r| RestoreMount {
+                dir: r.dir.display().to_string(),
+                archive_paths: r.archives.iter().map(|p| p.display().to_string()).collect(),
+                driver: r.driver.as_str().to_string(),
+                mounted_at: crate::wire::time::unix_rfc3339(
+                    (r.mounted_at / 1000) as i64,
+                    ((r.mounted_at % 1000) * 1_000_000) as i64,
+                ),
+            })
+            .collect()
+    }
+
+    pub async fn upload_parts(
+        &self,
+        archive: &Path,
+        parts: Vec<PartSpec>,
+        progress: Progress,
+    ) -> Result<Vec<PartEtag>, BackupError> {
+        if !archive.is_file() {
+            return Err(BackupError::ArchiveMissing(archive.to_path_buf()));
+        }
+        let etags = self
+            .transfer
+            .put_parts(archive, parts, progress.phase(Phase::Upload, 0))
+            .await?;
+        Ok(etags
+            .into_iter()
+            .map(|(part_number, etag)| PartEtag { part_number, etag })
+            .collect())
+    }
+
+    /// Uploads an archive to one URL, or to as many of `part_urls` as its size needs.
+    pub async fn upload(
+        &self,
+        archive: &Path,
+        url: Option<String>,
+        part_urls: Vec<String>,
+        min_part_size: u64,
+        progress: Progress,
+    ) -> Result<Uploaded, BackupError> {
+        if let Some(url) = url {
+            let etag = self
+                .transfer
+                .put(archive, &url, progress.phase(Phase::Upload, 0))
+                .await?;
+            return Ok(Uploaded {
+                etag,
+                parts: Vec::new(),
+                part_size: None,
+            });
+        }
+        let size = std::fs::metadata(archive)
+            .map_err(|e| BackupError::Io {
+                path: archive.to_path_buf(),
+                source: e,
+            })?
+            .len();
+        let part_size = part_size(size, part_urls.len() as u64, min_part_size);
+        let count = size.div_ceil(part_size).max(1) as usize;
+        if count > part_urls.len() {
+            return Err(BackupError::Transfer(format!(
+                "the archive needs {count} parts of {part_size} bytes but {} part URLs were given",
+                part_urls.len()
+            )));
+        }
+        let parts = part_urls
+            .into_iter()
+            .take(count)
+            .enumerate()
+            .map(|(i, url)| {
+                let offset = i as u64 * part_size;
+                PartSpec {
+                    part_number: i as u32 + 1,
+                    url,
+                    offset,
+                    size: part_size.min(size - offset),
+                }
+            })
+            .collect();
+        let parts = self.upload_parts(archive, parts, progress).await?;
+        Ok(Uploaded {
+            etag: None,
+            parts,
+            part_size: Some(part_size),
+        })
+    }
+
+    /// Fetches the archives not already present (same size, and same SHA-256 when one is
+    /// given) and restores the chain onto `dir`. Returns how many were present.
+    pub async fn download(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        sources: Vec<Source>,
+        progress: Progress,
+    ) -> Result<(Restore, u32), BackupError> {
+        let mut cached = 0;
+        for source in &sources {
+            if is_cached(source) {
+                cached += 1;
+                continue;
+            }
+            if let Some(parent) = source.archive.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| BackupError::Io {
+                    path: parent.to_path_buf(),
+                    source: e,
+                })?;
+            }
+            self.transfer
+                .get(
+                    &source.url,
+                    &source.archive,
+                    source.size,
+                    source.sha256.as_deref(),
+                    DOWNLOAD_CHUNK,
+                    progress.phase(Phase::Download, source.size),
+                )
+                .await?;
+            if let Some(sha) = &source.sha256 {
+                write_sidecar(&source.archive, sha);
+            }
+        }
+        progress.phase(Phase::Mount, 0).set_total(0);
+        let archives = sources.into_iter().map(|s| s.archive).collect();
+        Ok((self.restore(dir, archives).await?, cached))
+    }
+}
+
+/// Equal parts (all but the last), at least `min` bytes, spread over at most `urls` parts.
+pub fn part_size(size: u64, urls: u64, min: u64) -> u64 {
+    let even = size.div_ceil(urls.max(1));
+    // Round up to a MiB so parts line up with the reads.
+    even.max(min).max(1).div_ceil(1 << 20) * (1 << 20)
+}
+
+fn sidecar(archive: &Path) -> PathBuf {
+    let mut name = archive.file_name().unwrap_or_default().to_os_string();
+    name.push(".sha256");
+    archive.with_file_name(name)
+}
+
+fn write_sidecar(archive: &Path, sha256: &str) {
+    let _ = std::fs::write(sidecar(archive), sha256);
+}
+
+fn is_cached(source: &Source) -> bool {
+    let Ok(meta) = std::fs::metadata(&source.archive) else {
+        return false;
+    };
+    if meta.len() != source.size {
+        return false;
+    }
+    match &source.sha256 {
+        None => true,
+        Some(sha) => std::fs::read_to_string(sidecar(&source.archive))
+            .is_ok_and(|s| s.trim().eq_ignore_ascii_case(sha)),
+    }
+}
+
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, BackupError> + Send + 'static,
+) -> Result<T, BackupError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| BackupError::Transfer(format!("worker failed: {e}")))?
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parts_are_equal_and_at_least_the_floor() {
+        let mib = 1 << 20;
+        assert_eq!(part_size(3 * mib, 64, MIN_PART_SIZE), 5 * mib);
+        assert_eq!(part_size(640 * mib, 64, MIN_PART_SIZE), 10 * mib);
+        assert_eq!(part_size(641 * mib, 64, MIN_PART_SIZE), 11 * mib);
+        assert_eq!(part_size(0, 4, MIN_PART_SIZE), 5 * mib);
+    }
+}
