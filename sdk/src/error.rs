@@ -17,9 +17,33 @@ pub enum SdkError {
     InvalidUrl { url: String, reason: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The object store refused or failed a request (trusted side).
+    #[error("object store: {0}")]
+    Storage(String),
 }
 
 impl SdkError {
+    /// An error decided on the trusted side, with the code the daemon would use.
+    pub fn coded(
+        code: ErrorCode,
+        message: impl Into<String>,
+        context: serde_json::Value,
+    ) -> SdkError {
+        let status = code.http_status();
+        SdkError::Api {
+            status,
+            body: Box::new(ErrorBody {
+                code,
+                message: message.into(),
+                context,
+                operation: None,
+                http_status: status,
+                timestamp: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+                suggestion: None,
+            }),
+        }
+    }
+
     /// The wire code, for errors the daemon reported.
     pub fn code(&self) -> Option<&ErrorCode> {
         match self {

@@ -12,7 +12,9 @@
 //! callers match on codes, not on strings. Raw transfers are streams: nothing is buffered
 //! whole in memory.
 
+mod backup;
 mod client;
+pub mod control;
 mod error;
 mod exec;
 mod files;

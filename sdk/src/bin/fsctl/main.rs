@@ -3,6 +3,7 @@
 //! `fsctl up` runs a daemon over a local workspace and prints its URL and token; the other
 //! commands talk to a daemon named by `--url`/`FSD_URL` and `--token`/`FSD_TOKEN`.
 
+mod backup;
 mod exec;
 mod files;
 mod output;
@@ -48,6 +49,10 @@ enum Command {
     Watch(watch::WatchArgs),
     /// Mirror a sandbox directory into a local one, incrementally.
     Sync(sync::SyncArgs),
+    /// Back up sandbox directories to an S3-compatible store and restore them.
+    Backup(backup::BackupArgs),
+    /// Run the embedded S3-compatible store alone.
+    Store(backup::ServeStoreArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,6 +80,11 @@ fn main() -> ExitCode {
 async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
     match cli.command {
         Command::Up(args) => up::run(args, cli.token, cli.json).await,
+        Command::Store(args) => backup::serve_store(args).await,
+        Command::Backup(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            backup::run(&sandbox, args, cli.json).await
+        }
         Command::File(command) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             files::run(&sandbox, command, cli.json).await?;

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
 use fsd_sdk::SdkError;
+use fsd_sdk::control::EmbeddedStore;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -21,6 +22,12 @@ pub struct UpArgs {
     /// Address for the daemon (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: String,
+    /// Directory of the embedded object store that backups go to.
+    #[arg(long, default_value = "./fsd-store")]
+    store_dir: PathBuf,
+    /// Address of the embedded object store (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    store_listen: std::net::SocketAddr,
     /// The fsd binary. Default: the one beside fsctl, else `fsd` on PATH.
     #[arg(long, env = "FSD_BIN")]
     fsd: Option<PathBuf>,
@@ -32,6 +39,16 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         None => random_token()?,
     };
     std::fs::create_dir_all(&args.workspace)?;
+    let (access_key, secret_key) = (random_token()?, random_token()?);
+    let store = EmbeddedStore::start(
+        &args.store_dir,
+        args.store_listen,
+        "fsd",
+        &access_key,
+        &secret_key,
+    )
+    .await?;
+    let store_url = format!("http://{}", store.address);
     let workspace = std::fs::canonicalize(&args.workspace)?;
     let binary = args.fsd.unwrap_or_else(default_fsd_binary);
     let mut child = Command::new(&binary)
@@ -67,17 +84,23 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
     };
     if as_json {
         output::json(
-            &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id()}),
+            &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id(),
+                "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key}}),
         );
     } else {
         println!("fsd is up");
         println!("  url:       {url}");
         println!("  token:     {token}");
         println!("  workspace: {}", workspace.display());
+        println!("  store:     {store_url} (bucket fsd)");
         println!();
         println!("In another shell:");
         println!("  export FSD_URL={url} FSD_TOKEN={token}");
+        println!(
+            "  export FSD_S3_ENDPOINT={store_url} FSD_S3_BUCKET=fsd FSD_S3_ACCESS_KEY={access_key} FSD_S3_SECRET_KEY={secret_key}"
+        );
         println!("  fsctl ls");
+        println!("  fsctl backup create {}", workspace.display());
         println!("Stop with Ctrl-C.");
     }
     // Keep draining the daemon's stdout so it never blocks on a full pipe.

@@ -1,0 +1,90 @@
+//! The daemon's backup routes. These move archives in the sandbox; the trusted side that
+//! presigns and keeps metadata is [`crate::control::Backups`].
+
+use fsd_api::backup::{
+    BackupEvent, CreateBackupRequest, CreateBackupResponse, DownloadBackupRequest,
+    RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse, UnmountBackupRequest,
+    UploadBackupRequest, UploadPart, UploadPartsRequest, UploadPartsResponse,
+};
+use futures_util::Stream;
+use reqwest::Method;
+
+use crate::client::check;
+use crate::{Sandbox, SdkError, sse};
+
+impl Sandbox {
+    /// Builds an archive of a directory in the sandbox (`POST /api/backup/create`).
+    pub async fn create_archive(
+        &self,
+        request: &CreateBackupRequest,
+    ) -> Result<CreateBackupResponse, SdkError> {
+        self.post_json("/api/backup/create", request).await
+    }
+
+    /// Restores an archive (and, for a layer, its parents) onto a directory.
+    pub async fn restore_archive(
+        &self,
+        request: &RestoreBackupRequest,
+    ) -> Result<RestoreBackupResponse, SdkError> {
+        self.post_json("/api/backup/restore", request).await
+    }
+
+    /// Uploads parts of an archive to presigned part URLs; ETags come back sorted by part.
+    pub async fn upload_parts(
+        &self,
+        archive_path: &str,
+        parts: Vec<UploadPart>,
+    ) -> Result<UploadPartsResponse, SdkError> {
+        let request = UploadPartsRequest {
+            archive_path: archive_path.to_string(),
+            parts,
+            session_id: None,
+        };
+        self.post_json("/api/backup/upload-parts", &request).await
+    }
+
+    /// Creates and uploads an archive in one call: progress events, then `Complete` or `Error`.
+    pub async fn upload_backup(
+        &self,
+        request: &UploadBackupRequest,
+    ) -> Result<impl Stream<Item = Result<BackupEvent, SdkError>> + Send + Unpin + use<>, SdkError>
+    {
+        let response = self
+            .request(Method::POST, "/api/backup/upload")
+            .json(request)
+            .send()
+            .await?;
+        Ok(sse::events(check(response).await?))
+    }
+
+    /// Fetches archives not already in the sandbox and restores them: progress events, then
+    /// `Complete` or `Error`.
+    pub async fn download_backup(
+        &self,
+        request: &DownloadBackupRequest,
+    ) -> Result<impl Stream<Item = Result<BackupEvent, SdkError>> + Send + Unpin + use<>, SdkError>
+    {
+        let response = self
+            .request(Method::POST, "/api/backup/download")
+            .json(request)
+            .send()
+            .await?;
+        Ok(sse::events(check(response).await?))
+    }
+
+    /// Active restores.
+    pub async fn restore_mounts(&self) -> Result<RestoreMountsResponse, SdkError> {
+        self.get_json("/api/backup/mounts").await
+    }
+
+    /// Releases the restore on `dir`: its previous contents show again.
+    pub async fn release_restore(&self, dir: &str) -> Result<RestoreBackupResponse, SdkError> {
+        self.post_json(
+            "/api/backup/unmount",
+            &UnmountBackupRequest {
+                dir: dir.to_string(),
+            },
+        )
+        .await
+    }
+}

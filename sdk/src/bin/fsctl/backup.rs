@@ -1,0 +1,228 @@
+//! `fsctl backup create|list|restore|delete` against an S3-compatible store (the one
+//! `fsctl up` embeds, R2, S3, …), and `fsctl store`, the embedded store on its own.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+
+use fsd_sdk::control::{BackupOptions, Backups, EmbeddedStore, ObjectStore, ProgressFn};
+use fsd_sdk::{Sandbox, SdkError};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::json;
+
+use crate::output;
+
+/// Where backups are stored; `fsctl up` prints these for its embedded store.
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    #[arg(long, env = "FSD_S3_ENDPOINT")]
+    s3_endpoint: String,
+    #[arg(long, env = "FSD_S3_BUCKET", default_value = "fsd")]
+    s3_bucket: String,
+    #[arg(long, env = "FSD_S3_ACCESS_KEY", hide_env_values = true)]
+    s3_access_key: String,
+    #[arg(long, env = "FSD_S3_SECRET_KEY", hide_env_values = true)]
+    s3_secret_key: String,
+    /// `auto` for R2.
+    #[arg(long, env = "FSD_S3_REGION", default_value = "us-east-1")]
+    s3_region: String,
+}
+
+impl StoreArgs {
+    fn store(&self) -> ObjectStore {
+        let mut store = ObjectStore::new(
+            &self.s3_endpoint,
+            &self.s3_bucket,
+            &self.s3_access_key,
+            &self.s3_secret_key,
+        );
+        store.region = self.s3_region.clone();
+        store
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BackupArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(subcommand)]
+    command: BackupCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum BackupCommand {
+    /// Archive a directory of the sandbox and upload it; prints the backup id.
+    Create {
+        dir: String,
+        #[arg(long)]
+        name: Option<String>,
+        /// Seconds until the backup can no longer be restored (default 3 days).
+        #[arg(long)]
+        ttl: Option<u64>,
+        /// Glob to leave out (repeatable).
+        #[arg(long = "exclude")]
+        excludes: Vec<String>,
+        /// Leave out what git ignores.
+        #[arg(long)]
+        gitignore: bool,
+        /// zstd (default), lz4 or gzip.
+        #[arg(long)]
+        compression: Option<String>,
+        /// Store only what changed since DIR was restored from a backup.
+        #[arg(long)]
+        layer: bool,
+    },
+    /// List backups, newest first.
+    List,
+    /// Restore backup ID onto DIR (copy-on-write; instant when the archive is already there).
+    Restore { id: String, dir: String },
+    /// Delete a backup from the store.
+    Delete { id: String },
+}
+
+pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<ExitCode, SdkError> {
+    let backups = Backups::new(args.store.store());
+    match args.command {
+        BackupCommand::Create {
+            dir,
+            name,
+            ttl,
+            excludes,
+            gitignore,
+            compression,
+            layer,
+        } => {
+            let (progress, bar) = progress_bar(as_json);
+            let options = BackupOptions {
+                name,
+                ttl,
+                excludes,
+                gitignore,
+                compression,
+                layer,
+                progress,
+            };
+            let result = backups.create_backup(sandbox, &dir, options).await;
+            finish(bar);
+            let backup = result?;
+            if as_json {
+                output::json(
+                    &json!({ "id": backup.id, "dir": backup.dir, "sizeBytes": backup.size_bytes, "parent": backup.parent }),
+                );
+            } else {
+                println!("{}", backup.id);
+            }
+        }
+        BackupCommand::List => {
+            let metas = backups.list_backups().await?;
+            if as_json {
+                output::json(&json!({ "backups": metas }));
+            } else {
+                for meta in metas {
+                    let expires = meta
+                        .expires_at()
+                        .map(|t| t.to_rfc3339())
+                        .unwrap_or_default();
+                    println!(
+                        "{}  {:>12}  {}  {}  expires {}{}",
+                        meta.id,
+                        meta.size_bytes,
+                        meta.created_at,
+                        meta.dir,
+                        expires,
+                        meta.parent
+                            .map(|p| format!("  layer of {p}"))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+        }
+        BackupCommand::Restore { id, dir } => {
+            let (progress, bar) = progress_bar(as_json);
+            let result = backups.restore_backup(sandbox, &id, &dir, progress).await;
+            finish(bar);
+            let chain = result?;
+            if as_json {
+                output::json(&json!({ "id": id, "dir": dir, "layers": chain.len() }));
+            } else {
+                println!("restored {id} onto {dir}");
+            }
+        }
+        BackupCommand::Delete { id } => {
+            backups.delete_backup(&id).await?;
+            if as_json {
+                output::json(&json!({ "id": id, "deleted": true }));
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A progress bar on stderr that follows the phases, unless the output is JSON.
+fn progress_bar(as_json: bool) -> (Option<ProgressFn>, Option<ProgressBar>) {
+    if as_json {
+        return (None, None);
+    }
+    let bar = ProgressBar::new(0);
+    let style =
+        ProgressStyle::with_template("{msg:>9} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}")
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+    bar.set_style(style);
+    let shown = bar.clone();
+    let phase = Arc::new(Mutex::new(String::new()));
+    let progress: ProgressFn = Arc::new(move |name: &str, done: u64, total: u64| {
+        if let Ok(mut current) = phase.lock() {
+            if *current != name {
+                *current = name.to_string();
+                shown.set_message(name.to_string());
+                shown.reset();
+            }
+        }
+        shown.set_length(total);
+        shown.set_position(done);
+    });
+    (Some(progress), Some(bar))
+}
+
+fn finish(bar: Option<ProgressBar>) {
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ServeStoreArgs {
+    /// Directory holding the buckets (one subdirectory each).
+    #[arg(long, default_value = "./fsd-store")]
+    dir: PathBuf,
+    #[arg(long, default_value = "127.0.0.1:9000")]
+    listen: SocketAddr,
+    #[arg(long, default_value = "fsd")]
+    bucket: String,
+    #[arg(long, env = "FSD_S3_ACCESS_KEY", hide_env_values = true)]
+    access_key: String,
+    #[arg(long, env = "FSD_S3_SECRET_KEY", hide_env_values = true)]
+    secret_key: String,
+}
+
+/// `fsctl store`: the embedded S3-compatible store alone, until Ctrl-C. The first stdout
+/// line is `fsd store listening on http://ADDR`.
+pub async fn serve_store(args: ServeStoreArgs) -> Result<ExitCode, SdkError> {
+    let store = EmbeddedStore::start(
+        &args.dir,
+        args.listen,
+        &args.bucket,
+        &args.access_key,
+        &args.secret_key,
+    )
+    .await?;
+    println!("fsd store listening on http://{}", store.address);
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}

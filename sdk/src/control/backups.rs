@@ -1,0 +1,583 @@
+//! Backups on the trusted side: presigned multipart uploads, `backups/<id>/meta.json`, TTLs
+//! with the reference's 60 s buffer, layer chains, and restores through presigned GETs.
+
+use std::sync::Arc;
+
+use aws_sdk_s3::presigning::PresigningConfig;
+use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
+use chrono::{DateTime, Utc};
+use fsd_api::ErrorCode;
+use fsd_api::backup::{
+    ArchiveSource, BackupEvent, Compression, CreateBackupRequest, DownloadBackupRequest,
+    UploadBackupRequest, UploadTarget,
+};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use super::ObjectStore;
+use crate::{Sandbox, SdkError};
+
+/// Where archives live in the sandbox.
+const ARCHIVE_DIR: &str = "/var/backups";
+/// Default time to live: 3 days, as the reference.
+pub const DEFAULT_TTL_SECS: u64 = 259_200;
+/// A backup this close to expiry is refused, as the reference does.
+const EXPIRY_BUFFER_MS: i64 = 60_000;
+/// Part URLs presigned per upload; the daemon uses as many as the archive needs.
+const PART_URLS: usize = 64;
+/// Smallest part: 8 MiB (above S3's and R2's 5 MiB floor).
+const MIN_PART_SIZE: u64 = 8 * 1024 * 1024;
+/// Longest layer chain followed.
+const MAX_CHAIN: usize = 64;
+
+/// `backups/<id>/meta.json`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BackupMeta {
+    pub id: String,
+    pub dir: String,
+    pub name: Option<String>,
+    pub size_bytes: u64,
+    /// Seconds.
+    pub ttl: u64,
+    /// RFC 3339.
+    pub created_at: String,
+    /// fsd: SHA-256 of the archive, checked after download.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// fsd: for a layer, the backup it stacks on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+}
+
+impl BackupMeta {
+    /// When the backup stops being restorable.
+    pub fn expires_at(&self) -> Option<DateTime<Utc>> {
+        let created = DateTime::parse_from_rfc3339(&self.created_at)
+            .ok()?
+            .with_timezone(&Utc);
+        Some(created + chrono::Duration::seconds(self.ttl as i64))
+    }
+
+    fn expired(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at()
+            .is_none_or(|at| now + chrono::Duration::milliseconds(EXPIRY_BUFFER_MS) > at)
+    }
+}
+
+/// What `create_backup` returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryBackup {
+    pub id: String,
+    pub dir: String,
+    pub size_bytes: u64,
+    pub parent: Option<String>,
+}
+
+/// Progress callback: `(phase, bytes done, bytes total)`.
+pub type ProgressFn = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
+
+/// Options of `create_backup`.
+#[derive(Clone, Default)]
+pub struct BackupOptions {
+    pub name: Option<String>,
+    /// Seconds; default three days.
+    pub ttl: Option<u64>,
+    pub excludes: Vec<String>,
+    pub gitignore: bool,
+    /// `zstd` (default), `lz4`, `gzip`.
+    pub compression: Option<String>,
+    /// Store only what changed since `dir` was restored from a backup (a layer).
+    pub layer: bool,
+    pub progress: Option<ProgressFn>,
+}
+
+/// Backups of one sandbox into one bucket.
+pub struct Backups {
+    store: ObjectStore,
+    s3: aws_sdk_s3::Client,
+}
+
+impl Backups {
+    pub fn new(store: ObjectStore) -> Backups {
+        let s3 = store.client();
+        Backups { store, s3 }
+    }
+
+    fn data_key(id: &str) -> String {
+        format!("backups/{id}/data.sqsh")
+    }
+
+    fn meta_key(id: &str) -> String {
+        format!("backups/{id}/meta.json")
+    }
+
+    fn presigning(&self) -> Result<PresigningConfig, SdkError> {
+        PresigningConfig::expires_in(self.store.presign_expiry).map_err(storage)
+    }
+
+    /// Archives `dir` in the sandbox and uploads it through presigned part URLs; writes
+    /// meta.json only once the object is complete and its size checked. On failure the
+    /// multipart upload is aborted and nothing is left that a restore would accept.
+    pub async fn create_backup(
+        &self,
+        sandbox: &Sandbox,
+        dir: &str,
+        options: BackupOptions,
+    ) -> Result<DirectoryBackup, SdkError> {
+        validate_name(options.name.as_deref())?;
+        let ttl = options.ttl.unwrap_or(DEFAULT_TTL_SECS);
+        if ttl == 0 {
+            return Err(invalid("ttl", "must be greater than 0"));
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        let key = Self::data_key(&id);
+        let upload = self
+            .s3
+            .create_multipart_upload()
+            .bucket(&self.store.bucket)
+            .key(&key)
+            .content_type("application/octet-stream")
+            .send()
+            .await
+            .map_err(storage)?;
+        let upload_id = upload
+            .upload_id()
+            .ok_or_else(|| SdkError::Storage("no upload id".into()))?
+            .to_string();
+        let result = self
+            .upload_and_complete(sandbox, dir, &id, &upload_id, ttl, &options)
+            .await;
+        if result.is_err() {
+            let _ = self
+                .s3
+                .abort_multipart_upload()
+                .bucket(&self.store.bucket)
+                .key(&key)
+                .upload_id(&upload_id)
+                .send()
+                .await;
+            let _ = self
+                .s3
+                .delete_object()
+                .bucket(&self.store.bucket)
+                .key(&key)
+                .send()
+                .await;
+        }
+        result
+    }
+
+    async fn upload_and_complete(
+        &self,
+        sandbox: &Sandbox,
+        dir: &str,
+        id: &str,
+        upload_id: &str,
+        ttl: u64,
+        options: &BackupOptions,
+    ) -> Result<DirectoryBackup, SdkError> {
+        let key = Self::data_key(id);
+        let mut part_urls = Vec::with_capacity(PART_URLS);
+        for number in 1..=PART_URLS as i32 {
+            let presigned = self
+                .s3
+                .upload_part()
+                .bucket(&self.store.bucket)
+                .key(&key)
+                .upload_id(upload_id)
+                .part_number(number)
+                .presigned(self.presigning()?)
+                .await
+                .map_err(storage)?;
+            part_urls.push(presigned.uri().to_string());
+        }
+        let request = UploadBackupRequest {
+            create: CreateBackupRequest {
+                dir: dir.to_string(),
+                archive_path: format!("{ARCHIVE_DIR}/{id}.sqsh"),
+                gitignore: Some(options.gitignore),
+                excludes: Some(options.excludes.clone()),
+                compression: options.compression.clone().map(|format| Compression {
+                    format: Some(format),
+                    threads: None,
+                }),
+                layer: Some(options.layer),
+                session_id: None,
+            },
+            upload: UploadTarget {
+                url: None,
+                part_urls: Some(part_urls),
+                min_part_size: Some(MIN_PART_SIZE),
+            },
+        };
+        let mut events = sandbox.upload_backup(&request).await?;
+        let mut complete = None;
+        while let Some(event) = events.next().await {
+            match event? {
+                BackupEvent::Progress {
+                    phase,
+                    bytes_done,
+                    bytes_total,
+                } => {
+                    if let Some(progress) = &options.progress {
+                        progress(&phase, bytes_done, bytes_total);
+                    }
+                }
+                BackupEvent::Error {
+                    code,
+                    message,
+                    http_status,
+                } => {
+                    return Err(SdkError::coded(
+                        ErrorCode::from_wire(&code),
+                        message,
+                        json!({ "httpStatus": http_status }),
+                    ));
+                }
+                done @ BackupEvent::Complete { .. } => complete = Some(done),
+            }
+        }
+        let Some(BackupEvent::Complete {
+            archive: Some(archive),
+            parts,
+            ..
+        }) = complete
+        else {
+            return Err(SdkError::Storage(
+                "the upload stream ended without a result".into(),
+            ));
+        };
+        let completed: Vec<CompletedPart> = parts
+            .iter()
+            .map(|p| {
+                CompletedPart::builder()
+                    .part_number(p.part_number as i32)
+                    .e_tag(&p.etag)
+                    .build()
+            })
+            .collect();
+        self.s3
+            .complete_multipart_upload()
+            .bucket(&self.store.bucket)
+            .key(&key)
+            .upload_id(upload_id)
+            .multipart_upload(
+                CompletedMultipartUpload::builder()
+                    .set_parts(Some(completed))
+                    .build(),
+            )
+            .send()
+            .await
+            .map_err(storage)?;
+        let head = self
+            .s3
+            .head_object()
+            .bucket(&self.store.bucket)
+            .key(&key)
+            .send()
+            .await
+            .map_err(storage)?;
+        let stored = head.content_length().unwrap_or(-1);
+        if stored != archive.size_bytes as i64 {
+            return Err(SdkError::Storage(format!(
+                "stored object has {stored} bytes, the archive {}",
+                archive.size_bytes
+            )));
+        }
+        let parent = archive
+            .parent_archive_paths
+            .first()
+            .map(|path| archive_id(path));
+        let meta = BackupMeta {
+            id: id.to_string(),
+            dir: dir.to_string(),
+            name: options.name.clone(),
+            size_bytes: archive.size_bytes,
+            ttl,
+            created_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            sha256: archive.sha256.clone(),
+            parent: parent.clone(),
+        };
+        let body =
+            serde_json::to_vec_pretty(&meta).map_err(|e| SdkError::Storage(e.to_string()))?;
+        self.s3
+            .put_object()
+            .bucket(&self.store.bucket)
+            .key(Self::meta_key(id))
+            .content_type("application/json")
+            .body(body.into())
+            .send()
+            .await
+            .map_err(storage)?;
+        Ok(DirectoryBackup {
+            id: id.to_string(),
+            dir: dir.to_string(),
+            size_bytes: archive.size_bytes,
+            parent,
+        })
+    }
+
+    /// Reads a backup's metadata; BACKUP_NOT_FOUND when there is none.
+    pub async fn meta(&self, id: &str) -> Result<BackupMeta, SdkError> {
+        let object = self
+            .s3
+            .get_object()
+            .bucket(&self.store.bucket)
+            .key(Self::meta_key(id))
+            .send()
+            .await;
+        let object = match object {
+            Ok(object) => object,
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
+                return Err(SdkError::coded(
+                    ErrorCode::BackupNotFound,
+                    format!("backup {id} not found"),
+                    json!({ "backupId": id }),
+                ));
+            }
+            Err(error) => return Err(storage(error)),
+        };
+        let bytes = object.body.collect().await.map_err(storage)?.into_bytes();
+        serde_json::from_slice(&bytes)
+            .map_err(|e| SdkError::Storage(format!("meta.json of {id}: {e}")))
+    }
+
+    /// Restores backup `id` onto `dir` (any allowed directory, not only the original):
+    /// checks TTLs (60 s buffer) along the layer chain, presigns GETs, and lets the daemon
+    /// fetch what it does not already hold and mount the chain copy-on-write.
+    pub async fn restore_backup(
+        &self,
+        sandbox: &Sandbox,
+        id: &str,
+        dir: &str,
+        progress: Option<ProgressFn>,
+    ) -> Result<Vec<BackupMeta>, SdkError> {
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Err(invalid("id", "must be a UUID"));
+        }
+        let now = Utc::now();
+        let mut chain = Vec::new();
+        let mut next = Some(id.to_string());
+        while let Some(current) = next {
+            if chain.len() >= MAX_CHAIN {
+                return Err(invalid("id", "layer chain is too long"));
+            }
+            let meta = self.meta(&current).await?;
+            if meta.expired(now) {
+                let expired_at = meta
+                    .expires_at()
+                    .map(|t| t.to_rfc3339())
+                    .unwrap_or_default();
+                return Err(SdkError::coded(
+                    ErrorCode::BackupExpired,
+                    format!("backup {current} expired at {expired_at}"),
+                    json!({ "backupId": current, "expiredAt": expired_at }),
+                ));
+            }
+            next = meta.parent.clone();
+            chain.push(meta);
+        }
+        let mut archives = Vec::with_capacity(chain.len());
+        for meta in &chain {
+            let key = Self::data_key(&meta.id);
+            if let Err(error) = self
+                .s3
+                .head_object()
+                .bucket(&self.store.bucket)
+                .key(&key)
+                .send()
+                .await
+            {
+                if error.as_service_error().is_some_and(|e| e.is_not_found()) {
+                    return Err(SdkError::coded(
+                        ErrorCode::BackupNotFound,
+                        format!("archive of backup {} not found", meta.id),
+                        json!({ "backupId": meta.id }),
+                    ));
+                }
+                return Err(storage(error));
+            }
+            let url = self
+                .s3
+                .get_object()
+                .bucket(&self.store.bucket)
+                .key(&key)
+                .presigned(self.presigning()?)
+                .await
+                .map_err(storage)?;
+            archives.push(ArchiveSource {
+                archive_path: format!("{ARCHIVE_DIR}/{}.sqsh", meta.id),
+                url: url.uri().to_string(),
+                size_bytes: meta.size_bytes,
+                sha256: meta.sha256.clone(),
+            });
+        }
+        let request = DownloadBackupRequest {
+            dir: dir.to_string(),
+            archives,
+            session_id: None,
+        };
+        let mut events = sandbox.download_backup(&request).await?;
+        while let Some(event) = events.next().await {
+            match event? {
+                BackupEvent::Progress {
+                    phase,
+                    bytes_done,
+                    bytes_total,
+                } => {
+                    if let Some(progress) = &progress {
+                        progress(&phase, bytes_done, bytes_total);
+                    }
+                }
+                BackupEvent::Error {
+                    code,
+                    message,
+                    http_status,
+                } => {
+                    return Err(SdkError::coded(
+                        ErrorCode::from_wire(&code),
+                        message,
+                        json!({ "httpStatus": http_status }),
+                    ));
+                }
+                BackupEvent::Complete { .. } => return Ok(chain),
+            }
+        }
+        Err(SdkError::Storage(
+            "the restore stream ended without a result".into(),
+        ))
+    }
+
+    /// Every backup with a meta.json, newest first.
+    pub async fn list_backups(&self) -> Result<Vec<BackupMeta>, SdkError> {
+        let mut metas = Vec::new();
+        let mut pages = self
+            .s3
+            .list_objects_v2()
+            .bucket(&self.store.bucket)
+            .prefix("backups/")
+            .delimiter("/")
+            .into_paginator()
+            .send();
+        while let Some(page) = pages.next().await {
+            let page = page.map_err(storage)?;
+            for prefix in page.common_prefixes() {
+                let Some(id) = prefix
+                    .prefix()
+                    .and_then(|p| p.strip_prefix("backups/"))
+                    .map(|p| p.trim_end_matches('/'))
+                else {
+                    continue;
+                };
+                match self.meta(id).await {
+                    Ok(meta) => metas.push(meta),
+                    Err(error) if error.code() == Some(&ErrorCode::BackupNotFound) => {} // incomplete
+                    Err(error) => return Err(error),
+                }
+            }
+        }
+        metas.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        Ok(metas)
+    }
+
+    /// Deletes a backup's archive and metadata (layers on top of it stop restoring).
+    pub async fn delete_backup(&self, id: &str) -> Result<(), SdkError> {
+        self.meta(id).await?;
+        for key in [Self::meta_key(id), Self::data_key(id)] {
+            self.s3
+                .delete_object()
+                .bucket(&self.store.bucket)
+                .key(key)
+                .send()
+                .await
+                .map_err(storage)?;
+        }
+        Ok(())
+    }
+}
+
+/// `/var/backups/<id>.sqsh` → `<id>`.
+fn archive_id(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    name.strip_suffix(".sqsh").unwrap_or(name).to_string()
+}
+
+fn validate_name(name: Option<&str>) -> Result<(), SdkError> {
+    match name {
+        Some(name) if name.chars().count() > 256 => {
+            Err(invalid("name", "must be at most 256 characters"))
+        }
+        Some(name) if name.chars().any(char::is_control) => {
+            Err(invalid("name", "must not contain control characters"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn invalid(field: &str, message: &str) -> SdkError {
+    SdkError::coded(
+        ErrorCode::InvalidBackupConfig,
+        format!("{field}: {message}"),
+        json!({ "field": field }),
+    )
+}
+
+fn storage(error: impl std::fmt::Display + std::fmt::Debug) -> SdkError {
+    SdkError::Storage(
+        format!("{error:?}")
+            .chars()
+            .take(600)
+            .collect::<String>()
+            .replace('\n', " "),
+    )
+    .with_display(error)
+}
+
+trait WithDisplay {
+    fn with_display(self, error: impl std::fmt::Display) -> Self;
+}
+
+impl WithDisplay for SdkError {
+    fn with_display(self, error: impl std::fmt::Display) -> Self {
+        match self {
+            SdkError::Storage(debug) => SdkError::Storage(format!("{error}: {debug}")),
+            other => other,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(created_at: &str, ttl: u64) -> BackupMeta {
+        BackupMeta {
+            id: "x".into(),
+            dir: "/workspace".into(),
+            name: None,
+            size_bytes: 1,
+            ttl,
+            created_at: created_at.into(),
+            sha256: None,
+            parent: None,
+        }
+    }
+
+    #[test]
+    fn expiry_has_a_sixty_second_buffer() {
+        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert!(!meta("2026-01-01T00:00:00Z", 61).expired(now));
+        assert!(meta("2026-01-01T00:00:00Z", 60).expired(now));
+        assert!(meta("2025-12-31T00:00:00Z", 3600).expired(now));
+        assert!(meta("not a date", 3600).expired(now));
+    }
+
+    #[test]
+    fn archive_ids_come_from_file_names() {
+        assert_eq!(archive_id("/var/backups/abc.sqsh"), "abc");
+    }
+}
