@@ -259,7 +259,10 @@ pub fn create(
     options: &ArchiveOptions,
     progress: Progress,
 ) -> Result<ArchiveSummary, BackupError> {
-    let root_meta = fs::metadata(dir).map_err(|e| BackupError::io(dir, e))?;
+    let root_meta = fs::metadata(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => BackupError::NotADirectory(dir.to_path_buf()),
+        _ => BackupError::io(dir, e),
+    })?;
     if !root_meta.is_dir() {
         return Err(BackupError::NotADirectory(dir.to_path_buf()));
     }

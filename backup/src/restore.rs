@@ -114,17 +114,17 @@ impl Restorer {
     /// Restores `archives` (topmost first) onto `dir`. Replaces a restore already on `dir`
     /// (its writes are discarded, its mounts released). On failure `dir` is left as it was.
     pub fn restore(&self, dir: &Path, archives: &[PathBuf]) -> Result<Restore, BackupError> {
+        for archive in archives {
+            if !archive.is_file() {
+                return Err(BackupError::ArchiveMissing(archive.clone()));
+            }
+        }
         let driver = self.driver.ok_or_else(|| BackupError::Mount {
             what: "restore",
             reason: "this machine allows neither kernel squashfs+overlay mounts (needs root, \
                      /dev/loop-control) nor FUSE (squashfuse, fuse-overlayfs, /dev/fuse)"
                 .into(),
         })?;
-        for archive in archives {
-            if !archive.is_file() {
-                return Err(BackupError::ArchiveMissing(archive.clone()));
-            }
-        }
         let mut active = self
             .active
             .lock()

@@ -58,10 +58,11 @@ enum Attempt<T> {
 }
 
 impl Transfer {
-    pub fn new() -> Result<Transfer, BackupError> {
+    /// `stall`: how long a request may go without progress before it is retried.
+    pub fn new(stall: Duration) -> Result<Transfer, BackupError> {
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            .read_timeout(Duration::from_secs(60))
+            .read_timeout(stall)
             .build()
             .map_err(|e| BackupError::Transfer(e.to_string()))?;
         Ok(Transfer {

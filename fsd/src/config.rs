@@ -83,6 +83,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
     pub max_process_records: usize,
 
+    /// A backup transfer request that sends or receives nothing for this long is retried.
+    #[arg(long, env = "FSD_TRANSFER_TIMEOUT_SECS", default_value_t = 60)]
+    pub transfer_timeout_secs: u64,
+
     /// Timeout of commands that name none, in ms (0: none), as the reference reads it.
     #[arg(long, env = "COMMAND_TIMEOUT_MS", default_value_t = 0)]
     pub command_timeout_ms: u64,
@@ -107,6 +111,7 @@ pub struct Settings {
     pub pass_env: Vec<String>,
     pub command_timeout_ms: u64,
     pub max_process_records: usize,
+    pub transfer_timeout_secs: u64,
     pub isolation: IsolationMode,
     pub log_level: String,
     pub log_format: LogFormat,
@@ -154,6 +159,7 @@ impl ServeArgs {
             pass_env: self.pass_env,
             command_timeout_ms: self.command_timeout_ms,
             max_process_records: self.max_process_records,
+            transfer_timeout_secs: self.transfer_timeout_secs.max(1),
             isolation: self.isolation,
             log_level: self.log_level,
             log_format: self.log_format,

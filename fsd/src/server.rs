@@ -113,7 +113,10 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
             tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
         }
     }
-    let backups = Arc::new(BackupService::new(&settings.state_dir));
+    let backups = Arc::new(BackupService::new(
+        &settings.state_dir,
+        std::time::Duration::from_secs(settings.transfer_timeout_secs),
+    ));
     let state = AppState {
         files: Arc::new(FileService::new(policy)),
         sessions: sessions.clone(),

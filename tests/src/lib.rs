@@ -10,6 +10,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+pub mod s3;
+
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -163,7 +165,17 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
+    /// SIGTERM first, so the daemon releases what it mounted; SIGKILL after 5 s.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        for _ in 0..100 {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }

@@ -45,12 +45,12 @@ pub struct BackupService {
 
 impl BackupService {
     /// Keeps restore state under `state_dir/backup-mounts`.
-    pub fn new(state_dir: &Path) -> BackupService {
+    pub fn new(state_dir: &Path, transfer_timeout: std::time::Duration) -> BackupService {
         let restorer = Restorer::new(&state_dir.join("backup-mounts")).map_err(|e| e.to_string());
         if let Err(error) = &restorer {
             tracing::warn!(%error, "restores are unavailable");
         }
-        let transfer = Transfer::new().unwrap_or_else(|error| {
+        let transfer = Transfer::new(transfer_timeout).unwrap_or_else(|error| {
             tracing::error!(%error, "HTTP client for transfers");
             std::process::exit(1)
         });

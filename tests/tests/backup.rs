@@ -1,0 +1,669 @@
+//! Backups against the real daemon and a real S3-compatible store on loopback (s3s-fs, which
+//! checks presigned signatures): round trips, copy-on-write, re-restore, other targets,
+//! excludes, gitignore, layer chains, TTL and the reference's validation.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+use fsd_sdk::ErrorCode;
+use fsd_sdk::control::{BackupOptions, Backups};
+use fsd_tests::s3::Store;
+use fsd_tests::{Daemon, assert_error, require_mount_privilege, sha256_hex};
+use serde_json::json;
+
+/// Every entry under `dir`: kind, mode and content hash (or link target).
+fn digest(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(current) = stack.pop() {
+        for entry in std::fs::read_dir(&current).expect("read_dir") {
+            let path = entry.expect("entry").path();
+            let relative = path
+                .strip_prefix(dir)
+                .expect("relative")
+                .to_string_lossy()
+                .into_owned();
+            let meta = std::fs::symlink_metadata(&path).expect("metadata");
+            let mode = meta.mode() & 0o7777;
+            let value = if meta.file_type().is_symlink() {
+                format!(
+                    "link {}",
+                    std::fs::read_link(&path).expect("link").display()
+                )
+            } else if meta.is_dir() {
+                stack.push(path.clone());
+                format!("dir {mode:o}")
+            } else {
+                format!(
+                    "file {mode:o} {}",
+                    sha256_hex(&std::fs::read(&path).expect("read"))
+                )
+            };
+            out.insert(relative, value);
+        }
+    }
+    out
+}
+
+/// A small workspace with the awkward cases: unicode and spaces, empty dir and file, a
+/// symlink, modes, a file over one block, nesting.
+fn fixture(dir: &Path) {
+    let write = |relative: &str, bytes: &[u8]| {
+        let path = dir.join(relative);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, bytes).expect("write");
+    };
+    write("README.md", b"# project\n");
+    write("src/main.rs", b"fn main() {}\n");
+    write(
+        "dir with spaces/naïve façade ✓.txt",
+        "unicode ✓\n".as_bytes(),
+    );
+    write("empty-file", b"");
+    write("deep/a/b/c/d.txt", b"deep\n");
+    let big: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    write("data/big.bin", &big);
+    std::fs::create_dir_all(dir.join("empty-dir")).expect("mkdir");
+    std::os::unix::fs::symlink("src/main.rs", dir.join("link-to-main")).expect("symlink");
+    std::fs::set_permissions(
+        dir.join("src/main.rs"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .expect("chmod");
+}
+
+fn backups(store: &Store) -> Backups {
+    Backups::new(store.object_store(None))
+}
+
+fn archive_of(id: &str) -> String {
+    format!("/var/backups/{id}.sqsh")
+}
+
+/// Removes the local copy, so a restore has to download it.
+fn forget_local(id: &str) {
+    for suffix in ["", ".sha256"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", archive_of(id)));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn round_trip_through_the_store_into_another_dir() {
+    if !require_mount_privilege("round_trip_through_the_store_into_another_dir") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let source = daemon.path("project");
+    fixture(&source);
+    let sandbox = daemon.sandbox();
+    let backups = backups(&store);
+    let backup = backups
+        .create_backup(
+            &sandbox,
+            source.to_str().unwrap(),
+            BackupOptions {
+                name: Some("first".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("create");
+    let keys = store.keys("backups/");
+    assert_eq!(
+        keys,
+        vec![
+            format!("backups/{}/data.sqsh", backup.id),
+            format!("backups/{}/meta.json", backup.id)
+        ]
+    );
+    let meta = backups.meta(&backup.id).await.expect("meta");
+    assert_eq!(meta.size_bytes, backup.size_bytes);
+    assert_eq!(meta.ttl, 259_200);
+    assert_eq!(meta.name.as_deref(), Some("first"));
+    assert_eq!(meta.dir, source.to_str().unwrap());
+
+    forget_local(&backup.id);
+    let target = daemon.path("elsewhere/restored");
+    backups
+        .restore_backup(&sandbox, &backup.id, target.to_str().unwrap(), None)
+        .await
+        .expect("restore");
+    assert_eq!(digest(&target), digest(&source));
+    assert!(
+        Path::new(&archive_of(&backup.id)).is_file(),
+        "archive downloaded and kept"
+    );
+
+    let listed = backups.list_backups().await.expect("list");
+    assert_eq!(listed.len(), 1);
+    backups.delete_backup(&backup.id).await.expect("delete");
+    assert!(store.keys("backups/").is_empty());
+    let err = backups
+        .restore_backup(&sandbox, &backup.id, target.to_str().unwrap(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::BackupNotFound));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restores_are_copy_on_write_and_restoring_again_discards_writes() {
+    if !require_mount_privilege("restores_are_copy_on_write_and_restoring_again_discards_writes") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let source = daemon.path("project");
+    fixture(&source);
+    let before = digest(&source);
+    let archive = format!("/var/backups/cow-{}.sqsh", std::process::id());
+    let (status, body) = daemon
+        .post(
+            "/api/backup/create",
+            json!({"dir": source, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["success"], true);
+    assert_eq!(body["archivePath"], archive);
+    let size = std::fs::metadata(&archive).expect("archive").len();
+    assert_eq!(body["sizeBytes"], size);
+
+    let (status, body) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": source, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["dir"], source.to_str().unwrap());
+    assert_eq!(digest(&source), before);
+
+    // Writes, deletes and a rename of a directory that comes from the backup.
+    std::fs::write(source.join("README.md"), b"changed\n").expect("modify");
+    std::fs::write(source.join("new.txt"), b"new\n").expect("create");
+    std::fs::remove_file(source.join("empty-file")).expect("delete");
+    std::fs::rename(source.join("dir with spaces"), source.join("renamed dir"))
+        .expect("rename a restored directory");
+    assert!(source.join("renamed dir/naïve façade ✓.txt").is_file());
+    assert_eq!(
+        std::fs::metadata(&archive).expect("archive").len(),
+        size,
+        "the archive is never written"
+    );
+
+    // A session that existed before the restore sees it too.
+    let (status, out) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": format!("cat '{}'", source.join("new.txt").display())}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(out["stdout"], "new\n");
+
+    let (status, _) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": source, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        digest(&source),
+        before,
+        "restoring again discards every write"
+    );
+
+    let (_, mounts) = daemon.get("/api/backup/mounts").await;
+    assert_eq!(
+        mounts["mounts"].as_array().map(Vec::len),
+        Some(1),
+        "{mounts}"
+    );
+    assert_eq!(mounts["mounts"][0]["archivePaths"], json!([archive]));
+    let (status, _) = daemon
+        .post("/api/backup/unmount", json!({"dir": source}))
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        digest(&source),
+        before,
+        "releasing shows what the directory held before"
+    );
+    let (status, body) = daemon
+        .post("/api/backup/unmount", json!({"dir": source}))
+        .await;
+    assert_error(status, &body, 404, "BACKUP_NOT_FOUND");
+    let _ = std::fs::remove_file(&archive);
+}
+
+/// Loop devices backed by `archive`.
+fn loops_of(archive: &str) -> usize {
+    let out = std::process::Command::new("losetup")
+        .arg("-a")
+        .output()
+        .expect("losetup");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(archive))
+        .count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restoring_b_over_a_releases_a_and_a_failed_restore_changes_nothing() {
+    if !require_mount_privilege(
+        "restoring_b_over_a_releases_a_and_a_failed_restore_changes_nothing",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let (a, b) = (daemon.path("a"), daemon.path("b"));
+    std::fs::create_dir_all(&a).unwrap();
+    std::fs::write(a.join("from-a"), b"a").unwrap();
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("from-b"), b"b").unwrap();
+    let pid = std::process::id();
+    let (archive_a, archive_b) = (
+        format!("/var/backups/ab-a-{pid}.sqsh"),
+        format!("/var/backups/ab-b-{pid}.sqsh"),
+    );
+    for (dir, archive) in [(&a, &archive_a), (&b, &archive_b)] {
+        let (status, body) = daemon
+            .post(
+                "/api/backup/create",
+                json!({"dir": dir, "archivePath": archive}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let target = daemon.path("target");
+    daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": target, "archivePath": archive_a}),
+        )
+        .await;
+    assert!(target.join("from-a").is_file());
+    assert_eq!(loops_of(&archive_a), 1);
+    let (status, _) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": target, "archivePath": archive_b}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert!(target.join("from-b").is_file() && !target.join("from-a").exists());
+    assert_eq!(loops_of(&archive_a), 0, "A's archive mount is released");
+
+    // A restore that cannot mount (not a squashfs image) leaves B exactly in place.
+    std::fs::write(target.join("kept-write"), b"x").unwrap();
+    let bogus = format!("/var/backups/ab-bogus-{pid}.sqsh");
+    std::fs::write(&bogus, vec![7u8; 8192]).unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": target, "archivePath": bogus}),
+        )
+        .await;
+    assert_error(status, &body, 500, "BACKUP_RESTORE_FAILED");
+    assert!(target.join("from-b").is_file() && target.join("kept-write").is_file());
+    let (_, mounts) = daemon.get("/api/backup/mounts").await;
+    assert_eq!(mounts["mounts"][0]["archivePaths"], json!([archive_b]));
+    daemon
+        .post("/api/backup/unmount", json!({"dir": target}))
+        .await;
+    for archive in [archive_a, archive_b, bogus] {
+        let _ = std::fs::remove_file(archive);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn excludes_gitignore_and_an_empty_dir() {
+    if !require_mount_privilege("excludes_gitignore_and_an_empty_dir") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let sandbox = daemon.sandbox();
+    let backups = backups(&store);
+    let source = daemon.path("repo");
+    for (path, body) in [
+        ("keep.rs", "k"),
+        ("node_modules/x/index.js", "n"),
+        ("src/node_modules/y.js", "n"),
+        ("logs/a.log", "l"),
+        ("b.log", "l"),
+        ("target/debug/bin", "t"),
+        ("notes.txt", "n"),
+        (".gitignore", "target/\n*.tmp\n"),
+        ("scratch.tmp", "t"),
+    ] {
+        let p = source.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    std::fs::create_dir_all(source.join(".git")).unwrap();
+    let options = BackupOptions {
+        excludes: vec!["**/node_modules/**".into(), "*.log".into()],
+        gitignore: true,
+        ..Default::default()
+    };
+    let backup = backups
+        .create_backup(&sandbox, source.to_str().unwrap(), options)
+        .await
+        .expect("create");
+    let target = daemon.path("restored");
+    backups
+        .restore_backup(&sandbox, &backup.id, target.to_str().unwrap(), None)
+        .await
+        .expect("restore");
+    let names: Vec<String> = digest(&target).into_keys().collect();
+    assert_eq!(
+        names,
+        vec![".git", ".gitignore", "keep.rs", "logs", "notes.txt", "src"],
+        "{names:?}"
+    );
+
+    // Without a .git the gitignore rules do not apply, as `git ls-files` would not.
+    std::fs::remove_dir(source.join(".git")).unwrap();
+    let backup = backups
+        .create_backup(
+            &sandbox,
+            source.to_str().unwrap(),
+            BackupOptions {
+                gitignore: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("create");
+    let target = daemon.path("restored-2");
+    backups
+        .restore_backup(&sandbox, &backup.id, target.to_str().unwrap(), None)
+        .await
+        .expect("restore");
+    assert!(target.join("target/debug/bin").is_file() && target.join("scratch.tmp").is_file());
+
+    let empty = daemon.path("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let backup = backups
+        .create_backup(&sandbox, empty.to_str().unwrap(), BackupOptions::default())
+        .await
+        .expect("empty");
+    let target = daemon.path("restored-empty");
+    backups
+        .restore_backup(&sandbox, &backup.id, target.to_str().unwrap(), None)
+        .await
+        .expect("restore empty");
+    assert!(digest(&target).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_three_deep_layer_chain_restores_byte_identical() {
+    if !require_mount_privilege("a_three_deep_layer_chain_restores_byte_identical") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let sandbox = daemon.sandbox();
+    let backups = backups(&store);
+    let live = daemon.path("live");
+    fixture(&live);
+    let base = backups
+        .create_backup(&sandbox, live.to_str().unwrap(), BackupOptions::default())
+        .await
+        .expect("base");
+    backups
+        .restore_backup(&sandbox, &base.id, live.to_str().unwrap(), None)
+        .await
+        .expect("restore base");
+    let layer = || BackupOptions {
+        layer: true,
+        ..Default::default()
+    };
+
+    // Layer 1: edits, a new file, a deletion, a renamed directory.
+    std::fs::write(live.join("README.md"), b"v1\n").unwrap();
+    std::fs::write(live.join("added.txt"), b"added\n").unwrap();
+    std::fs::remove_file(live.join("empty-file")).unwrap();
+    std::fs::rename(live.join("dir with spaces"), live.join("moved dir")).unwrap();
+    let l1 = backups
+        .create_backup(&sandbox, live.to_str().unwrap(), layer())
+        .await
+        .expect("layer 1");
+    assert_eq!(l1.parent.as_deref(), Some(base.id.as_str()));
+    assert!(
+        l1.size_bytes < base.size_bytes,
+        "a layer holds only the changes"
+    );
+    backups
+        .restore_backup(&sandbox, &l1.id, live.to_str().unwrap(), None)
+        .await
+        .expect("restore l1");
+
+    // Layer 2: a directory removed and recreated with other contents (opaque in the upper).
+    std::fs::remove_dir_all(live.join("deep")).unwrap();
+    std::fs::create_dir_all(live.join("deep/z")).unwrap();
+    std::fs::write(live.join("deep/z/new.txt"), b"z\n").unwrap();
+    std::fs::remove_file(live.join("added.txt")).unwrap();
+    let l2 = backups
+        .create_backup(&sandbox, live.to_str().unwrap(), layer())
+        .await
+        .expect("layer 2");
+    backups
+        .restore_backup(&sandbox, &l2.id, live.to_str().unwrap(), None)
+        .await
+        .expect("restore l2");
+
+    // Layer 3: one more change on top.
+    std::fs::write(live.join("data/big.bin"), b"now small\n").unwrap();
+    std::fs::create_dir_all(live.join("empty-dir/inside")).unwrap();
+    let expected = digest(&live);
+    let l3 = backups
+        .create_backup(&sandbox, live.to_str().unwrap(), layer())
+        .await
+        .expect("layer 3");
+    assert_eq!(l3.parent.as_deref(), Some(l2.id.as_str()));
+
+    for id in [&base.id, &l1.id, &l2.id, &l3.id] {
+        forget_local(id);
+    }
+    let target = daemon.path("from-chain");
+    let chain = backups
+        .restore_backup(&sandbox, &l3.id, target.to_str().unwrap(), None)
+        .await
+        .expect("restore chain");
+    assert_eq!(chain.len(), 4);
+    assert_eq!(digest(&target), expected);
+    assert!(!target.join("deep/a").exists() && !target.join("added.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expired_and_unknown_backups_are_refused() {
+    if !require_mount_privilege("expired_and_unknown_backups_are_refused") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let sandbox = daemon.sandbox();
+    let backups = backups(&store);
+    let source = daemon.path("p");
+    std::fs::create_dir_all(&source).unwrap();
+    std::fs::write(source.join("f"), b"f").unwrap();
+    // 30 s of life is inside the 60 s buffer: expired at once.
+    let short = BackupOptions {
+        ttl: Some(30),
+        ..Default::default()
+    };
+    let backup = backups
+        .create_backup(&sandbox, source.to_str().unwrap(), short)
+        .await
+        .expect("create");
+    let err = backups
+        .restore_backup(&sandbox, &backup.id, source.to_str().unwrap(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::BackupExpired), "{err}");
+    assert_eq!(err.status(), Some(400));
+    let long = BackupOptions {
+        ttl: Some(120),
+        ..Default::default()
+    };
+    let backup = backups
+        .create_backup(&sandbox, source.to_str().unwrap(), long)
+        .await
+        .expect("create");
+    backups
+        .restore_backup(
+            &sandbox,
+            &backup.id,
+            daemon.path("r").to_str().unwrap(),
+            None,
+        )
+        .await
+        .expect("restorable");
+
+    let unknown = "6f1d0c8e-3b1a-4c47-9d7e-1f0a2b3c4d5e";
+    let err = backups
+        .restore_backup(&sandbox, unknown, source.to_str().unwrap(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::BackupNotFound));
+    assert_eq!(err.status(), Some(404));
+    let err = backups
+        .restore_backup(&sandbox, "not-a-uuid", source.to_str().unwrap(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::InvalidBackupConfig));
+    let zero = BackupOptions {
+        ttl: Some(0),
+        ..Default::default()
+    };
+    let err = backups
+        .create_backup(&sandbox, source.to_str().unwrap(), zero)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::InvalidBackupConfig));
+}
+
+#[tokio::test]
+async fn invalid_backup_config_as_the_reference_answers_it() {
+    let daemon = Daemon::start();
+    let dir = daemon.root();
+    let cases = [
+        (
+            "/api/backup/create",
+            json!({"archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": "relative", "archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": "/etc", "archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": "/workspace/a..b", "archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": "/tmp/a\u{0}b", "archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": format!("/tmp/{}", "a".repeat(4100)), "archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": "/tmp/x.sqsh"}),
+            "archivePath",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": "/var/backups/../etc/x"}),
+            "archivePath",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": "/var/backups/x.sqsh", "gitignore": "yes"}),
+            "gitignore",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": "/var/backups/x.sqsh", "excludes": "*.log"}),
+            "excludes",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": "/var/backups/x.sqsh", "compression": {"format": "xz"}}),
+            "compression.format",
+        ),
+        (
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": "/var/backups/x.sqsh", "compression": {"threads": 0}}),
+            "compression.threads",
+        ),
+        ("/api/backup/restore", json!({"dir": dir}), "archivePath"),
+        (
+            "/api/backup/restore",
+            json!({"dir": "/root", "archivePath": "/var/backups/x.sqsh"}),
+            "dir",
+        ),
+        (
+            "/api/backup/upload-parts",
+            json!({"archivePath": "/var/backups/x.sqsh", "parts": []}),
+            "parts",
+        ),
+        (
+            "/api/backup/upload-parts",
+            json!({"archivePath": "/var/backups/x.sqsh", "parts": [{"partNumber": 1, "url": "http://example.com/x", "offset": 0, "size": 1}]}),
+            "parts[0].url",
+        ),
+        (
+            "/api/backup/upload-parts",
+            json!({"archivePath": "/var/backups/x.sqsh", "parts": [{"partNumber": 0, "url": "https://example.com/x", "offset": 0, "size": 1}]}),
+            "parts[0].partNumber",
+        ),
+    ];
+    for (route, body, field) in cases {
+        let (status, reply) = daemon.post(route, body.clone()).await;
+        assert_error(status, &reply, 400, "INVALID_BACKUP_CONFIG");
+        let named = reply["context"]["validationErrors"][0]["field"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            named == field || named.starts_with(field),
+            "{route} {body}: field {named:?}, wanted {field:?}: {reply}"
+        );
+        let op = if route.ends_with("restore") {
+            "backup.restore"
+        } else {
+            "backup.create"
+        };
+        assert_eq!(reply["operation"], op, "{reply}");
+    }
+    // A source directory that does not exist is the caller's mistake, not a 500.
+    let (status, reply) = daemon
+        .post("/api/backup/create", json!({"dir": dir.join("missing"), "archivePath": format!("/var/backups/missing-{}.sqsh", std::process::id())}))
+        .await;
+    assert_error(status, &reply, 400, "INVALID_BACKUP_CONFIG");
+    let (status, reply) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": dir, "archivePath": "/var/backups/never-created.sqsh"}),
+        )
+        .await;
+    assert_error(status, &reply, 404, "BACKUP_NOT_FOUND");
+}
