@@ -155,13 +155,16 @@ impl CompressionAction for ParallelCompressor {
     }
 }
 
+/// A window of a file and its blocks handed to the pool.
+type Window = (Vec<u8>, Vec<Pending>);
+
 /// Reads a file for backhand. A reader thread (started on the first read) reads the file
 /// in windows and hands each window's full blocks to `pool` for compression, a few windows
 /// ahead of the writer, so reading, compressing and writing overlap.
 pub(crate) struct BlockReader {
     path: PathBuf,
     started: bool,
-    windows: Option<Receiver<io::Result<(Vec<u8>, Vec<Pending>)>>>,
+    windows: Option<Receiver<io::Result<Window>>>,
     window: Vec<u8>,
     position: usize,
     compressor: FilesystemCompressor,
@@ -228,7 +231,7 @@ impl BlockReader {
     }
 
     /// Reads `file` window by window on a thread of its own, handing blocks to the pool.
-    fn start_reader(&self, mut file: File) -> Receiver<io::Result<(Vec<u8>, Vec<Pending>)>> {
+    fn start_reader(&self, mut file: File) -> Receiver<io::Result<Window>> {
         let (tx, rx) = sync_channel(WINDOWS_AHEAD);
         let pool = Arc::clone(&self.pool);
         let compressor = self.compressor;
