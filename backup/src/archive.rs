@@ -175,6 +175,9 @@ impl<'a> Builder<'a> {
             let (_, size) = self.writer.write(&mut out).map_err(std::io::Error::other)?;
             out.flush()?;
             let file = out.into_inner().map_err(|e| e.into_error())?;
+            // Data of a duplicate file is written, then written over: the file can be longer
+            // than the image, with the leftover past its end.
+            file.set_len(size)?;
             file.sync_all()?;
             fs::rename(&temp, archive)?;
             if let Some(parent) = archive.parent() {

@@ -66,6 +66,8 @@ fn fixture(dir: &Path) {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     write("data/big.bin", &big);
+    // Duplicate data: the writer stores it once and writes over what it wrote twice.
+    write("data/big-copy.bin", &big);
     std::fs::create_dir_all(dir.join("empty-dir")).expect("mkdir");
     std::os::unix::fs::symlink("src/main.rs", dir.join("link-to-main")).expect("symlink");
     std::fs::set_permissions(

@@ -10,6 +10,8 @@ use aws_sdk_s3::config::{
     Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
 
+/// The S3 client crate, for callers that presign or inspect objects themselves.
+pub use aws_sdk_s3;
 pub use backups::{BackupMeta, BackupOptions, Backups, DirectoryBackup, ProgressFn};
 pub use store::EmbeddedStore;
 

@@ -1,0 +1,392 @@
+//! Backup benchmark on one generated tree (50,000 small files plus three 100 MB files),
+//! side by side with the anchors in the same run: archive creation against `mksquashfs`
+//! (same codec, level and thread count), restore-to-usable-directory for a 1 GiB archive
+//! already local, upload and download MB/s to the embedded S3 store beside `curl` moving
+//! the same bytes, and the daemon's peak RSS.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench backup`
+//! (as root, with squashfs-tools and curl). `FSD_BENCH_QUICK=1`: a tenth of the sizes.
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use fsd_sdk::control::aws_sdk_s3::presigning::PresigningConfig;
+use fsd_sdk::control::{BackupOptions, Backups};
+use fsd_tests::s3::Store;
+use fsd_tests::{Daemon, peak_rss_kib};
+use serde_json::json;
+
+const MB: f64 = 1_000_000.0;
+
+fn main() {
+    let quick = std::env::var_os("FSD_BENCH_QUICK").is_some();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(if quick { 10 } else { 1 }));
+}
+
+/// Pseudo-text: compresses about like source code and logs do.
+fn text(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "fn",
+        "let",
+        "return",
+        "value",
+        "error",
+        "self",
+        "match",
+        "impl",
+        "struct",
+        "0x3f",
+        "=>",
+        "{",
+        "}",
+        "\n",
+        "    ",
+        "workspace",
+        "backup",
+        "squashfs",
+    ];
+    let mut x = seed | 1;
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
+        out.push(b' ');
+    }
+    out.truncate(len);
+    out
+}
+
+fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed | 1;
+    let mut out = vec![0u8; len];
+    for chunk in out.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let bytes = x.to_le_bytes();
+        chunk.copy_from_slice(&bytes[..chunk.len()]);
+    }
+    out
+}
+
+fn generate(tree: &Path, divisor: usize) {
+    for i in 0..50_000 / divisor {
+        let dir = tree.join(format!("pkg{:03}/mod{}", i % 500, i % 7));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join(format!("file{i}.rs")),
+            text(200 + (i * 37) % 4000, i as u64),
+        )
+        .expect("write");
+    }
+    for i in 0..3 {
+        // half text, half noise: a build artefact, a dataset
+        let mut big = text(50_000_000 / divisor, 1000 + i);
+        big.extend(noise(50_000_000 / divisor, 2000 + i));
+        std::fs::write(tree.join(format!("big{i}.bin")), big).expect("write big");
+    }
+}
+
+fn median(mut samples: Vec<Duration>) -> Duration {
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn dir_bytes(dir: &Path) -> u64 {
+    let out = Command::new("du")
+        .args(["-sb"])
+        .arg(dir)
+        .output()
+        .expect("du");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+async fn run(divisor: usize) {
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let tree = daemon.path("tree");
+    generate(&tree, divisor);
+    let _ = Command::new("cat").arg("/dev/null").status();
+    // Warm the page cache for both sides.
+    let _ = Command::new("tar")
+        .arg("cf")
+        .arg("/dev/null")
+        .arg(&tree)
+        .status();
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    println!(
+        "fsd backup benchmark: {} small files + 3 × {} MB ({:.0} MB), zstd level 3, {threads} threads",
+        50_000 / divisor,
+        100 / divisor,
+        dir_bytes(&tree) as f64 / MB
+    );
+    println!();
+
+    let pid = std::process::id();
+    let ours = format!("/var/backups/bench-fsd-{pid}.sqsh");
+    let theirs = format!("/tmp/bench-mksquashfs-{pid}.sqsh");
+    let mut fsd_times = Vec::new();
+    let mut mk_times = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let (status, body) = daemon
+            .post("/api/backup/create", json!({"dir": tree, "archivePath": ours, "compression": {"format": "zstd", "threads": threads}}))
+            .await;
+        fsd_times.push(started.elapsed());
+        assert_eq!(status, 200, "{body}");
+        let _ = std::fs::remove_file(&theirs);
+        let started = Instant::now();
+        let status = Command::new("mksquashfs")
+            .arg(&tree)
+            .arg(&theirs)
+            .args([
+                "-comp",
+                "zstd",
+                "-Xcompression-level",
+                "3",
+                "-processors",
+                &threads.to_string(),
+                "-no-progress",
+                "-noappend",
+                "-quiet",
+            ])
+            .status()
+            .expect("mksquashfs (squashfs-tools)");
+        mk_times.push(started.elapsed());
+        assert!(status.success());
+    }
+    let (fsd_create, mk_create) = (median(fsd_times), median(mk_times));
+    let ours_size = std::fs::metadata(&ours).expect("archive").len();
+    let theirs_size = std::fs::metadata(&theirs).expect("archive").len();
+    println!(
+        "archive creation (median of 3; fsd includes HTTP and a SHA-256 pass over the archive)"
+    );
+    println!(
+        "  fsd /api/backup/create     {:>8.0} ms   {:>7.1} MB",
+        ms(fsd_create),
+        ours_size as f64 / MB
+    );
+    println!(
+        "  anchor: mksquashfs          {:>8.0} ms   {:>7.1} MB   ratio {:.2} (target ≤ 1.0)",
+        ms(mk_create),
+        theirs_size as f64 / MB,
+        fsd_create.as_secs_f64() / mk_create.as_secs_f64()
+    );
+    let _ = std::fs::remove_file(&theirs);
+    let _ = std::fs::remove_file(&ours);
+
+    // A 1 GiB archive: incompressible data, so the archive is as large as the tree.
+    let gib = daemon.path("gib");
+    std::fs::create_dir_all(&gib).expect("mkdir");
+    for i in 0..8 {
+        std::fs::write(
+            gib.join(format!("part{i}.bin")),
+            noise((1 << 30) / 8 / divisor, 3000 + i),
+        )
+        .expect("write");
+    }
+    std::fs::write(gib.join("hello.txt"), b"hello\n").expect("write");
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let phases: Arc<Mutex<Vec<(String, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+    let recorder = {
+        let phases = phases.clone();
+        Arc::new(move |phase: &str, _done: u64, _total: u64| {
+            let mut phases = phases.lock().expect("phases");
+            if phases.last().is_none_or(|(p, _)| p != phase) {
+                phases.push((phase.to_string(), Instant::now()));
+            }
+        })
+    };
+    let options = BackupOptions {
+        progress: Some(recorder.clone()),
+        ..Default::default()
+    };
+    let backup = backups
+        .create_backup(&sandbox, gib.to_str().expect("utf-8"), options)
+        .await
+        .expect("create 1 GiB");
+    let done = Instant::now();
+    let upload_time = phase_span(&phases, "upload", done);
+    let archive = format!("/var/backups/{}.sqsh", backup.id);
+    let size = backup.size_bytes;
+
+    // Restore from a local archive: request → usable directory.
+    let target = daemon.path("restored");
+    let mut restore_times = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (status, body) = daemon
+            .post(
+                "/api/backup/restore",
+                json!({"dir": target, "archivePath": archive}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            std::fs::read(target.join("hello.txt")).expect("usable"),
+            b"hello\n"
+        );
+        restore_times.push(started.elapsed());
+    }
+    let restore = median(restore_times);
+    let mut cached_times = Vec::new();
+    for _ in 0..3 {
+        let started = Instant::now();
+        backups
+            .restore_backup(&sandbox, &backup.id, target.to_str().expect("utf-8"), None)
+            .await
+            .expect("restore");
+        cached_times.push(started.elapsed());
+    }
+    let cached = median(cached_times);
+
+    // Download: the archive is not local any more.
+    phases.lock().expect("phases").clear();
+    daemon
+        .post("/api/backup/unmount", json!({"dir": target}))
+        .await;
+    let _ = std::fs::remove_file(&archive);
+    let _ = std::fs::remove_file(format!("{archive}.sha256"));
+    backups
+        .restore_backup(
+            &sandbox,
+            &backup.id,
+            target.to_str().expect("utf-8"),
+            Some(recorder),
+        )
+        .await
+        .expect("download + restore");
+    let download_time = phase_span(
+        &phases,
+        "download",
+        phase_start(&phases, "mount").unwrap_or_else(Instant::now),
+    );
+
+    // curl moving the same bytes through presigned URLs of the same store.
+    let s3 = store.object_store(None).client();
+    let presign = PresigningConfig::expires_in(Duration::from_secs(3600)).expect("presign");
+    let put = s3
+        .put_object()
+        .bucket("fsd")
+        .key("bench/curl.bin")
+        .presigned(presign.clone())
+        .await
+        .expect("presign put");
+    let started = Instant::now();
+    let status = Command::new("curl")
+        .args([
+            "-sSf",
+            "-X",
+            "PUT",
+            "-H",
+            "content-type: application/octet-stream",
+            "-T",
+        ])
+        .arg(&archive)
+        .arg(put.uri())
+        .status()
+        .expect("curl");
+    let curl_put = started.elapsed();
+    assert!(status.success(), "curl PUT");
+    let get = s3
+        .get_object()
+        .bucket("fsd")
+        .key("bench/curl.bin")
+        .presigned(presign)
+        .await
+        .expect("presign get");
+    let downloaded = daemon.path("curl.bin");
+    let started = Instant::now();
+    let status = Command::new("curl")
+        .args(["-sSf", "-o"])
+        .arg(&downloaded)
+        .arg(get.uri())
+        .status()
+        .expect("curl");
+    let curl_get = started.elapsed();
+    assert!(status.success(), "curl GET");
+    let rate = |d: Duration| size as f64 / MB / d.as_secs_f64();
+    println!();
+    println!(
+        "{:.0} MB archive ({} in the workspace)",
+        size as f64 / MB,
+        if divisor == 1 {
+            "1 GiB of data"
+        } else {
+            "quick mode"
+        }
+    );
+    println!(
+        "  restore, archive local: request → usable dir   {:>7.1} ms (median of 5; target ≤ 100 ms)",
+        ms(restore)
+    );
+    println!(
+        "  restore through the SDK (meta, TTL, presign, cached archive)   {:>7.1} ms (median of 3)",
+        ms(cached)
+    );
+    println!(
+        "  upload to the embedded store (presigned multipart parts)   {:>7.0} MB/s",
+        rate(upload_time)
+    );
+    println!(
+        "  anchor: curl PUT, one presigned URL                       {:>7.0} MB/s",
+        rate(curl_put)
+    );
+    println!(
+        "  download from the embedded store (parallel ranges + SHA-256)   {:>7.0} MB/s",
+        rate(download_time)
+    );
+    println!(
+        "  anchor: curl GET, one presigned URL                            {:>7.0} MB/s",
+        rate(curl_get)
+    );
+    println!();
+    println!(
+        "daemon peak RSS over the run: {:.1} MiB",
+        peak_rss_kib(daemon.pid()) as f64 / 1024.0
+    );
+    daemon
+        .post("/api/backup/unmount", json!({"dir": target}))
+        .await;
+    let _ = std::fs::remove_file(&archive);
+    let _ = std::fs::remove_file(format!("{archive}.sha256"));
+    let _ = pid;
+}
+
+fn phase_start(phases: &Mutex<Vec<(String, Instant)>>, phase: &str) -> Option<Instant> {
+    phases
+        .lock()
+        .ok()?
+        .iter()
+        .find(|(p, _)| p == phase)
+        .map(|(_, t)| *t)
+}
+
+/// From the first report of `phase` to the first report of the next phase (or `end`).
+fn phase_span(phases: &Mutex<Vec<(String, Instant)>>, phase: &str, end: Instant) -> Duration {
+    let phases = phases.lock().expect("phases");
+    let Some(index) = phases.iter().position(|(p, _)| p == phase) else {
+        return Duration::ZERO;
+    };
+    let stop = phases.get(index + 1).map(|(_, t)| *t).unwrap_or(end);
+    stop - phases[index].1
+}
