@@ -3,7 +3,6 @@
 //! connections; memory is bounded by parts in flight × part size.
 
 use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
 use crate::BackupError;
 use crate::progress::Progress;
@@ -141,15 +141,14 @@ impl Transfer {
     }
 
     /// Uploads `parts` of the archive in parallel; returns `(partNumber, etag)` sorted by part.
+    /// Each part streams from the file, so memory stays small whatever the part size.
     pub async fn put_parts(
         &self,
         archive: &Path,
         parts: Vec<PartSpec>,
         progress: Progress,
     ) -> Result<Vec<(u32, String)>, BackupError> {
-        let file = Arc::new(File::open(archive).map_err(|e| BackupError::io(archive, e))?);
-        let size = file
-            .metadata()
+        let size = std::fs::metadata(archive)
             .map_err(|e| BackupError::io(archive, e))?
             .len();
         if let Some(part) = parts.iter().find(|p| p.offset + p.size > size) {
@@ -163,14 +162,10 @@ impl Transfer {
         let done = Arc::new(AtomicU64::new(0));
         let mut etags: Vec<(u32, String)> = stream::iter(parts)
             .map(|part| {
-                let file = Arc::clone(&file);
                 let done = Arc::clone(&done);
                 let progress = progress.clone();
                 async move {
-                    let body = read_at(file, part.offset, part.size, archive.to_path_buf()).await?;
-                    let etag = self.put_part(&part, body).await?;
-                    let total = done.fetch_add(part.size, Ordering::Relaxed) + part.size;
-                    progress.report(total);
+                    let etag = self.put_part(archive, &part, &done, &progress).await?;
                     Ok::<_, BackupError>((part.part_number, etag))
                 }
             })
@@ -181,18 +176,35 @@ impl Transfer {
         Ok(etags)
     }
 
-    async fn put_part(&self, part: &PartSpec, body: Bytes) -> Result<String, BackupError> {
+    async fn put_part(
+        &self,
+        archive: &Path,
+        part: &PartSpec,
+        done: &Arc<AtomicU64>,
+        progress: &Progress,
+    ) -> Result<String, BackupError> {
         let what = format!("part {}", part.part_number);
         self.with_retries(&what, || {
-            let body = body.clone();
             let what = what.clone();
+            let done = Arc::clone(done);
+            let progress = progress.clone();
             async move {
+                let body = match slice_stream(archive, part.offset, part.size).await {
+                    Ok(body) => body,
+                    Err(e) => return Attempt::Fail(e),
+                };
+                // Progress counts bytes sent; a retried part's bytes are counted again.
+                let body = body.inspect_ok(move |chunk| {
+                    progress.report(
+                        done.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64,
+                    );
+                });
                 let request = self
                     .client
                     .put(&part.url)
                     .header("content-type", "application/octet-stream")
-                    .header("content-length", body.len())
-                    .body(body);
+                    .header("content-length", part.size)
+                    .body(reqwest::Body::wrap_stream(body));
                 match classify(request.send().await, &what).await {
                     Attempt::Done(response) => match etag(&response) {
                         Some(etag) => Attempt::Done(etag),
@@ -245,7 +257,6 @@ impl Transfer {
     ) -> Result<(), BackupError> {
         let file = File::create(temp).map_err(|e| BackupError::io(temp, e))?;
         file.set_len(size).map_err(|e| BackupError::io(temp, e))?;
-        let file = Arc::new(file);
         progress.set_total(size);
         let chunk_size = chunk_size.max(1 << 20);
         let ranges: Vec<(u64, u64)> = (0..size)
@@ -255,18 +266,10 @@ impl Transfer {
         let done = Arc::new(AtomicU64::new(0));
         stream::iter(ranges)
             .map(|(start, end)| {
-                let file = Arc::clone(&file);
                 let done = Arc::clone(&done);
                 let progress = progress.clone();
                 async move {
-                    let bytes = self.get_range(url, start, end).await?;
-                    let path = temp.to_path_buf();
-                    tokio::task::spawn_blocking(move || {
-                        file.write_all_at(&bytes, start)
-                            .map_err(|e| BackupError::io(&path, e))
-                    })
-                    .await
-                    .map_err(|e| BackupError::Transfer(e.to_string()))??;
+                    self.get_range(url, temp, start, end).await?;
                     progress.report(done.fetch_add(end - start, Ordering::Relaxed) + end - start);
                     Ok::<(), BackupError>(())
                 }
@@ -274,11 +277,11 @@ impl Transfer {
             .buffer_unordered(self.concurrency.max(1))
             .try_collect::<()>()
             .await?;
-        let file = Arc::try_unwrap(file)
-            .map_err(|_| BackupError::Transfer("download still writing".into()))?;
+        drop(file);
         let expected = sha256.map(str::to_owned);
         let path = temp.to_path_buf();
         tokio::task::spawn_blocking(move || {
+            let file = File::open(&path).map_err(|e| BackupError::io(&path, e))?;
             file.sync_all().map_err(|e| BackupError::io(&path, e))?;
             let actual = file
                 .metadata()
@@ -307,7 +310,14 @@ impl Transfer {
         .map_err(|e| BackupError::Transfer(e.to_string()))?
     }
 
-    async fn get_range(&self, url: &str, start: u64, end: u64) -> Result<Bytes, BackupError> {
+    /// GETs bytes `start..end` and writes them at `start` in `path` as they arrive.
+    async fn get_range(
+        &self,
+        url: &str,
+        path: &Path,
+        start: u64,
+        end: u64,
+    ) -> Result<(), BackupError> {
         let what = format!("bytes {start}-{}", end - 1);
         self.with_retries(&what, || {
             let what = what.clone();
@@ -316,24 +326,55 @@ impl Transfer {
                     .client
                     .get(url)
                     .header("range", format!("bytes={start}-{}", end - 1));
-                let response = match classify(request.send().await, &what).await {
+                let mut response = match classify(request.send().await, &what).await {
                     Attempt::Done(response) => response,
                     Attempt::Retry(e) => return Attempt::Retry(e),
                     Attempt::Fail(e) => return Attempt::Fail(e),
                 };
-                let whole = response.status() == reqwest::StatusCode::OK;
-                match response.bytes().await {
-                    // A server that ignores Range sends everything: take our slice of it.
-                    Ok(bytes) if whole && bytes.len() as u64 >= end => {
-                        Attempt::Done(bytes.slice(start as usize..end as usize))
+                if response.status() != reqwest::StatusCode::PARTIAL_CONTENT
+                    && !(start == 0 && end == response.content_length().unwrap_or(0))
+                {
+                    return Attempt::Fail(BackupError::Transfer(format!(
+                        "{what}: the server ignored the Range header"
+                    )));
+                }
+                let mut file = match tokio::fs::OpenOptions::new().write(true).open(path).await {
+                    Ok(file) => file,
+                    Err(e) => return Attempt::Fail(BackupError::io(path, e)),
+                };
+                if let Err(e) = file.seek(std::io::SeekFrom::Start(start)).await {
+                    return Attempt::Fail(BackupError::io(path, e));
+                }
+                let mut written = 0u64;
+                loop {
+                    match response.chunk().await {
+                        Ok(Some(chunk)) => {
+                            written += chunk.len() as u64;
+                            if written > end - start {
+                                return Attempt::Retry(BackupError::Transfer(format!(
+                                    "{what}: more bytes than asked for"
+                                )));
+                            }
+                            if let Err(e) = file.write_all(&chunk).await {
+                                return Attempt::Fail(BackupError::io(path, e));
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            return Attempt::Retry(BackupError::Transfer(format!("{what}: {e}")));
+                        }
                     }
-                    Ok(bytes) if bytes.len() as u64 == end - start => Attempt::Done(bytes),
-                    Ok(bytes) => Attempt::Retry(BackupError::Verify {
+                }
+                if written != end - start {
+                    return Attempt::Retry(BackupError::Verify {
                         what: "range length",
                         expected: (end - start).to_string(),
-                        actual: bytes.len().to_string(),
-                    }),
-                    Err(e) => Attempt::Retry(BackupError::Transfer(format!("{what}: {e}"))),
+                        actual: written.to_string(),
+                    });
+                }
+                match file.flush().await {
+                    Ok(()) => Attempt::Done(()),
+                    Err(e) => Attempt::Fail(BackupError::io(path, e)),
                 }
             }
         })
@@ -375,20 +416,23 @@ fn etag(response: &reqwest::Response) -> Option<String> {
         .map(str::to_owned)
 }
 
-async fn read_at(
-    file: Arc<File>,
+/// A stream of `size` bytes of `path` from `offset`.
+async fn slice_stream(
+    path: &Path,
     offset: u64,
     size: u64,
-    path: PathBuf,
-) -> Result<Bytes, BackupError> {
-    tokio::task::spawn_blocking(move || {
-        let mut buf = vec![0u8; size as usize];
-        file.read_exact_at(&mut buf, offset)
-            .map_err(|e| BackupError::io(&path, e))?;
-        Ok(Bytes::from(buf))
-    })
-    .await
-    .map_err(|e| BackupError::Transfer(e.to_string()))?
+) -> Result<impl futures_util::Stream<Item = std::io::Result<Bytes>> + Send + 'static, BackupError>
+{
+    let mut file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| BackupError::io(path, e))?;
+    file.seek(std::io::SeekFrom::Start(offset))
+        .await
+        .map_err(|e| BackupError::io(path, e))?;
+    Ok(tokio_util::io::ReaderStream::with_capacity(
+        file.take(size),
+        256 * 1024,
+    ))
 }
 
 /// The SHA-256 of a file, lowercase hex.

@@ -134,6 +134,8 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     let mut child = Command::new(binary("fsctl"))
         .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(&workspace)
+        .arg("--store-dir")
+        .arg(dir.path().join("store"))
         .env_remove("FSD_TOKEN")
         .env("FSD_BIN", binary("fsd"))
         .stdout(Stdio::piped())
@@ -169,6 +171,53 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     assert_eq!(cat.stdout, b"hi");
     let denied = run(&["cat", "hello.txt"], None);
     assert!(String::from_utf8_lossy(&denied.stderr).contains("UNAUTHORIZED"));
+
+    // The embedded store takes backups out of the box.
+    let store = &info["store"];
+    assert!(
+        store["endpoint"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+    let backup = |args: &[&str]| {
+        Command::new(binary("fsctl"))
+            .args(["--url", &url, "--token", &token, "backup"])
+            .args(args)
+            .env("FSD_S3_ENDPOINT", store["endpoint"].as_str().unwrap())
+            .env("FSD_S3_BUCKET", store["bucket"].as_str().unwrap())
+            .env("FSD_S3_ACCESS_KEY", store["accessKey"].as_str().unwrap())
+            .env("FSD_S3_SECRET_KEY", store["secretKey"].as_str().unwrap())
+            .output()
+            .unwrap()
+    };
+    if fsd_tests::require_mount_privilege("fsctl backup through fsctl up's store") {
+        std::fs::create_dir_all(workspace.join("proj")).unwrap();
+        std::fs::write(workspace.join("proj/a.txt"), "backed up").unwrap();
+        let created = backup(&["create", workspace.join("proj").to_str().unwrap()]);
+        assert!(
+            created.status.success(),
+            "{}",
+            String::from_utf8_lossy(&created.stderr)
+        );
+        let id = String::from_utf8_lossy(&created.stdout).trim().to_string();
+        let listed = backup(&["list"]);
+        assert!(String::from_utf8_lossy(&listed.stdout).contains(&id));
+        let target = workspace.join("restored");
+        let restored = backup(&["restore", &id, target.to_str().unwrap()]);
+        assert!(
+            restored.status.success(),
+            "{}",
+            String::from_utf8_lossy(&restored.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(target.join("a.txt")).unwrap(),
+            "backed up"
+        );
+        assert!(backup(&["delete", &id]).status.success());
+        let gone = backup(&["restore", &id, target.to_str().unwrap()]);
+        assert!(String::from_utf8_lossy(&gone.stderr).contains("BACKUP_NOT_FOUND"));
+    }
 
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])

@@ -192,11 +192,15 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
     let service = state.backups.clone();
     tokio::spawn(async move {
         let result = async {
-            let archive = service.create(spec, progress.clone()).await?;
+            let mut archive = service.create(spec, progress.clone()).await?;
             let path = PathBuf::from(&archive.archive_path);
-            let uploaded = service
-                .upload(&path, target.url, part_urls, min_part, progress.clone())
-                .await?;
+            // The checksum is read while the upload runs: it costs no wall time.
+            let (uploaded, sha256) = tokio::join!(
+                service.upload(&path, target.url, part_urls, min_part, progress.clone()),
+                service.checksum(&path)
+            );
+            let uploaded = uploaded?;
+            archive.sha256 = Some(sha256?);
             Ok::<_, fsd_backup::BackupError>(BackupEvent::Complete {
                 archive: Some(archive),
                 etag: uploaded.etag,

@@ -106,16 +106,12 @@ impl BackupService {
                 Vec::new(),
             )
         };
-        progress
-            .phase(Phase::Verify, summary.size_bytes)
-            .set_total(summary.size_bytes);
-        let sha256 = transfer::sha256_file(&spec.archive)?;
-        write_sidecar(&spec.archive, &sha256);
+
         Ok(CreateBackupResponse {
             success: true,
             size_bytes: summary.size_bytes,
             archive_path: spec.archive.display().to_string(),
-            sha256: Some(sha256),
+            sha256: None,
             entries: summary.entries,
             parent_archive_paths: parents.iter().map(|p| p.display().to_string()).collect(),
         })
@@ -178,6 +174,17 @@ impl BackupService {
             .into_iter()
             .map(|(part_number, etag)| PartEtag { part_number, etag })
             .collect())
+    }
+
+    /// The archive's SHA-256, computed on the blocking pool and recorded beside it.
+    pub async fn checksum(&self, archive: &Path) -> Result<String, BackupError> {
+        let path = archive.to_path_buf();
+        blocking(move || {
+            let sha256 = transfer::sha256_file(&path)?;
+            write_sidecar(&path, &sha256);
+            Ok(sha256)
+        })
+        .await
     }
 
     /// Uploads an archive to one URL, or to as many of `part_urls` as its size needs.
