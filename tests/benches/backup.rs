@@ -177,7 +177,7 @@ async fn run(divisor: usize) {
     let ours_size = std::fs::metadata(&ours).expect("archive").len();
     let theirs_size = std::fs::metadata(&theirs).expect("archive").len();
     println!(
-        "archive creation (median of 3; fsd includes HTTP and a SHA-256 pass over the archive)"
+        "archive creation (median of 3; fsd through HTTP, with the fsync that makes the archive durable)"
     );
     println!(
         "  fsd /api/backup/create     {:>8.0} ms   {:>7.1} MB",

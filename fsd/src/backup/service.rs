@@ -86,6 +86,10 @@ impl BackupService {
         spec: CreateSpec,
         progress: Progress,
     ) -> Result<CreateBackupResponse, BackupError> {
+        // The caller's mistake is reported before anything is created.
+        if !spec.dir.is_dir() {
+            return Err(BackupError::NotADirectory(spec.dir.clone()));
+        }
         if let Some(parent) = spec.archive.parent() {
             std::fs::create_dir_all(parent).map_err(|e| BackupError::Io {
                 path: parent.to_path_buf(),
