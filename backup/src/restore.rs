@@ -55,15 +55,16 @@ pub struct Restorer {
 
 impl Restorer {
     /// Keeps mount state under `root`; adopts restores whose overlay is still mounted and
-    /// releases what a crash left behind.
-    pub fn new(root: &Path) -> Result<Restorer, BackupError> {
+    /// releases what a crash left behind. `preferred` forces a driver (if this machine has
+    /// it); `None` takes the kernel when allowed, else FUSE.
+    pub fn new(root: &Path, preferred: Option<Driver>) -> Result<Restorer, BackupError> {
         fs::create_dir_all(root).map_err(|e| BackupError::io(root, e))?;
-        let driver = if mount::kernel_available() {
-            Some(Driver::Kernel)
-        } else if mount::fuse_available() {
-            Some(Driver::Fuse)
-        } else {
-            None
+        let (kernel, fuse) = (mount::kernel_available(), mount::fuse_available());
+        let driver = match preferred {
+            Some(Driver::Kernel) => kernel.then_some(Driver::Kernel),
+            Some(Driver::Fuse) => fuse.then_some(Driver::Fuse),
+            None if kernel => Some(Driver::Kernel),
+            None => fuse.then_some(Driver::Fuse),
         };
         let mounted = mount::mounts();
         let mut active = BTreeMap::new();

@@ -24,6 +24,16 @@ pub enum IsolationMode {
     None,
 }
 
+/// How restores are mounted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RestoreDriver {
+    /// Kernel squashfs + overlayfs when the daemon may mount, else FUSE.
+    Auto,
+    Kernel,
+    /// squashfuse + fuse-overlayfs.
+    Fuse,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -83,6 +93,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
     pub max_process_records: usize,
 
+    /// How restores are mounted: `auto` prefers the kernel and falls back to FUSE.
+    #[arg(long, env = "FSD_RESTORE_DRIVER", value_enum, default_value = "auto")]
+    pub restore_driver: RestoreDriver,
+
     /// A backup transfer request that sends or receives nothing for this long is retried.
     #[arg(long, env = "FSD_TRANSFER_TIMEOUT_SECS", default_value_t = 60)]
     pub transfer_timeout_secs: u64,
@@ -112,6 +126,7 @@ pub struct Settings {
     pub command_timeout_ms: u64,
     pub max_process_records: usize,
     pub transfer_timeout_secs: u64,
+    pub restore_driver: RestoreDriver,
     pub isolation: IsolationMode,
     pub log_level: String,
     pub log_format: LogFormat,
@@ -160,6 +175,7 @@ impl ServeArgs {
             command_timeout_ms: self.command_timeout_ms,
             max_process_records: self.max_process_records,
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
+            restore_driver: self.restore_driver,
             isolation: self.isolation,
             log_level: self.log_level,
             log_format: self.log_format,

@@ -10,7 +10,7 @@ use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
 use crate::backup::{self, BackupService};
-use crate::config::{IsolationMode, Settings};
+use crate::config::{IsolationMode, RestoreDriver, Settings};
 use crate::exec::{self, ExecConfig, Isolation, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
@@ -116,6 +116,11 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     let backups = Arc::new(BackupService::new(
         &settings.state_dir,
         std::time::Duration::from_secs(settings.transfer_timeout_secs),
+        match settings.restore_driver {
+            RestoreDriver::Auto => None,
+            RestoreDriver::Kernel => Some(fsd_backup::mount::Driver::Kernel),
+            RestoreDriver::Fuse => Some(fsd_backup::mount::Driver::Fuse),
+        },
     ));
     let state = AppState {
         files: Arc::new(FileService::new(policy)),

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use fsd_api::backup::{CreateBackupResponse, PartEtag, RestoreMount};
 use fsd_backup::archive::{self, ArchiveOptions};
+use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
 use fsd_backup::transfer::{self, PartSpec, Transfer};
 use fsd_backup::{BackupError, Phase, Progress, layer};
@@ -45,8 +46,14 @@ pub struct BackupService {
 
 impl BackupService {
     /// Keeps restore state under `state_dir/backup-mounts`.
-    pub fn new(state_dir: &Path, transfer_timeout: std::time::Duration) -> BackupService {
-        let restorer = Restorer::new(&state_dir.join("backup-mounts")).map_err(|e| e.to_string());
+    /// `driver`: how restores are mounted; `None` picks the kernel when allowed, else FUSE.
+    pub fn new(
+        state_dir: &Path,
+        transfer_timeout: std::time::Duration,
+        driver: Option<Driver>,
+    ) -> BackupService {
+        let restorer =
+            Restorer::new(&state_dir.join("backup-mounts"), driver).map_err(|e| e.to_string());
         if let Err(error) = &restorer {
             tracing::warn!(%error, "restores are unavailable");
         }
