@@ -570,8 +570,9 @@ mod tests {
         let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
             .unwrap()
             .with_timezone(&Utc);
-        assert!(!meta("2026-01-01T00:00:00Z", 61).expired(now));
-        assert!(meta("2026-01-01T00:00:00Z", 60).expired(now));
+        // The reference refuses when now + 60 s > createdAt + ttl.
+        assert!(!meta("2026-01-01T00:00:00Z", 60).expired(now));
+        assert!(meta("2026-01-01T00:00:00Z", 59).expired(now));
         assert!(meta("2025-12-31T00:00:00Z", 3600).expired(now));
         assert!(meta("not a date", 3600).expired(now));
     }
