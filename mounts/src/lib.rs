@@ -1,8 +1,10 @@
 //! Bucket mounts. `proxy`: the credential proxy the trusted side runs, so a sandbox can
-//! reach a bucket without holding its secret key.
+//! reach a bucket without holding its secret key; `client`: the S3 calls a mount makes.
 
+pub mod client;
 pub mod proxy;
 pub mod scope;
 
+pub use client::{ClientError, Listing, ObjectClient, ObjectInfo};
 pub use proxy::{CredentialProxy, ProxyError, Upstream};
 pub use scope::{Scope, ScopeDenied};

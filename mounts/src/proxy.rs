@@ -22,6 +22,7 @@ use futures_util::TryStreamExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
+use crate::client::encode;
 use crate::scope::Scope;
 
 /// Where signed requests go, and the keys that sign them.
@@ -257,7 +258,7 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
 
 /// SigV4 headers (`authorization`, `x-amz-date`, `x-amz-content-sha256`) for an unsigned
 /// payload, so bodies stream through without being hashed first.
-fn sign_headers(
+pub(crate) fn sign_headers(
     upstream: &Upstream,
     method: &str,
     url: &str,
@@ -352,19 +353,6 @@ fn percent_decode(text: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
-}
-
-/// RFC 3986 unreserved characters kept, everything else `%XX` (SigV4's query encoding).
-fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -115,3 +115,83 @@ async fn signs_requests_inside_the_scope_and_refuses_the_rest() {
         send(http.get(format!("{}/{BUCKET}/team-a/hello%20world.txt", rw.url()))).await;
     assert_eq!(status, 200, "the read-only proxy deleted nothing");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
+    use fsd_mounts::ObjectClient;
+    let store = Store::start();
+    let proxied = proxy(&store, "", false).await;
+    let through_proxy = ObjectClient::new(&proxied.url(), BUCKET, None).unwrap();
+    let own_keys = Upstream {
+        endpoint: store.url.clone(),
+        region: "us-east-1".into(),
+        access_key: ACCESS_KEY.into(),
+        secret_key: SECRET_KEY.into(),
+    };
+    let direct = ObjectClient::new(&store.url, BUCKET, Some(own_keys)).unwrap();
+    for client in [&through_proxy, &direct] {
+        client
+            .put("data/ä b/one.txt", bytes::Bytes::from_static(b"0123456789"))
+            .await
+            .expect("put");
+        client
+            .put("data/two.txt", bytes::Bytes::from_static(b"two"))
+            .await
+            .expect("put");
+        let listing = client.list("data/").await.expect("list");
+        assert_eq!(listing.prefixes, vec!["data/ä b/".to_string()]);
+        assert_eq!(
+            listing
+                .objects
+                .iter()
+                .map(|o| o.key.as_str())
+                .collect::<Vec<_>>(),
+            vec!["data/two.txt"]
+        );
+        assert_eq!(listing.objects[0].size, 3);
+        assert_eq!(
+            client
+                .head("data/ä b/one.txt")
+                .await
+                .unwrap()
+                .map(|(size, _)| size),
+            Some(10)
+        );
+        assert_eq!(client.head("data/missing").await.unwrap(), None);
+        assert_eq!(
+            &client.get_range("data/ä b/one.txt", 2, 5).await.unwrap()[..],
+            b"234"
+        );
+        client
+            .copy("data/two.txt", "data/three.txt")
+            .await
+            .expect("copy");
+        client.delete("data/two.txt").await.expect("delete");
+        let names: Vec<String> = client
+            .list("data/")
+            .await
+            .unwrap()
+            .objects
+            .into_iter()
+            .map(|o| o.key)
+            .collect();
+        assert_eq!(names, vec!["data/three.txt".to_string()]);
+        client.delete("data/three.txt").await.unwrap();
+        client.delete("data/ä b/one.txt").await.unwrap();
+    }
+    // Pages: more keys than one listing page holds.
+    let many = 1_005;
+    let puts = (0..many).map(|i| {
+        let client = through_proxy.clone();
+        async move {
+            client
+                .put(&format!("bulk/k{i:05}"), bytes::Bytes::from_static(b"x"))
+                .await
+        }
+    });
+    for result in futures_util::future::join_all(puts).await {
+        result.expect("put");
+    }
+    let listing = through_proxy.list("bulk/").await.expect("list");
+    assert_eq!(listing.objects.len(), many);
+}

@@ -1,0 +1,383 @@
+//! The S3 calls a bucket mount makes, path-style: through a [`crate::CredentialProxy`]
+//! (unsigned; the proxy signs) or, with explicit credentials, signed here.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+
+use crate::proxy::{Upstream, sign_headers};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{what}: {source}")]
+    Http {
+        what: String,
+        source: reqwest::Error,
+    },
+    #[error("{what}: HTTP {status} {code}: {message}")]
+    Status {
+        what: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("{what}: unreadable answer: {reason}")]
+    Decode { what: String, reason: String },
+    #[error("signing failed: {0}")]
+    Sign(String),
+}
+
+impl ClientError {
+    /// The HTTP status, when the store answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// One object of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    pub etag: String,
+    /// RFC 3339, as the store wrote it.
+    pub last_modified: String,
+}
+
+/// A listing under a prefix with `/` as delimiter: objects, and sub-prefixes ("directories").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub objects: Vec<ObjectInfo>,
+    pub prefixes: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct ListBucketResult {
+    #[serde(default)]
+    contents: Vec<Contents>,
+    #[serde(default)]
+    common_prefixes: Vec<CommonPrefix>,
+    #[serde(default)]
+    is_truncated: bool,
+    #[serde(default)]
+    next_continuation_token: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct Contents {
+    key: String,
+    #[serde(default)]
+    size: u64,
+    #[serde(default, rename = "ETag")]
+    etag: String,
+    #[serde(default)]
+    last_modified: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct CommonPrefix {
+    prefix: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct S3Error {
+    #[serde(default)]
+    code: String,
+    #[serde(default)]
+    message: String,
+}
+
+/// A bucket, reached through a proxy or with explicit credentials.
+#[derive(Clone)]
+pub struct ObjectClient {
+    http: reqwest::Client,
+    endpoint: String,
+    bucket: String,
+    /// Signs requests itself when set; otherwise the endpoint is a credential proxy.
+    credentials: Option<Upstream>,
+}
+
+impl ObjectClient {
+    pub fn new(
+        endpoint: &str,
+        bucket: &str,
+        credentials: Option<Upstream>,
+    ) -> Result<ObjectClient, ClientError> {
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|source| ClientError::Http {
+                what: "client".into(),
+                source,
+            })?;
+        Ok(ObjectClient {
+            http,
+            endpoint: endpoint.trim_end_matches('/').to_string(),
+            bucket: bucket.to_string(),
+            credentials,
+        })
+    }
+
+    fn url(&self, key: &str, query: &[(&str, &str)]) -> String {
+        let mut url = format!("{}/{}", self.endpoint, self.bucket);
+        if !key.is_empty() {
+            url.push('/');
+            url.push_str(&key.split('/').map(encode).collect::<Vec<_>>().join("/"));
+        }
+        if !query.is_empty() {
+            let mut pairs: Vec<String> = query
+                .iter()
+                .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+                .collect();
+            pairs.sort();
+            url.push('?');
+            url.push_str(&pairs.join("&"));
+        }
+        url
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: String,
+        headers: Vec<(String, String)>,
+        body: Option<Bytes>,
+        what: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut all = headers;
+        let body = body.unwrap_or_default();
+        all.push(("content-length".into(), body.len().to_string()));
+        let mut request = self.http.request(method.clone(), &url);
+        if let Some(credentials) = &self.credentials {
+            let host = reqwest::Url::parse(&url).ok().and_then(|u| {
+                let host = u.host_str()?.to_string();
+                Some(u.port().map(|p| format!("{host}:{p}")).unwrap_or(host))
+            });
+            let mut signed_input = all.clone();
+            signed_input.push(("host".into(), host.unwrap_or_default()));
+            let signed = sign_headers(credentials, method.as_str(), &url, &signed_input)
+                .map_err(ClientError::Sign)?;
+            all.extend(signed);
+        }
+        for (name, value) in &all {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let response = request
+            .body(body)
+            .send()
+            .await
+            .map_err(|source| ClientError::Http {
+                what: what.to_string(),
+                source,
+            })?;
+        if response.status().is_success() {
+            return Ok(response);
+        }
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        let error: S3Error = quick_xml::de::from_str(&text).unwrap_or(S3Error {
+            code: String::new(),
+            message: text,
+        });
+        Err(ClientError::Status {
+            what: what.to_string(),
+            status,
+            code: error.code,
+            message: error.message,
+        })
+    }
+
+    /// Every object and sub-prefix directly under `prefix` (`/`-delimited), all pages.
+    pub async fn list(&self, prefix: &str) -> Result<Listing, ClientError> {
+        let mut listing = Listing::default();
+        let mut token: Option<String> = None;
+        loop {
+            let mut query = vec![("list-type", "2"), ("delimiter", "/"), ("prefix", prefix)];
+            if let Some(token) = &token {
+                query.push(("continuation-token", token.as_str()));
+            }
+            let what = format!("list {prefix:?}");
+            let response = self
+                .send(
+                    reqwest::Method::GET,
+                    self.url("", &query),
+                    Vec::new(),
+                    None,
+                    &what,
+                )
+                .await?;
+            let text = response.text().await.map_err(|source| ClientError::Http {
+                what: what.clone(),
+                source,
+            })?;
+            let page: ListBucketResult =
+                quick_xml::de::from_str(&text).map_err(|e| ClientError::Decode {
+                    what: what.clone(),
+                    reason: e.to_string(),
+                })?;
+            listing
+                .objects
+                .extend(page.contents.into_iter().map(|c| ObjectInfo {
+                    key: c.key,
+                    size: c.size,
+                    etag: c.etag,
+                    last_modified: c.last_modified,
+                }));
+            listing
+                .prefixes
+                .extend(page.common_prefixes.into_iter().map(|p| p.prefix));
+            match page.next_continuation_token {
+                Some(next) if page.is_truncated => token = Some(next),
+                _ => return Ok(listing),
+            }
+        }
+    }
+
+    /// Size and ETag of `key`; `None` when there is no such object.
+    pub async fn head(&self, key: &str) -> Result<Option<(u64, String)>, ClientError> {
+        match self
+            .send(
+                reqwest::Method::HEAD,
+                self.url(key, &[]),
+                Vec::new(),
+                None,
+                &format!("head {key:?}"),
+            )
+            .await
+        {
+            Ok(response) => {
+                let etag = response
+                    .headers()
+                    .get("etag")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_string();
+                // A HEAD body is empty: the size is in the header, not the body length.
+                let size = response
+                    .headers()
+                    .get("content-length")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0);
+                Ok(Some((size, etag)))
+            }
+            Err(error) if error.status() == Some(404) => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Bytes `start..end` of `key`.
+    pub async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes, ClientError> {
+        let what = format!("get {key:?} {start}..{end}");
+        let range = vec![(
+            "range".to_string(),
+            format!("bytes={start}-{}", end.saturating_sub(1)),
+        )];
+        let response = self
+            .send(reqwest::Method::GET, self.url(key, &[]), range, None, &what)
+            .await?;
+        response
+            .bytes()
+            .await
+            .map_err(|source| ClientError::Http { what, source })
+    }
+
+    /// Writes `key` whole.
+    pub async fn put(&self, key: &str, body: Bytes) -> Result<(), ClientError> {
+        let headers = vec![(
+            "content-type".to_string(),
+            "application/octet-stream".to_string(),
+        )];
+        self.send(
+            reqwest::Method::PUT,
+            self.url(key, &[]),
+            headers,
+            Some(body),
+            &format!("put {key:?}"),
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), ClientError> {
+        self.send(
+            reqwest::Method::DELETE,
+            self.url(key, &[]),
+            Vec::new(),
+            None,
+            &format!("delete {key:?}"),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Server-side copy of `from` to `to` (a file rename is a copy, then a delete).
+    pub async fn copy(&self, from: &str, to: &str) -> Result<(), ClientError> {
+        let source = format!(
+            "/{}/{}",
+            self.bucket,
+            from.split('/').map(encode).collect::<Vec<_>>().join("/")
+        );
+        let headers = vec![("x-amz-copy-source".to_string(), source)];
+        self.send(
+            reqwest::Method::PUT,
+            self.url(to, &[]),
+            headers,
+            None,
+            &format!("copy {from:?} to {to:?}"),
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+/// RFC 3986 unreserved characters kept, everything else `%XX`.
+pub(crate) fn encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            out.push(byte as char);
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_a_listing() {
+        let xml = r#"<?xml version="1.0"?><ListBucketResult><Name>b</Name><Prefix>a/</Prefix>
+            <Contents><Key>a/x.txt</Key><Size>5</Size><ETag>"e1"</ETag><LastModified>2026-01-01T00:00:00Z</LastModified></Contents>
+            <CommonPrefixes><Prefix>a/sub/</Prefix></CommonPrefixes>
+            <IsTruncated>true</IsTruncated><NextContinuationToken>t2</NextContinuationToken></ListBucketResult>"#;
+        let page: ListBucketResult = quick_xml::de::from_str(xml).unwrap();
+        assert_eq!(page.contents.len(), 1);
+        assert_eq!(page.contents[0].size, 5);
+        assert_eq!(page.common_prefixes[0].prefix, "a/sub/");
+        assert!(page.is_truncated);
+        assert_eq!(page.next_continuation_token.as_deref(), Some("t2"));
+    }
+
+    #[test]
+    fn keys_are_encoded_per_segment() {
+        let client = ObjectClient::new("http://h:1", "b", None).unwrap();
+        assert_eq!(client.url("a b/c+d", &[]), "http://h:1/b/a%20b/c%2Bd");
+        assert_eq!(
+            client.url("", &[("prefix", "x/"), ("list-type", "2")]),
+            "http://h:1/b?list-type=2&prefix=x%2F"
+        );
+    }
+}
