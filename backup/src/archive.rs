@@ -276,13 +276,12 @@ pub fn create(
     };
     let mut builder = Builder::new(options.codec, threads, progress)?;
     builder.set_root(&root_meta);
-    let temp = temp_path(archive);
     for entry in select::walk(dir, &options.excludes, options.gitignore, archive)? {
         let entry = entry?;
         let Ok(relative) = entry.path().strip_prefix(dir) else {
             continue;
         };
-        if relative.as_os_str().is_empty() || entry.path() == temp {
+        if relative.as_os_str().is_empty() || is_temp_of(archive, entry.path()) {
             continue;
         }
         let meta = match fs::symlink_metadata(entry.path()) {
@@ -296,11 +295,30 @@ pub fn create(
     builder.finish(archive)
 }
 
-/// The temp file an archive is written to before it is renamed into place.
+/// The temp file an archive is written to before it is renamed into place; unique per
+/// writer, so two creates of the same archive never write one file.
 pub fn temp_path(archive: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let mut name = archive.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
+    name.push(format!(
+        ".partial-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
     archive.with_file_name(name)
+}
+
+/// Whether `path` is a temp file of `archive` (one being written, or left by a crash).
+fn is_temp_of(archive: &Path, path: &Path) -> bool {
+    let (Some(name), Some(candidate)) = (archive.file_name(), path.file_name()) else {
+        return false;
+    };
+    let mut prefix = name.to_os_string();
+    prefix.push(".partial");
+    path.parent() == archive.parent()
+        && candidate
+            .as_encoded_bytes()
+            .starts_with(prefix.as_encoded_bytes())
 }
 
 pub(crate) fn available_threads() -> usize {

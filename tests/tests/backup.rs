@@ -669,3 +669,71 @@ async fn invalid_backup_config_as_the_reference_answers_it() {
         .await;
     assert_error(status, &reply, 404, "BACKUP_NOT_FOUND");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_of_one_archive_leave_a_whole_archive() {
+    if !fsd_tests::available_or_skip(
+        fsd_tests::is_root(),
+        "concurrent_creates_of_one_archive_leave_a_whole_archive",
+        "root to write /var/backups",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let (a, b) = (daemon.path("a"), daemon.path("b"));
+    // Incompressible and large enough that the two writes overlap.
+    let noise = |seed: u64| -> Vec<u8> {
+        let mut x = seed;
+        (0..40_000_000)
+            .map(|_| {
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            })
+            .collect()
+    };
+    let (data_a, data_b) = (noise(1), noise(2));
+    for (dir, data) in [(&a, &data_a), (&b, &data_b)] {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::write(dir.join("data.bin"), data).unwrap();
+    }
+    let archive = format!("/var/backups/race-{}.sqsh", std::process::id());
+    let (first, second) = tokio::join!(
+        daemon.post(
+            "/api/backup/create",
+            json!({"dir": a, "archivePath": archive})
+        ),
+        daemon.post(
+            "/api/backup/create",
+            json!({"dir": b, "archivePath": archive})
+        )
+    );
+    assert_eq!(first.0, 200, "{}", first.1);
+    assert_eq!(second.0, 200, "{}", second.1);
+    let out = tempfile::tempdir().unwrap();
+    let extracted = out.path().join("x");
+    let status = std::process::Command::new("unsquashfs")
+        .args(["-q", "-d"])
+        .arg(&extracted)
+        .arg(&archive)
+        .status()
+        .expect("unsquashfs");
+    assert!(status.success(), "the archive is whole");
+    let data = std::fs::read(extracted.join("data.bin")).unwrap();
+    assert!(
+        data == data_a || data == data_b,
+        "one create's archive, not a mix"
+    );
+    let leftovers = std::fs::read_dir("/var/backups")
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!("race-{}.sqsh.partial", std::process::id()))
+        })
+        .count();
+    assert_eq!(leftovers, 0);
+    let _ = std::fs::remove_file(&archive);
+}
