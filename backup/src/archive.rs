@@ -308,6 +308,28 @@ pub fn temp_path(archive: &Path) -> PathBuf {
     archive.with_file_name(name)
 }
 
+/// Removes archive temp files in `dir` whose writer process is gone (a crash mid-create);
+/// returns how many. Temp files of live processes are left alone.
+pub fn remove_stale_temps(dir: &Path) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some((_, tail)) = name.rsplit_once(".partial-") else {
+            continue;
+        };
+        let Some(pid) = tail.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 /// Whether `path` is a temp file of `archive` (one being written, or left by a crash).
 fn is_temp_of(archive: &Path, path: &Path) -> bool {
     let (Some(name), Some(candidate)) = (archive.file_name(), path.file_name()) else {

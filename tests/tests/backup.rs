@@ -737,3 +737,32 @@ async fn concurrent_creates_of_one_archive_leave_a_whole_archive() {
     assert_eq!(leftovers, 0);
     let _ = std::fs::remove_file(&archive);
 }
+
+#[tokio::test]
+async fn temp_files_left_by_a_crashed_create_are_removed_at_start() {
+    if !fsd_tests::available_or_skip(
+        fsd_tests::is_root(),
+        "temp_files_left_by_a_crashed_create_are_removed_at_start",
+        "root to write /var/backups",
+    ) {
+        return;
+    }
+    std::fs::create_dir_all("/var/backups").unwrap();
+    let me = std::process::id();
+    // No process has pid 4,194,304 or above (the kernel's ceiling).
+    let dead = format!("/var/backups/crash-{me}.sqsh.partial-4194305-0");
+    let live = format!("/var/backups/crash-{me}.sqsh.partial-{me}-0");
+    std::fs::write(&dead, b"half an archive").unwrap();
+    std::fs::write(&live, b"being written").unwrap();
+    let daemon = Daemon::start();
+    assert!(
+        !Path::new(&dead).exists(),
+        "a dead writer's temp file is removed"
+    );
+    assert!(
+        Path::new(&live).exists(),
+        "a live writer's temp file is kept"
+    );
+    drop(daemon);
+    let _ = std::fs::remove_file(&live);
+}

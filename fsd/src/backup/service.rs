@@ -54,6 +54,10 @@ impl BackupService {
     ) -> BackupService {
         let restorer =
             Restorer::new(&state_dir.join("backup-mounts"), driver).map_err(|e| e.to_string());
+        let stale = archive::remove_stale_temps(Path::new(fsd_api::backup::ARCHIVE_ROOT));
+        if stale > 0 {
+            tracing::info!(stale, "removed archive temp files left by a crash");
+        }
         if let Err(error) = &restorer {
             tracing::warn!(%error, "restores are unavailable");
         }
