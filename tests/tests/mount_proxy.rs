@@ -195,3 +195,57 @@ async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
     let listing = through_proxy.list("bulk/").await.expect("list");
     assert_eq!(listing.objects.len(), many);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsctl_proxy_serves_a_read_only_scope() {
+    use std::io::BufRead;
+    let store = Store::start();
+    let seed = fsd_mounts::ObjectClient::new(
+        &store.url,
+        BUCKET,
+        Some(Upstream {
+            endpoint: store.url.clone(),
+            region: "us-east-1".into(),
+            access_key: ACCESS_KEY.into(),
+            secret_key: SECRET_KEY.into(),
+        }),
+    )
+    .unwrap();
+    seed.put("shared/readme.txt", bytes::Bytes::from_static(b"read me\n"))
+        .await
+        .unwrap();
+    let mut child = std::process::Command::new(fsd_tests::binary("fsctl"))
+        .args([
+            "proxy",
+            "--prefix",
+            "shared/",
+            "--read-only",
+            "--s3-endpoint",
+            &store.url,
+            "--s3-bucket",
+            BUCKET,
+        ])
+        .env("FSD_S3_ACCESS_KEY", ACCESS_KEY)
+        .env("FSD_S3_SECRET_KEY", SECRET_KEY)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("fsctl proxy");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line
+        .trim()
+        .strip_prefix("fsd proxy listening on ")
+        .expect("listen line")
+        .to_string();
+    let http = reqwest::Client::new();
+    let (status, body) = send(http.get(format!("{url}/{BUCKET}/shared/readme.txt"))).await;
+    assert_eq!((status, body.as_str()), (200, "read me\n"));
+    let (status, body) = send(http.put(format!("{url}/{BUCKET}/shared/new.txt")).body("x")).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, _) = send(http.get(format!("{url}/{BUCKET}/private/x"))).await;
+    assert_eq!(status, 403);
+    let _ = child.kill();
+    let _ = child.wait();
+}

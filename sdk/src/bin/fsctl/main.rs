@@ -7,6 +7,7 @@ mod backup;
 mod exec;
 mod files;
 mod output;
+mod proxy;
 mod sync;
 mod up;
 mod watch;
@@ -53,6 +54,8 @@ enum Command {
     Backup(backup::BackupArgs),
     /// Run the embedded S3-compatible store alone.
     Store(backup::ServeStoreArgs),
+    /// Run a credential proxy scoped to a bucket prefix (unsigned requests in, signed out).
+    Proxy(proxy::ProxyArgs),
 }
 
 fn main() -> ExitCode {
@@ -81,6 +84,7 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
     match cli.command {
         Command::Up(args) => up::run(args, cli.token, cli.json).await,
         Command::Store(args) => backup::serve_store(args).await,
+        Command::Proxy(args) => proxy::run(args).await,
         Command::Backup(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             backup::run(&sandbox, args, cli.json).await

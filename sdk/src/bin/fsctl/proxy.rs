@@ -1,0 +1,56 @@
+//! `fsctl proxy`: the credential proxy on its own. A sandbox sends unsigned S3 requests to
+//! it; it lets through what is inside the scope (bucket, key prefix, read-only), signs them
+//! with the store's keys and forwards them. The keys never leave this process.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use fsd_mounts::{CredentialProxy, Scope, Upstream};
+use fsd_sdk::SdkError;
+
+#[derive(Debug, clap::Args)]
+pub struct ProxyArgs {
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Key prefix the sandbox may use (`""`: the whole bucket).
+    #[arg(long, default_value = "")]
+    prefix: String,
+    /// Refuse everything but GET and HEAD.
+    #[arg(long)]
+    read_only: bool,
+    #[arg(long, env = "FSD_S3_ENDPOINT")]
+    s3_endpoint: String,
+    #[arg(long, env = "FSD_S3_BUCKET", default_value = "fsd")]
+    s3_bucket: String,
+    #[arg(long, env = "FSD_S3_ACCESS_KEY", hide_env_values = true)]
+    s3_access_key: String,
+    #[arg(long, env = "FSD_S3_SECRET_KEY", hide_env_values = true)]
+    s3_secret_key: String,
+    #[arg(long, env = "FSD_S3_REGION", default_value = "us-east-1")]
+    s3_region: String,
+}
+
+/// Runs until Ctrl-C or SIGTERM. The first stdout line is `fsd proxy listening on http://ADDR`.
+pub async fn run(args: ProxyArgs) -> Result<ExitCode, SdkError> {
+    let scope = Scope {
+        bucket: args.s3_bucket,
+        prefix: args.prefix,
+        read_only: args.read_only,
+    };
+    let upstream = Upstream {
+        endpoint: args.s3_endpoint,
+        region: args.s3_region,
+        access_key: args.s3_access_key,
+        secret_key: args.s3_secret_key,
+    };
+    let proxy = CredentialProxy::start(args.listen, scope, upstream)
+        .await
+        .map_err(|e| SdkError::Storage(e.to_string()))?;
+    println!("fsd proxy listening on {}", proxy.url());
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
+    Ok(ExitCode::SUCCESS)
+}
