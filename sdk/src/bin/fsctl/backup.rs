@@ -17,16 +17,16 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub struct StoreArgs {
     #[arg(long, env = "FSD_S3_ENDPOINT")]
-    s3_endpoint: String,
+    pub(crate) s3_endpoint: String,
     #[arg(long, env = "FSD_S3_BUCKET", default_value = "fsd")]
-    s3_bucket: String,
+    pub(crate) s3_bucket: String,
     #[arg(long, env = "FSD_S3_ACCESS_KEY", hide_env_values = true)]
-    s3_access_key: String,
+    pub(crate) s3_access_key: String,
     #[arg(long, env = "FSD_S3_SECRET_KEY", hide_env_values = true)]
-    s3_secret_key: String,
+    pub(crate) s3_secret_key: String,
     /// `auto` for R2.
     #[arg(long, env = "FSD_S3_REGION", default_value = "us-east-1")]
-    s3_region: String,
+    pub(crate) s3_region: String,
 }
 
 impl StoreArgs {

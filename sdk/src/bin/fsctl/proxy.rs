@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use fsd_mounts::{CredentialProxy, Scope, Upstream};
 use fsd_sdk::SdkError;
 
+use crate::backup::StoreArgs;
+
 #[derive(Debug, clap::Args)]
 pub struct ProxyArgs {
     #[arg(long, default_value = "127.0.0.1:0")]
@@ -18,30 +20,22 @@ pub struct ProxyArgs {
     /// Refuse everything but GET and HEAD.
     #[arg(long)]
     read_only: bool,
-    #[arg(long, env = "FSD_S3_ENDPOINT")]
-    s3_endpoint: String,
-    #[arg(long, env = "FSD_S3_BUCKET", default_value = "fsd")]
-    s3_bucket: String,
-    #[arg(long, env = "FSD_S3_ACCESS_KEY", hide_env_values = true)]
-    s3_access_key: String,
-    #[arg(long, env = "FSD_S3_SECRET_KEY", hide_env_values = true)]
-    s3_secret_key: String,
-    #[arg(long, env = "FSD_S3_REGION", default_value = "us-east-1")]
-    s3_region: String,
+    #[command(flatten)]
+    store: StoreArgs,
 }
 
 /// Runs until Ctrl-C or SIGTERM. The first stdout line is `fsd proxy listening on http://ADDR`.
 pub async fn run(args: ProxyArgs) -> Result<ExitCode, SdkError> {
     let scope = Scope {
-        bucket: args.s3_bucket,
+        bucket: args.store.s3_bucket,
         prefix: args.prefix,
         read_only: args.read_only,
     };
     let upstream = Upstream {
-        endpoint: args.s3_endpoint,
-        region: args.s3_region,
-        access_key: args.s3_access_key,
-        secret_key: args.s3_secret_key,
+        endpoint: args.store.s3_endpoint,
+        region: args.store.s3_region,
+        access_key: args.store.s3_access_key,
+        secret_key: args.store.s3_secret_key,
     };
     let proxy = CredentialProxy::start(args.listen, scope, upstream)
         .await
