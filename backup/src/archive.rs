@@ -170,6 +170,11 @@ impl<'a> Builder<'a> {
         }
         let temp = temp_path(archive);
         let result = (|| {
+            // Created only now: a caller's mistake (no source directory, no restore for a
+            // layer) is found before anything is written.
+            if let Some(parent) = archive.parent() {
+                fs::create_dir_all(parent)?;
+            }
             let file = File::create(&temp)?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
             let (_, size) = self.writer.write(&mut out).map_err(std::io::Error::other)?;
@@ -299,13 +304,12 @@ pub fn create(
 /// writer, so two creates of the same archive never write one file.
 pub fn temp_path(archive: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
-    let mut name = archive.file_name().unwrap_or_default().to_os_string();
-    name.push(format!(
+    let suffix = format!(
         ".partial-{}-{}",
         std::process::id(),
         NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    archive.with_file_name(name)
+    );
+    crate::with_suffix(archive, &suffix)
 }
 
 /// Removes archive temp files in `dir` whose writer process is gone (a crash mid-create);

@@ -16,3 +16,10 @@ pub use archive::{ArchiveOptions, ArchiveSummary};
 pub use codec::Codec;
 pub use error::BackupError;
 pub use progress::{Phase, Progress};
+
+/// `path` with `suffix` appended to its file name (`a.sqsh` → `a.sqsh.sha256`).
+pub fn with_suffix(path: &std::path::Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}

@@ -3,7 +3,7 @@
 //! connections; memory is bounded by parts in flight × part size.
 
 use std::fs::File;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -13,8 +13,8 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
-use crate::BackupError;
 use crate::progress::Progress;
+use crate::{BackupError, with_suffix};
 
 /// Attempts per request, and the first backoff (doubled each time).
 #[derive(Debug, Clone, Copy)]
@@ -55,6 +55,17 @@ enum Attempt<T> {
     Done(T),
     Retry(BackupError),
     Fail(BackupError),
+}
+
+impl<T> Attempt<T> {
+    /// Goes on with a done attempt; a retry or a failure passes through.
+    fn and_then<U>(self, next: impl FnOnce(T) -> Attempt<U>) -> Attempt<U> {
+        match self {
+            Attempt::Done(value) => next(value),
+            Attempt::Retry(error) => Attempt::Retry(error),
+            Attempt::Fail(error) => Attempt::Fail(error),
+        }
+    }
 }
 
 impl Transfer {
@@ -130,11 +141,9 @@ impl Transfer {
                     .header("content-type", "application/octet-stream")
                     .header("content-length", size)
                     .body(reqwest::Body::wrap_stream(body));
-                match classify(request.send().await, "PUT").await {
-                    Attempt::Done(response) => Attempt::Done(etag(&response)),
-                    Attempt::Retry(e) => Attempt::Retry(e),
-                    Attempt::Fail(e) => Attempt::Fail(e),
-                }
+                classify(request.send().await, "PUT")
+                    .await
+                    .and_then(|response| Attempt::Done(etag(&response)))
             }
         })
         .await
@@ -205,16 +214,14 @@ impl Transfer {
                     .header("content-type", "application/octet-stream")
                     .header("content-length", part.size)
                     .body(reqwest::Body::wrap_stream(body));
-                match classify(request.send().await, &what).await {
-                    Attempt::Done(response) => match etag(&response) {
+                classify(request.send().await, &what)
+                    .await
+                    .and_then(|response| match etag(&response) {
                         Some(etag) => Attempt::Done(etag),
                         None => Attempt::Fail(BackupError::Transfer(format!(
                             "{what}: no ETag in the response"
                         ))),
-                    },
-                    Attempt::Retry(e) => Attempt::Retry(e),
-                    Attempt::Fail(e) => Attempt::Fail(e),
-                }
+                    })
             }
         })
         .await
@@ -232,6 +239,11 @@ impl Transfer {
         progress: Progress,
     ) -> Result<(), BackupError> {
         let temp = with_suffix(dest, ".download");
+        if let Some(parent) = dest.parent() {
+            tokio::fs::create_dir_all(parent)
+                .await
+                .map_err(|e| BackupError::io(parent, e))?;
+        }
         let result = self
             .get_into(url, &temp, size, sha256, chunk_size, progress)
             .await;
@@ -445,12 +457,6 @@ pub fn sha256_file(path: &Path) -> Result<String, BackupError> {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    path.with_file_name(name)
 }
 
 fn truncate(mut body: String) -> String {

@@ -158,13 +158,7 @@ impl ObjectClient {
         all.push(("content-length".into(), body.len().to_string()));
         let mut request = self.http.request(method.clone(), &url);
         if let Some(credentials) = &self.credentials {
-            let host = reqwest::Url::parse(&url).ok().and_then(|u| {
-                let host = u.host_str()?.to_string();
-                Some(u.port().map(|p| format!("{host}:{p}")).unwrap_or(host))
-            });
-            let mut signed_input = all.clone();
-            signed_input.push(("host".into(), host.unwrap_or_default()));
-            let signed = sign_headers(credentials, method.as_str(), &url, &signed_input)
+            let signed = sign_headers(credentials, method.as_str(), &url, &all)
                 .map_err(ClientError::Sign)?;
             all.extend(signed);
         }

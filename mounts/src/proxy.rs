@@ -176,7 +176,7 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
         url.push('?');
         url.push_str(&query_string);
     }
-    let mut headers: Vec<(String, String)> = parts
+    let headers: Vec<(String, String)> = parts
         .headers
         .iter()
         .filter(|(name, _)| {
@@ -193,22 +193,6 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
             Some((name.as_str().to_string(), value.to_str().ok()?.to_string()))
         })
         .collect();
-    let host = reqwest::Url::parse(&url).ok().and_then(|u| {
-        let host = u.host_str()?.to_string();
-        Some(match u.port() {
-            Some(port) => format!("{host}:{port}"),
-            None => host,
-        })
-    });
-    let Some(host) = host else {
-        return Err(error_response(
-            StatusCode::BAD_GATEWAY,
-            "InternalError",
-            "bad upstream endpoint",
-            &path,
-        ));
-    };
-    headers.push(("host".into(), host));
     let signed = sign_headers(&shared.upstream, &method, &url, &headers).map_err(|e| {
         error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -219,9 +203,7 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
     })?;
     let mut outgoing = shared.client.request(parts.method.clone(), &url);
     for (name, value) in headers.iter().chain(signed.iter()) {
-        if name != "host" {
-            outgoing = outgoing.header(name.as_str(), value.as_str());
-        }
+        outgoing = outgoing.header(name.as_str(), value.as_str());
     }
     // A request without a length or chunked encoding has no body: say so with
     // `content-length: 0` (S3 wants it on every write) instead of streaming nothing.
@@ -257,7 +239,8 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
 }
 
 /// SigV4 headers (`authorization`, `x-amz-date`, `x-amz-content-sha256`) for an unsigned
-/// payload, so bodies stream through without being hashed first.
+/// payload, so bodies stream through without being hashed first. `headers` are signed as
+/// given, plus `host` (which the HTTP client sets from `url`).
 pub(crate) fn sign_headers(
     upstream: &Upstream,
     method: &str,
@@ -285,10 +268,19 @@ pub(crate) fn sign_headers(
         .build()
         .map_err(|e| e.to_string())?
         .into();
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
+    let host = match (parsed.host_str(), parsed.port()) {
+        (Some(host), Some(port)) => format!("{host}:{port}"),
+        (Some(host), None) => host.to_string(),
+        (None, _) => return Err(format!("{url}: no host")),
+    };
     let signable = SignableRequest::new(
         method,
         url,
-        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(std::iter::once(("host", host.as_str()))),
         SignableBody::UnsignedPayload,
     )
     .map_err(|e| e.to_string())?;

@@ -15,6 +15,7 @@ use fsd_api::backup::{
     UploadBackupRequest, UploadPartsRequest, UploadPartsResponse,
 };
 use fsd_api::{ErrorCode, Operation};
+use fsd_backup::restore::Restore;
 use fsd_backup::transfer::PartSpec;
 use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
 use serde::de::DeserializeOwned;
@@ -42,11 +43,7 @@ fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, A
 
 fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
     let op = Operation::BackupCreate;
-    let dir = validate::dir(
-        &req.dir,
-        std::path::Path::new(&state.capabilities.workspace),
-        op,
-    )?;
+    let dir = backup_dir(state, &req.dir, op)?;
     let archive = validate::archive("archivePath", &req.archive_path, op)?;
     let mut options = ArchiveOptions {
         excludes: req.excludes.clone().unwrap_or_default(),
@@ -95,11 +92,7 @@ pub async fn restore(
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
     let req: RestoreBackupRequest = parse(&body, op)?;
-    let dir = validate::dir(
-        &req.dir,
-        std::path::Path::new(&state.capabilities.workspace),
-        op,
-    )?;
+    let dir = backup_dir(&state, &req.dir, op)?;
     let mut archives = vec![validate::archive("archivePath", &req.archive_path, op)?];
     for (i, parent) in req.parent_archive_paths.iter().flatten().enumerate() {
         archives.push(validate::archive(
@@ -113,11 +106,7 @@ pub async fn restore(
         .restore(dir, archives)
         .await
         .map_err(|e| backup_error(e, op))?;
-    Ok(Json(RestoreBackupResponse {
-        success: true,
-        dir: restore.dir.display().to_string(),
-        driver: Some(restore.driver.as_str().to_string()),
-    }))
+    Ok(Json(restored(&restore)))
 }
 
 pub async fn upload_parts(
@@ -220,11 +209,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
 pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupRestore;
     let req: DownloadBackupRequest = parse(&body, op)?;
-    let dir = validate::dir(
-        &req.dir,
-        std::path::Path::new(&state.capabilities.workspace),
-        op,
-    )?;
+    let dir = backup_dir(&state, &req.dir, op)?;
     if req.archives.is_empty() {
         return Err(invalid("archives", "must not be empty", op));
     }
@@ -276,21 +261,27 @@ pub async fn unmount(
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
     let req: UnmountBackupRequest = parse(&body, op)?;
-    let dir = validate::dir(
-        &req.dir,
-        std::path::Path::new(&state.capabilities.workspace),
-        op,
-    )?;
+    let dir = backup_dir(&state, &req.dir, op)?;
     let restore = state
         .backups
         .release(dir)
         .await
         .map_err(|e| backup_error(e, op))?;
-    Ok(Json(RestoreBackupResponse {
+    Ok(Json(restored(&restore)))
+}
+
+/// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
+fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
+    validate::dir(dir, std::path::Path::new(&state.capabilities.workspace), op)
+}
+
+/// The answer to a restore or a release: the directory and how it is (or was) mounted.
+fn restored(restore: &Restore) -> RestoreBackupResponse {
+    RestoreBackupResponse {
         success: true,
         dir: restore.dir.display().to_string(),
         driver: Some(restore.driver.as_str().to_string()),
-    }))
+    }
 }
 
 /// A progress handle whose reports become throttled `progress` events, a sender for the

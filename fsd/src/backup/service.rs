@@ -97,16 +97,6 @@ impl BackupService {
         spec: CreateSpec,
         progress: Progress,
     ) -> Result<CreateBackupResponse, BackupError> {
-        // The caller's mistake is reported before anything is created.
-        if !spec.dir.is_dir() {
-            return Err(BackupError::NotADirectory(spec.dir.clone()));
-        }
-        if let Some(parent) = spec.archive.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| BackupError::Io {
-                path: parent.to_path_buf(),
-                source: e,
-            })?;
-        }
         let archive_progress = progress.phase(Phase::Archive, 0);
         let (summary, parents) = if spec.layer {
             let restore = self
@@ -272,12 +262,6 @@ impl BackupService {
                 cached += 1;
                 continue;
             }
-            if let Some(parent) = source.archive.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| BackupError::Io {
-                    path: parent.to_path_buf(),
-                    source: e,
-                })?;
-            }
             self.transfer
                 .get(
                     &source.url,
@@ -306,9 +290,7 @@ pub fn part_size(size: u64, urls: u64, min: u64) -> u64 {
 }
 
 fn sidecar(archive: &Path) -> PathBuf {
-    let mut name = archive.file_name().unwrap_or_default().to_os_string();
-    name.push(".sha256");
-    archive.with_file_name(name)
+    fsd_backup::with_suffix(archive, ".sha256")
 }
 
 fn write_sidecar(archive: &Path, sha256: &str) {

@@ -212,33 +212,8 @@ impl Backups {
                 min_part_size: Some(MIN_PART_SIZE),
             },
         };
-        let mut events = sandbox.upload_backup(&request).await?;
-        let mut complete = None;
-        while let Some(event) = events.next().await {
-            match event? {
-                BackupEvent::Progress {
-                    phase,
-                    bytes_done,
-                    bytes_total,
-                } => {
-                    if let Some(progress) = &options.progress {
-                        progress(&phase, bytes_done, bytes_total);
-                    }
-                }
-                BackupEvent::Error {
-                    code,
-                    message,
-                    http_status,
-                } => {
-                    return Err(SdkError::coded(
-                        ErrorCode::from_wire(&code),
-                        message,
-                        json!({ "httpStatus": http_status }),
-                    ));
-                }
-                done @ BackupEvent::Complete { .. } => complete = Some(done),
-            }
-        }
+        let events = sandbox.upload_backup(&request).await?;
+        let complete = follow(events, options.progress.as_ref()).await?;
         let Some(BackupEvent::Complete {
             archive: Some(archive),
             parts,
@@ -419,35 +394,13 @@ impl Backups {
             archives,
             session_id: None,
         };
-        let mut events = sandbox.download_backup(&request).await?;
-        while let Some(event) = events.next().await {
-            match event? {
-                BackupEvent::Progress {
-                    phase,
-                    bytes_done,
-                    bytes_total,
-                } => {
-                    if let Some(progress) = &progress {
-                        progress(&phase, bytes_done, bytes_total);
-                    }
-                }
-                BackupEvent::Error {
-                    code,
-                    message,
-                    http_status,
-                } => {
-                    return Err(SdkError::coded(
-                        ErrorCode::from_wire(&code),
-                        message,
-                        json!({ "httpStatus": http_status }),
-                    ));
-                }
-                BackupEvent::Complete { .. } => return Ok(chain),
-            }
+        let events = sandbox.download_backup(&request).await?;
+        match follow(events, progress.as_ref()).await? {
+            Some(_) => Ok(chain),
+            None => Err(SdkError::Storage(
+                "the restore stream ended without a result".into(),
+            )),
         }
-        Err(SdkError::Storage(
-            "the restore stream ended without a result".into(),
-        ))
     }
 
     /// Every backup with a meta.json, newest first.
@@ -496,6 +449,40 @@ impl Backups {
         }
         Ok(())
     }
+}
+
+/// Reads an upload or download stream to its end: progress goes to `progress`, an `error`
+/// event becomes the daemon's coded error, and the `complete` event is returned.
+async fn follow(
+    mut events: impl futures_util::Stream<Item = Result<BackupEvent, SdkError>> + Unpin,
+    progress: Option<&ProgressFn>,
+) -> Result<Option<BackupEvent>, SdkError> {
+    while let Some(event) = events.next().await {
+        match event? {
+            BackupEvent::Progress {
+                phase,
+                bytes_done,
+                bytes_total,
+            } => {
+                if let Some(progress) = progress {
+                    progress(&phase, bytes_done, bytes_total);
+                }
+            }
+            BackupEvent::Error {
+                code,
+                message,
+                http_status,
+            } => {
+                return Err(SdkError::coded(
+                    ErrorCode::from_wire(&code),
+                    message,
+                    json!({ "httpStatus": http_status }),
+                ));
+            }
+            complete @ BackupEvent::Complete { .. } => return Ok(Some(complete)),
+        }
+    }
+    Ok(None)
 }
 
 /// `/var/backups/<id>.sqsh` → `<id>`.

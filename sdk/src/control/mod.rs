@@ -41,6 +41,16 @@ impl ObjectStore {
         }
     }
 
+    /// The endpoint and keys, as a credential proxy or a signing mount client takes them.
+    pub fn upstream(&self) -> fsd_mounts::Upstream {
+        fsd_mounts::Upstream {
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            access_key: self.access_key.clone(),
+            secret_key: self.secret_key.clone(),
+        }
+    }
+
     /// An S3 client: path-style addressing, checksums only where required (presigned URLs
     /// must not demand headers the daemon does not send).
     pub fn client(&self) -> aws_sdk_s3::Client {

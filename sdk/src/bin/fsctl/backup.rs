@@ -17,20 +17,20 @@ use crate::output;
 #[derive(Debug, clap::Args)]
 pub struct StoreArgs {
     #[arg(long, env = "FSD_S3_ENDPOINT")]
-    pub(crate) s3_endpoint: String,
+    s3_endpoint: String,
     #[arg(long, env = "FSD_S3_BUCKET", default_value = "fsd")]
-    pub(crate) s3_bucket: String,
+    s3_bucket: String,
     #[arg(long, env = "FSD_S3_ACCESS_KEY", hide_env_values = true)]
-    pub(crate) s3_access_key: String,
+    s3_access_key: String,
     #[arg(long, env = "FSD_S3_SECRET_KEY", hide_env_values = true)]
-    pub(crate) s3_secret_key: String,
+    s3_secret_key: String,
     /// `auto` for R2.
     #[arg(long, env = "FSD_S3_REGION", default_value = "us-east-1")]
-    pub(crate) s3_region: String,
+    s3_region: String,
 }
 
 impl StoreArgs {
-    fn store(&self) -> ObjectStore {
+    pub(crate) fn store(&self) -> ObjectStore {
         let mut store = ObjectStore::new(
             &self.s3_endpoint,
             &self.s3_bucket,

@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use fsd_mounts::{CredentialProxy, Scope, Upstream};
+use fsd_mounts::{CredentialProxy, Scope};
 use fsd_sdk::SdkError;
 
 use crate::backup::StoreArgs;
@@ -26,17 +26,13 @@ pub struct ProxyArgs {
 
 /// Runs until Ctrl-C or SIGTERM. The first stdout line is `fsd proxy listening on http://ADDR`.
 pub async fn run(args: ProxyArgs) -> Result<ExitCode, SdkError> {
+    let store = args.store.store();
     let scope = Scope {
-        bucket: args.store.s3_bucket,
+        bucket: store.bucket.clone(),
         prefix: args.prefix,
         read_only: args.read_only,
     };
-    let upstream = Upstream {
-        endpoint: args.store.s3_endpoint,
-        region: args.store.s3_region,
-        access_key: args.store.s3_access_key,
-        secret_key: args.store.s3_secret_key,
-    };
+    let upstream = store.upstream();
     let proxy = CredentialProxy::start(args.listen, scope, upstream)
         .await
         .map_err(|e| SdkError::Storage(e.to_string()))?;
