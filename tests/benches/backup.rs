@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use fsd_sdk::control::aws_sdk_s3::presigning::PresigningConfig;
 use fsd_sdk::control::{BackupOptions, Backups};
 use fsd_tests::s3::Store;
-use fsd_tests::{Daemon, peak_rss_kib};
+use fsd_tests::{Daemon, noise, peak_rss_kib};
 use serde_json::json;
 
 const MB: f64 = 1_000_000.0;
@@ -61,19 +61,6 @@ fn text(len: usize, seed: u64) -> Vec<u8> {
         out.push(b' ');
     }
     out.truncate(len);
-    out
-}
-
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(2).wrapping_add(1);
-    let mut out = vec![0u8; len];
-    for chunk in out.chunks_mut(8) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        let bytes = x.to_le_bytes();
-        chunk.copy_from_slice(&bytes[..chunk.len()]);
-    }
     out
 }
 

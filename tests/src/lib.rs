@@ -293,6 +293,31 @@ pub fn peak_rss_kib(pid: u32) -> u64 {
         .expect("VmHWM")
 }
 
+/// `len` incompressible bytes (xorshift64), the same for the same `seed`.
+pub fn noise(len: usize, seed: u64) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2).wrapping_add(1);
+    let mut out = vec![0u8; len];
+    for chunk in out.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+    out
+}
+
+/// Extracts a squashfs `archive` into `dest` with `unsquashfs` (squashfs-tools), which
+/// must succeed.
+pub fn unsquashfs(archive: &str, dest: &Path) {
+    let status = Command::new("unsquashfs")
+        .args(["-q", "-d"])
+        .arg(dest)
+        .arg(archive)
+        .status()
+        .expect("unsquashfs (squashfs-tools)");
+    assert!(status.success(), "unsquashfs {archive}");
+}
+
 /// Whether this process may mount filesystems. Tests that need it call this and return early
 /// when it is false, printing why; under `CI=true` they fail instead of skipping.
 pub fn require_mount_privilege(test: &str) -> bool {

@@ -682,18 +682,10 @@ async fn concurrent_creates_of_one_archive_leave_a_whole_archive() {
     let daemon = Daemon::start();
     let (a, b) = (daemon.path("a"), daemon.path("b"));
     // Incompressible and large enough that the two writes overlap.
-    let noise = |seed: u64| -> Vec<u8> {
-        let mut x = seed;
-        (0..40_000_000)
-            .map(|_| {
-                x = x
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (x >> 56) as u8
-            })
-            .collect()
-    };
-    let (data_a, data_b) = (noise(1), noise(2));
+    let (data_a, data_b) = (
+        fsd_tests::noise(40_000_000, 1),
+        fsd_tests::noise(40_000_000, 2),
+    );
     for (dir, data) in [(&a, &data_a), (&b, &data_b)] {
         std::fs::create_dir_all(dir).unwrap();
         std::fs::write(dir.join("data.bin"), data).unwrap();
@@ -713,13 +705,7 @@ async fn concurrent_creates_of_one_archive_leave_a_whole_archive() {
     assert_eq!(second.0, 200, "{}", second.1);
     let out = tempfile::tempdir().unwrap();
     let extracted = out.path().join("x");
-    let status = std::process::Command::new("unsquashfs")
-        .args(["-q", "-d"])
-        .arg(&extracted)
-        .arg(&archive)
-        .status()
-        .expect("unsquashfs");
-    assert!(status.success(), "the archive is whole");
+    fsd_tests::unsquashfs(&archive, &extracted);
     let data = std::fs::read(extracted.join("data.bin")).unwrap();
     assert!(
         data == data_a || data == data_b,

@@ -11,19 +11,6 @@ use fsd_tests::s3::{FaultProxy, Faults, Store};
 use fsd_tests::{Daemon, Options, require_mount_privilege, sha256_hex};
 use serde_json::json;
 
-/// Incompressible bytes, so the archive has several parts.
-fn noise(len: usize, seed: u64) -> Vec<u8> {
-    let mut x = seed | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// A daemon whose transfers give up on a silent request after 2 s.
 fn daemon() -> Daemon {
     Daemon::start_with(Options {
@@ -35,7 +22,7 @@ fn daemon() -> Daemon {
 fn source(daemon: &Daemon, megabytes: usize) -> std::path::PathBuf {
     let dir = daemon.path("data");
     std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("blob.bin"), noise(megabytes << 20, 7)).unwrap();
+    std::fs::write(dir.join("blob.bin"), fsd_tests::noise(megabytes << 20, 7)).unwrap();
     std::fs::write(dir.join("small.txt"), b"small\n").unwrap();
     dir
 }
@@ -265,13 +252,7 @@ async fn archives_read_back_through_unsquashfs_squashfuse_and_the_kernel() {
         assert_eq!(status, 200, "{body}");
         let out = tempfile::tempdir().unwrap();
         let extracted = out.path().join("x");
-        let status = std::process::Command::new("unsquashfs")
-            .args(["-q", "-d"])
-            .arg(&extracted)
-            .arg(&archive)
-            .status()
-            .expect("unsquashfs (squashfs-tools)");
-        assert!(status.success(), "unsquashfs {format}");
+        fsd_tests::unsquashfs(&archive, &extracted);
         assert_eq!(
             file_sha(&extracted.join("blob.bin")),
             file_sha(&dir.join("blob.bin")),

@@ -5,11 +5,6 @@
 use fsd_tests::{Daemon, Options, available_or_skip, require_mount_privilege};
 use serde_json::json;
 
-fn on_path(tool: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(tool).is_file()))
-}
-
 fn fuse_mounts_of(dir: &std::path::Path) -> usize {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     info.lines()
@@ -22,9 +17,7 @@ async fn fuse_restores_are_copy_on_write_and_released() {
     if !require_mount_privilege("fuse_restores_are_copy_on_write_and_released") {
         return;
     }
-    let tools = ["squashfuse", "fuse-overlayfs", "fusermount3"]
-        .iter()
-        .all(|t| on_path(t));
+    let tools = fsd_backup::mount::fuse_available();
     if !available_or_skip(
         tools,
         "fuse_restores_are_copy_on_write_and_released",

@@ -2,7 +2,7 @@
 //! only succeeds if the proxy signed it right): unsigned requests inside the scope pass,
 //! client credentials are dropped, anything outside is a 403 S3 `AccessDenied`.
 
-use fsd_mounts::{CredentialProxy, Scope, Upstream};
+use fsd_mounts::{CredentialProxy, Scope};
 use fsd_tests::s3::{ACCESS_KEY, BUCKET, SECRET_KEY, Store};
 
 async fn proxy(store: &Store, prefix: &str, read_only: bool) -> CredentialProxy {
@@ -11,12 +11,7 @@ async fn proxy(store: &Store, prefix: &str, read_only: bool) -> CredentialProxy 
         prefix: prefix.into(),
         read_only,
     };
-    let upstream = Upstream {
-        endpoint: store.url.clone(),
-        region: "us-east-1".into(),
-        access_key: ACCESS_KEY.into(),
-        secret_key: SECRET_KEY.into(),
-    };
+    let upstream = store.object_store(None).upstream();
     CredentialProxy::start("127.0.0.1:0".parse().unwrap(), scope, upstream)
         .await
         .expect("proxy")
@@ -122,12 +117,7 @@ async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
     let store = Store::start();
     let proxied = proxy(&store, "", false).await;
     let through_proxy = ObjectClient::new(&proxied.url(), BUCKET, None).unwrap();
-    let own_keys = Upstream {
-        endpoint: store.url.clone(),
-        region: "us-east-1".into(),
-        access_key: ACCESS_KEY.into(),
-        secret_key: SECRET_KEY.into(),
-    };
+    let own_keys = store.object_store(None).upstream();
     let direct = ObjectClient::new(&store.url, BUCKET, Some(own_keys)).unwrap();
     for client in [&through_proxy, &direct] {
         client
@@ -203,12 +193,7 @@ async fn fsctl_proxy_serves_a_read_only_scope() {
     let seed = fsd_mounts::ObjectClient::new(
         &store.url,
         BUCKET,
-        Some(Upstream {
-            endpoint: store.url.clone(),
-            region: "us-east-1".into(),
-            access_key: ACCESS_KEY.into(),
-            secret_key: SECRET_KEY.into(),
-        }),
+        Some(store.object_store(None).upstream()),
     )
     .unwrap();
     seed.put("shared/readme.txt", bytes::Bytes::from_static(b"read me\n"))
