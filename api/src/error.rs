@@ -156,6 +156,10 @@ pub enum Operation {
     BackupCreate,
     #[serde(rename = "backup.restore")]
     BackupRestore,
+    #[serde(rename = "bucket.mount")]
+    BucketMount,
+    #[serde(rename = "bucket.unmount")]
+    BucketUnmount,
 }
 
 /// The error envelope: the body of every non-2xx JSON response.

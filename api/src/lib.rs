@@ -10,6 +10,7 @@ pub mod backup;
 pub mod error;
 pub mod exec;
 pub mod files;
+pub mod mounts;
 pub mod ports;
 pub mod process;
 pub mod system;

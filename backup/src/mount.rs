@@ -235,14 +235,34 @@ fn run(command: &mut Command) -> Result<(), String> {
 
 /// Mount points listed in /proc/self/mountinfo, with their sources.
 pub fn mounts() -> Vec<(PathBuf, String)> {
+    mount_table()
+        .into_iter()
+        .map(|entry| (entry.target, entry.source))
+        .collect()
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    pub target: PathBuf,
+    /// `overlay`, `squashfs`, `fuse.fsd-bucket`, …
+    pub fstype: String,
+    pub source: String,
+}
+
+/// This process's mount table.
+pub fn mount_table() -> Vec<MountEntry> {
     let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     info.lines()
         .filter_map(|line| {
             let fields: Vec<&str> = line.split(' ').collect();
             let target = unescape_mountinfo(fields.get(4)?);
             let dash = fields.iter().position(|f| *f == "-")?;
-            let source = fields.get(dash + 2)?.to_string();
-            Some((PathBuf::from(target), source))
+            Some(MountEntry {
+                target: PathBuf::from(target),
+                fstype: fields.get(dash + 1)?.to_string(),
+                source: unescape_mountinfo(fields.get(dash + 2)?),
+            })
         })
         .collect()
 }

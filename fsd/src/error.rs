@@ -10,9 +10,11 @@ use serde_json::{Value, json};
 
 use crate::exec::ExecError;
 use crate::files::FileError;
+use crate::mounts::MountServiceError;
 use crate::process::ProcessError;
 use crate::wire::time::now_rfc3339;
 use fsd_backup::BackupError;
+use fsd_mounts::MountError;
 
 /// An error on its way to the caller as the reference's error envelope.
 #[derive(Debug)]
@@ -273,6 +275,33 @@ pub fn backup_error(err: BackupError, operation: Operation) -> ApiError {
             ApiError::new(failed, message).with_context(json!({ "upstreamStatus": status }))
         }
         _ => ApiError::new(failed, message),
+    };
+    error.with_operation(operation)
+}
+
+/// Bucket mount failures: a caller's mistake is INVALID_MOUNT_CONFIG; a store that does not
+/// answer or a mount that fails is BUCKET_MOUNT_ERROR; a busy unmount BUCKET_UNMOUNT_ERROR.
+pub fn mount_error(err: MountServiceError, operation: Operation) -> ApiError {
+    let message = err.to_string();
+    let error = match &err {
+        MountServiceError::AlreadyMounted(path) | MountServiceError::NotADirectory(path) => {
+            ApiError::new(ErrorCode::InvalidMountConfig, message)
+                .with_context(json!({ "field": "mountPath", "path": path }))
+        }
+        MountServiceError::NotMounted(path) => {
+            ApiError::new(ErrorCode::InvalidMountConfig, message)
+                .with_context(json!({ "field": "mountPath", "path": path }))
+        }
+        MountServiceError::Mount(MountError::Store(store)) => {
+            ApiError::new(ErrorCode::BucketMountError, message)
+                .with_context(json!({ "upstreamStatus": store.status() }))
+        }
+        MountServiceError::Mount(MountError::Unmount { path, .. }) => {
+            ApiError::new(ErrorCode::BucketUnmountError, message)
+                .with_context(json!({ "path": path }))
+                .with_suggestion("Something still uses the mount; close it and unmount again")
+        }
+        _ => ApiError::new(ErrorCode::BucketMountError, message),
     };
     error.with_operation(operation)
 }

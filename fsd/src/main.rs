@@ -9,6 +9,7 @@ mod error;
 mod exec;
 mod files;
 mod logging;
+mod mounts;
 mod ports;
 mod process;
 mod server;

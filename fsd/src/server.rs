@@ -14,6 +14,7 @@ use crate::config::{IsolationMode, RestoreDriver, Settings};
 use crate::exec::{self, ExecConfig, Isolation, SessionManager, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
+use crate::mounts::{self, MountService};
 use crate::ports;
 use crate::process::{self, ProcessService};
 use crate::state::AppState;
@@ -31,6 +32,7 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(ports::router())
         .merge(watch::router())
         .merge(backup::router())
+        .merge(mounts::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found)
         .with_state(state)
@@ -122,12 +124,15 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
             RestoreDriver::Fuse => Some(fsd_backup::mount::Driver::Fuse),
         },
     ));
+    // Mounts a crashed run left behind are detached before anything else can trip on them.
+    let mounts = Arc::new(MountService::new(&settings.state_dir));
     let state = AppState {
         files: Arc::new(FileService::new(policy)),
         sessions: sessions.clone(),
         processes: processes.clone(),
         watches: watches.clone(),
         backups: backups.clone(),
+        mounts: mounts.clone(),
         capabilities: Arc::new(Capabilities {
             restore_driver: backups.driver_name().to_string(),
             ..capabilities::detect(&settings.workspace, settings.confine, isolation.name())
@@ -154,6 +159,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         .await?;
     tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
+    mounts.release_all().await;
     tokio::task::block_in_place(|| backups.release_all());
     sessions.shutdown().await;
     tracing::info!("fsd stopped");

@@ -7,6 +7,7 @@ use fsd_api::system::Capabilities;
 use crate::backup::BackupService;
 use crate::exec::SessionManager;
 use crate::files::FileService;
+use crate::mounts::MountService;
 use crate::process::ProcessService;
 use crate::watch::WatchService;
 
@@ -17,6 +18,7 @@ pub struct AppState {
     pub processes: Arc<ProcessService>,
     pub watches: Arc<WatchService>,
     pub backups: Arc<BackupService>,
+    pub mounts: Arc<MountService>,
     pub capabilities: Arc<Capabilities>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,

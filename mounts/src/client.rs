@@ -36,7 +36,20 @@ impl ClientError {
             _ => None,
         }
     }
+
+    /// Worth another try: the connection failed, or the store said it was busy or broken.
+    fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Http { .. } => true,
+            ClientError::Status { status, .. } => *status >= 500 || matches!(*status, 408 | 429),
+            _ => false,
+        }
+    }
 }
+
+/// Tries per request; the delay grows linearly between them.
+const ATTEMPTS: u32 = 3;
+const RETRY_DELAY: Duration = Duration::from_millis(200);
 
 /// One object of a listing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +97,12 @@ struct Contents {
 #[serde(rename_all = "PascalCase")]
 struct CommonPrefix {
     prefix: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct InitiateMultipartUploadResult {
+    upload_id: String,
 }
 
 #[derive(Deserialize)]
@@ -156,13 +175,37 @@ impl ObjectClient {
         let mut all = headers;
         let body = body.unwrap_or_default();
         all.push(("content-length".into(), body.len().to_string()));
-        let mut request = self.http.request(method.clone(), &url);
         if let Some(credentials) = &self.credentials {
             let signed = sign_headers(credentials, method.as_str(), &url, &all)
                 .map_err(ClientError::Sign)?;
             all.extend(signed);
         }
-        for (name, value) in &all {
+        let mut attempt = 1;
+        loop {
+            let result = self
+                .send_once(&method, &url, &all, body.clone(), what)
+                .await;
+            match result {
+                Err(error) if attempt < ATTEMPTS && error.is_transient() => {
+                    tracing::debug!(%error, attempt, "retrying");
+                    tokio::time::sleep(RETRY_DELAY * attempt).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn send_once(
+        &self,
+        method: &reqwest::Method,
+        url: &str,
+        headers: &[(String, String)],
+        body: Bytes,
+        what: &str,
+    ) -> Result<reqwest::Response, ClientError> {
+        let mut request = self.http.request(method.clone(), url);
+        for (name, value) in headers {
             request = request.header(name.as_str(), value.as_str());
         }
         let response = request
@@ -209,15 +252,7 @@ impl ObjectClient {
                     &what,
                 )
                 .await?;
-            let text = response.text().await.map_err(|source| ClientError::Http {
-                what: what.clone(),
-                source,
-            })?;
-            let page: ListBucketResult =
-                quick_xml::de::from_str(&text).map_err(|e| ClientError::Decode {
-                    what: what.clone(),
-                    reason: e.to_string(),
-                })?;
+            let page: ListBucketResult = decode(response, &what).await?;
             listing
                 .objects
                 .extend(page.contents.into_iter().map(|c| ObjectInfo {
@@ -236,8 +271,8 @@ impl ObjectClient {
         }
     }
 
-    /// Size and ETag of `key`; `None` when there is no such object.
-    pub async fn head(&self, key: &str) -> Result<Option<(u64, String)>, ClientError> {
+    /// Size, ETag and modification time of `key`; `None` when there is no such object.
+    pub async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, ClientError> {
         match self
             .send(
                 reqwest::Method::HEAD,
@@ -249,24 +284,42 @@ impl ObjectClient {
             .await
         {
             Ok(response) => {
-                let etag = response
-                    .headers()
-                    .get("etag")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                // A HEAD body is empty: the size is in the header, not the body length.
-                let size = response
-                    .headers()
-                    .get("content-length")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0);
-                Ok(Some((size, etag)))
+                let header = |name: &str| {
+                    response
+                        .headers()
+                        .get(name)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                Ok(Some(ObjectInfo {
+                    key: key.to_string(),
+                    // A HEAD body is empty: the size is in the header, not the body length.
+                    size: header("content-length").parse().unwrap_or(0),
+                    etag: header("etag"),
+                    last_modified: header("last-modified"),
+                }))
             }
             Err(error) if error.status() == Some(404) => Ok(None),
             Err(error) => Err(error),
         }
+    }
+
+    /// Whether any key starts with `prefix` (one LIST of at most one key).
+    pub async fn has_keys_under(&self, prefix: &str) -> Result<bool, ClientError> {
+        let what = format!("list {prefix:?}");
+        let query = [("list-type", "2"), ("prefix", prefix), ("max-keys", "1")];
+        let response = self
+            .send(
+                reqwest::Method::GET,
+                self.url("", &query),
+                Vec::new(),
+                None,
+                &what,
+            )
+            .await?;
+        let page: ListBucketResult = decode(response, &what).await?;
+        Ok(!page.contents.is_empty() || !page.common_prefixes.is_empty())
     }
 
     /// Bytes `start..end` of `key`.
@@ -314,6 +367,121 @@ impl ObjectClient {
         Ok(())
     }
 
+    /// Starts a multipart upload of `key`; returns its upload id.
+    pub async fn create_multipart(&self, key: &str) -> Result<String, ClientError> {
+        let what = format!("create multipart {key:?}");
+        let headers = vec![(
+            "content-type".to_string(),
+            "application/octet-stream".to_string(),
+        )];
+        let response = self
+            .send(
+                reqwest::Method::POST,
+                self.url(key, &[("uploads", "")]),
+                headers,
+                None,
+                &what,
+            )
+            .await?;
+        let created: InitiateMultipartUploadResult = decode(response, &what).await?;
+        Ok(created.upload_id)
+    }
+
+    /// Uploads part `number` (from 1); returns its ETag.
+    pub async fn upload_part(
+        &self,
+        key: &str,
+        upload_id: &str,
+        number: u32,
+        body: Bytes,
+    ) -> Result<String, ClientError> {
+        let number_text = number.to_string();
+        let query = [
+            ("partNumber", number_text.as_str()),
+            ("uploadId", upload_id),
+        ];
+        let response = self
+            .send(
+                reqwest::Method::PUT,
+                self.url(key, &query),
+                Vec::new(),
+                Some(body),
+                &format!("upload part {number} of {key:?}"),
+            )
+            .await?;
+        response
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+            .ok_or_else(|| ClientError::Decode {
+                what: format!("upload part {number} of {key:?}"),
+                reason: "no ETag".into(),
+            })
+    }
+
+    /// Completes a multipart upload from its parts' ETags, in order.
+    pub async fn complete_multipart(
+        &self,
+        key: &str,
+        upload_id: &str,
+        etags: &[String],
+    ) -> Result<(), ClientError> {
+        let mut xml = String::from("<CompleteMultipartUpload>");
+        for (index, etag) in etags.iter().enumerate() {
+            xml.push_str(&format!(
+                "<Part><PartNumber>{}</PartNumber><ETag>{}</ETag></Part>",
+                index + 1,
+                etag.replace('&', "&amp;").replace('<', "&lt;")
+            ));
+        }
+        xml.push_str("</CompleteMultipartUpload>");
+        let what = format!("complete multipart {key:?}");
+        let response = self
+            .send(
+                reqwest::Method::POST,
+                self.url(key, &[("uploadId", upload_id)]),
+                vec![("content-type".into(), "application/xml".into())],
+                Some(Bytes::from(xml)),
+                &what,
+            )
+            .await?;
+        // S3 may answer 200 with an error document when completion fails late.
+        let text = response.text().await.map_err(|source| ClientError::Http {
+            what: what.clone(),
+            source,
+        })?;
+        if text.contains("<Error>") {
+            let error: S3Error = quick_xml::de::from_str(&text).unwrap_or(S3Error {
+                code: "InternalError".into(),
+                message: text.clone(),
+            });
+            return Err(ClientError::Status {
+                what,
+                status: 500,
+                code: error.code,
+                message: error.message,
+            });
+        }
+        Ok(())
+    }
+
+    /// Abandons a multipart upload (best effort: the caller is already failing).
+    pub async fn abort_multipart(&self, key: &str, upload_id: &str) {
+        if let Err(error) = self
+            .send(
+                reqwest::Method::DELETE,
+                self.url(key, &[("uploadId", upload_id)]),
+                Vec::new(),
+                None,
+                &format!("abort multipart {key:?}"),
+            )
+            .await
+        {
+            tracing::warn!(%error, "abort multipart upload");
+        }
+    }
+
     /// Server-side copy of `from` to `to` (a file rename is a copy, then a delete).
     pub async fn copy(&self, from: &str, to: &str) -> Result<(), ClientError> {
         let source = format!(
@@ -332,6 +500,21 @@ impl ObjectClient {
         .await?;
         Ok(())
     }
+}
+
+/// An XML answer body, parsed.
+async fn decode<T: serde::de::DeserializeOwned>(
+    response: reqwest::Response,
+    what: &str,
+) -> Result<T, ClientError> {
+    let text = response.text().await.map_err(|source| ClientError::Http {
+        what: what.to_string(),
+        source,
+    })?;
+    quick_xml::de::from_str(&text).map_err(|e| ClientError::Decode {
+        what: what.to_string(),
+        reason: e.to_string(),
+    })
 }
 
 /// RFC 3986 unreserved characters kept, everything else `%XX`.

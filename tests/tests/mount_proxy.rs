@@ -144,7 +144,7 @@ async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
                 .head("data/ä b/one.txt")
                 .await
                 .unwrap()
-                .map(|(size, _)| size),
+                .map(|info| info.size),
             Some(10)
         );
         assert_eq!(client.head("data/missing").await.unwrap(), None);

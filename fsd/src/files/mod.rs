@@ -3,7 +3,7 @@
 //! `routes` and `raw` parse and answer; [`FileService`] does the work; `paths` decides what a
 //! path means and whether it is allowed; `atomic` makes every write all-or-nothing.
 
-mod atomic;
+pub(crate) mod atomic;
 mod error;
 mod listing;
 mod mime;

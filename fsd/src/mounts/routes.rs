@@ -1,0 +1,79 @@
+//! `/api/mounts`: parse (INVALID_MOUNT_CONFIG naming the field), call the service, answer.
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Query, State};
+use fsd_api::mounts::{
+    ListMountsResponse, MountBucketRequest, MountBucketResponse, UnmountBucketRequest,
+    UnmountBucketResponse,
+};
+use fsd_api::{ErrorCode, Operation};
+use serde::de::DeserializeOwned;
+
+use super::validate;
+use crate::error::{ApiError, mount_error};
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+/// Type errors in a mount request are INVALID_MOUNT_CONFIG too.
+fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, ApiError> {
+    crate::wire::json::parse(body).map_err(|mut error| {
+        if error.code == ErrorCode::ValidationFailed {
+            error.code = ErrorCode::InvalidMountConfig;
+            error.http_status = ErrorCode::InvalidMountConfig.http_status();
+        }
+        error.with_operation(operation)
+    })
+}
+
+pub async fn mount(
+    State(state): State<AppState>,
+    body: Bytes,
+) -> Result<Json<MountBucketResponse>, ApiError> {
+    let op = Operation::BucketMount;
+    let req: MountBucketRequest = parse(&body, op)?;
+    let plan = validate::plan(&req, |name| std::env::var(name).ok())?;
+    let mount = state
+        .mounts
+        .mount(plan)
+        .await
+        .map_err(|error| mount_error(error, op))?;
+    Ok(Json(MountBucketResponse {
+        success: true,
+        mount,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// The mount path comes in the JSON body or as `?mountPath=`.
+pub async fn unmount(
+    State(state): State<AppState>,
+    Query(query): Query<std::collections::HashMap<String, String>>,
+    body: Bytes,
+) -> Result<Json<UnmountBucketResponse>, ApiError> {
+    let op = Operation::BucketUnmount;
+    let mount_path = match query.get("mountPath") {
+        Some(path) if body.is_empty() => path.clone(),
+        _ => parse::<UnmountBucketRequest>(&body, op)?.mount_path,
+    };
+    let path = validate::mount_path(&mount_path, op)?;
+    let removed_dir = state
+        .mounts
+        .unmount(&path)
+        .await
+        .map_err(|error| mount_error(error, op))?;
+    Ok(Json(UnmountBucketResponse {
+        success: true,
+        mount_path: path.display().to_string(),
+        removed_dir,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn list(State(state): State<AppState>) -> Json<ListMountsResponse> {
+    Json(ListMountsResponse {
+        success: true,
+        mounts: state.mounts.list().await,
+        timestamp: now_rfc3339(),
+    })
+}

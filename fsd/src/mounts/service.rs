@@ -1,0 +1,236 @@
+//! Owns the daemon's bucket mounts: one operation at a time (as the reference queues them),
+//! a record on disk of the directories fsd made, so a crashed run's mounts are detached
+//! and its directories removed at the next start.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fsd_api::mounts::BucketMountInfo;
+use fsd_mounts::mount::{SOURCE_PREFIX, unmount_path};
+use fsd_mounts::{BucketMount, MountError, MountSpec};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Mutex;
+
+use super::validate::MountPlan;
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountServiceError {
+    #[error("{0} is already a mount point")]
+    AlreadyMounted(PathBuf),
+    #[error("{0} exists and is not a directory")]
+    NotADirectory(PathBuf),
+    #[error("no bucket is mounted at {0}")]
+    NotMounted(PathBuf),
+    #[error("cannot create {path}: {source}")]
+    CreateDir {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Mount(#[from] MountError),
+}
+
+struct Active {
+    mount: BucketMount,
+    info: BucketMountInfo,
+}
+
+/// What must be cleaned up if the daemon dies with mounts up.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Record {
+    mounted: Vec<PathBuf>,
+    /// Mount directories fsd created.
+    created: Vec<PathBuf>,
+}
+
+pub struct MountService {
+    active: Mutex<BTreeMap<PathBuf, Active>>,
+    record_path: PathBuf,
+    spill_root: PathBuf,
+}
+
+impl MountService {
+    /// Detaches what a previous run left mounted and removes the directories it made.
+    pub fn new(state_dir: &Path) -> MountService {
+        let service = MountService {
+            active: Mutex::new(BTreeMap::new()),
+            record_path: state_dir.join("bucket-mounts.json"),
+            spill_root: state_dir.join("bucket-spill"),
+        };
+        service.recover();
+        service
+    }
+
+    fn recover(&self) {
+        let record = self.read_record();
+        // Only this state directory's mounts: another daemon's live mounts are not ours.
+        for entry in fsd_backup::mount::mount_table() {
+            if is_bucket_mount(&entry) && record.mounted.contains(&entry.target) {
+                match unmount_path(&entry.target, true) {
+                    Ok(()) => {
+                        tracing::warn!(path = %entry.target.display(), "detached a bucket mount left by an earlier run")
+                    }
+                    Err(error) => {
+                        tracing::error!(path = %entry.target.display(), %error, "cannot detach a stale bucket mount")
+                    }
+                }
+            }
+        }
+        for dir in record.created {
+            // Only an empty directory goes: whatever else is there is not ours to delete.
+            let _ = std::fs::remove_dir(&dir);
+        }
+        let _ = std::fs::remove_dir_all(&self.spill_root);
+        self.write_record(&BTreeMap::new());
+    }
+
+    fn read_record(&self) -> Record {
+        std::fs::read(&self.record_path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    fn write_record(&self, active: &BTreeMap<PathBuf, Active>) {
+        let record = Record {
+            mounted: active.keys().cloned().collect(),
+            created: active
+                .iter()
+                .filter(|(_, a)| a.info.created_dir)
+                .map(|(path, _)| path.clone())
+                .collect(),
+        };
+        let Ok(bytes) = serde_json::to_vec_pretty(&record) else {
+            return;
+        };
+        if let Err(error) = crate::files::atomic::write_bytes(&self.record_path, &bytes) {
+            tracing::warn!(?error, "cannot save the bucket mount record");
+        }
+    }
+
+    pub async fn mount(&self, plan: MountPlan) -> Result<BucketMountInfo, MountServiceError> {
+        let mut active = self.active.lock().await;
+        let path = plan.mount_path.clone();
+        if active.contains_key(&path) || is_mount_point(&path) {
+            return Err(MountServiceError::AlreadyMounted(path));
+        }
+        let created_dir = match std::fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => false,
+            Ok(_) => return Err(MountServiceError::NotADirectory(path)),
+            Err(_) => {
+                std::fs::create_dir_all(&path).map_err(|source| MountServiceError::CreateDir {
+                    path: path.clone(),
+                    source,
+                })?;
+                true
+            }
+        };
+        let via_proxy = plan.credentials.is_none();
+        let spec = MountSpec {
+            endpoint: plan.endpoint.clone(),
+            bucket: plan.bucket.clone(),
+            prefix: plan.prefix.clone(),
+            read_only: plan.read_only,
+            credentials: plan.credentials,
+            cache_ttl: Duration::from_millis(plan.cache_ttl_ms),
+            uid: 0,
+            gid: 0,
+            spill_dir: self.spill_root.join(spill_name(&path)),
+        };
+        let mount = match BucketMount::mount(&spec, &path).await {
+            Ok(mount) => mount,
+            Err(error) => {
+                if created_dir {
+                    let _ = std::fs::remove_dir(&path);
+                }
+                return Err(error.into());
+            }
+        };
+        let info = BucketMountInfo {
+            mount_path: path.display().to_string(),
+            bucket: plan.bucket,
+            prefix: plan.prefix,
+            read_only: plan.read_only,
+            endpoint: plan.endpoint,
+            provider: plan.provider,
+            via_proxy,
+            created_dir,
+            mounted_at: crate::wire::time::now_rfc3339(),
+        };
+        active.insert(
+            path,
+            Active {
+                mount,
+                info: info.clone(),
+            },
+        );
+        self.write_record(&active);
+        Ok(info)
+    }
+
+    /// Unmounts `path`; returns whether the directory was removed.
+    pub async fn unmount(&self, path: &Path) -> Result<bool, MountServiceError> {
+        let mut active = self.active.lock().await;
+        let Some(entry) = active.remove(path) else {
+            return Err(MountServiceError::NotMounted(path.to_path_buf()));
+        };
+        let created_dir = entry.info.created_dir;
+        if let Err((error, mount)) = entry.mount.unmount().await {
+            // Still mounted (busy): keep it listed, so it can be unmounted later.
+            active.insert(
+                path.to_path_buf(),
+                Active {
+                    mount,
+                    info: entry.info,
+                },
+            );
+            return Err(error.into());
+        }
+        let removed = created_dir && std::fs::remove_dir(path).is_ok();
+        self.write_record(&active);
+        Ok(removed)
+    }
+
+    pub async fn list(&self) -> Vec<BucketMountInfo> {
+        self.active
+            .lock()
+            .await
+            .values()
+            .map(|a| a.info.clone())
+            .collect()
+    }
+
+    /// At shutdown: every mount goes (detached if busy), and the directories fsd made.
+    pub async fn release_all(&self) {
+        let mut active = self.active.lock().await;
+        for (path, entry) in std::mem::take(&mut *active) {
+            if let Err((error, mount)) = entry.mount.unmount().await {
+                tracing::warn!(path = %path.display(), %error, "busy at shutdown: detaching");
+                drop(mount);
+            }
+            if entry.info.created_dir {
+                let _ = std::fs::remove_dir(&path);
+            }
+        }
+        self.write_record(&active);
+    }
+}
+
+/// A directory name for `path`'s spill files.
+fn spill_name(path: &Path) -> String {
+    path.display()
+        .to_string()
+        .trim_start_matches('/')
+        .replace('/', "_")
+}
+
+fn is_bucket_mount(entry: &fsd_backup::mount::MountEntry) -> bool {
+    entry.fstype.starts_with("fuse") && entry.source.starts_with(SOURCE_PREFIX)
+}
+
+fn is_mount_point(path: &Path) -> bool {
+    fsd_backup::mount::mount_table()
+        .iter()
+        .any(|entry| entry.target == path)
+}

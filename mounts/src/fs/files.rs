@@ -1,0 +1,323 @@
+//! Operations on file contents: open, create, read, write, truncate, and the upload that
+//! flush, fsync and the last close make.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use fuser::{Errno, FileAttr};
+use futures_util::StreamExt;
+
+use crate::fs::keys::file_key;
+use crate::fs::reader::Reader;
+use crate::fs::spill::{Pending, Spill};
+use crate::fs::tree::{Entry, Ino, Kind};
+use crate::fs::{Handle, Inner, errno, lock, now};
+
+/// Objects up to this size go up in one PUT; larger ones in parts of at least this size.
+const PART_SIZE: u64 = 16 << 20;
+/// S3's limit on parts per upload.
+const MAX_PARTS: u64 = 10_000;
+/// Parts in flight per upload.
+const PARTS_IN_FLIGHT: usize = 8;
+/// Bytes per GET when an existing object is copied into a spill file.
+const FILL_CHUNK: u64 = 16 << 20;
+
+fn io_errno(error: &std::io::Error) -> Errno {
+    error
+        .raw_os_error()
+        .map(Errno::from_i32)
+        .unwrap_or(Errno::EIO)
+}
+
+impl Inner {
+    fn key_of(&self, ino: Ino) -> Result<String, Errno> {
+        let path = lock(&self.tree).path(ino).ok_or(Errno::ENOENT)?;
+        Ok(file_key(&self.options.prefix, &path))
+    }
+
+    fn file_size(&self, ino: Ino) -> Result<u64, Errno> {
+        let tree = lock(&self.tree);
+        let node = tree.get(ino).ok_or(Errno::ENOENT)?;
+        if node.kind == Kind::Dir {
+            return Err(Errno::EISDIR);
+        }
+        Ok(node.size)
+    }
+
+    fn set_local(&self, ino: Ino, local: bool) {
+        let mut tree = lock(&self.tree);
+        if let Some(node) = tree.get_mut(ino) {
+            node.local = local;
+            node.checked = Instant::now();
+            if local {
+                node.mtime = now();
+            }
+        }
+    }
+
+    /// The spill of `ino`, made on first use: empty when `truncate`, else holding the
+    /// object's current bytes.
+    async fn spill_for(&self, ino: Ino, truncate: bool) -> Result<Arc<Spill>, Errno> {
+        if let Some(spill) = lock(&self.spills).get(&ino).cloned() {
+            if truncate {
+                spill.set_len(0).map_err(|e| io_errno(&e))?;
+            }
+            return Ok(spill);
+        }
+        let size = if truncate { 0 } else { self.file_size(ino)? };
+        let spill = Spill::new(&self.options.spill_dir, truncate).map_err(|e| io_errno(&e))?;
+        if size > 0 {
+            let key = self.key_of(ino)?;
+            let mut offset = 0;
+            while offset < size {
+                let end = size.min(offset + FILL_CHUNK);
+                let bytes = self
+                    .client
+                    .get_range(&key, offset, end)
+                    .await
+                    .map_err(|error| errno(&error))?;
+                spill.fill_at(offset, &bytes).map_err(|e| io_errno(&e))?;
+                offset = end;
+            }
+        }
+        let spill = Arc::new(spill);
+        let mut spills = lock(&self.spills);
+        // Another open may have won the race; both must share one spill.
+        Ok(spills.entry(ino).or_insert(spill).clone())
+    }
+
+    pub(crate) async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<u64, Errno> {
+        let size = self.file_size(ino)?;
+        let key = self.key_of(ino)?;
+        let spill = if write {
+            self.writable()?;
+            let spill = self.spill_for(ino, truncate).await?;
+            spill.opened();
+            self.set_local(ino, true);
+            Some(spill)
+        } else {
+            None
+        };
+        let reader = Arc::new(Reader::new(self.client.clone(), key, size));
+        Ok(self.add_handle(Handle::File { ino, spill, reader }))
+    }
+
+    /// A new, empty file; it reaches the store on its first flush.
+    pub(crate) fn create(&self, parent: Ino, name: &str) -> Result<(Ino, FileAttr, u64), Errno> {
+        self.writable()?;
+        let spill = Arc::new(Spill::new(&self.options.spill_dir, true).map_err(|e| io_errno(&e))?);
+        spill.opened();
+        let entry = Entry {
+            name: name.to_string(),
+            kind: Kind::File,
+            size: 0,
+            mtime: now(),
+        };
+        let ino = {
+            let mut tree = lock(&self.tree);
+            let ino = tree.upsert(parent, &entry, Instant::now());
+            if let Some(node) = tree.get_mut(ino) {
+                node.local = true;
+            }
+            ino
+        };
+        lock(&self.spills).insert(ino, Arc::clone(&spill));
+        let attr = self.cached_attr(ino).ok_or(Errno::ENOENT)?;
+        let key = self.key_of(ino)?;
+        let reader = Arc::new(Reader::new(self.client.clone(), key, 0));
+        let fh = self.add_handle(Handle::File {
+            ino,
+            spill: Some(spill),
+            reader,
+        });
+        Ok((ino, attr, fh))
+    }
+
+    fn file_handle(&self, fh: u64) -> Result<(Ino, Option<Arc<Spill>>, Arc<Reader>), Errno> {
+        match lock(&self.handles).get(&fh) {
+            Some(Handle::File { ino, spill, reader }) => {
+                Ok((*ino, spill.clone(), Arc::clone(reader)))
+            }
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    /// The bytes written here if the file has any, else the object's.
+    pub(crate) fn local_content(&self, fh: u64) -> Result<Result<Arc<Spill>, Arc<Reader>>, Errno> {
+        let (ino, _, reader) = self.file_handle(fh)?;
+        Ok(match lock(&self.spills).get(&ino).cloned() {
+            Some(spill) => Ok(spill),
+            None => Err(reader),
+        })
+    }
+
+    pub(crate) fn read_spill(spill: &Spill, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
+        spill
+            .read_at(offset, u64::from(size))
+            .map_err(|e| io_errno(&e))
+    }
+
+    pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
+        let (ino, spill, _) = self.file_handle(fh)?;
+        let spill = spill.ok_or(Errno::EBADF)?;
+        let size = spill.write_at(offset, data).map_err(|e| io_errno(&e))?;
+        let mut tree = lock(&self.tree);
+        if let Some(node) = tree.get_mut(ino) {
+            node.size = size;
+            node.mtime = now();
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// Flush and fsync: whatever is only local goes to the store now; a failure is the
+    /// writer's `EIO` from `close` or `fsync`.
+    pub(crate) async fn flush(&self, fh: u64) -> Result<(), Errno> {
+        let (ino, spill, _) = self.file_handle(fh)?;
+        match spill {
+            Some(spill) => self.upload(ino, &spill).await,
+            None => Ok(()),
+        }
+    }
+
+    /// The last handle of a spill takes it away (uploading first if a flush failed or
+    /// none came).
+    pub(crate) async fn release(&self, fh: u64) -> Result<(), Errno> {
+        let Some(handle) = lock(&self.handles).remove(&fh) else {
+            return Ok(());
+        };
+        let Handle::File {
+            ino,
+            spill: Some(spill),
+            ..
+        } = handle
+        else {
+            return Ok(());
+        };
+        if spill.closed() > 0 {
+            return Ok(());
+        }
+        let result = self.upload(ino, &spill).await;
+        {
+            let mut spills = lock(&self.spills);
+            if spills
+                .get(&ino)
+                .is_some_and(|held| Arc::ptr_eq(held, &spill))
+            {
+                spills.remove(&ino);
+            }
+        }
+        self.set_local(ino, false);
+        if let Err(error) = result {
+            tracing::error!(
+                ino,
+                ?error,
+                "upload at close failed; the writer saw it at flush"
+            );
+        }
+        result
+    }
+
+    /// `truncate(2)`: through a spill, so the object changes only by a whole upload.
+    pub(crate) async fn truncate(&self, ino: Ino, fh: Option<u64>, size: u64) -> Result<(), Errno> {
+        self.writable()?;
+        let held = lock(&self.spills).get(&ino).cloned();
+        let spill = match held {
+            Some(spill) => spill,
+            None => self.spill_for(ino, size == 0).await?,
+        };
+        spill.set_len(size).map_err(|e| io_errno(&e))?;
+        if let Some(node) = lock(&self.tree).get_mut(ino) {
+            node.size = size;
+            node.mtime = now();
+        }
+        // Without an open handle nobody will flush: upload now.
+        let open_handle =
+            fh.is_some_and(|fh| self.file_handle(fh).is_ok_and(|(_, s, _)| s.is_some()));
+        if !open_handle {
+            let result = self.upload(ino, &spill).await;
+            let mut spills = lock(&self.spills);
+            if spill.opens() == 0
+                && spills
+                    .get(&ino)
+                    .is_some_and(|held| Arc::ptr_eq(held, &spill))
+            {
+                spills.remove(&ino);
+            }
+            return result;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn upload(&self, ino: Ino, spill: &Spill) -> Result<(), Errno> {
+        let _one_at_a_time = spill.upload_lock.lock().await;
+        let Some(pending) = spill.pending() else {
+            return Ok(());
+        };
+        let key = self.key_of(ino)?;
+        let result = if pending.size <= PART_SIZE {
+            let body = spill.read_at(0, pending.size).map_err(|e| io_errno(&e))?;
+            self.client
+                .put(&key, Bytes::from(body))
+                .await
+                .map_err(|error| errno(&error))
+        } else {
+            self.upload_parts(&key, spill, pending).await
+        };
+        if let Err(error) = result {
+            tracing::warn!(key, ?error, "upload failed");
+            return Err(if error == Errno::ENOENT {
+                Errno::EIO
+            } else {
+                error
+            });
+        }
+        spill.mark_uploaded(pending);
+        let mut tree = lock(&self.tree);
+        if let Some(node) = tree.get_mut(ino) {
+            node.size = pending.size;
+            node.checked = Instant::now();
+        }
+        Ok(())
+    }
+
+    async fn upload_parts(&self, key: &str, spill: &Spill, pending: Pending) -> Result<(), Errno> {
+        let part_size = PART_SIZE.max(pending.size.div_ceil(MAX_PARTS));
+        let upload_id = self
+            .client
+            .create_multipart(key)
+            .await
+            .map_err(|error| errno(&error))?;
+        let parts = pending.size.div_ceil(part_size);
+        let etags: Result<Vec<String>, Errno> = futures_util::stream::iter(0..parts)
+            .map(|index| {
+                let upload_id = upload_id.as_str();
+                async move {
+                    let start = index * part_size;
+                    let len = part_size.min(pending.size - start);
+                    let body = spill.read_at(start, len).map_err(|e| io_errno(&e))?;
+                    self.client
+                        .upload_part(key, upload_id, index as u32 + 1, Bytes::from(body))
+                        .await
+                        .map_err(|error| errno(&error))
+                }
+            })
+            .buffered(PARTS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect();
+        let completed = match etags {
+            Ok(etags) => self
+                .client
+                .complete_multipart(key, &upload_id, &etags)
+                .await
+                .map_err(|error| errno(&error)),
+            Err(error) => Err(error),
+        };
+        if completed.is_err() {
+            self.client.abort_multipart(key, &upload_id).await;
+        }
+        completed
+    }
+}

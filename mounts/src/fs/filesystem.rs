@@ -1,0 +1,389 @@
+//! fuser's entry points: cheap, local answers inline; anything that needs the store as a
+//! task on the runtime that replies when it is done.
+
+use std::ffi::OsStr;
+use std::sync::Arc;
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs,
+    ReplyWrite, Request, TimeOrNow, WriteFlags,
+};
+
+use crate::fs::{BucketFs, DirEntry, Handle, Inner, lock, name_of};
+
+const GENERATION: Generation = Generation(0);
+
+/// `.` and `..` come first; entries follow at offsets from 3.
+fn dot_entries(
+    ino: INodeNo,
+    attr: Option<FileAttr>,
+) -> [(INodeNo, &'static str, Option<FileAttr>); 2] {
+    [(ino, ".", attr), (ino, "..", attr)]
+}
+
+impl Filesystem for BucketFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Ask for readdirplus: `ls -l` then needs no lookup per entry.
+        let _ = config
+            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        let _ = config.set_max_write(1 << 20);
+        let _ = config.set_max_readahead(1 << 20);
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let name = match name_of(name) {
+            Ok(name) => name.to_string(),
+            // A name no key can have does not exist.
+            Err(_) => return reply.error(Errno::ENOENT),
+        };
+        self.spawn(move |inner| async move {
+            match inner.lookup(parent.0, &name).await {
+                Ok((_, attr)) => reply.entry(&inner.ttl(), &attr, GENERATION),
+                Err(error) => reply.error(error),
+            }
+        });
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.spawn(move |inner| async move {
+            match inner.getattr(ino.0).await {
+                Ok(attr) => reply.attr(&inner.ttl(), &attr),
+                Err(error) => reply.error(error),
+            }
+        });
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _mode: Option<u32>,
+        _uid: Option<u32>,
+        _gid: Option<u32>,
+        size: Option<u64>,
+        _atime: Option<TimeOrNow>,
+        _mtime: Option<TimeOrNow>,
+        _ctime: Option<std::time::SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<std::time::SystemTime>,
+        _chgtime: Option<std::time::SystemTime>,
+        _bkuptime: Option<std::time::SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        // Modes, owners and times are not stored in the bucket: only a size change acts.
+        self.spawn(move |inner| async move {
+            if let Some(size) = size
+                && let Err(error) = inner.truncate(ino.0, fh.map(|fh| fh.0), size).await
+            {
+                return reply.error(error);
+            }
+            match inner.getattr(ino.0).await {
+                Ok(attr) => reply.attr(&inner.ttl(), &attr),
+                Err(error) => reply.error(error),
+            }
+        });
+    }
+
+    fn mkdir(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let name = match name_of(name) {
+            Ok(name) => name.to_string(),
+            Err(error) => return reply.error(error),
+        };
+        self.spawn(move |inner| async move {
+            match inner.mkdir(parent.0, &name).await {
+                Ok((_, attr)) => reply.entry(&inner.ttl(), &attr, GENERATION),
+                Err(error) => reply.error(error),
+            }
+        });
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.name_op(parent, name, reply, |inner, parent, name| async move {
+            inner.unlink(parent, &name).await
+        });
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.name_op(parent, name, reply, |inner, parent, name| async move {
+            inner.rmdir(parent, &name).await
+        });
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            return reply.error(Errno::EINVAL);
+        }
+        let no_replace = flags.contains(RenameFlags::RENAME_NOREPLACE);
+        let new_name = match name_of(newname) {
+            Ok(name) => name.to_string(),
+            Err(error) => return reply.error(error),
+        };
+        self.name_op(parent, name, reply, move |inner, parent, name| async move {
+            inner
+                .rename(parent, &name, newparent.0, &new_name, no_replace)
+                .await
+        });
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let write = flags.acc_mode() != OpenAccMode::O_RDONLY;
+        let truncate = flags.0 & libc::O_TRUNC != 0;
+        self.spawn(move |inner| async move {
+            match inner.open(ino.0, write, truncate).await {
+                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Err(error) => reply.error(error),
+            }
+        });
+    }
+
+    fn create(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let result = name_of(name).and_then(|name| self.inner.create(parent.0, name));
+        match result {
+            Ok((_, attr, fh)) => reply.created(
+                &self.inner.ttl(),
+                &attr,
+                GENERATION,
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.inner.local_content(fh.0) {
+            Err(error) => reply.error(error),
+            Ok(Ok(spill)) => match Inner::read_spill(&spill, offset, size) {
+                Ok(bytes) => reply.data(&bytes),
+                Err(error) => reply.error(error),
+            },
+            Ok(Err(reader)) => {
+                self.runtime.spawn(async move {
+                    match reader.read(offset, u64::from(size)).await {
+                        Ok(bytes) => reply.data(&bytes),
+                        Err(error) => reply.error(error),
+                    }
+                });
+            }
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.inner.write(fh.0, offset, data) {
+            Ok(written) => reply.written(written),
+            Err(error) => reply.error(error),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(move |inner| async move { empty(reply, inner.flush(fh.0).await) });
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(move |inner| async move { empty(reply, inner.flush(fh.0).await) });
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(move |inner| async move { empty(reply, inner.release(fh.0).await) });
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.spawn(move |inner| async move {
+            match inner.list_dir(ino.0).await {
+                Ok(entries) => {
+                    let fh = inner.add_handle(Handle::Dir(Arc::new(entries)));
+                    reply.opened(FileHandle(fh), FopenFlags::empty());
+                }
+                Err(error) => reply.error(error),
+            }
+        });
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let Some(entries) = self.inner.dir_handle(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        let dots = dot_entries(ino, None);
+        let all = dots
+            .iter()
+            .map(|(ino, name, _)| (*ino, *name, FileType::Directory))
+            .chain(
+                entries
+                    .iter()
+                    .map(|entry| (INodeNo(entry.ino), entry.name.as_str(), entry.attr.kind)),
+            );
+        for (index, (ino, name, kind)) in all.enumerate().skip(offset as usize) {
+            if reply.add(ino, index as u64 + 1, kind, name) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let Some(entries) = self.inner.dir_handle(fh.0) else {
+            return reply.error(Errno::EBADF);
+        };
+        let ttl = self.inner.ttl();
+        let dir_attr = self.inner.cached_attr(ino.0);
+        let Some(dir_attr) = dir_attr else {
+            return reply.error(Errno::ENOENT);
+        };
+        let dots = dot_entries(ino, Some(dir_attr));
+        let all = dots
+            .iter()
+            .map(|(ino, name, attr)| (*ino, *name, attr.unwrap_or(dir_attr)))
+            .chain(
+                entries
+                    .iter()
+                    .map(|entry| (INodeNo(entry.ino), entry.name.as_str(), entry.attr)),
+            );
+        for (index, (ino, name, attr)) in all.enumerate().skip(offset as usize) {
+            if reply.add(ino, index as u64 + 1, name, &ttl, &attr, GENERATION) {
+                break;
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        lock(&self.inner.handles).remove(&fh.0);
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        // A bucket has no fixed size: report plenty, so tools that check free space go on.
+        const BLOCKS: u64 = 1 << 40;
+        reply.statfs(BLOCKS, BLOCKS, BLOCKS, 1 << 32, 1 << 32, 4096, 1024, 4096);
+    }
+}
+
+fn empty(reply: ReplyEmpty, result: Result<(), Errno>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(error) => reply.error(error),
+    }
+}
+
+impl BucketFs {
+    /// An operation on `parent/name` that answers with nothing but success or an errno.
+    fn name_op<F>(
+        &self,
+        parent: INodeNo,
+        name: &OsStr,
+        reply: ReplyEmpty,
+        op: impl FnOnce(Arc<Inner>, u64, String) -> F + Send + 'static,
+    ) where
+        F: Future<Output = Result<(), Errno>> + Send + 'static,
+    {
+        let name = match name_of(name) {
+            Ok(name) => name.to_string(),
+            Err(_) => return reply.error(Errno::ENOENT),
+        };
+        self.spawn(move |inner| async move { empty(reply, op(inner, parent.0, name).await) });
+    }
+}
+
+impl Inner {
+    fn dir_handle(&self, fh: u64) -> Option<Arc<Vec<DirEntry>>> {
+        match lock(&self.handles).get(&fh) {
+            Some(Handle::Dir(entries)) => Some(Arc::clone(entries)),
+            _ => None,
+        }
+    }
+}

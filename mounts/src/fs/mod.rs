@@ -1,0 +1,183 @@
+//! The FUSE filesystem over a bucket. The kernel's requests arrive on fuser's threads;
+//! whatever needs the store runs as a task on the tokio runtime and replies when done, so
+//! a slow GET never holds up a `stat` of a cached name.
+
+mod files;
+mod filesystem;
+pub mod keys;
+mod names;
+mod reader;
+mod spill;
+pub mod tree;
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime};
+
+use fuser::{Errno, FileAttr, FileType, INodeNo};
+use tokio::runtime::Handle as Runtime;
+
+use crate::client::{ClientError, ObjectClient};
+use reader::Reader;
+use spill::Spill;
+use tree::{Ino, Kind, Node, Tree};
+
+/// What a mount is and how it behaves.
+#[derive(Debug, Clone)]
+pub struct FsOptions {
+    /// Key prefix the mount shows (normalized: empty or ending in `/`).
+    pub prefix: String,
+    pub read_only: bool,
+    /// How long attributes, listings and absent names are trusted.
+    pub cache_ttl: Duration,
+    pub uid: u32,
+    pub gid: u32,
+    /// Where files open for writing are buffered.
+    pub spill_dir: PathBuf,
+}
+
+/// An entry of an open directory, fixed when it was opened.
+pub(crate) struct DirEntry {
+    name: String,
+    ino: Ino,
+    attr: FileAttr,
+}
+
+pub(crate) enum Handle {
+    Dir(Arc<Vec<DirEntry>>),
+    File {
+        ino: Ino,
+        /// Set when opened for writing.
+        spill: Option<Arc<Spill>>,
+        reader: Arc<Reader>,
+    },
+}
+
+pub(crate) struct Inner {
+    client: ObjectClient,
+    options: FsOptions,
+    tree: Mutex<Tree>,
+    handles: Mutex<HashMap<u64, Handle>>,
+    /// Files with local content, by inode: every handle of the inode reads and writes it.
+    spills: Mutex<HashMap<Ino, Arc<Spill>>>,
+    next_handle: AtomicU64,
+}
+
+/// The filesystem handed to fuser.
+pub struct BucketFs {
+    inner: Arc<Inner>,
+    runtime: Runtime,
+}
+
+/// The errno a failed store call becomes.
+pub(crate) fn errno(error: &ClientError) -> Errno {
+    match error.status() {
+        Some(404) => Errno::ENOENT,
+        Some(403) => Errno::EACCES,
+        _ => Errno::EIO,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl BucketFs {
+    pub fn new(client: ObjectClient, options: FsOptions, runtime: Runtime) -> BucketFs {
+        let tree = Tree::new(options.cache_ttl);
+        BucketFs {
+            inner: Arc::new(Inner {
+                client,
+                options,
+                tree: Mutex::new(tree),
+                handles: Mutex::new(HashMap::new()),
+                spills: Mutex::new(HashMap::new()),
+                next_handle: AtomicU64::new(1),
+            }),
+            runtime,
+        }
+    }
+
+    /// Runs `work` on the runtime; fuser's thread goes back to the kernel at once.
+    fn spawn<F>(&self, work: impl FnOnce(Arc<Inner>) -> F + Send + 'static)
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        let inner = Arc::clone(&self.inner);
+        self.runtime.spawn(work(inner));
+    }
+}
+
+impl Inner {
+    fn ttl(&self) -> Duration {
+        self.options.cache_ttl
+    }
+
+    fn attr(&self, ino: Ino, node: &Node) -> FileAttr {
+        let size = match node.kind {
+            Kind::File => lock(&self.spills)
+                .get(&ino)
+                .map_or(node.size, |spill| spill.size()),
+            Kind::Dir => 0,
+        };
+        let (kind, perm, nlink) = match node.kind {
+            Kind::File => (FileType::RegularFile, 0o644, 1),
+            Kind::Dir => (FileType::Directory, 0o755, 2),
+        };
+        FileAttr {
+            ino: INodeNo(ino),
+            size,
+            blocks: size.div_ceil(512),
+            atime: node.mtime,
+            mtime: node.mtime,
+            ctime: node.mtime,
+            crtime: node.mtime,
+            kind,
+            perm,
+            nlink,
+            uid: self.options.uid,
+            gid: self.options.gid,
+            rdev: 0,
+            // Large, so `cp` and friends move data in big requests.
+            blksize: 1 << 20,
+            flags: 0,
+        }
+    }
+
+    fn cached_attr(&self, ino: Ino) -> Option<FileAttr> {
+        let tree = lock(&self.tree);
+        tree.get(ino).map(|node| self.attr(ino, node))
+    }
+
+    fn add_handle(&self, handle: Handle) -> u64 {
+        let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        lock(&self.handles).insert(fh, handle);
+        fh
+    }
+
+    fn writable(&self) -> Result<(), Errno> {
+        if self.options.read_only {
+            Err(Errno::EROFS)
+        } else {
+            Ok(())
+        }
+    }
+}
+
+fn name_of(name: &OsStr) -> Result<&str, Errno> {
+    let name = name.to_str().ok_or(Errno::EINVAL)?;
+    if keys::usable_name(name) {
+        Ok(name)
+    } else {
+        Err(Errno::EINVAL)
+    }
+}
+
+fn now() -> SystemTime {
+    SystemTime::now()
+}

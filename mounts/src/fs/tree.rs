@@ -1,0 +1,369 @@
+//! The mount's view of the bucket: inode numbers for the names the kernel has seen, their
+//! attributes as last read from the store, which directory listings are still fresh, and
+//! which names are known to be absent. Pure bookkeeping; no I/O.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant, SystemTime};
+
+pub type Ino = u64;
+pub const ROOT: Ino = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+}
+
+/// One name in the tree.
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub parent: Ino,
+    pub name: String,
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime: SystemTime,
+    /// When the store last vouched for these attributes.
+    pub checked: Instant,
+    /// Written here and not yet in the store: a listing that lacks it must not drop it.
+    pub local: bool,
+}
+
+/// An entry as the store describes it (from a listing or a HEAD).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    pub name: String,
+    pub kind: Kind,
+    pub size: u64,
+    pub mtime: SystemTime,
+}
+
+/// What the cache alone can say about a name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cached {
+    Present(Ino),
+    Absent,
+    /// Ask the store.
+    Unknown,
+}
+
+pub struct Tree {
+    nodes: HashMap<Ino, Node>,
+    children: HashMap<Ino, BTreeMap<String, Ino>>,
+    /// Directories whose whole listing was read at this instant.
+    listed: HashMap<Ino, Instant>,
+    /// Names the store said do not exist, and when.
+    absent: HashMap<(Ino, String), Instant>,
+    next: Ino,
+    ttl: Duration,
+}
+
+impl Tree {
+    pub fn new(ttl: Duration) -> Tree {
+        let now = Instant::now();
+        let root = Node {
+            parent: ROOT,
+            name: String::new(),
+            kind: Kind::Dir,
+            size: 0,
+            mtime: SystemTime::now(),
+            checked: now,
+            local: false,
+        };
+        Tree {
+            nodes: HashMap::from([(ROOT, root)]),
+            children: HashMap::new(),
+            listed: HashMap::new(),
+            absent: HashMap::new(),
+            next: ROOT + 1,
+            ttl,
+        }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.ttl
+    }
+
+    pub fn get(&self, ino: Ino) -> Option<&Node> {
+        self.nodes.get(&ino)
+    }
+
+    pub fn get_mut(&mut self, ino: Ino) -> Option<&mut Node> {
+        self.nodes.get_mut(&ino)
+    }
+
+    /// The path of `ino` below the mount root, `/`-separated (`""` for the root).
+    pub fn path(&self, ino: Ino) -> Option<String> {
+        let mut parts = Vec::new();
+        let mut current = ino;
+        while current != ROOT {
+            let node = self.nodes.get(&current)?;
+            parts.push(node.name.as_str());
+            current = node.parent;
+        }
+        parts.reverse();
+        Some(parts.join("/"))
+    }
+
+    pub fn child(&self, parent: Ino, name: &str) -> Option<Ino> {
+        self.children.get(&parent)?.get(name).copied()
+    }
+
+    fn fresh(&self, at: Instant, now: Instant) -> bool {
+        now.saturating_duration_since(at) < self.ttl
+    }
+
+    /// Whether `ino`'s attributes can be served without asking the store.
+    pub fn is_fresh(&self, ino: Ino, now: Instant) -> bool {
+        self.nodes
+            .get(&ino)
+            .is_some_and(|node| ino == ROOT || node.local || self.fresh(node.checked, now))
+    }
+
+    pub fn is_listed(&self, dir: Ino, now: Instant) -> bool {
+        self.listed.get(&dir).is_some_and(|at| self.fresh(*at, now))
+    }
+
+    pub fn lookup_cached(&self, parent: Ino, name: &str, now: Instant) -> Cached {
+        if let Some(ino) = self.child(parent, name) {
+            if self.is_fresh(ino, now) || self.is_listed(parent, now) {
+                return Cached::Present(ino);
+            }
+            return Cached::Unknown;
+        }
+        let known_absent = self
+            .absent
+            .get(&(parent, name.to_string()))
+            .is_some_and(|at| self.fresh(*at, now));
+        if known_absent || self.is_listed(parent, now) {
+            Cached::Absent
+        } else {
+            Cached::Unknown
+        }
+    }
+
+    /// Records `entry` under `parent` as the store (or a local write) describes it. A name
+    /// that changed kind gets a new inode.
+    pub fn upsert(&mut self, parent: Ino, entry: &Entry, now: Instant) -> Ino {
+        self.absent.remove(&(parent, entry.name.clone()));
+        if let Some(ino) = self.child(parent, &entry.name)
+            && let Some(node) = self.nodes.get_mut(&ino)
+            && node.kind == entry.kind
+        {
+            node.size = entry.size;
+            node.mtime = entry.mtime;
+            node.checked = now;
+            return ino;
+        }
+        self.detach(parent, &entry.name);
+        let ino = self.next;
+        self.next += 1;
+        self.nodes.insert(
+            ino,
+            Node {
+                parent,
+                name: entry.name.clone(),
+                kind: entry.kind,
+                size: entry.size,
+                mtime: entry.mtime,
+                checked: now,
+                local: false,
+            },
+        );
+        self.children
+            .entry(parent)
+            .or_default()
+            .insert(entry.name.clone(), ino);
+        ino
+    }
+
+    /// Forgets `name` under `parent` and remembers that it is absent.
+    pub fn remove(&mut self, parent: Ino, name: &str, now: Instant) {
+        self.detach(parent, name);
+        self.absent.insert((parent, name.to_string()), now);
+    }
+
+    fn detach(&mut self, parent: Ino, name: &str) {
+        let Some(ino) = self
+            .children
+            .get_mut(&parent)
+            .and_then(|names| names.remove(name))
+        else {
+            return;
+        };
+        self.forget_subtree(ino);
+    }
+
+    /// Drops `ino` and everything below it (open handles keep what they need themselves).
+    fn forget_subtree(&mut self, ino: Ino) {
+        let mut pending = vec![ino];
+        while let Some(current) = pending.pop() {
+            self.nodes.remove(&current);
+            self.listed.remove(&current);
+            if let Some(names) = self.children.remove(&current) {
+                pending.extend(names.into_values());
+            }
+        }
+    }
+
+    /// Replaces the children of `dir` with a complete listing; names written here that
+    /// the store does not show yet are kept.
+    pub fn apply_listing(&mut self, dir: Ino, entries: &[Entry], now: Instant) {
+        let keep: std::collections::HashSet<&str> =
+            entries.iter().map(|entry| entry.name.as_str()).collect();
+        let stale: Vec<String> = self
+            .children
+            .get(&dir)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter(|(name, ino)| {
+                        !keep.contains(name.as_str())
+                            && !self.nodes.get(ino).is_some_and(|node| node.local)
+                    })
+                    .map(|(name, _)| name.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in stale {
+            self.detach(dir, &name);
+        }
+        for entry in entries {
+            self.upsert(dir, entry, now);
+        }
+        self.absent.retain(|(parent, _), _| *parent != dir);
+        self.listed.insert(dir, now);
+    }
+
+    /// The children of `dir`, by name.
+    pub fn list(&self, dir: Ino) -> Vec<(String, Ino, Kind)> {
+        self.children
+            .get(&dir)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(|(name, ino)| {
+                        self.nodes
+                            .get(ino)
+                            .map(|node| (name.clone(), *ino, node.kind))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Moves `ino` to `new_parent/new_name`, replacing whatever was there.
+    pub fn rename(&mut self, ino: Ino, new_parent: Ino, new_name: &str, now: Instant) {
+        let Some((old_parent, old_name)) = self
+            .nodes
+            .get(&ino)
+            .map(|node| (node.parent, node.name.clone()))
+        else {
+            return;
+        };
+        if old_parent == new_parent && old_name == new_name {
+            return;
+        }
+        if let Some(names) = self.children.get_mut(&old_parent) {
+            names.remove(&old_name);
+        }
+        self.absent.insert((old_parent, old_name), now);
+        self.detach(new_parent, new_name);
+        self.absent.remove(&(new_parent, new_name.to_string()));
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.parent = new_parent;
+            node.name = new_name.to_string();
+            node.checked = now;
+        }
+        self.children
+            .entry(new_parent)
+            .or_default()
+            .insert(new_name.to_string(), ino);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, size: u64) -> Entry {
+        Entry {
+            name: name.into(),
+            kind: Kind::File,
+            size,
+            mtime: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    fn dir(name: &str) -> Entry {
+        Entry {
+            name: name.into(),
+            kind: Kind::Dir,
+            size: 0,
+            mtime: SystemTime::UNIX_EPOCH,
+        }
+    }
+
+    #[test]
+    fn paths_are_built_from_parents() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        let a = tree.upsert(ROOT, &dir("a"), now);
+        let b = tree.upsert(a, &file("b.txt", 3), now);
+        assert_eq!(tree.path(ROOT).as_deref(), Some(""));
+        assert_eq!(tree.path(b).as_deref(), Some("a/b.txt"));
+    }
+
+    #[test]
+    fn a_fresh_listing_answers_absent_names_and_expires() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        assert_eq!(tree.lookup_cached(ROOT, "x", now), Cached::Unknown);
+        tree.apply_listing(ROOT, &[file("x", 1)], now);
+        assert!(matches!(
+            tree.lookup_cached(ROOT, "x", now),
+            Cached::Present(_)
+        ));
+        assert_eq!(tree.lookup_cached(ROOT, "y", now), Cached::Absent);
+        let later = now + Duration::from_secs(2);
+        assert_eq!(tree.lookup_cached(ROOT, "y", later), Cached::Unknown);
+        assert_eq!(tree.lookup_cached(ROOT, "x", later), Cached::Unknown);
+    }
+
+    #[test]
+    fn listings_drop_vanished_names_but_keep_local_ones() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        tree.apply_listing(ROOT, &[file("gone", 1), file("stays", 1)], now);
+        let new = tree.upsert(ROOT, &file("new", 0), now);
+        tree.get_mut(new).unwrap().local = true;
+        tree.apply_listing(ROOT, &[file("stays", 2)], now);
+        let names: Vec<String> = tree.list(ROOT).into_iter().map(|(n, _, _)| n).collect();
+        assert_eq!(names, vec!["new", "stays"]);
+        assert_eq!(
+            tree.get(tree.child(ROOT, "stays").unwrap()).unwrap().size,
+            2
+        );
+    }
+
+    #[test]
+    fn a_name_that_changes_kind_gets_a_new_inode() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        let first = tree.upsert(ROOT, &file("n", 1), now);
+        let second = tree.upsert(ROOT, &dir("n"), now);
+        assert_ne!(first, second);
+        assert_eq!(tree.get(second).unwrap().kind, Kind::Dir);
+    }
+
+    #[test]
+    fn rename_moves_the_inode_and_marks_the_old_name_absent() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        let a = tree.upsert(ROOT, &dir("a"), now);
+        let f = tree.upsert(ROOT, &file("f", 1), now);
+        tree.rename(f, a, "g", now);
+        assert_eq!(tree.path(f).as_deref(), Some("a/g"));
+        assert_eq!(tree.lookup_cached(ROOT, "f", now), Cached::Absent);
+        assert_eq!(tree.lookup_cached(a, "g", now), Cached::Present(f));
+    }
+}

@@ -1,0 +1,144 @@
+//! Mounting a bucket: check the store answers, then serve [`BucketFs`] at a directory
+//! until unmounted.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use fuser::{Config, MountOption, SessionACL};
+
+use crate::client::{ClientError, ObjectClient};
+use crate::fs::{BucketFs, FsOptions, keys};
+use crate::proxy::Upstream;
+
+/// Mounts show as `fsd-bucket:<bucket>/<prefix>` in `/proc/mounts`: how a restarted daemon
+/// tells its own stale mounts from others.
+pub const SOURCE_PREFIX: &str = "fsd-bucket:";
+
+/// A bucket (or a prefix of one) to mount.
+#[derive(Debug, Clone)]
+pub struct MountSpec {
+    /// The store, or a credential proxy in front of it.
+    pub endpoint: String,
+    pub bucket: String,
+    /// Key prefix shown as the mount's root (`/data`, `data/`, …); empty for the bucket.
+    pub prefix: String,
+    pub read_only: bool,
+    /// Sign requests here with these keys; `None` when `endpoint` is a credential proxy.
+    pub credentials: Option<Upstream>,
+    pub cache_ttl: Duration,
+    pub uid: u32,
+    pub gid: u32,
+    /// Where files open for writing are buffered.
+    pub spill_dir: PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    #[error("the bucket does not answer: {0}")]
+    Store(#[from] ClientError),
+    #[error("cannot mount at {path}: {source}")]
+    Mount { path: PathBuf, source: io::Error },
+    #[error("cannot unmount {path}: {source}")]
+    Unmount { path: PathBuf, source: io::Error },
+}
+
+/// A mounted bucket. Dropping it unmounts (lazily, if the mount is busy).
+pub struct BucketMount {
+    path: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl BucketMount {
+    /// Mounts `spec` at `path` (which must exist). Needs a tokio runtime: the filesystem's
+    /// store calls run on it.
+    pub async fn mount(spec: &MountSpec, path: &Path) -> Result<BucketMount, MountError> {
+        let prefix = keys::normalize_prefix(&spec.prefix);
+        let client = ObjectClient::new(&spec.endpoint, &spec.bucket, spec.credentials.clone())?;
+        // A wrong endpoint, bucket or key fails here, in the store's words, not later as EIO.
+        client.has_keys_under(&prefix).await?;
+        let mount_error = |source| MountError::Mount {
+            path: path.to_path_buf(),
+            source,
+        };
+        std::fs::create_dir_all(&spec.spill_dir).map_err(mount_error)?;
+        let fs = BucketFs::new(
+            client,
+            FsOptions {
+                prefix: prefix.clone(),
+                read_only: spec.read_only,
+                cache_ttl: spec.cache_ttl,
+                uid: spec.uid,
+                gid: spec.gid,
+                spill_dir: spec.spill_dir.clone(),
+            },
+            tokio::runtime::Handle::current(),
+        );
+        let mut config = Config::default();
+        config.mount_options = vec![
+            MountOption::FSName(format!("{SOURCE_PREFIX}{}/{prefix}", spec.bucket)),
+            MountOption::Subtype("fsd-bucket".into()),
+            MountOption::NoDev,
+            MountOption::NoSuid,
+            if spec.read_only {
+                MountOption::RO
+            } else {
+                MountOption::RW
+            },
+        ];
+        // Every user in the sandbox may use the mount, not only the daemon's.
+        config.acl = SessionACL::All;
+        config.n_threads = Some(2);
+        config.clone_fd = true;
+        let target = path.to_path_buf();
+        let session = tokio::task::spawn_blocking(move || fuser::spawn_mount(fs, &target, &config))
+            .await
+            .map_err(|join| mount_error(io::Error::other(join.to_string())))?
+            .map_err(mount_error)?;
+        tracing::info!(path = %path.display(), bucket = spec.bucket, prefix, "bucket mounted");
+        Ok(BucketMount {
+            path: path.to_path_buf(),
+            session: Some(session),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Unmounts; a busy mount stays mounted and comes back with the error.
+    pub async fn unmount(mut self) -> Result<(), (MountError, BucketMount)> {
+        if let Err(source) = unmount_path(&self.path, false) {
+            let error = MountError::Unmount {
+                path: self.path.clone(),
+                source,
+            };
+            return Err((error, self));
+        }
+        if let Some(session) = self.session.take() {
+            // The session ends once the kernel lets go of the device.
+            let _ = tokio::task::spawn_blocking(move || session.join()).await;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for BucketMount {
+    fn drop(&mut self) {
+        if self.session.is_some()
+            && let Err(error) = unmount_path(&self.path, true)
+        {
+            tracing::warn!(path = %self.path.display(), %error, "unmount at drop");
+        }
+    }
+}
+
+/// `umount2(path)`; with `lazy`, detached even while in use (`MNT_DETACH`).
+pub fn unmount_path(path: &Path, lazy: bool) -> io::Result<()> {
+    let flags = if lazy {
+        nix::mount::MntFlags::MNT_DETACH
+    } else {
+        nix::mount::MntFlags::empty()
+    };
+    nix::mount::umount2(path, flags).map_err(io::Error::from)
+}
