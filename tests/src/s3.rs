@@ -124,6 +124,8 @@ pub struct Faults {
     pub drop: u32,
     /// The next N part PUTs are read and never answered.
     pub stall: u32,
+    /// Every PUT, whole object or part, gets a 500.
+    pub fail_all_puts: bool,
 }
 
 /// An HTTP/1.1 proxy on loopback that forwards requests byte for byte (so presigned
@@ -207,7 +209,11 @@ async fn serve(
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let is_part = request_line.starts_with("PUT ") && request_line.contains("partNumber=");
-    let action = if is_part {
+    let is_put = request_line.starts_with("PUT ");
+    let fail_all_puts = is_put && faults.lock().expect("faults").fail_all_puts;
+    let action = if fail_all_puts {
+        Action::Fail
+    } else if is_part {
         part_puts.fetch_add(1, Ordering::SeqCst);
         let mut f = faults.lock().expect("faults");
         if f.fail_always {

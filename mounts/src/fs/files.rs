@@ -30,6 +30,19 @@ fn io_errno(error: &std::io::Error) -> Errno {
         .unwrap_or(Errno::EIO)
 }
 
+/// What a file handle holds.
+struct OpenFile {
+    ino: Ino,
+    spill: Option<Arc<Spill>>,
+    reader: Arc<Reader>,
+}
+
+/// Where a read is served from.
+pub(crate) enum Content {
+    Local(Arc<Spill>),
+    Remote(Arc<Reader>),
+}
+
 impl Inner {
     fn key_of(&self, ino: Ino) -> Result<String, Errno> {
         let path = lock(&self.tree).path(ino).ok_or(Errno::ENOENT)?;
@@ -134,21 +147,23 @@ impl Inner {
         Ok((ino, attr, fh))
     }
 
-    fn file_handle(&self, fh: u64) -> Result<(Ino, Option<Arc<Spill>>, Arc<Reader>), Errno> {
+    fn file_handle(&self, fh: u64) -> Result<OpenFile, Errno> {
         match lock(&self.handles).get(&fh) {
-            Some(Handle::File { ino, spill, reader }) => {
-                Ok((*ino, spill.clone(), Arc::clone(reader)))
-            }
+            Some(Handle::File { ino, spill, reader }) => Ok(OpenFile {
+                ino: *ino,
+                spill: spill.clone(),
+                reader: Arc::clone(reader),
+            }),
             _ => Err(Errno::EBADF),
         }
     }
 
     /// The bytes written here if the file has any, else the object's.
-    pub(crate) fn local_content(&self, fh: u64) -> Result<Result<Arc<Spill>, Arc<Reader>>, Errno> {
-        let (ino, _, reader) = self.file_handle(fh)?;
-        Ok(match lock(&self.spills).get(&ino).cloned() {
-            Some(spill) => Ok(spill),
-            None => Err(reader),
+    pub(crate) fn content(&self, fh: u64) -> Result<Content, Errno> {
+        let open = self.file_handle(fh)?;
+        Ok(match lock(&self.spills).get(&open.ino).cloned() {
+            Some(spill) => Content::Local(spill),
+            None => Content::Remote(open.reader),
         })
     }
 
@@ -159,7 +174,7 @@ impl Inner {
     }
 
     pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
-        let (ino, spill, _) = self.file_handle(fh)?;
+        let OpenFile { ino, spill, .. } = self.file_handle(fh)?;
         let spill = spill.ok_or(Errno::EBADF)?;
         let size = spill.write_at(offset, data).map_err(|e| io_errno(&e))?;
         let mut tree = lock(&self.tree);
@@ -173,7 +188,7 @@ impl Inner {
     /// Flush and fsync: whatever is only local goes to the store now; a failure is the
     /// writer's `EIO` from `close` or `fsync`.
     pub(crate) async fn flush(&self, fh: u64) -> Result<(), Errno> {
-        let (ino, spill, _) = self.file_handle(fh)?;
+        let OpenFile { ino, spill, .. } = self.file_handle(fh)?;
         match spill {
             Some(spill) => self.upload(ino, &spill).await,
             None => Ok(()),
@@ -233,7 +248,7 @@ impl Inner {
         }
         // Without an open handle nobody will flush: upload now.
         let open_handle =
-            fh.is_some_and(|fh| self.file_handle(fh).is_ok_and(|(_, s, _)| s.is_some()));
+            fh.is_some_and(|fh| self.file_handle(fh).is_ok_and(|open| open.spill.is_some()));
         if !open_handle {
             let result = self.upload(ino, &spill).await;
             let mut spills = lock(&self.spills);

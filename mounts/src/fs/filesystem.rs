@@ -11,6 +11,7 @@ use fuser::{
     ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
+use crate::fs::files::Content;
 use crate::fs::{BucketFs, DirEntry, Handle, Inner, lock, name_of};
 
 const GENERATION: Generation = Generation(0);
@@ -191,13 +192,13 @@ impl Filesystem for BucketFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.inner.local_content(fh.0) {
+        match self.inner.content(fh.0) {
             Err(error) => reply.error(error),
-            Ok(Ok(spill)) => match Inner::read_spill(&spill, offset, size) {
+            Ok(Content::Local(spill)) => match Inner::read_spill(&spill, offset, size) {
                 Ok(bytes) => reply.data(&bytes),
                 Err(error) => reply.error(error),
             },
-            Ok(Err(reader)) => {
+            Ok(Content::Remote(reader)) => {
                 self.runtime.spawn(async move {
                     match reader.read(offset, u64::from(size)).await {
                         Ok(bytes) => reply.data(&bytes),

@@ -152,7 +152,11 @@ impl Inner {
         let mut tree = lock(&self.tree);
         let now = Instant::now();
         let ino = tree.upsert(parent, &entry, now);
-        // A new directory is empty: no need to ask the store what is in it.
+        // Kept for this mount's life even where the store drops empty marker objects
+        // (s3s-fs); and it is empty, so no need to ask the store what is in it.
+        if let Some(node) = tree.get_mut(ino) {
+            node.local = true;
+        }
         tree.apply_listing(ino, &[], now);
         let node = tree.get(ino).ok_or(Errno::ENOENT)?;
         Ok((ino, self.attr(ino, node)))

@@ -88,9 +88,9 @@ impl Reader {
         let ahead = if sequential { WINDOW } else { 0 };
         let last_chunk = (self.size - 1) / CHUNK;
         for index in first..=(last + ahead).min(last_chunk) {
-            if !window.chunks.contains_key(&index) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = window.chunks.entry(index) {
                 let chunk: Chunk = Arc::default();
-                window.chunks.insert(index, chunk.clone());
+                slot.insert(chunk.clone());
                 let reader = Arc::clone(self);
                 tokio::spawn(async move { reader.fetch(index, &chunk).await });
             }

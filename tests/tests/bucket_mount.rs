@@ -1,0 +1,437 @@
+//! Bucket mounts through the real daemon: real FUSE, the real embedded store (s3s-fs, which
+//! checks SigV4) and a credential proxy that signs for the sandbox, which holds no key.
+//! Files are read and written with plain `std::fs` calls through the mount.
+
+use std::io::{Read, Write};
+use std::os::fd::IntoRawFd;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use fsd_mounts::{CredentialProxy, ObjectClient, Scope};
+use fsd_tests::s3::{BUCKET, FaultProxy, Faults, Store};
+use fsd_tests::{
+    Daemon, assert_error, available_or_skip, noise, require_mount_privilege, sha256_hex,
+};
+use serde_json::{Value, json};
+
+fn fuse_ready(test: &str) -> bool {
+    require_mount_privilege(test)
+        && available_or_skip(Path::new("/dev/fuse").exists(), test, "/dev/fuse")
+}
+
+async fn proxy(store: &Store, prefix: &str, read_only: bool) -> CredentialProxy {
+    let scope = Scope {
+        bucket: BUCKET.into(),
+        prefix: prefix.into(),
+        read_only,
+    };
+    CredentialProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        scope,
+        store.object_store(None).upstream(),
+    )
+    .await
+    .expect("proxy")
+}
+
+/// The store, signed with its own keys: what is really in the bucket.
+fn direct(store: &Store) -> ObjectClient {
+    ObjectClient::new(
+        &store.url,
+        BUCKET,
+        Some(store.object_store(None).upstream()),
+    )
+    .unwrap()
+}
+
+async fn mount(daemon: &Daemon, body: Value) -> (reqwest::StatusCode, Value) {
+    daemon.post("/api/mounts", body).await
+}
+
+async fn unmount(daemon: &Daemon, path: &Path) -> (reqwest::StatusCode, Value) {
+    fsd_tests::reply(
+        daemon
+            .request(reqwest::Method::DELETE, "/api/mounts")
+            .json(&json!({ "mountPath": path })),
+    )
+    .await
+}
+
+fn is_mount_point(path: &Path) -> bool {
+    let table = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let wanted = path.to_str().unwrap();
+    table
+        .lines()
+        .any(|line| line.split(' ').nth(4) == Some(wanted))
+}
+
+/// A mount point that does not exist yet (fsd makes it).
+fn fresh_mount_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
+    dir.path().join(name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn files_go_both_ways_through_a_proxy_mount() {
+    if !fuse_ready("files_go_both_ways_through_a_proxy_mount") {
+        return;
+    }
+    let store = Store::start();
+    let bucket = direct(&store);
+    bucket
+        .put("seed/a/b/deep.txt", Bytes::from_static(b"deep\n"))
+        .await
+        .unwrap();
+    bucket
+        .put("seed/top.txt", Bytes::from_static(b"top\n"))
+        .await
+        .unwrap();
+    let proxy = proxy(&store, "", false).await;
+    let daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "bucket");
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["mount"]["viaProxy"], true);
+    assert_eq!(body["mount"]["createdDir"], true);
+    assert!(is_mount_point(&path));
+
+    // Objects in the bucket are files; prefixes are directories.
+    assert_eq!(
+        std::fs::read_to_string(path.join("seed/a/b/deep.txt")).unwrap(),
+        "deep\n"
+    );
+    let mut names: Vec<String> = std::fs::read_dir(path.join("seed"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["a", "top.txt"]);
+    assert!(path.join("seed/a").is_dir());
+    assert_eq!(
+        std::fs::metadata(path.join("seed/top.txt")).unwrap().len(),
+        4
+    );
+    assert_eq!(
+        std::fs::metadata(path.join("seed/nope"))
+            .unwrap_err()
+            .kind(),
+        std::io::ErrorKind::NotFound
+    );
+
+    // Files written through the mount land in the bucket, nested directories included.
+    std::fs::create_dir_all(path.join("out/x/y")).unwrap();
+    std::fs::write(path.join("out/x/y/result.txt"), "result\n").unwrap();
+    let mut appended = std::fs::OpenOptions::new()
+        .append(true)
+        .open(path.join("seed/top.txt"))
+        .unwrap();
+    appended.write_all(b"more\n").unwrap();
+    drop(appended);
+    assert_eq!(
+        &bucket.get_range("out/x/y/result.txt", 0, 7).await.unwrap()[..],
+        b"result\n"
+    );
+    assert_eq!(
+        &bucket.get_range("seed/top.txt", 0, 9).await.unwrap()[..],
+        b"top\nmore\n"
+    );
+
+    // Rename of a file is copy + delete; of a directory, EXDEV (mv falls back to copying).
+    std::fs::rename(
+        path.join("out/x/y/result.txt"),
+        path.join("out/renamed.txt"),
+    )
+    .unwrap();
+    assert!(bucket.head("out/x/y/result.txt").await.unwrap().is_none());
+    assert_eq!(
+        bucket.head("out/renamed.txt").await.unwrap().unwrap().size,
+        7
+    );
+    let error = std::fs::rename(path.join("seed/a"), path.join("seed/moved")).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::EXDEV));
+
+    // Truncate, unlink, rmdir of a non-empty and of an empty directory.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(path.join("out/renamed.txt"))
+        .unwrap()
+        .set_len(3)
+        .unwrap();
+    assert_eq!(
+        bucket.head("out/renamed.txt").await.unwrap().unwrap().size,
+        3
+    );
+    let error = std::fs::remove_dir(path.join("seed/a")).unwrap_err();
+    assert_eq!(error.raw_os_error(), Some(libc::ENOTEMPTY));
+    std::fs::remove_file(path.join("seed/a/b/deep.txt")).unwrap();
+    assert!(bucket.head("seed/a/b/deep.txt").await.unwrap().is_none());
+    std::fs::create_dir(path.join("empty")).unwrap();
+    assert!(path.join("empty").is_dir());
+    std::fs::remove_dir(path.join("empty")).unwrap();
+    assert!(!path.join("empty").exists());
+
+    let (status, body) = daemon.get("/api/mounts").await;
+    assert_eq!(status, 200);
+    assert_eq!(body["mounts"][0]["mountPath"], path.to_str().unwrap());
+    let (status, body) = unmount(&daemon, &path).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["removedDir"], true);
+    assert!(!path.exists(), "the mount directory fsd made is gone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_200_mb_file_round_trips_and_concurrent_readers_agree() {
+    if !fuse_ready("a_200_mb_file_round_trips_and_concurrent_readers_agree") {
+        return;
+    }
+    let store = Store::start();
+    let proxy = proxy(&store, "", false).await;
+    let daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "big");
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Written in 1 MiB pieces through the mount: a multipart upload at close.
+    let data = noise(200 << 20, 7);
+    let expected = sha256_hex(&data);
+    let mut file = std::fs::File::create(path.join("big.bin")).unwrap();
+    for piece in data.chunks(1 << 20) {
+        file.write_all(piece).unwrap();
+    }
+    file.sync_all().unwrap();
+    drop(file);
+    let stored = direct(&store).head("big.bin").await.unwrap().unwrap();
+    assert_eq!(stored.size, data.len() as u64);
+    drop(data);
+
+    // Four readers at once, each through its own handle, all get the same bytes.
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let file = path.join("big.bin");
+            std::thread::spawn(move || {
+                let mut bytes = Vec::new();
+                std::fs::File::open(file)
+                    .unwrap()
+                    .read_to_end(&mut bytes)
+                    .unwrap();
+                sha256_hex(&bytes)
+            })
+        })
+        .collect();
+    for reader in readers {
+        assert_eq!(reader.join().unwrap(), expected);
+    }
+    // Random reads fetch just what they ask for, and get the right bytes.
+    let data = noise(200 << 20, 7);
+    let mut file = std::fs::File::open(path.join("big.bin")).unwrap();
+    for offset in [150u64 << 20, 3, 99 << 20, (200 << 20) - 10] {
+        use std::io::Seek;
+        file.seek(std::io::SeekFrom::Start(offset)).unwrap();
+        let mut buffer = vec![0; 10];
+        file.read_exact(&mut buffer).unwrap();
+        assert_eq!(buffer, data[offset as usize..offset as usize + 10]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prefix_scoping_and_read_only_mounts() {
+    if !fuse_ready("prefix_scoping_and_read_only_mounts") {
+        return;
+    }
+    let store = Store::start();
+    let bucket = direct(&store);
+    bucket
+        .put("team-a/report.txt", Bytes::from_static(b"a\n"))
+        .await
+        .unwrap();
+    bucket
+        .put("team-b/secret.txt", Bytes::from_static(b"b\n"))
+        .await
+        .unwrap();
+    let read_only = proxy(&store, "team-a/", true).await;
+    let daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+
+    // The proxy refuses what is outside its scope: here the whole-bucket listing a mount
+    // of the bucket root starts with.
+    let outside = fresh_mount_path(&dirs, "outside");
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": outside, "proxyUrl": read_only.url() }),
+    )
+    .await;
+    assert_error(status, &body, 500, "BUCKET_MOUNT_ERROR");
+    assert_eq!(body["context"]["upstreamStatus"], 403);
+    assert!(
+        !outside.exists(),
+        "a failed mount removes the directory it made"
+    );
+
+    let path = dirs.path().join("team-a");
+    std::fs::create_dir(&path).unwrap();
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": read_only.url(),
+                "prefix": "/team-a", "readOnly": true }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["mount"]["prefix"], "team-a/");
+    assert_eq!(body["mount"]["createdDir"], false);
+    let names: Vec<String> = std::fs::read_dir(&path)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, vec!["report.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(path.join("report.txt")).unwrap(),
+        "a\n"
+    );
+    for error in [
+        std::fs::write(path.join("new.txt"), "x").unwrap_err(),
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path.join("report.txt"))
+            .unwrap_err(),
+        std::fs::remove_file(path.join("report.txt")).unwrap_err(),
+        std::fs::create_dir(path.join("d")).unwrap_err(),
+    ] {
+        assert_eq!(error.raw_os_error(), Some(libc::EROFS), "{error}");
+    }
+    let (status, _) = unmount(&daemon, &path).await;
+    assert_eq!(status, 200);
+    assert!(path.is_dir(), "a directory fsd did not make stays");
+    assert!(!is_mount_point(&path));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_upload_is_eio_to_the_writer_never_silent() {
+    if !fuse_ready("a_failed_upload_is_eio_to_the_writer_never_silent") {
+        return;
+    }
+    let store = Store::start();
+    let faults = FaultProxy::start(&store.url).await;
+    let daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "faulty");
+    // Explicit credentials: the daemon signs, for the fault proxy's host.
+    let upstream = store.object_store(None).upstream();
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "endpoint": faults.url,
+                "credentials": { "accessKeyId": upstream.access_key,
+                                 "secretAccessKey": upstream.secret_key } }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    faults.set(Faults {
+        fail_all_puts: true,
+        ..Default::default()
+    });
+    for (name, size) in [("small.bin", 1000usize), ("large.bin", 40 << 20)] {
+        let mut file = std::fs::File::create(path.join(name)).unwrap();
+        file.write_all(&noise(size, 1)).unwrap();
+        let error = file.sync_all().unwrap_err();
+        assert_eq!(error.raw_os_error(), Some(libc::EIO), "fsync of {name}");
+        // close(2) reports it too: the writer cannot miss it.
+        let closed = nix::unistd::close(file.into_raw_fd());
+        assert_eq!(closed, Err(nix::errno::Errno::EIO), "close of {name}");
+        assert!(
+            direct(&store).head(name).await.unwrap().is_none(),
+            "nothing half-written in the bucket"
+        );
+    }
+    faults.set(Faults::default());
+    std::fs::write(path.join("small.bin"), b"fine").unwrap();
+    assert_eq!(
+        &direct(&store).get_range("small.bin", 0, 4).await.unwrap()[..],
+        b"fine"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mounts_are_validated_released_and_recovered_after_a_crash() {
+    if !fuse_ready("mounts_are_validated_released_and_recovered_after_a_crash") {
+        return;
+    }
+    let store = Store::start();
+    let proxy = proxy(&store, "", false).await;
+    let mut daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "m");
+    let base = json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() });
+    for (change, field) in [
+        (json!({ "mountPath": "relative/dir" }), "mountPath"),
+        (json!({ "bucket": "Not_A_Bucket" }), "bucket"),
+        (json!({ "prefix": "no-slash" }), "prefix"),
+        (json!({ "proxyUrl": "nota url" }), "proxyUrl"),
+        (json!({ "proxyUrl": null }), "endpoint"),
+    ] {
+        let mut body = base.clone();
+        for (key, value) in change.as_object().unwrap() {
+            if value.is_null() {
+                body.as_object_mut().unwrap().remove(key);
+            } else {
+                body[key] = value.clone();
+            }
+        }
+        let (status, reply) = mount(&daemon, body).await;
+        assert_error(status, &reply, 400, "INVALID_MOUNT_CONFIG");
+        assert_eq!(reply["context"]["field"], field, "{reply}");
+    }
+    let (status, reply) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "endpoint": store.url }),
+    )
+    .await;
+    assert_error(status, &reply, 400, "MISSING_CREDENTIALS");
+    let (status, reply) = unmount(&daemon, &path).await;
+    assert_error(status, &reply, 400, "INVALID_MOUNT_CONFIG");
+
+    let (status, reply) = mount(&daemon, base.clone()).await;
+    assert_eq!(status, 200, "{reply}");
+    let (status, reply) = mount(&daemon, base.clone()).await;
+    assert_error(status, &reply, 400, "INVALID_MOUNT_CONFIG");
+
+    // Busy: a process works inside the mount. The unmount fails and the mount stays.
+    std::fs::write(path.join("held.txt"), "x").unwrap();
+    let mut holder = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(&path)
+        .spawn()
+        .unwrap();
+    let (status, reply) = unmount(&daemon, &path).await;
+    assert_error(status, &reply, 500, "BUCKET_UNMOUNT_ERROR");
+    assert!(is_mount_point(&path));
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+
+    // A crash leaves the mount behind; the next start detaches it and removes the dir.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon.pid() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(is_mount_point(&path), "a killed daemon leaves its mount");
+    daemon.resume();
+    assert!(!is_mount_point(&path));
+    assert!(!path.exists());
+
+    // A clean stop releases mounts too.
+    let (status, reply) = mount(&daemon, base.clone()).await;
+    assert_eq!(status, 200, "{reply}");
+    daemon.stop();
+    assert!(!is_mount_point(&path));
+    assert!(!path.exists());
+    assert!(direct(&store).head("held.txt").await.unwrap().is_some());
+}
