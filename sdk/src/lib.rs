@@ -18,6 +18,7 @@ pub mod control;
 mod error;
 mod exec;
 mod files;
+mod mounts;
 mod sse;
 mod sync;
 mod system;

@@ -136,6 +136,8 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
         .arg(&workspace)
         .arg("--store-dir")
         .arg(dir.path().join("store"))
+        .arg("--mount-dir")
+        .arg(dir.path().join("bucket"))
         .env_remove("FSD_TOKEN")
         .env("FSD_BIN", binary("fsd"))
         .stdout(Stdio::piped())
@@ -219,11 +221,24 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
         assert!(String::from_utf8_lossy(&gone.stderr).contains("BACKUP_NOT_FOUND"));
     }
 
+    // The store's bucket is mounted through a proxy, scoped to `files/`.
+    let bucket = dir.path().join("bucket");
+    if fsd_tests::require_mount_privilege("fsctl up's bucket mount") {
+        assert_eq!(info["mount"]["mountPath"], bucket.to_str().unwrap());
+        assert_eq!(info["mount"]["viaProxy"], true);
+        std::fs::write(bucket.join("note.txt"), "through the mount").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("store/fsd/files/note.txt")).unwrap(),
+            "through the mount"
+        );
+    }
+
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status();
     let status = child.wait().unwrap();
     assert!(status.success(), "{status:?}");
+    assert!(!bucket.exists(), "the mount went with the daemon");
     assert!(
         std::net::TcpStream::connect(url.trim_start_matches("http://")).is_err(),
         "daemon still up"
@@ -282,4 +297,85 @@ async fn ps_logs_and_kill() {
     let followed = fsctl(&daemon, &["logs", "-f", "cli-proc"]);
     assert_eq!(followed.status.code(), Some(143));
     assert_eq!(String::from_utf8_lossy(&followed.stdout), "logged\n");
+}
+
+#[test]
+fn mount_serves_a_proxy_until_stopped_and_umount_unmounts() {
+    if !fsd_tests::require_mount_privilege("fsctl mount") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = fsd_tests::s3::Store::start();
+    let dir = tempfile::tempdir().unwrap();
+    let store_env = |command: &mut Command| {
+        command
+            .env("FSD_S3_ENDPOINT", &store.url)
+            .env("FSD_S3_BUCKET", fsd_tests::s3::BUCKET)
+            .env("FSD_S3_ACCESS_KEY", fsd_tests::s3::ACCESS_KEY)
+            .env("FSD_S3_SECRET_KEY", fsd_tests::s3::SECRET_KEY)
+            .args(["--url", &daemon.url]);
+    };
+    // Through a proxy: stays up serving it; SIGTERM unmounts.
+    let proxied = dir.path().join("proxied");
+    let mut command = Command::new(binary("fsctl"));
+    store_env(&mut command);
+    let mut child = command
+        .args(["mount", "--prefix", "data"])
+        .arg(&proxied)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.contains("via credential proxy"), "{line}");
+    std::fs::write(proxied.join("a.txt"), "a").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(
+            store
+                .dir
+                .path()
+                .join(fsd_tests::s3::BUCKET)
+                .join("data/a.txt")
+        )
+        .unwrap(),
+        "a"
+    );
+    let mut listed = Command::new(binary("fsctl"));
+    store_env(&mut listed);
+    let listed = listed.arg("mounts").output().unwrap();
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(proxied.to_str().unwrap()));
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    assert!(child.wait().unwrap().success());
+    assert!(!proxied.exists(), "unmounted and removed at SIGTERM");
+
+    // Direct: the daemon gets the keys; the command returns; `fsctl umount` unmounts.
+    let direct = dir.path().join("direct");
+    let mut command = Command::new(binary("fsctl"));
+    store_env(&mut command);
+    let mounted = command
+        .args(["mount", "--direct"])
+        .arg(&direct)
+        .output()
+        .unwrap();
+    assert!(
+        mounted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&mounted.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(direct.join("data/a.txt")).unwrap(),
+        "a"
+    );
+    let mut command = Command::new(binary("fsctl"));
+    store_env(&mut command);
+    let unmounted = command.arg("umount").arg(&direct).output().unwrap();
+    assert!(
+        unmounted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&unmounted.stderr)
+    );
+    assert!(!direct.exists());
 }

@@ -2,6 +2,7 @@
 //! daemon, keeps backup metadata and enforces TTLs; the daemon never sees a secret.
 
 mod backups;
+mod mounts;
 mod store;
 
 use std::time::Duration;
@@ -13,6 +14,7 @@ use aws_sdk_s3::config::{
 /// The S3 client crate, for callers that presign or inspect objects themselves.
 pub use aws_sdk_s3;
 pub use backups::{BackupMeta, BackupOptions, Backups, DirectoryBackup, ProgressFn};
+pub use mounts::{MountOptions, ProxiedMount, mount_bucket};
 pub use store::EmbeddedStore;
 
 /// An S3-compatible endpoint and the credentials for it.

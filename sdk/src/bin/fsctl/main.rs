@@ -6,6 +6,7 @@
 mod backup;
 mod exec;
 mod files;
+mod mounts;
 mod output;
 mod proxy;
 mod sync;
@@ -56,6 +57,12 @@ enum Command {
     Store(backup::ServeStoreArgs),
     /// Run a credential proxy scoped to a bucket prefix (unsigned requests in, signed out).
     Proxy(proxy::ProxyArgs),
+    /// Mount a bucket in the sandbox through a credential proxy run here (Ctrl-C unmounts).
+    Mount(mounts::MountArgs),
+    /// Unmount a bucket mounted in the sandbox.
+    Umount(mounts::UmountArgs),
+    /// List the buckets mounted in the sandbox.
+    Mounts,
 }
 
 fn main() -> ExitCode {
@@ -85,6 +92,18 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Up(args) => up::run(args, cli.token, cli.json).await,
         Command::Store(args) => backup::serve_store(args).await,
         Command::Proxy(args) => proxy::run(args).await,
+        Command::Mount(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            mounts::mount(&sandbox, args, cli.json).await
+        }
+        Command::Umount(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            mounts::umount(&sandbox, args, cli.json).await
+        }
+        Command::Mounts => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            mounts::list(&sandbox, cli.json).await
+        }
         Command::Backup(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             backup::run(&sandbox, args, cli.json).await

@@ -1,13 +1,14 @@
 //! `fsctl up`: the one-machine default. Runs `fsd serve` over a local workspace with a fresh
-//! token, prints how to reach it, and stays in the foreground until Ctrl-C or SIGTERM, which
-//! it passes on to the daemon.
+//! token, the embedded object store, and a credential proxy through which the daemon mounts
+//! the store's bucket; prints how to reach it all, and stays in the foreground until Ctrl-C
+//! or SIGTERM, which it passes on to the daemon.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
-use fsd_sdk::SdkError;
-use fsd_sdk::control::EmbeddedStore;
+use fsd_sdk::control::{EmbeddedStore, MountOptions, ObjectStore, mount_bucket};
+use fsd_sdk::{Sandbox, SdkError};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
@@ -28,6 +29,15 @@ pub struct UpArgs {
     /// Address of the embedded object store (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:0")]
     store_listen: std::net::SocketAddr,
+    /// Where the embedded store's bucket is mounted (through a credential proxy run here).
+    #[arg(long, default_value = "./fsd-bucket")]
+    mount_dir: PathBuf,
+    /// The key prefix the mount shows (backups stay outside it).
+    #[arg(long, default_value = "files")]
+    mount_prefix: String,
+    /// Do not mount the bucket.
+    #[arg(long)]
+    no_mount: bool,
     /// The fsd binary. Default: the one beside fsctl, else `fsd` on PATH.
     #[arg(long, env = "FSD_BIN")]
     fsd: Option<PathBuf>,
@@ -82,10 +92,32 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
             );
         }
     };
+    let mount = if args.no_mount {
+        None
+    } else {
+        let sandbox = Sandbox::connect(&url, Some(&token))?;
+        let object_store = ObjectStore::new(&store_url, "fsd", &access_key, &secret_key);
+        let options = MountOptions {
+            prefix: args.mount_prefix.clone(),
+            ..MountOptions::default()
+        };
+        let mount_dir = std::path::absolute(&args.mount_dir)?;
+        let mount_path = mount_dir.display().to_string();
+        // No FUSE here (no /dev/fuse, not root): everything else still works.
+        match mount_bucket(&sandbox, &object_store, &mount_path, &options).await {
+            Ok(mount) => Some(mount),
+            Err(err) => {
+                eprintln!("fsctl: the bucket is not mounted: {err}");
+                None
+            }
+        }
+    };
+    let mount_info = mount.as_ref().map(|m| &m.info);
     if as_json {
         output::json(
             &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id(),
-                "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key}}),
+                "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key},
+                "mount": mount_info}),
         );
     } else {
         println!("fsd is up");
@@ -93,6 +125,12 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         println!("  token:     {token}");
         println!("  workspace: {}", workspace.display());
         println!("  store:     {store_url} (bucket fsd)");
+        if let Some(info) = mount_info {
+            println!(
+                "  mount:     {} (bucket fsd, prefix {})",
+                info.mount_path, info.prefix
+            );
+        }
         println!();
         println!("In another shell:");
         println!("  export FSD_URL={url} FSD_TOKEN={token}");
@@ -111,6 +149,8 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         _ = tokio::signal::ctrl_c() => stop(&mut child).await?,
         _ = terminate.recv() => stop(&mut child).await?,
     };
+    // The daemon released the mount as it stopped; the proxy can go now.
+    drop(mount);
     Ok(match status.code() {
         Some(0) => ExitCode::SUCCESS,
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
