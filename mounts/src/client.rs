@@ -338,6 +338,22 @@ impl ObjectClient {
             .map_err(|source| ClientError::Http { what, source })
     }
 
+    /// Bytes `start..end` of `key` as they arrive, for readers that stream.
+    pub async fn get_stream(
+        &self,
+        key: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<reqwest::Response, ClientError> {
+        let what = format!("get {key:?} {start}..{end}");
+        let range = vec![(
+            "range".to_string(),
+            format!("bytes={start}-{}", end.saturating_sub(1)),
+        )];
+        self.send(reqwest::Method::GET, self.url(key, &[]), range, None, &what)
+            .await
+    }
+
     /// Writes `key` whole.
     pub async fn put(&self, key: &str, body: Bytes) -> Result<(), ClientError> {
         let headers = vec![(

@@ -190,7 +190,8 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
             "--listen",
             "127.0.0.1:0",
             "--log-level",
-            "warn",
+            // FSD_TEST_LOG (a tracing filter) makes the daemons of a test run talk more.
+            &std::env::var("FSD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
             "--workspace",
         ])
         .arg(workspace)

@@ -350,6 +350,11 @@ async fn a_failed_upload_is_eio_to_the_writer_never_silent() {
             "nothing half-written in the bucket"
         );
     }
+    // The data stays in the mount for the next try.
+    assert_eq!(
+        std::fs::read(path.join("small.bin")).unwrap(),
+        noise(1000, 1)
+    );
     faults.set(Faults::default());
     std::fs::write(path.join("small.bin"), b"fine").unwrap();
     assert_eq!(

@@ -195,8 +195,10 @@ impl Inner {
         }
     }
 
-    /// The last handle of a spill takes it away (uploading first if a flush failed or
-    /// none came).
+    /// The last handle of a spill takes it away, uploading first if a flush failed or none
+    /// came. If that upload fails too, the spill stays: the file keeps its data in the
+    /// mount, and the next close or fsync of it tries again.
+
     pub(crate) async fn release(&self, fh: u64) -> Result<(), Errno> {
         let Some(handle) = lock(&self.handles).remove(&fh) else {
             return Ok(());
@@ -213,6 +215,14 @@ impl Inner {
             return Ok(());
         }
         let result = self.upload(ino, &spill).await;
+        if let Err(error) = result {
+            tracing::error!(
+                ino,
+                ?error,
+                "upload at close failed; kept in the mount for the next try"
+            );
+            return result;
+        }
         {
             let mut spills = lock(&self.spills);
             if spills
@@ -223,14 +233,7 @@ impl Inner {
             }
         }
         self.set_local(ino, false);
-        if let Err(error) = result {
-            tracing::error!(
-                ino,
-                ?error,
-                "upload at close failed; the writer saw it at flush"
-            );
-        }
-        result
+        Ok(())
     }
 
     /// `truncate(2)`: through a spill, so the object changes only by a whole upload.

@@ -34,6 +34,16 @@ impl Filesystem for BucketFs {
         Ok(())
     }
 
+    fn destroy(&mut self) {
+        let unsaved = lock(&self.inner.spills)
+            .values()
+            .filter(|spill| spill.pending().is_some())
+            .count();
+        if unsaved > 0 {
+            tracing::error!(unsaved, "unmounted with files whose upload never succeeded");
+        }
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = match name_of(name) {
             Ok(name) => name.to_string(),
@@ -43,7 +53,10 @@ impl Filesystem for BucketFs {
         self.spawn(move |inner| async move {
             match inner.lookup(parent.0, &name).await {
                 Ok((_, attr)) => reply.entry(&inner.ttl(), &attr, GENERATION),
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "lookup", ?error, "refused");
+                    reply.error(error)
+                }
             }
         });
     }
@@ -52,7 +65,10 @@ impl Filesystem for BucketFs {
         self.spawn(move |inner| async move {
             match inner.getattr(ino.0).await {
                 Ok(attr) => reply.attr(&inner.ttl(), &attr),
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "getattr", ?error, "refused");
+                    reply.error(error)
+                }
             }
         });
     }
@@ -84,7 +100,10 @@ impl Filesystem for BucketFs {
             }
             match inner.getattr(ino.0).await {
                 Ok(attr) => reply.attr(&inner.ttl(), &attr),
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "setattr", ?error, "refused");
+                    reply.error(error)
+                }
             }
         });
     }
@@ -105,7 +124,10 @@ impl Filesystem for BucketFs {
         self.spawn(move |inner| async move {
             match inner.mkdir(parent.0, &name).await {
                 Ok((_, attr)) => reply.entry(&inner.ttl(), &attr, GENERATION),
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "mkdir", ?error, "refused");
+                    reply.error(error)
+                }
             }
         });
     }
@@ -153,7 +175,10 @@ impl Filesystem for BucketFs {
         self.spawn(move |inner| async move {
             match inner.open(ino.0, write, truncate).await {
                 Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "open", ?error, "refused");
+                    reply.error(error)
+                }
             }
         });
     }
@@ -177,7 +202,10 @@ impl Filesystem for BucketFs {
                 FileHandle(fh),
                 FopenFlags::empty(),
             ),
-            Err(error) => reply.error(error),
+            Err(error) => {
+                tracing::debug!(op = "create", ?error, "refused");
+                reply.error(error)
+            }
         }
     }
 
@@ -193,16 +221,25 @@ impl Filesystem for BucketFs {
         reply: ReplyData,
     ) {
         match self.inner.content(fh.0) {
-            Err(error) => reply.error(error),
+            Err(error) => {
+                tracing::debug!(op = "read", ?error, "refused");
+                reply.error(error)
+            }
             Ok(Content::Local(spill)) => match Inner::read_spill(&spill, offset, size) {
                 Ok(bytes) => reply.data(&bytes),
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "read", ?error, "refused");
+                    reply.error(error)
+                }
             },
             Ok(Content::Remote(reader)) => {
                 self.runtime.spawn(async move {
                     match reader.read(offset, u64::from(size)).await {
                         Ok(bytes) => reply.data(&bytes),
-                        Err(error) => reply.error(error),
+                        Err(error) => {
+                            tracing::debug!(op = "read", ?error, "refused");
+                            reply.error(error)
+                        }
                     }
                 });
             }
@@ -223,7 +260,10 @@ impl Filesystem for BucketFs {
     ) {
         match self.inner.write(fh.0, offset, data) {
             Ok(written) => reply.written(written),
-            Err(error) => reply.error(error),
+            Err(error) => {
+                tracing::debug!(op = "write", ?error, "refused");
+                reply.error(error)
+            }
         }
     }
 
@@ -269,7 +309,10 @@ impl Filesystem for BucketFs {
                     let fh = inner.add_handle(Handle::Dir(Arc::new(entries)));
                     reply.opened(FileHandle(fh), FopenFlags::empty());
                 }
-                Err(error) => reply.error(error),
+                Err(error) => {
+                    tracing::debug!(op = "opendir", ?error, "refused");
+                    reply.error(error)
+                }
             }
         });
     }
@@ -357,7 +400,10 @@ impl Filesystem for BucketFs {
 fn empty(reply: ReplyEmpty, result: Result<(), Errno>) {
     match result {
         Ok(()) => reply.ok(),
-        Err(error) => reply.error(error),
+        Err(error) => {
+            tracing::debug!(op = "empty", ?error, "refused");
+            reply.error(error)
+        }
     }
 }
 
