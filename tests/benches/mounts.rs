@@ -1,7 +1,9 @@
 //! Bucket mount benchmark: fsd's FUSE mount and s3fs (the Debian package) side by side
 //! against one loopback moto server in the same run. Figures: sequential write and read
 //! MB/s of a 1 GiB file, creates/s of 5,000 small files (create, write 1 KiB, close), and
-//! the wall time of a cold `ls -lR` over 10,000 objects (100 directories of 100).
+//! the wall time of a cold `ls -lR` over 10,000 objects (100 directories of 100). The
+//! server's own ceiling is measured beside them: boto3 (from the moto venv) uploading the
+//! same size as 16 MiB parts, 8 in flight, then completing, and reading it in one GET.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench mounts`, as
 //! root, with s3fs installed and moto in a venv (`python3 -m venv /opt/moto &&
@@ -169,6 +171,50 @@ async fn seed(client: &ObjectClient, sizes: &Sizes) {
         .await;
 }
 
+/// boto3 straight to moto: what the server itself can take and give.
+const ANCHOR: &str = r#"
+import boto3, os, sys, time, concurrent.futures as cf
+url, size = sys.argv[1], int(sys.argv[2])
+s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id="bench",
+                  aws_secret_access_key="bench-secret", region_name="us-east-1")
+part = 16 << 20
+data = os.urandom(part)
+started = time.time()
+upload = s3.create_multipart_upload(Bucket="bench", Key="anchor.bin")["UploadId"]
+def put(i):
+    body = data[: min(part, size - i * part)]
+    return s3.upload_part(Bucket="bench", Key="anchor.bin", UploadId=upload,
+                          PartNumber=i + 1, Body=body)["ETag"]
+with cf.ThreadPoolExecutor(8) as pool:
+    etags = list(pool.map(put, range((size + part - 1) // part)))
+s3.complete_multipart_upload(Bucket="bench", Key="anchor.bin", UploadId=upload,
+    MultipartUpload={"Parts": [{"ETag": e, "PartNumber": i + 1} for i, e in enumerate(etags)]})
+write = size / 1e6 / (time.time() - started)
+started = time.time()
+body = s3.get_object(Bucket="bench", Key="seed/big.bin")["Body"]
+total = 0
+while True:
+    chunk = body.read(1 << 20)
+    if not chunk:
+        break
+    total += len(chunk)
+read = total / 1e6 / (time.time() - started)
+print(f"{write} {read}")
+"#;
+
+/// (write MB/s, read MB/s) of the anchor, if the venv's python can run it.
+fn anchor(url: &str, size: usize) -> Option<(f64, f64)> {
+    let moto = std::env::var("FSD_MOTO").unwrap_or("/opt/moto/bin/moto_server".into());
+    let python = Path::new(&moto).with_file_name("python3");
+    let output = Command::new(python)
+        .args(["-c", ANCHOR, url, &size.to_string()])
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let mut figures = text.split_whitespace().map(|f| f.parse::<f64>().ok());
+    Some((figures.next()??, figures.next()??))
+}
+
 struct Figures {
     write_mbs: f64,
     read_mbs: f64,
@@ -275,6 +321,7 @@ async fn run(sizes: Sizes) {
     let fsd = tokio::task::block_in_place(|| measure(&fsd_root_owned, "fsd", &sizes));
     let s3fs_figures = tokio::task::block_in_place(|| measure(&s3fs_root, "s3fs", &sizes));
     drop(s3fs);
+    let ceiling = anchor(&moto.url, sizes.big);
     let rss_mib = peak_rss_kib(daemon.pid()) as f64 / 1024.0;
 
     let row = |figure: &str, ours: f64, theirs: f64, higher_better: bool| {
@@ -312,5 +359,11 @@ async fn run(sizes: Sizes) {
         true,
     );
     row("ls -lR seconds", fsd.ls_lr_s, s3fs_figures.ls_lr_s, false);
-    println!("\nfsd peak RSS: {rss_mib:.0} MiB");
+    match ceiling {
+        Some((write, read)) => println!(
+            "\nserver ceiling (boto3 to moto): multipart write {write:.1} MB/s, one-GET read {read:.1} MB/s"
+        ),
+        None => println!("\nserver ceiling: boto3 anchor did not run"),
+    }
+    println!("fsd peak RSS: {rss_mib:.0} MiB");
 }

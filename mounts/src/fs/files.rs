@@ -198,7 +198,6 @@ impl Inner {
     /// The last handle of a spill takes it away, uploading first if a flush failed or none
     /// came. If that upload fails too, the spill stays: the file keeps its data in the
     /// mount, and the next close or fsync of it tries again.
-
     pub(crate) async fn release(&self, fh: u64) -> Result<(), Errno> {
         let Some(handle) = lock(&self.handles).remove(&fh) else {
             return Ok(());
