@@ -47,11 +47,13 @@ pub enum MountError {
 pub struct BucketMount {
     path: PathBuf,
     session: Option<fuser::BackgroundSession>,
+    /// The mount's own threads for store calls: a daemon busy elsewhere (or blocked on
+    /// this very mount) never starves the filesystem.
+    runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl BucketMount {
-    /// Mounts `spec` at `path` (which must exist). Needs a tokio runtime: the filesystem's
-    /// store calls run on it.
+    /// Mounts `spec` at `path` (which must exist).
     pub async fn mount(spec: &MountSpec, path: &Path) -> Result<BucketMount, MountError> {
         let prefix = keys::normalize_prefix(&spec.prefix);
         let client = ObjectClient::new(&spec.endpoint, &spec.bucket, spec.credentials.clone())?;
@@ -62,6 +64,12 @@ impl BucketMount {
             source,
         };
         std::fs::create_dir_all(&spec.spill_dir).map_err(mount_error)?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("fsd-bucket")
+            .enable_all()
+            .build()
+            .map_err(mount_error)?;
         let fs = BucketFs::new(
             client,
             FsOptions {
@@ -72,7 +80,7 @@ impl BucketMount {
                 gid: spec.gid,
                 spill_dir: spec.spill_dir.clone(),
             },
-            tokio::runtime::Handle::current(),
+            runtime.handle().clone(),
         );
         let mut config = Config::default();
         config.mount_options = vec![
@@ -91,14 +99,22 @@ impl BucketMount {
         config.n_threads = Some(2);
         config.clone_fd = true;
         let target = path.to_path_buf();
-        let session = tokio::task::spawn_blocking(move || fuser::spawn_mount(fs, &target, &config))
+        let mounted = tokio::task::spawn_blocking(move || fuser::spawn_mount(fs, &target, &config))
             .await
-            .map_err(|join| mount_error(io::Error::other(join.to_string())))?
-            .map_err(mount_error)?;
+            .map_err(|join| io::Error::other(join.to_string()))
+            .and_then(|result| result);
+        let session = match mounted {
+            Ok(session) => session,
+            Err(source) => {
+                runtime.shutdown_background();
+                return Err(mount_error(source));
+            }
+        };
         tracing::info!(path = %path.display(), bucket = spec.bucket, prefix, "bucket mounted");
         Ok(BucketMount {
             path: path.to_path_buf(),
             session: Some(session),
+            runtime: Some(runtime),
         })
     }
 
@@ -119,6 +135,9 @@ impl BucketMount {
             // The session ends once the kernel lets go of the device.
             let _ = tokio::task::spawn_blocking(move || session.join()).await;
         }
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
         Ok(())
     }
 }
@@ -129,6 +148,10 @@ impl Drop for BucketMount {
             && let Err(error) = unmount_path(&self.path, true)
         {
             tracing::warn!(path = %self.path.display(), %error, "unmount at drop");
+        }
+        // Dropping a runtime may not block inside another one: let its threads go.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
         }
     }
 }
