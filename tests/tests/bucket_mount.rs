@@ -209,7 +209,7 @@ async fn a_200_mb_file_round_trips_and_concurrent_readers_agree() {
     }
     file.sync_all().unwrap();
     drop(file);
-        let stored = direct(&store).head("big.bin").await.unwrap().unwrap();
+    let stored = direct(&store).head("big.bin").await.unwrap().unwrap();
     assert_eq!(stored.size, data.len() as u64);
     drop(data);
     let in_bucket = direct(&store)
@@ -218,7 +218,6 @@ async fn a_200_mb_file_round_trips_and_concurrent_readers_agree() {
         .unwrap();
     assert_eq!(sha256_hex(&in_bucket), expected, "the object is the file");
     drop(in_bucket);
-
 
     // Four readers at once, each through its own handle, all get the same bytes.
     let readers: Vec<_> = (0..4)
