@@ -299,7 +299,9 @@ impl Inner {
     }
 
     async fn upload_parts(&self, key: &str, spill: &Spill, pending: Pending) -> Result<(), Errno> {
+        let started = std::time::Instant::now();
         let part_size = PART_SIZE.max(pending.size.div_ceil(MAX_PARTS));
+
         let upload_id = self
             .client
             .create_multipart(key)
@@ -324,6 +326,7 @@ impl Inner {
             .await
             .into_iter()
             .collect();
+        tracing::debug!(key, parts, elapsed = ?started.elapsed(), "parts uploaded");
         let completed = match etags {
             Ok(etags) => self
                 .client
@@ -332,6 +335,7 @@ impl Inner {
                 .map_err(|error| errno(&error)),
             Err(error) => Err(error),
         };
+        tracing::debug!(key, elapsed = ?started.elapsed(), "multipart upload done");
         if completed.is_err() {
             self.client.abort_multipart(key, &upload_id).await;
         }
