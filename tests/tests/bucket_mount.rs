@@ -174,9 +174,36 @@ async fn files_go_both_ways_through_a_proxy_mount() {
     std::fs::remove_dir(path.join("empty")).unwrap();
     assert!(!path.join("empty").exists());
 
+    // The kernel forgets its inodes (FUSE forget); the mount keeps answering.
+    let open = std::fs::File::open(path.join("seed/top.txt")).unwrap();
+    std::fs::write("/proc/sys/vm/drop_caches", "2").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(path.join("seed/top.txt")).unwrap(),
+        "top\nmore\n"
+    );
+    assert_eq!(
+        std::fs::metadata(path.join("out/renamed.txt"))
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(path.join("out").is_dir());
+    let names: Vec<String> = std::fs::read_dir(path.join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.contains(&"renamed.txt".to_string()), "{names:?}");
+
+    let mut held = String::new();
+    std::io::BufReader::new(open)
+        .read_to_string(&mut held)
+        .unwrap();
+    assert_eq!(held, "top\nmore\n");
+
     let (status, body) = daemon.get("/api/mounts").await;
     assert_eq!(status, 200);
     assert_eq!(body["mounts"][0]["mountPath"], path.to_str().unwrap());
+
     let (status, body) = unmount(&daemon, &path).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["removedDir"], true);

@@ -44,6 +44,12 @@ impl Filesystem for BucketFs {
         }
     }
 
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        let mut tree = lock(&self.inner.tree);
+        tree.forget(ino.0, nlookup);
+        tracing::trace!(ino = ino.0, nlookup, known = tree.len(), "forget");
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         let name = match name_of(name) {
             Ok(name) => name.to_string(),
@@ -52,7 +58,10 @@ impl Filesystem for BucketFs {
         };
         self.spawn(move |inner| async move {
             match inner.lookup(parent.0, &name).await {
-                Ok((_, attr)) => reply.entry(&inner.ttl(), &attr, GENERATION),
+                Ok((ino, attr)) => {
+                    inner.handed_out(ino);
+                    reply.entry(&inner.ttl(), &attr, GENERATION)
+                }
                 Err(error) => {
                     tracing::debug!(op = "lookup", ?error, "refused");
                     reply.error(error)
@@ -123,7 +132,10 @@ impl Filesystem for BucketFs {
         };
         self.spawn(move |inner| async move {
             match inner.mkdir(parent.0, &name).await {
-                Ok((_, attr)) => reply.entry(&inner.ttl(), &attr, GENERATION),
+                Ok((ino, attr)) => {
+                    inner.handed_out(ino);
+                    reply.entry(&inner.ttl(), &attr, GENERATION)
+                }
                 Err(error) => {
                     tracing::debug!(op = "mkdir", ?error, "refused");
                     reply.error(error)
@@ -195,13 +207,16 @@ impl Filesystem for BucketFs {
     ) {
         let result = name_of(name).and_then(|name| self.inner.create(parent.0, name));
         match result {
-            Ok((_, attr, fh)) => reply.created(
-                &self.inner.ttl(),
-                &attr,
-                GENERATION,
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((ino, attr, fh)) => {
+                self.inner.handed_out(ino);
+                reply.created(
+                    &self.inner.ttl(),
+                    &attr,
+                    GENERATION,
+                    FileHandle(fh),
+                    FopenFlags::empty(),
+                )
+            }
             Err(error) => {
                 tracing::debug!(op = "create", ?error, "refused");
                 reply.error(error)
@@ -374,6 +389,10 @@ impl Filesystem for BucketFs {
             if reply.add(ino, index as u64 + 1, name, &ttl, &attr, GENERATION) {
                 break;
             }
+            // The kernel takes a reference to every entry but `.` and `..`.
+            if index >= dots.len() {
+                self.inner.handed_out(ino.0);
+            }
         }
         reply.ok();
     }
@@ -427,6 +446,11 @@ impl BucketFs {
 }
 
 impl Inner {
+    /// An entry reply is about to give the kernel a reference to `ino`.
+    fn handed_out(&self, ino: u64) {
+        lock(&self.tree).note_lookup(ino);
+    }
+
     fn dir_handle(&self, fh: u64) -> Option<Arc<Vec<DirEntry>>> {
         match lock(&self.handles).get(&fh) {
             Some(Handle::Dir(entries)) => Some(Arc::clone(entries)),

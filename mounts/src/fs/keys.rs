@@ -31,9 +31,17 @@ pub fn dir_key(prefix: &str, path: &str) -> String {
     }
 }
 
+/// The longest name a directory entry may have, in bytes.
+const NAME_MAX: usize = 255;
+
 /// Whether `name` can be a path segment: S3 keys can hold names a directory entry cannot.
 pub fn usable_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains('/') && !name.contains('\0')
+    !name.is_empty()
+        && name.len() <= NAME_MAX
+        && name != "."
+        && name != ".."
+        && !name.contains('/')
+        && !name.contains('\0')
 }
 
 /// The entries of the directory whose keys start with `dir`. A name that is both an object

@@ -26,6 +26,8 @@ pub struct Node {
     pub checked: Instant,
     /// Written here and not yet in the store: a listing that lacks it must not drop it.
     pub local: bool,
+    /// References the kernel holds (each entry reply adds one; `forget` takes them back).
+    pub lookups: u64,
 }
 
 /// An entry as the store describes it (from a listing or a HEAD).
@@ -68,6 +70,7 @@ impl Tree {
             mtime: SystemTime::now(),
             checked: now,
             local: false,
+            lookups: 0,
         };
         Tree {
             nodes: HashMap::from([(ROOT, root)]),
@@ -167,6 +170,7 @@ impl Tree {
                 mtime: entry.mtime,
                 checked: now,
                 local: false,
+                lookups: 0,
             },
         );
         self.children
@@ -232,6 +236,60 @@ impl Tree {
         }
         self.absent.retain(|(parent, _), _| *parent != dir);
         self.listed.insert(dir, now);
+    }
+
+    /// The kernel was handed `ino` once more.
+    pub fn note_lookup(&mut self, ino: Ino) {
+        if let Some(node) = self.nodes.get_mut(&ino) {
+            node.lookups += 1;
+        }
+    }
+
+    /// The kernel dropped `count` references to `ino`. Once it holds none, the node goes
+    /// with everything below it (unless something there has local data or is still held),
+    /// so memory follows the kernel's inode cache rather than every name ever listed. Its
+    /// directory is no longer known complete, so the name is asked for again if it comes up.
+    pub fn forget(&mut self, ino: Ino, count: u64) {
+        let Some(node) = self.nodes.get_mut(&ino) else {
+            return;
+        };
+        node.lookups = node.lookups.saturating_sub(count);
+        let (held, parent, name) = (node.lookups > 0, node.parent, node.name.clone());
+        if ino == ROOT || held || self.pinned_below(ino) {
+            return;
+        }
+
+        if self
+            .children
+            .get(&parent)
+            .is_some_and(|names| names.get(&name) == Some(&ino))
+        {
+            if let Some(names) = self.children.get_mut(&parent) {
+                names.remove(&name);
+            }
+            self.listed.remove(&parent);
+        }
+        self.forget_subtree(ino);
+    }
+
+    /// Whether `ino` or anything below it is local or held by the kernel.
+    fn pinned_below(&self, ino: Ino) -> bool {
+        let mut pending = vec![ino];
+        while let Some(current) = pending.pop() {
+            if let Some(node) = self.nodes.get(&current)
+                && (node.local || (current != ino && node.lookups > 0))
+            {
+                return true;
+            }
+            if let Some(names) = self.children.get(&current) {
+                pending.extend(names.values().copied());
+            }
+        }
+        false
+    }
+
+    pub fn len(&self) -> usize {
+        self.nodes.len()
     }
 
     /// The children of `dir`, by name.
@@ -353,6 +411,41 @@ mod tests {
         let second = tree.upsert(ROOT, &dir("n"), now);
         assert_ne!(first, second);
         assert_eq!(tree.get(second).unwrap().kind, Kind::Dir);
+    }
+
+    #[test]
+    fn forgotten_nodes_go_and_their_directory_is_asked_again() {
+        let mut tree = Tree::new(Duration::from_secs(60));
+        let now = Instant::now();
+        tree.apply_listing(ROOT, &[file("a", 1), file("b", 1), dir("d")], now);
+        let a = tree.child(ROOT, "a").unwrap();
+        let d = tree.child(ROOT, "d").unwrap();
+        let inside = tree.upsert(d, &file("x", 1), now);
+        tree.note_lookup(a);
+        tree.note_lookup(a);
+        tree.forget(a, 1);
+        assert!(
+            tree.get(a).is_some(),
+            "the kernel still holds one reference"
+        );
+        tree.forget(a, 1);
+        assert!(tree.get(a).is_none());
+        assert_eq!(tree.lookup_cached(ROOT, "a", now), Cached::Unknown);
+        assert_eq!(tree.len(), 5 - 1);
+        tree.note_lookup(inside);
+        tree.forget(d, 0);
+        assert!(
+            tree.get(d).is_some(),
+            "a directory whose child is held stays"
+        );
+        tree.forget(inside, 1);
+        assert!(tree.get(inside).is_none());
+        let again = tree.upsert(d, &file("y", 1), now);
+        tree.forget(d, 0);
+        assert!(
+            tree.get(d).is_none() && tree.get(again).is_none(),
+            "the subtree goes"
+        );
     }
 
     #[test]
