@@ -47,7 +47,7 @@ impl Filesystem for BucketFs {
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         let mut tree = lock(&self.inner.tree);
         tree.forget(ino.0, nlookup);
-        tracing::trace!(ino = ino.0, nlookup, known = tree.len(), "forget");
+        tracing::trace!(ino = ino.0, nlookup, known = tree.known(), "forget");
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {

@@ -288,7 +288,8 @@ impl Tree {
         false
     }
 
-    pub fn len(&self) -> usize {
+    /// How many names are known.
+    pub fn known(&self) -> usize {
         self.nodes.len()
     }
 
@@ -431,7 +432,7 @@ mod tests {
         tree.forget(a, 1);
         assert!(tree.get(a).is_none());
         assert_eq!(tree.lookup_cached(ROOT, "a", now), Cached::Unknown);
-        assert_eq!(tree.len(), 5 - 1);
+        assert_eq!(tree.known(), 5 - 1);
         tree.note_lookup(inside);
         tree.forget(d, 0);
         assert!(
