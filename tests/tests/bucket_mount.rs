@@ -473,3 +473,41 @@ async fn mounts_are_validated_released_and_recovered_after_a_crash() {
     assert!(!path.exists());
     assert!(direct(&store).head("held.txt").await.unwrap().is_some());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_reads_follow_changes_in_the_bucket() {
+    if !fuse_ready("cached_reads_follow_changes_in_the_bucket") {
+        return;
+    }
+    let store = Store::start();
+    let bucket = direct(&store);
+    bucket
+        .put("v.txt", Bytes::from_static(b"one\n"))
+        .await
+        .unwrap();
+    let proxy = proxy(&store, "", false).await;
+    let daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "cached");
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url(), "cacheTtlMs": 100 }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let file = path.join("v.txt");
+    // The second open finds the same version and may read the kernel's cached pages.
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");
+    // Same size, likely the same second: only the ETag tells the versions apart.
+    bucket
+        .put("v.txt", Bytes::from_static(b"two\n"))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "two\n");
+    // A write through the mount is what the next reader sees, cached or not.
+    std::fs::write(&file, "three\n").unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "three\n");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "three\n");
+}

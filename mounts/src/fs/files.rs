@@ -100,7 +100,13 @@ impl Inner {
         Ok(spills.entry(ino).or_insert(spill).clone())
     }
 
-    pub(crate) async fn open(&self, ino: Ino, write: bool, truncate: bool) -> Result<u64, Errno> {
+    /// A handle for `ino`, and whether the kernel may keep the pages it cached earlier.
+    pub(crate) async fn open(
+        &self,
+        ino: Ino,
+        write: bool,
+        truncate: bool,
+    ) -> Result<(u64, bool), Errno> {
         let size = self.file_size(ino)?;
         let key = self.key_of(ino)?;
         let spill = if write {
@@ -112,8 +118,12 @@ impl Inner {
         } else {
             None
         };
+        let keep_cache = spill.is_none() && lock(&self.tree).reopen_keeps_cache(ino);
         let reader = Arc::new(Reader::new(self.client.clone(), key, size));
-        Ok(self.add_handle(Handle::File { ino, spill, reader }))
+        Ok((
+            self.add_handle(Handle::File { ino, spill, reader }),
+            keep_cache,
+        ))
     }
 
     /// A new, empty file; it reaches the store on its first flush.
@@ -126,6 +136,7 @@ impl Inner {
             kind: Kind::File,
             size: 0,
             mtime: now(),
+            etag: String::new(),
         };
         let ino = {
             let mut tree = lock(&self.tree);

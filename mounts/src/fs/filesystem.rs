@@ -26,9 +26,14 @@ fn dot_entries(
 
 impl Filesystem for BucketFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Ask for readdirplus: `ls -l` then needs no lookup per entry.
-        let _ = config
-            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        // Ask for readdirplus (`ls -l` then needs no lookup per entry), and for the kernel
+        // to drop cached pages when a file's size or mtime changes.
+        let _ = config.add_capabilities(
+            InitFlags::FUSE_DO_READDIRPLUS
+                | InitFlags::FUSE_READDIRPLUS_AUTO
+                | InitFlags::FUSE_AUTO_INVAL_DATA,
+        );
+
         let _ = config.set_max_write(1 << 20);
         let _ = config.set_max_readahead(1 << 20);
         Ok(())
@@ -186,7 +191,16 @@ impl Filesystem for BucketFs {
         let truncate = flags.0 & libc::O_TRUNC != 0;
         self.spawn(move |inner| async move {
             match inner.open(ino.0, write, truncate).await {
-                Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                Ok((fh, keep_cache)) => {
+                    // An unchanged object is read from the kernel's cache again.
+                    let flags = if keep_cache {
+                        FopenFlags::FOPEN_KEEP_CACHE
+                    } else {
+                        FopenFlags::empty()
+                    };
+                    reply.opened(FileHandle(fh), flags)
+                }
+
                 Err(error) => {
                     tracing::debug!(op = "open", ?error, "refused");
                     reply.error(error)

@@ -59,6 +59,7 @@ pub fn entries(listing: &Listing, dir: &str) -> Vec<Entry> {
                 kind: Kind::Dir,
                 size: 0,
                 mtime: SystemTime::UNIX_EPOCH,
+                etag: String::new(),
             });
         }
     }
@@ -79,6 +80,7 @@ pub fn file_entry(name: &str, object: &ObjectInfo) -> Entry {
         kind: Kind::File,
         size: object.size,
         mtime: parse_time(&object.last_modified),
+        etag: object.etag.clone(),
     }
 }
 

@@ -47,6 +47,7 @@ impl Inner {
                 kind: Kind::Dir,
                 size: 0,
                 mtime: now(),
+                etag: String::new(),
             })
         } else {
             object
@@ -148,6 +149,7 @@ impl Inner {
             kind: Kind::Dir,
             size: 0,
             mtime: now(),
+            etag: String::new(),
         };
         let mut tree = lock(&self.tree);
         let now = Instant::now();

@@ -28,6 +28,10 @@ pub struct Node {
     pub local: bool,
     /// References the kernel holds (each entry reply adds one; `forget` takes them back).
     pub lookups: u64,
+    pub etag: String,
+    /// The version (size, mtime, ETag) the kernel last read: if a new open finds the same,
+    /// the kernel may keep its cached pages.
+    pub opened_as: Option<(u64, SystemTime, String)>,
 }
 
 /// An entry as the store describes it (from a listing or a HEAD).
@@ -37,6 +41,8 @@ pub struct Entry {
     pub kind: Kind,
     pub size: u64,
     pub mtime: SystemTime,
+    /// The object's ETag; empty for directories and files written here.
+    pub etag: String,
 }
 
 /// What the cache alone can say about a name.
@@ -71,6 +77,8 @@ impl Tree {
             checked: now,
             local: false,
             lookups: 0,
+            etag: String::new(),
+            opened_as: None,
         };
         Tree {
             nodes: HashMap::from([(ROOT, root)]),
@@ -154,6 +162,7 @@ impl Tree {
         {
             node.size = entry.size;
             node.mtime = entry.mtime;
+            node.etag.clone_from(&entry.etag);
             node.checked = now;
             return ino;
         }
@@ -171,6 +180,8 @@ impl Tree {
                 checked: now,
                 local: false,
                 lookups: 0,
+                etag: entry.etag.clone(),
+                opened_as: None,
             },
         );
         self.children
@@ -288,6 +299,19 @@ impl Tree {
         false
     }
 
+    /// Whether the kernel may keep the pages it cached for `ino`: the version it read last
+    /// time is the one the store shows now. Records the version for the next open.
+    pub fn reopen_keeps_cache(&mut self, ino: Ino) -> bool {
+        let Some(node) = self.nodes.get_mut(&ino) else {
+            return false;
+        };
+        let version = (node.size, node.mtime, node.etag.clone());
+        let same =
+            !node.local && !node.etag.is_empty() && node.opened_as.as_ref() == Some(&version);
+        node.opened_as = Some(version);
+        same
+    }
+
     /// How many names are known.
     pub fn known(&self) -> usize {
         self.nodes.len()
@@ -350,6 +374,7 @@ mod tests {
             kind: Kind::File,
             size,
             mtime: SystemTime::UNIX_EPOCH,
+            etag: String::new(),
         }
     }
 
@@ -359,6 +384,7 @@ mod tests {
             kind: Kind::Dir,
             size: 0,
             mtime: SystemTime::UNIX_EPOCH,
+            etag: String::new(),
         }
     }
 
@@ -447,6 +473,22 @@ mod tests {
             tree.get(d).is_none() && tree.get(again).is_none(),
             "the subtree goes"
         );
+    }
+
+    #[test]
+    fn the_kernel_keeps_its_cache_only_for_the_version_it_read() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        let mut entry = file("f", 3);
+        entry.etag = "\"e1\"".into();
+        let f = tree.upsert(ROOT, &entry, now);
+        assert!(!tree.reopen_keeps_cache(f), "nothing cached yet");
+        assert!(tree.reopen_keeps_cache(f));
+        entry.etag = "\"e2\"".into();
+        tree.upsert(ROOT, &entry, now);
+        assert!(!tree.reopen_keeps_cache(f), "same size and time, new ETag");
+        tree.get_mut(f).unwrap().local = true;
+        assert!(!tree.reopen_keeps_cache(f), "written here");
     }
 
     #[test]
