@@ -105,6 +105,12 @@ struct InitiateMultipartUploadResult {
     upload_id: String,
 }
 
+#[derive(Deserialize, Default)]
+struct CompleteMultipartUploadResult {
+    #[serde(default, rename = "ETag")]
+    etag: String,
+}
+
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
 struct S3Error {
@@ -354,21 +360,27 @@ impl ObjectClient {
             .await
     }
 
-    /// Writes `key` whole.
-    pub async fn put(&self, key: &str, body: Bytes) -> Result<(), ClientError> {
+    /// Writes `key` whole; returns the new object's ETag (empty if the store sent none).
+    pub async fn put(&self, key: &str, body: Bytes) -> Result<String, ClientError> {
         let headers = vec![(
             "content-type".to_string(),
             "application/octet-stream".to_string(),
         )];
-        self.send(
-            reqwest::Method::PUT,
-            self.url(key, &[]),
-            headers,
-            Some(body),
-            &format!("put {key:?}"),
-        )
-        .await?;
-        Ok(())
+        let response = self
+            .send(
+                reqwest::Method::PUT,
+                self.url(key, &[]),
+                headers,
+                Some(body),
+                &format!("put {key:?}"),
+            )
+            .await?;
+        Ok(response
+            .headers()
+            .get("etag")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string())
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), ClientError> {
@@ -442,7 +454,7 @@ impl ObjectClient {
         key: &str,
         upload_id: &str,
         etags: &[String],
-    ) -> Result<(), ClientError> {
+    ) -> Result<String, ClientError> {
         let mut xml = String::from("<CompleteMultipartUpload>");
         for (index, etag) in etags.iter().enumerate() {
             xml.push_str(&format!(
@@ -479,7 +491,9 @@ impl ObjectClient {
                 message: error.message,
             });
         }
-        Ok(())
+        let completed: CompleteMultipartUploadResult =
+            quick_xml::de::from_str(&text).unwrap_or_default();
+        Ok(completed.etag)
     }
 
     /// Abandons a multipart upload (best effort: the caller is already failing).

@@ -292,24 +292,34 @@ impl Inner {
         } else {
             self.upload_parts(&key, spill, pending).await
         };
-        if let Err(error) = result {
-            tracing::warn!(key, ?error, "upload failed");
-            return Err(if error == Errno::ENOENT {
-                Errno::EIO
-            } else {
-                error
-            });
-        }
+        let etag = match result {
+            Ok(etag) => etag,
+            Err(error) => {
+                tracing::warn!(key, ?error, "upload failed");
+                return Err(if error == Errno::ENOENT {
+                    Errno::EIO
+                } else {
+                    error
+                });
+            }
+        };
         spill.mark_uploaded(pending);
         let mut tree = lock(&self.tree);
         if let Some(node) = tree.get_mut(ino) {
             node.size = pending.size;
+            node.etag = etag;
             node.checked = Instant::now();
         }
         Ok(())
     }
 
-    async fn upload_parts(&self, key: &str, spill: &Spill, pending: Pending) -> Result<(), Errno> {
+    /// A multipart upload of the spill; returns the object's ETag.
+    async fn upload_parts(
+        &self,
+        key: &str,
+        spill: &Spill,
+        pending: Pending,
+    ) -> Result<String, Errno> {
         let started = std::time::Instant::now();
         let part_size = PART_SIZE.max(pending.size.div_ceil(MAX_PARTS));
 
