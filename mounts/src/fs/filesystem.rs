@@ -26,12 +26,15 @@ fn dot_entries(
 
 impl Filesystem for BucketFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Ask for readdirplus (`ls -l` then needs no lookup per entry), and for the kernel
-        // to drop cached pages when a file's size or mtime changes.
+        // Ask for readdirplus (`ls -l` then needs no lookup per entry), for the kernel to
+        // drop cached pages when a file's size or mtime changes, and for O_TRUNC to come
+        // with the open (else the kernel truncates first, which would upload an empty
+        // object before the real one).
         let _ = config.add_capabilities(
             InitFlags::FUSE_DO_READDIRPLUS
                 | InitFlags::FUSE_READDIRPLUS_AUTO
-                | InitFlags::FUSE_AUTO_INVAL_DATA,
+                | InitFlags::FUSE_AUTO_INVAL_DATA
+                | InitFlags::FUSE_ATOMIC_O_TRUNC,
         );
 
         let _ = config.set_max_write(1 << 20);
