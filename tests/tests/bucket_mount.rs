@@ -394,6 +394,27 @@ async fn a_failed_upload_is_eio_to_the_writer_never_silent() {
         &direct(&store).get_range("small.bin", 0, 4).await.unwrap()[..],
         b"fine"
     );
+
+    // A file written front to back uploads its full parts while it is written.
+    let before = faults.part_puts.load(std::sync::atomic::Ordering::SeqCst);
+    let data = noise(40 << 20, 9);
+    let mut file = std::fs::File::create(path.join("streamed.bin")).unwrap();
+    file.write_all(&data).unwrap();
+    let mut waited = 0;
+    while faults.part_puts.load(std::sync::atomic::Ordering::SeqCst) < before + 2 && waited < 200 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        waited += 1;
+    }
+    assert!(
+        faults.part_puts.load(std::sync::atomic::Ordering::SeqCst) >= before + 2,
+        "two full parts went up before close"
+    );
+    drop(file);
+    let stored = direct(&store)
+        .get_range("streamed.bin", 0, data.len() as u64)
+        .await
+        .unwrap();
+    assert_eq!(sha256_hex(&stored), sha256_hex(&data));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use fuser::{Errno, FileAttr};
 use futures_util::StreamExt;
 
+use crate::fs::eager::EagerUpload;
 use crate::fs::keys::file_key;
 use crate::fs::reader::Reader;
 use crate::fs::spill::{Pending, Spill};
@@ -18,8 +19,8 @@ use crate::fs::{Handle, Inner, errno, lock, now};
 const PART_SIZE: u64 = 16 << 20;
 /// S3's limit on parts per upload.
 const MAX_PARTS: u64 = 10_000;
-/// Parts in flight per upload.
-const PARTS_IN_FLIGHT: usize = 8;
+/// Parts in flight per upload (and across a mount's files being written).
+pub(crate) const PARTS_IN_FLIGHT: usize = 8;
 /// Bytes per GET when an existing object is copied into a spill file.
 const FILL_CHUNK: u64 = 16 << 20;
 
@@ -188,12 +189,42 @@ impl Inner {
         let OpenFile { ino, spill, .. } = self.file_handle(fh)?;
         let spill = spill.ok_or(Errno::EBADF)?;
         let size = spill.write_at(offset, data).map_err(|e| io_errno(&e))?;
-        let mut tree = lock(&self.tree);
-        if let Some(node) = tree.get_mut(ino) {
-            node.size = size;
-            node.mtime = now();
+        {
+            let mut tree = lock(&self.tree);
+            if let Some(node) = tree.get_mut(ino) {
+                node.size = size;
+                node.mtime = now();
+            }
         }
+        self.upload_while_writing(ino, &spill, size);
         Ok(data.len() as u32)
+    }
+
+    /// Starts uploads of the full parts an appending file has grown past (keeping the
+    /// first until there is more, so a file of one part still goes up in one PUT).
+    fn upload_while_writing(&self, ino: Ino, spill: &Arc<Spill>, size: u64) {
+        if size <= PART_SIZE || !spill.appending() {
+            return;
+        }
+        let mut eager = spill.eager();
+        if eager.is_none() {
+            let Ok(key) = self.key_of(ino) else {
+                return;
+            };
+            *eager = Some(EagerUpload::new(key));
+        }
+        let Some(upload) = eager.as_mut() else {
+            return;
+        };
+        while upload.covered + PART_SIZE <= size && (upload.part_count() as u64) < MAX_PARTS - 1 {
+            upload.start_part(
+                &self.runtime,
+                &self.client,
+                spill,
+                &self.part_slots,
+                PART_SIZE,
+            );
+        }
     }
 
     /// Flush and fsync: whatever is only local goes to the store now; a failure is the
@@ -279,11 +310,36 @@ impl Inner {
 
     pub(crate) async fn upload(&self, ino: Ino, spill: &Spill) -> Result<(), Errno> {
         let _one_at_a_time = spill.upload_lock.lock().await;
+        let eager = spill.eager().take();
         let Some(pending) = spill.pending() else {
+            if let Some(eager) = eager {
+                eager.abandon(&self.client).await;
+            }
             return Ok(());
         };
         let key = self.key_of(ino)?;
-        let result = if pending.size <= PART_SIZE {
+        // Parts uploaded while writing count only if the file was appended to throughout
+        // and still has the name they were uploaded under.
+        let eager = match eager {
+            Some(eager) if spill.appending() && eager.key == key && pending.size > PART_SIZE => {
+                Some(eager)
+            }
+            Some(eager) => {
+                eager.abandon(&self.client).await;
+                None
+            }
+            None => None,
+        };
+        let result = if let Some(eager) = eager {
+            match self.finish_eager(eager, spill, pending).await {
+                Ok(etag) => Ok(etag),
+                // Whatever went wrong with the early parts, the whole file gets one more try.
+                Err(error) => {
+                    tracing::debug!(key, ?error, "parts uploaded while writing failed");
+                    self.upload_parts(&key, spill, pending).await
+                }
+            }
+        } else if pending.size <= PART_SIZE {
             let body = spill.read_at(0, pending.size).map_err(|e| io_errno(&e))?;
             self.client
                 .put(&key, Bytes::from(body))
@@ -304,6 +360,7 @@ impl Inner {
             }
         };
         spill.mark_uploaded(pending);
+        spill.stop_appending();
         let mut tree = lock(&self.tree);
         if let Some(node) = tree.get_mut(ino) {
             node.size = pending.size;
@@ -311,6 +368,66 @@ impl Inner {
             node.checked = Instant::now();
         }
         Ok(())
+    }
+
+    /// Completes an upload begun while writing: the tail goes up, then the completion.
+    async fn finish_eager(
+        &self,
+        mut eager: EagerUpload,
+        spill: &Spill,
+        pending: Pending,
+    ) -> Result<String, Errno> {
+        let started = std::time::Instant::now();
+        let parts = eager.parts_done().await;
+        let (upload_id, mut etags) = match parts {
+            Ok(done) => done,
+            Err(error) => {
+                eager.abandon(&self.client).await;
+                return Err(error);
+            }
+        };
+        let key = eager.key.clone();
+        let tail_start = eager.covered;
+        let tail_parts = (pending.size - tail_start).div_ceil(PART_SIZE);
+        let first_number = etags.len() as u64 + 1;
+        let tail: Result<Vec<String>, Errno> = futures_util::stream::iter(0..tail_parts)
+            .map(|index| {
+                let (key, upload_id) = (key.as_str(), upload_id.as_str());
+                async move {
+                    let start = tail_start + index * PART_SIZE;
+                    let len = PART_SIZE.min(pending.size - start);
+                    let body = spill.read_at(start, len).map_err(|e| io_errno(&e))?;
+                    self.client
+                        .upload_part(
+                            key,
+                            upload_id,
+                            (first_number + index) as u32,
+                            Bytes::from(body),
+                        )
+                        .await
+                        .map_err(|error| errno(&error))
+                }
+            })
+            .buffered(PARTS_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .collect();
+        let completed = match tail {
+            Ok(tail) => {
+                etags.extend(tail);
+                self.client
+                    .complete_multipart(&key, &upload_id, &etags)
+                    .await
+                    .map_err(|error| errno(&error))
+            }
+            Err(error) => Err(error),
+        };
+        tracing::debug!(key, parts = etags.len(), elapsed = ?started.elapsed(), "upload begun while writing done");
+        if completed.is_err() {
+            self.client.abort_multipart(&key, &upload_id).await;
+        }
+        completed
     }
 
     /// A multipart upload of the spill; returns the object's ETag.

@@ -2,6 +2,7 @@
 //! whatever needs the store runs as a task on the tokio runtime and replies when done, so
 //! a slow GET never holds up a `stat` of a cached name.
 
+mod eager;
 mod files;
 mod filesystem;
 pub mod keys;
@@ -64,6 +65,10 @@ pub(crate) struct Inner {
     /// Files with local content, by inode: every handle of the inode reads and writes it.
     spills: Mutex<HashMap<Ino, Arc<Spill>>>,
     next_handle: AtomicU64,
+    /// Where part uploads of files being written run.
+    runtime: Runtime,
+    /// Part uploads in flight across the mount.
+    part_slots: Arc<tokio::sync::Semaphore>,
 }
 
 /// The filesystem handed to fuser.
@@ -98,6 +103,8 @@ impl BucketFs {
                 handles: Mutex::new(HashMap::new()),
                 spills: Mutex::new(HashMap::new()),
                 next_handle: AtomicU64::new(1),
+                runtime: runtime.clone(),
+                part_slots: Arc::new(tokio::sync::Semaphore::new(files::PARTS_IN_FLIGHT)),
             }),
             runtime,
         }

@@ -7,6 +7,8 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::Mutex;
 
+use crate::fs::eager::EagerUpload;
+
 #[derive(Debug, Default, Clone, Copy)]
 struct State {
     size: u64,
@@ -17,11 +19,16 @@ struct State {
     opens: u32,
     /// The name was removed: nothing may upload it again.
     unlinked: bool,
+    /// Every write so far went to the end of a file that started empty: its parts can go
+    /// up while it is written.
+    appending: bool,
 }
 
 pub struct Spill {
     file: File,
     state: Mutex<State>,
+    /// Parts uploaded while an appending file is written.
+    eager: Mutex<Option<EagerUpload>>,
     /// One upload at a time per file.
     pub upload_lock: tokio::sync::Mutex<()>,
 }
@@ -42,8 +49,10 @@ impl Spill {
             file,
             state: Mutex::new(State {
                 generation,
+                appending: dirty,
                 ..State::default()
             }),
+            eager: Mutex::new(None),
             upload_lock: tokio::sync::Mutex::new(()),
         })
     }
@@ -61,6 +70,9 @@ impl Spill {
     pub fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<u64> {
         self.file.write_all_at(data, offset)?;
         let mut state = self.state();
+        if offset != state.size {
+            state.appending = false;
+        }
         state.size = state.size.max(offset + data.len() as u64);
         state.generation += 1;
         Ok(state.size)
@@ -70,6 +82,7 @@ impl Spill {
     pub fn fill_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         self.file.write_all_at(data, offset)?;
         let mut state = self.state();
+        state.appending = false;
         state.size = state.size.max(offset + data.len() as u64);
         Ok(())
     }
@@ -85,6 +98,7 @@ impl Spill {
     pub fn set_len(&self, size: u64) -> io::Result<()> {
         self.file.set_len(size)?;
         let mut state = self.state();
+        state.appending = false;
         state.size = size;
         state.generation += 1;
         Ok(())
@@ -110,6 +124,21 @@ impl Spill {
 
     pub fn opened(&self) {
         self.state().opens += 1;
+    }
+
+    pub fn appending(&self) -> bool {
+        self.state().appending
+    }
+
+    /// Once uploaded, later writes wait for the next close.
+    pub fn stop_appending(&self) {
+        self.state().appending = false;
+    }
+
+    pub fn eager(&self) -> std::sync::MutexGuard<'_, Option<EagerUpload>> {
+        self.eager
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     pub fn opens(&self) -> u32 {
