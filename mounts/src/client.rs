@@ -290,14 +290,7 @@ impl ObjectClient {
             .await
         {
             Ok(response) => {
-                let header = |name: &str| {
-                    response
-                        .headers()
-                        .get(name)
-                        .and_then(|v| v.to_str().ok())
-                        .unwrap_or_default()
-                        .to_string()
-                };
+                let header = |name| header(&response, name).unwrap_or_default();
                 Ok(Some(ObjectInfo {
                     key: key.to_string(),
                     // A HEAD body is empty: the size is in the header, not the body length.
@@ -330,18 +323,14 @@ impl ObjectClient {
 
     /// Bytes `start..end` of `key`.
     pub async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes, ClientError> {
-        let what = format!("get {key:?} {start}..{end}");
-        let range = vec![(
-            "range".to_string(),
-            format!("bytes={start}-{}", end.saturating_sub(1)),
-        )];
-        let response = self
-            .send(reqwest::Method::GET, self.url(key, &[]), range, None, &what)
-            .await?;
-        response
+        self.get_stream(key, start, end)
+            .await?
             .bytes()
             .await
-            .map_err(|source| ClientError::Http { what, source })
+            .map_err(|source| ClientError::Http {
+                what: format!("get {key:?} {start}..{end}"),
+                source,
+            })
     }
 
     /// Bytes `start..end` of `key` as they arrive, for readers that stream.
@@ -375,12 +364,7 @@ impl ObjectClient {
                 &format!("put {key:?}"),
             )
             .await?;
-        Ok(response
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string())
+        Ok(header(&response, "etag").unwrap_or_default())
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), ClientError> {
@@ -437,15 +421,10 @@ impl ObjectClient {
                 &format!("upload part {number} of {key:?}"),
             )
             .await?;
-        response
-            .headers()
-            .get("etag")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string)
-            .ok_or_else(|| ClientError::Decode {
-                what: format!("upload part {number} of {key:?}"),
-                reason: "no ETag".into(),
-            })
+        header(&response, "etag").ok_or_else(|| ClientError::Decode {
+            what: format!("upload part {number} of {key:?}"),
+            reason: "no ETag".into(),
+        })
     }
 
     /// Completes a multipart upload from its parts' ETags, in order.
@@ -530,6 +509,15 @@ impl ObjectClient {
         .await?;
         Ok(())
     }
+}
+
+/// A response header as text, if present and readable.
+fn header(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
 }
 
 /// An XML answer body, parsed.

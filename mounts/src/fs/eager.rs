@@ -61,7 +61,7 @@ impl EagerUpload {
                 })
                 .await
                 .clone()?;
-            let body = spill.read_at(start, part_size).map_err(|_| Errno::EIO)?;
+            let body = spill.read_at(start, part_size).map_err(Errno::from)?;
             client
                 .upload_part(&key, &id, number, Bytes::from(body))
                 .await

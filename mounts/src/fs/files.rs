@@ -24,13 +24,6 @@ pub(crate) const PARTS_IN_FLIGHT: usize = 8;
 /// Bytes per GET when an existing object is copied into a spill file.
 const FILL_CHUNK: u64 = 16 << 20;
 
-fn io_errno(error: &std::io::Error) -> Errno {
-    error
-        .raw_os_error()
-        .map(Errno::from_i32)
-        .unwrap_or(Errno::EIO)
-}
-
 /// What a file handle holds.
 struct OpenFile {
     ino: Ino,
@@ -75,12 +68,12 @@ impl Inner {
     async fn spill_for(&self, ino: Ino, truncate: bool) -> Result<Arc<Spill>, Errno> {
         if let Some(spill) = lock(&self.spills).get(&ino).cloned() {
             if truncate {
-                spill.set_len(0).map_err(|e| io_errno(&e))?;
+                spill.set_len(0).map_err(Errno::from)?;
             }
             return Ok(spill);
         }
         let size = if truncate { 0 } else { self.file_size(ino)? };
-        let spill = Spill::new(&self.options.spill_dir, truncate).map_err(|e| io_errno(&e))?;
+        let spill = Spill::new(&self.options.spill_dir, truncate).map_err(Errno::from)?;
         if size > 0 {
             let key = self.key_of(ino)?;
             let mut offset = 0;
@@ -91,7 +84,7 @@ impl Inner {
                     .get_range(&key, offset, end)
                     .await
                     .map_err(|error| errno(&error))?;
-                spill.fill_at(offset, &bytes).map_err(|e| io_errno(&e))?;
+                spill.fill_at(offset, &bytes).map_err(Errno::from)?;
                 offset = end;
             }
         }
@@ -130,7 +123,7 @@ impl Inner {
     /// A new, empty file; it reaches the store on its first flush.
     pub(crate) fn create(&self, parent: Ino, name: &str) -> Result<(Ino, FileAttr, u64), Errno> {
         self.writable()?;
-        let spill = Arc::new(Spill::new(&self.options.spill_dir, true).map_err(|e| io_errno(&e))?);
+        let spill = Arc::new(Spill::new(&self.options.spill_dir, true).map_err(Errno::from)?);
         spill.opened();
         let entry = Entry {
             name: name.to_string(),
@@ -180,15 +173,13 @@ impl Inner {
     }
 
     pub(crate) fn read_spill(spill: &Spill, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
-        spill
-            .read_at(offset, u64::from(size))
-            .map_err(|e| io_errno(&e))
+        spill.read_at(offset, u64::from(size)).map_err(Errno::from)
     }
 
     pub(crate) fn write(&self, fh: u64, offset: u64, data: &[u8]) -> Result<u32, Errno> {
         let OpenFile { ino, spill, .. } = self.file_handle(fh)?;
         let spill = spill.ok_or(Errno::EBADF)?;
-        let size = spill.write_at(offset, data).map_err(|e| io_errno(&e))?;
+        let size = spill.write_at(offset, data).map_err(Errno::from)?;
         {
             let mut tree = lock(&self.tree);
             if let Some(node) = tree.get_mut(ino) {
@@ -285,7 +276,7 @@ impl Inner {
             Some(spill) => spill,
             None => self.spill_for(ino, size == 0).await?,
         };
-        spill.set_len(size).map_err(|e| io_errno(&e))?;
+        spill.set_len(size).map_err(Errno::from)?;
         if let Some(node) = lock(&self.tree).get_mut(ino) {
             node.size = size;
             node.mtime = now();
@@ -340,7 +331,7 @@ impl Inner {
                 }
             }
         } else if pending.size <= PART_SIZE {
-            let body = spill.read_at(0, pending.size).map_err(|e| io_errno(&e))?;
+            let body = spill.read_at(0, pending.size).map_err(Errno::from)?;
             self.client
                 .put(&key, Bytes::from(body))
                 .await
@@ -377,57 +368,30 @@ impl Inner {
         spill: &Spill,
         pending: Pending,
     ) -> Result<String, Errno> {
-        let started = std::time::Instant::now();
-        let parts = eager.parts_done().await;
-        let (upload_id, mut etags) = match parts {
+        let (upload_id, mut etags) = match eager.parts_done().await {
             Ok(done) => done,
             Err(error) => {
                 eager.abandon(&self.client).await;
                 return Err(error);
             }
         };
-        let key = eager.key.clone();
-        let tail_start = eager.covered;
-        let tail_parts = (pending.size - tail_start).div_ceil(PART_SIZE);
-        let first_number = etags.len() as u64 + 1;
-        let tail: Result<Vec<String>, Errno> = futures_util::stream::iter(0..tail_parts)
-            .map(|index| {
-                let (key, upload_id) = (key.as_str(), upload_id.as_str());
-                async move {
-                    let start = tail_start + index * PART_SIZE;
-                    let len = PART_SIZE.min(pending.size - start);
-                    let body = spill.read_at(start, len).map_err(|e| io_errno(&e))?;
-                    self.client
-                        .upload_part(
-                            key,
-                            upload_id,
-                            (first_number + index) as u32,
-                            Bytes::from(body),
-                        )
-                        .await
-                        .map_err(|error| errno(&error))
-                }
-            })
-            .buffered(PARTS_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-            .into_iter()
-            .collect();
-        let completed = match tail {
-            Ok(tail) => {
-                etags.extend(tail);
-                self.client
-                    .complete_multipart(&key, &upload_id, &etags)
-                    .await
-                    .map_err(|error| errno(&error))
-            }
-            Err(error) => Err(error),
-        };
-        tracing::debug!(key, parts = etags.len(), elapsed = ?started.elapsed(), "upload begun while writing done");
-        if completed.is_err() {
-            self.client.abort_multipart(&key, &upload_id).await;
-        }
-        completed
+        let key = eager.key.as_str();
+        let tail = self
+            .upload_range(
+                key,
+                &upload_id,
+                spill,
+                eager.covered,
+                pending.size,
+                PART_SIZE,
+                etags.len() as u32 + 1,
+            )
+            .await;
+        let tail = tail.map(|tail| {
+            etags.extend(tail);
+            etags
+        });
+        self.complete_or_abort(key, &upload_id, tail).await
     }
 
     /// A multipart upload of the spill; returns the object's ETag.
@@ -437,27 +401,48 @@ impl Inner {
         spill: &Spill,
         pending: Pending,
     ) -> Result<String, Errno> {
-        let started = std::time::Instant::now();
         let part_size = PART_SIZE.max(pending.size.div_ceil(MAX_PARTS));
-
         let upload_id = self
             .client
             .create_multipart(key)
             .await
             .map_err(|error| errno(&error))?;
-        let parts = pending.size.div_ceil(part_size);
-        let etags: Result<Vec<String>, Errno> = futures_util::stream::iter(0..parts)
-            .map(|index| {
-                let upload_id = upload_id.as_str();
-                async move {
-                    let start = index * part_size;
-                    let len = part_size.min(pending.size - start);
-                    let body = spill.read_at(start, len).map_err(|e| io_errno(&e))?;
-                    self.client
-                        .upload_part(key, upload_id, index as u32 + 1, Bytes::from(body))
-                        .await
-                        .map_err(|error| errno(&error))
-                }
+        let etags = self
+            .upload_range(key, &upload_id, spill, 0, pending.size, part_size, 1)
+            .await;
+        self.complete_or_abort(key, &upload_id, etags).await
+    }
+
+    /// Uploads `start..end` of the spill as parts of `part_size` (the last may be shorter),
+    /// numbered from `first_number`, 8 at a time; their ETags in order.
+    #[allow(clippy::too_many_arguments)]
+    async fn upload_range(
+        &self,
+        key: &str,
+        upload_id: &str,
+        spill: &Spill,
+        start: u64,
+        end: u64,
+        part_size: u64,
+        first_number: u32,
+    ) -> Result<Vec<String>, Errno> {
+        let started = std::time::Instant::now();
+        let parts = (end - start).div_ceil(part_size);
+        let etags = futures_util::stream::iter(0..parts)
+            .map(|index| async move {
+                let offset = start + index * part_size;
+                let body = spill
+                    .read_at(offset, part_size.min(end - offset))
+                    .map_err(Errno::from)?;
+                self.client
+                    .upload_part(
+                        key,
+                        upload_id,
+                        first_number + index as u32,
+                        Bytes::from(body),
+                    )
+                    .await
+                    .map_err(|error| errno(&error))
             })
             .buffered(PARTS_IN_FLIGHT)
             .collect::<Vec<_>>()
@@ -465,18 +450,28 @@ impl Inner {
             .into_iter()
             .collect();
         tracing::debug!(key, parts, elapsed = ?started.elapsed(), "parts uploaded");
+        etags
+    }
+
+    /// Completes the upload from `etags`, or aborts it when anything failed.
+    async fn complete_or_abort(
+        &self,
+        key: &str,
+        upload_id: &str,
+        etags: Result<Vec<String>, Errno>,
+    ) -> Result<String, Errno> {
         let completed = match etags {
             Ok(etags) => self
                 .client
-                .complete_multipart(key, &upload_id, &etags)
+                .complete_multipart(key, upload_id, &etags)
                 .await
                 .map_err(|error| errno(&error)),
             Err(error) => Err(error),
         };
-        tracing::debug!(key, elapsed = ?started.elapsed(), "multipart upload done");
         if completed.is_err() {
-            self.client.abort_multipart(key, &upload_id).await;
+            self.client.abort_multipart(key, upload_id).await;
         }
+        tracing::debug!(key, ok = completed.is_ok(), "multipart upload done");
         completed
     }
 }

@@ -70,10 +70,7 @@ impl Filesystem for BucketFs {
                     inner.handed_out(ino);
                     reply.entry(&inner.ttl(), &attr, GENERATION)
                 }
-                Err(error) => {
-                    tracing::debug!(op = "lookup", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("lookup", error),
             }
         });
     }
@@ -82,10 +79,7 @@ impl Filesystem for BucketFs {
         self.spawn(move |inner| async move {
             match inner.getattr(ino.0).await {
                 Ok(attr) => reply.attr(&inner.ttl(), &attr),
-                Err(error) => {
-                    tracing::debug!(op = "getattr", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("getattr", error),
             }
         });
     }
@@ -117,10 +111,7 @@ impl Filesystem for BucketFs {
             }
             match inner.getattr(ino.0).await {
                 Ok(attr) => reply.attr(&inner.ttl(), &attr),
-                Err(error) => {
-                    tracing::debug!(op = "setattr", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("setattr", error),
             }
         });
     }
@@ -144,24 +135,29 @@ impl Filesystem for BucketFs {
                     inner.handed_out(ino);
                     reply.entry(&inner.ttl(), &attr, GENERATION)
                 }
-                Err(error) => {
-                    tracing::debug!(op = "mkdir", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("mkdir", error),
             }
         });
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.name_op(parent, name, reply, |inner, parent, name| async move {
-            inner.unlink(parent, &name).await
-        });
+        self.name_op(
+            "unlink",
+            parent,
+            name,
+            reply,
+            |inner, parent, name| async move { inner.unlink(parent, &name).await },
+        );
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.name_op(parent, name, reply, |inner, parent, name| async move {
-            inner.rmdir(parent, &name).await
-        });
+        self.name_op(
+            "rmdir",
+            parent,
+            name,
+            reply,
+            |inner, parent, name| async move { inner.rmdir(parent, &name).await },
+        );
     }
 
     fn rename(
@@ -182,11 +178,17 @@ impl Filesystem for BucketFs {
             Ok(name) => name.to_string(),
             Err(error) => return reply.error(error),
         };
-        self.name_op(parent, name, reply, move |inner, parent, name| async move {
-            inner
-                .rename(parent, &name, newparent.0, &new_name, no_replace)
-                .await
-        });
+        self.name_op(
+            "rename",
+            parent,
+            name,
+            reply,
+            move |inner, parent, name| async move {
+                inner
+                    .rename(parent, &name, newparent.0, &new_name, no_replace)
+                    .await
+            },
+        );
     }
 
     fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -204,10 +206,7 @@ impl Filesystem for BucketFs {
                     reply.opened(FileHandle(fh), flags)
                 }
 
-                Err(error) => {
-                    tracing::debug!(op = "open", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("open", error),
             }
         });
     }
@@ -234,10 +233,7 @@ impl Filesystem for BucketFs {
                     FopenFlags::empty(),
                 )
             }
-            Err(error) => {
-                tracing::debug!(op = "create", ?error, "refused");
-                reply.error(error)
-            }
+            Err(error) => reply.refuse("create", error),
         }
     }
 
@@ -253,25 +249,16 @@ impl Filesystem for BucketFs {
         reply: ReplyData,
     ) {
         match self.inner.content(fh.0) {
-            Err(error) => {
-                tracing::debug!(op = "read", ?error, "refused");
-                reply.error(error)
-            }
+            Err(error) => reply.refuse("read", error),
             Ok(Content::Local(spill)) => match Inner::read_spill(&spill, offset, size) {
                 Ok(bytes) => reply.data(&bytes),
-                Err(error) => {
-                    tracing::debug!(op = "read", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("read", error),
             },
             Ok(Content::Remote(reader)) => {
                 self.runtime.spawn(async move {
                     match reader.read(offset, u64::from(size)).await {
                         Ok(bytes) => reply.data(&bytes),
-                        Err(error) => {
-                            tracing::debug!(op = "read", ?error, "refused");
-                            reply.error(error)
-                        }
+                        Err(error) => reply.refuse("read", error),
                     }
                 });
             }
@@ -292,10 +279,7 @@ impl Filesystem for BucketFs {
     ) {
         match self.inner.write(fh.0, offset, data) {
             Ok(written) => reply.written(written),
-            Err(error) => {
-                tracing::debug!(op = "write", ?error, "refused");
-                reply.error(error)
-            }
+            Err(error) => reply.refuse("write", error),
         }
     }
 
@@ -307,7 +291,7 @@ impl Filesystem for BucketFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        self.spawn(move |inner| async move { empty(reply, inner.flush(fh.0).await) });
+        self.spawn(move |inner| async move { empty(reply, "flush", inner.flush(fh.0).await) });
     }
 
     fn fsync(
@@ -318,7 +302,7 @@ impl Filesystem for BucketFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(move |inner| async move { empty(reply, inner.flush(fh.0).await) });
+        self.spawn(move |inner| async move { empty(reply, "fsync", inner.flush(fh.0).await) });
     }
 
     fn release(
@@ -331,7 +315,7 @@ impl Filesystem for BucketFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(move |inner| async move { empty(reply, inner.release(fh.0).await) });
+        self.spawn(move |inner| async move { empty(reply, "release", inner.release(fh.0).await) });
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -341,10 +325,7 @@ impl Filesystem for BucketFs {
                     let fh = inner.add_handle(Handle::Dir(Arc::new(entries)));
                     reply.opened(FileHandle(fh), FopenFlags::empty());
                 }
-                Err(error) => {
-                    tracing::debug!(op = "opendir", ?error, "refused");
-                    reply.error(error)
-                }
+                Err(error) => reply.refuse("opendir", error),
             }
         });
     }
@@ -433,20 +414,45 @@ impl Filesystem for BucketFs {
     }
 }
 
-fn empty(reply: ReplyEmpty, result: Result<(), Errno>) {
+fn empty(reply: ReplyEmpty, op: &'static str, result: Result<(), Errno>) {
     match result {
         Ok(()) => reply.ok(),
-        Err(error) => {
-            tracing::debug!(op = "empty", ?error, "refused");
-            reply.error(error)
-        }
+        Err(error) => reply.refuse(op, error),
     }
 }
+
+/// Every fuser reply answers an error the same way; a refusal is logged at debug with the
+/// operation it answers.
+trait Refuse {
+    fn refuse(self, op: &'static str, error: Errno);
+}
+
+macro_rules! refuse_with_error {
+    ($($reply:ty),*) => {
+        $(impl Refuse for $reply {
+            fn refuse(self, op: &'static str, error: Errno) {
+                tracing::debug!(op, ?error, "refused");
+                self.error(error);
+            }
+        })*
+    };
+}
+
+refuse_with_error!(
+    ReplyEntry,
+    ReplyAttr,
+    ReplyOpen,
+    ReplyCreate,
+    ReplyData,
+    ReplyWrite,
+    ReplyEmpty
+);
 
 impl BucketFs {
     /// An operation on `parent/name` that answers with nothing but success or an errno.
     fn name_op<F>(
         &self,
+        label: &'static str,
         parent: INodeNo,
         name: &OsStr,
         reply: ReplyEmpty,
@@ -458,7 +464,9 @@ impl BucketFs {
             Ok(name) => name.to_string(),
             Err(_) => return reply.error(Errno::ENOENT),
         };
-        self.spawn(move |inner| async move { empty(reply, op(inner, parent.0, name).await) });
+        self.spawn(
+            move |inner| async move { empty(reply, label, op(inner, parent.0, name).await) },
+        );
     }
 }
 

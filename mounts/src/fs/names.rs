@@ -4,6 +4,8 @@ use std::time::Instant;
 
 use fuser::{Errno, FileAttr};
 
+use crate::client::Listing;
+
 use crate::fs::keys::{self, dir_key, file_key};
 use crate::fs::tree::{Cached, Entry, Ino, Kind};
 use crate::fs::{DirEntry, Inner, lock, now};
@@ -104,17 +106,22 @@ impl Inner {
         self.lookup(parent, name).await
     }
 
+    /// What the store holds directly under directory `dir`, and the key prefix listed.
+    async fn list_store(&self, dir: Ino) -> Result<(String, Listing), Errno> {
+        let prefix = dir_key(&self.options.prefix, &self.path_of(dir)?);
+        let listing = self
+            .client
+            .list(&prefix)
+            .await
+            .map_err(|error| super::errno(&error))?;
+        Ok((prefix, listing))
+    }
+
     /// The entries of directory `dir`, listing the store if the cached listing is stale.
     pub(crate) async fn list_dir(&self, dir: Ino) -> Result<Vec<DirEntry>, Errno> {
         let listed = lock(&self.tree).is_listed(dir, Instant::now());
         if !listed {
-            let path = self.path_of(dir)?;
-            let prefix = dir_key(&self.options.prefix, &path);
-            let listing = self
-                .client
-                .list(&prefix)
-                .await
-                .map_err(|error| super::errno(&error))?;
+            let (prefix, listing) = self.list_store(dir).await?;
             let entries = keys::entries(&listing, &prefix);
             lock(&self.tree).apply_listing(dir, &entries, Instant::now());
         }
@@ -170,13 +177,7 @@ impl Inner {
         if attr.kind != fuser::FileType::Directory {
             return Err(Errno::ENOTDIR);
         }
-        let path = self.child_path(parent, name)?;
-        let prefix = dir_key(&self.options.prefix, &path);
-        let listing = self
-            .client
-            .list(&prefix)
-            .await
-            .map_err(|error| super::errno(&error))?;
+        let (prefix, listing) = self.list_store(ino).await?;
         let children = lock(&self.tree).list(ino);
         let has_local = {
             let spills = lock(&self.spills);

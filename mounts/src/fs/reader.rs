@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use tokio::sync::Notify;
 
 use crate::client::ObjectClient;
-use crate::fs::errno;
+use crate::fs::{errno, lock};
 
 /// How far the stream may run ahead of the furthest read.
 const AHEAD: u64 = 64 << 20;
@@ -104,9 +104,7 @@ impl Reader {
     }
 
     fn window(&self) -> MutexGuard<'_, Window> {
-        self.window
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.window)
     }
 
     pub async fn read(self: &Arc<Self>, offset: u64, len: u64) -> Result<Bytes, Errno> {
@@ -115,7 +113,7 @@ impl Reader {
             return Ok(Bytes::new());
         }
         let sequential = {
-            let mut last_end = self.last_end.lock().unwrap_or_else(|p| p.into_inner());
+            let mut last_end = lock(&self.last_end);
             let sequential = offset == *last_end;
             *last_end = end;
             sequential

@@ -8,6 +8,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::fs::eager::EagerUpload;
+use crate::fs::lock;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct State {
@@ -58,9 +59,7 @@ impl Spill {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.state)
     }
 
     pub fn size(&self) -> u64 {
@@ -136,9 +135,7 @@ impl Spill {
     }
 
     pub fn eager(&self) -> std::sync::MutexGuard<'_, Option<EagerUpload>> {
-        self.eager
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.eager)
     }
 
     pub fn opens(&self) -> u32 {
