@@ -52,6 +52,41 @@ impl ApiError {
             .with_context(json!({ "validationErrors": [issue] }))
     }
 
+    /// A 400 with a domain's own code (INVALID_BACKUP_CONFIG, INVALID_MOUNT_CONFIG) naming
+    /// the field, in both `context.field` and the reference's `validationErrors`.
+    pub fn invalid_field(
+        code: ErrorCode,
+        field: &str,
+        message: impl Into<String>,
+        operation: Operation,
+    ) -> Self {
+        let message = message.into();
+        let issue = ValidationIssue {
+            field: field.to_string(),
+            message: message.clone(),
+            code: code.as_str().to_string(),
+        };
+        Self::new(code, format!("{field}: {message}"))
+            .with_context(json!({ "field": field, "validationErrors": [issue] }))
+            .with_operation(operation)
+    }
+
+    /// Parses a JSON body for a domain whose type errors carry its own code instead of
+    /// VALIDATION_FAILED, as the reference answers them.
+    pub fn parse_as<T: serde::de::DeserializeOwned>(
+        body: &[u8],
+        code: ErrorCode,
+        operation: Operation,
+    ) -> Result<T, ApiError> {
+        crate::wire::json::parse(body).map_err(|mut error: ApiError| {
+            if error.code == ErrorCode::ValidationFailed {
+                error.http_status = code.http_status();
+                error.code = code;
+            }
+            error.with_operation(operation)
+        })
+    }
+
     pub fn with_context(mut self, context: Value) -> Self {
         self.context = context;
         self
@@ -284,11 +319,9 @@ pub fn backup_error(err: BackupError, operation: Operation) -> ApiError {
 pub fn mount_error(err: MountServiceError, operation: Operation) -> ApiError {
     let message = err.to_string();
     let error = match &err {
-        MountServiceError::AlreadyMounted(path) | MountServiceError::NotADirectory(path) => {
-            ApiError::new(ErrorCode::InvalidMountConfig, message)
-                .with_context(json!({ "field": "mountPath", "path": path }))
-        }
-        MountServiceError::NotMounted(path) => {
+        MountServiceError::AlreadyMounted(path)
+        | MountServiceError::NotADirectory(path)
+        | MountServiceError::NotMounted(path) => {
             ApiError::new(ErrorCode::InvalidMountConfig, message)
                 .with_context(json!({ "field": "mountPath", "path": path }))
         }

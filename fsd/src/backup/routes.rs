@@ -32,13 +32,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 /// Parses a backup request; type errors are INVALID_BACKUP_CONFIG, as the reference has it.
 fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, ApiError> {
-    crate::wire::json::parse(body).map_err(|mut error| {
-        if error.code == ErrorCode::ValidationFailed {
-            error.code = ErrorCode::InvalidBackupConfig;
-            error.http_status = ErrorCode::InvalidBackupConfig.http_status();
-        }
-        error.with_operation(operation)
-    })
+    ApiError::parse_as(body, ErrorCode::InvalidBackupConfig, operation)
 }
 
 fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {

@@ -4,16 +4,12 @@ use std::path::{Path, PathBuf};
 
 use fsd_api::backup::{ALLOWED_DIR_PREFIXES, ARCHIVE_ROOT};
 use fsd_api::{ErrorCode, MAX_PATH_BYTES, Operation};
-use serde_json::json;
 
 use crate::error::ApiError;
 
 /// An INVALID_BACKUP_CONFIG error naming `field`.
 pub fn invalid(field: &str, message: impl Into<String>, operation: Operation) -> ApiError {
-    let message = message.into();
-    ApiError::new(ErrorCode::InvalidBackupConfig, format!("{field}: {message}"))
-        .with_context(json!({ "field": field, "validationErrors": [{ "field": field, "message": message, "code": "INVALID_BACKUP_CONFIG" }] }))
-        .with_operation(operation)
+    ApiError::invalid_field(ErrorCode::InvalidBackupConfig, field, message, operation)
 }
 
 /// Absolute, no NUL, no `..` anywhere (as a substring, as the reference checks), ≤ 4096.

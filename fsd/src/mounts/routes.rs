@@ -17,13 +17,7 @@ use crate::wire::time::now_rfc3339;
 
 /// Type errors in a mount request are INVALID_MOUNT_CONFIG too.
 fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, ApiError> {
-    crate::wire::json::parse(body).map_err(|mut error| {
-        if error.code == ErrorCode::ValidationFailed {
-            error.code = ErrorCode::InvalidMountConfig;
-            error.http_status = ErrorCode::InvalidMountConfig.http_status();
-        }
-        error.with_operation(operation)
-    })
+    ApiError::parse_as(body, ErrorCode::InvalidMountConfig, operation)
 }
 
 pub async fn mount(

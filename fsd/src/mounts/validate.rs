@@ -6,16 +6,12 @@ use std::path::PathBuf;
 use fsd_api::mounts::MountBucketRequest;
 use fsd_api::{ErrorCode, MAX_PATH_BYTES, Operation};
 use fsd_mounts::Upstream;
-use serde_json::json;
 
 use crate::error::ApiError;
 
 /// An INVALID_MOUNT_CONFIG error naming `field`.
 pub fn invalid(field: &str, message: impl Into<String>, operation: Operation) -> ApiError {
-    let message = message.into();
-    ApiError::new(ErrorCode::InvalidMountConfig, format!("{field}: {message}"))
-        .with_context(json!({ "field": field, "validationErrors": [{ "field": field, "message": message, "code": "INVALID_MOUNT_CONFIG" }] }))
-        .with_operation(operation)
+    ApiError::invalid_field(ErrorCode::InvalidMountConfig, field, message, operation)
 }
 
 /// A checked mount request.
