@@ -248,17 +248,7 @@ impl ObjectClient {
             if let Some(token) = &token {
                 query.push(("continuation-token", token.as_str()));
             }
-            let what = format!("list {prefix:?}");
-            let response = self
-                .send(
-                    reqwest::Method::GET,
-                    self.url("", &query),
-                    Vec::new(),
-                    None,
-                    &what,
-                )
-                .await?;
-            let page: ListBucketResult = decode(response, &what).await?;
+            let page = self.list_page(prefix, &query).await?;
             listing
                 .objects
                 .extend(page.contents.into_iter().map(|c| ObjectInfo {
@@ -306,19 +296,28 @@ impl ObjectClient {
 
     /// Whether any key starts with `prefix` (one LIST of at most one key).
     pub async fn has_keys_under(&self, prefix: &str) -> Result<bool, ClientError> {
-        let what = format!("list {prefix:?}");
         let query = [("list-type", "2"), ("prefix", prefix), ("max-keys", "1")];
+        let page = self.list_page(prefix, &query).await?;
+        Ok(!page.contents.is_empty() || !page.common_prefixes.is_empty())
+    }
+
+    /// One ListObjectsV2 page for `query` (which holds `prefix`).
+    async fn list_page(
+        &self,
+        prefix: &str,
+        query: &[(&str, &str)],
+    ) -> Result<ListBucketResult, ClientError> {
+        let what = format!("list {prefix:?}");
         let response = self
             .send(
                 reqwest::Method::GET,
-                self.url("", &query),
+                self.url("", query),
                 Vec::new(),
                 None,
                 &what,
             )
             .await?;
-        let page: ListBucketResult = decode(response, &what).await?;
-        Ok(!page.contents.is_empty() || !page.common_prefixes.is_empty())
+        decode(response, &what).await
     }
 
     /// Bytes `start..end` of `key`.

@@ -65,6 +65,37 @@ fn is_mount_point(path: &Path) -> bool {
         .any(|line| line.split(' ').nth(4) == Some(wanted))
 }
 
+/// A daemon with the whole bucket mounted through a proxy of its own, at a directory fsd
+/// makes. Fields drop in order: the daemon (releasing the mount), then the proxy.
+struct Mounted {
+    daemon: Daemon,
+    path: PathBuf,
+    /// The mount's answer.
+    body: Value,
+    _proxy: CredentialProxy,
+    _dirs: tempfile::TempDir,
+}
+
+async fn mounted(store: &Store, extra: Value) -> Mounted {
+    let proxy = proxy(store, "", false).await;
+    let daemon = Daemon::start();
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "bucket");
+    let mut request = json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() });
+    for (key, value) in extra.as_object().unwrap() {
+        request[key] = value.clone();
+    }
+    let (status, body) = mount(&daemon, request).await;
+    assert_eq!(status, 200, "{body}");
+    Mounted {
+        daemon,
+        path,
+        body,
+        _proxy: proxy,
+        _dirs: dirs,
+    }
+}
+
 /// A mount point that does not exist yet (fsd makes it).
 fn fresh_mount_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
@@ -85,19 +116,12 @@ async fn files_go_both_ways_through_a_proxy_mount() {
         .put("seed/top.txt", Bytes::from_static(b"top\n"))
         .await
         .unwrap();
-    let proxy = proxy(&store, "", false).await;
-    let daemon = Daemon::start();
-    let dirs = tempfile::tempdir().unwrap();
-    let path = fresh_mount_path(&dirs, "bucket");
-    let (status, body) = mount(
-        &daemon,
-        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() }),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let Mounted {
+        daemon, path, body, ..
+    } = &mounted(&store, json!({})).await;
     assert_eq!(body["mount"]["viaProxy"], true);
     assert_eq!(body["mount"]["createdDir"], true);
-    assert!(is_mount_point(&path));
+    assert!(is_mount_point(path));
 
     // Objects in the bucket are files; prefixes are directories.
     assert_eq!(
@@ -204,7 +228,7 @@ async fn files_go_both_ways_through_a_proxy_mount() {
     assert_eq!(status, 200);
     assert_eq!(body["mounts"][0]["mountPath"], path.to_str().unwrap());
 
-    let (status, body) = unmount(&daemon, &path).await;
+    let (status, body) = unmount(daemon, path).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["removedDir"], true);
     assert!(!path.exists(), "the mount directory fsd made is gone");
@@ -216,16 +240,7 @@ async fn a_200_mb_file_round_trips_and_concurrent_readers_agree() {
         return;
     }
     let store = Store::start();
-    let proxy = proxy(&store, "", false).await;
-    let daemon = Daemon::start();
-    let dirs = tempfile::tempdir().unwrap();
-    let path = fresh_mount_path(&dirs, "big");
-    let (status, body) = mount(
-        &daemon,
-        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() }),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let Mounted { path, .. } = &mounted(&store, json!({})).await;
 
     // Written in 1 MiB pieces through the mount: a multipart upload at close.
     let data = noise(200 << 20, 7);
@@ -506,16 +521,7 @@ async fn cached_reads_follow_changes_in_the_bucket() {
         .put("v.txt", Bytes::from_static(b"one\n"))
         .await
         .unwrap();
-    let proxy = proxy(&store, "", false).await;
-    let daemon = Daemon::start();
-    let dirs = tempfile::tempdir().unwrap();
-    let path = fresh_mount_path(&dirs, "cached");
-    let (status, body) = mount(
-        &daemon,
-        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url(), "cacheTtlMs": 100 }),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    let Mounted { path, .. } = &mounted(&store, json!({ "cacheTtlMs": 100 })).await;
     let file = path.join("v.txt");
     // The second open finds the same version and may read the kernel's cached pages.
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "one\n");

@@ -76,12 +76,7 @@ impl Filesystem for BucketFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        self.spawn(move |inner| async move {
-            match inner.getattr(ino.0).await {
-                Ok(attr) => reply.attr(&inner.ttl(), &attr),
-                Err(error) => reply.refuse("getattr", error),
-            }
-        });
+        self.spawn(move |inner| async move { answer_attr(&inner, ino, reply, "getattr").await });
     }
 
     fn setattr(
@@ -107,12 +102,9 @@ impl Filesystem for BucketFs {
             if let Some(size) = size
                 && let Err(error) = inner.truncate(ino.0, fh.map(|fh| fh.0), size).await
             {
-                return reply.error(error);
+                return reply.refuse("truncate", error);
             }
-            match inner.getattr(ino.0).await {
-                Ok(attr) => reply.attr(&inner.ttl(), &attr),
-                Err(error) => reply.refuse("setattr", error),
-            }
+            answer_attr(&inner, ino, reply, "setattr").await
         });
     }
 
@@ -411,6 +403,14 @@ impl Filesystem for BucketFs {
         // A bucket has no fixed size: report plenty, so tools that check free space go on.
         const BLOCKS: u64 = 1 << 40;
         reply.statfs(BLOCKS, BLOCKS, BLOCKS, 1 << 32, 1 << 32, 4096, 1024, 4096);
+    }
+}
+
+/// The attributes of `ino`, fresh enough to trust, as the answer.
+async fn answer_attr(inner: &Inner, ino: INodeNo, reply: ReplyAttr, op: &'static str) {
+    match inner.getattr(ino.0).await {
+        Ok(attr) => reply.attr(&inner.ttl(), &attr),
+        Err(error) => reply.refuse(op, error),
     }
 }
 
