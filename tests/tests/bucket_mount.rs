@@ -96,6 +96,16 @@ async fn mounted(store: &Store, extra: Value) -> Mounted {
     }
 }
 
+/// The names in `dir`, sorted, as `readdir` through the mount gives them.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
+}
+
 /// A mount point that does not exist yet (fsd makes it).
 fn fresh_mount_path(dir: &tempfile::TempDir, name: &str) -> PathBuf {
     dir.path().join(name)
@@ -128,11 +138,7 @@ async fn files_go_both_ways_through_a_proxy_mount() {
         std::fs::read_to_string(path.join("seed/a/b/deep.txt")).unwrap(),
         "deep\n"
     );
-    let mut names: Vec<String> = std::fs::read_dir(path.join("seed"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
+    let names = names_in(&path.join("seed"));
     assert_eq!(names, vec!["a", "top.txt"]);
     assert!(path.join("seed/a").is_dir());
     assert_eq!(
@@ -212,10 +218,7 @@ async fn files_go_both_ways_through_a_proxy_mount() {
         3
     );
     assert!(path.join("out").is_dir());
-    let names: Vec<String> = std::fs::read_dir(path.join("out"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let names = names_in(&path.join("out"));
     assert!(names.contains(&"renamed.txt".to_string()), "{names:?}");
 
     let mut held = String::new();
@@ -335,10 +338,7 @@ async fn prefix_scoping_and_read_only_mounts() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["mount"]["prefix"], "team-a/");
     assert_eq!(body["mount"]["createdDir"], false);
-    let names: Vec<String> = std::fs::read_dir(&path)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let names = names_in(&path);
     assert_eq!(names, vec!["report.txt"]);
     assert_eq!(
         std::fs::read_to_string(path.join("report.txt")).unwrap(),

@@ -65,13 +65,8 @@ impl Filesystem for BucketFs {
             Err(_) => return reply.error(Errno::ENOENT),
         };
         self.spawn(move |inner| async move {
-            match inner.lookup(parent.0, &name).await {
-                Ok((ino, attr)) => {
-                    inner.handed_out(ino);
-                    reply.entry(&inner.ttl(), &attr, GENERATION)
-                }
-                Err(error) => reply.refuse("lookup", error),
-            }
+            let result = inner.lookup(parent.0, &name).await;
+            answer_entry(&inner, result, reply, "lookup");
         });
     }
 
@@ -122,13 +117,8 @@ impl Filesystem for BucketFs {
             Err(error) => return reply.error(error),
         };
         self.spawn(move |inner| async move {
-            match inner.mkdir(parent.0, &name).await {
-                Ok((ino, attr)) => {
-                    inner.handed_out(ino);
-                    reply.entry(&inner.ttl(), &attr, GENERATION)
-                }
-                Err(error) => reply.refuse("mkdir", error),
-            }
+            let result = inner.mkdir(parent.0, &name).await;
+            answer_entry(&inner, result, reply, "mkdir");
         });
     }
 
@@ -403,6 +393,22 @@ impl Filesystem for BucketFs {
         // A bucket has no fixed size: report plenty, so tools that check free space go on.
         const BLOCKS: u64 = 1 << 40;
         reply.statfs(BLOCKS, BLOCKS, BLOCKS, 1 << 32, 1 << 32, 4096, 1024, 4096);
+    }
+}
+
+/// An entry as the answer; the kernel takes a reference to it, which `forget` gives back.
+fn answer_entry(
+    inner: &Inner,
+    result: Result<(u64, FileAttr), Errno>,
+    reply: ReplyEntry,
+    op: &'static str,
+) {
+    match result {
+        Ok((ino, attr)) => {
+            inner.handed_out(ino);
+            reply.entry(&inner.ttl(), &attr, GENERATION)
+        }
+        Err(error) => reply.refuse(op, error),
     }
 }
 
