@@ -35,6 +35,11 @@ impl Inner {
             Cached::Absent => return Err(Errno::ENOENT),
             Cached::Unknown => {}
         }
+        self.lookup_fresh(parent, name).await
+    }
+
+    /// `name` under `parent` as the store has it now, whatever the cache says.
+    async fn lookup_fresh(&self, parent: Ino, name: &str) -> Result<(Ino, FileAttr), Errno> {
         let path = self.child_path(parent, name)?;
         let prefix = &self.options.prefix;
         let (object_key, dir_prefix) = (file_key(prefix, &path), dir_key(prefix, &path));
@@ -92,18 +97,6 @@ impl Inner {
             return Err(Errno::ENOENT);
         }
         Ok(attr)
-    }
-
-    async fn lookup_fresh(&self, parent: Ino, name: &str) -> Result<(Ino, FileAttr), Errno> {
-        {
-            let mut tree = lock(&self.tree);
-            if let Some(ino) = tree.child(parent, name)
-                && let Some(node) = tree.get_mut(ino)
-            {
-                node.checked = Instant::now() - self.ttl() * 2;
-            }
-        }
-        self.lookup(parent, name).await
     }
 
     /// What the store holds directly under directory `dir`, and the key prefix listed.
