@@ -38,9 +38,23 @@ impl Inner {
         self.lookup_fresh(parent, name).await
     }
 
-    /// `name` under `parent` as the store has it now, whatever the cache says.
+    /// `name` under `parent`, not trusting the node's own attributes: asked of the store
+    /// unless a fresh listing of `parent` vouches for it, or it was made here and is not in
+    /// the store yet (or never will be, like an empty directory on a store that drops
+    /// markers).
     async fn lookup_fresh(&self, parent: Ino, name: &str) -> Result<(Ino, FileAttr), Errno> {
+        {
+            let tree = lock(&self.tree);
+            if let Some(ino) = tree.child(parent, name)
+                && let Some(node) = tree.get(ino)
+                && (node.local || tree.is_listed(parent, Instant::now()))
+            {
+                return Ok((ino, self.attr(ino, node)));
+            }
+        }
+
         let path = self.child_path(parent, name)?;
+
         let prefix = &self.options.prefix;
         let (object_key, dir_prefix) = (file_key(prefix, &path), dir_key(prefix, &path));
         let (object, is_dir) = tokio::join!(
