@@ -16,6 +16,12 @@ pub struct Cli {
 pub enum Command {
     /// Serve the workspace over HTTP.
     Serve(ServeArgs),
+    /// Internal: run a program as a child subreaper in the sandbox's process world.
+    #[command(hide = true)]
+    Supervise(crate::exec::supervisor::SuperviseArgs),
+    /// Internal: the first process of the sandbox's PID namespace.
+    #[command(hide = true)]
+    SandboxInit,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -233,6 +239,7 @@ mod tests {
         argv.extend_from_slice(extra);
         match Cli::try_parse_from(argv).unwrap().command {
             Command::Serve(args) => args,
+            other => panic!("parsed as {other:?}"),
         }
     }
 

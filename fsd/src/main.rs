@@ -24,6 +24,8 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = config::Cli::parse();
     match cli.command {
+        config::Command::Supervise(args) => exit_code(exec::supervisor::supervise(args)),
+        config::Command::SandboxInit => exit_code(exec::supervisor::sandbox_init()),
         config::Command::Serve(args) => {
             let settings = match args.into_settings() {
                 Ok(settings) => settings,
@@ -53,4 +55,8 @@ fn main() -> std::process::ExitCode {
             }
         }
     }
+}
+
+fn exit_code(code: i32) -> std::process::ExitCode {
+    std::process::ExitCode::from(u8::try_from(code).unwrap_or(255))
 }

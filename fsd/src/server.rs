@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::backup::{self, BackupService};
 use crate::config::{IsolationMode, RestoreDriver, Settings};
-use crate::exec::{self, ExecConfig, Isolation, SessionManager, base_env};
+use crate::exec::{self, ExecConfig, SessionManager, World, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
 use crate::mounts::{self, MountService};
@@ -78,14 +78,16 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         settings.confine,
         settings.allow_roots.clone(),
     );
-    let isolation = Isolation::detect(settings.isolation == IsolationMode::Auto);
+    // Started here, on the main thread, which lives as long as the daemon (see World::start).
+    let world = Arc::new(World::start(settings.isolation == IsolationMode::Auto));
+    let isolation = world.isolation();
     let sessions = Arc::new(SessionManager::new(ExecConfig {
         state_dir: settings.state_dir.clone(),
         workspace: settings.workspace.clone(),
         base_env: base_env(&settings.pass_env),
         default_timeout: (settings.command_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
-        isolation,
+        world,
     }));
     let processes = Arc::new(ProcessService::new(
         sessions.clone(),
@@ -109,7 +111,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
             let _ = tokio::task::spawn_blocking(move || watches.save(false)).await;
         }
     });
-    // Restores made later must reach the sessions' mount namespaces (slaves of this one).
+    // Restores made later must reach the sandbox's mount namespace (a slave of this one).
     if isolation.name() != "none" && fsd_backup::mount::kernel_available() {
         if let Err(error) = fsd_backup::mount::share_mounts() {
             tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");

@@ -116,6 +116,39 @@ impl Daemon {
         self.child.id()
     }
 
+    /// The host pid of the living process that commands of this daemon know as `pid`:
+    /// searched among the daemon's descendants by the last `NSpid` entry.
+    pub fn host_pid_of(&self, pid: u32) -> Option<u32> {
+        let mut tree = vec![self.pid()];
+        let mut index = 0;
+        while index < tree.len() {
+            let parent = tree[index];
+            index += 1;
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{parent}/task")) else {
+                continue;
+            };
+            for task in tasks.flatten() {
+                let children = std::fs::read_to_string(task.path().join("children"));
+                tree.extend(
+                    children
+                        .unwrap_or_default()
+                        .split_whitespace()
+                        .filter_map(|p| p.parse::<u32>().ok()),
+                );
+            }
+        }
+        tree.into_iter().skip(1).find(|&host| {
+            let status =
+                std::fs::read_to_string(format!("/proc/{host}/status")).unwrap_or_default();
+            status
+                .lines()
+                .find(|line| line.starts_with("NSpid:"))
+                .and_then(|line| line.split_whitespace().last())
+                .is_some_and(|inner| inner == pid.to_string())
+                && host_alive(host)
+        })
+    }
+
     pub fn url(&self, route: &str) -> String {
         format!("{}{route}", self.url)
     }
@@ -152,6 +185,12 @@ impl Daemon {
         let status = response.status();
         let json = response.json().await.expect("JSON body");
         (status, json)
+    }
+
+    /// SIGKILLs the daemon (a crash) and waits for it; `resume` starts it again.
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and waits for the exit status.
@@ -378,4 +417,54 @@ impl Drop for Mount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
     }
+}
+
+/// Host pids of living processes (zombies left out) whose command line contains `marker`,
+/// seen from the host, outside any sandbox.
+pub fn host_processes_with(marker: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            cmdline.contains(marker) && host_alive(*pid)
+        })
+        .collect()
+}
+
+/// Whether a host pid is a living process (a zombie is not).
+pub fn host_alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rfind(')')
+            .and_then(|i| stat[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// Waits up to `limit` for no living host process to carry `marker`; returns what is left.
+pub async fn host_processes_gone(marker: &str, limit: Duration) -> Vec<u32> {
+    let started = std::time::Instant::now();
+    loop {
+        let left = host_processes_with(marker);
+        if left.is_empty() || started.elapsed() >= limit {
+            return left;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits up to 5 s for a living host process to carry `marker`; returns how many do.
+pub async fn host_processes_started(marker: &str) -> usize {
+    for _ in 0..250 {
+        let found = host_processes_with(marker).len();
+        if found > 0 {
+            return found;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    0
 }

@@ -178,8 +178,15 @@ async fn large_and_binary_output_is_exact() {
 async fn timeouts_kill_the_command_and_keep_the_session() {
     let daemon = Daemon::start();
     run(&daemon, "export STATE=kept; cd /tmp").await;
+    // Detached by a command that finished: not the business of a later timeout.
+    run(
+        &daemon,
+        "setsid bash -c '(exec -a fsd-kept-3039 sleep 3039) & exit 0'",
+    )
+    .await;
     // 3031: a duration no other test uses, so pgrep below sees only these.
     for command in [
+        "setsid bash -c '(trap \"\" INT TERM; exec -a fsd-escapee-3031 sleep 3031) & exit 0'; sleep 3031",
         "sleep 3031",
         "while true; do :; done",
         "for i in 1 2 3; do sleep 3031; done",
@@ -204,8 +211,13 @@ async fn timeouts_kill_the_command_and_keep_the_session() {
         let reply = run(&daemon, "echo $STATE; pwd").await;
         assert_eq!(reply["stdout"], "kept\n/tmp\n", "after {command}");
     }
-    let reply = run(&daemon, "pgrep -f 'sleep 303[1]' || echo none").await;
+    let reply = run(&daemon, "pgrep -f '(sleep|escapee-)303[1]' || echo none").await;
     assert_eq!(reply["stdout"], "none\n", "a timed-out sleep survived");
+    let reply = run(&daemon, "pgrep -c -f 'fsd-kept-303[9]'").await;
+    assert_eq!(
+        reply["stdout"], "1\n",
+        "an earlier detached process was killed"
+    );
 }
 
 #[tokio::test]
@@ -395,14 +407,20 @@ async fn sessionless_commands_are_exact_and_bounded() {
     .await;
     assert_eq!(reply["stdout"], "left\n");
     assert!(started.elapsed() < Duration::from_secs(20));
+    // A timeout ends the command and what it detached, even from TERM and its session.
     let (status, body) = daemon
         .post(
             "/api/execute",
-            json!({"command": "sleep 30", "sessionId": "__DISABLE_SESSION__", "timeoutMs": 300}),
+            json!({"command": "setsid bash -c '(trap \"\" TERM; exec -a fsd-escapee-3035 sleep 3035) & exit 0'; sleep 3036",
+                   "sessionId": "__DISABLE_SESSION__", "timeoutMs": 300}),
         )
         .await;
     assert_error(status, &body, 500, "COMMAND_EXECUTION_ERROR");
     assert_eq!(body["context"]["timedOut"], true);
+    for marker in ["fsd-escapee-3035", "sleep 3036"] {
+        let left = fsd_tests::host_processes_gone(marker, Duration::from_secs(2)).await;
+        assert!(left.is_empty(), "{marker} survived the timeout: {left:?}");
+    }
 }
 
 #[tokio::test]
@@ -418,23 +436,27 @@ async fn user_commands_cannot_signal_the_daemon() {
         return;
     }
     let pid = daemon.pid();
-    let reply = run(
-        &daemon,
-        &format!("kill -9 {pid}; pkill -9 -f 'fsd serve'; kill -9 -1; echo tried"),
-    )
-    .await;
+    // Every user command shares the sandbox's PID namespace, so `kill -9 -1` ends them all,
+    // this command's own session included (410, as on any machine); never the daemon.
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": format!("kill -9 {pid}; pkill -9 -f 'fsd serve'; kill -9 -1; echo tried")}),
+        )
+        .await;
     assert!(
-        reply["stdout"].as_str().unwrap().ends_with("tried\n") || reply["exitCode"] != 0,
-        "{reply}"
+        status == StatusCode::OK || status.as_u16() == 410,
+        "{status}: {body}"
     );
     let (status, _) = daemon.get("/api/ping").await;
     assert_eq!(status, StatusCode::OK, "the daemon died");
-    // The shell is the first process of its namespace; the daemon is not in its /proc.
-    let reply = run(&daemon, "echo $$; ls /proc | grep -c '^[0-9]'").await;
-    assert!(
-        reply["stdout"].as_str().unwrap().starts_with("1\n"),
-        "{reply}"
-    );
+    // The daemon is not in the sandbox's /proc, under any pid.
+    let reply = run(
+        &daemon,
+        "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <\"$f\"; echo; done | grep -c '^[^ ]*fsd serve' || :",
+    )
+    .await;
+    assert_eq!(reply["stdout"], "0\n", "{reply}");
     assert!(
         std::process::Command::new("kill")
             .args(["-0", &pid.to_string()])

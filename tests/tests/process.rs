@@ -2,7 +2,10 @@
 
 use std::time::{Duration, Instant};
 
-use fsd_tests::{Daemon, assert_error, assert_validation, reply};
+use fsd_tests::{
+    Daemon, assert_error, assert_validation, available_or_skip, host_processes_gone,
+    host_processes_started, reply,
+};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -390,4 +393,221 @@ async fn a_running_process_id_cannot_be_reused() {
         .unwrap();
     wait_status(&daemon, "one", "killed").await;
     start(&daemon, json!({"command": "true", "processId": "one"})).await;
+}
+
+async fn exec_in(daemon: &Daemon, session: &str, command: &str) -> Value {
+    let (status, body) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": command, "sessionId": session}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{command}: {body}");
+    body
+}
+
+#[tokio::test]
+async fn a_pid_from_the_api_is_valid_in_every_command() {
+    let daemon = Daemon::start();
+    let started = start(
+        &daemon,
+        json!({"command": "sleep 3041", "processId": "server", "sessionId": "starter"}),
+    )
+    .await;
+    let pid = started["pid"].as_u64().unwrap();
+    let (_, created) = daemon
+        .post("/api/session/create", json!({"id": "watcher"}))
+        .await;
+    let shell_pid = created["data"]["shellPid"].as_u64().unwrap();
+    let (_, background) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "sleep 3042", "background": true, "sessionId": "third"}),
+        )
+        .await;
+    let background_pid = background["pid"].as_u64().unwrap();
+    // From a sessionless command, the default session, and sessions that did not start them.
+    for session in ["__DISABLE_SESSION__", "default", "watcher", "starter"] {
+        let check = format!(
+            "kill -0 {pid} && kill -0 {shell_pid} && kill -0 {background_pid} && \
+             ps -p {pid} -o pid= && test -r /proc/{pid}/stat && pgrep -P {pid} -f 'sleep 3041' >/dev/null && \
+             grep -q driver.sh /proc/{shell_pid}/cmdline && pgrep -c -x sleep"
+        );
+        let reply = exec_in(&daemon, session, &check).await;
+        assert_eq!(reply["exitCode"], 0, "{session}: {reply}");
+        assert_eq!(
+            reply["stdout"],
+            format!("{pid:>7}\n2\n"),
+            "{session}: {reply}"
+        );
+    }
+    // The pid the API gave is the one a kill from a command reaches.
+    exec_in(&daemon, "watcher", &format!("kill -9 {pid}")).await;
+    let process = wait_status(&daemon, "server", "killed").await;
+    assert_eq!(process["exitCode"], 137);
+    let reply = exec_in(
+        &daemon,
+        "default",
+        &format!("kill -0 {pid} 2>/dev/null || echo gone"),
+    )
+    .await;
+    assert_eq!(reply["stdout"], "gone\n");
+}
+
+/// Starts `command` as process `id`, kills it through the API, and checks on the host that
+/// nothing of it runs once the kill has answered.
+async fn kill_and_check(
+    daemon: &Daemon,
+    id: &str,
+    command: &str,
+    markers: &[&str],
+    exit_code: i64,
+) {
+    let started = start(daemon, json!({"command": command, "processId": id})).await;
+    let pid = started["pid"].as_u64().unwrap() as u32;
+    // Give every level of the tree time to start (and the escapees to detach).
+    for marker in markers {
+        assert_eq!(host_processes_started(marker).await, 1, "{id}: {marker}");
+    }
+    let host_pid = daemon
+        .host_pid_of(pid)
+        .expect("the tracked process on the host");
+    let (status, body) = reply(daemon.request(Method::DELETE, &format!("/api/process/{id}"))).await;
+    assert_eq!(status, StatusCode::OK, "{id}: {body}");
+    // The kill answers once the record is terminal, and the record once the tree is gone.
+    let (_, process) = daemon.get(&format!("/api/process/{id}")).await;
+    assert_eq!(process["process"]["status"], "killed", "{id}: {process}");
+    assert_eq!(process["process"]["exitCode"], exit_code, "{id}: {process}");
+    assert!(
+        !fsd_tests::host_alive(host_pid),
+        "{id}: the tracked process survived"
+    );
+    for marker in markers {
+        let left = fsd_tests::host_processes_with(marker);
+        assert!(left.is_empty(), "{id}: {marker} survived as {left:?}");
+    }
+}
+
+#[tokio::test]
+async fn kills_leave_nothing_of_the_tree_running() {
+    let daemon = Daemon::start();
+    std::fs::write(
+        daemon.path("stubborn-child-3052.sh"),
+        "trap '' TERM; while :; do :; done\n",
+    )
+    .unwrap();
+    let busy = kill_and_check(
+        &daemon,
+        "busy",
+        "trap '' TERM; while :; do :; done",
+        &[],
+        137,
+    );
+    let child = kill_and_check(
+        &daemon,
+        "child",
+        "bash stubborn-child-3052.sh",
+        &["stubborn-child-3052"],
+        137,
+    );
+    let escapee = kill_and_check(
+        &daemon,
+        "escapee",
+        "setsid bash -c '(trap \"\" TERM; exec -a fsd-escapee-3053 sleep 3053) & exit 0'; sleep 3054",
+        &["fsd-escapee-3053", "sleep 3054"],
+        137,
+    );
+    let polite = async {
+        let started = Instant::now();
+        kill_and_check(&daemon, "polite", "sleep 3055 | cat", &["sleep 3055"], 143).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "TERM was enough"
+        );
+    };
+    tokio::join!(busy, child, escapee, polite);
+}
+
+#[tokio::test]
+async fn deleting_a_session_ends_its_processes_and_what_they_detached() {
+    let daemon = Daemon::start();
+    exec_in(
+        &daemon,
+        "doomed",
+        "setsid bash -c '(trap \"\" TERM; exec -a fsd-detached-3061 sleep 3061) & exit 0'",
+    )
+    .await;
+    start(
+        &daemon,
+        json!({"sessionId": "doomed", "processId": "doomed-bg",
+               "command": "setsid bash -c '(exec -a fsd-escapee-3062 sleep 3062) & exit 0'; sleep 3063"}),
+    )
+    .await;
+    // Another session's process is not the doomed session's to end.
+    start(
+        &daemon,
+        json!({"sessionId": "spared", "processId": "spared-bg", "command": "sleep 3064"}),
+    )
+    .await;
+    for marker in [
+        "fsd-detached-3061",
+        "fsd-escapee-3062",
+        "sleep 3063",
+        "sleep 3064",
+    ] {
+        assert_eq!(host_processes_started(marker).await, 1, "{marker}");
+    }
+    let (status, body) = daemon
+        .post("/api/session/delete", json!({"sessionId": "doomed"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for marker in ["fsd-detached-3061", "fsd-escapee-3062", "sleep 3063"] {
+        let left = fsd_tests::host_processes_with(marker);
+        assert!(
+            left.is_empty(),
+            "{marker} survived the session's deletion: {left:?}"
+        );
+    }
+    let process = wait_status(&daemon, "doomed-bg", "killed").await;
+    assert_eq!(process["exitCode"], 137);
+    assert_eq!(fsd_tests::host_processes_with("sleep 3064").len(), 1);
+    let (_, process) = daemon.get("/api/process/spared-bg").await;
+    assert_eq!(process["process"]["status"], "running");
+}
+
+#[tokio::test]
+async fn a_crashed_daemon_leaves_no_command_running() {
+    let mut daemon = Daemon::start();
+    let (_, caps) = daemon.get("/api/capabilities").await;
+    // Without a PID namespace nothing ends commands with a SIGKILLed daemon.
+    if !available_or_skip(
+        caps["capabilities"]["commandIsolation"] == "pid-namespace",
+        "a_crashed_daemon_leaves_no_command_running",
+        "PID namespaces",
+    ) {
+        return;
+    }
+    start(
+        &daemon,
+        json!({"processId": "orphan", "command": "setsid bash -c '(exec -a fsd-crash-3071 sleep 3071) & exit 0'; sleep 3072"}),
+    )
+    .await;
+    let running = {
+        let request = daemon
+            .request(Method::POST, "/api/execute")
+            .json(&json!({"command": "sleep 3073", "sessionId": "busy"}));
+        tokio::spawn(request.send())
+    };
+    for marker in ["fsd-crash-3071", "sleep 3072", "sleep 3073"] {
+        assert_eq!(host_processes_started(marker).await, 1, "{marker}");
+    }
+    daemon.crash();
+    let _ = running.await;
+    for marker in ["fsd-crash-3071", "sleep 3072", "sleep 3073"] {
+        let left = host_processes_gone(marker, Duration::from_secs(5)).await;
+        assert!(left.is_empty(), "{marker} outlived the daemon: {left:?}");
+    }
+    daemon.resume();
+    let reply = exec_in(&daemon, "default", "echo back").await;
+    assert_eq!(reply["stdout"], "back\n");
 }

@@ -2,26 +2,29 @@
 //! and aliases; foreground commands serialized per session; sessionless one-shot commands.
 //!
 //! `routes` parses and answers; `sessions` owns the table; `session` runs commands and the
-//! timeout policy; `shell` is one bash and its control FIFO; `script` is the bash text.
+//! timeout policy; `shell` is one bash and its control FIFO; `script` is the bash text;
+//! `world` is the one PID namespace all commands share, and `supervisor` the subreapers
+//! (run as `fsd supervise`) that keep every command's tree findable.
 
 mod error;
-mod isolation;
 pub mod proctree;
 mod routes;
 mod script;
 mod session;
 mod sessions;
 mod shell;
+pub mod supervisor;
+mod world;
 
 use axum::Router;
 use axum::routing::{get, post};
 
 pub use error::ExecError;
-pub use isolation::Isolation;
 pub use routes::{DEFAULT_SESSION, command_spec};
 pub use session::{CommandSpec, Session, Started};
 pub use sessions::{ExecConfig, SessionManager, base_env};
 pub use shell::Report;
+pub use world::World;
 
 use crate::state::AppState;
 

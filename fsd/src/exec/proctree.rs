@@ -59,11 +59,57 @@ pub fn host_pid(ns_pid: u32, root: u32) -> Option<u32> {
         .find(|&pid| innermost_pid(pid) == Some(ns_pid))
 }
 
-/// The last `NSpid` entry of /proc/<pid>/status: the pid the process has in its own namespace.
-fn innermost_pid(pid: u32) -> Option<u32> {
+/// The pid a process the daemon knows as `pid` has in its own (innermost) PID namespace:
+/// the last `NSpid` entry of /proc/<pid>/status.
+pub fn innermost_pid(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|line| line.starts_with("NSpid:"))?;
     line.split_whitespace().last()?.parse().ok()
+}
+
+/// Everything below `root`, parents before children (not `root` itself).
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut all = tree(root);
+    all.remove(0);
+    all
+}
+
+/// Ends `root` and everything below it. `root` should be a subreaper (a supervisor): it is
+/// stopped first, so it cannot exit and let what it holds be reparented away, and orphans
+/// of killed processes keep landing on it. Below it, SIGKILL is repeated until nothing
+/// lives (a process forked between a walk and a kill is found by the next walk); then
+/// `root` itself is killed.
+pub fn kill_tree(root: u32) {
+    let Ok(raw) = i32::try_from(root) else {
+        return;
+    };
+    if root <= 1 {
+        return;
+    }
+    let _ = kill(Pid::from_raw(raw), Signal::SIGSTOP);
+    for _ in 0..1000 {
+        let living: Vec<u32> = descendants(root)
+            .into_iter()
+            .filter(|&p| alive(p))
+            .collect();
+        if living.is_empty() {
+            break;
+        }
+        signal_all(&living, Signal::SIGKILL);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
+}
+
+/// Sends `signal` to each of `pids` (never 0 or 1).
+pub fn signal_all(pids: &[u32], signal: Signal) {
+    for &pid in pids {
+        if pid > 1
+            && let Ok(raw) = i32::try_from(pid)
+        {
+            let _ = kill(Pid::from_raw(raw), signal);
+        }
+    }
 }
 
 /// Sends `signal` to every process in the trees, leaves first. Pids 0 and 1 are never
@@ -75,11 +121,7 @@ pub fn signal_trees(roots: &[u32], signal: Signal) {
         .flat_map(|&root| tree(root))
         .collect();
     all.reverse();
-    for pid in all {
-        if let Ok(raw) = i32::try_from(pid) {
-            let _ = kill(Pid::from_raw(raw), signal);
-        }
-    }
+    signal_all(&all, signal);
 }
 
 #[cfg(test)]

@@ -137,19 +137,36 @@ pub fn foreground(
     )
 }
 
-/// A background command: a reporter subshell starts the command as its own child, reports
-/// `pid <job> <pid>`, waits, and reports `exit <job> <status>` (128+N when killed by signal
-/// N). The command inherits the session's state at start and changes nothing in it.
+/// Where a background command's supervisor comes from and reports to.
+pub struct Supervision<'a> {
+    /// The fsd binary (run as `fsd supervise`).
+    pub exe: &'a Path,
+    /// The session's control FIFO.
+    pub control: &'a Path,
+    /// Where the session's state is written for the command's shell to load.
+    pub state: &'a Path,
+}
+
+/// A background command. A subshell of the session (so it starts from the session's state
+/// and changes nothing in it) writes that state to a file (variables, functions, aliases,
+/// options), then becomes `fsd supervise`, a child subreaper, which starts a fresh bash that
+/// loads the state and runs the command. Everything the command starts, even through
+/// `setsid` and a double fork, stays below the supervisor, which reports `pid <job> <pid>`
+/// and `exit <job> <status>` (128+N when killed by signal N) and stays while anything the
+/// command left running is alive. Loading the state drops errors (readonly variables).
 pub fn background(
     job: u64,
     files: &JobFiles<'_>,
     cwd: Option<&Path>,
     env: &[(String, String)],
+    supervision: &Supervision<'_>,
 ) -> String {
     let err = quote_path(files.stderr);
+    let control = quote_path(supervision.control);
+    let state = quote_path(supervision.state);
     let cd = match cwd {
         Some(dir) => format!(
-            "builtin cd -- {dir} 2>>{err} || {{ builtin printf 'exit {job} 1\\n' >&9; builtin exit 1; }}; ",
+            "builtin cd -- {dir} 2>>{err} || {{ builtin printf 'exit {job} 1\\n' >>{control}; builtin exit 1; }}; ",
             dir = quote_path(dir),
         ),
         None => String::new(),
@@ -158,10 +175,17 @@ pub fn background(
         .iter()
         .map(|(name, value)| format!("export {name}={}; ", quote(value)))
         .collect();
+    let load = quote(
+        "builtin source \"$1\" 2>/dev/null || :; __fsd_s=$2; builtin set --; builtin source \"$__fsd_s\"",
+    );
     format!(
-        "{{ {cd}{exports}{{ builtin source {script}; }} </dev/null >{out} 2>>{err} 9>&- & \
-         builtin printf 'pid {job} %d\\n' \"$!\" >&9; trap - ERR INT; set +e; wait \"$!\"; \
-         builtin printf 'exit {job} %d\\n' \"$?\" >&9; }} 8<&- &\n",
+        "{{ {cd}{exports}\
+         {{ builtin declare -p; builtin declare -f; builtin alias -p; builtin shopt -p; builtin set +o; }} >{state} 2>/dev/null; \
+         builtin shopt -s execfail; \
+         builtin exec {exe} supervise --report {control} --job {job} --on-exit linger -- \
+         bash --norc --noprofile -c {load} bash {state} {script} </dev/null >{out} 2>>{err}; \
+         builtin printf 'exit {job} 127\\n' >>{control}; }} 8<&- 9>&- &\n",
+        exe = quote_path(supervision.exe),
         script = quote_path(files.script),
         out = quote_path(files.stdout),
     )
@@ -203,8 +227,14 @@ mod tests {
         assert!(line.contains("builtin cd -- '/w d'"));
         assert!(line.contains(r"export K=$'v\'1\nline'"));
         assert!(line.contains("done 3 %d"));
-        let line = background(4, &files, None, &env);
+        let supervision = Supervision {
+            exe: Path::new("/bin/fsd"),
+            control: Path::new("/s/control"),
+            state: Path::new("/s/state-4"),
+        };
+        let line = background(4, &files, None, &env, &supervision);
         assert_eq!(line.matches('\n').count(), 1, "{line}");
-        assert!(line.contains("pid 4 %d") && line.contains("exit 4 %d"));
+        assert!(line.contains("--report '/s/control' --job 4"), "{line}");
+        assert!(line.contains("exit 4 127"), "{line}");
     }
 }

@@ -52,8 +52,10 @@ pub struct Started {
     pub job: Job,
     /// The pid commands in the sandbox see (its PID namespace's numbering).
     pub pid: u32,
-    /// The same process as the daemon sees it, for signals and /proc.
+    /// The same process as the daemon sees it, for signals and /proc; 0 once it is gone.
     pub host_pid: u32,
+    /// Its supervisor (host pid): everything the command started stays below it.
+    pub supervisor: u32,
     pub reports: mpsc::UnboundedReceiver<Report>,
 }
 
@@ -63,7 +65,8 @@ pub struct Session {
     lock: tokio::sync::Mutex<()>,
     pub command_timeout: Option<Duration>,
     pub created_at: String,
-    /// Pids of running background commands, so a foreground kill spares them.
+    /// Supervisors (host pids) of running background commands, so a foreground kill
+    /// spares them.
     background: Mutex<HashSet<u32>>,
     deleted: AtomicBool,
 }
@@ -86,28 +89,29 @@ impl Session {
         }
     }
 
+    /// The shell's pid as commands see it.
     pub fn shell_pid(&self) -> u32 {
-        self.shell.pid()
+        self.shell.sandbox_pid()
     }
 
     pub fn cwd(&self) -> Option<PathBuf> {
         self.shell.cwd()
     }
 
+    /// Whether the session was deleted (its processes were killed with it).
+    pub fn destroyed(&self) -> bool {
+        self.deleted.load(Ordering::SeqCst)
+    }
+
     pub fn is_dead(&self) -> bool {
         self.shell.exited().is_some()
     }
 
-    /// Marks the session deleted and kills its shell and everything it started.
+    /// Marks the session deleted and kills its shell and everything it started, background
+    /// processes and whatever detached from them included. Blocks for the few milliseconds
+    /// the kill takes.
     pub fn destroy(&self) {
         self.deleted.store(true, Ordering::SeqCst);
-        let background: Vec<u32> = self
-            .background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .drain()
-            .collect();
-        proctree::signal_trees(&background, Signal::SIGKILL);
         self.shell.kill();
     }
 
@@ -134,6 +138,9 @@ impl Session {
         timeout: Option<Duration>,
     ) -> Result<Finished, ExecError> {
         tokio::fs::write(&job.script, &spec.command).await?;
+        // What already runs below the session (detached leftovers of earlier commands) is
+        // not this command's to stop on a timeout.
+        let before = self.direct_processes();
         let started = Instant::now();
         self.shell
             .send(&script::foreground(
@@ -148,7 +155,7 @@ impl Session {
             code = wait_done(reports) => code,
             code = self.shell.wait_exit() => return Err(self.exit_error(code)),
             () = sleep_until(deadline) => {
-                let kept = self.stop_foreground(reports).await;
+                let kept = self.stop_foreground(reports, &before).await;
                 return Err(timeout_error(timeout, &job.stdout, &job.stderr, kept));
             }
         };
@@ -159,29 +166,67 @@ impl Session {
         Finished::from_files(exit_code, &job.stdout, &job.stderr, duration).await
     }
 
+    /// The processes directly below the shell and directly below the session's supervisor
+    /// (where orphans land), the shell itself left out.
+    fn direct_processes(&self) -> HashSet<u32> {
+        let shell = self.shell.pid();
+        proctree::children(shell)
+            .into_iter()
+            .chain(proctree::children(self.shell.root()))
+            .filter(|&pid| pid != shell)
+            .collect()
+    }
+
     /// Stops a foreground command that ran past its deadline, gently first: SIGINT to the
     /// shell and to the command's processes (bash runs its INT trap, which ends the command,
     /// both for builtin loops and for children that die of SIGINT), then SIGTERM, then
-    /// SIGKILL, each with a grace period; the shell itself only if all that fails. Background
-    /// commands of the session are spared. Returns whether the session survived.
-    async fn stop_foreground(&self, reports: &mut mpsc::UnboundedReceiver<Report>) -> bool {
-        for (signal, grace) in STOP_STEPS {
-            let spared: HashSet<u32> = self
+    /// SIGKILL, each with a grace period; the shell itself only if all that fails. The
+    /// command's processes are what appeared below the shell or the session's supervisor
+    /// since it started (so what it detached is found too); background processes and what
+    /// ran before (`before`) are spared. Returns whether the session survived.
+    async fn stop_foreground(
+        &self,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+        before: &HashSet<u32>,
+    ) -> bool {
+        let command_processes = || -> Vec<u32> {
+            let spared = self
                 .background
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .filter_map(|&pid| proctree::parent(pid))
-                .collect();
-            let roots: Vec<u32> = proctree::children(self.shell.pid())
+                .clone();
+            self.direct_processes()
                 .into_iter()
-                .filter(|pid| !spared.contains(pid))
-                .collect();
-            proctree::signal_trees(&roots, signal);
-            self.shell.interrupt();
-            if let Ok(Some(_)) = tokio::time::timeout(grace, wait_done(reports)).await {
-                return true;
+                .filter(|pid| !spared.contains(pid) && !before.contains(pid))
+                .filter(|&pid| proctree::alive(pid))
+                .collect()
+        };
+        let mut done = false;
+        for (signal, grace) in STOP_STEPS {
+            proctree::signal_trees(&command_processes(), signal);
+            if !done {
+                self.shell.interrupt();
             }
+            // Over when the shell has reported the command done and nothing it started is
+            // left (what it detached may ignore the signal that ended the command).
+            let deadline = tokio::time::Instant::now() + grace;
+            loop {
+                if !done {
+                    let wait = tokio::time::timeout(Duration::from_millis(10), wait_done(reports));
+                    done = matches!(wait.await, Ok(Some(_)));
+                } else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                if done && command_processes().is_empty() {
+                    return true;
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    break;
+                }
+            }
+        }
+        if done {
+            return true;
         }
         tracing::warn!(session = %self.id, "a timed-out command survived SIGINT, SIGTERM and SIGKILL; killing the session");
         self.shell.kill();
@@ -201,6 +246,7 @@ impl Session {
                 &job.files(),
                 spec.cwd.as_deref(),
                 &spec.env,
+                &self.shell.supervision(&job),
             ))
             .await?;
         let pid = tokio::select! {
@@ -223,29 +269,33 @@ impl Session {
             host_pid = self.shell.host_pid(pid);
         }
         // Not found: the command already exited (its exit report is on its way). 0 stands for
-        // "gone"; nothing signals pid 0 (see proctree::signal_trees).
+        // "gone"; nothing signals pid 0 (see proctree::signal_all).
         let host_pid = host_pid.unwrap_or(0);
-        if host_pid != 0 {
+        let supervisor = proctree::parent(host_pid)
+            .filter(|_| host_pid != 0)
+            .unwrap_or(0);
+        if supervisor != 0 {
             self.background
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .insert(host_pid);
+                .insert(supervisor);
         }
         Ok(Started {
             job,
             pid,
             host_pid,
+            supervisor,
             reports,
         })
     }
 
     /// Forgets a background command that has ended.
-    pub fn background_ended(&self, job: &Job, host_pid: u32) {
+    pub fn background_ended(&self, started: &Started) {
         self.background
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .remove(&host_pid);
-        self.shell.unsubscribe(job.id);
+            .remove(&started.supervisor);
+        self.shell.unsubscribe(started.job.id);
     }
 
     fn check_alive(&self) -> Result<(), ExecError> {

@@ -9,13 +9,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use super::error::ExecError;
-use super::isolation::Isolation;
+use super::proctree;
 use super::session::{CommandSpec, Finished, Session, timeout_error};
 use super::shell::Shell;
+use super::supervisor::OnExit;
+use super::world::World;
 use crate::wire::time::now_rfc3339;
 
 /// Where sessions live and what their shells start with.
@@ -28,7 +30,8 @@ pub struct ExecConfig {
     pub base_env: Vec<(String, String)>,
     /// `COMMAND_TIMEOUT_MS`: the timeout of commands that name none.
     pub default_timeout: Option<Duration>,
-    pub isolation: Isolation,
+    /// The process world every command runs in.
+    pub world: Arc<World>,
 }
 
 /// How a new session starts.
@@ -96,7 +99,7 @@ impl SessionManager {
         let session = self.sessions.lock().await.remove(id);
         match session {
             Some(session) => {
-                session.destroy();
+                destroy(vec![session]).await;
                 Ok(())
             }
             None => Err(ExecError::SessionNotFound { id: id.to_string() }),
@@ -132,11 +135,17 @@ impl SessionManager {
         }
     }
 
-    /// Kills every session (daemon shutdown).
+    /// Kills every session, then every process of the world (daemon shutdown).
     pub async fn shutdown(&self) {
-        for (_, session) in self.sessions.lock().await.drain() {
-            session.destroy();
-        }
+        let sessions: Vec<Arc<Session>> = self
+            .sessions
+            .lock()
+            .await
+            .drain()
+            .map(|(_, session)| session)
+            .collect();
+        destroy(sessions).await;
+        self.config.world.shutdown();
     }
 
     async fn spawn(&self, id: String, options: SessionOptions) -> Result<Session, ExecError> {
@@ -150,7 +159,7 @@ impl SessionManager {
         let mut env = self.config.base_env.clone();
         merge_env(&mut env, &options.env);
         let start = options.cwd.unwrap_or_else(|| self.config.workspace.clone());
-        let shell = Shell::spawn(dir, &start, &env, self.config.isolation).await?;
+        let shell = Shell::spawn(dir, &start, &env, &self.config.world).await?;
         let timeout = options.command_timeout.or(self.config.default_timeout);
         Ok(Session::new(id, shell, timeout, now_rfc3339()))
     }
@@ -192,18 +201,19 @@ async fn run_sessionless(
     let mut env = config.base_env.clone();
     merge_env(&mut env, &spec.env);
     let started = Instant::now();
-    let bash_args = [
+    let bash = [
+        OsStr::new("bash"),
         OsStr::new("--norc"),
         OsStr::new("--noprofile"),
         OsStr::new("-c"),
         OsStr::new(&spec.command),
     ];
+    let cwd = spec.cwd.as_deref().unwrap_or(&config.workspace);
     let mut child = config
-        .isolation
-        .command(&bash_args)
+        .world
+        .command(OnExit::Leave, cwd, &bash)
         .env_clear()
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .current_dir(spec.cwd.as_deref().unwrap_or(&config.workspace))
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&out_path)?)
         .stderr(std::fs::File::create(&err_path)?)
@@ -211,10 +221,7 @@ async fn run_sessionless(
         .kill_on_drop(true)
         .spawn()
         .map_err(|err| ExecError::Spawn(format!("bash: {err}")))?;
-    let pgid = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .map(Pid::from_raw);
+    let spawned = child.id();
     let wait = async {
         match timeout {
             Some(limit) => tokio::time::timeout(limit, child.wait()).await.ok(),
@@ -224,16 +231,10 @@ async fn run_sessionless(
     let status = match wait.await {
         Some(status) => status?,
         None => {
-            if let Some(pgid) = pgid {
-                let _ = killpg(pgid, Signal::SIGTERM);
-                if tokio::time::timeout(Duration::from_millis(500), child.wait())
-                    .await
-                    .is_err()
-                {
-                    let _ = killpg(pgid, Signal::SIGKILL);
-                }
+            if let Some(root) = spawned.and_then(|pid| config.world.supervisor_of(pid)) {
+                stop_tree(root).await;
             }
-            let _ = child.wait().await;
+            let _ = child.kill().await;
             return Err(timeout_error(timeout, &out_path, &err_path, true));
         }
     };
@@ -243,6 +244,36 @@ async fn run_sessionless(
         128 + status.signal().unwrap_or(0)
     });
     Finished::from_files(exit_code, &out_path, &err_path, duration).await
+}
+
+/// How long a timed-out sessionless command has between SIGTERM and SIGKILL.
+const SESSIONLESS_GRACE: Duration = Duration::from_millis(500);
+
+/// Stops everything below the supervisor `root`: SIGTERM, a grace period, then SIGKILL
+/// until nothing is left. `root` is stopped first so it stays to hold what it has.
+async fn stop_tree(root: u32) {
+    let _ = kill(Pid::from_raw(root as i32), Signal::SIGSTOP);
+    proctree::signal_trees(&proctree::children(root), Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + SESSIONLESS_GRACE;
+    while tokio::time::Instant::now() < deadline
+        && proctree::descendants(root).into_iter().any(proctree::alive)
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = tokio::task::spawn_blocking(move || proctree::kill_tree(root)).await;
+}
+
+/// Destroys sessions off the async threads (the kills poll /proc).
+async fn destroy(sessions: Vec<Arc<Session>>) {
+    if sessions.is_empty() {
+        return;
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        for session in sessions {
+            session.destroy();
+        }
+    })
+    .await;
 }
 
 /// Removes the per-daemon directories under `parent` whose daemon (named by pid) is gone.

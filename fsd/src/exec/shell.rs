@@ -1,9 +1,10 @@
 //! One persistent bash and its control channel.
 //!
-//! The shell runs the driver script in its own process group with a clean environment. It
-//! reads command lines from one FIFO and reports on another, both in the session directory
-//! and held open read-write by the daemon (so neither end ever sees end-of-file). A reader
-//! task routes each report to the job waiting for it; a watcher task records the exit.
+//! The shell runs the driver script under a supervisor in the sandbox's process world (see
+//! `world`), with a clean environment. It reads command lines from one FIFO and reports on
+//! another, both in the session directory and held open read-write by the daemon (so
+//! neither end ever sees end-of-file). A reader task routes each report to the job waiting
+//! for it; a watcher task records the exit.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -13,13 +14,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill, killpg};
+use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
 use super::error::ExecError;
-use super::isolation::Isolation;
+use super::supervisor::OnExit;
+use super::world::{Isolation, World};
 use super::{proctree, script};
 
 /// How long a new shell may take to say it is ready.
@@ -44,6 +46,8 @@ pub struct Job {
     pub script: PathBuf,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
+    /// The session state a background job's shell loads.
+    pub state: PathBuf,
 }
 
 impl Job {
@@ -57,7 +61,7 @@ impl Job {
 
     /// Removes the job's files (output files of background jobs may live elsewhere).
     pub fn remove_files(&self) {
-        for path in [&self.script, &self.stdout, &self.stderr] {
+        for path in [&self.script, &self.stdout, &self.stderr, &self.state] {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -66,11 +70,17 @@ impl Job {
 pub struct Shell {
     /// The bash process (host pid).
     pid: u32,
-    /// The process fsd started: bash itself, or `unshare` with bash as its child.
-    leader: u32,
+    /// Bash's pid as commands in the sandbox see it.
+    sandbox_pid: u32,
+    /// The session's supervisor (host pid): the subreaper everything of the session is below.
+    root: u32,
     isolation: Isolation,
+    /// The fsd binary, which background jobs run as their supervisor.
+    exe: PathBuf,
     commands: tokio::sync::Mutex<tokio::net::unix::pipe::Sender>,
     dir: PathBuf,
+    /// The control FIFO, which supervisors of background jobs report to by path.
+    control: PathBuf,
     routes: Routes,
     exit: watch::Receiver<Option<i32>>,
     next_job: AtomicU64,
@@ -84,7 +94,7 @@ impl Shell {
         dir: PathBuf,
         start_dir: &Path,
         env: &[(String, String)],
-        isolation: Isolation,
+        world: &World,
     ) -> Result<Self, ExecError> {
         std::fs::create_dir_all(&dir)?;
         let control = dir.join("control");
@@ -106,16 +116,16 @@ impl Shell {
             .open_sender(&commands)?;
         let driver = dir.join("driver.sh");
         std::fs::write(&driver, script::driver(&control, &commands, start_dir))?;
-        let bash_args = [
+        let bash = [
+            OsStr::new("bash"),
             OsStr::new("--norc"),
             OsStr::new("--noprofile"),
             driver.as_os_str(),
         ];
-        let mut child = isolation
-            .command(&bash_args)
+        let mut child = world
+            .command(OnExit::Kill, &dir, &bash)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-            .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -147,9 +157,12 @@ impl Shell {
 
         let mut shell = Self {
             pid: leader,
-            leader,
-            isolation,
+            sandbox_pid: 0,
+            root: leader,
+            isolation: world.isolation(),
+            exe: world.exe().to_path_buf(),
             commands: tokio::sync::Mutex::new(sender),
+            control: control.clone(),
             dir,
             routes,
             exit,
@@ -162,23 +175,44 @@ impl Shell {
             () = tokio::time::sleep(READY_TIMEOUT) => return Err(ExecError::Spawn("bash did not become ready".into())),
         }
         shell.unsubscribe(0);
-        if isolation == Isolation::PidNamespace {
-            // The shell is the child of `unshare`; it is the one to interrupt.
-            shell.pid = proctree::children(leader)
-                .first()
-                .copied()
-                .ok_or_else(|| ExecError::Spawn("the namespaced shell vanished".into()))?;
-        }
+        // Bash reported ready, so its supervisor and bash itself both exist.
+        let vanished = || ExecError::Spawn("the session's shell vanished".into());
+        shell.root = world.supervisor_of(leader).ok_or_else(vanished)?;
+        shell.pid = proctree::children(shell.root)
+            .first()
+            .copied()
+            .ok_or_else(vanished)?;
+        shell.sandbox_pid = proctree::innermost_pid(shell.pid).ok_or_else(vanished)?;
         Ok(shell)
     }
 
+    /// Bash's pid as the sandbox sees it.
+    pub fn sandbox_pid(&self) -> u32 {
+        self.sandbox_pid
+    }
+
+    /// Bash's host pid.
     pub fn pid(&self) -> u32 {
         self.pid
+    }
+
+    /// The session's supervisor (host pid), which everything the session started is below.
+    pub fn root(&self) -> u32 {
+        self.root
     }
 
     /// The shell's current directory.
     pub fn cwd(&self) -> Option<PathBuf> {
         std::fs::read_link(format!("/proc/{}/cwd", self.pid)).ok()
+    }
+
+    /// Where a background job's supervisor comes from and reports to.
+    pub fn supervision<'a>(&'a self, job: &'a Job) -> script::Supervision<'a> {
+        script::Supervision {
+            exe: &self.exe,
+            control: &self.control,
+            state: &job.state,
+        }
     }
 
     /// A fresh job id with its file paths, and a receiver for its reports. Subscribing
@@ -190,6 +224,7 @@ impl Shell {
             script: self.dir.join(format!("cmd-{id}.sh")),
             stdout: self.dir.join(format!("out-{id}")),
             stderr: self.dir.join(format!("err-{id}")),
+            state: self.dir.join(format!("state-{id}")),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.routes
@@ -235,19 +270,17 @@ impl Shell {
         }
     }
 
-    /// Kills the shell and everything in its process group (and, when namespaced,
-    /// everything in its PID namespace, which dies with its first process).
+    /// Kills the shell and everything the session started, however it forked or detached:
+    /// all of it is below the session's supervisor.
     pub fn kill(&self) {
-        if let Ok(pid) = i32::try_from(self.leader) {
-            let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        proctree::kill_tree(self.root);
     }
 
-    /// The host pid of a process the shell knows by `pid` (its namespace's numbering).
+    /// The host pid of a process of this session that the sandbox knows as `pid`.
     pub fn host_pid(&self, pid: u32) -> Option<u32> {
         match self.isolation {
-            Isolation::None => Some(pid),
-            Isolation::PidNamespace => proctree::host_pid(pid, self.pid),
+            Isolation::None => proctree::alive(pid).then_some(pid),
+            Isolation::PidNamespace => proctree::host_pid(pid, self.root),
         }
     }
 }

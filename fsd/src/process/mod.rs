@@ -5,6 +5,7 @@
 //! kills trees; commands start through a session (see `exec`).
 
 mod error;
+mod kill;
 mod routes;
 mod service;
 

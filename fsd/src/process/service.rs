@@ -9,12 +9,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
-use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use super::ProcessError;
+use super::kill::end_tree;
 use crate::exec::{CommandSpec, Report, SessionManager, Started, proctree};
 use crate::text::Utf8Chunker;
 use crate::wire::time::now_rfc3339;
@@ -26,8 +26,6 @@ pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
 const LIVE_EVENTS: usize = 256;
 /// How often running processes' output files are read.
 const POLL: Duration = Duration::from_millis(20);
-/// SIGTERM to SIGKILL, as in the reference.
-const KILL_GRACE: Duration = Duration::from_secs(5);
 /// The internal session that runs background commands asked for without a session.
 pub const SESSIONLESS_HOST: &str = "__fsd_background__";
 
@@ -64,19 +62,21 @@ struct State {
 
 pub struct Process {
     pub id: String,
-    /// The pid as the daemon sees it (`info.pid` is the sandbox's view); 0 for records
-    /// loaded from disk, which never run again.
-    host_pid: u32,
+    /// The process's supervisor as the daemon sees it: everything the process started is
+    /// below it. 0 for records loaded from disk, which never run again.
+    supervisor: u32,
     state: Mutex<State>,
     live: broadcast::Sender<Live>,
     finished: watch::Sender<bool>,
     kill_requested: AtomicBool,
+    /// Set once a kill has ended the whole tree, with whether SIGKILL was needed.
+    killed: watch::Sender<Option<bool>>,
 }
 
 impl Process {
     fn new(
         info: ProcessInfo,
-        host_pid: u32,
+        supervisor: u32,
         stdout: Vec<u8>,
         stderr: Vec<u8>,
         truncated: bool,
@@ -84,7 +84,7 @@ impl Process {
         let done = info.status.is_terminal();
         Arc::new(Self {
             id: info.id.clone(),
-            host_pid,
+            supervisor,
             state: Mutex::new(State {
                 info,
                 stdout,
@@ -94,7 +94,18 @@ impl Process {
             live: broadcast::channel(LIVE_EVENTS).0,
             finished: watch::channel(done).0,
             kill_requested: AtomicBool::new(false),
+            killed: watch::channel(None).0,
         })
+    }
+
+    /// After a kill was asked for: waits until the kill has ended the whole tree, and says
+    /// whether SIGKILL was needed.
+    async fn wait_killed(&self) -> bool {
+        let mut killed = self.killed.subscribe();
+        match killed.wait_for(Option::is_some).await {
+            Ok(needed) => needed.unwrap_or(false),
+            Err(_) => false,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -314,7 +325,7 @@ impl ProcessService {
                 exit_code: None,
                 session_id: session_id.to_string(),
             },
-            started.host_pid,
+            started.supervisor,
             Vec::new(),
             Vec::new(),
             false,
@@ -323,14 +334,20 @@ impl ProcessService {
         let service = self.clone();
         let followed = process.clone();
         tokio::spawn(async move {
-            let exit_code = follow(&followed, started, &session).await;
+            let mut exit_code = follow(&followed, started, &session).await;
+            if followed.kill_requested.load(Ordering::SeqCst) && followed.wait_killed().await {
+                // SIGKILL was needed to end the tree: that is what ended the process.
+                exit_code = 137;
+            }
             let record = followed.finish(exit_code);
             service.save(&record);
         });
         Ok(process)
     }
 
-    /// Kills a running process's whole tree: SIGTERM, then SIGKILL after the grace period.
+    /// Kills a running process's whole tree (SIGTERM, the grace period, then SIGKILL until
+    /// nothing of it runs) and returns once its record is terminal. The kill runs as a task
+    /// of its own, so a caller that goes away does not stop it half-way.
     pub async fn kill(&self, id: &str) -> Result<(), ProcessError> {
         let process = self.get(id)?;
         let info = process.info();
@@ -340,15 +357,16 @@ impl ProcessService {
                 session_id: info.session_id,
             });
         }
-        process.kill_requested.store(true, Ordering::SeqCst);
-        proctree::signal_trees(&[process.host_pid], Signal::SIGTERM);
-        if tokio::time::timeout(KILL_GRACE, process.wait())
-            .await
-            .is_err()
-        {
-            proctree::signal_trees(&[process.host_pid], Signal::SIGKILL);
-            let _ = tokio::time::timeout(Duration::from_secs(5), process.wait()).await;
+        if !process.kill_requested.swap(true, Ordering::SeqCst) {
+            let killing = process.clone();
+            tokio::spawn(async move {
+                let needed = end_tree(killing.supervisor).await;
+                killing.killed.send_replace(Some(needed));
+            });
         }
+        // The record turns terminal once the tree is gone and the exit is known; a process
+        // whose supervisor was killed from inside the sandbox is noticed within a second.
+        process.wait().await;
         Ok(())
     }
 
@@ -428,7 +446,12 @@ async fn follow(process: &Process, mut started: Started, session: &crate::exec::
                 } else {
                     dead_ticks += 1;
                     // The reporter normally answers within a tick; 50 ticks is a lost report.
-                    if dead_ticks > 50 {
+                    if dead_ticks > 50 || session.destroyed() {
+                        if session.destroyed() {
+                            // Killed with its session, before its supervisor could report.
+                            process.kill_requested.store(true, Ordering::SeqCst);
+                            process.killed.send_replace(Some(true));
+                        }
                         break if process.kill_requested.load(Ordering::SeqCst) { 137 } else { -1 };
                     }
                 }
@@ -439,7 +462,7 @@ async fn follow(process: &Process, mut started: Started, session: &crate::exec::
     err.drain(process);
     out.finish(process);
     err.finish(process);
-    session.background_ended(&started.job, started.host_pid);
+    session.background_ended(&started);
     started.job.remove_files();
     code
 }

@@ -1,0 +1,240 @@
+//! The small processes that hold user commands in one process world.
+//!
+//! `fsd sandbox-init` is the first process (PID 1) of the sandbox's PID namespace: it reaps
+//! whatever is orphaned there, forever. `fsd supervise` runs one program as the child of a
+//! *child subreaper*: anything the program starts, even through `setsid` and a double fork,
+//! stays below the supervisor, so the daemon can find and kill the whole tree with a /proc
+//! walk. With `--join`, it first enters the PID and mount namespaces of a running process
+//! (the sandbox's init) and forks, so the supervisor and its program live in that world
+//! while the process the daemon started (and waits for) stays outside and mirrors the
+//! exit status.
+//!
+//! Both run before any async runtime or thread exists (namespace changes need a
+//! single-threaded process) and ignore the polite signals a user's `pkill` sends.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use nix::errno::Errno;
+use nix::sched::CloneFlags;
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork, getpid};
+
+use super::proctree;
+
+/// What a supervisor does when its program exits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnExit {
+    /// Kill everything still below it, then exit with the program's status (a session
+    /// shell: a session that ends takes its processes with it).
+    Kill,
+    /// Exit at once with the program's status; what the program left running is the
+    /// sandbox's (a sessionless command's `nohup x &`).
+    Leave,
+    /// Report the status, then stay until everything below it has exited (a background
+    /// process: its detached leftovers keep a home the daemon can find).
+    Linger,
+}
+
+/// `fsd supervise`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct SuperviseArgs {
+    /// Enter this process's PID and mount namespaces first (a pid as the caller sees it).
+    #[arg(long)]
+    pub join: Option<u32>,
+    /// The program's working directory.
+    #[arg(long)]
+    pub cwd: Option<PathBuf>,
+    #[arg(long, value_enum)]
+    pub on_exit: OnExit,
+    /// A FIFO to report `pid JOB PID` and `exit JOB STATUS` lines to.
+    #[arg(long, requires = "job")]
+    pub report: Option<PathBuf>,
+    #[arg(long)]
+    pub job: Option<u64>,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    pub program: Vec<OsString>,
+}
+
+/// The signals supervisors and the init keep blocked: a user's `kill`/`pkill` without `-9`
+/// does not take them away from their trees. Children start with a clean mask.
+fn block_polite_signals() {
+    let mut set = SigSet::empty();
+    for signal in [
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+        Signal::SIGQUIT,
+        Signal::SIGUSR1,
+        Signal::SIGUSR2,
+    ] {
+        set.add(signal);
+    }
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);
+}
+
+/// Runs `fsd supervise`; returns the exit code.
+pub fn supervise(args: SuperviseArgs) -> i32 {
+    block_polite_signals();
+    if let Some(pid) = args.join {
+        if let Err(err) = enter_namespaces(pid) {
+            eprintln!("fsd supervise: cannot enter the namespaces of {pid}: {err}");
+            return 125;
+        }
+        // Only children enter a PID namespace: the supervisor proper is the child.
+        // SAFETY: this process is single-threaded (no runtime has started).
+        match unsafe { fork() } {
+            Ok(ForkResult::Parent { child }) => return mirror(child),
+            Ok(ForkResult::Child) => {}
+            Err(err) => {
+                eprintln!("fsd supervise: fork: {err}");
+                return 125;
+            }
+        }
+    }
+    // A session and process group of its own inside the world (the daemon's are outside
+    // it); fails harmlessly where it already leads one.
+    let _ = nix::unistd::setsid();
+    if let Err(err) = nix::sys::prctl::set_child_subreaper(true) {
+        eprintln!("fsd supervise: cannot become a subreaper: {err}");
+    }
+    let Some((program, rest)) = args.program.split_first() else {
+        return 125;
+    };
+    let mut command = std::process::Command::new(program);
+    command.args(rest);
+    if let Some(cwd) = &args.cwd {
+        command.current_dir(cwd);
+    }
+    // The child starts with no signal blocked (std resets SIGPIPE, not always the mask).
+    // SAFETY: sigprocmask is async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
+                .map_err(std::io::Error::from)
+        });
+    }
+    let main = match command.spawn() {
+        Ok(child) => child.id(),
+        Err(err) => {
+            eprintln!("fsd supervise: {}: {err}", program.to_string_lossy());
+            let code = if err.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            report(&args, &format!("exit {{job}} {code}"));
+            return code;
+        }
+    };
+    report(&args, &format!("pid {{job}} {main}"));
+    let main = Pid::from_raw(main as i32);
+    let mut status = None;
+    loop {
+        match waitpid(None, Some(WaitPidFlag::__WALL)) {
+            Ok(WaitStatus::Exited(pid, code)) if pid == main => status = Some(code),
+            Ok(WaitStatus::Signaled(pid, signal, _)) if pid == main => {
+                status = Some(128 + signal as i32);
+            }
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => break,
+        }
+        let Some(code) = status else { continue };
+        match args.on_exit {
+            OnExit::Leave => return code,
+            OnExit::Kill => {
+                kill_below_me();
+                return code;
+            }
+            OnExit::Linger => {
+                report(&args, &format!("exit {{job}} {code}"));
+                status = None;
+            }
+        }
+    }
+    0
+}
+
+/// `fsd sandbox-init`: PID 1 of the sandbox's namespace. Reaps orphans until killed.
+pub fn sandbox_init() -> i32 {
+    let mut all = SigSet::all();
+    all.remove(Signal::SIGKILL);
+    all.remove(Signal::SIGSTOP);
+    let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&all), None);
+    let mut child_exited = SigSet::empty();
+    child_exited.add(Signal::SIGCHLD);
+    loop {
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let _ = child_exited.wait();
+    }
+}
+
+fn enter_namespaces(pid: u32) -> std::io::Result<()> {
+    // Both are opened before either is entered: /proc changes with the mount namespace.
+    let pid_ns = std::fs::File::open(format!("/proc/{pid}/ns/pid"))?;
+    let mnt_ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt"))?;
+    nix::sched::setns(&pid_ns, CloneFlags::CLONE_NEWPID)?;
+    nix::sched::setns(&mnt_ns, CloneFlags::CLONE_NEWNS)?;
+    Ok(())
+}
+
+/// Waits for `child` and returns its status as an exit code (128+N after signal N).
+fn mirror(child: Pid) -> i32 {
+    loop {
+        match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, code)) => return code,
+            Ok(WaitStatus::Signaled(_, signal, _)) => return 128 + signal as i32,
+            Ok(_) | Err(Errno::EINTR) => {}
+            Err(_) => return 125,
+        }
+    }
+}
+
+/// SIGKILLs everything below this process until nothing is left, reaping as it goes.
+/// Orphans of killed processes land here (the subreaper), so the walk closes.
+fn kill_below_me() {
+    let me = getpid().as_raw() as u32;
+    for _ in 0..1000 {
+        let below: Vec<u32> = proctree::tree(me).into_iter().skip(1).collect();
+        if below.is_empty() {
+            break;
+        }
+        for pid in below {
+            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
+        }
+        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
+            if status == WaitStatus::StillAlive {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                break;
+            }
+        }
+    }
+    while waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL))
+        .is_ok_and(|s| s != WaitStatus::StillAlive)
+    {}
+}
+
+/// Writes one report line (`{job}` replaced) to the report FIFO, if there is one. The
+/// daemon holds the FIFO open, so the open does not block; if it has gone, nothing is lost
+/// that anyone could read.
+fn report(args: &SuperviseArgs, line: &str) {
+    let (Some(path), Some(job)) = (&args.report, args.job) else {
+        return;
+    };
+    let line = format!("{}\n", line.replace("{job}", &job.to_string()));
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path);
+    if let Ok(mut file) = file {
+        let _ = file.write_all(line.as_bytes());
+    }
+}

@@ -1,0 +1,215 @@
+//! One process world per daemon: every user command (each session's shell and what it runs,
+//! sessionless commands, background processes) lives in one PID namespace, the sandbox's,
+//! so a pid the API returns is valid in every command and `ps` shows everything. The
+//! daemon stays outside it: commands can neither see nor signal it (`kill -9 -1` inside
+//! reaches only the sandbox's processes).
+//!
+//! The namespace's first process is `fsd sandbox-init` under `unshare --kill-child`, and
+//! `unshare` dies with the daemon (`PR_SET_PDEATHSIG`), so a daemon that is SIGKILLed takes
+//! every user command with it: the kernel kills a namespace whose init dies. Each command
+//! tree runs under `fsd supervise` (see `supervisor`), a child subreaper, which is how the
+//! daemon finds everything a session or a process started, whatever it forked.
+//!
+//! Without the privilege to make namespaces, commands are plain descendants of the daemon
+//! (still under supervisors), and the capabilities say so.
+
+use std::ffi::OsStr;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use super::proctree;
+use super::supervisor::OnExit;
+
+/// How user commands are kept from the daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// All user commands share one PID namespace that the daemon is not in.
+    PidNamespace,
+    /// Plain descendants of the daemon (the host does not allow namespaces).
+    None,
+}
+
+impl Isolation {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PidNamespace => "pid-namespace",
+            Self::None => "none",
+        }
+    }
+}
+
+/// The sandbox's process world.
+#[derive(Debug)]
+pub struct World {
+    exe: PathBuf,
+    init: Option<Init>,
+}
+
+/// The namespace's init, as the daemon sees it.
+#[derive(Debug)]
+struct Init {
+    unshare: std::sync::Mutex<std::process::Child>,
+    /// Host pid of `fsd sandbox-init`.
+    pid: u32,
+}
+
+/// How long the namespace's init may take to appear.
+const INIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+impl World {
+    /// Starts the sandbox's PID namespace when `wanted` and the host allows it. Must run on
+    /// a thread that lives as long as the daemon (the main thread): the parent-death signal
+    /// that ties `unshare` to the daemon fires when the spawning thread ends.
+    pub fn start(wanted: bool) -> Self {
+        let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
+        let init = if wanted {
+            match Init::start(&exe) {
+                Ok(init) => Some(init),
+                Err(error) => {
+                    tracing::warn!(%error, "PID namespaces unavailable; user commands can see the daemon");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Self { exe, init }
+    }
+
+    pub fn isolation(&self) -> Isolation {
+        match self.init {
+            Some(_) => Isolation::PidNamespace,
+            None => Isolation::None,
+        }
+    }
+
+    /// The fsd binary, which commands in the world run as their supervisor.
+    pub fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    /// A command that runs `program` in `cwd` inside this world, under a supervisor.
+    pub fn command(
+        &self,
+        on_exit: OnExit,
+        cwd: &Path,
+        program: &[&OsStr],
+    ) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(&self.exe);
+        command.arg("supervise");
+        if let Some(init) = &self.init {
+            command.arg("--join").arg(init.pid.to_string());
+        }
+        let on_exit = match on_exit {
+            OnExit::Kill => "kill",
+            OnExit::Leave => "leave",
+            OnExit::Linger => "linger",
+        };
+        command
+            .arg("--cwd")
+            .arg(cwd)
+            .args(["--on-exit", on_exit, "--"])
+            .args(program);
+        command
+    }
+
+    /// The supervisor (the subreaper) of a command started with [`World::command`], given
+    /// the pid the daemon spawned: that process itself, or its child when it had to enter
+    /// the namespace first. `None` if it is gone.
+    pub fn supervisor_of(&self, spawned: u32) -> Option<u32> {
+        if self.init.is_none() {
+            return proctree::alive(spawned).then_some(spawned);
+        }
+        for _ in 0..500 {
+            if let Some(&child) = proctree::children(spawned).first() {
+                return Some(child);
+            }
+            if !proctree::alive(spawned) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        None
+    }
+
+    /// Ends every process of the world (daemon shutdown).
+    pub fn shutdown(&self) {
+        if let Some(init) = &self.init {
+            let _ = kill(Pid::from_raw(init.pid as i32), Signal::SIGKILL);
+            let mut unshare = init.unshare.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = unshare.kill();
+            let _ = unshare.wait();
+        }
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+impl Init {
+    fn start(exe: &Path) -> std::io::Result<Self> {
+        let mut command = std::process::Command::new("unshare");
+        command
+            .args([
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                // Mounts made later (restores, bucket mounts) reach the sandbox.
+                "--propagation",
+                "slave",
+                // The init dies with unshare, and the namespace with its init.
+                "--kill-child",
+                "--",
+            ])
+            .arg(exe)
+            .arg("sandbox-init")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: prctl is async-signal-safe.
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            });
+        }
+        let mut unshare = command.spawn()?;
+        let own_ns = std::fs::read_link("/proc/self/ns/pid")?;
+        let started = std::time::Instant::now();
+        while started.elapsed() < INIT_TIMEOUT {
+            if let Some(status) = unshare.try_wait()? {
+                let mut message = String::new();
+                if let Some(mut stderr) = unshare.stderr.take() {
+                    let _ = std::io::Read::read_to_string(&mut stderr, &mut message);
+                }
+                return Err(std::io::Error::other(format!(
+                    "unshare exited with {status}: {}",
+                    message.trim()
+                )));
+            }
+            let init = proctree::children(unshare.id()).into_iter().find(|&pid| {
+                std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| ns != own_ns)
+                    && std::fs::read(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|cmdline| cmdline.ends_with(b"sandbox-init\0"))
+            });
+            if let Some(pid) = init {
+                drop(unshare.stderr.take());
+                return Ok(Self {
+                    unshare: std::sync::Mutex::new(unshare),
+                    pid,
+                });
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let _ = unshare.kill();
+        let _ = unshare.wait();
+        Err(std::io::Error::other("the namespace's init did not start"))
+    }
+}
