@@ -13,6 +13,7 @@ pub mod files;
 pub mod mounts;
 pub mod ports;
 pub mod process;
+pub mod scratch;
 pub mod system;
 pub mod watch;
 

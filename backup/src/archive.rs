@@ -13,6 +13,7 @@ use crate::codec::{self, BLOCK_SIZE, BlockReader, Codec};
 use crate::prefetch::{Prefetched, SMALL_FILE};
 use crate::progress::Progress;
 use crate::{BackupError, select};
+use fsd_api::scratch::{self, ScratchKind};
 
 /// How to build an archive.
 #[derive(Debug, Clone)]
@@ -303,13 +304,7 @@ pub fn create(
 /// The temp file an archive is written to before it is renamed into place; unique per
 /// writer, so two creates of the same archive never write one file.
 pub fn temp_path(archive: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let suffix = format!(
-        ".partial-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    );
-    crate::with_suffix(archive, &suffix)
+    scratch::scratch_path(archive, ScratchKind::Partial)
 }
 
 /// Removes archive temp files in `dir` whose writer process is gone (a crash mid-create);
@@ -321,13 +316,12 @@ pub fn remove_stale_temps(dir: &Path) -> usize {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some((_, tail)) = name.rsplit_once(".partial-") else {
+        let Some(scratch) = scratch::parse(&name) else {
             continue;
         };
-        let Some(pid) = tail.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() && fs::remove_file(entry.path()).is_ok() {
+        if !Path::new(&format!("/proc/{}", scratch.pid)).exists()
+            && fs::remove_file(entry.path()).is_ok()
+        {
             removed += 1;
         }
     }
@@ -339,12 +333,11 @@ fn is_temp_of(archive: &Path, path: &Path) -> bool {
     let (Some(name), Some(candidate)) = (archive.file_name(), path.file_name()) else {
         return false;
     };
-    let mut prefix = name.to_os_string();
-    prefix.push(".partial");
     path.parent() == archive.parent()
         && candidate
-            .as_encoded_bytes()
-            .starts_with(prefix.as_encoded_bytes())
+            .to_str()
+            .and_then(scratch::parse)
+            .is_some_and(|scratch| std::ffi::OsStr::new(scratch.target) == name)
 }
 
 pub(crate) fn available_threads() -> usize {

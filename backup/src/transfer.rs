@@ -13,8 +13,9 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
+use crate::BackupError;
 use crate::progress::Progress;
-use crate::{BackupError, with_suffix};
+use fsd_api::scratch::{ScratchKind, scratch_path};
 
 /// Attempts per request, and the first backoff (doubled each time).
 #[derive(Debug, Clone, Copy)]
@@ -238,7 +239,7 @@ impl Transfer {
         chunk_size: u64,
         progress: Progress,
     ) -> Result<(), BackupError> {
-        let temp = with_suffix(dest, ".download");
+        let temp = scratch_path(dest, ScratchKind::Download);
         if let Some(parent) = dest.parent() {
             tokio::fs::create_dir_all(parent)
                 .await

@@ -9,6 +9,8 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_tests::Daemon;
 use futures_util::StreamExt;
@@ -105,31 +107,79 @@ async fn run(plan: &Plan) {
     }
     println!();
 
-    // 1 MiB JSON round trips.
-    let big_text = "abcdefghijklmnopqrstuvwxyz012345".repeat(MIB / 32);
-    let (mut write_time, mut read_time) = (Duration::ZERO, Duration::ZERO);
+    // 1 MiB of random bytes as base64 JSON, the body built once (as curl sends a file), beside
+    // the floor: the same base64 decoded and written by create + write + fsync + rename here.
+    let random = fsd_tests::noise(MIB, 7);
+    let encoded = BASE64.encode(&random);
+    let body = Bytes::from(
+        serde_json::to_vec(&json!({"path": "mib.bin", "content": encoded, "encoding": "base64"}))
+            .expect("body"),
+    );
+    let (mut json_writes, mut json_reads) = (Vec::new(), Vec::new());
+    for i in 0..plan.json_mib_iterations + 5 {
+        let start = Instant::now();
+        let response = client
+            .post(daemon.url("/api/write"))
+            .header("content-type", "application/json")
+            .body(body.clone())
+            .send()
+            .await
+            .expect("write");
+        assert!(response.status().is_success(), "{}", response.status());
+        response.bytes().await.expect("write reply");
+        let written = start.elapsed();
+        let start = Instant::now();
+        let response = client
+            .post(daemon.url("/api/read"))
+            .header("content-type", "application/json")
+            .body(r#"{"path":"mib.bin"}"#)
+            .send()
+            .await
+            .expect("read");
+        let reply = response.bytes().await.expect("read reply");
+        let read = start.elapsed();
+        assert!(reply.len() > encoded.len(), "a short read reply");
+        if i >= 5 {
+            json_writes.push(written);
+            json_reads.push(read);
+        }
+    }
+    let floor_path = daemon.path("mib-floor.bin");
+    let (mut write_floor, mut read_floor) = (Vec::new(), Vec::new());
     for _ in 0..plan.json_mib_iterations {
         let start = Instant::now();
-        post(
-            &client,
-            &daemon,
-            "/api/write",
-            json!({"path": "mib.txt", "content": big_text}),
-        )
-        .await;
-        write_time += start.elapsed();
+        let bytes = BASE64.decode(encoded.as_bytes()).expect("base64");
+        write_atomically(&floor_path, &bytes);
+        write_floor.push(start.elapsed());
         let start = Instant::now();
-        let body = post(&client, &daemon, "/api/read", json!({"path": "mib.txt"})).await;
-        read_time += start.elapsed();
-        assert_eq!(body["size"], MIB);
+        let bytes = std::fs::read(&floor_path).expect("read");
+        let text = BASE64.encode(&bytes);
+        read_floor.push(start.elapsed());
+        assert_eq!(text.len(), encoded.len());
     }
-    let json_bytes = (plan.json_mib_iterations * MIB) as f64;
-    println!("1 MiB JSON round trips ({}x)", plan.json_mib_iterations);
     println!(
-        "  write {:>8.1} MB/s   read {:>8.1} MB/s   round trip {:>8.1} MB/s",
-        mbps(json_bytes, write_time),
-        mbps(json_bytes, read_time),
-        mbps(2.0 * json_bytes, write_time + read_time)
+        "1 MiB JSON write and read ({} each, random bytes as base64)",
+        plan.json_mib_iterations
+    );
+    for (label, samples) in [
+        ("fsd POST /api/write", &mut json_writes),
+        (
+            "anchor: decode + create+write+fsync+rename",
+            &mut write_floor,
+        ),
+        ("fsd POST /api/read", &mut json_reads),
+        ("anchor: read + encode", &mut read_floor),
+    ] {
+        println!(
+            "  {label:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
+            ms(percentile(samples, 50.0)),
+            ms(percentile(samples, 99.0))
+        );
+    }
+    println!(
+        "  write p50 minus floor p50: {:.3} ms   read p50 minus floor p50: {:.3} ms",
+        ms(percentile(&mut json_writes, 50.0)) - ms(percentile(&mut write_floor, 50.0)),
+        ms(percentile(&mut json_reads, 50.0)) - ms(percentile(&mut read_floor, 50.0)),
     );
     println!();
 
@@ -229,23 +279,28 @@ async fn post(
 
 /// What fsd's write path costs without HTTP: temp file, write, fsync, rename.
 fn direct_atomic_writes(target: &std::path::Path, iterations: usize) -> Vec<Duration> {
-    let temp = target.with_extension("tmp");
     (0..iterations)
         .map(|_| {
             let start = Instant::now();
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o644)
-                .open(&temp)
-                .expect("temp");
-            file.write_all(&[b'x'; 100]).expect("write");
-            file.sync_all().expect("fsync");
-            std::fs::rename(&temp, target).expect("rename");
+            write_atomically(target, &[b'x'; 100]);
             start.elapsed()
         })
         .collect()
+}
+
+/// Create + write + fsync + rename, as fsd's atomic write does.
+fn write_atomically(target: &std::path::Path, bytes: &[u8]) {
+    let temp = target.with_extension("tmp");
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o644)
+        .open(&temp)
+        .expect("temp");
+    file.write_all(bytes).expect("write");
+    file.sync_all().expect("fsync");
+    std::fs::rename(&temp, target).expect("rename");
 }
 
 fn dd(args: &[&str]) -> Duration {

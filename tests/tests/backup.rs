@@ -736,8 +736,8 @@ async fn temp_files_left_by_a_crashed_create_are_removed_at_start() {
     std::fs::create_dir_all("/var/backups").unwrap();
     let me = std::process::id();
     // No process has pid 4,194,304 or above (the kernel's ceiling).
-    let dead = format!("/var/backups/crash-{me}.sqsh.partial-4194305-0");
-    let live = format!("/var/backups/crash-{me}.sqsh.partial-{me}-0");
+    let dead = format!("/var/backups/.crash-{me}.sqsh.fsd-4194305-0.part.tmp");
+    let live = format!("/var/backups/.crash-{me}.sqsh.fsd-{me}-0.part.tmp");
     std::fs::write(&dead, b"half an archive").unwrap();
     std::fs::write(&live, b"being written").unwrap();
     let daemon = Daemon::start();

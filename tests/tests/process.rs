@@ -465,7 +465,18 @@ async fn kill_and_check(
 ) {
     let started = start(daemon, json!({"command": command, "processId": id})).await;
     let pid = started["pid"].as_u64().unwrap() as u32;
-    // Give every level of the tree time to start (and the escapees to detach).
+    // Commands print `ready` once their traps are set; every level of the tree must have
+    // started (and the escapees detached) before the kill.
+    for _ in 0..250 {
+        let (_, logs) = daemon.get(&format!("/api/process/{id}/logs")).await;
+        if logs["stdout"]
+            .as_str()
+            .is_some_and(|out| out.contains("ready"))
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     for marker in markers {
         assert_eq!(host_processes_started(marker).await, 1, "{id}: {marker}");
     }
@@ -493,13 +504,13 @@ async fn kills_leave_nothing_of_the_tree_running() {
     let daemon = Daemon::start();
     std::fs::write(
         daemon.path("stubborn-child-3052.sh"),
-        "trap '' TERM; while :; do :; done\n",
+        "trap '' TERM; echo ready; while :; do :; done\n",
     )
     .unwrap();
     let busy = kill_and_check(
         &daemon,
         "busy",
-        "trap '' TERM; while :; do :; done",
+        "trap '' TERM; echo ready; while :; do :; done",
         &[],
         137,
     );
@@ -513,13 +524,20 @@ async fn kills_leave_nothing_of_the_tree_running() {
     let escapee = kill_and_check(
         &daemon,
         "escapee",
-        "setsid bash -c '(trap \"\" TERM; exec -a fsd-escapee-3053 sleep 3053) & exit 0'; sleep 3054",
+        "setsid bash -c '(trap \"\" TERM; exec -a fsd-escapee-3053 sleep 3053) & exit 0'; echo ready; sleep 3054",
         &["fsd-escapee-3053", "sleep 3054"],
         137,
     );
     let polite = async {
         let started = Instant::now();
-        kill_and_check(&daemon, "polite", "sleep 3055 | cat", &["sleep 3055"], 143).await;
+        kill_and_check(
+            &daemon,
+            "polite",
+            "echo ready; sleep 3055 | cat",
+            &["sleep 3055"],
+            143,
+        )
+        .await;
         assert!(
             started.elapsed() < Duration::from_secs(4),
             "TERM was enough"

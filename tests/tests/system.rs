@@ -1,4 +1,5 @@
-//! Ping, version, capabilities, unknown routes, CORS, tokens, start-up checks and shutdown.
+//! Ping, version, capabilities, unknown routes, CORS, tokens, start-up checks and shutdown,
+//! and fsd driven by the official `@cloudflare/sandbox` route clients.
 
 use fsd_tests::{Daemon, Options, assert_error, binary};
 use reqwest::{Method, StatusCode};
@@ -220,4 +221,99 @@ async fn sigterm_shuts_down_cleanly() {
     assert_eq!(status, StatusCode::OK);
     let exit = daemon.terminate();
     assert!(exit.success(), "{exit:?}");
+}
+
+/// Every method of the official route clients (`@cloudflare/sandbox` 0.12.7, pinned in
+/// `tests/clients`), each driven by `tests/clients/official.mjs`. Three reject by design, as
+/// they do against the reference: `utils.getCommands` (the reference's route always fails),
+/// `utils.listSessions` and `files.writeFileStream` (RPC transport only).
+const OFFICIAL_CLIENT_METHODS: &[&str] = &[
+    "utils.ping",
+    "utils.getVersion",
+    "utils.createSession",
+    "utils.getCommands",
+    "utils.listSessions",
+    "files.mkdir",
+    "files.writeFile",
+    "files.readFile",
+    "files.readFileStream",
+    "files.exists",
+    "files.renameFile",
+    "files.moveFile",
+    "files.listFiles",
+    "files.deleteFile",
+    "files.writeFileStream",
+    "commands.execute",
+    "commands.executeStream",
+    "processes.startProcess",
+    "processes.listProcesses",
+    "processes.getProcess",
+    "processes.getProcessLogs",
+    "processes.streamProcessLogs",
+    "processes.killProcess",
+    "processes.killAllProcesses",
+    "ports.watchPort",
+    "watch.watch",
+    "watch.checkChanges",
+    "backup.createArchive",
+    "backup.restoreArchive",
+    "backup.uploadParts",
+    "utils.deleteSession",
+];
+
+#[tokio::test]
+async fn the_official_route_clients_drive_fsd() {
+    let clients = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    let installed = clients.join("node_modules/@cloudflare/sandbox").is_dir();
+    if !fsd_tests::available_or_skip(
+        node && installed && fsd_tests::is_root(),
+        "the_official_route_clients_drive_fsd",
+        "node, `npm ci --prefix tests/clients` and root (for the backup restore)",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    // Archives live under /var/backups, as in the reference; this run's own directory.
+    let archives =
+        std::path::PathBuf::from(format!("/var/backups/fsd-clients-{}", std::process::id()));
+    std::fs::create_dir_all(&archives).unwrap();
+    let run = tokio::process::Command::new("node")
+        .current_dir(&clients)
+        .args(["--import", "./register.mjs", "official.mjs", &daemon.url])
+        .arg(daemon.root())
+        .arg(&archives)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(std::time::Duration::from_secs(120), run)
+        .await
+        .expect("the clients finished within 2 minutes")
+        .expect("node runs");
+    let _ = std::fs::remove_dir_all(&archives);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let mut seen = Vec::new();
+    let mut failed = Vec::new();
+    for line in stdout.lines() {
+        let result: serde_json::Value = serde_json::from_str(line).expect("a JSON result line");
+        let method = result["method"].as_str().unwrap().to_string();
+        println!("{method}: {} {}", result["ok"], result["detail"]);
+        if result["ok"] != true {
+            failed.push(format!("{method}: {}", result["detail"]));
+        }
+        seen.push(method);
+    }
+    assert!(
+        output.status.success(),
+        "node failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        failed.is_empty(),
+        "client methods failed:\n{}",
+        failed.join("\n")
+    );
+    assert_eq!(seen, OFFICIAL_CLIENT_METHODS, "every client method ran");
 }

@@ -76,13 +76,15 @@ async fn sse_reports_api_and_exec_changes() {
     daemon.post("/api/execute", json!({"command": "mv a.txt b.txt; mkdir -p node_modules/x .git; touch node_modules/x/i.js .git/HEAD; rm b.txt"})).await;
     let events = sse.drain(Duration::from_millis(500)).await;
     let root = daemon.root();
-    // The atomic write lands as a rename of a temp file onto a.txt.
+    // The atomic write lands as the create of a.txt; its temp file is never seen.
+    assert!(has(&events, "create", &root.join("a.txt")), "{events:#?}");
+    assert!(has(&events, "modify", &root.join("a.txt")), "{events:#?}");
     assert!(
-        events.iter().any(|e| e["eventType"] == "move_to"
-            && e["path"] == root.join("a.txt").display().to_string()),
+        !events
+            .iter()
+            .any(|e| e["path"].as_str().is_some_and(|p| p.contains(".fsd-"))),
         "{events:#?}"
     );
-    assert!(has(&events, "modify", &root.join("a.txt")), "{events:#?}");
     assert!(
         has(
             &events,
@@ -322,4 +324,145 @@ async fn bad_watch_requests() {
         .post("/api/watch/check", json!({"path": ".", "since": newer}))
         .await;
     assert_validation(status, &reply, "since");
+}
+
+/// (path relative to `root`, `kind_field`) of each item, in order.
+fn path_kinds<'a>(
+    items: impl Iterator<Item = &'a Value>,
+    root: &std::path::Path,
+    kind_field: &str,
+) -> Vec<(String, String)> {
+    let prefix = format!("{}/", root.display());
+    items
+        .map(|item| {
+            let path = item["path"].as_str().unwrap();
+            let relative = path.strip_prefix(&prefix).unwrap_or(path);
+            (
+                relative.to_string(),
+                item[kind_field].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// The event types each path got, in order, leaving out the `watching` frame.
+fn kinds_by_path(events: &[Value], root: &std::path::Path) -> Vec<(String, String)> {
+    path_kinds(
+        events.iter().filter(|e| e["type"] == "event"),
+        root,
+        "eventType",
+    )
+}
+
+#[tokio::test]
+async fn api_writes_show_as_creates_and_modifies_of_their_targets() {
+    let daemon = Daemon::start();
+    let root = daemon.root();
+    std::fs::write(daemon.path("old.txt"), "old").unwrap();
+    std::fs::write(daemon.path("old.bin"), "old").unwrap();
+    let sandbox = daemon.sandbox();
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = local_dir.path().join("mirror");
+    let synced = sandbox.sync(".", &local, None).await.unwrap();
+    let (_, base) = daemon
+        .post("/api/watch/check", json!({"path": ".", "paths": true}))
+        .await;
+    let mut all = Sse::open(&daemon, json!({"path": "."})).await;
+    let mut creates = Sse::open(&daemon, json!({"path": ".", "events": ["create"]})).await;
+    let mut text = Sse::open(&daemon, json!({"path": ".", "include": ["*.txt"]})).await;
+    for sse in [&mut all, &mut creates, &mut text] {
+        assert_eq!(
+            sse.next(Duration::from_secs(5)).await.unwrap()["type"],
+            "watching"
+        );
+    }
+
+    // Every write path: JSON and raw, of a new file and over an existing one.
+    for (path, content) in [("new.txt", "n"), ("old.txt", "o2")] {
+        let (status, body) = daemon
+            .post("/api/write", json!({"path": path, "content": content}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    for path in ["raw.bin", "old.bin"] {
+        let response = daemon
+            .request(Method::PUT, &format!("/api/files/raw?path={path}"))
+            .body("raw bytes")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+
+    let seen = kinds_by_path(&all.drain(Duration::from_millis(500)).await, &root);
+    let expected: Vec<(String, String)> = [
+        ("new.txt", "create"),
+        ("new.txt", "modify"),
+        ("old.txt", "modify"),
+        ("raw.bin", "create"),
+        ("raw.bin", "modify"),
+        ("old.bin", "modify"),
+    ]
+    .iter()
+    .map(|(p, k)| (p.to_string(), k.to_string()))
+    .collect();
+    assert_eq!(seen, expected, "unfiltered watch");
+    let seen = kinds_by_path(&creates.drain(Duration::from_millis(200)).await, &root);
+    assert_eq!(
+        seen,
+        [("new.txt", "create"), ("raw.bin", "create")]
+            .iter()
+            .map(|(p, k)| (p.to_string(), k.to_string()))
+            .collect::<Vec<_>>(),
+        "a watch of creates"
+    );
+    let seen = kinds_by_path(&text.drain(Duration::from_millis(200)).await, &root);
+    assert_eq!(
+        seen,
+        [
+            ("new.txt", "create"),
+            ("new.txt", "modify"),
+            ("old.txt", "modify")
+        ]
+        .iter()
+        .map(|(p, k)| (p.to_string(), k.to_string()))
+        .collect::<Vec<_>>(),
+        "a watch of *.txt"
+    );
+
+    let (_, changed) = daemon
+        .post(
+            "/api/watch/check",
+            json!({"path": ".", "paths": true, "since": base["version"]}),
+        )
+        .await;
+    assert_eq!(changed["status"], "changed", "{changed}");
+    let mut changes = path_kinds(changed["changes"].as_array().unwrap().iter(), &root, "type");
+    changes.sort();
+    assert_eq!(
+        changes,
+        [
+            ("new.txt", "created"),
+            ("old.bin", "modified"),
+            ("old.txt", "modified"),
+            ("raw.bin", "created"),
+        ]
+        .iter()
+        .map(|(p, k)| (p.to_string(), k.to_string()))
+        .collect::<Vec<_>>(),
+        "{changed}"
+    );
+
+    let report = sandbox
+        .sync(".", &local, Some(&synced.version))
+        .await
+        .unwrap();
+    assert_eq!(report.mode, "incremental", "{report:?}");
+    let mut mirrored: Vec<String> = std::fs::read_dir(&local)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    mirrored.sort();
+    assert_eq!(mirrored, ["new.txt", "old.bin", "old.txt", "raw.bin"]);
+    assert_eq!(std::fs::read(local.join("old.txt")).unwrap(), b"o2");
 }

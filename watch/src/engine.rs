@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
+use fsd_api::scratch::{self, ScratchKind};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use tokio::sync::mpsc;
@@ -193,9 +194,15 @@ impl Tree {
         });
     }
 
-    /// Emits `kind` for `path` if the filter lets it through.
+    /// Whether events for `path` are reported: the filter lets it through, and it is not
+    /// one of fsd's scratch files (their rename into place is reported as the target's).
+    fn reported(&self, path: &Path) -> bool {
+        !scratch::is_scratch(path) && self.filter.allows(&self.relative(path))
+    }
+
+    /// Emits `kind` for `path` if it is reported.
     fn report(&self, kind: EventKind, path: PathBuf, is_dir: bool) {
-        if self.filter.allows(&self.relative(&path)) {
+        if self.reported(&path) {
             self.emit(kind, path, None, is_dir);
         }
     }
@@ -308,7 +315,10 @@ impl Tree {
         }
     }
 
-    /// A rename inside the tree: one event, and watched directories below re-pathed.
+    /// A rename inside the tree: one event, and watched directories below re-pathed. A
+    /// scratch file of fsd's renamed into place is the write it finishes: the target's
+    /// `create` and `modify` when it is new, its `modify` when it replaces a file (as a
+    /// shell's `echo > file` shows).
     fn renamed(&mut self, from: PathBuf, to: PathBuf, is_dir: bool) {
         if is_dir {
             for path in self.dirs.values_mut() {
@@ -317,10 +327,19 @@ impl Tree {
                 }
             }
         }
-        let (from_ok, to_ok) = (
-            self.filter.allows(&self.relative(&from)),
-            self.filter.allows(&self.relative(&to)),
-        );
+        let finished = from
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(scratch::parse)
+            .map(|scratch| scratch.kind);
+        if let Some(kind) = finished {
+            if kind != ScratchKind::Replace {
+                self.report(EventKind::Create, to.clone(), is_dir);
+            }
+            self.report(EventKind::Modify, to, is_dir);
+            return;
+        }
+        let (from_ok, to_ok) = (self.reported(&from), self.reported(&to));
         match (from_ok, to_ok) {
             (true, true) => self.emit(EventKind::Rename, to, Some(from), is_dir),
             (true, false) => self.emit(EventKind::Delete, from, None, is_dir),

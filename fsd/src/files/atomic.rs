@@ -1,17 +1,16 @@
-//! Atomic file replacement: write a temp file beside the target, fsync it, rename it over the
-//! target, fsync the directory. Readers see the old file or the new one, never a torn one;
+//! Atomic file replacement: write a temp file beside the target (under a scratch name, see
+//! `fsd_api::scratch`), fsync it, rename it over the target, fsync the directory. Readers see the old file or the new one, never a torn one;
 //! concurrent writers each win whole. The previous file's mode and owner are kept.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+
+use fsd_api::scratch::{ScratchKind, scratch_path};
 
 /// Mode of files that did not exist before.
 const NEW_FILE_MODE: u32 = 0o644;
-
-static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 /// Why an atomic write failed; which step, so the caller can name it.
 #[derive(Debug)]
@@ -60,15 +59,13 @@ impl AtomicFile {
             Err(err) if err.kind() == io::ErrorKind::NotFound => None,
             Err(err) => return Err(err.into()),
         };
-        let name = target
-            .file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default();
-        let temp = parent.join(format!(
-            ".{name}.fsd-{}-{}.tmp",
-            std::process::id(),
-            TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
+        // The scratch name says whether the target existed, so a watch reports the rename
+        // as the target's create or modify (see fsd_api::scratch).
+        let kind = match previous {
+            Some(_) => ScratchKind::Replace,
+            None => ScratchKind::New,
+        };
+        let temp = scratch_path(&target, kind);
         let file = OpenOptions::new()
             .write(true)
             .create_new(true)

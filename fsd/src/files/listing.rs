@@ -19,7 +19,8 @@ pub struct ListOptions {
 }
 
 /// Lists `dir`, sorted by path. Entries that vanish or cannot be read mid-walk are skipped
-/// and logged; the listing of what can be read is still returned.
+/// and logged; the listing of what can be read is still returned. fsd's own scratch files
+/// (writes in flight, see `fsd_api::scratch`) are never listed.
 pub fn list(dir: &Path, options: ListOptions) -> Vec<FileInfo> {
     let walker = WalkDir::new(dir)
         .min_depth(1)
@@ -27,10 +28,10 @@ pub fn list(dir: &Path, options: ListOptions) -> Vec<FileInfo> {
         .follow_links(false)
         .sort_by_file_name();
     let mut files = Vec::new();
-    for entry in walker
-        .into_iter()
-        .filter_entry(|entry| options.include_hidden || !is_hidden(entry.file_name()))
-    {
+    for entry in walker.into_iter().filter_entry(|entry| {
+        (options.include_hidden || !is_hidden(entry.file_name()))
+            && !fsd_api::scratch::is_scratch(entry.path())
+    }) {
         let entry = match entry {
             Ok(entry) => entry,
             Err(err) => {

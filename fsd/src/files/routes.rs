@@ -83,11 +83,16 @@ pub async fn write(
     }))
 }
 
-/// Standard base64 with padding; whitespace (line-wrapped base64) is ignored.
+/// Standard base64 with padding; whitespace (line-wrapped base64) is ignored. The content is
+/// decoded as it is first: only content that fails (whitespace in it, or garbage) pays for
+/// a whitespace-free copy and a second try.
 fn decode_base64(content: &str) -> Result<Vec<u8>, FileError> {
-    let compact: String = content
-        .chars()
-        .filter(|c| !c.is_ascii_whitespace())
+    if let Ok(bytes) = BASE64.decode(content) {
+        return Ok(bytes);
+    }
+    let compact: Vec<u8> = content
+        .bytes()
+        .filter(|b| !b.is_ascii_whitespace())
         .collect();
     BASE64.decode(compact).map_err(|_| FileError::InvalidBase64)
 }
