@@ -7,8 +7,7 @@ use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
 use axum::response::{IntoResponse, Response};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use base64_simd::STANDARD as BASE64;
 use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
     BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
@@ -231,7 +230,7 @@ fn text_and_exact(bytes: Vec<u8>) -> (String, Option<String>) {
     match String::from_utf8(bytes) {
         Ok(text) => (text, None),
         Err(err) => {
-            let exact = BASE64.encode(err.as_bytes());
+            let exact = BASE64.encode_to_string(err.as_bytes());
             (
                 String::from_utf8_lossy(err.as_bytes()).into_owned(),
                 Some(exact),

@@ -1,23 +1,26 @@
 //! The JSON file routes of the reference API, plus `POST /api/stat`.
 
 use axum::Json;
-use axum::extract::State;
+use std::borrow::Cow;
+
+use axum::extract::{Request, State};
 use axum::response::Response;
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use base64_simd::STANDARD as BASE64;
+use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
     Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse,
     MoveRequest, PathRequest, PathResponse, ReadRequest, ReadResponse, RenameRequest,
-    RenameResponse, StatRequest, StatResponse, WriteRequest, WriteResponse,
+    RenameResponse, StatRequest, StatResponse, WriteResponse,
 };
+use serde::Deserialize;
 
 use super::FileError;
 use super::listing::ListOptions;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
-use crate::wire::json::JsonBody;
+use crate::wire::json::{JsonBody, parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
 
@@ -59,42 +62,104 @@ pub async fn read_stream(
     Ok(sse_response(stream::events(opened)))
 }
 
-pub async fn write(
-    State(state): State<AppState>,
-    JsonBody(req): JsonBody<WriteRequest>,
-) -> Reply<WriteResponse> {
-    let bytes = match req.encoding {
-        Some(Encoding::Base64) => decode_base64(&req.content).op(Operation::FileWrite)?,
-        Some(Encoding::Utf8) | None => req.content.into_bytes(),
+/// `POST /api/write`'s body as parsed in place: `fsd_api::files::WriteRequest`, with a
+/// `content` that borrows from the request body (no copy unless it holds JSON escapes).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WriteBody<'a> {
+    path: String,
+    #[serde(borrow)]
+    content: Cow<'a, str>,
+    #[serde(default)]
+    encoding: Option<Encoding>,
+    #[serde(default)]
+    session_id: Option<String>,
+}
+
+/// Where a write's content is: a range of the request body, or a copy (it had escapes).
+enum Content {
+    InBody(std::ops::Range<usize>),
+    Copied(Vec<u8>),
+}
+
+/// Writes without copying the content: base64 is decoded in place inside the request body,
+/// and the file is written from a slice of it (a 1 MiB write allocates only its body).
+pub async fn write(State(state): State<AppState>, request: Request) -> Reply<WriteResponse> {
+    let mut body = Vec::from(read_body(request).await?);
+    let (path, session_id, encoding, content) = {
+        let req: WriteBody<'_> = parse(&body)?;
+        let content = match req.content {
+            // serde_json borrows only from its input; the bounds check keeps that an
+            // assumption that cannot go wrong silently.
+            Cow::Borrowed(text) => {
+                match (text.as_ptr() as usize).checked_sub(body.as_ptr() as usize) {
+                    Some(start) if start + text.len() <= body.len() => {
+                        Content::InBody(start..start + text.len())
+                    }
+                    _ => Content::Copied(text.as_bytes().to_vec()),
+                }
+            }
+            Cow::Owned(text) => Content::Copied(text.into_bytes()),
+        };
+        (req.path, req.session_id, req.encoding, content)
+    };
+    let base64 = encoding == Some(Encoding::Base64);
+    let bytes = match content {
+        Content::InBody(range) => {
+            let len = if base64 {
+                decode_base64_in_place(&mut body[range.clone()]).op(Operation::FileWrite)?
+            } else {
+                range.len()
+            };
+            Bytes::from(body).slice(range.start..range.start + len)
+        }
+        Content::Copied(mut text) => {
+            if base64 {
+                let len = decode_base64_in_place(&mut text).op(Operation::FileWrite)?;
+                text.truncate(len);
+            }
+            Bytes::from(text)
+        }
     };
     let bytes_written = state
         .files
         .write(
-            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
+            &in_session(&state, session_id.as_deref(), "path", &path).await,
             bytes,
         )
         .await
         .op(Operation::FileWrite)?;
     Ok(Json(WriteResponse {
         success: true,
-        path: req.path,
+        path,
         bytes_written,
         timestamp: now_rfc3339(),
     }))
 }
 
-/// Standard base64 with padding; whitespace (line-wrapped base64) is ignored. The content is
-/// decoded as it is first: only content that fails (whitespace in it, or garbage) pays for
-/// a whitespace-free copy and a second try.
-fn decode_base64(content: &str) -> Result<Vec<u8>, FileError> {
-    if let Ok(bytes) = BASE64.decode(content) {
-        return Ok(bytes);
-    }
-    let compact: Vec<u8> = content
-        .bytes()
-        .filter(|b| !b.is_ascii_whitespace())
-        .collect();
-    BASE64.decode(compact).map_err(|_| FileError::InvalidBase64)
+/// Decodes standard padded base64 in place and returns the decoded length; whitespace
+/// (line-wrapped base64) is ignored. Content is checked before it is overwritten, so only
+/// content with whitespace or garbage pays for a second pass.
+fn decode_base64_in_place(data: &mut [u8]) -> Result<usize, FileError> {
+    let len = if BASE64.check(data).is_ok() {
+        data.len()
+    } else {
+        let mut kept = 0;
+        for index in 0..data.len() {
+            if !data[index].is_ascii_whitespace() {
+                data[kept] = data[index];
+                kept += 1;
+            }
+        }
+        BASE64
+            .check(&data[..kept])
+            .map_err(|_| FileError::InvalidBase64)?;
+        kept
+    };
+    BASE64
+        .decode_inplace(&mut data[..len])
+        .map(|decoded| decoded.len())
+        .map_err(|_| FileError::InvalidBase64)
 }
 
 pub async fn delete(
@@ -281,5 +346,31 @@ async fn in_session(
             }
         }
         _ => raw.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decoded(text: &str) -> Result<Vec<u8>, FileError> {
+        let mut data = text.as_bytes().to_vec();
+        let len = decode_base64_in_place(&mut data)?;
+        data.truncate(len);
+        Ok(data)
+    }
+
+    #[test]
+    fn base64_decodes_in_place_strictly_and_ignores_whitespace() {
+        assert_eq!(decoded("aGVsbG8=").unwrap(), b"hello");
+        assert_eq!(decoded("").unwrap(), b"");
+        assert_eq!(decoded("aGVs\nbG8=\r\n").unwrap(), b"hello");
+        assert_eq!(decoded(" aG Vs bG 8= ").unwrap(), b"hello");
+        for bad in ["aGVsbG8", "aGVsbG8=!", "a", "****", "aGVs bG8"] {
+            assert!(
+                matches!(decoded(bad), Err(FileError::InvalidBase64)),
+                "{bad}"
+            );
+        }
     }
 }

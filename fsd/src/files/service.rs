@@ -7,8 +7,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use base64_simd::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
 use fsd_api::files::{Encoding, FileInfo, FileStat};
 
@@ -76,7 +75,7 @@ impl FileService {
                 },
             );
             let content = match encoding {
-                Encoding::Base64 => BASE64.encode(&bytes),
+                Encoding::Base64 => BASE64.encode_to_string(&bytes),
                 Encoding::Utf8 => String::from_utf8(bytes)
                     .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()),
             };
@@ -120,7 +119,7 @@ impl FileService {
     }
 
     /// Replaces the file at `raw` with `bytes`, atomically.
-    pub async fn write(&self, raw: &str, bytes: Vec<u8>) -> Result<u64, FileError> {
+    pub async fn write(&self, raw: &str, bytes: bytes::Bytes) -> Result<u64, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let len = bytes.len() as u64;

@@ -3,8 +3,7 @@
 //! Each chunk covers 65,535 raw bytes. Binary chunks are base64 on their own; text chunks are
 //! decoded as UTF-8 with a character split across two reads carried into the next chunk.
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD as BASE64;
+use base64_simd::STANDARD as BASE64;
 use fsd_api::READ_STREAM_CHUNK_BYTES;
 use fsd_api::files::{Encoding, FileStreamEvent};
 use futures_util::{Stream, StreamExt, stream};
@@ -50,7 +49,7 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
                 Ok(n) => {
                     bytes_read += n as u64;
                     let data = if binary {
-                        BASE64.encode(&buf[..n])
+                        BASE64.encode_to_string(&buf[..n])
                     } else {
                         text.push(&buf[..n])
                     };

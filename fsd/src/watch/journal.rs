@@ -4,7 +4,7 @@
 //! (pruned, overflowed, or too many changes), which the caller turns into a resync.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use fsd_watch::{Event, EventKind};
 
@@ -120,8 +120,11 @@ impl Journal {
                         Some((Change::Renamed { from: origin }, _)) => {
                             Change::Renamed { from: origin }
                         }
-                        _ => Change::Renamed { from },
+                        _ => Change::Renamed { from: from.clone() },
                     };
+                    if event.is_dir {
+                        move_subtree(&mut changes, &from, &event.path);
+                    }
                     changes.insert(event.path.clone(), (change, event.is_dir));
                 }
                 EventKind::Overflow => return None,
@@ -131,6 +134,32 @@ impl Journal {
             }
         }
         Some(changes)
+    }
+}
+
+/// A directory renamed from `from` to `to`: the changes listed under it so far happened to
+/// what now lives under `to`, so they carry the new paths (an entry renamed inside it keeps
+/// an origin that is also re-pathed when it was inside, as the client moves the directory
+/// first, shallower paths sorting before deeper ones).
+fn move_subtree(changes: &mut BTreeMap<PathBuf, (Change, bool)>, from: &Path, to: &Path) {
+    let inside: Vec<PathBuf> = changes
+        .range::<Path, _>((std::ops::Bound::Excluded(from), std::ops::Bound::Unbounded))
+        .take_while(|(path, _)| path.starts_with(from))
+        .map(|(path, _)| path.clone())
+        .collect();
+    for path in inside {
+        let Some((mut change, is_dir)) = changes.remove(&path) else {
+            continue;
+        };
+        if let Change::Renamed { from: origin } = &mut change
+            && let Ok(rest) = origin.strip_prefix(from)
+        {
+            *origin = to.join(rest);
+        }
+        let Ok(rest) = path.strip_prefix(from) else {
+            continue;
+        };
+        changes.insert(to.join(rest), (change, is_dir));
     }
 }
 
@@ -225,6 +254,66 @@ mod tests {
         assert_eq!(
             changes(&fresh, 0),
             [("/w/moved".to_string(), Change::Created)]
+        );
+    }
+
+    fn dir(kind: EventKind, path: &str) -> Event {
+        Event {
+            is_dir: true,
+            ..event(kind, path)
+        }
+    }
+
+    #[test]
+    fn changes_under_a_directory_renamed_later_carry_the_new_path() {
+        // mkdir -p m/n && echo q > m/n/q && mv m mm
+        let mut journal = Journal::default();
+        journal.record(dir(EventKind::Create, "/w/m"));
+        journal.record(dir(EventKind::Create, "/w/m/n"));
+        journal.record(event(EventKind::Create, "/w/m/n/q"));
+        journal.record(event(EventKind::Modify, "/w/m/n/q"));
+        journal.record(Event {
+            is_dir: true,
+            ..rename("/w/m", "/w/mm")
+        });
+        assert_eq!(
+            changes(&journal, 0),
+            [
+                ("/w/mm".to_string(), Change::Created),
+                ("/w/mm/n".into(), Change::Created),
+                ("/w/mm/n/q".into(), Change::Created),
+            ]
+        );
+        // A directory that existed: renamed, and what changed inside it goes along, a
+        // rename inside it included; a sibling with a common name prefix stays.
+        let mut journal = Journal::default();
+        journal.record(event(EventKind::Modify, "/w/d/a"));
+        journal.record(event(EventKind::Delete, "/w/d/gone"));
+        journal.record(rename("/w/d/x", "/w/d/y"));
+        journal.record(event(EventKind::Modify, "/w/d2"));
+        journal.record(Event {
+            is_dir: true,
+            ..rename("/w/d", "/w/e")
+        });
+        assert_eq!(
+            changes(&journal, 0),
+            [
+                ("/w/d2".to_string(), Change::Modified),
+                (
+                    "/w/e".into(),
+                    Change::Renamed {
+                        from: "/w/d".into()
+                    }
+                ),
+                ("/w/e/a".into(), Change::Modified),
+                ("/w/e/gone".into(), Change::Deleted),
+                (
+                    "/w/e/y".into(),
+                    Change::Renamed {
+                        from: "/w/e/x".into()
+                    }
+                ),
+            ]
         );
     }
 

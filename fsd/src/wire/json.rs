@@ -6,6 +6,7 @@
 
 use axum::extract::{FromRequest, Request};
 use fsd_api::ErrorCode;
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use crate::error::ApiError;
@@ -19,11 +20,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_JSON_BODY_BYTES)
-            .await
-            .map_err(body_read_error)?;
+        let bytes = read_body(req).await?;
         parse(&bytes).map(JsonBody)
     }
+}
+
+/// The whole body of a JSON request, up to [`MAX_JSON_BODY_BYTES`], for handlers that parse
+/// it themselves (borrowing from it).
+pub async fn read_body(req: Request) -> Result<axum::body::Bytes, ApiError> {
+    axum::body::to_bytes(req.into_body(), MAX_JSON_BODY_BYTES)
+        .await
+        .map_err(body_read_error)
 }
 
 fn body_read_error(err: axum::Error) -> ApiError {
@@ -43,8 +50,8 @@ fn body_read_error(err: axum::Error) -> ApiError {
     }
 }
 
-/// Parses a JSON body into `T`, naming the field on failure.
-pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+/// Parses a JSON body into `T` (which may borrow from it), naming the field on failure.
+pub fn parse<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, ApiError> {
     // serde would read `[..]` into a struct by position; the API takes objects only.
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         return Err(ApiError::validation(
