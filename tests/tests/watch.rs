@@ -466,3 +466,58 @@ async fn api_writes_show_as_creates_and_modifies_of_their_targets() {
     assert_eq!(mirrored, ["new.txt", "old.bin", "old.txt", "raw.bin"]);
     assert_eq!(std::fs::read(local.join("old.txt")).unwrap(), b"o2");
 }
+
+#[tokio::test]
+async fn a_watched_root_deleted_and_made_again_is_a_resync_then_watched_anew() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("R")).unwrap();
+    std::fs::write(daemon.path("R/before"), "b").unwrap();
+    let check = |since: Option<&Value>| {
+        let mut body = json!({"path": "R", "paths": true});
+        if let Some(since) = since {
+            body["since"] = since.clone();
+        }
+        daemon.post("/api/watch/check", body)
+    };
+    let (_, base) = check(None).await;
+    let (_, reply) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "rm -rf R && mkdir R && echo x > R/after"}),
+        )
+        .await;
+    assert_eq!(reply["exitCode"], 0, "{reply}");
+    // The old token: a resync with its reason, never an empty `changed` or `unchanged`.
+    let mut answer = Value::Null;
+    for _ in 0..100 {
+        (_, answer) = check(Some(&base["version"])).await;
+        assert_ne!(answer["status"], "unchanged", "{answer}");
+        if answer["status"] == "resync" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(answer["status"], "resync", "{answer}");
+    assert!(
+        answer["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "{answer}"
+    );
+    // The key watches the new directory: files made in it are listed.
+    let (_, fresh) = check(None).await;
+    assert_eq!(fresh["status"], "unchanged", "{fresh}");
+    daemon
+        .post("/api/write", json!({"path": "R/later", "content": "l"}))
+        .await;
+    let mut changed = Value::Null;
+    for _ in 0..100 {
+        (_, changed) = check(Some(&fresh["version"])).await;
+        if changed["status"] == "changed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(changed["status"], "changed", "{changed}");
+    let later = daemon.path("R/later").display().to_string();
+    assert_eq!(changed["changes"][0]["path"], later, "{changed}");
+    assert_eq!(changed["changes"][0]["type"], "created", "{changed}");
+}

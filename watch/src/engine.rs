@@ -50,6 +50,7 @@ const DIR_MASK: WatchMask = WatchMask::CREATE
     .union(WatchMask::MOVED_FROM)
     .union(WatchMask::MOVED_TO)
     .union(WatchMask::ATTRIB)
+    .union(WatchMask::MOVE_SELF)
     .union(WatchMask::ONLYDIR)
     .union(WatchMask::DONT_FOLLOW)
     .union(WatchMask::EXCL_UNLINK);
@@ -87,6 +88,7 @@ impl Watcher {
             sender,
             pending_move: None,
             watched: watched.clone(),
+            root_gone: false,
         };
         tree.add(&root, false).map_err(|err| match err {
             AddError::Limit => WatchError::LimitReached { path: root.clone() },
@@ -131,7 +133,7 @@ impl Drop for Watcher {
 /// resolved as a move out), read, handle.
 fn run(mut inotify: Inotify, mut tree: Tree, stop: &AtomicBool) {
     let mut buffer = vec![0u8; 64 * 1024];
-    while !stop.load(Ordering::SeqCst) && !tree.sender.is_closed() {
+    while !stop.load(Ordering::SeqCst) && !tree.sender.is_closed() && !tree.root_gone {
         let ready = {
             let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
             poll(&mut fds, PollTimeout::from(100u16)).unwrap_or(0)
@@ -176,6 +178,9 @@ struct Tree {
     /// A MOVED_FROM waiting for its MOVED_TO: (cookie, path, is_dir).
     pending_move: Option<(u32, PathBuf, bool)>,
     watched: Arc<AtomicUsize>,
+    /// The root was deleted or moved away: the engine reports an overflow and ends, and the
+    /// consumer starts a new watch once the path exists again.
+    root_gone: bool,
 }
 
 impl Tree {
@@ -273,6 +278,17 @@ impl Tree {
             return;
         }
         let Some(wd) = wd else { return };
+        let on_root = self.dirs.get(&wd).is_some_and(|dir| *dir == self.root);
+        if on_root
+            && (mask.contains(EventMask::IGNORED)
+                || mask.contains(EventMask::DELETE_SELF)
+                || mask.contains(EventMask::MOVE_SELF))
+        {
+            self.flush_move();
+            self.emit(EventKind::Overflow, self.root.clone(), None, true);
+            self.root_gone = true;
+            return;
+        }
         if mask.contains(EventMask::IGNORED) {
             if self.dirs.remove(&wd).is_some() {
                 self.watched.fetch_sub(1, Ordering::Relaxed);

@@ -42,6 +42,8 @@ pub struct Root {
     subscribers: AtomicUsize,
     retained: AtomicBool,
     last_used: Mutex<Instant>,
+    /// The engine ended (its root was deleted or moved away); the next call replaces it.
+    ended: AtomicBool,
     _watcher: Watcher,
 }
 
@@ -99,7 +101,12 @@ impl WatchService {
     ) -> Result<(Arc<Root>, bool), fsd_watch::WatchError> {
         let mut roots = self.table();
         if let Some(root) = roots.get(key) {
-            return Ok((root.clone(), false));
+            if !root.ended.load(Ordering::SeqCst) {
+                return Ok((root.clone(), false));
+            }
+            // The watched directory went away: a token of the old root gets a resync, and
+            // the key watches the directory now at the path (if there is one).
+            roots.remove(key);
         }
         let number = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let millis = std::time::SystemTime::now()
@@ -242,6 +249,7 @@ fn start_root(
         subscribers: AtomicUsize::new(0),
         retained: AtomicBool::new(false),
         last_used: Mutex::new(Instant::now()),
+        ended: AtomicBool::new(false),
         _watcher: watcher,
     });
     let pumped = Arc::downgrade(&root);
@@ -250,6 +258,9 @@ fn start_root(
             let Some(root) = pumped.upgrade() else { return };
             root.journal().record(event.clone());
             let _ = root.live.send(event);
+        }
+        if let Some(root) = pumped.upgrade() {
+            root.ended.store(true, Ordering::SeqCst);
         }
     });
     Ok(root)
