@@ -74,6 +74,49 @@ pub fn descendants(root: u32) -> Vec<u32> {
     all
 }
 
+/// The living processes below `root` (zombies count as dead).
+pub fn living_below(root: u32) -> Vec<u32> {
+    descendants(root)
+        .into_iter()
+        .filter(|&p| alive(p))
+        .collect()
+}
+
+/// How long SIGKILL is repeated for before [`end_below`] gives up (a tree that forks faster
+/// than it can be killed; never seen).
+const KILL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Ends everything below the supervisor `root`, politely first: SIGTERM to the whole tree
+/// (leaves first), up to `grace` for all of it to end, then SIGKILL repeated until nothing
+/// lives. `root` itself is left alone (it holds what is below it). Returns whether SIGKILL
+/// was needed.
+pub async fn end_below(root: u32, grace: std::time::Duration) -> bool {
+    if root <= 1 {
+        return false;
+    }
+    signal_trees(&children(root), Signal::SIGTERM);
+    let poll = std::time::Duration::from_millis(10);
+    let deadline = tokio::time::Instant::now() + grace;
+    while tokio::time::Instant::now() < deadline {
+        if living_below(root).is_empty() {
+            return false;
+        }
+        tokio::time::sleep(poll).await;
+    }
+    let deadline = tokio::time::Instant::now() + KILL_LIMIT;
+    loop {
+        let left = living_below(root);
+        if left.is_empty() || tokio::time::Instant::now() >= deadline {
+            if !left.is_empty() {
+                tracing::warn!(root, left = left.len(), "processes survived SIGKILL");
+            }
+            return true;
+        }
+        signal_all(&left, Signal::SIGKILL);
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+}
+
 /// Ends `root` and everything below it. `root` should be a subreaper (a supervisor): it is
 /// stopped first, so it cannot exit and let what it holds be reparented away, and orphans
 /// of killed processes keep landing on it. Below it, SIGKILL is repeated until nothing
@@ -88,10 +131,7 @@ pub fn kill_tree(root: u32) {
     }
     let _ = kill(Pid::from_raw(raw), Signal::SIGSTOP);
     for _ in 0..1000 {
-        let living: Vec<u32> = descendants(root)
-            .into_iter()
-            .filter(|&p| alive(p))
-            .collect();
+        let living = living_below(root);
         if living.is_empty() {
             break;
         }

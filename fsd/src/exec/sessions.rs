@@ -249,18 +249,13 @@ async fn run_sessionless(
 /// How long a timed-out sessionless command has between SIGTERM and SIGKILL.
 const SESSIONLESS_GRACE: Duration = Duration::from_millis(500);
 
-/// Stops everything below the supervisor `root`: SIGTERM, a grace period, then SIGKILL
-/// until nothing is left. `root` is stopped first so it stays to hold what it has.
+/// Stops everything below the supervisor `root` (SIGTERM, a grace period, then SIGKILL until
+/// nothing is left), then `root`. `root` is stopped first, so it cannot exit and let what it
+/// holds be reparented away.
 async fn stop_tree(root: u32) {
     let _ = kill(Pid::from_raw(root as i32), Signal::SIGSTOP);
-    proctree::signal_trees(&proctree::children(root), Signal::SIGTERM);
-    let deadline = tokio::time::Instant::now() + SESSIONLESS_GRACE;
-    while tokio::time::Instant::now() < deadline
-        && proctree::descendants(root).into_iter().any(proctree::alive)
-    {
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let _ = tokio::task::spawn_blocking(move || proctree::kill_tree(root)).await;
+    proctree::end_below(root, SESSIONLESS_GRACE).await;
+    let _ = kill(Pid::from_raw(root as i32), Signal::SIGKILL);
 }
 
 /// Destroys sessions off the async threads (the kills poll /proc).

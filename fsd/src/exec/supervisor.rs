@@ -19,7 +19,7 @@ use std::path::PathBuf;
 
 use nix::errno::Errno;
 use nix::sched::CloneFlags;
-use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill, sigprocmask};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getpid};
 
@@ -203,13 +203,11 @@ fn mirror(child: Pid) -> i32 {
 fn kill_below_me() {
     let me = getpid().as_raw() as u32;
     for _ in 0..1000 {
-        let below: Vec<u32> = proctree::tree(me).into_iter().skip(1).collect();
-        if below.is_empty() {
+        let living = proctree::living_below(me);
+        if living.is_empty() {
             break;
         }
-        for pid in below {
-            let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
-        }
+        proctree::signal_all(&living, Signal::SIGKILL);
         while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
             if status == WaitStatus::StillAlive {
                 std::thread::sleep(std::time::Duration::from_millis(2));

@@ -5,7 +5,6 @@
 //! kills trees; commands start through a session (see `exec`).
 
 mod error;
-mod kill;
 mod routes;
 mod service;
 

@@ -14,11 +14,12 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use super::ProcessError;
-use super::kill::end_tree;
 use crate::exec::{CommandSpec, Report, SessionManager, Started, proctree};
 use crate::text::Utf8Chunker;
 use crate::wire::time::now_rfc3339;
 
+/// SIGTERM to SIGKILL, as in the reference.
+const KILL_GRACE: Duration = Duration::from_secs(5);
 /// Output kept per stream of one process, in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
 /// Live events a follower may fall behind by; output is read every 20 ms, at most two
@@ -360,7 +361,9 @@ impl ProcessService {
         if !process.kill_requested.swap(true, Ordering::SeqCst) {
             let killing = process.clone();
             tokio::spawn(async move {
-                let needed = end_tree(killing.supervisor).await;
+                // Everything the process started is below its supervisor, including what
+                // left its process group or session.
+                let needed = proctree::end_below(killing.supervisor, KILL_GRACE).await;
                 killing.killed.send_replace(Some(needed));
             });
         }

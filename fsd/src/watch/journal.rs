@@ -257,10 +257,10 @@ mod tests {
         );
     }
 
-    fn dir(kind: EventKind, path: &str) -> Event {
+    fn as_dir(event: Event) -> Event {
         Event {
             is_dir: true,
-            ..event(kind, path)
+            ..event
         }
     }
 
@@ -268,14 +268,11 @@ mod tests {
     fn changes_under_a_directory_renamed_later_carry_the_new_path() {
         // mkdir -p m/n && echo q > m/n/q && mv m mm
         let mut journal = Journal::default();
-        journal.record(dir(EventKind::Create, "/w/m"));
-        journal.record(dir(EventKind::Create, "/w/m/n"));
+        journal.record(as_dir(event(EventKind::Create, "/w/m")));
+        journal.record(as_dir(event(EventKind::Create, "/w/m/n")));
         journal.record(event(EventKind::Create, "/w/m/n/q"));
         journal.record(event(EventKind::Modify, "/w/m/n/q"));
-        journal.record(Event {
-            is_dir: true,
-            ..rename("/w/m", "/w/mm")
-        });
+        journal.record(as_dir(rename("/w/m", "/w/mm")));
         assert_eq!(
             changes(&journal, 0),
             [
@@ -291,10 +288,7 @@ mod tests {
         journal.record(event(EventKind::Delete, "/w/d/gone"));
         journal.record(rename("/w/d/x", "/w/d/y"));
         journal.record(event(EventKind::Modify, "/w/d2"));
-        journal.record(Event {
-            is_dir: true,
-            ..rename("/w/d", "/w/e")
-        });
+        journal.record(as_dir(rename("/w/d", "/w/e")));
         assert_eq!(
             changes(&journal, 0),
             [
