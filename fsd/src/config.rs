@@ -99,6 +99,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
     pub max_process_records: usize,
 
+    /// Lines in one `checkChanges` change list; a window with more answers `resync`.
+    #[arg(long, env = "FSD_CHANGE_LIST_LIMIT", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub change_list_limit: u64,
+
     /// How restores are mounted: `auto` prefers the kernel and falls back to FUSE.
     #[arg(long, env = "FSD_RESTORE_DRIVER", value_enum, default_value = "auto")]
     pub restore_driver: RestoreDriver,
@@ -131,6 +135,7 @@ pub struct Settings {
     pub pass_env: Vec<String>,
     pub command_timeout_ms: u64,
     pub max_process_records: usize,
+    pub change_list_limit: usize,
     pub transfer_timeout_secs: u64,
     pub restore_driver: RestoreDriver,
     pub isolation: IsolationMode,
@@ -180,6 +185,7 @@ impl ServeArgs {
             pass_env: self.pass_env,
             command_timeout_ms: self.command_timeout_ms,
             max_process_records: self.max_process_records,
+            change_list_limit: usize::try_from(self.change_list_limit).unwrap_or(usize::MAX),
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
             restore_driver: self.restore_driver,
             isolation: self.isolation,

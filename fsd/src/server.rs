@@ -95,7 +95,10 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         settings.max_process_records,
     ));
     // Retained watches of the last run come back under their ids, with what changed since.
-    let watches = Arc::new(WatchService::new(Some(settings.state_dir.join("watches"))));
+    let watches = Arc::new(WatchService::new(
+        Some(settings.state_dir.join("watches")),
+        settings.change_list_limit,
+    ));
     watches.restore();
     let maintained = Arc::downgrade(&watches);
     tokio::spawn(async move {

@@ -56,7 +56,9 @@ impl Sandbox {
                     });
                 }
                 ("changed", Some(changes)) => {
-                    return self.apply(&root, local, changes, answer.version).await;
+                    if let Some(report) = self.apply(&root, local, changes, answer.version).await? {
+                        return Ok(report);
+                    }
                 }
                 _ => {} // resync: copy everything again
             }
@@ -106,7 +108,7 @@ impl Sandbox {
             }
             wanted.insert(relative.clone());
             match file.file_type {
-                FileType::Directory => std::fs::create_dir_all(local.join(&relative))?,
+                FileType::Directory => ensure_dir(&local.join(&relative))?,
                 FileType::File => downloads.push(relative),
                 FileType::Symlink | FileType::Other => {}
             }
@@ -122,62 +124,85 @@ impl Sandbox {
         })
     }
 
+    /// Applies a change list in the order its lines need (see the daemon's README: moved
+    /// origins aside deepest first, deletions, moves and new directories in path order, then
+    /// downloads). `None` when the mirror lacks a moved origin, so only a full copy helps.
     async fn apply(
         &self,
         root: &Path,
         local: &Path,
         changes: Vec<PathChange>,
         version: String,
-    ) -> Result<SyncReport, SdkError> {
-        let (mut deleted, mut renamed) = (0, 0);
-        let mut downloads = Vec::new();
-        for change in changes {
-            let Some(relative) = relative_to(root, &change.path) else {
-                continue;
-            };
-            if skipped(&relative) {
-                continue;
-            }
-            let target = local.join(&relative);
-            match change.change.as_str() {
-                "deleted" => {
-                    remove(&target)?;
-                    deleted += 1;
+    ) -> Result<Option<SyncReport>, SdkError> {
+        let plan = Plan::of(root, changes);
+        let stage = local.join(format!(".fsd-sync-{}.stage", std::process::id()));
+        remove(&stage)?;
+        std::fs::create_dir(&stage)?;
+        // 1. Every moved origin aside, deepest first, so moving a directory leaves behind
+        //    what moved out of it.
+        let mut moves = plan.moves;
+        moves.sort_by_key(|(from, _)| std::cmp::Reverse(from.components().count()));
+        let mut staged: Vec<(PathBuf, PathBuf, PathBuf)> = Vec::new();
+        for (index, (from, to)) in moves.into_iter().enumerate() {
+            let aside = stage.join(index.to_string());
+            match std::fs::rename(local.join(&from), &aside) {
+                Ok(()) => staged.push((from, to, aside)),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    remove(&stage)?;
+                    return Ok(None);
                 }
-                "renamed" => {
-                    let from = change
-                        .from
-                        .as_deref()
-                        .and_then(|f| relative_to(root, f))
-                        .map(|f| local.join(f));
-                    match from.filter(|f| f.exists()) {
-                        Some(from) => {
-                            if let Some(parent) = target.parent() {
-                                std::fs::create_dir_all(parent)?;
-                            }
-                            std::fs::rename(from, &target)?;
-                            renamed += 1;
-                        }
-                        None if change.is_directory => std::fs::create_dir_all(&target)?,
-                        None => downloads.push(relative),
-                    }
-                }
-                _ if change.is_directory => std::fs::create_dir_all(&target)?,
-                _ => downloads.push(relative),
+                Err(err) => return Err(err.into()),
             }
         }
-        let downloaded = self.download_all(root, local, downloads).await?;
-        Ok(SyncReport {
+        // 2. Deletions name paths of the old tree; one under a moved origin is where that
+        //    origin now waits.
+        for gone in &plan.deletes {
+            let target = staged
+                .iter()
+                .filter(|(from, _, _)| gone.starts_with(from) && gone != from)
+                .max_by_key(|(from, _, _)| from.components().count())
+                .and_then(|(from, _, aside)| gone.strip_prefix(from).ok().map(|r| aside.join(r)))
+                .unwrap_or_else(|| local.join(gone));
+            remove(&target)?;
+        }
+        // 3. Moves and new directories, parents first, each replacing what is there.
+        let mut placed: Vec<(PathBuf, Option<PathBuf>)> = staged
+            .into_iter()
+            .map(|(_, to, aside)| (to, Some(aside)))
+            .chain(plan.new_dirs.into_iter().map(|dir| (dir, None)))
+            .collect();
+        placed.sort_by(|a, b| a.0.cmp(&b.0));
+        for (path, aside) in &placed {
+            let target = local.join(path);
+            remove(&target)?;
+            match aside {
+                Some(aside) => {
+                    if let Some(parent) = target.parent() {
+                        std::fs::create_dir_all(parent)?;
+                    }
+                    std::fs::rename(aside, &target)?;
+                }
+                None => std::fs::create_dir_all(&target)?,
+            }
+        }
+        remove(&stage)?;
+        // 4. Directories that stayed, and file contents.
+        for dir in &plan.kept_dirs {
+            ensure_dir(&local.join(dir))?;
+        }
+        let downloaded = self.download_all(root, local, plan.downloads).await?;
+        Ok(Some(SyncReport {
             mode: "incremental",
             downloaded,
-            deleted,
-            renamed,
+            deleted: plan.deletes.len(),
+            renamed: placed.iter().filter(|(_, aside)| aside.is_some()).count(),
             version,
-        })
+        }))
     }
 
-    /// Downloads files, several at a time; a file that vanished meanwhile is skipped (its
-    /// deletion comes with the next sync).
+    /// Downloads files, several at a time; a file that vanished or became a directory
+    /// meanwhile is skipped (the next sync brings that change). A directory in the way is
+    /// replaced.
     async fn download_all(
         &self,
         root: &Path,
@@ -190,10 +215,22 @@ impl Sandbox {
                 if let Some(parent) = target.parent() {
                     std::fs::create_dir_all(parent)?;
                 }
+                if target.is_dir() {
+                    std::fs::remove_dir_all(&target)?;
+                }
                 let remote = root.join(&relative).display().to_string();
                 match self.download_to(&remote, &target).await {
                     Ok(_) => Ok(true),
-                    Err(err) if err.code() == Some(&fsd_api::ErrorCode::FileNotFound) => Ok(false),
+                    Err(err)
+                        if matches!(
+                            err.code(),
+                            Some(
+                                fsd_api::ErrorCode::FileNotFound | fsd_api::ErrorCode::IsDirectory
+                            )
+                        ) =>
+                    {
+                        Ok(false)
+                    }
                     Err(err) => Err(err),
                 }
             })
@@ -207,6 +244,49 @@ impl Sandbox {
             }
         }
         Ok(count)
+    }
+}
+
+/// A change list sorted into the steps that apply it (paths relative to the mirror).
+#[derive(Default)]
+struct Plan {
+    /// (origin in the old tree, where it is now).
+    moves: Vec<(PathBuf, PathBuf)>,
+    deletes: Vec<PathBuf>,
+    /// New directories: whatever is at the path is replaced.
+    new_dirs: Vec<PathBuf>,
+    /// Directories that were there and still are.
+    kept_dirs: Vec<PathBuf>,
+    downloads: Vec<PathBuf>,
+}
+
+impl Plan {
+    fn of(root: &Path, changes: Vec<PathChange>) -> Self {
+        let mut plan = Plan::default();
+        for change in changes {
+            let Some(path) = relative_to(root, &change.path) else {
+                continue;
+            };
+            if skipped(&path) {
+                continue;
+            }
+            match change.change.as_str() {
+                "deleted" => plan.deletes.push(path),
+                "renamed" => {
+                    let from = change.from.as_deref().and_then(|f| relative_to(root, f));
+                    match from.filter(|f| !skipped(f)) {
+                        Some(from) => plan.moves.push((from, path)),
+                        // Moved in from what the mirror leaves out: new here.
+                        None if change.is_directory => plan.new_dirs.push(path),
+                        None => plan.downloads.push(path),
+                    }
+                }
+                "created" if change.is_directory => plan.new_dirs.push(path),
+                _ if change.is_directory => plan.kept_dirs.push(path),
+                _ => plan.downloads.push(path),
+            }
+        }
+        plan
     }
 }
 
@@ -230,6 +310,18 @@ fn remove(path: &Path) -> std::io::Result<()> {
         Ok(_) => std::fs::remove_file(path),
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(err) => Err(err),
+    }
+}
+
+/// Makes `path` a directory, replacing a file (or link) that is there.
+fn ensure_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => {
+            std::fs::remove_file(path)?;
+            std::fs::create_dir_all(path)
+        }
+        Err(_) => std::fs::create_dir_all(path),
     }
 }
 

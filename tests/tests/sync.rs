@@ -4,7 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-use fsd_tests::Daemon;
+use fsd_tests::{Daemon, Options};
+use workload::{Api, BARRIER, Rng, Workload};
+
+#[path = "sync/workload.rs"]
+mod workload;
 
 /// Relative path → contents (`None` for directories), leaving out what the watch ignores.
 fn snapshot(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
@@ -32,6 +36,13 @@ fn snapshot(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
 }
 
 fn assert_mirrored(remote: &Path, local: &Path, when: &str) {
+    if let Some(difference) = difference(remote, local) {
+        panic!("{when}: {difference}");
+    }
+}
+
+/// How the mirror differs from the tree, if it does.
+fn difference(remote: &Path, local: &Path) -> Option<String> {
     let (remote, local) = (snapshot(remote), snapshot(local));
     if remote != local {
         let only_remote: Vec<_> = remote
@@ -44,10 +55,11 @@ fn assert_mirrored(remote: &Path, local: &Path, when: &str) {
             .filter(|k| !remote.contains_key(*k))
             .take(10)
             .collect();
-        panic!(
-            "{when}: mirror differs; remote-only or different: {only_remote:?}; local-only: {only_local:?}"
-        );
+        return Some(format!(
+            "mirror differs; remote-only or different: {only_remote:?}; local-only: {only_local:?}"
+        ));
     }
+    None
 }
 
 /// Events reach the daemon's journal asynchronously; give them a moment.
@@ -136,4 +148,149 @@ async fn a_mirror_stays_identical_through_edits_bursts_and_restarts() {
         .await
         .unwrap();
     assert_eq!(report.mode, "unchanged");
+}
+
+/// Waits until the journal has seen the batch (its barrier write), or the watch restarted.
+async fn barrier(sandbox: &fsd_sdk::Sandbox, root: &Path, version: &str) {
+    let barrier = root.join(BARRIER).display().to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let answer = sandbox
+            .check_changes("w", Some(version), true)
+            .await
+            .expect("checkChanges");
+        let seen = answer.status == "resync"
+            || answer
+                .changes
+                .iter()
+                .flatten()
+                .any(|change| change.path == barrier);
+        if seen {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the barrier never reached the journal"
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+}
+
+async fn send(sandbox: &fsd_sdk::Sandbox, api: Api) -> String {
+    let result = match api {
+        Api::Json(path, content) => sandbox.write_file_bytes(&path, &content).await.map(drop),
+        Api::Raw(path, content) => sandbox
+            .upload(
+                &path,
+                futures_util::stream::iter([Ok(bytes::Bytes::from(content))]),
+            )
+            .await
+            .map(drop),
+    };
+    match result {
+        Ok(()) => String::new(),
+        Err(err) => format!(" (failed: {err})"),
+    }
+}
+
+/// Random batches of operations (see `workload`) with a `sync` after each, the mirror
+/// compared with the tree byte for byte; daemon restarts (with changes while it is down),
+/// crashes and change lists over the limit on the way. `FSD_SYNC_SEED` replays a run,
+/// `FSD_SYNC_BATCHES` sets its length.
+#[tokio::test]
+async fn random_operations_keep_a_mirror_exact() {
+    let seed: u64 = std::env::var("FSD_SYNC_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let batches: usize = std::env::var("FSD_SYNC_BATCHES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    eprintln!(
+        "random_operations_keep_a_mirror_exact: FSD_SYNC_SEED={seed} FSD_SYNC_BATCHES={batches}"
+    );
+    let mut rng = Rng::new(seed);
+    let mut daemon = Daemon::start_with(Options {
+        extra_args: vec!["--change-list-limit".into(), "200".into()],
+        ..Options::default()
+    });
+    let workload = Workload {
+        root: daemon.path("w"),
+        remote: "w".into(),
+    };
+    std::fs::create_dir(&workload.root).unwrap();
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = local_dir.path().join("mirror");
+    let mut sandbox = daemon.sandbox();
+    let mut version = sandbox.sync("w", &local, None).await.unwrap().version;
+    let mut modes = std::collections::BTreeMap::<&str, usize>::new();
+    for batch in 0..batches {
+        let mut done = Vec::new();
+        if batch % 250 == 249 {
+            match (batch / 250) % 3 {
+                0 => {
+                    daemon.restart();
+                    done.push("restart".to_string());
+                }
+                1 => {
+                    daemon.stop();
+                    for _ in 0..4 {
+                        done.push(workload.step(&mut rng).0);
+                    }
+                    daemon.resume();
+                    done.push("(while down) restart".to_string());
+                }
+                _ => {
+                    daemon.crash();
+                    daemon.resume();
+                    done.push("crash".to_string());
+                }
+            }
+            sandbox = daemon.sandbox();
+        }
+        if batch % 300 == 150 {
+            done.push(workload.burst(250).unwrap());
+        }
+        for _ in 0..=rng.below(5) {
+            let (what, api) = workload.step(&mut rng);
+            let outcome = match api {
+                Some(api) => send(&sandbox, api).await,
+                None => String::new(),
+            };
+            done.push(format!("{what}{outcome}"));
+        }
+        if std::env::var_os("FSD_SYNC_TRACE").is_some() {
+            eprintln!("batch {batch}: {done:?}");
+        }
+        std::fs::write(workload.root.join(BARRIER), batch.to_string()).unwrap();
+        barrier(&sandbox, &workload.root, &version).await;
+        let report = sandbox
+            .sync("w", &local, Some(&version))
+            .await
+            .unwrap_or_else(|err| {
+                panic!("FSD_SYNC_SEED={seed}: batch {batch} ({done:?}): sync failed: {err}")
+            });
+        *modes.entry(report.mode).or_default() += 1;
+        if let Some(difference) = difference(&workload.root, &local) {
+            let list = sandbox.check_changes("w", Some(&version), true).await;
+            panic!(
+                "FSD_SYNC_SEED={seed}: after batch {batch} ({done:?}), a {} sync: {difference}; \
+                 the change list: {:?}",
+                report.mode,
+                list.map(|answer| answer.changes)
+            );
+        }
+        version = report.version;
+    }
+    eprintln!("random_operations_keep_a_mirror_exact: syncs by mode {modes:?}");
+    assert!(
+        modes.get("incremental").copied().unwrap_or(0) > batches / 2,
+        "most syncs are incremental: {modes:?}"
+    );
 }

@@ -3,7 +3,7 @@
 //! the watch set in step with the tree (new directories added and scanned, renamed ones
 //! re-pathed, removed ones dropped).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -20,8 +20,11 @@ use crate::{Filter, WatchError};
 /// What happened to a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EventKind {
-    /// Created, or moved into the tree.
+    /// Created (nothing was at the path).
     Create,
+    /// Moved into the tree from outside it (or from a path it does not report): new here,
+    /// and it may have replaced what was at the path.
+    MoveIn,
     Modify,
     /// Deleted, or moved out of the tree.
     Delete,
@@ -322,7 +325,7 @@ impl Tree {
                 other => {
                     self.pending_move = other;
                     self.flush_move();
-                    self.report(EventKind::Create, path.clone(), is_dir);
+                    self.report(EventKind::MoveIn, path.clone(), is_dir);
                     if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
                         self.add_live(&path);
                     }
@@ -357,10 +360,38 @@ impl Tree {
         }
         let (from_ok, to_ok) = (self.reported(&from), self.reported(&to));
         match (from_ok, to_ok) {
-            (true, true) => self.emit(EventKind::Rename, to, Some(from), is_dir),
+            (true, true) => self.emit(EventKind::Rename, to.clone(), Some(from), is_dir),
             (true, false) => self.emit(EventKind::Delete, from, None, is_dir),
-            (false, true) => self.emit(EventKind::Create, to, None, is_dir),
+            (false, true) => self.emit(EventKind::MoveIn, to.clone(), None, is_dir),
             (false, false) => {}
+        }
+        if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&to)) {
+            self.watch_unwatched(&to);
+        }
+    }
+
+    /// Watches what under a renamed directory is not watched yet: a directory that was
+    /// renamed (or had a subdirectory renamed) before its watch could be added. What those
+    /// hold is reported as created, as for any directory that appeared.
+    fn watch_unwatched(&mut self, dir: &Path) {
+        let watched: HashSet<PathBuf> = self.dirs.values().cloned().collect();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(dir) = pending.pop() {
+            if !watched.contains(&dir) {
+                self.add_live(&dir);
+                continue;
+            }
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if entry.file_type().is_ok_and(|t| t.is_dir())
+                    && !self.filter.prunes_dir(&self.relative(&path))
+                {
+                    pending.push(path);
+                }
+            }
         }
     }
 

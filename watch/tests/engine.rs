@@ -123,7 +123,7 @@ async fn moves_out_and_in_are_deletes_and_creates() {
         "{seen:?}"
     );
     assert!(
-        has(&seen, EventKind::Create, &root.join("arrived")),
+        has(&seen, EventKind::MoveIn, &root.join("arrived")),
         "{seen:?}"
     );
     assert!(

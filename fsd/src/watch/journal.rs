@@ -1,27 +1,20 @@
 //! The change journal of one watched root: a cursor that ticks with every event, the recent
 //! events, and whether anything was lost. A token names a cursor; `changes_since` answers
-//! what changed after it, coalesced per path, or `None` when the history cannot say
-//! (pruned, overflowed, or too many changes), which the caller turns into a resync.
+//! what changed after it, or `None` when the history cannot say (pruned, overflowed, or
+//! too many changes), which the caller turns into a resync.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::path::{Path, PathBuf};
+use std::collections::VecDeque;
 
 use fsd_watch::{Event, EventKind};
 
+use super::changes::{self, Listed};
+
 /// Events kept per root.
 pub const KEPT_EVENTS: usize = 100_000;
-/// Changes listed in one answer; more is a resync.
+/// Changes listed in one answer by default; more is a resync.
 pub const MAX_CHANGES: usize = 10_000;
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    Created,
-    Modified,
-    Deleted,
-    Renamed { from: PathBuf },
-}
-
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Journal {
     cursor: u64,
     /// Recent events with their cursors, oldest first.
@@ -33,6 +26,14 @@ pub struct Journal {
     /// Cursors strictly between `lo` and `hi` may have been handed out before a crash; their
     /// events were never saved. (`hi` is the first cursor after the restart.)
     unknown: Option<(u64, u64)>,
+    /// Lines in one change list; more is a resync.
+    max_changes: usize,
+}
+
+impl Default for Journal {
+    fn default() -> Self {
+        Self::new(MAX_CHANGES)
+    }
 }
 
 /// What a snapshot keeps of a journal.
@@ -45,6 +46,17 @@ pub struct Saved {
 }
 
 impl Journal {
+    pub fn new(max_changes: usize) -> Self {
+        Self {
+            cursor: 0,
+            events: VecDeque::new(),
+            complete_from: 0,
+            lost_at: None,
+            unknown: None,
+            max_changes,
+        }
+    }
+
     pub fn cursor(&self) -> u64 {
         self.cursor
     }
@@ -61,8 +73,9 @@ impl Journal {
     /// The journal continued after a restart. Cursors up to `gap` past the saved one may
     /// have been handed out before the daemon stopped without saving; tokens in that range
     /// are answered as unknown (resync). Tokens from the snapshot or before get exact answers.
-    pub fn restored(saved: Saved, gap: u64) -> Self {
+    pub fn restored(saved: Saved, gap: u64, max_changes: usize) -> Self {
         Self {
+            max_changes,
             cursor: saved.cursor + gap,
             events: saved.events.into_iter().collect(),
             complete_from: saved.complete_from,
@@ -84,8 +97,9 @@ impl Journal {
         }
     }
 
-    /// What changed after cursor `since`, one entry per path.
-    pub fn changes_since(&self, since: u64) -> Option<BTreeMap<PathBuf, (Change, bool)>> {
+    /// What changed after cursor `since` (see [`changes`](super::changes)), or `None` when
+    /// the history cannot say.
+    pub fn changes_since(&self, since: u64) -> Option<Vec<Listed>> {
         let in_unknown = self
             .unknown
             .is_some_and(|(lo, hi)| since > lo && since < hi);
@@ -93,222 +107,41 @@ impl Journal {
         {
             return None;
         }
-        let mut changes: BTreeMap<PathBuf, (Change, bool)> = BTreeMap::new();
-        for (_, event) in self.events.iter().filter(|(cursor, _)| *cursor > since) {
-            match event.kind {
-                EventKind::Create => {
-                    let change = match changes.get(&event.path) {
-                        Some((Change::Deleted, _)) => Change::Modified,
-                        Some((existing, _)) => existing.clone(),
-                        None => Change::Created,
-                    };
-                    changes.insert(event.path.clone(), (change, event.is_dir));
-                }
-                EventKind::Modify | EventKind::Attrib => {
-                    changes
-                        .entry(event.path.clone())
-                        .or_insert((Change::Modified, event.is_dir));
-                }
-                EventKind::Delete => delete(&mut changes, event.path.clone(), event.is_dir),
-                EventKind::Rename => {
-                    let Some(from) = event.from.clone() else {
-                        continue;
-                    };
-                    // Created in this window: still just created. Renamed again: keep the origin.
-                    let change = match changes.remove(&from) {
-                        Some((Change::Created, _)) => Change::Created,
-                        Some((Change::Renamed { from: origin }, _)) => {
-                            Change::Renamed { from: origin }
-                        }
-                        _ => Change::Renamed { from: from.clone() },
-                    };
-                    if event.is_dir {
-                        move_subtree(&mut changes, &from, &event.path);
-                    }
-                    changes.insert(event.path.clone(), (change, event.is_dir));
-                }
-                EventKind::Overflow => return None,
-            }
-            if changes.len() > MAX_CHANGES {
-                return None;
-            }
-        }
-        Some(changes)
-    }
-}
-
-/// A directory renamed from `from` to `to`: the changes listed under it so far happened to
-/// what now lives under `to`, so they carry the new paths (an entry renamed inside it keeps
-/// an origin that is also re-pathed when it was inside, as the client moves the directory
-/// first, shallower paths sorting before deeper ones).
-fn move_subtree(changes: &mut BTreeMap<PathBuf, (Change, bool)>, from: &Path, to: &Path) {
-    let inside: Vec<PathBuf> = changes
-        .range::<Path, _>((std::ops::Bound::Excluded(from), std::ops::Bound::Unbounded))
-        .take_while(|(path, _)| path.starts_with(from))
-        .map(|(path, _)| path.clone())
-        .collect();
-    for path in inside {
-        let Some((mut change, is_dir)) = changes.remove(&path) else {
-            continue;
-        };
-        if let Change::Renamed { from: origin } = &mut change
-            && let Ok(rest) = origin.strip_prefix(from)
-        {
-            *origin = to.join(rest);
-        }
-        let Ok(rest) = path.strip_prefix(from) else {
-            continue;
-        };
-        changes.insert(to.join(rest), (change, is_dir));
-    }
-}
-
-/// A delete after a create in the same window leaves nothing; after a rename, the rename's
-/// origin is what disappeared.
-fn delete(changes: &mut BTreeMap<PathBuf, (Change, bool)>, path: PathBuf, is_dir: bool) {
-    match changes.remove(&path) {
-        Some((Change::Created, _)) => {}
-        Some((Change::Renamed { from }, _)) => {
-            changes.insert(from, (Change::Deleted, is_dir));
-        }
-        _ => {
-            changes.insert(path, (Change::Deleted, is_dir));
-        }
+        let window = self
+            .events
+            .iter()
+            .filter(|(cursor, _)| *cursor > since)
+            .map(|(_, event)| event);
+        changes::list(window, self.max_changes)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn event(kind: EventKind, path: &str) -> Event {
-        Event {
-            kind,
-            path: PathBuf::from(path),
-            from: None,
-            is_dir: false,
-        }
-    }
-
-    fn rename(from: &str, to: &str) -> Event {
-        Event {
-            from: Some(PathBuf::from(from)),
-            ..event(EventKind::Rename, to)
-        }
-    }
+    use crate::watch::changes::Change;
+    use crate::watch::changes::tests::event;
 
     fn changes(journal: &Journal, since: u64) -> Vec<(String, Change)> {
         journal
             .changes_since(since)
             .unwrap()
             .into_iter()
-            .map(|(p, (c, _))| (p.display().to_string(), c))
+            .map(|l| (l.path.display().to_string(), l.change))
             .collect()
     }
 
     #[test]
-    fn coalesces_per_path() {
+    fn a_window_starts_after_its_cursor() {
         let mut journal = Journal::default();
         journal.record(event(EventKind::Modify, "/w/old"));
         let since = journal.cursor();
         journal.record(event(EventKind::Create, "/w/a"));
-        journal.record(event(EventKind::Modify, "/w/a"));
-        journal.record(event(EventKind::Create, "/w/tmp"));
-        journal.record(event(EventKind::Delete, "/w/tmp"));
-        journal.record(event(EventKind::Modify, "/w/b"));
-        journal.record(event(EventKind::Delete, "/w/c"));
-        journal.record(event(EventKind::Create, "/w/c"));
         assert_eq!(
             changes(&journal, since),
-            [
-                ("/w/a".to_string(), Change::Created),
-                ("/w/b".into(), Change::Modified),
-                ("/w/c".into(), Change::Modified),
-            ]
+            [("/w/a".to_string(), Change::Created)]
         );
         assert!(changes(&journal, journal.cursor()).is_empty());
-    }
-
-    #[test]
-    fn renames_keep_their_origin() {
-        let mut journal = Journal::default();
-        journal.record(rename("/w/x", "/w/y"));
-        journal.record(rename("/w/y", "/w/z"));
-        assert_eq!(
-            changes(&journal, 0),
-            [(
-                "/w/z".to_string(),
-                Change::Renamed {
-                    from: "/w/x".into()
-                }
-            )]
-        );
-        journal.record(event(EventKind::Delete, "/w/z"));
-        assert_eq!(
-            changes(&journal, 0),
-            [("/w/x".to_string(), Change::Deleted)]
-        );
-        let mut fresh = Journal::default();
-        fresh.record(event(EventKind::Create, "/w/new"));
-        fresh.record(rename("/w/new", "/w/moved"));
-        assert_eq!(
-            changes(&fresh, 0),
-            [("/w/moved".to_string(), Change::Created)]
-        );
-    }
-
-    fn as_dir(event: Event) -> Event {
-        Event {
-            is_dir: true,
-            ..event
-        }
-    }
-
-    #[test]
-    fn changes_under_a_directory_renamed_later_carry_the_new_path() {
-        // mkdir -p m/n && echo q > m/n/q && mv m mm
-        let mut journal = Journal::default();
-        journal.record(as_dir(event(EventKind::Create, "/w/m")));
-        journal.record(as_dir(event(EventKind::Create, "/w/m/n")));
-        journal.record(event(EventKind::Create, "/w/m/n/q"));
-        journal.record(event(EventKind::Modify, "/w/m/n/q"));
-        journal.record(as_dir(rename("/w/m", "/w/mm")));
-        assert_eq!(
-            changes(&journal, 0),
-            [
-                ("/w/mm".to_string(), Change::Created),
-                ("/w/mm/n".into(), Change::Created),
-                ("/w/mm/n/q".into(), Change::Created),
-            ]
-        );
-        // A directory that existed: renamed, and what changed inside it goes along, a
-        // rename inside it included; a sibling with a common name prefix stays.
-        let mut journal = Journal::default();
-        journal.record(event(EventKind::Modify, "/w/d/a"));
-        journal.record(event(EventKind::Delete, "/w/d/gone"));
-        journal.record(rename("/w/d/x", "/w/d/y"));
-        journal.record(event(EventKind::Modify, "/w/d2"));
-        journal.record(as_dir(rename("/w/d", "/w/e")));
-        assert_eq!(
-            changes(&journal, 0),
-            [
-                ("/w/d2".to_string(), Change::Modified),
-                (
-                    "/w/e".into(),
-                    Change::Renamed {
-                        from: "/w/d".into()
-                    }
-                ),
-                ("/w/e/a".into(), Change::Modified),
-                ("/w/e/gone".into(), Change::Deleted),
-                (
-                    "/w/e/y".into(),
-                    Change::Renamed {
-                        from: "/w/e/x".into()
-                    }
-                ),
-            ]
-        );
     }
 
     #[test]
@@ -318,7 +151,7 @@ mod tests {
         let old_token = journal.cursor();
         journal.record(event(EventKind::Modify, "/w/b"));
         let saved = journal.save();
-        let mut restored = Journal::restored(saved, 1000);
+        let mut restored = Journal::restored(saved, 1000, MAX_CHANGES);
         restored.record(event(EventKind::Delete, "/w/c"));
         assert_eq!(
             changes(&restored, old_token),

@@ -203,23 +203,48 @@ pub fn scan(root: &Path, filter: &Filter, recursive: bool) -> Vec<IndexEntry> {
     out
 }
 
-/// The events that turn `before` into `after`: the same inode, size and mtime on a vanished
-/// and an appeared path is a rename; content changes of files are modifications (a directory's own mtime only
-/// says its entries changed, which their own events say).
+/// The events that turn `before` into `after`, in an order a replay can follow: a path that
+/// changed type first (deleted, then created), then what appeared (in path order, so a
+/// directory comes before what is in it; the same inode, size and mtime on a vanished path is
+/// a rename), then what vanished, then content changes of files (a directory's own mtime only
+/// says its entries changed, which their own events say). Paths of the old tree are carried
+/// through the directory renames already emitted, as they would be named at that point.
 pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
     let old: HashMap<&Path, &IndexEntry> = before.iter().map(|e| (e.path.as_path(), e)).collect();
     let new: HashMap<&Path, &IndexEntry> = after.iter().map(|e| (e.path.as_path(), e)).collect();
+    let retyped: Vec<&IndexEntry> = after
+        .iter()
+        .filter(|e| {
+            old.get(e.path.as_path())
+                .is_some_and(|p| p.is_dir != e.is_dir)
+        })
+        .collect();
     let mut gone: HashMap<(u64, bool), &IndexEntry> = before
         .iter()
         .filter(|e| !new.contains_key(e.path.as_path()))
         .map(|e| ((e.inode, e.is_dir), e))
         .collect();
     let mut events = Vec::new();
+    for entry in &retyped {
+        events.push(event(EventKind::Delete, &entry.path, None, !entry.is_dir));
+    }
     let mut appeared: Vec<&IndexEntry> = after
         .iter()
         .filter(|e| !old.contains_key(e.path.as_path()))
+        .chain(retyped.iter().copied())
         .collect();
     appeared.sort_by(|a, b| a.path.cmp(&b.path));
+    let mut moved_dirs: Vec<(PathBuf, PathBuf)> = Vec::new();
+    let carried = |path: &Path, moved_dirs: &[(PathBuf, PathBuf)]| {
+        moved_dirs
+            .iter()
+            .fold(path.to_path_buf(), |path, (from, to)| {
+                match path.strip_prefix(from) {
+                    Ok(rest) => to.join(rest),
+                    Err(_) => path,
+                }
+            })
+    };
     for entry in appeared {
         // A rename keeps the inode, size and mtime; a reused inode (a file deleted, another
         // created) has new ones.
@@ -232,23 +257,33 @@ pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
             .then(|| gone.remove(&(entry.inode, entry.is_dir)))
             .flatten()
         {
-            Some(previous) => events.push(event(
-                EventKind::Rename,
-                &entry.path,
-                Some(&previous.path),
-                entry.is_dir,
-            )),
+            Some(previous) => {
+                let from = carried(&previous.path, &moved_dirs);
+                if from != entry.path {
+                    events.push(event(
+                        EventKind::Rename,
+                        &entry.path,
+                        Some(&from),
+                        entry.is_dir,
+                    ));
+                    if entry.is_dir {
+                        moved_dirs.push((from, entry.path.clone()));
+                    }
+                }
+            }
             None => events.push(event(EventKind::Create, &entry.path, None, entry.is_dir)),
         }
     }
     let mut vanished: Vec<&IndexEntry> = gone.into_values().collect();
     vanished.sort_by(|a, b| a.path.cmp(&b.path));
     for entry in vanished {
-        events.push(event(EventKind::Delete, &entry.path, None, entry.is_dir));
+        let path = carried(&entry.path, &moved_dirs);
+        events.push(event(EventKind::Delete, &path, None, entry.is_dir));
     }
     for entry in after {
         if let Some(previous) = old.get(entry.path.as_path())
             && !entry.is_dir
+            && !previous.is_dir
             && (previous.size != entry.size
                 || previous.mtime_ns != entry.mtime_ns
                 || previous.inode != entry.inode)
@@ -271,6 +306,7 @@ fn event(kind: EventKind, path: &Path, from: Option<&Path>, is_dir: bool) -> Eve
 fn kind_name(kind: EventKind) -> &'static str {
     match kind {
         EventKind::Create => "create",
+        EventKind::MoveIn => "move_in",
         EventKind::Modify => "modify",
         EventKind::Delete => "delete",
         EventKind::Rename => "rename",
@@ -282,6 +318,7 @@ fn kind_name(kind: EventKind) -> &'static str {
 fn kind_from(name: &str) -> Option<EventKind> {
     Some(match name {
         "create" => EventKind::Create,
+        "move_in" => EventKind::MoveIn,
         "modify" => EventKind::Modify,
         "delete" => EventKind::Delete,
         "rename" => EventKind::Rename,

@@ -16,7 +16,7 @@ use fsd_watch::{Event, EventKind, Filter};
 use futures_util::{StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::journal::Change;
+use super::changes::{Change, Listed};
 use super::service::{Root, WatchKey};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -101,7 +101,7 @@ fn to_wire(batch: Vec<Event>, wanted: &HashSet<String>) -> Vec<WatchEvent> {
                 });
                 continue;
             }
-            EventKind::Create => vec![("create", path, None)],
+            EventKind::Create | EventKind::MoveIn => vec![("create", path, None)],
             EventKind::Modify => vec![("modify", path, None)],
             EventKind::Delete => vec![("delete", path, None)],
             EventKind::Attrib => vec![("attrib", path, None)],
@@ -187,7 +187,13 @@ pub async fn check(
     Ok(Json(reply))
 }
 
-fn path_change((path, (change, is_dir)): (PathBuf, (Change, bool))) -> PathChange {
+fn path_change(
+    Listed {
+        path,
+        change,
+        is_dir,
+    }: Listed,
+) -> PathChange {
     let (kind, from) = match change {
         Change::Created => ("created", None),
         Change::Modified => ("modified", None),

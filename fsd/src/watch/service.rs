@@ -79,6 +79,8 @@ pub struct WatchService {
     counter: AtomicU64,
     /// Where snapshots of retained roots go; `None`: tokens do not survive restarts.
     snapshots: Option<PathBuf>,
+    /// Lines in one change list; more is a resync.
+    max_changes: usize,
 }
 
 impl WatchService {
@@ -86,9 +88,10 @@ impl WatchService {
         self.roots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn new(snapshots: Option<PathBuf>) -> Self {
+    pub fn new(snapshots: Option<PathBuf>, max_changes: usize) -> Self {
         Self {
             snapshots,
+            max_changes,
             ..Self::default()
         }
     }
@@ -117,7 +120,7 @@ impl WatchService {
             key,
             filter,
             format!("watch-{number}-{millis}"),
-            Journal::default(),
+            Journal::new(self.max_changes),
         )?;
         roots.insert(key.clone(), root.clone());
         Ok((root, true))
@@ -135,7 +138,7 @@ impl WatchService {
                     continue;
                 }
             };
-            let journal = Journal::restored(snapshot.saved, RESTART_GAP);
+            let journal = Journal::restored(snapshot.saved, RESTART_GAP, self.max_changes);
             let root = match start_root(&snapshot.key, filter, snapshot.id, journal) {
                 Ok(root) => root,
                 Err(err) => {
@@ -256,6 +259,7 @@ fn start_root(
     tokio::spawn(async move {
         while let Some(event) = events.recv().await {
             let Some(root) = pumped.upgrade() else { return };
+            tracing::trace!(root = %root.id, kind = ?event.kind, path = %event.path.display(), from = ?event.from, "journaled");
             root.journal().record(event.clone());
             let _ = root.live.send(event);
         }
