@@ -218,18 +218,25 @@ impl Replay {
                 }
             }
         }
-        for (path, &is_dir) in &self.gone {
+        // An object only thought replaced (by a rename onto its path) that lives on
+        // elsewhere is not gone, and does not take what is under it along.
+        let gone: BTreeMap<&Path, bool> = self
+            .gone
+            .iter()
+            .filter(|(path, _)| !origins.contains(path.as_path()))
+            .map(|(path, is_dir)| (path.as_path(), *is_dir))
+            .collect();
+        for (&path, &is_dir) in &gone {
             let covered = path
                 .ancestors()
                 .skip(1)
-                .any(|ancestor| self.gone.contains_key(ancestor));
-            // Something is at the path now (and replaces it), or the object was only thought
-            // replaced and lives on elsewhere.
-            if covered || self.now.contains_key(path) || origins.contains(path.as_path()) {
+                .any(|ancestor| gone.contains_key(ancestor));
+            // Under a path that is gone, or something is at the path now (and replaces it).
+            if covered || self.now.contains_key(path) {
                 continue;
             }
             listed.push(Listed {
-                path: path.clone(),
+                path: path.to_path_buf(),
                 change: Change::Deleted,
                 is_dir,
             });
@@ -456,6 +463,25 @@ pub(super) mod tests {
             event(EventKind::Delete, "/w/a"),
         ];
         assert!(changes(&events).is_empty());
+    }
+
+    #[test]
+    fn a_rename_onto_a_moved_origin_does_not_hide_deletions_under_it() {
+        // mv d e; rm -r e/sub; mv e/f d: d's old object lives on as e, so e/sub (d/sub at
+        // the token) is still deleted.
+        let events = [
+            dir(rename("/w/d", "/w/e")),
+            dir(event(EventKind::Delete, "/w/e/sub")),
+            rename("/w/e/f", "/w/d"),
+        ];
+        assert_eq!(
+            changes(&events),
+            [
+                ("/w/d".to_string(), renamed("/w/d/f")),
+                ("/w/d/sub".into(), Change::Deleted),
+                ("/w/e".into(), renamed("/w/d")),
+            ]
+        );
     }
 
     #[test]
