@@ -371,13 +371,17 @@ impl Tree {
     }
 
     /// Watches what under a renamed directory is not watched yet: a directory that was
-    /// renamed (or had a subdirectory renamed) before its watch could be added. What those
-    /// hold is reported as created, as for any directory that appeared.
-    fn watch_unwatched(&mut self, dir: &Path) {
+    /// renamed before its watch could be added, or before the scan that follows the watch
+    /// could see what it held. Such a directory below the renamed one is reported as created,
+    /// and what it holds too, as for any directory that appeared.
+    fn watch_unwatched(&mut self, renamed: &Path) {
         let watched: HashSet<PathBuf> = self.dirs.values().cloned().collect();
-        let mut pending = vec![dir.to_path_buf()];
+        let mut pending = vec![renamed.to_path_buf()];
         while let Some(dir) = pending.pop() {
             if !watched.contains(&dir) {
+                if dir != renamed {
+                    self.report(EventKind::Create, dir.clone(), true);
+                }
                 self.add_live(&dir);
                 continue;
             }

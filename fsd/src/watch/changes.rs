@@ -173,6 +173,13 @@ impl Replay {
     fn rename(&mut self, from: &Path, to: &Path, is_dir: bool) {
         let (mut moved, below) = self.take_subtree(from);
         moved.is_dir = is_dir;
+        // inotify merges an event with the one queued before it when both have the same
+        // watch, type and name, whatever their cookies: `mv a p` followed at once by a move
+        // into `p` from where no watch looks loses the second. A renamed file's content is
+        // therefore fetched again (the move still says where it went).
+        if !is_dir {
+            moved.dirty = true;
+        }
         // Whatever was at the target is replaced (the kernel does not say whether it was).
         self.delete(to, is_dir);
         for (path, entry) in below {
@@ -227,9 +234,12 @@ impl Replay {
             .map(|(path, is_dir)| (path.as_path(), *is_dir))
             .collect();
         for (&path, &is_dir) in &gone {
+            // Removing a gone ancestor removes this too, unless a moved origin between them
+            // (moved aside first) holds it.
             let covered = path
                 .ancestors()
                 .skip(1)
+                .take_while(|ancestor| !origins.contains(ancestor))
                 .any(|ancestor| gone.contains_key(ancestor));
             // Under a path that is gone, or something is at the path now (and replaces it).
             if covered || self.now.contains_key(path) {
@@ -309,16 +319,21 @@ pub(super) mod tests {
 
     #[test]
     fn renames_keep_their_origin_and_say_what_they_may_have_replaced() {
+        // A renamed file is fetched again too (see `rename`).
         assert_eq!(
             changes(&[rename("/w/x", "/w/y")]),
-            [("/w/y".to_string(), renamed("/w/x"))]
+            [
+                ("/w/y".to_string(), renamed("/w/x")),
+                ("/w/y".into(), Change::Modified)
+            ]
         );
         // y was a path in between: if something was there, the first rename replaced it.
         assert_eq!(
             changes(&[rename("/w/x", "/w/y"), rename("/w/y", "/w/z")]),
             [
                 ("/w/y".to_string(), Change::Deleted),
-                ("/w/z".into(), renamed("/w/x"))
+                ("/w/z".into(), renamed("/w/x")),
+                ("/w/z".into(), Change::Modified)
             ]
         );
         assert_eq!(
@@ -328,10 +343,13 @@ pub(super) mod tests {
                 ("/w/y".into(), Change::Deleted)
             ]
         );
-        // Moved back: x is as it was; what y was may have been replaced.
+        // Moved back: x is where it was (fetched again); what y was may have been replaced.
         assert_eq!(
             changes(&[rename("/w/x", "/w/y"), rename("/w/y", "/w/x")]),
-            [("/w/y".to_string(), Change::Deleted)]
+            [
+                ("/w/x".to_string(), Change::Modified),
+                ("/w/y".into(), Change::Deleted)
+            ]
         );
         assert_eq!(
             changes(&[
@@ -413,6 +431,7 @@ pub(super) mod tests {
                 ("/w/e/a".into(), Change::Modified),
                 ("/w/e/b".into(), Change::Modified),
                 ("/w/e/y".into(), renamed("/w/d/x")),
+                ("/w/e/y".into(), Change::Modified),
             ]
         );
     }
@@ -445,6 +464,7 @@ pub(super) mod tests {
             [
                 ("/w/d".to_string(), Change::Deleted),
                 ("/w/x".into(), renamed("/w/d/x")),
+                ("/w/x".into(), Change::Modified),
             ]
         );
     }
@@ -478,8 +498,29 @@ pub(super) mod tests {
             changes(&events),
             [
                 ("/w/d".to_string(), renamed("/w/d/f")),
+                ("/w/d".into(), Change::Modified),
                 ("/w/d/sub".into(), Change::Deleted),
                 ("/w/e".into(), renamed("/w/d")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_deletion_inside_a_directory_moved_out_of_a_deleted_one_is_listed() {
+        // mv d/sub e; rm e/f; rm -r d: e/f (d/sub/f at the token) is not removed by
+        // removing d, because d/sub is moved aside first.
+        let events = [
+            dir(rename("/w/d/sub", "/w/e")),
+            event(EventKind::Delete, "/w/e/f"),
+            event(EventKind::Delete, "/w/d/x"),
+            dir(event(EventKind::Delete, "/w/d")),
+        ];
+        assert_eq!(
+            changes(&events),
+            [
+                ("/w/d".to_string(), Change::Deleted),
+                ("/w/d/sub/f".into(), Change::Deleted),
+                ("/w/e".into(), renamed("/w/d/sub")),
             ]
         );
     }
@@ -495,7 +536,9 @@ pub(super) mod tests {
             changes(&events),
             [
                 ("/w/a".to_string(), renamed("/w/b")),
+                ("/w/a".into(), Change::Modified),
                 ("/w/b".into(), renamed("/w/a")),
+                ("/w/b".into(), Change::Modified),
                 ("/w/t".into(), Change::Deleted),
             ]
         );

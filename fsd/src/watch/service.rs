@@ -159,6 +159,9 @@ impl WatchService {
             root.retained.store(true, Ordering::SeqCst);
             self.table().insert(snapshot.key, root);
         }
+        // Saved at once, so a crash before the next save does not restore the old snapshot
+        // again and hand out, after the same gap, cursors this run already handed out.
+        self.save(true);
     }
 
     /// Snapshots retained roots whose journal moved since the last snapshot (all of them
