@@ -2,8 +2,8 @@
 //!
 //! The first call (no version) copies everything and takes a change token first, so nothing
 //! that happens during the copy is missed. Later calls ask what changed since the token and
-//! apply just that (downloads through temp files, deletes, renames); a `resync` answer falls
-//! back to a full copy. The paths the watch never reports (.git, node_modules, .DS_Store)
+//! apply just that, in the daemon's four steps (moved origins aside, deletes, moves and new
+//! directories, downloads through temp files); a `resync` answer falls back to a full copy. The paths the watch never reports (.git, node_modules, .DS_Store)
 //! are not mirrored.
 
 use std::collections::HashSet;
