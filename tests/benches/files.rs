@@ -119,7 +119,8 @@ async fn run(plan: &Plan) {
     // fsd and the anchors take turns in each round, so both see the same state of the disk
     // (its fsync time drifts by a millisecond between runs).
     let floor_path = daemon.path("mib-floor.bin");
-    let mut samples: [Vec<Duration>; 5] = Default::default();
+    let mut samples: [Vec<Duration>; 6] = Default::default();
+    let sink = body_sink().await;
     // The same base64 decoded and written atomically here; `durable` adds the directory fsync
     // fsd does so that the rename itself is durable.
     let floor = |durable: bool| {
@@ -136,20 +137,14 @@ async fn run(plan: &Plan) {
         start.elapsed()
     };
     for round in 0..plan.json_mib_iterations + 5 {
-        let start = Instant::now();
-        let response = client
-            .post(daemon.url("/api/write"))
-            .header("content-type", "application/json")
-            .body(body.clone())
-            .send()
-            .await
-            .expect("write");
-        assert!(response.status().is_success(), "{}", response.status());
-        response.bytes().await.expect("write reply");
-        let fsd_write = start.elapsed();
+        let fsd_write = timed_post(&client, &daemon.url("/api/write"), body.clone()).await;
 
         let floor_write = floor(false);
         let durable_write = floor(true);
+
+        // The transfer alone: the same body to a route on the same HTTP stack (axum over
+        // hyper, loopback) that collects it as fsd does and answers.
+        let transfer = timed_post(&client, &sink, body.clone()).await;
 
         let start = Instant::now();
         let response = client
@@ -176,6 +171,7 @@ async fn run(plan: &Plan) {
                 durable_write,
                 fsd_read,
                 floor_read,
+                transfer,
             ]) {
                 list.push(sample);
             }
@@ -191,8 +187,9 @@ async fn run(plan: &Plan) {
         "anchor: the same + directory fsync",
         "fsd POST /api/read",
         "anchor: read + encode",
+        "anchor: body POSTed, collected (axum)",
     ];
-    let mut p50 = [0.0; 5];
+    let mut p50 = [0.0; 6];
     for (index, (label, list)) in labels.iter().zip(samples.iter_mut()).enumerate() {
         p50[index] = ms(percentile(list, 50.0));
         println!(
@@ -206,6 +203,10 @@ async fn run(plan: &Plan) {
         p50[0] - p50[1],
         p50[0] - p50[2],
         p50[3] - p50[4],
+    );
+    println!(
+        "  write p50 minus floor p50 minus transfer p50: {:.3} ms",
+        p50[0] - p50[1] - p50[5],
     );
     println!();
 
@@ -304,6 +305,40 @@ async fn post(
 }
 
 /// What fsd's write path costs without HTTP: temp file, write, fsync, rename.
+/// How long a JSON POST of `body` takes, its reply read whole.
+async fn timed_post(client: &reqwest::Client, url: &str, body: Bytes) -> Duration {
+    let start = Instant::now();
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("POST");
+    assert!(
+        response.status().is_success(),
+        "{url}: {}",
+        response.status()
+    );
+    response.bytes().await.expect("reply");
+    start.elapsed()
+}
+
+/// A loopback HTTP route on fsd's stack that reads a body whole and answers; its URL.
+async fn body_sink() -> String {
+    use axum::routing::post;
+    let app = axum::Router::new().route(
+        "/sink",
+        post(|body: axum::body::Bytes| async move { format!("{{\"read\":{}}}", body.len()) }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("sink listener");
+    let address = listener.local_addr().expect("sink address");
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}/sink")
+}
+
 fn direct_atomic_writes(target: &std::path::Path, iterations: usize) -> Vec<Duration> {
     (0..iterations)
         .map(|_| {
