@@ -4,7 +4,7 @@
 //! subscribers (as in the reference).
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -156,12 +156,13 @@ impl WatchService {
                     journal.record(change);
                 }
             }
+            // Saved at once (with the index just scanned), so a crash before the next save
+            // does not restore the old snapshot again and hand out, after the same gap,
+            // cursors this run already handed out.
+            save_root(dir, &root, now);
             root.retained.store(true, Ordering::SeqCst);
             self.table().insert(snapshot.key, root);
         }
-        // Saved at once, so a crash before the next save does not restore the old snapshot
-        // again and hand out, after the same gap, cursors this run already handed out.
-        self.save(true);
     }
 
     /// Snapshots retained roots whose journal moved since the last snapshot (all of them
@@ -182,13 +183,7 @@ impl WatchService {
             // Index first, journal second: a change between the two is in the journal, and
             // one after both shows in the tree on restart.
             let index = persist::scan(&root.path, &root.filter, root.key.recursive);
-            let saved = root.journal().save();
-            match persist::save(dir, &root.key, &root.id, &saved, index) {
-                Ok(()) => root.saved_cursor.store(saved.cursor, Ordering::SeqCst),
-                Err(err) => {
-                    tracing::warn!(path = %root.path.display(), error = %err, "cannot save a watch snapshot")
-                }
-            }
+            save_root(dir, &root, index);
         }
     }
 
@@ -233,6 +228,17 @@ impl WatchService {
     pub fn shutdown(&self) {
         self.save(true);
         self.table().clear();
+    }
+}
+
+/// Writes `root`'s snapshot: `index`, scanned before this call, and its journal now.
+fn save_root(dir: &Path, root: &Root, index: Vec<persist::IndexEntry>) {
+    let saved = root.journal().save();
+    match persist::save(dir, &root.key, &root.id, &saved, index) {
+        Ok(()) => root.saved_cursor.store(saved.cursor, Ordering::SeqCst),
+        Err(err) => {
+            tracing::warn!(path = %root.path.display(), error = %err, "cannot save a watch snapshot")
+        }
     }
 }
 
