@@ -11,9 +11,6 @@ use super::changes::{self, Listed};
 
 /// Events kept per root.
 pub const KEPT_EVENTS: usize = 100_000;
-/// Changes listed in one answer by default; more is a resync.
-pub const MAX_CHANGES: usize = 10_000;
-
 #[derive(Debug)]
 pub struct Journal {
     cursor: u64,
@@ -28,12 +25,6 @@ pub struct Journal {
     unknown: Option<(u64, u64)>,
     /// Lines in one change list; more is a resync.
     max_changes: usize,
-}
-
-impl Default for Journal {
-    fn default() -> Self {
-        Self::new(MAX_CHANGES)
-    }
 }
 
 /// What a snapshot keeps of a journal.
@@ -122,6 +113,9 @@ mod tests {
     use crate::watch::changes::Change;
     use crate::watch::changes::tests::event;
 
+    /// The daemon's default `--change-list-limit`.
+    const LIMIT: usize = 10_000;
+
     fn changes(journal: &Journal, since: u64) -> Vec<(String, Change)> {
         journal
             .changes_since(since)
@@ -133,7 +127,7 @@ mod tests {
 
     #[test]
     fn a_window_starts_after_its_cursor() {
-        let mut journal = Journal::default();
+        let mut journal = Journal::new(LIMIT);
         journal.record(event(EventKind::Modify, "/w/old"));
         let since = journal.cursor();
         journal.record(event(EventKind::Create, "/w/a"));
@@ -146,12 +140,12 @@ mod tests {
 
     #[test]
     fn a_restored_journal_answers_old_tokens_and_not_the_crash_window() {
-        let mut journal = Journal::default();
+        let mut journal = Journal::new(LIMIT);
         journal.record(event(EventKind::Create, "/w/a"));
         let old_token = journal.cursor();
         journal.record(event(EventKind::Modify, "/w/b"));
         let saved = journal.save();
-        let mut restored = Journal::restored(saved, 1000, MAX_CHANGES);
+        let mut restored = Journal::restored(saved, 1000, LIMIT);
         restored.record(event(EventKind::Delete, "/w/c"));
         assert_eq!(
             changes(&restored, old_token),
@@ -172,7 +166,7 @@ mod tests {
 
     #[test]
     fn lost_history_is_none() {
-        let mut journal = Journal::default();
+        let mut journal = Journal::new(LIMIT);
         journal.record(event(EventKind::Create, "/w/a"));
         let before = journal.cursor();
         journal.record(event(EventKind::Overflow, "/w"));
