@@ -375,7 +375,12 @@ impl Tree {
     /// could see what it held. Such a directory below the renamed one is reported as created,
     /// and what it holds too, as for any directory that appeared.
     fn watch_unwatched(&mut self, renamed: &Path) {
-        let watched: HashSet<PathBuf> = self.dirs.values().cloned().collect();
+        let watched: HashSet<PathBuf> = self
+            .dirs
+            .values()
+            .filter(|path| path.starts_with(renamed))
+            .cloned()
+            .collect();
         let mut pending = vec![renamed.to_path_buf()];
         while let Some(dir) = pending.pop() {
             if !watched.contains(&dir) {
