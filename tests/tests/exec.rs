@@ -436,6 +436,11 @@ async fn user_commands_cannot_signal_the_daemon() {
         return;
     }
     let pid = daemon.pid();
+    let shell = run(&daemon, "echo $$").await["stdout"]
+        .as_str()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
     // Every user command shares the sandbox's PID namespace, so `kill -9 -1` ends them all,
     // this command's own session included (410, as on any machine); never the daemon.
     let (status, body) = daemon
@@ -450,13 +455,29 @@ async fn user_commands_cannot_signal_the_daemon() {
     );
     let (status, _) = daemon.get("/api/ping").await;
     assert_eq!(status, StatusCode::OK, "the daemon died");
-    // The daemon is not in the sandbox's /proc, under any pid.
-    let reply = run(
+    // The daemon is not in the sandbox's /proc, under any pid. A fresh session: `kill -9 -1`
+    // spares the calling shell but not its supervisor, so the default session may answer its
+    // next command with 410 once the daemon has seen the supervisor go.
+    let reply = exec(
         &daemon,
-        "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <\"$f\"; echo; done | grep -c '^[^ ]*fsd serve' || :",
+        json!({
+            "command": "for f in /proc/[0-9]*/cmdline; do tr '\\0' ' ' <\"$f\"; echo; done | grep -c '^[^ ]*fsd serve' || :",
+            "sessionId": "after-kill",
+        }),
     )
     .await;
     assert_eq!(reply["stdout"], "0\n", "{reply}");
+    // The calling shell lost its supervisor and went with it: nothing of the old session
+    // runs on where the daemon cannot find it (init reaps it within moments).
+    let reply = exec(
+        &daemon,
+        json!({
+            "command": format!("for i in $(seq 100); do kill -0 {shell} 2>/dev/null || break; sleep 0.02; done; kill -0 {shell} 2>/dev/null && echo alive || echo gone"),
+            "sessionId": "after-kill",
+        }),
+    )
+    .await;
+    assert_eq!(reply["stdout"], "gone\n", "{reply}");
     assert!(
         std::process::Command::new("kill")
             .args(["-0", &pid.to_string()])

@@ -110,12 +110,16 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     if let Some(cwd) = &args.cwd {
         command.current_dir(cwd);
     }
-    // The child starts with no signal blocked (std resets SIGPIPE, not always the mask).
-    // SAFETY: sigprocmask is async-signal-safe.
+    // The child starts with no signal blocked (std resets SIGPIPE, not always the mask),
+    // and dies with its supervisor: a `kill -9 -1` from inside spares its caller (say, a
+    // session's shell) but not the supervisor, and a program whose supervisor is gone would
+    // run on where the daemon can no longer find it.
+    // SAFETY: sigprocmask and prctl are async-signal-safe.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut command, || {
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
-                .map_err(std::io::Error::from)
+                .map_err(std::io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
         });
     }
     let main = match command.spawn() {
