@@ -71,7 +71,15 @@ error_codes! {
     ContextNotFound = "CONTEXT_NOT_FOUND" => 404,
     WatchNotFound = "WATCH_NOT_FOUND" => 404,
     BackupNotFound = "BACKUP_NOT_FOUND" => 404,
+    // fsd's own: a FIFO, socket or block device where the route needs a regular file or
+    // something it writes into (`context.fileType`); a symlink loop; a missing device (ENXIO,
+    // ENODEV); a FIFO without a reader; a device or FIFO that moved no data for 10 s.
+    UnsupportedFileType = "UNSUPPORTED_FILE_TYPE" => 400,
+    SymlinkLoop = "SYMLINK_LOOP" => 400,
+    NoSuchDevice = "NO_SUCH_DEVICE" => 400,
     ProcessReadyTimeout = "PROCESS_READY_TIMEOUT" => 408,
+    NoReader = "NO_READER" => 409,
+    FileBlocked = "FILE_BLOCKED" => 409,
     FileExists = "FILE_EXISTS" => 409,
     PortAlreadyExposed = "PORT_ALREADY_EXPOSED" => 409,
     PortInUse = "PORT_IN_USE" => 409,

@@ -174,6 +174,9 @@ impl From<FileError> for ApiError {
             FileError::OutsideRoots { path } => Self::new(ErrorCode::PermissionDenied, message)
                 .with_context(json!({ "path": path }))
                 .with_suggestion("The daemon runs with --confine; use a path inside the workspace"),
+            FileError::DaemonProc { path } => Self::new(ErrorCode::PermissionDenied, message)
+                .with_context(json!({ "path": path }))
+                .with_suggestion("The /proc entries of the sandbox's own processes are readable"),
             FileError::NotFound { path, .. } => {
                 Self::new(ErrorCode::FileNotFound, message).with_context(json!({ "path": path }))
             }
@@ -196,6 +199,16 @@ impl From<FileError> for ApiError {
                     "path": path, "operation": operation, "actualSize": actual, "maxSize": max
                 }))
                 .with_suggestion("Use GET /api/files/raw, which has no size limit"),
+            FileError::Special { path, kind, .. } => {
+                Self::new(ErrorCode::UnsupportedFileType, message)
+                    .with_context(json!({ "path": path, "fileType": kind.wire_name() }))
+            }
+            FileError::NoReader { path } => Self::new(ErrorCode::NoReader, message)
+                .with_context(json!({ "path": path, "fileType": "fifo" }))
+                .with_suggestion("Start the process that reads the FIFO first"),
+            FileError::Io { path, source, .. } if crate::files::is_stalled(&source) => {
+                Self::new(ErrorCode::FileBlocked, message).with_context(json!({ "path": path }))
+            }
             FileError::Io { path, source, .. } => {
                 let code = match source.raw_os_error().map(nix::errno::Errno::from_raw) {
                     Some(nix::errno::Errno::ENOSPC | nix::errno::Errno::EDQUOT) => {
@@ -204,9 +217,13 @@ impl From<FileError> for ApiError {
                     Some(nix::errno::Errno::EMFILE | nix::errno::Errno::ENFILE) => {
                         ErrorCode::TooManyFiles
                     }
-                    Some(nix::errno::Errno::EMLINK | nix::errno::Errno::ELOOP) => {
-                        ErrorCode::TooManyLinks
+                    Some(nix::errno::Errno::EMLINK) => ErrorCode::TooManyLinks,
+                    Some(nix::errno::Errno::ELOOP) => ErrorCode::SymlinkLoop,
+                    Some(nix::errno::Errno::ENXIO | nix::errno::Errno::ENODEV) => {
+                        ErrorCode::NoSuchDevice
                     }
+                    Some(nix::errno::Errno::ETXTBSY) => ErrorCode::ResourceBusy,
+                    Some(nix::errno::Errno::EFBIG) => ErrorCode::FileTooLarge,
                     Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) => {
                         ErrorCode::PermissionDenied
                     }

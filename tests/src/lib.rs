@@ -55,6 +55,8 @@ pub struct Options {
     pub allow_roots: Vec<PathBuf>,
     /// More `fsd serve` flags.
     pub extra_args: Vec<String>,
+    /// More environment variables for the daemon.
+    pub env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -249,6 +251,7 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
         command.arg("--allow-root").arg(root);
     }
     command.args(&options.extra_args);
+    command.envs(options.env.iter().map(|(k, v)| (k, v)));
     let mut child = command.spawn().expect("spawn fsd");
     let url = read_listen_line(&mut child);
     (child, url)

@@ -171,6 +171,10 @@ impl Init {
             ])
             .arg(exe)
             .arg("sandbox-init")
+            // Neither unshare nor the init may carry the daemon's environment (tokens,
+            // keys): their /proc entries are not the daemon's, so the file API serves them.
+            .env_clear()
+            .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());

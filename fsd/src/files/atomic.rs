@@ -1,24 +1,44 @@
-//! Atomic file replacement: write a temp file beside the target (under a scratch name, see
-//! `fsd_api::scratch`), fsync it, rename it over the target, fsync the directory. Readers see the old file or the new one, never a torn one;
-//! concurrent writers each win whole. The previous file's mode and owner are kept.
+//! Writes that never tear and never replace what is not a regular file.
+//!
+//! A regular file (or a path that does not exist yet) is replaced atomically: a temp file
+//! beside the target (under a scratch name, see `fsd_api::scratch`), fsynced, renamed over
+//! the target, the directory fsynced. Readers see the old file or the new one, never a torn
+//! one; concurrent writers each win whole; the previous file's mode and owner are kept.
+//! Every step after the target is found works on one open directory, so a directory swapped
+//! in the meantime cannot redirect the rename.
+//!
+//! A character device or FIFO (say `.bash_history -> /dev/null`) is written into, as a
+//! shell's `>` does; a socket or block device is refused. Neither is ever replaced.
 
-use std::fs::{self, File, OpenOptions};
+use std::ffi::{OsStr, OsString};
+use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use fsd_api::scratch::{ScratchKind, scratch_path};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{Mode, SFlag, fstatat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
+
+use super::special::{self, Patience, Patient, Special};
 
 /// Mode of files that did not exist before.
 const NEW_FILE_MODE: u32 = 0o644;
 
-/// Why an atomic write failed; which step, so the caller can name it.
+/// Why a write could not start; which step, so the caller can name it.
 #[derive(Debug)]
 pub enum AtomicWriteError {
     /// The target is a directory.
     IsDirectory,
     /// A parent component exists and is not a directory.
     ParentNotDirectory,
+    /// The target is a socket or block device, which a file write never touches.
+    Special(Special),
+    /// The target is a FIFO that no process has open for reading.
+    NoReader,
     Io(io::Error),
 }
 
@@ -28,20 +48,115 @@ impl From<io::Error> for AtomicWriteError {
     }
 }
 
-/// An open temp file that becomes `target` on [`AtomicFile::commit`] and vanishes if dropped.
+impl From<Errno> for AtomicWriteError {
+    fn from(errno: Errno) -> Self {
+        Self::Io(errno.into())
+    }
+}
+
+/// Where a write goes: a temp file that replaces a regular file, or a device or FIFO
+/// written into.
+pub enum Destination {
+    Replace(AtomicFile),
+    Into(Patient),
+}
+
+impl Destination {
+    /// Follows symlinks at `target` (even dangling ones) and opens what the write goes to.
+    pub fn open(target: &Path) -> Result<Self, AtomicWriteError> {
+        let target = through_symlink(target)?;
+        let special = match fs::symlink_metadata(&target) {
+            Ok(meta) => Special::of(meta.file_type()),
+            Err(_) => None,
+        };
+        match special {
+            Some(kind) if kind.writable_into() => {
+                let file = special::open_for_write_into(&target).map_err(|err| {
+                    if kind == Special::Fifo && err.raw_os_error() == Some(Errno::ENXIO as i32) {
+                        AtomicWriteError::NoReader
+                    } else {
+                        AtomicWriteError::Io(err)
+                    }
+                })?;
+                Ok(Self::Into(Patient::new(
+                    file,
+                    Patience::Bounded(special::STALL_TIMEOUT),
+                )))
+            }
+            Some(kind) => Err(AtomicWriteError::Special(kind)),
+            None => AtomicFile::create(&target).map(Self::Replace),
+        }
+    }
+
+    pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            Self::Replace(file) => file.file.write_all(bytes),
+            Self::Into(patient) => patient.write_all(bytes),
+        }
+    }
+
+    /// Makes the write visible: the rename for a replacement; nothing more for a device.
+    pub fn commit(self) -> io::Result<()> {
+        match self {
+            Self::Replace(file) => file.commit(),
+            Self::Into(_) => Ok(()),
+        }
+    }
+}
+
+/// An open temp file that becomes its target on [`AtomicFile::commit`] and vanishes if
+/// dropped.
 pub struct AtomicFile {
-    target: PathBuf,
-    temp: PathBuf,
+    dir: File,
+    name: OsString,
+    temp: OsString,
     file: File,
     committed: bool,
 }
 
+/// What is at a name in a directory, for a write.
+enum Existing {
+    Nothing,
+    Regular { mode: u32, uid: u32, gid: u32 },
+    Directory,
+    Symlink,
+    Special(Special),
+}
+
+fn existing(dir: &File, name: &OsStr) -> Result<Existing, AtomicWriteError> {
+    let stat = match fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+        Ok(stat) => stat,
+        Err(Errno::ENOENT) => return Ok(Existing::Nothing),
+        Err(errno) => return Err(errno.into()),
+    };
+    let kind = SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits());
+    Ok(if kind == SFlag::S_IFDIR {
+        Existing::Directory
+    } else if kind == SFlag::S_IFLNK {
+        Existing::Symlink
+    } else if let Some(special) = Special::of_mode(stat.st_mode) {
+        Existing::Special(special)
+    } else {
+        Existing::Regular {
+            mode: stat.st_mode & 0o7777,
+            uid: stat.st_uid,
+            gid: stat.st_gid,
+        }
+    })
+}
+
 impl AtomicFile {
-    /// Creates missing parent directories and the temp file. A symlink target is written
-    /// through: the file it points to is replaced, the link stays.
-    pub fn create(target: &Path) -> Result<Self, AtomicWriteError> {
-        let target = through_symlink(target)?;
-        let parent = target.parent().unwrap_or(Path::new("/"));
+    /// Creates missing parent directories and the temp file for `target`, a path whose last
+    /// component is not a symlink (see [`Destination::open`]).
+    fn create(target: &Path) -> Result<Self, AtomicWriteError> {
+        let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
+            return Err(AtomicWriteError::IsDirectory);
+        };
+        let parent = if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
+        };
         if let Err(err) = fs::create_dir_all(parent) {
             let blocked = matches!(
                 err.kind(),
@@ -53,11 +168,14 @@ impl AtomicFile {
                 AtomicWriteError::Io(err)
             });
         }
-        let previous = match fs::metadata(&target) {
-            Ok(meta) if meta.is_dir() => return Err(AtomicWriteError::IsDirectory),
-            Ok(meta) => Some(meta),
-            Err(err) if err.kind() == io::ErrorKind::NotFound => None,
-            Err(err) => return Err(err.into()),
+        let dir = open_dir(parent)?;
+        let previous = match existing(&dir, name)? {
+            Existing::Nothing => None,
+            Existing::Regular { mode, uid, gid } => Some((mode, uid, gid)),
+            Existing::Directory => return Err(AtomicWriteError::IsDirectory),
+            // Replaced by a link since the caller followed it: someone is racing the write.
+            Existing::Symlink => return Err(Errno::EBUSY.into()),
+            Existing::Special(kind) => return Err(AtomicWriteError::Special(kind)),
         };
         // The scratch name says whether the target existed, so a watch reports the rename
         // as the target's create or modify (see fsd_api::scratch).
@@ -65,48 +183,56 @@ impl AtomicFile {
             Some(_) => ScratchKind::Replace,
             None => ScratchKind::New,
         };
-        let temp = scratch_path(&target, kind);
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&temp)?;
+        let temp = scratch_path(Path::new(name), kind).into_os_string();
+        let fd: OwnedFd = openat(
+            dir.as_fd(),
+            temp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )?;
         let atomic = Self {
-            target,
+            dir,
+            name: name.to_os_string(),
             temp,
-            file,
+            file: File::from(fd),
             committed: false,
         };
-        let mode = previous
-            .as_ref()
-            .map_or(NEW_FILE_MODE, |meta| meta.permissions().mode() & 0o7777);
+        let mode = previous.map_or(NEW_FILE_MODE, |(mode, _, _)| mode);
         atomic
             .file
             .set_permissions(fs::Permissions::from_mode(mode))?;
-        if let Some(meta) = previous
+        if let Some((_, uid, gid)) = previous
             && nix::unistd::geteuid().is_root()
         {
-            std::os::unix::fs::fchown(&atomic.file, Some(meta.uid()), Some(meta.gid()))?;
+            std::os::unix::fs::fchown(&atomic.file, Some(uid), Some(gid))?;
         }
         Ok(atomic)
     }
 
-    pub fn file(&mut self) -> &mut File {
-        &mut self.file
-    }
-
-    /// Flushes to disk and renames over the target.
+    /// Flushes to disk and renames over the target, unless the target has become something
+    /// other than a regular file meanwhile: a device or FIFO is never replaced.
     pub fn commit(mut self) -> io::Result<()> {
         self.file.flush()?;
         self.file.sync_all()?;
-        fs::rename(&self.temp, &self.target)?;
-        self.committed = true;
-        if let Some(parent) = self.target.parent() {
-            // Persist the rename itself; failure here loses nothing already visible.
-            if let Ok(dir) = File::open(parent) {
-                let _ = dir.sync_all();
+        match existing(&self.dir, &self.name) {
+            Ok(Existing::Special(kind)) => {
+                return Err(io::Error::other(format!(
+                    "the target became {} during the write; it was left alone",
+                    kind.described()
+                )));
             }
+            Ok(Existing::Directory) => return Err(Errno::EISDIR.into()),
+            _ => {}
         }
+        renameat(
+            self.dir.as_fd(),
+            self.temp.as_os_str(),
+            self.dir.as_fd(),
+            self.name.as_os_str(),
+        )?;
+        self.committed = true;
+        // Persist the rename itself; failure here loses nothing already visible.
+        let _ = self.dir.sync_all();
         Ok(())
     }
 }
@@ -114,20 +240,32 @@ impl AtomicFile {
 impl Drop for AtomicFile {
     fn drop(&mut self) {
         if !self.committed {
-            let _ = fs::remove_file(&self.temp);
+            let _ = unlinkat(
+                self.dir.as_fd(),
+                self.temp.as_os_str(),
+                UnlinkatFlags::NoRemoveDir,
+            );
         }
     }
 }
 
-/// Replaces `target` with `bytes` atomically.
+fn open_dir(path: &Path) -> io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_CLOEXEC).bits())
+        .open(path)
+}
+
+/// Writes `bytes` to `target`: an atomic replacement, or into a device or FIFO.
 pub fn write_bytes(target: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
-    let mut file = AtomicFile::create(target)?;
-    file.file().write_all(bytes)?;
-    file.commit()?;
+    let mut destination = Destination::open(target)?;
+    destination.write_all(bytes)?;
+    destination.commit()?;
     Ok(())
 }
 
-/// Follows a chain of symlinks at `path` (even dangling ones) to the path to replace.
+/// Follows a chain of symlinks at `path` (even dangling ones) to the path to write.
 fn through_symlink(path: &Path) -> io::Result<PathBuf> {
     let mut current = path.to_path_buf();
     for _ in 0..40 {
@@ -142,13 +280,13 @@ fn through_symlink(path: &Path) -> io::Result<PathBuf> {
             _ => return Ok(current),
         }
     }
-    Err(io::Error::from_raw_os_error(
-        nix::errno::Errno::ELOOP as i32,
-    ))
+    Err(io::Error::from_raw_os_error(Errno::ELOOP as i32))
 }
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::fs::FileTypeExt;
+
     use super::*;
 
     #[test]
@@ -201,10 +339,45 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_is_written_into_and_a_socket_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
+        assert!(matches!(
+            write_bytes(&fifo, b"x"),
+            Err(AtomicWriteError::NoReader)
+        ));
+        let mut reader = super::special::open_for_read(&fifo).unwrap();
+        std::os::unix::fs::symlink("fifo", dir.path().join("link")).unwrap();
+        write_bytes(&dir.path().join("link"), b"through the link").unwrap();
+        let mut got = String::new();
+        std::io::Read::read_to_string(&mut reader, &mut got).ok();
+        assert_eq!(got, "through the link");
+        assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+        let socket = dir.path().join("socket");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        assert!(matches!(
+            write_bytes(&socket, b"x"),
+            Err(AtomicWriteError::Special(Special::Socket))
+        ));
+        assert!(
+            fs::symlink_metadata(&socket)
+                .unwrap()
+                .file_type()
+                .is_socket()
+        );
+        assert_eq!(
+            fs::read_dir(dir.path()).unwrap().count(),
+            3,
+            "temp file left behind"
+        );
+    }
+
+    #[test]
     fn an_abandoned_write_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut file = AtomicFile::create(&dir.path().join("x")).unwrap();
-        file.file().write_all(b"partial").unwrap();
+        let mut file = Destination::open(&dir.path().join("x")).unwrap();
+        file.write_all(b"partial").unwrap();
         drop(file);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }

@@ -2,12 +2,16 @@
 
 use std::io;
 
+use super::special::Special;
+
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
     #[error("{field}: {reason}")]
     InvalidPath { field: &'static str, reason: String },
     #[error("path resolves outside the allowed roots: {path}")]
     OutsideRoots { path: String },
+    #[error("The daemon's own /proc entries are not served: {path}")]
+    DaemonProc { path: String },
     #[error("{what} not found: {path}")]
     NotFound { what: &'static str, path: String },
     #[error("{message}")]
@@ -16,13 +20,22 @@ pub enum FileError {
     NotDirectory { path: String },
     #[error("Path already exists: {path}")]
     AlreadyExists { path: String },
-    #[error("File too large: {path} is {actual} bytes, the limit is {max}")]
+    #[error("File too large: {path} is {} bytes, the limit is {max}", actual.map_or_else(|| format!("more than {max}"), |n| n.to_string()))]
     TooLarge {
         path: String,
-        actual: u64,
+        /// `None` when `stat` cannot tell (a device, a procfs file) and the read hit the limit.
+        actual: Option<u64>,
         max: u64,
         operation: &'static str,
     },
+    #[error("Cannot {operation} {}: {path}", kind.described())]
+    Special {
+        path: String,
+        kind: Special,
+        operation: &'static str,
+    },
+    #[error("No process is reading the FIFO at {path}")]
+    NoReader { path: String },
     #[error("content is not valid base64")]
     InvalidBase64,
     #[error("{reason}")]

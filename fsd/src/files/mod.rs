@@ -1,7 +1,8 @@
 //! Files: the reference's file routes and fsd's raw transfer and stat extensions.
 //!
 //! `routes` and `raw` parse and answer; [`FileService`] does the work; `paths` decides what a
-//! path means and whether it is allowed; `atomic` makes every write all-or-nothing.
+//! path means and whether it is allowed; `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
+//! files from holding a request forever.
 
 pub(crate) mod atomic;
 mod error;
@@ -11,6 +12,7 @@ pub mod paths;
 mod raw;
 mod routes;
 mod service;
+mod special;
 mod stream;
 
 use axum::Router;
@@ -18,6 +20,7 @@ use axum::routing::{get, post};
 
 pub use error::FileError;
 pub use service::FileService;
+pub use special::is_stalled;
 
 use crate::state::AppState;
 

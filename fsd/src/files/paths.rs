@@ -53,6 +53,11 @@ impl PathPolicy {
                 });
             }
         }
+        if passes_through_daemon_proc(&path, follow) {
+            return Err(FileError::DaemonProc {
+                path: raw.to_string(),
+            });
+        }
         Ok(path)
     }
 }
@@ -69,6 +74,81 @@ pub fn validate(field: &'static str, raw: &str) -> Result<(), FileError> {
         return Ok(());
     };
     Err(FileError::InvalidPath { field, reason })
+}
+
+/// Whether resolving `path` passes through one of the daemon's own `/proc` entries: its
+/// pid's, a thread's, or `self`/`thread-self`, in any procfs mount, reached directly or
+/// through symlinks. They hold the daemon's environment (tokens, keys), memory and open
+/// descriptors, which commands are kept from. Symlinks are followed here one at a time
+/// (not by `realpath`), because the magic links under `/proc/<pid>/fd` resolve to their
+/// targets and would hide that the path went through the daemon's entry.
+fn passes_through_daemon_proc(path: &Path, follow: Follow) -> bool {
+    let mut pending: Vec<std::ffi::OsString> = components_reversed(path);
+    let mut resolved = PathBuf::from("/");
+    let mut hops = 0;
+    while let Some(name) = pending.pop() {
+        match name.to_str() {
+            Some("/") => {
+                resolved = PathBuf::from("/");
+                continue;
+            }
+            Some("..") => {
+                resolved.pop();
+                continue;
+            }
+            Some(".") => continue,
+            _ => {}
+        }
+        if is_daemon_entry(&resolved, &name) {
+            return true;
+        }
+        let candidate = resolved.join(&name);
+        let last = pending.is_empty();
+        let followed = !last || follow == Follow::Final;
+        match std::fs::symlink_metadata(&candidate) {
+            Ok(meta) if followed && meta.file_type().is_symlink() => {
+                hops += 1;
+                let Ok(target) = std::fs::read_link(&candidate) else {
+                    return false;
+                };
+                if hops > 40 {
+                    return false;
+                }
+                pending.extend(components_reversed(&target));
+            }
+            Ok(_) => resolved = candidate,
+            // What does not exist is not the daemon's; the rest is applied lexically.
+            Err(_) => resolved = candidate,
+        }
+    }
+    false
+}
+
+/// A path's components as names, last first (so `pop` yields them in order); a leading
+/// `/` is kept as the name "/".
+fn components_reversed(path: &Path) -> Vec<std::ffi::OsString> {
+    let mut names: Vec<std::ffi::OsString> = path
+        .components()
+        .map(|component| component.as_os_str().to_os_string())
+        .collect();
+    names.reverse();
+    names
+}
+
+/// Whether `dir/name` is the daemon's own entry in a procfs root.
+fn is_daemon_entry(dir: &Path, name: &std::ffi::OsStr) -> bool {
+    use nix::sys::statfs::{PROC_SUPER_MAGIC, statfs};
+    let own = match name.to_str() {
+        Some("self" | "thread-self") => true,
+        Some(name) => name.parse::<u32>().is_ok_and(|pid| {
+            pid == std::process::id() || Path::new("/proc/self/task").join(name).exists()
+        }),
+        None => false,
+    };
+    let on_procfs =
+        |path: &Path| statfs(path).is_ok_and(|fs| fs.filesystem_type() == PROC_SUPER_MAGIC);
+    // The root of a procfs mount: on procfs, and its parent is not.
+    own && on_procfs(dir) && dir.parent().is_none_or(|parent| !on_procfs(parent))
 }
 
 /// Where `path` really lands: the longest existing prefix canonicalized by the kernel (so
@@ -128,6 +208,52 @@ mod tests {
         let policy = policy(dir.path());
         let resolved = policy.resolve("path", "a/b.txt", Follow::Final).unwrap();
         assert_eq!(resolved, policy.workspace.join("a/b.txt"));
+    }
+
+    #[test]
+    fn the_daemons_own_proc_entries_are_refused() {
+        let policy = PathPolicy::new(PathBuf::from("/"), false, vec![]);
+        let own = std::process::id();
+        for path in [
+            "/proc/self/environ".to_string(),
+            "/proc/self".to_string(),
+            "/proc/thread-self/comm".to_string(),
+            format!("/proc/{own}/mem"),
+            format!("/proc/{own}/fd/0"),
+            "/proc/self/root/proc/self/environ".to_string(),
+        ] {
+            assert!(
+                matches!(
+                    policy.resolve("path", &path, Follow::Final),
+                    Err(FileError::DaemonProc { .. })
+                ),
+                "{path}"
+            );
+        }
+        // Other processes' entries and procfs's own files stay readable.
+        assert!(
+            policy
+                .resolve("path", "/proc/1/status", Follow::Final)
+                .is_ok()
+        );
+        assert!(
+            policy
+                .resolve("path", "/proc/cpuinfo", Follow::Final)
+                .is_ok()
+        );
+        // A link in a workspace that points at the daemon's entries is refused too.
+        let dir = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink("/proc/self/environ", dir.path().join("env")).unwrap();
+        std::os::unix::fs::symlink("/proc", dir.path().join("p")).unwrap();
+        let policy = PathPolicy::new(dir.path().to_path_buf(), false, vec![]);
+        assert!(policy.resolve("path", "env", Follow::Final).is_err());
+        assert!(
+            policy
+                .resolve("path", "p/self/fd/1", Follow::Final)
+                .is_err()
+        );
+        // Deleting the link itself does not touch the daemon's entries.
+        assert!(policy.resolve("path", "env", Follow::Parent).is_ok());
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! Native raw transfers: `GET /api/files/raw?path=` and `PUT /api/files/raw?path=`.
 //!
-//! No base64, no size cap, memory flat: downloads stream from disk with Range support;
+//! No base64, no size cap, memory flat: downloads stream from disk with Range support (a
+//! device or procfs file, whose size stat cannot tell, is sent chunked as reads give it);
 //! uploads stream through a bounded channel to a writer thread that fills a temp file, fsyncs
 //! and renames it over the target.
 
-use std::io::Write;
+use std::os::fd::AsRawFd;
 
 use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::Uri;
+use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use fsd_api::Operation;
@@ -20,13 +21,17 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
 use super::FileError;
-use super::service::blocking;
+use super::service::{Download, blocking};
+use super::special::Patient;
+use super::stream::receiver_stream;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
 
 /// Chunk size for reading a file being downloaded.
 const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
+/// Largest read for a file whose size is unknown (a device, a procfs file).
+const UNSIZED_CHUNK_BYTES: usize = 64 * 1024;
 /// Body chunks buffered between the socket and the writer thread.
 const UPLOAD_QUEUE_CHUNKS: usize = 64;
 /// Bytes gathered before one write(2).
@@ -56,24 +61,58 @@ pub async fn download(
     request: Request,
 ) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
-    let path = state
+    let download = state
         .files
-        .resolve_regular_file(&raw)
+        .open_for_download(&raw)
         .await
         .op(Operation::FileRead)?;
-    let response = ServeFile::new(path)
-        .with_buf_chunk_size(DOWNLOAD_CHUNK_BYTES)
-        .oneshot(request)
-        .await
-        .unwrap_or_else(|never| match never {});
-    Ok(response.map(Body::new).into_response())
+    match download {
+        Download::Sized { file, path } => {
+            // Served through the descriptor already checked to be a regular file, so a
+            // path swapped for a FIFO meanwhile cannot make the open block.
+            let mime = mime_guess::from_path(&path).first_or_octet_stream();
+            let by_fd = format!("/proc/self/fd/{}", file.as_raw_fd());
+            let response = ServeFile::new_with_mime(by_fd, &mime)
+                .with_buf_chunk_size(DOWNLOAD_CHUNK_BYTES)
+                .oneshot(request)
+                .await
+                .unwrap_or_else(|never| match never {});
+            drop(file);
+            Ok(response.map(Body::new).into_response())
+        }
+        Download::Stream(reader) => Ok(stream_unsized(std::path::Path::new(&raw), reader)),
+    }
+}
+
+/// A file whose size stat cannot tell, sent chunked as reads give it. A read that fails or
+/// stalls after the headers are sent ends the body early, which the client sees as a cut
+/// chunked body, not as a complete file.
+fn stream_unsized(path: &std::path::Path, mut reader: Patient) -> Response {
+    let mime = mime_guess::from_path(path).first_or_octet_stream();
+    let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(4);
+    tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0; UNSIZED_CHUNK_BYTES];
+        loop {
+            let item = match std::io::Read::read(&mut reader, &mut buf) {
+                Ok(0) => return,
+                Ok(n) => Ok(Bytes::copy_from_slice(&buf[..n])),
+                Err(err) => Err(err),
+            };
+            let failed = item.is_err();
+            if sender.blocking_send(item).is_err() || failed {
+                return;
+            }
+        }
+    });
+    let body = Body::from_stream(receiver_stream(receiver));
+    ([(header::CONTENT_TYPE, mime.to_string())], body).into_response()
 }
 
 pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
-    let mut atomic = state
+    let mut destination = state
         .files
-        .create_atomic(&raw)
+        .open_destination(&raw)
         .await
         .op(Operation::FileWrite)?;
     let (sender, mut receiver) = mpsc::channel::<Bytes>(UPLOAD_QUEUE_CHUNKS);
@@ -89,17 +128,17 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         while let Some(chunk) = receiver.blocking_recv() {
             written += chunk.len() as u64;
             if pending.is_empty() && chunk.len() >= UPLOAD_WRITE_BYTES {
-                atomic.file().write_all(&chunk).map_err(io_error)?;
+                destination.write_all(&chunk).map_err(io_error)?;
                 continue;
             }
             pending.extend_from_slice(&chunk);
             if pending.len() >= UPLOAD_WRITE_BYTES {
-                atomic.file().write_all(&pending).map_err(io_error)?;
+                destination.write_all(&pending).map_err(io_error)?;
                 pending.clear();
             }
         }
-        atomic.file().write_all(&pending).map_err(io_error)?;
-        Ok((atomic, written))
+        destination.write_all(&pending).map_err(io_error)?;
+        Ok((destination, written))
     });
     let mut body = request.into_body().into_data_stream();
     let mut body_error = None;
@@ -120,7 +159,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         }
     }
     drop(sender);
-    let (atomic, written) = writer.await.op(Operation::FileWrite)?;
+    let (destination, written) = writer.await.op(Operation::FileWrite)?;
     if let Some(err) = body_error {
         // The upload was cut off: the temp file is dropped, the old file stays.
         return Err(ApiError::validation(
@@ -132,7 +171,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     }
     let committed = raw.clone();
     blocking(move || {
-        atomic.commit().map_err(|source| FileError::Io {
+        destination.commit().map_err(|source| FileError::Io {
             op: "commit",
             path: committed,
             source,

@@ -12,10 +12,11 @@ use fsd_api::MAX_ENCODED_READ_BYTES;
 use fsd_api::files::{Encoding, FileInfo, FileStat};
 
 use super::FileError;
-use super::atomic::{self, AtomicFile, AtomicWriteError};
+use super::atomic::{self, AtomicWriteError, Destination};
 use super::listing::{self, ListOptions};
 use super::mime;
 use super::paths::{Follow, PathPolicy};
+use super::special::{self, Patience, Patient, Special};
 
 /// A file read whole, encoded for JSON.
 #[derive(Debug)]
@@ -29,9 +30,22 @@ pub struct EncodedFile {
 /// A file opened for streaming, with what its metadata event says.
 pub struct OpenedFile {
     pub file: fs::File,
+    /// Bytes already read for sniffing; the stream starts with them, then reads `file` on
+    /// (devices and procfs files cannot always seek back).
+    pub head: Vec<u8>,
     pub mime_type: String,
     pub size: u64,
+    /// Whether `size` is what reads will give (a regular file outside procfs and sysfs).
+    pub size_known: bool,
     pub binary: bool,
+}
+
+/// A file opened for the raw download route.
+pub enum Download {
+    /// A regular file: served with its length and Range support.
+    Sized { file: fs::File, path: PathBuf },
+    /// A device or procfs file: streamed as reads give it, without a length.
+    Stream(Patient),
 }
 
 pub struct FileService {
@@ -53,19 +67,33 @@ impl FileService {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
-            let (file, size) = open_regular(&path, &raw)?;
-            if size > MAX_ENCODED_READ_BYTES {
+            let (file, meta) = open_readable(&path, &raw)?;
+            let unknown = special::size_unknown(&file, &meta);
+            if !unknown && meta.len() > MAX_ENCODED_READ_BYTES {
                 return Err(FileError::TooLarge {
                     path: raw,
-                    actual: size,
+                    actual: Some(meta.len()),
                     max: MAX_ENCODED_READ_BYTES,
                     operation: "read",
                 });
             }
-            let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-            file.take(MAX_ENCODED_READ_BYTES + 1)
+            let capacity = if unknown { 0 } else { meta.len() };
+            let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
+            Patient::new(file, Patience::Bounded(special::STALL_TIMEOUT))
+                .take(MAX_ENCODED_READ_BYTES + 1)
                 .read_to_end(&mut bytes)
                 .map_err(FileError::io("read", &path))?;
+            // A file that grew past the limit, or whose size stat cannot tell (/dev/zero),
+            // is refused whole rather than answered cut.
+            if bytes.len() as u64 > MAX_ENCODED_READ_BYTES {
+                return Err(FileError::TooLarge {
+                    path: raw,
+                    actual: None,
+                    max: MAX_ENCODED_READ_BYTES,
+                    operation: "read",
+                });
+            }
+            let size = bytes.len() as u64;
             let mime_type = mime::detect(&path, &bytes[..bytes.len().min(mime::SNIFF_BYTES)]);
             let encoding = encoding.unwrap_or(
                 if mime::is_text(&mime_type) && std::str::from_utf8(&bytes).is_ok() {
@@ -89,33 +117,54 @@ impl FileService {
         .await
     }
 
-    /// Opens a file for `/api/read/stream`, sniffing its type from the first bytes.
+    /// Opens a file for `/api/read/stream`, sniffing its type from the first bytes (those
+    /// that are there at once, for a file whose size stat cannot tell).
     pub async fn open_for_stream(&self, raw: &str) -> Result<OpenedFile, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
-            let (mut file, size) = open_regular(&path, &raw)?;
+            let (mut file, meta) = open_readable(&path, &raw)?;
+            let unknown = special::size_unknown(&file, &meta);
             let mut head = vec![0; mime::SNIFF_BYTES];
-            let read = read_full(&mut file, &mut head).map_err(FileError::io("read", &path))?;
+            let read = if unknown {
+                // Only what is there at once: a device may never give more.
+                special::read_ready(&mut file, &mut head)
+            } else {
+                read_full(&mut file, &mut head)
+            }
+            .map_err(FileError::io("read", &path))?;
             head.truncate(read);
             let mime_type = mime::detect(&path, &head);
             let binary = !(mime::is_text(&mime_type) && mime::looks_like_utf8_text(&head));
-            io::Seek::rewind(&mut file).map_err(FileError::io("seek", &path))?;
             Ok(OpenedFile {
                 file,
+                head,
                 mime_type,
-                size,
+                size: meta.len(),
+                size_known: !unknown,
                 binary,
             })
         })
         .await
     }
 
-    /// The path of an existing regular file, for the raw download route.
-    pub async fn resolve_regular_file(&self, raw: &str) -> Result<PathBuf, FileError> {
+    /// Opens a file for the raw download route: a regular file of known size, or a file
+    /// (a device, procfs) that must be streamed as reads give it.
+    pub async fn open_for_download(&self, raw: &str) -> Result<Download, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
-        blocking(move || open_regular(&path, &raw).map(|_| path)).await
+        blocking(move || {
+            let (file, meta) = open_readable(&path, &raw)?;
+            Ok(if special::size_unknown(&file, &meta) {
+                Download::Stream(Patient::new(
+                    file,
+                    Patience::Bounded(special::STALL_TIMEOUT),
+                ))
+            } else {
+                Download::Sized { file, path }
+            })
+        })
+        .await
     }
 
     /// Replaces the file at `raw` with `bytes`, atomically.
@@ -130,11 +179,11 @@ impl FileService {
         Ok(len)
     }
 
-    /// Starts an atomic replacement of `raw` that the caller streams into.
-    pub async fn create_atomic(&self, raw: &str) -> Result<AtomicFile, FileError> {
+    /// Starts a write of `raw` that the caller streams into (see [`Destination`]).
+    pub async fn open_destination(&self, raw: &str) -> Result<Destination, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
-        blocking(move || AtomicFile::create(&path).map_err(|err| write_error(err, &path, &raw)))
+        blocking(move || Destination::open(&path).map_err(|err| write_error(err, &path, &raw)))
             .await
     }
 
@@ -293,11 +342,25 @@ pub fn blocking<T: Send + 'static>(
     }
 }
 
-/// Opens a regular file (following symlinks) and returns it with its size.
-fn open_regular(path: &Path, raw: &str) -> Result<(fs::File, u64), FileError> {
-    let file = fs::File::open(path).map_err(|err| match err.kind() {
-        io::ErrorKind::NotFound => FileError::not_found("File", raw),
-        _ => FileError::io("open", path)(err),
+/// Opens a file to read (following symlinks) without blocking in `open`; directories,
+/// FIFOs and sockets are refused with their own errors.
+fn open_readable(path: &Path, raw: &str) -> Result<(fs::File, fs::Metadata), FileError> {
+    let file = special::open_for_read(path).map_err(|err| {
+        if err.kind() == io::ErrorKind::NotFound {
+            return FileError::not_found("File", raw);
+        }
+        // A socket cannot be opened at all (ENXIO); say what it is.
+        if let Ok(meta) = fs::metadata(path)
+            && let Some(kind) = Special::of(meta.file_type())
+            && !kind.writable_into()
+        {
+            return FileError::Special {
+                path: raw.to_string(),
+                kind,
+                operation: "read",
+            };
+        }
+        FileError::io("open", path)(err)
     })?;
     let meta = file.metadata().map_err(FileError::io("stat", path))?;
     if meta.is_dir() {
@@ -306,7 +369,14 @@ fn open_regular(path: &Path, raw: &str) -> Result<(fs::File, u64), FileError> {
             message: format!("Path is a directory: {raw}"),
         });
     }
-    Ok((file, meta.len()))
+    if let Some(kind @ (Special::Fifo | Special::Socket)) = Special::of(meta.file_type()) {
+        return Err(FileError::Special {
+            path: raw.to_string(),
+            kind,
+            operation: "read",
+        });
+    }
+    Ok((file, meta))
 }
 
 fn lstat(path: &Path, what: &'static str, raw: &str) -> Result<fs::Metadata, FileError> {
@@ -323,6 +393,14 @@ fn write_error(err: AtomicWriteError, path: &Path, raw: &str) -> FileError {
             message: format!("Path is a directory: {raw}"),
         },
         AtomicWriteError::ParentNotDirectory => FileError::NotDirectory {
+            path: raw.to_string(),
+        },
+        AtomicWriteError::Special(kind) => FileError::Special {
+            path: raw.to_string(),
+            kind,
+            operation: "write to",
+        },
+        AtomicWriteError::NoReader => FileError::NoReader {
             path: raw.to_string(),
         },
         AtomicWriteError::Io(err) => FileError::io("write", path)(err),

@@ -1,7 +1,12 @@
 //! `/api/read/stream`: a file as SSE events (`metadata`, `chunk`*, `complete` or `error`).
 //!
-//! Each chunk covers 65,535 raw bytes. Binary chunks are base64 on their own; text chunks are
+//! Each chunk covers 65,535 raw bytes; a file whose size stat cannot tell (a device, a
+//! procfs file) is streamed like `cat` reads it, a chunk per read, until it ends or the
+//! client goes away. Binary chunks are base64 on their own; text chunks are
 //! decoded as UTF-8 with a character split across two reads carried into the next chunk.
+
+use std::io::Read;
+use std::sync::Arc;
 
 use base64_simd::STANDARD as BASE64;
 use fsd_api::READ_STREAM_CHUNK_BYTES;
@@ -10,6 +15,7 @@ use futures_util::{Stream, StreamExt, stream};
 use tokio::sync::mpsc;
 
 use super::service::{OpenedFile, read_full};
+use super::special::{Patience, Patient};
 use crate::text::Utf8Chunker;
 
 /// Events for an opened file. Reading happens on a blocking thread, a few chunks ahead.
@@ -25,13 +31,32 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
         },
     };
     let (sender, receiver) = mpsc::channel(4);
-    let (mut file, binary) = (opened.file, opened.binary);
+    let (file, binary, size_known) = (opened.file, opened.binary, opened.size_known);
+    let mut head = opened.head;
+    // A device or procfs file is read like `cat` does, for as long as the client listens.
+    let listening = sender.clone();
+    let mut file = Patient::new(
+        file,
+        Patience::WhileWanted(Arc::new(move || !listening.is_closed())),
+    );
     tokio::task::spawn_blocking(move || {
         let mut buf = vec![0; READ_STREAM_CHUNK_BYTES];
         let mut text = Utf8Chunker::default();
         let mut bytes_read = 0u64;
         loop {
-            let event = match read_full(&mut file, &mut buf) {
+            // The sniffed head starts the first chunk. A file of known size fills whole
+            // chunks; one of unknown size sends what each read gives.
+            let start = head.len().min(buf.len());
+            buf[..start].copy_from_slice(&head[..start]);
+            head.clear();
+            let read = if size_known {
+                read_full(&mut file, &mut buf[start..])
+            } else if start > 0 {
+                Ok(0)
+            } else {
+                file.read(&mut buf)
+            };
+            let event = match read.map(|n| n + start) {
                 Err(err) => FileStreamEvent::Error {
                     error: format!("read failed after {bytes_read} bytes: {err}"),
                 },
@@ -63,10 +88,16 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
             }
         }
     });
-    let rest = stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|event| (event, receiver))
-    });
-    stream::once(async { metadata }).chain(rest)
+    stream::once(async { metadata }).chain(receiver_stream(receiver))
+}
+
+/// What a channel receives, as a stream.
+pub fn receiver_stream<T: Send + 'static>(
+    receiver: mpsc::Receiver<T>,
+) -> impl Stream<Item = T> + Send + 'static {
+    stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
 }
 
 #[cfg(test)]
@@ -80,10 +111,15 @@ mod tests {
         // A 3-byte character straddles the first chunk boundary.
         let text = format!("{}€tail", "a".repeat(READ_STREAM_CHUNK_BYTES - 1));
         std::fs::write(&path, &text).unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        let mut head = vec![0; 10];
+        std::io::Read::read_exact(&mut file, &mut head).unwrap();
         let opened = OpenedFile {
-            file: std::fs::File::open(&path).unwrap(),
+            file,
+            head,
             mime_type: "text/plain".into(),
             size: text.len() as u64,
+            size_known: true,
             binary: false,
         };
         let events: Vec<_> = events(opened).collect().await;

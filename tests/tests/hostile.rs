@@ -1,0 +1,410 @@
+//! What a hostile sandbox can aim at the daemon: special files and symlinks to them, the
+//! daemon's own /proc, crash litter, idle-connection floods and malformed input.
+//!
+//! Every path these tests write, rename or delete is one they created (their temp
+//! workspaces, device nodes they made with major numbers no driver serves); never `/dev`.
+
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::Path;
+use std::time::Duration;
+
+use fsd_tests::{Daemon, assert_error, available_or_skip, is_root};
+use nix::sys::stat::{Mode, SFlag, makedev, mknod};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+/// No request here may hang; a hang fails the test instead of stalling CI.
+const HANG_GUARD: Duration = Duration::from_secs(30);
+
+async fn guarded<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(HANG_GUARD, future)
+        .await
+        .unwrap_or_else(|_| panic!("{what} did not answer within {HANG_GUARD:?}"))
+}
+
+async fn post(daemon: &Daemon, route: &str, body: Value) -> (StatusCode, Value) {
+    guarded(route, daemon.post(route, body)).await
+}
+
+async fn raw_put(daemon: &Daemon, path: &str, body: &'static [u8]) -> (StatusCode, Value) {
+    let request = daemon
+        .request(Method::PUT, &format!("/api/files/raw?path={path}"))
+        .body(body);
+    guarded("PUT /api/files/raw", fsd_tests::reply(request)).await
+}
+
+async fn raw_get(daemon: &Daemon, path: &str) -> reqwest::Response {
+    let request = daemon.request(Method::GET, &format!("/api/files/raw?path={path}"));
+    guarded("GET /api/files/raw", request.send())
+        .await
+        .expect("request")
+}
+
+/// Identity of a node: it must be the same node after every write.
+fn identity(path: &Path) -> (u64, u64, u32, u64) {
+    let meta = std::fs::symlink_metadata(path).expect("node still there");
+    (meta.dev(), meta.ino(), meta.mode(), meta.rdev())
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+fn mkfifo(path: &Path) {
+    nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o600)).unwrap();
+}
+
+/// Reads a FIFO to its end on a thread (the reader the write needs).
+fn fifo_reader(path: &Path) -> std::thread::JoinHandle<Vec<u8>> {
+    let path = path.to_path_buf();
+    let (opened, ready) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags_nonblock()
+            .open(&path)
+            .unwrap();
+        opened.send(()).unwrap();
+        let mut bytes = Vec::new();
+        // Waits for a writer to come and go.
+        loop {
+            let mut buf = [0; 4096];
+            match std::io::Read::read(&mut file, &mut buf) {
+                Ok(0) if !bytes.is_empty() => return bytes,
+                Ok(0) => std::thread::sleep(Duration::from_millis(5)),
+                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                Err(err) => panic!("fifo read: {err}"),
+            }
+        }
+    });
+    ready.recv().unwrap();
+    handle
+}
+
+trait NonBlock {
+    fn custom_flags_nonblock(&mut self) -> &mut Self;
+}
+
+impl NonBlock for std::fs::OpenOptions {
+    fn custom_flags_nonblock(&mut self) -> &mut Self {
+        std::os::unix::fs::OpenOptionsExt::custom_flags(self, libc::O_NONBLOCK)
+    }
+}
+
+#[tokio::test]
+async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them() {
+    if !available_or_skip(
+        is_root(),
+        "writes_through_links_go_into_devices_and_fifos",
+        "root, to make device nodes",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("nodes");
+    std::fs::create_dir(&dir).unwrap();
+    // A character device the test made (the null device's numbers, in the test's own dir),
+    // reached the usual way: `ln -s <device> .bash_history`.
+    let null = dir.join("null");
+    mknod(
+        &null,
+        SFlag::S_IFCHR,
+        Mode::from_bits_truncate(0o666),
+        makedev(1, 3),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&null, dir.join(".bash_history")).unwrap();
+    let before = identity(&null);
+    let (status, body) = post(
+        &daemon,
+        "/api/write",
+        json!({"path": "nodes/.bash_history", "content": "history"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = raw_put(&daemon, "nodes/.bash_history", b"raw history").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["bytesWritten"], 11, "{body}");
+    assert_eq!(identity(&null), before, "the device was replaced");
+    assert!(
+        std::fs::symlink_metadata(dir.join(".bash_history"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+
+    // A FIFO with no reader: refused at once, through both routes.
+    let fifo = dir.join("fifo");
+    mkfifo(&fifo);
+    std::os::unix::fs::symlink("fifo", dir.join("to-fifo")).unwrap();
+    let fifo_before = identity(&fifo);
+    let (status, body) = post(
+        &daemon,
+        "/api/write",
+        json!({"path": "nodes/to-fifo", "content": "x"}),
+    )
+    .await;
+    assert_error(status, &body, 409, "NO_READER");
+    let (status, body) = raw_put(&daemon, "nodes/fifo", b"x").await;
+    assert_error(status, &body, 409, "NO_READER");
+    // With a reader, the bytes go into it, as `echo x > fifo` would.
+    let reader = fifo_reader(&fifo);
+    let (status, body) = post(
+        &daemon,
+        "/api/write",
+        json!({"path": "nodes/to-fifo", "content": "through the pipe"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(reader.join().unwrap(), b"through the pipe");
+    let reader = fifo_reader(&fifo);
+    let (status, body) = raw_put(&daemon, "nodes/fifo", b"raw through the pipe").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(reader.join().unwrap(), b"raw through the pipe");
+    assert_eq!(identity(&fifo), fifo_before, "the FIFO was replaced");
+
+    // A socket cannot be written into: refused, named, left alone.
+    let socket = dir.join("socket");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+    let socket_before = identity(&socket);
+    let (status, body) = post(
+        &daemon,
+        "/api/write",
+        json!({"path": "nodes/socket", "content": "x"}),
+    )
+    .await;
+    assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+    assert_eq!(body["context"]["fileType"], "socket", "{body}");
+    let (status, body) = raw_put(&daemon, "nodes/socket", b"x").await;
+    assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+    assert_eq!(identity(&socket), socket_before);
+
+    // A block device is a disk: never written through a file route. (Major 240 is reserved
+    // for local use; no driver here serves it, so even a wrong write could not reach data.)
+    let disk = dir.join("disk");
+    mknod(
+        &disk,
+        SFlag::S_IFBLK,
+        Mode::from_bits_truncate(0o600),
+        makedev(240, 0),
+    )
+    .unwrap();
+    let disk_before = identity(&disk);
+    let (status, body) = post(
+        &daemon,
+        "/api/write",
+        json!({"path": "nodes/disk", "content": "x"}),
+    )
+    .await;
+    assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+    assert_eq!(body["context"]["fileType"], "block-device", "{body}");
+    let (status, body) = raw_put(&daemon, "nodes/disk", b"x").await;
+    assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+    assert_eq!(identity(&disk), disk_before);
+    assert!(
+        std::fs::symlink_metadata(&disk)
+            .unwrap()
+            .file_type()
+            .is_block_device()
+    );
+
+    // Nothing of the daemon's was left beside the nodes.
+    assert_eq!(
+        names_in(&dir),
+        [".bash_history", "disk", "fifo", "null", "socket", "to-fifo"]
+    );
+}
+
+#[tokio::test]
+async fn reads_of_fifos_sockets_and_loops_answer_at_once_with_4xx() {
+    let daemon = Daemon::start();
+    let dir = daemon.path("special");
+    std::fs::create_dir(&dir).unwrap();
+    mkfifo(&dir.join("fifo"));
+    let _listener = std::os::unix::net::UnixListener::bind(dir.join("socket")).unwrap();
+    std::os::unix::fs::symlink("loop-b", dir.join("loop-a")).unwrap();
+    std::os::unix::fs::symlink("loop-a", dir.join("loop-b")).unwrap();
+    for (name, file_type) in [("fifo", "fifo"), ("socket", "socket")] {
+        let path = format!("special/{name}");
+        let (status, body) = post(&daemon, "/api/read", json!({"path": path})).await;
+        assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+        assert_eq!(body["context"]["fileType"], file_type, "{body}");
+        let (status, body) = post(&daemon, "/api/read/stream", json!({"path": path})).await;
+        assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+        let response = raw_get(&daemon, &path).await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
+    }
+    let (status, body) = post(&daemon, "/api/read", json!({"path": "special/loop-a"})).await;
+    assert_error(status, &body, 400, "SYMLINK_LOOP");
+    let (status, body) = post(
+        &daemon,
+        "/api/write",
+        json!({"path": "special/loop-a", "content": "x"}),
+    )
+    .await;
+    assert_error(status, &body, 400, "SYMLINK_LOOP");
+    let response = raw_get(&daemon, "special/loop-b").await;
+    let status = response.status();
+    let body: Value = response.json().await.unwrap();
+    assert_error(status, &body, 400, "SYMLINK_LOOP");
+    assert_eq!(
+        names_in(&dir),
+        ["fifo", "loop-a", "loop-b", "socket"],
+        "a refused request changed the directory"
+    );
+}
+
+#[tokio::test]
+async fn files_whose_size_stat_cannot_tell_are_read_whole_or_refused_whole() {
+    let daemon = Daemon::start();
+    // procfs says size 0; the raw route streams what a read gives, without a length.
+    let response = raw_get(&daemon, "/proc/cpuinfo").await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers().get("content-length").is_none(),
+        "{:?}",
+        response.headers()
+    );
+    let text = guarded("cpuinfo body", response.text()).await.unwrap();
+    assert!(text.contains("processor"), "{text}");
+    let (status, body) = post(&daemon, "/api/read", json!({"path": "/proc/cpuinfo"})).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(body["content"].as_str().unwrap().contains("processor"));
+    assert_eq!(
+        body["size"].as_u64(),
+        Some(body["content"].as_str().unwrap().len() as u64)
+    );
+    // An endless device: the JSON read stops at its cap and says so, instead of answering a
+    // cut file as if it were whole.
+    let (status, body) = post(&daemon, "/api/read", json!({"path": "/dev/zero"})).await;
+    assert_error(status, &body, 413, "FILE_TOO_LARGE");
+    assert_eq!(body["context"]["actualSize"], Value::Null, "{body}");
+    // The stream route reads it like `cat` until the client stops; the daemon stays well.
+    let response = guarded(
+        "read/stream of /dev/zero",
+        daemon
+            .request(Method::POST, "/api/read/stream")
+            .json(&json!({"path": "/dev/zero"}))
+            .send(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let mut response = response;
+    let mut received = 0;
+    while received < 1 << 20 {
+        let chunk = guarded("a /dev/zero chunk", response.chunk())
+            .await
+            .unwrap()
+            .expect("the stream went on");
+        received += chunk.len();
+    }
+    drop(response);
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+/// Host pids of every living descendant of `root`.
+fn descendants(root: u32) -> Vec<u32> {
+    let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // The parent is the second field after the parenthesised command.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|ppid| ppid.parse::<u32>().ok());
+        if let Some(ppid) = ppid {
+            parents.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for &child in parents.get(&pid).map(Vec::as_slice).unwrap_or_default() {
+            found.push(child);
+            queue.push(child);
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_file_api_does_not_serve_the_daemons_own_proc_entries() {
+    let marker = format!("hostile-secret-{}", std::process::id());
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        env: vec![("FSD_TEST_SECRET".into(), marker.clone())],
+        ..Default::default()
+    });
+    let pid = daemon.pid();
+    std::os::unix::fs::symlink("/proc/self/environ", daemon.path("env")).unwrap();
+    std::os::unix::fs::symlink("/proc", daemon.path("p")).unwrap();
+    let refused = [
+        "/proc/self/environ".to_string(),
+        "/proc/thread-self/environ".to_string(),
+        format!("/proc/{pid}/environ"),
+        format!("/proc/{pid}/mem"),
+        format!("/proc/{pid}/cmdline"),
+        "/proc/self/fd/0".to_string(),
+        "/proc/self/root/proc/self/environ".to_string(),
+        "env".to_string(),
+        "p/self/environ".to_string(),
+        format!("p/{pid}/task/{pid}/environ"),
+    ];
+    for path in &refused {
+        let (status, body) = post(&daemon, "/api/read", json!({"path": path})).await;
+        assert_error(status, &body, 403, "PERMISSION_DENIED");
+        let (status, body) = post(&daemon, "/api/read/stream", json!({"path": path})).await;
+        assert_error(status, &body, 403, "PERMISSION_DENIED");
+        let response = raw_get(&daemon, path).await;
+        let status = response.status();
+        let body: Value = response.json().await.unwrap();
+        assert_error(status, &body, 403, "PERMISSION_DENIED");
+    }
+    let (status, body) = post(&daemon, "/api/list-files", json!({"path": "/proc/self/fd"})).await;
+    assert_error(status, &body, 403, "PERMISSION_DENIED");
+
+    // The sandbox's processes stay readable, and none of the daemon's helpers (the
+    // namespace's unshare and init, supervisors) carries the daemon's environment.
+    let (status, started) = post(
+        &daemon,
+        "/api/process/start",
+        json!({"command": "sleep 30"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    let helpers = descendants(pid);
+    assert!(!helpers.is_empty());
+    let mut served = 0;
+    for helper in helpers {
+        let (status, body) = post(
+            &daemon,
+            "/api/read",
+            json!({"path": format!("/proc/{helper}/environ"), "encoding": "utf-8"}),
+        )
+        .await;
+        if status == StatusCode::OK {
+            served += 1;
+            assert!(
+                !body["content"].to_string().contains(&marker),
+                "/proc/{helper}/environ has the daemon's environment"
+            );
+        }
+    }
+    assert!(served > 0, "no sandbox process's /proc entry was readable");
+}
