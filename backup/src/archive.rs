@@ -307,15 +307,21 @@ pub fn temp_path(archive: &Path) -> PathBuf {
     scratch::scratch_path(archive, ScratchKind::Partial)
 }
 
-/// Removes archive temp files in `dir` whose writer process is gone (a crash mid-create);
-/// returns how many. Temp files of live processes are left alone.
+/// Removes archive and download temp files in `dir` and below whose writer process is gone
+/// (a crash mid-create or mid-download); returns how many. Temp files of live processes are
+/// left alone.
 pub fn remove_stale_temps(dir: &Path) -> usize {
-    let Ok(entries) = fs::read_dir(dir) else {
-        return 0;
-    };
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
+    for entry in walkdir::WalkDir::new(dir)
+        .min_depth(1)
+        .follow_links(false)
+        .into_iter()
+        .flatten()
+    {
+        if !entry.file_type().is_file() {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy();
         let Some(scratch) = scratch::parse(&name) else {
             continue;
         };

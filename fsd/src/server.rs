@@ -78,6 +78,16 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         settings.confine,
         settings.allow_roots.clone(),
     );
+    // Temp files a crash left beside the targets of writes are removed before any new write
+    // and before watches rescan their trees.
+    let (scratch, swept) = files::ScratchLog::open(Some(settings.state_dir.join("scratch-dirs")));
+    if swept.files > 0 {
+        tracing::info!(
+            files = swept.files,
+            dirs = swept.dirs,
+            "removed temp files a crash left beside written files"
+        );
+    }
     // Started here, on the main thread, which lives as long as the daemon (see World::start).
     let world = Arc::new(World::start(settings.isolation == IsolationMode::Auto));
     let isolation = world.isolation();
@@ -132,7 +142,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     // Mounts a crashed run left behind are detached before anything else can trip on them.
     let mounts = Arc::new(MountService::new(&settings.state_dir));
     let state = AppState {
-        files: Arc::new(FileService::new(policy)),
+        files: Arc::new(FileService::new(policy, scratch)),
         sessions: sessions.clone(),
         processes: processes.clone(),
         watches: watches.clone(),

@@ -408,3 +408,145 @@ async fn the_file_api_does_not_serve_the_daemons_own_proc_entries() {
     }
     assert!(served > 0, "no sandbox process's /proc entry was readable");
 }
+
+/// Every scratch file (an fsd temp name) under `dir`.
+fn scratch_files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(path);
+            } else if fsd_api::scratch::is_scratch(&path) {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// A loopback server whose every ranged GET sends `head` bytes and then nothing, forever: a
+/// download that is still running when the daemon is killed.
+async fn stalling_server(head: usize) -> String {
+    use axum::body::Body;
+    let app = axum::Router::new().fallback(move || async move {
+        let (sender, receiver) =
+            tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
+        tokio::spawn(async move {
+            let _ = sender.send(Ok(bytes::Bytes::from(vec![7; head]))).await;
+            std::future::pending::<()>().await;
+            drop(sender);
+        });
+        let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|item| (item, receiver))
+        });
+        // 206, as a store answers a ranged GET; then a few bytes and silence.
+        (StatusCode::PARTIAL_CONTENT, Body::from_stream(stream))
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}/archive")
+}
+
+#[tokio::test]
+async fn a_crash_mid_write_leaves_no_temp_file_once_the_daemon_is_back() {
+    let mut daemon = Daemon::start();
+    let root = daemon.root();
+    for dir in ["a", "a/b", "c"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        std::fs::write(root.join(dir).join("kept.txt"), "old").unwrap();
+    }
+    // Raw uploads that are still streaming when the daemon dies: each has its temp file.
+    let mut uploads = Vec::new();
+    let mut feeders = Vec::new();
+    for dir in ["a", "a/b", "c"] {
+        let (sender, receiver) =
+            tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(4);
+        sender
+            .send(Ok(bytes::Bytes::from(vec![1; 256 * 1024])))
+            .await
+            .unwrap();
+        let body = reqwest::Body::wrap_stream(futures_util::stream::unfold(
+            receiver,
+            |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
+        ));
+        let request = daemon
+            .request(Method::PUT, &format!("/api/files/raw?path={dir}/kept.txt"))
+            .body(body);
+        uploads.push(tokio::spawn(request.send()));
+        feeders.push(sender);
+    }
+    // JSON writes going on at the same time, big enough to be caught mid-write now and then.
+    let writer = {
+        let url = daemon.url("/api/write");
+        tokio::spawn(async move {
+            let client = reqwest::Client::new();
+            let content = "x".repeat(4 << 20);
+            loop {
+                let body = json!({"path": "c/json.txt", "content": content});
+                if client.post(&url).json(&body).send().await.is_err() {
+                    return;
+                }
+            }
+        })
+    };
+    // A backup download stalled halfway, deep under /var/backups.
+    let archive_dir = format!("/var/backups/fsd-hostile-{}", std::process::id());
+    let archive = format!("{archive_dir}/deep/a.sqsh");
+    let url = stalling_server(64 * 1024).await;
+    let download = {
+        let request = daemon
+            .request(Method::POST, "/api/backup/download")
+            .json(&json!({
+                "dir": root.join("restored").display().to_string(),
+                "archives": [{"archivePath": archive, "url": url, "sizeBytes": 8 << 20}],
+            }));
+        tokio::spawn(request.send())
+    };
+    let deadline = std::time::Instant::now() + HANG_GUARD;
+    loop {
+        let in_workspace = scratch_files_under(&root).len();
+        let in_backups = scratch_files_under(Path::new(&archive_dir)).len();
+        if in_workspace >= 3 && in_backups >= 1 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the writes never started: {in_workspace} temp files in the workspace, {in_backups} in {archive_dir}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    daemon.crash();
+    writer.abort();
+    drop(feeders);
+    for upload in uploads {
+        let _ = upload.await;
+    }
+    let _ = download.await;
+    // The crash left them; the next start removes them.
+    assert!(scratch_files_under(&root).len() >= 3);
+    daemon.resume();
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(scratch_files_under(&root), Vec::<std::path::PathBuf>::new());
+    assert_eq!(
+        scratch_files_under(Path::new(&archive_dir)),
+        Vec::<std::path::PathBuf>::new()
+    );
+    // The targets are whole: old or new, never torn.
+    for dir in ["a", "a/b", "c"] {
+        assert_eq!(
+            std::fs::read_to_string(root.join(dir).join("kept.txt")).unwrap(),
+            "old"
+        );
+    }
+    if let Ok(json) = std::fs::read_to_string(root.join("c/json.txt")) {
+        assert_eq!(json.len(), 4 << 20);
+    }
+    std::fs::remove_dir_all(&archive_dir).unwrap();
+}

@@ -23,6 +23,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
+use super::scratch_log::ScratchLog;
 use super::special::{self, Patience, Patient, Special};
 
 /// Mode of files that did not exist before.
@@ -63,7 +64,8 @@ pub enum Destination {
 
 impl Destination {
     /// Follows symlinks at `target` (even dangling ones) and opens what the write goes to.
-    pub fn open(target: &Path) -> Result<Self, AtomicWriteError> {
+    /// A temp file's directory is recorded in `log` first, if one is given.
+    pub fn open(target: &Path, log: Option<&ScratchLog>) -> Result<Self, AtomicWriteError> {
         let target = through_symlink(target)?;
         let special = match fs::symlink_metadata(&target) {
             Ok(meta) => Special::of(meta.file_type()),
@@ -84,7 +86,7 @@ impl Destination {
                 )))
             }
             Some(kind) => Err(AtomicWriteError::Special(kind)),
-            None => AtomicFile::create(&target).map(Self::Replace),
+            None => AtomicFile::create(&target, log).map(Self::Replace),
         }
     }
 
@@ -148,7 +150,7 @@ fn existing(dir: &File, name: &OsStr) -> Result<Existing, AtomicWriteError> {
 impl AtomicFile {
     /// Creates missing parent directories and the temp file for `target`, a path whose last
     /// component is not a symlink (see [`Destination::open`]).
-    fn create(target: &Path) -> Result<Self, AtomicWriteError> {
+    fn create(target: &Path, log: Option<&ScratchLog>) -> Result<Self, AtomicWriteError> {
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
             return Err(AtomicWriteError::IsDirectory);
         };
@@ -184,6 +186,9 @@ impl AtomicFile {
             None => ScratchKind::New,
         };
         let temp = scratch_path(Path::new(name), kind).into_os_string();
+        if let Some(log) = log {
+            log.record(parent);
+        }
         let fd: OwnedFd = openat(
             dir.as_fd(),
             temp.as_os_str(),
@@ -258,8 +263,12 @@ fn open_dir(path: &Path) -> io::Result<File> {
 }
 
 /// Writes `bytes` to `target`: an atomic replacement, or into a device or FIFO.
-pub fn write_bytes(target: &Path, bytes: &[u8]) -> Result<(), AtomicWriteError> {
-    let mut destination = Destination::open(target)?;
+pub fn write_bytes(
+    target: &Path,
+    bytes: &[u8],
+    log: Option<&ScratchLog>,
+) -> Result<(), AtomicWriteError> {
+    let mut destination = Destination::open(target, log)?;
     destination.write_all(bytes)?;
     destination.commit()?;
     Ok(())
@@ -295,7 +304,7 @@ mod tests {
         let target = dir.path().join("script.sh");
         fs::write(&target, "old").unwrap();
         fs::set_permissions(&target, fs::Permissions::from_mode(0o755)).unwrap();
-        write_bytes(&target, b"new").unwrap();
+        write_bytes(&target, b"new", None).unwrap();
         assert_eq!(fs::read(&target).unwrap(), b"new");
         assert_eq!(
             fs::metadata(&target).unwrap().permissions().mode() & 0o777,
@@ -311,14 +320,14 @@ mod tests {
     #[test]
     fn creates_parents_and_refuses_directories() {
         let dir = tempfile::tempdir().unwrap();
-        write_bytes(&dir.path().join("a/b/c.txt"), b"x").unwrap();
+        write_bytes(&dir.path().join("a/b/c.txt"), b"x", None).unwrap();
         assert_eq!(fs::read(dir.path().join("a/b/c.txt")).unwrap(), b"x");
         assert!(matches!(
-            write_bytes(&dir.path().join("a"), b"x"),
+            write_bytes(&dir.path().join("a"), b"x", None),
             Err(AtomicWriteError::IsDirectory)
         ));
         assert!(matches!(
-            write_bytes(&dir.path().join("a/b/c.txt/d"), b"x"),
+            write_bytes(&dir.path().join("a/b/c.txt/d"), b"x", None),
             Err(AtomicWriteError::ParentNotDirectory)
         ));
     }
@@ -328,7 +337,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join("real"), "old").unwrap();
         std::os::unix::fs::symlink("real", dir.path().join("link")).unwrap();
-        write_bytes(&dir.path().join("link"), b"new").unwrap();
+        write_bytes(&dir.path().join("link"), b"new", None).unwrap();
         assert!(
             fs::symlink_metadata(dir.path().join("link"))
                 .unwrap()
@@ -344,12 +353,12 @@ mod tests {
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, Mode::from_bits_truncate(0o600)).unwrap();
         assert!(matches!(
-            write_bytes(&fifo, b"x"),
+            write_bytes(&fifo, b"x", None),
             Err(AtomicWriteError::NoReader)
         ));
         let mut reader = super::special::open_for_read(&fifo).unwrap();
         std::os::unix::fs::symlink("fifo", dir.path().join("link")).unwrap();
-        write_bytes(&dir.path().join("link"), b"through the link").unwrap();
+        write_bytes(&dir.path().join("link"), b"through the link", None).unwrap();
         let mut got = String::new();
         std::io::Read::read_to_string(&mut reader, &mut got).ok();
         assert_eq!(got, "through the link");
@@ -357,7 +366,7 @@ mod tests {
         let socket = dir.path().join("socket");
         let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
         assert!(matches!(
-            write_bytes(&socket, b"x"),
+            write_bytes(&socket, b"x", None),
             Err(AtomicWriteError::Special(Special::Socket))
         ));
         assert!(
@@ -376,7 +385,7 @@ mod tests {
     #[test]
     fn an_abandoned_write_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut file = Destination::open(&dir.path().join("x")).unwrap();
+        let mut file = Destination::open(&dir.path().join("x"), None).unwrap();
         file.write_all(b"partial").unwrap();
         drop(file);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);

@@ -11,6 +11,7 @@ mod mime;
 pub mod paths;
 mod raw;
 mod routes;
+mod scratch_log;
 mod service;
 mod special;
 mod stream;
@@ -19,6 +20,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use error::FileError;
+pub use scratch_log::ScratchLog;
 pub use service::FileService;
 pub use special::is_stalled;
 

@@ -6,6 +6,7 @@
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use base64_simd::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
@@ -16,6 +17,7 @@ use super::atomic::{self, AtomicWriteError, Destination};
 use super::listing::{self, ListOptions};
 use super::mime;
 use super::paths::{Follow, PathPolicy};
+use super::scratch_log::ScratchLog;
 use super::special::{self, Patience, Patient, Special};
 
 /// A file read whole, encoded for JSON.
@@ -50,11 +52,16 @@ pub enum Download {
 
 pub struct FileService {
     policy: PathPolicy,
+    /// Where temp files go, for the sweep after a crash.
+    scratch: Arc<ScratchLog>,
 }
 
 impl FileService {
-    pub fn new(policy: PathPolicy) -> Self {
-        Self { policy }
+    pub fn new(policy: PathPolicy, scratch: ScratchLog) -> Self {
+        Self {
+            policy,
+            scratch: Arc::new(scratch),
+        }
     }
 
     /// Reads a whole file for the JSON route. `encoding` `None` picks base64 for binary
@@ -172,8 +179,10 @@ impl FileService {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let len = bytes.len() as u64;
+        let scratch = self.scratch.clone();
         blocking(move || {
-            atomic::write_bytes(&path, &bytes).map_err(|err| write_error(err, &path, &raw))
+            atomic::write_bytes(&path, &bytes, Some(&scratch))
+                .map_err(|err| write_error(err, &path, &raw))
         })
         .await?;
         Ok(len)
@@ -183,8 +192,11 @@ impl FileService {
     pub async fn open_destination(&self, raw: &str) -> Result<Destination, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
-        blocking(move || Destination::open(&path).map_err(|err| write_error(err, &path, &raw)))
-            .await
+        let scratch = self.scratch.clone();
+        blocking(move || {
+            Destination::open(&path, Some(&scratch)).map_err(|err| write_error(err, &path, &raw))
+        })
+        .await
     }
 
     /// Deletes a file or symlink; directories are refused, as in the reference.

@@ -104,7 +104,7 @@ impl MountService {
         let Ok(bytes) = serde_json::to_vec_pretty(&record) else {
             return;
         };
-        if let Err(error) = crate::files::atomic::write_bytes(&self.record_path, &bytes) {
+        if let Err(error) = crate::files::atomic::write_bytes(&self.record_path, &bytes, None) {
             tracing::warn!(?error, "cannot save the bucket mount record");
         }
     }
