@@ -103,6 +103,16 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_CHANGE_LIST_LIMIT", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub change_list_limit: u64,
 
+    /// Connections open at once; past it new connections are closed at once (logged once
+    /// per 10 s). About 30 KiB each while idle.
+    #[arg(long, env = "FSD_MAX_CONNECTIONS", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+
+    /// Seconds a connection may take to send a request head, and may stay idle between
+    /// requests, before it is closed. Requests being handled and streams are never cut.
+    #[arg(long, env = "FSD_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_timeout_secs: u64,
+
     /// How restores are mounted: `auto` prefers the kernel and falls back to FUSE.
     #[arg(long, env = "FSD_RESTORE_DRIVER", value_enum, default_value = "auto")]
     pub restore_driver: RestoreDriver,
@@ -139,6 +149,7 @@ pub struct Settings {
     pub transfer_timeout_secs: u64,
     pub restore_driver: RestoreDriver,
     pub isolation: IsolationMode,
+    pub connections: crate::wire::accept::Limits,
     pub log_level: String,
     pub log_format: LogFormat,
 }
@@ -189,6 +200,10 @@ impl ServeArgs {
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
             restore_driver: self.restore_driver,
             isolation: self.isolation,
+            connections: crate::wire::accept::Limits {
+                max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+                header_timeout: std::time::Duration::from_secs(self.header_timeout_secs),
+            },
             log_level: self.log_level,
             log_format: self.log_format,
         })

@@ -155,6 +155,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         auth_enabled: settings.token.is_some(),
     };
     let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
+    wire::accept::raise_descriptor_limit(&settings.connections);
     let listener = TcpListener::bind(settings.listen).await?;
     let address = listener.local_addr()?;
     tracing::info!(
@@ -169,9 +170,13 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "fsd listening on http://{address}")?;
     stdout.flush()?;
-    axum::serve(listener, router(state, token))
-        .with_graceful_shutdown(shutdown_signal())
-        .await?;
+    wire::accept::serve(
+        listener,
+        router(state, token),
+        settings.connections,
+        shutdown_signal(),
+    )
+    .await;
     tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
     mounts.release_all().await;

@@ -550,3 +550,192 @@ async fn a_crash_mid_write_leaves_no_temp_file_once_the_daemon_is_back() {
     }
     std::fs::remove_dir_all(&archive_dir).unwrap();
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count())
+}
+
+/// Whether the server has closed `stream` (EOF or reset), without blocking.
+fn closed_by_server(stream: &mut std::net::TcpStream) -> bool {
+    let mut buf = [0; 256];
+    match std::io::Read::read(stream, &mut buf) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(err) => err.kind() != std::io::ErrorKind::WouldBlock,
+    }
+}
+
+const FLOOD: usize = 3000;
+
+#[tokio::test]
+async fn idle_connections_are_closed_and_their_memory_comes_back() {
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec![
+            "--header-timeout-secs".into(),
+            "5".into(),
+            "--max-connections".into(),
+            "4000".into(),
+        ],
+        ..Default::default()
+    });
+    let pid = daemon.pid();
+    let address = daemon.url.trim_start_matches("http://").to_string();
+    // Warm the daemon up, so "before" is a daemon that has served requests.
+    for _ in 0..20 {
+        let (status, _) = post(
+            &daemon,
+            "/api/write",
+            json!({"path": "w.txt", "content": "x"}),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let before = rss_kib(pid);
+    let base_fds = open_descriptors(pid);
+    let opened = std::time::Instant::now();
+    let mut flood: Vec<std::net::TcpStream> = (0..FLOOD)
+        .map(|_| {
+            let mut stream = std::net::TcpStream::connect(&address).unwrap();
+            // Half a request head, then nothing.
+            std::io::Write::write_all(
+                &mut stream,
+                b"POST /api/write HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl",
+            )
+            .unwrap();
+            stream.set_nonblocking(true).unwrap();
+            stream
+        })
+        .collect();
+    // The daemon holds them all (they are accepted before any request is read).
+    while open_descriptors(pid) < base_fds + FLOOD {
+        assert!(
+            opened.elapsed() < HANG_GUARD,
+            "the flood was not accepted: {} descriptors, {base_fds} before",
+            open_descriptors(pid)
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let during = rss_kib(pid);
+    let accepted = opened.elapsed();
+    // Requests still work during the flood.
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK);
+    // Every half-open connection is closed by the daemon within the header timeout.
+    let mut open: Vec<usize> = (0..flood.len()).collect();
+    while !open.is_empty() {
+        assert!(
+            opened.elapsed() < HANG_GUARD,
+            "{} of {FLOOD} idle connections still open after {:?}",
+            open.len(),
+            opened.elapsed()
+        );
+        open.retain(|&i| !closed_by_server(&mut flood[i]));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let closed_after = opened.elapsed();
+    drop(flood);
+    // Memory comes back once the flood is over.
+    let mut after = rss_kib(pid);
+    for _ in 0..100 {
+        if after <= before + 30 * 1024 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        after = rss_kib(pid);
+    }
+    eprintln!(
+        "idle flood: {FLOOD} half-open connections accepted in {accepted:?}, all closed by the \
+         daemon {closed_after:?} after opening (header timeout 5 s); RSS before {before} KiB, \
+         during {during} KiB, after {after} KiB; {:.1} KiB per connection",
+        (during.saturating_sub(before)) as f64 / FLOOD as f64
+    );
+    assert!(
+        after <= before + 30 * 1024,
+        "RSS stayed up: {before} KiB before, {during} KiB during, {after} KiB after"
+    );
+
+    // An idle keep-alive connection is closed too; a stream quiet for longer is not cut.
+    let mut idle = std::net::TcpStream::connect(&address).unwrap();
+    std::io::Write::write_all(
+        &mut idle,
+        b"GET /api/ping HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n",
+    )
+    .unwrap();
+    idle.set_nonblocking(true).unwrap();
+    let request = daemon
+        .request(Method::POST, "/api/execute/stream")
+        .json(&json!({"command": "sleep 3; echo after-the-quiet"}));
+    let stream = guarded("execute/stream", request.send()).await.unwrap();
+    let events = guarded("a quiet stream", stream.text()).await.unwrap();
+    assert!(events.contains("after-the-quiet"), "{events}");
+    assert!(events.contains("\"complete\""), "{events}");
+    let mut answer = Vec::new();
+    let since = std::time::Instant::now();
+    loop {
+        let mut buf = [0; 4096];
+        match std::io::Read::read(&mut idle, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(
+                    since.elapsed() < HANG_GUARD,
+                    "the idle keep-alive connection stayed open"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            Err(_) => break,
+        }
+    }
+    assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
+}
+
+#[tokio::test]
+async fn connections_past_the_cap_are_closed_at_once() {
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--max-connections".into(), "4".into()],
+        ..Default::default()
+    });
+    let address = daemon.url.trim_start_matches("http://").to_string();
+    let held: Vec<std::net::TcpStream> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&address).unwrap())
+        .collect();
+    // Give the daemon the moment it takes to accept them.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut refused = std::net::TcpStream::connect(&address).unwrap();
+    refused.set_read_timeout(Some(HANG_GUARD)).unwrap();
+    let _ = std::io::Write::write_all(&mut refused, b"GET /api/ping HTTP/1.1\r\nHost: x\r\n\r\n");
+    let mut buf = [0; 64];
+    let read = std::io::Read::read(&mut refused, &mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read
+                .as_ref()
+                .is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock),
+        "a connection past the cap was served: {read:?}"
+    );
+    drop(held);
+    // Once they are gone, new connections are served again.
+    let since = std::time::Instant::now();
+    loop {
+        let request = daemon.request(Method::GET, "/api/ping");
+        if let Ok(response) = request.send().await
+            && response.status() == StatusCode::OK
+        {
+            break;
+        }
+        assert!(
+            since.elapsed() < HANG_GUARD,
+            "the daemon never served again"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}

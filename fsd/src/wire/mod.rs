@@ -1,6 +1,7 @@
-//! HTTP plumbing shared by every route module: the JSON body extractor, timestamps, SSE
-//! responses, auth, and the unknown-route fallback.
+//! HTTP plumbing shared by every route module: accepting connections, the JSON body
+//! extractor, timestamps, SSE responses, auth, and the unknown-route fallback.
 
+pub mod accept;
 pub mod auth;
 pub mod json;
 pub mod sse;
