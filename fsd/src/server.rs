@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::http::{HeaderName, Method, header};
-use tokio::net::TcpListener;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
@@ -156,7 +155,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     };
     let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
     wire::accept::raise_descriptor_limit(&settings.connections);
-    let listener = TcpListener::bind(settings.listen).await?;
+    let listener = wire::accept::bind(settings.listen)?;
     let address = listener.local_addr()?;
     tracing::info!(
         %address,

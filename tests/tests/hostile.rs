@@ -9,6 +9,9 @@ use std::path::Path;
 use std::time::Duration;
 
 use fsd_tests::{Daemon, assert_error, available_or_skip, is_root};
+
+#[path = "hostile/suite.rs"]
+mod suite;
 use nix::sys::stat::{Mode, SFlag, makedev, mknod};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
@@ -738,4 +741,168 @@ async fn connections_past_the_cap_are_closed_at_once() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Checks one answer of the suite: no 5xx, the error envelope on every 4xx.
+fn check_answer(what: &str, status: StatusCode, body: &[u8]) {
+    assert!(
+        status.as_u16() < 500,
+        "{what}: {status} {}",
+        String::from_utf8_lossy(body)
+    );
+    if status.is_client_error() {
+        let body: Value = serde_json::from_slice(body)
+            .unwrap_or_else(|_| panic!("{what}: {status} without a JSON envelope"));
+        assert_eq!(body["httpStatus"], status.as_u16(), "{what}: {body}");
+        assert!(
+            body["code"].as_str().is_some_and(|c| !c.is_empty()),
+            "{what}: {body}"
+        );
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}: {body}"
+        );
+    }
+}
+
+async fn send_raw(
+    daemon: &Daemon,
+    method: &str,
+    route: &str,
+    body: Vec<u8>,
+    streams: bool,
+) -> (StatusCode, Vec<u8>) {
+    let method = Method::from_bytes(method.as_bytes()).unwrap();
+    let request = daemon
+        .request(method, route)
+        .header("content-type", "application/json")
+        .body(body);
+    let response = guarded(route, request.send()).await.expect("request");
+    let status = response.status();
+    if streams && status.is_success() {
+        // A stream that started is the route working; its events are other tests' matter.
+        return (status, Vec::new());
+    }
+    let bytes = guarded(route, response.bytes()).await.expect("body");
+    (status, bytes.to_vec())
+}
+
+#[tokio::test]
+async fn hostile_input_on_every_route_gets_4xx_envelopes_and_never_a_5xx_or_a_hang() {
+    let daemon = Daemon::start();
+    let ws = daemon.root();
+    let tag = format!("fsd-hostile-suite-{}", std::process::id());
+    std::fs::create_dir_all(ws.join("decoy")).unwrap();
+    std::fs::create_dir_all(ws.join("scratch")).unwrap();
+    std::fs::write(ws.join("decoy/a.txt"), "decoy").unwrap();
+    // Something outside the workspace, made by the test: no request may touch it.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("keep.txt"), "keep").unwrap();
+    let marker = ws.join("scratch/injected");
+    let ws_text = ws.display().to_string();
+    let started = std::time::Instant::now();
+    let mut sent = 0usize;
+    for route in suite::routes(&ws_text, &tag) {
+        let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+        let (status, answer) = send_raw(
+            &daemon,
+            route.method,
+            route.path,
+            serde_json::to_vec(&route.sample).unwrap(),
+            route.streams,
+        )
+        .await;
+        sent += 1;
+        check_answer(
+            &format!("{} {} sample", route.method, route.path),
+            status,
+            &answer,
+        );
+        for field in suite::fields(&route.sample) {
+            let command_field = field.last().is_some_and(|f| f == "command");
+            for raw in suite::values(&ws_text, &marker.display().to_string(), command_field) {
+                let body = suite::body_with(&route.sample, &field, &raw);
+                let (status, answer) =
+                    send_raw(&daemon, route.method, route.path, body, route.streams).await;
+                sent += 1;
+                *statuses.entry(status.as_u16()).or_default() += 1;
+                let what = format!(
+                    "{} {} {} = {}",
+                    route.method,
+                    route.path,
+                    field.join("."),
+                    String::from_utf8_lossy(&raw)
+                        .chars()
+                        .take(80)
+                        .collect::<String>()
+                );
+                check_answer(&what, status, &answer);
+            }
+        }
+        let first_field = suite::fields(&route.sample)
+            .first()
+            .and_then(|f| f.first().cloned())
+            .unwrap_or_default();
+        for body in suite::malformed_bodies(&first_field) {
+            let what = format!(
+                "{} {} body {}",
+                route.method,
+                route.path,
+                String::from_utf8_lossy(&body)
+                    .chars()
+                    .take(40)
+                    .collect::<String>()
+            );
+            let (status, answer) =
+                send_raw(&daemon, route.method, route.path, body, route.streams).await;
+            sent += 1;
+            check_answer(&what, status, &answer);
+        }
+        eprintln!(
+            "{} {}: sample {status} {}, hostile {statuses:?}",
+            route.method,
+            route.path,
+            String::from_utf8_lossy(&answer)
+                .chars()
+                .take(200)
+                .collect::<String>()
+        );
+    }
+    // Hostile path parameters and query strings (percent-encoded: received as written).
+    for raw in suite::values(&ws_text, &marker.display().to_string(), false) {
+        let Ok(value) = String::from_utf8(raw) else {
+            continue;
+        };
+        let value: String = serde_json::from_str(&value).unwrap_or(value);
+        let encoded: String = value.bytes().map(|b| format!("%{b:02X}")).collect();
+        for (method, route) in [
+            (Method::GET, format!("/api/process/{encoded}")),
+            (Method::DELETE, format!("/api/process/{encoded}")),
+            (Method::GET, format!("/api/process/{encoded}/logs")),
+            (Method::GET, format!("/api/files/raw?path={encoded}")),
+            (Method::PUT, format!("/api/files/raw?path={encoded}")),
+        ] {
+            let request = daemon.request(method.clone(), &route).body("x");
+            let response = guarded(&route, request.send()).await.expect("request");
+            let status = response.status();
+            let answer = guarded(&route, response.bytes()).await.expect("body");
+            sent += 1;
+            check_answer(&format!("{method} {route}"), status, &answer);
+        }
+    }
+    let elapsed = started.elapsed();
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the daemon is not alive after the suite"
+    );
+    assert!(!marker.exists(), "a field that is data reached a shell");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("keep.txt")).unwrap(),
+        "keep"
+    );
+    assert_eq!(names_in(outside.path()), ["keep.txt"]);
+    eprintln!("hostile suite: {sent} requests in {elapsed:?}");
+    let _ = std::fs::remove_dir_all(format!("/var/backups/{tag}"));
 }

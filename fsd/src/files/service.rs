@@ -260,6 +260,14 @@ impl FileService {
                         .and_then(|()| remove_any(&source))
                         .map_err(FileError::io("move", &destination))
                 }
+                // The kernel's word that a directory would move into itself, seen through
+                // `..` or links where the check above could not.
+                Err(err) if err.raw_os_error() == Some(nix::errno::Errno::EINVAL as i32) => {
+                    Err(FileError::InvalidMove {
+                        field: dest_field,
+                        reason: format!("cannot move '{source_raw}' into itself ('{dest_raw}')"),
+                    })
+                }
                 other => other.map_err(FileError::io("move", &destination)),
             }
         })

@@ -107,6 +107,23 @@ pub async fn serve(
     }
 }
 
+/// Connections the kernel may queue before the daemon accepts them (capped by
+/// `net.core.somaxconn`). std's 128 overflows under a burst of connects, and every dropped
+/// SYN costs its client a one-second retransmit.
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// Binds `address` with a backlog that absorbs bursts of connections.
+pub fn bind(address: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if address.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Descriptors kept free for files, pipes and watches beside the connections.
 const SPARE_DESCRIPTORS: u64 = 1024;
 
