@@ -2,7 +2,8 @@
 //! atomic write on the same disk as anchors in the same run.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench files`
-//! Set `FSD_BENCH_QUICK=1` for a short smoke run.
+//! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_JSON_ROUNDS=N` to set the
+//! 1 MiB JSON rounds alone.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -42,6 +43,14 @@ fn main() {
             raw_repeats: 5,
         }
     };
+    let mut plan = plan;
+    // FSD_BENCH_JSON_ROUNDS sets the 1 MiB rounds alone (for comparing changes to that path).
+    if let Some(rounds) = std::env::var("FSD_BENCH_JSON_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        plan.json_mib_iterations = rounds;
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
