@@ -1,14 +1,7 @@
-//! Bucket mounts. `fs`: the FUSE filesystem over a bucket; `mount`: mounting and
-//! unmounting it; `proxy`: the credential proxy the trusted side runs, so a sandbox can
-//! reach a bucket without holding its secret key; `client`: the S3 calls a mount makes.
+//! Bucket mounts. `fs`: the filesystem over a bucket; `mount`: mounting and unmounting it
+//! with FUSE. The S3 calls, signing and the credential proxy are `fsd-s3`'s.
 
-pub mod client;
 pub mod fs;
 pub mod mount;
-pub mod proxy;
-pub mod scope;
 
-pub use client::{ClientError, Listing, ObjectClient, ObjectInfo};
 pub use mount::{BucketMount, MountError, MountSpec};
-pub use proxy::{CredentialProxy, ProxyError, Upstream};
-pub use scope::{Scope, ScopeDenied};

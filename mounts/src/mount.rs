@@ -5,11 +5,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use fsd_s3::{ClientError, ObjectClient, ObjectStore, Upstream};
 use fuser::{Config, MountOption, SessionACL};
 
-use crate::client::{ClientError, ObjectClient};
 use crate::fs::{BucketFs, FsOptions, keys};
-use crate::proxy::Upstream;
 
 /// Mounts show as `fsd-bucket:<bucket>/<prefix>` in `/proc/mounts`: how a restarted daemon
 /// tells its own stale mounts from others.

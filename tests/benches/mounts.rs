@@ -16,7 +16,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use fsd_mounts::ObjectClient;
+use fsd_s3::{ObjectClient, ObjectStore};
 use fsd_tests::{Daemon, noise, peak_rss_kib};
 use futures_util::StreamExt;
 use serde_json::json;
@@ -288,7 +288,7 @@ async fn run(sizes: Sizes) {
         .send()
         .await
         .expect("create bucket");
-    let upstream = fsd_mounts::Upstream {
+    let upstream = fsd_s3::Upstream {
         endpoint: moto.url.clone(),
         region: "us-east-1".into(),
         access_key: "bench".into(),

@@ -7,7 +7,8 @@ use std::os::fd::IntoRawFd;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use fsd_mounts::{CredentialProxy, ObjectClient, Scope};
+use fsd_control::Scope;
+use fsd_s3::{CredentialProxy, ObjectClient, ObjectStore};
 use fsd_tests::s3::{BUCKET, FaultProxy, Faults, Store};
 use fsd_tests::{
     Daemon, assert_error, available_or_skip, noise, require_mount_privilege, sha256_hex,

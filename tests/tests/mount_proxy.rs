@@ -2,7 +2,8 @@
 //! only succeeds if the proxy signed it right): unsigned requests inside the scope pass,
 //! client credentials are dropped, anything outside is a 403 S3 `AccessDenied`.
 
-use fsd_mounts::{CredentialProxy, Scope};
+use fsd_control::Scope;
+use fsd_s3::{CredentialProxy, ObjectStore};
 use fsd_tests::s3::{ACCESS_KEY, BUCKET, SECRET_KEY, Store};
 
 async fn proxy(store: &Store, prefix: &str, read_only: bool) -> CredentialProxy {
@@ -113,7 +114,7 @@ async fn signs_requests_inside_the_scope_and_refuses_the_rest() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
-    use fsd_mounts::ObjectClient;
+    use fsd_s3::ObjectClient;
     let store = Store::start();
     let proxied = proxy(&store, "", false).await;
     let through_proxy = ObjectClient::new(&proxied.url(), BUCKET, None).unwrap();
@@ -190,7 +191,7 @@ async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
 async fn fsctl_proxy_serves_a_read_only_scope() {
     use std::io::BufRead;
     let store = Store::start();
-    let seed = fsd_mounts::ObjectClient::new(
+    let seed = fsd_s3::ObjectClient::new(
         &store.url,
         BUCKET,
         Some(store.object_store(None).upstream()),

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use fsd_api::mounts::MountBucketRequest;
 use fsd_api::{ErrorCode, MAX_PATH_BYTES, Operation};
-use fsd_mounts::Upstream;
+use fsd_s3::Upstream;
 
 use crate::error::ApiError;
 

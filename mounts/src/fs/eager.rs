@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
+use fsd_s3::{ObjectClient, ObjectStore};
 use fuser::Errno;
 use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::client::ObjectClient;
 use crate::fs::errno;
 use crate::fs::spill::Spill;
 

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
+use fsd_s3::ObjectStore;
 use fuser::{Errno, FileAttr};
 use futures_util::StreamExt;
 

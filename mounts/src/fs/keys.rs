@@ -4,7 +4,8 @@
 
 use std::time::SystemTime;
 
-use crate::client::{Listing, ObjectInfo};
+use fsd_s3::{Listing, ObjectInfo};
+
 use crate::fs::tree::{Entry, Kind};
 
 /// `prefix` as keys are built from it: empty, or ending in `/` (a leading `/` is dropped).

@@ -18,10 +18,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
+use fsd_s3::{ClientError, ObjectClient};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 use tokio::runtime::Handle as Runtime;
 
-use crate::client::{ClientError, ObjectClient};
 use reader::Reader;
 use spill::Spill;
 use tree::{Ino, Kind, Node, Tree};

@@ -2,9 +2,8 @@
 
 use std::time::Instant;
 
+use fsd_s3::{Listing, ObjectStore};
 use fuser::{Errno, FileAttr};
-
-use crate::client::Listing;
 
 use crate::fs::keys::{self, dir_key, file_key};
 use crate::fs::tree::{Cached, Entry, Ino, Kind};

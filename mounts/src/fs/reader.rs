@@ -10,11 +10,11 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
+use fsd_s3::{ObjectClient, ObjectStore};
 use fuser::Errno;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use crate::client::ObjectClient;
 use crate::fs::{errno, lock};
 
 /// How far the stream may run ahead of the furthest read.
@@ -192,7 +192,7 @@ impl Reader {
 
     /// The stream's task: appends what arrives, waiting while the reader is far behind.
     async fn feed(&self, offset: u64, generation: u64) {
-        let result = self.client.get_stream(&self.key, offset, self.size).await;
+        let result = self.client.get_response(&self.key, offset, self.size).await;
         let mut body = match result {
             Ok(response) => response.bytes_stream(),
             Err(error) => {

@@ -44,8 +44,8 @@ impl ObjectStore {
     }
 
     /// The endpoint and keys, as a credential proxy or a signing mount client takes them.
-    pub fn upstream(&self) -> fsd_mounts::Upstream {
-        fsd_mounts::Upstream {
+    pub fn upstream(&self) -> fsd_s3::Upstream {
+        fsd_s3::Upstream {
             endpoint: self.endpoint.clone(),
             region: self.region.clone(),
             access_key: self.access_key.clone(),

@@ -5,7 +5,8 @@
 use std::net::SocketAddr;
 
 use fsd_api::mounts::{BucketMountInfo, MountBucketRequest};
-use fsd_mounts::{CredentialProxy, Scope};
+use fsd_control::Scope;
+use fsd_s3::CredentialProxy;
 
 use super::ObjectStore;
 use crate::{Sandbox, SdkError};

@@ -5,7 +5,8 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
-use fsd_mounts::{CredentialProxy, Scope};
+use fsd_control::Scope;
+use fsd_s3::CredentialProxy;
 use fsd_sdk::SdkError;
 
 use crate::backup::StoreArgs;

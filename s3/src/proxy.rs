@@ -5,15 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::SystemTime;
 
-use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode, sign,
-};
-use aws_sigv4::sign::v4;
-use aws_smithy_runtime_api::client::identity::Identity;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
@@ -22,27 +14,10 @@ use futures_util::TryStreamExt;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use crate::client::encode;
-use crate::scope::Scope;
+use fsd_control::Scope;
 
-/// Where signed requests go, and the keys that sign them.
-#[derive(Clone)]
-pub struct Upstream {
-    /// `https://<account>.r2.cloudflarestorage.com`, `http://127.0.0.1:9000`, …
-    pub endpoint: String,
-    pub region: String,
-    pub access_key: String,
-    pub secret_key: String,
-}
-
-impl std::fmt::Debug for Upstream {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Upstream")
-            .field("endpoint", &self.endpoint)
-            .field("region", &self.region)
-            .finish_non_exhaustive()
-    }
-}
+use crate::sign::{encode, percent_decode, sign_headers};
+use crate::upstream::Upstream;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProxyError {
@@ -238,61 +213,6 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
         })
 }
 
-/// SigV4 headers (`authorization`, `x-amz-date`, `x-amz-content-sha256`) for an unsigned
-/// payload, so bodies stream through without being hashed first. `headers` are signed as
-/// given, plus `host` (which the HTTP client sets from `url`).
-pub(crate) fn sign_headers(
-    upstream: &Upstream,
-    method: &str,
-    url: &str,
-    headers: &[(String, String)],
-) -> Result<Vec<(String, String)>, String> {
-    let identity: Identity = Credentials::new(
-        &upstream.access_key,
-        &upstream.secret_key,
-        None,
-        None,
-        "fsd-proxy",
-    )
-    .into();
-    let mut settings = SigningSettings::default();
-    settings.percent_encoding_mode = PercentEncodingMode::Single;
-    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
-    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(&upstream.region)
-        .name("s3")
-        .time(SystemTime::now())
-        .settings(settings)
-        .build()
-        .map_err(|e| e.to_string())?
-        .into();
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
-    let host = match (parsed.host_str(), parsed.port()) {
-        (Some(host), Some(port)) => format!("{host}:{port}"),
-        (Some(host), None) => host.to_string(),
-        (None, _) => return Err(format!("{url}: no host")),
-    };
-    let signable = SignableRequest::new(
-        method,
-        url,
-        headers
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.as_str()))
-            .chain(std::iter::once(("host", host.as_str()))),
-        SignableBody::UnsignedPayload,
-    )
-    .map_err(|e| e.to_string())?;
-    let (instructions, _) = sign(signable, &params)
-        .map_err(|e| e.to_string())?
-        .into_parts();
-    Ok(instructions
-        .headers()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect())
-}
-
 fn copy_response_headers(from: &reqwest::header::HeaderMap, to: &mut HeaderMap) {
     for (name, value) in from {
         if matches!(
@@ -326,36 +246,4 @@ fn xml_escape(text: &str) -> String {
         .replace('<', "&lt;")
         .replace('>', "&gt;")
         .replace('"', "&quot;")
-}
-
-/// `%XX` sequences to bytes (and `+` kept as is, as S3 paths do).
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' && i + 3 <= bytes.len() {
-            if let Ok(value) = u8::from_str_radix(&text[i + 1..i + 3], 16) {
-                out.push(value);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn decodes_and_encodes() {
-        assert_eq!(percent_decode("/b/a%20b%2Fc"), "/b/a b/c");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(encode("a b/c"), "a%20b%2Fc");
-        assert_eq!(encode("team-a/"), "team-a%2F");
-    }
 }

@@ -1,12 +1,16 @@
-//! The S3 calls a bucket mount makes, path-style: through a [`crate::CredentialProxy`]
-//! (unsigned; the proxy signs) or, with explicit credentials, signed here.
+//! The S3 object client, path-style: through a credential proxy (unsigned; the proxy signs)
+//! or, with explicit credentials, signed here. Retries transient failures.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use serde::Deserialize;
 
-use crate::proxy::{Upstream, sign_headers};
+use futures_util::{StreamExt, TryStreamExt};
+
+use crate::sign::{encode, sign_headers};
+use crate::store::{ByteStream, ObjectStore};
+use crate::upstream::Upstream;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -239,8 +243,45 @@ impl ObjectClient {
         })
     }
 
+    /// One ListObjectsV2 page for `query` (which holds `prefix`).
+    async fn list_page(
+        &self,
+        prefix: &str,
+        query: &[(&str, &str)],
+    ) -> Result<ListBucketResult, ClientError> {
+        let what = format!("list {prefix:?}");
+        let response = self
+            .send(
+                reqwest::Method::GET,
+                self.url("", query),
+                Vec::new(),
+                None,
+                &what,
+            )
+            .await?;
+        decode(response, &what).await
+    }
+
+    /// Bytes `start..end` of `key` as they arrive: the response, for streaming readers.
+    pub async fn get_response(
+        &self,
+        key: &str,
+        start: u64,
+        end: u64,
+    ) -> Result<reqwest::Response, ClientError> {
+        let what = format!("get {key:?} {start}..{end}");
+        let range = vec![(
+            "range".to_string(),
+            format!("bytes={start}-{}", end.saturating_sub(1)),
+        )];
+        self.send(reqwest::Method::GET, self.url(key, &[]), range, None, &what)
+            .await
+    }
+}
+
+impl ObjectStore for ObjectClient {
     /// Every object and sub-prefix directly under `prefix` (`/`-delimited), all pages.
-    pub async fn list(&self, prefix: &str) -> Result<Listing, ClientError> {
+    async fn list(&self, prefix: &str) -> Result<Listing, ClientError> {
         let mut listing = Listing::default();
         let mut token: Option<String> = None;
         loop {
@@ -268,7 +309,7 @@ impl ObjectClient {
     }
 
     /// Size, ETag and modification time of `key`; `None` when there is no such object.
-    pub async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, ClientError> {
+    async fn head(&self, key: &str) -> Result<Option<ObjectInfo>, ClientError> {
         match self
             .send(
                 reqwest::Method::HEAD,
@@ -295,34 +336,14 @@ impl ObjectClient {
     }
 
     /// Whether any key starts with `prefix` (one LIST of at most one key).
-    pub async fn has_keys_under(&self, prefix: &str) -> Result<bool, ClientError> {
+    async fn has_keys_under(&self, prefix: &str) -> Result<bool, ClientError> {
         let query = [("list-type", "2"), ("prefix", prefix), ("max-keys", "1")];
         let page = self.list_page(prefix, &query).await?;
         Ok(!page.contents.is_empty() || !page.common_prefixes.is_empty())
     }
 
-    /// One ListObjectsV2 page for `query` (which holds `prefix`).
-    async fn list_page(
-        &self,
-        prefix: &str,
-        query: &[(&str, &str)],
-    ) -> Result<ListBucketResult, ClientError> {
-        let what = format!("list {prefix:?}");
-        let response = self
-            .send(
-                reqwest::Method::GET,
-                self.url("", query),
-                Vec::new(),
-                None,
-                &what,
-            )
-            .await?;
-        decode(response, &what).await
-    }
-
-    /// Bytes `start..end` of `key`.
-    pub async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes, ClientError> {
-        self.get_stream(key, start, end)
+    async fn get_range(&self, key: &str, start: u64, end: u64) -> Result<Bytes, ClientError> {
+        self.get_response(key, start, end)
             .await?
             .bytes()
             .await
@@ -332,24 +353,20 @@ impl ObjectClient {
             })
     }
 
-    /// Bytes `start..end` of `key` as they arrive, for readers that stream.
-    pub async fn get_stream(
-        &self,
-        key: &str,
-        start: u64,
-        end: u64,
-    ) -> Result<reqwest::Response, ClientError> {
+    async fn get_stream(&self, key: &str, start: u64, end: u64) -> Result<ByteStream, ClientError> {
         let what = format!("get {key:?} {start}..{end}");
-        let range = vec![(
-            "range".to_string(),
-            format!("bytes={start}-{}", end.saturating_sub(1)),
-        )];
-        self.send(reqwest::Method::GET, self.url(key, &[]), range, None, &what)
-            .await
+        let response = self.get_response(key, start, end).await?;
+        Ok(response
+            .bytes_stream()
+            .map_err(move |source| ClientError::Http {
+                what: what.clone(),
+                source,
+            })
+            .boxed())
     }
 
     /// Writes `key` whole; returns the new object's ETag (empty if the store sent none).
-    pub async fn put(&self, key: &str, body: Bytes) -> Result<String, ClientError> {
+    async fn put(&self, key: &str, body: Bytes) -> Result<String, ClientError> {
         let headers = vec![(
             "content-type".to_string(),
             "application/octet-stream".to_string(),
@@ -366,7 +383,7 @@ impl ObjectClient {
         Ok(header(&response, "etag").unwrap_or_default())
     }
 
-    pub async fn delete(&self, key: &str) -> Result<(), ClientError> {
+    async fn delete(&self, key: &str) -> Result<(), ClientError> {
         self.send(
             reqwest::Method::DELETE,
             self.url(key, &[]),
@@ -379,7 +396,7 @@ impl ObjectClient {
     }
 
     /// Starts a multipart upload of `key`; returns its upload id.
-    pub async fn create_multipart(&self, key: &str) -> Result<String, ClientError> {
+    async fn create_multipart(&self, key: &str) -> Result<String, ClientError> {
         let what = format!("create multipart {key:?}");
         let headers = vec![(
             "content-type".to_string(),
@@ -399,7 +416,7 @@ impl ObjectClient {
     }
 
     /// Uploads part `number` (from 1); returns its ETag.
-    pub async fn upload_part(
+    async fn upload_part(
         &self,
         key: &str,
         upload_id: &str,
@@ -427,7 +444,7 @@ impl ObjectClient {
     }
 
     /// Completes a multipart upload from its parts' ETags, in order.
-    pub async fn complete_multipart(
+    async fn complete_multipart(
         &self,
         key: &str,
         upload_id: &str,
@@ -475,7 +492,7 @@ impl ObjectClient {
     }
 
     /// Abandons a multipart upload (best effort: the caller is already failing).
-    pub async fn abort_multipart(&self, key: &str, upload_id: &str) {
+    async fn abort_multipart(&self, key: &str, upload_id: &str) {
         if let Err(error) = self
             .send(
                 reqwest::Method::DELETE,
@@ -491,7 +508,7 @@ impl ObjectClient {
     }
 
     /// Server-side copy of `from` to `to` (a file rename is a copy, then a delete).
-    pub async fn copy(&self, from: &str, to: &str) -> Result<(), ClientError> {
+    async fn copy(&self, from: &str, to: &str) -> Result<(), ClientError> {
         let source = format!(
             "/{}/{}",
             self.bucket,
@@ -532,19 +549,6 @@ async fn decode<T: serde::de::DeserializeOwned>(
         what: what.to_string(),
         reason: e.to_string(),
     })
-}
-
-/// RFC 3986 unreserved characters kept, everything else `%XX`.
-pub(crate) fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
-            out.push(byte as char);
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,0 +1,7 @@
+//! Trusted-side policy in plain Rust: no I/O, no async runtime and no platform crates, so
+//! `fsctl` and (later) the Cloudflare Worker run the same rules. Today: the scope a
+//! credential proxy grants ([`Scope`]).
+
+pub mod scope;
+
+pub use scope::{Scope, ScopeDenied};
