@@ -1,4 +1,5 @@
-//! `fsd-sdk`: a typed async client for the fsd HTTP API, and the `fsctl` command line.
+//! `fsd-sdk`: a typed async client for the fsd HTTP API. It builds on any OS: the code
+//! that holds store credentials and the `fsctl` command line are the `fsctl` package's.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), fsd_sdk::SdkError> {
@@ -14,7 +15,6 @@
 
 mod backup;
 mod client;
-pub mod control;
 mod error;
 mod exec;
 mod files;

@@ -12,8 +12,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fsd_sdk::control::aws_sdk_s3::presigning::PresigningConfig;
-use fsd_sdk::control::{BackupOptions, Backups};
+use fsctl::trusted::aws_sdk_s3::presigning::PresigningConfig;
+use fsctl::trusted::{BackupOptions, Backups};
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, noise, peak_rss_kib};
 use serde_json::json;

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
-use fsd_sdk::control::ObjectStore;
+use fsctl::trusted::BucketAccess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -65,8 +65,8 @@ impl Store {
     }
 
     /// Client settings for this store (or for a proxy in front of it at `endpoint`).
-    pub fn object_store(&self, endpoint: Option<&str>) -> ObjectStore {
-        ObjectStore::new(
+    pub fn object_store(&self, endpoint: Option<&str>) -> BucketAccess {
+        BucketAccess::new(
             endpoint.unwrap_or(&self.url),
             BUCKET,
             ACCESS_KEY,

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
+use fsctl::trusted::{BackupOptions, Backups};
 use fsd_sdk::ErrorCode;
-use fsd_sdk::control::{BackupOptions, Backups};
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, assert_error, require_mount_privilege, sha256_hex};
 use serde_json::json;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::sync::atomic::Ordering;
 
-use fsd_sdk::control::{BackupOptions, Backups};
+use fsctl::trusted::{BackupOptions, Backups};
 use fsd_tests::s3::{FaultProxy, Faults, Store};
 use fsd_tests::{Daemon, Options, require_mount_privilege, sha256_hex};
 use serde_json::json;

@@ -169,3 +169,59 @@ async fn raw_streams_and_ranges() {
     let mut stream = sandbox.download("again.bin").await.unwrap();
     assert!(stream.next().await.is_some());
 }
+
+/// The client builds anywhere: nothing Linux-only, no store and no credential code is in
+/// its dependency tree (those are `fsctl`'s and the daemon's).
+#[test]
+fn the_client_crate_depends_on_nothing_linux_only() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = std::process::Command::new(cargo)
+        .args([
+            "tree",
+            "-p",
+            "fsd-sdk",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+            "--locked",
+            "--offline",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo tree runs");
+    assert!(
+        output.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let crates: std::collections::BTreeSet<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(
+        crates.contains("fsd-sdk") && crates.contains("reqwest"),
+        "{tree}"
+    );
+    for forbidden in [
+        "fuser",
+        "nix",
+        "inotify",
+        "s3s",
+        "s3s-fs",
+        "aws-sdk-s3",
+        "fsd-mounts",
+        "fsd-backup",
+        "fsd-watch",
+        "fsd-s3",
+        "fsctl",
+    ] {
+        assert!(
+            !crates.contains(forbidden),
+            "fsd-sdk depends on {forbidden}:\n{tree}"
+        );
+    }
+}

@@ -7,7 +7,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
-use fsd_sdk::control::{EmbeddedStore, MountOptions, ObjectStore, mount_bucket};
+use fsctl::trusted::{BucketAccess, EmbeddedStore, MountOptions, mount_bucket};
 use fsd_sdk::{Sandbox, SdkError};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -96,7 +96,7 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         None
     } else {
         let sandbox = Sandbox::connect(&url, Some(&token))?;
-        let object_store = ObjectStore::new(&store_url, "fsd", &access_key, &secret_key);
+        let object_store = BucketAccess::new(&store_url, "fsd", &access_key, &secret_key);
         let options = MountOptions {
             prefix: args.mount_prefix.clone(),
             ..MountOptions::default()

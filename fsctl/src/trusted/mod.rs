@@ -19,7 +19,7 @@ pub use store::EmbeddedStore;
 
 /// An S3-compatible endpoint and the credentials for it.
 #[derive(Debug, Clone)]
-pub struct ObjectStore {
+pub struct BucketAccess {
     /// `http://127.0.0.1:9000`, `https://<account>.r2.cloudflarestorage.com`, …
     pub endpoint: String,
     pub bucket: String,
@@ -31,9 +31,9 @@ pub struct ObjectStore {
     pub presign_expiry: Duration,
 }
 
-impl ObjectStore {
-    pub fn new(endpoint: &str, bucket: &str, access_key: &str, secret_key: &str) -> ObjectStore {
-        ObjectStore {
+impl BucketAccess {
+    pub fn new(endpoint: &str, bucket: &str, access_key: &str, secret_key: &str) -> BucketAccess {
+        BucketAccess {
             endpoint: endpoint.trim_end_matches('/').to_string(),
             bucket: bucket.to_string(),
             access_key: access_key.to_string(),

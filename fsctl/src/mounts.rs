@@ -6,8 +6,8 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 
+use fsctl::trusted::{MountOptions, mount_bucket};
 use fsd_sdk::api::mounts::{BucketMountInfo, MountBucketRequest, MountCredentials};
-use fsd_sdk::control::{MountOptions, mount_bucket};
 use fsd_sdk::{Sandbox, SdkError};
 
 use crate::backup::StoreArgs;

@@ -15,8 +15,8 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::ObjectStore;
-use crate::{Sandbox, SdkError};
+use super::BucketAccess;
+use fsd_sdk::{Sandbox, SdkError};
 
 /// Where archives live in the sandbox.
 const ARCHIVE_DIR: &str = "/var/backups";
@@ -95,12 +95,12 @@ pub struct BackupOptions {
 
 /// Backups of one sandbox into one bucket.
 pub struct Backups {
-    store: ObjectStore,
+    store: BucketAccess,
     s3: aws_sdk_s3::Client,
 }
 
 impl Backups {
-    pub fn new(store: ObjectStore) -> Backups {
+    pub fn new(store: BucketAccess) -> Backups {
         let s3 = store.client();
         Backups { store, s3 }
     }

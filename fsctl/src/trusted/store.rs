@@ -12,13 +12,13 @@ use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use super::ObjectStore;
-use crate::SdkError;
+use super::BucketAccess;
+use fsd_sdk::SdkError;
 
 /// A running embedded store; stops when dropped.
 pub struct EmbeddedStore {
     pub address: SocketAddr,
-    pub store: ObjectStore,
+    pub store: BucketAccess,
     task: JoinHandle<()>,
 }
 
@@ -54,7 +54,7 @@ impl EmbeddedStore {
                 });
             }
         });
-        let store = ObjectStore::new(&format!("http://{address}"), bucket, access_key, secret_key);
+        let store = BucketAccess::new(&format!("http://{address}"), bucket, access_key, secret_key);
         Ok(EmbeddedStore {
             address,
             store,

@@ -8,8 +8,8 @@ use fsd_api::mounts::{BucketMountInfo, MountBucketRequest};
 use fsd_control::Scope;
 use fsd_s3::CredentialProxy;
 
-use super::ObjectStore;
-use crate::{Sandbox, SdkError};
+use super::BucketAccess;
+use fsd_sdk::{Sandbox, SdkError};
 
 /// Where a mount goes and what it may do.
 #[derive(Debug, Clone, Default)]
@@ -46,7 +46,7 @@ impl ProxiedMount {
 /// Starts a proxy scoped to `options` and mounts `store`'s bucket at `mount_path`.
 pub async fn mount_bucket(
     sandbox: &Sandbox,
-    store: &ObjectStore,
+    store: &BucketAccess,
     mount_path: &str,
     options: &MountOptions,
 ) -> Result<ProxiedMount, SdkError> {

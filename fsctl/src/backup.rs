@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
-use fsd_sdk::control::{BackupOptions, Backups, EmbeddedStore, ObjectStore, ProgressFn};
+use fsctl::trusted::{BackupOptions, Backups, BucketAccess, EmbeddedStore, ProgressFn};
 use fsd_sdk::{Sandbox, SdkError};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -30,8 +30,8 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-    pub(crate) fn store(&self) -> ObjectStore {
-        let mut store = ObjectStore::new(
+    pub(crate) fn store(&self) -> BucketAccess {
+        let mut store = BucketAccess::new(
             &self.s3_endpoint,
             &self.s3_bucket,
             &self.s3_access_key,

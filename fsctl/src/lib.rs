@@ -1,0 +1,6 @@
+//! The `fsctl` package: the command line (the `fsctl` binary) and, in [`trusted`], the
+//! one-machine trusted side it runs: the embedded S3-compatible store, backups through
+//! presigned URLs with their metadata and TTLs, and bucket mounts through a credential
+//! proxy. This is the code that holds object-store credentials; the daemon never does.
+
+pub mod trusted;
