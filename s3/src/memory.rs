@@ -80,6 +80,12 @@ impl MemoryStore {
         bucket.objects.insert(key.to_string(), stored);
     }
 
+    /// Removes an object directly (test setup: a store that dropped it, say an empty
+    /// directory marker); not counted.
+    pub fn remove(&self, key: &str) {
+        self.lock().objects.remove(key);
+    }
+
     fn lock(&self) -> MutexGuard<'_, Bucket> {
         self.bucket.lock().unwrap_or_else(|p| p.into_inner())
     }

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use fsd_s3::{ObjectClient, ObjectStore};
+use fsd_s3::ObjectStore;
 use fuser::Errno;
 use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
@@ -41,7 +41,7 @@ impl EagerUpload {
     pub fn start_part(
         &mut self,
         runtime: &tokio::runtime::Handle,
-        client: &ObjectClient,
+        client: &impl ObjectStore,
         spill: &Arc<Spill>,
         slots: &Arc<Semaphore>,
         part_size: u64,
@@ -92,7 +92,7 @@ impl EagerUpload {
     }
 
     /// Gives up: waits for what is in flight, then aborts the multipart upload.
-    pub async fn abandon(mut self, client: &ObjectClient) {
+    pub async fn abandon(mut self, client: &impl ObjectStore) {
         for part in self.parts.drain(..) {
             let _ = part.await;
         }

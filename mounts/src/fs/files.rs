@@ -26,19 +26,19 @@ pub(crate) const PARTS_IN_FLIGHT: usize = 8;
 const FILL_CHUNK: u64 = 16 << 20;
 
 /// What a file handle holds.
-struct OpenFile {
+struct OpenFile<S: ObjectStore> {
     ino: Ino,
     spill: Option<Arc<Spill>>,
-    reader: Arc<Reader>,
+    reader: Arc<Reader<S>>,
 }
 
 /// Where a read is served from.
-pub(crate) enum Content {
+pub(crate) enum Content<S: ObjectStore> {
     Local(Arc<Spill>),
-    Remote(Arc<Reader>),
+    Remote(Arc<Reader<S>>),
 }
 
-impl Inner {
+impl<S: ObjectStore> Inner<S> {
     fn key_of(&self, ino: Ino) -> Result<String, Errno> {
         let path = lock(&self.tree).path(ino).ok_or(Errno::ENOENT)?;
         Ok(file_key(&self.options.prefix, &path))
@@ -153,7 +153,7 @@ impl Inner {
         Ok((ino, attr, fh))
     }
 
-    fn file_handle(&self, fh: u64) -> Result<OpenFile, Errno> {
+    fn file_handle(&self, fh: u64) -> Result<OpenFile<S>, Errno> {
         match lock(&self.handles).get(&fh) {
             Some(Handle::File { ino, spill, reader }) => Ok(OpenFile {
                 ino: *ino,
@@ -165,7 +165,7 @@ impl Inner {
     }
 
     /// The bytes written here if the file has any, else the object's.
-    pub(crate) fn content(&self, fh: u64) -> Result<Content, Errno> {
+    pub(crate) fn content(&self, fh: u64) -> Result<Content<S>, Errno> {
         let open = self.file_handle(fh)?;
         Ok(match lock(&self.spills).get(&open.ino).cloned() {
             Some(spill) => Content::Local(spill),

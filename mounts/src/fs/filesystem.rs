@@ -4,6 +4,7 @@
 use std::ffi::OsStr;
 use std::sync::Arc;
 
+use fsd_s3::ObjectStore;
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenAccMode, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
@@ -24,7 +25,7 @@ fn dot_entries(
     [(ino, ".", attr), (ino, "..", attr)]
 }
 
-impl Filesystem for BucketFs {
+impl<S: ObjectStore> Filesystem for BucketFs<S> {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Ask for readdirplus (`ls -l` then needs no lookup per entry), for the kernel to
         // drop cached pages when a file's size or mtime changes, and for O_TRUNC to come
@@ -232,7 +233,7 @@ impl Filesystem for BucketFs {
     ) {
         match self.inner.content(fh.0) {
             Err(error) => reply.refuse("read", error),
-            Ok(Content::Local(spill)) => match Inner::read_spill(&spill, offset, size) {
+            Ok(Content::Local(spill)) => match Inner::<S>::read_spill(&spill, offset, size) {
                 Ok(bytes) => reply.data(&bytes),
                 Err(error) => reply.refuse("read", error),
             },
@@ -398,7 +399,7 @@ impl Filesystem for BucketFs {
 
 /// An entry as the answer; the kernel takes a reference to it, which `forget` gives back.
 fn answer_entry(
-    inner: &Inner,
+    inner: &Inner<impl ObjectStore>,
     result: Result<(u64, FileAttr), Errno>,
     reply: ReplyEntry,
     op: &'static str,
@@ -413,7 +414,12 @@ fn answer_entry(
 }
 
 /// The attributes of `ino`, fresh enough to trust, as the answer.
-async fn answer_attr(inner: &Inner, ino: INodeNo, reply: ReplyAttr, op: &'static str) {
+async fn answer_attr(
+    inner: &Inner<impl ObjectStore>,
+    ino: INodeNo,
+    reply: ReplyAttr,
+    op: &'static str,
+) {
     match inner.getattr(ino.0).await {
         Ok(attr) => reply.attr(&inner.ttl(), &attr),
         Err(error) => reply.refuse(op, error),
@@ -454,7 +460,7 @@ refuse_with_error!(
     ReplyEmpty
 );
 
-impl BucketFs {
+impl<S: ObjectStore> BucketFs<S> {
     /// An operation on `parent/name` that answers with nothing but success or an errno.
     fn name_op<F>(
         &self,
@@ -462,7 +468,7 @@ impl BucketFs {
         parent: INodeNo,
         name: &OsStr,
         reply: ReplyEmpty,
-        op: impl FnOnce(Arc<Inner>, u64, String) -> F + Send + 'static,
+        op: impl FnOnce(Arc<Inner<S>>, u64, String) -> F + Send + 'static,
     ) where
         F: Future<Output = Result<(), Errno>> + Send + 'static,
     {
@@ -476,7 +482,7 @@ impl BucketFs {
     }
 }
 
-impl Inner {
+impl<S: ObjectStore> Inner<S> {
     /// An entry reply is about to give the kernel a reference to `ino`.
     fn handed_out(&self, ino: u64) {
         lock(&self.tree).note_lookup(ino);

@@ -11,6 +11,9 @@ mod reader;
 mod spill;
 pub mod tree;
 
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -18,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use fsd_s3::{ClientError, ObjectClient};
+use fsd_s3::{ClientError, ObjectClient, ObjectStore};
 use fuser::{Errno, FileAttr, FileType, INodeNo};
 use tokio::runtime::Handle as Runtime;
 
@@ -47,21 +50,21 @@ pub(crate) struct DirEntry {
     attr: FileAttr,
 }
 
-pub(crate) enum Handle {
+pub(crate) enum Handle<S: ObjectStore> {
     Dir(Arc<Vec<DirEntry>>),
     File {
         ino: Ino,
         /// Set when opened for writing.
         spill: Option<Arc<Spill>>,
-        reader: Arc<Reader>,
+        reader: Arc<Reader<S>>,
     },
 }
 
-pub(crate) struct Inner {
-    client: ObjectClient,
+pub(crate) struct Inner<S: ObjectStore> {
+    client: S,
     options: FsOptions,
     tree: Mutex<Tree>,
-    handles: Mutex<HashMap<u64, Handle>>,
+    handles: Mutex<HashMap<u64, Handle<S>>>,
     /// Files with local content, by inode: every handle of the inode reads and writes it.
     spills: Mutex<HashMap<Ino, Arc<Spill>>>,
     next_handle: AtomicU64,
@@ -71,14 +74,21 @@ pub(crate) struct Inner {
     part_slots: Arc<tokio::sync::Semaphore>,
 }
 
-/// The filesystem handed to fuser.
-pub struct BucketFs {
-    inner: Arc<Inner>,
+/// The filesystem handed to fuser, over any [`ObjectStore`] (the HTTP client when mounted;
+/// the in-memory store in unit tests).
+pub struct BucketFs<S: ObjectStore = ObjectClient> {
+    inner: Arc<Inner<S>>,
     runtime: Runtime,
 }
 
-/// The errno a failed store call becomes.
+/// The errno a failed store call becomes. This is the FUSE boundary: what the store said
+/// (status, S3 code, message) is logged here, since the errno cannot carry it.
 pub(crate) fn errno(error: &ClientError) -> Errno {
+    if error.status() == Some(404) {
+        tracing::debug!(%error, "store call: not found");
+    } else {
+        tracing::warn!(%error, "store call failed");
+    }
     match error.status() {
         Some(404) => Errno::ENOENT,
         Some(403) => Errno::EACCES,
@@ -92,8 +102,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl BucketFs {
-    pub fn new(client: ObjectClient, options: FsOptions, runtime: Runtime) -> BucketFs {
+impl<S: ObjectStore> BucketFs<S> {
+    pub fn new(client: S, options: FsOptions, runtime: Runtime) -> BucketFs<S> {
         let tree = Tree::new(options.cache_ttl);
         BucketFs {
             inner: Arc::new(Inner {
@@ -111,7 +121,7 @@ impl BucketFs {
     }
 
     /// Runs `work` on the runtime; fuser's thread goes back to the kernel at once.
-    fn spawn<F>(&self, work: impl FnOnce(Arc<Inner>) -> F + Send + 'static)
+    fn spawn<F>(&self, work: impl FnOnce(Arc<Inner<S>>) -> F + Send + 'static)
     where
         F: Future<Output = ()> + Send + 'static,
     {
@@ -120,7 +130,7 @@ impl BucketFs {
     }
 }
 
-impl Inner {
+impl<S: ObjectStore> Inner<S> {
     fn ttl(&self) -> Duration {
         self.options.cache_ttl
     }
@@ -161,7 +171,7 @@ impl Inner {
         tree.get(ino).map(|node| self.attr(ino, node))
     }
 
-    fn add_handle(&self, handle: Handle) -> u64 {
+    fn add_handle(&self, handle: Handle<S>) -> u64 {
         let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
         lock(&self.handles).insert(fh, handle);
         fh

@@ -9,7 +9,7 @@ use crate::fs::keys::{self, dir_key, file_key};
 use crate::fs::tree::{Cached, Entry, Ino, Kind};
 use crate::fs::{DirEntry, Inner, lock, now};
 
-impl Inner {
+impl<S: ObjectStore> Inner<S> {
     fn path_of(&self, ino: Ino) -> Result<String, Errno> {
         lock(&self.tree).path(ino).ok_or(Errno::ENOENT)
     }

@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytes::Bytes;
-use fsd_s3::{ObjectClient, ObjectStore};
+use fsd_s3::ObjectStore;
 use fuser::Errno;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
@@ -77,8 +77,8 @@ impl Window {
     }
 }
 
-pub struct Reader {
-    client: ObjectClient,
+pub struct Reader<S: ObjectStore> {
+    client: S,
     key: String,
     size: u64,
     window: Mutex<Window>,
@@ -90,8 +90,8 @@ pub struct Reader {
     last_end: Mutex<u64>,
 }
 
-impl Reader {
-    pub fn new(client: ObjectClient, key: String, size: u64) -> Reader {
+impl<S: ObjectStore> Reader<S> {
+    pub fn new(client: S, key: String, size: u64) -> Reader<S> {
         Reader {
             client,
             key,
@@ -192,9 +192,9 @@ impl Reader {
 
     /// The stream's task: appends what arrives, waiting while the reader is far behind.
     async fn feed(&self, offset: u64, generation: u64) {
-        let result = self.client.get_response(&self.key, offset, self.size).await;
+        let result = self.client.get_stream(&self.key, offset, self.size).await;
         let mut body = match result {
-            Ok(response) => response.bytes_stream(),
+            Ok(stream) => stream,
             Err(error) => {
                 tracing::warn!(%error, "read stream");
                 return self.fail(generation);
