@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 pub enum ProbeMode {
     /// Ready when `GET http://localhost:<port><path>` answers with a status in range.
     Http,
-    /// Ready when a TCP connection to localhost:<port> succeeds.
+    /// Ready when a TCP connection to `localhost:<port>` succeeds.
     Tcp,
 }
 

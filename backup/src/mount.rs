@@ -273,12 +273,13 @@ fn unescape_mountinfo(field: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 4 <= bytes.len() {
-            if let Ok(value) = u8::from_str_radix(&field[i + 1..i + 4], 8) {
-                out.push(value);
-                i += 4;
-                continue;
-            }
+        if bytes[i] == b'\\'
+            && i + 4 <= bytes.len()
+            && let Ok(value) = u8::from_str_radix(&field[i + 1..i + 4], 8)
+        {
+            out.push(value);
+            i += 4;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

@@ -139,12 +139,12 @@ impl Restorer {
         };
         prepare(&restore).inspect_err(|_| teardown(&restore.base, driver, &mount::mounts()))?;
         let previous = active.remove(dir);
-        if let Some(previous) = &previous {
-            if let Err(error) = mount::unmount(dir, previous.driver) {
-                active.insert(dir.to_path_buf(), previous.clone());
-                teardown(&restore.base, driver, &mount::mounts());
-                return Err(error);
-            }
+        if let Some(previous) = &previous
+            && let Err(error) = mount::unmount(dir, previous.driver)
+        {
+            active.insert(dir.to_path_buf(), previous.clone());
+            teardown(&restore.base, driver, &mount::mounts());
+            return Err(error);
         }
         let mounted = mount::mount_overlay(
             &restore.lowers(),
@@ -243,10 +243,10 @@ fn teardown(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
             tracing::warn!(%error, "leftover mount");
         }
     }
-    if let Err(error) = fs::remove_dir_all(base) {
-        if error.kind() != std::io::ErrorKind::NotFound {
-            tracing::warn!(base = %base.display(), %error, "could not remove restore directory");
-        }
+    if let Err(error) = fs::remove_dir_all(base)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(base = %base.display(), %error, "could not remove restore directory");
     }
 }
 

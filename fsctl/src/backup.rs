@@ -173,12 +173,12 @@ fn progress_bar(as_json: bool) -> (Option<ProgressFn>, Option<ProgressBar>) {
     let shown = bar.clone();
     let phase = Arc::new(Mutex::new(String::new()));
     let progress: ProgressFn = Arc::new(move |name: &str, done: u64, total: u64| {
-        if let Ok(mut current) = phase.lock() {
-            if *current != name {
-                *current = name.to_string();
-                shown.set_message(name.to_string());
-                shown.reset();
-            }
+        if let Ok(mut current) = phase.lock()
+            && *current != name
+        {
+            *current = name.to_string();
+            shown.set_message(name.to_string());
+            shown.reset();
         }
         shown.set_length(total);
         shown.set_position(done);

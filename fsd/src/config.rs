@@ -315,3 +315,50 @@ mod tests {
         );
     }
 }
+
+/// What the daemon takes from its environment besides its flags, read once at start (not at
+/// request time): the reference's placement id and version, and the store credentials a
+/// bucket mount falls back to.
+#[derive(Debug, Default, Clone)]
+pub struct Environment {
+    pub placement_id: Option<String>,
+    pub sandbox_version: Option<String>,
+    credentials: Vec<(&'static str, String)>,
+}
+
+/// The variables a bucket mount may take its keys from.
+pub const CREDENTIAL_VARIABLES: [&str; 4] = [
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "R2_ACCESS_KEY_ID",
+    "R2_SECRET_ACCESS_KEY",
+];
+
+impl Environment {
+    fn read() -> Self {
+        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        Self {
+            placement_id: std::env::var("CLOUDFLARE_PLACEMENT_ID").ok(),
+            sandbox_version: set("SANDBOX_VERSION"),
+            credentials: CREDENTIAL_VARIABLES
+                .iter()
+                .filter_map(|&name| std::env::var(name).ok().map(|value| (name, value)))
+                .collect(),
+        }
+    }
+
+    /// One of [`CREDENTIAL_VARIABLES`], as it was at start.
+    pub fn credential(&self, name: &str) -> Option<String> {
+        self.credentials
+            .iter()
+            .find(|(known, _)| *known == name)
+            .map(|(_, value)| value.clone())
+    }
+}
+
+static ENVIRONMENT: std::sync::OnceLock<Environment> = std::sync::OnceLock::new();
+
+/// The environment as read at start (the first call reads it).
+pub fn environment() -> &'static Environment {
+    ENVIRONMENT.get_or_init(Environment::read)
+}

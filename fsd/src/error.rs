@@ -257,7 +257,7 @@ impl From<ExecError> for ApiError {
                     "cwd": cwd,
                 })),
             ExecError::SessionExists { id } => Self::new(ErrorCode::SessionAlreadyExists, message)
-                .with_context(json!({ "sessionId": id, "containerPlacementId": std::env::var("CLOUDFLARE_PLACEMENT_ID").ok() })),
+                .with_context(json!({ "sessionId": id, "containerPlacementId": crate::config::environment().placement_id })),
             ExecError::SessionNotFound { id } => {
                 Self::new(ErrorCode::SessionNotFound, message).with_context(json!({ "sessionId": id }))
             }

@@ -72,6 +72,8 @@ fn cors() -> CorsLayer {
 }
 
 pub async fn run(settings: Settings) -> std::io::Result<()> {
+    // Read once, now: requests never consult the process environment.
+    crate::config::environment();
     let policy = PathPolicy::new(
         settings.workspace.clone(),
         settings.confine,
@@ -124,10 +126,11 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
         }
     });
     // Restores made later must reach the sandbox's mount namespace (a slave of this one).
-    if isolation.name() != "none" && fsd_backup::mount::kernel_available() {
-        if let Err(error) = fsd_backup::mount::share_mounts() {
-            tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
-        }
+    if isolation.name() != "none"
+        && fsd_backup::mount::kernel_available()
+        && let Err(error) = fsd_backup::mount::share_mounts()
+    {
+        tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
     }
     let backups = Arc::new(BackupService::new(
         &settings.state_dir,

@@ -33,7 +33,7 @@ pub fn tree(pid: u32) -> Vec<u32> {
     out
 }
 
-/// The parent of `pid`, from /proc/<pid>/stat (the field after the parenthesized name).
+/// The parent of `pid`, from `/proc/<pid>/stat` (the field after the parenthesized name).
 pub fn parent(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let after_name = &stat[stat.rfind(')')? + 1..];
@@ -60,7 +60,7 @@ pub fn host_pid(ns_pid: u32, root: u32) -> Option<u32> {
 }
 
 /// The pid a process the daemon knows as `pid` has in its own (innermost) PID namespace:
-/// the last `NSpid` entry of /proc/<pid>/status.
+/// the last `NSpid` entry of `/proc/<pid>/status`.
 pub fn innermost_pid(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|line| line.starts_with("NSpid:"))?;

@@ -80,7 +80,7 @@ pub async fn create_session(
             command_timeout_ms: session.command_timeout.map(|t| t.as_millis() as u64),
             created_at: session.created_at.clone(),
         },
-        container_placement_id: std::env::var("CLOUDFLARE_PLACEMENT_ID").ok(),
+        container_placement_id: crate::config::environment().placement_id.clone(),
         timestamp: now_rfc3339(),
     }))
 }

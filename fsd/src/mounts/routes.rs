@@ -26,7 +26,7 @@ pub async fn mount(
 ) -> Result<Json<MountBucketResponse>, ApiError> {
     let op = Operation::BucketMount;
     let req: MountBucketRequest = parse(&body, op)?;
-    let plan = validate::plan(&req, |name| std::env::var(name).ok())?;
+    let plan = validate::plan(&req, |name| crate::config::environment().credential(name))?;
     let mount = state
         .mounts
         .mount(plan)

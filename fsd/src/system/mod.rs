@@ -33,9 +33,9 @@ async fn ping() -> Json<PingResponse> {
 
 /// `SANDBOX_VERSION` as the reference reports it, else fsd's own version.
 async fn version() -> Json<VersionResponse> {
-    let version = std::env::var("SANDBOX_VERSION")
-        .ok()
-        .filter(|v| !v.is_empty())
+    let version = crate::config::environment()
+        .sandbox_version
+        .clone()
         .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
     Json(VersionResponse {
         success: true,
