@@ -1,0 +1,27 @@
+//! Every black-box test in one binary: a change relinks one test executable, not one per
+//! file. Each module is one area (its own `//!` says which); `cargo test -p fsd-tests
+//! --test suite <module>::` runs one area.
+
+mod backup;
+mod backup_faults;
+mod backup_fuse;
+mod bucket_mount;
+mod confine;
+mod exec;
+mod files_errno;
+mod files_ops;
+mod files_raw;
+mod files_read_write;
+mod files_stream;
+mod fsctl;
+mod hostile;
+mod mount_proxy;
+mod port_watch;
+mod process;
+mod sdk;
+mod sdk_exec;
+mod sdk_watch;
+mod sync;
+mod system;
+mod watch;
+mod watch_overflow;
