@@ -8,7 +8,7 @@ use axum::response::{IntoResponse, Response};
 use fsd_api::{ErrorBody, ErrorCode, Operation, ValidationIssue};
 use serde_json::{Value, json};
 
-use crate::exec::ExecError;
+use crate::exec::{ExecError, RequestError};
 use crate::files::FileError;
 use crate::mounts::MountServiceError;
 use crate::process::ProcessError;
@@ -242,6 +242,33 @@ impl From<FileError> for ApiError {
                     "path": path,
                     "errno": source.raw_os_error(),
                 }))
+            }
+        }
+    }
+}
+
+impl From<RequestError> for ApiError {
+    fn from(err: RequestError) -> Self {
+        let message = err.to_string();
+        match err {
+            RequestError::EmptyCommand | RequestError::NulInCommand => {
+                let reason = message.trim_start_matches("command: ").to_string();
+                Self::validation("command", reason, "INVALID_COMMAND")
+            }
+            // The reference's code for this case (its clients map it to InvalidCommandError).
+            RequestError::EmptyProcessCommand => Self::new(ErrorCode::InvalidCommand, message)
+                .with_context(json!({"validationErrors": [{
+                    "field": "command", "message": "must not be empty", "code": "INVALID_COMMAND"
+                }]})),
+            RequestError::EnvName(_) | RequestError::EnvNul(_) => {
+                Self::validation("env", message, "INVALID_ENV")
+            }
+            RequestError::Cwd => Self::validation("cwd", message, "INVALID_PATH"),
+            RequestError::SessionId { field } => {
+                Self::validation(field, message, "INVALID_SESSION")
+            }
+            RequestError::SessionToDelete => {
+                Self::validation("sessionId", message, "INVALID_SESSION")
             }
         }
     }

@@ -1,13 +1,15 @@
 //! Sessions and command execution: persistent bash sessions that keep cwd, env, functions
 //! and aliases; foreground commands serialized per session; sessionless one-shot commands.
 //!
-//! `routes` parses and answers; `sessions` owns the table; `session` runs commands and the
+//! `routes` parses and answers; `request` checks what a command request says, for this
+//! module's routes and the process routes alike; `sessions` owns the table; `session` runs commands and the
 //! timeout policy; `shell` is one bash and its control FIFO; `script` is the bash text;
 //! `world` is the one PID namespace all commands share, and `supervisor` the subreapers
 //! (run as `fsd supervise`) that keep every command's tree findable.
 
 mod error;
 pub mod proctree;
+mod request;
 mod routes;
 mod script;
 mod session;
@@ -20,7 +22,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use error::ExecError;
-pub use routes::{DEFAULT_SESSION, command_spec};
+pub use request::{CommandRequest, DEFAULT_SESSION, RequestError};
 pub use session::{CommandSpec, Session, Started};
 pub use sessions::{ExecConfig, SessionManager, base_env};
 pub use shell::Report;

@@ -1,6 +1,5 @@
 //! `/api/session/*` and `/api/execute`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use axum::Json;
@@ -17,7 +16,9 @@ use fsd_api::exec::{
 use futures_util::{StreamExt, stream};
 
 use super::error::ExecError;
-use super::script::valid_env_name;
+use super::request::{
+    CommandRequest, DEFAULT_SESSION, RequestError, checked_env, checked_session_id, existing_dir,
+};
 use super::session::CommandSpec;
 use super::sessions::SessionOptions;
 use crate::error::ApiError;
@@ -26,9 +27,6 @@ use crate::state::AppState;
 use crate::wire::json::parse;
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
-
-/// The session a request without one runs in.
-pub const DEFAULT_SESSION: &str = "default";
 
 pub async fn create_session(
     State(state): State<AppState>,
@@ -45,7 +43,7 @@ pub async fn create_session(
     };
     let id = match req.id {
         Some(id) => {
-            validate_session_id(&id)?;
+            checked_session_id(&id, "id")?;
             id
         }
         None => generated_id(),
@@ -55,7 +53,7 @@ pub async fn create_session(
         None => Vec::new(),
     };
     let cwd = match req.cwd {
-        Some(cwd) => Some(existing_dir(&state, &cwd, None)?),
+        Some(cwd) => Some(existing_dir(&state.sessions, &cwd, None)?),
         None => None,
     };
     let options = SessionOptions {
@@ -97,13 +95,7 @@ pub async fn delete_session(
     State(state): State<AppState>,
     crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<DeleteSessionRequest>,
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
-    validate_session_id(&req.session_id).map_err(|_| {
-        ApiError::validation(
-            "sessionId",
-            "must be a non-empty session id",
-            "INVALID_SESSION",
-        )
-    })?;
+    checked_session_id(&req.session_id, "sessionId").map_err(|_| RequestError::SessionToDelete)?;
     state.sessions.delete(&req.session_id).await?;
     Ok(Json(DeleteSessionResponse {
         success: true,
@@ -221,7 +213,9 @@ async fn prepare(
 ) -> Result<(ExecuteRequest, String, CommandSpec), ApiError> {
     let req: ExecuteRequest = parse(body)?;
     let session_id = session_from(state, req.session_id.as_deref(), headers, uri)?;
-    let spec = command_spec(state, &req, &session_id).await?;
+    let spec = CommandRequest::from(&req)
+        .spec(&state.sessions, &session_id)
+        .await?;
     Ok((req, session_id, spec))
 }
 
@@ -237,109 +231,6 @@ fn text_and_exact(bytes: Vec<u8>) -> (String, Option<String>) {
             )
         }
     }
-}
-
-/// Validates a command request and resolves its cwd against the session's directory.
-pub async fn command_spec(
-    state: &AppState,
-    req: &ExecuteRequest,
-    session_id: &str,
-) -> Result<CommandSpec, ApiError> {
-    if req.command.trim().is_empty() {
-        return Err(ApiError::validation(
-            "command",
-            "must not be empty",
-            "INVALID_COMMAND",
-        ));
-    }
-    if req.command.contains('\0') {
-        return Err(ApiError::validation(
-            "command",
-            "must not contain NUL bytes",
-            "INVALID_COMMAND",
-        ));
-    }
-    let env = match &req.env {
-        Some(env) => checked_env(env.clone().into_iter())?,
-        None => Vec::new(),
-    };
-    let cwd = match &req.cwd {
-        Some(cwd) => {
-            let base = if session_id == DISABLE_SESSION_TOKEN {
-                None
-            } else {
-                state.sessions.cwd_of(session_id).await
-            };
-            Some(existing_dir(state, cwd, base)?)
-        }
-        None => None,
-    };
-    Ok(CommandSpec {
-        command: req.command.clone(),
-        cwd,
-        env,
-    })
-}
-
-/// Named variables with valid names; `null` values skipped.
-fn checked_env(
-    env: impl Iterator<Item = (String, Option<String>)>,
-) -> Result<Vec<(String, String)>, ApiError> {
-    let mut out = Vec::new();
-    for (name, value) in env {
-        if !valid_env_name(&name) {
-            return Err(ApiError::validation(
-                "env",
-                format!("invalid variable name {name:?}: must match ^[A-Za-z_][A-Za-z0-9_]*$"),
-                "INVALID_ENV",
-            ));
-        }
-        if let Some(value) = value {
-            if value.contains('\0') {
-                return Err(ApiError::validation(
-                    "env",
-                    format!("value of {name} contains a NUL byte"),
-                    "INVALID_ENV",
-                ));
-            }
-            out.push((name, value));
-        }
-    }
-    Ok(out)
-}
-
-/// `cwd` must be an existing directory; relative ones resolve against `base` (the session's
-/// directory) or the workspace.
-fn existing_dir(state: &AppState, cwd: &str, base: Option<PathBuf>) -> Result<PathBuf, ApiError> {
-    if cwd.trim().is_empty() || cwd.contains('\0') {
-        return Err(ApiError::validation(
-            "cwd",
-            "must be a non-empty path without NUL",
-            "INVALID_PATH",
-        ));
-    }
-    let path = base
-        .unwrap_or_else(|| state.sessions.config().workspace.clone())
-        .join(cwd);
-    if path.is_dir() {
-        Ok(path)
-    } else {
-        Err(ExecError::CwdNotFound {
-            cwd: cwd.to_string(),
-        }
-        .into())
-    }
-}
-
-fn validate_session_id(id: &str) -> Result<(), ApiError> {
-    if id.trim().is_empty() || id.contains('\0') || id.len() > 256 {
-        return Err(ApiError::validation(
-            "id",
-            "must be 1 to 256 bytes, not blank, without NUL",
-            "INVALID_SESSION",
-        ));
-    }
-    Ok(())
 }
 
 fn generated_id() -> String {
@@ -390,13 +281,7 @@ pub fn session_from(
         .or(from_bearer);
     match chosen {
         Some(id) => {
-            validate_session_id(&id).map_err(|_| {
-                ApiError::validation(
-                    "sessionId",
-                    "must be 1 to 256 bytes, not blank, without NUL",
-                    "INVALID_SESSION",
-                )
-            })?;
+            checked_session_id(&id, "sessionId")?;
             Ok(id)
         }
         None => Ok(DEFAULT_SESSION.to_string()),

@@ -3,7 +3,6 @@
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
-use fsd_api::exec::ExecuteRequest;
 use fsd_api::process::{
     GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
     ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
@@ -14,7 +13,7 @@ use serde::Deserialize;
 use super::service::OUTPUT_CAP_BYTES;
 use super::{Live, Stream};
 use crate::error::ApiError;
-use crate::exec::command_spec;
+use crate::exec::CommandRequest;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -24,24 +23,13 @@ pub async fn start(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<StartProcessRequest>,
 ) -> Result<Json<StartProcessResponse>, ApiError> {
-    if req.command.trim().is_empty() {
-        // The reference's code for this case (its clients map it to InvalidCommandError).
-        return Err(ApiError::new(fsd_api::ErrorCode::InvalidCommand, "command: must not be empty").with_context(
-            serde_json::json!({"validationErrors": [{"field": "command", "message": "must not be empty", "code": "INVALID_COMMAND"}]}),
-        ));
-    }
     let session_id = req
         .session_id
         .clone()
         .unwrap_or_else(|| crate::exec::DEFAULT_SESSION.to_string());
-    let exec = ExecuteRequest {
-        command: req.command.clone(),
-        session_id: Some(session_id.clone()),
-        env: req.env.clone(),
-        cwd: req.cwd.clone(),
-        ..ExecuteRequest::default()
-    };
-    let spec = command_spec(&state, &exec, &session_id).await?;
+    let spec = CommandRequest::for_process(&req)?
+        .spec(&state.sessions, &session_id)
+        .await?;
     let process = state
         .processes
         .start(&session_id, &spec, req.process_id)
