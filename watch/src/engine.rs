@@ -3,9 +3,8 @@
 //! the watch set in step with the tree (new directories added and scanned, renamed ones
 //! re-pathed, removed ones dropped).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::os::fd::AsFd;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -86,7 +85,6 @@ impl Watcher {
         let mut tree = Tree {
             watches: inotify.watches(),
             dirs: HashMap::new(),
-            inodes: HashMap::new(),
             root: root.clone(),
             filter,
             recursive,
@@ -176,9 +174,6 @@ enum AddError {
 struct Tree {
     watches: Watches,
     dirs: HashMap<WatchDescriptor, PathBuf>,
-    /// Device and inode of each watched directory when its watch was added: tells a
-    /// directory a scan has already seen at a name from one a rename puts there.
-    inodes: HashMap<WatchDescriptor, (u64, u64)>,
     root: PathBuf,
     filter: Filter,
     recursive: bool,
@@ -225,9 +220,6 @@ impl Tree {
     fn add(&mut self, dir: &Path, report: bool) -> Result<(), AddError> {
         match self.watches.add(dir, DIR_MASK) {
             Ok(wd) => {
-                if let Ok(meta) = std::fs::metadata(dir) {
-                    self.inodes.insert(wd.clone(), (meta.dev(), meta.ino()));
-                }
                 if self.dirs.insert(wd, dir.to_path_buf()).is_none() {
                     self.watched.fetch_add(1, Ordering::Relaxed);
                 }
@@ -301,7 +293,6 @@ impl Tree {
             return;
         }
         if mask.contains(EventMask::IGNORED) {
-            self.inodes.remove(&wd);
             if self.dirs.remove(&wd).is_some() {
                 self.watched.fetch_sub(1, Ordering::Relaxed);
             }
@@ -388,15 +379,31 @@ impl Tree {
     }
 
     /// Whether the directory now at `to` is the one a watch was added for at `to` (found by
-    /// a scan), as opposed to one a rename just put there over another.
-    fn scanned_at(&self, to: &Path) -> bool {
-        let Ok(meta) = std::fs::metadata(to) else {
+    /// a scan), as opposed to one a rename just put there over another. The kernel keeps
+    /// one watch per inode and ends it when the directory goes, so the watch it gives for
+    /// `to` now is the registered one only if the directory there is the same one; an inode
+    /// number reused after a delete gets a new watch.
+    fn scanned_at(&mut self, to: &Path) -> bool {
+        let Some(registered) = self
+            .dirs
+            .iter()
+            .find(|(_, path)| *path == to)
+            .map(|(wd, _)| wd.clone())
+        else {
             return false;
         };
-        let now = (meta.dev(), meta.ino());
-        self.dirs
-            .iter()
-            .any(|(wd, path)| path == to && self.inodes.get(wd) == Some(&now))
+        match self.watches.add(to, DIR_MASK) {
+            Ok(now) if now == registered => true,
+            Ok(now) => {
+                // A watch made just now for what the rename put there is dropped again:
+                // the rename's own handling watches it (and reports what it holds).
+                if !self.dirs.contains_key(&now) {
+                    let _ = self.watches.remove(now);
+                }
+                false
+            }
+            Err(_) => false,
+        }
     }
 
     /// Watches what under a renamed directory is not watched yet: a directory that was
@@ -404,15 +411,15 @@ impl Tree {
     /// could see what it held. Such a directory below the renamed one is reported as created,
     /// and what it holds too, as for any directory that appeared.
     fn watch_unwatched(&mut self, renamed: &Path) {
-        let watched: HashSet<PathBuf> = self
-            .dirs
-            .values()
-            .filter(|path| path.starts_with(renamed))
-            .cloned()
-            .collect();
         let mut pending = vec![renamed.to_path_buf()];
         while let Some(dir) = pending.pop() {
-            if !watched.contains(&dir) {
+            // The kernel says whether this directory is watched (one watch per inode):
+            // paths recorded here can be stale while events are queued.
+            let known = match self.watches.add(&dir, DIR_MASK) {
+                Ok(wd) => self.dirs.contains_key(&wd),
+                Err(_) => continue,
+            };
+            if !known {
                 if dir != renamed {
                     self.report(EventKind::Create, dir.clone(), true);
                 }
@@ -447,7 +454,6 @@ impl Tree {
                 .collect();
             for wd in gone {
                 let _ = self.watches.remove(wd.clone());
-                self.inodes.remove(&wd);
                 if self.dirs.remove(&wd).is_some() {
                     self.watched.fetch_sub(1, Ordering::Relaxed);
                 }
@@ -467,7 +473,6 @@ mod tests {
         let mut tree = Tree {
             watches: inotify.watches(),
             dirs: HashMap::new(),
-            inodes: HashMap::new(),
             root: root.to_path_buf(),
             filter: Filter::new(&[], &[]).unwrap(),
             recursive: true,

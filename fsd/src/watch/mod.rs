@@ -4,6 +4,7 @@
 //! that makes the old tree the new one; `routes` validates and answers.
 
 mod changes;
+mod error;
 mod journal;
 mod persist;
 mod routes;
@@ -12,6 +13,7 @@ mod service;
 use axum::Router;
 use axum::routing::post;
 
+pub use error::WatchRequestError;
 pub use service::WatchService;
 
 use crate::state::AppState;

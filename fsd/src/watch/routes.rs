@@ -8,7 +8,6 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use fsd_api::ErrorCode;
 use fsd_api::watch::{
     CheckChangesRequest, CheckChangesResponse, PathChange, WatchEvent, WatchRequest,
 };
@@ -17,6 +16,7 @@ use futures_util::{StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::changes::{Change, Listed};
+use super::error::WatchRequestError;
 use super::service::{Root, WatchKey};
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -165,11 +165,7 @@ pub async fn check(
             None,
         ),
         Some((_, cursor)) if cursor > current => {
-            return Err(ApiError::validation(
-                "since",
-                "since refers to a newer version than this watch has",
-                "INVALID_VERSION",
-            ));
+            return Err(WatchRequestError::FutureToken.into());
         }
         Some((_, cursor)) if cursor == current => {
             answer("unchanged", None, want_paths.then(Vec::new))
@@ -210,13 +206,7 @@ fn path_change(
 
 /// `watch-<n>-<ms>:<cursor>`, split at the last colon.
 fn parse_token(token: &str) -> Result<(String, u64), ApiError> {
-    let invalid = || {
-        ApiError::validation(
-            "since",
-            "since must be a version returned by checkChanges()",
-            "INVALID_VERSION",
-        )
-    };
+    let invalid = || ApiError::from(WatchRequestError::Token);
     if token.trim().is_empty() || token.contains('\0') {
         return Err(invalid());
     }
@@ -235,20 +225,12 @@ fn checked(
 ) -> Result<(WatchKey, Filter, HashSet<String>), ApiError> {
     let raw = req.path.trim();
     if raw.is_empty() || raw.contains('\0') {
-        return Err(ApiError::validation(
-            "path",
-            "must be a non-empty path without NUL",
-            "INVALID_PATH",
-        ));
+        return Err(WatchRequestError::Path.into());
     }
     let include = req.include.clone().unwrap_or_default();
     let exclude = req.exclude.clone().unwrap_or_default();
     if !include.is_empty() && !exclude.is_empty() {
-        return Err(ApiError::validation(
-            "include",
-            "give include or exclude, not both",
-            "INVALID_PATTERN",
-        ));
+        return Err(WatchRequestError::IncludeAndExclude.into());
     }
     let filter = Filter::new(&include, &exclude).map_err(|err| {
         let field = if include.is_empty() {
@@ -256,17 +238,16 @@ fn checked(
         } else {
             "include"
         };
-        ApiError::validation(field, err.to_string(), "INVALID_PATTERN")
+        WatchRequestError::Pattern {
+            field,
+            reason: err.to_string(),
+        }
     })?;
     let wanted: HashSet<String> = match &req.events {
         Some(types) => {
             for kind in types {
                 if !EVENT_TYPES.contains(&kind.as_str()) {
-                    return Err(ApiError::validation(
-                        "events",
-                        format!("unknown event type {kind:?}"),
-                        "INVALID_EVENT",
-                    ));
+                    return Err(WatchRequestError::EventType(kind.clone()).into());
                 }
             }
             types.iter().cloned().collect()
@@ -299,23 +280,17 @@ fn resolve_inside(workspace: &Path, raw: &str) -> Result<PathBuf, ApiError> {
             .collect::<PathBuf>()
             .starts_with(workspace);
         return Err(if outside {
-            ApiError::new(
-                ErrorCode::PermissionDenied,
-                "path must be inside the workspace",
-            )
+            WatchRequestError::Outside { found: None }
         } else {
-            ApiError::new(
-                ErrorCode::FileNotFound,
-                format!("Path does not exist: {raw}"),
-            )
-        });
+            WatchRequestError::Missing(raw.to_string())
+        }
+        .into());
     };
     if !real.starts_with(workspace) {
-        return Err(ApiError::new(
-            ErrorCode::PermissionDenied,
-            "path must be inside the workspace",
-        )
-        .with_context(serde_json::json!({ "path": raw, "workspace": workspace })));
+        return Err(WatchRequestError::Outside {
+            found: Some((raw.to_string(), workspace.to_path_buf())),
+        }
+        .into());
     }
     Ok(real)
 }
@@ -330,22 +305,8 @@ async fn root_for(
     let watches = state.watches.clone();
     tokio::task::spawn_blocking(move || watches.get_or_start(&key, filter))
         .await
-        .map_err(|err| ApiError::new(ErrorCode::WatchStartError, err.to_string()))?
-        .map_err(start_error)
-}
-
-fn start_error(err: fsd_watch::WatchError) -> ApiError {
-    match err {
-        fsd_watch::WatchError::NotFound(path) => ApiError::new(
-            ErrorCode::FileNotFound,
-            format!("Path does not exist: {}", path.display()),
-        ),
-        fsd_watch::WatchError::NotDirectory(path) => ApiError::new(
-            ErrorCode::NotDirectory,
-            format!("Path is not a directory: {}", path.display()),
-        ),
-        other => ApiError::new(ErrorCode::WatchStartError, other.to_string()),
-    }
+        .map_err(|err| WatchRequestError::Start(err.to_string()))?
+        .map_err(ApiError::from)
 }
 
 #[cfg(test)]
