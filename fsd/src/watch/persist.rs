@@ -247,14 +247,17 @@ pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
     };
     for entry in appeared {
         // A rename keeps the inode, size and mtime; a reused inode (a file deleted, another
-        // created) has new ones.
-        let same = gone
-            .get(&(entry.inode, entry.is_dir))
-            .is_some_and(|previous| {
-                previous.size == entry.size && previous.mtime_ns == entry.mtime_ns
-            });
-        match same
-            .then(|| gone.remove(&(entry.inode, entry.is_dir)))
+        // created) has new ones. An entry with the inode of one that went, at the very path
+        // a renamed directory carried that one to, is that one, changed inside the directory.
+        let key = (entry.inode, entry.is_dir);
+        let previous = gone.get(&key).copied();
+        let unchanged = previous.is_some_and(|previous| {
+            previous.size == entry.size && previous.mtime_ns == entry.mtime_ns
+        });
+        let carried_here =
+            previous.is_some_and(|previous| carried(&previous.path, &moved_dirs) == entry.path);
+        match (unchanged || carried_here)
+            .then(|| gone.remove(&key))
             .flatten()
         {
             Some(previous) => {
@@ -269,6 +272,9 @@ pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
                     if entry.is_dir {
                         moved_dirs.push((from, entry.path.clone()));
                     }
+                }
+                if !unchanged && !entry.is_dir {
+                    events.push(event(EventKind::Modify, &entry.path, None, false));
                 }
             }
             None => events.push(event(EventKind::Create, &entry.path, None, entry.is_dir)),
@@ -340,6 +346,44 @@ mod tests {
             mtime_ns: 1,
             inode,
         }
+    }
+
+    /// Found by the randomized mirror test: a file appended to, in a directory renamed,
+    /// while the daemon was down, came out as created and then deleted.
+    #[test]
+    fn a_file_changed_inside_a_renamed_directory_is_modified_there() {
+        let dir = |path: &str, inode: u64, size: u64| IndexEntry {
+            is_dir: true,
+            ..entry(path, inode, size)
+        };
+        let before = vec![
+            dir("/w/d", 1, 1),
+            dir("/w/d/h", 2, 1),
+            entry("/w/d/h/b", 3, 1),
+        ];
+        // `d` renamed to `e` and given a new child (its size moved, so it is not matched as a
+        // rename: a directory made anew and the old one gone), `h` carried along, `b`
+        // appended to.
+        let after = vec![
+            dir("/w/e", 1, 2),
+            dir("/w/e/h", 2, 1),
+            entry("/w/e/h/b", 3, 7),
+            dir("/w/e/n", 4, 2),
+        ];
+        let summary: Vec<(EventKind, String)> = diff(&before, &after)
+            .iter()
+            .map(|e| (e.kind, e.path.display().to_string()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (EventKind::Create, "/w/e".to_string()),
+                (EventKind::Rename, "/w/e/h".into()),
+                (EventKind::Modify, "/w/e/h/b".into()),
+                (EventKind::Create, "/w/e/n".into()),
+                (EventKind::Delete, "/w/d".into()),
+            ]
+        );
     }
 
     #[test]
