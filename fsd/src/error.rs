@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::exec::{ExecError, RequestError};
 use crate::files::FileError;
 use crate::mounts::MountServiceError;
+use crate::ports::PortWatchRequestError;
 use crate::process::ProcessError;
 use crate::watch::WatchRequestError;
 use crate::wire::time::now_rfc3339;
@@ -169,6 +170,10 @@ impl From<FileError> for ApiError {
                 Self::validation(field, reason, "INVALID_PATH")
             }
             FileError::InvalidBase64 => Self::validation("content", message, "INVALID_BASE64"),
+            FileError::InvalidQuery(_) => Self::validation("query", message, "INVALID_QUERY"),
+            FileError::IncompleteBody { .. } => {
+                Self::validation("body", message, "INCOMPLETE_BODY")
+            }
             FileError::InvalidMove { field, .. } => {
                 Self::validation(field, message, "INVALID_PATH")
             }
@@ -243,6 +248,19 @@ impl From<FileError> for ApiError {
                     "path": path,
                     "errno": source.raw_os_error(),
                 }))
+            }
+        }
+    }
+}
+
+impl From<PortWatchRequestError> for ApiError {
+    fn from(err: PortWatchRequestError) -> Self {
+        let message = err.to_string();
+        match err {
+            PortWatchRequestError::Port => Self::validation("port", message, "INVALID_PORT"),
+            PortWatchRequestError::Path => Self::validation("path", message, "INVALID_PATH"),
+            PortWatchRequestError::StatusRange => {
+                Self::validation("statusMin", message, "INVALID_RANGE")
             }
         }
     }

@@ -38,6 +38,12 @@ pub enum FileError {
     NoReader { path: String },
     #[error("content is not valid base64")]
     InvalidBase64,
+    /// The raw routes' query string does not parse.
+    #[error("{0}")]
+    InvalidQuery(String),
+    /// A raw upload's body ended before the client finished sending it.
+    #[error("the upload was interrupted after {written} bytes: {reason}")]
+    IncompleteBody { written: u64, reason: String },
     #[error("{reason}")]
     InvalidMove { field: &'static str, reason: String },
     #[error("{op} {path}: {source}")]

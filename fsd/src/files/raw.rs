@@ -46,14 +46,11 @@ struct RawQuery {
 
 fn path_param(uri: &Uri) -> Result<String, ApiError> {
     let query = axum::extract::Query::<RawQuery>::try_from_uri(uri)
-        .map_err(|err| ApiError::validation("query", err.body_text(), "INVALID_QUERY"))?;
-    query.0.path.ok_or_else(|| {
-        ApiError::validation(
-            "path",
-            "the `path` query parameter is required",
-            "INVALID_PATH",
-        )
-    })
+        .map_err(|err| FileError::InvalidQuery(err.body_text()))?;
+    Ok(query.0.path.ok_or_else(|| FileError::InvalidPath {
+        field: "path",
+        reason: "the `path` query parameter is required".into(),
+    })?)
 }
 
 pub async fn download(
@@ -162,11 +159,10 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     let (destination, written) = writer.await.op(Operation::FileWrite)?;
     if let Some(err) = body_error {
         // The upload was cut off: the temp file is dropped, the old file stays.
-        return Err(ApiError::validation(
-            "body",
-            format!("the upload was interrupted after {written} bytes: {err}"),
-            "INCOMPLETE_BODY",
-        )
+        return Err(ApiError::from(FileError::IncompleteBody {
+            written,
+            reason: err.to_string(),
+        })
         .with_operation(Operation::FileWrite));
     }
     let committed = raw.clone();

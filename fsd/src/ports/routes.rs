@@ -7,6 +7,7 @@ use axum::response::Response;
 use fsd_api::ports::{PortWatchEvent, PortWatchRequest, ProbeMode};
 use futures_util::{StreamExt, stream};
 
+use super::PortWatchRequestError;
 use super::probe;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -20,24 +21,14 @@ pub async fn watch(
     let port = u16::try_from(req.port)
         .ok()
         .filter(|p| *p > 0)
-        .ok_or_else(|| {
-            ApiError::validation("port", "must be between 1 and 65535", "INVALID_PORT")
-        })?;
+        .ok_or_else(|| ApiError::from(PortWatchRequestError::Port))?;
     let path = req.path.clone().unwrap_or_else(|| "/".into());
     if !path.starts_with('/') || path.chars().any(|c| c.is_control() || c == ' ') {
-        return Err(ApiError::validation(
-            "path",
-            "must start with / and contain no spaces or control characters",
-            "INVALID_PATH",
-        ));
+        return Err(PortWatchRequestError::Path.into());
     }
     let (min, max) = (req.status_min.unwrap_or(200), req.status_max.unwrap_or(399));
     if min > max {
-        return Err(ApiError::validation(
-            "statusMin",
-            "must not be above statusMax",
-            "INVALID_RANGE",
-        ));
+        return Err(PortWatchRequestError::StatusRange.into());
     }
     let process = match &req.process_id {
         Some(id) => Some(state.processes.get(id)?),
