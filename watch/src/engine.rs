@@ -496,6 +496,16 @@ mod tests {
         (tree, receiver, inotify)
     }
 
+    /// The events sent so far, as `Kind relative/path`.
+    fn drained(events: &mut mpsc::UnboundedReceiver<Event>, root: &Path) -> Vec<String> {
+        let mut seen = Vec::new();
+        while let Ok(event) = events.try_recv() {
+            let path = event.path.strip_prefix(root).unwrap().display().to_string();
+            seen.push(format!("{:?} {path}", event.kind));
+        }
+        seen
+    }
+
     fn wd_of(tree: &Tree, path: &Path) -> WatchDescriptor {
         tree.dirs
             .iter()
@@ -535,16 +545,7 @@ mod tests {
             Some("f g".into()),
         );
         tree.handle(mask(EventMask::MOVED_TO), Some(b), 7, Some("e.rs".into()));
-        let mut seen = Vec::new();
-        while let Ok(event) = events.try_recv() {
-            let path = event
-                .path
-                .strip_prefix(&root)
-                .unwrap()
-                .display()
-                .to_string();
-            seen.push(format!("{:?} {path}", event.kind));
-        }
+        let seen = drained(&mut events, &root);
         assert_eq!(
             seen,
             [
@@ -586,16 +587,7 @@ mod tests {
             9,
             Some(".h".into()),
         );
-        let mut seen = Vec::new();
-        while let Ok(event) = events.try_recv() {
-            let path = event
-                .path
-                .strip_prefix(&root)
-                .unwrap()
-                .display()
-                .to_string();
-            seen.push(format!("{:?} {path}", event.kind));
-        }
+        let seen = drained(&mut events, &root);
         assert_eq!(seen, ["Rename .h", "Create .h/q"]);
     }
 }

@@ -24,7 +24,7 @@ use nix::sys::stat::{Mode, SFlag, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
 use super::scratch_log::ScratchLog;
-use super::special::{self, Patience, Patient, Special};
+use super::special::{self, Patient, Special};
 
 /// Mode of files that did not exist before.
 const NEW_FILE_MODE: u32 = 0o644;
@@ -80,10 +80,7 @@ impl Destination {
                         AtomicWriteError::Io(err)
                     }
                 })?;
-                Ok(Self::Into(Patient::new(
-                    file,
-                    Patience::Bounded(special::STALL_TIMEOUT),
-                )))
+                Ok(Self::Into(Patient::bounded(file)))
             }
             Some(kind) => Err(AtomicWriteError::Special(kind)),
             None => AtomicFile::create(&target, log).map(Self::Replace),

@@ -18,7 +18,7 @@ use super::listing::{self, ListOptions};
 use super::mime;
 use super::paths::{Follow, PathPolicy};
 use super::scratch_log::ScratchLog;
-use super::special::{self, Patience, Patient, Special};
+use super::special::{self, Patient, Special};
 
 /// A file read whole, encoded for JSON.
 #[derive(Debug)]
@@ -86,7 +86,7 @@ impl FileService {
             }
             let capacity = if unknown { 0 } else { meta.len() };
             let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-            Patient::new(file, Patience::Bounded(special::STALL_TIMEOUT))
+            Patient::bounded(file)
                 .take(MAX_ENCODED_READ_BYTES + 1)
                 .read_to_end(&mut bytes)
                 .map_err(FileError::io("read", &path))?;
@@ -163,10 +163,7 @@ impl FileService {
         blocking(move || {
             let (file, meta) = open_readable(&path, &raw)?;
             Ok(if special::size_unknown(&file, &meta) {
-                Download::Stream(Patient::new(
-                    file,
-                    Patience::Bounded(special::STALL_TIMEOUT),
-                ))
+                Download::Stream(Patient::bounded(file))
             } else {
                 Download::Sized { file, path }
             })

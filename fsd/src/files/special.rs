@@ -122,6 +122,11 @@ impl Patient {
         Self { file, patience }
     }
 
+    /// Waits at most [`STALL_TIMEOUT`] without progress: for requests that answer whole.
+    pub fn bounded(file: File) -> Self {
+        Self::new(file, Patience::Bounded(STALL_TIMEOUT))
+    }
+
     fn wait(&self, events: PollFlags) -> io::Result<()> {
         match &self.patience {
             Patience::Bounded(limit) => {
