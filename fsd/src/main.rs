@@ -35,6 +35,7 @@ fn main() -> std::process::ExitCode {
                 }
             };
             logging::init(&settings.log_level, settings.log_format);
+            wire::memory::keep_freed_buffers();
             let runtime = match tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

@@ -128,7 +128,11 @@ async fn run(plan: &Plan) {
     // fsd and the anchors take turns in each round, so both see the same state of the disk
     // (its fsync time drifts by a millisecond between runs).
     let floor_path = daemon.path("mib-floor.bin");
-    let mut samples: [Vec<Duration>; 6] = Default::default();
+    let mut samples: [Vec<Duration>; 7] = Default::default();
+    // The same body sent by curl, a client in another process (as the reference was measured):
+    // fsd's own client shares this process, and with it the machine's two cores.
+    let body_file = daemon.path("mib-body.json");
+    std::fs::write(&body_file, &body).expect("body file");
     let sink = body_sink().await;
     // The same base64 decoded and written atomically here; `durable` adds the directory fsync
     // fsd does so that the rename itself is durable.
@@ -147,6 +151,7 @@ async fn run(plan: &Plan) {
     };
     for round in 0..plan.json_mib_iterations + 5 {
         let fsd_write = timed_post(&client, &daemon.url("/api/write"), body.clone()).await;
+        let curl_write = curl_post(&daemon.url("/api/write"), &body_file);
 
         let floor_write = floor(false);
         let durable_write = floor(true);
@@ -181,6 +186,7 @@ async fn run(plan: &Plan) {
                 fsd_read,
                 floor_read,
                 transfer,
+                curl_write,
             ]) {
                 list.push(sample);
             }
@@ -197,8 +203,9 @@ async fn run(plan: &Plan) {
         "fsd POST /api/read",
         "anchor: read + encode",
         "anchor: body POSTed, collected (axum)",
+        "fsd POST /api/write, sent by curl",
     ];
-    let mut p50 = [0.0; 6];
+    let mut p50 = [0.0; 7];
     for (index, (label, list)) in labels.iter().zip(samples.iter_mut()).enumerate() {
         p50[index] = ms(percentile(list, 50.0));
         println!(
@@ -216,6 +223,11 @@ async fn run(plan: &Plan) {
     println!(
         "  write p50 minus floor p50 minus transfer p50: {:.3} ms",
         p50[0] - p50[1] - p50[5],
+    );
+    println!(
+        "  curl's write p50 minus floor p50: {:.3} ms (minus the durable floor: {:.3} ms)",
+        p50[6] - p50[1],
+        p50[6] - p50[2],
     );
     println!();
 
@@ -331,6 +343,23 @@ async fn timed_post(client: &reqwest::Client, url: &str, body: Bytes) -> Duratio
     );
     response.bytes().await.expect("reply");
     start.elapsed()
+}
+
+/// POSTs a JSON file with curl (a new connection; no `Expect: 100-continue` round trip) and
+/// answers the time curl measured, from connect to the last byte of the answer.
+fn curl_post(url: &str, body: &std::path::Path) -> Duration {
+    let output = Command::new("curl")
+        .args(["-sS", "-o", "/dev/null", "-w", "%{http_code} %{time_total}"])
+        .args(["-H", "content-type: application/json", "-H", "Expect:"])
+        .arg("--data-binary")
+        .arg(format!("@{}", body.display()))
+        .arg(url)
+        .output()
+        .expect("run curl");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let (status, seconds) = text.split_once(' ').expect("curl's status and time");
+    assert_eq!(status, "200", "curl POST {url}: {text}");
+    Duration::from_secs_f64(seconds.trim().parse().expect("curl's time"))
 }
 
 /// A loopback HTTP route on fsd's stack that reads a body whole and answers; its URL.

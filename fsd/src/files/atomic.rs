@@ -87,6 +87,24 @@ impl Destination {
         }
     }
 
+    /// Opens the temp file of an atomic replacement of `target`, or answers `None` when the
+    /// target is a device, FIFO or socket. Those are never opened here: a write that may yet
+    /// be abandoned must not touch them (closing a FIFO's writer ends its reader's input).
+    pub fn open_replacement(
+        target: &Path,
+        log: Option<&ScratchLog>,
+    ) -> Result<Option<Self>, AtomicWriteError> {
+        let target = through_symlink(target)?;
+        let special = match fs::symlink_metadata(&target) {
+            Ok(meta) => Special::of(meta.file_type()),
+            Err(_) => None,
+        };
+        match special {
+            Some(_) => Ok(None),
+            None => AtomicFile::create(&target, log).map(|file| Some(Self::Replace(file))),
+        }
+    }
+
     pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         match self {
             Self::Replace(file) => file.file.write_all(bytes),
@@ -100,6 +118,18 @@ impl Destination {
             Self::Replace(file) => file.commit(),
             Self::Into(_) => Ok(()),
         }
+    }
+}
+
+/// For writers that stream into a destination (a decoder, a copy).
+impl Write for Destination {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.write_all(bytes)?;
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }
 

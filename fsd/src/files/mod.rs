@@ -6,6 +6,7 @@
 
 pub(crate) mod atomic;
 mod error;
+mod json_write;
 mod listing;
 mod mime;
 pub mod paths;

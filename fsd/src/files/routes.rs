@@ -16,11 +16,12 @@ use fsd_api::files::{
 use serde::Deserialize;
 
 use super::FileError;
+use super::json_write;
 use super::listing::ListOptions;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
-use crate::wire::json::{JsonBody, parse, read_body};
+use crate::wire::json::{JsonBody, parse};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
 
@@ -66,14 +67,14 @@ pub async fn read_stream(
 /// `content` that borrows from the request body (no copy unless it holds JSON escapes).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct WriteBody<'a> {
-    path: String,
+pub(super) struct WriteBody<'a> {
+    pub(super) path: String,
     #[serde(borrow)]
-    content: Cow<'a, str>,
+    pub(super) content: Cow<'a, str>,
     #[serde(default)]
-    encoding: Option<Encoding>,
+    pub(super) encoding: Option<Encoding>,
     #[serde(default)]
-    session_id: Option<String>,
+    pub(super) session_id: Option<String>,
 }
 
 /// Where a write's content is: a range of the request body, or a copy (it had escapes).
@@ -84,8 +85,12 @@ enum Content {
 
 /// Writes without copying the content: base64 is decoded in place inside the request body,
 /// and the file is written from a slice of it (a 1 MiB write allocates only its body).
+/// Large base64 content is written while it arrives instead (see `json_write`).
 pub async fn write(State(state): State<AppState>, request: Request) -> Reply<WriteResponse> {
-    let mut body = Vec::from(read_body(request).await?);
+    let mut body = match json_write::receive(&state, request).await? {
+        json_write::Received::Written(response) => return Ok(Json(response)),
+        json_write::Received::Body(body) => body,
+    };
     let (path, session_id, encoding, content) = {
         let req: WriteBody<'_> = parse(&body)?;
         let content = match req.content {
@@ -330,7 +335,7 @@ pub async fn stat(
 /// A relative path in a request that names a live session resolves against that session's
 /// current directory (as the reference does); otherwise against the workspace. Invalid paths
 /// are passed through unchanged so the service rejects them naming the field.
-async fn in_session(
+pub(super) async fn in_session(
     state: &AppState,
     session_id: Option<&str>,
     field: &'static str,

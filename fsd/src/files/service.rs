@@ -196,6 +196,16 @@ impl FileService {
         .await
     }
 
+    /// The temp file of an atomic replacement of `raw`, for a write that may be abandoned
+    /// (see `json_write`); `None` when the write cannot start or the target is not a regular
+    /// file, so that the ordinary path reports it. Blocking.
+    pub fn open_replacement(&self, raw: &str) -> Option<Destination> {
+        let path = self.policy.resolve("path", raw, Follow::Final).ok()?;
+        Destination::open_replacement(&path, Some(&self.scratch))
+            .ok()
+            .flatten()
+    }
+
     /// Deletes a file or symlink; directories are refused, as in the reference.
     pub async fn delete(&self, raw: &str) -> Result<(), FileError> {
         let path = self.policy.resolve("path", raw, Follow::Parent)?;

@@ -20,6 +20,8 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use super::memory::{self, Activity};
+
 /// How long requests in flight may go on after a shutdown signal (streams never end).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 /// Refusals past the cap are logged at most this often.
@@ -50,7 +52,16 @@ pub async fn serve(
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
         .keep_alive(true);
-    let service = TowerToHyperService::new(router);
+    let activity = Arc::new(Activity::default());
+    memory::release_when_quiet(activity.clone());
+    let service = {
+        let activity = activity.clone();
+        let router = TowerToHyperService::new(router);
+        hyper::service::service_fn(move |request| {
+            activity.note();
+            hyper::service::Service::call(&router, request)
+        })
+    };
     tokio::pin!(shutdown);
     loop {
         let (stream, _peer) = tokio::select! {
@@ -76,6 +87,7 @@ pub async fn serve(
             .serve_connection(TokioIo::new(stream), service.clone())
             .with_upgrades();
         let count = count.clone();
+        let activity = activity.clone();
         let mut stopping = stopping.subscribe();
         count.opened();
         tokio::spawn(async move {
@@ -93,6 +105,7 @@ pub async fn serve(
             }
             drop(permit);
             count.closed();
+            activity.note();
         });
     }
     drop(listener);
@@ -195,17 +208,7 @@ impl OpenCount {
         let was = self.open.fetch_sub(1, Ordering::Relaxed);
         if was == 1 && self.peak.load(Ordering::Relaxed) >= FLOOD {
             self.peak.store(0, Ordering::Relaxed);
-            tokio::task::spawn_blocking(release_free_memory);
+            tokio::task::spawn_blocking(memory::release_free_memory);
         }
-    }
-}
-
-/// Returns freed heap pages to the system (glibc keeps them otherwise, and a flood of
-/// connections would leave the daemon's RSS high for good).
-fn release_free_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        nix::libc::malloc_trim(0);
     }
 }

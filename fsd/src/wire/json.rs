@@ -33,14 +33,11 @@ pub async fn read_body(req: Request) -> Result<axum::body::Bytes, ApiError> {
         .map_err(body_read_error)
 }
 
-fn body_read_error(err: axum::Error) -> ApiError {
+/// A body that could not be read, in the wire's terms.
+pub fn body_read_error(err: axum::Error) -> ApiError {
     let detail = err.to_string();
     if err.into_inner().is::<http_body_util::LengthLimitError>() {
-        ApiError::new(
-            ErrorCode::FileTooLarge,
-            format!("request body exceeds {MAX_JSON_BODY_BYTES} bytes"),
-        )
-        .with_suggestion("Use PUT /api/files/raw to upload large files without base64")
+        body_too_large()
     } else {
         ApiError::validation(
             "body",
@@ -48,6 +45,15 @@ fn body_read_error(err: axum::Error) -> ApiError {
             "INVALID_BODY",
         )
     }
+}
+
+/// A body over [`MAX_JSON_BODY_BYTES`].
+pub fn body_too_large() -> ApiError {
+    ApiError::new(
+        ErrorCode::FileTooLarge,
+        format!("request body exceeds {MAX_JSON_BODY_BYTES} bytes"),
+    )
+    .with_suggestion("Use PUT /api/files/raw to upload large files without base64")
 }
 
 /// Parses a JSON body into `T` (which may borrow from it), naming the field on failure.

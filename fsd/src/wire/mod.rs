@@ -4,6 +4,7 @@
 pub mod accept;
 pub mod auth;
 pub mod json;
+pub mod memory;
 pub mod sse;
 pub mod time;
 

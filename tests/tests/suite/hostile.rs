@@ -8,6 +8,7 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 use std::time::Duration;
 
+use base64::Engine;
 use fsd_tests::{Daemon, assert_error, available_or_skip, is_root};
 
 #[path = "hostile/suite.rs"]
@@ -168,6 +169,20 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(reader.join().unwrap(), b"through the pipe");
+    // A body large enough to be written while it arrives goes into the FIFO all the same.
+    let large = fsd_tests::noise(300 * 1024, 3);
+    let reader = fifo_reader(&fifo);
+    // `path` first, as the daemon expects of a body it writes while receiving.
+    let text = base64::engine::general_purpose::STANDARD.encode(&large);
+    let request = daemon
+        .request(Method::POST, "/api/write")
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"path":"nodes/to-fifo","content":"{text}","encoding":"base64"}}"#
+        ));
+    let (status, body) = guarded("POST /api/write", fsd_tests::reply(request)).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(reader.join().unwrap(), large);
     let reader = fifo_reader(&fifo);
     let (status, body) = raw_put(&daemon, "nodes/fifo", b"raw through the pipe").await;
     assert_eq!(status, StatusCode::OK, "{body}");

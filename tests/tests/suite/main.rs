@@ -9,6 +9,7 @@ mod bucket_mount;
 mod confine;
 mod exec;
 mod files_errno;
+mod files_large_write;
 mod files_ops;
 mod files_raw;
 mod files_read_write;

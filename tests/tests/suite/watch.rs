@@ -1,5 +1,6 @@
 //! /api/watch (SSE) and /api/watch/check against the real daemon and real inotify.
 
+use base64::Engine;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -72,6 +73,18 @@ async fn sse_reports_api_and_exec_changes() {
     daemon
         .post("/api/write", json!({"path": "a.txt", "content": "x"}))
         .await;
+    // A body large enough to be written while it arrives: the same create, no temp name.
+    let large = base64::engine::general_purpose::STANDARD.encode(fsd_tests::noise(200_000, 5));
+    let response = daemon
+        .request(reqwest::Method::POST, "/api/write")
+        .header("content-type", "application/json")
+        .body(format!(
+            r#"{{"path":"big.bin","content":"{large}","encoding":"base64"}}"#
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
     daemon.post("/api/execute", json!({"command": "mkdir -p d0/d1/d2/d3/d4/d5/d6/d7/d8/d9 && touch d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/leaf && echo hi >> a.txt"})).await;
     daemon.post("/api/execute", json!({"command": "mv a.txt b.txt; mkdir -p node_modules/x .git; touch node_modules/x/i.js .git/HEAD; rm b.txt"})).await;
     let events = sse.drain(Duration::from_millis(500)).await;
@@ -79,6 +92,7 @@ async fn sse_reports_api_and_exec_changes() {
     // The atomic write lands as the create of a.txt; its temp file is never seen.
     assert!(has(&events, "create", &root.join("a.txt")), "{events:#?}");
     assert!(has(&events, "modify", &root.join("a.txt")), "{events:#?}");
+    assert!(has(&events, "create", &root.join("big.bin")), "{events:#?}");
     assert!(
         !events
             .iter()
