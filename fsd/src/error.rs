@@ -8,12 +8,14 @@ use axum::response::{IntoResponse, Response};
 use fsd_api::{ErrorBody, ErrorCode, Operation, ValidationIssue};
 use serde_json::{Value, json};
 
+use crate::backup::BackupConfigError;
 use crate::exec::{ExecError, RequestError};
 use crate::files::FileError;
-use crate::mounts::MountServiceError;
+use crate::mounts::{MountConfigError, MountServiceError};
 use crate::ports::PortWatchRequestError;
 use crate::process::ProcessError;
 use crate::watch::WatchRequestError;
+use crate::wire::json::BodyError;
 use crate::wire::time::now_rfc3339;
 use fsd_backup::BackupError;
 use fsd_mounts::MountError;
@@ -56,12 +58,7 @@ impl ApiError {
 
     /// A 400 with a domain's own code (INVALID_BACKUP_CONFIG, INVALID_MOUNT_CONFIG) naming
     /// the field, in both `context.field` and the reference's `validationErrors`.
-    pub fn invalid_field(
-        code: ErrorCode,
-        field: &str,
-        message: impl Into<String>,
-        operation: Operation,
-    ) -> Self {
+    pub fn invalid_field(code: ErrorCode, field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         let issue = ValidationIssue {
             field: field.to_string(),
@@ -70,7 +67,6 @@ impl ApiError {
         };
         Self::new(code, format!("{field}: {message}"))
             .with_context(json!({ "field": field, "validationErrors": [issue] }))
-            .with_operation(operation)
     }
 
     /// Parses a JSON body for a domain whose type errors carry its own code instead of
@@ -80,7 +76,8 @@ impl ApiError {
         code: ErrorCode,
         operation: Operation,
     ) -> Result<T, ApiError> {
-        crate::wire::json::parse(body).map_err(|mut error: ApiError| {
+        crate::wire::json::parse(body).map_err(|error| {
+            let mut error = ApiError::from(error);
             if error.code == ErrorCode::ValidationFailed {
                 error.http_status = code.http_status();
                 error.code = code;
@@ -387,6 +384,7 @@ impl From<ProcessError> for ApiError {
             ProcessError::DuplicateId { id } => {
                 Self::new(ErrorCode::ResourceBusy, message).with_context(json!({ "processId": id }))
             }
+            ProcessError::InvalidStatus => Self::validation("status", message, "INVALID_STATUS"),
             ProcessError::Exec(err) => err.into(),
         }
     }
@@ -423,6 +421,59 @@ pub fn backup_error(err: BackupError, operation: Operation) -> ApiError {
 
 /// Bucket mount failures: a caller's mistake is INVALID_MOUNT_CONFIG; a store that does not
 /// answer or a mount that fails is BUCKET_MOUNT_ERROR; a busy unmount BUCKET_UNMOUNT_ERROR.
+/// Bodies that are not JSON are `body` errors; a bad field is named by its path.
+impl From<BodyError> for ApiError {
+    fn from(err: BodyError) -> Self {
+        let message = err.to_string();
+        match err {
+            BodyError::TooLarge => Self::new(ErrorCode::FileTooLarge, message)
+                .with_suggestion("Use PUT /api/files/raw to upload large files without base64"),
+            BodyError::Unreadable(_) => Self::validation("body", message, "INVALID_BODY"),
+            BodyError::NotObject | BodyError::Syntax(_) => {
+                Self::validation("body", message, "INVALID_JSON")
+            }
+            BodyError::Field { field, message } => {
+                Self::validation(&field, message, "INVALID_FIELD")
+            }
+        }
+    }
+}
+
+impl From<BackupConfigError> for ApiError {
+    fn from(err: BackupConfigError) -> Self {
+        Self::invalid_field(ErrorCode::InvalidBackupConfig, &err.field, err.message)
+    }
+}
+
+impl From<MountConfigError> for ApiError {
+    fn from(err: MountConfigError) -> Self {
+        match err {
+            MountConfigError::Invalid { field, message } => {
+                Self::invalid_field(ErrorCode::InvalidMountConfig, field, message)
+            }
+            MountConfigError::MissingCredentials => {
+                Self::new(ErrorCode::MissingCredentials, err.to_string())
+            }
+        }
+    }
+}
+
+/// Parses a mount request; type errors are INVALID_MOUNT_CONFIG too.
+pub fn parse_mount_request<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    operation: Operation,
+) -> Result<T, ApiError> {
+    ApiError::parse_as(body, ErrorCode::InvalidMountConfig, operation)
+}
+
+/// Parses a backup request; type errors are INVALID_BACKUP_CONFIG, as the reference has it.
+pub fn parse_backup_request<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    operation: Operation,
+) -> Result<T, ApiError> {
+    ApiError::parse_as(body, ErrorCode::InvalidBackupConfig, operation)
+}
+
 pub fn mount_error(err: MountServiceError, operation: Operation) -> ApiError {
     let message = err.to_string();
     let error = match &err {

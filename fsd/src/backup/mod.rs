@@ -10,6 +10,7 @@ use axum::Router;
 use axum::routing::{get, post};
 
 pub use service::BackupService;
+pub use validate::BackupConfigError;
 
 use crate::state::AppState;
 

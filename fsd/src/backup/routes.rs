@@ -9,31 +9,25 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
+use fsd_api::Operation;
 use fsd_api::backup::{
     BackupEvent, CreateBackupRequest, CreateBackupResponse, DownloadBackupRequest,
     RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse, UnmountBackupRequest,
     UploadBackupRequest, UploadPartsRequest, UploadPartsResponse,
 };
-use fsd_api::{ErrorCode, Operation};
 use fsd_backup::restore::Restore;
 use fsd_backup::transfer::PartSpec;
 use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 
 use super::service::{CreateSpec, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
-use crate::error::{ApiError, backup_error};
+use crate::error::{ApiError, backup_error, parse_backup_request};
 use crate::state::AppState;
 use crate::wire::sse::sse_response;
 
 /// Progress events go out at most this often per phase (and always at 0 and at the end).
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
-
-/// Parses a backup request; type errors are INVALID_BACKUP_CONFIG, as the reference has it.
-fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, ApiError> {
-    ApiError::parse_as(body, ErrorCode::InvalidBackupConfig, operation)
-}
 
 fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
     let op = Operation::BackupCreate;
@@ -70,7 +64,7 @@ pub async fn create(
     body: Bytes,
 ) -> Result<Json<CreateBackupResponse>, ApiError> {
     let op = Operation::BackupCreate;
-    let req: CreateBackupRequest = parse(&body, op)?;
+    let req: CreateBackupRequest = parse_backup_request(&body, op)?;
     let spec = create_spec(&state, &req)?;
     let response = state
         .backups
@@ -85,7 +79,7 @@ pub async fn restore(
     body: Bytes,
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
-    let req: RestoreBackupRequest = parse(&body, op)?;
+    let req: RestoreBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
     let mut archives = vec![validate::archive("archivePath", &req.archive_path, op)?];
     for (i, parent) in req.parent_archive_paths.iter().flatten().enumerate() {
@@ -108,7 +102,7 @@ pub async fn upload_parts(
     body: Bytes,
 ) -> Result<Json<UploadPartsResponse>, ApiError> {
     let op = Operation::BackupCreate;
-    let req: UploadPartsRequest = parse(&body, op)?;
+    let req: UploadPartsRequest = parse_backup_request(&body, op)?;
     let archive = validate::archive("archivePath", &req.archive_path, op)?;
     if req.parts.is_empty() {
         return Err(invalid("parts", "must not be empty", op));
@@ -151,7 +145,7 @@ pub async fn upload_parts(
 /// `POST /api/backup/upload`: create, then upload, with progress events.
 pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;
-    let req: UploadBackupRequest = parse(&body, op)?;
+    let req: UploadBackupRequest = parse_backup_request(&body, op)?;
     let spec = create_spec(&state, &req.create)?;
     let target = req.upload;
     let part_urls = target.part_urls.clone().unwrap_or_default();
@@ -202,7 +196,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
 /// `POST /api/backup/download`: fetch what is missing, then restore, with progress events.
 pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupRestore;
-    let req: DownloadBackupRequest = parse(&body, op)?;
+    let req: DownloadBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
     if req.archives.is_empty() {
         return Err(invalid("archives", "must not be empty", op));
@@ -254,7 +248,7 @@ pub async fn unmount(
     body: Bytes,
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
-    let req: UnmountBackupRequest = parse(&body, op)?;
+    let req: UnmountBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
     let restore = state
         .backups

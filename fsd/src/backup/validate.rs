@@ -3,13 +3,25 @@
 use std::path::{Path, PathBuf};
 
 use fsd_api::backup::{ALLOWED_DIR_PREFIXES, ARCHIVE_ROOT};
-use fsd_api::{ErrorCode, MAX_PATH_BYTES, Operation};
+use fsd_api::{MAX_PATH_BYTES, Operation};
 
 use crate::error::ApiError;
 
-/// An INVALID_BACKUP_CONFIG error naming `field`.
+/// A request field that breaks the backup rules (its wire code is decided in `crate::error`).
+#[derive(Debug, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct BackupConfigError {
+    pub field: String,
+    pub message: String,
+}
+
+/// `field` breaks the rules, in the answer of `operation`.
 pub fn invalid(field: &str, message: impl Into<String>, operation: Operation) -> ApiError {
-    ApiError::invalid_field(ErrorCode::InvalidBackupConfig, field, message, operation)
+    let error = BackupConfigError {
+        field: field.to_string(),
+        message: message.into(),
+    };
+    ApiError::from(error).with_operation(operation)
 }
 
 /// Absolute, no NUL, no `..` anywhere (as a substring, as the reference checks), ≤ 4096.

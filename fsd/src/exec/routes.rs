@@ -24,7 +24,7 @@ use super::sessions::SessionOptions;
 use crate::error::ApiError;
 use crate::process::{Live, Stream};
 use crate::state::AppState;
-use crate::wire::json::parse;
+use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
 
@@ -32,9 +32,7 @@ pub async fn create_session(
     State(state): State<AppState>,
     request: Request,
 ) -> Result<Json<CreateSessionResponse>, ApiError> {
-    let bytes = axum::body::to_bytes(request.into_body(), 1024 * 1024)
-        .await
-        .map_err(|err| ApiError::validation("body", err.to_string(), "INVALID_BODY"))?;
+    let bytes = read_body(request).await?;
     // The reference accepts an empty body as "all defaults".
     let req: CreateSessionRequest = if bytes.iter().all(u8::is_ascii_whitespace) {
         CreateSessionRequest::default()

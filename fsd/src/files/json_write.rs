@@ -24,7 +24,7 @@ use super::routes::{WriteBody, in_session};
 use super::service::blocking;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::json::{MAX_JSON_BODY_BYTES, body_read_error, body_too_large};
+use crate::wire::json::{BodyError, MAX_JSON_BODY_BYTES, body_read_error};
 use crate::wire::time::now_rfc3339;
 
 /// Bodies smaller than this are parsed whole: there is little transfer to overlap.
@@ -67,7 +67,7 @@ pub async fn receive(state: &AppState, request: Request) -> Result<Received, Api
         let chunk = chunk.map_err(body_read_error)?;
         total += chunk.len();
         if total > MAX_JSON_BODY_BYTES {
-            return Err(body_too_large());
+            return Err(BodyError::TooLarge.into());
         }
         chunks.push(chunk.clone());
         phase = phase.advance(state, chunk).await;

@@ -10,6 +10,7 @@ use axum::Router;
 use axum::routing::get;
 
 pub use service::{MountService, MountServiceError};
+pub use validate::MountConfigError;
 
 use crate::state::AppState;
 

@@ -3,30 +3,24 @@
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
+use fsd_api::Operation;
 use fsd_api::mounts::{
     ListMountsResponse, MountBucketRequest, MountBucketResponse, UnmountBucketRequest,
     UnmountBucketResponse,
 };
-use fsd_api::{ErrorCode, Operation};
-use serde::de::DeserializeOwned;
 
 use super::validate;
-use crate::error::{ApiError, mount_error};
+use crate::error::{ApiError, OperationExt, mount_error, parse_mount_request};
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
-
-/// Type errors in a mount request are INVALID_MOUNT_CONFIG too.
-fn parse<T: DeserializeOwned>(body: &Bytes, operation: Operation) -> Result<T, ApiError> {
-    ApiError::parse_as(body, ErrorCode::InvalidMountConfig, operation)
-}
 
 pub async fn mount(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<MountBucketResponse>, ApiError> {
     let op = Operation::BucketMount;
-    let req: MountBucketRequest = parse(&body, op)?;
-    let plan = validate::plan(&req, |name| crate::config::environment().credential(name))?;
+    let req: MountBucketRequest = parse_mount_request(&body, op)?;
+    let plan = validate::plan(&req, |name| crate::config::environment().credential(name)).op(op)?;
     let mount = state
         .mounts
         .mount(plan)
@@ -48,9 +42,9 @@ pub async fn unmount(
     let op = Operation::BucketUnmount;
     let mount_path = match query.get("mountPath") {
         Some(path) if body.is_empty() => path.clone(),
-        _ => parse::<UnmountBucketRequest>(&body, op)?.mount_path,
+        _ => parse_mount_request::<UnmountBucketRequest>(&body, op)?.mount_path,
     };
-    let path = validate::mount_path(&mount_path, op)?;
+    let path = validate::mount_path(&mount_path).op(op)?;
     let removed_dir = state
         .mounts
         .unmount(&path)

@@ -3,15 +3,31 @@
 
 use std::path::PathBuf;
 
+use fsd_api::MAX_PATH_BYTES;
 use fsd_api::mounts::MountBucketRequest;
-use fsd_api::{ErrorCode, MAX_PATH_BYTES, Operation};
 use fsd_s3::Upstream;
 
-use crate::error::ApiError;
+/// Why a mount request was refused (the wire code is decided in `crate::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum MountConfigError {
+    /// A field breaks the rules: INVALID_MOUNT_CONFIG naming it.
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+    /// Nothing could sign requests to the bucket.
+    #[error(
+        "No credentials for the bucket: pass credentials, set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or R2_ACCESS_KEY_ID/R2_SECRET_ACCESS_KEY, or mount through a credential proxy (proxyUrl)"
+    )]
+    MissingCredentials,
+}
 
-/// An INVALID_MOUNT_CONFIG error naming `field`.
-pub fn invalid(field: &str, message: impl Into<String>, operation: Operation) -> ApiError {
-    ApiError::invalid_field(ErrorCode::InvalidMountConfig, field, message, operation)
+fn invalid(field: &'static str, message: impl Into<String>) -> MountConfigError {
+    MountConfigError::Invalid {
+        field,
+        message: message.into(),
+    }
 }
 
 /// A checked mount request.
@@ -29,23 +45,23 @@ pub struct MountPlan {
 }
 
 /// Absolute, no NUL, no `..` segment, at most 4096 bytes.
-pub fn mount_path(value: &str, operation: Operation) -> Result<PathBuf, ApiError> {
+pub fn mount_path(value: &str) -> Result<PathBuf, MountConfigError> {
     let field = "mountPath";
     if value.is_empty() {
-        return Err(invalid(field, "is required", operation));
+        return Err(invalid(field, "is required"));
     }
     if value.len() > MAX_PATH_BYTES || value.contains('\0') {
-        return Err(invalid(field, "is not a usable path", operation));
+        return Err(invalid(field, "is not a usable path"));
     }
     if !value.starts_with('/') {
-        return Err(invalid(field, "must be an absolute path", operation));
+        return Err(invalid(field, "must be an absolute path"));
     }
     if value.split('/').any(|segment| segment == "..") {
-        return Err(invalid(field, "must not contain '..'", operation));
+        return Err(invalid(field, "must not contain '..'"));
     }
     let trimmed = value.trim_end_matches('/');
     if trimmed.is_empty() {
-        return Err(invalid(field, "cannot be /", operation));
+        return Err(invalid(field, "cannot be /"));
     }
     Ok(PathBuf::from(trimmed))
 }
@@ -61,12 +77,12 @@ fn bucket_name_ok(name: &str) -> bool {
         && bytes.iter().all(|b| edge(b) || *b == b'.' || *b == b'-')
 }
 
-fn url(field: &str, value: &str, operation: Operation) -> Result<String, ApiError> {
+fn url(field: &'static str, value: &str) -> Result<String, MountConfigError> {
     match reqwest::Url::parse(value) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
             Ok(value.trim_end_matches('/').to_string())
         }
-        _ => Err(invalid(field, "must be an http(s) URL", operation)),
+        _ => Err(invalid(field, "must be an http(s) URL")),
     }
 }
 
@@ -90,23 +106,21 @@ fn provider(named: Option<&str>, endpoint: &str) -> String {
 pub fn plan(
     req: &MountBucketRequest,
     env: impl Fn(&str) -> Option<String>,
-) -> Result<MountPlan, ApiError> {
-    let op = Operation::BucketMount;
-    let mount_path = mount_path(&req.mount_path, op)?;
+) -> Result<MountPlan, MountConfigError> {
+    let mount_path = mount_path(&req.mount_path)?;
     if req.bucket.contains(':') || !bucket_name_ok(&req.bucket) {
         return Err(invalid(
             "bucket",
             "must be 1-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit",
-            op,
         ));
     }
     let prefix = match req.prefix.as_deref() {
         None | Some("") => String::new(),
         Some(prefix) if !prefix.starts_with('/') => {
-            return Err(invalid("prefix", "must start with '/'", op));
+            return Err(invalid("prefix", "must start with '/'"));
         }
         Some(prefix) if prefix.split('/').any(|s| s == "..") => {
-            return Err(invalid("prefix", "must not contain '..'", op));
+            return Err(invalid("prefix", "must not contain '..'"));
         }
         Some(prefix) => fsd_mounts::fs::keys::normalize_prefix(prefix),
     };
@@ -115,12 +129,11 @@ pub fn plan(
             return Err(invalid(
                 "proxyUrl",
                 "give either endpoint or proxyUrl, not both",
-                op,
             ));
         }
-        (None, None) => return Err(invalid("endpoint", "is required (or proxyUrl)", op)),
-        (Some(endpoint), None) => (url("endpoint", endpoint, op)?, false),
-        (None, Some(proxy)) => (url("proxyUrl", proxy, op)?, true),
+        (None, None) => return Err(invalid("endpoint", "is required (or proxyUrl)")),
+        (Some(endpoint), None) => (url("endpoint", endpoint)?, false),
+        (None, Some(proxy)) => (url("proxyUrl", proxy)?, true),
     };
     let provider = provider(req.provider.as_deref(), &endpoint);
     let credentials = if via_proxy {
@@ -128,7 +141,6 @@ pub fn plan(
             return Err(invalid(
                 "credentials",
                 "a credential proxy signs; no credentials go with proxyUrl",
-                op,
             ));
         }
         None
@@ -138,7 +150,6 @@ pub fn plan(
                 return Err(invalid(
                     "credentials",
                     "accessKeyId and secretAccessKey must both be set",
-                    op,
                 ));
             }
             Some(given) => Some((given.access_key_id.clone(), given.secret_access_key.clone())),
@@ -150,11 +161,7 @@ pub fn plan(
             .find_map(|(id, secret)| Some((env(id)?, env(secret)?))),
         };
         let Some((access_key, secret_key)) = keys else {
-            return Err(ApiError::new(
-                ErrorCode::MissingCredentials,
-                "No credentials for the bucket: pass credentials, set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or R2_ACCESS_KEY_ID/R2_SECRET_ACCESS_KEY, or mount through a credential proxy (proxyUrl)",
-            )
-            .with_operation(op));
+            return Err(MountConfigError::MissingCredentials);
         };
         let region = req.region.clone().unwrap_or_else(|| {
             if provider == "r2" {
@@ -173,11 +180,7 @@ pub fn plan(
     };
     let cache_ttl_ms = req.cache_ttl_ms.unwrap_or(1000);
     if cache_ttl_ms > 3_600_000 {
-        return Err(invalid(
-            "cacheTtlMs",
-            "must be at most 3600000 (one hour)",
-            op,
-        ));
+        return Err(invalid("cacheTtlMs", "must be at most 3600000 (one hour)"));
     }
     Ok(MountPlan {
         mount_path,
@@ -204,11 +207,11 @@ mod tests {
         }
     }
 
-    fn field_of(error: ApiError) -> String {
-        error.context["field"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
+    fn field_of(error: MountConfigError) -> &'static str {
+        match error {
+            MountConfigError::Invalid { field, .. } => field,
+            MountConfigError::MissingCredentials => "",
+        }
     }
 
     #[test]
@@ -241,7 +244,7 @@ mod tests {
         req.proxy_url = None;
         req.endpoint = Some("https://acct.r2.cloudflarestorage.com".into());
         let missing = plan(&req, |_| None).unwrap_err();
-        assert_eq!(missing.code, ErrorCode::MissingCredentials);
+        assert!(matches!(missing, MountConfigError::MissingCredentials));
         let from_env = plan(&req, |name| {
             name.starts_with("R2_").then(|| "k".to_string())
         })

@@ -12,6 +12,9 @@ pub enum ProcessError {
     InvalidId { reason: String },
     #[error("Process '{id}' is already running")]
     DuplicateId { id: String },
+    /// A `status` filter that names no process status.
+    #[error("must be one of starting, running, completed, failed, killed, error")]
+    InvalidStatus,
     #[error(transparent)]
     Exec(#[from] ExecError),
 }

@@ -11,7 +11,7 @@ use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
 use super::service::OUTPUT_CAP_BYTES;
-use super::{Live, Stream};
+use super::{Live, ProcessError, Stream};
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
 use crate::state::AppState;
@@ -57,13 +57,7 @@ pub async fn list(
         None | Some("") => None,
         Some(value) => Some(
             serde_json::from_value::<ProcessStatus>(serde_json::Value::String(value.to_string()))
-                .map_err(|_| {
-                ApiError::validation(
-                    "status",
-                    "must be one of starting, running, completed, failed, killed, error",
-                    "INVALID_STATUS",
-                )
-            })?,
+                .map_err(|_| ProcessError::InvalidStatus)?,
         ),
     };
     Ok(Json(ListProcessesResponse {

@@ -5,7 +5,6 @@
 //! (`options.recursive`), or `body` when the body is not JSON at all.
 
 use axum::extract::{FromRequest, Request};
-use fsd_api::ErrorCode;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
@@ -14,6 +13,23 @@ use crate::error::ApiError;
 /// Largest JSON body accepted. A 32 MiB file base64-encoded is about 43 MiB.
 pub const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
 
+/// Why a JSON body was refused (its wire code is decided in `crate::error`).
+#[derive(Debug, thiserror::Error)]
+pub enum BodyError {
+    #[error("request body exceeds {MAX_JSON_BODY_BYTES} bytes")]
+    TooLarge,
+    #[error("cannot read the request body: {0}")]
+    Unreadable(String),
+    /// serde would read `[..]` into a struct by position; the API takes objects only.
+    #[error("the request body must be a JSON object")]
+    NotObject,
+    #[error("invalid JSON: {0}")]
+    Syntax(String),
+    /// A field is missing or has the wrong type; `field` is its path (`options.recursive`).
+    #[error("{message}")]
+    Field { field: String, message: String },
+}
+
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
@@ -21,56 +37,38 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_body(req).await?;
-        parse(&bytes).map(JsonBody)
+        Ok(JsonBody(parse(&bytes)?))
     }
 }
 
 /// The whole body of a JSON request, up to [`MAX_JSON_BODY_BYTES`], for handlers that parse
 /// it themselves (borrowing from it).
-pub async fn read_body(req: Request) -> Result<axum::body::Bytes, ApiError> {
+pub async fn read_body(req: Request) -> Result<axum::body::Bytes, BodyError> {
     axum::body::to_bytes(req.into_body(), MAX_JSON_BODY_BYTES)
         .await
         .map_err(body_read_error)
 }
 
-/// A body that could not be read, in the wire's terms.
-pub fn body_read_error(err: axum::Error) -> ApiError {
+/// Why a body could not be read.
+pub fn body_read_error(err: axum::Error) -> BodyError {
     let detail = err.to_string();
     if err.into_inner().is::<http_body_util::LengthLimitError>() {
-        body_too_large()
+        BodyError::TooLarge
     } else {
-        ApiError::validation(
-            "body",
-            format!("cannot read the request body: {detail}"),
-            "INVALID_BODY",
-        )
+        BodyError::Unreadable(detail)
     }
 }
 
-/// A body over [`MAX_JSON_BODY_BYTES`].
-pub fn body_too_large() -> ApiError {
-    ApiError::new(
-        ErrorCode::FileTooLarge,
-        format!("request body exceeds {MAX_JSON_BODY_BYTES} bytes"),
-    )
-    .with_suggestion("Use PUT /api/files/raw to upload large files without base64")
-}
-
 /// Parses a JSON body into `T` (which may borrow from it), naming the field on failure.
-pub fn parse<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, ApiError> {
-    // serde would read `[..]` into a struct by position; the API takes objects only.
+pub fn parse<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, BodyError> {
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-        return Err(ApiError::validation(
-            "body",
-            "the request body must be a JSON object",
-            "INVALID_JSON",
-        ));
+        return Err(BodyError::NotObject);
     }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
         let inner = err.inner();
         if inner.is_syntax() || inner.is_eof() {
-            return ApiError::validation("body", format!("invalid JSON: {inner}"), "INVALID_JSON");
+            return BodyError::Syntax(inner.to_string());
         }
         let path = err.path().to_string();
         let message = inner.to_string();
@@ -80,11 +78,14 @@ pub fn parse<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, ApiError> 
             None if path == "." => "body".to_string(),
             None => path,
         };
-        ApiError::validation(&field, strip_position(&message), "INVALID_FIELD")
+        BodyError::Field {
+            field,
+            message: strip_position(&message),
+        }
     })?;
-    deserializer.end().map_err(|err| {
-        ApiError::validation("body", format!("invalid JSON: {err}"), "INVALID_JSON")
-    })?;
+    deserializer
+        .end()
+        .map_err(|err| BodyError::Syntax(err.to_string()))?;
     Ok(value)
 }
 
@@ -104,7 +105,12 @@ fn strip_position(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fsd_api::ErrorCode;
     use fsd_api::files::{ListFilesRequest, ReadRequest};
+
+    fn parse<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, ApiError> {
+        super::parse(bytes).map_err(ApiError::from)
+    }
 
     fn field_of(err: &ApiError) -> String {
         err.context["validationErrors"][0]["field"]
