@@ -439,6 +439,12 @@ impl From<BodyError> for ApiError {
     }
 }
 
+impl IntoResponse for BodyError {
+    fn into_response(self) -> Response {
+        ApiError::from(self).into_response()
+    }
+}
+
 impl From<BackupConfigError> for ApiError {
     fn from(err: BackupConfigError) -> Self {
         Self::invalid_field(ErrorCode::InvalidBackupConfig, &err.field, err.message)

@@ -10,67 +10,12 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use crate::sign::{encode, sign_headers};
 use crate::store::{ByteStream, ObjectStore};
+pub use crate::store::{ClientError, Listing, ObjectInfo};
 use crate::upstream::Upstream;
-
-#[derive(Debug, thiserror::Error)]
-pub enum ClientError {
-    #[error("{what}: {source}")]
-    Http {
-        what: String,
-        source: reqwest::Error,
-    },
-    #[error("{what}: HTTP {status} {code}: {message}")]
-    Status {
-        what: String,
-        status: u16,
-        code: String,
-        message: String,
-    },
-    #[error("{what}: unreadable answer: {reason}")]
-    Decode { what: String, reason: String },
-    #[error("signing failed: {0}")]
-    Sign(String),
-}
-
-impl ClientError {
-    /// The HTTP status, when the store answered.
-    pub fn status(&self) -> Option<u16> {
-        match self {
-            ClientError::Status { status, .. } => Some(*status),
-            _ => None,
-        }
-    }
-
-    /// Worth another try: the connection failed, or the store said it was busy or broken.
-    fn is_transient(&self) -> bool {
-        match self {
-            ClientError::Http { .. } => true,
-            ClientError::Status { status, .. } => *status >= 500 || matches!(*status, 408 | 429),
-            _ => false,
-        }
-    }
-}
 
 /// Tries per request; the delay grows linearly between them.
 const ATTEMPTS: u32 = 3;
 const RETRY_DELAY: Duration = Duration::from_millis(200);
-
-/// One object of a listing.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ObjectInfo {
-    pub key: String,
-    pub size: u64,
-    pub etag: String,
-    /// RFC 3339, as the store wrote it.
-    pub last_modified: String,
-}
-
-/// A listing under a prefix with `/` as delimiter: objects, and sub-prefixes ("directories").
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Listing {
-    pub objects: Vec<ObjectInfo>,
-    pub prefixes: Vec<String>,
-}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]

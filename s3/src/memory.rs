@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use crate::client::{ClientError, Listing, ObjectInfo};
 use crate::store::{ByteStream, ObjectStore};
+use crate::store::{ClientError, Listing, ObjectInfo};
 
 /// An operation whose next calls can be made to fail.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

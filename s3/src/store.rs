@@ -6,7 +6,62 @@ use std::future::Future;
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
 
-use crate::client::{ClientError, Listing, ObjectInfo};
+/// What went wrong talking to a store: its status, S3 code and message when it answered.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("{what}: {source}")]
+    Http {
+        what: String,
+        source: reqwest::Error,
+    },
+    #[error("{what}: HTTP {status} {code}: {message}")]
+    Status {
+        what: String,
+        status: u16,
+        code: String,
+        message: String,
+    },
+    #[error("{what}: unreadable answer: {reason}")]
+    Decode { what: String, reason: String },
+    #[error("signing failed: {0}")]
+    Sign(String),
+}
+
+impl ClientError {
+    /// The HTTP status, when the store answered.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            ClientError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// Worth another try: the connection failed, or the store said it was busy or broken.
+    pub(crate) fn is_transient(&self) -> bool {
+        match self {
+            ClientError::Http { .. } => true,
+            ClientError::Status { status, .. } => *status >= 500 || matches!(*status, 408 | 429),
+            _ => false,
+        }
+    }
+}
+
+/// One object of a listing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectInfo {
+    pub key: String,
+    pub size: u64,
+    pub etag: String,
+    /// RFC 3339, as the store wrote it.
+    pub last_modified: String,
+}
+
+/// A listing under a prefix with `/` as delimiter: objects, and sub-prefixes ("directories").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    pub objects: Vec<ObjectInfo>,
+    pub prefixes: Vec<String>,
+}
 
 /// An object's bytes as they arrive.
 pub type ByteStream = BoxStream<'static, Result<Bytes, ClientError>>;

@@ -16,12 +16,13 @@ use bytes::Bytes;
 use fsd_api::files::{Encoding, WriteResponse};
 use futures_util::StreamExt;
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::io::{self, Write};
 use tokio::sync::mpsc;
 
 use super::atomic::Destination;
-use super::routes::{WriteBody, in_session};
 use super::service::blocking;
+use super::session_path::in_session;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::{BodyError, MAX_JSON_BODY_BYTES, body_read_error};
@@ -220,6 +221,19 @@ fn spawn_writer(state: &AppState, target: String, mut receiver: mpsc::Receiver<B
         }
         decoder.finish().ok()
     })
+}
+
+/// `content` that borrows from the request body (no copy unless it holds JSON escapes).
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct WriteBody<'a> {
+    pub(super) path: String,
+    #[serde(borrow)]
+    pub(super) content: Cow<'a, str>,
+    #[serde(default)]
+    pub(super) encoding: Option<Encoding>,
+    #[serde(default)]
+    pub(super) session_id: Option<String>,
 }
 
 /// Commits the streamed write if the rest of the body (`head`, the content, `tail`)

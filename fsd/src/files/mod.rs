@@ -14,6 +14,7 @@ mod raw;
 mod routes;
 mod scratch_log;
 mod service;
+mod session_path;
 mod special;
 mod stream;
 

@@ -13,11 +13,11 @@ use fsd_api::files::{
     MoveRequest, PathRequest, PathResponse, ReadRequest, ReadResponse, RenameRequest,
     RenameResponse, StatRequest, StatResponse, WriteResponse,
 };
-use serde::Deserialize;
 
 use super::FileError;
-use super::json_write;
+use super::json_write::{self, WriteBody};
 use super::listing::ListOptions;
+use super::session_path::in_session;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
@@ -64,19 +64,6 @@ pub async fn read_stream(
 }
 
 /// `POST /api/write`'s body as parsed in place: `fsd_api::files::WriteRequest`, with a
-/// `content` that borrows from the request body (no copy unless it holds JSON escapes).
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub(super) struct WriteBody<'a> {
-    pub(super) path: String,
-    #[serde(borrow)]
-    pub(super) content: Cow<'a, str>,
-    #[serde(default)]
-    pub(super) encoding: Option<Encoding>,
-    #[serde(default)]
-    pub(super) session_id: Option<String>,
-}
-
 /// Where a write's content is: a range of the request body, or a copy (it had escapes).
 enum Content {
     InBody(std::ops::Range<usize>),
@@ -330,28 +317,6 @@ pub async fn stat(
         stat,
         timestamp: now_rfc3339(),
     }))
-}
-
-/// A relative path in a request that names a live session resolves against that session's
-/// current directory (as the reference does); otherwise against the workspace. Invalid paths
-/// are passed through unchanged so the service rejects them naming the field.
-pub(super) async fn in_session(
-    state: &AppState,
-    session_id: Option<&str>,
-    field: &'static str,
-    raw: &str,
-) -> String {
-    let relative =
-        !std::path::Path::new(raw).is_absolute() && super::paths::validate(field, raw).is_ok();
-    match session_id {
-        Some(id) if relative && id != fsd_api::DISABLE_SESSION_TOKEN => {
-            match state.sessions.cwd_of(id).await {
-                Some(cwd) => cwd.join(raw).display().to_string(),
-                None => raw.to_string(),
-            }
-        }
-        _ => raw.to_string(),
-    }
 }
 
 #[cfg(test)]

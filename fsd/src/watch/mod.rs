@@ -6,6 +6,7 @@
 mod changes;
 mod error;
 mod journal;
+mod key;
 mod persist;
 mod routes;
 mod service;

@@ -13,7 +13,7 @@ use fsd_watch::{Event, EventKind, Filter};
 use serde::{Deserialize, Serialize};
 
 use super::journal::Saved;
-use super::service::WatchKey;
+use super::key::WatchKey;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexEntry {

@@ -17,7 +17,8 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::changes::{Change, Listed};
 use super::error::WatchRequestError;
-use super::service::{Root, WatchKey};
+use super::key::WatchKey;
+use super::service::Root;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;

@@ -13,6 +13,7 @@ use fsd_watch::{Event, Filter, Watcher};
 use tokio::sync::broadcast;
 
 use super::journal::Journal;
+use super::key::WatchKey;
 use super::persist;
 
 /// How long a retained root without subscribers lives after its last use.
@@ -20,15 +21,6 @@ pub const IDLE_TTL: Duration = Duration::from_secs(600);
 /// Cursors skipped after a restart: tokens handed out after the last snapshot fall in the
 /// gap and are answered with a resync.
 const RESTART_GAP: u64 = 1_000_000;
-
-/// What identifies a watch.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct WatchKey {
-    pub path: PathBuf,
-    pub recursive: bool,
-    pub include: Vec<String>,
-    pub exclude: Vec<String>,
-}
 
 pub struct Root {
     pub id: String,

@@ -8,12 +8,11 @@ use axum::extract::{FromRequest, Request};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use crate::error::ApiError;
-
 /// Largest JSON body accepted. A 32 MiB file base64-encoded is about 43 MiB.
 pub const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
 
-/// Why a JSON body was refused (its wire code is decided in `crate::error`).
+/// Why a JSON body was refused (its wire code is decided in `crate::error`, which also
+/// makes it a response).
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
     #[error("request body exceeds {MAX_JSON_BODY_BYTES} bytes")]
@@ -33,11 +32,11 @@ pub enum BodyError {
 pub struct JsonBody<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
-    type Rejection = ApiError;
+    type Rejection = BodyError;
 
     async fn from_request(req: Request, _state: &S) -> Result<Self, Self::Rejection> {
         let bytes = read_body(req).await?;
-        Ok(JsonBody(parse(&bytes)?))
+        parse(&bytes).map(JsonBody)
     }
 }
 
@@ -105,6 +104,7 @@ fn strip_position(message: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ApiError;
     use fsd_api::ErrorCode;
     use fsd_api::files::{ListFilesRequest, ReadRequest};
 
