@@ -66,11 +66,7 @@ impl Destination {
     /// Follows symlinks at `target` (even dangling ones) and opens what the write goes to.
     /// A temp file's directory is recorded in `log` first, if one is given.
     pub fn open(target: &Path, log: Option<&ScratchLog>) -> Result<Self, AtomicWriteError> {
-        let target = through_symlink(target)?;
-        let special = match fs::symlink_metadata(&target) {
-            Ok(meta) => Special::of(meta.file_type()),
-            Err(_) => None,
-        };
+        let (target, special) = followed(target)?;
         match special {
             Some(kind) if kind.writable_into() => {
                 let file = special::open_for_write_into(&target).map_err(|err| {
@@ -94,11 +90,7 @@ impl Destination {
         target: &Path,
         log: Option<&ScratchLog>,
     ) -> Result<Option<Self>, AtomicWriteError> {
-        let target = through_symlink(target)?;
-        let special = match fs::symlink_metadata(&target) {
-            Ok(meta) => Special::of(meta.file_type()),
-            Err(_) => None,
-        };
+        let (target, special) = followed(target)?;
         match special {
             Some(_) => Ok(None),
             None => AtomicFile::create(&target, log).map(|file| Some(Self::Replace(file))),
@@ -299,6 +291,16 @@ pub fn write_bytes(
     destination.write_all(bytes)?;
     destination.commit()?;
     Ok(())
+}
+
+/// The path a write to `target` goes to (symlinks followed), and what special file is there.
+fn followed(target: &Path) -> io::Result<(PathBuf, Option<Special>)> {
+    let target = through_symlink(target)?;
+    let special = match fs::symlink_metadata(&target) {
+        Ok(meta) => Special::of(meta.file_type()),
+        Err(_) => None,
+    };
+    Ok((target, special))
 }
 
 /// Follows a chain of symlinks at `path` (even dangling ones) to the path to write.

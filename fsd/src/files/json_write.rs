@@ -223,6 +223,7 @@ fn spawn_writer(state: &AppState, target: String, mut receiver: mpsc::Receiver<B
     })
 }
 
+/// `POST /api/write`'s body as parsed in place: `fsd_api::files::WriteRequest`, with a
 /// `content` that borrows from the request body (no copy unless it holds JSON escapes).
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

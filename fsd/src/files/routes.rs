@@ -63,7 +63,6 @@ pub async fn read_stream(
     Ok(sse_response(stream::events(opened)))
 }
 
-/// `POST /api/write`'s body as parsed in place: `fsd_api::files::WriteRequest`, with a
 /// Where a write's content is: a range of the request body, or a copy (it had escapes).
 enum Content {
     InBody(std::ops::Range<usize>),
