@@ -15,6 +15,7 @@ mod script;
 mod session;
 mod sessions;
 mod shell;
+pub mod stop;
 pub mod supervisor;
 mod world;
 

@@ -82,65 +82,6 @@ pub fn living_below(root: u32) -> Vec<u32> {
         .collect()
 }
 
-/// How long SIGKILL is repeated for before [`end_below`] gives up (a tree that forks faster
-/// than it can be killed; never seen).
-const KILL_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Ends everything below the supervisor `root`, politely first: SIGTERM to the whole tree
-/// (leaves first), up to `grace` for all of it to end, then SIGKILL repeated until nothing
-/// lives. `root` itself is left alone (it holds what is below it). Returns whether SIGKILL
-/// was needed.
-pub async fn end_below(root: u32, grace: std::time::Duration) -> bool {
-    if root <= 1 {
-        return false;
-    }
-    signal_trees(&children(root), Signal::SIGTERM);
-    let poll = std::time::Duration::from_millis(10);
-    let deadline = tokio::time::Instant::now() + grace;
-    while tokio::time::Instant::now() < deadline {
-        if living_below(root).is_empty() {
-            return false;
-        }
-        tokio::time::sleep(poll).await;
-    }
-    let deadline = tokio::time::Instant::now() + KILL_LIMIT;
-    loop {
-        let left = living_below(root);
-        if left.is_empty() || tokio::time::Instant::now() >= deadline {
-            if !left.is_empty() {
-                tracing::warn!(root, left = left.len(), "processes survived SIGKILL");
-            }
-            return true;
-        }
-        signal_all(&left, Signal::SIGKILL);
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-}
-
-/// Ends `root` and everything below it. `root` should be a subreaper (a supervisor): it is
-/// stopped first, so it cannot exit and let what it holds be reparented away, and orphans
-/// of killed processes keep landing on it. Below it, SIGKILL is repeated until nothing
-/// lives (a process forked between a walk and a kill is found by the next walk); then
-/// `root` itself is killed.
-pub fn kill_tree(root: u32) {
-    let Ok(raw) = i32::try_from(root) else {
-        return;
-    };
-    if root <= 1 {
-        return;
-    }
-    let _ = kill(Pid::from_raw(raw), Signal::SIGSTOP);
-    for _ in 0..1000 {
-        let living = living_below(root);
-        if living.is_empty() {
-            break;
-        }
-        signal_all(&living, Signal::SIGKILL);
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
-}
-
 /// Sends `signal` to each of `pids` (never 0 or 1).
 pub fn signal_all(pids: &[u32], signal: Signal) {
     for &pid in pids {
@@ -150,18 +91,6 @@ pub fn signal_all(pids: &[u32], signal: Signal) {
             let _ = kill(Pid::from_raw(raw), signal);
         }
     }
-}
-
-/// Sends `signal` to every process in the trees, leaves first. Pids 0 and 1 are never
-/// signalled (0 would mean the daemon's own process group; 1 is init).
-pub fn signal_trees(roots: &[u32], signal: Signal) {
-    let mut all: Vec<u32> = roots
-        .iter()
-        .filter(|&&root| root > 1)
-        .flat_map(|&root| tree(root))
-        .collect();
-    all.reverse();
-    signal_all(&all, signal);
 }
 
 #[cfg(test)]
@@ -186,7 +115,7 @@ mod tests {
         assert_eq!(kids.len(), 2, "{kids:?}");
         assert_eq!(parent(kids[0]), Some(pid));
         assert_eq!(tree(pid).len(), 3);
-        signal_trees(&[pid], Signal::SIGKILL);
+        signal_all(&tree(pid), Signal::SIGKILL);
         child.wait().unwrap();
         for kid in kids {
             for _ in 0..100 {

@@ -15,15 +15,10 @@ use super::error::ExecError;
 use super::proctree;
 use super::script;
 use super::shell::{Job, Report, Shell};
+use super::stop::{Escalation, Target};
 
 /// Output kept per stream of a foreground command; beyond it the result says `truncated`.
 pub const MAX_OUTPUT_BYTES: u64 = 32 * 1024 * 1024;
-/// After a timeout: each signal sent to the command, and how long it gets to end.
-const STOP_STEPS: [(Signal, Duration); 3] = [
-    (Signal::SIGINT, Duration::from_millis(300)),
-    (Signal::SIGTERM, Duration::from_millis(500)),
-    (Signal::SIGKILL, Duration::from_secs(1)),
-];
 /// How long a background command may take to report its pid.
 const PID_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -177,58 +172,27 @@ impl Session {
             .collect()
     }
 
-    /// Stops a foreground command that ran past its deadline, gently first: SIGINT to the
-    /// shell and to the command's processes (bash runs its INT trap, which ends the command,
-    /// both for builtin loops and for children that die of SIGINT), then SIGTERM, then
-    /// SIGKILL, each with a grace period; the shell itself only if all that fails. The
-    /// command's processes are what appeared below the shell or the session's supervisor
-    /// since it started (so what it detached is found too); background processes and what
-    /// ran before (`before`) are spared. Returns whether the session survived.
+    /// Stops a foreground command that ran past its deadline with
+    /// [`Escalation::TIMEOUT`]: each signal goes to the command's processes and SIGINT
+    /// to the shell too (bash runs its INT trap, which ends the command, both for builtin
+    /// loops and for children that die of SIGINT); the shell itself is killed only if
+    /// all that fails. Returns whether the session survived.
     async fn stop_foreground(
         &self,
         reports: &mut mpsc::UnboundedReceiver<Report>,
         before: &HashSet<u32>,
     ) -> bool {
-        let command_processes = || -> Vec<u32> {
-            let spared = self
-                .background
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
-            self.direct_processes()
-                .into_iter()
-                .filter(|pid| !spared.contains(pid) && !before.contains(pid))
-                .filter(|&pid| proctree::alive(pid))
-                .collect()
+        let mut command = Foreground {
+            session: self,
+            reports,
+            before,
+            done: false,
         };
-        let mut done = false;
-        for (signal, grace) in STOP_STEPS {
-            proctree::signal_trees(&command_processes(), signal);
-            if !done {
-                self.shell.interrupt();
-            }
-            // Over when the shell has reported the command done and nothing it started is
-            // left (what it detached may ignore the signal that ended the command).
-            let deadline = tokio::time::Instant::now() + grace;
-            loop {
-                if !done {
-                    let wait = tokio::time::timeout(Duration::from_millis(10), wait_done(reports));
-                    done = matches!(wait.await, Ok(Some(_)));
-                } else {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                if done && command_processes().is_empty() {
-                    return true;
-                }
-                if tokio::time::Instant::now() >= deadline {
-                    break;
-                }
-            }
-        }
-        if done {
+        let stopped = Escalation::TIMEOUT.stop(&mut command).await;
+        if command.done {
             return true;
         }
-        tracing::warn!(session = %self.id, "a timed-out command survived SIGINT, SIGTERM and SIGKILL; killing the session");
+        tracing::warn!(session = %self.id, ?stopped, "a timed-out command survived SIGINT, SIGTERM and SIGKILL; killing the session");
         self.shell.kill();
         false
     }
@@ -316,6 +280,57 @@ impl Session {
                 code,
             }
         }
+    }
+}
+
+/// A foreground command being stopped: its processes are what appeared below the shell or
+/// the session's supervisor since it started (so what it detached is found too), with all
+/// they started; background processes and what ran before (`before`) are spared. It has
+/// ended once the shell reported it done and nothing it started is left (what it detached
+/// may ignore the signal that ended the command).
+struct Foreground<'a> {
+    session: &'a Session,
+    reports: &'a mut mpsc::UnboundedReceiver<Report>,
+    before: &'a HashSet<u32>,
+    /// Whether the shell has reported the command done.
+    done: bool,
+}
+
+impl Target for Foreground<'_> {
+    fn living(&mut self) -> Vec<u32> {
+        let spared = self
+            .session
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let direct: Vec<u32> = self
+            .session
+            .direct_processes()
+            .into_iter()
+            .filter(|pid| !spared.contains(pid) && !self.before.contains(pid))
+            .collect();
+        direct
+            .into_iter()
+            .flat_map(proctree::tree)
+            .filter(|&pid| proctree::alive(pid))
+            .collect()
+    }
+
+    fn signalled(&mut self, _signal: Signal) {
+        if !self.done {
+            self.session.shell.interrupt();
+        }
+    }
+
+    async fn ended(&mut self, poll: Duration) -> bool {
+        if self.done {
+            tokio::time::sleep(poll).await;
+        } else {
+            let wait = tokio::time::timeout(poll, wait_done(self.reports));
+            self.done = matches!(wait.await, Ok(Some(_)));
+        }
+        self.done && self.living().is_empty()
     }
 }
 

@@ -9,13 +9,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
-
 use super::error::ExecError;
-use super::proctree;
 use super::session::{CommandSpec, Finished, Session, timeout_error};
 use super::shell::Shell;
+use super::stop;
 use super::supervisor::OnExit;
 use super::world::World;
 use crate::wire::time::now_rfc3339;
@@ -232,7 +229,7 @@ async fn run_sessionless(
         Some(status) => status?,
         None => {
             if let Some(root) = spawned.and_then(|pid| config.world.supervisor_of(pid)) {
-                stop_tree(root).await;
+                stop::stop_supervised(root).await;
             }
             let _ = child.kill().await;
             return Err(timeout_error(timeout, &out_path, &err_path, true));
@@ -244,18 +241,6 @@ async fn run_sessionless(
         128 + status.signal().unwrap_or(0)
     });
     Finished::from_files(exit_code, &out_path, &err_path, duration).await
-}
-
-/// How long a timed-out sessionless command has between SIGTERM and SIGKILL.
-const SESSIONLESS_GRACE: Duration = Duration::from_millis(500);
-
-/// Stops everything below the supervisor `root` (SIGTERM, a grace period, then SIGKILL until
-/// nothing is left), then `root`. `root` is stopped first, so it cannot exit and let what it
-/// holds be reparented away.
-async fn stop_tree(root: u32) {
-    let _ = kill(Pid::from_raw(root as i32), Signal::SIGSTOP);
-    proctree::end_below(root, SESSIONLESS_GRACE).await;
-    let _ = kill(Pid::from_raw(root as i32), Signal::SIGKILL);
 }
 
 /// Destroys sessions off the async threads (the kills poll /proc).

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch};
 use super::error::ExecError;
 use super::supervisor::OnExit;
 use super::world::{Isolation, World};
-use super::{proctree, script};
+use super::{proctree, script, stop};
 
 /// How long a new shell may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -273,7 +273,7 @@ impl Shell {
     /// Kills the shell and everything the session started, however it forked or detached:
     /// all of it is below the session's supervisor.
     pub fn kill(&self) {
-        proctree::kill_tree(self.root);
+        stop::kill_supervised(self.root);
     }
 
     /// The host pid of a process of this session that the sandbox knows as `pid`.

@@ -23,7 +23,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getpid};
 
-use super::proctree;
+use super::{proctree, stop};
 
 /// What a supervisor does when its program exits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -206,22 +206,13 @@ fn mirror(child: Pid) -> i32 {
 /// Orphans of killed processes land here (the subreaper), so the walk closes.
 fn kill_below_me() {
     let me = getpid().as_raw() as u32;
-    for _ in 0..1000 {
-        let living = proctree::living_below(me);
-        if living.is_empty() {
-            break;
-        }
-        proctree::signal_all(&living, Signal::SIGKILL);
-        while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL)) {
-            if status == WaitStatus::StillAlive {
-                std::thread::sleep(std::time::Duration::from_millis(2));
-                break;
-            }
-        }
-    }
-    while waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL))
-        .is_ok_and(|s| s != WaitStatus::StillAlive)
-    {}
+    let reap = || {
+        while waitpid(None, Some(WaitPidFlag::WNOHANG | WaitPidFlag::__WALL))
+            .is_ok_and(|s| s != WaitStatus::StillAlive)
+        {}
+    };
+    stop::kill_until_gone(|| proctree::living_below(me), reap);
+    reap();
 }
 
 /// Writes one report line (`{job}` replaced) to the report FIFO, if there is one. The

@@ -14,12 +14,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use super::ProcessError;
+use crate::exec::stop::{Below, Escalation};
 use crate::exec::{CommandSpec, Report, SessionManager, Started, proctree};
 use crate::text::Utf8Chunker;
 use crate::wire::time::now_rfc3339;
 
-/// SIGTERM to SIGKILL, as in the reference.
-const KILL_GRACE: Duration = Duration::from_secs(5);
 /// Output kept per stream of one process, in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
 /// Live events a follower may fall behind by; output is read every 20 ms, at most two
@@ -363,7 +362,10 @@ impl ProcessService {
             tokio::spawn(async move {
                 // Everything the process started is below its supervisor, including what
                 // left its process group or session.
-                let needed = proctree::end_below(killing.supervisor, KILL_GRACE).await;
+                let stopped = Escalation::REQUESTED
+                    .stop(&mut Below(killing.supervisor))
+                    .await;
+                let needed = stopped.needed_kill();
                 killing.killed.send_replace(Some(needed));
             });
         }
