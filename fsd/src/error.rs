@@ -364,6 +364,7 @@ impl From<ExecError> for ApiError {
                 }))
             }
             ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
+            ExecError::Request(err) => err.into(),
         }
     }
 }

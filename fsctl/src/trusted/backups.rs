@@ -15,7 +15,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::BucketAccess;
+use super::access::BucketAccess;
 use fsd_sdk::{Sandbox, SdkError};
 
 /// Where archives live in the sandbox.

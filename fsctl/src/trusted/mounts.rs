@@ -8,7 +8,7 @@ use fsd_api::mounts::{BucketMountInfo, MountBucketRequest};
 use fsd_control::Scope;
 use fsd_s3::CredentialProxy;
 
-use super::BucketAccess;
+use super::access::BucketAccess;
 use fsd_sdk::{Sandbox, SdkError};
 
 /// Where a mount goes and what it may do.

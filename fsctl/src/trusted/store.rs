@@ -12,7 +12,7 @@ use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 
-use super::BucketAccess;
+use super::access::BucketAccess;
 use fsd_sdk::SdkError;
 
 /// A running embedded store; stops when dropped.

@@ -6,21 +6,6 @@ mod routes;
 mod service;
 mod validate;
 
-use axum::Router;
-use axum::routing::{get, post};
-
+pub use routes::router;
 pub use service::BackupService;
 pub use validate::BackupConfigError;
-
-use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/backup/create", post(routes::create))
-        .route("/api/backup/restore", post(routes::restore))
-        .route("/api/backup/upload-parts", post(routes::upload_parts))
-        .route("/api/backup/upload", post(routes::upload))
-        .route("/api/backup/download", post(routes::download))
-        .route("/api/backup/mounts", get(routes::mounts))
-        .route("/api/backup/unmount", post(routes::unmount))
-}

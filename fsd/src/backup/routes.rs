@@ -5,10 +5,11 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use fsd_api::Operation;
 use fsd_api::backup::{
     BackupEvent, CreateBackupRequest, CreateBackupResponse, DownloadBackupRequest,
@@ -22,9 +23,21 @@ use tokio::sync::mpsc;
 
 use super::service::{CreateSpec, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
-use crate::error::{ApiError, backup_error, parse_backup_request};
+use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
 use crate::state::AppState;
 use crate::wire::sse::sse_response;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/backup/create", post(create))
+        .route("/api/backup/restore", post(restore))
+        .route("/api/backup/upload-parts", post(upload_parts))
+        .route("/api/backup/upload", post(upload))
+        .route("/api/backup/download", post(download))
+        .route("/api/backup/mounts", get(mounts))
+        .route("/api/backup/unmount", post(unmount))
+}
 
 /// Progress events go out at most this often per phase (and always at 0 and at the end).
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
@@ -32,7 +45,7 @@ const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
     let op = Operation::BackupCreate;
     let dir = backup_dir(state, &req.dir, op)?;
-    let archive = validate::archive("archivePath", &req.archive_path, op)?;
+    let archive = validate::archive("archivePath", &req.archive_path).op(op)?;
     let mut options = ArchiveOptions {
         excludes: req.excludes.clone().unwrap_or_default(),
         gitignore: req.gitignore.unwrap_or(false),
@@ -40,13 +53,13 @@ fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec
     };
     if let Some(compression) = &req.compression {
         if let Some(format) = &compression.format {
-            options.codec = Codec::parse(format).ok_or_else(|| {
-                invalid("compression.format", "must be one of gzip, lz4, zstd", op)
-            })?;
+            options.codec = Codec::parse(format)
+                .ok_or_else(|| invalid("compression.format", "must be one of gzip, lz4, zstd"))
+                .op(op)?;
         }
         if let Some(threads) = compression.threads {
             if threads == 0 {
-                return Err(invalid("compression.threads", "must be at least 1", op));
+                return Err(invalid("compression.threads", "must be at least 1")).op(op);
             }
             options.threads = threads as usize;
         }
@@ -81,13 +94,9 @@ pub async fn restore(
     let op = Operation::BackupRestore;
     let req: RestoreBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
-    let mut archives = vec![validate::archive("archivePath", &req.archive_path, op)?];
+    let mut archives = vec![validate::archive("archivePath", &req.archive_path).op(op)?];
     for (i, parent) in req.parent_archive_paths.iter().flatten().enumerate() {
-        archives.push(validate::archive(
-            &format!("parentArchivePaths[{i}]"),
-            parent,
-            op,
-        )?);
+        archives.push(validate::archive(&format!("parentArchivePaths[{i}]"), parent).op(op)?);
     }
     let restore = state
         .backups
@@ -103,9 +112,9 @@ pub async fn upload_parts(
 ) -> Result<Json<UploadPartsResponse>, ApiError> {
     let op = Operation::BackupCreate;
     let req: UploadPartsRequest = parse_backup_request(&body, op)?;
-    let archive = validate::archive("archivePath", &req.archive_path, op)?;
+    let archive = validate::archive("archivePath", &req.archive_path).op(op)?;
     if req.parts.is_empty() {
-        return Err(invalid("parts", "must not be empty", op));
+        return Err(invalid("parts", "must not be empty")).op(op);
     }
     let mut parts = Vec::with_capacity(req.parts.len());
     for (i, part) in req.parts.iter().enumerate() {
@@ -113,17 +122,13 @@ pub async fn upload_parts(
             return Err(invalid(
                 &format!("parts[{i}].partNumber"),
                 "must be at least 1",
-                op,
-            ));
+            ))
+            .op(op);
         }
         if part.size < 1 {
-            return Err(invalid(
-                &format!("parts[{i}].size"),
-                "must be at least 1",
-                op,
-            ));
+            return Err(invalid(&format!("parts[{i}].size"), "must be at least 1")).op(op);
         }
-        validate::url(&format!("parts[{i}].url"), &part.url, op)?;
+        validate::url(&format!("parts[{i}].url"), &part.url).op(op)?;
         parts.push(PartSpec {
             part_number: part.part_number,
             url: part.url.clone(),
@@ -150,18 +155,14 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
     let target = req.upload;
     let part_urls = target.part_urls.clone().unwrap_or_default();
     match (&target.url, part_urls.is_empty()) {
-        (Some(url), true) => validate::url("upload.url", url, op)?,
+        (Some(url), true) => validate::url("upload.url", url).op(op)?,
         (None, false) => {
             for (i, url) in part_urls.iter().enumerate() {
-                validate::url(&format!("upload.partUrls[{i}]"), url, op)?;
+                validate::url(&format!("upload.partUrls[{i}]"), url).op(op)?;
             }
         }
         _ => {
-            return Err(invalid(
-                "upload",
-                "give exactly one of url and partUrls",
-                op,
-            ));
+            return Err(invalid("upload", "give exactly one of url and partUrls")).op(op);
         }
     }
     let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
@@ -199,16 +200,14 @@ pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Resp
     let req: DownloadBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
     if req.archives.is_empty() {
-        return Err(invalid("archives", "must not be empty", op));
+        return Err(invalid("archives", "must not be empty")).op(op);
     }
     let mut sources = Vec::with_capacity(req.archives.len());
     for (i, source) in req.archives.iter().enumerate() {
-        let archive = validate::archive(
-            &format!("archives[{i}].archivePath"),
-            &source.archive_path,
-            op,
-        )?;
-        validate::url(&format!("archives[{i}].url"), &source.url, op)?;
+        let archive =
+            validate::archive(&format!("archives[{i}].archivePath"), &source.archive_path)
+                .op(op)?;
+        validate::url(&format!("archives[{i}].url"), &source.url).op(op)?;
         sources.push(Source {
             archive,
             url: source.url.clone(),
@@ -260,7 +259,7 @@ pub async fn unmount(
 
 /// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
 fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
-    validate::dir(dir, std::path::Path::new(&state.capabilities.workspace), op)
+    validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)
 }
 
 /// The answer to a restore or a release: the directory and how it is (or was) mounted.

@@ -19,23 +19,10 @@ pub mod stop;
 pub mod supervisor;
 mod world;
 
-use axum::Router;
-use axum::routing::{get, post};
-
-pub use error::ExecError;
-pub use request::{CommandRequest, DEFAULT_SESSION, RequestError};
+pub use error::{ExecError, RequestError};
+pub use request::{CommandRequest, DEFAULT_SESSION};
+pub use routes::router;
 pub use session::{CommandSpec, Session, Started};
 pub use sessions::{ExecConfig, SessionManager, base_env};
 pub use shell::Report;
 pub use world::World;
-
-use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/session/create", post(routes::create_session))
-        .route("/api/session/list", get(routes::list_sessions))
-        .route("/api/session/delete", post(routes::delete_session))
-        .route("/api/execute", post(routes::execute))
-        .route("/api/execute/stream", post(routes::execute_stream))
-}

@@ -1,7 +1,8 @@
 //! What a command request says, whichever route brought it (`/api/execute`, its stream,
 //! `background: true`, `/api/process/start`): the command, its session, env and cwd,
-//! checked in one place. A request the caller got wrong is a [`RequestError`], which
-//! `crate::error` turns into the wire error.
+//! checked in one place. A request the caller got wrong is a [`RequestError`] (inside an
+//! [`ExecError`] where the check also looks at sessions), which `crate::error` turns into
+//! the wire error.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -10,37 +11,13 @@ use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::ExecuteRequest;
 use fsd_api::process::StartProcessRequest;
 
-use super::error::ExecError;
+use super::error::{ExecError, RequestError};
 use super::script::valid_env_name;
 use super::session::CommandSpec;
 use super::sessions::SessionManager;
-use crate::error::ApiError;
 
 /// The session a request without one runs in.
 pub const DEFAULT_SESSION: &str = "default";
-
-/// Why a command request is refused.
-#[derive(Debug, thiserror::Error)]
-pub enum RequestError {
-    #[error("command: must not be empty")]
-    EmptyCommand,
-    /// `/api/process/start` says it with its own code, as the reference does.
-    #[error("command: must not be empty")]
-    EmptyProcessCommand,
-    #[error("command: must not contain NUL bytes")]
-    NulInCommand,
-    #[error("invalid variable name {0:?}: must match ^[A-Za-z_][A-Za-z0-9_]*$")]
-    EnvName(String),
-    #[error("value of {0} contains a NUL byte")]
-    EnvNul(String),
-    #[error("must be a non-empty path without NUL")]
-    Cwd,
-    /// A session id that is blank, too long or holds NUL; `field` names where it came from.
-    #[error("must be 1 to 256 bytes, not blank, without NUL")]
-    SessionId { field: &'static str },
-    #[error("must be a non-empty session id")]
-    SessionToDelete,
-}
 
 /// A command request, from any route.
 pub struct CommandRequest<'a> {
@@ -77,7 +54,7 @@ impl<'a> CommandRequest<'a> {
         &self,
         sessions: &SessionManager,
         session_id: &str,
-    ) -> Result<CommandSpec, ApiError> {
+    ) -> Result<CommandSpec, ExecError> {
         if self.command.trim().is_empty() {
             return Err(RequestError::EmptyCommand.into());
         }
@@ -132,7 +109,7 @@ pub fn existing_dir(
     sessions: &SessionManager,
     cwd: &str,
     base: Option<PathBuf>,
-) -> Result<PathBuf, ApiError> {
+) -> Result<PathBuf, ExecError> {
     if cwd.trim().is_empty() || cwd.contains('\0') {
         return Err(RequestError::Cwd.into());
     }
@@ -144,8 +121,7 @@ pub fn existing_dir(
     } else {
         Err(ExecError::CwdNotFound {
             cwd: cwd.to_string(),
-        }
-        .into())
+        })
     }
 }
 

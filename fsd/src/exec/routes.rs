@@ -2,10 +2,11 @@
 
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
 use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use base64_simd::STANDARD as BASE64;
 use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
@@ -15,9 +16,9 @@ use fsd_api::exec::{
 };
 use futures_util::{StreamExt, stream};
 
-use super::error::ExecError;
+use super::error::{ExecError, RequestError};
 use super::request::{
-    CommandRequest, DEFAULT_SESSION, RequestError, checked_env, checked_session_id, existing_dir,
+    CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir,
 };
 use super::session::CommandSpec;
 use super::sessions::SessionOptions;
@@ -27,6 +28,16 @@ use crate::state::AppState;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/session/create", post(create_session))
+        .route("/api/session/list", get(list_sessions))
+        .route("/api/session/delete", post(delete_session))
+        .route("/api/execute", post(execute))
+        .route("/api/execute/stream", post(execute_stream))
+}
 
 pub async fn create_session(
     State(state): State<AppState>,

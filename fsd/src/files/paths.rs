@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use fsd_api::MAX_PATH_BYTES;
 
-use super::FileError;
+use super::error::FileError;
 
 /// Whether the last component is followed if it is a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

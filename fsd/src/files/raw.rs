@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
-use super::FileError;
+use super::error::FileError;
 use super::service::{Download, blocking};
 use super::special::Patient;
 use super::stream::receiver_stream;

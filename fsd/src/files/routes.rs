@@ -1,10 +1,11 @@
 //! The JSON file routes of the reference API, plus `POST /api/stat`.
 
-use axum::Json;
 use std::borrow::Cow;
 
 use axum::extract::{Request, State};
 use axum::response::Response;
+use axum::routing::{get, post};
+use axum::{Json, Router};
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
@@ -14,9 +15,10 @@ use fsd_api::files::{
     RenameResponse, StatRequest, StatResponse, WriteResponse,
 };
 
-use super::FileError;
+use super::error::FileError;
 use super::json_write::{self, WriteBody};
 use super::listing::ListOptions;
+use super::raw;
 use super::session_path::in_session;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
@@ -24,6 +26,22 @@ use crate::state::AppState;
 use crate::wire::json::{JsonBody, parse};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/read", post(read))
+        .route("/api/read/stream", post(read_stream))
+        .route("/api/write", post(write))
+        .route("/api/delete", post(delete))
+        .route("/api/rename", post(rename))
+        .route("/api/move", post(move_file))
+        .route("/api/mkdir", post(mkdir))
+        .route("/api/list-files", post(list_files))
+        .route("/api/exists", post(exists))
+        .route("/api/stat", post(stat))
+        .route("/api/files/raw", get(raw::download).put(raw::upload))
+}
 
 type Reply<T> = Result<Json<T>, ApiError>;
 

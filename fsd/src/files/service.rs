@@ -12,8 +12,8 @@ use base64_simd::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
 use fsd_api::files::{Encoding, FileInfo, FileStat};
 
-use super::FileError;
 use super::atomic::{self, AtomicWriteError, Destination};
+use super::error::FileError;
 use super::listing::{self, ListOptions};
 use super::mime;
 use super::paths::{Follow, PathPolicy};

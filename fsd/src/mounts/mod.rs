@@ -6,19 +6,6 @@ mod routes;
 mod service;
 mod validate;
 
-use axum::Router;
-use axum::routing::get;
-
+pub use routes::router;
 pub use service::{MountService, MountServiceError};
 pub use validate::MountConfigError;
-
-use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route(
-        "/api/mounts",
-        get(routes::list)
-            .post(routes::mount)
-            .delete(routes::unmount),
-    )
-}

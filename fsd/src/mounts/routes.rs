@@ -1,8 +1,9 @@
 //! `/api/mounts`: parse (INVALID_MOUNT_CONFIG naming the field), call the service, answer.
 
-use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Query, State};
+use axum::routing::get;
+use axum::{Json, Router};
 use fsd_api::Operation;
 use fsd_api::mounts::{
     ListMountsResponse, MountBucketRequest, MountBucketResponse, UnmountBucketRequest,
@@ -13,6 +14,11 @@ use super::validate;
 use crate::error::{ApiError, OperationExt, mount_error, parse_mount_request};
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/mounts", get(list).post(mount).delete(unmount))
+}
 
 pub async fn mount(
     State(state): State<AppState>,

@@ -2,17 +2,24 @@
 
 use std::time::Duration;
 
+use axum::Router;
 use axum::extract::State;
 use axum::response::Response;
+use axum::routing::post;
 use fsd_api::ports::{PortWatchEvent, PortWatchRequest, ProbeMode};
 use futures_util::{StreamExt, stream};
 
-use super::PortWatchRequestError;
+use super::error::PortWatchRequestError;
 use super::probe;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new().route("/api/port-watch", post(watch))
+}
 
 pub async fn watch(
     State(state): State<AppState>,

@@ -1,8 +1,9 @@
 //! Route handlers for `/api/process/*`.
 
-use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::response::Response;
+use axum::routing;
+use axum::{Json, Router};
 use fsd_api::process::{
     GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
     ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
@@ -10,14 +11,26 @@ use fsd_api::process::{
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
+use super::error::ProcessError;
 use super::service::OUTPUT_CAP_BYTES;
-use super::{Live, ProcessError, Stream};
+use super::service::{Live, Stream};
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/process/start", routing::post(start))
+        .route("/api/process/list", routing::get(list))
+        .route("/api/process/kill-all", routing::delete(kill_all))
+        .route("/api/process/{id}", routing::get(get).delete(kill))
+        .route("/api/process/{id}/logs", routing::get(logs))
+        .route("/api/process/{id}/stream", routing::get(stream))
+}
 
 pub async fn start(
     State(state): State<AppState>,

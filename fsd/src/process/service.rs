@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
-use super::ProcessError;
+use super::error::ProcessError;
 use crate::exec::stop::{Below, Escalation};
 use crate::exec::{CommandSpec, Report, SessionManager, Started, proctree};
 use crate::text::Utf8Chunker;

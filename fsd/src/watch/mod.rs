@@ -11,16 +11,6 @@ mod persist;
 mod routes;
 mod service;
 
-use axum::Router;
-use axum::routing::post;
-
 pub use error::WatchRequestError;
+pub use routes::router;
 pub use service::WatchService;
-
-use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/watch", post(routes::watch))
-        .route("/api/watch/check", post(routes::check))
-}

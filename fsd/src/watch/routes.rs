@@ -5,9 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
+use axum::routing::post;
+use axum::{Json, Router};
 use fsd_api::watch::{
     CheckChangesRequest, CheckChangesResponse, PathChange, WatchEvent, WatchRequest,
 };
@@ -24,6 +25,13 @@ use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+
+/// The domain's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/watch", post(watch))
+        .route("/api/watch/check", post(check))
+}
 
 /// A batch closes after this much quiet, or at [`COALESCE_MAX`]: bursts collapse as in the
 /// reference's 75 ms windows, but a lone event goes out within milliseconds.

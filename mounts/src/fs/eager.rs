@@ -12,7 +12,6 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::fs::errno;
-use crate::fs::spill::Spill;
 
 /// Parts of one eager upload: all full `part_size`, numbered from 1.
 pub struct EagerUpload {
@@ -37,18 +36,19 @@ impl EagerUpload {
         self.parts.len()
     }
 
-    /// Starts uploading `covered..covered + part_size` of `spill` (bounded by `slots`).
+    /// Starts uploading the next `part_size` bytes, `covered..covered + part_size`, which
+    /// `read(offset, len)` reads from the written file once a slot of `slots` is free.
     pub fn start_part(
         &mut self,
         runtime: &tokio::runtime::Handle,
         client: &impl ObjectStore,
-        spill: &Arc<Spill>,
+        read: impl FnOnce(u64, u64) -> std::io::Result<Vec<u8>> + Send + 'static,
         slots: &Arc<Semaphore>,
         part_size: u64,
     ) {
         let number = self.parts.len() as u32 + 1;
         let start = self.covered;
-        let (client, spill, slots) = (client.clone(), Arc::clone(spill), Arc::clone(slots));
+        let (client, slots) = (client.clone(), Arc::clone(slots));
         let (key, upload_id) = (self.key.clone(), Arc::clone(&self.upload_id));
         self.parts.push(runtime.spawn(async move {
             let _slot = slots.acquire_owned().await.map_err(|_| Errno::EIO)?;
@@ -61,7 +61,7 @@ impl EagerUpload {
                 })
                 .await
                 .clone()?;
-            let body = spill.read_at(start, part_size).map_err(Errno::from)?;
+            let body = read(start, part_size).map_err(Errno::from)?;
             client
                 .upload_part(&key, &id, number, Bytes::from(body))
                 .await

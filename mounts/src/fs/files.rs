@@ -209,10 +209,11 @@ impl<S: ObjectStore> Inner<S> {
             return;
         };
         while upload.covered + PART_SIZE <= size && (upload.part_count() as u64) < MAX_PARTS - 1 {
+            let spill = Arc::clone(spill);
             upload.start_part(
                 &self.runtime,
                 &self.client,
-                spill,
+                move |offset, len| spill.read_at(offset, len),
                 &self.part_slots,
                 PART_SIZE,
             );

@@ -16,6 +16,7 @@ mod files_read_write;
 mod files_stream;
 mod fsctl;
 mod hostile;
+mod layout;
 mod mount_proxy;
 mod port_watch;
 mod process;

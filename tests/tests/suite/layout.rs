@@ -1,0 +1,309 @@
+//! The codebase's shape: no two source files import each other. A type that two files
+//! both need lives in a third (its own small module), so every file can be read after the
+//! files it uses. A name a `lib.rs` or `mod.rs` re-exports counts as the file that
+//! defines it; test code (`#[cfg(test)]` and below) is left out, since a test module uses
+//! its parent by design.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// A module path inside one crate: `["exec", "routes"]` for `exec/routes.rs`, `[]` for
+/// `lib.rs` or `main.rs`.
+type Module = Vec<String>;
+
+#[test]
+fn no_two_files_import_each_other() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut pairs = Vec::new();
+    let mut crates = 0;
+    for entry in std::fs::read_dir(&workspace).unwrap().flatten() {
+        let src = entry.path().join("src");
+        if !entry.path().join("Cargo.toml").is_file() || !src.is_dir() {
+            continue;
+        }
+        crates += 1;
+        pairs.extend(Crate::read(&src).mutual_imports());
+    }
+    assert!(
+        crates >= 8,
+        "found only {crates} crates under {workspace:?}"
+    );
+    assert!(
+        pairs.is_empty(),
+        "files that import each other:\n{}",
+        pairs.join("\n")
+    );
+}
+
+#[test]
+fn use_trees_expand_to_every_path() {
+    let leaves = |tree| -> Vec<String> { expand_use(tree).into_iter().map(|l| l.path).collect() };
+    assert_eq!(
+        leaves("super::{a::{B, c}, d, self}"),
+        ["super::a::B", "super::a::c", "super::d", "super"]
+    );
+    assert_eq!(leaves("crate::x::Y as Z"), ["crate::x::Y"]);
+    assert_eq!(expand_use("crate::x::Y as Z")[0].name, "Z");
+}
+
+#[test]
+fn a_re_export_counts_as_the_file_that_defines_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\npub use b::Shared;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::Shared;\npub struct A;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "pub struct Shared;\n").unwrap();
+    assert!(Crate::read(src).mutual_imports().is_empty());
+
+    std::fs::write(src.join("b.rs"), "use crate::a::A;\npub struct Shared;\n").unwrap();
+    let pairs = Crate::read(src).mutual_imports();
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    assert!(pairs[0].contains("a.rs") && pairs[0].contains("b.rs"));
+}
+
+/// One crate's source files and what each names.
+struct Crate {
+    files: BTreeMap<Module, PathBuf>,
+    /// Every path each file names, test code left out.
+    uses: BTreeMap<Module, Vec<String>>,
+    /// What each file re-exports: the name it is known by → the path it comes from.
+    exports: BTreeMap<Module, BTreeMap<String, String>>,
+}
+
+impl Crate {
+    fn read(src: &Path) -> Crate {
+        let files = modules(src);
+        let mut uses = BTreeMap::new();
+        let mut exports = BTreeMap::new();
+        for (module, path) in &files {
+            let text = std::fs::read_to_string(path).unwrap();
+            let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let (paths, exported) = used_paths(text);
+            uses.insert(module.clone(), paths);
+            exports.insert(module.clone(), exported);
+        }
+        Crate {
+            files,
+            uses,
+            exports,
+        }
+    }
+
+    /// Pairs of files that import each other.
+    fn mutual_imports(&self) -> Vec<String> {
+        let mut imports: BTreeMap<&Module, BTreeSet<Module>> = BTreeMap::new();
+        for (module, paths) in &self.uses {
+            for path in paths {
+                if let Some(target) = self.resolve(module, path, 0)
+                    && &target != module
+                {
+                    imports.entry(module).or_default().insert(target);
+                }
+            }
+        }
+        let mut pairs = Vec::new();
+        for (a, targets) in &imports {
+            for b in targets {
+                if *a < b && imports.get(b).is_some_and(|back| back.contains(*a)) {
+                    let (a, b) = (&self.files[*a], &self.files[b]);
+                    pairs.push(format!("{} <-> {}", a.display(), b.display()));
+                }
+            }
+        }
+        pairs
+    }
+
+    /// The file a path used in `from` leads into: the longest prefix of it that is a
+    /// module of the crate, then, when the next name is one that module re-exports, where
+    /// that comes from. Paths into other crates lead nowhere.
+    fn resolve(&self, from: &Module, path: &str, depth: usize) -> Option<Module> {
+        let mut parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
+        let mut base: Module = match parts.first().copied() {
+            Some("crate") => {
+                parts.remove(0);
+                Vec::new()
+            }
+            Some("super") => {
+                let mut base = from.clone();
+                while parts.first() == Some(&"super") {
+                    parts.remove(0);
+                    base.pop();
+                }
+                base
+            }
+            Some("self") => {
+                parts.remove(0);
+                from.clone()
+            }
+            Some(child) => {
+                let mut child_module = from.clone();
+                child_module.push(child.to_string());
+                if !self.files.contains_key(&child_module) {
+                    return None;
+                }
+                from.clone()
+            }
+            None => return None,
+        };
+        let start = base.len();
+        base.extend(parts.iter().map(|p| p.to_string()));
+        let len = (start..=base.len())
+            .rev()
+            .find(|&len| self.files.contains_key(&base[..len]))?;
+        let module = base[..len].to_vec();
+        let exported = base
+            .get(len)
+            .and_then(|name| self.exports.get(&module)?.get(name));
+        match exported {
+            Some(origin) if depth < 8 => {
+                let rest = base[len + 1..].iter().map(|p| format!("::{p}"));
+                let origin = format!("{origin}{}", rest.collect::<String>());
+                self.resolve(&module, &origin, depth + 1).or(Some(module))
+            }
+            _ => Some(module),
+        }
+    }
+}
+
+/// Every `.rs` file under `src` by its module path.
+fn modules(src: &Path) -> BTreeMap<Module, PathBuf> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![src.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|ext| ext != "rs") {
+                continue;
+            }
+            let relative = path.strip_prefix(src).unwrap().with_extension("");
+            let mut module: Module = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                module.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                module.pop();
+            }
+            out.insert(module, path);
+        }
+    }
+    out
+}
+
+/// The paths a file names — every leaf of its `use` declarations (lines that start with
+/// `use` or `pub use`) and every `crate::…::` or `super::…::` path written in code — and
+/// what its public `use` declarations re-export (name → path). Comments are skipped.
+fn used_paths(text: &str) -> (Vec<String>, BTreeMap<String, String>) {
+    let mut paths = Vec::new();
+    let mut exports = BTreeMap::new();
+    let mut statement: Option<(bool, String)> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("//") {
+            continue;
+        }
+        match statement.as_mut() {
+            Some((_, tree)) => {
+                tree.push(' ');
+                tree.push_str(line);
+            }
+            None => {
+                let private = line.strip_prefix("use ");
+                let public = ["pub ", "pub(crate) ", "pub(super) "]
+                    .iter()
+                    .find_map(|p| line.strip_prefix(p)?.strip_prefix("use "));
+                match (private, public) {
+                    (Some(tree), _) => statement = Some((false, tree.to_string())),
+                    (_, Some(tree)) => statement = Some((true, tree.to_string())),
+                    _ => paths.extend(inline_paths(line)),
+                }
+            }
+        }
+        if let Some((public, tree)) = statement.take() {
+            let Some((tree, _)) = tree.split_once(';') else {
+                statement = Some((public, tree));
+                continue;
+            };
+            for leaf in expand_use(tree) {
+                if public {
+                    exports.insert(leaf.name, leaf.path.clone());
+                }
+                paths.push(leaf.path);
+            }
+        }
+    }
+    (paths, exports)
+}
+
+/// The `crate::…` and `super::…` paths in one line of code.
+fn inline_paths(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for root in ["crate::", "super::"] {
+        let mut rest = line;
+        while let Some(at) = rest.find(root) {
+            let starts_word = at == 0 || !is_ident(rest.as_bytes()[at - 1]);
+            let path: String = rest[at..]
+                .chars()
+                .take_while(|&c| c == ':' || c == '_' || c.is_ascii_alphanumeric())
+                .collect();
+            rest = &rest[at + path.len()..];
+            if starts_word {
+                out.push(path.trim_end_matches(':').to_string());
+            }
+        }
+    }
+    out
+}
+
+/// One leaf of a use tree: the path and the name it brings in.
+struct Leaf {
+    path: String,
+    name: String,
+}
+
+/// The leaves of one use tree (`a::{b, c::{d}}` → `a::b`, `a::c::d`).
+fn expand_use(tree: &str) -> Vec<Leaf> {
+    let tree = tree.trim();
+    let Some(open) = tree.find('{') else {
+        let (path, alias) = match tree.split_once(" as ") {
+            Some((path, alias)) => (path.trim(), Some(alias.trim())),
+            None => (tree, None),
+        };
+        let name = alias.unwrap_or_else(|| path.rsplit("::").next().unwrap_or(path));
+        return vec![Leaf {
+            path: path.to_string(),
+            name: name.to_string(),
+        }];
+    };
+    let prefix = tree[..open].trim_end_matches("::");
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len()).max(open + 1)];
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0, 0);
+    for (i, c) in inner.char_indices().chain([(inner.len(), ',')]) {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                let part = inner[start..i].trim();
+                start = i + 1;
+                if part == "self" {
+                    out.extend(expand_use(prefix));
+                } else if !part.is_empty() {
+                    out.extend(expand_use(&format!("{prefix}::{part}")));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+fn is_ident(byte: u8) -> bool {
+    byte == b'_' || byte.is_ascii_alphanumeric()
+}
