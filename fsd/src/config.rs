@@ -113,6 +113,11 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_HEADER_TIMEOUT_SECS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
     pub header_timeout_secs: u64,
 
+    /// What watches trees: `inotify` (Linux's own API, the default there) or `notify` (the
+    /// portable crate, the default elsewhere; on Linux it runs the same tests through it).
+    #[arg(long, env = "FSD_WATCH_ENGINE", default_value_t = fsd_watch::EngineKind::default())]
+    pub watch_engine: fsd_watch::EngineKind,
+
     /// How restores are mounted: `auto` prefers the kernel and falls back to FUSE.
     #[arg(long, env = "FSD_RESTORE_DRIVER", value_enum, default_value = "auto")]
     pub restore_driver: RestoreDriver,
@@ -148,6 +153,7 @@ pub struct Settings {
     pub change_list_limit: usize,
     pub transfer_timeout_secs: u64,
     pub restore_driver: RestoreDriver,
+    pub watch_engine: fsd_watch::EngineKind,
     pub isolation: IsolationMode,
     pub connections: crate::wire::accept::Limits,
     pub log_level: String,
@@ -199,6 +205,7 @@ impl ServeArgs {
             change_list_limit: usize::try_from(self.change_list_limit).unwrap_or(usize::MAX),
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
             restore_driver: self.restore_driver,
+            watch_engine: self.watch_engine,
             isolation: self.isolation,
             connections: crate::wire::accept::Limits {
                 max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),

@@ -109,6 +109,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     let watches = Arc::new(WatchService::new(
         Some(settings.state_dir.join("watches")),
         settings.change_list_limit,
+        settings.watch_engine,
     ));
     watches.restore();
     let maintained = Arc::downgrade(&watches);

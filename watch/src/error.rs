@@ -12,6 +12,10 @@ pub enum WatchError {
         "inotify watch limit reached while watching {path} (raise fs.inotify.max_user_watches)"
     )]
     LimitReached { path: PathBuf },
-    #[error("inotify: {0}")]
+    #[error("watch: {0}")]
     Io(#[from] std::io::Error),
+    #[error("the {0} watch engine is not available on this system")]
+    Unsupported(crate::EngineKind),
+    #[error("notify: {0}")]
+    Notify(#[from] notify::Error),
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use fsd_watch::{Event, EventKind, Filter, Watcher};
+use fsd_watch::{EngineKind, Event, EventKind, Filter, Watcher};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 async fn drain(events: &mut UnboundedReceiver<Event>, quiet: Duration) -> Vec<Event> {
@@ -39,7 +39,11 @@ async fn a_kernel_queue_overflow_is_reported() {
     // The limit applies to inotify instances created after the change.
     std::fs::write(KNOB, "4").unwrap();
     let (_dir, root) = root();
-    let started = Watcher::start(&root, Filter::new(&[], &[]).unwrap(), true);
+    // The engine under test: `FSD_WATCH_ENGINE`, else the default.
+    let engine: EngineKind = std::env::var("FSD_WATCH_ENGINE")
+        .map(|name| name.parse().unwrap())
+        .unwrap_or_default();
+    let started = Watcher::start_with(engine, &root, Filter::new(&[], &[]).unwrap(), true);
     std::fs::write(KNOB, original.trim()).unwrap();
     let (_watcher, mut events) = started.unwrap();
     // Flood from two threads: a queue of 4 events cannot absorb it.

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fsd_watch::{Event, Filter, Watcher};
+use fsd_watch::{EngineKind, Event, Filter, Watcher};
 use tokio::sync::broadcast;
 
 use super::journal::Journal;
@@ -73,6 +73,8 @@ pub struct WatchService {
     snapshots: Option<PathBuf>,
     /// Lines in one change list; more is a resync.
     max_changes: usize,
+    /// What watches the trees.
+    engine: EngineKind,
 }
 
 impl WatchService {
@@ -80,10 +82,11 @@ impl WatchService {
         self.roots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn new(snapshots: Option<PathBuf>, max_changes: usize) -> Self {
+    pub fn new(snapshots: Option<PathBuf>, max_changes: usize, engine: EngineKind) -> Self {
         Self {
             snapshots,
             max_changes,
+            engine,
             ..Self::default()
         }
     }
@@ -109,6 +112,7 @@ impl WatchService {
             .unwrap_or_default()
             .as_millis();
         let root = start_root(
+            self.engine,
             key,
             filter,
             format!("watch-{number}-{millis}"),
@@ -131,7 +135,7 @@ impl WatchService {
                 }
             };
             let journal = Journal::restored(snapshot.saved, RESTART_GAP, self.max_changes);
-            let root = match start_root(&snapshot.key, filter, snapshot.id, journal) {
+            let root = match start_root(self.engine, &snapshot.key, filter, snapshot.id, journal) {
                 Ok(root) => root,
                 Err(err) => {
                     tracing::warn!(path = %snapshot.key.path.display(), error = %err, "cannot restore a watch");
@@ -236,12 +240,14 @@ fn save_root(dir: &Path, root: &Root, index: Vec<persist::IndexEntry>) {
 
 /// Starts the engine for `key` and the task that feeds its journal and subscribers.
 fn start_root(
+    engine: EngineKind,
     key: &WatchKey,
     filter: Filter,
     id: String,
     journal: Journal,
 ) -> Result<Arc<Root>, fsd_watch::WatchError> {
-    let (watcher, mut events) = Watcher::start(&key.path, filter.clone(), key.recursive)?;
+    let (watcher, mut events) =
+        Watcher::start_with(engine, &key.path, filter.clone(), key.recursive)?;
     let root = Arc::new(Root {
         id,
         path: key.path.clone(),

@@ -8,43 +8,12 @@ use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
 
-use fsd_api::scratch::{self, ScratchKind};
+use crate::report::Reporter;
+use crate::watcher::{Engine, Running};
+use crate::{EventKind, WatchError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use tokio::sync::mpsc;
-
-use crate::{Filter, WatchError};
-
-/// What happened to a path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventKind {
-    /// Created (nothing was at the path).
-    Create,
-    /// Moved into the tree from outside it (or from a path it does not report): new here,
-    /// and it may have replaced what was at the path.
-    MoveIn,
-    Modify,
-    /// Deleted, or moved out of the tree.
-    Delete,
-    /// Renamed within the tree: [`Event::from`] is the old path.
-    Rename,
-    /// Metadata (mode, owner, times) changed.
-    Attrib,
-    /// Events were lost (kernel queue overflow or watch limit): rescan.
-    Overflow,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Event {
-    pub kind: EventKind,
-    /// Absolute path (the root itself for an overflow).
-    pub path: PathBuf,
-    /// The old path of a rename.
-    pub from: Option<PathBuf>,
-    pub is_dir: bool,
-}
 
 /// What every directory watch listens for.
 const DIR_MASK: WatchMask = WatchMask::CREATE
@@ -58,78 +27,38 @@ const DIR_MASK: WatchMask = WatchMask::CREATE
     .union(WatchMask::DONT_FOLLOW)
     .union(WatchMask::EXCL_UNLINK);
 
-/// A running watch; stops when dropped.
-pub struct Watcher {
-    root: PathBuf,
-    stop: Arc<AtomicBool>,
-    watched: Arc<AtomicUsize>,
-    thread: Option<JoinHandle<()>>,
-}
+/// The engine on Linux: inotify directly. One watch per directory, excluded directories
+/// not watched at all, renamed directories re-pathed in place.
+pub(crate) struct InotifyEngine;
 
-impl Watcher {
-    /// Watches `root` (recursively unless `recursive` is false). Returns once every watch is
-    /// in place, so anything that happens after this returns is reported.
-    pub fn start(
+impl Engine for InotifyEngine {
+    fn start(
+        &self,
         root: &Path,
-        filter: Filter,
         recursive: bool,
-    ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), WatchError> {
-        let meta = std::fs::metadata(root).map_err(|_| WatchError::NotFound(root.to_path_buf()))?;
-        if !meta.is_dir() {
-            return Err(WatchError::NotDirectory(root.to_path_buf()));
-        }
-        let root = std::fs::canonicalize(root)?;
+        reporter: Reporter,
+    ) -> Result<Running, WatchError> {
         let inotify = Inotify::init()?;
-        let (sender, receiver) = mpsc::unbounded_channel();
         let watched = Arc::new(AtomicUsize::new(0));
         let mut tree = Tree {
             watches: inotify.watches(),
             dirs: HashMap::new(),
             unscanned: HashSet::new(),
-            root: root.clone(),
-            filter,
+            reporter,
             recursive,
-            sender,
             pending_move: None,
             watched: watched.clone(),
             root_gone: false,
         };
-        tree.add(&root, false).map_err(|err| match err {
-            AddError::Limit => WatchError::LimitReached { path: root.clone() },
+        tree.add(root, false).map_err(|err| match err {
+            AddError::Limit => WatchError::LimitReached {
+                path: root.to_path_buf(),
+            },
             AddError::Io(err) => WatchError::Io(err),
         })?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let thread_stop = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("fsd-watch".into())
-            .spawn(move || run(inotify, tree, &thread_stop))?;
-        Ok((
-            Self {
-                root,
-                stop,
-                watched,
-                thread: Some(thread),
-            },
-            receiver,
-        ))
-    }
-
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
-    /// Directories currently watched.
-    pub fn watched_dirs(&self) -> usize {
-        self.watched.load(Ordering::Relaxed)
-    }
-}
-
-impl Drop for Watcher {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
+        Ok(Running::spawn(Some(watched), move |stop| {
+            run(inotify, tree, stop)
+        })?)
     }
 }
 
@@ -137,7 +66,7 @@ impl Drop for Watcher {
 /// resolved as a move out), read, handle.
 fn run(mut inotify: Inotify, mut tree: Tree, stop: &AtomicBool) {
     let mut buffer = vec![0u8; 64 * 1024];
-    while !stop.load(Ordering::SeqCst) && !tree.sender.is_closed() && !tree.root_gone {
+    while !stop.load(Ordering::SeqCst) && !tree.reporter.closed() && !tree.root_gone {
         let ready = {
             let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
             poll(&mut fds, PollTimeout::from(100u16)).unwrap_or(0)
@@ -157,7 +86,7 @@ fn run(mut inotify: Inotify, mut tree: Tree, stop: &AtomicBool) {
                 Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
                 Err(err) => {
                     tracing::error!(error = %err, "reading inotify events failed");
-                    tree.emit(EventKind::Overflow, tree.root.clone(), None, true);
+                    tree.reporter.overflow();
                     break;
                 }
             };
@@ -178,10 +107,8 @@ struct Tree {
     /// Watched directories whose scan failed (renamed between the watch and the scan): what
     /// they held is not reported yet.
     unscanned: HashSet<WatchDescriptor>,
-    root: PathBuf,
-    filter: Filter,
+    reporter: Reporter,
     recursive: bool,
-    sender: mpsc::UnboundedSender<Event>,
     /// A MOVED_FROM waiting for its MOVED_TO: (cookie, path, is_dir).
     pending_move: Option<(u32, PathBuf, bool)>,
     watched: Arc<AtomicUsize>,
@@ -191,34 +118,6 @@ struct Tree {
 }
 
 impl Tree {
-    fn relative<'a>(&self, path: &'a Path) -> std::borrow::Cow<'a, str> {
-        path.strip_prefix(&self.root)
-            .unwrap_or(path)
-            .to_string_lossy()
-    }
-
-    fn emit(&self, kind: EventKind, path: PathBuf, from: Option<PathBuf>, is_dir: bool) {
-        let _ = self.sender.send(Event {
-            kind,
-            path,
-            from,
-            is_dir,
-        });
-    }
-
-    /// Whether events for `path` are reported: the filter lets it through, and it is not
-    /// one of fsd's scratch files (their rename into place is reported as the target's).
-    fn reported(&self, path: &Path) -> bool {
-        !scratch::is_scratch(path) && self.filter.allows(&self.relative(path))
-    }
-
-    /// Emits `kind` for `path` if it is reported.
-    fn report(&self, kind: EventKind, path: PathBuf, is_dir: bool) {
-        if self.reported(&path) {
-            self.emit(kind, path, None, is_dir);
-        }
-    }
-
     /// Watches `dir` and (when recursive) everything below it. With `report`, what is found
     /// is reported as created: it appeared before its directory's watch could see it.
     fn add(&mut self, dir: &Path, report: bool) -> Result<(), AddError> {
@@ -239,7 +138,7 @@ impl Tree {
             }
             Err(err) => return Err(AddError::Io(err)),
         };
-        if !self.recursive && dir != self.root {
+        if !self.recursive && dir != self.reporter.root() {
             return Ok(());
         }
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -252,9 +151,10 @@ impl Tree {
             let path = entry.path();
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
             if report {
-                self.report(EventKind::Create, path.clone(), is_dir);
+                self.reporter
+                    .report(EventKind::Create, path.clone(), is_dir);
             }
-            if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
+            if is_dir && self.recursive && !self.reporter.prunes_dir(&path) {
                 self.add(&path, report)?;
             }
         }
@@ -267,11 +167,11 @@ impl Tree {
             Ok(()) => {}
             Err(AddError::Limit) => {
                 tracing::warn!(dir = %dir.display(), "inotify watch limit reached");
-                self.emit(EventKind::Overflow, self.root.clone(), None, true);
+                self.reporter.overflow();
             }
             Err(AddError::Io(err)) => {
                 tracing::warn!(dir = %dir.display(), error = %err, "cannot watch a new directory");
-                self.emit(EventKind::Overflow, self.root.clone(), None, true);
+                self.reporter.overflow();
             }
         }
     }
@@ -285,18 +185,21 @@ impl Tree {
     ) {
         if mask.contains(EventMask::Q_OVERFLOW) {
             self.flush_move();
-            self.emit(EventKind::Overflow, self.root.clone(), None, true);
+            self.reporter.overflow();
             return;
         }
         let Some(wd) = wd else { return };
-        let on_root = self.dirs.get(&wd).is_some_and(|dir| *dir == self.root);
+        let on_root = self
+            .dirs
+            .get(&wd)
+            .is_some_and(|dir| dir == self.reporter.root());
         if on_root
             && (mask.contains(EventMask::IGNORED)
                 || mask.contains(EventMask::DELETE_SELF)
                 || mask.contains(EventMask::MOVE_SELF))
         {
             self.flush_move();
-            self.emit(EventKind::Overflow, self.root.clone(), None, true);
+            self.reporter.overflow();
             self.root_gone = true;
             return;
         }
@@ -316,16 +219,17 @@ impl Tree {
             self.flush_move();
         }
         if mask.contains(EventMask::CREATE) {
-            self.report(EventKind::Create, path.clone(), is_dir);
-            if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
+            self.reporter
+                .report(EventKind::Create, path.clone(), is_dir);
+            if is_dir && self.recursive && !self.reporter.prunes_dir(&path) {
                 self.add_live(&path);
             }
         } else if mask.contains(EventMask::MODIFY) {
-            self.report(EventKind::Modify, path, is_dir);
+            self.reporter.report(EventKind::Modify, path, is_dir);
         } else if mask.contains(EventMask::ATTRIB) {
-            self.report(EventKind::Attrib, path, is_dir);
+            self.reporter.report(EventKind::Attrib, path, is_dir);
         } else if mask.contains(EventMask::DELETE) {
-            self.report(EventKind::Delete, path, is_dir);
+            self.reporter.report(EventKind::Delete, path, is_dir);
         } else if mask.contains(EventMask::MOVED_FROM) {
             self.pending_move = Some((cookie, path, is_dir));
         } else if mask.contains(EventMask::MOVED_TO) {
@@ -334,8 +238,9 @@ impl Tree {
                 other => {
                     self.pending_move = other;
                     self.flush_move();
-                    self.report(EventKind::MoveIn, path.clone(), is_dir);
-                    if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&path)) {
+                    self.reporter
+                        .report(EventKind::MoveIn, path.clone(), is_dir);
+                    if is_dir && self.recursive && !self.reporter.prunes_dir(&path) {
                         self.add_live(&path);
                     }
                 }
@@ -353,7 +258,7 @@ impl Tree {
             // rename came before the scan; this is its queued event): it and what it holds
             // are reported and watched there. A rename onto it would replace that with the
             // old name's view; only the old name's going is news.
-            self.report(EventKind::Delete, from, true);
+            self.reporter.report(EventKind::Delete, from, true);
             return;
         }
         if is_dir {
@@ -363,26 +268,10 @@ impl Tree {
                 }
             }
         }
-        let finished = from
-            .file_name()
-            .and_then(|name| name.to_str())
-            .and_then(scratch::parse)
-            .map(|scratch| scratch.kind);
-        if let Some(kind) = finished {
-            if kind != ScratchKind::Replace {
-                self.report(EventKind::Create, to.clone(), is_dir);
-            }
-            self.report(EventKind::Modify, to, is_dir);
+        if self.reporter.renamed(from, to.clone(), is_dir) {
             return;
         }
-        let (from_ok, to_ok) = (self.reported(&from), self.reported(&to));
-        match (from_ok, to_ok) {
-            (true, true) => self.emit(EventKind::Rename, to.clone(), Some(from), is_dir),
-            (true, false) => self.emit(EventKind::Delete, from, None, is_dir),
-            (false, true) => self.emit(EventKind::MoveIn, to.clone(), None, is_dir),
-            (false, false) => {}
-        }
-        if is_dir && self.recursive && !self.filter.prunes_dir(&self.relative(&to)) {
+        if is_dir && self.recursive && !self.reporter.prunes_dir(&to) {
             self.watch_unwatched(&to);
         }
     }
@@ -430,7 +319,7 @@ impl Tree {
             };
             if !known {
                 if dir != renamed {
-                    self.report(EventKind::Create, dir.clone(), true);
+                    self.reporter.report(EventKind::Create, dir.clone(), true);
                 }
                 self.add_live(&dir);
                 continue;
@@ -440,9 +329,7 @@ impl Tree {
             };
             for entry in entries.flatten() {
                 let path = entry.path();
-                if entry.file_type().is_ok_and(|t| t.is_dir())
-                    && !self.filter.prunes_dir(&self.relative(&path))
-                {
+                if entry.file_type().is_ok_and(|t| t.is_dir()) && !self.reporter.prunes_dir(&path) {
                     pending.push(path);
                 }
             }
@@ -469,13 +356,15 @@ impl Tree {
                 }
             }
         }
-        self.report(EventKind::Delete, from, is_dir);
+        self.reporter.report(EventKind::Delete, from, is_dir);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Event, Filter};
+    use tokio::sync::mpsc;
 
     fn tree(root: &Path) -> (Tree, mpsc::UnboundedReceiver<Event>, Inotify) {
         let inotify = Inotify::init().unwrap();
@@ -484,10 +373,8 @@ mod tests {
             watches: inotify.watches(),
             dirs: HashMap::new(),
             unscanned: HashSet::new(),
-            root: root.to_path_buf(),
-            filter: Filter::new(&[], &[]).unwrap(),
+            reporter: Reporter::new(root.to_path_buf(), Filter::new(&[], &[]).unwrap(), sender),
             recursive: true,
-            sender,
             pending_move: None,
             watched: Arc::new(AtomicUsize::new(0)),
             root_gone: false,

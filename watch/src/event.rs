@@ -1,0 +1,32 @@
+//! What a watch reports: one [`Event`] per change, whichever engine saw it.
+
+use std::path::PathBuf;
+
+/// What happened to a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Created (nothing was at the path).
+    Create,
+    /// Moved into the tree from outside it (or from a path it does not report): new here,
+    /// and it may have replaced what was at the path.
+    MoveIn,
+    Modify,
+    /// Deleted, or moved out of the tree.
+    Delete,
+    /// Renamed within the tree: [`Event::from`] is the old path.
+    Rename,
+    /// Metadata (mode, owner, times) changed.
+    Attrib,
+    /// Events were lost (kernel queue overflow or watch limit): rescan.
+    Overflow,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    pub kind: EventKind,
+    /// Absolute path (the root itself for an overflow).
+    pub path: PathBuf,
+    /// The old path of a rename.
+    pub from: Option<PathBuf>,
+    pub is_dir: bool,
+}
