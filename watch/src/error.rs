@@ -15,7 +15,7 @@ pub enum WatchError {
     #[error("watch: {0}")]
     Io(#[from] std::io::Error),
     #[error("the {0} watch engine is not available on this system")]
-    Unsupported(crate::EngineKind),
+    Unsupported(String),
     #[error("notify: {0}")]
     Notify(#[from] notify::Error),
 }

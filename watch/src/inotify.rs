@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::engine::{Engine, Running};
 use crate::report::Reporter;
-use crate::watcher::{Engine, Running};
 use crate::{EventKind, WatchError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};

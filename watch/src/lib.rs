@@ -15,6 +15,7 @@
 //! `notify` crate where there is no inotify (macOS). The engine runs on its own thread and
 //! knows nothing of HTTP.
 
+mod engine;
 mod error;
 mod event;
 mod filter;
@@ -24,7 +25,8 @@ mod portable;
 mod report;
 mod watcher;
 
+pub use engine::EngineKind;
 pub use error::WatchError;
 pub use event::{Event, EventKind};
 pub use filter::{Filter, GlobError};
-pub use watcher::{EngineKind, Watcher};
+pub use watcher::Watcher;

@@ -29,8 +29,8 @@ use std::time::{Duration, SystemTime};
 use notify::event::{ModifyKind, RenameMode};
 use notify::{RecursiveMode, Watcher as _};
 
+use crate::engine::{Engine, Running};
 use crate::report::Reporter;
-use crate::watcher::{Engine, Running};
 use crate::{EventKind, WatchError};
 
 /// Directory renames remembered to rename old paths in the crate's events: it names

@@ -1,106 +1,15 @@
-//! A watch of one tree, whichever engine runs it: the engines are behind [`Engine`], and
-//! [`EngineKind`] names them for configuration (`--watch-engine`).
+//! A watch of one tree, whichever engine runs it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::thread::JoinHandle;
+use std::sync::atomic::Ordering;
 
 use tokio::sync::mpsc;
 
+use crate::engine::{Engine, EngineKind, Running};
+use crate::error::WatchError;
+use crate::event::Event;
+use crate::filter::Filter;
 use crate::report::Reporter;
-use crate::{Event, Filter, WatchError};
-
-/// Which engine watches trees.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EngineKind {
-    /// inotify directly (Linux): excluded directories are never watched, and a write is
-    /// reported a few microseconds after the kernel saw it.
-    Inotify,
-    /// The `notify` crate: FSEvents on macOS, inotify through the crate on Linux (where it
-    /// is chosen only to run the same tests through it).
-    Notify,
-}
-
-impl Default for EngineKind {
-    fn default() -> Self {
-        if cfg!(target_os = "linux") {
-            EngineKind::Inotify
-        } else {
-            EngineKind::Notify
-        }
-    }
-}
-
-impl std::str::FromStr for EngineKind {
-    type Err = String;
-
-    fn from_str(name: &str) -> Result<Self, Self::Err> {
-        match name {
-            "inotify" => Ok(EngineKind::Inotify),
-            "notify" => Ok(EngineKind::Notify),
-            _ => Err(format!("unknown watch engine {name:?} (inotify or notify)")),
-        }
-    }
-}
-
-impl std::fmt::Display for EngineKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            EngineKind::Inotify => "inotify",
-            EngineKind::Notify => "notify",
-        })
-    }
-}
-
-/// A way of watching a tree.
-pub(crate) trait Engine {
-    /// Watches `root` (canonical, a directory; recursively unless `recursive` is false)
-    /// and reports what happens through `reporter`, from a thread of its own. Returns once
-    /// every watch is in place.
-    fn start(
-        &self,
-        root: &Path,
-        recursive: bool,
-        reporter: Reporter,
-    ) -> Result<Running, WatchError>;
-}
-
-/// An engine's thread, stopped and joined when dropped.
-pub(crate) struct Running {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-    /// Directories watched, for engines that know.
-    watched: Option<Arc<AtomicUsize>>,
-}
-
-impl Running {
-    /// Runs `body` on a thread named `fsd-watch`; it should return soon after its flag is set.
-    pub fn spawn(
-        watched: Option<Arc<AtomicUsize>>,
-        body: impl FnOnce(&AtomicBool) + Send + 'static,
-    ) -> std::io::Result<Running> {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("fsd-watch".into())
-            .spawn(move || body(&flag))?;
-        Ok(Running {
-            stop,
-            thread: Some(thread),
-            watched,
-        })
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
 
 /// A running watch; stops when dropped.
 pub struct Watcher {
@@ -139,7 +48,7 @@ impl Watcher {
                 crate::inotify::InotifyEngine.start(&root, recursive, reporter)?
             }
             #[cfg(not(target_os = "linux"))]
-            EngineKind::Inotify => return Err(WatchError::Unsupported(engine)),
+            EngineKind::Inotify => return Err(WatchError::Unsupported(engine.to_string())),
             EngineKind::Notify => {
                 crate::portable::NotifyEngine.start(&root, recursive, reporter)?
             }
@@ -154,23 +63,7 @@ impl Watcher {
     /// Directories currently watched, when the engine knows (inotify does).
     pub fn watched_dirs(&self) -> Option<usize> {
         self.running
-            .watched
-            .as_ref()
+            .watched()
             .map(|watched| watched.load(Ordering::Relaxed))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn engines_are_named_for_configuration() {
-        for engine in [EngineKind::Inotify, EngineKind::Notify] {
-            assert_eq!(engine.to_string().parse::<EngineKind>(), Ok(engine));
-        }
-        assert!("fsevents".parse::<EngineKind>().is_err());
-        #[cfg(target_os = "linux")]
-        assert_eq!(EngineKind::default(), EngineKind::Inotify);
     }
 }
