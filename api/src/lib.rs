@@ -16,6 +16,7 @@ pub mod process;
 pub mod scratch;
 pub mod system;
 pub mod watch;
+pub mod ws;
 
 pub use error::{ErrorBody, ErrorCode, Operation, ValidationIssue};
 

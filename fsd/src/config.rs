@@ -118,6 +118,11 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_WATCH_ENGINE", default_value_t = fsd_watch::EngineKind::default())]
     pub watch_engine: fsd_watch::EngineKind,
 
+    /// Seconds a WebSocket client may leave its 16 MiB of queued messages unread before it
+    /// is disconnected.
+    #[arg(long, env = "FSD_WS_STALL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+    pub ws_stall_secs: u64,
+
     /// How restores are mounted: `auto` prefers the kernel and falls back to FUSE.
     #[arg(long, env = "FSD_RESTORE_DRIVER", value_enum, default_value = "auto")]
     pub restore_driver: RestoreDriver,
@@ -154,6 +159,7 @@ pub struct Settings {
     pub transfer_timeout_secs: u64,
     pub restore_driver: RestoreDriver,
     pub watch_engine: fsd_watch::EngineKind,
+    pub ws_stall: std::time::Duration,
     pub isolation: IsolationMode,
     pub connections: crate::wire::accept::Limits,
     pub log_level: String,
@@ -206,6 +212,7 @@ impl ServeArgs {
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
             restore_driver: self.restore_driver,
             watch_engine: self.watch_engine,
+            ws_stall: std::time::Duration::from_secs(self.ws_stall_secs),
             isolation: self.isolation,
             connections: crate::wire::accept::Limits {
                 max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),

@@ -111,6 +111,12 @@ impl ApiError {
         err
     }
 
+    /// A WebSocket upgrade whose handshake is malformed (the reference answers 503, which
+    /// its clients retry; a malformed handshake does not get better by retrying).
+    pub fn bad_upgrade(reason: String) -> Self {
+        Self::validation("headers", reason, "INVALID_UPGRADE")
+    }
+
     pub fn unauthorized() -> Self {
         Self::new(ErrorCode::Unauthorized, "Missing or invalid API token")
             .with_suggestion("Send `Authorization: Bearer <token>` or `X-Fsd-Token: <token>`")

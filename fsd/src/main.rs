@@ -18,6 +18,7 @@ mod system;
 mod text;
 mod watch;
 mod wire;
+mod ws;
 
 use clap::Parser;
 

@@ -20,10 +20,18 @@ use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
+use crate::ws;
 use fsd_api::system::Capabilities;
 
-pub fn router(state: AppState, token: auth::ApiToken) -> Router {
-    Router::new()
+/// The whole API: the HTTP routes, and the WebSocket routes whose messages go through them.
+pub fn router(state: AppState, token: auth::ApiToken, ws_stall: std::time::Duration) -> Router {
+    let api = http_router(state.clone(), token.clone());
+    guarded(ws::router(api.clone(), ws_stall).with_state(state), token).merge(api)
+}
+
+/// Every HTTP route, behind auth, tracing and CORS.
+fn http_router(state: AppState, token: auth::ApiToken) -> Router {
+    let routes = Router::new()
         .merge(system::router())
         .merge(files::router())
         .merge(exec::router())
@@ -33,8 +41,13 @@ pub fn router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(backup::router())
         .merge(mounts::router())
         .fallback(wire::not_found)
-        .method_not_allowed_fallback(wire::not_found)
-        .with_state(state)
+        .method_not_allowed_fallback(wire::not_found);
+    guarded(routes.with_state(state), token)
+}
+
+/// `routes` behind auth, tracing and CORS.
+fn guarded(routes: Router, token: auth::ApiToken) -> Router {
+    routes
         .layer(axum::middleware::from_fn_with_state(
             token,
             auth::require_token,
@@ -175,7 +188,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     stdout.flush()?;
     wire::accept::serve(
         listener,
-        router(state, token),
+        router(state, token, settings.ws_stall),
         settings.connections,
         shutdown_signal(),
     )

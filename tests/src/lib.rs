@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 pub mod s3;
+pub mod ws;
 
 use reqwest::StatusCode;
 use serde_json::Value;
@@ -470,4 +471,14 @@ pub async fn host_processes_started(marker: &str) -> usize {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     0
+}
+
+/// The resident memory of process `pid`, in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
 }

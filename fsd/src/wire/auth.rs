@@ -1,7 +1,9 @@
 //! API token check, applied as one layer over every route but `GET /api/ping`.
 //!
 //! The token arrives as `Authorization: Bearer <token>` or `X-Fsd-Token: <token>`. CORS
-//! preflights never reach this layer (the CORS layer answers them first).
+//! preflights never reach this layer (the CORS layer answers them first). A WebSocket
+//! transport upgrade may come without one: then every request on the socket must bring
+//! its own (each goes through this layer again).
 
 use std::sync::Arc;
 
@@ -24,9 +26,14 @@ pub async fn require_token(
     let Some(expected) = token.0.as_deref() else {
         return next.run(request).await;
     };
-    let open_route = request.method() == Method::GET && request.uri().path() == "/api/ping";
-    if open_route || presented(request.headers()).is_some_and(|got| constant_time_eq(got, expected))
-    {
+    let path = request.uri().path();
+    let open_route = request.method() == Method::GET && path == "/api/ping";
+    let tokenless_transport = matches!(path, "/ws" | "/api/ws")
+        && request.headers().contains_key(header::UPGRADE)
+        && presented(request.headers()).is_none();
+    let presented_ok =
+        presented(request.headers()).is_some_and(|got| constant_time_eq(got, expected));
+    if open_route || tokenless_transport || presented_ok {
         next.run(request).await
     } else {
         ApiError::unauthorized().into_response()

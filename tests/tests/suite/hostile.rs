@@ -569,15 +569,6 @@ async fn a_crash_mid_write_leaves_no_temp_file_once_the_daemon_is_back() {
     std::fs::remove_dir_all(&archive_dir).unwrap();
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.split_whitespace().next()?.parse().ok())
-        .unwrap()
-}
-
 fn open_descriptors(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |dir| dir.count())
 }
@@ -617,7 +608,7 @@ async fn idle_connections_are_closed_and_their_memory_comes_back() {
         .await;
         assert_eq!(status, StatusCode::OK);
     }
-    let before = rss_kib(pid);
+    let before = fsd_tests::rss_kib(pid);
     let base_fds = open_descriptors(pid);
     let opened = std::time::Instant::now();
     let mut flood: Vec<std::net::TcpStream> = (0..FLOOD)
@@ -642,7 +633,7 @@ async fn idle_connections_are_closed_and_their_memory_comes_back() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let during = rss_kib(pid);
+    let during = fsd_tests::rss_kib(pid);
     let accepted = opened.elapsed();
     // Requests still work during the flood.
     let (status, _) = daemon.get("/api/ping").await;
@@ -662,13 +653,13 @@ async fn idle_connections_are_closed_and_their_memory_comes_back() {
     let closed_after = opened.elapsed();
     drop(flood);
     // Memory comes back once the flood is over.
-    let mut after = rss_kib(pid);
+    let mut after = fsd_tests::rss_kib(pid);
     for _ in 0..100 {
         if after <= before + 30 * 1024 {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
-        after = rss_kib(pid);
+        after = fsd_tests::rss_kib(pid);
     }
     eprintln!(
         "idle flood: {FLOOD} half-open connections accepted in {accepted:?}, all closed by the \

@@ -27,3 +27,4 @@ mod sync;
 mod system;
 mod watch;
 mod watch_overflow;
+mod ws;
