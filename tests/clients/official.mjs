@@ -1,6 +1,8 @@
-// Drives a running fsd with the official @cloudflare/sandbox route clients (HTTP transport)
-// and prints one JSON line per client method: {"method", "ok", "detail"}. Methods the
-// reference serves only over RPC are expected to throw, as they do against the reference.
+// Drives a running fsd with the official @cloudflare/sandbox route clients and prints one
+// JSON line per client method: {"method", "ok", "detail"}. Methods the reference serves
+// only over RPC are expected to throw, as they do against the reference. The transport is
+// HTTP, or the WebSocket transport (`/ws`) with FSD_CLIENT_TRANSPORT=websocket, which needs
+// a global WebSocket (Node 20: --experimental-websocket).
 //
 // node --import ./register.mjs official.mjs BASE_URL WORKSPACE ARCHIVE_DIR
 import http from 'node:http';
@@ -8,7 +10,9 @@ import http from 'node:http';
 const { SandboxClient, parseSSEStream, collectFile } = await import('@cloudflare/sandbox');
 
 const [baseUrl, workspace, archiveDir] = process.argv.slice(2);
-const client = new SandboxClient({ baseUrl, retryTimeoutMs: 0 });
+const transportMode = process.env.FSD_CLIENT_TRANSPORT ?? 'http';
+const wsUrl = `${baseUrl.replace(/^http/, 'ws')}/ws`;
+const client = new SandboxClient({ baseUrl, retryTimeoutMs: 0, transportMode, wsUrl });
 const sid = 'official';
 const dir = `${workspace}/official`;
 
@@ -60,6 +64,9 @@ async function rejects(body, code) {
 await check('utils.ping', async () => {
   const message = await client.utils.ping();
   expect(message === 'healthy', `ping answered ${message}`);
+  const used = client.utils.transport?.constructor?.name ?? client.transport?.constructor?.name;
+  const wanted = transportMode === 'websocket' ? 'WebSocketTransport' : 'HttpTransport';
+  expect(used === wanted, `the client used ${used}, not ${wanted}`);
   return message;
 });
 await check('utils.getVersion', async () => {

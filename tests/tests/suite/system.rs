@@ -263,6 +263,17 @@ const OFFICIAL_CLIENT_METHODS: &[&str] = &[
 
 #[tokio::test]
 async fn the_official_route_clients_drive_fsd() {
+    official_clients_drive_fsd("http").await;
+}
+
+/// The same methods through the clients' WebSocket transport (`/ws`), as a Durable Object
+/// configured with `transport: "websocket"` sends them.
+#[tokio::test]
+async fn the_official_clients_websocket_transport_drives_fsd() {
+    official_clients_drive_fsd("websocket").await;
+}
+
+async fn official_clients_drive_fsd(transport: &str) {
     let clients = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
     let node = std::process::Command::new("node")
         .arg("--version")
@@ -283,6 +294,8 @@ async fn the_official_route_clients_drive_fsd() {
     std::fs::create_dir_all(&archives).unwrap();
     let run = tokio::process::Command::new("node")
         .current_dir(&clients)
+        .env("FSD_CLIENT_TRANSPORT", transport)
+        .args(["--experimental-websocket", "--no-warnings"])
         .args(["--import", "./register.mjs", "official.mjs", &daemon.url])
         .arg(daemon.root())
         .arg(&archives)
