@@ -1,5 +1,6 @@
-//! Exec benchmark: the real release `fsd` over loopback HTTP, with `bash -c true` spawned
-//! directly as the floor in the same run.
+//! Exec benchmark: the real release `fsd` over loopback HTTP (keep-alive) and over the
+//! WebSocket transport (`/ws`), with `bash -c true` spawned directly as the floor in the
+//! same run.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench exec`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
@@ -37,6 +38,24 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
             trips.push(start.elapsed());
         }
     }
+    let mut socket = fsd_tests::ws::WsClient::connect(&daemon, "/ws").await;
+    let mut ws_trips = Vec::new();
+    for i in 0..round_trips + 50 {
+        let start = Instant::now();
+        let id = i.to_string();
+        let answer = socket
+            .call(
+                &id,
+                "POST",
+                "/api/execute",
+                Some(json!({"command": "true"})),
+            )
+            .await;
+        assert_eq!(answer.last["status"], 200, "{}", answer.last);
+        if i >= 50 {
+            ws_trips.push(start.elapsed());
+        }
+    }
     let mut floor: Vec<Duration> = (0..round_trips.min(1000))
         .map(|_| {
             let start = Instant::now();
@@ -53,6 +72,11 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
         "  fsd POST /api/execute               p50 {:>7.3} ms   p99 {:>7.3} ms",
         ms(pct(&mut trips, 50.0)),
         ms(pct(&mut trips, 99.0))
+    );
+    println!(
+        "  fsd the same over /ws (one socket)  p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut ws_trips, 50.0)),
+        ms(pct(&mut ws_trips, 99.0))
     );
     println!(
         "  floor: `bash -c true` spawned directly p50 {:>7.3} ms   p99 {:>7.3} ms",
