@@ -117,6 +117,11 @@ impl ApiError {
         Self::validation("headers", reason, "INVALID_UPGRADE")
     }
 
+    /// `/ws/pty` without a usable `sessionId` (before the upgrade, as the reference).
+    pub fn terminal_query(message: &str) -> Self {
+        Self::validation("sessionId", message, "INVALID_QUERY")
+    }
+
     pub fn unauthorized() -> Self {
         Self::new(ErrorCode::Unauthorized, "Missing or invalid API token")
             .with_suggestion("Send `Authorization: Bearer <token>` or `X-Fsd-Token: <token>`")

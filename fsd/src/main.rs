@@ -15,6 +15,7 @@ mod process;
 mod server;
 mod state;
 mod system;
+mod terminal;
 mod text;
 mod watch;
 mod wire;

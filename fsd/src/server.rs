@@ -18,6 +18,7 @@ use crate::ports;
 use crate::process::{self, ProcessService};
 use crate::state::AppState;
 use crate::system::{self, capabilities};
+use crate::terminal::{self, TerminalService};
 use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
 use crate::ws;
@@ -40,6 +41,7 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(watch::router())
         .merge(backup::router())
         .merge(mounts::router())
+        .merge(terminal::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found);
     guarded(routes.with_state(state), token)
@@ -157,10 +159,12 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     ));
     // Mounts a crashed run left behind are detached before anything else can trip on them.
     let mounts = Arc::new(MountService::new(&settings.state_dir));
+    let terminals = Arc::new(TerminalService::new(sessions.clone()));
     let state = AppState {
         files: Arc::new(FileService::new(policy, scratch)),
         sessions: sessions.clone(),
         processes: processes.clone(),
+        terminals: terminals.clone(),
         watches: watches.clone(),
         backups: backups.clone(),
         mounts: mounts.clone(),
@@ -195,6 +199,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     .await;
     tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
+    terminals.shutdown().await;
     mounts.release_all().await;
     tokio::task::block_in_place(|| backups.release_all());
     sessions.shutdown().await;

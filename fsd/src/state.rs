@@ -9,6 +9,7 @@ use crate::exec::SessionManager;
 use crate::files::FileService;
 use crate::mounts::MountService;
 use crate::process::ProcessService;
+use crate::terminal::TerminalService;
 use crate::watch::WatchService;
 
 #[derive(Clone)]
@@ -16,6 +17,7 @@ pub struct AppState {
     pub files: Arc<FileService>,
     pub sessions: Arc<SessionManager>,
     pub processes: Arc<ProcessService>,
+    pub terminals: Arc<TerminalService>,
     pub watches: Arc<WatchService>,
     pub backups: Arc<BackupService>,
     pub mounts: Arc<MountService>,

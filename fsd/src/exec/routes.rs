@@ -106,6 +106,8 @@ pub async fn delete_session(
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
     checked_session_id(&req.session_id, "sessionId").map_err(|_| RequestError::SessionToDelete)?;
     state.sessions.delete(&req.session_id).await?;
+    // The session's terminal ends with it.
+    state.terminals.end(&req.session_id).await;
     Ok(Json(DeleteSessionResponse {
         success: true,
         session_id: req.session_id,

@@ -50,6 +50,10 @@ pub struct SuperviseArgs {
     pub cwd: Option<PathBuf>,
     #[arg(long, value_enum)]
     pub on_exit: OnExit,
+    /// The program's stdin is a terminal: make it a session leader with that terminal as
+    /// its controlling one (a shell on a PTY: job control, Ctrl-C, window sizes).
+    #[arg(long)]
+    pub terminal: bool,
     /// A FIFO to report `pid JOB PID` and `exit JOB STATUS` lines to.
     #[arg(long, requires = "job")]
     pub report: Option<PathBuf>,
@@ -114,12 +118,20 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     // and dies with its supervisor: a `kill -9 -1` from inside spares its caller (say, a
     // session's shell) but not the supervisor, and a program whose supervisor is gone would
     // run on where the daemon can no longer find it.
-    // SAFETY: sigprocmask and prctl are async-signal-safe.
+    let terminal = args.terminal;
+    // SAFETY: sigprocmask, prctl, setsid and ioctl are async-signal-safe.
     unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
             sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
                 .map_err(std::io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+            if terminal {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
         });
     }
     let main = match command.spawn() {

@@ -25,6 +25,7 @@ mod sdk_exec;
 mod sdk_watch;
 mod sync;
 mod system;
+mod terminal;
 mod watch;
 mod watch_overflow;
 mod ws;
