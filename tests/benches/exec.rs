@@ -1,6 +1,6 @@
 //! Exec benchmark: the real release `fsd` over loopback HTTP (keep-alive) and over the
 //! WebSocket transport (`/ws`), with `bash -c true` spawned directly as the floor in the
-//! same run.
+//! same run; and terminal echo over `/ws/pty` beside bash on a local PTY pair.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench exec`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
@@ -138,6 +138,22 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
         ms(pct(&mut to_pid, 99.0))
     );
     println!();
+
+    let keystrokes = starts * 2;
+    let mut through_fsd = terminal_echo(&daemon, keystrokes).await;
+    let mut floor = local_pty_echo(keystrokes);
+    println!("terminal echo: keystroke to its echo ({keystrokes} keystrokes to bash's readline)");
+    println!(
+        "  fsd /ws/pty                          p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut through_fsd, 50.0)),
+        ms(pct(&mut through_fsd, 99.0))
+    );
+    println!(
+        "  floor: bash on a local pty pair      p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut floor, 50.0)),
+        ms(pct(&mut floor, 99.0))
+    );
+    println!();
     println!(
         "daemon peak RSS: {:.1} MiB",
         fsd_tests::peak_rss_kib(daemon.pid()) as f64 / 1024.0
@@ -153,6 +169,108 @@ async fn exec(client: &reqwest::Client, daemon: &Daemon, body: serde_json::Value
         .expect("exec");
     assert!(response.status().is_success(), "{}", response.status());
     let _ = response.bytes().await;
+}
+
+/// Types `a` into a terminal over `/ws/pty` and times each echo (the line is cleared with
+/// Ctrl-U every 50 keys).
+async fn terminal_echo(daemon: &Daemon, keystrokes: usize) -> Vec<Duration> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    let mut socket = fsd_tests::ws::WsClient::connect(daemon, "/ws/pty?sessionId=bench-tty")
+        .await
+        .socket;
+    // Up to `ready`, then until the prompt has been drawn.
+    while let Some(Ok(frame)) = socket.next().await {
+        if matches!(&frame, Message::Text(text) if text.as_str().contains("ready")) {
+            break;
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut samples = Vec::with_capacity(keystrokes);
+    for i in 0..keystrokes {
+        if i % 50 == 0 {
+            socket
+                .send(Message::Binary(vec![0x15].into()))
+                .await
+                .unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            drain(&mut socket).await;
+        }
+        let start = Instant::now();
+        socket
+            .send(Message::Binary(b"a".to_vec().into()))
+            .await
+            .unwrap();
+        loop {
+            match socket.next().await {
+                Some(Ok(Message::Binary(bytes))) if bytes.contains(&b'a') => break,
+                Some(Ok(_)) => {}
+                _ => panic!("the terminal closed"),
+            }
+        }
+        samples.push(start.elapsed());
+    }
+    samples
+}
+
+/// Reads what is already waiting on the socket.
+async fn drain(socket: &mut fsd_tests::ws::Socket) {
+    use futures_util::StreamExt;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_millis(5), socket.next()).await {}
+}
+
+/// The same keystrokes to bash on a PTY pair of the bench's own: the floor.
+fn local_pty_echo(keystrokes: usize) -> Vec<Duration> {
+    use std::io::{Read, Write};
+    let pair = nix::pty::openpty(None, None).expect("openpty");
+    let slave = std::fs::File::from(pair.slave);
+    let mut command = std::process::Command::new("bash");
+    command
+        .args(["--norc", "--noprofile", "-i"])
+        .env("TERM", "xterm-256color")
+        .stdin(slave.try_clone().unwrap())
+        .stdout(slave.try_clone().unwrap())
+        .stderr(slave.try_clone().unwrap());
+    // SAFETY: setsid and ioctl are async-signal-safe.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            nix::unistd::setsid().map_err(std::io::Error::from)?;
+            if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut bash = command.spawn().expect("bash");
+    drop(slave);
+    let mut master = std::fs::File::from(pair.master);
+    let (seen, echoes) = std::sync::mpsc::channel::<Vec<u8>>();
+    let mut reader = master.try_clone().unwrap();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = reader.read(&mut buffer) {
+            if read == 0 || seen.send(buffer[..read].to_vec()).is_err() {
+                return;
+            }
+        }
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    while echoes.try_recv().is_ok() {}
+    let mut samples = Vec::with_capacity(keystrokes);
+    for i in 0..keystrokes {
+        if i % 50 == 0 {
+            master.write_all(&[0x15]).unwrap();
+            std::thread::sleep(Duration::from_millis(20));
+            while echoes.try_recv().is_ok() {}
+        }
+        let start = Instant::now();
+        master.write_all(b"a").unwrap();
+        while !echoes.recv().expect("bash output").contains(&b'a') {}
+        samples.push(start.elapsed());
+    }
+    let _ = bash.kill();
+    let _ = bash.wait();
+    samples
 }
 
 fn pct(samples: &mut [Duration], pct: f64) -> Duration {
