@@ -9,6 +9,7 @@ mod files;
 mod mounts;
 mod output;
 mod proxy;
+mod shell;
 mod sync;
 mod up;
 mod watch;
@@ -63,6 +64,9 @@ enum Command {
     Umount(mounts::UmountArgs),
     /// List the buckets mounted in the sandbox.
     Mounts,
+    /// Open an interactive terminal in the sandbox (the session's shell; exits with its
+    /// exit code).
+    Shell(shell::ShellArgs),
 }
 
 fn main() -> ExitCode {
@@ -120,6 +124,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Watch(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             watch::run(&sandbox, args, cli.json).await
+        }
+        Command::Shell(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            shell::run(&sandbox, args).await
         }
         Command::Sync(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;

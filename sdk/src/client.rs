@@ -39,6 +39,10 @@ impl Sandbox {
         &self.base
     }
 
+    pub(crate) fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
     pub(crate) fn request(&self, method: Method, route: &str) -> RequestBuilder {
         let builder = self.http.request(method, format!("{}{route}", self.base));
         match &self.token {

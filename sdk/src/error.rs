@@ -17,6 +17,9 @@ pub enum SdkError {
     InvalidUrl { url: String, reason: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// A terminal could not be opened or its connection failed.
+    #[error("terminal: {0}")]
+    Terminal(String),
     /// The object store refused or failed a request (trusted side).
     #[error("object store: {0}")]
     Storage(String),

@@ -22,6 +22,7 @@ mod mounts;
 mod sse;
 mod sync;
 mod system;
+mod terminal;
 mod watch;
 
 pub use client::Sandbox;
@@ -32,3 +33,4 @@ pub use fsd_api as api;
 pub use fsd_api::ErrorCode;
 pub use regex::Regex;
 pub use sync::SyncReport;
+pub use terminal::{Terminal, TerminalEvent, TerminalReader, TerminalWriter};

@@ -237,3 +237,102 @@ async fn the_terminal_route_checks_its_query_before_upgrading() {
         other => panic!("expected a 400, got {:?}", other.map(|_| "an upgrade")),
     }
 }
+
+/// `fsctl shell` in a real pseudo-terminal (`script` gives it one, 132×43): keys typed,
+/// the window size forwarded, Ctrl-C delivered to the remote program, the remote shell's
+/// exit code returned, the local terminal back in cooked mode afterwards.
+#[test]
+fn fsctl_shell_works_in_a_real_terminal() {
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let daemon = Daemon::start();
+    let fsctl = fsd_tests::binary("fsctl");
+    let inner = format!(
+        "stty cols 132 rows 43; {} --url {} shell --session sh; code=$?; \
+         stty -a | grep -q ' icanon' && echo local-tty-restored; exit $code",
+        fsctl.display(),
+        daemon.url
+    );
+    let mut script = Command::new("script")
+        .args(["-qec", &inner, "/dev/null"])
+        .env_remove("FSD_TOKEN")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script (util-linux) runs");
+    let mut stdin = script.stdin.take().unwrap();
+    let mut stdout = script.stdout.take().unwrap();
+    let (seen, screen) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        let mut buffer = [0u8; 4096];
+        while let Ok(read) = stdout.read(&mut buffer) {
+            if read == 0
+                || seen
+                    .send(String::from_utf8_lossy(&buffer[..read]).into())
+                    .is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut shown = String::new();
+    let mut wait_for = |text: &str| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        while !shown.contains(text) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match screen.recv_timeout(left) {
+                Ok(chunk) => shown.push_str(&chunk),
+                Err(_) => panic!("{text:?} never showed; the screen: {shown:?}"),
+            }
+        }
+    };
+    let mut type_keys = |keys: &str| {
+        stdin.write_all(keys.as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    type_keys("echo typed-$((20+3))\r");
+    wait_for("typed-23");
+    type_keys("stty size\r");
+    wait_for("43 132");
+    type_keys("sleep 100\r");
+    std::thread::sleep(Duration::from_millis(300));
+    type_keys("\u{3}");
+    type_keys("echo after-ctrl-c-$?\r");
+    wait_for("after-ctrl-c-130");
+    type_keys("exit 7\r");
+    wait_for("local-tty-restored");
+    let status = script.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(7),
+        "fsctl shell returns the remote exit code"
+    );
+}
+
+/// The SDK's terminal handle: write, resize, the output stream, the exit status.
+#[tokio::test]
+async fn the_sdk_terminal_handle() {
+    let daemon = Daemon::start();
+    let sandbox = daemon.sandbox();
+    let mut terminal = sandbox.terminal("sdk", 90, 20).await.unwrap();
+    terminal.resize(101, 33).await.unwrap();
+    terminal
+        .write(b"stty size; echo sdk-$((4*4)); exit 9\r")
+        .await
+        .unwrap();
+    let mut screen = String::new();
+    let mut exit = None;
+    while let Some(event) = terminal.next().await {
+        match event {
+            fsd_sdk::TerminalEvent::Output(bytes) => {
+                screen.push_str(&String::from_utf8_lossy(&bytes))
+            }
+            fsd_sdk::TerminalEvent::Exit { code, signal } => exit = Some((code, signal)),
+            fsd_sdk::TerminalEvent::Error(message) => panic!("{message}"),
+        }
+    }
+    assert!(screen.contains("33 101"), "{screen:?}");
+    assert!(screen.contains("sdk-16"), "{screen:?}");
+    assert_eq!(exit, Some((9, None)));
+}
