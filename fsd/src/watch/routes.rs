@@ -19,7 +19,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::changes::{Change, Listed};
 use super::error::WatchRequestError;
 use super::key::WatchKey;
-use super::service::Root;
+use super::service::{Hold, Root};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
@@ -52,8 +52,15 @@ pub async fn watch(
     JsonBody(req): JsonBody<WatchRequest>,
 ) -> Result<Response, ApiError> {
     let (key, filter, wanted) = checked(&state, &req)?;
-    let (root, _) = root_for(&state, key, filter).await?;
-    let subscription = state.watches.subscribe(root);
+    let watches = state.watches.clone();
+    // The subscription is made where the root is got, so a caller gone in between drops
+    // it (and its count) with the task's output.
+    let subscription = tokio::task::spawn_blocking(move || {
+        let (root, _) = watches.get_or_start(&key, filter, Hold::Subscribe)?;
+        Ok::<_, fsd_watch::WatchError>(watches.subscription(root))
+    })
+    .await
+    .map_err(|err| WatchRequestError::Start(err.to_string()))??;
     let watching = WatchEvent::Watching {
         path: subscription.root.path.display().to_string(),
         watch_id: subscription.root.id.clone(),
@@ -151,7 +158,6 @@ pub async fn check(
     };
     let (key, filter, _) = checked(&state, &req.watch())?;
     let (root, created) = root_for(&state, key, filter).await?;
-    state.watches.retain(&root);
     let journal = root.journal();
     let current = journal.cursor();
     let version = format!("{}:{current}", root.id);
@@ -306,13 +312,14 @@ fn resolve_inside(workspace: &Path, raw: &str) -> Result<PathBuf, ApiError> {
 
 /// The root for a watch key. Starting one adds a watch per directory (about a second for
 /// 100,000 of them), so it runs on the blocking pool, not on an async worker.
+/// The root for a token check, retained.
 async fn root_for(
     state: &AppState,
     key: WatchKey,
     filter: Filter,
 ) -> Result<(Arc<Root>, bool), ApiError> {
     let watches = state.watches.clone();
-    tokio::task::spawn_blocking(move || watches.get_or_start(&key, filter))
+    tokio::task::spawn_blocking(move || watches.get_or_start(&key, filter, Hold::Retain))
         .await
         .map_err(|err| WatchRequestError::Start(err.to_string()))?
         .map_err(ApiError::from)

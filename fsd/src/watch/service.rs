@@ -49,6 +49,29 @@ impl Root {
     }
 }
 
+/// What a caller of [`WatchService::get_or_start`] keeps the root for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hold {
+    /// Change tokens: the root outlives its subscribers (until it idles out).
+    Retain,
+    /// A live stream: the root lives while its [`Subscription`] does.
+    Subscribe,
+}
+
+impl Hold {
+    fn apply(self, root: &Root) {
+        match self {
+            Hold::Retain => {
+                root.retained.store(true, Ordering::SeqCst);
+                root.touch();
+            }
+            Hold::Subscribe => {
+                root.subscribers.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
 /// Keeps a subscriber counted while its SSE stream lives.
 pub struct Subscription {
     pub root: Arc<Root>,
@@ -91,15 +114,19 @@ impl WatchService {
         }
     }
 
-    /// The root for `key`, started if needed; `true` when this call started it.
+    /// The root for `key`, started if needed, and held as `hold` says before the table is
+    /// let go (so a subscriber leaving at the same moment cannot drop it in between);
+    /// `true` when this call started it.
     pub fn get_or_start(
         &self,
         key: &WatchKey,
         filter: Filter,
+        hold: Hold,
     ) -> Result<(Arc<Root>, bool), fsd_watch::WatchError> {
         let mut roots = self.table();
         if let Some(root) = roots.get(key) {
             if !root.ended.load(Ordering::SeqCst) {
+                hold.apply(root);
                 return Ok((root.clone(), false));
             }
             // The watched directory went away: a token of the old root gets a resync, and
@@ -118,6 +145,7 @@ impl WatchService {
             format!("watch-{number}-{millis}"),
             Journal::new(self.max_changes),
         )?;
+        hold.apply(&root);
         roots.insert(key.clone(), root.clone());
         Ok((root, true))
     }
@@ -183,8 +211,8 @@ impl WatchService {
         }
     }
 
-    pub fn subscribe(self: &Arc<Self>, root: Arc<Root>) -> Subscription {
-        root.subscribers.fetch_add(1, Ordering::SeqCst);
+    /// The subscription of a root got with [`Hold::Subscribe`] (already counted).
+    pub fn subscription(self: &Arc<Self>, root: Arc<Root>) -> Subscription {
         let events = root.live.subscribe();
         Subscription {
             root,
@@ -193,15 +221,12 @@ impl WatchService {
         }
     }
 
-    /// Marks a root as used for tokens, so it outlives its subscribers.
-    pub fn retain(&self, root: &Root) {
-        root.retained.store(true, Ordering::SeqCst);
-        root.touch();
-    }
-
+    /// Drops `root` from the table when nothing holds it; decided under the table's lock,
+    /// where every hold is taken.
     fn release_if_unused(&self, root: &Arc<Root>) {
+        let mut table = self.table();
         if !root.retained.load(Ordering::SeqCst) && root.subscribers.load(Ordering::SeqCst) == 0 {
-            self.table().retain(|_, r| !Arc::ptr_eq(r, root));
+            table.retain(|_, r| !Arc::ptr_eq(r, root));
         }
     }
 
