@@ -118,8 +118,8 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_WATCH_ENGINE", default_value_t = fsd_watch::EngineKind::default())]
     pub watch_engine: fsd_watch::EngineKind,
 
-    /// Seconds a WebSocket client may leave its 16 MiB of queued messages unread before it
-    /// is disconnected.
+    /// Seconds a write to a WebSocket client may make no progress (the client is not
+    /// reading) before the client is disconnected.
     #[arg(long, env = "FSD_WS_STALL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
     pub ws_stall_secs: u64,
 

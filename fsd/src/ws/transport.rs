@@ -6,9 +6,9 @@
 //! and closing the socket stops all of them.
 //!
 //! Limits: [`MAX_IN_FLIGHT`] requests at once per socket (further frames are not read
-//! until one finishes); [`OUTBOX_BYTES`] queued for the client, after which streams wait;
-//! a client that takes nothing for `--ws-stall-secs` (30 s) while that is full is
-//! disconnected.
+//! until one finishes); each request writes its messages to the socket itself, waiting
+//! while the client is not reading (so at most one message per request is held), and a
+//! client that takes nothing for `--ws-stall-secs` (30 s) is disconnected.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,9 +20,10 @@ use axum::extract::ws::{Message, WebSocket};
 use axum::http::{HeaderName, HeaderValue, Method, Uri, header};
 use axum::response::Response;
 use fsd_api::ws::{ClientMessage, Request as WsRequest, ServerMessage, codes};
+use futures_util::stream::SplitSink;
 use futures_util::{SinkExt, StreamExt};
 use http_body_util::BodyExt;
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
@@ -30,8 +31,6 @@ use super::sse::SseParser;
 
 /// Requests one socket runs at once.
 pub const MAX_IN_FLIGHT: usize = 256;
-/// Bytes of messages queued for one client.
-pub const OUTBOX_BYTES: usize = 16 * 1024 * 1024;
 
 /// One WebSocket connection of the transport.
 pub struct Connection {
@@ -58,28 +57,12 @@ impl Connection {
 
     /// Serves the socket until the client closes it, it fails, or the client stops reading.
     pub async fn run(self, socket: WebSocket) {
-        let (mut sink, mut frames) = socket.split();
-        let (queue, mut queued) = mpsc::unbounded_channel::<Queued>();
+        let (sink, mut frames) = socket.split();
         let closed = CancellationToken::new();
         let outbox = Outbox {
-            queue,
-            budget: Arc::new(Semaphore::new(OUTBOX_BYTES)),
+            sink: Arc::new(tokio::sync::Mutex::new(sink)),
             closed: closed.clone(),
             stall: self.send_stall,
-        };
-        let writer = {
-            let closed = closed.clone();
-            tokio::spawn(async move {
-                while let Some(Queued { text, permit }) = queued.recv().await {
-                    let sent = sink.send(Message::Text(text.into())).await;
-                    drop(permit);
-                    if sent.is_err() {
-                        break;
-                    }
-                }
-                closed.cancel();
-                let _ = sink.close().await;
-            })
         };
         let streams: Streams = Arc::default();
         let in_flight = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -146,8 +129,11 @@ impl Connection {
         }
         tasks.abort_all();
         closed.cancel();
-        drop(outbox);
-        writer.abort();
+        // The close frame, if the client still reads; a stalled one is just dropped.
+        let _ = tokio::time::timeout(Duration::from_secs(1), async {
+            outbox.sink.lock().await.close().await
+        })
+        .await;
     }
 
     /// Makes one request and sends what it answers.
@@ -328,24 +314,17 @@ fn is_event_stream(response: &Response) -> bool {
         .is_some_and(|value| value.contains("text/event-stream"))
 }
 
-/// A message on its way out, holding its share of the outbox's byte budget.
-struct Queued {
-    text: String,
-    permit: tokio::sync::OwnedSemaphorePermit,
-}
-
-/// What a connection's requests send through: a queue bounded in bytes.
+/// Where a connection's requests write their messages: the socket, one writer at a time.
 #[derive(Clone)]
 struct Outbox {
-    queue: mpsc::UnboundedSender<Queued>,
-    budget: Arc<Semaphore>,
+    sink: Arc<tokio::sync::Mutex<SplitSink<WebSocket, Message>>>,
     closed: CancellationToken,
     stall: Duration,
 }
 
 impl Outbox {
-    /// Queues `message` once the budget has room; false when the connection is gone (or
-    /// has just been dropped because its client stopped reading).
+    /// Writes `message` to the socket; false when the connection is gone (or has just
+    /// been dropped because its client took nothing for the stall limit).
     async fn send(&self, message: ServerMessage) -> bool {
         let text = match serde_json::to_string(&message) {
             Ok(text) => text,
@@ -354,21 +333,29 @@ impl Outbox {
                 return true;
             }
         };
-        let share = u32::try_from(text.len().clamp(1, OUTBOX_BYTES)).unwrap_or(u32::MAX);
-        let acquire = self.budget.clone().acquire_many_owned(share);
-        let permit = tokio::select! {
+        // Waiting for the socket behind other requests is not a stall; a write that takes
+        // nothing for the limit is.
+        let mut sink = tokio::select! {
             () = self.closed.cancelled() => return false,
-            permit = tokio::time::timeout(self.stall, acquire) => match permit {
-                Ok(Ok(permit)) => permit,
-                Ok(Err(_)) => return false,
-                Err(_) => {
-                    tracing::warn!("a WebSocket client stopped reading; disconnecting it");
-                    self.closed.cancel();
-                    return false;
-                }
-            },
+            sink = self.sink.lock() => sink,
         };
-        self.queue.send(Queued { text, permit }).is_ok()
+        let write = sink.send(Message::Text(text.into()));
+        let written = tokio::select! {
+            () = self.closed.cancelled() => return false,
+            written = tokio::time::timeout(self.stall, write) => written,
+        };
+        match written {
+            Ok(Ok(())) => true,
+            Ok(Err(_)) => {
+                self.closed.cancel();
+                false
+            }
+            Err(_) => {
+                tracing::warn!("a WebSocket client stopped reading; disconnecting it");
+                self.closed.cancel();
+                false
+            }
+        }
     }
 }
 
