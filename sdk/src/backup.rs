@@ -9,8 +9,8 @@ use fsd_api::backup::{
 use futures_util::Stream;
 use reqwest::Method;
 
-use crate::client::check;
-use crate::{Sandbox, SdkError, sse};
+use crate::client::to_json;
+use crate::{Sandbox, SdkError};
 
 impl Sandbox {
     /// Builds an archive of a directory in the sandbox (`POST /api/backup/create`).
@@ -49,12 +49,8 @@ impl Sandbox {
         request: &UploadBackupRequest,
     ) -> Result<impl Stream<Item = Result<BackupEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
-        let response = self
-            .request(Method::POST, "/api/backup/upload")
-            .json(request)
-            .send()
-            .await?;
-        Ok(sse::events(check(response).await?))
+        self.event_stream(Method::POST, "/api/backup/upload", Some(to_json(request)?))
+            .await
     }
 
     /// Fetches archives not already in the sandbox and restores them: progress events, then
@@ -64,12 +60,12 @@ impl Sandbox {
         request: &DownloadBackupRequest,
     ) -> Result<impl Stream<Item = Result<BackupEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
-        let response = self
-            .request(Method::POST, "/api/backup/download")
-            .json(request)
-            .send()
-            .await?;
-        Ok(sse::events(check(response).await?))
+        self.event_stream(
+            Method::POST,
+            "/api/backup/download",
+            Some(to_json(request)?),
+        )
+        .await
     }
 
     /// Active restores.

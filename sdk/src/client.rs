@@ -3,6 +3,7 @@
 use reqwest::{Method, RequestBuilder, Response};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use std::sync::Arc;
 
 use crate::SdkError;
 
@@ -12,6 +13,8 @@ pub struct Sandbox {
     http: reqwest::Client,
     base: String,
     token: Option<String>,
+    /// The WebSocket transport, when the client was connected with it.
+    socket: Option<Arc<crate::ws::Socket>>,
 }
 
 impl Sandbox {
@@ -32,7 +35,22 @@ impl Sandbox {
             http: reqwest::Client::new(),
             base: base_url.trim_end_matches('/').to_string(),
             token: token.map(str::to_string),
+            socket: None,
         })
+    }
+
+    /// A client whose JSON and streaming calls all go over one WebSocket (`/ws`), as the
+    /// reference's `websocket` transport does; raw file transfers still use HTTP.
+    pub async fn connect_websocket(base_url: &str, token: Option<&str>) -> Result<Self, SdkError> {
+        let mut sandbox = Self::connect(base_url, token)?;
+        let socket = crate::ws::Socket::connect(&sandbox.base, token).await?;
+        sandbox.socket = Some(Arc::new(socket));
+        Ok(sandbox)
+    }
+
+    /// Whether calls go over the WebSocket transport.
+    pub fn uses_websocket(&self) -> bool {
+        self.socket.is_some()
     }
 
     pub fn base_url(&self) -> &str {
@@ -57,14 +75,116 @@ impl Sandbox {
         route: &str,
         body: &B,
     ) -> Result<T, SdkError> {
+        if let Some(socket) = &self.socket {
+            let body = to_json(body)?;
+            return decode_value(socket.call("POST", route, Some(body)).await?);
+        }
         let response = self.request(Method::POST, route).json(body).send().await?;
         decode(response).await
     }
 
     pub(crate) async fn get_json<T: DeserializeOwned>(&self, route: &str) -> Result<T, SdkError> {
+        if let Some(socket) = &self.socket {
+            return decode_value(socket.call("GET", route, None).await?);
+        }
         let response = self.request(Method::GET, route).send().await?;
         decode(response).await
     }
+
+    pub(crate) async fn delete_json<T: DeserializeOwned>(
+        &self,
+        route: &str,
+    ) -> Result<T, SdkError> {
+        if let Some(socket) = &self.socket {
+            return decode_value(socket.call("DELETE", route, None).await?);
+        }
+        let response = self.request(Method::DELETE, route).send().await?;
+        decode(response).await
+    }
+
+    /// A streaming route's events, typed: SSE over HTTP, `stream` messages over the socket.
+    pub(crate) async fn event_stream<T: DeserializeOwned + Send + 'static>(
+        &self,
+        method: Method,
+        route: &str,
+        body: Option<serde_json::Value>,
+    ) -> Result<
+        std::pin::Pin<Box<dyn futures_util::Stream<Item = Result<T, SdkError>> + Send>>,
+        SdkError,
+    > {
+        use futures_util::StreamExt;
+        if let Some(socket) = &self.socket {
+            let mut incoming = socket.stream(method.as_str(), route, body)?;
+            // A route that refuses answers with a plain response before any event.
+            let first = incoming.next().await;
+            let rest = incoming;
+            let first = match first {
+                Some(Ok(crate::ws::Incoming::Done { status, body })) if status >= 400 => {
+                    return Err(api_error(status, body));
+                }
+                other => other,
+            };
+            let events = futures_util::stream::iter(first)
+                .chain(rest)
+                .filter_map(|item| {
+                    std::future::ready(match item {
+                        Ok(crate::ws::Incoming::Data(data)) => Some(
+                            serde_json::from_str::<T>(&data).map_err(|err| SdkError::Decode {
+                                status: 200,
+                                message: format!("bad stream event {data:?}: {err}"),
+                            }),
+                        ),
+                        Ok(crate::ws::Incoming::Done { .. }) => None,
+                        Err(error) => Some(Err(error)),
+                    })
+                });
+            return Ok(Box::pin(events));
+        }
+        let mut request = self.request(method, route);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        Ok(Box::pin(crate::sse::events(check(response).await?)))
+    }
+}
+
+/// Decodes a status and JSON body that came over the socket, as [`decode`] does.
+fn decode_value<T: DeserializeOwned>(
+    (status, body): (u16, Option<serde_json::Value>),
+) -> Result<T, SdkError> {
+    if !(200..300).contains(&status) {
+        return Err(api_error(status, body));
+    }
+    let body = body.unwrap_or(serde_json::Value::Null);
+    serde_json::from_value(body.clone()).map_err(|err| SdkError::Decode {
+        status,
+        message: format!("{err}: {body}"),
+    })
+}
+
+/// A failure's error envelope (or what came instead of one).
+fn api_error(status: u16, body: Option<serde_json::Value>) -> SdkError {
+    let body = body.unwrap_or(serde_json::Value::Null);
+    match serde_json::from_value(body.clone()) {
+        Ok(envelope) => SdkError::Api {
+            status,
+            body: Box::new(envelope),
+        },
+        Err(_) => SdkError::Decode {
+            status,
+            message: body.to_string(),
+        },
+    }
+}
+
+/// A request body as a JSON value.
+pub(crate) fn to_json<B: Serialize + ?Sized>(body: &B) -> Result<serde_json::Value, SdkError> {
+    serde_json::to_value(body).map_err(encode_error)
+}
+
+fn encode_error(error: serde_json::Error) -> SdkError {
+    SdkError::WebSocket(format!("the request body is not JSON: {error}"))
 }
 
 /// Decodes a success body, or turns the error envelope into [`SdkError::Api`].

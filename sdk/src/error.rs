@@ -17,6 +17,9 @@ pub enum SdkError {
     InvalidUrl { url: String, reason: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+    /// The WebSocket transport failed (the socket closed, or the daemon refused a frame).
+    #[error("websocket: {0}")]
+    WebSocket(String),
     /// A terminal could not be opened or its connection failed.
     #[error("terminal: {0}")]
     Terminal(String),

@@ -14,8 +14,8 @@ use fsd_api::process::{
 use futures_util::{Stream, StreamExt};
 use reqwest::Method;
 
-use crate::client::check;
-use crate::{Sandbox, SdkError, sse};
+use crate::client::to_json;
+use crate::{Sandbox, SdkError};
 
 impl Sandbox {
     /// Runs `command` in the default session and waits for it.
@@ -55,12 +55,8 @@ impl Sandbox {
         request: &ExecuteRequest,
     ) -> Result<impl Stream<Item = Result<ExecEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
-        let response = self
-            .request(Method::POST, "/api/execute/stream")
-            .json(request)
-            .send()
-            .await?;
-        Ok(sse::events(check(response).await?))
+        self.event_stream(Method::POST, "/api/execute/stream", Some(to_json(request)?))
+            .await
     }
 
     pub async fn create_session(
@@ -115,21 +111,13 @@ impl Sandbox {
 
     /// Kills a running process's whole tree (SIGTERM, SIGKILL after 5 s).
     pub async fn kill_process(&self, id: &str) -> Result<(), SdkError> {
-        let response = self
-            .request(Method::DELETE, &format!("/api/process/{id}"))
-            .send()
-            .await?;
-        let _: KillProcessResponse = crate::client::decode(response).await?;
+        let _: KillProcessResponse = self.delete_json(&format!("/api/process/{id}")).await?;
         Ok(())
     }
 
     /// Kills every running process; returns how many there were.
     pub async fn kill_all_processes(&self) -> Result<usize, SdkError> {
-        let response = self
-            .request(Method::DELETE, "/api/process/kill-all")
-            .send()
-            .await?;
-        let reply: KillAllResponse = crate::client::decode(response).await?;
+        let reply: KillAllResponse = self.delete_json("/api/process/kill-all").await?;
         Ok(reply.cleaned_count)
     }
 
@@ -143,11 +131,8 @@ impl Sandbox {
         id: &str,
     ) -> Result<impl Stream<Item = Result<ProcessEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
-        let response = self
-            .request(Method::GET, &format!("/api/process/{id}/stream"))
-            .send()
-            .await?;
-        Ok(sse::events(check(response).await?))
+        self.event_stream(Method::GET, &format!("/api/process/{id}/stream"), None)
+            .await
     }
 }
 
@@ -239,13 +224,14 @@ impl ProcessHandle {
             interval: None,
         };
         let wait = async {
-            let response = self
+            let mut events = self
                 .sandbox
-                .request(Method::POST, "/api/port-watch")
-                .json(&request)
-                .send()
+                .event_stream::<PortWatchEvent>(
+                    Method::POST,
+                    "/api/port-watch",
+                    Some(to_json(&request)?),
+                )
                 .await?;
-            let mut events = sse::events::<PortWatchEvent>(check(response).await?);
             while let Some(event) = events.next().await {
                 match event? {
                     PortWatchEvent::Ready { .. } => return Ok(()),

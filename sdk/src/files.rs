@@ -15,8 +15,8 @@ use futures_util::{Stream, StreamExt, TryStreamExt};
 use reqwest::Method;
 use tokio::io::AsyncWriteExt;
 
-use crate::client::{check, decode};
-use crate::{Sandbox, SdkError, sse};
+use crate::client::{check, decode, to_json};
+use crate::{Sandbox, SdkError};
 
 /// What `list_files` returns.
 #[derive(Debug, Clone, Copy, Default)]
@@ -162,12 +162,12 @@ impl Sandbox {
         impl Stream<Item = Result<FileStreamEvent, SdkError>> + Send + Unpin + use<>,
         SdkError,
     > {
-        let response = self
-            .request(Method::POST, "/api/read/stream")
-            .json(&path_request(path))
-            .send()
-            .await?;
-        Ok(sse::events(check(response).await?))
+        self.event_stream(
+            Method::POST,
+            "/api/read/stream",
+            Some(to_json(&path_request(path))?),
+        )
+        .await
     }
 
     /// Streams a file's raw bytes (no size limit, no base64).

@@ -24,6 +24,7 @@ mod sync;
 mod system;
 mod terminal;
 mod watch;
+mod ws;
 
 pub use client::Sandbox;
 pub use error::SdkError;

@@ -6,7 +6,6 @@ use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
@@ -73,14 +72,7 @@ impl Sandbox {
             .append_pair("sessionId", session_id)
             .append_pair("cols", &cols.to_string())
             .append_pair("rows", &rows.to_string());
-        let mut request = url.as_str().into_client_request().map_err(terminal_error)?;
-        if let Some(token) = self.token() {
-            let value = format!("Bearer {token}")
-                .parse()
-                .map_err(|_| SdkError::Terminal("the token is not a valid header".into()))?;
-            request.headers_mut().insert("authorization", value);
-        }
-        let (socket, _) = tokio_tungstenite::connect_async(request)
+        let socket = crate::ws::open(url.as_str(), self.token())
             .await
             .map_err(terminal_error)?;
         let (sink, mut stream) = socket.split();

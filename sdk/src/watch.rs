@@ -4,8 +4,8 @@ use fsd_api::watch::{CheckChangesRequest, CheckChangesResponse, WatchEvent, Watc
 use futures_util::Stream;
 use reqwest::Method;
 
-use crate::client::check;
-use crate::{Sandbox, SdkError, sse};
+use crate::client::to_json;
+use crate::{Sandbox, SdkError};
 
 impl Sandbox {
     /// Watches a directory: `Watching` once the watches are in place, then `Event`s (and
@@ -15,12 +15,8 @@ impl Sandbox {
         request: &WatchRequest,
     ) -> Result<impl Stream<Item = Result<WatchEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
-        let response = self
-            .request(Method::POST, "/api/watch")
-            .json(request)
-            .send()
-            .await?;
-        Ok(sse::events(check(response).await?))
+        self.event_stream(Method::POST, "/api/watch", Some(to_json(request)?))
+            .await
     }
 
     /// Whether `path` changed since `since` (a `version` from an earlier answer; `None` for a

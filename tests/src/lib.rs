@@ -105,6 +105,20 @@ impl Daemon {
         fsd_sdk::Sandbox::connect(&self.url, self.token.as_deref()).expect("client")
     }
 
+    /// A typed client over the transport the run asks for: HTTP, or the WebSocket
+    /// transport when `FSD_SDK_TRANSPORT=websocket` (CI runs the SDK tests both ways).
+    pub async fn client(&self) -> fsd_sdk::Sandbox {
+        if std::env::var("FSD_SDK_TRANSPORT").as_deref() == Ok("websocket") {
+            let sandbox = fsd_sdk::Sandbox::connect_websocket(&self.url, self.token.as_deref())
+                .await
+                .expect("a WebSocket client");
+            assert!(sandbox.uses_websocket());
+            sandbox
+        } else {
+            self.sandbox()
+        }
+    }
+
     /// The workspace root, canonical.
     pub fn root(&self) -> PathBuf {
         std::fs::canonicalize(self.workspace.path()).expect("canonical workspace")

@@ -9,7 +9,7 @@ use futures_util::{StreamExt, TryStreamExt};
 #[tokio::test]
 async fn system_calls() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     assert!(sandbox.ping().await.unwrap());
     assert!(!sandbox.version().await.unwrap().is_empty());
     let caps = sandbox.capabilities().await.unwrap();
@@ -22,7 +22,7 @@ async fn file_round_trips() {
         token: Some("tok".into()),
         ..Options::default()
     });
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let written = sandbox.write_file("dir/a.txt", "hello\n").await.unwrap();
     assert_eq!(written.bytes_written, 6);
     assert_eq!(
@@ -63,7 +63,7 @@ async fn file_round_trips() {
 #[tokio::test]
 async fn errors_carry_the_wire_code() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let err = sandbox.read_file("missing").await.unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::FileNotFound));
     assert_eq!(err.status(), Some(404));
@@ -98,7 +98,7 @@ async fn errors_carry_the_wire_code() {
 async fn read_stream_events() {
     let daemon = Daemon::start();
     std::fs::write(daemon.path("s.txt"), "streamed").unwrap();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let events: Vec<_> = sandbox
         .read_file_stream("s.txt")
         .await
@@ -126,7 +126,7 @@ async fn read_stream_events() {
 #[tokio::test]
 async fn raw_streams_and_ranges() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let data: Vec<u8> = (0..3_000_000u32).map(|i| (i % 253) as u8).collect();
     let chunks: Vec<Result<Bytes, std::io::Error>> = data
         .chunks(100_000)

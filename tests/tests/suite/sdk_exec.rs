@@ -19,7 +19,7 @@ fn process(command: &str, id: &str) -> StartProcessRequest {
 #[tokio::test]
 async fn exec_sessions_and_streams() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let result = sandbox.exec("echo hi; sh -c 'exit 3'").await.unwrap();
     assert_eq!(
         (result.stdout.as_str(), result.exit_code, result.success),
@@ -84,7 +84,7 @@ async fn exec_sessions_and_streams() {
 #[tokio::test]
 async fn process_handles() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let server = sandbox
         .start_process(&process(
             "echo booting; sleep 0.2; echo 'listening on port 8080'; sleep 3036",
@@ -158,7 +158,7 @@ async fn process_handles() {
 #[tokio::test]
 async fn wait_for_port() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

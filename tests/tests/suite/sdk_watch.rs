@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 #[tokio::test]
 async fn watch_stream_and_change_tokens() {
     let daemon = Daemon::start();
-    let sandbox = daemon.sandbox();
+    let sandbox = daemon.client().await;
     let mut events = sandbox
         .watch(&WatchRequest {
             path: ".".into(),
