@@ -26,6 +26,7 @@ mod sdk_watch;
 mod sync;
 mod system;
 mod terminal;
+mod tunnels;
 mod watch;
 mod watch_overflow;
 mod ws;
