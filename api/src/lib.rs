@@ -15,6 +15,7 @@ pub mod ports;
 pub mod process;
 pub mod scratch;
 pub mod system;
+pub mod tunnels;
 pub mod watch;
 pub mod ws;
 

@@ -11,6 +11,7 @@ mod output;
 mod proxy;
 mod shell;
 mod sync;
+mod tunnel;
 mod up;
 mod watch;
 
@@ -67,6 +68,8 @@ enum Command {
     /// Open an interactive terminal in the sandbox (the session's shell; exits with its
     /// exit code).
     Shell(shell::ShellArgs),
+    /// Give a sandbox port a public URL through cloudflared, until Ctrl-C (prints the URL).
+    Tunnel(tunnel::TunnelArgs),
 }
 
 fn main() -> ExitCode {
@@ -124,6 +127,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Watch(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             watch::run(&sandbox, args, cli.json).await
+        }
+        Command::Tunnel(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            tunnel::run(&sandbox, args, cli.json).await
         }
         Command::Shell(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;

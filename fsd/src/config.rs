@@ -118,6 +118,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_WATCH_ENGINE", default_value_t = fsd_watch::EngineKind::default())]
     pub watch_engine: fsd_watch::EngineKind,
 
+    /// The cloudflared program tunnels run (found on PATH when it has no `/`).
+    #[arg(long, env = "FSD_CLOUDFLARED", default_value = "cloudflared")]
+    pub cloudflared: PathBuf,
+
     /// Seconds a write to a WebSocket client may make no progress (the client is not
     /// reading) before the client is disconnected.
     #[arg(long, env = "FSD_WS_STALL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
@@ -160,6 +164,7 @@ pub struct Settings {
     pub restore_driver: RestoreDriver,
     pub watch_engine: fsd_watch::EngineKind,
     pub ws_stall: std::time::Duration,
+    pub cloudflared: PathBuf,
     pub isolation: IsolationMode,
     pub connections: crate::wire::accept::Limits,
     pub log_level: String,
@@ -213,6 +218,7 @@ impl ServeArgs {
             restore_driver: self.restore_driver,
             watch_engine: self.watch_engine,
             ws_stall: std::time::Duration::from_secs(self.ws_stall_secs),
+            cloudflared: self.cloudflared,
             isolation: self.isolation,
             connections: crate::wire::accept::Limits {
                 max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),

@@ -14,6 +14,7 @@ use crate::files::FileError;
 use crate::mounts::{MountConfigError, MountServiceError};
 use crate::ports::PortWatchRequestError;
 use crate::process::ProcessError;
+use crate::tunnels::TunnelRequestError;
 use crate::watch::WatchRequestError;
 use crate::wire::json::BodyError;
 use crate::wire::time::now_rfc3339;
@@ -256,6 +257,35 @@ impl From<FileError> for ApiError {
                     "path": path,
                     "errno": source.raw_os_error(),
                 }))
+            }
+        }
+    }
+}
+
+impl From<TunnelRequestError> for ApiError {
+    fn from(err: TunnelRequestError) -> Self {
+        let message = err.to_string();
+        let field = match err {
+            TunnelRequestError::Mode => "mode",
+            TunnelRequestError::Port => "port",
+            TunnelRequestError::TokenMissing | TunnelRequestError::TokenUnexpected => "token",
+            TunnelRequestError::Id { field } => field,
+        };
+        Self::validation(field, message, "INVALID_TUNNEL_REQUEST")
+    }
+}
+
+impl From<fsd_tunnels::TunnelError> for ApiError {
+    fn from(err: fsd_tunnels::TunnelError) -> Self {
+        let message = err.to_string();
+        match err {
+            fsd_tunnels::TunnelError::NotFound { binary } => {
+                Self::new(ErrorCode::CloudflaredNotFound, message)
+                    .with_context(json!({ "binary": binary }))
+            }
+            fsd_tunnels::TunnelError::Start(_) => Self::new(ErrorCode::TunnelStartError, message),
+            fsd_tunnels::TunnelError::Conflict(_) => {
+                Self::new(ErrorCode::TunnelRunConflict, message)
             }
         }
     }

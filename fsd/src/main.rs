@@ -17,6 +17,7 @@ mod state;
 mod system;
 mod terminal;
 mod text;
+mod tunnels;
 mod watch;
 mod wire;
 mod ws;

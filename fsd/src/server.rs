@@ -19,6 +19,7 @@ use crate::process::{self, ProcessService};
 use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::terminal::{self, TerminalService};
+use crate::tunnels;
 use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
 use crate::ws;
@@ -42,6 +43,7 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(backup::router())
         .merge(mounts::router())
         .merge(terminal::router())
+        .merge(tunnels::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found);
     guarded(routes.with_state(state), token)
@@ -160,11 +162,16 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     // Mounts a crashed run left behind are detached before anything else can trip on them.
     let mounts = Arc::new(MountService::new(&settings.state_dir));
     let terminals = Arc::new(TerminalService::new(sessions.clone()));
+    let tunnels = fsd_tunnels::Runs::new(fsd_tunnels::Config {
+        binary: settings.cloudflared.clone(),
+        ..fsd_tunnels::Config::default()
+    });
     let state = AppState {
         files: Arc::new(FileService::new(policy, scratch)),
         sessions: sessions.clone(),
         processes: processes.clone(),
         terminals: terminals.clone(),
+        tunnels: tunnels.clone(),
         watches: watches.clone(),
         backups: backups.clone(),
         mounts: mounts.clone(),
@@ -200,6 +207,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
     terminals.shutdown().await;
+    tunnels.shutdown().await;
     mounts.release_all().await;
     tokio::task::block_in_place(|| backups.release_all());
     sessions.shutdown().await;

@@ -18,6 +18,7 @@ pub struct AppState {
     pub sessions: Arc<SessionManager>,
     pub processes: Arc<ProcessService>,
     pub terminals: Arc<TerminalService>,
+    pub tunnels: Arc<fsd_tunnels::Runs>,
     pub watches: Arc<WatchService>,
     pub backups: Arc<BackupService>,
     pub mounts: Arc<MountService>,

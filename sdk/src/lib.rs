@@ -23,6 +23,7 @@ mod sse;
 mod sync;
 mod system;
 mod terminal;
+mod tunnels;
 mod watch;
 mod ws;
 

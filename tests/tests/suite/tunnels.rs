@@ -181,3 +181,223 @@ async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
     assert!(!alive(stubborn.pid) && !alive(plain.pid));
     assert!(runs.list().is_empty() && stubborn_runs.list().is_empty());
 }
+
+/// Children of `pid` (spawned from any of its threads) running the stand-in.
+fn stand_ins_below(pid: u32) -> Vec<u32> {
+    let children: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|tasks| {
+            tasks
+                .flatten()
+                .map(|task| {
+                    std::fs::read_to_string(task.path().join("children")).unwrap_or_default()
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    children
+        .join(" ")
+        .split_whitespace()
+        .filter_map(|child| child.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/comm"))
+                .is_ok_and(|comm| comm.starts_with("cloudflared-sta"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_daemon_serves_tunnels_over_its_routes() {
+    let stand_in = fsd_tests::binary("cloudflared-stand-in");
+    let mut daemon = fsd_tests::Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--cloudflared".into(), stand_in.display().to_string()],
+        env: vec![("FSD_STAND_IN".into(), "ok".into())],
+        ..fsd_tests::Options::default()
+    });
+    let mut events = daemon
+        .request(reqwest::Method::GET, "/api/tunnels/events")
+        .send()
+        .await
+        .unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/tunnels",
+            serde_json::json!({"mode": "quick", "port": 8080}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["started"], true);
+    assert_eq!(body["run"]["tunnelId"], "quick-8080");
+    let url = body["run"]["url"].as_str().unwrap();
+    assert!(url.ends_with(".trycloudflare.com"), "{url}");
+    let (_, again) = daemon
+        .post(
+            "/api/tunnels",
+            serde_json::json!({"mode": "quick", "port": 8080}),
+        )
+        .await;
+    assert_eq!(
+        (again["started"].clone(), again["run"]["url"].clone()),
+        (false.into(), url.into())
+    );
+
+    // A named tunnel's token is in no answer.
+    let (status, named) = daemon
+        .post(
+            "/api/tunnels",
+            serde_json::json!({"mode": "named", "port": 5173, "token": "eyJsecret-token-123", "tunnelId": "uuid-1"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{named}");
+    let (_, list) = daemon.get("/api/tunnels").await;
+    assert_eq!(list["tunnels"].as_array().unwrap().len(), 2);
+    assert!(!format!("{named}{list}").contains("secret"));
+
+    // Refusals name what is wrong.
+    for (body, code, field) in [
+        (
+            serde_json::json!({"mode": "fast", "port": 1}),
+            "VALIDATION_FAILED",
+            "mode",
+        ),
+        (
+            serde_json::json!({"mode": "named", "port": 1}),
+            "VALIDATION_FAILED",
+            "token",
+        ),
+        (
+            serde_json::json!({"mode": "quick", "port": 0}),
+            "VALIDATION_FAILED",
+            "port",
+        ),
+        (
+            serde_json::json!({"mode": "quick", "port": 9, "runId": "a b"}),
+            "VALIDATION_FAILED",
+            "runId",
+        ),
+    ] {
+        let (status, answer) = daemon.post("/api/tunnels", body).await;
+        assert_eq!(
+            (status.as_u16(), answer["code"].as_str()),
+            (400, Some(code)),
+            "{answer}"
+        );
+        assert_eq!(answer["context"]["validationErrors"][0]["field"], field);
+    }
+    let (status, conflict) = daemon
+        .post(
+            "/api/tunnels",
+            serde_json::json!({"mode": "quick", "port": 8080, "tunnelId": "other"}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), conflict["code"].as_str()),
+        (409, Some("TUNNEL_RUN_CONFLICT"))
+    );
+
+    // Stopping one announces its exit to the events stream.
+    let (_, stopped) = daemon
+        .post(
+            "/api/tunnels/stop",
+            serde_json::json!({"tunnelId": "quick-8080", "runId": "quick-8080"}),
+        )
+        .await;
+    assert_eq!(stopped["stopped"], true);
+    let mut seen = String::new();
+    while !seen.contains("\"runId\":\"quick-8080\"") {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), events.chunk())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert!(seen.contains("\"type\":\"exited\""), "{seen}");
+
+    // Shutdown ends the tunnels still running.
+    let pid = daemon.pid();
+    let (_, list) = daemon.get("/api/tunnels").await;
+    assert_eq!(stand_ins_below(pid).len(), 1, "{list}");
+    let left: Vec<u32> = stand_ins_below(pid);
+    let status = daemon.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(
+        left.iter().all(|&p| !alive(p)),
+        "cloudflared outlived the daemon"
+    );
+}
+
+#[tokio::test]
+async fn a_missing_cloudflared_is_named() {
+    let daemon = fsd_tests::Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--cloudflared".into(), "/nonexistent/cloudflared".into()],
+        ..fsd_tests::Options::default()
+    });
+    let (status, body) = daemon
+        .post(
+            "/api/tunnels",
+            serde_json::json!({"mode": "quick", "port": 8080}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (501, Some("CLOUDFLARED_NOT_FOUND"))
+    );
+    assert_eq!(body["context"]["binary"], "/nonexistent/cloudflared");
+}
+
+/// The SDK's tunnel calls, and `fsctl tunnel` (prints the URL, stops the run on Ctrl-C).
+#[tokio::test]
+async fn the_sdk_and_fsctl_drive_tunnels() {
+    use std::io::BufRead;
+    let stand_in = fsd_tests::binary("cloudflared-stand-in");
+    let daemon = fsd_tests::Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--cloudflared".into(), stand_in.display().to_string()],
+        env: vec![("FSD_STAND_IN".into(), "ok".into())],
+        ..fsd_tests::Options::default()
+    });
+    let sandbox = daemon.client().await;
+    let request = fsd_sdk::api::tunnels::EnsureTunnelRequest {
+        mode: "quick".into(),
+        port: 6006,
+        ..Default::default()
+    };
+    let answer = sandbox.ensure_tunnel(&request).await.unwrap();
+    assert!(answer.started && answer.run.url.is_some());
+    assert_eq!(
+        sandbox.tunnels().await.unwrap(),
+        std::slice::from_ref(&answer.run)
+    );
+    assert!(
+        sandbox
+            .stop_tunnel("quick-6006", "quick-6006")
+            .await
+            .unwrap()
+    );
+    assert!(
+        !sandbox
+            .stop_tunnel("quick-6006", "quick-6006")
+            .await
+            .unwrap()
+    );
+
+    let mut fsctl = std::process::Command::new(fsd_tests::binary("fsctl"))
+        .args(["--url", &daemon.url, "tunnel", "7007"])
+        .env_remove("FSD_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(fsctl.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.trim().ends_with(".trycloudflare.com"), "{line:?}");
+    assert_eq!(sandbox.tunnels().await.unwrap().len(), 1);
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(fsctl.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    assert!(fsctl.wait().unwrap().success());
+    assert!(sandbox.tunnels().await.unwrap().is_empty());
+}

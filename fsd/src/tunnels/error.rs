@@ -1,0 +1,17 @@
+//! What a caller can get wrong in a tunnel request; `crate::error` maps it.
+
+#[derive(Debug, thiserror::Error)]
+pub enum TunnelRequestError {
+    #[error("must be quick or named")]
+    Mode,
+    #[error("must be between 1 and 65535")]
+    Port,
+    #[error("is required for a named tunnel")]
+    TokenMissing,
+    #[error("is only for a named tunnel")]
+    TokenUnexpected,
+    /// An id (`tunnelId` or `runId`, named by the field) that is empty, too long or holds
+    /// characters other than letters, digits, `-`, `_` and `.`.
+    #[error("must be 1-128 letters, digits, '-', '_' or '.'")]
+    Id { field: &'static str },
+}

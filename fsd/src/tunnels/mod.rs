@@ -1,0 +1,10 @@
+//! Tunnels: `POST /api/tunnels` starts (or joins) a cloudflared tunnel run to a sandbox
+//! port, `GET /api/tunnels` lists them, `POST /api/tunnels/stop` stops one, and
+//! `GET /api/tunnels/events` streams their exits. The reference serves tunnels over RPC
+//! only; these routes are fsd's own. `fsd-tunnels` supervises the processes.
+
+mod error;
+mod routes;
+
+pub use error::TunnelRequestError;
+pub use routes::router;
