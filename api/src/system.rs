@@ -50,6 +50,11 @@ pub struct Capabilities {
     pub restore_driver: String,
     /// The workspace root the daemon serves.
     pub workspace: String,
+    /// Names this run of the daemon (new at every start): a front end that exposed a port
+    /// in one run can tell when the sandbox has restarted since (its preview URLs are
+    /// stale then).
+    #[serde(default)]
+    pub runtime_id: String,
 }
 
 /// `/proc/sys/fs/inotify/*`; `None` where unreadable.

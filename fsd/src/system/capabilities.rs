@@ -35,6 +35,7 @@ pub fn detect(workspace: &Path, confined: bool, command_isolation: &str) -> Capa
         command_isolation: command_isolation.to_string(),
         restore_driver: String::new(),
         workspace: workspace.display().to_string(),
+        runtime_id: runtime_id(),
     }
 }
 
@@ -58,6 +59,22 @@ fn unprivileged_user_namespaces() -> bool {
 
 fn read_number(path: &str) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+/// A new id for this run of the daemon: 16 random hex digits.
+fn runtime_id() -> String {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
+    if random.is_err() {
+        // No /dev/urandom: the pid and the start time still differ between runs.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos() as u64;
+        bytes = (nanos ^ u64::from(std::process::id()).rotate_left(40)).to_be_bytes();
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ async fn version_and_root() {
 
 #[tokio::test]
 async fn capabilities_describe_this_host() {
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start();
     let (status, body) = daemon.get("/api/capabilities").await;
     assert_eq!(status, StatusCode::OK);
     let caps = &body["capabilities"];
@@ -57,6 +57,13 @@ async fn capabilities_describe_this_host() {
     assert_eq!(caps["workspace"], daemon.root().display().to_string());
     assert_eq!(caps["confined"], false);
     assert_eq!(caps["root"], fsd_tests::is_root());
+    // Each run of the daemon has its own id (preview URLs of an earlier run are stale).
+    let first = caps["runtimeId"].as_str().unwrap().to_string();
+    assert_eq!(first.len(), 16, "{first}");
+    assert!(first.bytes().all(|b| b.is_ascii_hexdigit()));
+    daemon.restart();
+    let (_, again) = daemon.get("/api/capabilities").await;
+    assert_ne!(again["capabilities"]["runtimeId"], first.as_str());
 }
 
 #[tokio::test]
