@@ -6,6 +6,7 @@
 mod backup;
 mod exec;
 mod files;
+mod gateway;
 mod mounts;
 mod output;
 mod proxy;
@@ -68,6 +69,9 @@ enum Command {
     /// Open an interactive terminal in the sandbox (the session's shell; exits with its
     /// exit code).
     Shell(shell::ShellArgs),
+    /// Serve preview URLs for sandbox ports (token-guarded, proxied to the port) and the
+    /// API that exposes them.
+    Gateway(gateway::GatewayArgs),
     /// Give a sandbox port a public URL through cloudflared, until Ctrl-C (prints the URL).
     Tunnel(tunnel::TunnelArgs),
 }
@@ -128,6 +132,7 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             watch::run(&sandbox, args, cli.json).await
         }
+        Command::Gateway(args) => gateway::run(args, &cli.url, cli.token).await,
         Command::Tunnel(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             tunnel::run(&sandbox, args, cli.json).await

@@ -15,6 +15,7 @@ mod files_raw;
 mod files_read_write;
 mod files_stream;
 mod fsctl;
+mod gateway;
 mod hostile;
 mod layout;
 mod mount_proxy;

@@ -1,0 +1,55 @@
+//! `fsctl gateway`: preview URLs for sandbox ports. Requests whose `Host` is a preview host
+//! (`<port>-<sandboxId>-<token>.<hostname>`) are checked against the exposures (404
+//! `INVALID_TOKEN` without contacting the sandbox, 410 `STALE_PREVIEW_URL` when the sandbox
+//! restarted since the port was exposed) and proxied to the port, streaming both ways;
+//! other requests are its admin API (`POST /expose`, `POST /unexpose`, `GET /exposed`).
+//! The rules are `fsd-control::preview`'s; `state` keeps the exposures, `proxy` serves.
+
+mod proxy;
+mod state;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use fsd_sdk::SdkError;
+
+#[derive(Debug, clap::Args)]
+pub struct GatewayArgs {
+    /// Address to serve on (port 0 picks a free one; the line on stdout names it).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    listen: SocketAddr,
+    /// The hostname preview URLs are under (default: `localhost:<port>`, so they are
+    /// `http://<port>-<id>-<token>.localhost:<port>/`).
+    #[arg(long)]
+    hostname: Option<String>,
+    /// Where a sandbox's daemon is: a URL in which `{id}` stands for the sandbox id
+    /// (default: the daemon of `--url`, for every id).
+    #[arg(long)]
+    daemons: Option<String>,
+    /// The file exposures are kept in across restarts.
+    #[arg(long, default_value = "./fsd-gateway.json")]
+    state: PathBuf,
+}
+
+pub async fn run(
+    args: GatewayArgs,
+    url: &str,
+    token: Option<String>,
+) -> Result<ExitCode, SdkError> {
+    let exposures = state::Exposures::load(Some(&args.state))?;
+    let listener = tokio::net::TcpListener::bind(args.listen).await?;
+    let address = listener.local_addr()?;
+    let hostname = args
+        .hostname
+        .unwrap_or_else(|| format!("localhost:{}", address.port()));
+    let gateway = proxy::Gateway::new(
+        exposures,
+        args.daemons.unwrap_or_else(|| url.to_string()),
+        hostname,
+        token,
+    )?;
+    println!("fsctl gateway listening on http://{address}");
+    gateway.serve(listener).await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,158 @@
+//! `fsctl gateway`: preview URLs in front of a real HTTP server that a sandbox process runs.
+
+use std::io::BufRead;
+use std::time::Duration;
+
+use fsd_tests::Daemon;
+use serde_json::{Value, json};
+
+/// A running gateway and its address.
+struct Gateway {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gateway(daemon: &Daemon, state: &std::path::Path, hostname: Option<&str>) -> Gateway {
+    let mut command = std::process::Command::new(fsd_tests::binary("fsctl"));
+    command
+        .args([
+            "--url",
+            &daemon.url,
+            "gateway",
+            "--listen",
+            "127.0.0.1:0",
+            "--state",
+        ])
+        .arg(state)
+        .env_remove("FSD_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if let Some(hostname) = hostname {
+        command.args(["--hostname", hostname]);
+    }
+    let mut child = command.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    Gateway { child, url }
+}
+
+/// A GET through the gateway for the preview URL `preview` (its host sent as `Host`).
+async fn get(gateway: &Gateway, preview: &str, path: &str) -> reqwest::Response {
+    let host = preview
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    reqwest::Client::new()
+        .get(format!("{}{path}", gateway.url))
+        .header("host", host)
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn preview_urls_reach_a_sandbox_server_and_refuse_what_they_must() {
+    let mut daemon = Daemon::start();
+    std::fs::write(daemon.root().join("hello.txt"), "hello through the gateway").unwrap();
+    let port = 18000 + (std::process::id() % 2000) as u16;
+    let (status, started) = daemon
+        .post(
+            "/api/process/start",
+            json!({"command": format!("python3 -m http.server {port} --bind 127.0.0.1")}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let state = tempfile::tempdir().unwrap();
+    let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
+    let client = reqwest::Client::new();
+    let exposed: Value = client
+        .post(format!("{}/expose", gateway.url))
+        .json(&json!({"sandboxId": "Box1", "port": port}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let url = exposed["url"].as_str().unwrap().to_string();
+    let token = exposed["token"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), 16, "{exposed}");
+    assert!(
+        url.starts_with(&format!("http://{port}-box1-{token}.localhost:")),
+        "{url}"
+    );
+
+    // Through the gateway to the sandbox's server.
+    let answer = get(&gateway, &url, "/hello.txt").await;
+    assert_eq!(answer.status(), 200);
+    assert_eq!(answer.text().await.unwrap(), "hello through the gateway");
+
+    // A wrong token, an unexposed port: 404 INVALID_TOKEN.
+    let wrong = url.replace(&token, "wrongtoken");
+    let answer = get(&gateway, &wrong, "/hello.txt").await;
+    assert_eq!(answer.status(), 404);
+    let body: Value = answer.json().await.unwrap();
+    assert_eq!(body["code"], "INVALID_TOKEN");
+    let other_port = url.replacen(&port.to_string(), "5999", 1);
+    assert_eq!(get(&gateway, &other_port, "/").await.status(), 404);
+
+    // The exposure is listed as active, and survives a gateway restart.
+    let listed: Value = client
+        .get(format!("{}/exposed?sandboxId=Box1", gateway.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["ports"][0]["status"], "active", "{listed}");
+    drop(gateway);
+    let gateway = self::gateway(&daemon, &state.path().join("exposures.json"), None);
+    let again = url.replacen(
+        url.rsplit(':').next().unwrap().trim_end_matches('/'),
+        gateway.url.rsplit(':').next().unwrap(),
+        1,
+    );
+    assert_eq!(get(&gateway, &again, "/hello.txt").await.status(), 200);
+
+    // A sandbox that restarted since: 410 STALE_PREVIEW_URL until exposed again (the
+    // gateway asks a sandbox for its run at most once a second).
+    daemon.restart();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let stale = get(&gateway, &again, "/hello.txt").await;
+    assert_eq!(stale.status(), 410);
+    let body: Value = stale.json().await.unwrap();
+    assert_eq!(body["code"], "STALE_PREVIEW_URL");
+
+    // workers.dev cannot carry preview hosts.
+    let workers = self::gateway(
+        &daemon,
+        &state.path().join("w.json"),
+        Some("me.workers.dev"),
+    );
+    let refused = client
+        .post(format!("{}/expose", workers.url))
+        .json(&json!({"sandboxId": "box", "port": port}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 400);
+    let body: Value = refused.json().await.unwrap();
+    assert_eq!(body["code"], "CUSTOM_DOMAIN_REQUIRED");
+}
