@@ -3,8 +3,11 @@
 //! `INVALID_TOKEN` without contacting the sandbox, 410 `STALE_PREVIEW_URL` when the sandbox
 //! restarted since the port was exposed) and proxied to the port, streaming both ways;
 //! other requests are its admin API (`POST /expose`, `POST /unexpose`, `GET /exposed`).
-//! The rules are `fsd-control::preview`'s; `state` keeps the exposures, `proxy` serves.
+//! The rules are `fsd-control::preview`'s; `state` keeps the exposures, `proxy` serves, and
+//! `bridge` carries WebSocket upgrades frame by frame.
 
+mod bridge;
+mod headers;
 mod proxy;
 mod state;
 

@@ -15,6 +15,7 @@ use futures_util::TryStreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
+use super::headers::{copy_headers, hop_by_hop};
 use super::state::Exposures;
 
 /// How long a sandbox's run id is trusted before it is asked again.
@@ -142,12 +143,16 @@ async fn forward(
         .ok()
         .and_then(|url| url.host_str().map(str::to_string))
         .unwrap_or_else(|| "127.0.0.1".into());
-    let (parts, body) = request.into_parts();
+    let (mut parts, body) = request.into_parts();
     let path = parts
         .uri
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .to_string();
+    if is_websocket(&parts.headers) {
+        let url = format!("ws://{sandbox_host}:{}{path}", target.port);
+        return super::bridge::upgrade(&mut parts, url, &host, &target.sandbox_id).await;
+    }
     let url = format!("http://{sandbox_host}:{}{path}", target.port);
     let mut outgoing = gateway.client.request(parts.method.clone(), &url);
     for (name, value) in &parts.headers {
@@ -184,6 +189,13 @@ async fn forward(
         .unwrap_or_else(|error| (StatusCode::BAD_GATEWAY, error.to_string()).into_response())
 }
 
+fn is_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::UPGRADE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
+}
+
 fn refusal(admission: Admission) -> Response {
     let (status, body) = admission.refusal().unwrap_or((500, "{}"));
     let mut response = (
@@ -196,28 +208,6 @@ fn refusal(admission: Admission) -> Response {
         HeaderValue::from_static("application/json"),
     );
     response
-}
-
-fn hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection"
-            | "keep-alive"
-            | "transfer-encoding"
-            | "te"
-            | "trailer"
-            | "upgrade"
-            | "proxy-authorization"
-            | "proxy-connection"
-    )
-}
-
-fn copy_headers(from: &reqwest::header::HeaderMap, to: &mut HeaderMap) {
-    for (name, value) in from {
-        if !hop_by_hop(name.as_str()) {
-            to.append(name.clone(), value.clone());
-        }
-    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -156,3 +156,66 @@ async fn preview_urls_reach_a_sandbox_server_and_refuse_what_they_must() {
     let body: Value = refused.json().await.unwrap();
     assert_eq!(body["code"], "CUSTOM_DOMAIN_REQUIRED");
 }
+
+/// A WebSocket through a preview URL: upgraded at the sandbox's port, frames carried both
+/// ways. The echo server listens on loopback as a sandbox server would.
+#[tokio::test]
+async fn websockets_are_bridged_frame_by_frame() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+    let daemon = Daemon::start();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = socket.next().await {
+                    if message.is_close() || socket.send(message).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let state = tempfile::tempdir().unwrap();
+    let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
+    let exposed: Value = reqwest::Client::new()
+        .post(format!("{}/expose", gateway.url))
+        .json(&json!({"sandboxId": "wsbox", "port": port}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let preview = exposed["url"].as_str().unwrap();
+    let host = preview.trim_start_matches("http://").trim_end_matches('/');
+    let mut request = format!("{}/echo", gateway.url.replacen("http://", "ws://", 1))
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert("host", host.parse().unwrap());
+    let (mut socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+    socket.send(Message::Text("hello".into())).await.unwrap();
+    let echoed = socket.next().await.unwrap().unwrap();
+    assert_eq!(echoed.into_text().unwrap().as_str(), "hello");
+    socket
+        .send(Message::Binary(vec![0, 159, 255].into()))
+        .await
+        .unwrap();
+    let echoed = socket.next().await.unwrap().unwrap();
+    assert_eq!(echoed.into_data().to_vec(), [0, 159, 255]);
+    socket.close(None).await.unwrap();
+
+    // The wrong token is refused before any upgrade.
+    let wrong = host.replace(exposed["token"].as_str().unwrap(), "nope");
+    let mut request = format!("{}/echo", gateway.url.replacen("http://", "ws://", 1))
+        .into_client_request()
+        .unwrap();
+    request.headers_mut().insert("host", wrong.parse().unwrap());
+    assert!(tokio_tungstenite::connect_async(request).await.is_err());
+}
