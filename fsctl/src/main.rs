@@ -5,6 +5,7 @@
 
 mod backup;
 mod exec;
+mod expose;
 mod files;
 mod gateway;
 mod mounts;
@@ -72,6 +73,12 @@ enum Command {
     /// Serve preview URLs for sandbox ports (token-guarded, proxied to the port) and the
     /// API that exposes them.
     Gateway(gateway::GatewayArgs),
+    /// Expose a sandbox port at a preview URL through the gateway (prints the URL).
+    Expose(expose::ExposeArgs),
+    /// End a port's preview URL.
+    Unexpose(expose::UnexposeArgs),
+    /// List the exposed ports and their preview URLs.
+    Exposed(expose::GatewayTarget),
     /// Give a sandbox port a public URL through cloudflared, until Ctrl-C (prints the URL).
     Tunnel(tunnel::TunnelArgs),
 }
@@ -133,6 +140,9 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
             watch::run(&sandbox, args, cli.json).await
         }
         Command::Gateway(args) => gateway::run(args, &cli.url, cli.token).await,
+        Command::Expose(args) => expose::expose(args, cli.token.as_deref(), cli.json).await,
+        Command::Unexpose(args) => expose::unexpose(args, cli.token.as_deref(), cli.json).await,
+        Command::Exposed(target) => expose::exposed(target, cli.token.as_deref(), cli.json).await,
         Command::Tunnel(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             tunnel::run(&sandbox, args, cli.json).await

@@ -38,6 +38,12 @@ pub struct UpArgs {
     /// Do not mount the bucket.
     #[arg(long)]
     no_mount: bool,
+    /// Address of the preview gateway (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:8787")]
+    gateway_listen: std::net::SocketAddr,
+    /// Do not run the preview gateway.
+    #[arg(long)]
+    no_gateway: bool,
     /// The fsd binary. Default: the one beside fsctl, else `fsd` on PATH.
     #[arg(long, env = "FSD_BIN")]
     fsd: Option<PathBuf>,
@@ -112,12 +118,28 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
             }
         }
     };
+    let gateway = if args.no_gateway {
+        None
+    } else {
+        // Beside the store's directory: what `fsctl up` keeps stays together.
+        let state = std::path::absolute(args.store_dir.with_file_name("fsd-gateway.json"))?;
+        let running = crate::gateway::start(
+            args.gateway_listen,
+            None,
+            url.clone(),
+            &state,
+            Some(token.clone()),
+        )
+        .await?;
+        Some(running)
+    };
+    let gateway_url = gateway.as_ref().map(|g| g.url.clone());
     let mount_info = mount.as_ref().map(|m| &m.info);
     if as_json {
         output::json(
             &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id(),
                 "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key},
-                "mount": mount_info}),
+                "mount": mount_info, "gateway": gateway_url.as_ref().map(|url| json!({"url": url}))}),
         );
     } else {
         println!("fsd is up");
@@ -130,6 +152,9 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
                 "  mount:     {} (bucket fsd, prefix {})",
                 info.mount_path, info.prefix
             );
+        }
+        if let Some(url) = &gateway_url {
+            println!("  gateway:   {url} (fsctl expose PORT --gateway {url})");
         }
         println!();
         println!("In another shell:");

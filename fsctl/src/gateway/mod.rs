@@ -40,19 +40,40 @@ pub async fn run(
     url: &str,
     token: Option<String>,
 ) -> Result<ExitCode, SdkError> {
-    let exposures = state::Exposures::load(Some(&args.state))?;
-    let listener = tokio::net::TcpListener::bind(args.listen).await?;
-    let address = listener.local_addr()?;
-    let hostname = args
-        .hostname
-        .unwrap_or_else(|| format!("localhost:{}", address.port()));
-    let gateway = proxy::Gateway::new(
-        exposures,
+    let running = start(
+        args.listen,
+        args.hostname,
         args.daemons.unwrap_or_else(|| url.to_string()),
-        hostname,
+        &args.state,
         token,
-    )?;
-    println!("fsctl gateway listening on http://{address}");
-    gateway.serve(listener).await?;
+    )
+    .await?;
+    println!("fsctl gateway listening on {}", running.url);
+    running.task.await.map_err(std::io::Error::other)??;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A gateway serving in the background (`fsctl up` runs one).
+pub struct Running {
+    pub url: String,
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Starts a gateway on `listen` for the daemons of `template`.
+pub async fn start(
+    listen: SocketAddr,
+    hostname: Option<String>,
+    template: String,
+    state_file: &std::path::Path,
+    token: Option<String>,
+) -> Result<Running, SdkError> {
+    let exposures = state::Exposures::load(Some(state_file))?;
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let address = listener.local_addr()?;
+    let hostname = hostname.unwrap_or_else(|| format!("localhost:{}", address.port()));
+    let gateway = proxy::Gateway::new(exposures, template, hostname, token)?;
+    Ok(Running {
+        url: format!("http://{address}"),
+        task: tokio::spawn(gateway.serve(listener)),
+    })
 }

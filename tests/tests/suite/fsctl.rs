@@ -138,6 +138,7 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
         .arg(dir.path().join("store"))
         .arg("--mount-dir")
         .arg(dir.path().join("bucket"))
+        .args(["--gateway-listen", "127.0.0.1:0"])
         .env_remove("FSD_TOKEN")
         .env("FSD_BIN", binary("fsd"))
         .stdout(Stdio::piped())
@@ -156,6 +157,36 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     let token = info["token"].as_str().unwrap().to_string();
     assert_eq!(token.len(), 32);
     assert!(workspace.is_dir());
+
+    // The preview gateway comes up with it, guarded by the same token.
+    let gateway = info["gateway"]["url"].as_str().unwrap().to_string();
+    let exposed = Command::new(binary("fsctl"))
+        .args([
+            "--json",
+            "--token",
+            &token,
+            "expose",
+            "4444",
+            "--gateway",
+            &gateway,
+        ])
+        .env_remove("FSD_TOKEN")
+        .output()
+        .unwrap();
+    assert!(
+        exposed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&exposed.stderr)
+    );
+    let exposed: serde_json::Value = serde_json::from_slice(&exposed.stdout).unwrap();
+    assert!(
+        exposed["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://4444-local-"),
+        "{exposed}"
+    );
+    assert!(dir.path().join("fsd-gateway.json").is_file());
 
     let run = |args: &[&str], token: Option<&str>| {
         let mut command = Command::new(binary("fsctl"));

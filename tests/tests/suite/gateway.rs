@@ -219,3 +219,59 @@ async fn websockets_are_bridged_frame_by_frame() {
     request.headers_mut().insert("host", wrong.parse().unwrap());
     assert!(tokio_tungstenite::connect_async(request).await.is_err());
 }
+
+/// `fsctl expose`, `fsctl exposed`, `fsctl unexpose`, and the SDK's gateway client.
+#[tokio::test]
+async fn fsctl_and_the_sdk_expose_ports() {
+    let daemon = Daemon::start();
+    let state = tempfile::tempdir().unwrap();
+    let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
+    let fsctl = |args: &[&str]| {
+        let output = std::process::Command::new(fsd_tests::binary("fsctl"))
+            .args(args)
+            .args(["--gateway", &gateway.url, "--sandbox", "cli"])
+            .env_remove("FSD_TOKEN")
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let exposed: Value = serde_json::from_str(&fsctl(&[
+        "--json",
+        "expose",
+        "4321",
+        "--preview-token",
+        "my_tok",
+    ]))
+    .unwrap();
+    assert_eq!(exposed["token"], "my_tok");
+    assert!(
+        exposed["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://4321-cli-my_tok.localhost:")
+    );
+    let listed = fsctl(&["exposed"]);
+    assert!(
+        listed.contains("4321") && listed.contains("active"),
+        "{listed}"
+    );
+
+    let client = fsd_sdk::Gateway::connect(&gateway.url, None);
+    let second = client.expose_port("cli", 4322, None).await.unwrap();
+    assert_eq!(second.token.as_deref().map(str::len), Some(16));
+    let ports = client.exposed_ports("cli").await.unwrap();
+    assert_eq!(
+        ports.iter().map(|p| p.port).collect::<Vec<_>>(),
+        [4321, 4322]
+    );
+    fsctl(&["unexpose", "4321"]);
+    client.unexpose_port("cli", 4322).await.unwrap();
+    assert!(client.exposed_ports("cli").await.unwrap().is_empty());
+    // A port that cannot be exposed is refused.
+    assert!(client.expose_port("cli", 80, None).await.is_err());
+}
