@@ -100,12 +100,11 @@ async fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> Respon
         .and_then(|value| value.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let control = host
-        .split_once('.')
-        .and_then(|(label, _)| label.split_once('-'))
-        .and_then(|(_, rest)| rest.rsplit_once('-'))
-        .map_or(3000, |(id, _)| gateway.control_port(id));
-    match preview::parse_preview_host(&host, control) {
+    // The daemon's port depends on the sandbox the host names, so it is excluded once
+    // the host is read (0 excludes nothing: no preview port is below 1024).
+    let target = preview::parse_preview_host(&host, 0)
+        .filter(|target| target.port != gateway.control_port(&target.sandbox_id));
+    match target {
         Some(target) => forward(&gateway, target, host, request).await,
         None => admin(&gateway, request).await,
     }

@@ -151,29 +151,29 @@ impl Target for Below {
 /// let what it holds be reparented away, and orphans of killed processes keep landing on
 /// it; it is killed last.
 pub fn kill_supervised(root: u32) {
-    let Ok(raw) = i32::try_from(root) else {
+    let Some(supervisor) = supervisor_pid(root) else {
         return;
     };
-    if root <= 1 {
-        return;
-    }
-    let _ = kill(Pid::from_raw(raw), Signal::SIGSTOP);
+    let _ = kill(supervisor, Signal::SIGSTOP);
     kill_until_gone(|| proctree::living_below(root), || {});
-    let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
+    let _ = kill(supervisor, Signal::SIGKILL);
 }
 
 /// [`Escalation::TIMEOUT`] for a supervisor and everything below it: as
 /// [`kill_supervised`], but politely first.
 pub async fn stop_supervised(root: u32) {
-    let Ok(raw) = i32::try_from(root) else {
+    let Some(supervisor) = supervisor_pid(root) else {
         return;
     };
-    if root <= 1 {
-        return;
-    }
-    let _ = kill(Pid::from_raw(raw), Signal::SIGSTOP);
+    let _ = kill(supervisor, Signal::SIGSTOP);
     Escalation::TIMEOUT.stop(&mut Below(root)).await;
-    let _ = kill(Pid::from_raw(raw), Signal::SIGKILL);
+    let _ = kill(supervisor, Signal::SIGKILL);
+}
+
+/// `root` as a pid that may be signalled (never 0 or 1).
+fn supervisor_pid(root: u32) -> Option<Pid> {
+    let raw = i32::try_from(root).ok().filter(|&raw| raw > 1)?;
+    Some(Pid::from_raw(raw))
 }
 
 /// The SIGKILL step without a runtime: repeats SIGKILL to `living()` until it is empty,

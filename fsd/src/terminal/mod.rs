@@ -13,7 +13,6 @@ mod service;
 
 use axum::Router;
 use axum::extract::{FromRequestParts, Query, Request, State, ws::WebSocketUpgrade};
-use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
@@ -38,12 +37,7 @@ struct PtyQuery {
 }
 
 async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
-    let asks = request
-        .headers()
-        .get(header::UPGRADE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.eq_ignore_ascii_case("websocket"));
-    if !asks {
+    if !crate::ws::asks_for_websocket(request.headers()) {
         return ApiError::not_found_route().into_response();
     }
     let (mut parts, _) = request.into_parts();

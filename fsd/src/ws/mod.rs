@@ -61,7 +61,7 @@ async fn transport_upgrade(
 }
 
 /// `Upgrade: websocket` in any case, as the reference checks (and nothing else).
-fn asks_for_websocket(headers: &HeaderMap) -> bool {
+pub fn asks_for_websocket(headers: &HeaderMap) -> bool {
     headers
         .get(header::UPGRADE)
         .and_then(|value| value.to_str().ok())

@@ -46,6 +46,19 @@ fn gateway(daemon: &Daemon, state: &std::path::Path, hostname: Option<&str>) -> 
     Gateway { child, url }
 }
 
+/// `POST /expose` on the gateway; its JSON answer.
+async fn expose(gateway: &Gateway, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{}/expose", gateway.url))
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 /// A GET through the gateway for the preview URL `preview` (its host sent as `Host`).
 async fn get(gateway: &Gateway, preview: &str, path: &str) -> reqwest::Response {
     let host = preview
@@ -81,15 +94,7 @@ async fn preview_urls_reach_a_sandbox_server_and_refuse_what_they_must() {
     let state = tempfile::tempdir().unwrap();
     let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
     let client = reqwest::Client::new();
-    let exposed: Value = client
-        .post(format!("{}/expose", gateway.url))
-        .json(&json!({"sandboxId": "Box1", "port": port}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let exposed = expose(&gateway, json!({"sandboxId": "Box1", "port": port})).await;
     let url = exposed["url"].as_str().unwrap().to_string();
     let token = exposed["token"].as_str().unwrap().to_string();
     assert_eq!(token.len(), 16, "{exposed}");
@@ -184,15 +189,7 @@ async fn websockets_are_bridged_frame_by_frame() {
     });
     let state = tempfile::tempdir().unwrap();
     let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
-    let exposed: Value = reqwest::Client::new()
-        .post(format!("{}/expose", gateway.url))
-        .json(&json!({"sandboxId": "wsbox", "port": port}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let exposed = expose(&gateway, json!({"sandboxId": "wsbox", "port": port})).await;
     let preview = exposed["url"].as_str().unwrap();
     let host = preview.trim_start_matches("http://").trim_end_matches('/');
     let mut request = format!("{}/echo", gateway.url.replacen("http://", "ws://", 1))
