@@ -1,5 +1,6 @@
 //! The preview gateway (`fsctl gateway`) of the trusted side: exposing sandbox ports at
-//! preview URLs. A separate client from [`crate::Sandbox`]: the gateway is not the daemon.
+//! preview URLs, and reaching a fleet's daemons through it ([`Gateway::sandbox`]). A
+//! separate client from [`crate::Sandbox`]: the gateway is not the daemon.
 
 use serde::{Deserialize, Serialize};
 use serde_json::json;
@@ -88,5 +89,17 @@ impl Gateway {
             .await?;
         let listed: Listed = crate::client::decode(response).await?;
         Ok(listed.ports)
+    }
+
+    /// A client for sandbox `sandbox_id`'s route API through the gateway
+    /// (`/sandboxes/<id>/…`, sent on to its daemon with the gateway's token), so one
+    /// gateway and one token reach a whole fleet.
+    pub fn sandbox(&self, sandbox_id: &str) -> Result<crate::Sandbox, SdkError> {
+        let base = format!(
+            "{}/sandboxes/{}",
+            self.base,
+            sandbox_id.to_ascii_lowercase()
+        );
+        crate::Sandbox::connect(&base, self.token.as_deref())
     }
 }

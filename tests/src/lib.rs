@@ -54,6 +54,8 @@ pub struct Options {
     pub token: Option<String>,
     pub confine: bool,
     pub allow_roots: Vec<PathBuf>,
+    /// The address to serve on (default `127.0.0.1:0`, an ephemeral port).
+    pub listen: Option<String>,
     /// More `fsd serve` flags.
     pub extra_args: Vec<String>,
     /// More environment variables for the daemon.
@@ -244,7 +246,7 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
         .args([
             "serve",
             "--listen",
-            "127.0.0.1:0",
+            options.listen.as_deref().unwrap_or("127.0.0.1:0"),
             "--log-level",
             // FSD_TEST_LOG (a tracing filter) makes the daemons of a test run talk more.
             &std::env::var("FSD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -495,4 +497,16 @@ pub fn rss_kib(pid: u32) -> u64 {
         .find_map(|line| line.strip_prefix("VmRSS:"))
         .and_then(|value| value.split_whitespace().next()?.parse().ok())
         .unwrap_or(0)
+}
+
+/// Waits until something listens at `address` (a server a test started); panics, naming
+/// `what`, after 10 s.
+pub async fn wait_until_listening(address: std::net::SocketAddr, what: &str) {
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(address).is_ok() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("{what} never listened on {address}");
 }

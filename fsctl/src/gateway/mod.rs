@@ -2,13 +2,17 @@
 //! (`<port>-<sandboxId>-<token>.<hostname>`) are checked against the exposures (404
 //! `INVALID_TOKEN` without contacting the sandbox, 410 `STALE_PREVIEW_URL` when the sandbox
 //! restarted since the port was exposed) and proxied to the port, streaming both ways;
-//! other requests are its admin API (`POST /expose`, `POST /unexpose`, `GET /exposed`).
-//! The rules are `fsd-control::preview`'s; `state` keeps the exposures, `proxy` serves, and
+//! `/sandboxes/<id>/…` is that sandbox's route API, sent to its daemon with the trusted
+//! side's token; other requests are its admin API (`POST /expose`, `POST /unexpose`,
+//! `GET /exposed`). The rules are `fsd-control::preview`'s; `state` keeps the exposures,
+//! `proxy` serves, `api` forwards the route API, `relay` streams one HTTP exchange, and
 //! `bridge` carries WebSocket upgrades frame by frame.
 
+mod api;
 mod bridge;
 mod headers;
 mod proxy;
+mod relay;
 mod state;
 
 use std::net::SocketAddr;
@@ -26,8 +30,9 @@ pub struct GatewayArgs {
     /// `http://<port>-<id>-<token>.localhost:<port>/`).
     #[arg(long)]
     hostname: Option<String>,
-    /// Where a sandbox's daemon is: a URL in which `{id}` stands for the sandbox id
-    /// (default: the daemon of `--url`, for every id).
+    /// Where a sandbox's daemon is: a URL in which `{id}` stands for the sandbox id, such
+    /// as `http://sandbox-{id}.sandboxes:3000` (default: the daemon of `--url`, for every
+    /// id). Ids are put in only when they are DNS labels (a-z, 0-9, `-`).
     #[arg(long)]
     daemons: Option<String>,
     /// The file exposures are kept in across restarts.

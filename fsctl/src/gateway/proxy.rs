@@ -5,17 +5,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use fsd_control::preview::{self, Activation, Admission, PreviewError};
 use fsd_sdk::SdkError;
-use futures_util::TryStreamExt;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::headers::{copy_headers, hop_by_hop};
 use super::state::Exposures;
 
 /// How long a sandbox's run id is trusted before it is asked again.
@@ -57,14 +54,30 @@ impl Gateway {
         axum::serve(listener, app).await
     }
 
-    fn daemon(&self, sandbox_id: &str) -> String {
-        self.template.replace("{id}", sandbox_id)
+    /// The daemon of `sandbox_id`: the template with the id in it. Only ids that are
+    /// DNS labels (a-z, 0-9 and `-`) are put in, so no id can reach another host or path.
+    pub fn daemon(&self, sandbox_id: &str) -> Option<String> {
+        let label = (1..=63).contains(&sandbox_id.len())
+            && sandbox_id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !sandbox_id.starts_with('-')
+            && !sandbox_id.ends_with('-');
+        label.then(|| self.template.replace("{id}", sandbox_id))
+    }
+
+    pub fn token(&self) -> Option<&str> {
+        self.token.as_deref()
+    }
+
+    pub fn client(&self) -> &reqwest::Client {
+        &self.client
     }
 
     /// The daemon's port: the one port a preview URL may never reach.
     fn control_port(&self, sandbox_id: &str) -> u16 {
-        reqwest::Url::parse(&self.daemon(sandbox_id))
-            .ok()
+        self.daemon(sandbox_id)
+            .and_then(|daemon| reqwest::Url::parse(&daemon).ok())
             .and_then(|url| url.port_or_known_default())
             .unwrap_or(3000)
     }
@@ -77,9 +90,8 @@ impl Gateway {
         {
             return runtime.clone();
         }
-        let mut request = self
-            .client
-            .get(format!("{}/api/capabilities", self.daemon(sandbox_id)));
+        let daemon = self.daemon(sandbox_id)?;
+        let mut request = self.client.get(format!("{daemon}/api/capabilities"));
         if let Some(token) = &self.token {
             request = request.bearer_auth(token);
         }
@@ -104,10 +116,29 @@ async fn handle(State(gateway): State<Arc<Gateway>>, request: Request) -> Respon
     // the host is read (0 excludes nothing: no preview port is below 1024).
     let target = preview::parse_preview_host(&host, 0)
         .filter(|target| target.port != gateway.control_port(&target.sandbox_id));
-    match target {
-        Some(target) => forward(&gateway, target, host, request).await,
-        None => admin(&gateway, request).await,
+    if let Some(target) = target {
+        return forward(&gateway, target, host, request).await;
     }
+    if !authorized(&gateway, request.headers()) {
+        return error(401, "UNAUTHORIZED", "Missing or invalid token".into());
+    }
+    if request.uri().path().starts_with("/sandboxes/") {
+        return super::api::forward(&gateway, request).await;
+    }
+    admin(&gateway, request).await
+}
+
+/// Whether a request to the admin or route API carries the trusted side's token (any
+/// request does when the gateway has none).
+fn authorized(gateway: &Gateway, headers: &HeaderMap) -> bool {
+    let Some(token) = &gateway.token else {
+        return true;
+    };
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .is_some_and(|got| preview::tokens_match(got, token))
 }
 
 /// A preview request: checked, then proxied to the sandbox port, streaming both ways.
@@ -137,9 +168,9 @@ async fn forward(
     if admission != Admission::Forward {
         return refusal(admission);
     }
-    let daemon = gateway.daemon(&target.sandbox_id);
-    let sandbox_host = reqwest::Url::parse(&daemon)
-        .ok()
+    let sandbox_host = gateway
+        .daemon(&target.sandbox_id)
+        .and_then(|daemon| reqwest::Url::parse(&daemon).ok())
         .and_then(|url| url.host_str().map(str::to_string))
         .unwrap_or_else(|| "127.0.0.1".into());
     let (mut parts, body) = request.into_parts();
@@ -153,42 +184,22 @@ async fn forward(
         return super::bridge::upgrade(&mut parts, url, &host, &target.sandbox_id).await;
     }
     let url = format!("http://{sandbox_host}:{}{path}", target.port);
-    let mut outgoing = gateway.client.request(parts.method.clone(), &url);
-    for (name, value) in &parts.headers {
-        if !hop_by_hop(name.as_str()) && name != header::HOST {
-            outgoing = outgoing.header(name, value);
+    let mut extra = HeaderMap::new();
+    let added = [
+        ("x-forwarded-host", host.clone()),
+        ("x-forwarded-proto", "http".to_string()),
+        ("x-original-url", format!("http://{host}{path}")),
+        ("x-sandbox-name", target.sandbox_id.clone()),
+    ];
+    for (name, value) in added {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            extra.insert(name, value);
         }
     }
-    outgoing = outgoing
-        .header("x-forwarded-host", &host)
-        .header("x-forwarded-proto", "http")
-        .header("x-original-url", format!("http://{host}{path}"))
-        .header("x-sandbox-name", &target.sandbox_id);
-    let stream = body.into_data_stream().map_err(std::io::Error::other);
-    let upstream = match outgoing
-        .body(reqwest::Body::wrap_stream(stream))
-        .send()
-        .await
-    {
-        Ok(upstream) => upstream,
-        Err(error) => {
-            return (
-                StatusCode::BAD_GATEWAY,
-                format!("Container suddenly disconnected, try again ({error})"),
-            )
-                .into_response();
-        }
-    };
-    let mut response = Response::builder().status(upstream.status().as_u16());
-    if let Some(headers) = response.headers_mut() {
-        copy_headers(upstream.headers(), headers);
-    }
-    response
-        .body(Body::from_stream(upstream.bytes_stream()))
-        .unwrap_or_else(|error| (StatusCode::BAD_GATEWAY, error.to_string()).into_response())
+    super::relay::relay(&gateway.client, &parts, body, &url, extra).await
 }
 
-fn is_websocket(headers: &HeaderMap) -> bool {
+pub fn is_websocket(headers: &HeaderMap) -> bool {
     headers
         .get(header::UPGRADE)
         .and_then(|value| value.to_str().ok())
@@ -220,19 +231,9 @@ struct ExposeRequest {
     name: Option<String>,
 }
 
-/// The admin API: `POST /expose`, `POST /unexpose`, `GET /exposed?sandboxId=…`; with a
-/// token configured, it must come as `Authorization: Bearer`.
+/// The admin API: `POST /expose`, `POST /unexpose`, `GET /exposed?sandboxId=…` (the
+/// caller's token already checked).
 async fn admin(gateway: &Gateway, request: Request) -> Response {
-    if let Some(token) = &gateway.token {
-        let presented = request
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|value| value.to_str().ok())
-            .and_then(|value| value.strip_prefix("Bearer "));
-        if !presented.is_some_and(|got| preview::tokens_match(got, token)) {
-            return error(401, "UNAUTHORIZED", "Missing or invalid token".into());
-        }
-    }
     let path = request.uri().path().to_string();
     let query = request.uri().query().unwrap_or_default().to_string();
     let method = request.method().clone();
@@ -298,6 +299,16 @@ async fn expose(gateway: &Gateway, req: ExposeRequest) -> Response {
         Ok(port) => port,
         Err(e) => return error(400, "INVALID_PORT", e.to_string()),
     };
+    if gateway.daemon(&req.sandbox_id).is_none() {
+        return error(
+            400,
+            "VALIDATION_FAILED",
+            format!(
+                "sandboxId: {:?} is not a sandbox id (1-63 of a-z, 0-9 and -)",
+                req.sandbox_id
+            ),
+        );
+    }
     // The URL first: a hostname or id that cannot carry one changes nothing.
     if let Err(e) = preview::preview_url(port, &req.sandbox_id, "probe", &gateway.hostname) {
         return preview_error(e);
@@ -376,7 +387,7 @@ fn preview_error(refused: PreviewError) -> Response {
     error(status, code, refused.to_string())
 }
 
-fn error(status: u16, code: &str, message: String) -> Response {
+pub fn error(status: u16, code: &str, message: String) -> Response {
     let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (
         status,

@@ -6,6 +6,11 @@ use std::time::Duration;
 use fsd_tests::Daemon;
 use serde_json::{Value, json};
 
+#[path = "gateway/fleet.rs"]
+mod fleet;
+#[path = "gateway/streaming.rs"]
+mod streaming;
+
 /// A running gateway and its address.
 struct Gateway {
     child: std::process::Child,
@@ -20,24 +25,25 @@ impl Drop for Gateway {
 }
 
 fn gateway(daemon: &Daemon, state: &std::path::Path, hostname: Option<&str>) -> Gateway {
-    let mut command = std::process::Command::new(fsd_tests::binary("fsctl"));
-    command
-        .args([
-            "--url",
-            &daemon.url,
-            "gateway",
-            "--listen",
-            "127.0.0.1:0",
-            "--state",
-        ])
+    let mut args = vec!["--url", &daemon.url, "gateway"];
+    if let Some(hostname) = hostname {
+        args.extend(["--hostname", hostname]);
+    }
+    gateway_with(&args, state)
+}
+
+/// `fsctl ARGS --listen 127.0.0.1:0 --state STATE` (ARGS ending in `gateway` and its
+/// flags), once it says where it listens.
+fn gateway_with(args: &[&str], state: &std::path::Path) -> Gateway {
+    let mut child = std::process::Command::new(fsd_tests::binary("fsctl"))
+        .args(args)
+        .args(["--listen", "127.0.0.1:0", "--state"])
         .arg(state)
         .env_remove("FSD_TOKEN")
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    if let Some(hostname) = hostname {
-        command.args(["--hostname", hostname]);
-    }
-    let mut child = command.spawn().unwrap();
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     let mut line = String::new();
     std::io::BufReader::new(child.stdout.take().unwrap())
         .read_line(&mut line)
@@ -46,17 +52,44 @@ fn gateway(daemon: &Daemon, state: &std::path::Path, hostname: Option<&str>) -> 
     Gateway { child, url }
 }
 
+/// A loopback port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `command` with `/api/process/start` and waits until it listens on `port`.
+async fn serve_in_sandbox(daemon: &Daemon, command: &str, port: u16) {
+    let (status, started) = daemon
+        .post("/api/process/start", json!({"command": command}))
+        .await;
+    assert_eq!(status, 200, "{started}");
+    fsd_tests::wait_until_listening(([127, 0, 0, 1], port).into(), command).await;
+}
+
 /// `POST /expose` on the gateway; its JSON answer.
 async fn expose(gateway: &Gateway, body: Value) -> Value {
-    reqwest::Client::new()
-        .post(format!("{}/expose", gateway.url))
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    expose_as(&gateway.url, None, body).await
+}
+
+/// `POST /expose` with the gateway's token, if it has one.
+async fn expose_as(gateway: &str, token: Option<&str>, body: Value) -> Value {
+    let request = reqwest::Client::new()
+        .post(format!("{gateway}/expose"))
+        .json(&body);
+    match token {
+        Some(token) => request.bearer_auth(token),
+        None => request,
+    }
+    .send()
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap()
 }
 
 /// A GET through the gateway for the preview URL `preview` (its host sent as `Host`).
@@ -77,20 +110,13 @@ async fn get(gateway: &Gateway, preview: &str, path: &str) -> reqwest::Response 
 async fn preview_urls_reach_a_sandbox_server_and_refuse_what_they_must() {
     let mut daemon = Daemon::start();
     std::fs::write(daemon.root().join("hello.txt"), "hello through the gateway").unwrap();
-    let port = 18000 + (std::process::id() % 2000) as u16;
-    let (status, started) = daemon
-        .post(
-            "/api/process/start",
-            json!({"command": format!("python3 -m http.server {port} --bind 127.0.0.1")}),
-        )
-        .await;
-    assert_eq!(status, 200, "{started}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let port = free_port();
+    serve_in_sandbox(
+        &daemon,
+        &format!("python3 -m http.server {port} --bind 127.0.0.1"),
+        port,
+    )
+    .await;
     let state = tempfile::tempdir().unwrap();
     let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
     let client = reqwest::Client::new();
