@@ -7,7 +7,8 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::Response;
 
-use super::proxy::{Gateway, error, is_websocket};
+use super::admin::error;
+use super::proxy::{Gateway, is_websocket};
 
 /// Forwards a request whose path starts with `/sandboxes/` (the caller checked the token).
 pub async fn forward(gateway: &Gateway, request: Request) -> Response {
@@ -38,7 +39,7 @@ pub async fn forward(gateway: &Gateway, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     parts.headers.remove(header::AUTHORIZATION);
     let mut extra = HeaderMap::new();
-    if let Some(token) = gateway.token()
+    if let Some(token) = gateway.token.as_deref()
         && let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}"))
     {
         extra.insert(header::AUTHORIZATION, value);
@@ -56,5 +57,5 @@ pub async fn forward(gateway: &Gateway, request: Request) -> Response {
         return super::bridge::upgrade(&mut parts, url, &host, &id).await;
     }
     let url = format!("{daemon}{route}");
-    super::relay::relay(gateway.client(), &parts, body, &url, extra).await
+    super::relay::relay(&gateway.client, &parts, body, &url, extra).await
 }

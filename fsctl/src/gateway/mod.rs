@@ -5,14 +5,17 @@
 //! `/sandboxes/<id>/…` is that sandbox's route API, sent to its daemon with the trusted
 //! side's token; other requests are its admin API (`POST /expose`, `POST /unexpose`,
 //! `GET /exposed`). The rules are `fsd-control::preview`'s; `state` keeps the exposures,
-//! `proxy` serves, `api` forwards the route API, `relay` streams one HTTP exchange, and
+//! `serve` accepts and dispatches, `proxy` checks and forwards preview requests, `admin`
+//! is the admin API, `api` forwards the route API, `relay` streams one HTTP exchange, and
 //! `bridge` carries WebSocket upgrades frame by frame.
 
+mod admin;
 mod api;
 mod bridge;
 mod headers;
 mod proxy;
 mod relay;
+mod serve;
 mod state;
 
 use std::net::SocketAddr;
@@ -79,6 +82,6 @@ pub async fn start(
     let gateway = proxy::Gateway::new(exposures, template, hostname, token)?;
     Ok(Running {
         url: format!("http://{address}"),
-        task: tokio::spawn(gateway.serve(listener)),
+        task: tokio::spawn(serve::serve(gateway, listener)),
     })
 }
