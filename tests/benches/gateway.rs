@@ -1,7 +1,9 @@
 //! Gateway benchmark: a small GET and a 1 GiB download through `fsctl gateway` (release)
 //! beside the same requests sent straight to the server, in one run. The server is an
 //! axum app in this process listening on loopback, as a sandbox's dev server listens in
-//! the sandbox; the gateway fronts a real release daemon (it asks it for its run id).
+//! the sandbox; the gateway fronts a real release daemon (it asks it for its run id). The
+//! anchor beside both is `tcp-relay`, a bare byte relay in a process of its own: the
+//! least any proxy costs here.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench gateway`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
@@ -44,24 +46,13 @@ async fn run(paced: usize, closed: usize, download_mib: usize) {
     let server = serve().await;
     let daemon = Daemon::start();
     let state = tempfile::tempdir().expect("state dir");
-    let mut gateway = std::process::Command::new(fsd_tests::binary("fsctl"))
+    let mut fsctl = std::process::Command::new(fsd_tests::binary("fsctl"));
+    fsctl
         .args(["--url", &daemon.url, "gateway", "--listen", "127.0.0.1:0"])
         .arg("--state")
         .arg(state.path().join("exposures.json"))
-        .env_remove("FSD_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .expect("fsctl gateway");
-    let mut line = String::new();
-    std::io::BufReader::new(gateway.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("gateway line");
-    let gateway_url = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
+        .env_remove("FSD_TOKEN");
+    let (mut gateway, gateway_url) = listening(fsctl);
     let exposed: serde_json::Value = reqwest::Client::new()
         .post(format!("{gateway_url}/expose"))
         .json(&serde_json::json!({"sandboxId": "bench", "port": server}))
@@ -85,11 +76,20 @@ async fn run(paced: usize, closed: usize, download_mib: usize) {
                 .to_string(),
         ),
     };
+    // The anchor for what any proxy in a process of its own costs: a bare TCP relay.
+    let mut bare = std::process::Command::new(fsd_tests::binary("tcp-relay"));
+    bare.arg(format!("127.0.0.1:{server}"));
+    let (mut relay, relay_address) = listening(bare);
+    let relayed = Target {
+        base: format!("http://{relay_address}"),
+        host: None,
+    };
     println!("fsctl gateway benchmark (release build, loopback)");
     println!();
 
     println!("small GET paced at 1,000 req/s ({paced} requests each)");
     let mut direct_paced = paced_latencies(&direct, paced).await;
+    let mut relay_paced = paced_latencies(&relayed, paced).await;
     let mut gateway_paced = paced_latencies(&through, paced).await;
     let (d50, d99) = (pct(&mut direct_paced, 50.0), pct(&mut direct_paced, 99.0));
     let (g50, g99) = (pct(&mut gateway_paced, 50.0), pct(&mut gateway_paced, 99.0));
@@ -97,6 +97,11 @@ async fn run(paced: usize, closed: usize, download_mib: usize) {
         "  direct to the server        p50 {:>7.3} ms   p99 {:>7.3} ms",
         ms(d50),
         ms(d99)
+    );
+    println!(
+        "  anchor: a bare TCP relay    p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut relay_paced, 50.0)),
+        ms(pct(&mut relay_paced, 99.0))
     );
     println!(
         "  through the gateway         p50 {:>7.3} ms   p99 {:>7.3} ms",
@@ -112,8 +117,13 @@ async fn run(paced: usize, closed: usize, download_mib: usize) {
 
     println!("small GET as fast as it goes (8 connections, {closed} requests each)");
     let direct_rate = throughput(&direct, closed).await;
+    let relay_rate = throughput(&relayed, closed).await;
     let gateway_rate = throughput(&through, closed).await;
     println!("  direct to the server        {direct_rate:>9.0} req/s");
+    println!(
+        "  anchor: a bare TCP relay    {relay_rate:>9.0} req/s   ({:.2}× direct)",
+        relay_rate / direct_rate
+    );
     println!(
         "  through the gateway         {gateway_rate:>9.0} req/s   ({:.2}× direct)",
         gateway_rate / direct_rate
@@ -122,14 +132,40 @@ async fn run(paced: usize, closed: usize, download_mib: usize) {
 
     println!("download of {download_mib} MiB");
     let direct_mb = download(&direct, download_mib).await;
+    let relay_mb = download(&relayed, download_mib).await;
     let gateway_mb = download(&through, download_mib).await;
     println!("  direct to the server        {direct_mb:>9.0} MB/s");
+    println!(
+        "  anchor: a bare TCP relay    {relay_mb:>9.0} MB/s   ({:.2}× direct)",
+        relay_mb / direct_mb
+    );
     println!(
         "  through the gateway         {gateway_mb:>9.0} MB/s   ({:.2}× direct; target ≥ 0.8×)",
         gateway_mb / direct_mb
     );
-    let _ = gateway.kill();
-    let _ = gateway.wait();
+    for child in [&mut gateway, &mut relay] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Starts `command` and reads the address its first line ends with (`… listening on A`).
+fn listening(mut command: std::process::Command) -> (std::process::Child, String) {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("listen line");
+    let address = line
+        .trim()
+        .rsplit(' ')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    (child, address)
 }
 
 /// The server: `/small` answers 2 bytes, `/big?mib=N` streams N MiB.

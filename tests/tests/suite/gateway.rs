@@ -70,6 +70,19 @@ async fn serve_in_sandbox(daemon: &Daemon, command: &str, port: u16) {
     fsd_tests::wait_until_listening(([127, 0, 0, 1], port).into(), command).await;
 }
 
+/// Starts `tests/fixtures/preview_upstream.py` in the sandbox, as a user's dev server is
+/// started; its port.
+async fn serve_upstream(daemon: &Daemon) -> u16 {
+    std::fs::write(
+        daemon.root().join("upstream.py"),
+        include_str!("../../fixtures/preview_upstream.py"),
+    )
+    .unwrap();
+    let port = free_port();
+    serve_in_sandbox(daemon, &format!("python3 upstream.py {port}"), port).await;
+    port
+}
+
 /// `POST /expose` on the gateway; its JSON answer.
 async fn expose(gateway: &Gateway, body: Value) -> Value {
     expose_as(&gateway.url, None, body).await
@@ -189,7 +202,7 @@ async fn preview_urls_reach_a_sandbox_server_and_refuse_what_they_must() {
 }
 
 /// A WebSocket through a preview URL: upgraded at the sandbox's port, frames carried both
-/// ways. The echo server listens on loopback as a sandbox server would.
+/// ways, to the echo of a server the sandbox runs.
 #[tokio::test]
 async fn websockets_are_bridged_frame_by_frame() {
     use futures_util::{SinkExt, StreamExt};
@@ -197,22 +210,7 @@ async fn websockets_are_bridged_frame_by_frame() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
     let daemon = Daemon::start();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
-                    return;
-                };
-                while let Some(Ok(message)) = socket.next().await {
-                    if message.is_close() || socket.send(message).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
+    let port = serve_upstream(&daemon).await;
     let state = tempfile::tempdir().unwrap();
     let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
     let exposed = expose(&gateway, json!({"sandboxId": "wsbox", "port": port})).await;
@@ -232,6 +230,16 @@ async fn websockets_are_bridged_frame_by_frame() {
         .unwrap();
     let echoed = socket.next().await.unwrap().unwrap();
     assert_eq!(echoed.into_data().to_vec(), [0, 159, 255]);
+    let large: Vec<u8> = (0..200_000u32).map(|i| (i % 253) as u8).collect();
+    socket
+        .send(Message::Binary(large.clone().into()))
+        .await
+        .unwrap();
+    let echoed = socket.next().await.unwrap().unwrap();
+    assert!(
+        echoed.into_data().to_vec() == large,
+        "the large frame came back changed"
+    );
     socket.close(None).await.unwrap();
 
     // The wrong token is refused before any upgrade.

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use super::{expose, free_port, gateway, serve_in_sandbox};
+use super::{expose, gateway, serve_upstream};
 
 const MIB: usize = 1 << 20;
 const BIG_MIB: usize = 100;
@@ -23,13 +23,7 @@ const PEAK_RSS_LIMIT_KIB: u64 = 48 * 1024;
 #[tokio::test]
 async fn bodies_and_events_stream_and_wrong_tokens_reach_nothing() {
     let daemon = Daemon::start();
-    std::fs::write(
-        daemon.root().join("upstream.py"),
-        include_str!("../../../fixtures/preview_upstream.py"),
-    )
-    .unwrap();
-    let port = free_port();
-    serve_in_sandbox(&daemon, &format!("python3 upstream.py {port}"), port).await;
+    let port = serve_upstream(&daemon).await;
     let state = tempfile::tempdir().unwrap();
     let gateway = gateway(&daemon, &state.path().join("exposures.json"), None);
     let exposed = expose(&gateway, json!({"sandboxId": "stream", "port": port})).await;
