@@ -21,6 +21,8 @@ const LAGGING_CHUNKS: usize = 256;
 const READ_BYTES: usize = 16 * 1024;
 /// Keystroke writes queued for the terminal.
 const INPUT_QUEUE: usize = 256;
+/// How long a shell's exit waits for the terminal's last output to be read.
+const DRAIN_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// How a terminal's shell ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,9 @@ pub struct Terminal {
     output: broadcast::Sender<Bytes>,
     input: mpsc::Sender<Bytes>,
     exit: watch::Receiver<Option<Exit>>,
+    /// Set by the reader once the terminal has nothing more to read, so the exit is
+    /// announced after the shell's last output, not before it.
+    drained: watch::Sender<bool>,
 }
 
 impl Terminal {
@@ -196,6 +201,7 @@ impl TerminalService {
         let ring = Mutex::new(Ring::default());
         let (input, keystrokes) = mpsc::channel(INPUT_QUEUE);
         let (exit_tx, exit) = watch::channel(None);
+        let (drained, mut output_done) = watch::channel(false);
         let terminal = Terminal {
             master: master.clone(),
             supervisor,
@@ -203,6 +209,7 @@ impl TerminalService {
             output,
             input,
             exit,
+            drained,
         };
         spawn_writer(master.clone(), keystrokes);
         tokio::spawn(async move {
@@ -221,6 +228,13 @@ impl TerminalService {
                     signal: None,
                 },
             };
+            // The reader ends once nothing holds the terminal open; a detached job that
+            // still does is not waited for long.
+            let _ = tokio::time::timeout(
+                DRAIN_WAIT,
+                output_done.wait_for(|drained| *drained),
+            )
+            .await;
             let _ = exit_tx.send(Some(exit));
         });
         Ok(terminal)
@@ -233,13 +247,17 @@ impl Terminal {
     pub fn spawn_reader(self: &Arc<Self>) {
         let terminal = Arc::downgrade(self);
         let master = self.master.clone();
+        let drained = self.drained.clone();
         let _ = std::thread::Builder::new()
             .name("fsd-pty-read".into())
             .spawn(move || {
                 let mut buffer = vec![0u8; READ_BYTES];
                 loop {
                     let read = match nix::unistd::read(&*master, &mut buffer) {
-                        Ok(0) | Err(_) => return,
+                        Ok(0) | Err(_) => {
+                            drained.send_replace(true);
+                            return;
+                        }
                         Ok(read) => read,
                     };
                     let Some(terminal) = terminal.upgrade() else {
