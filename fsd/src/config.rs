@@ -15,7 +15,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the workspace over HTTP.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Internal: run a program as a child subreaper in the sandbox's process world.
     #[command(hide = true)]
     Supervise(crate::exec::supervisor::SuperviseArgs),
@@ -145,6 +145,11 @@ pub struct ServeArgs {
 
     #[arg(long, env = "FSD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
+
+    /// The image's own command, after `--`: started once the API listens; if it exits
+    /// with a code other than 0, fsd stops and exits with that code.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
 }
 
 /// Everything the server needs, checked.
@@ -169,6 +174,8 @@ pub struct Settings {
     pub connections: crate::wire::accept::Limits,
     pub log_level: String,
     pub log_format: LogFormat,
+    /// `fsd serve -- CMD…`: empty when there is none.
+    pub command: Vec<String>,
 }
 
 impl ServeArgs {
@@ -226,6 +233,7 @@ impl ServeArgs {
             },
             log_level: self.log_level,
             log_format: self.log_format,
+            command: self.command,
         })
     }
 }
@@ -279,7 +287,7 @@ mod tests {
         let mut argv = vec!["fsd", "serve"];
         argv.extend_from_slice(extra);
         match Cli::try_parse_from(argv).unwrap().command {
-            Command::Serve(args) => args,
+            Command::Serve(args) => *args,
             other => panic!("parsed as {other:?}"),
         }
     }

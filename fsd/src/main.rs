@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod exec;
 mod files;
+mod init;
 mod logging;
 mod mounts;
 mod ports;
@@ -30,13 +31,25 @@ fn main() -> std::process::ExitCode {
         config::Command::Supervise(args) => exit_code(exec::supervisor::supervise(args)),
         config::Command::SandboxInit => exit_code(exec::supervisor::sandbox_init()),
         config::Command::Serve(args) => {
-            let settings = match args.into_settings() {
+            // As a container's PID 1, the first process stays behind to reap and forward
+            // signals; the daemon is its child.
+            if let Some(code) = init::reaper::split_if_first() {
+                return exit_code(code);
+            }
+            let mut settings = match args.into_settings() {
                 Ok(settings) => settings,
                 Err(message) => {
                     eprintln!("fsd: {message}");
                     return std::process::ExitCode::from(2);
                 }
             };
+            match init::ca::trust_intercepting_ca() {
+                Ok(names) => settings.pass_env.extend(names),
+                Err(message) => {
+                    eprintln!("fsd: {message}");
+                    return std::process::ExitCode::FAILURE;
+                }
+            }
             logging::init(&settings.log_level, settings.log_format);
             wire::memory::keep_freed_buffers();
             let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -50,7 +63,7 @@ fn main() -> std::process::ExitCode {
                 }
             };
             match runtime.block_on(server::run(settings)) {
-                Ok(()) => std::process::ExitCode::SUCCESS,
+                Ok(code) => exit_code(code),
                 Err(err) => {
                     tracing::error!(error = %err, "fsd stopped");
                     eprintln!("fsd: {err}");

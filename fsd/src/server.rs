@@ -13,6 +13,7 @@ use crate::config::{IsolationMode, RestoreDriver, Settings};
 use crate::exec::{self, ExecConfig, SessionManager, World, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
+use crate::init::command::UserCommand;
 use crate::mounts::{self, MountService};
 use crate::ports;
 use crate::process::{self, ProcessService};
@@ -88,7 +89,9 @@ fn cors() -> CorsLayer {
         ])
 }
 
-pub async fn run(settings: Settings) -> std::io::Result<()> {
+/// Serves until SIGTERM or SIGINT (exit code 0), or until the image's command fails (its
+/// exit code).
+pub async fn run(settings: Settings) -> std::io::Result<i32> {
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
     let policy = PathPolicy::new(
@@ -197,13 +200,40 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     let mut stdout = std::io::stdout();
     writeln!(stdout, "fsd listening on http://{address}")?;
     stdout.flush()?;
+    let user_command = if settings.command.is_empty() {
+        None
+    } else {
+        let started = UserCommand::start(&settings.command, &settings.workspace);
+        Some(started.map_err(|error| {
+            std::io::Error::other(format!("cannot start {:?}: {error}", settings.command))
+        })?)
+    };
+    let failed_with = std::sync::OnceLock::new();
+    let shutdown = async {
+        let failed = async {
+            match &user_command {
+                Some(command) => command.failed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown_signal() => {}
+            code = failed => {
+                tracing::info!(code, "the image's command failed: shutting down");
+                let _ = failed_with.set(code);
+            }
+        }
+    };
     wire::accept::serve(
         listener,
         router(state, token, settings.ws_stall),
         settings.connections,
-        shutdown_signal(),
+        shutdown,
     )
     .await;
+    if let Some(command) = &user_command {
+        command.stop().await;
+    }
     tokio::task::block_in_place(|| watches.shutdown());
     processes.kill_all().await;
     terminals.shutdown().await;
@@ -212,7 +242,7 @@ pub async fn run(settings: Settings) -> std::io::Result<()> {
     tokio::task::block_in_place(|| backups.release_all());
     sessions.shutdown().await;
     tracing::info!("fsd stopped");
-    Ok(())
+    Ok(failed_with.get().copied().unwrap_or(0))
 }
 
 async fn shutdown_signal() {

@@ -510,3 +510,12 @@ pub async fn wait_until_listening(address: std::net::SocketAddr, what: &str) {
     }
     panic!("{what} never listened on {address}");
 }
+
+/// A loopback port nothing listens on now.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind an ephemeral port")
+        .local_addr()
+        .expect("its address")
+        .port()
+}

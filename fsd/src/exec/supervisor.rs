@@ -64,18 +64,21 @@ pub struct SuperviseArgs {
     pub program: Vec<OsString>,
 }
 
+/// The signals a process may catch or ignore, as opposed to SIGKILL and SIGSTOP.
+pub const POLITE_SIGNALS: [Signal; 6] = [
+    Signal::SIGTERM,
+    Signal::SIGINT,
+    Signal::SIGHUP,
+    Signal::SIGQUIT,
+    Signal::SIGUSR1,
+    Signal::SIGUSR2,
+];
+
 /// The signals supervisors and the init keep blocked: a user's `kill`/`pkill` without `-9`
 /// does not take them away from their trees. Children start with a clean mask.
 fn block_polite_signals() {
     let mut set = SigSet::empty();
-    for signal in [
-        Signal::SIGTERM,
-        Signal::SIGINT,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-        Signal::SIGUSR1,
-        Signal::SIGUSR2,
-    ] {
+    for signal in POLITE_SIGNALS {
         set.add(signal);
     }
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&set), None);

@@ -230,11 +230,8 @@ impl TerminalService {
             };
             // The reader ends once nothing holds the terminal open; a detached job that
             // still does is not waited for long.
-            let _ = tokio::time::timeout(
-                DRAIN_WAIT,
-                output_done.wait_for(|drained| *drained),
-            )
-            .await;
+            let _ =
+                tokio::time::timeout(DRAIN_WAIT, output_done.wait_for(|drained| *drained)).await;
             let _ = exit_tx.send(Some(exit));
         });
         Ok(terminal)

@@ -3,7 +3,7 @@
 use std::io::BufRead;
 use std::time::Duration;
 
-use fsd_tests::Daemon;
+use fsd_tests::{Daemon, free_port};
 use serde_json::{Value, json};
 
 #[path = "gateway/fleet.rs"]
@@ -50,15 +50,6 @@ fn gateway_with(args: &[&str], state: &std::path::Path) -> Gateway {
         .unwrap();
     let url = line.trim().rsplit(' ').next().unwrap().to_string();
     Gateway { child, url }
-}
-
-/// A loopback port nothing listens on now.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Starts `command` with `/api/process/start` and waits until it listens on `port`.

@@ -1,16 +1,8 @@
 //! /api/port-watch against real listeners and processes.
 
-use fsd_tests::{Daemon, assert_error, assert_validation};
+use fsd_tests::{Daemon, assert_error, assert_validation, free_port};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 async fn watch(daemon: &Daemon, body: Value) -> Vec<Value> {
     let response = daemon

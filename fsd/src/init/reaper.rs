@@ -1,0 +1,68 @@
+//! fsd as PID 1. The first process of a container must reap every orphan in it and pass on
+//! the signals the runtime sends (`podman stop`'s SIGTERM). A process that also runs an
+//! async runtime cannot reap children it does not own without stealing the exits its own
+//! waits expect, so, as tini does, fsd forks before anything else starts: the first process
+//! only forwards signals and reaps, and its child is the daemon. The container's exit code
+//! is the daemon's (128 + N when a signal N ended it).
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+use nix::unistd::{ForkResult, Pid, fork, getpid};
+
+use crate::exec::supervisor::POLITE_SIGNALS;
+
+/// When this process is PID 1, forks: the parent forwards and reaps until the daemon
+/// exits and returns the exit code to end with; the child returns `None` and goes on to
+/// serve. Anywhere else, `None` at once. Must run before any thread is started.
+pub fn split_if_first() -> Option<i32> {
+    if getpid().as_raw() != 1 {
+        return None;
+    }
+    // What the first process passes on to the daemon, and the exits it reaps.
+    let mut waited = SigSet::empty();
+    for signal in POLITE_SIGNALS {
+        waited.add(signal);
+    }
+    waited.add(Signal::SIGWINCH);
+    waited.add(Signal::SIGCHLD);
+    // Blocked before the fork, so nothing sent in between is lost; the child unblocks.
+    let previous = waited.thread_swap_mask(SigmaskHow::SIG_BLOCK).ok()?;
+    // SAFETY: no thread has been started yet (main calls this first), so the child holds no
+    // lock another thread could have held.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let _ = previous.thread_set_mask();
+            None
+        }
+        Ok(ForkResult::Parent { child }) => Some(forward_and_reap(child, &waited)),
+        Err(error) => {
+            eprintln!("fsd: cannot fork the init process ({error}); serving as PID 1");
+            let _ = previous.thread_set_mask();
+            None
+        }
+    }
+}
+
+/// Forwards signals to `daemon` and reaps every child that ends until `daemon` does.
+fn forward_and_reap(daemon: Pid, waited: &SigSet) -> i32 {
+    loop {
+        let Ok(signal) = waited.wait() else {
+            continue;
+        };
+        if signal != Signal::SIGCHLD {
+            let _ = kill(daemon, signal);
+            continue;
+        }
+        // One SIGCHLD may stand for many exits.
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::Exited(pid, code)) if pid == daemon => return code,
+                Ok(WaitStatus::Signaled(pid, signal, _)) if pid == daemon => {
+                    return 128 + signal as i32;
+                }
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    }
+}
