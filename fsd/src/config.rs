@@ -69,8 +69,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
 
-    /// Serve without a token even on a non-loopback address (the reference's behaviour).
-    #[arg(long, env = "FSD_NO_AUTH", conflicts_with_all = ["token", "token_file"])]
+    /// Serve without a token even on a non-loopback address (the reference's behaviour)
+    /// when none is given; a token, if given, is still required (so an image can set
+    /// `FSD_NO_AUTH=1` and a deployment turn auth on with `FSD_TOKEN`).
+    #[arg(long, env = "FSD_NO_AUTH")]
     pub no_auth: bool,
 
     /// Refuse any path that resolves, symlinks included, outside the workspace and extra roots.
@@ -317,6 +319,20 @@ mod tests {
             .into_settings()
             .is_ok()
         );
+        // A token given with --no-auth (an image's FSD_NO_AUTH and a deployment's
+        // FSD_TOKEN) is still required.
+        let both = args(&[
+            "--listen",
+            "0.0.0.0:3000",
+            "--workspace",
+            ws,
+            "--no-auth",
+            "--token",
+            "t",
+        ])
+        .into_settings()
+        .unwrap();
+        assert_eq!(both.token.as_deref(), Some("t"));
     }
 
     #[test]

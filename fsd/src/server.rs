@@ -109,6 +109,15 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
             "removed temp files a crash left beside written files"
         );
     }
+    // Restores made later must reach the sandbox's mount namespace, a slave of this one: so
+    // the mounts are made shared before that namespace is made from them (a container's
+    // start private, and a slave of private mounts receives nothing).
+    if settings.isolation == IsolationMode::Auto
+        && fsd_backup::mount::kernel_available()
+        && let Err(error) = fsd_backup::mount::share_mounts()
+    {
+        tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
+    }
     // Started here, on the main thread, which lives as long as the daemon (see World::start).
     let world = Arc::new(World::start(settings.isolation == IsolationMode::Auto));
     let isolation = world.isolation();
@@ -146,13 +155,6 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
             let _ = tokio::task::spawn_blocking(move || watches.save(false)).await;
         }
     });
-    // Restores made later must reach the sandbox's mount namespace (a slave of this one).
-    if isolation.name() != "none"
-        && fsd_backup::mount::kernel_available()
-        && let Err(error) = fsd_backup::mount::share_mounts()
-    {
-        tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
-    }
     let backups = Arc::new(BackupService::new(
         &settings.state_dir,
         std::time::Duration::from_secs(settings.transfer_timeout_secs),

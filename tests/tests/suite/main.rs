@@ -17,6 +17,7 @@ mod files_stream;
 mod fsctl;
 mod gateway;
 mod hostile;
+mod image;
 mod init;
 mod layout;
 mod mount_proxy;

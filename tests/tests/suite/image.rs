@@ -1,0 +1,158 @@
+//! The container image, built with `scripts/build-image` from the fsd under test and run
+//! with podman: the route API answers, an exec runs, a backup is created and restored
+//! inside it, `podman stop` ends it cleanly, and with an image command (`-- CMD`) orphans
+//! are reaped by fsd as PID 1 and the command's exit code is the container's.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use fsctl::trusted::{BackupOptions, Backups};
+use fsd_tests::s3::Store;
+use fsd_tests::{available_or_skip, free_port, is_root};
+
+const TAG: &str = "localhost/fsd:test";
+
+/// The repository's root (the build context).
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn podman(args: &[&str]) -> Output {
+    Command::new(root().join("scripts/podman"))
+        .args(args)
+        .output()
+        .expect("scripts/podman")
+}
+
+fn on_path(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|out| out.status.success())
+}
+
+/// A container that is removed when the test ends.
+struct Container(String);
+
+impl Drop for Container {
+    fn drop(&mut self) {
+        let _ = podman(&["rm", "-f", "-t", "0", &self.0]);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
+    let test = "the_image_serves_backs_up_reaps_and_stops_cleanly";
+    if !available_or_skip(
+        is_root() && on_path("podman") && on_path("mmdebstrap") && on_path("runc"),
+        test,
+        "root, podman, runc and mmdebstrap (.ci/run installs them)",
+    ) {
+        return;
+    }
+    let binary = fsd_tests::binary("fsd");
+    let relative = binary
+        .canonicalize()
+        .unwrap()
+        .strip_prefix(root().canonicalize().unwrap())
+        .unwrap()
+        .to_path_buf();
+    let built = Command::new(root().join("scripts/build-image"))
+        .arg(&relative)
+        .env("FSD_IMAGE", TAG)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "scripts/build-image: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+
+    // The route API, on the host's network so the container reaches the loopback store.
+    let port = free_port();
+    let started = Instant::now();
+    let run = podman(&[
+        "run",
+        "-d",
+        "--privileged",
+        "--network",
+        "host",
+        "-e",
+        &format!("FSD_LISTEN=127.0.0.1:{port}"),
+        TAG,
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let container = Container(String::from_utf8(run.stdout).unwrap().trim().to_string());
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    loop {
+        if http.get(format!("{url}/api/ping")).send().await.is_ok() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no ping in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!("container start → /api/ping 200: {:?}", started.elapsed());
+    let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
+    let ran = sandbox.exec("echo from-the-image; pwd").await.unwrap();
+    assert_eq!(ran.stdout, "from-the-image\n/workspace\n");
+
+    // A backup made and restored inside the container (kernel mounts, privileged).
+    sandbox
+        .exec("mkdir -p project/src && echo hello > project/src/a.txt && seq 1000 > project/b.txt")
+        .await
+        .unwrap();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let backup = backups
+        .create_backup(&sandbox, "/workspace/project", BackupOptions::default())
+        .await
+        .expect("backup inside the image");
+    sandbox.exec("rm -rf project").await.unwrap();
+    backups
+        .restore_backup(&sandbox, &backup.id, "/workspace/project", None)
+        .await
+        .expect("restore inside the image");
+    let restored = sandbox
+        .exec("cat project/src/a.txt; wc -l < project/b.txt")
+        .await
+        .unwrap();
+    assert_eq!(restored.stdout, "hello\n1000\n");
+
+    // SIGTERM (podman stop, 10 s grace before SIGKILL): fsd ends cleanly, exit code 0.
+    let stopped = podman(&["stop", "-t", "10", &container.0]);
+    assert!(stopped.status.success());
+    let code = podman(&["inspect", &container.0, "--format", "{{.State.ExitCode}}"]);
+    assert_eq!(String::from_utf8_lossy(&code.stdout).trim(), "0");
+
+    // An image command: its orphan is reaped by PID 1 (fsd), and its exit code is the
+    // container's.
+    let script = "sh -c 'sleep 1 &'; sleep 2; echo zombies=$(ps -eo stat= | grep -c '^Z'); \
+                  echo pid1=$(cat /proc/1/comm); exit 7";
+    let port = free_port();
+    let exited = podman(&[
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "-e",
+        &format!("FSD_LISTEN=127.0.0.1:{port}"),
+        TAG,
+        "--",
+        "sh",
+        "-c",
+        script,
+    ]);
+    let out = String::from_utf8_lossy(&exited.stdout);
+    assert_eq!(exited.status.code(), Some(7), "{out}");
+    assert!(out.contains("zombies=0"), "{out}");
+    assert!(out.contains("pid1=fsd"), "{out}");
+}
