@@ -92,6 +92,7 @@ fn cors() -> CorsLayer {
 /// Serves until SIGTERM or SIGINT (exit code 0), or until the image's command fails (its
 /// exit code).
 pub async fn run(settings: Settings) -> std::io::Result<i32> {
+    let signals = ShutdownSignals::listen();
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
     let policy = PathPolicy::new(
@@ -219,7 +220,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
             }
         };
         tokio::select! {
-            () = shutdown_signal() => {}
+            () = signals.received() => {}
             code = failed => {
                 tracing::info!(code, "the image's command failed: shutting down");
                 let _ = failed_with.set(code);
@@ -247,20 +248,42 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     Ok(failed_with.get().copied().unwrap_or(0))
 }
 
-async fn shutdown_signal() {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
+/// SIGTERM and SIGINT, listened for from the start of `run`: one that arrives while the
+/// daemon is still starting (a container stopped at once) shuts it down cleanly instead of
+/// killing it by the default action.
+struct ShutdownSignals {
+    terminate: Option<tokio::signal::unix::Signal>,
+    interrupt: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignals {
+    fn listen() -> ShutdownSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| match signal(kind) {
+            Ok(signal) => Some(signal),
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for {name}");
+                None
             }
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
+        };
+        ShutdownSignals {
+            terminate: listen(SignalKind::terminate(), "SIGTERM"),
+            interrupt: listen(SignalKind::interrupt(), "SIGINT"),
+        }
+    }
+
+    async fn received(mut self) {
+        async fn next(signal: &mut Option<tokio::signal::unix::Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending().await,
             }
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: shutting down"),
-        () = terminate => tracing::info!("SIGTERM: shutting down"),
+        tokio::select! {
+            () = next(&mut self.interrupt) => tracing::info!("SIGINT: shutting down"),
+            () = next(&mut self.terminate) => tracing::info!("SIGTERM: shutting down"),
+        }
     }
 }

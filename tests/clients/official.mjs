@@ -1,8 +1,8 @@
 // Drives a running fsd with the official @cloudflare/sandbox route clients and prints one
 // JSON line per client method: {"method", "ok", "detail"}. Methods the reference serves
 // only over RPC are expected to throw, as they do against the reference. The transport is
-// HTTP, or the WebSocket transport (`/ws`) with FSD_CLIENT_TRANSPORT=websocket, which needs
-// a global WebSocket (Node 20: --experimental-websocket).
+// HTTP, or the WebSocket transport (`/ws`) with FSD_CLIENT_TRANSPORT=websocket, over the
+// global WebSocket (register.mjs supplies one from `ws` where Node has none).
 //
 // node --import ./register.mjs official.mjs BASE_URL WORKSPACE ARCHIVE_DIR
 import http from 'node:http';

@@ -302,7 +302,7 @@ async fn official_clients_drive_fsd(transport: &str) {
     let run = tokio::process::Command::new("node")
         .current_dir(&clients)
         .env("FSD_CLIENT_TRANSPORT", transport)
-        .args(["--experimental-websocket", "--no-warnings"])
+        .arg("--no-warnings")
         .args(["--import", "./register.mjs", "official.mjs", &daemon.url])
         .arg(daemon.root())
         .arg(&archives)
