@@ -1,8 +1,10 @@
 //! Trusted-side policy in plain Rust: no I/O, no async runtime and no platform crates, so
-//! `fsctl` and (later) the Cloudflare Worker run the same rules: the scope a credential
-//! proxy grants ([`Scope`]), and preview URLs (`preview`: ports, tokens, hosts, staleness).
+//! `fsctl` and the Cloudflare Worker (`worker/`) run the same rules: the scope a credential
+//! proxy grants ([`Scope`]), preview URLs (`preview`: ports, tokens, hosts, staleness), and
+//! the Sandbox Durable Object's lifecycle (`sandbox`: ids, `sleepAfter`, the 503 budget).
 
 pub mod preview;
+pub mod sandbox;
 pub mod scope;
 
 pub use scope::{Scope, ScopeDenied};

@@ -229,7 +229,7 @@ pub fn parse_preview_host(host: &str, control: u16) -> Option<PreviewTarget> {
 
 /// A sandbox id a preview host may carry: 1–63 characters, no `-` at either end, not
 /// reserved.
-fn valid_host_id(id: &str) -> bool {
+pub(crate) fn valid_host_id(id: &str) -> bool {
     (1..=MAX_HOST_ID).contains(&id.len())
         && !id.starts_with('-')
         && !id.ends_with('-')

@@ -6,6 +6,7 @@ mod backup;
 mod backup_faults;
 mod backup_fuse;
 mod bucket_mount;
+mod cloudflare;
 mod confine;
 mod exec;
 mod files_errno;

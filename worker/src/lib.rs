@@ -1,0 +1,103 @@
+//! fsd on Cloudflare: the Worker entry and the `Sandbox` Durable Object that runs fsd's
+//! container image, one object and one container per sandbox id.
+//!
+//! - `https://<port>-<id>-<token>.<host>/…` (a preview URL) goes to that sandbox's object,
+//!   which checks the token against its storage before anything wakes the container.
+//! - `/sandboxes/<id>/<route>` is that sandbox's route API (HTTP, SSE, `/ws`, `/ws/pty`),
+//!   for callers holding the `FSD_TOKEN` secret; `/sandboxes/<id>/expose`, `/unexpose` and
+//!   `/exposed` manage its preview URLs.
+//!
+//! The rules (ids, ports, tokens, staleness, `sleepAfter`, the 503 budget) are
+//! `fsd-control`'s, shared with `fsctl gateway`.
+
+mod random;
+mod sandbox;
+
+use fsd_control::preview;
+use fsd_control::sandbox::{DAEMON_PORT, sandbox_id};
+use worker::{Context, Env, Headers, Request, RequestInit, Response, Result, event};
+
+pub use sandbox::Sandbox;
+
+/// The Durable Object binding (`wrangler.toml`).
+pub const BINDING: &str = "SANDBOX";
+/// Headers the Worker sets for its object; never taken from a caller.
+pub const SANDBOX_ID_HEADER: &str = "x-fsd-sandbox-id";
+pub const PREVIEW_HEADER: &str = "x-fsd-preview";
+
+#[event(fetch)]
+async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let url = request.url()?;
+    let host = url.host_str().unwrap_or_default().to_string();
+    let host = match url.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host,
+    };
+    if let Some(target) = preview::parse_preview_host(&host, DAEMON_PORT) {
+        let preview = format!("{}:{}", target.port, target.token);
+        let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+        let path = format!("{}{query}", url.path());
+        return to_object(&env, &target.sandbox_id, request, &path, Some(&preview)).await;
+    }
+    let Some(rest) = url.path().strip_prefix("/sandboxes/") else {
+        return error(404, "UNKNOWN_ERROR", "The requested endpoint was not found");
+    };
+    if !authorized(&request, &env) {
+        return error(401, "UNAUTHORIZED", "Missing or invalid token");
+    }
+    let (name, route) = rest.split_once('/').unwrap_or((rest, ""));
+    let id = match sandbox_id(name, true) {
+        Ok(id) => id,
+        Err(refused) => return error(400, "VALIDATION_FAILED", &refused.to_string()),
+    };
+    let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+    to_object(&env, &id, request, &format!("/{route}{query}"), None).await
+}
+
+/// Whether the caller holds the `FSD_TOKEN` secret (every caller does when none is set).
+fn authorized(request: &Request, env: &Env) -> bool {
+    let Ok(secret) = env.secret("FSD_TOKEN") else {
+        return true;
+    };
+    let presented = request
+        .headers()
+        .get("authorization")
+        .ok()
+        .flatten()
+        .and_then(|value| value.strip_prefix("Bearer ").map(str::to_string));
+    presented.is_some_and(|got| preview::tokens_match(&got, &secret.to_string()))
+}
+
+/// Sends `request` to sandbox `id`'s object as `path`, with the Worker's own headers.
+async fn to_object(
+    env: &Env,
+    id: &str,
+    request: Request,
+    path: &str,
+    preview: Option<&str>,
+) -> Result<Response> {
+    let headers = Headers::new();
+    for (name, value) in request.headers().entries() {
+        if name != SANDBOX_ID_HEADER && name != PREVIEW_HEADER {
+            headers.append(&name, &value)?;
+        }
+    }
+    headers.set(SANDBOX_ID_HEADER, id)?;
+    if let Some(preview) = preview {
+        headers.set(PREVIEW_HEADER, preview)?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(request.method()).with_headers(headers);
+    if let Some(body) = request.inner().body() {
+        init.with_body(Some(body.into()));
+    }
+    let forwarded = Request::new_with_init(&format!("https://sandbox{path}"), &init)?;
+    let stub = env.durable_object(BINDING)?.id_from_name(id)?.get_stub()?;
+    stub.fetch_with_request(forwarded).await
+}
+
+/// A JSON error in the reference's shape.
+pub fn error(status: u16, code: &str, message: &str) -> Result<Response> {
+    let body = serde_json::json!({"code": code, "message": message});
+    Ok(Response::from_json(&body)?.with_status(status))
+}

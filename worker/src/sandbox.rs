@@ -1,0 +1,311 @@
+//! The `Sandbox` Durable Object: one per sandbox id, owning its container. It starts the
+//! container on demand and waits until fsd answers on port 3000, forwards the route API
+//! (retrying 503s within the budget clients expect), keeps the preview exposures in its
+//! storage with the container run each was made in, and puts an idle container to sleep
+//! with an alarm after `sleepAfter` unless `keepAlive` is set.
+
+use std::time::Duration;
+
+use fsd_control::preview::{self, Activation, Admission, PortTokens, PreviewTarget};
+use fsd_control::sandbox::{
+    DAEMON_PORT, DEFAULT_SLEEP_AFTER, parse_sleep_after, retry_delay, sleep_due,
+};
+use serde::{Deserialize, Serialize};
+use worker::{
+    ContainerStartupOptions, Date, Delay, DurableObject, Env, Request, Response, Result, State,
+    durable_object,
+};
+
+use crate::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
+// The `durable_object` macro names `wasm_bindgen` at the call site.
+use worker::wasm_bindgen;
+
+/// How long a start may take before fsd answers (the reference's port-ready timeout).
+const READY_TIMEOUT: Duration = Duration::from_secs(90);
+const READY_POLL: Duration = Duration::from_millis(300);
+
+/// One exposed port as stored: its token and the container run it was exposed in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StoredPort {
+    port: u16,
+    token: String,
+    name: Option<String>,
+    runtime_id: String,
+}
+
+#[durable_object]
+pub struct Sandbox {
+    state: State,
+    env: Env,
+}
+
+impl DurableObject for Sandbox {
+    fn new(state: State, env: Env) -> Self {
+        Self { state, env }
+    }
+
+    async fn fetch(&self, request: Request) -> Result<Response> {
+        let id = request
+            .headers()
+            .get(SANDBOX_ID_HEADER)?
+            .unwrap_or_default();
+        if let Some(preview) = request.headers().get(PREVIEW_HEADER)? {
+            return self.preview(&id, &preview, request).await;
+        }
+        let path = request.path();
+        match (request.method().to_string().as_str(), path.as_str()) {
+            ("POST", "/expose") => self.expose(&id, request).await,
+            ("POST", "/unexpose") => self.unexpose(request).await,
+            ("GET", "/exposed") => self.exposed(&id, request).await,
+            _ => self.forward(request).await,
+        }
+    }
+
+    async fn alarm(&self) -> Result<Response> {
+        let last: i64 = self.state.storage().get("lastActivity").await?.unwrap_or(0);
+        match sleep_due(last, self.sleep_after(), self.keep_alive()) {
+            Some(due) if now_ms() >= due => {
+                if let Some(container) = self.state.container()
+                    && container.running()
+                {
+                    // SIGTERM: fsd ends its commands and tunnels and exits 0.
+                    container.signal(15)?;
+                }
+                self.state.storage().delete("runtimeId").await?;
+            }
+            Some(due) => self.state.storage().set_alarm(due).await?,
+            None => {}
+        }
+        Response::ok("")
+    }
+}
+
+impl Sandbox {
+    fn sleep_after(&self) -> Duration {
+        self.env
+            .var("SLEEP_AFTER")
+            .ok()
+            .and_then(|value| parse_sleep_after(&value.to_string()).ok())
+            .unwrap_or(DEFAULT_SLEEP_AFTER)
+    }
+
+    fn keep_alive(&self) -> bool {
+        self.env
+            .var("KEEP_ALIVE")
+            .is_ok_and(|value| value.to_string() == "true")
+    }
+
+    /// Starts the container if it is not running and waits until fsd answers; returns
+    /// the run's `runtimeId`.
+    async fn ready(&self) -> Result<String> {
+        let container = self
+            .state
+            .container()
+            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?;
+        if !container.running() {
+            let mut options = ContainerStartupOptions::new();
+            options.enable_internet(true);
+            container.start(Some(options))?;
+        }
+        let daemon = container.get_tcp_port(DAEMON_PORT)?;
+        let started = Date::now().as_millis();
+        loop {
+            if let Ok(mut answer) = daemon
+                .fetch("http://container/api/capabilities", None)
+                .await
+                && answer.status_code() == 200
+            {
+                let body: serde_json::Value = answer.json().await?;
+                let runtime = body["capabilities"]["runtimeId"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                self.state.storage().put("runtimeId", &runtime).await?;
+                return Ok(runtime);
+            }
+            if Date::now().as_millis() - started > READY_TIMEOUT.as_millis() as u64 {
+                return Err(worker::Error::RustError(
+                    "the container did not answer on port 3000 within 90 s".into(),
+                ));
+            }
+            Delay::from(READY_POLL).await;
+        }
+    }
+
+    /// Notes activity and moves the sleep alarm.
+    async fn touch(&self) -> Result<()> {
+        let now = now_ms();
+        self.state.storage().put("lastActivity", now).await?;
+        if let Some(due) = sleep_due(now, self.sleep_after(), self.keep_alive()) {
+            self.state.storage().set_alarm(due).await?;
+        }
+        Ok(())
+    }
+
+    /// The route API: to fsd on port 3000, retrying 503s (a starting container) within
+    /// the budget.
+    async fn forward(&self, request: Request) -> Result<Response> {
+        if let Err(refused) = self.ready().await {
+            return error(503, "CONTAINER_UNAVAILABLE", &refused.to_string());
+        }
+        self.touch().await?;
+        let daemon = self
+            .state
+            .container()
+            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?
+            .get_tcp_port(DAEMON_PORT)?;
+        let started = Date::now().as_millis();
+        let mut attempt = 0;
+        loop {
+            let answer = daemon.fetch_request(request.clone()?).await?;
+            let elapsed = Duration::from_millis(Date::now().as_millis() - started);
+            match retry_delay(attempt, elapsed) {
+                Some(delay) if answer.status_code() == 503 => {
+                    Delay::from(delay).await;
+                    attempt += 1;
+                }
+                _ => return Ok(answer),
+            }
+        }
+    }
+
+    /// A preview request: a bad token is refused from storage alone (the container is not
+    /// woken for it); a port exposed in an earlier run is stale.
+    async fn preview(&self, id: &str, preview: &str, request: Request) -> Result<Response> {
+        let (port, token) = preview.split_once(':').unwrap_or((preview, ""));
+        let target = PreviewTarget {
+            port: port.parse().unwrap_or(0),
+            sandbox_id: id.to_string(),
+            token: token.to_string(),
+        };
+        let stored = self.ports().await?;
+        let tokens = tokens_of(&stored);
+        if !tokens.authorizes(target.port, &target.token) {
+            return refusal(Admission::InvalidToken);
+        }
+        let activation = stored
+            .iter()
+            .find(|p| p.port == target.port)
+            .map(|p| Activation {
+                runtime_id: p.runtime_id.clone(),
+                token: p.token.clone(),
+            });
+        let runtime: Option<String> = self.state.storage().get("runtimeId").await?;
+        let admission = preview::admit(&target, &tokens, activation.as_ref(), runtime.as_deref());
+        if admission != Admission::Forward {
+            return refusal(admission);
+        }
+        self.touch().await?;
+        let container = self
+            .state
+            .container()
+            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?;
+        container
+            .get_tcp_port(target.port)?
+            .fetch_request(request)
+            .await
+    }
+
+    async fn ports(&self) -> Result<Vec<StoredPort>> {
+        Ok(self.state.storage().get("ports").await?.unwrap_or_default())
+    }
+
+    /// `POST /expose {port, hostname, token?, name?}` → `{url, port, token}`.
+    async fn expose(&self, id: &str, mut request: Request) -> Result<Response> {
+        #[derive(Deserialize)]
+        struct Expose {
+            port: u32,
+            hostname: String,
+            token: Option<String>,
+            name: Option<String>,
+        }
+        let Ok(asked) = request.json::<Expose>().await else {
+            return error(400, "VALIDATION_FAILED", "body: needs port and hostname");
+        };
+        let port = match preview::validate_port(asked.port, DAEMON_PORT) {
+            Ok(port) => port,
+            Err(refused) => return error(400, "INVALID_PORT", &refused.to_string()),
+        };
+        if let Err(refused) = preview::preview_url(port, id, "probe", &asked.hostname) {
+            return error(400, "CUSTOM_DOMAIN_REQUIRED", &refused.to_string());
+        }
+        let runtime = match self.ready().await {
+            Ok(runtime) => runtime,
+            Err(refused) => return error(503, "CONTAINER_UNAVAILABLE", &refused.to_string()),
+        };
+        let mut stored = self.ports().await?;
+        let mut tokens = tokens_of(&stored);
+        let random = crate::random::bytes12()?;
+        let token = match tokens.expose(port, asked.token.as_deref(), asked.name.clone(), || random)
+        {
+            Ok(token) => token,
+            Err(refused) => return error(409, "PORT_ALREADY_EXPOSED", &refused.to_string()),
+        };
+        stored.retain(|p| p.port != port);
+        stored.push(StoredPort {
+            port,
+            token: token.clone(),
+            name: asked.name,
+            runtime_id: runtime,
+        });
+        self.state.storage().put("ports", &stored).await?;
+        let url = preview::preview_url(port, id, &token, &asked.hostname).unwrap_or_default();
+        Response::from_json(&serde_json::json!({"url": url, "port": port, "token": token}))
+    }
+
+    /// `POST /unexpose {port}`.
+    async fn unexpose(&self, mut request: Request) -> Result<Response> {
+        let asked: serde_json::Value = request.json().await.unwrap_or_default();
+        let port = asked["port"].as_u64().unwrap_or(0);
+        let mut stored = self.ports().await?;
+        stored.retain(|p| u64::from(p.port) != port);
+        self.state.storage().put("ports", &stored).await?;
+        Response::from_json(&serde_json::json!({"success": true}))
+    }
+
+    /// `GET /exposed?hostname=H` → `{ports: [{url, port, status}]}`.
+    async fn exposed(&self, id: &str, request: Request) -> Result<Response> {
+        let url = request.url()?;
+        let hostname = url
+            .query_pairs()
+            .find(|(key, _)| key == "hostname")
+            .map(|(_, value)| value.to_string())
+            .unwrap_or_default();
+        let runtime: Option<String> = self.state.storage().get("runtimeId").await?;
+        let ports: Vec<serde_json::Value> = self
+            .ports()
+            .await?
+            .iter()
+            .map(|p| {
+                let active = runtime.as_deref() == Some(p.runtime_id.as_str());
+                serde_json::json!({
+                    "url": preview::preview_url(p.port, id, &p.token, &hostname).unwrap_or_default(),
+                    "port": p.port,
+                    "status": if active { "active" } else { "stale" },
+                })
+            })
+            .collect();
+        Response::from_json(&serde_json::json!({"ports": ports}))
+    }
+}
+
+fn tokens_of(stored: &[StoredPort]) -> PortTokens {
+    let mut tokens = PortTokens::default();
+    for port in stored {
+        let _ = tokens.expose(port.port, Some(&port.token), port.name.clone(), || [0; 12]);
+    }
+    tokens
+}
+
+fn refusal(admission: Admission) -> Result<Response> {
+    let (status, body) = admission.refusal().unwrap_or((500, "{}"));
+    let mut response = Response::ok(body)?.with_status(status);
+    response
+        .headers_mut()
+        .set("content-type", "application/json")?;
+    Ok(response)
+}
+
+fn now_ms() -> i64 {
+    i64::try_from(Date::now().as_millis()).unwrap_or(i64::MAX)
+}
