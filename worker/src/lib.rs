@@ -12,18 +12,17 @@
 
 mod random;
 mod sandbox;
+mod wire;
 
 use fsd_control::preview;
 use fsd_control::sandbox::{DAEMON_PORT, sandbox_id};
 use worker::{Context, Env, Headers, Request, RequestInit, Response, Result, event};
 
 pub use sandbox::Sandbox;
+use wire::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
 
 /// The Durable Object binding (`wrangler.toml`).
 pub const BINDING: &str = "SANDBOX";
-/// Headers the Worker sets for its object; never taken from a caller.
-pub const SANDBOX_ID_HEADER: &str = "x-fsd-sandbox-id";
-pub const PREVIEW_HEADER: &str = "x-fsd-preview";
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
@@ -94,10 +93,4 @@ async fn to_object(
     let forwarded = Request::new_with_init(&format!("https://sandbox{path}"), &init)?;
     let stub = env.durable_object(BINDING)?.id_from_name(id)?.get_stub()?;
     stub.fetch_with_request(forwarded).await
-}
-
-/// A JSON error in the reference's shape.
-pub fn error(status: u16, code: &str, message: &str) -> Result<Response> {
-    let body = serde_json::json!({"code": code, "message": message});
-    Ok(Response::from_json(&body)?.with_status(status))
 }

@@ -2,7 +2,8 @@
 //! container on demand and waits until fsd answers on port 3000, forwards the route API
 //! (retrying 503s within the budget clients expect), keeps the preview exposures in its
 //! storage with the container run each was made in, and puts an idle container to sleep
-//! with an alarm after `sleepAfter` unless `keepAlive` is set.
+//! with an alarm after `sleepAfter` unless `keepAlive` is set; `POST /destroy` ends it and
+//! forgets the sandbox.
 
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use worker::{
     durable_object,
 };
 
-use crate::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
+use crate::wire::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
 // The `durable_object` macro names `wasm_bindgen` at the call site.
 use worker::wasm_bindgen;
 
@@ -57,6 +58,7 @@ impl DurableObject for Sandbox {
             ("POST", "/expose") => self.expose(&id, request).await,
             ("POST", "/unexpose") => self.unexpose(request).await,
             ("GET", "/exposed") => self.exposed(&id, request).await,
+            ("POST", "/destroy") => self.destroy().await,
             _ => self.forward(request).await,
         }
     }
@@ -204,6 +206,19 @@ impl Sandbox {
             .get_tcp_port(target.port)?
             .fetch_request(request)
             .await
+    }
+
+    /// `POST /destroy`: ends the container and forgets the sandbox (exposures, its run, the
+    /// sleep alarm); the next request starts a fresh one.
+    async fn destroy(&self) -> Result<Response> {
+        if let Some(container) = self.state.container()
+            && container.running()
+        {
+            container.destroy(None).await?;
+        }
+        self.state.storage().delete_alarm().await?;
+        self.state.storage().delete_all().await?;
+        Response::from_json(&serde_json::json!({"success": true}))
     }
 
     async fn ports(&self) -> Result<Vec<StoredPort>> {
