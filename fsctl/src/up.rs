@@ -50,6 +50,11 @@ pub struct UpArgs {
 }
 
 pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<ExitCode, SdkError> {
+    // Listened for before anything starts: a signal that came before the document was
+    // printed would otherwise end fsctl by the default action and leave the daemon running.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
     let token = match token {
         Some(token) => token,
         None => random_token()?,
@@ -123,15 +128,25 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
     } else {
         // Beside the store's directory: what `fsctl up` keeps stays together.
         let state = std::path::absolute(args.store_dir.with_file_name("fsd-gateway.json"))?;
-        let running = crate::gateway::start(
+        let started = crate::gateway::start(
             args.gateway_listen,
             None,
             url.clone(),
             &state,
             Some(token.clone()),
         )
-        .await?;
-        Some(running)
+        .await;
+        // Its address taken: everything else still works, as without FUSE.
+        match started {
+            Ok(running) => Some(running),
+            Err(err) => {
+                eprintln!(
+                    "fsctl: the preview gateway is not running ({err}); \
+                     --gateway-listen names another address"
+                );
+                None
+            }
+        }
     };
     let gateway_url = gateway.as_ref().map(|g| g.url.clone());
     let mount_info = mount.as_ref().map(|m| &m.info);
@@ -168,10 +183,9 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
     }
     // Keep draining the daemon's stdout so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let status = tokio::select! {
         status = child.wait() => status?,
-        _ = tokio::signal::ctrl_c() => stop(&mut child).await?,
+        _ = interrupt.recv() => stop(&mut child).await?,
         _ = terminate.recv() => stop(&mut child).await?,
     };
     // The daemon released the mount as it stopped; the proxy can go now.

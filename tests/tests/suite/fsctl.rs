@@ -131,28 +131,7 @@ fn errors_exit_nonzero_with_the_code() {
 fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
-    let mut child = Command::new(binary("fsctl"))
-        .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(&workspace)
-        .arg("--store-dir")
-        .arg(dir.path().join("store"))
-        .arg("--mount-dir")
-        .arg(dir.path().join("bucket"))
-        .args(["--gateway-listen", "127.0.0.1:0"])
-        .env_remove("FSD_TOKEN")
-        .env("FSD_BIN", binary("fsd"))
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut reader = BufReader::new(child.stdout.take().unwrap());
-    let mut text = String::new();
-    while !text.trim_end().ends_with('}') {
-        assert!(
-            reader.read_line(&mut text).unwrap() > 0,
-            "fsctl up ended early: {text}"
-        );
-    }
-    let info: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let (mut child, info) = up(dir.path(), "127.0.0.1:0", Stdio::inherit());
     let url = info["url"].as_str().unwrap().to_string();
     let token = info["token"].as_str().unwrap().to_string();
     assert_eq!(token.len(), 32);
@@ -409,4 +388,67 @@ fn mount_serves_a_proxy_until_stopped_and_umount_unmounts() {
         String::from_utf8_lossy(&unmounted.stderr)
     );
     assert!(!direct.exists());
+}
+
+/// `fsctl --json up` over `dir` (workspace `ws`, store, bucket) with its gateway on
+/// `gateway`; the running child and its JSON document.
+fn up(
+    dir: &std::path::Path,
+    gateway: &str,
+    stderr: Stdio,
+) -> (std::process::Child, serde_json::Value) {
+    let mut child = Command::new(binary("fsctl"))
+        .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(dir.join("ws"))
+        .arg("--store-dir")
+        .arg(dir.join("store"))
+        .arg("--mount-dir")
+        .arg(dir.join("bucket"))
+        .args(["--gateway-listen", gateway])
+        .env_remove("FSD_TOKEN")
+        .env("FSD_BIN", binary("fsd"))
+        .env("FSD_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut text = String::new();
+    while !text.trim_end().ends_with('}') {
+        assert!(
+            reader.read_line(&mut text).unwrap() > 0,
+            "fsctl up ended early: {text}"
+        );
+    }
+    (child, serde_json::from_str(&text).unwrap())
+}
+
+/// `fsctl up` comes up without its gateway when the gateway's address is taken, and says so
+/// (as it does without FUSE for the bucket).
+#[test]
+fn up_comes_up_without_its_gateway_when_its_address_is_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    // Its stderr is read only at the end (the daemon logs at `warn`, so it stays small).
+    let (child, info) = up(dir.path(), &address, Stdio::piped());
+    assert!(info["gateway"].is_null(), "{info}");
+    assert!(
+        info["url"]
+            .as_str()
+            .unwrap()
+            .starts_with("http://127.0.0.1:")
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the preview gateway is not running"),
+        "{stderr}"
+    );
+    drop(taken);
 }
