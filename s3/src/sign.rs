@@ -1,11 +1,11 @@
 //! SigV4 signing and the percent-encoding of keys and query values, as S3 reads them.
 
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use aws_credential_types::Credentials;
 use aws_sigv4::http_request::{
-    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode, sign,
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation,
+    SigningSettings, UriPathNormalizationMode, sign,
 };
 use aws_sigv4::sign::v4;
 use aws_smithy_runtime_api::client::identity::Identity;
@@ -21,33 +21,11 @@ pub fn sign_headers(
     url: &str,
     headers: &[(String, String)],
 ) -> Result<Vec<(String, String)>, String> {
-    let identity: Identity = Credentials::new(
-        &upstream.access_key,
-        &upstream.secret_key,
-        None,
-        None,
-        "fsd-proxy",
-    )
-    .into();
-    let mut settings = SigningSettings::default();
-    settings.percent_encoding_mode = PercentEncodingMode::Single;
-    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    let mut settings = s3_settings();
     settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-    let params = v4::SigningParams::builder()
-        .identity(&identity)
-        .region(&upstream.region)
-        .name("s3")
-        .time(SystemTime::now())
-        .settings(settings)
-        .build()
-        .map_err(|e| e.to_string())?
-        .into();
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("{url}: {e}"))?;
-    let host = match (parsed.host_str(), parsed.port()) {
-        (Some(host), Some(port)) => format!("{host}:{port}"),
-        (Some(host), None) => host.to_string(),
-        (None, _) => return Err(format!("{url}: no host")),
-    };
+    let identity = identity(upstream);
+    let params = params(upstream, &identity, settings, SystemTime::now())?;
+    let host = host_of(url)?;
     let signable = SignableRequest::new(
         method,
         url,
@@ -65,6 +43,97 @@ pub fn sign_headers(
         .headers()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect())
+}
+
+/// A presigned URL: `url` (path and query already encoded as S3 reads them) with the SigV4
+/// query parameters that let anyone holding it make that one `method` request until
+/// `expires` after `time`. The time is a parameter because the Workers runtime has no
+/// `SystemTime::now`; the payload is unsigned, as S3's presigned URLs are.
+pub fn presign(
+    upstream: &Upstream,
+    method: &str,
+    url: &str,
+    expires: Duration,
+    time: SystemTime,
+) -> Result<String, String> {
+    let mut settings = s3_settings();
+    settings.signature_location = SignatureLocation::QueryParams;
+    settings.expires_in = Some(expires);
+    let identity = identity(upstream);
+    let params = params(upstream, &identity, settings, time)?;
+    let host = host_of(url)?;
+    let signable = SignableRequest::new(
+        method,
+        url,
+        std::iter::once(("host", host.as_str())),
+        SignableBody::UnsignedPayload,
+    )
+    .map_err(|e| e.to_string())?;
+    let (instructions, _) = sign(signable, &params)
+        .map_err(|e| e.to_string())?
+        .into_parts();
+    let mut presigned = url.to_string();
+    let mut separator = if url.contains('?') { '&' } else { '?' };
+    for (name, value) in instructions.params() {
+        presigned.push(separator);
+        presigned.push_str(&encode(name));
+        presigned.push('=');
+        presigned.push_str(&encode(value));
+        separator = '&';
+    }
+    Ok(presigned)
+}
+
+/// Signing as S3 reads it: keys percent-encoded once, paths never normalised.
+fn s3_settings() -> SigningSettings {
+    let mut settings = SigningSettings::default();
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    settings
+}
+
+fn identity(upstream: &Upstream) -> Identity {
+    Credentials::new(
+        &upstream.access_key,
+        &upstream.secret_key,
+        None,
+        None,
+        "fsd",
+    )
+    .into()
+}
+
+fn params<'a>(
+    upstream: &'a Upstream,
+    identity: &'a Identity,
+    settings: SigningSettings,
+    time: SystemTime,
+) -> Result<aws_sigv4::http_request::SigningParams<'a>, String> {
+    Ok(v4::SigningParams::builder()
+        .identity(identity)
+        .region(&upstream.region)
+        .name("s3")
+        .time(time)
+        .settings(settings)
+        .build()
+        .map_err(|e| e.to_string())?
+        .into())
+}
+
+/// `host[:port]` of an absolute URL, as the `host` header carries it.
+fn host_of(url: &str) -> Result<String, String> {
+    let rest = url
+        .split_once("://")
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| format!("{url}: not an absolute URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.is_empty() {
+        return Err(format!("{url}: no host"));
+    }
+    Ok(host.to_string())
 }
 
 /// RFC 3986 unreserved characters kept, everything else `%XX`.
@@ -103,6 +172,20 @@ pub fn percent_decode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn hosts_are_read_as_the_host_header_carries_them() {
+        assert_eq!(
+            host_of("http://127.0.0.1:9000/b/k?x=1").as_deref(),
+            Ok("127.0.0.1:9000")
+        );
+        assert_eq!(
+            host_of("https://a.r2.cloudflarestorage.com").as_deref(),
+            Ok("a.r2.cloudflarestorage.com")
+        );
+        assert!(host_of("/b/k").is_err());
+        assert!(host_of("http:///b").is_err());
+    }
 
     #[test]
     fn decodes_and_encodes() {

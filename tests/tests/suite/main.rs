@@ -23,6 +23,7 @@ mod init;
 mod layout;
 mod mount_proxy;
 mod port_watch;
+mod presign;
 mod process;
 mod sdk;
 mod sdk_exec;
