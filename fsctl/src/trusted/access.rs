@@ -42,6 +42,36 @@ impl BucketAccess {
         }
     }
 
+    /// A presigned URL for `method` on object `key` (path-style), with `query` (such as a
+    /// part's `partNumber` and `uploadId`) signed in, valid for `presign_expiry`. The
+    /// signing is `fsd_s3::sign::presign`, the same code a Worker presigns with.
+    pub fn presign(
+        &self,
+        method: &str,
+        key: &str,
+        query: &[(&str, String)],
+    ) -> Result<String, String> {
+        use fsd_s3::sign::encode;
+        let path: Vec<String> = key.split('/').map(encode).collect();
+        let mut url = format!(
+            "{}/{}/{}",
+            self.endpoint,
+            encode(&self.bucket),
+            path.join("/")
+        );
+        for (i, (name, value)) in query.iter().enumerate() {
+            url.push(if i == 0 { '?' } else { '&' });
+            url.push_str(&format!("{}={}", encode(name), encode(value)));
+        }
+        fsd_s3::sign::presign(
+            &self.upstream(),
+            method,
+            &url,
+            self.presign_expiry,
+            std::time::SystemTime::now(),
+        )
+    }
+
     /// An S3 client: path-style addressing, checksums only where required (presigned URLs
     /// must not demand headers the daemon does not send).
     pub fn client(&self) -> aws_sdk_s3::Client {

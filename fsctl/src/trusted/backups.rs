@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
 use chrono::{DateTime, Utc};
 use fsd_api::ErrorCode;
@@ -113,10 +112,6 @@ impl Backups {
         format!("backups/{id}/meta.json")
     }
 
-    fn presigning(&self) -> Result<PresigningConfig, SdkError> {
-        PresigningConfig::expires_in(self.store.presign_expiry).map_err(storage)
-    }
-
     /// Archives `dir` in the sandbox and uploads it through presigned part URLs; writes
     /// meta.json only once the object is complete and its size checked. On failure the
     /// multipart upload is aborted and nothing is left that a restore would accept.
@@ -180,18 +175,13 @@ impl Backups {
     ) -> Result<DirectoryBackup, SdkError> {
         let key = Self::data_key(id);
         let mut part_urls = Vec::with_capacity(PART_URLS);
-        for number in 1..=PART_URLS as i32 {
-            let presigned = self
-                .s3
-                .upload_part()
-                .bucket(&self.store.bucket)
-                .key(&key)
-                .upload_id(upload_id)
-                .part_number(number)
-                .presigned(self.presigning()?)
-                .await
-                .map_err(storage)?;
-            part_urls.push(presigned.uri().to_string());
+        for number in 1..=PART_URLS {
+            let query = [
+                ("partNumber", number.to_string()),
+                ("uploadId", upload_id.to_string()),
+            ];
+            let presigned = self.store.presign("PUT", &key, &query).map_err(storage)?;
+            part_urls.push(presigned);
         }
         let request = UploadBackupRequest {
             create: CreateBackupRequest {
@@ -374,17 +364,10 @@ impl Backups {
                 }
                 return Err(storage(error));
             }
-            let url = self
-                .s3
-                .get_object()
-                .bucket(&self.store.bucket)
-                .key(&key)
-                .presigned(self.presigning()?)
-                .await
-                .map_err(storage)?;
+            let url = self.store.presign("GET", &key, &[]).map_err(storage)?;
             archives.push(ArchiveSource {
                 archive_path: format!("{ARCHIVE_DIR}/{}.sqsh", meta.id),
-                url: url.uri().to_string(),
+                url,
                 size_bytes: meta.size_bytes,
                 sha256: meta.sha256.clone(),
             });
