@@ -5,11 +5,13 @@
 //!   which checks the token against its storage before anything wakes the container.
 //! - `/sandboxes/<id>/<route>` is that sandbox's route API (HTTP, SSE, `/ws`, `/ws/pty`),
 //!   for callers holding the `FSD_TOKEN` secret; `/sandboxes/<id>/expose`, `/unexpose` and
-//!   `/exposed` manage its preview URLs.
+//!   `/exposed` manage its preview URLs, `/backups` and `/restore` its backups in R2, and
+//!   `/destroy` ends it.
 //!
 //! The rules (ids, ports, tokens, staleness, `sleepAfter`, the 503 budget) are
 //! `fsd-control`'s, shared with `fsctl gateway`.
 
+mod backups;
 mod random;
 mod sandbox;
 mod wire;

@@ -3,7 +3,7 @@
 //! (retrying 503s within the budget clients expect), keeps the preview exposures in its
 //! storage with the container run each was made in, and puts an idle container to sleep
 //! with an alarm after `sleepAfter` unless `keepAlive` is set; `POST /destroy` ends it and
-//! forgets the sandbox.
+//! forgets the sandbox; `POST /backups` and `POST /restore` back it up to R2 (`backups`).
 
 use std::time::Duration;
 
@@ -13,8 +13,8 @@ use fsd_control::sandbox::{
 };
 use serde::{Deserialize, Serialize};
 use worker::{
-    ContainerStartupOptions, Date, Delay, DurableObject, Env, Request, Response, Result, State,
-    durable_object,
+    ContainerStartupOptions, Date, Delay, DurableObject, Env, Fetcher, Request, Response, Result,
+    State, durable_object,
 };
 
 use crate::wire::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
@@ -59,6 +59,7 @@ impl DurableObject for Sandbox {
             ("POST", "/unexpose") => self.unexpose(request).await,
             ("GET", "/exposed") => self.exposed(&id, request).await,
             ("POST", "/destroy") => self.destroy().await,
+            ("POST", "/backups") | ("POST", "/restore") => self.backup(&path, request).await,
             _ => self.forward(request).await,
         }
     }
@@ -144,11 +145,15 @@ impl Sandbox {
         Ok(())
     }
 
-    /// The route API: to fsd on port 3000, retrying 503s (a starting container) within
-    /// the budget.
-    async fn forward(&self, request: Request) -> Result<Response> {
+    /// fsd on port 3000 of a running container (started if need be), with the activity
+    /// noted; or the 503 answer when it does not come up.
+    async fn awake(&self) -> Result<std::result::Result<Fetcher, Response>> {
         if let Err(refused) = self.ready().await {
-            return error(503, "CONTAINER_UNAVAILABLE", &refused.to_string());
+            return Ok(Err(error(
+                503,
+                "CONTAINER_UNAVAILABLE",
+                &refused.to_string(),
+            )?));
         }
         self.touch().await?;
         let daemon = self
@@ -156,6 +161,16 @@ impl Sandbox {
             .container()
             .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?
             .get_tcp_port(DAEMON_PORT)?;
+        Ok(Ok(daemon))
+    }
+
+    /// The route API: to fsd on port 3000, retrying 503s (a starting container) within
+    /// the budget.
+    async fn forward(&self, request: Request) -> Result<Response> {
+        let daemon = match self.awake().await? {
+            Ok(daemon) => daemon,
+            Err(refused) => return Ok(refused),
+        };
         let started = Date::now().as_millis();
         let mut attempt = 0;
         loop {
@@ -206,6 +221,19 @@ impl Sandbox {
             .get_tcp_port(target.port)?
             .fetch_request(request)
             .await
+    }
+
+    /// `POST /backups` and `POST /restore`: backups to R2 through the daemon's routes.
+    async fn backup(&self, path: &str, request: Request) -> Result<Response> {
+        let daemon = match self.awake().await? {
+            Ok(daemon) => daemon,
+            Err(refused) => return Ok(refused),
+        };
+        if path == "/backups" {
+            crate::backups::create(&self.env, &daemon, request).await
+        } else {
+            crate::backups::restore(&self.env, &daemon, request).await
+        }
     }
 
     /// `POST /destroy`: ends the container and forgets the sandbox (exposures, its run, the

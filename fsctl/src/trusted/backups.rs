@@ -4,66 +4,28 @@
 use std::sync::Arc;
 
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use fsd_api::ErrorCode;
 use fsd_api::backup::{
     ArchiveSource, BackupEvent, Compression, CreateBackupRequest, DownloadBackupRequest,
     UploadBackupRequest, UploadTarget,
 };
 use futures_util::StreamExt;
-use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::access::BucketAccess;
+pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS};
+use fsd_control::backup::{data_key, meta_key};
 use fsd_sdk::{Sandbox, SdkError};
 
 /// Where archives live in the sandbox.
 const ARCHIVE_DIR: &str = "/var/backups";
-/// Default time to live: 3 days, as the reference.
-pub const DEFAULT_TTL_SECS: u64 = 259_200;
-/// A backup this close to expiry is refused, as the reference does.
-const EXPIRY_BUFFER_MS: i64 = 60_000;
 /// Part URLs presigned per upload; the daemon uses as many as the archive needs.
 const PART_URLS: usize = 64;
 /// Smallest part: 8 MiB (above S3's and R2's 5 MiB floor).
 const MIN_PART_SIZE: u64 = 8 * 1024 * 1024;
 /// Longest layer chain followed.
 const MAX_CHAIN: usize = 64;
-
-/// `backups/<id>/meta.json`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct BackupMeta {
-    pub id: String,
-    pub dir: String,
-    pub name: Option<String>,
-    pub size_bytes: u64,
-    /// Seconds.
-    pub ttl: u64,
-    /// RFC 3339.
-    pub created_at: String,
-    /// fsd: SHA-256 of the archive, checked after download.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sha256: Option<String>,
-    /// fsd: for a layer, the backup it stacks on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent: Option<String>,
-}
-
-impl BackupMeta {
-    /// When the backup stops being restorable.
-    pub fn expires_at(&self) -> Option<DateTime<Utc>> {
-        let created = DateTime::parse_from_rfc3339(&self.created_at)
-            .ok()?
-            .with_timezone(&Utc);
-        Some(created + chrono::Duration::seconds(self.ttl as i64))
-    }
-
-    fn expired(&self, now: DateTime<Utc>) -> bool {
-        self.expires_at()
-            .is_none_or(|at| now + chrono::Duration::milliseconds(EXPIRY_BUFFER_MS) > at)
-    }
-}
 
 /// What `create_backup` returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,14 +66,6 @@ impl Backups {
         Backups { store, s3 }
     }
 
-    fn data_key(id: &str) -> String {
-        format!("backups/{id}/data.sqsh")
-    }
-
-    fn meta_key(id: &str) -> String {
-        format!("backups/{id}/meta.json")
-    }
-
     /// Archives `dir` in the sandbox and uploads it through presigned part URLs; writes
     /// meta.json only once the object is complete and its size checked. On failure the
     /// multipart upload is aborted and nothing is left that a restore would accept.
@@ -127,7 +81,7 @@ impl Backups {
             return Err(invalid("ttl", "must be greater than 0"));
         }
         let id = uuid::Uuid::new_v4().to_string();
-        let key = Self::data_key(&id);
+        let key = data_key(&id);
         let upload = self
             .s3
             .create_multipart_upload()
@@ -173,7 +127,7 @@ impl Backups {
         ttl: u64,
         options: &BackupOptions,
     ) -> Result<DirectoryBackup, SdkError> {
-        let key = Self::data_key(id);
+        let key = data_key(id);
         let mut part_urls = Vec::with_capacity(PART_URLS);
         for number in 1..=PART_URLS {
             let query = [
@@ -270,7 +224,7 @@ impl Backups {
         self.s3
             .put_object()
             .bucket(&self.store.bucket)
-            .key(Self::meta_key(id))
+            .key(meta_key(id))
             .content_type("application/json")
             .body(body.into())
             .send()
@@ -290,7 +244,7 @@ impl Backups {
             .s3
             .get_object()
             .bucket(&self.store.bucket)
-            .key(Self::meta_key(id))
+            .key(meta_key(id))
             .send()
             .await;
         let object = match object {
@@ -346,7 +300,7 @@ impl Backups {
         }
         let mut archives = Vec::with_capacity(chain.len());
         for meta in &chain {
-            let key = Self::data_key(&meta.id);
+            let key = data_key(&meta.id);
             if let Err(error) = self
                 .s3
                 .head_object()
@@ -421,7 +375,7 @@ impl Backups {
     /// Deletes a backup's archive and metadata (layers on top of it stop restoring).
     pub async fn delete_backup(&self, id: &str) -> Result<(), SdkError> {
         self.meta(id).await?;
-        for key in [Self::meta_key(id), Self::data_key(id)] {
+        for key in [meta_key(id), data_key(id)] {
             self.s3
                 .delete_object()
                 .bucket(&self.store.bucket)
@@ -521,31 +475,6 @@ impl WithDisplay for SdkError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn meta(created_at: &str, ttl: u64) -> BackupMeta {
-        BackupMeta {
-            id: "x".into(),
-            dir: "/workspace".into(),
-            name: None,
-            size_bytes: 1,
-            ttl,
-            created_at: created_at.into(),
-            sha256: None,
-            parent: None,
-        }
-    }
-
-    #[test]
-    fn expiry_has_a_sixty_second_buffer() {
-        let now = DateTime::parse_from_rfc3339("2026-01-01T00:00:00Z")
-            .unwrap()
-            .with_timezone(&Utc);
-        // The reference refuses when now + 60 s > createdAt + ttl.
-        assert!(!meta("2026-01-01T00:00:00Z", 60).expired(now));
-        assert!(meta("2026-01-01T00:00:00Z", 59).expired(now));
-        assert!(meta("2025-12-31T00:00:00Z", 3600).expired(now));
-        assert!(meta("not a date", 3600).expired(now));
-    }
 
     #[test]
     fn archive_ids_come_from_file_names() {

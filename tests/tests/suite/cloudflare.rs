@@ -57,8 +57,28 @@ fn wrangler_toml_matches_the_worker_crate_and_the_dockerfile() {
         assert!(object.contains(&format!("var(\"{var}\")")), "{var} unread");
     }
     // Secrets are read, never declared.
+    let backups = read("worker/src/backups.rs");
     assert!(worker.contains("secret(\"FSD_TOKEN\")"));
-    assert!(wrangler["vars"].get("FSD_TOKEN").is_none());
+    for secret in ["R2_ACCOUNT_ID", "R2_ACCESS_KEY_ID", "R2_SECRET_ACCESS_KEY"] {
+        assert!(
+            backups.contains(&format!("secret(\"{secret}\")")),
+            "{secret} unread"
+        );
+    }
+    for secret in [
+        "FSD_TOKEN",
+        "R2_ACCOUNT_ID",
+        "R2_ACCESS_KEY_ID",
+        "R2_SECRET_ACCESS_KEY",
+    ] {
+        assert!(vars.get(secret).is_none(), "{secret} declared as a var");
+    }
+    // Backups go to the bucket the R2 binding names, through the S3 API.
+    assert!(backups.contains("var(\"R2_BUCKET\")"));
+    assert_eq!(
+        vars["R2_BUCKET"].as_str(),
+        wrangler["r2_buckets"][0]["bucket_name"].as_str()
+    );
 
     // The build is the Rust Worker's, and its output is what `main` names.
     let build = wrangler["build"]["command"].as_str().unwrap();
