@@ -8,7 +8,6 @@
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench gateway`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
 
-use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -155,16 +154,8 @@ fn listening(mut command: std::process::Command) -> (std::process::Child, String
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("spawn");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().expect("stdout"))
-        .read_line(&mut line)
-        .expect("listen line");
-    let address = line
-        .trim()
-        .rsplit(' ')
-        .next()
-        .unwrap_or_default()
-        .to_string();
+    let line = fsd_tests::first_line(&mut child, "a listening process");
+    let address = line.rsplit(' ').next().unwrap_or_default().to_string();
     (child, address)
 }
 

@@ -286,6 +286,15 @@ pub async fn reply(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
 
 /// Reads `fsd listening on <url>` from the child's stdout (10 s budget).
 pub fn read_listen_line(child: &mut Child) -> String {
+    let line = first_line(child, "fsd");
+    line.strip_prefix("fsd listening on ")
+        .unwrap_or_else(|| panic!("unexpected first line from fsd: {line:?}"))
+        .to_string()
+}
+
+/// The first line `what` (a child started with piped stdout) prints, trimmed, within
+/// 10 s. The rest of its stdout is drained, so the child never blocks on a full pipe.
+pub fn first_line(child: &mut Child, what: &str) -> String {
     let stdout = child.stdout.take().expect("piped stdout");
     let (sender, receiver) = mpsc::channel();
     std::thread::spawn(move || {
@@ -293,16 +302,23 @@ pub fn read_listen_line(child: &mut Child) -> String {
         let mut line = String::new();
         let _ = reader.read_line(&mut line);
         let _ = sender.send(line);
-        // Keep draining so the child never blocks on a full pipe.
         let _ = std::io::copy(&mut reader, &mut std::io::sink());
     });
-    let line = receiver
+    receiver
         .recv_timeout(Duration::from_secs(10))
-        .expect("fsd printed no listen line within 10 s");
-    line.trim()
-        .strip_prefix("fsd listening on ")
-        .unwrap_or_else(|| panic!("unexpected first line from fsd: {line:?}"))
+        .unwrap_or_else(|_| panic!("{what} printed no line within 10 s"))
+        .trim()
         .to_string()
+}
+
+/// The stdout of a command that must have succeeded (its stderr in the failure).
+pub fn succeeded(output: &std::process::Output) -> String {
+    assert!(
+        output.status.success(),
+        "the command failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("UTF-8 stdout")
 }
 
 /// Asserts an error envelope: status, code, and (if given) the validation field.

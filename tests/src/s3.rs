@@ -2,10 +2,9 @@
 //! s3s-fs, which checks SigV4 signatures and presign expiry) and a fault proxy in front of
 //! it that fails, drops or stalls multipart part uploads on request.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fsctl::trusted::BucketAccess;
@@ -44,20 +43,8 @@ impl Store {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn fsctl store");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            let mut line = String::new();
-            let _ = reader.read_line(&mut line);
-            let _ = tx.send(line);
-            let _ = std::io::copy(&mut reader, &mut std::io::sink());
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(10))
-            .expect("store listen line");
+        let line = crate::first_line(&mut child, "fsctl store");
         let url = line
-            .trim()
             .strip_prefix("fsd store listening on ")
             .expect("listen line")
             .to_string();

@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Output, Stdio};
 
-use fsd_tests::{Daemon, Options, binary};
+use fsd_tests::{Daemon, Options, binary, succeeded};
 
 fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
     let mut command = Command::new(binary("fsctl"));
@@ -17,15 +17,6 @@ fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
     command.output().unwrap()
 }
 
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "fsctl failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
-}
-
 #[test]
 fn file_commands_round_trip() {
     let daemon = Daemon::start_with(Options {
@@ -37,7 +28,7 @@ fn file_commands_round_trip() {
     let payload: Vec<u8> = (0..500_000u32).map(|i| (i % 255) as u8).collect();
     std::fs::write(&source, &payload).unwrap();
 
-    let put = stdout(&fsctl(
+    let put = succeeded(&fsctl(
         &daemon,
         &["put", source.to_str().unwrap(), "data/in.bin"],
     ));
@@ -49,18 +40,18 @@ fn file_commands_round_trip() {
     assert_eq!(cat.stdout, payload);
 
     let copy = local.path().join("out.bin");
-    stdout(&fsctl(
+    succeeded(&fsctl(
         &daemon,
         &["get", "data/in.bin", copy.to_str().unwrap()],
     ));
     assert_eq!(std::fs::read(&copy).unwrap(), payload);
 
-    stdout(&fsctl(&daemon, &["mkdir", "-p", "a/b"]));
+    succeeded(&fsctl(&daemon, &["mkdir", "-p", "a/b"]));
     assert!(daemon.path("a/b").is_dir());
-    stdout(&fsctl(&daemon, &["mv", "data/in.bin", "a/b/moved.bin"]));
+    succeeded(&fsctl(&daemon, &["mv", "data/in.bin", "a/b/moved.bin"]));
     assert!(daemon.path("a/b/moved.bin").exists());
 
-    let ls = stdout(&fsctl(&daemon, &["ls", "-r"]));
+    let ls = succeeded(&fsctl(&daemon, &["ls", "-r"]));
     assert!(
         ls.lines()
             .any(|l| l.starts_with("-rw-r--r--") && l.ends_with(" a/b/moved.bin")),
@@ -73,20 +64,20 @@ fn file_commands_round_trip() {
     );
 
     let json: serde_json::Value =
-        serde_json::from_str(&stdout(&fsctl(&daemon, &["--json", "ls", "a/b"]))).unwrap();
+        serde_json::from_str(&succeeded(&fsctl(&daemon, &["--json", "ls", "a/b"]))).unwrap();
     assert_eq!(json[0]["name"], "moved.bin");
     assert_eq!(json[0]["size"], 500_000);
 
-    let stat: serde_json::Value = serde_json::from_str(&stdout(&fsctl(
+    let stat: serde_json::Value = serde_json::from_str(&succeeded(&fsctl(
         &daemon,
         &["stat", "--json", "a/b/moved.bin"],
     )))
     .unwrap();
     assert_eq!(stat["type"], "file");
-    let human = stdout(&fsctl(&daemon, &["stat", "a/b/moved.bin"]));
+    let human = succeeded(&fsctl(&daemon, &["stat", "a/b/moved.bin"]));
     assert!(human.contains("size: 500000"), "{human}");
 
-    stdout(&fsctl(&daemon, &["rm", "a/b/moved.bin"]));
+    succeeded(&fsctl(&daemon, &["rm", "a/b/moved.bin"]));
     assert!(!daemon.path("a/b/moved.bin").exists());
 }
 
@@ -272,9 +263,9 @@ fn exec_streams_output_and_exits_with_the_code() {
         &daemon,
         &["exec", "--env", "GREETING=hi", "--", "echo $GREETING"],
     );
-    assert_eq!(stdout(&output), "hi\n");
+    assert_eq!(succeeded(&output), "hi\n");
     let output = fsctl(&daemon, &["--json", "exec", "--", "printf", "x"]);
-    let result: serde_json::Value = serde_json::from_str(&stdout(&output)).unwrap();
+    let result: serde_json::Value = serde_json::from_str(&succeeded(&output)).unwrap();
     assert_eq!(result["stdout"], "x");
 }
 
@@ -290,20 +281,20 @@ async fn ps_logs_and_kill() {
     assert!(status.is_success());
     let mut logs = String::new();
     for _ in 0..100 {
-        logs = stdout(&fsctl(&daemon, &["logs", "cli-proc"]));
+        logs = succeeded(&fsctl(&daemon, &["logs", "cli-proc"]));
         if !logs.is_empty() {
             break;
         }
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(logs, "logged\n");
-    let ps = stdout(&fsctl(&daemon, &["ps", "--status", "running"]));
+    let ps = succeeded(&fsctl(&daemon, &["ps", "--status", "running"]));
     assert!(
         ps.lines()
             .any(|l| l.starts_with("cli-proc") && l.contains("running")),
         "{ps}"
     );
-    stdout(&fsctl(&daemon, &["kill", "cli-proc"]));
+    succeeded(&fsctl(&daemon, &["kill", "cli-proc"]));
     let followed = fsctl(&daemon, &["logs", "-f", "cli-proc"]);
     assert_eq!(followed.status.code(), Some(143));
     assert_eq!(String::from_utf8_lossy(&followed.stdout), "logged\n");

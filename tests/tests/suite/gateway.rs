@@ -1,6 +1,5 @@
 //! `fsctl gateway`: preview URLs in front of a real HTTP server that a sandbox process runs.
 
-use std::io::BufRead;
 use std::time::Duration;
 
 use fsd_tests::{Daemon, free_port};
@@ -44,11 +43,8 @@ fn gateway_with(args: &[&str], state: &std::path::Path) -> Gateway {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let url = line.trim().rsplit(' ').next().unwrap().to_string();
+    let line = fsd_tests::first_line(&mut child, "fsctl gateway");
+    let url = line.rsplit(' ').next().unwrap().to_string();
     Gateway { child, url }
 }
 
@@ -255,12 +251,7 @@ async fn fsctl_and_the_sdk_expose_ports() {
             .env_remove("FSD_TOKEN")
             .output()
             .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
+        fsd_tests::succeeded(&output)
     };
     let exposed: Value = serde_json::from_str(&fsctl(&[
         "--json",

@@ -189,7 +189,6 @@ async fn the_object_client_works_through_the_proxy_and_with_its_own_keys() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fsctl_proxy_serves_a_read_only_scope() {
-    use std::io::BufRead;
     let store = Store::start();
     let seed = fsd_s3::ObjectClient::new(
         &store.url,
@@ -216,12 +215,8 @@ async fn fsctl_proxy_serves_a_read_only_scope() {
         .stdout(std::process::Stdio::piped())
         .spawn()
         .expect("fsctl proxy");
-    let mut line = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
+    let line = fsd_tests::first_line(&mut child, "fsctl proxy");
     let url = line
-        .trim()
         .strip_prefix("fsd proxy listening on ")
         .expect("listen line")
         .to_string();

@@ -96,12 +96,7 @@ fn fsctl_sync_mirrors_and_then_applies_changes() {
             .arg(&mirror)
             .output()
             .unwrap();
-        assert!(
-            output.status.success(),
-            "{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
+        fsd_tests::succeeded(&output)
     };
     assert!(sync().starts_with("full: 1 downloaded"));
     assert_eq!(std::fs::read_to_string(mirror.join("a.txt")).unwrap(), "a");

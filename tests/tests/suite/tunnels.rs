@@ -348,7 +348,6 @@ async fn a_missing_cloudflared_is_named() {
 /// The SDK's tunnel calls, and `fsctl tunnel` (prints the URL, stops the run on Ctrl-C).
 #[tokio::test]
 async fn the_sdk_and_fsctl_drive_tunnels() {
-    use std::io::BufRead;
     let stand_in = fsd_tests::binary("cloudflared-stand-in");
     let daemon = fsd_tests::Daemon::start_with(fsd_tests::Options {
         extra_args: vec!["--cloudflared".into(), stand_in.display().to_string()],
@@ -387,11 +386,8 @@ async fn the_sdk_and_fsctl_drive_tunnels() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(fsctl.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.trim().ends_with(".trycloudflare.com"), "{line:?}");
+    let line = fsd_tests::first_line(&mut fsctl, "fsctl tunnel");
+    assert!(line.ends_with(".trycloudflare.com"), "{line:?}");
     assert_eq!(sandbox.tunnels().await.unwrap().len(), 1);
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(fsctl.id() as i32),
