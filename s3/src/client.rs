@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use futures_util::{StreamExt, TryStreamExt};
 
-use crate::sign::{encode, sign_headers};
+use crate::sign::{encode_key, object_url, sign_headers};
 use crate::store::{ByteStream, ObjectStore};
 pub use crate::store::{ClientError, Listing, ObjectInfo};
 use crate::upstream::Upstream;
@@ -102,21 +102,7 @@ impl ObjectClient {
     }
 
     fn url(&self, key: &str, query: &[(&str, &str)]) -> String {
-        let mut url = format!("{}/{}", self.endpoint, self.bucket);
-        if !key.is_empty() {
-            url.push('/');
-            url.push_str(&key.split('/').map(encode).collect::<Vec<_>>().join("/"));
-        }
-        if !query.is_empty() {
-            let mut pairs: Vec<String> = query
-                .iter()
-                .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-                .collect();
-            pairs.sort();
-            url.push('?');
-            url.push_str(&pairs.join("&"));
-        }
-        url
+        object_url(&self.endpoint, &self.bucket, key, query)
     }
 
     async fn send(
@@ -454,11 +440,7 @@ impl ObjectStore for ObjectClient {
 
     /// Server-side copy of `from` to `to` (a file rename is a copy, then a delete).
     async fn copy(&self, from: &str, to: &str) -> Result<(), ClientError> {
-        let source = format!(
-            "/{}/{}",
-            self.bucket,
-            from.split('/').map(encode).collect::<Vec<_>>().join("/")
-        );
+        let source = format!("/{}/{}", self.bucket, encode_key(from));
         let headers = vec![("x-amz-copy-source".to_string(), source)];
         self.send(
             reqwest::Method::PUT,

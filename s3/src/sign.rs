@@ -136,6 +136,32 @@ fn host_of(url: &str) -> Result<String, String> {
     Ok(host.to_string())
 }
 
+/// A key as a URL path: each segment encoded once, the `/` between them kept.
+pub fn encode_key(key: &str) -> String {
+    key.split('/').map(encode).collect::<Vec<_>>().join("/")
+}
+
+/// The path-style URL of `key` in `bucket` at `endpoint` (the bucket itself when `key` is
+/// empty), with `query` encoded and in a stable order: the URL the client sends and the
+/// presigned URLs both sides hand out.
+pub fn object_url(endpoint: &str, bucket: &str, key: &str, query: &[(&str, &str)]) -> String {
+    let mut url = format!("{endpoint}/{bucket}");
+    if !key.is_empty() {
+        url.push('/');
+        url.push_str(&encode_key(key));
+    }
+    if !query.is_empty() {
+        let mut pairs: Vec<String> = query
+            .iter()
+            .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
+            .collect();
+        pairs.sort();
+        url.push('?');
+        url.push_str(&pairs.join("&"));
+    }
+    url
+}
+
 /// RFC 3986 unreserved characters kept, everything else `%XX`.
 pub fn encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

@@ -9,7 +9,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use chrono::DateTime;
 use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS, data_key, meta_key};
 use fsd_s3::Upstream;
-use fsd_s3::sign::{encode, presign};
+use fsd_s3::sign::{object_url, presign};
 use serde::Deserialize;
 use worker::{Date, Env, Fetch, Fetcher, Method, Request, RequestInit, Response, Result};
 
@@ -43,13 +43,7 @@ impl Bucket {
 
     /// A presigned URL for `method` on `key`, signed at the Workers clock's time.
     fn presign(&self, method: &str, key: &str) -> Result<String> {
-        let path: Vec<String> = key.split('/').map(encode).collect();
-        let url = format!(
-            "{}/{}/{}",
-            self.upstream.endpoint,
-            encode(&self.name),
-            path.join("/")
-        );
+        let url = object_url(&self.upstream.endpoint, &self.name, key, &[]);
         // The Workers runtime has no system clock: its own clock, as a SystemTime.
         let now = UNIX_EPOCH + Duration::from_millis(Date::now().as_millis());
         presign(&self.upstream, method, &url, PRESIGN_EXPIRY, now).map_err(worker::Error::RustError)

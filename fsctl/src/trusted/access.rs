@@ -49,20 +49,9 @@ impl BucketAccess {
         &self,
         method: &str,
         key: &str,
-        query: &[(&str, String)],
+        query: &[(&str, &str)],
     ) -> Result<String, String> {
-        use fsd_s3::sign::encode;
-        let path: Vec<String> = key.split('/').map(encode).collect();
-        let mut url = format!(
-            "{}/{}/{}",
-            self.endpoint,
-            encode(&self.bucket),
-            path.join("/")
-        );
-        for (i, (name, value)) in query.iter().enumerate() {
-            url.push(if i == 0 { '?' } else { '&' });
-            url.push_str(&format!("{}={}", encode(name), encode(value)));
-        }
+        let url = fsd_s3::sign::object_url(&self.endpoint, &self.bucket, key, query);
         fsd_s3::sign::presign(
             &self.upstream(),
             method,

@@ -130,10 +130,8 @@ impl Backups {
         let key = data_key(id);
         let mut part_urls = Vec::with_capacity(PART_URLS);
         for number in 1..=PART_URLS {
-            let query = [
-                ("partNumber", number.to_string()),
-                ("uploadId", upload_id.to_string()),
-            ];
+            let number = number.to_string();
+            let query = [("partNumber", number.as_str()), ("uploadId", upload_id)];
             let presigned = self.store.presign("PUT", &key, &query).map_err(storage)?;
             part_urls.push(presigned);
         }
