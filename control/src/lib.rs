@@ -1,10 +1,12 @@
 //! Trusted-side policy in plain Rust: no I/O, no async runtime and no platform crates, so
 //! `fsctl` and the Cloudflare Worker (`worker/`) run the same rules: the scope a credential
-//! proxy grants ([`Scope`]), preview URLs (`preview`: ports, tokens, hosts, staleness), and
+//! proxy grants ([`Scope`]), preview URLs (`preview`: ports, tokens, hosts, staleness; and
+//! `exposures`, a sandbox's exposed ports as both keep them), and
 //! the Sandbox Durable Object's lifecycle (`sandbox`: ids, `sleepAfter`, the 503 budget),
 //! and backups as the bucket keeps them (`backup`: keys, the meta document, TTLs).
 
 pub mod backup;
+pub mod exposures;
 pub mod preview;
 pub mod sandbox;
 pub mod scope;

@@ -7,11 +7,12 @@
 
 use std::time::Duration;
 
-use fsd_control::preview::{self, Activation, Admission, PortTokens, PreviewTarget};
+use fsd_control::exposures::{SandboxExposures, SavedPort};
+use fsd_control::preview::{self, Admission, PreviewTarget};
 use fsd_control::sandbox::{
     DAEMON_PORT, DEFAULT_SLEEP_AFTER, parse_sleep_after, retry_delay, sleep_due,
 };
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use worker::{
     ContainerStartupOptions, Date, Delay, DurableObject, Env, Fetcher, Request, Response, Result,
     State, durable_object,
@@ -24,15 +25,6 @@ use worker::wasm_bindgen;
 /// How long a start may take before fsd answers (the reference's port-ready timeout).
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const READY_POLL: Duration = Duration::from_millis(300);
-
-/// One exposed port as stored: its token and the container run it was exposed in.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct StoredPort {
-    port: u16,
-    token: String,
-    name: Option<String>,
-    runtime_id: String,
-}
 
 #[durable_object]
 pub struct Sandbox {
@@ -195,20 +187,12 @@ impl Sandbox {
             sandbox_id: id.to_string(),
             token: token.to_string(),
         };
-        let stored = self.ports().await?;
-        let tokens = tokens_of(&stored);
-        if !tokens.authorizes(target.port, &target.token) {
+        let exposures = self.exposures().await?;
+        if !exposures.authorizes(target.port, &target.token) {
             return refusal(Admission::InvalidToken);
         }
-        let activation = stored
-            .iter()
-            .find(|p| p.port == target.port)
-            .map(|p| Activation {
-                runtime_id: p.runtime_id.clone(),
-                token: p.token.clone(),
-            });
         let runtime: Option<String> = self.state.storage().get("runtimeId").await?;
-        let admission = preview::admit(&target, &tokens, activation.as_ref(), runtime.as_deref());
+        let admission = exposures.admit(&target, runtime.as_deref());
         if admission != Admission::Forward {
             return refusal(admission);
         }
@@ -249,8 +233,14 @@ impl Sandbox {
         Response::from_json(&serde_json::json!({"success": true}))
     }
 
-    async fn ports(&self) -> Result<Vec<StoredPort>> {
-        Ok(self.state.storage().get("ports").await?.unwrap_or_default())
+    /// The exposures as the object's storage keeps them (the gateway keeps the same list).
+    async fn exposures(&self) -> Result<SandboxExposures> {
+        let saved: Vec<SavedPort> = self.state.storage().get("ports").await?.unwrap_or_default();
+        Ok(SandboxExposures::from_saved(saved))
+    }
+
+    async fn save(&self, exposures: &SandboxExposures) -> Result<()> {
+        self.state.storage().put("ports", exposures.saved()).await
     }
 
     /// `POST /expose {port, hostname, token?, name?}` → `{url, port, token}`.
@@ -276,22 +266,16 @@ impl Sandbox {
             Ok(runtime) => runtime,
             Err(refused) => return error(503, "CONTAINER_UNAVAILABLE", &refused.to_string()),
         };
-        let mut stored = self.ports().await?;
-        let mut tokens = tokens_of(&stored);
+        let mut exposures = self.exposures().await?;
         let random = crate::random::bytes12()?;
-        let token = match tokens.expose(port, asked.token.as_deref(), asked.name.clone(), || random)
-        {
+        let exposed = exposures.expose(port, asked.token.as_deref(), asked.name, &runtime, || {
+            random
+        });
+        let token = match exposed {
             Ok(token) => token,
             Err(refused) => return error(409, "PORT_ALREADY_EXPOSED", &refused.to_string()),
         };
-        stored.retain(|p| p.port != port);
-        stored.push(StoredPort {
-            port,
-            token: token.clone(),
-            name: asked.name,
-            runtime_id: runtime,
-        });
-        self.state.storage().put("ports", &stored).await?;
+        self.save(&exposures).await?;
         let url = preview::preview_url(port, id, &token, &asked.hostname).unwrap_or_default();
         Response::from_json(&serde_json::json!({"url": url, "port": port, "token": token}))
     }
@@ -299,10 +283,11 @@ impl Sandbox {
     /// `POST /unexpose {port}`.
     async fn unexpose(&self, mut request: Request) -> Result<Response> {
         let asked: serde_json::Value = request.json().await.unwrap_or_default();
-        let port = asked["port"].as_u64().unwrap_or(0);
-        let mut stored = self.ports().await?;
-        stored.retain(|p| u64::from(p.port) != port);
-        self.state.storage().put("ports", &stored).await?;
+        let mut exposures = self.exposures().await?;
+        if let Some(port) = asked["port"].as_u64().and_then(|p| u16::try_from(p).ok()) {
+            exposures.unexpose(port);
+        }
+        self.save(&exposures).await?;
         Response::from_json(&serde_json::json!({"success": true}))
     }
 
@@ -315,29 +300,19 @@ impl Sandbox {
             .map(|(_, value)| value.to_string())
             .unwrap_or_default();
         let runtime: Option<String> = self.state.storage().get("runtimeId").await?;
-        let ports: Vec<serde_json::Value> = self
-            .ports()
-            .await?
-            .iter()
-            .map(|p| {
-                let active = runtime.as_deref() == Some(p.runtime_id.as_str());
+        let exposures = self.exposures().await?;
+        let ports: Vec<serde_json::Value> = exposures
+            .ports(runtime.as_deref())
+            .map(|(port, token, active)| {
                 serde_json::json!({
-                    "url": preview::preview_url(p.port, id, &p.token, &hostname).unwrap_or_default(),
-                    "port": p.port,
+                    "url": preview::preview_url(port, id, token, &hostname).unwrap_or_default(),
+                    "port": port,
                     "status": if active { "active" } else { "stale" },
                 })
             })
             .collect();
         Response::from_json(&serde_json::json!({"ports": ports}))
     }
-}
-
-fn tokens_of(stored: &[StoredPort]) -> PortTokens {
-    let mut tokens = PortTokens::default();
-    for port in stored {
-        let _ = tokens.expose(port.port, Some(&port.token), port.name.clone(), || [0; 12]);
-    }
-    tokens
 }
 
 fn refusal(admission: Admission) -> Result<Response> {

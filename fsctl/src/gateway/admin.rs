@@ -4,7 +4,7 @@
 use axum::extract::Request;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use fsd_control::preview::{self, Activation, PreviewError};
+use fsd_control::preview::{self, PreviewError};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -52,9 +52,7 @@ pub async fn admin(gateway: &Gateway, request: Request) -> Response {
             };
             let mut exposures = lock(&gateway.exposures);
             if let Ok(port) = u16::try_from(req.port) {
-                let sandbox = exposures.sandbox_mut(&req.sandbox_id);
-                sandbox.tokens.unexpose(port);
-                sandbox.activations.remove(&port);
+                exposures.sandbox_mut(&req.sandbox_id).unexpose(port);
             }
             if let Err(e) = exposures.save() {
                 return error(500, "INTERNAL_ERROR", e.to_string());
@@ -118,20 +116,10 @@ async fn expose(gateway: &Gateway, req: ExposeRequest) -> Response {
         bytes.copy_from_slice(&id.as_bytes()[..12]);
         bytes
     };
-    let token = match sandbox
-        .tokens
-        .expose(port, req.token.as_deref(), req.name, random)
-    {
+    let token = match sandbox.expose(port, req.token.as_deref(), req.name, &runtime, random) {
         Ok(token) => token,
         Err(e) => return preview_error(e),
     };
-    sandbox.activations.insert(
-        port,
-        Activation {
-            runtime_id: runtime,
-            token: token.clone(),
-        },
-    );
     if let Err(e) = exposures.save() {
         return error(500, "INTERNAL_ERROR", e.to_string());
     }
@@ -147,12 +135,9 @@ async fn exposed(gateway: &Gateway, id: &str) -> Response {
     let ports: Vec<serde_json::Value> = sandbox
         .iter()
         .flat_map(|sandbox| {
-            sandbox.tokens.ports().map(|(port, exposure)| {
-                let active = sandbox.activations.get(&port).is_some_and(|a| {
-                    Some(a.runtime_id.as_str()) == runtime.as_deref() && a.token == exposure.token
-                });
+            sandbox.ports(runtime.as_deref()).map(|(port, token, active)| {
                 json!({
-                    "url": preview::preview_url(port, id, &exposure.token, &gateway.hostname).unwrap_or_default(),
+                    "url": preview::preview_url(port, id, token, &gateway.hostname).unwrap_or_default(),
                     "port": port,
                     "status": if active { "active" } else { "stale" },
                 })

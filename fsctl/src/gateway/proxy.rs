@@ -69,22 +69,15 @@ impl Gateway {
     /// Whether `target` may be forwarded now: the sandbox's host when it may, else the
     /// refusal. A wrong token is refused before anything is asked of the sandbox.
     pub async fn admit(&self, target: &preview::PreviewTarget) -> Result<String, Admission> {
-        let exposure = lock(&self.exposures)
+        let exposures = lock(&self.exposures)
             .sandbox(&target.sandbox_id)
-            .map(|sandbox| {
-                (
-                    sandbox.tokens.clone(),
-                    sandbox.activations.get(&target.port).cloned(),
-                )
-            });
-        let Some((tokens, activation)) = exposure else {
+            .filter(|sandbox| sandbox.authorizes(target.port, &target.token))
+            .cloned();
+        let Some(exposures) = exposures else {
             return Err(Admission::InvalidToken);
         };
-        if !tokens.authorizes(target.port, &target.token) {
-            return Err(Admission::InvalidToken);
-        }
         let runtime = self.runtime(&target.sandbox_id, false).await;
-        let admission = preview::admit(target, &tokens, activation.as_ref(), runtime.as_deref());
+        let admission = exposures.admit(target, runtime.as_deref());
         if admission != Admission::Forward {
             return Err(admission);
         }

@@ -5,33 +5,13 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use fsd_control::preview::{Activation, PortTokens};
-use serde::{Deserialize, Serialize};
-
-/// One exposed port as it is saved.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SavedPort {
-    port: u16,
-    token: String,
-    #[serde(default)]
-    name: Option<String>,
-    /// The sandbox run the port was exposed in.
-    runtime_id: String,
-}
+use fsd_control::exposures::{SandboxExposures, SavedPort};
 
 /// The exposures of every sandbox.
 #[derive(Debug, Default)]
 pub struct Exposures {
     file: Option<PathBuf>,
-    sandboxes: BTreeMap<String, Sandbox>,
-}
-
-/// One sandbox's exposures.
-#[derive(Debug, Default, Clone)]
-pub struct Sandbox {
-    pub tokens: PortTokens,
-    pub activations: BTreeMap<u16, Activation>,
+    sandboxes: BTreeMap<String, SandboxExposures>,
 }
 
 impl Exposures {
@@ -50,29 +30,18 @@ impl Exposures {
             Err(error) => return Err(error),
         };
         for (id, ports) in saved {
-            let sandbox = exposures.sandboxes.entry(id).or_default();
-            for saved in ports {
-                let token = saved.token.clone();
-                let _ = sandbox
-                    .tokens
-                    .expose(saved.port, Some(&token), saved.name, || [0; 12]);
-                sandbox.activations.insert(
-                    saved.port,
-                    Activation {
-                        runtime_id: saved.runtime_id,
-                        token: saved.token,
-                    },
-                );
-            }
+            exposures
+                .sandboxes
+                .insert(id, SandboxExposures::from_saved(ports));
         }
         Ok(exposures)
     }
 
-    pub fn sandbox(&self, id: &str) -> Option<&Sandbox> {
+    pub fn sandbox(&self, id: &str) -> Option<&SandboxExposures> {
         self.sandboxes.get(id)
     }
 
-    pub fn sandbox_mut(&mut self, id: &str) -> &mut Sandbox {
+    pub fn sandbox_mut(&mut self, id: &str) -> &mut SandboxExposures {
         self.sandboxes.entry(id.to_string()).or_default()
     }
 
@@ -81,24 +50,11 @@ impl Exposures {
         let Some(file) = &self.file else {
             return Ok(());
         };
-        let mut saved: BTreeMap<&str, Vec<SavedPort>> = BTreeMap::new();
-        for (id, sandbox) in &self.sandboxes {
-            let ports = sandbox
-                .tokens
-                .ports()
-                .map(|(port, exposure)| SavedPort {
-                    port,
-                    token: exposure.token.clone(),
-                    name: exposure.name.clone(),
-                    runtime_id: sandbox
-                        .activations
-                        .get(&port)
-                        .map(|a| a.runtime_id.clone())
-                        .unwrap_or_default(),
-                })
-                .collect();
-            saved.insert(id, ports);
-        }
+        let saved: BTreeMap<&str, Vec<SavedPort>> = self
+            .sandboxes
+            .iter()
+            .map(|(id, sandbox)| (id.as_str(), sandbox.saved()))
+            .collect();
         let bytes = serde_json::to_vec_pretty(&saved).map_err(std::io::Error::other)?;
         let temp = file.with_extension("tmp");
         std::fs::write(&temp, bytes)?;
@@ -115,19 +71,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("exposures.json");
         let mut exposures = Exposures::load(Some(&file)).unwrap();
-        let sandbox = exposures.sandbox_mut("box");
-        let token = sandbox.tokens.expose(8080, None, None, || [1; 12]).unwrap();
-        sandbox.activations.insert(
-            8080,
-            Activation {
-                runtime_id: "run-1".into(),
-                token: token.clone(),
-            },
-        );
+        let token = exposures
+            .sandbox_mut("box")
+            .expose(8080, None, None, "run-1", || [1; 12])
+            .unwrap();
         exposures.save().unwrap();
         let loaded = Exposures::load(Some(&file)).unwrap();
         let sandbox = loaded.sandbox("box").unwrap();
-        assert!(sandbox.tokens.authorizes(8080, &token));
-        assert_eq!(sandbox.activations[&8080].runtime_id, "run-1");
+        assert!(sandbox.authorizes(8080, &token));
+        assert_eq!(sandbox.saved()[0].runtime_id, "run-1");
     }
 }
