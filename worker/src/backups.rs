@@ -6,7 +6,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
-use chrono::DateTime;
+use chrono::{DateTime, Utc};
 use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS, data_key, meta_key};
 use fsd_s3::Upstream;
 use fsd_s3::sign::{object_url, presign};
@@ -76,14 +76,13 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
         return Ok(made);
     }
     let made: serde_json::Value = made.json().await?;
-    let now = DateTime::from_timestamp_millis(Date::now().as_millis() as i64).unwrap_or_default();
     let meta = BackupMeta {
         id: id.clone(),
         dir: asked.dir.clone(),
         name: asked.name,
         size_bytes: made["sizeBytes"].as_u64().unwrap_or(0),
         ttl: asked.ttl.unwrap_or(DEFAULT_TTL_SECS),
-        created_at: now.to_rfc3339(),
+        created_at: now().to_rfc3339(),
         sha256: made["sha256"].as_str().map(str::to_string),
         parent: None,
     };
@@ -120,8 +119,7 @@ pub async fn restore(env: &Env, daemon: &Fetcher, mut request: Request) -> Resul
         return error(404, "BACKUP_NOT_FOUND", &format!("no backup {}", asked.id));
     }
     let meta: BackupMeta = found.json().await?;
-    let now = DateTime::from_timestamp_millis(Date::now().as_millis() as i64).unwrap_or_default();
-    if meta.expired(now) {
+    if meta.expired(now()) {
         return error(
             400,
             "BACKUP_EXPIRED",
@@ -138,6 +136,11 @@ pub async fn restore(env: &Env, daemon: &Fetcher, mut request: Request) -> Resul
         }],
     });
     daemon_post(daemon, "/api/backup/download", &download).await
+}
+
+/// The Workers clock as the meta document and the TTL rule read time.
+fn now() -> DateTime<Utc> {
+    DateTime::from_timestamp_millis(Date::now().as_millis() as i64).unwrap_or_default()
 }
 
 async fn daemon_post(daemon: &Fetcher, path: &str, body: &serde_json::Value) -> Result<Response> {

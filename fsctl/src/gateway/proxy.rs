@@ -93,7 +93,7 @@ impl Gateway {
         self.daemon(sandbox_id)
             .and_then(|daemon| reqwest::Url::parse(&daemon).ok())
             .and_then(|url| url.port_or_known_default())
-            .unwrap_or(3000)
+            .unwrap_or(fsd_control::sandbox::DAEMON_PORT)
     }
 
     /// The sandbox's run now (`None`: not reachable), asked at most once a second.

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use fsd_tests::{available_or_skip, free_port, is_root};
+use fsd_tests::{available_or_skip, free_port, host_alive, is_root};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -74,7 +74,7 @@ fn exit_of(started: &mut Started) -> ExitStatus {
 }
 
 /// Waits (10 s at most) for `path` to hold a pid, and returns it.
-fn pid_in(path: &Path) -> i32 {
+fn pid_in(path: &Path) -> u32 {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         if let Some(pid) = std::fs::read_to_string(path)
@@ -90,14 +90,6 @@ fn pid_in(path: &Path) -> i32 {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-}
-
-fn alive(pid: i32) -> bool {
-    // A zombie is dead; /proc still lists it until it is reaped.
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| stat.rsplit(')').next().map(|rest| rest.trim().to_string()))
-        .is_some_and(|rest| !rest.starts_with('Z'))
 }
 
 /// Host pids of the children of `parent`, with their state letter and name.
@@ -166,7 +158,10 @@ fn a_command_that_exits_0_leaves_fsd_serving_and_sigterm_ends_everything() {
     let child = pid_in(&dir.path().join("w/child.pid"));
     kill(Pid::from_raw(fsd.0.id() as i32), Signal::SIGTERM).unwrap();
     assert_eq!(exit_of(&mut fsd).code(), Some(0));
-    assert!(!alive(command) && !alive(child), "the command outlived fsd");
+    assert!(
+        !host_alive(command) && !host_alive(child),
+        "the command outlived fsd"
+    );
 }
 
 #[test]

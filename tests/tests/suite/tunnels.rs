@@ -31,10 +31,6 @@ fn quick(tunnel: &str, run: &str, port: u16) -> RunSpec {
     }
 }
 
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| !stat.contains(") Z "))
-}
-
 #[tokio::test]
 async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
     let runs = self::runs("ok");
@@ -48,7 +44,7 @@ async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
         url.starts_with("https://") && url.ends_with(".trycloudflare.com"),
         "{url}"
     );
-    assert!(alive(info.pid));
+    assert!(fsd_tests::host_alive(info.pid));
 
     // The same run again shares it; a conflicting one is refused.
     let (again, started) = runs.ensure(quick("quick-a", "run-a", 8080)).await.unwrap();
@@ -78,7 +74,7 @@ async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
 
     // Stopping ends the process; stopping again finds nothing.
     assert!(runs.stop("quick-a", "run-a").await);
-    assert!(!alive(info.pid));
+    assert!(!fsd_tests::host_alive(info.pid));
     assert!(!runs.stop("quick-a", "run-a").await);
     assert!(runs.list().is_empty());
     let exit = tokio::time::timeout(Duration::from_secs(5), exits.recv())
@@ -178,7 +174,7 @@ async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
     let (plain, _) = runs.ensure(quick("quick-p", "run-p", 7005)).await.unwrap();
     stubborn_runs.shutdown().await;
     runs.shutdown().await;
-    assert!(!alive(stubborn.pid) && !alive(plain.pid));
+    assert!(!fsd_tests::host_alive(stubborn.pid) && !fsd_tests::host_alive(plain.pid));
     assert!(runs.list().is_empty() && stubborn_runs.list().is_empty());
 }
 
@@ -321,7 +317,7 @@ async fn the_daemon_serves_tunnels_over_its_routes() {
     let status = daemon.terminate();
     assert!(status.success(), "{status:?}");
     assert!(
-        left.iter().all(|&p| !alive(p)),
+        left.iter().all(|&p| !fsd_tests::host_alive(p)),
         "cloudflared outlived the daemon"
     );
 }
