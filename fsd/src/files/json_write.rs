@@ -219,7 +219,11 @@ fn spawn_writer(state: &AppState, target: String, mut receiver: mpsc::Receiver<B
         while let Some(chunk) = receiver.blocking_recv() {
             decoder.push(&chunk).ok()?;
         }
-        decoder.finish().ok()
+        let (mut destination, written) = decoder.finish().ok()?;
+        // Durable before the rest of the body is checked: the check is quick, the fsync is
+        // not, and a temp file that is then dropped costs nothing.
+        destination.sync().ok()?;
+        Some((destination, written))
     })
 }
 
