@@ -3,10 +3,13 @@
 //! proxy grants ([`Scope`]), preview URLs (`preview`: ports, tokens, hosts, staleness; and
 //! `exposures`, a sandbox's exposed ports as both keep them), and
 //! the Sandbox Durable Object's lifecycle (`sandbox`: ids, `sleepAfter`, the 503 budget),
-//! and backups as the bucket keeps them (`backup`: keys, the meta document, TTLs).
+//! backups as the bucket keeps them (`backup`: keys, the meta document, TTLs), and bucket
+//! mounts served by the object's credential proxy (`mounts`: routing, tokens, the saved
+//! list, and the key-prefix rule the daemon's mounts share).
 
 pub mod backup;
 pub mod exposures;
+pub mod mounts;
 pub mod preview;
 pub mod sandbox;
 pub mod scope;

@@ -7,10 +7,14 @@
 //!
 //! The credential proxy holds secret keys and so belongs to the trusted side: it is behind
 //! the `proxy` feature, which the daemon does not enable; the scope it enforces is
-//! `fsd-control`'s plain-Rust [`fsd_control::Scope`] (with the feature).
+//! `fsd-control`'s plain-Rust [`fsd_control::Scope`], and what it does with one request is
+//! [`forward`]'s (the `forward` feature, no runtime), which the Cloudflare Worker's proxy
+//! runs too.
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "forward")]
+pub mod forward;
 #[cfg(feature = "client")]
 pub mod memory;
 #[cfg(feature = "proxy")]

@@ -1,7 +1,7 @@
-//! The credential proxy: takes unsigned path-style S3 requests, checks them against a
-//! [`Scope`], drops whatever authentication they carry, signs them with SigV4 and forwards
-//! them to the real endpoint, streaming bodies both ways. Out of scope → 403 with an S3
-//! `AccessDenied` XML body. The secret key stays in this process.
+//! The credential proxy: serves one mount's token path, lets through what
+//! [`crate::forward::plan`] lets through (the mount's [`Scope`], authentication dropped),
+//! signs it with SigV4 and forwards it to the real endpoint, streaming bodies both ways.
+//! Refusals are 403 with an S3 `AccessDenied` XML body. The secret key stays in this process.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -16,7 +16,8 @@ use tokio::task::JoinHandle;
 
 use fsd_control::Scope;
 
-use crate::sign::{encode, percent_decode, sign_headers};
+use crate::forward::{self, Forward, Refusal};
+use crate::sign::{percent_decode, sign_headers};
 use crate::upstream::Upstream;
 
 #[derive(Debug, thiserror::Error)]
@@ -27,28 +28,8 @@ pub enum ProxyError {
     Client(String),
 }
 
-/// Headers a client may send that are passed on (and signed); everything else is dropped,
-/// authentication first of all.
-const PASSED_HEADERS: &[&str] = &[
-    "content-type",
-    "content-length",
-    "content-md5",
-    "content-encoding",
-    "content-disposition",
-    "cache-control",
-    "expires",
-    "range",
-    "if-match",
-    "if-none-match",
-    "if-modified-since",
-    "if-unmodified-since",
-    "x-amz-copy-source",
-    "x-amz-copy-source-range",
-    "x-amz-metadata-directive",
-    "x-amz-meta-",
-];
-
 struct Shared {
+    token: String,
     scope: Scope,
     upstream: Upstream,
     client: reqwest::Client,
@@ -57,6 +38,7 @@ struct Shared {
 /// A running proxy; stops when dropped.
 pub struct CredentialProxy {
     pub address: SocketAddr,
+    token: String,
     task: JoinHandle<()>,
 }
 
@@ -70,7 +52,9 @@ impl CredentialProxy {
         let client = reqwest::Client::builder()
             .build()
             .map_err(|e| ProxyError::Client(e.to_string()))?;
+        let token = mount_token()?;
         let shared = Arc::new(Shared {
+            token: token.clone(),
             scope,
             upstream,
             client,
@@ -83,12 +67,16 @@ impl CredentialProxy {
                 tracing::error!(%error, "credential proxy stopped");
             }
         });
-        Ok(CredentialProxy { address, task })
+        Ok(CredentialProxy {
+            address,
+            token,
+            task,
+        })
     }
 
-    /// The endpoint a client sends unsigned requests to.
+    /// The endpoint a client sends unsigned requests to, the mount's token its path.
     pub fn url(&self) -> String {
-        format!("http://{}", self.address)
+        format!("http://{}/{}", self.address, self.token)
     }
 }
 
@@ -108,72 +96,37 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
 async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, Response> {
     let (parts, body) = request.into_parts();
     let method = parts.method.as_str().to_string();
-    let raw_path = parts.uri.path().to_string();
-    let path = percent_decode(&raw_path);
-    // Presigned-URL parameters are authentication too: dropped.
-    let query: Vec<(String, String)> = parts
-        .uri
-        .query()
-        .map(|q| {
-            q.split('&')
-                .filter(|pair| !pair.is_empty())
-                .map(|pair| {
-                    let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-                    (percent_decode(k), percent_decode(v))
-                })
-                .filter(|(k, _)| !k.starts_with("X-Amz-") && !k.starts_with("x-amz-"))
-                .collect()
-        })
-        .unwrap_or_default();
-    let copy_source = parts
+    let full_path = parts.uri.path();
+    let Some(raw_path) = forward::strip_token(full_path, &shared.token) else {
+        tracing::info!(%method, "credential proxy refused a request without its token");
+        return Err(refused(&Refusal::UnknownMount, "/"));
+    };
+    let headers = parts
         .headers
-        .get("x-amz-copy-source")
-        .and_then(|v| v.to_str().ok())
-        .map(percent_decode);
-    if let Err(denied) = shared
-        .scope
-        .check(&method, &path, &query, copy_source.as_deref())
-    {
-        tracing::info!(%method, %path, reason = %denied, "credential proxy refused a request");
-        return Err(access_denied(&denied.to_string(), &path));
-    }
-    let query_string = query
         .iter()
-        .map(|(k, v)| format!("{}={}", encode(k), encode(v)))
-        .collect::<Vec<_>>()
-        .join("&");
-    let mut url = format!(
-        "{}{}",
-        shared.upstream.endpoint.trim_end_matches('/'),
-        raw_path
+        .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)));
+    let planned = forward::plan(
+        &shared.scope,
+        &shared.upstream.endpoint,
+        &method,
+        raw_path,
+        parts.uri.query(),
+        headers,
     );
-    if !query_string.is_empty() {
-        url.push('?');
-        url.push_str(&query_string);
-    }
-    let headers: Vec<(String, String)> = parts
-        .headers
-        .iter()
-        .filter(|(name, _)| {
-            let name = name.as_str();
-            PASSED_HEADERS.iter().any(|p| {
-                if p.ends_with('-') {
-                    name.starts_with(p)
-                } else {
-                    name == *p
-                }
-            })
-        })
-        .filter_map(|(name, value)| {
-            Some((name.as_str().to_string(), value.to_str().ok()?.to_string()))
-        })
-        .collect();
+    let Forward { url, headers } = match planned {
+        Ok(planned) => planned,
+        Err(denied) => {
+            let path = percent_decode(raw_path);
+            tracing::info!(%method, %path, reason = %denied, "credential proxy refused a request");
+            return Err(refused(&Refusal::Denied(denied), &path));
+        }
+    };
     let signed = sign_headers(&shared.upstream, &method, &url, &headers).map_err(|e| {
         error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             "InternalError",
             &e,
-            &path,
+            raw_path,
         )
     })?;
     let mut outgoing = shared.client.request(parts.method.clone(), &url);
@@ -194,7 +147,7 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
             StatusCode::BAD_GATEWAY,
             "InternalError",
             &format!("upstream: {e}"),
-            &path,
+            raw_path,
         )
     })?;
     let mut response = Response::builder().status(upstream.status().as_u16());
@@ -208,17 +161,22 @@ async fn forward_checked(shared: &Shared, request: Request) -> Result<Response, 
                 StatusCode::BAD_GATEWAY,
                 "InternalError",
                 &e.to_string(),
-                &path,
+                raw_path,
             )
         })
 }
 
+/// A fresh mount token: 128 random bits, hex.
+fn mount_token() -> std::io::Result<String> {
+    use std::io::Read;
+    let mut bytes = [0u8; 16];
+    std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
 fn copy_response_headers(from: &reqwest::header::HeaderMap, to: &mut HeaderMap) {
     for (name, value) in from {
-        if matches!(
-            name.as_str(),
-            "connection" | "transfer-encoding" | "keep-alive"
-        ) {
+        if forward::HOP_HEADERS.contains(&name.as_str()) {
             continue;
         }
         if let Ok(value) = HeaderValue::from_bytes(value.as_bytes()) {
@@ -227,23 +185,14 @@ fn copy_response_headers(from: &reqwest::header::HeaderMap, to: &mut HeaderMap) 
     }
 }
 
-fn access_denied(message: &str, resource: &str) -> Response {
-    error_response(StatusCode::FORBIDDEN, "AccessDenied", message, resource)
+fn refused(refusal: &Refusal, resource: &str) -> Response {
+    let (status, body) = refusal.answer(resource);
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::FORBIDDEN);
+    (status, [("content-type", "application/xml")], body).into_response()
 }
 
 /// An S3-style XML error.
 fn error_response(status: StatusCode, code: &str, message: &str, resource: &str) -> Response {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{}</Message><Resource>{}</Resource></Error>",
-        xml_escape(message),
-        xml_escape(resource)
-    );
+    let body = forward::error_xml(code, message, resource);
     (status, [("content-type", "application/xml")], body).into_response()
-}
-
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }

@@ -21,10 +21,21 @@ pub fn sign_headers(
     url: &str,
     headers: &[(String, String)],
 ) -> Result<Vec<(String, String)>, String> {
+    sign_headers_at(upstream, method, url, headers, SystemTime::now())
+}
+
+/// [`sign_headers`] at a given time (the Workers runtime has no `SystemTime::now`).
+pub fn sign_headers_at(
+    upstream: &Upstream,
+    method: &str,
+    url: &str,
+    headers: &[(String, String)],
+    time: SystemTime,
+) -> Result<Vec<(String, String)>, String> {
     let mut settings = s3_settings();
     settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
     let identity = identity(upstream);
-    let params = params(upstream, &identity, settings, SystemTime::now())?;
+    let params = params(upstream, &identity, settings, time)?;
     let host = host_of(url)?;
     let signable = SignableRequest::new(
         method,

@@ -4,7 +4,7 @@
 //! GET. Keys, the meta document and the TTL rule are `fsd_control::backup`'s, the signing
 //! `fsd_s3::sign::presign` (no runtime needed), R2's S3 keys Worker secrets.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS, data_key, meta_key};
@@ -13,14 +13,14 @@ use fsd_s3::sign::{object_url, presign};
 use serde::Deserialize;
 use worker::{Date, Env, Fetch, Fetcher, Method, Request, RequestInit, Response, Result};
 
+use crate::daemon;
 use crate::wire::error;
 
 /// How long presigned URLs stay valid, as `fsctl`'s.
 const PRESIGN_EXPIRY: Duration = Duration::from_secs(3600);
 const ARCHIVE_DIR: &str = "/var/backups";
 
-/// The bucket and the keys for it: `R2_ACCOUNT_ID`, `R2_ACCESS_KEY_ID` and
-/// `R2_SECRET_ACCESS_KEY` (secrets), `R2_BUCKET` (a var).
+/// The bucket backups go to (the `R2_BUCKET` var) and R2's keys for it.
 struct Bucket {
     upstream: Upstream,
     name: String,
@@ -28,15 +28,8 @@ struct Bucket {
 
 impl Bucket {
     fn from_env(env: &Env) -> Result<Bucket> {
-        let secret = |name: &str| env.secret(name).map(|value| value.to_string());
-        let account = secret("R2_ACCOUNT_ID")?;
         Ok(Bucket {
-            upstream: Upstream {
-                endpoint: format!("https://{account}.r2.cloudflarestorage.com"),
-                region: "auto".into(),
-                access_key: secret("R2_ACCESS_KEY_ID")?,
-                secret_key: secret("R2_SECRET_ACCESS_KEY")?,
-            },
+            upstream: crate::r2::upstream(env)?,
             name: env.var("R2_BUCKET")?.to_string(),
         })
     }
@@ -44,9 +37,14 @@ impl Bucket {
     /// A presigned URL for `method` on `key`, signed at the Workers clock's time.
     fn presign(&self, method: &str, key: &str) -> Result<String> {
         let url = object_url(&self.upstream.endpoint, &self.name, key, &[]);
-        // The Workers runtime has no system clock: its own clock, as a SystemTime.
-        let now = UNIX_EPOCH + Duration::from_millis(Date::now().as_millis());
-        presign(&self.upstream, method, &url, PRESIGN_EXPIRY, now).map_err(worker::Error::RustError)
+        presign(
+            &self.upstream,
+            method,
+            &url,
+            PRESIGN_EXPIRY,
+            crate::r2::now(),
+        )
+        .map_err(worker::Error::RustError)
     }
 }
 
@@ -62,7 +60,7 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
         return error(400, "INVALID_BACKUP_CONFIG", "body: needs dir");
     };
     let bucket = Bucket::from_env(env)?;
-    let id: String = crate::random::bytes12()?
+    let id: String = crate::random::bytes::<12>()?
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
@@ -71,7 +69,7 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
         "archivePath": format!("{ARCHIVE_DIR}/{id}.sqsh"),
         "upload": {"url": bucket.presign("PUT", &data_key(&id))?},
     });
-    let mut made = daemon_post(daemon, "/api/backup/upload", &upload).await?;
+    let mut made = daemon::call(daemon, Method::Post, "/api/backup/upload", &upload).await?;
     if made.status_code() != 200 {
         return Ok(made);
     }
@@ -135,21 +133,12 @@ pub async fn restore(env: &Env, daemon: &Fetcher, mut request: Request) -> Resul
             "sha256": meta.sha256,
         }],
     });
-    daemon_post(daemon, "/api/backup/download", &download).await
+    daemon::call(daemon, Method::Post, "/api/backup/download", &download).await
 }
 
 /// The Workers clock as the meta document and the TTL rule read time.
 fn now() -> DateTime<Utc> {
     DateTime::from_timestamp_millis(Date::now().as_millis() as i64).unwrap_or_default()
-}
-
-async fn daemon_post(daemon: &Fetcher, path: &str, body: &serde_json::Value) -> Result<Response> {
-    let mut init = RequestInit::new();
-    init.with_method(Method::Post)
-        .with_body(Some(serde_json::to_string(body)?.into()));
-    daemon
-        .fetch(format!("http://container{path}"), Some(init))
-        .await
 }
 
 async fn send(method: Method, url: &str, body: Option<String>) -> Result<Response> {

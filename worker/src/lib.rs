@@ -5,13 +5,19 @@
 //!   which checks the token against its storage before anything wakes the container.
 //! - `/sandboxes/<id>/<route>` is that sandbox's route API (HTTP, SSE, `/ws`, `/ws/pty`),
 //!   for callers holding the `FSD_TOKEN` secret; `/sandboxes/<id>/expose`, `/unexpose` and
-//!   `/exposed` manage its preview URLs, `/backups` and `/restore` its backups in R2, and
-//!   `/destroy` ends it.
+//!   `/exposed` manage its preview URLs, `/backups` and `/restore` its backups in R2,
+//!   `/mounts` and `/unmount` its bucket mounts, and `/destroy` ends it.
+//! - `http://s3-credential-proxy.internal/<object id>/<token>/…` is a container's bucket
+//!   mount talking to its object's credential proxy (intercepted outbound HTTP; see
+//!   `mounts`).
 //!
 //! The rules (ids, ports, tokens, staleness, `sleepAfter`, the 503 budget) are
 //! `fsd-control`'s, shared with `fsctl gateway`.
 
 mod backups;
+mod daemon;
+mod mounts;
+mod r2;
 mod random;
 mod sandbox;
 mod wire;
@@ -28,6 +34,17 @@ pub const BINDING: &str = "SANDBOX";
 
 #[event(fetch)]
 async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
+    if mounts::intercepted(&request) {
+        // A container's bucket-mount request, sent back here by its object's interception.
+        let Some(object) = mounts::object_of(&request) else {
+            return mounts::unknown_mount();
+        };
+        let stub = env
+            .durable_object(BINDING)?
+            .id_from_string(&object)?
+            .get_stub()?;
+        return stub.fetch_with_request(request).await;
+    }
     let url = request.url()?;
     let host = url.host_str().unwrap_or_default().to_string();
     let host = match url.port() {

@@ -1,15 +1,15 @@
 //! Random bytes from the Workers runtime's Web Crypto (`crypto.getRandomValues`), for
-//! generated preview tokens.
+//! generated preview and mount tokens.
 
 use worker::js_sys::{Function, Reflect, Uint8Array, global};
 use worker::wasm_bindgen::JsValue;
 
-pub fn bytes12() -> worker::Result<[u8; 12]> {
+pub fn bytes<const N: usize>() -> worker::Result<[u8; N]> {
     let crypto = Reflect::get(&global(), &JsValue::from_str("crypto"))?;
     let fill: Function = Reflect::get(&crypto, &JsValue::from_str("getRandomValues"))?.into();
-    let array = Uint8Array::new_with_length(12);
+    let array = Uint8Array::new_with_length(N as u32);
     fill.call1(&crypto, &array)?;
-    let mut bytes = [0u8; 12];
+    let mut bytes = [0u8; N];
     array.copy_to(&mut bytes);
     Ok(bytes)
 }

@@ -3,7 +3,9 @@
 //! (retrying 503s within the budget clients expect), keeps the preview exposures in its
 //! storage with the container run each was made in, and puts an idle container to sleep
 //! with an alarm after `sleepAfter` unless `keepAlive` is set; `POST /destroy` ends it and
-//! forgets the sandbox; `POST /backups` and `POST /restore` back it up to R2 (`backups`).
+//! forgets the sandbox; `POST /backups` and `POST /restore` back it up to R2 (`backups`);
+//! `POST /mounts` and `POST /unmount` mount R2 buckets with no key in the container, and
+//! the container's requests for them come back here (`mounts`).
 
 use std::time::Duration;
 
@@ -38,6 +40,9 @@ impl DurableObject for Sandbox {
     }
 
     async fn fetch(&self, request: Request) -> Result<Response> {
+        if crate::mounts::intercepted(&request) {
+            return crate::mounts::proxy(&self.state, &self.env, request).await;
+        }
         let id = request
             .headers()
             .get(SANDBOX_ID_HEADER)?
@@ -52,6 +57,7 @@ impl DurableObject for Sandbox {
             ("GET", "/exposed") => self.exposed(&id, request).await,
             ("POST", "/destroy") => self.destroy().await,
             ("POST", "/backups") | ("POST", "/restore") => self.backup(&path, request).await,
+            ("POST", "/mounts") | ("POST", "/unmount") => self.mounts(&path, request).await,
             _ => self.forward(request).await,
         }
     }
@@ -101,6 +107,8 @@ impl Sandbox {
             let mut options = ContainerStartupOptions::new();
             options.enable_internet(true);
             container.start(Some(options))?;
+            // A new run has none of the last run's bucket mounts.
+            crate::mounts::forget(&self.state).await?;
         }
         let daemon = container.get_tcp_port(DAEMON_PORT)?;
         let started = Date::now().as_millis();
@@ -220,6 +228,24 @@ impl Sandbox {
         }
     }
 
+    /// `POST /mounts` and `POST /unmount`: R2 buckets mounted through this object's
+    /// credential proxy (`mounts`).
+    async fn mounts(&self, path: &str, request: Request) -> Result<Response> {
+        let daemon = match self.awake().await? {
+            Ok(daemon) => daemon,
+            Err(refused) => return Ok(refused),
+        };
+        if path == "/mounts" {
+            let container = self
+                .state
+                .container()
+                .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?;
+            crate::mounts::mount(&self.state, &container, &daemon, request).await
+        } else {
+            crate::mounts::unmount(&self.state, &daemon, request).await
+        }
+    }
+
     /// `POST /destroy`: ends the container and forgets the sandbox (exposures, its run, the
     /// sleep alarm); the next request starts a fresh one.
     async fn destroy(&self) -> Result<Response> {
@@ -267,7 +293,7 @@ impl Sandbox {
             Err(refused) => return error(503, "CONTAINER_UNAVAILABLE", &refused.to_string()),
         };
         let mut exposures = self.exposures().await?;
-        let random = crate::random::bytes12()?;
+        let random = crate::random::bytes::<12>()?;
         let exposed = exposures.expose(port, asked.token.as_deref(), asked.name, &runtime, || {
             random
         });

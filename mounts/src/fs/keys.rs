@@ -9,14 +9,8 @@ use fsd_s3::{Listing, ObjectInfo};
 use crate::fs::tree::{Entry, Kind};
 
 /// `prefix` as keys are built from it: empty, or ending in `/` (a leading `/` is dropped).
-pub fn normalize_prefix(prefix: &str) -> String {
-    let trimmed = prefix.trim_matches('/');
-    if trimmed.is_empty() {
-        String::new()
-    } else {
-        format!("{trimmed}/")
-    }
-}
+/// The credential proxies' scopes read a prefix by the same rule.
+pub use fsd_control::mounts::normalize_prefix;
 
 /// The object key of the file at `path` (`path` relative to the mount root).
 pub fn file_key(prefix: &str, path: &str) -> String {

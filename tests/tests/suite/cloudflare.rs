@@ -58,13 +58,23 @@ fn wrangler_toml_matches_the_worker_crate_and_the_dockerfile() {
     }
     // Secrets are read, never declared.
     let backups = read("worker/src/backups.rs");
+    let r2 = read("worker/src/r2.rs");
     assert!(worker.contains("secret(\"FSD_TOKEN\")"));
     for secret in ["R2_ACCOUNT_ID", "R2_ACCESS_KEY_ID", "R2_SECRET_ACCESS_KEY"] {
         assert!(
-            backups.contains(&format!("secret(\"{secret}\")")),
+            r2.contains(&format!("secret(\"{secret}\")")),
             "{secret} unread"
         );
     }
+    // Bucket mounts route the container's requests back through `ctx.exports`, which needs
+    // a compatibility date of 2025-11-17 or later.
+    let mounts = read("worker/src/mounts.rs");
+    assert!(mounts.contains("\"exports\"") && mounts.contains("interceptOutboundHttp"));
+    let date = wrangler["compatibility_date"].as_str().unwrap();
+    assert!(
+        date >= "2025-11-17",
+        "compatibility_date {date} has no ctx.exports"
+    );
     for secret in [
         "FSD_TOKEN",
         "R2_ACCOUNT_ID",

@@ -1,6 +1,7 @@
 //! The credential proxy against the embedded store (s3s-fs checks SigV4, so a request
 //! only succeeds if the proxy signed it right): unsigned requests inside the scope pass,
-//! client credentials are dropped, anything outside is a 403 S3 `AccessDenied`.
+//! client credentials are dropped, anything outside (or without the mount's token) is a
+//! 403 S3 `AccessDenied`.
 
 use fsd_control::Scope;
 use fsd_s3::{CredentialProxy, ObjectStore};
@@ -88,6 +89,22 @@ async fn signs_requests_inside_the_scope_and_refuses_the_rest() {
             "copying from outside",
         ),
         (http.get(url("team-a/../team-b/x")), "dot-dot"),
+        // The mount's token is the proxy URL's path: without it, or with another, nothing.
+        (
+            http.get(format!(
+                "http://{}/{BUCKET}/team-a/hello%20world.txt",
+                rw.address
+            )),
+            "no token",
+        ),
+        (
+            http.get(format!(
+                "http://{}/{}/{BUCKET}/team-a/hello%20world.txt",
+                rw.address,
+                "0".repeat(32)
+            )),
+            "another token",
+        ),
     ] {
         let (status, body) = send(request).await;
         assert_eq!(status, 403, "{what}: {body}");
