@@ -1,6 +1,8 @@
 //! Backups as both sides keep them in the bucket, in plain Rust so `fsctl` and the Worker
 //! read and write them alike: the keys (`backups/<id>/data.sqsh`, `backups/<id>/meta.json`),
-//! the meta document, and the TTL rule (refused from 60 s before expiry, as the reference).
+//! the meta document, the TTL rule (refused from 60 s before expiry, as the reference), the
+//! multipart upload's sizes and documents, and the final event of the daemon's
+//! progress streams.
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -9,6 +11,18 @@ use serde::{Deserialize, Serialize};
 pub const DEFAULT_TTL_SECS: u64 = 259_200;
 /// A backup this close to expiry is refused, as the reference does.
 const EXPIRY_BUFFER_MS: i64 = 60_000;
+
+/// Where archives live in the sandbox.
+pub const ARCHIVE_DIR: &str = "/var/backups";
+/// Part URLs presigned per upload; the daemon uses as many as the archive needs.
+pub const PART_URLS: usize = 64;
+/// Smallest part: 8 MiB (above S3's and R2's 5 MiB floor).
+pub const MIN_PART_SIZE: u64 = 8 * 1024 * 1024;
+
+/// The archive of backup `id` in the sandbox.
+pub fn archive_path(id: &str) -> String {
+    format!("{ARCHIVE_DIR}/{id}.sqsh")
+}
 
 /// The archive's key.
 pub fn data_key(id: &str) -> String {
@@ -56,9 +70,95 @@ impl BackupMeta {
     }
 }
 
+/// The `UploadId` of a `CreateMultipartUpload` answer.
+pub fn upload_id(answer: &str) -> Option<String> {
+    let start = answer.find("<UploadId>")? + "<UploadId>".len();
+    let len = answer[start..].find("</UploadId>")?;
+    let id = answer[start..start + len].trim();
+    (!id.is_empty()).then(|| xml_unescape(id))
+}
+
+/// The body of a `CompleteMultipartUpload`: the parts, by number, with their ETags.
+pub fn complete_multipart_body(parts: &[(u32, String)]) -> String {
+    let mut sorted: Vec<&(u32, String)> = parts.iter().collect();
+    sorted.sort_by_key(|(number, _)| *number);
+    let mut body = String::from("<CompleteMultipartUpload>");
+    for (number, etag) in sorted {
+        body.push_str(&format!(
+            "<Part><PartNumber>{number}</PartNumber><ETag>{}</ETag></Part>",
+            xml_escape(etag)
+        ));
+    }
+    body.push_str("</CompleteMultipartUpload>");
+    body
+}
+
+fn xml_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn xml_unescape(text: &str) -> String {
+    text.replace("&quot;", "\"")
+        .replace("&lt;", "<")
+        .replace("&gt;", ">")
+        .replace("&amp;", "&")
+}
+
+/// The data of the last event of a server-sent event stream (the daemon's backup routes end
+/// theirs with a `complete` or an `error` event).
+pub fn last_event_data(stream: &str) -> Option<String> {
+    let mut last = None;
+    let mut current: Vec<&str> = Vec::new();
+    for line in stream.lines().chain(std::iter::once("")) {
+        if line.is_empty() {
+            if !current.is_empty() {
+                last = Some(current.join("\n"));
+                current.clear();
+            }
+        } else if let Some(data) = line.strip_prefix("data:") {
+            current.push(data.strip_prefix(' ').unwrap_or(data));
+        }
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn multipart_documents() {
+        let answer = "<?xml version=\"1.0\"?><InitiateMultipartUploadResult><Bucket>b</Bucket>\
+            <Key>k</Key><UploadId> a&amp;b~1 </UploadId></InitiateMultipartUploadResult>";
+        assert_eq!(upload_id(answer).as_deref(), Some("a&b~1"));
+        assert_eq!(upload_id("<UploadId></UploadId>"), None);
+        assert_eq!(upload_id("<Error/>"), None);
+        let body = complete_multipart_body(&[(2, "\"e2\"".into()), (1, "\"e1\"".into())]);
+        assert_eq!(
+            body,
+            "<CompleteMultipartUpload>\
+             <Part><PartNumber>1</PartNumber><ETag>&quot;e1&quot;</ETag></Part>\
+             <Part><PartNumber>2</PartNumber><ETag>&quot;e2&quot;</ETag></Part>\
+             </CompleteMultipartUpload>"
+        );
+        assert_eq!(archive_path("x"), "/var/backups/x.sqsh");
+    }
+
+    #[test]
+    fn the_last_event_of_a_stream() {
+        let stream = "data: {\"type\":\"progress\"}\n\n: comment\n\ndata: {\"type\":\n\
+                      data: \"complete\"}\n\n";
+        assert_eq!(
+            last_event_data(stream).as_deref(),
+            Some("{\"type\":\n\"complete\"}")
+        );
+        let unterminated = "data: {\"a\":1}\n\ndata:{\"b\":2}";
+        assert_eq!(last_event_data(unterminated).as_deref(), Some("{\"b\":2}"));
+        assert_eq!(last_event_data(": only a comment\n\n"), None);
+    }
 
     fn meta(created_at: &str, ttl: u64) -> BackupMeta {
         BackupMeta {

@@ -14,16 +14,10 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use super::access::BucketAccess;
+use fsd_control::backup::{ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, meta_key};
 pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS};
-use fsd_control::backup::{data_key, meta_key};
 use fsd_sdk::{Sandbox, SdkError};
 
-/// Where archives live in the sandbox.
-const ARCHIVE_DIR: &str = "/var/backups";
-/// Part URLs presigned per upload; the daemon uses as many as the archive needs.
-const PART_URLS: usize = 64;
-/// Smallest part: 8 MiB (above S3's and R2's 5 MiB floor).
-const MIN_PART_SIZE: u64 = 8 * 1024 * 1024;
 /// Longest layer chain followed.
 const MAX_CHAIN: usize = 64;
 

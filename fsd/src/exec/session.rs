@@ -155,6 +155,13 @@ impl Session {
             }
         };
         let duration = started.elapsed();
+        // A deletion kills the command before the shell: the shell can still report the
+        // command's death (137) before it dies itself. That is the deletion's doing.
+        if self.destroyed() {
+            return Err(ExecError::SessionDestroyed {
+                id: self.id.clone(),
+            });
+        }
         let Some(exit_code) = done else {
             return Err(self.exit_error(self.shell.wait_exit().await));
         };
