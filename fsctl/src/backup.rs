@@ -11,6 +11,7 @@ use fsd_sdk::{Sandbox, SdkError};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
+use crate::interrupt::Interrupt;
 use crate::output;
 
 /// Where backups are stored; `fsctl up` prints these for its embedded store.
@@ -218,11 +219,8 @@ pub async fn serve_store(args: ServeStoreArgs) -> Result<ExitCode, SdkError> {
         &args.secret_key,
     )
     .await?;
+    let interrupt = Interrupt::listen()?;
     println!("fsd store listening on http://{}", store.address);
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    interrupt.wait().await;
     Ok(ExitCode::SUCCESS)
 }

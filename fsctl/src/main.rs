@@ -8,6 +8,7 @@ mod exec;
 mod expose;
 mod files;
 mod gateway;
+mod interrupt;
 mod mounts;
 mod output;
 mod proxy;

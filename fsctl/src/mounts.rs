@@ -11,6 +11,7 @@ use fsd_sdk::api::mounts::{BucketMountInfo, MountBucketRequest, MountCredentials
 use fsd_sdk::{Sandbox, SdkError};
 
 use crate::backup::StoreArgs;
+use crate::interrupt::Interrupt;
 use crate::output;
 
 #[derive(Debug, clap::Args)]
@@ -90,6 +91,7 @@ pub async fn mount(
         advertise: args.proxy_advertise,
     };
     let mounted = mount_bucket(sandbox, &store, &args.mount_path, &options).await?;
+    let interrupt = Interrupt::listen()?;
     show(&mounted.info, as_json);
     if !as_json {
         println!(
@@ -97,11 +99,7 @@ pub async fn mount(
             mounted.proxy_url()
         );
     }
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    interrupt.wait().await;
     mounted.unmount(sandbox).await?;
     Ok(ExitCode::SUCCESS)
 }

@@ -10,6 +10,7 @@ use fsd_s3::CredentialProxy;
 use fsd_sdk::SdkError;
 
 use crate::backup::StoreArgs;
+use crate::interrupt::Interrupt;
 
 #[derive(Debug, clap::Args)]
 pub struct ProxyArgs {
@@ -37,11 +38,8 @@ pub async fn run(args: ProxyArgs) -> Result<ExitCode, SdkError> {
     let proxy = CredentialProxy::start(args.listen, scope, upstream)
         .await
         .map_err(|e| SdkError::Storage(e.to_string()))?;
+    let interrupt = Interrupt::listen()?;
     println!("fsd proxy listening on {}", proxy.url());
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
-    }
+    interrupt.wait().await;
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,8 @@ use std::process::ExitCode;
 use fsd_api::tunnels::EnsureTunnelRequest;
 use fsd_sdk::{Sandbox, SdkError};
 
+use crate::interrupt::Interrupt;
+
 #[derive(Debug, clap::Args)]
 pub struct TunnelArgs {
     /// The sandbox port to expose.
@@ -26,6 +28,7 @@ pub async fn run(sandbox: &Sandbox, args: TunnelArgs, json: bool) -> Result<Exit
         token: args.named,
         ..EnsureTunnelRequest::default()
     };
+    let interrupt = Interrupt::listen()?;
     let answer = sandbox.ensure_tunnel(&request).await?;
     let run = &answer.run;
     if json {
@@ -43,7 +46,7 @@ pub async fn run(sandbox: &Sandbox, args: TunnelArgs, json: bool) -> Result<Exit
         }
     }
     eprintln!("fsctl: the tunnel runs until Ctrl-C");
-    let _ = tokio::signal::ctrl_c().await;
+    interrupt.wait().await;
     sandbox.stop_tunnel(&run.tunnel_id, &run.run_id).await?;
     Ok(ExitCode::SUCCESS)
 }
