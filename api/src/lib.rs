@@ -10,6 +10,8 @@ pub mod backup;
 pub mod error;
 pub mod exec;
 pub mod files;
+pub mod git;
+pub mod interpreter;
 pub mod mounts;
 pub mod ports;
 pub mod process;

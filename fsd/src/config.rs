@@ -124,6 +124,28 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_CLOUDFLARED", default_value = "cloudflared")]
     pub cloudflared: PathBuf,
 
+    /// The Python of code contexts (found on PATH when it has no `/`).
+    #[arg(long, env = "FSD_PYTHON", default_value = "python3")]
+    pub python: PathBuf,
+
+    /// The Node of JavaScript and TypeScript code contexts (found on PATH when it has no `/`).
+    #[arg(long, env = "FSD_NODE", default_value = "node")]
+    pub node: PathBuf,
+
+    /// `NODE_PATH` of Node code contexts: where `require` finds `typescript` (for
+    /// TypeScript contexts) and other global packages.
+    #[arg(long, env = "FSD_NODE_PATH")]
+    pub node_path: Option<String>,
+
+    /// Warm executors kept ready for new code contexts, per interpreter (Python, Node).
+    #[arg(long, env = "FSD_INTERPRETER_POOL", default_value_t = 1)]
+    pub interpreter_pool: usize,
+
+    /// Code calls that name no timeout are interrupted after this many ms (0: never), as
+    /// the reference reads it.
+    #[arg(long, env = "INTERPRETER_EXECUTION_TIMEOUT_MS", default_value_t = 0)]
+    pub code_timeout_ms: u64,
+
     /// Seconds a write to a WebSocket client may make no progress (the client is not
     /// reading) before the client is disconnected.
     #[arg(long, env = "FSD_WS_STALL_SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
@@ -172,6 +194,11 @@ pub struct Settings {
     pub watch_engine: fsd_watch::EngineKind,
     pub ws_stall: std::time::Duration,
     pub cloudflared: PathBuf,
+    pub python: PathBuf,
+    pub node: PathBuf,
+    pub node_path: Option<String>,
+    pub interpreter_pool: usize,
+    pub code_timeout_ms: u64,
     pub isolation: IsolationMode,
     pub connections: crate::wire::accept::Limits,
     pub log_level: String,
@@ -228,6 +255,11 @@ impl ServeArgs {
             watch_engine: self.watch_engine,
             ws_stall: std::time::Duration::from_secs(self.ws_stall_secs),
             cloudflared: self.cloudflared,
+            python: self.python,
+            node: self.node,
+            node_path: self.node_path,
+            interpreter_pool: self.interpreter_pool,
+            code_timeout_ms: self.code_timeout_ms,
             isolation: self.isolation,
             connections: crate::wire::accept::Limits {
                 max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),

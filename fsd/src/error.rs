@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::backup::BackupConfigError;
 use crate::exec::{ExecError, RequestError};
 use crate::files::FileError;
+use crate::interpreter::InterpreterError;
 use crate::mounts::{MountConfigError, MountServiceError};
 use crate::ports::PortWatchRequestError;
 use crate::process::ProcessError;
@@ -289,6 +290,64 @@ impl From<fsd_tunnels::TunnelError> for ApiError {
             }
         }
     }
+}
+
+impl From<InterpreterError> for ApiError {
+    fn from(err: InterpreterError) -> Self {
+        let message = err.to_string();
+        match err {
+            InterpreterError::Spawn { kind, reason } if kind.name() == "python" => Self::new(
+                ErrorCode::PythonNotAvailable,
+                format!("Python interpreter not available: {reason}"),
+            )
+            .with_context(json!({ "originalError": reason })),
+            InterpreterError::Spawn { reason, .. } => Self::new(
+                ErrorCode::InternalError,
+                format!("Failed to create code context: {reason}"),
+            ),
+            InterpreterError::Init(_) | InterpreterError::Protocol(_) => Self::new(
+                ErrorCode::InternalError,
+                format!("Failed to create code context: {message}"),
+            ),
+            InterpreterError::NotFound(id) | InterpreterError::Dead(id) => {
+                let code = if message.contains("not found") {
+                    ErrorCode::ContextNotFound
+                } else {
+                    ErrorCode::InternalError
+                };
+                Self::new(code, message).with_context(json!({ "contextId": id }))
+            }
+            InterpreterError::WrongLanguage { ref id, .. } => Self::new(
+                ErrorCode::CodeExecutionError,
+                format!("Failed to execute code in context '{id}': {message}"),
+            )
+            .with_context(json!({ "contextId": id, "evalue": message })),
+            InterpreterError::Invalid { field, .. } => {
+                Self::validation(field, message, "INVALID_VALUE")
+            }
+        }
+    }
+}
+
+/// `POST /api/execute/code` answers failures in the reference's own body,
+/// `{error, code, details}`, not the envelope (its clients read those fields).
+pub fn code_execution_error(err: InterpreterError) -> Response {
+    let not_found = match &err {
+        InterpreterError::NotFound(id) => Some(id.clone()),
+        _ => None,
+    };
+    let api = ApiError::from(err);
+    let message = match not_found {
+        Some(id) => format!("Context {id} not found"),
+        None => api.message.clone(),
+    };
+    let status = StatusCode::from_u16(api.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let body = fsd_api::interpreter::CodeErrorBody {
+        error: message,
+        code: api.code,
+        details: api.context,
+    };
+    (status, axum::Json(body)).into_response()
 }
 
 impl From<PortWatchRequestError> for ApiError {

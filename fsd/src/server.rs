@@ -14,6 +14,7 @@ use crate::exec::{self, ExecConfig, SessionManager, World, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
 use crate::init::command::UserCommand;
+use crate::interpreter::{self, InterpreterConfig, InterpreterService};
 use crate::mounts::{self, MountService};
 use crate::ports;
 use crate::process::{self, ProcessService};
@@ -45,6 +46,7 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(mounts::router())
         .merge(terminal::router())
         .merge(tunnels::router())
+        .merge(interpreter::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found);
     guarded(routes.with_state(state), token)
@@ -168,6 +170,21 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     // Mounts a crashed run left behind are detached before anything else can trip on them.
     let mounts = Arc::new(MountService::new(&settings.state_dir));
     let terminals = Arc::new(TerminalService::new(sessions.clone()));
+    let interpreters = InterpreterService::new(InterpreterConfig {
+        programs: interpreter::Programs::install(
+            &settings.state_dir,
+            settings.python.clone(),
+            settings.node.clone(),
+            settings.node_path.clone(),
+        )?,
+        world: sessions.config().world.clone(),
+        base_env: sessions.config().base_env.clone(),
+        workspace: settings.workspace.clone(),
+        pool_size: settings.interpreter_pool,
+        default_timeout: (settings.code_timeout_ms > 0)
+            .then(|| std::time::Duration::from_millis(settings.code_timeout_ms)),
+    });
+    interpreters.warm();
     let tunnels = fsd_tunnels::Runs::new(fsd_tunnels::Config {
         binary: settings.cloudflared.clone(),
         ..fsd_tunnels::Config::default()
@@ -181,6 +198,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         watches: watches.clone(),
         backups: backups.clone(),
         mounts: mounts.clone(),
+        interpreters: interpreters.clone(),
         capabilities: Arc::new(Capabilities {
             restore_driver: backups.driver_name().to_string(),
             ..capabilities::detect(&settings.workspace, settings.confine, isolation.name())
@@ -243,6 +261,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     tunnels.shutdown().await;
     mounts.release_all().await;
     tokio::task::block_in_place(|| backups.release_all());
+    interpreters.shutdown();
     sessions.shutdown().await;
     tracing::info!("fsd stopped");
     Ok(failed_with.get().copied().unwrap_or(0))

@@ -7,6 +7,7 @@ use fsd_api::system::Capabilities;
 use crate::backup::BackupService;
 use crate::exec::SessionManager;
 use crate::files::FileService;
+use crate::interpreter::InterpreterService;
 use crate::mounts::MountService;
 use crate::process::ProcessService;
 use crate::terminal::TerminalService;
@@ -22,6 +23,7 @@ pub struct AppState {
     pub watches: Arc<WatchService>,
     pub backups: Arc<BackupService>,
     pub mounts: Arc<MountService>,
+    pub interpreters: Arc<InterpreterService>,
     pub capabilities: Arc<Capabilities>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,

@@ -63,18 +63,7 @@ fn read_number(path: &str) -> Option<u64> {
 
 /// A new id for this run of the daemon: 16 random hex digits.
 fn runtime_id() -> String {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if random.is_err() {
-        // No /dev/urandom: the pid and the start time still differ between runs.
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos() as u64;
-        bytes = (nanos ^ u64::from(std::process::id()).rotate_left(40)).to_be_bytes();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    crate::random::hex(&crate::random::bytes::<8>())
 }
 
 #[cfg(test)]

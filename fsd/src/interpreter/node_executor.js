@@ -1,0 +1,228 @@
+// fsd's JavaScript and TypeScript executor: one process per code context, for its whole life.
+//
+// Requests come as JSON lines on fd 3 and frames go out as JSON lines on fd 4, so nothing
+// user code writes to stdout or stderr (even from a timer that fires after its call
+// returned) can corrupt the protocol; fd 1 and 2 are the call's output, which fsd streams
+// as it arrives. Before each call's `done` frame the executor writes the call's sentinel to
+// fd 1 and fd 2, so fsd knows it has read all of the call's output.
+//
+// Code runs as a script in one vm context per process: top-level `let`, `const` and
+// `class` declarations stay for the next call, and the value of the last expression is the
+// result (objects as JSON, anything else as text). Code with a top-level `await` runs as an
+// async function instead (its declarations are local; assign to `globalThis` to keep them,
+// or `return` a result). TypeScript is transpiled with the `typescript` package (found
+// through NODE_PATH). SIGINT interrupts the running call and leaves the context usable.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const util = require('util');
+const vm = require('vm');
+const { createRequire } = require('module');
+
+const FRAMES = 4;
+
+function send(frame) {
+  const data = Buffer.from(JSON.stringify(frame) + '\n');
+  let offset = 0;
+  while (offset < data.length) {
+    offset += fs.writeSync(FRAMES, data, offset);
+  }
+}
+
+function contextRequire(cwd) {
+  return createRequire(path.join(cwd, '__fsd_context__.js'));
+}
+
+const sandbox = {
+  console,
+  process,
+  Buffer,
+  URL,
+  URLSearchParams,
+  TextEncoder,
+  TextDecoder,
+  AbortController,
+  setTimeout,
+  setInterval,
+  setImmediate,
+  clearTimeout,
+  clearInterval,
+  clearImmediate,
+  queueMicrotask,
+  structuredClone,
+  fetch: globalThis.fetch,
+  exports: {},
+  require: contextRequire(process.cwd()),
+  __dirname: process.cwd(),
+  __filename: path.join(process.cwd(), '__fsd_context__.js'),
+};
+sandbox.module = { exports: sandbox.exports };
+sandbox.global = sandbox;
+sandbox.globalThis = sandbox;
+const context = vm.createContext(sandbox);
+
+let typescript = null;
+function transpile(code) {
+  if (typescript === null) {
+    typescript = require('typescript');
+  }
+  const out = typescript.transpileModule(code, {
+    reportDiagnostics: true,
+    compilerOptions: {
+      target: typescript.ScriptTarget.ES2022,
+      module: typescript.ModuleKind.CommonJS,
+      isolatedModules: true,
+      esModuleInterop: true,
+    },
+  });
+  const errors = (out.diagnostics || []).filter(
+    (d) => d.category === typescript.DiagnosticCategory.Error,
+  );
+  if (errors.length > 0) {
+    const error = new Error(
+      errors.map((d) => typescript.flattenDiagnosticMessageText(d.messageText, '\n')).join('\n'),
+    );
+    error.name = 'TranspileError';
+    throw error;
+  }
+  return out.outputText;
+}
+
+let interruptCurrent = null;
+process.on('SIGINT', () => {
+  // Outside synchronous code (vm's breakOnSigint covers that): a pending await.
+  if (interruptCurrent) {
+    interruptCurrent(new Error('Script execution interrupted.'));
+  }
+});
+
+function result(format, data) {
+  send({ type: 'result', id: current, format, data });
+}
+
+function show(value) {
+  if (value === undefined) {
+    return;
+  }
+  if (value !== null && typeof value === 'object' && typeof value.then !== 'function') {
+    try {
+      const text = JSON.stringify(value);
+      if (text !== undefined) {
+        result('json', JSON.parse(text));
+        return;
+      }
+    } catch (_) {
+      // cycles, BigInt: shown as text below
+    }
+  }
+  result('text', util.inspect(value));
+}
+
+function describe(error) {
+  const isObject = error !== null && typeof error === 'object';
+  const stack = isObject && typeof error.stack === 'string' ? error.stack : String(error);
+  return {
+    ename: (isObject && error.name) || 'Error',
+    evalue: (isObject && error.message) || String(error),
+    // The executor's own frames and Node's internals are not the user's code.
+    traceback: stack
+      .split('\n')
+      .filter((line) => !/node_executor\.js|\(node:|at node:/.test(line)),
+  };
+}
+
+let current = 0;
+
+async function run(request) {
+  let code = request.code;
+  if (request.language === 'typescript') {
+    code = transpile(code);
+  }
+  const filename = `cell-${request.id}.${request.language === 'typescript' ? 'ts' : 'js'}`;
+  let script;
+  try {
+    script = new vm.Script(code, { filename });
+  } catch (error) {
+    if (!(error instanceof SyntaxError) || !/await/.test(error.message)) {
+      throw error;
+    }
+    script = new vm.Script(`(async () => {\n${code}\n})()`, { filename, lineOffset: -1 });
+  }
+  let value = script.runInContext(context, { breakOnSigint: true });
+  if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
+    value = await new Promise((resolve, reject) => {
+      interruptCurrent = reject;
+      value.then(resolve, reject);
+    }).finally(() => {
+      interruptCurrent = null;
+    });
+  }
+  show(value);
+}
+
+function finish(request, ok) {
+  const sentinel = request.sentinel || '';
+  for (const fd of [1, 2]) {
+    try {
+      fs.writeSync(fd, sentinel);
+    } catch (_) {
+      // a closed stream: nothing to mark
+    }
+  }
+  send({ type: 'done', id: request.id, ok });
+}
+
+async function handle(request) {
+  current = request.id;
+  if (request.op === 'init') {
+    if (request.cwd) {
+      process.chdir(request.cwd);
+      sandbox.require = contextRequire(request.cwd);
+      sandbox.__dirname = request.cwd;
+      sandbox.__filename = path.join(request.cwd, '__fsd_context__.js');
+    }
+    Object.assign(process.env, request.env || {});
+    finish(request, true);
+    return;
+  }
+  let ok = true;
+  try {
+    await run(request);
+  } catch (error) {
+    ok = false;
+    send({ type: 'error', id: request.id, ...describe(error) });
+  }
+  finish(request, ok);
+}
+
+// Requests, one at a time in arrival order.
+let pending = Promise.resolve();
+let buffered = '';
+const requests = fs.createReadStream(null, { fd: 3 });
+requests.setEncoding('utf8');
+requests.on('data', (chunk) => {
+  buffered += chunk;
+  let newline;
+  while ((newline = buffered.indexOf('\n')) >= 0) {
+    const line = buffered.slice(0, newline);
+    buffered = buffered.slice(newline + 1);
+    if (line.trim() === '') {
+      continue;
+    }
+    const request = JSON.parse(line);
+    pending = pending.then(() => handle(request));
+  }
+});
+requests.on('end', () => process.exit(0));
+
+send({ type: 'ready', node: process.version, typescript: hasTypescript() });
+
+function hasTypescript() {
+  try {
+    require.resolve('typescript');
+    return true;
+  } catch (_) {
+    return false;
+  }
+}

@@ -1,0 +1,257 @@
+"""fsd's Python executor: one process per code context, for the context's whole life.
+
+Requests come as JSON lines on fd 3 and frames go out as JSON lines on fd 4, so nothing user
+code writes to stdout or stderr (even after its call returned, even with os.write) can
+corrupt the protocol; fd 1 and 2 are the call's output, which fsd streams as it arrives.
+Before each call's `done` frame the executor writes the call's sentinel to fd 1 and fd 2,
+so fsd knows it has read all of the call's output.
+
+Rich results use IPython's display formatter when IPython is installed (every `_repr_*_`
+method and registered formatter), the objects' `_repr_*_` methods otherwise; open
+matplotlib figures are sent as PNG after each call (the Agg backend; `plt.show()` is
+quiet). A SyntaxError is an error like any other. SIGINT interrupts the running call
+(KeyboardInterrupt) and leaves the context usable.
+"""
+
+import ast
+import asyncio
+import base64
+import builtins
+import inspect
+import io
+import json
+import linecache
+import os
+import sys
+import traceback
+import warnings
+
+REQUESTS = os.fdopen(3, "rb", buffering=0)
+FRAMES = 4
+for fd in (3, 4):
+    os.set_inheritable(fd, False)
+
+warnings.filterwarnings("ignore", message=".*non-interactive.*")
+warnings.filterwarnings("ignore", message=".*cannot be shown.*")
+
+try:
+    from IPython.core.formatters import DisplayFormatter
+
+    FORMATTER = DisplayFormatter()
+except Exception:  # IPython missing or broken: the standard library alone
+    FORMATTER = None
+
+# MIME type → the result event's format field, in the order results are sent.
+FORMATS = [
+    ("image/png", "png"),
+    ("image/jpeg", "jpeg"),
+    ("image/svg+xml", "svg"),
+    ("text/html", "html"),
+    ("application/json", "json"),
+    ("text/latex", "latex"),
+    ("text/markdown", "markdown"),
+    ("application/javascript", "javascript"),
+    ("text/plain", "text"),
+]
+REPR_METHODS = {
+    "image/png": "_repr_png_",
+    "image/jpeg": "_repr_jpeg_",
+    "image/svg+xml": "_repr_svg_",
+    "text/html": "_repr_html_",
+    "application/json": "_repr_json_",
+    "text/latex": "_repr_latex_",
+    "text/markdown": "_repr_markdown_",
+    "application/javascript": "_repr_javascript_",
+}
+
+CALL = {"id": 0}
+NAMESPACE = {"__name__": "__main__", "__builtins__": builtins}
+LOOP = asyncio.new_event_loop()
+
+
+def send(frame):
+    data = (json.dumps(frame, default=str) + "\n").encode()
+    view = memoryview(data)
+    while view:
+        written = os.write(FRAMES, view)
+        view = view[written:]
+
+
+def mime_bundle(value):
+    if FORMATTER is not None:
+        try:
+            data, _ = FORMATTER.format(value)
+            return data
+        except Exception:
+            pass
+    data = {}
+    for mime, method in REPR_METHODS.items():
+        represent = getattr(value, method, None)
+        if callable(represent) and not isinstance(value, type):
+            try:
+                shown = represent()
+            except Exception:
+                continue
+            if isinstance(shown, tuple):
+                shown = shown[0]
+            if shown is not None:
+                data[mime] = shown
+    data["text/plain"] = repr(value)
+    return data
+
+
+def send_result(fmt, data):
+    if isinstance(data, (bytes, bytearray)):
+        data = base64.b64encode(data).decode()
+    send({"type": "result", "id": CALL["id"], "format": fmt, "data": data})
+
+
+def display(*values, **_):
+    """Sends each value as rich results, as IPython's display() would."""
+    for value in values:
+        show(value)
+
+
+def show(value):
+    if isinstance(value, (dict, list)):
+        try:
+            json.dumps(value)
+            send_result("json", value)
+            return
+        except (TypeError, ValueError):
+            pass
+    data = mime_bundle(value)
+    rich = [fmt for mime, fmt in FORMATS if mime in data and fmt != "text"]
+    for mime, fmt in FORMATS:
+        if mime not in data:
+            continue
+        if fmt == "text" and rich and rich != ["html"] and "html" not in rich:
+            continue
+        send_result(fmt, data[mime])
+
+
+def send_figures():
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    try:
+        for number in pyplot.get_fignums():
+            buffer = io.BytesIO()
+            pyplot.figure(number).savefig(buffer, format="png", bbox_inches="tight")
+            send_result("png", buffer.getvalue())
+        pyplot.close("all")
+    except Exception as error:  # a figure that cannot be drawn is the user's error
+        send_error(error)
+
+
+def send_error(error):
+    tb = error.__traceback__
+    # Drop the executor's own frames: the traceback starts in the user's cell.
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell-"):
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(error), error, tb)
+    send(
+        {
+            "type": "error",
+            "id": CALL["id"],
+            "ename": type(error).__name__,
+            "evalue": str(error),
+            "traceback": "".join(lines).rstrip("\n").split("\n"),
+        }
+    )
+
+
+def run(code):
+    name = "<cell-%d>" % CALL["id"]
+    linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+    tree = ast.parse(code, name, "exec")
+    last = None
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        last = ast.Expression(tree.body.pop().value)
+    evaluate(compile(tree, name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT))
+    if last is not None:
+        value = evaluate(compile(last, name, "eval", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT))
+        if value is not None:
+            NAMESPACE["_"] = value
+            show(value)
+
+
+def evaluate(compiled):
+    """Runs compiled code in the context's namespace; top-level await runs on its loop."""
+    value = eval(compiled, NAMESPACE)
+    if inspect.iscoroutine(value):
+        value = LOOP.run_until_complete(value)
+    return value
+
+
+def call(request):
+    CALL["id"] = request["id"]
+    ok = True
+    try:
+        run(request["code"])
+    except BaseException as error:  # KeyboardInterrupt and SystemExit too: the context lives on
+        ok = False
+        send_error(error)
+    send_figures()
+    finish(request, ok)
+
+
+def finish(request, ok):
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    sentinel = request.get("sentinel", "").encode()
+    for fd in (1, 2):
+        try:
+            os.write(fd, sentinel)
+        except OSError:
+            pass
+    send({"type": "done", "id": request["id"], "ok": ok})
+
+
+def init(request):
+    if request.get("cwd"):
+        os.chdir(request["cwd"])
+    os.environ.update(request.get("env") or {})
+    finish(request, True)
+
+
+def main():
+    NAMESPACE["display"] = display
+    try:
+        import IPython.display
+
+        IPython.display.display = display
+        import IPython.core.display_functions
+
+        IPython.core.display_functions.display = display
+    except Exception:
+        pass
+    send({"type": "ready", "python": sys.version.split()[0], "ipython": FORMATTER is not None})
+    buffer = b""
+    while True:
+        try:
+            chunk = REQUESTS.read(65536)
+        except KeyboardInterrupt:
+            continue  # an interrupt that came after its call ended
+        if not chunk:
+            return
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            try:
+                if request.get("op") == "init":
+                    init(request)
+                else:
+                    call(request)
+            except KeyboardInterrupt:
+                finish(request, False)
+
+
+if __name__ == "__main__":
+    main()

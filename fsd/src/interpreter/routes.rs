@@ -1,0 +1,124 @@
+//! Code context routes: `/api/contexts` (create, list, delete), `POST /api/execute/code`
+//! (SSE) and `GET /api/interpreter/health`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use fsd_api::interpreter::{
+    CreateContextRequest, CreateContextResponse, DeleteContextResponse, ExecuteCodeRequest,
+    ListContextsResponse,
+};
+
+use crate::error::{ApiError, code_execution_error};
+use crate::state::AppState;
+use crate::wire::json::JsonBody;
+use crate::wire::sse::sse_response;
+use crate::wire::time::now_rfc3339;
+
+/// Events buffered between a call and its client.
+const EVENT_QUEUE: usize = 256;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/contexts", post(create).get(list))
+        .route("/api/contexts/{id}", delete(remove))
+        .route("/api/execute/code", post(execute))
+        .route("/api/interpreter/health", get(health))
+}
+
+pub async fn create(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<CreateContextRequest>,
+) -> Result<Json<CreateContextResponse>, ApiError> {
+    let context = state
+        .interpreters
+        .create(
+            req.language.as_deref(),
+            req.cwd.as_deref(),
+            req.env_vars.unwrap_or_else(BTreeMap::new),
+        )
+        .await?;
+    Ok(Json(CreateContextResponse {
+        success: true,
+        context_id: context.id.clone(),
+        language: context.language.name().to_string(),
+        cwd: context.cwd.display().to_string(),
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn list(State(state): State<AppState>) -> Json<ListContextsResponse> {
+    Json(ListContextsResponse {
+        success: true,
+        contexts: state.interpreters.list(),
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn remove(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+) -> Result<Json<DeleteContextResponse>, ApiError> {
+    state.interpreters.delete(&id).await?;
+    Ok(Json(DeleteContextResponse {
+        success: true,
+        context_id: id,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// Streams the call's events as they come; failures before the call starts answer the
+/// reference's `{error, code, details}` body.
+pub async fn execute(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ExecuteCodeRequest>,
+) -> Response {
+    let context = match state.interpreters.get(&req.context_id) {
+        Ok(context) => context,
+        Err(error) => return code_execution_error(error),
+    };
+    let (sender, receiver) = tokio::sync::mpsc::channel(EVENT_QUEUE);
+    let (started, start) = tokio::sync::oneshot::channel();
+    let service = state.interpreters.clone();
+    let timeout = req
+        .timeout_ms
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    tokio::spawn(async move {
+        // The call goes on if the client leaves: its context stays consistent.
+        service
+            .execute(
+                context,
+                req.code,
+                req.language.as_deref(),
+                timeout,
+                sender,
+                started,
+            )
+            .await;
+    });
+    match start.await {
+        Ok(Ok(())) => {
+            let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
+                receiver.recv().await.map(|event| (event, receiver))
+            });
+            sse_response(events).into_response()
+        }
+        Ok(Err(error)) => code_execution_error(error),
+        Err(_) => code_execution_error(crate::interpreter::InterpreterError::Protocol(
+            "the call ended before it started".into(),
+        )),
+    }
+}
+
+pub async fn health() -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "success": true,
+        "status": "healthy",
+        "timestamp": now_rfc3339(),
+    }))
+}
