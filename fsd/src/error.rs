@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 use crate::backup::BackupConfigError;
 use crate::exec::{ExecError, RequestError};
 use crate::files::FileError;
+use crate::git::{Failure, GitError};
 use crate::interpreter::InterpreterError;
 use crate::mounts::{MountConfigError, MountServiceError};
 use crate::ports::PortWatchRequestError;
@@ -287,6 +288,61 @@ impl From<fsd_tunnels::TunnelError> for ApiError {
             fsd_tunnels::TunnelError::Start(_) => Self::new(ErrorCode::TunnelStartError, message),
             fsd_tunnels::TunnelError::Conflict(_) => {
                 Self::new(ErrorCode::TunnelRunConflict, message)
+            }
+        }
+    }
+}
+
+impl From<GitError> for ApiError {
+    fn from(err: GitError) -> Self {
+        let message = err.to_string();
+        match err {
+            GitError::InvalidUrl { url, .. } => {
+                Self::new(ErrorCode::InvalidGitUrl, message).with_context(json!({ "repoUrl": url }))
+            }
+            GitError::Invalid { field, issue, .. } => Self::validation(field, message, issue),
+            GitError::TargetExists(path) => {
+                Self::new(ErrorCode::FileExists, message).with_context(json!({ "path": path }))
+            }
+            GitError::Spawn(_) => Self::new(ErrorCode::GitCloneFailed, message),
+            GitError::Failed {
+                failure,
+                repository,
+                target_dir,
+                exit_code,
+                stderr,
+                ..
+            } => {
+                let (code, suggestion) = match failure {
+                    Failure::TimedOut => (ErrorCode::GitNetworkError, None),
+                    Failure::Network => (
+                        ErrorCode::GitNetworkError,
+                        Some("The repository's host could not be reached from the sandbox"),
+                    ),
+                    Failure::RepositoryNotFound => (
+                        ErrorCode::GitRepositoryNotFound,
+                        Some("Verify the repository URL is correct and accessible"),
+                    ),
+                    Failure::BranchNotFound => (
+                        ErrorCode::GitBranchNotFound,
+                        Some("The branch does not exist in the repository; check its name"),
+                    ),
+                    Failure::AuthFailed => (
+                        ErrorCode::GitAuthFailed,
+                        Some("Check authentication credentials or use a public repository"),
+                    ),
+                    Failure::CloneFailed => (ErrorCode::GitCloneFailed, None),
+                };
+                let error = Self::new(code, message).with_context(json!({
+                    "repository": repository,
+                    "targetDir": target_dir,
+                    "exitCode": exit_code,
+                    "stderr": stderr,
+                }));
+                match suggestion {
+                    Some(suggestion) => error.with_suggestion(suggestion),
+                    None => error,
+                }
             }
         }
     }

@@ -8,6 +8,7 @@ mod config;
 mod error;
 mod exec;
 mod files;
+mod git;
 mod init;
 mod interpreter;
 mod logging;

@@ -13,6 +13,7 @@ use crate::config::{IsolationMode, RestoreDriver, Settings};
 use crate::exec::{self, ExecConfig, SessionManager, World, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
+use crate::git;
 use crate::init::command::UserCommand;
 use crate::interpreter::{self, InterpreterConfig, InterpreterService};
 use crate::mounts::{self, MountService};
@@ -47,6 +48,7 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(terminal::router())
         .merge(tunnels::router())
         .merge(interpreter::router())
+        .merge(git::router())
         .fallback(wire::not_found)
         .method_not_allowed_fallback(wire::not_found);
     guarded(routes.with_state(state), token)

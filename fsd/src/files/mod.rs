@@ -22,4 +22,5 @@ pub use error::FileError;
 pub use routes::router;
 pub use scratch_log::ScratchLog;
 pub use service::FileService;
+pub use session_path::in_session;
 pub use special::is_stalled;

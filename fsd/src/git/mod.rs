@@ -1,0 +1,12 @@
+//! `POST /api/git/checkout`: clone a repository into the sandbox, with the reference's
+//! error classes told apart more finely and credentials redacted everywhere (the success
+//! answer too).
+
+mod classify;
+mod redact;
+mod routes;
+mod service;
+
+pub use classify::Failure;
+pub use routes::router;
+pub use service::GitError;
