@@ -32,3 +32,15 @@ pub struct GitCheckoutResponse {
     pub target_dir: String,
     pub timestamp: String,
 }
+
+/// One event of `POST /api/git/checkout` with `Accept: text/event-stream`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum GitCheckoutEvent {
+    /// A line of git's progress (credentials redacted).
+    Progress {
+        line: String,
+    },
+    Complete(GitCheckoutResponse),
+    Error(crate::ErrorBody),
+}

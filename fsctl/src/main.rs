@@ -4,6 +4,7 @@
 //! commands talk to a daemon named by `--url`/`FSD_URL` and `--token`/`FSD_TOKEN`.
 
 mod backup;
+mod code;
 mod exec;
 mod expose;
 mod files;
@@ -82,6 +83,11 @@ enum Command {
     Exposed(expose::GatewayTarget),
     /// Give a sandbox port a public URL through cloudflared, until Ctrl-C (prints the URL).
     Tunnel(tunnel::TunnelArgs),
+    /// Run code in a fresh code context (python, js, ts): output as it comes, text results
+    /// printed, images saved; exit 1 if it failed.
+    Run(code::RunArgs),
+    /// Clone a git repository into the sandbox (progress on stderr).
+    Clone(code::CloneArgs),
 }
 
 fn main() -> ExitCode {
@@ -118,6 +124,14 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Umount(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             mounts::umount(&sandbox, args, cli.json).await
+        }
+        Command::Run(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            code::run(&sandbox, args, cli.json).await
+        }
+        Command::Clone(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            code::clone(&sandbox, args, cli.json).await
         }
         Command::Mounts => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;

@@ -61,6 +61,11 @@ impl Sandbox {
         self.token.as_deref()
     }
 
+    /// Whether calls go over the WebSocket transport.
+    pub(crate) fn uses_socket(&self) -> bool {
+        self.socket.is_some()
+    }
+
     pub(crate) fn request(&self, method: Method, route: &str) -> RequestBuilder {
         let builder = self.http.request(method, format!("{}{route}", self.base));
         match &self.token {
@@ -166,15 +171,28 @@ fn decode_value<T: DeserializeOwned>(
 /// A failure's error envelope (or what came instead of one).
 fn api_error(status: u16, body: Option<serde_json::Value>) -> SdkError {
     let body = body.unwrap_or(serde_json::Value::Null);
-    match serde_json::from_value(body.clone()) {
-        Ok(envelope) => SdkError::Api {
+    failure(status, &body.to_string())
+}
+
+/// A failure's body: the error envelope, or the `{error, code, details}` body of
+/// `/api/execute/code` (given the envelope's shape), or what came instead.
+fn failure(status: u16, body: &str) -> SdkError {
+    if let Ok(envelope) = serde_json::from_str(body) {
+        return SdkError::Api {
             status,
             body: Box::new(envelope),
-        },
-        Err(_) => SdkError::Decode {
-            status,
-            message: body.to_string(),
-        },
+        };
+    }
+    if let Ok(code) = serde_json::from_str::<fsd_api::interpreter::CodeErrorBody>(body) {
+        let mut error = SdkError::coded(code.code, code.error, code.details);
+        if let SdkError::Api { status: coded, .. } = &mut error {
+            *coded = status;
+        }
+        return error;
+    }
+    SdkError::Decode {
+        status,
+        message: body.chars().take(512).collect(),
     }
 }
 
@@ -208,14 +226,5 @@ pub(crate) async fn check(response: Response) -> Result<Response, SdkError> {
         return Ok(response);
     }
     let bytes = response.bytes().await?;
-    match serde_json::from_slice(&bytes) {
-        Ok(body) => Err(SdkError::Api {
-            status: status.as_u16(),
-            body: Box::new(body),
-        }),
-        Err(_) => Err(SdkError::Decode {
-            status: status.as_u16(),
-            message: String::from_utf8_lossy(&bytes[..bytes.len().min(512)]).into_owned(),
-        }),
-    }
+    Err(failure(status.as_u16(), &String::from_utf8_lossy(&bytes)))
 }

@@ -7,8 +7,7 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use fsd_api::git::{GitCheckoutRequest, GitCheckoutResponse};
-use serde_json::json;
+use fsd_api::git::{GitCheckoutEvent, GitCheckoutRequest, GitCheckoutResponse};
 
 use super::redact::redact;
 use super::service::{self, ClonePlan};
@@ -46,25 +45,15 @@ pub async fn checkout(
             let events = events.clone();
             async move {
                 while let Some(line) = lines.recv().await {
-                    let _ = events.send(json!({"type": "progress", "line": line})).await;
+                    let _ = events.send(GitCheckoutEvent::Progress { line }).await;
                 }
             }
         };
         let (cloned, ()) =
             tokio::join!(service::clone(&world, &env, &plan, Some(progress)), forward);
         let last = match cloned {
-            Ok(cloned) => {
-                let mut done =
-                    serde_json::to_value(answer(&plan, cloned.branch)).unwrap_or_default();
-                done["type"] = "complete".into();
-                done
-            }
-            Err(error) => {
-                let mut body =
-                    serde_json::to_value(ApiError::from(error).body()).unwrap_or_default();
-                body["type"] = "error".into();
-                body
-            }
+            Ok(cloned) => GitCheckoutEvent::Complete(answer(&plan, cloned.branch)),
+            Err(error) => GitCheckoutEvent::Error(ApiError::from(error).body()),
         };
         let _ = events.send(last).await;
     });
