@@ -20,6 +20,7 @@ mod gateway;
 mod hostile;
 mod image;
 mod init;
+mod interpreter;
 mod layout;
 mod mount_proxy;
 mod port_watch;
