@@ -28,7 +28,9 @@ pub struct RunArgs {
 
 #[derive(Debug, clap::Args)]
 pub struct CloneArgs {
-    url: String,
+    /// The repository's URL (named apart from the global `--url`).
+    #[arg(value_name = "URL")]
+    repository: String,
     /// Default: the repository's name in the workspace.
     dir: Option<String>,
     #[arg(long)]
@@ -146,7 +148,7 @@ async fn show_events(
 /// Clones, with git's progress on stderr; prints the directory and branch.
 pub async fn clone(sandbox: &Sandbox, args: CloneArgs, json: bool) -> Result<ExitCode, SdkError> {
     let request = GitCheckoutRequest {
-        repo_url: args.url,
+        repo_url: args.repository,
         branch: args.branch,
         target_dir: args.dir,
         depth: args.depth.map(serde_json::Value::from),

@@ -17,6 +17,7 @@ mod files_read_write;
 mod files_stream;
 mod fsctl;
 mod gateway;
+mod git;
 mod hostile;
 mod image;
 mod init;
