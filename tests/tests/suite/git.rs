@@ -280,6 +280,7 @@ async fn credentials_are_redacted_in_the_answer_too() {
         )
         .await;
     let _ = server.kill();
+    let _ = server.wait();
     assert_eq!(status, 200, "{body}");
     assert_eq!(
         body["repoUrl"],
