@@ -288,6 +288,62 @@ await check('backup.uploadParts', async () => {
   }
 });
 
+// ---- interpreter
+let pythonContext;
+await check('interpreter.createCodeContext', async () => {
+  pythonContext = await client.interpreter.createCodeContext({ language: 'python', cwd: workspace, envVars: { FROM_CONTEXT: 'ctx' } });
+  expect(pythonContext.id && pythonContext.language === 'python' && pythonContext.cwd === workspace, JSON.stringify(pythonContext));
+  return pythonContext.id;
+});
+await check('interpreter.runCodeStream', async () => {
+  const out = [];
+  const results = [];
+  const errors = [];
+  const callbacks = {
+    onStdout: (o) => out.push(o.text),
+    onResult: (r) => results.push(r),
+    onError: (e) => errors.push(e),
+  };
+  await client.interpreter.runCodeStream(pythonContext.id, "import os\nprint(os.environ['FROM_CONTEXT'])\nx = 20\nx + 1", 'python', callbacks);
+  expect(out.join('') === 'ctx\n' && results.length === 1 && results[0].text === '21', JSON.stringify({ out, results }));
+  await client.interpreter.runCodeStream(pythonContext.id, "{'kept': x * 2}", 'python', callbacks);
+  expect(results[1].json?.kept === 40, JSON.stringify(results[1]));
+  await client.interpreter.runCodeStream(pythonContext.id, 'raise ValueError("bad")', 'python', callbacks);
+  expect(errors.length === 1 && errors[0].name === 'ValueError' && errors[0].message === 'bad', JSON.stringify(errors));
+  return results.length;
+});
+await check('interpreter.streamCode', async () => {
+  const js = await client.interpreter.createCodeContext({ language: 'javascript', cwd: workspace });
+  const stream = await client.interpreter.streamCode(js.id, 'const n = 6; n * 7', 'javascript');
+  const events = await eventsUntil(stream, (e) => e.type === 'execution_complete' || e.type === 'error');
+  const result = events.find((e) => e.type === 'result');
+  expect(result?.text === '42', JSON.stringify(events));
+  await client.interpreter.deleteCodeContext(js.id);
+});
+await check('interpreter.listCodeContexts', async () => {
+  const listed = await client.interpreter.listCodeContexts();
+  expect(listed.length === 1 && listed[0].id === pythonContext.id, JSON.stringify(listed));
+  return listed.length;
+});
+await check('interpreter.deleteCodeContext', async () => {
+  await client.interpreter.deleteCodeContext(pythonContext.id);
+  return await rejects(() => client.interpreter.deleteCodeContext(pythonContext.id), 'CONTEXT_NOT_FOUND');
+});
+
+// ---- git
+await check('git.checkout', async () => {
+  const repo = `${workspace}/official-repo`;
+  const made = await client.commands.execute(
+    `git init -q -b main ${repo} && cd ${repo} && echo hi > f.txt && git add . && git -c user.name=a -c user.email=a@b commit -qm one && git branch dev && echo ok`,
+    '__DISABLE_SESSION__',
+  );
+  expect(made.stdout === 'ok\n', JSON.stringify(made));
+  const cloned = await client.git.checkout(`file://${repo}`, sid, { branch: 'dev', targetDir: `${dir}/clone`, depth: 1 });
+  expect(cloned.success && cloned.branch === 'dev' && cloned.targetDir === `${dir}/clone`, JSON.stringify(cloned));
+  const missing = await rejects(() => client.git.checkout(`file://${repo}-missing`, sid, { targetDir: `${dir}/none` }), 'GIT_REPOSITORY_NOT_FOUND');
+  return missing;
+});
+
 await check('utils.deleteSession', async () => {
   const deleted = await client.utils.deleteSession(sid);
   expect(deleted.success, JSON.stringify(deleted));

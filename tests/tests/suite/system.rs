@@ -265,6 +265,12 @@ const OFFICIAL_CLIENT_METHODS: &[&str] = &[
     "backup.createArchive",
     "backup.restoreArchive",
     "backup.uploadParts",
+    "interpreter.createCodeContext",
+    "interpreter.runCodeStream",
+    "interpreter.streamCode",
+    "interpreter.listCodeContexts",
+    "interpreter.deleteCodeContext",
+    "git.checkout",
     "utils.deleteSession",
 ];
 
