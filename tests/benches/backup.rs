@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use fsctl::trusted::aws_sdk_s3::presigning::PresigningConfig;
 use fsctl::trusted::{BackupOptions, Backups};
+use fsd_tests::bench::ms;
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, noise, peak_rss_kib};
 use serde_json::json;
@@ -85,10 +86,6 @@ fn generate(tree: &Path, divisor: usize) {
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1000.0
 }
 
 fn dir_bytes(dir: &Path) -> u64 {

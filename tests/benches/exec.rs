@@ -8,6 +8,7 @@
 use std::time::{Duration, Instant};
 
 use fsd_tests::Daemon;
+use fsd_tests::bench::{ms, pct};
 use serde_json::json;
 
 fn main() {
@@ -271,13 +272,4 @@ fn local_pty_echo(keystrokes: usize) -> Vec<Duration> {
     let _ = bash.kill();
     let _ = bash.wait();
     samples
-}
-
-fn pct(samples: &mut [Duration], pct: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }

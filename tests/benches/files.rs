@@ -14,6 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_tests::Daemon;
+use fsd_tests::bench::ms;
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -428,10 +429,6 @@ fn percentile(samples: &mut [Duration], pct: f64) -> Duration {
     samples.sort();
     let index = ((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize;
     samples[index]
-}
-
-fn ms(duration: Duration) -> f64 {
-    duration.as_secs_f64() * 1e3
 }
 
 fn mbps(bytes: f64, duration: Duration) -> f64 {

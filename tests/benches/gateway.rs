@@ -16,6 +16,7 @@ use axum::body::Body;
 use axum::routing::get;
 use bytes::Bytes;
 use fsd_tests::Daemon;
+use fsd_tests::bench::{ms, pct};
 use futures_util::StreamExt;
 
 const MIB: usize = 1 << 20;
@@ -262,13 +263,4 @@ async fn download(target: &Target, mib: usize) -> f64 {
     }
     assert_eq!(received, mib * MIB);
     received as f64 / 1e6 / start.elapsed().as_secs_f64()
-}
-
-fn pct(samples: &mut [Duration], pct: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }

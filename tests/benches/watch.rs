@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use fsd_tests::Daemon;
+use fsd_tests::bench::{ms, pct};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -210,13 +211,4 @@ fn rss_kib(pid: u32) -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         .unwrap_or(0)
-}
-
-fn pct(samples: &mut [Duration], pct: f64) -> Duration {
-    samples.sort();
-    samples[((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize]
-}
-
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
 }
