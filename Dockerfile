@@ -22,12 +22,19 @@ RUN CARGO_PROFILE_RELEASE_DEBUG=false CARGO_PROFILE_RELEASE_STRIP=symbols \
     cargo build --release --locked -p fsd && cp target/release/fsd /fsd
 
 FROM ${RUNTIME_IMAGE} AS runtime
+# Code contexts: python3 with IPython (rich display), Node with the typescript package
+# (fetched from the npm registry as a tarball; no npm needed). PYTHON_PACKAGES adds more,
+# e.g. --build-arg PYTHON_PACKAGES="python3-matplotlib python3-pandas" for plots and tables.
+ARG TYPESCRIPT_VERSION=5.9.3
+ARG PYTHON_PACKAGES=""
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      bash coreutils procps util-linux git curl ca-certificates python3 \
-      squashfs-tools squashfuse fuse3 fuse-overlayfs \
+      bash coreutils procps util-linux git curl ca-certificates python3 python3-ipython \
+      nodejs squashfs-tools squashfuse fuse3 fuse-overlayfs ${PYTHON_PACKAGES} \
  && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /workspace /var/lib/fsd
+ && mkdir -p /workspace /var/lib/fsd /usr/local/lib/node_modules/typescript \
+ && curl -fsSL "https://registry.npmjs.org/typescript/-/typescript-${TYPESCRIPT_VERSION}.tgz" \
+    | tar -xz --strip-components=1 -C /usr/local/lib/node_modules/typescript
 WORKDIR /workspace
 # Volumes, so they are not on the container's own overlay root: a restore's overlay needs
 # its upper directory (under the state dir) on a filesystem that is not overlayfs.
@@ -36,6 +43,7 @@ EXPOSE 3000
 # A Worker (or a gateway) in front holds the credentials; inside, the API is open on the
 # container's port, as the reference's is. FSD_TOKEN turns auth on.
 ENV FSD_LISTEN=0.0.0.0:3000 \
+    FSD_NODE_PATH=/usr/local/lib/node_modules \
     FSD_NO_AUTH=true \
     FSD_WORKSPACE=/workspace \
     FSD_STATE_DIR=/var/lib/fsd

@@ -105,6 +105,38 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     let ran = sandbox.exec("echo from-the-image; pwd").await.unwrap();
     assert_eq!(ran.stdout, "from-the-image\n/workspace\n");
 
+    // Code contexts with the image's interpreters: Python (IPython) and TypeScript.
+    for (language, code, expected) in [
+        ("python", "x = 6\nx * 7", "42"),
+        ("typescript", "const n: number = 6; n * 7", "42"),
+    ] {
+        let context = sandbox
+            .create_context(&fsd_sdk::api::interpreter::CreateContextRequest {
+                language: Some(language.into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_else(|e| panic!("{language} context in the image: {e}"));
+        let ran = sandbox
+            .run_code_collected(&fsd_sdk::api::interpreter::ExecuteCodeRequest {
+                context_id: context.context_id,
+                code: code.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let text = ran
+            .results
+            .iter()
+            .find_map(|r| r.result_format())
+            .map(|(_, v)| v.clone());
+        assert_eq!(
+            text,
+            Some(serde_json::json!(expected)),
+            "{language}: {ran:?}"
+        );
+    }
+
     // A backup made and restored inside the container (kernel mounts, privileged).
     sandbox
         .exec("mkdir -p project/src && echo hello > project/src/a.txt && seq 1000 > project/b.txt")
