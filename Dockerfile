@@ -25,16 +25,26 @@ FROM ${RUNTIME_IMAGE} AS runtime
 # Code contexts: python3 with IPython (rich display), Node with the typescript package
 # (fetched from the npm registry as a tarball; no npm needed). PYTHON_PACKAGES adds more,
 # e.g. --build-arg PYTHON_PACKAGES="python3-matplotlib python3-pandas" for plots and tables.
+# EXTRA_CA_PEM: CAs trusted for this download only (a build behind an intercepting proxy;
+# scripts/build-image passes the host's own); they are not left in the image.
 ARG TYPESCRIPT_VERSION=5.9.3
 ARG PYTHON_PACKAGES=""
+ARG EXTRA_CA_PEM=""
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
       bash coreutils procps util-linux git curl ca-certificates python3 python3-ipython \
       nodejs squashfs-tools squashfuse fuse3 fuse-overlayfs ${PYTHON_PACKAGES} \
  && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /workspace /var/lib/fsd /usr/local/lib/node_modules/typescript \
- && curl -fsSL "https://registry.npmjs.org/typescript/-/typescript-${TYPESCRIPT_VERSION}.tgz" \
-    | tar -xz --strip-components=1 -C /usr/local/lib/node_modules/typescript
+ && bundle=/etc/ssl/certs/ca-certificates.crt \
+ && if [ -n "$EXTRA_CA_PEM" ]; then \
+      bundle=/tmp/build-ca.pem; cat /etc/ssl/certs/ca-certificates.crt > "$bundle"; \
+      printf '%s\n' "$EXTRA_CA_PEM" >> "$bundle"; \
+    fi \
+ && curl -fsSL --cacert "$bundle" \
+      "https://registry.npmjs.org/typescript/-/typescript-${TYPESCRIPT_VERSION}.tgz" \
+    | tar -xz --strip-components=1 -C /usr/local/lib/node_modules/typescript \
+ && rm -f /tmp/build-ca.pem
 WORKDIR /workspace
 # Volumes, so they are not on the container's own overlay root: a restore's overlay needs
 # its upper directory (under the state dir) on a filesystem that is not overlayfs.

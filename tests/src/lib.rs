@@ -257,6 +257,9 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
         .arg("--state-dir")
         .arg(state)
         .env_remove("FSD_TOKEN")
+        // No warm code-context executors unless a test asks (`--interpreter-pool N`): a
+        // suite starts hundreds of daemons, and each pool is a Python and a Node process.
+        .env("FSD_INTERPRETER_POOL", "0")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
     if let Some(token) = &options.token {

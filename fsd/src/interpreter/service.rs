@@ -16,6 +16,9 @@ use super::error::InterpreterError;
 use super::executor::{CallEnd, Executor, Kind, Programs};
 use crate::exec::World;
 
+/// How long after startup the pools start filling.
+const WARM_AFTER: Duration = Duration::from_millis(500);
+
 /// A context's language.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Language {
@@ -100,11 +103,18 @@ impl InterpreterService {
         })
     }
 
-    /// Fills the pools in the background (at startup).
+    /// Fills the pools in the background, a moment after startup: starting interpreters
+    /// would compete with the daemon's own start for the CPU.
     pub fn warm(self: &Arc<Self>) {
-        for kind in [Kind::Python, Kind::Node] {
-            self.refill(kind);
-        }
+        let service = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(WARM_AFTER).await;
+            if let Some(service) = service.upgrade() {
+                for kind in [Kind::Python, Kind::Node] {
+                    service.refill(kind);
+                }
+            }
+        });
     }
 
     pub async fn create(

@@ -30,6 +30,8 @@ fn daemon(test: &str) -> Option<Daemon> {
     }
     Some(Daemon::start_with(Options {
         extra_args: vec![
+            "--interpreter-pool".into(),
+            "1".into(),
             "--python".into(),
             PYTHON.into(),
             "--node-path".into(),
