@@ -1,6 +1,6 @@
 //! What can go wrong with code contexts; mapped to wire errors in `crate::error`.
 
-use super::executor::Kind;
+use super::kind::Kind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InterpreterError {

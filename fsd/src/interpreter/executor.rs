@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::error::InterpreterError;
+use super::kind::Kind;
 use super::output::CallOutput;
 use crate::exec::supervisor::OnExit;
 use crate::exec::{World, proctree, stop};
@@ -38,22 +39,6 @@ const SPAWN_TIMEOUT: Duration = Duration::from_secs(30);
 const SENTINEL_WAIT: Duration = Duration::from_millis(500);
 /// After SIGINT, how long a call may take to stop before its executor is killed.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(2);
-
-/// Which interpreter an executor runs; JavaScript and TypeScript share Node executors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    Python,
-    Node,
-}
-
-impl Kind {
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Python => "python",
-            Self::Node => "node",
-        }
-    }
-}
 
 /// The interpreters and the executor scripts, written once under the state directory.
 #[derive(Debug, Clone)]

@@ -4,6 +4,7 @@
 
 mod error;
 mod executor;
+mod kind;
 mod output;
 mod routes;
 mod service;

@@ -13,7 +13,8 @@ use fsd_api::interpreter::{CodeEvent, ContextInfo};
 use tokio::sync::{mpsc, oneshot};
 
 use super::error::InterpreterError;
-use super::executor::{CallEnd, Executor, Kind, Programs};
+use super::executor::{CallEnd, Executor, Programs};
+use super::kind::Kind;
 use crate::exec::World;
 
 /// How long after startup the pools start filling.
