@@ -54,6 +54,7 @@ fn serve(dir: &Path, port: u16, command: &[&str], as_pid_1: bool) -> Started {
     let child = Command::new(program)
         .args(argv)
         .env_remove("FSD_TOKEN")
+        .env("FSD_INTERPRETER_POOL", "0")
         .stdout(Stdio::null())
         .spawn()
         .unwrap();
@@ -141,6 +142,20 @@ fn a_command_that_exits_0_leaves_fsd_serving_and_sigterm_ends_everything() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let mut fsd = serve(dir.path(), port, &["true"], false);
+    // Listening first (a loaded machine may take a while), then still serving once the
+    // command has surely exited.
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            fsd.0.try_wait().unwrap().is_none(),
+            "fsd ended before it listened"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "fsd never listened"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     std::thread::sleep(Duration::from_millis(500));
     assert!(
         fsd.0.try_wait().unwrap().is_none(),
