@@ -5,12 +5,14 @@
 //! the Sandbox Durable Object's lifecycle (`sandbox`: ids, `sleepAfter`, the 503 budget),
 //! backups as the bucket keeps them (`backup`: keys, the meta document, TTLs), and bucket
 //! mounts served by the object's credential proxy (`mounts`: routing, tokens, the saved
-//! list, and the key-prefix rule the daemon's mounts share).
+//! list, and the key-prefix rule the daemon's mounts share), and which snapshots a retention
+//! policy keeps (`retention`: restic's `forget` rules, chains never broken).
 
 pub mod backup;
 pub mod exposures;
 pub mod mounts;
 pub mod preview;
+pub mod retention;
 pub mod sandbox;
 pub mod scope;
 

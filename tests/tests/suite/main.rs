@@ -27,6 +27,7 @@ mod mount_proxy;
 mod port_watch;
 mod presign;
 mod process;
+mod retention;
 mod sdk;
 mod sdk_exec;
 mod sdk_watch;
