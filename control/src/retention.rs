@@ -58,6 +58,30 @@ impl SnapshotPolicy {
     }
 }
 
+/// A `keep_within` duration in restic's syntax (`2y5m7d3h`: years of 365 days, months of
+/// 30 days, days, hours), as seconds.
+pub fn parse_within(text: &str) -> Option<u64> {
+    let mut total: u64 = 0;
+    let mut number = String::new();
+    for c in text.trim().chars() {
+        if c.is_ascii_digit() {
+            number.push(c);
+            continue;
+        }
+        let unit: u64 = match c {
+            'y' => 365 * 86_400,
+            'm' => 30 * 86_400,
+            'd' => 86_400,
+            'h' => 3_600,
+            _ => return None,
+        };
+        let value: u64 = number.parse().ok()?;
+        total = total.checked_add(value.checked_mul(unit)?)?;
+        number.clear();
+    }
+    (number.is_empty() && total > 0).then_some(total)
+}
+
 /// One snapshot, as the policy sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SnapshotInfo {
@@ -356,6 +380,18 @@ mod tests {
             kept(&apply(&policy, &snapshots, at("2026-02-01T00:00:00Z"))),
             ["tue", "sun"]
         );
+    }
+
+    #[test]
+    fn within_durations_read_as_restic_writes_them() {
+        assert_eq!(parse_within("3d"), Some(3 * 86_400));
+        assert_eq!(
+            parse_within("1y2m3d4h"),
+            Some((365 + 60 + 3) * 86_400 + 4 * 3_600)
+        );
+        for bad in ["", "3", "d", "3w", "-1d", "0d"] {
+            assert_eq!(parse_within(bad), None, "{bad}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use fsctl::trusted::{BackupOptions, Backups, BucketAccess, EmbeddedStore, ProgressFn};
+use fsd_control::retention::SnapshotPolicy;
 use fsd_sdk::{Sandbox, SdkError};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
@@ -80,6 +81,63 @@ enum BackupCommand {
     Restore { id: String, dir: String },
     /// Delete a backup from the store.
     Delete { id: String },
+    /// Remove DIR's backups that a retention policy does not keep (restic's `forget`
+    /// rules; what a kept layer stacks on is kept).
+    Forget {
+        dir: String,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        /// Say what would be removed, remove nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// A retention policy on the command line (`unlimited` for any count).
+#[derive(Debug, clap::Args)]
+pub struct PolicyArgs {
+    #[arg(long, value_parser = count)]
+    keep_last: Option<u32>,
+    #[arg(long, value_parser = count)]
+    keep_hourly: Option<u32>,
+    #[arg(long, value_parser = count)]
+    keep_daily: Option<u32>,
+    #[arg(long, value_parser = count)]
+    keep_weekly: Option<u32>,
+    #[arg(long, value_parser = count)]
+    keep_monthly: Option<u32>,
+    #[arg(long, value_parser = count)]
+    keep_yearly: Option<u32>,
+    /// Keep everything within this of the newest backup (`7d`, `1m2d`, `12h`, `1y`).
+    #[arg(long, value_parser = within)]
+    keep_within: Option<u64>,
+}
+
+impl PolicyArgs {
+    pub fn policy(&self) -> SnapshotPolicy {
+        SnapshotPolicy {
+            keep_last: self.keep_last.unwrap_or(0),
+            keep_hourly: self.keep_hourly.unwrap_or(0),
+            keep_daily: self.keep_daily.unwrap_or(0),
+            keep_weekly: self.keep_weekly.unwrap_or(0),
+            keep_monthly: self.keep_monthly.unwrap_or(0),
+            keep_yearly: self.keep_yearly.unwrap_or(0),
+            keep_within_secs: self.keep_within,
+        }
+    }
+}
+
+fn count(text: &str) -> Result<u32, String> {
+    if text == "unlimited" {
+        return Ok(fsd_control::retention::UNLIMITED);
+    }
+    text.parse()
+        .map_err(|_| format!("{text:?} is not a count or `unlimited`"))
+}
+
+fn within(text: &str) -> Result<u64, String> {
+    fsd_control::retention::parse_within(text)
+        .ok_or_else(|| format!("{text:?} is not a duration like 7d, 12h, 1m2d or 1y"))
 }
 
 pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<ExitCode, SdkError> {
@@ -148,6 +206,34 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                 output::json(&json!({ "id": id, "dir": dir, "layers": chain.len() }));
             } else {
                 println!("restored {id} onto {dir}");
+            }
+        }
+        BackupCommand::Forget {
+            dir,
+            policy,
+            dry_run,
+        } => {
+            let policy = policy.policy();
+            if policy.is_empty() {
+                return Err(SdkError::coded(
+                    fsd_sdk::ErrorCode::ValidationFailed,
+                    "give at least one --keep-… rule (an empty policy removes nothing)",
+                    json!({ "field": "policy" }),
+                ));
+            }
+            let decision = backups.forget(&dir, &policy, dry_run).await?;
+            if as_json {
+                output::json(
+                    &json!({ "dir": dir, "dryRun": dry_run, "keep": decision.keep, "remove": decision.remove }),
+                );
+            } else {
+                for kept in &decision.keep {
+                    println!("keep    {}  {}", kept.id, kept.reasons.join(", "));
+                }
+                let verb = if dry_run { "would remove" } else { "removed" };
+                for id in &decision.remove {
+                    println!("{verb} {id}");
+                }
             }
         }
         BackupCommand::Delete { id } => {

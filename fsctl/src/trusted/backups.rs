@@ -16,6 +16,7 @@ use serde_json::json;
 use super::access::BucketAccess;
 use fsd_control::backup::{ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, meta_key};
 pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS};
+use fsd_control::retention::{self, Decision, SnapshotInfo, SnapshotPolicy};
 use fsd_sdk::{Sandbox, SdkError};
 
 /// Longest layer chain followed.
@@ -362,6 +363,38 @@ impl Backups {
         }
         metas.sort_by(|a, b| b.created_at.cmp(&a.created_at));
         Ok(metas)
+    }
+
+    /// Applies a retention policy to the backups of `dir` (`fsd_control::retention`: restic's
+    /// `forget` rules; a backup a kept layer stacks on is kept). Deletes what it removes
+    /// unless `dry_run`; answers the decision with its reasons either way.
+    pub async fn forget(
+        &self,
+        dir: &str,
+        policy: &SnapshotPolicy,
+        dry_run: bool,
+    ) -> Result<Decision, SdkError> {
+        let snapshots: Vec<SnapshotInfo> = self
+            .list_backups()
+            .await?
+            .into_iter()
+            .filter(|meta| meta.dir == dir)
+            .filter_map(|meta| {
+                let time = chrono::DateTime::parse_from_rfc3339(&meta.created_at).ok()?;
+                Some(SnapshotInfo {
+                    id: meta.id,
+                    time: time.with_timezone(&chrono::Utc),
+                    parent: meta.parent,
+                })
+            })
+            .collect();
+        let decision = retention::apply(policy, &snapshots, chrono::Utc::now());
+        if !dry_run {
+            for id in &decision.remove {
+                self.delete_backup(id).await?;
+            }
+        }
+        Ok(decision)
     }
 
     /// Deletes a backup's archive and metadata (layers on top of it stop restoring).

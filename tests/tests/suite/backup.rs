@@ -7,6 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use fsctl::trusted::{BackupOptions, Backups};
+use fsd_control::retention::SnapshotPolicy;
 use fsd_sdk::ErrorCode;
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, assert_error, require_mount_privilege, sha256_hex};
@@ -481,6 +482,47 @@ async fn a_three_deep_layer_chain_restores_byte_identical() {
     assert_eq!(chain.len(), 4);
     assert_eq!(digest(&target), expected);
     assert!(!target.join("deep/a").exists() && !target.join("added.txt").exists());
+
+    // Retention never breaks a chain: keeping the last one keeps what it stacks on.
+    let dir = live.to_str().unwrap();
+    let keep_last = |n| SnapshotPolicy {
+        keep_last: n,
+        ..SnapshotPolicy::default()
+    };
+    let decision = backups.forget(dir, &keep_last(1), false).await.unwrap();
+    let kept: Vec<&str> = decision.keep.iter().map(|k| k.id.as_str()).collect();
+    assert_eq!(kept, [&l3.id, &l2.id, &l1.id, &base.id]);
+    assert_eq!(
+        decision.keep[1].reasons,
+        [format!("parent of kept snapshot {}", l3.id)]
+    );
+    assert!(decision.remove.is_empty());
+    // A newer full backup of the same directory: the whole chain can go.
+    let full = backups
+        .create_backup(&sandbox, dir, BackupOptions::default())
+        .await
+        .expect("a full backup");
+    assert_eq!(full.parent, None);
+    let dry = backups.forget(dir, &keep_last(1), true).await.unwrap();
+    assert_eq!(dry.remove.len(), 4);
+    assert_eq!(
+        backups.list_backups().await.unwrap().len(),
+        5,
+        "a dry run removes nothing"
+    );
+    let done = backups.forget(dir, &keep_last(1), false).await.unwrap();
+    assert_eq!(
+        done.keep.iter().map(|k| k.id.as_str()).collect::<Vec<_>>(),
+        [&full.id]
+    );
+    let left: Vec<String> = backups
+        .list_backups()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|meta| meta.id)
+        .collect();
+    assert_eq!(left, std::slice::from_ref(&full.id));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
