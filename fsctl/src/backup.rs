@@ -114,6 +114,7 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
+    /// The rules given (none: an empty policy).
     pub fn policy(&self) -> SnapshotPolicy {
         SnapshotPolicy {
             keep_last: self.keep_last.unwrap_or(0),

@@ -7,7 +7,12 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 
-use fsctl::trusted::{BucketAccess, EmbeddedStore, MountOptions, mount_bucket};
+use std::sync::Arc;
+
+use fsctl::trusted::{
+    Backups, BucketAccess, EmbeddedStore, MountOptions, Round, Schedule, mount_bucket,
+    start_schedule,
+};
 use fsd_sdk::{Sandbox, SdkError};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -23,6 +28,10 @@ pub struct UpArgs {
     /// Address for the daemon (port 0 picks a free one).
     #[arg(long, default_value = "127.0.0.1:3000")]
     listen: String,
+    /// The daemon's state directory (watch tokens, mount records, archives' bookkeeping),
+    /// its own: two daemons sharing one would detach each other's mounts at start.
+    #[arg(long, default_value = "./fsd-state")]
+    state_dir: PathBuf,
     /// Directory of the embedded object store that backups go to.
     #[arg(long, default_value = "./fsd-store")]
     store_dir: PathBuf,
@@ -47,6 +56,19 @@ pub struct UpArgs {
     /// The fsd binary. Default: the one beside fsctl, else `fsd` on PATH.
     #[arg(long, env = "FSD_BIN")]
     fsd: Option<PathBuf>,
+    /// Snapshot this sandbox directory on a schedule (`--every`), pruned by the `--keep-…`
+    /// rules after each snapshot. Relative to the workspace.
+    #[arg(long, requires = "every")]
+    snapshot: Option<String>,
+    /// How often to snapshot: `30s`, `10m`, `1h` or seconds.
+    #[arg(long, value_parser = every, requires = "snapshot")]
+    every: Option<std::time::Duration>,
+    #[command(flatten)]
+    keep: crate::backup::PolicyArgs,
+}
+
+fn every(text: &str) -> Result<std::time::Duration, String> {
+    fsd_control::sandbox::parse_sleep_after(text).map_err(|error| error.to_string())
 }
 
 pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<ExitCode, SdkError> {
@@ -72,9 +94,13 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
     let store_url = format!("http://{}", store.address);
     let workspace = std::fs::canonicalize(&args.workspace)?;
     let binary = args.fsd.unwrap_or_else(default_fsd_binary);
+    std::fs::create_dir_all(&args.state_dir)?;
+    let state_dir = std::fs::canonicalize(&args.state_dir)?;
     let mut child = Command::new(&binary)
         .args(["serve", "--listen", &args.listen, "--workspace"])
         .arg(&workspace)
+        .arg("--state-dir")
+        .arg(&state_dir)
         .env("FSD_TOKEN", &token)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -148,6 +174,32 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
             }
         }
     };
+    let snapshots = match (&args.snapshot, args.every) {
+        (Some(dir), Some(every)) => {
+            let sandbox = Sandbox::connect(&url, Some(&token))?;
+            let store = BucketAccess::new(&store_url, "fsd", &access_key, &secret_key);
+            let schedule = Schedule {
+                dir: workspace.join(dir).display().to_string(),
+                every,
+                policy: args.keep.policy(),
+            };
+            Some(start_schedule(
+                sandbox,
+                Arc::new(Backups::new(store)),
+                schedule,
+                |round| match round {
+                    Round::Done { id, removed } if removed.is_empty() => {
+                        eprintln!("fsctl: snapshot {id}");
+                    }
+                    Round::Done { id, removed } => {
+                        eprintln!("fsctl: snapshot {id}; pruned {}", removed.join(" "));
+                    }
+                    Round::Failed(why) => eprintln!("fsctl: {why}"),
+                },
+            ))
+        }
+        _ => None,
+    };
     let gateway_url = gateway.as_ref().map(|g| g.url.clone());
     let mount_info = mount.as_ref().map(|m| &m.info);
     if as_json {
@@ -188,6 +240,7 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         _ = interrupt.recv() => stop(&mut child).await?,
         _ = terminate.recv() => stop(&mut child).await?,
     };
+    drop(snapshots);
     // The daemon released the mount as it stopped; the proxy can go now.
     drop(mount);
     Ok(match status.code() {

@@ -4,6 +4,7 @@
 mod access;
 mod backups;
 mod mounts;
+mod schedule;
 mod store;
 
 pub use access::BucketAccess;
@@ -11,4 +12,8 @@ pub use access::BucketAccess;
 pub use aws_sdk_s3;
 pub use backups::{BackupMeta, BackupOptions, Backups, DirectoryBackup, ProgressFn};
 pub use mounts::{MountOptions, ProxiedMount, mount_bucket};
+pub use schedule::{Round, Schedule, Scheduled};
 pub use store::EmbeddedStore;
+
+/// Starts scheduled snapshots (see [`Schedule`]).
+pub use schedule::start as start_schedule;

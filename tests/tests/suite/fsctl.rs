@@ -122,7 +122,7 @@ fn errors_exit_nonzero_with_the_code() {
 fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let workspace = dir.path().join("ws");
-    let (mut child, info) = up(dir.path(), "127.0.0.1:0", Stdio::inherit());
+    let (mut child, info) = up(dir.path(), "127.0.0.1:0", Stdio::inherit(), &[]);
     let url = info["url"].as_str().unwrap().to_string();
     let token = info["token"].as_str().unwrap().to_string();
     assert_eq!(token.len(), 32);
@@ -387,6 +387,7 @@ fn up(
     dir: &std::path::Path,
     gateway: &str,
     stderr: Stdio,
+    extra: &[&str],
 ) -> (std::process::Child, serde_json::Value) {
     let mut child = Command::new(binary("fsctl"))
         .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
@@ -395,7 +396,10 @@ fn up(
         .arg(dir.join("store"))
         .arg("--mount-dir")
         .arg(dir.join("bucket"))
+        .arg("--state-dir")
+        .arg(dir.join("state"))
         .args(["--gateway-listen", gateway])
+        .args(extra)
         .env_remove("FSD_TOKEN")
         .env("FSD_BIN", binary("fsd"))
         .env("FSD_LOG", "warn")
@@ -422,7 +426,7 @@ fn up_comes_up_without_its_gateway_when_its_address_is_taken() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
     // Its stderr is read only at the end (the daemon logs at `warn`, so it stays small).
-    let (child, info) = up(dir.path(), &address, Stdio::piped());
+    let (child, info) = up(dir.path(), &address, Stdio::piped(), &[]);
     assert!(info["gateway"].is_null(), "{info}");
     assert!(
         info["url"]
@@ -442,4 +446,65 @@ fn up_comes_up_without_its_gateway_when_its_address_is_taken() {
         "{stderr}"
     );
     drop(taken);
+}
+
+/// `fsctl up --snapshot DIR --every 1s --keep-last 2`: snapshots of DIR keep coming, and
+/// the store never holds more than the policy keeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_snapshots_on_a_schedule_and_prunes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws/proj")).unwrap();
+    std::fs::write(dir.path().join("ws/proj/a.txt"), "a").unwrap();
+    let (child, info) = up(
+        dir.path(),
+        "127.0.0.1:0",
+        Stdio::null(),
+        &[
+            "--no-mount",
+            "--no-gateway",
+            "--snapshot",
+            "proj",
+            "--every",
+            "1s",
+            "--keep-last",
+            "2",
+        ],
+    );
+    let store = &info["store"];
+    let backups = fsctl::trusted::Backups::new(fsctl::trusted::BucketAccess::new(
+        store["endpoint"].as_str().unwrap(),
+        store["bucket"].as_str().unwrap(),
+        store["accessKey"].as_str().unwrap(),
+        store["secretKey"].as_str().unwrap(),
+    ));
+    let project = std::fs::canonicalize(dir.path().join("ws/proj")).unwrap();
+    let mut most = 0;
+    let mut ids = std::collections::BTreeSet::new();
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_millis(5500) {
+        let listed = backups.list_backups().await.unwrap();
+        assert!(
+            listed
+                .iter()
+                .all(|meta| meta.dir == project.display().to_string()),
+            "{listed:?}"
+        );
+        // A snapshot may be listed for a moment before its round prunes.
+        assert!(listed.len() <= 3, "more than the policy keeps: {listed:?}");
+        most = most.max(listed.len());
+        ids.extend(listed.into_iter().map(|meta| meta.id));
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    // fsctl up stops its store with it: the checks come first.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let _ = child.wait_with_output();
+    assert!(most >= 2, "snapshots were made");
+    assert!(
+        ids.len() >= 4,
+        "a snapshot each second, older ones pruned: {ids:?}"
+    );
 }
