@@ -75,7 +75,7 @@ pub fn upload_id(answer: &str) -> Option<String> {
     let start = answer.find("<UploadId>")? + "<UploadId>".len();
     let len = answer[start..].find("</UploadId>")?;
     let id = answer[start..start + len].trim();
-    (!id.is_empty()).then(|| xml_unescape(id))
+    (!id.is_empty()).then(|| crate::xml::unescape(id))
 }
 
 /// The body of a `CompleteMultipartUpload`: the parts, by number, with their ETags.
@@ -86,25 +86,11 @@ pub fn complete_multipart_body(parts: &[(u32, String)]) -> String {
     for (number, etag) in sorted {
         body.push_str(&format!(
             "<Part><PartNumber>{number}</PartNumber><ETag>{}</ETag></Part>",
-            xml_escape(etag)
+            crate::xml::escape(etag)
         ));
     }
     body.push_str("</CompleteMultipartUpload>");
     body
-}
-
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn xml_unescape(text: &str) -> String {
-    text.replace("&quot;", "\"")
-        .replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&amp;", "&")
 }
 
 /// The data of the last event of a server-sent event stream (the daemon's backup routes end

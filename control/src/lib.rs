@@ -5,7 +5,7 @@
 //! the Sandbox Durable Object's lifecycle (`sandbox`: ids, `sleepAfter`, the 503 budget),
 //! backups as the bucket keeps them (`backup`: keys, the meta document, TTLs), and bucket
 //! mounts served by the object's credential proxy (`mounts`: routing, tokens, the saved
-//! list, and the key-prefix rule the daemon's mounts share), and which snapshots a retention
+//! list, and the bucket-name and key-prefix rules the daemon's mounts share), and which snapshots a retention
 //! policy keeps (`retention`: restic's `forget` rules, chains never broken).
 
 pub mod backup;
@@ -15,5 +15,6 @@ pub mod preview;
 pub mod retention;
 pub mod sandbox;
 pub mod scope;
+pub mod xml;
 
 pub use scope::{Scope, ScopeDenied};

@@ -365,14 +365,10 @@ impl From<InterpreterError> for ApiError {
                 ErrorCode::InternalError,
                 format!("Failed to create code context: {message}"),
             ),
-            InterpreterError::NotFound(id) | InterpreterError::Dead(id) => {
-                let code = if message.contains("not found") {
-                    ErrorCode::ContextNotFound
-                } else {
-                    ErrorCode::InternalError
-                };
-                Self::new(code, message).with_context(json!({ "contextId": id }))
-            }
+            InterpreterError::NotFound(id) => Self::new(ErrorCode::ContextNotFound, message)
+                .with_context(json!({ "contextId": id })),
+            InterpreterError::Dead(id) => Self::new(ErrorCode::InternalError, message)
+                .with_context(json!({ "contextId": id })),
             InterpreterError::WrongLanguage { ref id, .. } => Self::new(
                 ErrorCode::CodeExecutionError,
                 format!("Failed to execute code in context '{id}': {message}"),

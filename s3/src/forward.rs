@@ -138,16 +138,9 @@ fn passed(name: &str) -> bool {
 pub fn error_xml(code: &str, message: &str, resource: &str) -> String {
     format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{code}</Code><Message>{}</Message><Resource>{}</Resource></Error>",
-        xml_escape(message),
-        xml_escape(resource)
+        fsd_control::xml::escape(message),
+        fsd_control::xml::escape(resource)
     )
-}
-
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 #[cfg(test)]

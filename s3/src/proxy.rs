@@ -171,7 +171,7 @@ fn mount_token() -> std::io::Result<String> {
     use std::io::Read;
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+    Ok(fsd_control::mounts::token(bytes))
 }
 
 fn copy_response_headers(from: &reqwest::header::HeaderMap, to: &mut HeaderMap) {

@@ -79,7 +79,6 @@ async fn checked(state: &AppState, req: &GitCheckoutRequest) -> Result<ClonePlan
         target.as_deref(),
         req.timeout_ms.as_ref(),
         &workspace,
-        &workspace,
     )?)
 }
 

@@ -59,15 +59,15 @@ pub struct ClonePlan {
 }
 
 /// Checks a request: the URL, the timeout, the target directory, in the reference's order
-/// (the depth too, which the reference passes to git unchecked). `base` is where a relative
-/// target resolves (the session's directory, or the workspace).
+/// (the depth too, which the reference passes to git unchecked). A relative `target_dir`
+/// (the caller resolved a session-relative one already) and the default resolve in
+/// `workspace`.
 pub fn plan(
     url: &str,
     branch: Option<&str>,
     depth: Option<&serde_json::Value>,
     target_dir: Option<&str>,
     timeout_ms: Option<&serde_json::Value>,
-    base: &Path,
     workspace: &Path,
 ) -> Result<ClonePlan, GitError> {
     let url = url.trim();
@@ -130,7 +130,7 @@ pub fn plan(
                 message: "targetDir is too long or has a NUL byte".into(),
             });
         }
-        Some(dir) => base.join(dir),
+        Some(dir) => workspace.join(dir),
     };
     Ok(ClonePlan {
         url: url.to_string(),

@@ -66,17 +66,6 @@ pub fn mount_path(value: &str) -> Result<PathBuf, MountConfigError> {
     Ok(PathBuf::from(trimmed))
 }
 
-/// `^[a-z0-9]([a-z0-9.-]{0,61}[a-z0-9])?$`, as the reference checks endpoint buckets.
-fn bucket_name_ok(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    let edge = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes.first().is_some_and(edge)
-        && bytes.last().is_some_and(edge)
-        && bytes.iter().all(|b| edge(b) || *b == b'.' || *b == b'-')
-}
-
 fn url(field: &'static str, value: &str) -> Result<String, MountConfigError> {
     match reqwest::Url::parse(value) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => {
@@ -108,7 +97,7 @@ pub fn plan(
     env: impl Fn(&str) -> Option<String>,
 ) -> Result<MountPlan, MountConfigError> {
     let mount_path = mount_path(&req.mount_path)?;
-    if req.bucket.contains(':') || !bucket_name_ok(&req.bucket) {
+    if req.bucket.contains(':') || !fsd_control::mounts::valid_bucket(&req.bucket) {
         return Err(invalid(
             "bucket",
             "must be 1-63 characters of a-z, 0-9, '.' and '-', starting and ending with a letter or digit",
