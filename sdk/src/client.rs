@@ -7,6 +7,13 @@ use std::sync::Arc;
 
 use crate::SdkError;
 
+/// How long a pooled connection may sit idle before the client drops it: below the
+/// daemon's idle limit (10 s by default, `--header-timeout-secs`), so a request is never
+/// sent on a connection the daemon is closing. A caller that blocks its runtime would not
+/// see the daemon's close before the pool handed the connection out again, and the
+/// request would fail (`IncompleteMessage`).
+pub const POOL_IDLE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A client for one fsd daemon. Cheap to clone; clones share the connection pool.
 #[derive(Debug, Clone)]
 pub struct Sandbox {
@@ -31,8 +38,15 @@ impl Sandbox {
                 reason: "the scheme must be http or https".into(),
             });
         }
+        let http = reqwest::Client::builder()
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+            .build()
+            .map_err(|err| SdkError::InvalidUrl {
+                url: base_url.to_string(),
+                reason: err.to_string(),
+            })?;
         Ok(Self {
-            http: reqwest::Client::new(),
+            http,
             base: base_url.trim_end_matches('/').to_string(),
             token: token.map(str::to_string),
             socket: None,

@@ -29,7 +29,7 @@ mod tunnels;
 mod watch;
 mod ws;
 
-pub use client::Sandbox;
+pub use client::{POOL_IDLE_TIMEOUT, Sandbox};
 pub use error::SdkError;
 pub use exec::{LogPattern, PortProbe, ProcessHandle};
 pub use files::ListOptions;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 
+use crate::catch_up::CatchUp;
 use crate::error::WatchError;
 use crate::report::Reporter;
 
@@ -70,6 +71,9 @@ pub(crate) struct Running {
     thread: Option<JoinHandle<()>>,
     /// Directories watched, for engines that know.
     watched: Option<Arc<AtomicUsize>>,
+    /// How to wait for the thread to report what the kernel has queued, for engines that
+    /// can tell.
+    catch_up: Option<Arc<CatchUp>>,
 }
 
 impl Running {
@@ -78,9 +82,15 @@ impl Running {
         self.watched.as_ref()
     }
 
+    /// How to wait for the thread to report what the kernel has queued, if it can tell.
+    pub fn catch_up(&self) -> Option<&Arc<CatchUp>> {
+        self.catch_up.as_ref()
+    }
+
     /// Runs `body` on a thread named `fsd-watch`; it should return soon after its flag is set.
     pub fn spawn(
         watched: Option<Arc<AtomicUsize>>,
+        catch_up: Option<Arc<CatchUp>>,
         body: impl FnOnce(&AtomicBool) + Send + 'static,
     ) -> std::io::Result<Running> {
         let stop = Arc::new(AtomicBool::new(false));
@@ -92,6 +102,7 @@ impl Running {
             stop,
             thread: Some(thread),
             watched,
+            catch_up,
         })
     }
 }

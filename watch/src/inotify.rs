@@ -9,11 +9,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::catch_up::CatchUp;
 use crate::engine::{Engine, Running};
 use crate::report::Reporter;
 use crate::{EventKind, WatchError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::eventfd::{EfdFlags, EventFd};
 
 /// What every directory watch listens for.
 const DIR_MASK: WatchMask = WatchMask::CREATE
@@ -56,44 +58,106 @@ impl Engine for InotifyEngine {
             },
             AddError::Io(err) => WatchError::Io(err),
         })?;
-        Ok(Running::spawn(Some(watched), move |stop| {
-            run(inotify, tree, stop)
-        })?)
+        let wake = Arc::new(
+            EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
+                .map_err(std::io::Error::from)?,
+        );
+        let waker = wake.clone();
+        let catch_up = Arc::new(CatchUp::new(move || {
+            let _ = waker.write(1);
+        }));
+        let requests = catch_up.clone();
+        Ok(Running::spawn(
+            Some(watched),
+            Some(catch_up),
+            move |stop| run(inotify, tree, &wake, &requests, stop),
+        )?)
     }
 }
 
+/// Reads of the kernel's queue one catch-up may make (64 KiB each): more than the queue
+/// holds at its default limit (16,384 events), so a writer that never stops cannot keep a
+/// check waiting forever.
+const CATCH_UP_READS: usize = 128;
+
 /// The watch thread: poll with a short timeout (so stop is noticed and a lone MOVED_FROM is
-/// resolved as a move out), read, handle.
-fn run(mut inotify: Inotify, mut tree: Tree, stop: &AtomicBool) {
+/// resolved as a move out), read, handle. A catch-up request (`wake`) reads until the
+/// kernel's queue is empty before it is answered.
+fn run(
+    mut inotify: Inotify,
+    mut tree: Tree,
+    wake: &EventFd,
+    catch_up: &CatchUp,
+    stop: &AtomicBool,
+) {
     let mut buffer = vec![0u8; 64 * 1024];
     while !stop.load(Ordering::SeqCst) && !tree.reporter.closed() && !tree.root_gone {
-        let ready = {
-            let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
-            poll(&mut fds, PollTimeout::from(100u16)).unwrap_or(0)
+        let (queued, woken) = {
+            let mut fds = [
+                PollFd::new(inotify.as_fd(), PollFlags::POLLIN),
+                PollFd::new(wake.as_fd(), PollFlags::POLLIN),
+            ];
+            let _ = poll(&mut fds, PollTimeout::from(100u16));
+            let ready = |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
+            (ready(&fds[0]), ready(&fds[1]))
         };
-        if ready == 0 {
+        if !queued && !woken {
             tree.flush_move();
             continue;
         }
-        let events: Vec<(EventMask, Option<WatchDescriptor>, u32, Option<PathBuf>)> =
-            match inotify.read_events(&mut buffer) {
-                Ok(events) => events
-                    .map(|e| {
-                        let wd = (!e.mask.contains(EventMask::Q_OVERFLOW)).then(|| e.wd.clone());
-                        (e.mask, wd, e.cookie, e.name.map(PathBuf::from))
-                    })
-                    .collect(),
-                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => continue,
+        let waiting = if woken {
+            let _ = wake.read();
+            catch_up.take()
+        } else {
+            Vec::new()
+        };
+        let reads = if waiting.is_empty() {
+            1
+        } else {
+            CATCH_UP_READS
+        };
+        let mut failed = false;
+        for _ in 0..reads {
+            match read(&mut inotify, &mut buffer) {
+                Ok(events) => {
+                    for (mask, wd, cookie, name) in events {
+                        tree.handle(mask, wd, cookie, name);
+                    }
+                }
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
                 Err(err) => {
                     tracing::error!(error = %err, "reading inotify events failed");
                     tree.reporter.overflow();
+                    failed = true;
                     break;
                 }
-            };
-        for (mask, wd, cookie, name) in events {
-            tree.handle(mask, wd, cookie, name);
+            }
+            if tree.root_gone {
+                break;
+            }
+        }
+        // Everything read is on the consumer's channel now, ahead of these answers.
+        for done in waiting {
+            let _ = done.send(());
+        }
+        if failed {
+            break;
         }
     }
+    catch_up.end();
+}
+
+/// The events of one read of the kernel's queue.
+type Read = (EventMask, Option<WatchDescriptor>, u32, Option<PathBuf>);
+
+fn read(inotify: &mut Inotify, buffer: &mut [u8]) -> std::io::Result<Vec<Read>> {
+    Ok(inotify
+        .read_events(buffer)?
+        .map(|e| {
+            let wd = (!e.mask.contains(EventMask::Q_OVERFLOW)).then(|| e.wd.clone());
+            (e.mask, wd, e.cookie, e.name.map(PathBuf::from))
+        })
+        .collect())
 }
 
 enum AddError {

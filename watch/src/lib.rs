@@ -15,6 +15,7 @@
 //! `notify` crate where there is no inotify (macOS). The engine runs on its own thread and
 //! knows nothing of HTTP.
 
+mod catch_up;
 mod engine;
 mod error;
 mod event;

@@ -76,7 +76,7 @@ impl Engine for NotifyEngine {
         translator.learn(root);
         // The crate's watcher lives in the translator, on this thread: dropping it ends the
         // crate's watches.
-        Ok(Running::spawn(None, move |stop| {
+        Ok(Running::spawn(None, None, move |stop| {
             translator.run(&events, stop)
         })?)
     }

@@ -60,6 +60,18 @@ impl Watcher {
         &self.root
     }
 
+    /// Resolves once every change made before this call has been sent on the event channel
+    /// (or the watch has ended). The inotify engine reads the kernel's queue to the end
+    /// first; the `notify` engine cannot see the crate's queue and resolves at once.
+    pub fn caught_up(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let answer = self.running.catch_up().map(|catch_up| catch_up.request());
+        async move {
+            if let Some(answer) = answer {
+                let _ = answer.await;
+            }
+        }
+    }
+
     /// Directories currently watched, when the engine knows (inotify does).
     pub fn watched_dirs(&self) -> Option<usize> {
         self.running

@@ -222,3 +222,46 @@ fn missing_and_non_directory_roots_are_errors() {
         Err(WatchError::NotDirectory(_))
     ));
 }
+
+/// What is on the channel now, without waiting.
+fn on_channel(events: &mut UnboundedReceiver<Event>) -> Vec<Event> {
+    std::iter::from_fn(|| events.try_recv().ok()).collect()
+}
+
+#[tokio::test]
+async fn caught_up_means_every_earlier_change_is_on_the_channel() {
+    if engine() != EngineKind::Inotify {
+        eprintln!("skipped: only the inotify engine can read the kernel's queue to the end");
+        return;
+    }
+    let (_dir, root) = root();
+    let (watcher, mut events) = start(&root);
+    for round in 0..50 {
+        std::fs::create_dir(root.join(format!("d{round}"))).unwrap();
+        for i in 0..20 {
+            std::fs::write(root.join(format!("f{round}-{i}")), "x").unwrap();
+        }
+        let last = root.join(format!("f{round}-0"));
+        std::fs::remove_file(&last).unwrap();
+        watcher.caught_up().await;
+        let seen = on_channel(&mut events);
+        assert!(
+            has(&seen, EventKind::Delete, &last),
+            "round {round}: the last change is on the channel: {seen:?}"
+        );
+    }
+
+    // The root replaced: caught up, the watch has reported that it lost its root.
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::create_dir(&root).unwrap();
+    watcher.caught_up().await;
+    let seen = on_channel(&mut events);
+    assert!(
+        seen.last().is_some_and(|e| e.kind == EventKind::Overflow),
+        "{seen:?}"
+    );
+    // An ended watch answers at once.
+    tokio::time::timeout(Duration::from_secs(1), watcher.caught_up())
+        .await
+        .expect("an ended watch is caught up");
+}

@@ -157,7 +157,14 @@ pub async fn check(
         Some(token) => Some(parse_token(token)?),
     };
     let (key, filter, _) = checked(&state, &req.watch())?;
-    let (root, created) = root_for(&state, key, filter).await?;
+    let (mut root, mut created) = root_for(&state, key.clone(), filter.clone()).await?;
+    root.caught_up().await;
+    if root.ended() {
+        // The watched directory was deleted or moved away before this call: the key
+        // watches what is at the path now (404 when nothing is), and the token, from the
+        // old directory, is answered `resync`.
+        (root, created) = root_for(&state, key, filter).await?;
+    }
     let journal = root.journal();
     let current = journal.cursor();
     let version = format!("{}:{current}", root.id);

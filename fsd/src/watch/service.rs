@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fsd_watch::{EngineKind, Event, Filter, Watcher};
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::journal::Journal;
 use super::key::WatchKey;
@@ -18,6 +18,9 @@ use super::persist;
 
 /// How long a retained root without subscribers lives after its last use.
 pub const IDLE_TTL: Duration = Duration::from_secs(600);
+/// How long a token check waits for the watch to catch up with the tree before it answers
+/// from what the journal holds.
+const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
 /// Cursors skipped after a restart: tokens handed out after the last snapshot fall in the
 /// gap and are answered with a resync.
 const RESTART_GAP: u64 = 1_000_000;
@@ -36,7 +39,10 @@ pub struct Root {
     last_used: Mutex<Instant>,
     /// The engine ended (its root was deleted or moved away); the next call replaces it.
     ended: AtomicBool,
-    _watcher: Watcher,
+    /// Asks the task that feeds the journal to answer once it has journaled what the
+    /// engine has sent.
+    journaled: mpsc::UnboundedSender<oneshot::Sender<()>>,
+    watcher: Watcher,
 }
 
 impl Root {
@@ -46,6 +52,32 @@ impl Root {
 
     pub fn touch(&self) {
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+
+    /// Whether the engine ended (the root was deleted or moved away).
+    pub fn ended(&self) -> bool {
+        self.ended.load(Ordering::SeqCst)
+    }
+
+    /// Resolves once every change made to the tree before this call is in the journal (or
+    /// the watch has ended, its overflow journaled), so a token check answers for the
+    /// tree as it is, not for the part of the kernel's queue read so far. Gives up after
+    /// [`CATCH_UP_WAIT`] (a tree so busy the engine cannot keep up); the journal then
+    /// answers for what it holds, as it would without this.
+    pub async fn caught_up(&self) {
+        let journaled = async {
+            self.watcher.caught_up().await;
+            let (done, answer) = oneshot::channel();
+            if self.journaled.send(done).is_ok() {
+                let _ = answer.await;
+            }
+        };
+        if tokio::time::timeout(CATCH_UP_WAIT, journaled)
+            .await
+            .is_err()
+        {
+            tracing::warn!(root = %self.id, "the watch did not catch up with its tree in time");
+        }
     }
 }
 
@@ -116,7 +148,9 @@ impl WatchService {
 
     /// The root for `key`, started if needed, and held as `hold` says before the table is
     /// let go (so a subscriber leaving at the same moment cannot drop it in between);
-    /// `true` when this call started it.
+    /// `true` when this call started the key's watch from nothing (`false` when it
+    /// replaced one whose directory went away: a token of that one was not lost to an
+    /// expiry or a restart, its directory was replaced).
     pub fn get_or_start(
         &self,
         key: &WatchKey,
@@ -124,6 +158,7 @@ impl WatchService {
         hold: Hold,
     ) -> Result<(Arc<Root>, bool), fsd_watch::WatchError> {
         let mut roots = self.table();
+        let mut replaced = false;
         if let Some(root) = roots.get(key) {
             if !root.ended.load(Ordering::SeqCst) {
                 hold.apply(root);
@@ -132,6 +167,7 @@ impl WatchService {
             // The watched directory went away: a token of the old root gets a resync, and
             // the key watches the directory now at the path (if there is one).
             roots.remove(key);
+            replaced = true;
         }
         let number = self.counter.fetch_add(1, Ordering::Relaxed) + 1;
         let millis = std::time::SystemTime::now()
@@ -147,7 +183,7 @@ impl WatchService {
         )?;
         hold.apply(&root);
         roots.insert(key.clone(), root.clone());
-        Ok((root, true))
+        Ok((root, !replaced))
     }
 
     /// Restarts the retained watches of the last run under their ids and journals what
@@ -273,6 +309,7 @@ fn start_root(
 ) -> Result<Arc<Root>, fsd_watch::WatchError> {
     let (watcher, mut events) =
         Watcher::start_with(engine, &key.path, filter.clone(), key.recursive)?;
+    let (journaled, mut waiting) = mpsc::unbounded_channel::<oneshot::Sender<()>>();
     let root = Arc::new(Root {
         id,
         path: key.path.clone(),
@@ -285,15 +322,27 @@ fn start_root(
         retained: AtomicBool::new(false),
         last_used: Mutex::new(Instant::now()),
         ended: AtomicBool::new(false),
-        _watcher: watcher,
+        journaled,
+        watcher,
     });
     let pumped = Arc::downgrade(&root);
     tokio::spawn(async move {
-        while let Some(event) = events.recv().await {
-            let Some(root) = pumped.upgrade() else { return };
-            tracing::trace!(root = %root.id, kind = ?event.kind, path = %event.path.display(), from = ?event.from, "journaled");
-            root.journal().record(event.clone());
-            let _ = root.live.send(event);
+        loop {
+            // Events first: a request is answered only when none is waiting, so every event
+            // the engine sent before it is journaled.
+            tokio::select! {
+                biased;
+                event = events.recv() => {
+                    let Some(event) = event else { break };
+                    let Some(root) = pumped.upgrade() else { return };
+                    tracing::trace!(root = %root.id, kind = ?event.kind, path = %event.path.display(), from = ?event.from, "journaled");
+                    root.journal().record(event.clone());
+                    let _ = root.live.send(event);
+                }
+                Some(done) = waiting.recv() => {
+                    let _ = done.send(());
+                }
+            }
         }
         if let Some(root) = pumped.upgrade() {
             root.ended.store(true, Ordering::SeqCst);

@@ -236,3 +236,64 @@ async fn one_gib_transfer_keeps_daemon_memory_flat() {
     );
     std::fs::remove_file(daemon.path("huge.bin")).unwrap();
 }
+
+/// Sends `head` and `body` on one connection, returns the response head (lower-cased).
+fn response_head(stream: &mut std::net::TcpStream, head: &str, body: &[u8]) -> String {
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body).unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !seen.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "the response head ended early"
+        );
+        seen.push(byte[0]);
+    }
+    String::from_utf8(seen).unwrap().to_lowercase()
+}
+
+/// An upload refused before its body arrived is answered with `Connection: close` (hyper
+/// cannot reuse a connection with unread body bytes on it, and says so, so the client does
+/// not send its next request on it as it closes); an upload read to its end keeps the
+/// connection, which then carries the next request.
+#[tokio::test]
+async fn an_upload_refused_before_its_body_was_read_closes_the_connection() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("dir")).unwrap();
+    let address = daemon
+        .url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_string();
+    let head = |path: &str, len: usize| {
+        format!(
+            "PUT /api/files/raw?path={path} HTTP/1.1\r\nhost: fsd\r\ncontent-length: {len}\r\n\r\n"
+        )
+    };
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    let refused = response_head(&mut stream, &head("dir", 1 << 20), b"only the start");
+    assert!(refused.starts_with("http/1.1 400"), "{refused}");
+    assert!(refused.contains("connection: close"), "{refused}");
+
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    let written = response_head(&mut stream, &head("ok.txt", 5), b"whole");
+    assert!(written.starts_with("http/1.1 200"), "{written}");
+    assert!(!written.contains("connection: close"), "{written}");
+    let length: usize = written
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length: "))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let mut body = vec![0u8; length];
+    stream.read_exact(&mut body).unwrap();
+    let again = response_head(&mut stream, &head("ok.txt", 5), b"again");
+    assert!(
+        again.starts_with("http/1.1 200"),
+        "the connection carried on: {again}"
+    );
+    assert_eq!(std::fs::read(daemon.path("ok.txt")).unwrap(), b"again");
+}

@@ -225,3 +225,22 @@ fn the_client_crate_depends_on_nothing_linux_only() {
         );
     }
 }
+
+/// A caller that blocks its runtime past the daemon's idle limit (the daemon closes the
+/// pooled connection meanwhile, and the client cannot see it) carries on: the SDK drops
+/// pooled connections before the daemon's limit instead of sending on one being closed.
+#[tokio::test]
+async fn a_client_idle_past_the_daemons_idle_limit_carries_on() {
+    let daemon = Daemon::start_with(Options {
+        extra_args: vec!["--header-timeout-secs".into(), "6".into()],
+        ..Options::default()
+    });
+    let sandbox = daemon.sandbox();
+    sandbox.ping().await.unwrap();
+    // Blocking on purpose: the connection's task cannot run and notice the daemon's close.
+    std::thread::sleep(std::time::Duration::from_millis(6_500));
+    sandbox
+        .ping()
+        .await
+        .expect("a request after the daemon closed the idle connection");
+}

@@ -503,39 +503,54 @@ async fn a_watched_root_deleted_and_made_again_is_a_resync_then_watched_anew() {
         )
         .await;
     assert_eq!(reply["exitCode"], 0, "{reply}");
-    // The old token: a resync with its reason, never an empty `changed` or `unchanged`.
-    let mut answer = Value::Null;
+    // A check catches up with the tree before it answers: the first one after the command
+    // says the old token is from a directory that is gone, never an empty `changed` or
+    // `unchanged`, and hands out a token of the new directory's watch.
+    // (The `notify` engine cannot read the crate's queue: there the answer may lag.)
+    let lags = std::env::var("FSD_WATCH_ENGINE").is_ok_and(|engine| engine == "notify");
+    let mut answer = check(Some(&base["version"])).await.1;
     for _ in 0..100 {
-        (_, answer) = check(Some(&base["version"])).await;
-        assert_ne!(answer["status"], "unchanged", "{answer}");
-        if answer["status"] == "resync" {
+        if !lags || answer["status"] == "resync" {
             break;
         }
+        assert_ne!(answer["status"], "unchanged", "{answer}");
         tokio::time::sleep(Duration::from_millis(20)).await;
+        answer = check(Some(&base["version"])).await.1;
     }
     assert_eq!(answer["status"], "resync", "{answer}");
-    assert!(
-        answer["reason"].as_str().is_some_and(|r| !r.is_empty()),
-        "{answer}"
+    assert_eq!(answer["reason"], "restarted", "{answer}");
+    assert_ne!(
+        answer["version"]
+            .as_str()
+            .unwrap()
+            .rsplit_once(':')
+            .unwrap()
+            .0,
+        base["version"]
+            .as_str()
+            .unwrap()
+            .rsplit_once(':')
+            .unwrap()
+            .0,
+        "a token of the new watch"
     );
-    // The key watches the new directory: files made in it are listed.
-    let (_, fresh) = check(None).await;
-    assert_eq!(fresh["status"], "unchanged", "{fresh}");
+    // The key watches the new directory: a file made in it is listed by the next check.
     daemon
         .post("/api/write", json!({"path": "R/later", "content": "l"}))
         .await;
-    let mut changed = Value::Null;
+    let mut changed = check(Some(&answer["version"])).await.1;
     for _ in 0..100 {
-        (_, changed) = check(Some(&fresh["version"])).await;
-        if changed["status"] == "changed" {
+        if !lags || changed["status"] == "changed" {
             break;
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
+        changed = check(Some(&answer["version"])).await.1;
     }
     assert_eq!(changed["status"], "changed", "{changed}");
     let later = daemon.path("R/later").display().to_string();
     assert_eq!(changed["changes"][0]["path"], later, "{changed}");
     assert_eq!(changed["changes"][0]["type"], "created", "{changed}");
+    assert_eq!(changed["changes"].as_array().unwrap().len(), 1, "{changed}");
 }
 
 /// A token taken while the last stream of the same watch goes away keeps working. The root
