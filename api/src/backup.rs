@@ -34,8 +34,30 @@ pub struct CreateBackupRequest {
     /// fsd: store only what changed since `dir` was restored (it must be an active restore).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub layer: Option<bool>,
+    /// fsd: an incremental snapshot: only what differs from the snapshot indexed here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<SnapshotBase>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+}
+
+/// The snapshot an incremental snapshot is taken over.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotBase {
+    /// Presigned GET of the parent snapshot's index.
+    pub index_url: String,
+    /// The parent's depth in its chain (0: a full snapshot).
+    pub depth: u8,
+}
+
+/// How a snapshot differs from its parent, in paths.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SnapshotChanges {
+    pub created: u64,
+    pub modified: u64,
+    pub deleted: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -53,6 +75,15 @@ pub struct CreateBackupResponse {
     /// fsd, layers only: the archives this layer stacks on, topmost first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub parent_archive_paths: Vec<String>,
+    /// fsd: the snapshot's index (`<archivePath>.index`), for the next incremental one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_path: Option<String>,
+    /// fsd: the depth of an incremental snapshot in its chain (0 or absent: a full one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u8>,
+    /// fsd, incremental snapshots: how the tree differs from the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<SnapshotChanges>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -121,6 +152,9 @@ pub struct UploadTarget {
     /// Smallest part, default 5 MiB (S3's and R2's floor for all parts but the last).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_part_size: Option<u64>,
+    /// fsd: a presigned PUT for the snapshot's index, uploaded after the archive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index_url: Option<String>,
 }
 
 /// `POST /api/backup/upload`: create an archive and upload it in one call.

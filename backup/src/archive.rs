@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use backhand::{FilesystemWriter, NodeHeader};
 
 use crate::codec::{self, BLOCK_SIZE, BlockReader, Codec};
+use crate::index::{Index, IndexEntry};
 use crate::prefetch::{Prefetched, SMALL_FILE};
 use crate::progress::Progress;
 use crate::{BackupError, select};
@@ -268,6 +269,37 @@ pub fn create(
     options: &ArchiveOptions,
     progress: Progress,
 ) -> Result<ArchiveSummary, BackupError> {
+    Ok(create_indexed(dir, archive, options, progress)?.0)
+}
+
+/// Builds a squashfs archive of `dir` at `archive`, and the index of what it holds (each
+/// entry as it was stat'ed, before its content was read: a file written meanwhile shows
+/// as changed to the next snapshot).
+pub fn create_indexed(
+    dir: &Path,
+    archive: &Path,
+    options: &ArchiveOptions,
+    progress: Progress,
+) -> Result<(ArchiveSummary, Index), BackupError> {
+    let root_meta = root_of(dir)?;
+    let mut builder = Builder::new(options.codec, threads(options), progress)?;
+    builder.set_root(&root_meta);
+    let mut index = Index::default();
+    for scanned in scan(dir, archive, options)? {
+        let Scanned {
+            relative,
+            path,
+            meta,
+        } = scanned?;
+        index.entries.push(IndexEntry::new(&relative, &meta, 0));
+        let kind = entry_for(&path, &meta)?;
+        builder.push(&relative, kind, &meta)?;
+    }
+    Ok((builder.finish(archive)?, index))
+}
+
+/// The metadata of the directory to archive; an error when it is not one.
+pub(crate) fn root_of(dir: &Path) -> Result<fs::Metadata, BackupError> {
     let root_meta = fs::metadata(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => BackupError::NotADirectory(dir.to_path_buf()),
         _ => BackupError::io(dir, e),
@@ -275,30 +307,52 @@ pub fn create(
     if !root_meta.is_dir() {
         return Err(BackupError::NotADirectory(dir.to_path_buf()));
     }
-    let threads = if options.threads == 0 {
+    Ok(root_meta)
+}
+
+/// Compression threads: as asked, or one per core.
+pub(crate) fn threads(options: &ArchiveOptions) -> usize {
+    if options.threads == 0 {
         available_threads()
     } else {
         options.threads
-    };
-    let mut builder = Builder::new(options.codec, threads, progress)?;
-    builder.set_root(&root_meta);
-    for entry in select::walk(dir, &options.excludes, options.gitignore, archive)? {
-        let entry = entry?;
-        let Ok(relative) = entry.path().strip_prefix(dir) else {
-            continue;
-        };
-        if relative.as_os_str().is_empty() || is_temp_of(archive, entry.path()) {
-            continue;
-        }
-        let meta = match fs::symlink_metadata(entry.path()) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(BackupError::io(entry.path(), e)),
-        };
-        let kind = entry_for(entry.path(), &meta)?;
-        builder.push(relative, kind, &meta)?;
     }
-    builder.finish(archive)
+}
+
+/// One entry of the tree that goes into an archive.
+pub(crate) struct Scanned {
+    pub relative: PathBuf,
+    pub path: PathBuf,
+    pub meta: fs::Metadata,
+}
+
+/// What of `dir` goes into `archive` (excludes and gitignore applied, the archive and its
+/// temp files left out), parents first; entries gone while the walk runs are skipped.
+pub(crate) fn scan<'a>(
+    dir: &'a Path,
+    archive: &'a Path,
+    options: &'a ArchiveOptions,
+) -> Result<impl Iterator<Item = Result<Scanned, BackupError>> + 'a, BackupError> {
+    let walk = select::walk(dir, &options.excludes, options.gitignore, archive)?;
+    Ok(walk.filter_map(move |entry| {
+        let entry = match entry {
+            Ok(entry) => entry,
+            Err(error) => return Some(Err(error)),
+        };
+        let relative = entry.path().strip_prefix(dir).ok()?;
+        if relative.as_os_str().is_empty() || is_temp_of(archive, entry.path()) {
+            return None;
+        }
+        match fs::symlink_metadata(entry.path()) {
+            Ok(meta) => Some(Ok(Scanned {
+                relative: relative.to_path_buf(),
+                path: entry.path().to_path_buf(),
+                meta,
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(Err(BackupError::io(entry.path(), e))),
+        }
+    }))
 }
 
 /// The temp file an archive is written to before it is renamed into place; unique per

@@ -21,6 +21,8 @@ pub enum BackupError {
     Archive(String),
     #[error("reading the archive failed: {0}")]
     Corrupt(String),
+    #[error("snapshot index: {0}")]
+    Index(String),
     #[error("failed to mount {what}: {reason}")]
     Mount { what: &'static str, reason: String },
     #[error("failed to unmount {path}: {reason}")]

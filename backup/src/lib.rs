@@ -4,6 +4,8 @@
 pub mod archive;
 mod codec;
 mod error;
+pub mod incremental;
+pub mod index;
 pub mod layer;
 pub mod mount;
 mod prefetch;

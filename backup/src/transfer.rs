@@ -108,6 +108,31 @@ impl Transfer {
         Err(last)
     }
 
+    /// GETs a small object (a snapshot's index) whole; more than `limit` bytes is an error.
+    pub async fn get_bytes(&self, url: &str, limit: u64) -> Result<Vec<u8>, BackupError> {
+        let too_large = || BackupError::Transfer(format!("GET: more than {limit} bytes"));
+        self.with_retries("GET", || async move {
+            classify(self.client.get(url).send().await, "GET")
+                .await
+                .and_then(|response| {
+                    if response.content_length().is_some_and(|n| n > limit) {
+                        return Attempt::Fail(too_large());
+                    }
+                    Attempt::Done(response)
+                })
+        })
+        .await?
+        .bytes()
+        .await
+        .map_err(|e| BackupError::Transfer(format!("GET: {e}")))
+        .and_then(|bytes| {
+            if bytes.len() as u64 > limit {
+                return Err(too_large());
+            }
+            Ok(bytes.to_vec())
+        })
+    }
+
     /// PUTs the whole archive to one presigned URL; returns the ETag if the server sent one.
     pub async fn put(
         &self,

@@ -34,6 +34,25 @@ pub fn meta_key(id: &str) -> String {
     format!("backups/{id}/meta.json")
 }
 
+/// The snapshot index's key (what the next incremental snapshot compares the tree with).
+pub fn index_key(id: &str) -> String {
+    format!("backups/{id}/index.zst")
+}
+
+/// Longest chain of incremental snapshots: the next one after a snapshot this deep is full.
+/// A restore mounts every archive of the chain as an overlay lower layer; 16 keeps that
+/// cheap and bounds what one lost archive takes with it.
+pub const MAX_CHAIN_DEPTH: u8 = 16;
+
+/// How a snapshot differs from its parent, in paths.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChangeCounts {
+    pub created: u64,
+    pub modified: u64,
+    pub deleted: u64,
+}
+
 /// `backups/<id>/meta.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -52,6 +71,16 @@ pub struct BackupMeta {
     /// fsd: for a layer, the backup it stacks on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// fsd: the depth of an incremental snapshot in its chain (0 or absent: a full one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub depth: Option<u8>,
+    /// fsd: the snapshot's index is stored (`index_key`): it can be the parent of an
+    /// incremental snapshot, and listed and compared without its archive.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub indexed: bool,
+    /// fsd, incremental snapshots: how the tree differed from the parent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<ChangeCounts>,
 }
 
 impl BackupMeta {
@@ -68,6 +97,32 @@ impl BackupMeta {
         self.expires_at()
             .is_none_or(|at| now + chrono::Duration::milliseconds(EXPIRY_BUFFER_MS) > at)
     }
+}
+
+/// The snapshot a new snapshot of `dir` taken at `now` builds on: the newest snapshot of
+/// `dir`, when it is indexed, not a restored directory's layer, less deep than
+/// [`MAX_CHAIN_DEPTH`], and not expired. `None`: take a full snapshot.
+///
+/// A TTL is the restorability of the snapshot it is set on: the snapshots below it in its
+/// chain are its data, restored with it after their own TTL has passed (and retention keeps
+/// them while it is kept).
+pub fn incremental_parent<'a>(
+    snapshots: &'a [BackupMeta],
+    dir: &str,
+    now: DateTime<Utc>,
+) -> Option<&'a BackupMeta> {
+    let newest = snapshots
+        .iter()
+        .filter(|meta| meta.dir == dir)
+        .filter_map(|meta| Some((DateTime::parse_from_rfc3339(&meta.created_at).ok()?, meta)))
+        .max_by_key(|(created, _)| *created)?
+        .1;
+    let layer_of_restore = newest.parent.is_some() && newest.depth.is_none();
+    (newest.indexed
+        && !layer_of_restore
+        && newest.depth.unwrap_or(0) < MAX_CHAIN_DEPTH
+        && !newest.expired(now))
+    .then_some(newest)
 }
 
 /// The `UploadId` of a `CreateMultipartUpload` answer.
@@ -156,7 +211,62 @@ mod tests {
             created_at: created_at.into(),
             sha256: None,
             parent: None,
+            depth: None,
+            indexed: true,
+            changes: None,
         }
+    }
+
+    #[test]
+    fn an_incremental_snapshot_builds_on_the_newest_usable_one() {
+        let now = DateTime::parse_from_rfc3339("2026-01-02T00:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        let day = 86_400;
+        let older = BackupMeta {
+            id: "older".into(),
+            ..meta("2026-01-01T00:00:00Z", 10 * day)
+        };
+        let newest = BackupMeta {
+            id: "newest".into(),
+            depth: Some(3),
+            parent: Some("older".into()),
+            ..meta("2026-01-01T12:00:00Z", 10 * day)
+        };
+        let other_dir = BackupMeta {
+            id: "other".into(),
+            dir: "/workspace/other".into(),
+            ..meta("2026-01-01T23:00:00Z", 10 * day)
+        };
+        let all = vec![older.clone(), newest.clone(), other_dir];
+        let parent = |all: &[BackupMeta], _| {
+            incremental_parent(all, "/workspace", now).map(|m| m.id.clone())
+        };
+        assert_eq!(parent(&all, day).as_deref(), Some("newest"));
+        // The newest has expired: a full one.
+        let expired = vec![BackupMeta {
+            ttl: 60,
+            ..newest.clone()
+        }];
+        assert_eq!(parent(&expired, day), None);
+        // The chain is as deep as allowed.
+        let deep = vec![BackupMeta {
+            depth: Some(MAX_CHAIN_DEPTH),
+            ..newest.clone()
+        }];
+        assert_eq!(parent(&deep, day), None);
+        // No index stored, or a restored directory's layer (parent without depth).
+        let unindexed = vec![BackupMeta {
+            indexed: false,
+            ..newest.clone()
+        }];
+        assert_eq!(parent(&unindexed, day), None);
+        let layer = vec![BackupMeta {
+            depth: None,
+            ..newest.clone()
+        }];
+        assert_eq!(parent(&layer, day), None);
+        assert_eq!(parent(&[], day), None);
     }
 
     #[test]

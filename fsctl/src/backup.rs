@@ -74,6 +74,10 @@ enum BackupCommand {
         /// Store only what changed since DIR was restored from a backup.
         #[arg(long)]
         layer: bool,
+        /// A full snapshot, even when the store holds one of DIR that an incremental
+        /// snapshot could build on.
+        #[arg(long, conflicts_with = "layer")]
+        full: bool,
     },
     /// List backups, newest first.
     List,
@@ -152,6 +156,7 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
             gitignore,
             compression,
             layer,
+            full,
         } => {
             let (progress, bar) = progress_bar(as_json);
             let options = BackupOptions {
@@ -161,17 +166,29 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                 gitignore,
                 compression,
                 layer,
+                full,
                 progress,
             };
             let result = backups.create_backup(sandbox, &dir, options).await;
             finish(bar);
             let backup = result?;
             if as_json {
-                output::json(
-                    &json!({ "id": backup.id, "dir": backup.dir, "sizeBytes": backup.size_bytes, "parent": backup.parent }),
-                );
+                output::json(&json!({
+                    "id": backup.id,
+                    "dir": backup.dir,
+                    "sizeBytes": backup.size_bytes,
+                    "parent": backup.parent,
+                    "depth": backup.depth,
+                    "changes": backup.changes,
+                }));
             } else {
                 println!("{}", backup.id);
+                if let (Some(parent), Some(changes)) = (&backup.parent, &backup.changes) {
+                    eprintln!(
+                        "incremental over {parent}: {} created, {} modified, {} deleted",
+                        changes.created, changes.modified, changes.deleted
+                    );
+                }
             }
         }
         BackupCommand::List => {

@@ -564,6 +564,8 @@ pub fn backup_error(err: BackupError, operation: Operation) -> ApiError {
         BackupError::NotMounted(path) => ApiError::new(ErrorCode::BackupNotFound, message)
             .with_context(json!({ "dir": path }))
             .with_suggestion("Layers are taken of a directory restored with /api/backup/restore"),
+        BackupError::Index(_) => ApiError::new(ErrorCode::InvalidBackupConfig, message)
+            .with_context(json!({ "field": "base.indexUrl" })),
         BackupError::TransferStatus { status, .. } => {
             ApiError::new(failed, message).with_context(json!({ "upstreamStatus": status }))
         }

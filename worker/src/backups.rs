@@ -199,6 +199,10 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
         created_at: now().to_rfc3339(),
         sha256: archive["sha256"].as_str().map(str::to_string),
         parent: None,
+        depth: None,
+        // The object does not store the daemon's index yet: its backups are full ones.
+        indexed: false,
+        changes: None,
     };
     let written = bucket
         .send(

@@ -8,14 +8,16 @@ use chrono::Utc;
 use fsd_api::ErrorCode;
 use fsd_api::backup::{
     ArchiveSource, BackupEvent, Compression, CreateBackupRequest, DownloadBackupRequest,
-    UploadBackupRequest, UploadTarget,
+    SnapshotBase, UploadBackupRequest, UploadTarget,
 };
 use futures_util::StreamExt;
 use serde_json::json;
 
 use super::access::BucketAccess;
-use fsd_control::backup::{ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, meta_key};
-pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS};
+use fsd_control::backup::{
+    ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, incremental_parent, index_key, meta_key,
+};
+pub use fsd_control::backup::{BackupMeta, ChangeCounts, DEFAULT_TTL_SECS};
 use fsd_control::retention::{self, Decision, SnapshotInfo, SnapshotPolicy};
 use fsd_sdk::{Sandbox, SdkError};
 
@@ -28,7 +30,13 @@ pub struct DirectoryBackup {
     pub id: String,
     pub dir: String,
     pub size_bytes: u64,
+    /// The snapshot this one stacks on (an incremental snapshot, or a restored
+    /// directory's layer).
     pub parent: Option<String>,
+    /// An incremental snapshot's depth in its chain.
+    pub depth: Option<u8>,
+    /// An incremental snapshot's differences from its parent.
+    pub changes: Option<ChangeCounts>,
 }
 
 /// Progress callback: `(phase, bytes done, bytes total)`.
@@ -46,7 +54,19 @@ pub struct BackupOptions {
     pub compression: Option<String>,
     /// Store only what changed since `dir` was restored from a backup (a layer).
     pub layer: bool,
+    /// A full snapshot even when an incremental one could be taken.
+    pub full: bool,
     pub progress: Option<ProgressFn>,
+}
+
+/// One backup being uploaded: its id, the multipart upload, its TTL and the snapshot it
+/// builds on.
+#[derive(Clone, Copy)]
+struct Upload<'a> {
+    id: &'a str,
+    upload_id: &'a str,
+    ttl: u64,
+    parent: Option<&'a BackupMeta>,
 }
 
 /// Backups of one sandbox into one bucket.
@@ -64,6 +84,10 @@ impl Backups {
     /// Archives `dir` in the sandbox and uploads it through presigned part URLs; writes
     /// meta.json only once the object is complete and its size checked. On failure the
     /// multipart upload is aborted and nothing is left that a restore would accept.
+    ///
+    /// Unless `full` or `layer` is asked, the snapshot is incremental when the store holds
+    /// a usable parent for `dir` ([`fsd_control::backup::incremental_parent`]): the daemon
+    /// compares the tree with the parent's index and archives only what differs.
     pub async fn create_backup(
         &self,
         sandbox: &Sandbox,
@@ -75,6 +99,12 @@ impl Backups {
         if ttl == 0 {
             return Err(invalid("ttl", "must be greater than 0"));
         }
+        let parent = if options.full || options.layer {
+            None
+        } else {
+            let snapshots = self.list_backups().await?;
+            incremental_parent(&snapshots, dir, Utc::now()).cloned()
+        };
         let id = uuid::Uuid::new_v4().to_string();
         let key = data_key(&id);
         let upload = self
@@ -90,8 +120,14 @@ impl Backups {
             .upload_id()
             .ok_or_else(|| SdkError::Storage("no upload id".into()))?
             .to_string();
+        let upload = Upload {
+            id: &id,
+            upload_id: &upload_id,
+            ttl,
+            parent: parent.as_ref(),
+        };
         let result = self
-            .upload_and_complete(sandbox, dir, &id, &upload_id, ttl, &options)
+            .upload_and_complete(sandbox, dir, &upload, &options)
             .await;
         if result.is_err() {
             let _ = self
@@ -102,13 +138,15 @@ impl Backups {
                 .upload_id(&upload_id)
                 .send()
                 .await;
-            let _ = self
-                .s3
-                .delete_object()
-                .bucket(&self.store.bucket)
-                .key(&key)
-                .send()
-                .await;
+            for key in [key, index_key(&id)] {
+                let _ = self
+                    .s3
+                    .delete_object()
+                    .bucket(&self.store.bucket)
+                    .key(key)
+                    .send()
+                    .await;
+            }
         }
         result
     }
@@ -117,12 +155,30 @@ impl Backups {
         &self,
         sandbox: &Sandbox,
         dir: &str,
-        id: &str,
-        upload_id: &str,
-        ttl: u64,
+        upload: &Upload<'_>,
         options: &BackupOptions,
     ) -> Result<DirectoryBackup, SdkError> {
+        let Upload {
+            id,
+            upload_id,
+            ttl,
+            parent,
+        } = *upload;
         let key = data_key(id);
+        let base = match parent {
+            Some(parent) => Some(SnapshotBase {
+                index_url: self
+                    .store
+                    .presign("GET", &index_key(&parent.id), &[])
+                    .map_err(storage)?,
+                depth: parent.depth.unwrap_or(0),
+            }),
+            None => None,
+        };
+        let index_url = self
+            .store
+            .presign("PUT", &index_key(id), &[])
+            .map_err(storage)?;
         let mut part_urls = Vec::with_capacity(PART_URLS);
         for number in 1..=PART_URLS {
             let number = number.to_string();
@@ -141,12 +197,14 @@ impl Backups {
                     threads: None,
                 }),
                 layer: Some(options.layer),
+                base,
                 session_id: None,
             },
             upload: UploadTarget {
                 url: None,
                 part_urls: Some(part_urls),
                 min_part_size: Some(MIN_PART_SIZE),
+                index_url: Some(index_url),
             },
         };
         let events = sandbox.upload_backup(&request).await?;
@@ -198,10 +256,18 @@ impl Backups {
                 archive.size_bytes
             )));
         }
-        let parent = archive
-            .parent_archive_paths
-            .first()
-            .map(|path| archive_id(path));
+        let parent = match parent {
+            Some(parent) => Some(parent.id.clone()),
+            None => archive
+                .parent_archive_paths
+                .first()
+                .map(|path| archive_id(path)),
+        };
+        let changes = archive.changes.map(|c| ChangeCounts {
+            created: c.created,
+            modified: c.modified,
+            deleted: c.deleted,
+        });
         let meta = BackupMeta {
             id: id.to_string(),
             dir: dir.to_string(),
@@ -211,6 +277,9 @@ impl Backups {
             created_at: Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
             sha256: archive.sha256.clone(),
             parent: parent.clone(),
+            depth: archive.depth,
+            indexed: archive.index_path.is_some(),
+            changes,
         };
         let body =
             serde_json::to_vec_pretty(&meta).map_err(|e| SdkError::Storage(e.to_string()))?;
@@ -228,6 +297,8 @@ impl Backups {
             dir: dir.to_string(),
             size_bytes: archive.size_bytes,
             parent,
+            depth: archive.depth,
+            changes,
         })
     }
 
@@ -257,7 +328,8 @@ impl Backups {
     }
 
     /// Restores backup `id` onto `dir` (any allowed directory, not only the original):
-    /// checks TTLs (60 s buffer) along the layer chain, presigns GETs, and lets the daemon
+    /// checks its TTL (60 s buffer; the snapshots below it in its chain are its data and
+    /// restored with it past their own), presigns GETs, and lets the daemon
     /// fetch what it does not already hold and mount the chain copy-on-write.
     pub async fn restore_backup(
         &self,
@@ -277,7 +349,8 @@ impl Backups {
                 return Err(invalid("id", "layer chain is too long"));
             }
             let meta = self.meta(&current).await?;
-            if meta.expired(now) {
+            // The TTL of the snapshot asked for; those below it are its data.
+            if chain.is_empty() && meta.expired(now) {
                 let expired_at = meta
                     .expires_at()
                     .map(|t| t.to_rfc3339())
@@ -400,7 +473,7 @@ impl Backups {
     /// Deletes a backup's archive and metadata (layers on top of it stop restoring).
     pub async fn delete_backup(&self, id: &str) -> Result<(), SdkError> {
         self.meta(id).await?;
-        for key in [meta_key(id), data_key(id)] {
+        for key in [meta_key(id), data_key(id), index_key(id)] {
             self.s3
                 .delete_object()
                 .bucket(&self.store.bucket)

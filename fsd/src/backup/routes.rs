@@ -1,7 +1,7 @@
 //! `/api/backup/*`: parse, validate (INVALID_BACKUP_CONFIG naming the field), call the
 //! service, answer.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,7 +21,7 @@ use fsd_backup::transfer::PartSpec;
 use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
 use tokio::sync::mpsc;
 
-use super::service::{CreateSpec, MIN_PART_SIZE, Source};
+use super::service::{CreateSpec, MAX_DEPTH, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
 use crate::state::AppState;
@@ -64,11 +64,26 @@ fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec
             options.threads = threads as usize;
         }
     }
+    let layer = req.layer.unwrap_or(false);
+    if let Some(base) = &req.base {
+        if layer {
+            return Err(invalid("base", "cannot be combined with layer")).op(op);
+        }
+        validate::url("base.indexUrl", &base.index_url).op(op)?;
+        if base.depth >= MAX_DEPTH {
+            return Err(invalid(
+                "base.depth",
+                format!("must be below {MAX_DEPTH}: take a full snapshot"),
+            ))
+            .op(op);
+        }
+    }
     Ok(CreateSpec {
         dir,
         archive,
         options,
-        layer: req.layer.unwrap_or(false),
+        layer,
+        base: req.base.clone(),
     })
 }
 
@@ -165,6 +180,9 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
             return Err(invalid("upload", "give exactly one of url and partUrls")).op(op);
         }
     }
+    if let Some(url) = &target.index_url {
+        validate::url("upload.indexUrl", url).op(op)?;
+    }
     let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
     let (progress, sender, events) = progress_channel();
     let service = state.backups.clone();
@@ -174,11 +192,20 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
             let path = PathBuf::from(&archive.archive_path);
             // The checksum is read while the upload runs: it costs no wall time.
             let (uploaded, sha256) = tokio::join!(
-                service.upload(&path, target.url, part_urls, min_part, progress.clone()),
+                service.upload(
+                    &path,
+                    target.url.clone(),
+                    part_urls,
+                    min_part,
+                    progress.clone()
+                ),
                 service.checksum(&path)
             );
             let uploaded = uploaded?;
             archive.sha256 = Some(sha256?);
+            if let (Some(url), Some(index)) = (&target.index_url, &archive.index_path) {
+                service.upload_index(Path::new(index), url).await?;
+            }
             Ok::<_, fsd_backup::BackupError>(BackupEvent::Complete {
                 archive: Some(archive),
                 etag: uploaded.etag,

@@ -4,17 +4,25 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fsd_api::backup::{CreateBackupResponse, PartEtag, RestoreMount};
+use fsd_api::backup::{
+    CreateBackupResponse, PartEtag, RestoreMount, SnapshotBase, SnapshotChanges,
+};
 use fsd_backup::archive::{self, ArchiveOptions};
+use fsd_backup::index::Index;
 use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
 use fsd_backup::transfer::{self, PartSpec, Transfer};
-use fsd_backup::{BackupError, Phase, Progress, layer};
+use fsd_backup::{BackupError, Phase, Progress, incremental, layer};
 
 /// S3's and R2's smallest part (all but the last).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
 /// Ranged GETs of a download.
 const DOWNLOAD_CHUNK: u64 = 16 * 1024 * 1024;
+
+/// Largest snapshot index fetched (about 3 million paths).
+const MAX_INDEX_BYTES: u64 = 256 * 1024 * 1024;
+/// Deepest chain an incremental snapshot may extend (its depth fits the index's byte).
+pub const MAX_DEPTH: u8 = 64;
 
 /// What to archive.
 pub struct CreateSpec {
@@ -22,6 +30,8 @@ pub struct CreateSpec {
     pub archive: PathBuf,
     pub options: ArchiveOptions,
     pub layer: bool,
+    /// An incremental snapshot over the snapshot with this index.
+    pub base: Option<SnapshotBase>,
 }
 
 /// One archive of a download.
@@ -88,38 +98,72 @@ impl BackupService {
         spec: CreateSpec,
         progress: Progress,
     ) -> Result<CreateBackupResponse, BackupError> {
+        let base = match &spec.base {
+            Some(base) => {
+                let bytes = self
+                    .transfer
+                    .get_bytes(&base.index_url, MAX_INDEX_BYTES)
+                    .await?;
+                Some((Index::decode(&bytes)?, base.depth))
+            }
+            None => None,
+        };
         let service = Arc::clone(self);
-        blocking(move || service.create_blocking(spec, progress)).await
+        blocking(move || service.create_blocking(spec, base, progress)).await
     }
 
     fn create_blocking(
         &self,
         spec: CreateSpec,
+        base: Option<(Index, u8)>,
         progress: Progress,
     ) -> Result<CreateBackupResponse, BackupError> {
         let archive_progress = progress.phase(Phase::Archive, 0);
-        let (summary, parents) = if spec.layer {
+        let mut answer = CreateBackupResponse {
+            success: true,
+            archive_path: spec.archive.display().to_string(),
+            ..CreateBackupResponse::default()
+        };
+        let summary = if spec.layer {
             let restore = self
                 .restorer()?
                 .get(&spec.dir)
                 .ok_or_else(|| BackupError::NotMounted(spec.dir.clone()))?;
             let summary = layer::create(&restore, &spec.archive, &spec.options, archive_progress)?;
-            (summary, restore.archives.clone())
+            answer.parent_archive_paths = restore
+                .archives
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            summary
+        } else if let Some((parent, depth)) = base {
+            let depth = depth.saturating_add(1);
+            let layered = incremental::create(
+                &spec.dir,
+                &parent,
+                depth,
+                &spec.archive,
+                &spec.options,
+                archive_progress,
+            )?;
+            answer.index_path = Some(write_index(&spec.archive, &layered.index)?);
+            answer.depth = Some(depth);
+            let changes = layered.changes;
+            answer.changes = Some(SnapshotChanges {
+                created: changes.created,
+                modified: changes.modified,
+                deleted: changes.deleted,
+            });
+            layered.summary
         } else {
-            (
-                archive::create(&spec.dir, &spec.archive, &spec.options, archive_progress)?,
-                Vec::new(),
-            )
+            let (summary, index) =
+                archive::create_indexed(&spec.dir, &spec.archive, &spec.options, archive_progress)?;
+            answer.index_path = Some(write_index(&spec.archive, &index)?);
+            summary
         };
-
-        Ok(CreateBackupResponse {
-            success: true,
-            size_bytes: summary.size_bytes,
-            archive_path: spec.archive.display().to_string(),
-            sha256: None,
-            entries: summary.entries,
-            parent_archive_paths: parents.iter().map(|p| p.display().to_string()).collect(),
-        })
+        answer.size_bytes = summary.size_bytes;
+        answer.entries = summary.entries;
+        Ok(answer)
     }
 
     pub async fn restore(
@@ -179,6 +223,12 @@ impl BackupService {
             .into_iter()
             .map(|(part_number, etag)| PartEtag { part_number, etag })
             .collect())
+    }
+
+    /// PUTs a snapshot's index to its presigned URL.
+    pub async fn upload_index(&self, index: &Path, url: &str) -> Result<(), BackupError> {
+        self.transfer.put(index, url, Progress::none()).await?;
+        Ok(())
     }
 
     /// The archive's SHA-256, computed on the blocking pool and recorded beside it.
@@ -287,6 +337,19 @@ pub fn part_size(size: u64, urls: u64, min: u64) -> u64 {
     let even = size.div_ceil(urls.max(1));
     // Round up to a MiB so parts line up with the reads.
     even.max(min).max(1).div_ceil(1 << 20) * (1 << 20)
+}
+
+/// Writes a snapshot's index beside its archive (`<archive>.index`); returns its path.
+fn write_index(archive: &Path, index: &Index) -> Result<String, BackupError> {
+    let path = fsd_backup::with_suffix(archive, ".index");
+    let temp = fsd_backup::with_suffix(archive, ".index.tmp");
+    std::fs::write(&temp, index.encode()?)
+        .and_then(|()| std::fs::rename(&temp, &path))
+        .map_err(|e| BackupError::Io {
+            path: path.clone(),
+            source: e,
+        })?;
+    Ok(path.display().to_string())
 }
 
 fn sidecar(archive: &Path) -> PathBuf {

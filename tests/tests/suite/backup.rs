@@ -14,7 +14,7 @@ use fsd_tests::{Daemon, assert_error, require_mount_privilege, sha256_hex};
 use serde_json::json;
 
 /// Every entry under `dir`: kind, mode and content hash (or link target).
-fn digest(dir: &Path) -> BTreeMap<String, String> {
+pub(crate) fn digest(dir: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(current) = stack.pop() {
@@ -49,7 +49,7 @@ fn digest(dir: &Path) -> BTreeMap<String, String> {
 
 /// A small workspace with the awkward cases: unicode and spaces, empty dir and file, a
 /// symlink, modes, a file over one block, nesting.
-fn fixture(dir: &Path) {
+pub(crate) fn fixture(dir: &Path) {
     let write = |relative: &str, bytes: &[u8]| {
         let path = dir.join(relative);
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -87,7 +87,7 @@ fn archive_of(id: &str) -> String {
 }
 
 /// Removes the local copy, so a restore has to download it.
-fn forget_local(id: &str) {
+pub(crate) fn forget_local(id: &str) {
     for suffix in ["", ".sha256"] {
         let _ = std::fs::remove_file(format!("{}{suffix}", archive_of(id)));
     }
@@ -120,6 +120,7 @@ async fn round_trip_through_the_store_into_another_dir() {
         keys,
         vec![
             format!("backups/{}/data.sqsh", backup.id),
+            format!("backups/{}/index.zst", backup.id),
             format!("backups/{}/meta.json", backup.id)
         ]
     );

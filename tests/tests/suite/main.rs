@@ -34,6 +34,7 @@ mod sdk_watch;
 mod sync;
 mod system;
 mod terminal;
+mod time_machine;
 mod tunnels;
 mod watch;
 mod watch_overflow;

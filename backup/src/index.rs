@@ -1,0 +1,294 @@
+//! A snapshot's index: every path of the tree as the snapshot saw it (type, mode, owner,
+//! size, mtime, inode) and which archive of its chain holds its content. The next
+//! snapshot of the directory compares the tree with it to know what changed; `ls` and
+//! `diff` read it instead of the archives.
+//!
+//! Stored beside the archive (`backups/<id>/index.zst`): a magic line, then one zstd frame
+//! of fixed-layout records (paths are bytes, not UTF-8).
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::fs;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::BackupError;
+
+const MAGIC: &[u8] = b"FSDIDX1\n";
+/// Longest path a record holds (Linux's PATH_MAX).
+const MAX_PATH: usize = 4096;
+
+/// What is at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    Dir,
+    File,
+    Symlink,
+    /// A device, FIFO or socket.
+    Special,
+}
+
+impl Kind {
+    pub fn of(meta: &fs::Metadata) -> Kind {
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            Kind::Dir
+        } else if kind.is_file() {
+            Kind::File
+        } else if kind.is_symlink() {
+            Kind::Symlink
+        } else {
+            Kind::Special
+        }
+    }
+
+    fn code(self) -> u8 {
+        match self {
+            Kind::Dir => 0,
+            Kind::File => 1,
+            Kind::Symlink => 2,
+            Kind::Special => 3,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<Kind> {
+        Some(match code {
+            0 => Kind::Dir,
+            1 => Kind::File,
+            2 => Kind::Symlink,
+            3 => Kind::Special,
+            _ => return None,
+        })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Dir => "directory",
+            Kind::File => "file",
+            Kind::Symlink => "symlink",
+            Kind::Special => "other",
+        }
+    }
+}
+
+/// One path of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// Relative to the snapshot's directory.
+    pub path: PathBuf,
+    pub kind: Kind,
+    /// Permission bits (and setuid, setgid, sticky).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Bytes (0 for a directory).
+    pub size: u64,
+    /// Nanoseconds since the epoch.
+    pub mtime_ns: i64,
+    pub inode: u64,
+    /// The depth in the chain of the snapshot whose archive holds this entry (0: the full
+    /// snapshot at the bottom).
+    pub layer: u8,
+}
+
+impl IndexEntry {
+    /// `path` (relative) as `meta` describes it, held by the archive at depth `layer`.
+    pub fn new(path: &Path, meta: &fs::Metadata, layer: u8) -> IndexEntry {
+        let kind = Kind::of(meta);
+        IndexEntry {
+            path: path.to_path_buf(),
+            kind,
+            mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+            size: if kind == Kind::Dir { 0 } else { meta.len() },
+            mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            inode: meta.ino(),
+            layer,
+        }
+    }
+
+    /// Whether the tree's `self` is the same file as the snapshot's `before` with the same
+    /// content and metadata, as far as the metadata tells (what rsync and restic assume).
+    pub fn unchanged_since(&self, before: &IndexEntry) -> bool {
+        self.kind == before.kind
+            && self.inode == before.inode
+            && self.mode == before.mode
+            && self.uid == before.uid
+            && self.gid == before.gid
+            && (self.kind == Kind::Dir
+                || (self.size == before.size && self.mtime_ns == before.mtime_ns))
+    }
+}
+
+/// Every path of a snapshot, in the order the tree was walked (parents first).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Index {
+    pub entries: Vec<IndexEntry>,
+}
+
+impl Index {
+    /// Path → position, for lookups.
+    pub fn by_path(&self) -> HashMap<&Path, &IndexEntry> {
+        self.entries
+            .iter()
+            .map(|entry| (entry.path.as_path(), entry))
+            .collect()
+    }
+
+    /// The encoded index (magic line, one zstd frame).
+    pub fn encode(&self) -> Result<Vec<u8>, BackupError> {
+        let mut out = MAGIC.to_vec();
+        let mut encoder =
+            zstd::Encoder::new(&mut out, 3).map_err(|e| BackupError::Index(e.to_string()))?;
+        for entry in &self.entries {
+            let path = entry.path.as_os_str().as_bytes();
+            let mut record = Vec::with_capacity(path.len() + 48);
+            record.extend_from_slice(&(path.len() as u32).to_le_bytes());
+            record.extend_from_slice(path);
+            record.push(entry.kind.code());
+            record.push(entry.layer);
+            for value in [entry.mode, entry.uid, entry.gid] {
+                record.extend_from_slice(&value.to_le_bytes());
+            }
+            record.extend_from_slice(&entry.size.to_le_bytes());
+            record.extend_from_slice(&entry.mtime_ns.to_le_bytes());
+            record.extend_from_slice(&entry.inode.to_le_bytes());
+            encoder
+                .write_all(&record)
+                .map_err(|e| BackupError::Index(e.to_string()))?;
+        }
+        encoder
+            .finish()
+            .map_err(|e| BackupError::Index(e.to_string()))?;
+        Ok(out)
+    }
+
+    /// Reads an encoded index; anything malformed is an error, never a partial index.
+    pub fn decode(bytes: &[u8]) -> Result<Index, BackupError> {
+        let bad = |why: &str| BackupError::Index(why.to_string());
+        let body = bytes
+            .strip_prefix(MAGIC)
+            .ok_or_else(|| bad("not an index"))?;
+        let mut raw = Vec::new();
+        zstd::Decoder::new(body)
+            .and_then(|mut decoder| decoder.read_to_end(&mut raw))
+            .map_err(|e| bad(&e.to_string()))?;
+        let mut entries = Vec::new();
+        let mut rest = raw.as_slice();
+        while !rest.is_empty() {
+            let mut take = |n: usize| -> Result<&[u8], BackupError> {
+                if rest.len() < n {
+                    return Err(bad("truncated"));
+                }
+                let (head, tail) = rest.split_at(n);
+                rest = tail;
+                Ok(head)
+            };
+            let u32_at = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            let u64_at = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
+            let len = u32_at(take(4)?) as usize;
+            if len == 0 || len > MAX_PATH {
+                return Err(bad("bad path length"));
+            }
+            let path = PathBuf::from(OsStr::from_bytes(take(len)?));
+            let kind_layer = take(2)?;
+            let kind = Kind::from_code(kind_layer[0]).ok_or_else(|| bad("bad kind"))?;
+            let ids = take(12)?;
+            let numbers = take(24)?;
+            entries.push(IndexEntry {
+                path,
+                kind,
+                layer: kind_layer[1],
+                mode: u32_at(&ids[0..4]),
+                uid: u32_at(&ids[4..8]),
+                gid: u32_at(&ids[8..12]),
+                size: u64_at(&numbers[0..8]),
+                mtime_ns: u64_at(&numbers[8..16]) as i64,
+                inode: u64_at(&numbers[16..24]),
+            });
+        }
+        Ok(Index { entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, kind: Kind, layer: u8) -> IndexEntry {
+        IndexEntry {
+            path: PathBuf::from(path),
+            kind,
+            mode: 0o644,
+            uid: 1000,
+            gid: 1000,
+            size: 12,
+            mtime_ns: -5,
+            inode: 77,
+            layer,
+        }
+    }
+
+    #[test]
+    fn an_index_round_trips_and_refuses_damage() {
+        let index = Index {
+            entries: vec![
+                entry("a", Kind::Dir, 0),
+                entry("a/b.txt", Kind::File, 3),
+                entry("a/link", Kind::Symlink, 1),
+                IndexEntry {
+                    path: PathBuf::from(OsStr::from_bytes(b"not-utf8-\xff")),
+                    ..entry("x", Kind::Special, 2)
+                },
+            ],
+        };
+        let bytes = index.encode().unwrap();
+        assert_eq!(Index::decode(&bytes).unwrap(), index);
+        assert!(Index::decode(b"garbage").is_err());
+        assert!(Index::decode(&bytes[..bytes.len() - 3]).is_err());
+        let empty = Index::default().encode().unwrap();
+        assert_eq!(Index::decode(&empty).unwrap(), Index::default());
+    }
+
+    #[test]
+    fn unchanged_means_same_file_same_metadata() {
+        let before = entry("f", Kind::File, 0);
+        assert!(before.clone().unchanged_since(&before));
+        for changed in [
+            IndexEntry {
+                size: 13,
+                ..before.clone()
+            },
+            IndexEntry {
+                mtime_ns: 1,
+                ..before.clone()
+            },
+            IndexEntry {
+                inode: 78,
+                ..before.clone()
+            },
+            IndexEntry {
+                mode: 0o600,
+                ..before.clone()
+            },
+            IndexEntry {
+                kind: Kind::Dir,
+                ..before.clone()
+            },
+        ] {
+            assert!(!changed.unchanged_since(&before), "{changed:?}");
+        }
+        // A directory's size and mtime change with what it holds; they do not make it new.
+        let dir = entry("d", Kind::Dir, 0);
+        assert!(
+            IndexEntry {
+                mtime_ns: 9,
+                ..dir.clone()
+            }
+            .unchanged_since(&dir)
+        );
+    }
+}
