@@ -249,3 +249,58 @@ pub struct RestoreMountsResponse {
 pub struct UnmountBackupRequest {
     pub dir: String,
 }
+
+/// `POST /api/backup/index`: the index a snapshot of `dir` would record now (what `diff`
+/// compares a stored snapshot with), answered as the encoded index
+/// (`application/octet-stream`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TreeIndexRequest {
+    pub dir: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excludes: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gitignore: Option<bool>,
+}
+
+/// One archive of a snapshot's chain, read in place through ranged GETs.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChainArchive {
+    /// The snapshot's depth in the chain (0: the full one).
+    pub depth: u8,
+    /// Presigned GET URL.
+    pub url: String,
+    pub size_bytes: u64,
+}
+
+/// `POST /api/backup/extract`: paths of a stored snapshot written back into `dir` (files
+/// atomically with their mode, directories, symlinks), reading only the parts of the
+/// archives that hold them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtractBackupRequest {
+    pub dir: String,
+    /// Presigned GET of the snapshot's index.
+    pub index_url: String,
+    /// The archives of the snapshot's chain.
+    pub archives: Vec<ChainArchive>,
+    /// Relative to `dir`: a file, or a directory with everything under it.
+    pub paths: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExtractBackupResponse {
+    pub success: bool,
+    pub files: u64,
+    pub directories: u64,
+    pub symlinks: u64,
+    /// File bytes written.
+    pub bytes: u64,
+    /// Ranged GETs made, and the bytes they fetched.
+    pub requests: u64,
+    pub fetched_bytes: u64,
+}

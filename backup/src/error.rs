@@ -23,6 +23,8 @@ pub enum BackupError {
     Corrupt(String),
     #[error("snapshot index: {0}")]
     Index(String),
+    #[error("{0} is not in the snapshot")]
+    NotInSnapshot(PathBuf),
     #[error("failed to mount {what}: {reason}")]
     Mount { what: &'static str, reason: String },
     #[error("failed to unmount {path}: {reason}")]
@@ -48,7 +50,7 @@ pub enum BackupError {
 }
 
 impl BackupError {
-    pub(crate) fn io(path: &Path, source: std::io::Error) -> BackupError {
+    pub fn io(path: &Path, source: std::io::Error) -> BackupError {
         BackupError::Io {
             path: path.to_path_buf(),
             source,

@@ -10,8 +10,10 @@ pub mod layer;
 pub mod mount;
 mod prefetch;
 pub mod progress;
+pub mod remote;
 pub mod restore;
 pub mod select;
+pub mod stored;
 pub mod transfer;
 
 pub use archive::{ArchiveOptions, ArchiveSummary};

@@ -108,6 +108,11 @@ impl Transfer {
         Err(last)
     }
 
+    /// The HTTP client, for readers that make their own requests (ranged reads).
+    pub fn client(&self) -> reqwest::Client {
+        self.client.clone()
+    }
+
     /// GETs a small object (a snapshot's index) whole; more than `limit` bytes is an error.
     pub async fn get_bytes(&self, url: &str, limit: u64) -> Result<Vec<u8>, BackupError> {
         let too_large = || BackupError::Transfer(format!("GET: more than {limit} bytes"));

@@ -81,6 +81,11 @@ pub struct BackupMeta {
     /// fsd, incremental snapshots: how the tree differed from the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<ChangeCounts>,
+    /// fsd: what the snapshot left out, so it is compared with the live tree the same way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excludes: Vec<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gitignore: bool,
 }
 
 impl BackupMeta {
@@ -214,6 +219,8 @@ mod tests {
             depth: None,
             indexed: true,
             changes: None,
+            excludes: Vec::new(),
+            gitignore: false,
         }
     }
 

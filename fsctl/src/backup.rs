@@ -81,8 +81,24 @@ enum BackupCommand {
     },
     /// List backups, newest first.
     List,
-    /// Restore backup ID onto DIR (copy-on-write; instant when the archive is already there).
-    Restore { id: String, dir: String },
+    /// Restore backup ID onto DIR (copy-on-write; instant when the archive is already there),
+    /// or with --path only those paths, written into DIR as files are written.
+    Restore {
+        id: String,
+        dir: String,
+        /// A file or directory of the snapshot, relative to DIR (repeatable): brought back
+        /// into the live DIR, reading only the parts of the archives that hold it.
+        #[arg(long = "path")]
+        paths: Vec<String>,
+    },
+    /// The snapshots of DIR (every directory's without it) as a timeline, newest first.
+    Log { dir: Option<String> },
+    /// The tree of snapshot ID (under PATH), from its stored index.
+    Ls { id: String, path: Option<String> },
+    /// What differs from snapshot A to snapshot B, or to the live directory without B.
+    Diff { a: String, b: Option<String> },
+    /// Print the file PATH of snapshot ID, read from the store through ranged GETs.
+    Cat { id: String, path: String },
     /// Delete a backup from the store.
     Delete { id: String },
     /// Remove DIR's backups that a retention policy does not keep (restic's `forget`
@@ -215,7 +231,25 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                 }
             }
         }
-        BackupCommand::Restore { id, dir } => {
+        BackupCommand::Restore { id, dir, paths } if !paths.is_empty() => {
+            let restored = backups.restore_paths(sandbox, &id, &dir, &paths).await?;
+            crate::history::restored_paths(&restored, as_json);
+        }
+        BackupCommand::Log { dir } => {
+            crate::history::log(&backups.log(dir.as_deref()).await?, as_json);
+        }
+        BackupCommand::Ls { id, path } => {
+            crate::history::ls(&backups.list_snapshot(&id, path.as_deref()).await?, as_json);
+        }
+        BackupCommand::Diff { a, b } => {
+            crate::history::diff(&backups.diff(&a, b.as_deref(), sandbox).await?, as_json);
+        }
+        BackupCommand::Cat { id, path } => {
+            let bytes = backups.read_file(&id, &path).await?;
+            std::io::Write::write_all(&mut std::io::stdout(), &bytes)
+                .map_err(|e| SdkError::Storage(format!("stdout: {e}")))?;
+        }
+        BackupCommand::Restore { id, dir, .. } => {
             let (progress, bar) = progress_bar(as_json);
             let result = backups.restore_backup(sandbox, &id, &dir, progress).await;
             finish(bar);

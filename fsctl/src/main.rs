@@ -9,6 +9,7 @@ mod exec;
 mod expose;
 mod files;
 mod gateway;
+mod history;
 mod interrupt;
 mod mounts;
 mod output;

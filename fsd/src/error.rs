@@ -565,7 +565,9 @@ pub fn backup_error(err: BackupError, operation: Operation) -> ApiError {
             .with_context(json!({ "dir": path }))
             .with_suggestion("Layers are taken of a directory restored with /api/backup/restore"),
         BackupError::Index(_) => ApiError::new(ErrorCode::InvalidBackupConfig, message)
-            .with_context(json!({ "field": "base.indexUrl" })),
+            .with_context(json!({ "field": "indexUrl" })),
+        BackupError::NotInSnapshot(path) => ApiError::new(ErrorCode::FileNotFound, message)
+            .with_context(json!({ "field": "paths", "path": path })),
         BackupError::TransferStatus { status, .. } => {
             ApiError::new(failed, message).with_context(json!({ "upstreamStatus": status }))
         }

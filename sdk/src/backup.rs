@@ -3,13 +3,14 @@
 
 use fsd_api::backup::{
     BackupEvent, CreateBackupRequest, CreateBackupResponse, DownloadBackupRequest,
-    RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse, UnmountBackupRequest,
-    UploadBackupRequest, UploadPart, UploadPartsRequest, UploadPartsResponse,
+    ExtractBackupRequest, ExtractBackupResponse, RestoreBackupRequest, RestoreBackupResponse,
+    RestoreMountsResponse, TreeIndexRequest, UnmountBackupRequest, UploadBackupRequest, UploadPart,
+    UploadPartsRequest, UploadPartsResponse,
 };
 use futures_util::Stream;
 use reqwest::Method;
 
-use crate::client::to_json;
+use crate::client::{check, to_json};
 use crate::{Sandbox, SdkError};
 
 impl Sandbox {
@@ -66,6 +67,26 @@ impl Sandbox {
             Some(to_json(request)?),
         )
         .await
+    }
+
+    /// The encoded index a snapshot of a directory would record now
+    /// (`POST /api/backup/index`; decode it with `fsd_backup::index::Index::decode`).
+    pub async fn tree_index(&self, request: &TreeIndexRequest) -> Result<Vec<u8>, SdkError> {
+        let response = self
+            .request(Method::POST, "/api/backup/index")
+            .json(request)
+            .send()
+            .await?;
+        Ok(check(response).await?.bytes().await?.to_vec())
+    }
+
+    /// Writes paths of a stored snapshot back into a directory, reading the archives in
+    /// place (`POST /api/backup/extract`).
+    pub async fn extract_backup(
+        &self,
+        request: &ExtractBackupRequest,
+    ) -> Result<ExtractBackupResponse, SdkError> {
+        self.post_json("/api/backup/extract", request).await
     }
 
     /// Active restores.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use fsd_control::backup::{
     BackupMeta, DEFAULT_TTL_SECS, MIN_PART_SIZE, PART_URLS, archive_path, complete_multipart_body,
-    data_key, last_event_data, meta_key, upload_id,
+    data_key, index_key, last_event_data, meta_key, upload_id,
 };
 use fsd_s3::Upstream;
 use fsd_s3::sign::{object_url, presign, sign_headers_at};
@@ -158,7 +158,11 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
     let body = serde_json::json!({
         "dir": asked.dir,
         "archivePath": archive_path(&id),
-        "upload": {"partUrls": part_urls, "minPartSize": MIN_PART_SIZE},
+        "upload": {
+            "partUrls": part_urls,
+            "minPartSize": MIN_PART_SIZE,
+            "indexUrl": bucket.presign("PUT", &index_key(&id), &[])?,
+        },
     });
     let answer = daemon::call(daemon, Method::Post, "/api/backup/upload", &body).await?;
     let made = match outcome(answer).await? {
@@ -200,9 +204,11 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
         sha256: archive["sha256"].as_str().map(str::to_string),
         parent: None,
         depth: None,
-        // The object does not store the daemon's index yet: its backups are full ones.
-        indexed: false,
+        // Stored beside the archive: history reads it, and `fsctl` can build on it.
+        indexed: archive["indexPath"].is_string(),
         changes: None,
+        excludes: Vec::new(),
+        gitignore: false,
     };
     let written = bucket
         .send(

@@ -71,8 +71,8 @@ struct Upload<'a> {
 
 /// Backups of one sandbox into one bucket.
 pub struct Backups {
-    store: BucketAccess,
-    s3: aws_sdk_s3::Client,
+    pub(super) store: BucketAccess,
+    pub(super) s3: aws_sdk_s3::Client,
 }
 
 impl Backups {
@@ -280,6 +280,8 @@ impl Backups {
             depth: archive.depth,
             indexed: archive.index_path.is_some(),
             changes,
+            excludes: options.excludes.clone(),
+            gitignore: options.gitignore,
         };
         let body =
             serde_json::to_vec_pretty(&meta).map_err(|e| SdkError::Storage(e.to_string()))?;
@@ -304,27 +306,51 @@ impl Backups {
 
     /// Reads a backup's metadata; BACKUP_NOT_FOUND when there is none.
     pub async fn meta(&self, id: &str) -> Result<BackupMeta, SdkError> {
+        let Some(bytes) = self.object(&meta_key(id)).await? else {
+            return Err(SdkError::coded(
+                ErrorCode::BackupNotFound,
+                format!("backup {id} not found"),
+                json!({ "backupId": id }),
+            ));
+        };
+        serde_json::from_slice(&bytes)
+            .map_err(|e| SdkError::Storage(format!("meta.json of {id}: {e}")))
+    }
+
+    /// The object at `key`, whole; `None` when there is none.
+    pub(super) async fn object(&self, key: &str) -> Result<Option<bytes::Bytes>, SdkError> {
         let object = self
             .s3
             .get_object()
             .bucket(&self.store.bucket)
-            .key(meta_key(id))
+            .key(key)
             .send()
             .await;
-        let object = match object {
-            Ok(object) => object,
-            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => {
-                return Err(SdkError::coded(
-                    ErrorCode::BackupNotFound,
-                    format!("backup {id} not found"),
-                    json!({ "backupId": id }),
-                ));
+        match object {
+            Ok(object) => Ok(Some(
+                object.body.collect().await.map_err(storage)?.into_bytes(),
+            )),
+            Err(error) if error.as_service_error().is_some_and(|e| e.is_no_such_key()) => Ok(None),
+            Err(error) => Err(storage(error)),
+        }
+    }
+
+    /// Backup `id` and the snapshots it stacks on, topmost first.
+    pub async fn chain(&self, id: &str) -> Result<Vec<BackupMeta>, SdkError> {
+        if uuid::Uuid::parse_str(id).is_err() {
+            return Err(invalid("id", "must be a UUID"));
+        }
+        let mut chain: Vec<BackupMeta> = Vec::new();
+        let mut next = Some(id.to_string());
+        while let Some(current) = next {
+            if chain.len() >= MAX_CHAIN {
+                return Err(invalid("id", "layer chain is too long"));
             }
-            Err(error) => return Err(storage(error)),
-        };
-        let bytes = object.body.collect().await.map_err(storage)?.into_bytes();
-        serde_json::from_slice(&bytes)
-            .map_err(|e| SdkError::Storage(format!("meta.json of {id}: {e}")))
+            let meta = self.meta(&current).await?;
+            next = meta.parent.clone();
+            chain.push(meta);
+        }
+        Ok(chain)
     }
 
     /// Restores backup `id` onto `dir` (any allowed directory, not only the original):
@@ -338,31 +364,20 @@ impl Backups {
         dir: &str,
         progress: Option<ProgressFn>,
     ) -> Result<Vec<BackupMeta>, SdkError> {
-        if uuid::Uuid::parse_str(id).is_err() {
-            return Err(invalid("id", "must be a UUID"));
-        }
-        let now = Utc::now();
-        let mut chain = Vec::new();
-        let mut next = Some(id.to_string());
-        while let Some(current) = next {
-            if chain.len() >= MAX_CHAIN {
-                return Err(invalid("id", "layer chain is too long"));
-            }
-            let meta = self.meta(&current).await?;
-            // The TTL of the snapshot asked for; those below it are its data.
-            if chain.is_empty() && meta.expired(now) {
-                let expired_at = meta
-                    .expires_at()
-                    .map(|t| t.to_rfc3339())
-                    .unwrap_or_default();
-                return Err(SdkError::coded(
-                    ErrorCode::BackupExpired,
-                    format!("backup {current} expired at {expired_at}"),
-                    json!({ "backupId": current, "expiredAt": expired_at }),
-                ));
-            }
-            next = meta.parent.clone();
-            chain.push(meta);
+        let chain = self.chain(id).await?;
+        // The TTL of the snapshot asked for; those below it are its data.
+        if let Some(meta) = chain.first()
+            && meta.expired(Utc::now())
+        {
+            let expired_at = meta
+                .expires_at()
+                .map(|t| t.to_rfc3339())
+                .unwrap_or_default();
+            return Err(SdkError::coded(
+                ErrorCode::BackupExpired,
+                format!("backup {id} expired at {expired_at}"),
+                json!({ "backupId": id, "expiredAt": expired_at }),
+            ));
         }
         let mut archives = Vec::with_capacity(chain.len());
         for meta in &chain {
@@ -538,7 +553,7 @@ fn validate_name(name: Option<&str>) -> Result<(), SdkError> {
     }
 }
 
-fn invalid(field: &str, message: &str) -> SdkError {
+pub(super) fn invalid(field: &str, message: &str) -> SdkError {
     SdkError::coded(
         ErrorCode::InvalidBackupConfig,
         format!("{field}: {message}"),
@@ -546,7 +561,7 @@ fn invalid(field: &str, message: &str) -> SdkError {
     )
 }
 
-fn storage(error: impl std::fmt::Display + std::fmt::Debug) -> SdkError {
+pub(super) fn storage(error: impl std::fmt::Display + std::fmt::Debug) -> SdkError {
     SdkError::Storage(
         format!("{error:?}")
             .chars()

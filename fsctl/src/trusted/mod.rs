@@ -3,6 +3,7 @@
 
 mod access;
 mod backups;
+mod history;
 mod mounts;
 mod schedule;
 mod store;
@@ -11,6 +12,9 @@ pub use access::BucketAccess;
 /// The S3 client crate, for callers that presign or inspect objects themselves.
 pub use aws_sdk_s3;
 pub use backups::{BackupMeta, BackupOptions, Backups, DirectoryBackup, ProgressFn};
+pub use fsd_backup::incremental::Difference;
+pub use fsd_backup::index::{IndexEntry, Kind as EntryKind};
+pub use history::describe;
 pub use mounts::{MountOptions, ProxiedMount, mount_bucket};
 pub use schedule::{Round, Schedule, Scheduled};
 pub use store::EmbeddedStore;

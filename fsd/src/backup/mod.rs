@@ -1,7 +1,10 @@
 //! Backups: archives of a directory, presigned transfers and copy-on-write restores, over
 //! the `fsd-backup` crate. `service` owns the restore mounts; `validate` holds the
-//! reference's path rules; `routes` parses and answers.
+//! reference's path rules; `routes` parses and answers; `history` and `extract` serve the
+//! time machine (a live tree's index, paths brought back from a stored snapshot).
 
+mod extract;
+mod history;
 mod routes;
 mod service;
 mod validate;

@@ -1,11 +1,13 @@
 //! The backup service: builds archives, moves them through presigned URLs, owns the restore
 //! mounts. Heavy work runs on the blocking pool.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fsd_api::backup::{
-    CreateBackupResponse, PartEtag, RestoreMount, SnapshotBase, SnapshotChanges,
+    CreateBackupResponse, ExtractBackupResponse, PartEtag, RestoreMount, SnapshotBase,
+    SnapshotChanges,
 };
 use fsd_backup::archive::{self, ArchiveOptions};
 use fsd_backup::index::Index;
@@ -13,6 +15,8 @@ use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
 use fsd_backup::transfer::{self, PartSpec, Transfer};
 use fsd_backup::{BackupError, Phase, Progress, incremental, layer};
+
+use super::extract::{self, ChainSource, ExtractSpec};
 
 /// S3's and R2's smallest part (all but the last).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
@@ -223,6 +227,36 @@ impl BackupService {
             .into_iter()
             .map(|(part_number, etag)| PartEtag { part_number, etag })
             .collect())
+    }
+
+    /// The encoded index a snapshot of `dir` would record now.
+    pub async fn tree_index(
+        &self,
+        dir: PathBuf,
+        options: ArchiveOptions,
+    ) -> Result<Vec<u8>, BackupError> {
+        blocking(move || incremental::scan_index(&dir, &options)?.encode()).await
+    }
+
+    /// Writes paths of a stored snapshot back into a directory (see [`super::extract`]).
+    pub async fn extract(
+        &self,
+        dir: PathBuf,
+        index_url: &str,
+        archives: HashMap<u8, ChainSource>,
+        paths: Vec<PathBuf>,
+    ) -> Result<ExtractBackupResponse, BackupError> {
+        let bytes = self.transfer.get_bytes(index_url, MAX_INDEX_BYTES).await?;
+        let index = Index::decode(&bytes)?;
+        let spec = ExtractSpec {
+            dir,
+            index,
+            archives,
+            paths,
+        };
+        let client = self.transfer.client();
+        let runtime = tokio::runtime::Handle::current();
+        blocking(move || extract::extract(spec, client, runtime)).await
     }
 
     /// PUTs a snapshot's index to its presigned URL.

@@ -217,6 +217,39 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
             std::fs::read_to_string(target.join("a.txt")).unwrap(),
             "backed up"
         );
+        // The time machine from the command line: an incremental snapshot over the first,
+        // its place in the timeline, its tree, the difference, one file, a path restored.
+        std::fs::write(workspace.join("proj/b.txt"), "second").unwrap();
+        let proj = workspace.join("proj");
+        let proj = proj.to_str().unwrap();
+        let second = backup(&["--json", "create", proj]);
+        let second: serde_json::Value = serde_json::from_slice(&second.stdout).unwrap();
+        assert_eq!(second["parent"], id.as_str(), "{second}");
+        assert_eq!(second["changes"]["created"], 1, "{second}");
+        let second = second["id"].as_str().unwrap();
+        let log = String::from_utf8_lossy(&backup(&["log", proj]).stdout).to_string();
+        assert!(
+            log.lines().next().is_some_and(|l| l.starts_with(second)) && log.contains(&id),
+            "{log}"
+        );
+        let ls = String::from_utf8_lossy(&backup(&["ls", second]).stdout).to_string();
+        assert!(ls.contains("a.txt") && ls.contains("b.txt"), "{ls}");
+        let diff = String::from_utf8_lossy(&backup(&["diff", &id, second]).stdout).to_string();
+        assert_eq!(diff.trim(), "created   b.txt", "{diff}");
+        assert_eq!(backup(&["cat", second, "a.txt"]).stdout, b"backed up");
+        std::fs::write(workspace.join("proj/a.txt"), "changed").unwrap();
+        let back = backup(&["restore", second, proj, "--path", "a.txt"]);
+        assert!(
+            back.status.success(),
+            "{}",
+            String::from_utf8_lossy(&back.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(workspace.join("proj/a.txt")).unwrap(),
+            "backed up"
+        );
+        assert!(backup(&["delete", second]).status.success());
+
         assert!(backup(&["delete", &id]).status.success());
         let gone = backup(&["restore", &id, target.to_str().unwrap()]);
         assert!(String::from_utf8_lossy(&gone.stderr).contains("BACKUP_NOT_FOUND"));

@@ -2,10 +2,12 @@
 //! parent snapshot's index, only what differs archived), through the embedded S3 store and
 //! real restores, checked byte for byte at every point of a chain.
 
+use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use fsctl::trusted::{BackupOptions, Backups};
+use fsctl::trusted::{BackupOptions, Backups, Difference, EntryKind};
+use fsd_sdk::ErrorCode;
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, require_mount_privilege};
 
@@ -74,6 +76,8 @@ async fn ten_incremental_snapshots_restore_byte_identical_at_every_point() {
     let backups = Backups::new(store.object_store(None));
     let live = daemon.path("live");
     fixture(&live);
+    // Incompressible, so the archive is large and a path restore reads little of it.
+    std::fs::write(live.join("data/noise.bin"), fsd_tests::noise(8 << 20, 7)).unwrap();
     let dir = live.to_str().unwrap();
 
     let mut snapshots = Vec::new();
@@ -125,6 +129,153 @@ async fn ten_incremental_snapshots_restore_byte_identical_at_every_point() {
         assert_eq!(chain.len(), step + 1, "the chain of snapshot {step}");
         assert_eq!(&digest(&target), expected, "the tree at snapshot {step}");
     }
+
+    // History, from the store: the timeline, each snapshot's tree, differences.
+    let log = backups.log(Some(dir)).await.unwrap();
+    assert_eq!(
+        log.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        snapshots
+            .iter()
+            .rev()
+            .map(|(s, _, _)| s.id.as_str())
+            .collect::<Vec<_>>(),
+        "newest first"
+    );
+    for (snapshot, expected, step) in &snapshots {
+        let listed = backups.list_snapshot(&snapshot.id, None).await.unwrap();
+        let tree: BTreeMap<String, String> = listed
+            .iter()
+            .map(|entry| {
+                let kind = match entry.kind {
+                    EntryKind::Dir => format!("dir {:o}", entry.mode),
+                    EntryKind::File => format!("file {:o}", entry.mode),
+                    _ => "link".to_string(),
+                };
+                (entry.path.display().to_string(), kind)
+            })
+            .collect();
+        let recorded: BTreeMap<String, String> = expected
+            .iter()
+            .map(|(path, value)| {
+                // `file MODE HASH`, `dir MODE`, `link TARGET`: the kind and mode.
+                let words: Vec<&str> = value.split(' ').collect();
+                let kind = match words[0] {
+                    "link" => "link".to_string(),
+                    _ => format!("{} {}", words[0], words[1]),
+                };
+                (path.clone(), kind)
+            })
+            .collect();
+        assert_eq!(tree, recorded, "the listing of snapshot {step}");
+    }
+    let under = backups
+        .list_snapshot(&snapshots[2].0.id, Some("a/b"))
+        .await
+        .unwrap();
+    assert_eq!(
+        under
+            .iter()
+            .map(|e| e.path.display().to_string())
+            .collect::<Vec<_>>(),
+        ["a/b", "a/b/c", "a/b/c/deeper.txt"]
+    );
+    let renamed = backups
+        .diff(&snapshots[2].0.id, Some(&snapshots[3].0.id), &sandbox)
+        .await
+        .unwrap();
+    assert_eq!(
+        renamed,
+        [Difference::Renamed {
+            from: "src/main.rs".into(),
+            to: "src/lib.rs".into()
+        }]
+    );
+    let edited = backups
+        .diff(&snapshots[8].0.id, Some(&snapshots[9].0.id), &sandbox)
+        .await
+        .unwrap();
+    assert_eq!(edited, [Difference::Modified("data/big.bin".into())]);
+    std::fs::write(live.join("since.txt"), b"after the last snapshot").unwrap();
+    let live_changes = backups
+        .diff(&snapshots[10].0.id, None, &sandbox)
+        .await
+        .unwrap();
+    assert_eq!(live_changes, [Difference::Created("since.txt".into())]);
+
+    // One file, read from the archive that holds it, without the daemon.
+    let readme = |step: usize| backups.read_file(&snapshots[step].0.id, "README.md");
+    assert_eq!(
+        readme(0).await.unwrap(),
+        b"# project
+"
+    );
+    assert_eq!(
+        readme(10).await.unwrap(),
+        b"# edited
+",
+        "held by snapshot 1"
+    );
+    let big = std::fs::read(live.join("data/big.bin")).unwrap();
+    assert_eq!(
+        backups
+            .read_file(&snapshots[10].0.id, "data/big.bin")
+            .await
+            .unwrap(),
+        big
+    );
+    let missing = backups
+        .read_file(&snapshots[0].0.id, "src/lib.rs")
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Some(&ErrorCode::FileNotFound), "{missing}");
+
+    // Paths brought back into the live directory: a file (its old bytes and mode) and a
+    // directory renamed away since, with everything it held; the rest is left alone.
+    let restored = backups
+        .restore_paths(
+            &sandbox,
+            &snapshots[0].0.id,
+            dir,
+            &["README.md".into(), "deep".into()],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (restored.files, restored.directories),
+        (2, 4),
+        "{restored:?}"
+    );
+    assert_eq!(
+        std::fs::read(live.join("README.md")).unwrap(),
+        b"# project
+"
+    );
+    let mode = std::fs::metadata(live.join("README.md"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o7777, 0o644);
+    assert_eq!(
+        std::fs::read(live.join("deep/a/b/c/d.txt")).unwrap(),
+        b"deep
+"
+    );
+    assert!(live.join("shallow/a/b/c/d.txt").exists() && live.join("since.txt").exists());
+    assert!(
+        restored.fetched_bytes * 8 < snapshots[0].0.size_bytes,
+        "only parts of the archive were read: {restored:?} of {} bytes",
+        snapshots[0].0.size_bytes
+    );
+    let err = backups
+        .restore_paths(&sandbox, &snapshots[0].0.id, dir, &["no/such".into()])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::FileNotFound), "{err}");
+    let err = backups
+        .restore_paths(&sandbox, &snapshots[0].0.id, dir, &["../escape".into()])
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Some(&ErrorCode::InvalidBackupConfig), "{err}");
 
     // `--full` takes a full snapshot whatever the store holds.
     let full = backups
