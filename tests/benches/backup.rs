@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use fsctl::trusted::aws_sdk_s3::presigning::PresigningConfig;
 use fsctl::trusted::{BackupOptions, Backups};
-use fsd_tests::bench::ms;
+use fsd_tests::bench::{generate, ms};
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, noise, peak_rss_kib};
 use serde_json::json;
@@ -28,59 +28,6 @@ fn main() {
         .build()
         .expect("runtime");
     runtime.block_on(run(if quick { 10 } else { 1 }));
-}
-
-/// Pseudo-text: compresses about like source code and logs do.
-fn text(len: usize, seed: u64) -> Vec<u8> {
-    const WORDS: &[&str] = &[
-        "fn",
-        "let",
-        "return",
-        "value",
-        "error",
-        "self",
-        "match",
-        "impl",
-        "struct",
-        "0x3f",
-        "=>",
-        "{",
-        "}",
-        "\n",
-        "    ",
-        "workspace",
-        "backup",
-        "squashfs",
-    ];
-    let mut x = seed.wrapping_mul(2).wrapping_add(1);
-    let mut out = Vec::with_capacity(len + 16);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
-        out.push(b' ');
-    }
-    out.truncate(len);
-    out
-}
-
-fn generate(tree: &Path, divisor: usize) {
-    for i in 0..50_000 / divisor {
-        let dir = tree.join(format!("pkg{:03}/mod{}", i % 500, i % 7));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::write(
-            dir.join(format!("file{i}.rs")),
-            text(200 + (i * 37) % 4000, i as u64),
-        )
-        .expect("write");
-    }
-    for i in 0..3 {
-        // half text, half noise: a build artefact, a dataset
-        let mut big = text(50_000_000 / divisor, 1000 + i);
-        big.extend(noise(50_000_000 / divisor, 2000 + i));
-        std::fs::write(tree.join(format!("big{i}.bin")), big).expect("write big");
-    }
 }
 
 fn median(mut samples: Vec<Duration>) -> Duration {

@@ -1,5 +1,6 @@
-//! What the benchmarks share: percentiles and milliseconds.
+//! What the benchmarks share: percentiles, milliseconds, the backup benchmarks' tree.
 
+use std::path::Path;
 use std::time::Duration;
 
 /// The `pct`th percentile of `samples` (sorted in place), nearest rank.
@@ -10,4 +11,59 @@ pub fn pct(samples: &mut [Duration], pct: f64) -> Duration {
 
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+/// Pseudo-text: compresses about like source code and logs do.
+pub fn text(len: usize, seed: u64) -> Vec<u8> {
+    const WORDS: &[&str] = &[
+        "fn",
+        "let",
+        "return",
+        "value",
+        "error",
+        "self",
+        "match",
+        "impl",
+        "struct",
+        "0x3f",
+        "=>",
+        "{",
+        "}",
+        "\n",
+        "    ",
+        "workspace",
+        "backup",
+        "squashfs",
+    ];
+    let mut x = seed.wrapping_mul(2).wrapping_add(1);
+    let mut out = Vec::with_capacity(len + 16);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(WORDS[(x % WORDS.len() as u64) as usize].as_bytes());
+        out.push(b' ');
+    }
+    out.truncate(len);
+    out
+}
+
+/// The backup benchmarks' tree: 50,000 small source-like files in 3,500 directories and
+/// three 100 MB files (half text, half noise); `divisor` shrinks it.
+pub fn generate(tree: &Path, divisor: usize) {
+    for i in 0..50_000 / divisor {
+        let dir = tree.join(format!("pkg{:03}/mod{}", i % 500, i % 7));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        std::fs::write(
+            dir.join(format!("file{i}.rs")),
+            text(200 + (i * 37) % 4000, i as u64),
+        )
+        .expect("write");
+    }
+    for i in 0..3 {
+        // half text, half noise: a build artefact, a dataset
+        let mut big = text(50_000_000 / divisor, 1000 + i);
+        big.extend(crate::noise(50_000_000 / divisor, 2000 + i));
+        std::fs::write(tree.join(format!("big{i}.bin")), big).expect("write big");
+    }
 }

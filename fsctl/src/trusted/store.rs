@@ -46,6 +46,9 @@ impl EmbeddedStore {
                 let Ok((socket, _)) = listener.accept().await else {
                     continue;
                 };
+                // A response's head and body go out as two writes: with Nagle's algorithm
+                // the body waited for the client's delayed ACK (40 ms a request).
+                let _ = socket.set_nodelay(true);
                 let connection = http
                     .serve_connection(TokioIo::new(socket), service.clone())
                     .into_owned();
