@@ -49,6 +49,10 @@ pub struct SnapshotBase {
     pub index_url: String,
     /// The parent's depth in its chain (0: a full snapshot).
     pub depth: u8,
+    /// The change token the parent recorded: when the daemon's journal can say what changed
+    /// since, only those paths are looked at; otherwise the tree is compared whole.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// How a snapshot differs from its parent, in paths.
@@ -84,6 +88,14 @@ pub struct CreateBackupResponse {
     /// fsd, incremental snapshots: how the tree differs from the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<SnapshotChanges>,
+    /// fsd, incremental snapshots: `changeToken` when the parent's token said what changed,
+    /// `index` when the whole tree was compared with the parent's index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared_by: Option<String>,
+    /// fsd: the directory's change token, taken before anything was read (what changes
+    /// during the snapshot is listed again for the next one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -202,7 +214,7 @@ pub enum BackupEvent {
     #[serde(rename_all = "camelCase")]
     Complete {
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        archive: Option<CreateBackupResponse>,
+        archive: Option<Box<CreateBackupResponse>>,
         /// Upload: the ETag of a single PUT.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         etag: Option<String>,

@@ -355,6 +355,70 @@ pub(crate) fn scan<'a>(
     }))
 }
 
+/// What of `dir/top` (itself, and all it holds when it is a directory) goes into
+/// `archive`, chosen as [`scan`] chooses (excludes; not gitignore); nothing when it is gone.
+pub(crate) fn scan_under<'a>(
+    dir: &'a Path,
+    top: &Path,
+    archive: &'a Path,
+    options: &'a ArchiveOptions,
+) -> Result<impl Iterator<Item = Result<Scanned, BackupError>> + 'a, BackupError> {
+    let start = dir.join(top);
+    // Only a directory is walked: walkdir follows a symlink it is started on (and loses a
+    // dangling one).
+    let is_dir = fs::symlink_metadata(&start).is_ok_and(|meta| meta.is_dir());
+    let excluded = move |path: &Path| {
+        path.strip_prefix(dir)
+            .is_ok_and(|relative| select::matches_exclude(&options.excludes, relative))
+    };
+    let walk = walkdir::WalkDir::new(&start)
+        .follow_links(false)
+        .sort_by_file_name()
+        .into_iter()
+        .filter_entry(move |entry| !excluded(entry.path()))
+        .take_while(move |_| is_dir);
+    let single = (!is_dir && !excluded(&start)).then(|| start.clone());
+    let single = single.into_iter().filter_map(move |path| {
+        let relative = path.strip_prefix(dir).ok()?.to_path_buf();
+        let meta = fs::symlink_metadata(&path).ok()?;
+        (path != archive && !is_temp_of(archive, &path)).then_some(Ok(Scanned {
+            relative,
+            path,
+            meta,
+        }))
+    });
+    Ok(single.chain(walk.filter_map(move |entry| {
+        let entry = match entry {
+            Ok(entry) => entry,
+            // Gone since the change was listed: not in the snapshot.
+            Err(error)
+                if error
+                    .io_error()
+                    .is_some_and(|e| e.kind() == std::io::ErrorKind::NotFound) =>
+            {
+                return None;
+            }
+            Err(error) => return Some(Err(BackupError::Walk(error.to_string()))),
+        };
+        let relative = entry.path().strip_prefix(dir).ok()?;
+        if relative.as_os_str().is_empty()
+            || entry.path() == archive
+            || is_temp_of(archive, entry.path())
+        {
+            return None;
+        }
+        match fs::symlink_metadata(entry.path()) {
+            Ok(meta) => Some(Ok(Scanned {
+                relative: relative.to_path_buf(),
+                path: entry.path().to_path_buf(),
+                meta,
+            })),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => Some(Err(BackupError::io(entry.path(), e))),
+        }
+    })))
+}
+
 /// The temp file an archive is written to before it is renamed into place; unique per
 /// writer, so two creates of the same archive never write one file.
 pub fn temp_path(archive: &Path) -> PathBuf {

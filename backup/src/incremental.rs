@@ -38,13 +38,46 @@ pub struct Layered {
 
 /// What goes into the layer at a path.
 enum Planned {
-    /// The tree's entry (position in the scan).
+    /// The tree's entry (position in `now`).
     Entry(usize),
     Whiteout,
 }
 
+/// One path of the tree as the new snapshot records it.
+enum Now {
+    /// Stat'ed by this snapshot: compared with the parent's entry.
+    Fresh(Scanned),
+    /// Not touched since the parent (the change list says so): the parent's entry.
+    Carried(IndexEntry),
+}
+
+impl Now {
+    fn path(&self) -> &Path {
+        match self {
+            Now::Fresh(scanned) => &scanned.relative,
+            Now::Carried(entry) => &entry.path,
+        }
+    }
+
+    fn is_dir(&self) -> bool {
+        match self {
+            Now::Fresh(scanned) => scanned.meta.is_dir(),
+            Now::Carried(entry) => entry.kind == Kind::Dir,
+        }
+    }
+}
+
+/// A path a change list names (relative to the snapshot's directory): created, modified,
+/// deleted, or the destination of a rename (`from` its origin).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    pub path: PathBuf,
+    pub from: Option<PathBuf>,
+}
+
 /// Writes what changed in `dir` since the snapshot indexed by `parent` to `archive`, as the
-/// layer at `depth` of its chain (the parent's depth plus one).
+/// layer at `depth` of its chain (the parent's depth plus one): the whole tree is walked
+/// and compared with the parent's index.
 pub fn create(
     dir: &Path,
     parent: &Index,
@@ -54,31 +87,103 @@ pub fn create(
     progress: Progress,
 ) -> Result<Layered, BackupError> {
     let root_meta = archive::root_of(dir)?;
-    let scanned: Vec<Scanned> = archive::scan(dir, archive, options)?.collect::<Result<_, _>>()?;
+    let now = archive::scan(dir, archive, options)?
+        .map(|scanned| scanned.map(Now::Fresh))
+        .collect::<Result<Vec<_>, _>>()?;
+    layer(
+        dir, &root_meta, parent, depth, now, archive, options, progress,
+    )
+}
+
+/// The same layer as [`create`], when a change list says what changed since the parent:
+/// only the paths it names are looked at (a directory with what it holds), the rest of the
+/// parent's index is carried over. Not for `gitignore` snapshots (a changed `.gitignore`
+/// changes what is left out anywhere): use [`create`].
+pub fn create_from_changes(
+    dir: &Path,
+    parent: &Index,
+    depth: u8,
+    changed: &[Changed],
+    archive: &Path,
+    options: &ArchiveOptions,
+    progress: Progress,
+) -> Result<Layered, BackupError> {
+    let root_meta = archive::root_of(dir)?;
+    let mut dirty: Vec<&Path> = changed
+        .iter()
+        .flat_map(|c| std::iter::once(c.path.as_path()).chain(c.from.as_deref()))
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    dirty.sort();
+    dirty.dedup();
+    // A path under another dirty one is looked at with it.
+    let mut tops: Vec<&Path> = Vec::new();
+    for path in dirty {
+        if !tops.last().is_some_and(|top| path.starts_with(top)) {
+            tops.push(path);
+        }
+    }
+    let mut now: BTreeMap<PathBuf, Now> = parent
+        .entries
+        .iter()
+        .filter(|entry| !tops.iter().any(|top| entry.path.starts_with(top)))
+        .map(|entry| (entry.path.clone(), Now::Carried(entry.clone())))
+        .collect();
+    for top in tops {
+        for scanned in archive::scan_under(dir, top, archive, options)? {
+            let scanned = scanned?;
+            now.insert(scanned.relative.clone(), Now::Fresh(scanned));
+        }
+    }
+    let now = now.into_values().collect();
+    layer(
+        dir, &root_meta, parent, depth, now, archive, options, progress,
+    )
+}
+
+/// Compares `now` (path order, parents first) with `parent` and writes the layer.
+#[allow(clippy::too_many_arguments)]
+fn layer(
+    dir: &Path,
+    root_meta: &std::fs::Metadata,
+    parent: &Index,
+    depth: u8,
+    now: Vec<Now>,
+    archive: &Path,
+    options: &ArchiveOptions,
+    progress: Progress,
+) -> Result<Layered, BackupError> {
     let before = parent.by_path();
-    let position: HashMap<&Path, usize> = scanned
+    let position: HashMap<&Path, usize> = now
         .iter()
         .enumerate()
-        .map(|(i, s)| (s.relative.as_path(), i))
+        .map(|(i, entry)| (entry.path(), i))
         .collect();
 
     let mut changes = ChangeCounts::default();
     let mut plan: BTreeMap<&Path, Planned> = BTreeMap::new();
     let mut index = Index::default();
-    for (i, entry) in scanned.iter().enumerate() {
-        let mut now = IndexEntry::new(&entry.relative, &entry.meta, depth);
-        match before.get(entry.relative.as_path()) {
-            Some(was) if now.unchanged_since(was) => now.layer = was.layer,
+    for (i, entry) in now.iter().enumerate() {
+        let scanned = match entry {
+            Now::Carried(carried) => {
+                index.entries.push(carried.clone());
+                continue;
+            }
+            Now::Fresh(scanned) => scanned,
+        };
+        let mut recorded = IndexEntry::new(&scanned.relative, &scanned.meta, depth);
+        match before.get(scanned.relative.as_path()) {
+            Some(was) if recorded.unchanged_since(was) => recorded.layer = was.layer,
             found => {
                 match found {
-                    Some(was) if was.kind == now.kind => changes.modified += 1,
+                    Some(was) if was.kind == recorded.kind => changes.modified += 1,
                     _ => changes.created += 1,
                 }
-                plan_with_parents(&mut plan, &position, &entry.relative);
-                plan.insert(&entry.relative, Planned::Entry(i));
+                plan_with_parents(&mut plan, &position, &scanned.relative);
+                plan.insert(&scanned.relative, Planned::Entry(i));
             }
         }
-        index.entries.push(now);
+        index.entries.push(recorded);
     }
     for gone in &parent.entries {
         if position.contains_key(gone.path.as_path()) {
@@ -86,10 +191,8 @@ pub fn create(
         }
         changes.deleted += 1;
         let holder = gone.path.parent().unwrap_or(Path::new(""));
-        let holder_is_dir = holder.as_os_str().is_empty()
-            || position
-                .get(holder)
-                .is_some_and(|&i| Kind::of(&scanned[i].meta) == Kind::Dir);
+        let holder_is_dir =
+            holder.as_os_str().is_empty() || position.get(holder).is_some_and(|&i| now[i].is_dir());
         if holder_is_dir {
             plan_with_parents(&mut plan, &position, &gone.path);
             plan.insert(&gone.path, Planned::Whiteout);
@@ -97,16 +200,25 @@ pub fn create(
     }
 
     let mut builder = Builder::new(options.codec, archive::threads(options), progress)?;
-    builder.set_root(&root_meta);
+    builder.set_root(root_meta);
     // Path order is component by component: parents come before what they hold.
     for (path, planned) in plan {
-        match planned {
-            Planned::Entry(i) => {
-                let entry = &scanned[i];
-                let kind = archive::entry_for(&entry.path, &entry.meta)?;
-                builder.push(path, kind, &entry.meta)?;
+        let entry = planned_entry(&planned, &now);
+        match (planned, entry) {
+            (Planned::Whiteout, _) => {
+                builder.push(path, Entry::CharDevice { rdev: 0 }, root_meta)?
             }
-            Planned::Whiteout => builder.push(path, Entry::CharDevice { rdev: 0 }, &root_meta)?,
+            (_, Some(Now::Fresh(scanned))) => {
+                let kind = archive::entry_for(&scanned.path, &scanned.meta)?;
+                builder.push(path, kind, &scanned.meta)?;
+            }
+            // A directory above a change that the change list did not name: as it is now.
+            (_, _) => {
+                let on_disk = dir.join(path);
+                let meta = std::fs::symlink_metadata(&on_disk)
+                    .map_err(|e| BackupError::io(&on_disk, e))?;
+                builder.push(path, Entry::Dir, &meta)?;
+            }
         }
     }
     let summary = builder.finish(archive)?;
@@ -115,6 +227,13 @@ pub fn create(
         index,
         changes,
     })
+}
+
+fn planned_entry<'a>(planned: &Planned, now: &'a [Now]) -> Option<&'a Now> {
+    match planned {
+        Planned::Entry(i) => now.get(*i),
+        Planned::Whiteout => None,
+    }
 }
 
 /// Plans the directories above `path` (as the tree has them now) unless already planned.
@@ -240,6 +359,94 @@ mod tests {
             inode,
             layer: 0,
         }
+    }
+
+    /// The layer from a change list equals the layer from a whole walk: same index, same
+    /// counts, same entries in the archive.
+    #[test]
+    fn a_change_list_gives_the_layer_a_walk_gives() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("tree");
+        let write = |relative: &str, bytes: &[u8]| {
+            let path = dir.join(relative);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        };
+        write("keep/a.txt", b"a");
+        write("keep/deep/b.txt", b"b");
+        write("edit.txt", b"old");
+        write("gone.txt", b"x");
+        write("moved/inner/c.txt", b"c");
+        write("swap", b"a file");
+        write("skip/ignored.log", b"excluded");
+        let options = ArchiveOptions {
+            excludes: vec!["*.log".into()],
+            threads: 1,
+            ..ArchiveOptions::default()
+        };
+        let parent = scan_index(&dir, &options).unwrap();
+
+        write("edit.txt", b"new content");
+        std::fs::remove_file(dir.join("gone.txt")).unwrap();
+        std::fs::rename(dir.join("moved"), dir.join("renamed")).unwrap();
+        std::fs::remove_file(dir.join("swap")).unwrap();
+        write("swap/now-a-dir.txt", b"d");
+        write("fresh/new.txt", b"n");
+        write("fresh/also.log", b"excluded too");
+        std::os::unix::fs::symlink("nowhere", dir.join("dangling")).unwrap();
+        std::os::unix::fs::symlink("keep", dir.join("to-a-dir")).unwrap();
+        let changed: Vec<Changed> = [
+            ("edit.txt", None),
+            ("gone.txt", None),
+            ("renamed", Some("moved")),
+            ("swap", None),
+            ("swap/now-a-dir.txt", None),
+            ("fresh", None),
+            ("fresh/new.txt", None),
+            ("fresh/also.log", None),
+            ("dangling", None),
+            ("to-a-dir", None),
+        ]
+        .into_iter()
+        .map(|(path, from)| Changed {
+            path: path.into(),
+            from: from.map(PathBuf::from),
+        })
+        .collect();
+
+        let walked = create(
+            &dir,
+            &parent,
+            1,
+            &temp.path().join("walked.sqsh"),
+            &options,
+            Progress::none(),
+        )
+        .unwrap();
+        let listed = create_from_changes(
+            &dir,
+            &parent,
+            1,
+            &changed,
+            &temp.path().join("listed.sqsh"),
+            &options,
+            Progress::none(),
+        )
+        .unwrap();
+        assert_eq!(listed.index, walked.index);
+        assert_eq!(listed.changes, walked.changes);
+        assert_eq!(listed.summary.entries, walked.summary.entries);
+        assert_eq!(
+            walked.changes,
+            ChangeCounts {
+                created: 9,
+                modified: 1,
+                deleted: 4
+            },
+            "renamed/, renamed/inner, renamed/inner/c.txt, swap (a directory now), \
+             swap/now-a-dir.txt, fresh, fresh/new.txt and the two symlinks created; edit.txt \
+             modified; gone.txt and moved/… deleted"
+        );
     }
 
     #[test]

@@ -86,6 +86,10 @@ pub struct BackupMeta {
     pub excludes: Vec<String>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub gitignore: bool,
+    /// fsd: the directory's change token when the snapshot was taken: the next snapshot
+    /// asks the daemon what changed since it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 impl BackupMeta {
@@ -221,6 +225,7 @@ mod tests {
             changes: None,
             excludes: Vec::new(),
             gitignore: false,
+            token: None,
         }
     }
 

@@ -135,6 +135,8 @@ async fn run(divisor: usize) {
         .object_store(None)
         .presign("GET", &fsd_control::backup::index_key(&second.id), &[])
         .expect("presign");
+    assert_eq!(second.compared_by.as_deref(), Some("changeToken"));
+    let token = backups.meta(&second.id).await.expect("meta").token;
     let mut round = 0;
     let daemon_part = median(5, || {
         round += 1;
@@ -142,12 +144,13 @@ async fn run(divisor: usize) {
         let body = json!({
             "dir": dir,
             "archivePath": format!("/var/backups/bench-incremental-{round}.sqsh"),
-            "base": {"indexUrl": index_url, "depth": 1},
+            "base": {"indexUrl": index_url, "depth": 1, "token": token},
         });
         let daemon = &daemon;
         async move {
             let (status, answer) = daemon.post("/api/backup/create", body).await;
             assert_eq!(status, 200, "{answer}");
+            assert_eq!(answer["comparedBy"], "changeToken", "{answer}");
         }
     })
     .await;
@@ -230,7 +233,7 @@ async fn run(divisor: usize) {
         "",
     );
     row(
-        "  of which the daemon (scan, compare, archive)",
+        "  of which the daemon (changes, archive)",
         daemon_part,
         "",
         Duration::ZERO,

@@ -209,6 +209,7 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
         changes: None,
         excludes: Vec::new(),
         gitignore: false,
+        token: archive["token"].as_str().map(str::to_string),
     };
     let written = bucket
         .send(

@@ -37,6 +37,9 @@ pub struct DirectoryBackup {
     pub depth: Option<u8>,
     /// An incremental snapshot's differences from its parent.
     pub changes: Option<ChangeCounts>,
+    /// How an incremental snapshot knew what changed: `changeToken` (the parent's token)
+    /// or `index` (the whole tree compared with the parent's index).
+    pub compared_by: Option<String>,
 }
 
 /// Progress callback: `(phase, bytes done, bytes total)`.
@@ -172,6 +175,7 @@ impl Backups {
                     .presign("GET", &index_key(&parent.id), &[])
                     .map_err(storage)?,
                 depth: parent.depth.unwrap_or(0),
+                token: parent.token.clone(),
             }),
             None => None,
         };
@@ -282,6 +286,7 @@ impl Backups {
             changes,
             excludes: options.excludes.clone(),
             gitignore: options.gitignore,
+            token: archive.token.clone(),
         };
         let body =
             serde_json::to_vec_pretty(&meta).map_err(|e| SdkError::Storage(e.to_string()))?;
@@ -301,6 +306,7 @@ impl Backups {
             parent,
             depth: archive.depth,
             changes,
+            compared_by: archive.compared_by.clone(),
         })
     }
 

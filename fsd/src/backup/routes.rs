@@ -16,6 +16,7 @@ use fsd_api::backup::{
     RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse, UnmountBackupRequest,
     UploadBackupRequest, UploadPartsRequest, UploadPartsResponse,
 };
+use fsd_backup::incremental::Changed;
 use fsd_backup::restore::Restore;
 use fsd_backup::transfer::PartSpec;
 use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
@@ -87,7 +88,28 @@ fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec
         options,
         layer,
         base: req.base.clone(),
+        token: None,
+        changed: None,
     })
+}
+
+/// Records the directory's change token with the snapshot, and for an incremental one what
+/// changed since its parent's token (not for gitignore snapshots: a changed `.gitignore`
+/// changes what is left out anywhere, so those compare the whole tree).
+async fn with_token(state: &AppState, mut spec: CreateSpec) -> CreateSpec {
+    let since = spec.base.as_ref().and_then(|base| base.token.clone());
+    let (token, changed) =
+        crate::watch::token_and_changes(&state.watches, &spec.dir, since.as_deref()).await;
+    spec.token = token;
+    if spec.base.is_some() && !spec.options.gitignore {
+        spec.changed = changed.map(|changed| {
+            changed
+                .into_iter()
+                .map(|(path, from)| Changed { path, from })
+                .collect()
+        });
+    }
+    spec
 }
 
 pub async fn create(
@@ -96,7 +118,10 @@ pub async fn create(
 ) -> Result<Json<CreateBackupResponse>, ApiError> {
     let op = Operation::BackupCreate;
     let req: CreateBackupRequest = parse_backup_request(&body, op)?;
-    let spec = create_spec(&state, &req)?;
+    let mut spec = create_spec(&state, &req)?;
+    if spec.base.is_some() {
+        spec = with_token(&state, spec).await;
+    }
     let response = state
         .backups
         .create(spec, Progress::none())
@@ -169,7 +194,7 @@ pub async fn upload_parts(
 pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;
     let req: UploadBackupRequest = parse_backup_request(&body, op)?;
-    let spec = create_spec(&state, &req.create)?;
+    let mut spec = create_spec(&state, &req.create)?;
     let target = req.upload;
     let part_urls = target.part_urls.clone().unwrap_or_default();
     match (&target.url, part_urls.is_empty()) {
@@ -187,6 +212,9 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
         validate::url("upload.indexUrl", url).op(op)?;
     }
     let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
+    if !spec.layer {
+        spec = with_token(&state, spec).await;
+    }
     let (progress, sender, events) = progress_channel();
     let service = state.backups.clone();
     tokio::spawn(async move {
@@ -210,7 +238,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
                 service.upload_index(Path::new(index), url).await?;
             }
             Ok::<_, fsd_backup::BackupError>(BackupEvent::Complete {
-                archive: Some(archive),
+                archive: Some(Box::new(archive)),
                 etag: uploaded.etag,
                 parts: uploaded.parts,
                 part_size: uploaded.part_size,

@@ -10,6 +10,7 @@ use fsd_api::backup::{
     SnapshotChanges,
 };
 use fsd_backup::archive::{self, ArchiveOptions};
+use fsd_backup::incremental::Changed;
 use fsd_backup::index::Index;
 use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
@@ -36,6 +37,10 @@ pub struct CreateSpec {
     pub layer: bool,
     /// An incremental snapshot over the snapshot with this index.
     pub base: Option<SnapshotBase>,
+    /// The directory's change token now, recorded with the snapshot.
+    pub token: Option<String>,
+    /// What changed since the parent's token, when the journal could say.
+    pub changed: Option<Vec<Changed>>,
 }
 
 /// One archive of a download.
@@ -142,14 +147,31 @@ impl BackupService {
             summary
         } else if let Some((parent, depth)) = base {
             let depth = depth.saturating_add(1);
-            let layered = incremental::create(
-                &spec.dir,
-                &parent,
-                depth,
-                &spec.archive,
-                &spec.options,
-                archive_progress,
-            )?;
+            let layered = match &spec.changed {
+                Some(changed) => incremental::create_from_changes(
+                    &spec.dir,
+                    &parent,
+                    depth,
+                    changed,
+                    &spec.archive,
+                    &spec.options,
+                    archive_progress,
+                )?,
+                None => incremental::create(
+                    &spec.dir,
+                    &parent,
+                    depth,
+                    &spec.archive,
+                    &spec.options,
+                    archive_progress,
+                )?,
+            };
+            let by = if spec.changed.is_some() {
+                "changeToken"
+            } else {
+                "index"
+            };
+            answer.compared_by = Some(by.to_string());
             answer.index_path = Some(write_index(&spec.archive, &layered.index)?);
             answer.depth = Some(depth);
             let changes = layered.changes;
@@ -167,6 +189,7 @@ impl BackupService {
         };
         answer.size_bytes = summary.size_bytes;
         answer.entries = summary.entries;
+        answer.token = spec.token;
         Ok(answer)
     }
 

@@ -10,7 +10,9 @@ mod key;
 mod persist;
 mod routes;
 mod service;
+mod snapshot;
 
 pub use error::WatchRequestError;
 pub use routes::router;
 pub use service::WatchService;
+pub use snapshot::token_and_changes;

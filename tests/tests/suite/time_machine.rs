@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use fsctl::trusted::{BackupOptions, Backups, Difference, EntryKind};
+use fsctl::trusted::{BackupOptions, Backups, Difference, DirectoryBackup, EntryKind};
 use fsd_sdk::ErrorCode;
 use fsd_tests::s3::Store;
-use fsd_tests::{Daemon, require_mount_privilege};
+use fsd_tests::{Daemon, Options, require_mount_privilege};
 
 use super::backup::{digest, fixture, forget_local};
 
@@ -65,6 +65,74 @@ fn change(step: usize, live: &Path) {
     }
 }
 
+/// Snapshots 0 (full) to 10 of `live` after each change, each restored from the store alone
+/// into a directory of its own and compared with the tree as it was. Returns the snapshots
+/// and the trees recorded.
+async fn chain_restored_at_every_point(
+    daemon: &Daemon,
+    backups: &Backups,
+    live: &Path,
+) -> Vec<(DirectoryBackup, BTreeMap<String, String>, usize)> {
+    let sandbox = daemon.sandbox();
+    let dir = live.to_str().unwrap();
+    let mut snapshots: Vec<(DirectoryBackup, BTreeMap<String, String>, usize)> = Vec::new();
+    for step in 0..=10 {
+        change(step, live);
+        let snapshot = backups
+            .create_backup(&sandbox, dir, BackupOptions::default())
+            .await
+            .unwrap_or_else(|err| panic!("snapshot {step}: {err}"));
+        match snapshots.last() {
+            None => assert_eq!(snapshot.parent, None, "the first snapshot is full"),
+            Some((previous, _, _)) => {
+                assert_eq!(snapshot.parent.as_ref(), Some(&previous.id), "step {step}");
+                assert_eq!(snapshot.depth, Some(step as u8), "step {step}");
+            }
+        }
+        snapshots.push((snapshot, digest(live), step));
+    }
+    for (snapshot, _, _) in &snapshots {
+        forget_local(&snapshot.id);
+    }
+    for (snapshot, expected, step) in &snapshots {
+        let target = daemon.path(&format!("at-{step}"));
+        let chain = backups
+            .restore_backup(&sandbox, &snapshot.id, target.to_str().unwrap(), None)
+            .await
+            .unwrap_or_else(|err| panic!("restore {step}: {err}"));
+        assert_eq!(chain.len(), step + 1, "the chain of snapshot {step}");
+        assert_eq!(&digest(&target), expected, "the tree at snapshot {step}");
+    }
+    snapshots
+}
+
+/// The same chain when the change tokens cannot say what changed (every change list is
+/// over the daemon's limit of one line): each layer comes from comparing the tree with the
+/// parent's index, and every point restores the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_chain_is_the_same_when_the_change_token_says_resync() {
+    if !require_mount_privilege("the_chain_is_the_same_when_the_change_token_says_resync") {
+        return;
+    }
+    let daemon = Daemon::start_with(Options {
+        extra_args: vec!["--change-list-limit".into(), "1".into()],
+        ..Options::default()
+    });
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let live = daemon.path("live");
+    fixture(&live);
+    let snapshots = chain_restored_at_every_point(&daemon, &backups, &live).await;
+    // Steps that changed more than one path were compared by index.
+    for step in [1, 2, 4, 5, 6, 7, 8] {
+        assert_eq!(
+            snapshots[step].0.compared_by.as_deref(),
+            Some("index"),
+            "step {step}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_incremental_snapshots_restore_byte_identical_at_every_point() {
     if !require_mount_privilege("ten_incremental_snapshots_restore_byte_identical_at_every_point") {
@@ -80,22 +148,13 @@ async fn ten_incremental_snapshots_restore_byte_identical_at_every_point() {
     std::fs::write(live.join("data/noise.bin"), fsd_tests::noise(8 << 20, 7)).unwrap();
     let dir = live.to_str().unwrap();
 
-    let mut snapshots = Vec::new();
-    for step in 0..=10 {
-        change(step, &live);
-        let snapshot = backups
-            .create_backup(&sandbox, dir, BackupOptions::default())
-            .await
-            .unwrap_or_else(|err| panic!("snapshot {step}: {err}"));
-        match snapshots.last() {
-            None => assert_eq!(snapshot.parent, None, "the first snapshot is full"),
-            Some((previous, _, _)) => {
-                let previous: &fsctl::trusted::DirectoryBackup = previous;
-                assert_eq!(snapshot.parent.as_ref(), Some(&previous.id), "step {step}");
-                assert_eq!(snapshot.depth, Some(step as u8), "step {step}");
-            }
-        }
-        snapshots.push((snapshot, digest(&live), step));
+    let snapshots = chain_restored_at_every_point(&daemon, &backups, &live).await;
+    for (snapshot, _, step) in &snapshots[1..] {
+        assert_eq!(
+            snapshot.compared_by.as_deref(),
+            Some("changeToken"),
+            "snapshot {step}: what changed came from the parent's change token"
+        );
     }
     let full_size = snapshots[0].0.size_bytes;
     let edited = &snapshots[1].0;
@@ -114,21 +173,6 @@ async fn ten_incremental_snapshots_restore_byte_identical_at_every_point() {
         snapshots[10].0.changes.map(|c| c.modified + c.created),
         Some(0)
     );
-
-    // Every point restored from the store alone (no archive left in the sandbox), into a
-    // directory of its own, and compared with the tree as it was.
-    for (snapshot, _, _) in &snapshots {
-        forget_local(&snapshot.id);
-    }
-    for (snapshot, expected, step) in &snapshots {
-        let target = daemon.path(&format!("at-{step}"));
-        let chain = backups
-            .restore_backup(&sandbox, &snapshot.id, target.to_str().unwrap(), None)
-            .await
-            .unwrap_or_else(|err| panic!("restore {step}: {err}"));
-        assert_eq!(chain.len(), step + 1, "the chain of snapshot {step}");
-        assert_eq!(&digest(&target), expected, "the tree at snapshot {step}");
-    }
 
     // History, from the store: the timeline, each snapshot's tree, differences.
     let log = backups.log(Some(dir)).await.unwrap();
