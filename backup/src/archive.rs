@@ -339,20 +339,26 @@ pub(crate) fn scan<'a>(
             Ok(entry) => entry,
             Err(error) => return Some(Err(error)),
         };
-        let relative = entry.path().strip_prefix(dir).ok()?;
-        if relative.as_os_str().is_empty() || is_temp_of(archive, entry.path()) {
-            return None;
-        }
-        match fs::symlink_metadata(entry.path()) {
-            Ok(meta) => Some(Ok(Scanned {
-                relative: relative.to_path_buf(),
-                path: entry.path().to_path_buf(),
-                meta,
-            })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(Err(BackupError::io(entry.path(), e))),
-        }
+        scanned(dir, entry.path(), archive)
     }))
+}
+
+/// `path` (under `dir`) as a scan records it; `None` for the root, the archive being
+/// written and its temp files, and what is gone.
+fn scanned(dir: &Path, path: &Path, archive: &Path) -> Option<Result<Scanned, BackupError>> {
+    let relative = path.strip_prefix(dir).ok()?;
+    if relative.as_os_str().is_empty() || path == archive || is_temp_of(archive, path) {
+        return None;
+    }
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Some(Ok(Scanned {
+            relative: relative.to_path_buf(),
+            path: path.to_path_buf(),
+            meta,
+        })),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(Err(BackupError::io(path, e))),
+    }
 }
 
 /// What of `dir/top` (itself, and all it holds when it is a directory) goes into
@@ -378,15 +384,9 @@ pub(crate) fn scan_under<'a>(
         .filter_entry(move |entry| !excluded(entry.path()))
         .take_while(move |_| is_dir);
     let single = (!is_dir && !excluded(&start)).then(|| start.clone());
-    let single = single.into_iter().filter_map(move |path| {
-        let relative = path.strip_prefix(dir).ok()?.to_path_buf();
-        let meta = fs::symlink_metadata(&path).ok()?;
-        (path != archive && !is_temp_of(archive, &path)).then_some(Ok(Scanned {
-            relative,
-            path,
-            meta,
-        }))
-    });
+    let single = single
+        .into_iter()
+        .filter_map(move |path| scanned(dir, &path, archive));
     Ok(single.chain(walk.filter_map(move |entry| {
         let entry = match entry {
             Ok(entry) => entry,
@@ -400,22 +400,7 @@ pub(crate) fn scan_under<'a>(
             }
             Err(error) => return Some(Err(BackupError::Walk(error.to_string()))),
         };
-        let relative = entry.path().strip_prefix(dir).ok()?;
-        if relative.as_os_str().is_empty()
-            || entry.path() == archive
-            || is_temp_of(archive, entry.path())
-        {
-            return None;
-        }
-        match fs::symlink_metadata(entry.path()) {
-            Ok(meta) => Some(Ok(Scanned {
-                relative: relative.to_path_buf(),
-                path: entry.path().to_path_buf(),
-                meta,
-            })),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => Some(Err(BackupError::io(entry.path(), e))),
-        }
+        scanned(dir, entry.path(), archive)
     })))
 }
 
