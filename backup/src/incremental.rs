@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::BackupError;
 use crate::archive::{self, ArchiveOptions, ArchiveSummary, Builder, Entry, Scanned};
-use crate::index::{Index, IndexEntry, Kind};
+use crate::index::{Index, IndexEntry, Kind, is_within, path_order};
 use crate::progress::Progress;
 
 /// How a snapshot differs from its parent (paths; what a deleted directory held counts).
@@ -43,15 +43,17 @@ enum Planned {
     Whiteout,
 }
 
-/// One path of the tree as the new snapshot records it.
-enum Now {
+/// One path of the tree as the new snapshot records it. Kept inline in one vector (a box
+/// per stat'ed entry would be an allocation per path of a whole-tree scan).
+#[allow(clippy::large_enum_variant)]
+enum Now<'a> {
     /// Stat'ed by this snapshot: compared with the parent's entry.
     Fresh(Scanned),
     /// Not touched since the parent (the change list says so): the parent's entry.
-    Carried(IndexEntry),
+    Carried(&'a IndexEntry),
 }
 
-impl Now {
+impl Now<'_> {
     fn path(&self) -> &Path {
         match self {
             Now::Fresh(scanned) => &scanned.relative,
@@ -114,28 +116,30 @@ pub fn create_from_changes(
         .flat_map(|c| std::iter::once(c.path.as_path()).chain(c.from.as_deref()))
         .filter(|p| !p.as_os_str().is_empty())
         .collect();
-    dirty.sort();
+    dirty.sort_by(|a, b| path_order(a, b));
     dirty.dedup();
     // A path under another dirty one is looked at with it.
     let mut tops: Vec<&Path> = Vec::new();
     for path in dirty {
-        if !tops.last().is_some_and(|top| path.starts_with(top)) {
+        if !tops.last().is_some_and(|top| is_within(path, top)) {
             tops.push(path);
         }
     }
-    let mut now: BTreeMap<PathBuf, Now> = parent
-        .entries
-        .iter()
-        .filter(|entry| !tops.iter().any(|top| entry.path.starts_with(top)))
-        .map(|entry| (entry.path.clone(), Now::Carried(entry.clone())))
-        .collect();
+    // The parent's entries are in path order, and what is under a top is one run of them:
+    // carry what lies between the runs, and put each top's fresh look where its run was.
+    let entries = &parent.entries;
+    let mut now = Vec::with_capacity(entries.len() + changed.len());
+    let mut next = 0;
     for top in tops {
+        let start = next + entries[next..].partition_point(|e| path_order(&e.path, top).is_lt());
+        now.extend(entries[next..start].iter().map(Now::Carried));
+        let end = start + entries[start..].partition_point(|e| is_within(&e.path, top));
         for scanned in archive::scan_under(dir, top, archive, options)? {
-            let scanned = scanned?;
-            now.insert(scanned.relative.clone(), Now::Fresh(scanned));
+            now.push(Now::Fresh(scanned?));
         }
+        next = end;
     }
-    let now = now.into_values().collect();
+    now.extend(entries[next..].iter().map(Now::Carried));
     layer(
         dir, &root_meta, parent, depth, now, archive, options, progress,
     )
@@ -153,48 +157,52 @@ fn layer(
     options: &ArchiveOptions,
     progress: Progress,
 ) -> Result<Layered, BackupError> {
-    let before = parent.by_path();
-    let position: HashMap<&Path, usize> = now
-        .iter()
-        .enumerate()
-        .map(|(i, entry)| (entry.path(), i))
-        .collect();
-
+    // Both lists are in path order: lookups are binary searches, and what the parent had
+    // that is gone is found walking the two side by side.
+    let position = |path: &Path| {
+        now.binary_search_by(|entry| path_order(entry.path(), path))
+            .ok()
+    };
     let mut changes = ChangeCounts::default();
     let mut plan: BTreeMap<&Path, Planned> = BTreeMap::new();
     let mut index = Index::default();
+    index.entries.reserve(now.len());
     for (i, entry) in now.iter().enumerate() {
         let scanned = match entry {
             Now::Carried(carried) => {
-                index.entries.push(carried.clone());
+                index.entries.push((*carried).clone());
                 continue;
             }
             Now::Fresh(scanned) => scanned,
         };
         let mut recorded = IndexEntry::new(&scanned.relative, &scanned.meta, depth);
-        match before.get(scanned.relative.as_path()) {
+        match parent.find(&scanned.relative) {
             Some(was) if recorded.unchanged_since(was) => recorded.layer = was.layer,
             found => {
                 match found {
                     Some(was) if was.kind == recorded.kind => changes.modified += 1,
                     _ => changes.created += 1,
                 }
-                plan_with_parents(&mut plan, &position, &scanned.relative);
+                plan_with_parents(&mut plan, &now, &position, &scanned.relative);
                 plan.insert(&scanned.relative, Planned::Entry(i));
             }
         }
         index.entries.push(recorded);
     }
+    let mut j = 0;
     for gone in &parent.entries {
-        if position.contains_key(gone.path.as_path()) {
+        while j < now.len() && path_order(now[j].path(), &gone.path).is_lt() {
+            j += 1;
+        }
+        if j < now.len() && now[j].path() == gone.path {
             continue;
         }
         changes.deleted += 1;
         let holder = gone.path.parent().unwrap_or(Path::new(""));
         let holder_is_dir =
-            holder.as_os_str().is_empty() || position.get(holder).is_some_and(|&i| now[i].is_dir());
+            holder.as_os_str().is_empty() || position(holder).is_some_and(|i| now[i].is_dir());
         if holder_is_dir {
-            plan_with_parents(&mut plan, &position, &gone.path);
+            plan_with_parents(&mut plan, &now, &position, &gone.path);
             plan.insert(&gone.path, Planned::Whiteout);
         }
     }
@@ -229,7 +237,7 @@ fn layer(
     })
 }
 
-fn planned_entry<'a>(planned: &Planned, now: &'a [Now]) -> Option<&'a Now> {
+fn planned_entry<'a, 'b>(planned: &Planned, now: &'a [Now<'b>]) -> Option<&'a Now<'b>> {
     match planned {
         Planned::Entry(i) => now.get(*i),
         Planned::Whiteout => None,
@@ -239,16 +247,18 @@ fn planned_entry<'a>(planned: &Planned, now: &'a [Now]) -> Option<&'a Now> {
 /// Plans the directories above `path` (as the tree has them now) unless already planned.
 fn plan_with_parents<'a>(
     plan: &mut BTreeMap<&'a Path, Planned>,
-    position: &HashMap<&'a Path, usize>,
+    now: &'a [Now],
+    position: &impl Fn(&Path) -> Option<usize>,
     path: &Path,
 ) {
     for ancestor in path.ancestors().skip(1) {
         if ancestor.as_os_str().is_empty() {
             break;
         }
-        let Some((&key, &i)) = position.get_key_value(ancestor) else {
+        let Some(i) = position(ancestor) else {
             continue;
         };
+        let key = now[i].path();
         if plan.contains_key(key) {
             break;
         }

@@ -6,6 +6,7 @@
 //! Stored beside the archive (`backups/<id>/index.zst`): a magic line, then one zstd frame
 //! of fixed-layout records (paths are bytes, not UTF-8).
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs;
@@ -129,6 +130,30 @@ pub struct Index {
     pub entries: Vec<IndexEntry>,
 }
 
+/// The order of an index: a directory before what it holds, siblings by name, bytewise
+/// (what a walk sorted by file name gives). Compares bytes with `/` lowest, which is that
+/// order and much cheaper than comparing `Path`s component by component.
+pub fn path_order(a: &Path, b: &Path) -> Ordering {
+    let key = |byte: &u8| {
+        if *byte == b'/' {
+            0
+        } else {
+            u16::from(*byte) + 1
+        }
+    };
+    a.as_os_str()
+        .as_bytes()
+        .iter()
+        .map(key)
+        .cmp(b.as_os_str().as_bytes().iter().map(key))
+}
+
+/// Whether `path` is `top` or under it.
+pub fn is_within(path: &Path, top: &Path) -> bool {
+    let (path, top) = (path.as_os_str().as_bytes(), top.as_os_str().as_bytes());
+    path.starts_with(top) && (path.len() == top.len() || path[top.len()] == b'/')
+}
+
 impl Index {
     /// Path → position, for lookups.
     pub fn by_path(&self) -> HashMap<&Path, &IndexEntry> {
@@ -138,11 +163,33 @@ impl Index {
             .collect()
     }
 
+    /// The entry at `path` (entries in [`path_order`]).
+    pub fn find(&self, path: &Path) -> Option<&IndexEntry> {
+        self.entries
+            .binary_search_by(|entry| path_order(&entry.path, path))
+            .ok()
+            .map(|i| &self.entries[i])
+    }
+
+    /// Puts the entries in [`path_order`] (a decoded index is checked, and sorted if it is
+    /// not).
+    fn sort(&mut self) {
+        let sorted = self
+            .entries
+            .windows(2)
+            .all(|pair| path_order(&pair[0].path, &pair[1].path) == Ordering::Less);
+        if !sorted {
+            self.entries.sort_by(|a, b| path_order(&a.path, &b.path));
+            self.entries.dedup_by(|a, b| a.path == b.path);
+        }
+    }
+
     /// The encoded index (magic line, one zstd frame).
     pub fn encode(&self) -> Result<Vec<u8>, BackupError> {
         let mut out = MAGIC.to_vec();
         let mut encoder =
-            zstd::Encoder::new(&mut out, 3).map_err(|e| BackupError::Index(e.to_string()))?;
+            // Level 1: the index is written on every snapshot's critical path.
+            zstd::Encoder::new(&mut out, 1).map_err(|e| BackupError::Index(e.to_string()))?;
         for entry in &self.entries {
             let path = entry.path.as_os_str().as_bytes();
             let mut record = Vec::with_capacity(path.len() + 48);
@@ -210,7 +257,9 @@ impl Index {
                 inode: u64_at(&numbers[16..24]),
             });
         }
-        Ok(Index { entries })
+        let mut index = Index { entries };
+        index.sort();
+        Ok(index)
     }
 }
 
@@ -251,6 +300,18 @@ mod tests {
         assert!(Index::decode(&bytes[..bytes.len() - 3]).is_err());
         let empty = Index::default().encode().unwrap();
         assert_eq!(Index::decode(&empty).unwrap(), Index::default());
+    }
+
+    #[test]
+    fn path_order_is_a_sorted_walk() {
+        let walk = ["a", "a/b", "a/b/c", "a b", "a.txt", "ab", "b"];
+        let mut shuffled: Vec<&Path> = walk.iter().rev().map(Path::new).collect();
+        shuffled.sort_by(|a, b| path_order(a, b));
+        assert_eq!(shuffled, walk.iter().map(Path::new).collect::<Vec<_>>());
+        assert!(is_within(Path::new("a/b"), Path::new("a")));
+        assert!(is_within(Path::new("a"), Path::new("a")));
+        assert!(!is_within(Path::new("a.txt"), Path::new("a")));
+        assert!(!is_within(Path::new("ab"), Path::new("a")));
     }
 
     #[test]
