@@ -368,6 +368,7 @@ mod tests {
             mtime_ns: 1,
             inode,
             layer: 0,
+            location: None,
         }
     }
 

@@ -16,8 +16,9 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::BackupError;
+use crate::location::DataLocation;
 
-const MAGIC: &[u8] = b"FSDIDX1\n";
+const MAGIC: &[u8] = b"FSDIDX2\n";
 /// Longest path a record holds (Linux's PATH_MAX).
 const MAX_PATH: usize = 4096;
 
@@ -92,6 +93,8 @@ pub struct IndexEntry {
     /// The depth in the chain of the snapshot whose archive holds this entry (0: the full
     /// snapshot at the bottom).
     pub layer: u8,
+    /// A file's bytes in that archive (recorded when the archive was written).
+    pub location: Option<DataLocation>,
 }
 
 impl IndexEntry {
@@ -108,6 +111,7 @@ impl IndexEntry {
             mtime_ns: meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
             inode: meta.ino(),
             layer,
+            location: None,
         }
     }
 
@@ -203,6 +207,13 @@ impl Index {
             record.extend_from_slice(&entry.size.to_le_bytes());
             record.extend_from_slice(&entry.mtime_ns.to_le_bytes());
             record.extend_from_slice(&entry.inode.to_le_bytes());
+            match &entry.location {
+                None => record.push(0),
+                Some(location) => {
+                    record.push(1);
+                    location.encode_into(&mut record);
+                }
+            }
             encoder
                 .write_all(&record)
                 .map_err(|e| BackupError::Index(e.to_string()))?;
@@ -243,9 +254,16 @@ impl Index {
             let path = PathBuf::from(OsStr::from_bytes(take(len)?));
             let kind_layer = take(2)?;
             let kind = Kind::from_code(kind_layer[0]).ok_or_else(|| bad("bad kind"))?;
-            let ids = take(12)?;
-            let numbers = take(24)?;
+            let ids = take(12)?.to_vec();
+            let numbers = take(24)?.to_vec();
+            let location = match take(1)?[0] {
+                0 => None,
+                _ => Some(DataLocation::decode_from(&mut |n| {
+                    take(n).map(<[u8]>::to_vec)
+                })?),
+            };
             entries.push(IndexEntry {
+                location,
                 path,
                 kind,
                 layer: kind_layer[1],
@@ -278,6 +296,7 @@ mod tests {
             mtime_ns: -5,
             inode: 77,
             layer,
+            location: None,
         }
     }
 

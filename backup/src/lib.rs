@@ -7,6 +7,7 @@ mod error;
 pub mod incremental;
 pub mod index;
 pub mod layer;
+pub mod location;
 pub mod mount;
 mod prefetch;
 pub mod progress;

@@ -98,7 +98,8 @@ impl Backups {
     }
 
     /// The bytes of the file at `path` in snapshot `id`, read from the archive of its chain
-    /// that holds it: its tables and the file's blocks, through ranged GETs.
+    /// that holds it through ranged GETs: the file's blocks and fragment where the index
+    /// recorded them, else the archive's tables first.
     pub async fn read_file(&self, id: &str, path: &str) -> Result<Vec<u8>, SdkError> {
         let chain = self.chain(id).await?;
         let index = self.index(id).await?;
@@ -128,8 +129,13 @@ impl Backups {
         let client = reqwest::Client::new();
         let runtime = tokio::runtime::Handle::current();
         let entry_path = entry.path.clone();
+        let location = entry.location.clone();
         tokio::task::spawn_blocking(move || {
-            let reader = RangedReader::new(client, &url, size, runtime);
+            let mut reader = RangedReader::new(client, &url, size, runtime);
+            // Where the file lies was recorded with the snapshot: read just that.
+            if let Some(location) = location {
+                return location.read(&mut reader);
+            }
             let archive = StoredArchive::open(BufReader::with_capacity(64 * 1024, reader))?;
             match archive.get(&entry_path) {
                 Some(Found::File { .. }) => {

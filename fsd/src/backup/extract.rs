@@ -55,6 +55,7 @@ pub fn extract(
         }
     }
     let mut opened: HashMap<u8, (StoredArchive<'static>, RangedReaderStats)> = HashMap::new();
+    let mut readers: HashMap<u8, RangedReader> = HashMap::new();
     let mut answer = ExtractBackupResponse {
         success: true,
         ..ExtractBackupResponse::default()
@@ -77,6 +78,24 @@ pub fn extract(
             continue;
         }
         if entry.kind == Kind::Special {
+            continue;
+        }
+        if let (Some(location), Some(source)) = (&entry.location, spec.archives.get(&entry.layer)) {
+            // Where the file lies was recorded with the snapshot: read just that.
+            let reader = readers.entry(entry.layer).or_insert_with(|| {
+                RangedReader::new(client.clone(), &source.url, source.size, runtime.clone())
+            });
+            let bytes = location.read(reader)?;
+            replace_if_not_a_file(&target)?;
+            let mut destination =
+                Destination::open(&target, None).map_err(|e| write_failed(&target, e))?;
+            destination
+                .write_all(&bytes)
+                .and_then(|()| destination.commit())
+                .map_err(|e| BackupError::io(&target, e))?;
+            set_mode(&target, entry.mode)?;
+            answer.files += 1;
+            answer.bytes += bytes.len() as u64;
             continue;
         }
         let (archive, _) = match opened.entry(entry.layer) {
@@ -131,9 +150,13 @@ pub fn extract(
             }
         }
     }
-    for (_, stats) in opened.values() {
-        answer.requests += stats.requests.load(std::sync::atomic::Ordering::Relaxed);
-        answer.fetched_bytes += stats.fetched.load(std::sync::atomic::Ordering::Relaxed);
+    let counters = opened
+        .values()
+        .map(|(_, stats)| (&stats.requests, &stats.fetched))
+        .chain(readers.values().map(|r| (&r.requests, &r.fetched)));
+    for (requests, fetched) in counters {
+        answer.requests += requests.load(std::sync::atomic::Ordering::Relaxed);
+        answer.fetched_bytes += fetched.load(std::sync::atomic::Ordering::Relaxed);
     }
     Ok(answer)
 }

@@ -12,6 +12,7 @@ use fsd_api::backup::{
 use fsd_backup::archive::{self, ArchiveOptions};
 use fsd_backup::incremental::Changed;
 use fsd_backup::index::Index;
+use fsd_backup::location;
 use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
 use fsd_backup::transfer::{self, PartSpec, Transfer};
@@ -172,7 +173,9 @@ impl BackupService {
                 "index"
             };
             answer.compared_by = Some(by.to_string());
-            answer.index_path = Some(write_index(&spec.archive, &layered.index)?);
+            let mut index = layered.index;
+            location::attach(&spec.archive, &mut index, depth)?;
+            answer.index_path = Some(write_index(&spec.archive, &index)?);
             answer.depth = Some(depth);
             let changes = layered.changes;
             answer.changes = Some(SnapshotChanges {
@@ -182,8 +185,9 @@ impl BackupService {
             });
             layered.summary
         } else {
-            let (summary, index) =
+            let (summary, mut index) =
                 archive::create_indexed(&spec.dir, &spec.archive, &spec.options, archive_progress)?;
+            location::attach(&spec.archive, &mut index, 0)?;
             answer.index_path = Some(write_index(&spec.archive, &index)?);
             summary
         };

@@ -280,14 +280,19 @@ async fn ten_incremental_snapshots_restore_byte_identical_at_every_point() {
             &sandbox,
             &snapshots[0].0.id,
             dir,
-            &["README.md".into(), "deep".into()],
+            &["README.md".into(), "deep".into(), "link-to-main".into()],
         )
         .await
         .unwrap();
     assert_eq!(
-        (restored.files, restored.directories),
-        (2, 4),
+        (restored.files, restored.directories, restored.symlinks),
+        (2, 4, 1),
         "{restored:?}"
+    );
+    assert_eq!(
+        std::fs::read_link(live.join("link-to-main")).unwrap(),
+        Path::new("src/main.rs"),
+        "the symlink itself brought back, not written through"
     );
     assert_eq!(
         std::fs::read(live.join("README.md")).unwrap(),
