@@ -46,14 +46,14 @@ enum Planned {
 /// One path of the tree as the new snapshot records it. Kept inline in one vector (a box
 /// per stat'ed entry would be an allocation per path of a whole-tree scan).
 #[allow(clippy::large_enum_variant)]
-enum Now<'a> {
+enum Now {
     /// Stat'ed by this snapshot: compared with the parent's entry.
     Fresh(Scanned),
-    /// Not touched since the parent (the change list says so): the parent's entry.
-    Carried(&'a IndexEntry),
+    /// Not touched since the parent (the change list says so): the parent's entry, moved.
+    Carried(IndexEntry),
 }
 
-impl Now<'_> {
+impl Now {
     fn path(&self) -> &Path {
         match self {
             Now::Fresh(scanned) => &scanned.relative,
@@ -93,7 +93,14 @@ pub fn create(
         .map(|scanned| scanned.map(Now::Fresh))
         .collect::<Result<Vec<_>, _>>()?;
     layer(
-        dir, &root_meta, parent, depth, now, archive, options, progress,
+        dir,
+        &root_meta,
+        &parent.entries,
+        depth,
+        now,
+        archive,
+        options,
+        progress,
     )
 }
 
@@ -103,7 +110,7 @@ pub fn create(
 /// changes what is left out anywhere): use [`create`].
 pub fn create_from_changes(
     dir: &Path,
-    parent: &Index,
+    parent: Index,
     depth: u8,
     changed: &[Changed],
     archive: &Path,
@@ -126,22 +133,33 @@ pub fn create_from_changes(
         }
     }
     // The parent's entries are in path order, and what is under a top is one run of them:
-    // carry what lies between the runs, and put each top's fresh look where its run was.
-    let entries = &parent.entries;
-    let mut now = Vec::with_capacity(entries.len() + changed.len());
+    // carry what lies between the runs (moved, not copied), and put each top's fresh look
+    // where its run was; the runs are what the fresh looks are compared with.
+    let mut runs = Vec::with_capacity(tops.len());
     let mut next = 0;
-    for top in tops {
+    for top in &tops {
+        let entries = &parent.entries;
         let start = next + entries[next..].partition_point(|e| path_order(&e.path, top).is_lt());
-        now.extend(entries[next..start].iter().map(Now::Carried));
         let end = start + entries[start..].partition_point(|e| is_within(&e.path, top));
+        runs.push((start, end));
+        next = end;
+    }
+    let total = parent.entries.len();
+    let mut entries = parent.entries.into_iter();
+    let mut now = Vec::with_capacity(total + changed.len());
+    let mut replaced = Vec::new();
+    let mut at = 0;
+    for (top, (start, end)) in tops.iter().zip(runs) {
+        now.extend(entries.by_ref().take(start - at).map(Now::Carried));
+        replaced.extend(entries.by_ref().take(end - start));
         for scanned in archive::scan_under(dir, top, archive, options)? {
             now.push(Now::Fresh(scanned?));
         }
-        next = end;
+        at = end;
     }
-    now.extend(entries[next..].iter().map(Now::Carried));
+    now.extend(entries.map(Now::Carried));
     layer(
-        dir, &root_meta, parent, depth, now, archive, options, progress,
+        dir, &root_meta, &replaced, depth, now, archive, options, progress,
     )
 }
 
@@ -150,7 +168,7 @@ pub fn create_from_changes(
 fn layer(
     dir: &Path,
     root_meta: &std::fs::Metadata,
-    parent: &Index,
+    before: &[IndexEntry],
     depth: u8,
     now: Vec<Now>,
     archive: &Path,
@@ -163,20 +181,26 @@ fn layer(
         now.binary_search_by(|entry| path_order(entry.path(), path))
             .ok()
     };
+    let find = |path: &Path| {
+        before
+            .binary_search_by(|entry| path_order(&entry.path, path))
+            .ok()
+            .map(|i| &before[i])
+    };
     let mut changes = ChangeCounts::default();
     let mut plan: BTreeMap<&Path, Planned> = BTreeMap::new();
-    let mut index = Index::default();
-    index.entries.reserve(now.len());
+    // The fresh entries as recorded (carried ones are moved in at the end).
+    let mut recorded_entries: Vec<Option<IndexEntry>> = Vec::with_capacity(now.len());
     for (i, entry) in now.iter().enumerate() {
         let scanned = match entry {
-            Now::Carried(carried) => {
-                index.entries.push((*carried).clone());
+            Now::Carried(_) => {
+                recorded_entries.push(None);
                 continue;
             }
             Now::Fresh(scanned) => scanned,
         };
         let mut recorded = IndexEntry::new(&scanned.relative, &scanned.meta, depth);
-        match parent.find(&scanned.relative) {
+        match find(&scanned.relative) {
             Some(was) if recorded.unchanged_since(was) => recorded.layer = was.layer,
             found => {
                 match found {
@@ -187,10 +211,10 @@ fn layer(
                 plan.insert(&scanned.relative, Planned::Entry(i));
             }
         }
-        index.entries.push(recorded);
+        recorded_entries.push(Some(recorded));
     }
     let mut j = 0;
-    for gone in &parent.entries {
+    for gone in before {
         while j < now.len() && path_order(now[j].path(), &gone.path).is_lt() {
             j += 1;
         }
@@ -230,14 +254,23 @@ fn layer(
         }
     }
     let summary = builder.finish(archive)?;
+    let entries = now
+        .into_iter()
+        .zip(recorded_entries)
+        .map(|(entry, recorded)| match (entry, recorded) {
+            (_, Some(recorded)) => recorded,
+            (Now::Carried(carried), None) => carried,
+            (Now::Fresh(scanned), None) => IndexEntry::new(&scanned.relative, &scanned.meta, depth),
+        })
+        .collect();
     Ok(Layered {
         summary,
-        index,
+        index: Index { entries },
         changes,
     })
 }
 
-fn planned_entry<'a, 'b>(planned: &Planned, now: &'a [Now<'b>]) -> Option<&'a Now<'b>> {
+fn planned_entry<'a>(planned: &Planned, now: &'a [Now]) -> Option<&'a Now> {
     match planned {
         Planned::Entry(i) => now.get(*i),
         Planned::Whiteout => None,
@@ -436,7 +469,7 @@ mod tests {
         .unwrap();
         let listed = create_from_changes(
             &dir,
-            &parent,
+            parent.clone(),
             1,
             &changed,
             &temp.path().join("listed.sqsh"),

@@ -134,6 +134,35 @@ pub struct Index {
     pub entries: Vec<IndexEntry>,
 }
 
+/// Reads an encoded index's fields in turn; running out is an error.
+pub(crate) struct Cursor<'a>(pub &'a [u8]);
+
+impl<'a> Cursor<'a> {
+    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], BackupError> {
+        if self.0.len() < n {
+            return Err(BackupError::Index("truncated".into()));
+        }
+        let (head, tail) = self.0.split_at(n);
+        self.0 = tail;
+        Ok(head)
+    }
+
+    pub fn u8(&mut self) -> Result<u8, BackupError> {
+        Ok(self.bytes(1)?[0])
+    }
+
+    pub fn u32(&mut self) -> Result<u32, BackupError> {
+        let b = self.bytes(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+
+    pub fn u64(&mut self) -> Result<u64, BackupError> {
+        Ok(u64::from_le_bytes(
+            self.bytes(8)?.try_into().unwrap_or([0; 8]),
+        ))
+    }
+}
+
 /// The order of an index: a directory before what it holds, siblings by name, bytewise
 /// (what a walk sorted by file name gives). Compares bytes with `/` lowest, which is that
 /// order and much cheaper than comparing `Path`s component by component.
@@ -235,44 +264,32 @@ impl Index {
             .and_then(|mut decoder| decoder.read_to_end(&mut raw))
             .map_err(|e| bad(&e.to_string()))?;
         let mut entries = Vec::new();
-        let mut rest = raw.as_slice();
-        while !rest.is_empty() {
-            let mut take = |n: usize| -> Result<&[u8], BackupError> {
-                if rest.len() < n {
-                    return Err(bad("truncated"));
-                }
-                let (head, tail) = rest.split_at(n);
-                rest = tail;
-                Ok(head)
-            };
-            let u32_at = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-            let u64_at = |b: &[u8]| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-            let len = u32_at(take(4)?) as usize;
+        let mut cursor = Cursor(raw.as_slice());
+        while !cursor.0.is_empty() {
+            let len = cursor.u32()? as usize;
             if len == 0 || len > MAX_PATH {
                 return Err(bad("bad path length"));
             }
-            let path = PathBuf::from(OsStr::from_bytes(take(len)?));
-            let kind_layer = take(2)?;
-            let kind = Kind::from_code(kind_layer[0]).ok_or_else(|| bad("bad kind"))?;
-            let ids = take(12)?.to_vec();
-            let numbers = take(24)?.to_vec();
-            let location = match take(1)?[0] {
+            let path = PathBuf::from(OsStr::from_bytes(cursor.bytes(len)?));
+            let kind = Kind::from_code(cursor.u8()?).ok_or_else(|| bad("bad kind"))?;
+            let layer = cursor.u8()?;
+            let (mode, uid, gid) = (cursor.u32()?, cursor.u32()?, cursor.u32()?);
+            let (size, mtime_ns, inode) = (cursor.u64()?, cursor.u64()? as i64, cursor.u64()?);
+            let location = match cursor.u8()? {
                 0 => None,
-                _ => Some(DataLocation::decode_from(&mut |n| {
-                    take(n).map(<[u8]>::to_vec)
-                })?),
+                _ => Some(DataLocation::decode_from(&mut cursor)?),
             };
             entries.push(IndexEntry {
-                location,
                 path,
                 kind,
-                layer: kind_layer[1],
-                mode: u32_at(&ids[0..4]),
-                uid: u32_at(&ids[4..8]),
-                gid: u32_at(&ids[8..12]),
-                size: u64_at(&numbers[0..8]),
-                mtime_ns: u64_at(&numbers[8..16]) as i64,
-                inode: u64_at(&numbers[16..24]),
+                mode,
+                uid,
+                gid,
+                size,
+                mtime_ns,
+                inode,
+                layer,
+                location,
             });
         }
         let mut index = Index { entries };
@@ -305,7 +322,17 @@ mod tests {
         let index = Index {
             entries: vec![
                 entry("a", Kind::Dir, 0),
-                entry("a/b.txt", Kind::File, 3),
+                IndexEntry {
+                    location: Some(DataLocation {
+                        codec: 6,
+                        block_size: 131_072,
+                        file_size: 300_000,
+                        blocks_start: 96,
+                        blocks: vec![40_000, 131_072 | (1 << 24)],
+                        fragment: Some((9_000_000, 12_000, 512)),
+                    }),
+                    ..entry("a/b.txt", Kind::File, 3)
+                },
                 entry("a/link", Kind::Symlink, 1),
                 IndexEntry {
                     path: PathBuf::from(OsStr::from_bytes(b"not-utf8-\xff")),

@@ -12,6 +12,7 @@ use backhand::compression::{CompressionAction, Compressor, DefaultCompressor};
 use backhand::{FilesystemReader, InnerNode};
 
 use crate::BackupError;
+use crate::index::Cursor;
 
 /// A stored block's size word: the size, and this bit when the block is stored as is.
 const UNCOMPRESSED: u32 = 1 << 24;
@@ -55,27 +56,23 @@ impl DataLocation {
         }
     }
 
-    /// Reads what [`DataLocation::encode_into`] wrote; `take(n)` gives the next `n` bytes.
-    pub(crate) fn decode_from(
-        take: &mut impl FnMut(usize) -> Result<Vec<u8>, BackupError>,
-    ) -> Result<DataLocation, BackupError> {
-        let u32_of = |b: Vec<u8>| u32::from_le_bytes(b.try_into().unwrap_or([0; 4]));
-        let u64_of = |b: Vec<u8>| u64::from_le_bytes(b.try_into().unwrap_or([0; 8]));
-        let codec = take(1)?[0];
-        let block_size = u32_of(take(4)?);
-        let file_size = u64_of(take(8)?);
-        let blocks_start = u64_of(take(8)?);
-        let count = u32_of(take(4)?) as usize;
+    /// Reads what [`DataLocation::encode_into`] wrote.
+    pub(crate) fn decode_from(cursor: &mut Cursor<'_>) -> Result<DataLocation, BackupError> {
+        let codec = cursor.u8()?;
+        let block_size = cursor.u32()?;
+        let file_size = cursor.u64()?;
+        let blocks_start = cursor.u64()?;
+        let count = cursor.u32()? as usize;
         if count as u64 > file_size / u64::from(block_size.max(1)) + 1 {
             return Err(BackupError::Index("more blocks than the file has".into()));
         }
         let mut blocks = Vec::with_capacity(count);
         for _ in 0..count {
-            blocks.push(u32_of(take(4)?));
+            blocks.push(cursor.u32()?);
         }
-        let fragment = match take(1)?[0] {
+        let fragment = match cursor.u8()? {
             0 => None,
-            _ => Some((u64_of(take(8)?), u32_of(take(4)?), u32_of(take(4)?))),
+            _ => Some((cursor.u64()?, cursor.u32()?, cursor.u32()?)),
         };
         Ok(DataLocation {
             codec,

@@ -151,7 +151,7 @@ impl BackupService {
             let layered = match &spec.changed {
                 Some(changed) => incremental::create_from_changes(
                     &spec.dir,
-                    &parent,
+                    parent,
                     depth,
                     changed,
                     &spec.archive,
