@@ -30,6 +30,7 @@ fn change(step: usize, live: &Path) {
         2 => {
             std::fs::remove_file(live.join("empty-file")).unwrap();
             write("a/b/c/deeper.txt", b"deeper\n");
+            write(".config/settings", b"dotfiles too\n");
         }
         3 => std::fs::rename(live.join("src/main.rs"), live.join("src/lib.rs")).unwrap(),
         4 => std::fs::rename(live.join("deep"), live.join("shallow")).unwrap(),
