@@ -16,7 +16,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use crate::BackupError;
-use crate::location::DataLocation;
+use crate::cursor::Cursor;
+use crate::location::{self, DataLocation};
 
 const MAGIC: &[u8] = b"FSDIDX2\n";
 /// Longest path a record holds (Linux's PATH_MAX).
@@ -134,35 +135,6 @@ pub struct Index {
     pub entries: Vec<IndexEntry>,
 }
 
-/// Reads an encoded index's fields in turn; running out is an error.
-pub(crate) struct Cursor<'a>(pub &'a [u8]);
-
-impl<'a> Cursor<'a> {
-    pub fn bytes(&mut self, n: usize) -> Result<&'a [u8], BackupError> {
-        if self.0.len() < n {
-            return Err(BackupError::Index("truncated".into()));
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Ok(head)
-    }
-
-    pub fn u8(&mut self) -> Result<u8, BackupError> {
-        Ok(self.bytes(1)?[0])
-    }
-
-    pub fn u32(&mut self) -> Result<u32, BackupError> {
-        let b = self.bytes(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-
-    pub fn u64(&mut self) -> Result<u64, BackupError> {
-        Ok(u64::from_le_bytes(
-            self.bytes(8)?.try_into().unwrap_or([0; 8]),
-        ))
-    }
-}
-
 /// The order of an index: a directory before what it holds, siblings by name, bytewise
 /// (what a walk sorted by file name gives). Compares bytes with `/` lowest, which is that
 /// order and much cheaper than comparing `Path`s component by component.
@@ -202,6 +174,18 @@ impl Index {
             .binary_search_by(|entry| path_order(&entry.path, path))
             .ok()
             .map(|i| &self.entries[i])
+    }
+
+    /// Records where the files held by the archive at depth `layer` (just written at
+    /// `archive`) lie in it.
+    pub fn attach_locations(&mut self, archive: &Path, layer: u8) -> Result<(), BackupError> {
+        let mut found = location::locations(archive)?;
+        for entry in &mut self.entries {
+            if entry.layer == layer && entry.kind == Kind::File {
+                entry.location = found.remove(&entry.path);
+            }
+        }
+        Ok(())
     }
 
     /// Puts the entries in [`path_order`] (a decoded index is checked, and sorted if it is

@@ -3,6 +3,7 @@
 
 pub mod archive;
 mod codec;
+mod cursor;
 mod error;
 pub mod incremental;
 pub mod index;

@@ -12,7 +12,7 @@ use backhand::compression::{CompressionAction, Compressor, DefaultCompressor};
 use backhand::{FilesystemReader, InnerNode};
 
 use crate::BackupError;
-use crate::index::Cursor;
+use crate::cursor::Cursor;
 
 /// A stored block's size word: the size, and this bit when the block is stored as is.
 const UNCOMPRESSED: u32 = 1 << 24;
@@ -212,22 +212,6 @@ pub fn locations(archive: &Path) -> Result<HashMap<PathBuf, DataLocation>, Backu
         );
     }
     Ok(out)
-}
-
-/// Records in `index` where the files held by the archive at depth `layer` (just written at
-/// `archive`) lie in it.
-pub fn attach(
-    archive: &Path,
-    index: &mut crate::index::Index,
-    layer: u8,
-) -> Result<(), BackupError> {
-    let mut found = locations(archive)?;
-    for entry in &mut index.entries {
-        if entry.layer == layer && entry.kind == crate::index::Kind::File {
-            entry.location = found.remove(&entry.path);
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

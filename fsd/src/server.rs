@@ -63,6 +63,7 @@ fn guarded(routes: Router, token: auth::ApiToken) -> Router {
         ))
         .layer(TraceLayer::new_for_http())
         .layer(cors())
+        .layer(axum::middleware::from_fn(wire::unread::close_if_unread))
 }
 
 /// The reference's CORS policy; preflights are answered here, before auth, unlike the

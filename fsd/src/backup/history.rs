@@ -5,11 +5,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
 use fsd_api::Operation;
 use fsd_api::backup::{ExtractBackupRequest, ExtractBackupResponse, TreeIndexRequest};
 use fsd_backup::ArchiveOptions;
@@ -19,6 +20,13 @@ use super::routes::backup_dir;
 use super::validate::{self, invalid};
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
 use crate::state::AppState;
+
+/// The time machine's routes.
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/api/backup/index", post(tree_index))
+        .route("/api/backup/extract", post(extract))
+}
 
 pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;

@@ -9,6 +9,9 @@ mod routes;
 mod service;
 mod validate;
 
-pub use routes::router;
+/// The domain's routes: the reference's and fsd's backups, and the time machine's.
+pub fn router() -> axum::Router<crate::state::AppState> {
+    routes::router().merge(history::router())
+}
 pub use service::BackupService;
 pub use validate::BackupConfigError;

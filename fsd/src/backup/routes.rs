@@ -22,7 +22,6 @@ use fsd_backup::transfer::PartSpec;
 use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
 use tokio::sync::mpsc;
 
-use super::history;
 use super::service::{CreateSpec, MAX_DEPTH, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
@@ -39,8 +38,6 @@ pub fn router() -> Router<AppState> {
         .route("/api/backup/download", post(download))
         .route("/api/backup/mounts", get(mounts))
         .route("/api/backup/unmount", post(unmount))
-        .route("/api/backup/index", post(history::tree_index))
-        .route("/api/backup/extract", post(history::extract))
 }
 
 /// Progress events go out at most this often per phase (and always at 0 and at the end).

@@ -12,7 +12,6 @@ use fsd_api::backup::{
 use fsd_backup::archive::{self, ArchiveOptions};
 use fsd_backup::incremental::Changed;
 use fsd_backup::index::Index;
-use fsd_backup::location;
 use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
 use fsd_backup::transfer::{self, PartSpec, Transfer};
@@ -174,7 +173,7 @@ impl BackupService {
             };
             answer.compared_by = Some(by.to_string());
             let mut index = layered.index;
-            location::attach(&spec.archive, &mut index, depth)?;
+            index.attach_locations(&spec.archive, depth)?;
             answer.index_path = Some(write_index(&spec.archive, &index)?);
             answer.depth = Some(depth);
             let changes = layered.changes;
@@ -187,7 +186,7 @@ impl BackupService {
         } else {
             let (summary, mut index) =
                 archive::create_indexed(&spec.dir, &spec.archive, &spec.options, archive_progress)?;
-            location::attach(&spec.archive, &mut index, 0)?;
+            index.attach_locations(&spec.archive, 0)?;
             answer.index_path = Some(write_index(&spec.archive, &index)?);
             summary
         };

@@ -17,6 +17,7 @@
 //! [`kill_until_gone`] runs it without a runtime, for code that cannot await (a `Drop`, a
 //! blocking thread, the supervisor process).
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -108,6 +109,7 @@ impl Escalation {
     /// first step's signal (which was sent to nothing).
     pub async fn stop(&self, target: &mut impl Target) -> Stopped {
         for step in self.steps {
+            let mut signalled: HashSet<u32> = target.living().into_iter().collect();
             signal_leaves_first(&target.living(), step.signal);
             target.signalled(step.signal);
             let deadline = tokio::time::Instant::now() + step.grace;
@@ -118,8 +120,19 @@ impl Escalation {
                 if tokio::time::Instant::now() >= deadline {
                     break;
                 }
+                let living = target.living();
                 if step.signal == Signal::SIGKILL {
-                    signal_leaves_first(&target.living(), Signal::SIGKILL);
+                    signal_leaves_first(&living, Signal::SIGKILL);
+                } else {
+                    // A process forked between the walk and the signal (a shell starting its
+                    // command as the kill came) gets the step's signal too, not only the next
+                    // step's: otherwise a polite kill could need SIGKILL for a process that
+                    // never saw SIGTERM.
+                    let newcomers: Vec<u32> = living
+                        .into_iter()
+                        .filter(|pid| signalled.insert(*pid))
+                        .collect();
+                    signal_leaves_first(&newcomers, step.signal);
                 }
             }
         }
@@ -214,6 +227,19 @@ mod tests {
             .unwrap()
     }
 
+    /// A process and what runs below it.
+    struct AndBelow(u32);
+
+    impl Target for AndBelow {
+        fn living(&mut self) -> Vec<u32> {
+            proctree::alive(self.0)
+                .then_some(self.0)
+                .into_iter()
+                .chain(proctree::living_below(self.0))
+                .collect()
+        }
+    }
+
     /// Waits until `pid` has `count` living descendants.
     fn wait_for_descendants(pid: u32, count: usize) {
         for _ in 0..300 {
@@ -235,6 +261,17 @@ mod tests {
         assert!(Below(parent.id()).living().is_empty());
         parent.kill().unwrap();
         parent.wait().unwrap();
+    }
+
+    /// A process started after the step's signal went out (here by the parent's TERM
+    /// handler) gets that signal too, so a tree that would end politely does.
+    #[tokio::test]
+    async fn a_process_forked_after_the_signal_gets_it_too() {
+        let mut parent = spawn("trap 'sleep 30 &' TERM; sleep 30 & wait; wait");
+        wait_for_descendants(parent.id(), 1);
+        let stopped = Escalation::REQUESTED.stop(&mut AndBelow(parent.id())).await;
+        assert_eq!(stopped, Stopped::By(Signal::SIGTERM));
+        let _ = parent.wait();
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@ pub mod json;
 pub mod memory;
 pub mod sse;
 pub mod time;
+pub mod unread;
 
 use crate::error::ApiError;
 

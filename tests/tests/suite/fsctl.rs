@@ -416,12 +416,53 @@ fn mount_serves_a_proxy_until_stopped_and_umount_unmounts() {
 
 /// `fsctl --json up` over `dir` (workspace `ws`, store, bucket) with its gateway on
 /// `gateway`; the running child and its JSON document.
+/// A running `fsctl up`, stopped (SIGTERM, then SIGKILL) when dropped, so a failing test
+/// does not leave it, its daemon and its schedule running.
+struct Up(Option<std::process::Child>);
+
+impl Up {
+    fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
+        self.0.take().expect("running").wait_with_output()
+    }
+}
+
+impl std::ops::Deref for Up {
+    type Target = std::process::Child;
+    fn deref(&self) -> &Self::Target {
+        self.0.as_ref().expect("running")
+    }
+}
+
+impl std::ops::DerefMut for Up {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.0.as_mut().expect("running")
+    }
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let Some(mut child) = self.0.take() else {
+            return;
+        };
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        for _ in 0..100 {
+            if child.try_wait().ok().flatten().is_some() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
 fn up(
     dir: &std::path::Path,
     gateway: &str,
     stderr: Stdio,
     extra: &[&str],
-) -> (std::process::Child, serde_json::Value) {
+) -> (Up, serde_json::Value) {
     let mut child = Command::new(binary("fsctl"))
         .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(dir.join("ws"))
@@ -448,7 +489,7 @@ fn up(
             "fsctl up ended early: {text}"
         );
     }
-    (child, serde_json::from_str(&text).unwrap())
+    (Up(Some(child)), serde_json::from_str(&text).unwrap())
 }
 
 /// `fsctl up` comes up without its gateway when the gateway's address is taken, and says so
