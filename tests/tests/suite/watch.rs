@@ -588,3 +588,31 @@ async fn a_token_taken_as_the_last_stream_leaves_stays_valid() {
         assert_eq!(answer["status"], "changed", "round {round}: {answer}");
     }
 }
+
+/// A lone change goes out at once; a burst of the same change still collapses: 200 rewrites
+/// of one file in a tight loop arrive as a handful of `modify` events, not 200.
+#[tokio::test]
+async fn a_burst_of_one_change_collapses_while_a_lone_one_goes_out_at_once() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("w")).unwrap();
+    let mut sse = Sse::open(&daemon, json!({"path": "w", "events": ["modify"]})).await;
+    assert_eq!(
+        sse.next(Duration::from_secs(5)).await.unwrap()["type"],
+        "watching"
+    );
+    let file = daemon.path("w/hot.txt");
+    std::fs::write(&file, "0").unwrap();
+    let first = sse.next(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(first["eventType"], "modify", "{first}");
+    // Let the stream go idle, then a burst.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    for i in 0..200 {
+        std::fs::write(&file, i.to_string()).unwrap();
+    }
+    let events = sse.drain(Duration::from_millis(300)).await;
+    let modifies = events.iter().filter(|e| e["eventType"] == "modify").count();
+    assert!(
+        (1..=10).contains(&modifies),
+        "200 rewrites arrived as {modifies} modify events: {events:?}"
+    );
+}
