@@ -85,29 +85,34 @@ pub async fn watch(
             };
             let mut batch = vec![first];
             let idle = last.is_none_or(|at| at.elapsed() >= COALESCE_QUIET);
-            let window = tokio::time::sleep(COALESCE_MAX);
-            tokio::pin!(window);
-            while idle {
-                match subscription.events.try_recv() {
-                    Ok(event) => batch.push(event),
-                    Err(TryRecvError::Lagged(_)) => batch.push(Event {
-                        kind: EventKind::Overflow,
-                        path: PathBuf::new(),
-                        from: None,
-                        is_dir: true,
-                    }),
-                    Err(_) => break,
-                }
-            }
-            while !idle {
-                tokio::select! {
-                    () = &mut window => break,
-                    () = tokio::time::sleep(COALESCE_QUIET) => break,
-                    next = subscription.events.recv() => match next {
+            let lost = || Event {
+                kind: EventKind::Overflow,
+                path: PathBuf::new(),
+                from: None,
+                is_dir: true,
+            };
+            if idle {
+                // What is already queued goes with it; nothing is waited for.
+                loop {
+                    match subscription.events.try_recv() {
                         Ok(event) => batch.push(event),
-                        Err(RecvError::Lagged(_)) => batch.push(Event { kind: EventKind::Overflow, path: PathBuf::new(), from: None, is_dir: true }),
-                        Err(RecvError::Closed) => break,
-                    },
+                        Err(TryRecvError::Lagged(_)) => batch.push(lost()),
+                        Err(_) => break,
+                    }
+                }
+            } else {
+                let window = tokio::time::sleep(COALESCE_MAX);
+                tokio::pin!(window);
+                loop {
+                    tokio::select! {
+                        () = &mut window => break,
+                        () = tokio::time::sleep(COALESCE_QUIET) => break,
+                        next = subscription.events.recv() => match next {
+                            Ok(event) => batch.push(event),
+                            Err(RecvError::Lagged(_)) => batch.push(lost()),
+                            Err(RecvError::Closed) => break,
+                        },
+                    }
                 }
             }
             Some((
