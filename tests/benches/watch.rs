@@ -104,7 +104,6 @@ async fn run(top: usize, mid: usize, leaf: usize, samples: usize) {
     println!();
     println!(
         "note: the first change after 5 ms of quiet goes out at once; a burst follows in batches (5 ms of quiet, 75 ms at most)"
-    ); latency includes that settle time."
     );
 }
 
