@@ -4,8 +4,8 @@
 
 use std::fs::File;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -45,7 +45,11 @@ pub struct PartSpec {
 /// Moves bytes between local archives and presigned URLs.
 #[derive(Clone)]
 pub struct Transfer {
-    client: reqwest::Client,
+    /// Built at the first transfer, not at daemon start: building it loads the system's
+    /// CA certificates (a file read per certificate), which is most of what the daemon
+    /// would otherwise do before it listens.
+    client: Arc<OnceLock<reqwest::Client>>,
+    stall: Duration,
     pub retry: RetryPolicy,
     /// Requests in flight at once.
     pub concurrency: usize,
@@ -72,16 +76,25 @@ impl<T> Attempt<T> {
 impl Transfer {
     /// `stall`: how long a request may go without progress before it is retried.
     pub fn new(stall: Duration) -> Result<Transfer, BackupError> {
-        let client = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .read_timeout(stall)
-            .build()
-            .map_err(|e| BackupError::Transfer(e.to_string()))?;
         Ok(Transfer {
-            client,
+            client: Arc::new(OnceLock::new()),
+            stall,
             retry: RetryPolicy::default(),
             concurrency: 8,
         })
+    }
+
+    /// The HTTP client, built on first use.
+    fn http(&self) -> Result<&reqwest::Client, BackupError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .read_timeout(self.stall)
+            .build()
+            .map_err(|e| BackupError::Transfer(e.to_string()))?;
+        Ok(self.client.get_or_init(|| built))
     }
 
     async fn with_retries<T, F, Fut>(&self, what: &str, mut attempt: F) -> Result<T, BackupError>
@@ -109,15 +122,19 @@ impl Transfer {
     }
 
     /// The HTTP client, for readers that make their own requests (ranged reads).
-    pub fn client(&self) -> reqwest::Client {
-        self.client.clone()
+    pub fn client(&self) -> Result<reqwest::Client, BackupError> {
+        self.http().cloned()
     }
 
     /// GETs a small object (a snapshot's index) whole; more than `limit` bytes is an error.
     pub async fn get_bytes(&self, url: &str, limit: u64) -> Result<Vec<u8>, BackupError> {
         let too_large = || BackupError::Transfer(format!("GET: more than {limit} bytes"));
         self.with_retries("GET", || async move {
-            classify(self.client.get(url).send().await, "GET")
+            let client = match self.http() {
+                Ok(client) => client,
+                Err(error) => return Attempt::Fail(error),
+            };
+            classify(client.get(url).send().await, "GET")
                 .await
                 .and_then(|response| {
                     if response.content_length().is_some_and(|n| n > limit) {
@@ -166,8 +183,11 @@ impl Transfer {
                         progress.report(done);
                     },
                 );
-                let request = self
-                    .client
+                let client = match self.http() {
+                    Ok(client) => client,
+                    Err(error) => return Attempt::Fail(error),
+                };
+                let request = client
                     .put(url)
                     .header("content-type", "application/octet-stream")
                     .header("content-length", size)
@@ -239,8 +259,11 @@ impl Transfer {
                         done.fetch_add(chunk.len() as u64, Ordering::Relaxed) + chunk.len() as u64,
                     );
                 });
-                let request = self
-                    .client
+                let client = match self.http() {
+                    Ok(client) => client,
+                    Err(error) => return Attempt::Fail(error),
+                };
+                let request = client
                     .put(&part.url)
                     .header("content-type", "application/octet-stream")
                     .header("content-length", part.size)
@@ -365,8 +388,11 @@ impl Transfer {
         self.with_retries(&what, || {
             let what = what.clone();
             async move {
-                let request = self
-                    .client
+                let client = match self.http() {
+                    Ok(client) => client,
+                    Err(error) => return Attempt::Fail(error),
+                };
+                let request = client
                     .get(url)
                     .header("range", format!("bytes={start}-{}", end - 1));
                 let mut response = match classify(request.send().await, &what).await {

@@ -280,7 +280,7 @@ impl BackupService {
             archives,
             paths,
         };
-        let client = self.transfer.client();
+        let client = self.transfer.client()?;
         let runtime = tokio::runtime::Handle::current();
         blocking(move || extract::extract(spec, client, runtime)).await
     }
