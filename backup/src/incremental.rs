@@ -18,14 +18,8 @@ use crate::BackupError;
 use crate::archive::{self, ArchiveOptions, ArchiveSummary, Builder, Entry, Scanned};
 use crate::index::{Index, IndexEntry, Kind, is_within, path_order};
 use crate::progress::Progress;
-
-/// How a snapshot differs from its parent (paths; what a deleted directory held counts).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ChangeCounts {
-    pub created: u64,
-    pub modified: u64,
-    pub deleted: u64,
-}
+/// How a snapshot differs from its parent, in paths (what a deleted directory held counts).
+pub use fsd_api::backup::SnapshotChanges;
 
 /// An incremental snapshot written.
 #[derive(Debug)]
@@ -33,7 +27,7 @@ pub struct Layered {
     pub summary: ArchiveSummary,
     /// The whole tree, each entry naming the layer that holds it.
     pub index: Index,
-    pub changes: ChangeCounts,
+    pub changes: SnapshotChanges,
 }
 
 /// What goes into the layer at a path.
@@ -187,7 +181,7 @@ fn layer(
             .ok()
             .map(|i| &before[i])
     };
-    let mut changes = ChangeCounts::default();
+    let mut changes = SnapshotChanges::default();
     let mut plan: BTreeMap<&Path, Planned> = BTreeMap::new();
     // The fresh entries as recorded (carried ones are moved in at the end).
     let mut recorded_entries: Vec<Option<IndexEntry>> = Vec::with_capacity(now.len());
@@ -482,7 +476,7 @@ mod tests {
         assert_eq!(listed.summary.entries, walked.summary.entries);
         assert_eq!(
             walked.changes,
-            ChangeCounts {
+            SnapshotChanges {
                 created: 9,
                 modified: 1,
                 deleted: 4

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom};
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
 use backhand::compression::{CompressionAction, Compressor, DefaultCompressor};
@@ -86,6 +86,18 @@ impl DataLocation {
 
     /// The file's bytes, read from `archive` (a stored one through ranged GETs).
     pub fn read(&self, archive: &mut (impl Read + Seek)) -> Result<Vec<u8>, BackupError> {
+        let mut out = Vec::with_capacity(self.file_size as usize);
+        self.copy_to(archive, &mut out)?;
+        Ok(out)
+    }
+
+    /// Writes the file's bytes to `out` a block at a time (a large file is never held
+    /// whole); returns how many.
+    pub fn copy_to(
+        &self,
+        archive: &mut (impl Read + Seek),
+        out: &mut impl Write,
+    ) -> Result<u64, BackupError> {
         let corrupt = |why: String| BackupError::Corrupt(why);
         let compressor = match self.codec {
             0 => Compressor::Uncompressed,
@@ -94,74 +106,69 @@ impl DataLocation {
             6 => Compressor::Zstd,
             other => return Err(corrupt(format!("compressor {other} is not read here"))),
         };
-        let mut out = Vec::with_capacity(self.file_size as usize);
-        let stored: u64 = self
-            .blocks
-            .iter()
-            .map(|word| u64::from(word & !UNCOMPRESSED))
-            .sum();
-        let mut region = vec![0u8; stored as usize];
-        if stored > 0 {
-            archive
-                .seek(SeekFrom::Start(self.blocks_start))
-                .and_then(|_| archive.read_exact(&mut region))
-                .map_err(|e| corrupt(format!("data blocks: {e}")))?;
-        }
-        let mut at = 0usize;
-        for (i, word) in self.blocks.iter().enumerate() {
+        let written_to = |e: std::io::Error| corrupt(format!("writing the file: {e}"));
+        let mut stored = Vec::with_capacity(self.block_size as usize);
+        let mut block = Vec::with_capacity(self.block_size as usize);
+        let mut written = 0u64;
+        // The blocks lie one after the other from `blocks_start` (holes take no space).
+        archive
+            .seek(SeekFrom::Start(self.blocks_start))
+            .map_err(|e| corrupt(format!("data blocks: {e}")))?;
+        for word in &self.blocks {
             let size = (word & !UNCOMPRESSED) as usize;
-            let full = (self.file_size - i as u64 * u64::from(self.block_size))
-                .min(u64::from(self.block_size)) as usize;
+            let full = (self.file_size - written).min(u64::from(self.block_size)) as usize;
             if size == 0 {
-                out.resize(out.len() + full, 0);
-                continue;
+                block.clear();
+                block.resize(full, 0);
+            } else {
+                stored.resize(size, 0);
+                archive
+                    .read_exact(&mut stored)
+                    .map_err(|e| corrupt(format!("data blocks: {e}")))?;
+                self.unpack(&stored, word & UNCOMPRESSED != 0, compressor, &mut block)?;
             }
-            let block = &region[at..at + size];
-            at += size;
-            self.unpack(block, word & UNCOMPRESSED != 0, compressor, &mut out)?;
+            out.write_all(&block).map_err(written_to)?;
+            written += block.len() as u64;
         }
         if let Some((start, word, offset)) = self.fragment {
-            let size = (word & !UNCOMPRESSED) as usize;
-            let mut stored = vec![0u8; size];
+            stored.resize((word & !UNCOMPRESSED) as usize, 0);
             archive
                 .seek(SeekFrom::Start(start))
                 .and_then(|_| archive.read_exact(&mut stored))
                 .map_err(|e| corrupt(format!("fragment: {e}")))?;
-            let mut fragment = Vec::with_capacity(self.block_size as usize);
-            self.unpack(&stored, word & UNCOMPRESSED != 0, compressor, &mut fragment)?;
-            let tail = (self.file_size - out.len() as u64) as usize;
-            let piece = fragment
+            self.unpack(&stored, word & UNCOMPRESSED != 0, compressor, &mut block)?;
+            let tail = self.file_size.saturating_sub(written) as usize;
+            let piece = block
                 .get(offset as usize..offset as usize + tail)
                 .ok_or_else(|| corrupt("the fragment is shorter than the tail".into()))?;
-            out.extend_from_slice(piece);
+            out.write_all(piece).map_err(written_to)?;
+            written += piece.len() as u64;
         }
-        if out.len() as u64 != self.file_size {
+        if written != self.file_size {
             return Err(corrupt(format!(
-                "read {} bytes of a {}-byte file",
-                out.len(),
+                "read {written} bytes of a {}-byte file",
                 self.file_size
             )));
         }
-        Ok(out)
+        Ok(written)
     }
 
+    /// `stored` as it is on disk into `block` (replacing what `block` held).
     fn unpack(
         &self,
         stored: &[u8],
         raw: bool,
         compressor: Compressor,
-        out: &mut Vec<u8>,
+        block: &mut Vec<u8>,
     ) -> Result<(), BackupError> {
+        block.clear();
         if raw {
-            out.extend_from_slice(stored);
+            block.extend_from_slice(stored);
             return Ok(());
         }
-        let mut block = Vec::with_capacity(self.block_size as usize);
         DefaultCompressor
-            .decompress(stored, &mut block, compressor)
-            .map_err(|e| BackupError::Corrupt(format!("a data block: {e}")))?;
-        out.extend_from_slice(&block);
-        Ok(())
+            .decompress(stored, block, compressor)
+            .map_err(|e| BackupError::Corrupt(format!("a data block: {e}")))
     }
 }
 

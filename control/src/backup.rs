@@ -5,6 +5,7 @@
 //! progress streams.
 
 use chrono::{DateTime, Utc};
+pub use fsd_api::backup::SnapshotChanges;
 use serde::{Deserialize, Serialize};
 
 /// Default time to live: 3 days, as the reference.
@@ -44,15 +45,6 @@ pub fn index_key(id: &str) -> String {
 /// cheap and bounds what one lost archive takes with it.
 pub const MAX_CHAIN_DEPTH: u8 = 16;
 
-/// How a snapshot differs from its parent, in paths.
-#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "camelCase")]
-pub struct ChangeCounts {
-    pub created: u64,
-    pub modified: u64,
-    pub deleted: u64,
-}
-
 /// `backups/<id>/meta.json`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
@@ -80,7 +72,7 @@ pub struct BackupMeta {
     pub indexed: bool,
     /// fsd, incremental snapshots: how the tree differed from the parent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changes: Option<ChangeCounts>,
+    pub changes: Option<SnapshotChanges>,
     /// fsd: what the snapshot left out, so it is compared with the live tree the same way.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub excludes: Vec<String>,

@@ -17,7 +17,7 @@ use super::access::BucketAccess;
 use fsd_control::backup::{
     ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, incremental_parent, index_key, meta_key,
 };
-pub use fsd_control::backup::{BackupMeta, ChangeCounts, DEFAULT_TTL_SECS};
+pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS, SnapshotChanges};
 use fsd_control::retention::{self, Decision, SnapshotInfo, SnapshotPolicy};
 use fsd_sdk::{Sandbox, SdkError};
 
@@ -36,7 +36,7 @@ pub struct DirectoryBackup {
     /// An incremental snapshot's depth in its chain.
     pub depth: Option<u8>,
     /// An incremental snapshot's differences from its parent.
-    pub changes: Option<ChangeCounts>,
+    pub changes: Option<SnapshotChanges>,
     /// How an incremental snapshot knew what changed: `changeToken` (the parent's token)
     /// or `index` (the whole tree compared with the parent's index).
     pub compared_by: Option<String>,
@@ -267,11 +267,7 @@ impl Backups {
                 .first()
                 .map(|path| archive_id(path)),
         };
-        let changes = archive.changes.map(|c| ChangeCounts {
-            created: c.created,
-            modified: c.modified,
-            deleted: c.deleted,
-        });
+        let changes = archive.changes;
         let meta = BackupMeta {
             id: id.to_string(),
             dir: dir.to_string(),

@@ -4,7 +4,7 @@
 //! without the daemon; paths brought back into a live directory by the daemon, which reads
 //! the archives in place the same way.
 
-use std::io::BufReader;
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use fsd_api::ErrorCode;
@@ -13,8 +13,7 @@ use fsd_api::backup::{
 };
 use fsd_backup::incremental::{self, Difference};
 use fsd_backup::index::{Index, IndexEntry, Kind};
-use fsd_backup::remote::RangedReader;
-use fsd_backup::stored::{Found, StoredArchive};
+use fsd_backup::stored::{ChainReader, ChainSource};
 use fsd_control::backup::{data_key, index_key};
 use fsd_sdk::{Sandbox, SdkError};
 use serde_json::json;
@@ -121,33 +120,23 @@ impl Backups {
             .ok_or_else(|| {
                 SdkError::Storage(format!("no snapshot at depth {} in the chain", entry.layer))
             })?;
-        let url = self
-            .store
-            .presign("GET", &data_key(&holder.id), &[])
-            .map_err(storage)?;
-        let size = holder.size_bytes;
-        let client = reqwest::Client::new();
-        let runtime = tokio::runtime::Handle::current();
-        let entry_path = entry.path.clone();
-        let location = entry.location.clone();
+        let source = ChainSource {
+            url: self
+                .store
+                .presign("GET", &data_key(&holder.id), &[])
+                .map_err(storage)?,
+            size: holder.size_bytes,
+        };
+        let sources = HashMap::from([(entry.layer, source)]);
+        let mut reader = ChainReader::new(
+            sources,
+            reqwest::Client::new(),
+            tokio::runtime::Handle::current(),
+        );
+        let entry = entry.clone();
         tokio::task::spawn_blocking(move || {
-            let mut reader = RangedReader::new(client, &url, size, runtime);
-            // Where the file lies was recorded with the snapshot: read just that.
-            if let Some(location) = location {
-                return location.read(&mut reader);
-            }
-            let archive = StoredArchive::open(BufReader::with_capacity(64 * 1024, reader))?;
-            match archive.get(&entry_path) {
-                Some(Found::File { .. }) => {
-                    let mut bytes = Vec::new();
-                    archive.copy_file(&entry_path, &mut bytes)?;
-                    Ok(bytes)
-                }
-                found => Err(fsd_backup::BackupError::Corrupt(format!(
-                    "the archive holds {found:?} at {}",
-                    entry_path.display()
-                ))),
-            }
+            let mut bytes = Vec::new();
+            reader.copy_file(&entry, &mut bytes).map(|_| bytes)
         })
         .await
         .map_err(|e| SdkError::Storage(e.to_string()))?

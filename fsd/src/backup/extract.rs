@@ -5,7 +5,6 @@
 //! restored path is replaced, never followed.
 
 use std::collections::HashMap;
-use std::io::BufReader;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -13,16 +12,9 @@ use fsd_api::backup::ExtractBackupResponse;
 use fsd_api::scratch::{ScratchKind, scratch_path};
 use fsd_backup::BackupError;
 use fsd_backup::index::{Index, IndexEntry, Kind};
-use fsd_backup::remote::RangedReader;
-use fsd_backup::stored::{Found, StoredArchive};
+use fsd_backup::stored::{ChainReader, ChainSource};
 
 use crate::files::atomic::Destination;
-
-/// One archive of the chain: where to read it.
-pub struct ChainSource {
-    pub url: String,
-    pub size: u64,
-}
 
 /// What to bring back, and from where.
 pub struct ExtractSpec {
@@ -54,8 +46,7 @@ pub fn extract(
             return Err(BackupError::NotInSnapshot(path.clone()));
         }
     }
-    let mut opened: HashMap<u8, (StoredArchive<'static>, RangedReaderStats)> = HashMap::new();
-    let mut readers: HashMap<u8, RangedReader> = HashMap::new();
+    let mut chain = ChainReader::new(spec.archives, client, runtime);
     let mut answer = ExtractBackupResponse {
         success: true,
         ..ExtractBackupResponse::default()
@@ -71,66 +62,20 @@ pub fn extract(
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| BackupError::io(parent, e))?;
         }
-        if entry.kind == Kind::Dir {
-            std::fs::create_dir_all(&target).map_err(|e| BackupError::io(&target, e))?;
-            set_mode(&target, entry.mode)?;
-            answer.directories += 1;
-            continue;
-        }
-        if entry.kind == Kind::Special {
-            continue;
-        }
-        if let (Some(location), Some(source)) = (&entry.location, spec.archives.get(&entry.layer)) {
-            // Where the file lies was recorded with the snapshot: read just that.
-            let reader = readers.entry(entry.layer).or_insert_with(|| {
-                RangedReader::new(client.clone(), &source.url, source.size, runtime.clone())
-            });
-            let bytes = location.read(reader)?;
-            replace_if_not_a_file(&target)?;
-            let mut destination =
-                Destination::open(&target, None).map_err(|e| write_failed(&target, e))?;
-            destination
-                .write_all(&bytes)
-                .and_then(|()| destination.commit())
-                .map_err(|e| BackupError::io(&target, e))?;
-            set_mode(&target, entry.mode)?;
-            answer.files += 1;
-            answer.bytes += bytes.len() as u64;
-            continue;
-        }
-        let (archive, _) = match opened.entry(entry.layer) {
-            std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
-            std::collections::hash_map::Entry::Vacant(slot) => {
-                let source = spec.archives.get(&entry.layer).ok_or_else(|| {
-                    BackupError::Index(format!(
-                        "{} is held at depth {}, which the chain given does not have",
-                        entry.path.display(),
-                        entry.layer
-                    ))
-                })?;
-                let reader =
-                    RangedReader::new(client.clone(), &source.url, source.size, runtime.clone());
-                let stats = RangedReaderStats {
-                    requests: reader.requests.clone(),
-                    fetched: reader.fetched.clone(),
-                };
-                let archive = StoredArchive::open(BufReader::with_capacity(64 * 1024, reader))?;
-                slot.insert((archive, stats))
-            }
-        };
-        replace_if_not_a_file(&target)?;
-        match archive.get(&entry.path) {
-            Some(Found::File { .. }) => {
-                let mut destination =
-                    Destination::open(&target, None).map_err(|e| write_failed(&target, e))?;
-                answer.bytes += archive.copy_file(&entry.path, &mut destination)?;
-                destination
-                    .commit()
-                    .map_err(|e| BackupError::io(&target, e))?;
+        match entry.kind {
+            Kind::Dir => {
+                std::fs::create_dir_all(&target).map_err(|e| BackupError::io(&target, e))?;
                 set_mode(&target, entry.mode)?;
+                answer.directories += 1;
+            }
+            Kind::File => {
+                replace_if_not_a_file(&target)?;
+                answer.bytes += write_file(&target, entry.mode, |out| chain.copy_file(entry, out))?;
                 answer.files += 1;
             }
-            Some(Found::Symlink { target: link }) => {
+            Kind::Symlink => {
+                let link = chain.symlink_target(entry)?;
+                replace_if_not_a_file(&target)?;
                 let scratch = scratch_path(&target, ScratchKind::Replace);
                 std::os::unix::fs::symlink(&link, &scratch)
                     .and_then(|()| std::fs::rename(&scratch, &target))
@@ -140,31 +85,27 @@ pub fn extract(
                     })?;
                 answer.symlinks += 1;
             }
-            found => {
-                return Err(BackupError::Corrupt(format!(
-                    "the archive at depth {} holds {found:?} at {}, its index a {}",
-                    entry.layer,
-                    entry.path.display(),
-                    entry.kind.as_str()
-                )));
-            }
+            Kind::Special => {}
         }
     }
-    let counters = opened
-        .values()
-        .map(|(_, stats)| (&stats.requests, &stats.fetched))
-        .chain(readers.values().map(|r| (&r.requests, &r.fetched)));
-    for (requests, fetched) in counters {
-        answer.requests += requests.load(std::sync::atomic::Ordering::Relaxed);
-        answer.fetched_bytes += fetched.load(std::sync::atomic::Ordering::Relaxed);
-    }
+    (answer.requests, answer.fetched_bytes) = chain.fetched();
     Ok(answer)
 }
 
-/// The counters of an opened archive's reader (the reader itself lives in the archive).
-struct RangedReaderStats {
-    requests: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    fetched: std::sync::Arc<std::sync::atomic::AtomicU64>,
+/// Writes a restored file as any API write (temp file, fsync, rename), its bytes streamed
+/// by `fill`, then gives it the snapshot's mode; returns how many bytes.
+fn write_file(
+    target: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut Destination) -> Result<u64, BackupError>,
+) -> Result<u64, BackupError> {
+    let mut destination = Destination::open(target, None).map_err(|e| write_failed(target, e))?;
+    let written = fill(&mut destination)?;
+    destination
+        .commit()
+        .map_err(|e| BackupError::io(target, e))?;
+    set_mode(target, mode)?;
+    Ok(written)
 }
 
 /// Whether `path` is relative and made of names only (no `..`, no root).

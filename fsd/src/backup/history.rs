@@ -15,7 +15,9 @@ use fsd_api::Operation;
 use fsd_api::backup::{ExtractBackupRequest, ExtractBackupResponse, TreeIndexRequest};
 use fsd_backup::ArchiveOptions;
 
-use super::extract::{ChainSource, is_plain};
+use fsd_backup::stored::ChainSource;
+
+use super::extract::is_plain;
 use super::routes::backup_dir;
 use super::validate::{self, invalid};
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};

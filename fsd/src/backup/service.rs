@@ -7,17 +7,17 @@ use std::sync::Arc;
 
 use fsd_api::backup::{
     CreateBackupResponse, ExtractBackupResponse, PartEtag, RestoreMount, SnapshotBase,
-    SnapshotChanges,
 };
 use fsd_backup::archive::{self, ArchiveOptions};
 use fsd_backup::incremental::Changed;
 use fsd_backup::index::Index;
 use fsd_backup::mount::Driver;
 use fsd_backup::restore::{Restore, Restorer};
+use fsd_backup::stored::ChainSource;
 use fsd_backup::transfer::{self, PartSpec, Transfer};
 use fsd_backup::{BackupError, Phase, Progress, incremental, layer};
 
-use super::extract::{self, ChainSource, ExtractSpec};
+use super::extract::{self, ExtractSpec};
 
 /// S3's and R2's smallest part (all but the last).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
@@ -176,12 +176,7 @@ impl BackupService {
             index.attach_locations(&spec.archive, depth)?;
             answer.index_path = Some(write_index(&spec.archive, &index)?);
             answer.depth = Some(depth);
-            let changes = layered.changes;
-            answer.changes = Some(SnapshotChanges {
-                created: changes.created,
-                modified: changes.modified,
-                deleted: changes.deleted,
-            });
+            answer.changes = Some(layered.changes);
             layered.summary
         } else {
             let (summary, mut index) =
