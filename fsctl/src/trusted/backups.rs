@@ -23,6 +23,8 @@ use fsd_sdk::{Sandbox, SdkError};
 
 /// Longest layer chain followed.
 const MAX_CHAIN: usize = 64;
+/// meta.json documents read at once when listing.
+const META_READS: usize = 16;
 
 /// What `create_backup` returns.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -425,7 +427,7 @@ impl Backups {
 
     /// Every backup with a meta.json, newest first.
     pub async fn list_backups(&self) -> Result<Vec<BackupMeta>, SdkError> {
-        let mut metas = Vec::new();
+        let mut ids = Vec::new();
         let mut pages = self
             .s3
             .list_objects_v2()
@@ -436,22 +438,33 @@ impl Backups {
             .send();
         while let Some(page) = pages.next().await {
             let page = page.map_err(storage)?;
-            for prefix in page.common_prefixes() {
-                let Some(id) = prefix
+            ids.extend(page.common_prefixes().iter().filter_map(|prefix| {
+                prefix
                     .prefix()
                     .and_then(|p| p.strip_prefix("backups/"))
-                    .map(|p| p.trim_end_matches('/'))
-                else {
-                    continue;
-                };
-                match self.meta(id).await {
-                    Ok(meta) => metas.push(meta),
-                    Err(error) if error.code() == Some(&ErrorCode::BackupNotFound) => {} // incomplete
-                    Err(error) => return Err(error),
-                }
+                    .map(|p| p.trim_end_matches('/').to_string())
+            }));
+        }
+        // Every incremental snapshot lists the store to find its parent: the meta documents
+        // are read META_READS at a time, not one after another.
+        let mut reads = futures_util::stream::iter(ids)
+            .map(|id| async move { self.meta(&id).await })
+            .buffer_unordered(META_READS);
+        let mut metas = Vec::new();
+        while let Some(read) = reads.next().await {
+            match read {
+                Ok(meta) => metas.push(meta),
+                Err(error) if error.code() == Some(&ErrorCode::BackupNotFound) => {} // incomplete
+                Err(error) => return Err(error),
             }
         }
-        metas.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        // Newest first; equal times in the listing's order (by id), as before the reads
+        // ran at once.
+        metas.sort_by(|a, b| {
+            b.created_at
+                .cmp(&a.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
         Ok(metas)
     }
 
