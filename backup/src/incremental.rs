@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use crate::BackupError;
 use crate::archive::{self, ArchiveOptions, ArchiveSummary, Builder, Entry, Scanned};
-use crate::index::{Index, IndexEntry, Kind, is_within, path_order};
+use crate::index::{Index, IndexEntry, Kind, find, is_within, path_order};
 use crate::progress::Progress;
 /// How a snapshot differs from its parent, in paths (what a deleted directory held counts).
 pub use fsd_api::backup::SnapshotChanges;
@@ -175,12 +175,6 @@ fn layer(
         now.binary_search_by(|entry| path_order(entry.path(), path))
             .ok()
     };
-    let find = |path: &Path| {
-        before
-            .binary_search_by(|entry| path_order(&entry.path, path))
-            .ok()
-            .map(|i| &before[i])
-    };
     let mut changes = SnapshotChanges::default();
     let mut plan: BTreeMap<&Path, Planned> = BTreeMap::new();
     // The fresh entries as recorded (carried ones are moved in at the end).
@@ -194,7 +188,7 @@ fn layer(
             Now::Fresh(scanned) => scanned,
         };
         let mut recorded = IndexEntry::new(&scanned.relative, &scanned.meta, depth);
-        match find(&scanned.relative) {
+        match find(before, &scanned.relative) {
             Some(was) if recorded.unchanged_since(was) => recorded.layer = was.layer,
             found => {
                 match found {

@@ -153,6 +153,14 @@ pub fn path_order(a: &Path, b: &Path) -> Ordering {
         .cmp(b.as_os_str().as_bytes().iter().map(key))
 }
 
+/// The entry at `path` among `entries` (in [`path_order`], as an index keeps them).
+pub fn find<'a>(entries: &'a [IndexEntry], path: &Path) -> Option<&'a IndexEntry> {
+    entries
+        .binary_search_by(|entry| path_order(&entry.path, path))
+        .ok()
+        .map(|i| &entries[i])
+}
+
 /// Whether `path` is `top` or under it.
 pub fn is_within(path: &Path, top: &Path) -> bool {
     let (path, top) = (path.as_os_str().as_bytes(), top.as_os_str().as_bytes());
@@ -166,14 +174,6 @@ impl Index {
             .iter()
             .map(|entry| (entry.path.as_path(), entry))
             .collect()
-    }
-
-    /// The entry at `path` (entries in [`path_order`]).
-    pub fn find(&self, path: &Path) -> Option<&IndexEntry> {
-        self.entries
-            .binary_search_by(|entry| path_order(&entry.path, path))
-            .ok()
-            .map(|i| &self.entries[i])
     }
 
     /// Records where the files held by the archive at depth `layer` (just written at

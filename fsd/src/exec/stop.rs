@@ -109,8 +109,9 @@ impl Escalation {
     /// first step's signal (which was sent to nothing).
     pub async fn stop(&self, target: &mut impl Target) -> Stopped {
         for step in self.steps {
-            let mut signalled: HashSet<u32> = target.living().into_iter().collect();
-            signal_leaves_first(&target.living(), step.signal);
+            let living = target.living();
+            signal_leaves_first(&living, step.signal);
+            let mut signalled: HashSet<u32> = living.into_iter().collect();
             target.signalled(step.signal);
             let deadline = tokio::time::Instant::now() + step.grace;
             loop {
