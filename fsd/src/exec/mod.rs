@@ -8,6 +8,7 @@
 //! (run as `fsd supervise`) that keep every command's tree findable.
 
 mod error;
+mod output;
 pub mod proctree;
 mod request;
 mod routes;

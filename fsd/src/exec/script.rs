@@ -2,33 +2,47 @@
 //!
 //! The shell runs a small driver script (a file, because bash only runs an INT trap inside
 //! a builtin loop when it reads its script from a file, not from a pipe). The driver reads
-//! one line at a time from the commands FIFO (fd 8) and `eval`s it. Each user command is
+//! one length-framed line at a time from the commands FIFO (fd 8) and `eval`s it. Each user command is
 //! written to its own file and run with `builtin source` inside an `if`, in the shell
 //! itself, so `cd`, `export`, functions and aliases persist and stdin is `/dev/null`.
 //! Reports go to the control FIFO (fd 9); the command never sees fds 8 and 9.
 
 use std::path::Path;
 
-/// Quotes `value` for bash as one line: `'…'`, or `$'…'` with escapes when it holds control
-/// characters (a newline must never split a command line).
+/// Quotes `value` for bash as printable ASCII: `'…'`, or `$'…'` with escapes when it holds
+/// control characters or anything beyond ASCII. A newline must never split a command line,
+/// and the driver reads a line as a count of characters, which is a count of bytes only
+/// for ASCII (in a UTF-8 locale bash counts characters).
 pub fn quote(value: &str) -> String {
-    if !value.chars().any(char::is_control) {
+    if value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
         return format!("'{}'", value.replace('\'', r"'\''"));
     }
     let mut out = String::from("$'");
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str(r"\\"),
-            '\'' => out.push_str(r"\'"),
-            '\n' => out.push_str(r"\n"),
-            '\r' => out.push_str(r"\r"),
-            '\t' => out.push_str(r"\t"),
-            c if c.is_control() => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
+    for byte in value.bytes() {
+        match byte {
+            b'\\' => out.push_str(r"\\"),
+            b'\'' => out.push_str(r"\'"),
+            b'\n' => out.push_str(r"\n"),
+            b'\r' => out.push_str(r"\r"),
+            b'\t' => out.push_str(r"\t"),
+            b' ' => out.push(' '),
+            b if b.is_ascii_graphic() => out.push(char::from(b)),
+            b => out.push_str(&format!("\\x{b:02x}")),
         }
     }
     out.push('\'');
     out
+}
+
+/// The width of the decimal length that precedes each command line on the commands FIFO.
+const FRAME_DIGITS: usize = 8;
+
+/// A command line as the driver reads it: its length in `FRAME_DIGITS` digits, then the
+/// line. Bash reads a pipe one byte per system call to find a newline, and a command line
+/// is hundreds of bytes; with `read -N` it takes two reads whatever its length.
+pub fn frame(line: &str) -> String {
+    debug_assert!(line.is_ascii());
+    format!("{:0width$}{line}", line.len(), width = FRAME_DIGITS)
 }
 
 fn quote_path(path: &Path) -> String {
@@ -68,7 +82,9 @@ pub fn driver(control: &Path, commands: &Path, start_dir: &Path) -> String {
          __fsd_job=0; builtin return 130 2>/dev/null'\n\
          builtin cd -- {start} 2>/dev/null || builtin cd\n\
          builtin printf 'ready\\n' >&9\n\
-         while IFS= builtin read -r __fsd_line <&8; do builtin eval \"$__fsd_line\"; done\n",
+         while IFS= builtin read -r -N {digits} __fsd_n <&8 && \
+         IFS= builtin read -r -N \"$((10#$__fsd_n))\" __fsd_line <&8; do builtin eval \"$__fsd_line\"; done\n",
+        digits = FRAME_DIGITS,
         commands = quote_path(commands),
         start = quote_path(start_dir),
     )
@@ -106,6 +122,8 @@ fn env_set(env: &[(String, String)]) -> (String, String) {
 /// in a subshell (one fork, only in that case).
 /// With `cwd`, the shell changes there for the command and back afterwards, so a `cd`
 /// inside the command does not persist (as in the reference).
+/// Output files may be a previous command's (see `output`): every path that does not run
+/// the command empties stdout itself (stderr is emptied by the check).
 pub fn foreground(
     job: u64,
     files: &JobFiles<'_>,
@@ -123,7 +141,8 @@ pub fn foreground(
     let run = match cwd {
         Some(dir) => format!(
             "__fsd_p=$PWD; if builtin cd -- {dir} 2>>{err}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
-             else __fsd_r=1; fi; ",
+             else __fsd_r=1; builtin : >{out}; fi; ",
+            out = quote_path(files.stdout),
             dir = quote_path(dir),
         ),
         None => run,
@@ -132,8 +151,9 @@ pub fn foreground(
         "builtin trap \"$__fsd_on_int\" INT; __fsd_job={job}; __fsd_e=${{-//[^e]/}}; \
          __fsd_c=\"__fsd_check() {{ $(< {script})${{__fsd_nl}}}}\"; \
          if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }} 2>{err}; \
-         then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; \
-         __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n"
+         then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; builtin : >{out}; fi; \
+         __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n",
+        out = quote_path(files.stdout),
     )
 }
 
@@ -201,6 +221,8 @@ mod tests {
         assert_eq!(quote(""), "''");
         assert_eq!(quote("a\nb'c\\"), r"$'a\nb\'c\\'");
         assert!(!quote("x\u{1}y").contains('\u{1}'));
+        assert_eq!(quote("é x"), r"$'\xc3\xa9 x'");
+        assert_eq!(frame("true\n"), "00000005true\n");
     }
 
     #[test]

@@ -2,7 +2,6 @@
 //! stopping a command that runs past its timeout without losing the session.
 
 use std::collections::HashSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,9 +11,10 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
 use super::error::ExecError;
+use super::output::{self, Output, read_capped};
 use super::proctree;
 use super::script;
-use super::shell::{Job, Report, Shell};
+use super::shell::{Job, JobKind, Report, Shell};
 use super::stop::{Escalation, Target};
 
 /// Output kept per stream of a foreground command; beyond it the result says `truncated`.
@@ -110,7 +110,8 @@ impl Session {
         self.shell.kill();
     }
 
-    /// Runs a foreground command in the shell, after every command queued before it.
+    /// Runs a foreground command in the shell, after every command queued before it. Its
+    /// output files are kept for the next command when nothing can write to them.
     pub async fn exec(
         &self,
         spec: &CommandSpec,
@@ -118,24 +119,35 @@ impl Session {
     ) -> Result<Finished, ExecError> {
         let _turn = self.lock.lock().await;
         self.check_alive()?;
-        let (job, mut reports) = self.shell.new_job();
+        let (job, mut reports) = self.shell.new_job(JobKind::Foreground);
         let result = self.run_foreground(&job, &mut reports, spec, timeout).await;
         self.shell.unsubscribe(job.id);
-        job.remove_files();
+        let (result, reusable) = match result {
+            Ok((finished, reusable)) => (Ok(finished), reusable),
+            Err(err) => (Err(err), false),
+        };
+        if !reusable {
+            job.remove_files();
+            self.shell.retire_foreground_output();
+        }
         result
     }
 
+    /// The command's result, and whether its output files may serve the next command.
     async fn run_foreground(
         &self,
         job: &Job,
         reports: &mut mpsc::UnboundedReceiver<Report>,
         spec: &CommandSpec,
         timeout: Option<Duration>,
-    ) -> Result<Finished, ExecError> {
-        tokio::fs::write(&job.script, &spec.command).await?;
+    ) -> Result<(Finished, bool), ExecError> {
+        write_script(&job.script, &spec.command).await?;
         // What already runs below the session (detached leftovers of earlier commands) is
-        // not this command's to stop on a timeout.
-        let before = self.direct_processes();
+        // not this command's to stop on a timeout (without one, nothing is stopped).
+        let before = match timeout {
+            Some(_) => self.direct_processes(),
+            None => HashSet::new(),
+        };
         let started = Instant::now();
         self.shell
             .send(&script::foreground(
@@ -165,7 +177,12 @@ impl Session {
         let Some(exit_code) = done else {
             return Err(self.exit_error(self.shell.wait_exit().await));
         };
-        Finished::from_files(exit_code, &job.stdout, &job.stderr, duration).await
+        let (stdout, stderr) = (Output::open(&job.stdout), Output::open(&job.stderr));
+        let reusable = [&stdout, &stderr]
+            .iter()
+            .all(|output| output.as_ref().is_some_and(Output::reusable));
+        let finished = Finished::from_outputs(exit_code, stdout, stderr, duration).await?;
+        Ok((finished, reusable))
     }
 
     /// The processes directly below the shell and directly below the session's supervisor
@@ -209,8 +226,8 @@ impl Session {
     pub async fn start_background(&self, spec: &CommandSpec) -> Result<Started, ExecError> {
         let _turn = self.lock.lock().await;
         self.check_alive()?;
-        let (job, mut reports) = self.shell.new_job();
-        tokio::fs::write(&job.script, &spec.command).await?;
+        let (job, mut reports) = self.shell.new_job(JobKind::Background);
+        write_script(&job.script, &spec.command).await?;
         self.shell
             .send(&script::background(
                 job.id,
@@ -358,25 +375,46 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
+/// Up to this many bytes, a script is written on the request's own thread.
+const INLINE_SCRIPT_BYTES: usize = 256 * 1024;
+
+/// Writes a command's script file, on the blocking pool only when it is large.
+async fn write_script(path: &Path, command: &str) -> Result<(), ExecError> {
+    if command.len() <= INLINE_SCRIPT_BYTES {
+        std::fs::write(path, command)?;
+    } else {
+        tokio::fs::write(path, command).await?;
+    }
+    Ok(())
+}
+
 impl Finished {
-    /// A result whose output is in two files (read up to the cap, on the blocking pool: up
-    /// to 32 MiB per stream).
+    /// A result whose output is in two files (read up to the cap of 32 MiB per stream; on
+    /// the blocking pool when there is much of it).
     pub async fn from_files(
         exit_code: i32,
         stdout: &Path,
         stderr: &Path,
         duration: Duration,
     ) -> Result<Self, ExecError> {
-        let (stdout, stderr) = (stdout.to_path_buf(), stderr.to_path_buf());
-        let read = tokio::task::spawn_blocking(move || {
-            (
-                read_capped(&stdout, MAX_OUTPUT_BYTES),
-                read_capped(&stderr, MAX_OUTPUT_BYTES),
-            )
-        });
-        let ((stdout, out_cut), (stderr, err_cut)) = read
-            .await
-            .map_err(|err| ExecError::Io(std::io::Error::other(err)))?;
+        Self::from_outputs(
+            exit_code,
+            Output::open(stdout),
+            Output::open(stderr),
+            duration,
+        )
+        .await
+    }
+
+    /// A result from two opened output files.
+    pub async fn from_outputs(
+        exit_code: i32,
+        stdout: Option<Output>,
+        stderr: Option<Output>,
+        duration: Duration,
+    ) -> Result<Self, ExecError> {
+        let ((stdout, out_cut), (stderr, err_cut)) =
+            output::read_both(stdout, stderr, MAX_OUTPUT_BYTES).await?;
         Ok(Self {
             exit_code,
             stdout,
@@ -402,15 +440,4 @@ pub fn timeout_error(
         stderr: String::from_utf8_lossy(&stderr).into_owned(),
         session_kept,
     }
-}
-
-/// Reads up to `cap` bytes of a file; `true` when the file held more.
-pub fn read_capped(path: &std::path::Path, cap: u64) -> (Vec<u8>, bool) {
-    let Ok(file) = std::fs::File::open(path) else {
-        return (Vec::new(), false);
-    };
-    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-    let mut bytes = Vec::with_capacity(usize::try_from(size.min(cap)).unwrap_or(0));
-    let _ = file.take(cap).read_to_end(&mut bytes);
-    (bytes, size > cap)
 }

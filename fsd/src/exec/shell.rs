@@ -40,9 +40,22 @@ pub enum Report {
 
 type Routes = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Report>>>>;
 
+/// Whether a job holds the session (foreground) or runs beside it (background).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobKind {
+    Foreground,
+    Background,
+}
+
 /// The files of one job, inside the session directory.
 pub struct Job {
     pub id: u64,
+    pub kind: JobKind,
+    /// Every foreground command of a session shares one script file, written over in place:
+    /// bash reads a sourced file whole before it runs any of it and foreground commands
+    /// are serialized, so no reader sees the next one being written, and no command pays
+    /// for making and removing a file. A background command's shell reads its script
+    /// later, so each has its own.
     pub script: PathBuf,
     pub stdout: PathBuf,
     pub stderr: PathBuf,
@@ -59,10 +72,15 @@ impl Job {
         }
     }
 
-    /// Removes the job's files (output files of background jobs may live elsewhere).
+    /// Removes the job's files (output files of background jobs may live elsewhere). The
+    /// output files are made afresh for every job and never reused: a process a command
+    /// left running may still hold them open and write.
     pub fn remove_files(&self) {
-        for path in [&self.script, &self.stdout, &self.stderr, &self.state] {
-            let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(&self.stdout);
+        let _ = std::fs::remove_file(&self.stderr);
+        if self.kind == JobKind::Background {
+            let _ = std::fs::remove_file(&self.script);
+            let _ = std::fs::remove_file(&self.state);
         }
     }
 }
@@ -84,6 +102,9 @@ pub struct Shell {
     routes: Routes,
     exit: watch::Receiver<Option<i32>>,
     next_job: AtomicU64,
+    /// Which output files foreground commands write (see `output`); moves on when a
+    /// command's files may still be written by something it left running.
+    foreground_output: AtomicU64,
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -167,6 +188,7 @@ impl Shell {
             routes,
             exit,
             next_job: AtomicU64::new(1),
+            foreground_output: AtomicU64::new(0),
             reader,
         };
         tokio::select! {
@@ -217,13 +239,21 @@ impl Shell {
 
     /// A fresh job id with its file paths, and a receiver for its reports. Subscribing
     /// before the command is sent means no report can be missed.
-    pub fn new_job(&self) -> (Job, mpsc::UnboundedReceiver<Report>) {
+    pub fn new_job(&self, kind: JobKind) -> (Job, mpsc::UnboundedReceiver<Report>) {
         let id = self.next_job.fetch_add(1, Ordering::Relaxed);
+        let (script, output) = match kind {
+            JobKind::Foreground => {
+                let output = self.foreground_output.load(Ordering::Relaxed);
+                (self.dir.join("command.sh"), format!("f{output}"))
+            }
+            JobKind::Background => (self.dir.join(format!("cmd-{id}.sh")), id.to_string()),
+        };
         let job = Job {
             id,
-            script: self.dir.join(format!("cmd-{id}.sh")),
-            stdout: self.dir.join(format!("out-{id}")),
-            stderr: self.dir.join(format!("err-{id}")),
+            kind,
+            script,
+            stdout: self.dir.join(format!("out-{output}")),
+            stderr: self.dir.join(format!("err-{output}")),
             state: self.dir.join(format!("state-{id}")),
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -234,6 +264,11 @@ impl Shell {
         (job, rx)
     }
 
+    /// Foreground commands from now on write fresh output files.
+    pub fn retire_foreground_output(&self) {
+        self.foreground_output.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn unsubscribe(&self, job: u64) {
         self.routes
             .lock()
@@ -241,11 +276,13 @@ impl Shell {
             .remove(&job);
     }
 
-    /// Writes one command line to the shell.
+    /// Writes one command line to the shell, framed by its length (one write, so a line
+    /// under the pipe's 4 KiB atomic size reaches bash whole).
     pub async fn send(&self, line: &str) -> Result<(), ExecError> {
         debug_assert!(line.ends_with('\n') && line.matches('\n').count() == 1);
+        let framed = script::frame(line);
         let mut commands = self.commands.lock().await;
-        commands.write_all(line.as_bytes()).await?;
+        commands.write_all(framed.as_bytes()).await?;
         Ok(())
     }
 

@@ -156,6 +156,35 @@ async fn background_leftovers_do_not_hold_a_command_open() {
     );
 }
 
+/// A session's commands reuse their output files while nothing else writes to them; a
+/// process a command leaves running with its stdout and stderr must never write into a
+/// later command's output.
+#[tokio::test]
+async fn output_of_a_process_left_running_never_reaches_a_later_command() {
+    let daemon = Daemon::start();
+    assert_eq!(run(&daemon, "echo first").await["stdout"], "first\n");
+    let reply = run(
+        &daemon,
+        "(for i in $(seq 40); do echo late; echo late >&2; sleep 0.02; done) & echo second",
+    )
+    .await;
+    assert_eq!(reply["stdout"], "second\n", "{reply}");
+    let started = Instant::now();
+    let mut commands = 0;
+    while started.elapsed() < Duration::from_millis(1200) {
+        commands += 1;
+        let reply = run(&daemon, &format!("echo {commands}")).await;
+        assert_eq!(reply["stdout"], format!("{commands}\n"), "{reply}");
+        assert_eq!(reply["stderr"], "", "{reply}");
+    }
+    // Once the leftover is gone, commands go on with their own output.
+    let reply = run(&daemon, "echo last; echo err >&2").await;
+    assert_eq!(
+        (reply["stdout"].as_str(), reply["stderr"].as_str()),
+        (Some("last\n"), Some("err\n"))
+    );
+}
+
 #[tokio::test]
 async fn large_and_binary_output_is_exact() {
     let daemon = Daemon::start();
