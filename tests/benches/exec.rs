@@ -39,6 +39,14 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
             trips.push(start.elapsed());
         }
     }
+    let mut pings = Vec::new();
+    for i in 0..round_trips + 50 {
+        let start = Instant::now();
+        fsd_tests::bench::ping(&client, &daemon).await;
+        if i >= 50 {
+            pings.push(start.elapsed());
+        }
+    }
     let mut socket = fsd_tests::ws::WsClient::connect(&daemon, "/ws").await;
     let mut ws_trips = Vec::new();
     for i in 0..round_trips + 50 {
@@ -78,6 +86,11 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
         "  fsd the same over /ws (one socket)  p50 {:>7.3} ms   p99 {:>7.3} ms",
         ms(pct(&mut ws_trips, 50.0)),
         ms(pct(&mut ws_trips, 99.0))
+    );
+    println!(
+        "  HTTP alone: GET /api/ping           p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut pings, 50.0)),
+        ms(pct(&mut pings, 99.0))
     );
     println!(
         "  floor: `bash -c true` spawned directly p50 {:>7.3} ms   p99 {:>7.3} ms",

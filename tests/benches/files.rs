@@ -84,12 +84,7 @@ async fn run(plan: &Plan) {
         let written = Instant::now();
         post(&client, &daemon, "/api/read", json!({"path": "small.txt"})).await;
         let read = Instant::now();
-        let response = client
-            .get(daemon.url("/api/ping"))
-            .send()
-            .await
-            .expect("ping");
-        response.bytes().await.expect("ping body");
+        fsd_tests::bench::ping(&client, &daemon).await;
         if i >= 50 {
             pairs.push(read - start);
             writes.push(written - start);

@@ -13,6 +13,16 @@ pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }
 
+/// One `GET /api/ping` round trip, the HTTP floor under every route.
+pub async fn ping(client: &reqwest::Client, daemon: &crate::Daemon) {
+    let response = client
+        .get(daemon.url("/api/ping"))
+        .send()
+        .await
+        .expect("ping");
+    response.bytes().await.expect("ping body");
+}
+
 /// Pseudo-text: compresses about like source code and logs do.
 pub fn text(len: usize, seed: u64) -> Vec<u8> {
     const WORDS: &[&str] = &[

@@ -1,11 +1,12 @@
 //! A foreground command's output files: read back once the command is done, and kept for
 //! the session's next command when nothing else can still write to them.
 //!
-//! Making and removing two files per command was a third of a command's cost in bash and
-//! the daemon (on ext4, 25 µs per file). They are reused when the command left nothing
-//! behind that holds them open for writing, which the kernel says cheaply: a read lease is
-//! granted only on a file no one has open for writing. A process the command left running
-//! with its output (`sleep 60 &`) keeps the files; the session then moves to fresh ones.
+//! Making and removing a file costs 25 µs on ext4, and a command has two. A file is kept
+//! for the next command when it is still empty (so it needs no truncating, which would cost
+//! more: see `script::foreground`) and the command left nothing behind that holds it open
+//! for writing, which the kernel says cheaply: a read lease is granted only on a file no
+//! one has open for writing. A process the command left running with its output
+//! (`sleep 60 &`) keeps the file; the session then moves to a fresh one.
 
 use std::fs::File;
 use std::io::Read;
@@ -17,7 +18,6 @@ use super::error::ExecError;
 
 /// Up to this many bytes, output is read on the request's own thread: a hop to the
 /// blocking pool and back costs two thread wake-ups, more than the page-cache copy itself.
-/// Larger output files are not kept for the next command either, so they do not sit on disk.
 pub const INLINE_BYTES: u64 = 256 * 1024;
 
 /// An opened output file and its size.
@@ -38,10 +38,10 @@ impl Output {
         self.size <= INLINE_BYTES
     }
 
-    /// Whether the file is small and no process has it open for writing, so the next
-    /// command may write over it. Any failure says no.
+    /// Whether the file is empty and no process has it open for writing, so the next
+    /// command may write it. Any failure says no.
     pub fn reusable(&self) -> bool {
-        self.small() && no_writer(&self.file)
+        self.size == 0 && no_writer(&self.file)
     }
 
     /// Up to `cap` bytes; `true` when the file held more.

@@ -72,15 +72,12 @@ impl Job {
         }
     }
 
-    /// Removes the job's files (output files of background jobs may live elsewhere). The
-    /// output files are made afresh for every job and never reused: a process a command
-    /// left running may still hold them open and write.
+    /// Removes a background job's files (its output files may live elsewhere). A
+    /// foreground job's are the session's (see `Shell::retire_foreground_output`).
     pub fn remove_files(&self) {
-        let _ = std::fs::remove_file(&self.stdout);
-        let _ = std::fs::remove_file(&self.stderr);
-        if self.kind == JobKind::Background {
-            let _ = std::fs::remove_file(&self.script);
-            let _ = std::fs::remove_file(&self.state);
+        debug_assert_eq!(self.kind, JobKind::Background);
+        for path in [&self.script, &self.stdout, &self.stderr, &self.state] {
+            let _ = std::fs::remove_file(path);
         }
     }
 }
@@ -102,9 +99,9 @@ pub struct Shell {
     routes: Routes,
     exit: watch::Receiver<Option<i32>>,
     next_job: AtomicU64,
-    /// Which output files foreground commands write (see `output`); moves on when a
-    /// command's files may still be written by something it left running.
-    foreground_output: AtomicU64,
+    /// Which stdout and stderr files foreground commands write (see `output`); each moves
+    /// on when a command leaves its file written or open for writing.
+    foreground_output: [AtomicU64; 2],
     reader: tokio::task::JoinHandle<()>,
 }
 
@@ -188,7 +185,7 @@ impl Shell {
             routes,
             exit,
             next_job: AtomicU64::new(1),
-            foreground_output: AtomicU64::new(0),
+            foreground_output: [AtomicU64::new(0), AtomicU64::new(0)],
             reader,
         };
         tokio::select! {
@@ -241,19 +238,25 @@ impl Shell {
     /// before the command is sent means no report can be missed.
     pub fn new_job(&self, kind: JobKind) -> (Job, mpsc::UnboundedReceiver<Report>) {
         let id = self.next_job.fetch_add(1, Ordering::Relaxed);
-        let (script, output) = match kind {
-            JobKind::Foreground => {
-                let output = self.foreground_output.load(Ordering::Relaxed);
-                (self.dir.join("command.sh"), format!("f{output}"))
-            }
-            JobKind::Background => (self.dir.join(format!("cmd-{id}.sh")), id.to_string()),
+        let [out, err] = &self.foreground_output;
+        let (script, out, err) = match kind {
+            JobKind::Foreground => (
+                self.dir.join("command.sh"),
+                format!("f{}", out.load(Ordering::Relaxed)),
+                format!("f{}", err.load(Ordering::Relaxed)),
+            ),
+            JobKind::Background => (
+                self.dir.join(format!("cmd-{id}.sh")),
+                id.to_string(),
+                id.to_string(),
+            ),
         };
         let job = Job {
             id,
             kind,
             script,
-            stdout: self.dir.join(format!("out-{output}")),
-            stderr: self.dir.join(format!("err-{output}")),
+            stdout: self.dir.join(format!("out-{out}")),
+            stderr: self.dir.join(format!("err-{err}")),
             state: self.dir.join(format!("state-{id}")),
         };
         let (tx, rx) = mpsc::unbounded_channel();
@@ -264,9 +267,16 @@ impl Shell {
         (job, rx)
     }
 
-    /// Foreground commands from now on write fresh output files.
-    pub fn retire_foreground_output(&self) {
-        self.foreground_output.fetch_add(1, Ordering::Relaxed);
+    /// Removes a foreground job's output files that are not kept (`keep`: stdout,
+    /// stderr); the next command writes fresh ones in their place.
+    pub fn retire_foreground_output(&self, job: &Job, keep: [bool; 2]) {
+        let paths = [&job.stdout, &job.stderr];
+        for ((path, generation), keep) in paths.into_iter().zip(&self.foreground_output).zip(keep) {
+            if !keep {
+                let _ = std::fs::remove_file(path);
+                generation.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     }
 
     pub fn unsubscribe(&self, job: u64) {
