@@ -124,6 +124,28 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     {
         tracing::warn!(%error, "cannot make mounts shared; restores reach only new sessions");
     }
+    // Backups and bucket mounts read the mount table and their state while the sandbox's
+    // process world starts (a fork, two execs and a handshake): together they were most of
+    // the time from start to the first answer, and they touch nothing of each other's.
+    let backups = {
+        let (state_dir, transfer_timeout) = (
+            settings.state_dir.clone(),
+            std::time::Duration::from_secs(settings.transfer_timeout_secs),
+        );
+        let driver = match settings.restore_driver {
+            RestoreDriver::Auto => None,
+            RestoreDriver::Kernel => Some(fsd_backup::mount::Driver::Kernel),
+            RestoreDriver::Fuse => Some(fsd_backup::mount::Driver::Fuse),
+        };
+        tokio::task::spawn_blocking(move || {
+            BackupService::new(&state_dir, transfer_timeout, driver)
+        })
+    };
+    // Mounts a crashed run left behind are detached before anything else can trip on them.
+    let mounts = {
+        let state_dir = settings.state_dir.clone();
+        tokio::task::spawn_blocking(move || MountService::new(&state_dir))
+    };
     // Started here, on the main thread, which lives as long as the daemon (see World::start).
     let world = Arc::new(World::start(settings.isolation == IsolationMode::Auto));
     let isolation = world.isolation();
@@ -161,17 +183,8 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
             let _ = tokio::task::spawn_blocking(move || watches.save(false)).await;
         }
     });
-    let backups = Arc::new(BackupService::new(
-        &settings.state_dir,
-        std::time::Duration::from_secs(settings.transfer_timeout_secs),
-        match settings.restore_driver {
-            RestoreDriver::Auto => None,
-            RestoreDriver::Kernel => Some(fsd_backup::mount::Driver::Kernel),
-            RestoreDriver::Fuse => Some(fsd_backup::mount::Driver::Fuse),
-        },
-    ));
-    // Mounts a crashed run left behind are detached before anything else can trip on them.
-    let mounts = Arc::new(MountService::new(&settings.state_dir));
+    let backups = Arc::new(backups.await.map_err(std::io::Error::other)?);
+    let mounts = Arc::new(mounts.await.map_err(std::io::Error::other)?);
     let terminals = Arc::new(TerminalService::new(sessions.clone()));
     let interpreters = InterpreterService::new(InterpreterConfig {
         programs: interpreter::Programs::install(

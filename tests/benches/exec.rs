@@ -1,6 +1,7 @@
 //! Exec benchmark: the real release `fsd` over loopback HTTP (keep-alive) and over the
 //! WebSocket transport (`/ws`), with `bash -c true` spawned directly as the floor in the
-//! same run; and terminal echo over `/ws/pty` beside bash on a local PTY pair.
+//! same run; terminal echo over `/ws/pty` beside bash on a local PTY pair; and the daemon's
+//! start to its first answer, with its idle memory.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench exec`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
@@ -172,6 +173,85 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
         "daemon peak RSS: {:.1} MiB",
         fsd_tests::peak_rss_kib(daemon.pid()) as f64 / 1024.0
     );
+    println!();
+
+    let mut to_ping: Vec<Duration> = (0..starts / 10 + 10)
+        .map(|_| {
+            let (elapsed, mut child, _dirs) = start_to_ping();
+            let _ = child.kill();
+            let _ = child.wait();
+            elapsed
+        })
+        .collect();
+    let idle_rss = idle_rss_kib();
+    println!(
+        "daemon start to its first /api/ping 200 ({} starts, PID namespace on)",
+        to_ping.len()
+    );
+    println!(
+        "  fsd serve                            p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut to_ping, 50.0)),
+        ms(pct(&mut to_ping, 99.0))
+    );
+    println!(
+        "  idle RSS after start                 {:.1} MiB, of which anonymous {:.1} MiB (the rest is the binary's code pages)",
+        idle_rss.0 as f64 / 1024.0,
+        idle_rss.1 as f64 / 1024.0
+    );
+}
+
+/// Spawns `fsd serve` on fresh directories and times it up to the first `/api/ping` 200
+/// (read from its listen line, one raw HTTP request). Returns the time and the daemon.
+fn start_to_ping() -> (Duration, std::process::Child, [tempfile::TempDir; 2]) {
+    use std::io::{Read, Write};
+    let dirs = [
+        tempfile::tempdir().expect("temp"),
+        tempfile::tempdir().expect("temp"),
+    ];
+    let start = Instant::now();
+    let mut child = std::process::Command::new(fsd_tests::binary("fsd"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(dirs[0].path())
+        .arg("--state-dir")
+        .arg(dirs[1].path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("fsd");
+    let url = fsd_tests::read_listen_line(&mut child);
+    let address = url.strip_prefix("http://").expect("http url");
+    let mut socket = std::net::TcpStream::connect(address).expect("connect");
+    socket
+        .write_all(b"GET /api/ping HTTP/1.1\r\nhost: fsd\r\nconnection: close\r\n\r\n")
+        .expect("ping");
+    let mut answer = Vec::new();
+    socket.read_to_end(&mut answer).expect("answer");
+    let elapsed = start.elapsed();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    (elapsed, child, dirs)
+}
+
+/// The resident set (KiB: all, anonymous) of a daemon that started, answered one ping and
+/// then sat idle past the 2 s after which it hands freed memory back.
+fn idle_rss_kib() -> (u64, u64) {
+    let (_, mut child, _dirs) = start_to_ping();
+    std::thread::sleep(Duration::from_secs(3));
+    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("status");
+    let field = |name: &str| -> u64 {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("status field")
+    };
+    let rss = (field("VmRSS:"), field("RssAnon:"));
+    let _ = child.kill();
+    let _ = child.wait();
+    rss
 }
 
 async fn exec(client: &reqwest::Client, daemon: &Daemon, body: serde_json::Value) {

@@ -206,6 +206,9 @@ impl Init {
         let mut unshare = command.spawn()?;
         let own_ns = std::fs::read_link("/proc/self/ns/pid")?;
         let started = std::time::Instant::now();
+        // The init appears about a millisecond after the spawn; the daemon answers nothing
+        // until it has, so the first looks are close together.
+        let mut pause = Duration::from_micros(100);
         while started.elapsed() < INIT_TIMEOUT {
             if let Some(status) = unshare.try_wait()? {
                 let mut message = String::new();
@@ -229,7 +232,8 @@ impl Init {
                     pid,
                 });
             }
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
         }
         let _ = unshare.kill();
         let _ = unshare.wait();
