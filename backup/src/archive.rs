@@ -78,7 +78,7 @@ impl<'a> Builder<'a> {
         progress: Progress,
     ) -> Result<Self, BackupError> {
         let mut writer = FilesystemWriter::default();
-        writer.set_kind(codec::kind());
+        writer.set_kind(codec::kind(codec));
         writer.set_compressor(
             codec
                 .filesystem_compressor()
@@ -143,7 +143,13 @@ impl<'a> Builder<'a> {
                 if small {
                     self.small_files.push(source.clone());
                 }
-                let reader = BlockReader::new(source, compressor, Arc::clone(&self.pool), on_read);
+                let reader = BlockReader::new(
+                    source,
+                    self.codec,
+                    compressor,
+                    Arc::clone(&self.pool),
+                    on_read,
+                );
                 let reader = LazyPrefetch {
                     reader: Some(reader),
                     small,

@@ -89,27 +89,59 @@ impl Codec {
     }
 }
 
-/// The squashfs kind fsd writes: little-endian v4 with the parallel compressor.
-pub(crate) fn kind() -> Kind {
-    Kind::new_v4(&PARALLEL_COMPRESSOR)
+/// The squashfs kind fsd writes: little-endian v4 with the parallel compressor of `codec`.
+pub(crate) fn kind(codec: Codec) -> Kind {
+    Kind::new_v4(match codec {
+        Codec::Zstd => &PARALLEL_ZSTD,
+        Codec::Lz4 => &PARALLEL_LZ4,
+        Codec::Gzip => &PARALLEL_GZIP,
+    })
 }
 
-static PARALLEL_COMPRESSOR: ParallelCompressor = ParallelCompressor;
+static PARALLEL_ZSTD: ParallelCompressor = ParallelCompressor(Codec::Zstd);
+static PARALLEL_LZ4: ParallelCompressor = ParallelCompressor(Codec::Lz4);
+static PARALLEL_GZIP: ParallelCompressor = ParallelCompressor(Codec::Gzip);
 
 /// One block handed to the pool: its input (to check it is the block asked for) and where
 /// its compressed bytes arrive.
 struct Pending {
-    input: Arc<[u8]>,
+    /// The window the block is in (shared with the pool, not copied) and where in it.
+    window: Arc<Vec<u8>>,
+    range: std::ops::Range<usize>,
     output: Receiver<Result<Vec<u8>, BackhandError>>,
 }
 
 thread_local! {
     /// Blocks being compressed ahead for the archive written on this thread, in file order.
     static QUEUE: RefCell<VecDeque<Pending>> = const { RefCell::new(VecDeque::new()) };
+    /// This thread's zstd context, made once: backhand makes one per block, and making and
+    /// clearing it was 5% of an archive of large files.
+    static ZSTD: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
+}
+
+/// Compresses one block as backhand would with `codec`'s compressor.
+fn compress_block(
+    codec: Codec,
+    bytes: &[u8],
+    fc: FilesystemCompressor,
+) -> Result<Vec<u8>, BackhandError> {
+    if codec != Codec::Zstd {
+        return DefaultCompressor.compress(bytes, fc, BLOCK_SIZE);
+    }
+    ZSTD.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        let compressor = match slot.as_mut() {
+            Some(compressor) => compressor,
+            None => slot.insert(zstd::bulk::Compressor::new(codec.level() as i32)?),
+        };
+        let mut out = Vec::with_capacity(zstd::zstd_safe::compress_bound(bytes.len()));
+        compressor.compress_to_buffer(bytes, &mut out)?;
+        Ok(out)
+    })
 }
 
 /// The compressor backhand calls: queued results first, direct compression otherwise.
-pub(crate) struct ParallelCompressor;
+pub(crate) struct ParallelCompressor(Codec);
 
 impl CompressionAction for ParallelCompressor {
     type Error = BackhandError;
@@ -135,12 +167,13 @@ impl CompressionAction for ParallelCompressor {
         let queued = QUEUE.with(|queue| {
             let mut queue = queue.borrow_mut();
             match queue.front() {
-                Some(front) if *front.input == *bytes => queue.pop_front(),
+                Some(front) if front.input() == bytes => queue.pop_front(),
                 _ => None,
             }
         });
         match queued.and_then(|pending| pending.output.recv().ok()) {
             Some(Ok(output)) => Ok(output),
+            _ if block_size == BLOCK_SIZE => compress_block(self.0, bytes, fc),
             _ => DefaultCompressor.compress(bytes, fc, block_size),
         }
     }
@@ -155,8 +188,14 @@ impl CompressionAction for ParallelCompressor {
     }
 }
 
+impl Pending {
+    fn input(&self) -> &[u8] {
+        &self.window[self.range.clone()]
+    }
+}
+
 /// A window of a file and its blocks handed to the pool.
-type Window = (Vec<u8>, Vec<Pending>);
+type Window = (Arc<Vec<u8>>, Vec<Pending>);
 
 /// Reads a file for backhand. A reader thread (started on the first read) reads the file
 /// in windows and hands each window's full blocks to `pool` for compression, a few windows
@@ -165,8 +204,9 @@ pub(crate) struct BlockReader {
     path: PathBuf,
     started: bool,
     windows: Option<Receiver<io::Result<Window>>>,
-    window: Vec<u8>,
+    window: Arc<Vec<u8>>,
     position: usize,
+    codec: Codec,
     compressor: FilesystemCompressor,
     pool: Arc<rayon::ThreadPool>,
     /// Bytes read so far, for progress.
@@ -178,6 +218,7 @@ pub(crate) struct BlockReader {
 impl BlockReader {
     pub(crate) fn new(
         path: PathBuf,
+        codec: Codec,
         compressor: FilesystemCompressor,
         pool: Arc<rayon::ThreadPool>,
         on_read: Arc<dyn Fn(u64) + Send + Sync>,
@@ -186,8 +227,9 @@ impl BlockReader {
             path,
             started: false,
             windows: None,
-            window: Vec::new(),
+            window: Arc::default(),
             position: 0,
+            codec,
             compressor,
             pool,
             on_read,
@@ -210,14 +252,14 @@ impl BlockReader {
             if let Some(prefetched) = self.prefetched.take() {
                 let contents = prefetched.lock().ok().and_then(|mut p| p.take(&self.path));
                 if let Some(contents) = contents {
-                    self.window = contents?;
+                    self.window = Arc::new(contents?);
                     (self.on_read)(self.window.len() as u64);
                     return Ok(());
                 }
             }
             self.windows = Some(self.start_reader(File::open(&self.path)?));
         }
-        self.window.clear();
+        self.window = Arc::default();
         let Some(windows) = &self.windows else {
             return Ok(());
         };
@@ -234,14 +276,15 @@ impl BlockReader {
     fn start_reader(&self, mut file: File) -> Receiver<io::Result<Window>> {
         let (tx, rx) = sync_channel(WINDOWS_AHEAD);
         let pool = Arc::clone(&self.pool);
-        let compressor = self.compressor;
+        let (codec, compressor) = (self.codec, self.compressor);
         std::thread::spawn(move || {
             let size = WINDOW_BLOCKS * BLOCK_SIZE as usize;
             loop {
                 let mut window = Vec::with_capacity(size);
                 let read = (&mut file).take(size as u64).read_to_end(&mut window);
                 let item = read.map(|_| {
-                    let pending = submit(&pool, compressor, &window);
+                    let window = Arc::new(window);
+                    let pending = submit(&pool, codec, compressor, &window);
                     (window, pending)
                 });
                 let last = !matches!(&item, Ok((w, _)) if w.len() == size);
@@ -258,26 +301,31 @@ impl BlockReader {
 /// holes and compresses partial ones as fragments, so those are never asked for).
 fn submit(
     pool: &rayon::ThreadPool,
+    codec: Codec,
     compressor: FilesystemCompressor,
-    window: &[u8],
+    window: &Arc<Vec<u8>>,
 ) -> Vec<Pending> {
     let block = BLOCK_SIZE as usize;
-    let full: Vec<&[u8]> = window
-        .chunks(block)
-        .filter(|chunk| chunk.len() == block && chunk.iter().any(|b| *b != 0))
+    let full: Vec<std::ops::Range<usize>> = (0..window.len() / block)
+        .map(|i| i * block..(i + 1) * block)
+        .filter(|range| window[range.clone()].iter().any(|b| *b != 0))
         .collect();
     if full.len() < 2 {
         return Vec::new(); // nothing to gain; backhand compresses it directly
     }
     full.into_iter()
-        .map(|chunk| {
-            let input: Arc<[u8]> = Arc::from(chunk);
+        .map(|range| {
             let (tx, output) = sync_channel(1);
-            let job_input = Arc::clone(&input);
+            let (job_window, job_range) = (Arc::clone(window), range.clone());
             pool.spawn(move || {
-                let _ = tx.send(DefaultCompressor.compress(&job_input, compressor, BLOCK_SIZE));
+                let input = &job_window[job_range];
+                let _ = tx.send(compress_block(codec, input, compressor));
             });
-            Pending { input, output }
+            Pending {
+                window: Arc::clone(window),
+                range,
+                output,
+            }
         })
         .collect()
 }
