@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use fsctl::trusted::aws_sdk_s3::presigning::PresigningConfig;
 use fsctl::trusted::{BackupOptions, Backups};
-use fsd_tests::bench::{generate, ms};
+use fsd_tests::bench::{Summary, generate, ms};
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, noise, peak_rss_kib};
 use serde_json::json;
@@ -101,6 +101,19 @@ async fn run(divisor: usize) {
         );
     }
     println!("  (targets: ≤ 0.9 for the whole tree, ≤ 1.0 for the large files)");
+    let mut summary = Summary::default();
+    for (name, times, target) in [
+        ("backup create, whole tree", &whole, "≤ 0.9×"),
+        ("backup create, the large files", &large_part, "≤ 1.0×"),
+    ] {
+        summary.row(
+            name,
+            format!("{:.0} ms (fsync included)", ms(times.fsd)),
+            format!("mksquashfs: {:.0} ms (no fsync)", ms(times.mksquashfs)),
+            Summary::ratio(ms(times.fsd), ms(times.mksquashfs)),
+            target,
+        );
+    }
 
     // A 1 GiB archive: incompressible data, so the archive is as large as the tree.
     let gib = daemon.path("gib");
@@ -290,6 +303,7 @@ async fn run(divisor: usize) {
         .await;
     let _ = std::fs::remove_file(&archive);
     let _ = std::fs::remove_file(format!("{archive}.sha256"));
+    summary.print();
 }
 
 fn phase_start(phases: &Mutex<Vec<(String, Instant, Instant)>>, phase: &str) -> Option<Instant> {

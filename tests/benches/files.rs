@@ -14,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_tests::Daemon;
-use fsd_tests::bench::ms;
+use fsd_tests::bench::{Summary, ms};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -313,12 +313,33 @@ async fn run(plan: &Plan) {
         socket_floor / dd_read,
         get / socket_floor
     );
+    let mut summary = Summary::default();
+    summary.row(
+        &format!("raw GET {} MiB", plan.raw_mib),
+        format!("{:.2} GB/s", get / 1000.0),
+        format!(
+            "dd from the page cache: {:.2} GB/s; loopback TCP alone: {:.2} GB/s ({})",
+            dd_read / 1000.0,
+            socket_floor / 1000.0,
+            Summary::ratio(get, socket_floor)
+        ),
+        Summary::ratio(get, dd_read),
+        "≥ 0.5× dd",
+    );
+    summary.row(
+        &format!("raw PUT {} MiB", plan.raw_mib),
+        format!("{:.2} GB/s (fsync included)", put / 1000.0),
+        format!("dd conv=fsync: {:.2} GB/s", dd_write / 1000.0),
+        Summary::ratio(put, dd_write),
+        "≥ 0.95× dd",
+    );
     let peak = fsd_tests::peak_rss_kib(daemon.pid());
     println!();
     println!(
         "daemon peak RSS over the whole run: {:.1} MiB",
         peak as f64 / 1024.0
     );
+    summary.print();
 }
 
 async fn post(

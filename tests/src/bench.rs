@@ -77,3 +77,41 @@ pub fn generate(tree: &Path, divisor: usize) {
         std::fs::write(tree.join(format!("big{i}.bin")), big).expect("write big");
     }
 }
+
+/// The table a benchmark ends with: each hot path's figure beside its floor or anchor
+/// measured in the same run, their ratio, and the target it is held to.
+#[derive(Default)]
+pub struct Summary {
+    rows: Vec<[String; 5]>,
+}
+
+impl Summary {
+    pub fn row(&mut self, path: &str, fsd: String, floor: String, ratio: String, target: &str) {
+        self.rows
+            .push([path.to_string(), fsd, floor, ratio, target.to_string()]);
+    }
+
+    /// `fsd / floor`, two decimals.
+    pub fn ratio(fsd: f64, floor: f64) -> String {
+        format!("{:.2}×", fsd / floor)
+    }
+
+    /// Prints the rows as one Markdown table (the README's benchmark section is made of them).
+    pub fn print(&self) {
+        println!();
+        println!("| path | fsd | floor or anchor, same run | ratio | target |");
+        println!("|---|---|---|---|---|");
+        for [path, fsd, floor, ratio, target] in &self.rows {
+            println!("| {path} | {fsd} | {floor} | {ratio} | {target} |");
+        }
+    }
+}
+
+/// `p50 X ms, p99 Y ms` of `samples` (sorted in place).
+pub fn p50_p99(samples: &mut [Duration]) -> String {
+    format!(
+        "p50 {:.3} ms, p99 {:.3} ms",
+        ms(pct(samples, 50.0)),
+        ms(pct(samples, 99.0))
+    )
+}
