@@ -148,7 +148,6 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     };
     // Started here, on the main thread, which lives as long as the daemon (see World::start).
     let world = Arc::new(World::start(settings.isolation == IsolationMode::Auto));
-    let isolation = world.isolation();
     let sessions = Arc::new(SessionManager::new(ExecConfig {
         state_dir: settings.state_dir.clone(),
         workspace: settings.workspace.clone(),
@@ -217,7 +216,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         interpreters: interpreters.clone(),
         capabilities: Arc::new(Capabilities {
             restore_driver: backups.driver_name().to_string(),
-            ..capabilities::detect(&settings.workspace, settings.confine, isolation.name())
+            ..capabilities::detect(&settings.workspace, settings.confine)
         }),
         auth_enabled: settings.token.is_some(),
     };
@@ -233,6 +232,12 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         capabilities = ?state.capabilities,
         "fsd serving"
     );
+    // The sandbox's init comes up while the daemon already answers; a command waits for it.
+    let world = sessions.config().world.clone();
+    tokio::task::spawn_blocking(move || {
+        let isolation = world.isolation();
+        tracing::info!(isolation = isolation.name(), "the sandbox's process world is up");
+    });
     // One machine-readable line on stdout, for supervisors that passed port 0.
     let mut stdout = std::io::stdout();
     writeln!(stdout, "fsd listening on http://{address}")?;

@@ -17,6 +17,7 @@ use std::ffi::OsStr;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -54,8 +55,12 @@ pub struct World {
 #[derive(Debug)]
 struct Init {
     unshare: std::sync::Mutex<std::process::Child>,
-    /// Host pid of `fsd sandbox-init`.
-    pid: u32,
+    /// Host pid of `fsd sandbox-init`, looked for the first time it is needed (`None` when
+    /// it never came): the daemon answers requests meanwhile, since the init takes about as
+    /// long to appear as the rest of the daemon's start.
+    pid: OnceLock<Option<u32>>,
+    /// The daemon's own PID namespace, which the init's is not.
+    own_ns: PathBuf,
 }
 
 /// How long the namespace's init may take to appear.
@@ -64,11 +69,12 @@ const INIT_TIMEOUT: Duration = Duration::from_secs(5);
 impl World {
     /// Starts the sandbox's PID namespace when `wanted` and the host allows it. Must run on
     /// a thread that lives as long as the daemon (the main thread): the parent-death signal
-    /// that ties `unshare` to the daemon fires when the spawning thread ends.
+    /// that ties `unshare` to the daemon fires when the spawning thread ends. Returns once
+    /// `unshare` is spawned; its init is waited for when first needed.
     pub fn start(wanted: bool) -> Self {
         let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe"));
         let init = if wanted {
-            match Init::start(&exe) {
+            match Init::spawn(&exe) {
                 Ok(init) => Some(init),
                 Err(error) => {
                     tracing::warn!(%error, "PID namespaces unavailable; user commands can see the daemon");
@@ -81,8 +87,14 @@ impl World {
         Self { exe, init }
     }
 
+    /// Host pid of the namespace's init; `None` without a namespace. Blocks until the init
+    /// has appeared (about a millisecond after the start), or at most 5 s.
+    fn init_pid(&self) -> Option<u32> {
+        self.init.as_ref().and_then(Init::pid)
+    }
+
     pub fn isolation(&self) -> Isolation {
-        match self.init {
+        match self.init_pid() {
             Some(_) => Isolation::PidNamespace,
             None => Isolation::None,
         }
@@ -121,8 +133,8 @@ impl World {
         if terminal {
             command.arg("--terminal");
         }
-        if let Some(init) = &self.init {
-            command.arg("--join").arg(init.pid.to_string());
+        if let Some(pid) = self.init_pid() {
+            command.arg("--join").arg(pid.to_string());
         }
         let on_exit = match on_exit {
             OnExit::Kill => "kill",
@@ -141,7 +153,7 @@ impl World {
     /// the pid the daemon spawned: that process itself, or its child when it had to enter
     /// the namespace first. `None` if it is gone.
     pub fn supervisor_of(&self, spawned: u32) -> Option<u32> {
-        if self.init.is_none() {
+        if self.init_pid().is_none() {
             return proctree::alive(spawned).then_some(spawned);
         }
         for _ in 0..500 {
@@ -159,7 +171,10 @@ impl World {
     /// Ends every process of the world (daemon shutdown).
     pub fn shutdown(&self) {
         if let Some(init) = &self.init {
-            let _ = kill(Pid::from_raw(init.pid as i32), Signal::SIGKILL);
+            // Killing unshare kills an init not yet seen (`--kill-child`).
+            if let Some(Some(pid)) = init.pid.get() {
+                let _ = kill(Pid::from_raw(*pid as i32), Signal::SIGKILL);
+            }
             let mut unshare = init.unshare.lock().unwrap_or_else(|p| p.into_inner());
             let _ = unshare.kill();
             let _ = unshare.wait();
@@ -174,7 +189,7 @@ impl Drop for World {
 }
 
 impl Init {
-    fn start(exe: &Path) -> std::io::Result<Self> {
+    fn spawn(exe: &Path) -> std::io::Result<Self> {
         let mut command = std::process::Command::new(unshare_program());
         command
             .args([
@@ -203,11 +218,33 @@ impl Init {
                 nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
             });
         }
-        let mut unshare = command.spawn()?;
         let own_ns = std::fs::read_link("/proc/self/ns/pid")?;
+        let unshare = command.spawn()?;
+        Ok(Self {
+            unshare: std::sync::Mutex::new(unshare),
+            pid: OnceLock::new(),
+            own_ns,
+        })
+    }
+
+    fn pid(&self) -> Option<u32> {
+        *self.pid.get_or_init(|| {
+            let mut unshare = self.unshare.lock().unwrap_or_else(|p| p.into_inner());
+            match Self::wait(&mut unshare, &self.own_ns) {
+                Ok(pid) => Some(pid),
+                Err(error) => {
+                    tracing::warn!(%error, "PID namespaces unavailable; user commands can see the daemon");
+                    None
+                }
+            }
+        })
+    }
+
+    /// Waits for `unshare`'s child to be `fsd sandbox-init` in a PID namespace of its own.
+    fn wait(unshare: &mut std::process::Child, own_ns: &Path) -> std::io::Result<u32> {
         let started = std::time::Instant::now();
-        // The init appears about a millisecond after the spawn; the daemon answers nothing
-        // until it has, so the first looks are close together.
+        // The init appears about a millisecond after the spawn and a command waits for it,
+        // so the first looks are close together.
         let mut pause = Duration::from_micros(100);
         while started.elapsed() < INIT_TIMEOUT {
             if let Some(status) = unshare.try_wait()? {
@@ -221,16 +258,13 @@ impl Init {
                 )));
             }
             let init = proctree::children(unshare.id()).into_iter().find(|&pid| {
-                std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| ns != own_ns)
+                std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| ns != *own_ns)
                     && std::fs::read(format!("/proc/{pid}/cmdline"))
                         .is_ok_and(|cmdline| cmdline.ends_with(b"sandbox-init\0"))
             });
             if let Some(pid) = init {
                 drop(unshare.stderr.take());
-                return Ok(Self {
-                    unshare: std::sync::Mutex::new(unshare),
-                    pid,
-                });
+                return Ok(pid);
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(2));

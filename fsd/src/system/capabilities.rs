@@ -10,7 +10,9 @@ use fsd_api::system::{Capabilities, InotifyLimits};
 /// CAP_SYS_ADMIN's bit in the capability sets.
 const CAP_SYS_ADMIN: u32 = 21;
 
-pub fn detect(workspace: &Path, confined: bool, command_isolation: &str) -> Capabilities {
+/// `command_isolation` is left empty: the process world says it once its init is up (see
+/// `exec::World`), and the route fills it in.
+pub fn detect(workspace: &Path, confined: bool) -> Capabilities {
     let filesystems = std::fs::read_to_string("/proc/filesystems").unwrap_or_default();
     let has_fs = |name: &str| {
         filesystems
@@ -32,7 +34,7 @@ pub fn detect(workspace: &Path, confined: bool, command_isolation: &str) -> Capa
             max_queued_events: read_number("/proc/sys/fs/inotify/max_queued_events"),
         },
         confined,
-        command_isolation: command_isolation.to_string(),
+        command_isolation: String::new(),
         restore_driver: String::new(),
         workspace: workspace.display().to_string(),
         runtime_id: runtime_id(),
@@ -79,7 +81,7 @@ mod tests {
 
     #[test]
     fn reads_this_host() {
-        let caps = detect(Path::new("/tmp"), false, "none");
+        let caps = detect(Path::new("/tmp"), false);
         assert!(caps.inotify.max_user_watches.is_some());
         assert_eq!(caps.workspace, "/tmp");
     }

@@ -45,9 +45,16 @@ async fn version() -> Json<VersionResponse> {
 }
 
 async fn capabilities(State(state): State<AppState>) -> Json<CapabilitiesResponse> {
+    let mut capabilities = (*state.capabilities).clone();
+    // Known at once unless the daemon has only just started (then its init is waited for).
+    let world = state.sessions.config().world.clone();
+    capabilities.command_isolation = tokio::task::spawn_blocking(move || world.isolation())
+        .await
+        .map_or("none", |isolation| isolation.name())
+        .to_string();
     Json(CapabilitiesResponse {
         success: true,
-        capabilities: (*state.capabilities).clone(),
+        capabilities,
         timestamp: now_rfc3339(),
     })
 }
