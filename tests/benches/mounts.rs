@@ -1,6 +1,6 @@
 //! Bucket mount benchmark: fsd's FUSE mount and s3fs (the Debian package) side by side
 //! against one loopback moto server in the same run. Figures: sequential write and read
-//! MB/s of a 1 GiB file, creates/s of 5,000 small files (create, write 1 KiB, close), and
+//! MB/s of a 1 GiB file, creates/s of 1,000 small files (create, write 1 KiB, close), and
 //! the wall time of a cold `ls -lR` over 10,000 objects (100 directories of 100). The
 //! server's own ceiling is measured beside them: boto3 (from the moto venv) uploading the
 //! same size as 16 MiB parts, 8 in flight, then completing, and reading it in one GET.
@@ -39,7 +39,7 @@ fn main() {
     };
     let sizes = Sizes {
         big: (1 << 30) / divisor,
-        small_files: 5_000 / divisor,
+        small_files: 1_000 / divisor,
         tree_dirs: 100 / divisor,
         tree_files: 100,
     };
