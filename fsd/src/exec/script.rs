@@ -138,24 +138,27 @@ pub fn foreground(
     let text = quote(command);
     let (set, restore) = env_set(env);
     let run = format!(
-        "{set}if {{ builtin source {script}; }} </dev/null 1<>{out} 2>>{err} 9>&- 8<&-; \
-         then __fsd_r=0; else __fsd_r=$?; fi; {restore}",
-        out = quote_path(files.stdout),
+        "{set}if builtin source {script}; then __fsd_r=0; else __fsd_r=$?; fi; {restore}"
     );
     let run = match cwd {
         Some(dir) => format!(
-            "__fsd_p=$PWD; if builtin cd -- {dir} 2>>{err}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
+            "__fsd_p=$PWD; if builtin cd -- {dir}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
              else __fsd_r=1; fi; ",
             dir = quote_path(dir),
         ),
         None => run,
     };
+    // One set of redirections for the check, the `cd` and the command: bash saves and
+    // restores every descriptor a redirection touches (about ten system calls each), and
+    // they were most of its system calls per command.
     format!(
         "builtin trap \"$__fsd_on_int\" INT; __fsd_job={job}; __fsd_e=${{-//[^e]/}}; \
          __fsd_c={text}; __fsd_c=\"__fsd_check() {{ $__fsd_c${{__fsd_nl}}}}\"; \
-         if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }} 2>>{err}; \
-         then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; \
-         __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n"
+         {{ if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }}; \
+         then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; }} \
+         </dev/null 1<>{out} 2>>{err} 9>&- 8<&-; \
+         __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n",
+        out = quote_path(files.stdout),
     )
 }
 
