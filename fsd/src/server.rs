@@ -236,7 +236,10 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     let world = sessions.config().world.clone();
     tokio::task::spawn_blocking(move || {
         let isolation = world.isolation();
-        tracing::info!(isolation = isolation.name(), "the sandbox's process world is up");
+        tracing::info!(
+            isolation = isolation.name(),
+            "the sandbox's process world is up"
+        );
     });
     // One machine-readable line on stdout, for supervisors that passed port 0.
     let mut stdout = std::io::stdout();

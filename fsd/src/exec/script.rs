@@ -137,9 +137,8 @@ pub fn foreground(
     let err = quote_path(files.stderr);
     let text = quote(command);
     let (set, restore) = env_set(env);
-    let run = format!(
-        "{set}if builtin source {script}; then __fsd_r=0; else __fsd_r=$?; fi; {restore}"
-    );
+    let run =
+        format!("{set}if builtin source {script}; then __fsd_r=0; else __fsd_r=$?; fi; {restore}");
     let run = match cwd {
         Some(dir) => format!(
             "__fsd_p=$PWD; if builtin cd -- {dir}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
