@@ -39,6 +39,7 @@ fn main() -> std::process::ExitCode {
             if let Some(code) = init::reaper::split_if_first() {
                 return exit_code(code);
             }
+            init::descriptors::keep_inherited_from_commands();
             let mut settings = match args.into_settings() {
                 Ok(settings) => settings,
                 Err(message) => {

@@ -4,4 +4,5 @@
 
 pub mod ca;
 pub mod command;
+pub mod descriptors;
 pub mod reaper;

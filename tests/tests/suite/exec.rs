@@ -185,6 +185,29 @@ async fn output_of_a_process_left_running_never_reaches_a_later_command() {
     );
 }
 
+/// A descriptor the daemon's parent left open without close-on-exec (as a shell or a
+/// harness may) is the parent's: no command sees it.
+#[tokio::test]
+async fn descriptors_the_daemon_inherited_reach_no_command() {
+    // A pipe without close-on-exec in this process, moved to a number of its own.
+    let (read, write) = nix::unistd::pipe().unwrap();
+    // SAFETY: F_DUPFD takes no pointer; `write` is open for the call.
+    let leaked =
+        unsafe { libc::fcntl(std::os::fd::AsRawFd::as_raw_fd(&write), libc::F_DUPFD, 200) };
+    assert!(leaked >= 200, "dup: {}", std::io::Error::last_os_error());
+    let daemon = Daemon::start();
+    // SAFETY: `leaked` is this test's own descriptor, closed once.
+    unsafe { libc::close(leaked) };
+    drop((read, write));
+    let reply = run(&daemon, "ls /proc/self/fd").await;
+    let fds: Vec<&str> = reply["stdout"].as_str().unwrap().lines().collect();
+    assert!(
+        !fds.contains(&leaked.to_string().as_str()),
+        "fd {leaked} reached a command: {fds:?}"
+    );
+    assert!(fds.contains(&"0") && fds.contains(&"2"), "{fds:?}");
+}
+
 #[tokio::test]
 async fn large_and_binary_output_is_exact() {
     let daemon = Daemon::start();
