@@ -21,7 +21,7 @@ pub enum Command {
     Supervise(crate::exec::supervisor::SuperviseArgs),
     /// Internal: the first process of the sandbox's PID namespace.
     #[command(hide = true)]
-    SandboxInit,
+    SandboxInit(crate::exec::supervisor::SandboxInitArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

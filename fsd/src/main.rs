@@ -32,7 +32,7 @@ fn main() -> std::process::ExitCode {
     let cli = config::Cli::parse();
     match cli.command {
         config::Command::Supervise(args) => exit_code(exec::supervisor::supervise(args)),
-        config::Command::SandboxInit => exit_code(exec::supervisor::sandbox_init()),
+        config::Command::SandboxInit(args) => exit_code(exec::supervisor::sandbox_init(args)),
         config::Command::Serve(args) => {
             // As a container's PID 1, the first process stays behind to reap and forward
             // signals; the daemon is its child.

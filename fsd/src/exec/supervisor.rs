@@ -178,12 +178,30 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     0
 }
 
-/// `fsd sandbox-init`: PID 1 of the sandbox's namespace. Reaps orphans until killed.
-pub fn sandbox_init() -> i32 {
+/// `fsd sandbox-init`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct SandboxInitArgs {
+    /// The read end of a pipe whose write end only the daemon holds: at its end-of-file the
+    /// daemon is gone, and the init ends (and with it the namespace).
+    #[arg(long)]
+    pub lifeline: Option<i32>,
+}
+
+/// `fsd sandbox-init`: PID 1 of the sandbox's namespace. Reaps orphans until killed, or
+/// until the daemon's lifeline closes. `unshare --kill-child` ties the init to `unshare`
+/// with a parent-death signal its child sets after the fork; an `unshare` killed before
+/// that (a daemon killed in its first milliseconds, under load) would leave the init and
+/// every command after it running. The lifeline does not depend on that order.
+pub fn sandbox_init(args: SandboxInitArgs) -> i32 {
     let mut all = SigSet::all();
     all.remove(Signal::SIGKILL);
     all.remove(Signal::SIGSTOP);
     let _ = sigprocmask(SigmaskHow::SIG_BLOCK, Some(&all), None);
+    // Started after the mask is set, so the thread inherits it: a SIGCHLD delivered to a
+    // thread that does not block it would be dropped, and the loop below never woken.
+    if let Some(fd) = args.lifeline {
+        std::thread::spawn(move || watch_lifeline(fd));
+    }
     let mut child_exited = SigSet::empty();
     child_exited.add(Signal::SIGCHLD);
     loop {
@@ -193,6 +211,23 @@ pub fn sandbox_init() -> i32 {
             }
         }
         let _ = child_exited.wait();
+    }
+}
+
+/// Returns only by ending the process, once nothing can write to `fd` any more.
+fn watch_lifeline(fd: i32) {
+    let mut buf = [0u8; 64];
+    loop {
+        match nix::unistd::read(
+            // SAFETY: `fd` is the lifeline this process was started with, open for its life.
+            unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+            &mut buf,
+        ) {
+            Ok(0) => std::process::exit(0),
+            Ok(_) | Err(Errno::EINTR) => {}
+            // Not a lifeline after all: the parent-death signal is left to do its work.
+            Err(_) => return,
+        }
     }
 }
 

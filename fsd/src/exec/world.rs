@@ -6,7 +6,9 @@
 //!
 //! The namespace's first process is `fsd sandbox-init` under `unshare --kill-child`, and
 //! `unshare` dies with the daemon (`PR_SET_PDEATHSIG`), so a daemon that is SIGKILLed takes
-//! every user command with it: the kernel kills a namespace whose init dies. Each command
+//! every user command with it: the kernel kills a namespace whose init dies. The init also
+//! holds the read end of a pipe only the daemon writes to, and ends at its end-of-file:
+//! that covers a daemon killed before `unshare`'s child had set its own parent-death signal. Each command
 //! tree runs under `fsd supervise` (see `supervisor`), a child subreaper, which is how the
 //! daemon finds everything a session or a process started, whatever it forked.
 //!
@@ -14,6 +16,7 @@
 //! (still under supervisors), and the capabilities say so.
 
 use std::ffi::OsStr;
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -61,6 +64,9 @@ struct Init {
     pid: OnceLock<Option<u32>>,
     /// The daemon's own PID namespace, which the init's is not.
     own_ns: PathBuf,
+    /// The write end of the init's lifeline (see `supervisor::sandbox_init`): only the
+    /// daemon holds it (close-on-exec), so it closes when the daemon ends, however it ends.
+    _lifeline: std::io::PipeWriter,
 }
 
 /// How long the namespace's init may take to appear.
@@ -190,6 +196,8 @@ impl Drop for World {
 
 impl Init {
     fn spawn(exe: &Path) -> std::io::Result<Self> {
+        let (lifeline_end, lifeline) = std::io::pipe()?;
+        let lifeline_fd = lifeline_end.as_raw_fd();
         let mut command = std::process::Command::new(unshare_program());
         command
             .args([
@@ -205,6 +213,8 @@ impl Init {
             ])
             .arg(exe)
             .arg("sandbox-init")
+            .arg("--lifeline")
+            .arg(lifeline_fd.to_string())
             // Neither unshare nor the init may carry the daemon's environment (tokens,
             // keys): their /proc entries are not the daemon's, so the file API serves them.
             .env_clear()
@@ -212,18 +222,25 @@ impl Init {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        // SAFETY: prctl is async-signal-safe.
+        // SAFETY: prctl and fcntl are async-signal-safe. The lifeline's read end is the one
+        // descriptor `unshare` and its child keep past exec.
         unsafe {
-            command.pre_exec(|| {
-                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)
+            command.pre_exec(move || {
+                nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
+                if nix::libc::fcntl(lifeline_fd, nix::libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
             });
         }
         let own_ns = std::fs::read_link("/proc/self/ns/pid")?;
         let unshare = command.spawn()?;
+        drop(lifeline_end);
         Ok(Self {
             unshare: std::sync::Mutex::new(unshare),
             pid: OnceLock::new(),
             own_ns,
+            _lifeline: lifeline,
         })
     }
 
@@ -259,8 +276,9 @@ impl Init {
             }
             let init = proctree::children(unshare.id()).into_iter().find(|&pid| {
                 std::fs::read_link(format!("/proc/{pid}/ns/pid")).is_ok_and(|ns| ns != *own_ns)
-                    && std::fs::read(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|cmdline| cmdline.ends_with(b"sandbox-init\0"))
+                    && std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|cmdline| {
+                        cmdline.split(|b| *b == 0).nth(1) == Some(b"sandbox-init".as_slice())
+                    })
             });
             if let Some(pid) = init {
                 drop(unshare.stderr.take());

@@ -208,6 +208,47 @@ async fn descriptors_the_daemon_inherited_reach_no_command() {
     assert!(fds.contains(&"0") && fds.contains(&"2"), "{fds:?}");
 }
 
+/// The sandbox's init ends once the daemon's end of its lifeline closes, whatever became
+/// of `unshare` (whose parent-death signal is set too late in a daemon killed at once).
+#[test]
+fn the_sandbox_init_ends_when_its_lifeline_closes() {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    let fd = reader.as_raw_fd();
+    let mut command = std::process::Command::new(fsd_tests::binary("fsd"));
+    command.args(["sandbox-init", "--lifeline", &fd.to_string()]);
+    // SAFETY: fcntl is async-signal-safe; the read end is kept open across exec.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::fcntl(fd, libc::F_SETFD, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut init = command.spawn().unwrap();
+    drop(reader);
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        init.try_wait().unwrap().is_none(),
+        "the init ended while its lifeline was open"
+    );
+    drop(writer);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = init.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the init outlived its lifeline"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(status.success(), "{status}");
+}
+
 #[tokio::test]
 async fn large_and_binary_output_is_exact() {
     let daemon = Daemon::start();
