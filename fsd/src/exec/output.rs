@@ -16,8 +16,9 @@ use std::sync::OnceLock;
 
 use super::error::ExecError;
 
-/// Up to this many bytes, output is read on the request's own thread: a hop to the
-/// blocking pool and back costs two thread wake-ups, more than the page-cache copy itself.
+/// Up to this many bytes, a command's files (its script, its output) are written and read
+/// on the request's own thread: a hop to the blocking pool and back costs two thread
+/// wake-ups, more than the page-cache copy itself.
 pub const INLINE_BYTES: u64 = 256 * 1024;
 
 /// An opened output file and its size.
@@ -92,8 +93,7 @@ fn no_writer(file: &File) -> bool {
 /// A lease holder is told of a conflicting open with SIGIO, whose default action ends the
 /// process. The lease is held for microseconds, but a sandbox process opening the file in
 /// them must not end the daemon, so SIGIO gets a handler (tokio's, which children do not
-/// inherit across exec) that drops it.
-/// Without the handler, no lease is taken.
+/// inherit across exec) that drops it. Without the handler, no lease is taken.
 fn lease_breaks_caught() -> bool {
     static CAUGHT: OnceLock<bool> = OnceLock::new();
     *CAUGHT.get_or_init(|| {

@@ -2,9 +2,10 @@
 //!
 //! The shell runs a small driver script (a file, because bash only runs an INT trap inside
 //! a builtin loop when it reads its script from a file, not from a pipe). The driver reads
-//! one length-framed line at a time from the commands FIFO (fd 8) and `eval`s it. Each user command is
-//! written to its own file and run with `builtin source` inside an `if`, in the shell
-//! itself, so `cd`, `export`, functions and aliases persist and stdin is `/dev/null`.
+//! one length-framed line at a time from the commands FIFO (fd 8) and `eval`s it. A
+//! foreground command is written to the session's script file (a background one to its
+//! own) and run with `builtin source` inside an `if`, in the shell itself, so `cd`,
+//! `export`, functions and aliases persist and stdin is `/dev/null`.
 //! Reports go to the control FIFO (fd 9); the command never sees fds 8 and 9.
 
 use std::path::Path;

@@ -372,12 +372,9 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     }
 }
 
-/// Up to this many bytes, a script is written on the request's own thread.
-const INLINE_SCRIPT_BYTES: usize = 256 * 1024;
-
 /// Writes a command's script file, on the blocking pool only when it is large.
 async fn write_script(path: &Path, command: &str) -> Result<(), ExecError> {
-    if command.len() <= INLINE_SCRIPT_BYTES {
+    if command.len() as u64 <= output::INLINE_BYTES {
         write_over(path, command.as_bytes())?;
     } else {
         let (path, command) = (path.to_path_buf(), command.as_bytes().to_vec());
