@@ -119,14 +119,16 @@ thread_local! {
     static ZSTD: RefCell<Option<zstd::bulk::Compressor<'static>>> = const { RefCell::new(None) };
 }
 
-/// Compresses one block as backhand would with `codec`'s compressor.
+/// Compresses one block as backhand would with `codec`'s compressor (zstd's output does not
+/// depend on `block_size`).
 fn compress_block(
     codec: Codec,
     bytes: &[u8],
     fc: FilesystemCompressor,
+    block_size: u32,
 ) -> Result<Vec<u8>, BackhandError> {
     if codec != Codec::Zstd {
-        return DefaultCompressor.compress(bytes, fc, BLOCK_SIZE);
+        return DefaultCompressor.compress(bytes, fc, block_size);
     }
     ZSTD.with(|slot| {
         let mut slot = slot.borrow_mut();
@@ -173,8 +175,7 @@ impl CompressionAction for ParallelCompressor {
         });
         match queued.and_then(|pending| pending.output.recv().ok()) {
             Some(Ok(output)) => Ok(output),
-            _ if block_size == BLOCK_SIZE => compress_block(self.0, bytes, fc),
-            _ => DefaultCompressor.compress(bytes, fc, block_size),
+            _ => compress_block(self.0, bytes, fc, block_size),
         }
     }
 
@@ -319,7 +320,7 @@ fn submit(
             let (job_window, job_range) = (Arc::clone(window), range.clone());
             pool.spawn(move || {
                 let input = &job_window[job_range];
-                let _ = tx.send(compress_block(codec, input, compressor));
+                let _ = tx.send(compress_block(codec, input, compressor, BLOCK_SIZE));
             });
             Pending {
                 window: Arc::clone(window),
