@@ -290,15 +290,8 @@ fn start_to_ping() -> (Duration, std::process::Child, [tempfile::TempDir; 2]) {
 fn idle_rss_kib() -> (u64, u64) {
     let (_, mut child, _dirs) = start_to_ping();
     std::thread::sleep(Duration::from_secs(3));
-    let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).expect("status");
-    let field = |name: &str| -> u64 {
-        status
-            .lines()
-            .find_map(|line| line.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("status field")
-    };
-    let rss = (field("VmRSS:"), field("RssAnon:"));
+    let field = |name| fsd_tests::status_kib(child.id(), name).expect(name);
+    let rss = (field("VmRSS"), field("RssAnon"));
     let _ = child.kill();
     let _ = child.wait();
     rss

@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use fsd_tests::Daemon;
 use fsd_tests::bench::{Summary, ms, p50_p99, pct};
+use fsd_tests::{Daemon, rss_kib};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -220,13 +220,4 @@ fn inotifywait_latency(tree: &Path, dir: &Path, samples: usize) -> Option<Vec<Du
     let _ = child.kill();
     let _ = child.wait();
     Some(out)
-}
-
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }

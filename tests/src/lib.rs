@@ -363,14 +363,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     format!("{:x}", sha2::Sha256::digest(bytes))
 }
 
-/// `VmHWM` (peak resident set) of a process, in KiB.
-pub fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+/// A `… kB` field of `/proc/<pid>/status` (`VmRSS`, `RssAnon`, …), in KiB; `None` when the
+/// process or the field is not there.
+pub fn status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
         .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM")
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.split_whitespace().next()?.parse().ok())
+}
+
+/// `VmHWM` (peak resident set) of a process, in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM").expect("VmHWM")
 }
 
 /// `len` incompressible bytes (xorshift64), the same for the same `seed`.
@@ -511,12 +516,7 @@ pub async fn host_processes_started(marker: &str) -> usize {
 
 /// The resident memory of process `pid`, in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|value| value.split_whitespace().next()?.parse().ok())
-        .unwrap_or(0)
+    status_kib(pid, "VmRSS").unwrap_or(0)
 }
 
 /// Waits until something listens at `address` (a server a test started); panics, naming
