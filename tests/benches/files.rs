@@ -14,7 +14,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_tests::Daemon;
-use fsd_tests::bench::{Summary, ms};
+use fsd_tests::bench::{Summary, ms, pct};
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -106,8 +106,8 @@ async fn run(plan: &Plan) {
     ] {
         println!(
             "  {label:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
-            ms(percentile(samples, 50.0)),
-            ms(percentile(samples, 99.0))
+            ms(pct(samples, 50.0)),
+            ms(pct(samples, 99.0))
         );
     }
     println!();
@@ -214,11 +214,11 @@ async fn run(plan: &Plan) {
     ];
     let mut p50 = [0.0; 7];
     for (index, (label, list)) in labels.iter().zip(samples.iter_mut()).enumerate() {
-        p50[index] = ms(percentile(list, 50.0));
+        p50[index] = ms(pct(list, 50.0));
         println!(
             "  {label:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
             p50[index],
-            ms(percentile(list, 99.0))
+            ms(pct(list, 99.0))
         );
     }
     println!(
@@ -291,11 +291,11 @@ async fn run(plan: &Plan) {
         .map(|_| loopback_copy(&dd_path))
         .collect();
     let bytes = size as f64;
-    let socket_floor = mbps(bytes, percentile(&mut socket_floor, 50.0));
-    let put = mbps(bytes, percentile(&mut puts, 50.0));
-    let get = mbps(bytes, percentile(&mut gets, 50.0));
-    let dd_write = mbps(bytes, percentile(&mut dd_writes, 50.0));
-    let dd_read = mbps(bytes, percentile(&mut dd_reads, 50.0));
+    let socket_floor = mbps(bytes, pct(&mut socket_floor, 50.0));
+    let put = mbps(bytes, pct(&mut puts, 50.0));
+    let get = mbps(bytes, pct(&mut gets, 50.0));
+    let dd_write = mbps(bytes, pct(&mut dd_writes, 50.0));
+    let dd_read = mbps(bytes, pct(&mut dd_reads, 50.0));
     println!(
         "raw {} MiB transfers (median of {})",
         plan.raw_mib, plan.raw_repeats
@@ -477,12 +477,6 @@ fn dd(args: &[&str]) -> Duration {
         .expect("dd");
     assert!(status.success(), "dd {args:?}");
     start.elapsed()
-}
-
-fn percentile(samples: &mut [Duration], pct: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * pct / 100.0).round() as usize;
-    samples[index]
 }
 
 fn mbps(bytes: f64, duration: Duration) -> f64 {
