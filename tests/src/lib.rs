@@ -12,6 +12,7 @@ use std::time::Duration;
 
 pub mod bench;
 pub mod s3;
+pub mod split_writes;
 pub mod ws;
 
 use reqwest::StatusCode;

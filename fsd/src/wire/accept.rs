@@ -21,6 +21,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use super::memory::{self, Activity};
+use super::quickack::QuickAck;
 
 /// How long requests in flight may go on after a shutdown signal (streams never end).
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -84,7 +85,7 @@ pub async fn serve(
         // Upgrades (WebSockets) are served too; the permit is held until the connection
         // ends, upgraded or not.
         let connection = builder
-            .serve_connection(TokioIo::new(stream), service.clone())
+            .serve_connection(TokioIo::new(QuickAck(stream)), service.clone())
             .with_upgrades();
         let count = count.clone();
         let activity = activity.clone();

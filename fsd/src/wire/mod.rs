@@ -1,10 +1,12 @@
-//! HTTP plumbing shared by every route module: accepting connections, the JSON body
-//! extractor, timestamps, SSE responses, auth, and the unknown-route fallback.
+//! HTTP plumbing shared by every route module: accepting connections (and acknowledging
+//! what they send at once), the JSON body extractor, timestamps, SSE responses, auth, and
+//! the unknown-route fallback.
 
 pub mod accept;
 pub mod auth;
 pub mod json;
 pub mod memory;
+pub mod quickack;
 pub mod sse;
 pub mod time;
 pub mod unread;

@@ -31,6 +31,7 @@ mod retention;
 mod sdk;
 mod sdk_exec;
 mod sdk_watch;
+mod split_writes;
 mod sync;
 mod system;
 mod terminal;
