@@ -19,6 +19,10 @@ pub struct SavedPort {
     pub name: Option<String>,
     /// The sandbox run the port was exposed in.
     pub runtime_id: String,
+    /// The host its preview URL was made for, where the keeper does not have one of its own
+    /// (the Worker's object: each expose names it), so a listing can rebuild the URL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
 }
 
 /// A sandbox's exposed ports with their tokens and activations.
@@ -26,6 +30,7 @@ pub struct SavedPort {
 pub struct SandboxExposures {
     tokens: PortTokens,
     activations: BTreeMap<u16, Activation>,
+    hostnames: BTreeMap<u16, String>,
 }
 
 impl SandboxExposures {
@@ -36,6 +41,9 @@ impl SandboxExposures {
             let _ = exposures
                 .tokens
                 .expose(port.port, Some(&token), port.name, || [0; 12]);
+            if let Some(hostname) = port.hostname {
+                exposures.hostnames.insert(port.port, hostname);
+            }
             exposures.activations.insert(
                 port.port,
                 Activation {
@@ -59,6 +67,7 @@ impl SandboxExposures {
                     .get(&port)
                     .map(|a| a.runtime_id.clone())
                     .unwrap_or_default(),
+                hostname: self.hostnames.get(&port).cloned(),
             })
             .collect()
     }
@@ -87,6 +96,17 @@ impl SandboxExposures {
     pub fn unexpose(&mut self, port: u16) {
         self.tokens.unexpose(port);
         self.activations.remove(&port);
+        self.hostnames.remove(&port);
+    }
+
+    /// Keeps the host `port`'s preview URL was made for (see [`SavedPort::hostname`]).
+    pub fn remember_hostname(&mut self, port: u16, hostname: &str) {
+        self.hostnames.insert(port, hostname.to_string());
+    }
+
+    /// The host `port`'s preview URL was made for, if it was kept.
+    pub fn hostname(&self, port: u16) -> Option<&str> {
+        self.hostnames.get(&port).map(String::as_str)
     }
 
     /// Whether `token` opens `port`; checked before anything is asked of the sandbox.
@@ -128,8 +148,10 @@ mod tests {
         let token = exposures
             .expose(8080, None, Some("web".into()), "run-1", || [1; 12])
             .unwrap();
+        exposures.remember_hostname(8080, "preview.example.com");
         let loaded = SandboxExposures::from_saved(exposures.saved());
         assert_eq!(loaded.saved(), exposures.saved());
+        assert_eq!(loaded.hostname(8080), Some("preview.example.com"));
         let target = PreviewTarget {
             port: 8080,
             sandbox_id: "box".into(),
@@ -143,6 +165,7 @@ mod tests {
         let mut loaded = loaded;
         loaded.unexpose(8080);
         assert!(!loaded.authorizes(8080, &token));
+        assert_eq!(loaded.hostname(8080), None);
         assert!(loaded.saved().is_empty());
     }
 }

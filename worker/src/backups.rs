@@ -17,9 +17,10 @@ use fsd_control::backup::{
 use fsd_s3::Upstream;
 use fsd_s3::sign::{object_url, presign, sign_headers_at};
 use serde::Deserialize;
-use worker::{Date, Env, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response, Result};
+use worker::{Date, Env, Fetch, Headers, Method, Request, RequestInit, Response, Result};
 
-use crate::daemon;
+use crate::daemon::Daemon;
+use crate::r2::Missing;
 use crate::wire::error;
 
 /// How long presigned URLs stay valid, as `fsctl`'s.
@@ -32,10 +33,10 @@ struct Bucket {
 }
 
 impl Bucket {
-    fn from_env(env: &Env) -> Result<Bucket> {
+    fn from_env(env: &Env) -> std::result::Result<Bucket, Missing> {
         Ok(Bucket {
             upstream: crate::r2::upstream(env)?,
-            name: env.var("R2_BUCKET")?.to_string(),
+            name: crate::r2::bucket(env)?,
         })
     }
 
@@ -123,7 +124,7 @@ async fn outcome(mut answer: Response) -> Result<Outcome> {
 }
 
 /// `POST /backups {dir, name?, ttl?}` → `{id, dir}`.
-pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result<Response> {
+pub async fn create(env: &Env, daemon: &Daemon, mut request: Request) -> Result<Response> {
     #[derive(Deserialize)]
     struct Create {
         dir: String,
@@ -133,11 +134,11 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
     let Ok(asked) = request.json::<Create>().await else {
         return error(400, "INVALID_BACKUP_CONFIG", "body: needs dir");
     };
-    let bucket = Bucket::from_env(env)?;
-    let id: String = crate::random::bytes::<12>()?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let bucket = match Bucket::from_env(env) {
+        Ok(bucket) => bucket,
+        Err(missing) => return missing.answer(),
+    };
+    let id = crate::random::hex::<12>()?;
     let key = data_key(&id);
     let mut started = bucket
         .send(Method::Post, &key, &[("uploads", "")], None)
@@ -164,7 +165,9 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
             "indexUrl": bucket.presign("PUT", &index_key(&id), &[])?,
         },
     });
-    let answer = daemon::call(daemon, Method::Post, "/api/backup/upload", &body).await?;
+    let answer = daemon
+        .call(Method::Post, "/api/backup/upload", Some(&body))
+        .await?;
     let made = match outcome(answer).await? {
         Outcome::Complete(made) => made,
         Outcome::Failed(answer) => {
@@ -227,7 +230,7 @@ pub async fn create(env: &Env, daemon: &Fetcher, mut request: Request) -> Result
 
 /// `POST /restore {id, dir}` → `{success, id, dir}`: the daemon downloads the archive and
 /// mounts it on `dir`.
-pub async fn restore(env: &Env, daemon: &Fetcher, mut request: Request) -> Result<Response> {
+pub async fn restore(env: &Env, daemon: &Daemon, mut request: Request) -> Result<Response> {
     #[derive(Deserialize)]
     struct Restore {
         id: String,
@@ -236,7 +239,10 @@ pub async fn restore(env: &Env, daemon: &Fetcher, mut request: Request) -> Resul
     let Ok(asked) = request.json::<Restore>().await else {
         return error(400, "INVALID_BACKUP_CONFIG", "body: needs id and dir");
     };
-    let bucket = Bucket::from_env(env)?;
+    let bucket = match Bucket::from_env(env) {
+        Ok(bucket) => bucket,
+        Err(missing) => return missing.answer(),
+    };
     let mut found = bucket
         .send(Method::Get, &meta_key(&asked.id), &[], None)
         .await?;
@@ -260,7 +266,9 @@ pub async fn restore(env: &Env, daemon: &Fetcher, mut request: Request) -> Resul
             "sha256": meta.sha256,
         }],
     });
-    let answer = daemon::call(daemon, Method::Post, "/api/backup/download", &body).await?;
+    let answer = daemon
+        .call(Method::Post, "/api/backup/download", Some(&body))
+        .await?;
     match outcome(answer).await? {
         Outcome::Complete(_) => Response::from_json(&serde_json::json!({
             "success": true, "id": meta.id, "dir": asked.dir,

@@ -1,18 +1,62 @@
-//! Calls from the object to fsd in its container (port 3000).
+//! fsd in the object's container (port 3000), and the token the object talks to it with.
+//!
+//! The object starts every container run with a token of its own in fsd's `FSD_TOKEN`
+//! (random, kept in the object's storage for that run), so fsd's auth is on and only the
+//! object can drive it from outside. It is not the Worker's `FSD_TOKEN` secret, which never
+//! leaves the Worker: a sandbox that reads its own daemon's token gains only its own daemon.
 
-use worker::{Fetcher, Method, RequestInit, Response, Result};
+use worker::{Fetcher, Method, Request, RequestInit, Response, Result};
 
-/// `method path` with a JSON body, to fsd.
-pub async fn call(
-    daemon: &Fetcher,
-    method: Method,
-    path: &str,
-    body: &serde_json::Value,
-) -> Result<Response> {
-    let mut init = RequestInit::new();
-    init.with_method(method)
-        .with_body(Some(serde_json::to_string(body)?.into()));
-    daemon
-        .fetch(format!("http://container{path}"), Some(init))
-        .await
+use crate::wire;
+
+/// Storage key of the current run's daemon token.
+pub const TOKEN_KEY: &str = "daemonToken";
+/// The header fsd reads a token from besides `Authorization` (which stays free for the
+/// session id a caller may send as a bearer).
+const TOKEN_HEADER: &str = "x-fsd-token";
+
+/// fsd on port 3000 of a running container.
+pub struct Daemon {
+    pub port: Fetcher,
+    pub token: Option<String>,
+}
+
+impl Daemon {
+    /// `method path`, with a JSON body if given, to fsd.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<Response> {
+        let headers = worker::Headers::new();
+        headers.set("content-type", "application/json")?;
+        if let Some(token) = &self.token {
+            headers.set(TOKEN_HEADER, token)?;
+        }
+        let mut init = RequestInit::new();
+        init.with_method(method).with_headers(headers);
+        if let Some(body) = body {
+            init.with_body(Some(serde_json::to_string(body)?.into()));
+        }
+        self.port
+            .fetch(format!("http://container{path}"), Some(init))
+            .await
+    }
+
+    /// A caller's request (already without the caller's credentials), to fsd at the same
+    /// path and query, with the run's token.
+    pub async fn send(&self, request: &Request) -> Result<Response> {
+        let url = request.url()?;
+        let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
+        let target = format!("http://container{}{query}", url.path());
+        let set: Vec<(&str, &str)> = self
+            .token
+            .as_deref()
+            .map(|token| (TOKEN_HEADER, token))
+            .into_iter()
+            .collect();
+        let forwarded = wire::rebuild(request, &target, &wire::CALLER_CREDENTIALS, &set)?;
+        self.port.fetch_request(forwarded).await
+    }
 }

@@ -24,10 +24,10 @@ mod wire;
 
 use fsd_control::preview;
 use fsd_control::sandbox::{DAEMON_PORT, sandbox_id};
-use worker::{Context, Env, Headers, Request, RequestInit, Response, Result, event};
+use worker::{Context, Env, Request, Response, Result, event};
 
 pub use sandbox::Sandbox;
-use wire::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
+use wire::{CALLER_CREDENTIALS, PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
 
 /// The Durable Object binding (`wrangler.toml`).
 pub const BINDING: &str = "SANDBOX";
@@ -86,7 +86,10 @@ fn authorized(request: &Request, env: &Env) -> bool {
     presented.is_some_and(|got| preview::tokens_match(&got, &secret.to_string()))
 }
 
-/// Sends `request` to sandbox `id`'s object as `path`, with the Worker's own headers.
+/// Sends `request` to sandbox `id`'s object as `path`, with the Worker's own headers. An API
+/// call loses what authenticated it to the Worker (`Authorization`, `X-Fsd-Token`): that is
+/// the Worker's secret, and the container never sees it. A preview request keeps its
+/// headers, which belong to the app behind the port.
 async fn to_object(
     env: &Env,
     id: &str,
@@ -94,22 +97,16 @@ async fn to_object(
     path: &str,
     preview: Option<&str>,
 ) -> Result<Response> {
-    let headers = Headers::new();
-    for (name, value) in request.headers().entries() {
-        if name != SANDBOX_ID_HEADER && name != PREVIEW_HEADER {
-            headers.append(&name, &value)?;
-        }
-    }
-    headers.set(SANDBOX_ID_HEADER, id)?;
+    let mut set = vec![(SANDBOX_ID_HEADER, id)];
     if let Some(preview) = preview {
-        headers.set(PREVIEW_HEADER, preview)?;
+        set.push((PREVIEW_HEADER, preview));
     }
-    let mut init = RequestInit::new();
-    init.with_method(request.method()).with_headers(headers);
-    if let Some(body) = request.inner().body() {
-        init.with_body(Some(body.into()));
-    }
-    let forwarded = Request::new_with_init(&format!("https://sandbox{path}"), &init)?;
+    let drop: &[&str] = if preview.is_some() {
+        &[]
+    } else {
+        &CALLER_CREDENTIALS
+    };
+    let forwarded = wire::rebuild(&request, &format!("http://sandbox{path}"), drop, &set)?;
     let stub = env.durable_object(BINDING)?.id_from_name(id)?.get_stub()?;
     stub.fetch_with_request(forwarded).await
 }

@@ -16,11 +16,9 @@ use serde::Deserialize;
 use worker::js_sys::{Function, Promise, Reflect};
 use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::wasm_bindgen_futures::JsFuture;
-use worker::{
-    Container, Fetch, Fetcher, Headers, Method, Request, RequestInit, Response, Result, State,
-};
+use worker::{Container, Fetch, Headers, Method, Request, RequestInit, Response, Result, State};
 
-use crate::daemon;
+use crate::daemon::Daemon;
 use crate::wire::error;
 
 /// Storage key of the saved mounts.
@@ -58,8 +56,9 @@ pub async fn forget(state: &State) -> Result<()> {
 /// account whose keys the Worker holds. Answers fsd's mount answer.
 pub async fn mount(
     state: &State,
+    env: &worker::Env,
     container: &Container,
-    daemon: &Fetcher,
+    daemon: &Daemon,
     mut request: Request,
 ) -> Result<Response> {
     #[derive(Deserialize)]
@@ -79,6 +78,10 @@ pub async fn mount(
             "body: needs bucket and mountPath",
         );
     };
+    // The container's requests are signed with R2's keys: without them every one would fail.
+    if let Err(missing) = crate::r2::upstream(env) {
+        return missing.answer();
+    }
     let mut mounts = load(state).await?;
     let random = crate::random::bytes::<16>()?;
     let added = match mounts.add(
@@ -103,7 +106,9 @@ pub async fn mount(
         "readOnly": added.read_only,
         "provider": "r2",
     });
-    let answer = daemon::call(daemon, Method::Post, "/api/mounts", &body).await?;
+    let answer = daemon
+        .call(Method::Post, "/api/mounts", Some(&body))
+        .await?;
     if answer.status_code() == 200 {
         save(state, &mounts).await?;
     }
@@ -111,7 +116,7 @@ pub async fn mount(
 }
 
 /// `POST /unmount {mountPath}`: fsd unmounts, and the mount's token stops working.
-pub async fn unmount(state: &State, daemon: &Fetcher, mut request: Request) -> Result<Response> {
+pub async fn unmount(state: &State, daemon: &Daemon, mut request: Request) -> Result<Response> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct Unmount {
@@ -121,7 +126,9 @@ pub async fn unmount(state: &State, daemon: &Fetcher, mut request: Request) -> R
         return error(400, "INVALID_MOUNT_CONFIG", "body: needs mountPath");
     };
     let body = serde_json::json!({"mountPath": asked.mount_path});
-    let answer = daemon::call(daemon, Method::Delete, "/api/mounts", &body).await?;
+    let answer = daemon
+        .call(Method::Delete, "/api/mounts", Some(&body))
+        .await?;
     let mut mounts = load(state).await?;
     if answer.status_code() == 200 && mounts.remove(&asked.mount_path).is_some() {
         save(state, &mounts).await?;
@@ -138,7 +145,10 @@ pub async fn proxy(state: &State, env: &worker::Env, request: Request) -> Result
     let Some((mount, raw_path)) = mounts.by_token(after_object) else {
         return refused(&Refusal::UnknownMount, "/");
     };
-    let upstream = crate::r2::upstream(env)?;
+    let upstream = match crate::r2::upstream(env) {
+        Ok(upstream) => upstream,
+        Err(missing) => return missing.answer(),
+    };
     let method = request.method().to_string();
     let received: Vec<(String, String)> = request.headers().entries().collect();
     let planned = forward::plan(

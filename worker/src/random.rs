@@ -13,3 +13,8 @@ pub fn bytes<const N: usize>() -> worker::Result<[u8; N]> {
     array.copy_to(&mut bytes);
     Ok(bytes)
 }
+
+/// `N` random bytes as lowercase hex (tokens and ids).
+pub fn hex<const N: usize>() -> worker::Result<String> {
+    Ok(bytes::<N>()?.iter().map(|b| format!("{b:02x}")).collect())
+}

@@ -16,10 +16,11 @@ use fsd_control::sandbox::{
 };
 use serde::Deserialize;
 use worker::{
-    ContainerStartupOptions, Date, Delay, DurableObject, Env, Fetcher, Request, Response, Result,
-    State, durable_object,
+    Container, ContainerStartupOptions, Date, Delay, DurableObject, Env, Method, Request, Response,
+    Result, State, durable_object,
 };
 
+use crate::daemon::{self, Daemon};
 use crate::wire::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
 // The `durable_object` macro names `wasm_bindgen` at the call site.
 use worker::wasm_bindgen;
@@ -27,6 +28,14 @@ use worker::wasm_bindgen;
 /// How long a start may take before fsd answers (the reference's port-ready timeout).
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 const READY_POLL: Duration = Duration::from_millis(300);
+
+/// What a start probe found.
+enum Probe {
+    /// fsd answers, in the run with this `runtimeId`.
+    Ready(String),
+    /// fsd answers 401 to the stored token.
+    Refused,
+}
 
 #[durable_object]
 pub struct Sandbox {
@@ -96,35 +105,66 @@ impl Sandbox {
             .is_ok_and(|value| value.to_string() == "true")
     }
 
-    /// Starts the container if it is not running and waits until fsd answers; returns
-    /// the run's `runtimeId`.
-    async fn ready(&self) -> Result<String> {
-        let container = self
-            .state
+    fn container(&self) -> Result<Container> {
+        self.state
             .container()
-            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?;
-        if !container.running() {
-            let mut options = ContainerStartupOptions::new();
-            options.enable_internet(true);
-            container.start(Some(options))?;
-            // A new run has none of the last run's bucket mounts.
-            crate::mounts::forget(&self.state).await?;
+            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))
+    }
+
+    /// Starts the container if it is not running (with a fresh daemon token) and waits until
+    /// fsd answers; returns fsd and the run's `runtimeId`. A running container that refuses
+    /// the stored token (a run this object did not start) is replaced once.
+    async fn ready(&self) -> Result<(Daemon, String)> {
+        let container = self.container()?;
+        let mut replaced = false;
+        loop {
+            if !container.running() {
+                let token = crate::random::hex::<32>()?;
+                let mut options = ContainerStartupOptions::new();
+                options.enable_internet(true);
+                options.add_env("FSD_TOKEN", &token);
+                self.state.storage().put(daemon::TOKEN_KEY, &token).await?;
+                container.start(Some(options))?;
+                // A new run has none of the last run's bucket mounts.
+                crate::mounts::forget(&self.state).await?;
+            }
+            let daemon = Daemon {
+                port: container.get_tcp_port(DAEMON_PORT)?,
+                token: self.state.storage().get(daemon::TOKEN_KEY).await?,
+            };
+            match self.probe(&daemon).await? {
+                Probe::Ready(runtime) => return Ok((daemon, runtime)),
+                Probe::Refused if !replaced => {
+                    container.destroy(None).await?;
+                    replaced = true;
+                }
+                Probe::Refused => {
+                    return Err(worker::Error::RustError(
+                        "fsd in the container refuses this object's token".into(),
+                    ));
+                }
+            }
         }
-        let daemon = container.get_tcp_port(DAEMON_PORT)?;
+    }
+
+    /// Polls fsd's capabilities until it answers (its `runtimeId`), refuses the token, or
+    /// the start timeout passes.
+    async fn probe(&self, daemon: &Daemon) -> Result<Probe> {
         let started = Date::now().as_millis();
         loop {
-            if let Ok(mut answer) = daemon
-                .fetch("http://container/api/capabilities", None)
-                .await
-                && answer.status_code() == 200
-            {
-                let body: serde_json::Value = answer.json().await?;
-                let runtime = body["capabilities"]["runtimeId"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                self.state.storage().put("runtimeId", &runtime).await?;
-                return Ok(runtime);
+            let answer = daemon.call(Method::Get, "/api/capabilities", None).await;
+            match answer {
+                Ok(mut answer) if answer.status_code() == 200 => {
+                    let body: serde_json::Value = answer.json().await?;
+                    let runtime = body["capabilities"]["runtimeId"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string();
+                    self.state.storage().put("runtimeId", &runtime).await?;
+                    return Ok(Probe::Ready(runtime));
+                }
+                Ok(answer) if answer.status_code() == 401 => return Ok(Probe::Refused),
+                _ => {}
             }
             if Date::now().as_millis() - started > READY_TIMEOUT.as_millis() as u64 {
                 return Err(worker::Error::RustError(
@@ -147,20 +187,18 @@ impl Sandbox {
 
     /// fsd on port 3000 of a running container (started if need be), with the activity
     /// noted; or the 503 answer when it does not come up.
-    async fn awake(&self) -> Result<std::result::Result<Fetcher, Response>> {
-        if let Err(refused) = self.ready().await {
-            return Ok(Err(error(
-                503,
-                "CONTAINER_UNAVAILABLE",
-                &refused.to_string(),
-            )?));
-        }
+    async fn awake(&self) -> Result<std::result::Result<Daemon, Response>> {
+        let daemon = match self.ready().await {
+            Ok((daemon, _)) => daemon,
+            Err(refused) => {
+                return Ok(Err(error(
+                    503,
+                    "CONTAINER_UNAVAILABLE",
+                    &refused.to_string(),
+                )?));
+            }
+        };
         self.touch().await?;
-        let daemon = self
-            .state
-            .container()
-            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?
-            .get_tcp_port(DAEMON_PORT)?;
         Ok(Ok(daemon))
     }
 
@@ -174,7 +212,7 @@ impl Sandbox {
         let started = Date::now().as_millis();
         let mut attempt = 0;
         loop {
-            let answer = daemon.fetch_request(request.clone()?).await?;
+            let answer = daemon.send(&request.clone()?).await?;
             let elapsed = Duration::from_millis(Date::now().as_millis() - started);
             match retry_delay(attempt, elapsed) {
                 Some(delay) if answer.status_code() == 503 => {
@@ -205,11 +243,7 @@ impl Sandbox {
             return refusal(admission);
         }
         self.touch().await?;
-        let container = self
-            .state
-            .container()
-            .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?;
-        container
+        self.container()?
             .get_tcp_port(target.port)?
             .fetch_request(request)
             .await
@@ -236,11 +270,8 @@ impl Sandbox {
             Err(refused) => return Ok(refused),
         };
         if path == "/mounts" {
-            let container = self
-                .state
-                .container()
-                .ok_or_else(|| worker::Error::RustError("no container is bound".into()))?;
-            crate::mounts::mount(&self.state, &container, &daemon, request).await
+            let container = self.container()?;
+            crate::mounts::mount(&self.state, &self.env, &container, &daemon, request).await
         } else {
             crate::mounts::unmount(&self.state, &daemon, request).await
         }
@@ -289,7 +320,7 @@ impl Sandbox {
             return error(400, "CUSTOM_DOMAIN_REQUIRED", &refused.to_string());
         }
         let runtime = match self.ready().await {
-            Ok(runtime) => runtime,
+            Ok((_, runtime)) => runtime,
             Err(refused) => return error(503, "CONTAINER_UNAVAILABLE", &refused.to_string()),
         };
         let mut exposures = self.exposures().await?;
@@ -301,6 +332,7 @@ impl Sandbox {
             Ok(token) => token,
             Err(refused) => return error(409, "PORT_ALREADY_EXPOSED", &refused.to_string()),
         };
+        exposures.remember_hostname(port, &asked.hostname);
         self.save(&exposures).await?;
         let url = preview::preview_url(port, id, &token, &asked.hostname).unwrap_or_default();
         Response::from_json(&serde_json::json!({"url": url, "port": port, "token": token}))
@@ -317,21 +349,26 @@ impl Sandbox {
         Response::from_json(&serde_json::json!({"success": true}))
     }
 
-    /// `GET /exposed?hostname=H` → `{ports: [{url, port, status}]}`.
+    /// `GET /exposed[?hostname=H]` → `{ports: [{url, port, status}]}`: each URL on `H`, or
+    /// on the host its expose named.
     async fn exposed(&self, id: &str, request: Request) -> Result<Response> {
         let url = request.url()?;
-        let hostname = url
+        let asked = url
             .query_pairs()
             .find(|(key, _)| key == "hostname")
             .map(|(_, value)| value.to_string())
-            .unwrap_or_default();
+            .filter(|hostname| !hostname.is_empty());
         let runtime: Option<String> = self.state.storage().get("runtimeId").await?;
         let exposures = self.exposures().await?;
         let ports: Vec<serde_json::Value> = exposures
             .ports(runtime.as_deref())
             .map(|(port, token, active)| {
+                let hostname = asked
+                    .as_deref()
+                    .or(exposures.hostname(port))
+                    .unwrap_or_default();
                 serde_json::json!({
-                    "url": preview::preview_url(port, id, token, &hostname).unwrap_or_default(),
+                    "url": preview::preview_url(port, id, token, hostname).unwrap_or_default(),
                     "port": port,
                     "status": if active { "active" } else { "stale" },
                 })

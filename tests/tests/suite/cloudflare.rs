@@ -20,6 +20,12 @@ fn wrangler_toml_matches_the_worker_crate_and_the_dockerfile() {
     let container = &wrangler["containers"][0];
     assert_eq!(container["class_name"].as_str(), Some("Sandbox"));
     assert_eq!(container["image"].as_str(), Some("./Dockerfile"));
+    // An instance type Cloudflare still names (wrangler warns that "standard" is now
+    // "standard-1").
+    assert!(matches!(
+        container["instance_type"].as_str(),
+        Some("lite" | "basic" | "standard-1" | "standard-2" | "standard-3" | "standard-4")
+    ));
     assert!(object.contains("#[durable_object]\npub struct Sandbox"));
 
     // The binding the Worker looks objects up by, and a migration creating the class.
@@ -56,13 +62,12 @@ fn wrangler_toml_matches_the_worker_crate_and_the_dockerfile() {
     for var in ["SLEEP_AFTER", "KEEP_ALIVE"] {
         assert!(object.contains(&format!("var(\"{var}\")")), "{var} unread");
     }
-    // Secrets are read, never declared.
-    let backups = read("worker/src/backups.rs");
+    // Secrets are read, never declared; R2's are read (secret, else var) in one place.
     let r2 = read("worker/src/r2.rs");
     assert!(worker.contains("secret(\"FSD_TOKEN\")"));
     for secret in ["R2_ACCOUNT_ID", "R2_ACCESS_KEY_ID", "R2_SECRET_ACCESS_KEY"] {
         assert!(
-            r2.contains(&format!("secret(\"{secret}\")")),
+            r2.contains(&format!("value(\"{secret}\")")),
             "{secret} unread"
         );
     }
@@ -84,7 +89,7 @@ fn wrangler_toml_matches_the_worker_crate_and_the_dockerfile() {
         assert!(vars.get(secret).is_none(), "{secret} declared as a var");
     }
     // Backups go to the bucket the R2 binding names, through the S3 API.
-    assert!(backups.contains("var(\"R2_BUCKET\")"));
+    assert!(r2.contains("var(\"R2_BUCKET\")"));
     assert_eq!(
         vars["R2_BUCKET"].as_str(),
         wrangler["r2_buckets"][0]["bucket_name"].as_str()
