@@ -159,6 +159,17 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_TRANSFER_TIMEOUT_SECS", default_value_t = 60)]
     pub transfer_timeout_secs: u64,
 
+    /// A host (`HOST` or `HOST:PORT`) backup transfers may reach over plain http besides
+    /// loopback (repeatable; the env var takes a comma-separated list). Presigned URLs are
+    /// credentials: name only a store on a network you trust.
+    #[arg(
+        long = "http-transfer-host",
+        env = "FSD_HTTP_TRANSFER_HOSTS",
+        value_name = "HOST",
+        value_delimiter = ','
+    )]
+    pub http_transfer_hosts: Vec<String>,
+
     /// Timeout of commands that name none, in ms (0: none), as the reference reads it.
     #[arg(long, env = "COMMAND_TIMEOUT_MS", default_value_t = 0)]
     pub command_timeout_ms: u64,
@@ -190,6 +201,7 @@ pub struct Settings {
     pub max_process_records: usize,
     pub change_list_limit: usize,
     pub transfer_timeout_secs: u64,
+    pub http_transfer_hosts: Vec<String>,
     pub restore_driver: RestoreDriver,
     pub watch_engine: fsd_watch::EngineKind,
     pub ws_stall: std::time::Duration,
@@ -251,6 +263,7 @@ impl ServeArgs {
             max_process_records: self.max_process_records,
             change_list_limit: usize::try_from(self.change_list_limit).unwrap_or(usize::MAX),
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
+            http_transfer_hosts: self.http_transfer_hosts,
             restore_driver: self.restore_driver,
             watch_engine: self.watch_engine,
             ws_stall: std::time::Duration::from_secs(self.ws_stall_secs),

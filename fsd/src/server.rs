@@ -128,9 +128,10 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     // process world starts (a fork, two execs and a handshake): together they were most of
     // the time from start to the first answer, and they touch nothing of each other's.
     let backups = {
-        let (state_dir, transfer_timeout) = (
+        let (state_dir, transfer_timeout, urls) = (
             settings.state_dir.clone(),
             std::time::Duration::from_secs(settings.transfer_timeout_secs),
+            crate::backup::UrlRule::new(settings.http_transfer_hosts.clone()),
         );
         let driver = match settings.restore_driver {
             RestoreDriver::Auto => None,
@@ -138,7 +139,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
             RestoreDriver::Fuse => Some(fsd_backup::mount::Driver::Fuse),
         };
         tokio::task::spawn_blocking(move || {
-            BackupService::new(&state_dir, transfer_timeout, driver)
+            BackupService::new(&state_dir, transfer_timeout, driver, urls)
         })
     };
     // Mounts a crashed run left behind are detached before anything else can trip on them.

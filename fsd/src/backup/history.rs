@@ -19,7 +19,7 @@ use fsd_backup::stored::ChainSource;
 
 use super::extract::is_plain;
 use super::routes::backup_dir;
-use super::validate::{self, invalid};
+use super::validate::invalid;
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
 use crate::state::AppState;
 
@@ -58,13 +58,16 @@ pub async fn extract(
     let op = Operation::BackupRestore;
     let req: ExtractBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
-    validate::url("indexUrl", &req.index_url).op(op)?;
+    state.backups.check_url("indexUrl", &req.index_url).op(op)?;
     if req.archives.is_empty() {
         return Err(invalid("archives", "must not be empty")).op(op);
     }
     let mut archives = HashMap::new();
     for (i, archive) in req.archives.iter().enumerate() {
-        validate::url(&format!("archives[{i}].url"), &archive.url).op(op)?;
+        state
+            .backups
+            .check_url(&format!("archives[{i}].url"), &archive.url)
+            .op(op)?;
         let source = ChainSource {
             url: archive.url.clone(),
             size: archive.size_bytes,

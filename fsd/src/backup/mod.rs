@@ -14,4 +14,4 @@ pub fn router() -> axum::Router<crate::state::AppState> {
     routes::router().merge(history::router())
 }
 pub use service::BackupService;
-pub use validate::BackupConfigError;
+pub use validate::{BackupConfigError, UrlRule};

@@ -70,7 +70,10 @@ fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec
         if layer {
             return Err(invalid("base", "cannot be combined with layer")).op(op);
         }
-        validate::url("base.indexUrl", &base.index_url).op(op)?;
+        state
+            .backups
+            .check_url("base.indexUrl", &base.index_url)
+            .op(op)?;
         if base.depth >= MAX_DEPTH {
             return Err(invalid(
                 "base.depth",
@@ -168,7 +171,10 @@ pub async fn upload_parts(
         if part.size < 1 {
             return Err(invalid(&format!("parts[{i}].size"), "must be at least 1")).op(op);
         }
-        validate::url(&format!("parts[{i}].url"), &part.url).op(op)?;
+        state
+            .backups
+            .check_url(&format!("parts[{i}].url"), &part.url)
+            .op(op)?;
         parts.push(PartSpec {
             part_number: part.part_number,
             url: part.url.clone(),
@@ -195,10 +201,13 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
     let target = req.upload;
     let part_urls = target.part_urls.clone().unwrap_or_default();
     match (&target.url, part_urls.is_empty()) {
-        (Some(url), true) => validate::url("upload.url", url).op(op)?,
+        (Some(url), true) => state.backups.check_url("upload.url", url).op(op)?,
         (None, false) => {
             for (i, url) in part_urls.iter().enumerate() {
-                validate::url(&format!("upload.partUrls[{i}]"), url).op(op)?;
+                state
+                    .backups
+                    .check_url(&format!("upload.partUrls[{i}]"), url)
+                    .op(op)?;
             }
         }
         _ => {
@@ -206,7 +215,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
         }
     }
     if let Some(url) = &target.index_url {
-        validate::url("upload.indexUrl", url).op(op)?;
+        state.backups.check_url("upload.indexUrl", url).op(op)?;
     }
     let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
     if !spec.layer {
@@ -262,7 +271,10 @@ pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Resp
         let archive =
             validate::archive(&format!("archives[{i}].archivePath"), &source.archive_path)
                 .op(op)?;
-        validate::url(&format!("archives[{i}].url"), &source.url).op(op)?;
+        state
+            .backups
+            .check_url(&format!("archives[{i}].url"), &source.url)
+            .op(op)?;
         sources.push(Source {
             archive,
             url: source.url.clone(),

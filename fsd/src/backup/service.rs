@@ -18,6 +18,7 @@ use fsd_backup::transfer::{self, PartSpec, Transfer};
 use fsd_backup::{BackupError, Phase, Progress, incremental, layer};
 
 use super::extract::{self, ExtractSpec};
+use super::validate::{BackupConfigError, UrlRule};
 
 /// S3's and R2's smallest part (all but the last).
 pub const MIN_PART_SIZE: u64 = 5 * 1024 * 1024;
@@ -61,6 +62,7 @@ pub struct Uploaded {
 pub struct BackupService {
     restorer: Result<Restorer, String>,
     transfer: Transfer,
+    urls: UrlRule,
 }
 
 impl BackupService {
@@ -70,6 +72,7 @@ impl BackupService {
         state_dir: &Path,
         transfer_timeout: std::time::Duration,
         driver: Option<Driver>,
+        urls: UrlRule,
     ) -> BackupService {
         let restorer =
             Restorer::new(&state_dir.join("backup-mounts"), driver).map_err(|e| e.to_string());
@@ -84,7 +87,16 @@ impl BackupService {
             tracing::error!(%error, "HTTP client for transfers");
             std::process::exit(1)
         });
-        BackupService { restorer, transfer }
+        BackupService {
+            restorer,
+            transfer,
+            urls,
+        }
+    }
+
+    /// Checks a transfer URL a caller gave (see [`UrlRule`]).
+    pub fn check_url(&self, field: &str, value: &str) -> Result<(), BackupConfigError> {
+        self.urls.check(field, value)
     }
 
     /// `kernel`, `fuse`, or `none`: how restores are mounted here.

@@ -75,20 +75,42 @@ pub fn archive(field: &str, value: &str) -> Result<PathBuf, BackupConfigError> {
     Ok(path)
 }
 
-/// Part and download URLs: https, or http to a loopback host (the embedded store).
-pub fn url(field: &str, value: &str) -> Result<(), BackupConfigError> {
-    let Ok(url) = reqwest::Url::parse(value) else {
-        return Err(invalid(field, "is not a URL"));
-    };
-    let loopback = matches!(url.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"))
-        || url.host_str().is_some_and(|h| h.starts_with("127."));
-    match url.scheme() {
-        "https" => Ok(()),
-        "http" if loopback => Ok(()),
-        _ => Err(invalid(
-            field,
-            "must be an https URL (http only to a loopback host)",
-        )),
+/// Which transfer URLs (parts, downloads, indexes) the daemon takes: https, or http to a
+/// loopback host (the embedded store) or to a host the deployment named
+/// (`--http-transfer-host`: the local Cloudflare stack's store on the host, which the
+/// container reaches by the host's address). A presigned URL is a credential for its
+/// object, so it is not sent in the clear anywhere else.
+#[derive(Debug, Clone, Default)]
+pub struct UrlRule {
+    /// `host` or `host:port`.
+    http_hosts: Vec<String>,
+}
+
+impl UrlRule {
+    pub fn new(http_hosts: Vec<String>) -> UrlRule {
+        UrlRule { http_hosts }
+    }
+
+    pub fn check(&self, field: &str, value: &str) -> Result<(), BackupConfigError> {
+        let Ok(url) = reqwest::Url::parse(value) else {
+            return Err(invalid(field, "is not a URL"));
+        };
+        let host = url.host_str().unwrap_or_default();
+        let loopback = matches!(host, "localhost" | "[::1]") || host.starts_with("127.");
+        let named = self.http_hosts.iter().any(|allowed| {
+            allowed == host
+                || url
+                    .port_or_known_default()
+                    .is_some_and(|port| *allowed == format!("{host}:{port}"))
+        });
+        match url.scheme() {
+            "https" => Ok(()),
+            "http" if loopback || named => Ok(()),
+            _ => Err(invalid(
+                field,
+                "must be an https URL (http only to a loopback host or a --http-transfer-host)",
+            )),
+        }
     }
 }
 
@@ -117,9 +139,19 @@ mod tests {
 
     #[test]
     fn urls_are_https_or_loopback() {
+        let url = |field: &str, value: &str| UrlRule::default().check(field, value);
         assert!(url("u", "https://x.r2.cloudflarestorage.com/b/k").is_ok());
         assert!(url("u", "http://127.0.0.1:9000/b/k").is_ok());
         assert!(url("u", "http://example.com/b/k").is_err());
         assert!(url("u", "ftp://127.0.0.1/x").is_err());
+    }
+
+    #[test]
+    fn http_goes_only_to_the_hosts_named() {
+        let rule = UrlRule::new(vec!["192.0.2.2:9000".into(), "store.lan".into()]);
+        assert!(rule.check("u", "http://192.0.2.2:9000/b/k").is_ok());
+        assert!(rule.check("u", "http://192.0.2.2:9001/b/k").is_err());
+        assert!(rule.check("u", "http://store.lan:8080/b/k").is_ok());
+        assert!(rule.check("u", "http://192.0.2.3:9000/b/k").is_err());
     }
 }
