@@ -11,6 +11,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 pub mod bench;
+pub mod cloudflare;
 pub mod s3;
 pub mod split_writes;
 pub mod ws;

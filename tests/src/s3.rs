@@ -26,16 +26,14 @@ pub struct Store {
 
 impl Store {
     pub fn start() -> Store {
+        Store::start_on("127.0.0.1:0")
+    }
+
+    /// The store on `listen` (an address other processes than this one's must reach).
+    pub fn start_on(listen: &str) -> Store {
         let dir = tempfile::tempdir().expect("store dir");
         let mut child = Command::new(binary("fsctl"))
-            .args([
-                "store",
-                "--listen",
-                "127.0.0.1:0",
-                "--bucket",
-                BUCKET,
-                "--dir",
-            ])
+            .args(["store", "--listen", listen, "--bucket", BUCKET, "--dir"])
             .arg(dir.path())
             .env("FSD_S3_ACCESS_KEY", ACCESS_KEY)
             .env("FSD_S3_SECRET_KEY", SECRET_KEY)
@@ -49,6 +47,10 @@ impl Store {
             .expect("listen line")
             .to_string();
         Store { child, url, dir }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Client settings for this store (or for a proxy in front of it at `endpoint`).

@@ -33,7 +33,13 @@ impl WsClient {
         route: &str,
         token: Option<&str>,
     ) -> Result<Self, tungstenite::Error> {
-        let url = daemon.url(route).replacen("http://", "ws://", 1);
+        Self::connect_url(&daemon.url(route), token).await
+    }
+
+    /// Connects to `url` (`http://…`, here or behind a Worker) with `token` (or none) on
+    /// the upgrade.
+    pub async fn connect_url(url: &str, token: Option<&str>) -> Result<Self, tungstenite::Error> {
+        let url = url.replacen("http://", "ws://", 1);
         let mut request = url.into_client_request()?;
         if let Some(token) = token {
             let value = format!("Bearer {token}").parse().expect("header value");

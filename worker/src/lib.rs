@@ -5,7 +5,7 @@
 //!   which checks the token against its storage before anything wakes the container.
 //! - `/sandboxes/<id>/<route>` is that sandbox's route API (HTTP, SSE, `/ws`, `/ws/pty`),
 //!   for callers holding the `FSD_TOKEN` secret; `/sandboxes/<id>/expose`, `/unexpose` and
-//!   `/exposed` manage its preview URLs, `/backups` and `/restore` its backups in R2,
+//!   `/exposed` manage its preview URLs, `/status` tells whether its container runs, `/backups` and `/restore` its backups in R2,
 //!   `/mounts` and `/unmount` its bucket mounts, and `/destroy` ends it.
 //! - `http://s3-credential-proxy.internal/<object id>/<token>/…` is a container's bucket
 //!   mount talking to its object's credential proxy (intercepted outbound HTTP; see
@@ -36,14 +36,14 @@ pub const BINDING: &str = "SANDBOX";
 async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
     if mounts::intercepted(&request) {
         // A container's bucket-mount request, sent back here by its object's interception.
-        let Some(object) = mounts::object_of(&request) else {
+        // A path that names no object of this namespace is refused like an unknown token.
+        let namespace = env.durable_object(BINDING)?;
+        let Some(object) =
+            mounts::object_of(&request).and_then(|object| namespace.id_from_string(&object).ok())
+        else {
             return mounts::unknown_mount();
         };
-        let stub = env
-            .durable_object(BINDING)?
-            .id_from_string(&object)?
-            .get_stub()?;
-        return stub.fetch_with_request(request).await;
+        return object.get_stub()?.fetch_with_request(request).await;
     }
     let url = request.url()?;
     let host = url.host_str().unwrap_or_default().to_string();
@@ -55,12 +55,27 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
         let preview = format!("{}:{}", target.port, target.token);
         let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
         let path = format!("{}{query}", url.path());
-        return to_object(&env, &target.sandbox_id, request, &path, Some(&preview)).await;
+        // A preview request's headers are the app's, but never the Worker's own secret.
+        let leaks_secret = presents_secret(&request, &env) == Some(true);
+        let drop: &[&str] = if leaks_secret {
+            &CALLER_CREDENTIALS
+        } else {
+            &[]
+        };
+        return to_object(
+            &env,
+            &target.sandbox_id,
+            request,
+            &path,
+            Some(&preview),
+            drop,
+        )
+        .await;
     }
     let Some(rest) = url.path().strip_prefix("/sandboxes/") else {
         return error(404, "UNKNOWN_ERROR", "The requested endpoint was not found");
     };
-    if !authorized(&request, &env) {
+    if presents_secret(&request, &env) == Some(false) {
         return error(401, "UNAUTHORIZED", "Missing or invalid token");
     }
     let (name, route) = rest.split_once('/').unwrap_or((rest, ""));
@@ -69,43 +84,37 @@ async fn fetch(request: Request, env: Env, _ctx: Context) -> Result<Response> {
         Err(refused) => return error(400, "VALIDATION_FAILED", &refused.to_string()),
     };
     let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
-    to_object(&env, &id, request, &format!("/{route}{query}"), None).await
+    let path = format!("/{route}{query}");
+    to_object(&env, &id, request, &path, None, &CALLER_CREDENTIALS).await
 }
 
-/// Whether the caller holds the `FSD_TOKEN` secret (every caller does when none is set).
-fn authorized(request: &Request, env: &Env) -> bool {
-    let Ok(secret) = env.secret("FSD_TOKEN") else {
-        return true;
-    };
-    let presented = request
-        .headers()
-        .get("authorization")
-        .ok()
-        .flatten()
-        .and_then(|value| value.strip_prefix("Bearer ").map(str::to_string));
-    presented.is_some_and(|got| preview::tokens_match(&got, &secret.to_string()))
+/// Whether the caller presented the `FSD_TOKEN` secret (`Authorization: Bearer` or
+/// `X-Fsd-Token`); `None` when no secret is set (every caller is let in).
+fn presents_secret(request: &Request, env: &Env) -> Option<bool> {
+    let secret = env.secret("FSD_TOKEN").ok()?.to_string();
+    let header = |name: &str| request.headers().get(name).ok().flatten();
+    let presented = header("x-fsd-token").or_else(|| {
+        header("authorization").and_then(|value| value.strip_prefix("Bearer ").map(str::to_string))
+    });
+    Some(presented.is_some_and(|got| preview::tokens_match(got.trim(), &secret)))
 }
 
-/// Sends `request` to sandbox `id`'s object as `path`, with the Worker's own headers. An API
-/// call loses what authenticated it to the Worker (`Authorization`, `X-Fsd-Token`): that is
-/// the Worker's secret, and the container never sees it. A preview request keeps its
-/// headers, which belong to the app behind the port.
+/// Sends `request` to sandbox `id`'s object as `path`, without the headers in `drop` and
+/// with the Worker's own. An API call loses what authenticated it to the Worker
+/// (`Authorization`, `X-Fsd-Token`: the Worker's secret, which the container never sees); a
+/// preview request keeps its headers, which belong to the app behind the port.
 async fn to_object(
     env: &Env,
     id: &str,
     request: Request,
     path: &str,
     preview: Option<&str>,
+    drop: &[&str],
 ) -> Result<Response> {
     let mut set = vec![(SANDBOX_ID_HEADER, id)];
     if let Some(preview) = preview {
         set.push((PREVIEW_HEADER, preview));
     }
-    let drop: &[&str] = if preview.is_some() {
-        &[]
-    } else {
-        &CALLER_CREDENTIALS
-    };
     let forwarded = wire::rebuild(&request, &format!("http://sandbox{path}"), drop, &set)?;
     let stub = env.durable_object(BINDING)?.id_from_name(id)?.get_stub()?;
     stub.fetch_with_request(forwarded).await

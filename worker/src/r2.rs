@@ -67,6 +67,21 @@ pub fn upstream(env: &Env) -> std::result::Result<Upstream, Missing> {
     }
 }
 
+/// `host:port` of `R2_ENDPOINT` when it is plain http (a local store): fsd is told it may
+/// send transfers there (`FSD_HTTP_TRANSFER_HOSTS`), as it takes http only to loopback
+/// otherwise.
+pub fn plain_http_host(env: &Env) -> Option<String> {
+    let endpoint = env.var("R2_ENDPOINT").ok()?.to_string();
+    let url = worker::Url::parse(&endpoint).ok()?;
+    (url.scheme() == "http").then(|| {
+        let host = url.host_str().unwrap_or_default();
+        match url.port_or_known_default() {
+            Some(port) => format!("{host}:{port}"),
+            None => host.to_string(),
+        }
+    })
+}
+
 /// The bucket backups go to (the `R2_BUCKET` var).
 pub fn bucket(env: &Env) -> std::result::Result<String, Missing> {
     env.var("R2_BUCKET")

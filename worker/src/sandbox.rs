@@ -2,8 +2,8 @@
 //! container on demand and waits until fsd answers on port 3000, forwards the route API
 //! (retrying 503s within the budget clients expect), keeps the preview exposures in its
 //! storage with the container run each was made in, and puts an idle container to sleep
-//! with an alarm after `sleepAfter` unless `keepAlive` is set; `POST /destroy` ends it and
-//! forgets the sandbox; `POST /backups` and `POST /restore` back it up to R2 (`backups`);
+//! with an alarm after `sleepAfter` unless `keepAlive` is set; `GET /status` says whether
+//! it runs without waking it; `POST /destroy` ends it and forgets the sandbox; `POST /backups` and `POST /restore` back it up to R2 (`backups`);
 //! `POST /mounts` and `POST /unmount` mount R2 buckets with no key in the container, and
 //! the container's requests for them come back here (`mounts`).
 
@@ -15,9 +15,11 @@ use fsd_control::sandbox::{
     DAEMON_PORT, DEFAULT_SLEEP_AFTER, parse_sleep_after, retry_delay, sleep_due,
 };
 use serde::Deserialize;
+use worker::js_sys::{Function, Object, Reflect};
+use worker::wasm_bindgen::{JsCast, JsValue};
 use worker::{
-    Container, ContainerStartupOptions, Date, Delay, DurableObject, Env, Method, Request, Response,
-    Result, State, durable_object,
+    Container, Date, Delay, DurableObject, Env, Method, Request, Response, Result, State,
+    durable_object,
 };
 
 use crate::daemon::{self, Daemon};
@@ -65,6 +67,7 @@ impl DurableObject for Sandbox {
             ("POST", "/unexpose") => self.unexpose(request).await,
             ("GET", "/exposed") => self.exposed(&id, request).await,
             ("POST", "/destroy") => self.destroy().await,
+            ("GET", "/status") => self.status().await,
             ("POST", "/backups") | ("POST", "/restore") => self.backup(&path, request).await,
             ("POST", "/mounts") | ("POST", "/unmount") => self.mounts(&path, request).await,
             _ => self.forward(request).await,
@@ -120,11 +123,12 @@ impl Sandbox {
         loop {
             if !container.running() {
                 let token = crate::random::hex::<32>()?;
-                let mut options = ContainerStartupOptions::new();
-                options.enable_internet(true);
-                options.add_env("FSD_TOKEN", &token);
+                let mut env = vec![("FSD_TOKEN", token.clone())];
+                if let Some(host) = crate::r2::plain_http_host(&self.env) {
+                    env.push(("FSD_HTTP_TRANSFER_HOSTS", host));
+                }
                 self.state.storage().put(daemon::TOKEN_KEY, &token).await?;
-                container.start(Some(options))?;
+                start(&container, &env)?;
                 // A new run has none of the last run's bucket mounts.
                 crate::mounts::forget(&self.state).await?;
             }
@@ -243,10 +247,20 @@ impl Sandbox {
             return refusal(admission);
         }
         self.touch().await?;
-        self.container()?
+        let answer = self
+            .container()?
             .get_tcp_port(target.port)?
             .fetch_request(request)
-            .await
+            .await;
+        // Nothing listening on the port (yet, or any more) is the app's state, not a fault
+        // of the Worker.
+        answer.or_else(|failed| {
+            error(
+                502,
+                "SERVICE_NOT_RESPONDING",
+                &format!("port {}: {failed}", target.port),
+            )
+        })
     }
 
     /// `POST /backups` and `POST /restore`: backups to R2 through the daemon's routes.
@@ -288,6 +302,17 @@ impl Sandbox {
         self.state.storage().delete_alarm().await?;
         self.state.storage().delete_all().await?;
         Response::from_json(&serde_json::json!({"success": true}))
+    }
+
+    /// `GET /status` → `{running, runtimeId}`: whether the container runs, and its run,
+    /// from the object alone (asking does not wake it).
+    async fn status(&self) -> Result<Response> {
+        let running = self.container()?.running();
+        let runtime: Option<String> = self.state.storage().get("runtimeId").await?;
+        Response::from_json(&serde_json::json!({
+            "running": running,
+            "runtimeId": if running { runtime } else { None },
+        }))
     }
 
     /// The exposures as the object's storage keeps them (the gateway keeps the same list).
@@ -376,6 +401,28 @@ impl Sandbox {
             .collect();
         Response::from_json(&serde_json::json!({"ports": ports}))
     }
+}
+
+/// Starts `container` with internet access and `env`. Through `js_sys`: the `worker`
+/// crate's `ContainerStartupOptions` (0.8) hands the runtime a wrapper object whose
+/// `env` and `enableInternet` it does not read, so the container started without them.
+fn start(container: &Container, env: &[(&str, String)]) -> Result<()> {
+    let vars = Object::new();
+    for (name, value) in env {
+        Reflect::set(&vars, &JsValue::from_str(name), &JsValue::from_str(value))?;
+    }
+    let options = Object::new();
+    Reflect::set(
+        &options,
+        &JsValue::from_str("enableInternet"),
+        &JsValue::TRUE,
+    )?;
+    Reflect::set(&options, &JsValue::from_str("env"), &vars)?;
+    let start: Function = Reflect::get(container.as_ref(), &JsValue::from_str("start"))?
+        .dyn_into()
+        .map_err(|_| worker::Error::RustError("container.start is not available".into()))?;
+    start.call1(container.as_ref(), &options)?;
+    Ok(())
 }
 
 fn refusal(admission: Admission) -> Result<Response> {

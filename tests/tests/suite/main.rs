@@ -39,4 +39,5 @@ mod time_machine;
 mod tunnels;
 mod watch;
 mod watch_overflow;
+mod worker_stack;
 mod ws;

@@ -58,7 +58,8 @@ async function drive(sandbox, hostname) {
   const dir = '/workspace/official';
 
   await check('exec', async () => {
-    const result = await sandbox.exec('printf "a\\nb\\n"; echo err >&2; exit 3');
+    // `exit` in the command itself would end the session's shell (the reference's rule).
+    const result = await sandbox.exec("printf 'a\\nb\\n'; echo err >&2; sh -c 'exit 3'");
     return { stdout: result.stdout, stderr: result.stderr, exitCode: result.exitCode };
   });
   await check('execStream', async () => {

@@ -1,0 +1,352 @@
+//! The Cloudflare stack for tests and benchmarks: `wrangler dev` (workerd) running fsd's
+//! Worker and Durable Object, or the official `@cloudflare/sandbox` ones, with fsd's image
+//! as the container on podman, through `scripts/dev-cloudflare`.
+//!
+//! The toolchain comes from `scripts/dev-cloudflare tools` (`.ci/run` runs it). Once per test
+//! process the Worker is built for wasm32 and the image made from the fsd under test
+//! (`scripts/dev-cloudflare build <fsd>`). Each [`Stack`] is one wrangler of its own (its
+//! port, its state directory, its worker name, so its containers are told apart) and is
+//! stopped with what it started when dropped. Without the toolchain a test skips with the
+//! reason, unless `CI=true`, where it fails.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::binary;
+
+/// How long wrangler may take to serve after it starts (image preparation included).
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Which Worker a stack runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Worker {
+    /// fsd's own (`worker/`, Rust).
+    Fsd,
+    /// `@cloudflare/sandbox`'s Worker and object, unchanged (`worker/dev/official`).
+    Official,
+}
+
+impl Worker {
+    fn name(self) -> &'static str {
+        match self {
+            Worker::Fsd => "fsd",
+            Worker::Official => "official",
+        }
+    }
+}
+
+/// One `wrangler dev`.
+pub struct Stack {
+    child: Option<Child>,
+    worker: Worker,
+    vars: Vec<(String, String)>,
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    pub port: u16,
+    /// The worker's name for this stack; its containers' names carry it.
+    pub name: String,
+    state: tempfile::TempDir,
+    log: PathBuf,
+}
+
+pub fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn script() -> PathBuf {
+    root().join("scripts/dev-cloudflare")
+}
+
+/// Whether the toolchain `scripts/dev-cloudflare tools` installs is here; the reason if not.
+fn toolchain() -> Result<(), String> {
+    let home = std::env::var("FSD_CLOUDFLARE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| root().join("target/cloudflare"));
+    let needed = [
+        home.join("bin/node"),
+        home.join("bin/docker"),
+        home.join("cargo/bin/worker-build"),
+        home.join("cargo/bin/wasm-bindgen"),
+        root().join("worker/dev/node_modules/.bin/wrangler"),
+    ];
+    if let Some(missing) = needed.iter().find(|path| !path.exists()) {
+        return Err(format!(
+            "{} is missing: run scripts/dev-cloudflare tools",
+            missing.display()
+        ));
+    }
+    for program in ["podman", "runc", "mmdebstrap"] {
+        let found = std::env::var_os("PATH")
+            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).exists()));
+        if !found {
+            return Err(format!("{program} is not installed (.ci/run installs it)"));
+        }
+    }
+    if !crate::is_root() {
+        return Err("podman here needs root".into());
+    }
+    Ok(())
+}
+
+/// Builds the Worker and the images from the fsd under test, once per process.
+fn built() -> &'static Result<(), String> {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        toolchain()?;
+        let output = Command::new(script())
+            .arg("build")
+            .arg(binary("fsd"))
+            .output()
+            .map_err(|e| format!("scripts/dev-cloudflare: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "scripts/dev-cloudflare build failed:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        eprint!("{}", String::from_utf8_lossy(&output.stderr));
+        Ok(())
+    })
+}
+
+/// Whether the stack can run here: `false` (with the reason printed) when it cannot and
+/// `CI` is not `true`; under CI a missing piece fails the test.
+pub fn available(test: &str) -> bool {
+    match built() {
+        Ok(()) => true,
+        Err(reason) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("{test}: the Cloudflare stack cannot run: {reason}")
+        }
+        Err(reason) => {
+            eprintln!("skipping {test}: {reason}");
+            false
+        }
+    }
+}
+
+impl Stack {
+    /// Starts `worker` under wrangler with `vars` (`--var NAME:VALUE`), and waits until it
+    /// serves. Call [`available`] first.
+    pub fn start(worker: Worker, vars: &[(&str, &str)]) -> Stack {
+        static STACKS: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "fsd-test-{}-{}",
+            std::process::id(),
+            STACKS.fetch_add(1, Ordering::Relaxed)
+        );
+        let state = tempfile::tempdir().expect("wrangler state dir");
+        let log = state.path().join("wrangler.log");
+        let mut stack = Stack {
+            child: None,
+            worker,
+            vars: vars
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            url: String::new(),
+            port: 0,
+            name,
+            state,
+            log,
+        };
+        stack.launch();
+        stack
+    }
+
+    fn launch(&mut self) {
+        self.port = crate::free_port();
+        self.url = format!("http://127.0.0.1:{}", self.port);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("wrangler log");
+        let mut command = Command::new(script());
+        command
+            .args(["run", self.worker.name(), "--port", &self.port.to_string()])
+            .args(["--name", &self.name])
+            .arg("--persist-to")
+            .arg(self.state.path().join("state"))
+            .args(["--inspector-port", &crate::free_port().to_string()]);
+        for (name, value) in &self.vars {
+            command.arg("--var").arg(format!("{name}:{value}"));
+        }
+        use std::os::unix::process::CommandExt;
+        let child = command
+            .process_group(0)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .expect("spawn scripts/dev-cloudflare run");
+        at_exit::stop_group(child.id());
+        self.child = Some(child);
+        let started = Instant::now();
+        loop {
+            if answers(self.port) {
+                return;
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!("wrangler exited with {status}:\n{}", self.logs());
+            }
+            assert!(
+                started.elapsed() < START_TIMEOUT,
+                "wrangler did not serve within {START_TIMEOUT:?}:\n{}",
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
+    /// Stops wrangler (and workerd with it) and starts it again on the same state, as a
+    /// restart of the runtime does.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.launch();
+    }
+
+    /// What wrangler and workerd printed so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The names of this stack's containers that podman has (running or not), sidecars
+    /// left out.
+    pub fn containers(&self) -> Vec<String> {
+        let output = Command::new(root().join("scripts/podman"))
+            .args(["ps", "-a", "--format", "{{.Names}}"])
+            .args(["--filter", &format!("name=-{}-", self.name)])
+            .output()
+            .expect("podman ps");
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter(|name| !name.ends_with("-proxy"))
+            .map(str::to_string)
+            .collect()
+    }
+
+    fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        at_exit::forget(child.id());
+        let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = child.try_wait() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        self.stop();
+        remove_containers(&format!("{}-", self.name));
+    }
+}
+
+/// Removes the containers of the workers whose names start with `prefix` (workerd removes
+/// its containers as it ends; this is for what a killed one left).
+fn remove_containers(prefix: &str) {
+    let podman = root().join("scripts/podman");
+    let Ok(output) = Command::new(&podman)
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .args(["--filter", &format!("name=-{prefix}")])
+        .output()
+    else {
+        return;
+    };
+    let names = String::from_utf8_lossy(&output.stdout).into_owned();
+    // The containers first: each shares its sidecar's network, which podman keeps until
+    // its users are gone.
+    let (sidecars, containers): (Vec<&str>, Vec<&str>) =
+        names.lines().partition(|name| name.ends_with("-proxy"));
+    for group in [containers, sidecars] {
+        if !group.is_empty() {
+            let _ = Command::new(&podman)
+                .args(["rm", "-f", "-t", "0"])
+                .args(&group)
+                .output();
+        }
+    }
+}
+
+/// What must not outlive the test process even when nothing drops it (a stack or store in
+/// a `static`, shared by tests): process groups and processes stopped, and this process's
+/// stacks' containers removed, at exit.
+pub mod at_exit {
+    use std::sync::Mutex;
+
+    static PROCESSES: Mutex<Vec<(u32, bool)>> = Mutex::new(Vec::new());
+
+    fn register(pid: u32, group: bool) {
+        static HOOK: std::sync::Once = std::sync::Once::new();
+        HOOK.call_once(|| {
+            // SAFETY: registers a plain function to run at exit.
+            unsafe { libc::atexit(run) };
+        });
+        if let Ok(mut processes) = PROCESSES.lock() {
+            processes.push((pid, group));
+        }
+    }
+
+    /// Kills the process group led by `pid` at exit.
+    pub fn stop_group(pid: u32) {
+        register(pid, true);
+    }
+
+    /// Kills process `pid` at exit.
+    pub fn stop(pid: u32) {
+        register(pid, false);
+    }
+
+    /// `pid` was stopped already.
+    pub fn forget(pid: u32) {
+        if let Ok(mut processes) = PROCESSES.lock() {
+            processes.retain(|(p, _)| *p != pid);
+        }
+    }
+
+    extern "C" fn run() {
+        let processes = PROCESSES.lock().map(|p| p.clone()).unwrap_or_default();
+        for (pid, group) in processes {
+            let pid = pid as i32;
+            let target = nix::unistd::Pid::from_raw(if group { -pid } else { pid });
+            let _ = nix::sys::signal::kill(target, nix::sys::signal::Signal::SIGKILL);
+        }
+        super::remove_containers(&format!("fsd-test-{}-", std::process::id()));
+    }
+}
+
+/// Whether something answers an HTTP request on `port` (any status).
+fn answers(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let asked = stream.write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n");
+    let mut head = [0u8; 12];
+    asked.is_ok() && stream.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 ")
+}
+
+/// This machine's address that both the host's processes and the containers reach (the
+/// source address of the default route), for servers the containers must call back.
+pub fn host_address() -> std::net::IpAddr {
+    let socket = std::net::UdpSocket::bind("0.0.0.0:0").expect("udp socket");
+    socket
+        .connect("198.51.100.1:9")
+        .expect("a route off this machine");
+    socket.local_addr().expect("local address").ip()
+}
