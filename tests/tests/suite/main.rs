@@ -24,6 +24,7 @@ mod init;
 mod interpreter;
 mod layout;
 mod mount_proxy;
+mod official_sdk;
 mod port_watch;
 mod presign;
 mod process;
