@@ -7,6 +7,7 @@
 //! `POST /mounts` and `POST /unmount` mount R2 buckets with no key in the container, and
 //! the container's requests for them come back here (`mounts`).
 
+use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
 use fsd_control::exposures::{SandboxExposures, SavedPort};
@@ -29,7 +30,11 @@ use worker::wasm_bindgen;
 
 /// How long a start may take before fsd answers (the reference's port-ready timeout).
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
-const READY_POLL: Duration = Duration::from_millis(300);
+/// The first wait between start probes, doubled each time up to `READY_POLL_MAX`: fsd
+/// answers tens of milliseconds after its container starts, and a fixed 300 ms wait made
+/// every cold start wait for most of one.
+const READY_POLL: Duration = Duration::from_millis(10);
+const READY_POLL_MAX: Duration = Duration::from_millis(250);
 
 /// What a start probe found.
 enum Probe {
@@ -37,17 +42,34 @@ enum Probe {
     Ready(String),
     /// fsd answers 401 to the stored token.
     Refused,
+    /// The container is no longer running.
+    Stopped,
 }
 
 #[durable_object]
 pub struct Sandbox {
     state: State,
     env: Env,
+    /// The run fsd was last seen answering in (its token and `runtimeId`): while its
+    /// container runs, a request goes straight to fsd instead of first asking it for its
+    /// capabilities (a round trip into the container each time).
+    seen: RefCell<Option<(Option<String>, String)>>,
+    /// The last activity (ms) and the last one written to storage: activity is written
+    /// (and the sleep alarm moved) at most once per `ACTIVITY_WRITE`, not on every request.
+    activity: Cell<(i64, i64)>,
 }
+
+/// How often activity reaches storage; the alarm reads the newer of storage and memory.
+const ACTIVITY_WRITE: i64 = 1_000;
 
 impl DurableObject for Sandbox {
     fn new(state: State, env: Env) -> Self {
-        Self { state, env }
+        Self {
+            state,
+            env,
+            seen: RefCell::new(None),
+            activity: Cell::new((0, 0)),
+        }
     }
 
     async fn fetch(&self, request: Request) -> Result<Response> {
@@ -75,7 +97,8 @@ impl DurableObject for Sandbox {
     }
 
     async fn alarm(&self) -> Result<Response> {
-        let last: i64 = self.state.storage().get("lastActivity").await?.unwrap_or(0);
+        let stored: i64 = self.state.storage().get("lastActivity").await?.unwrap_or(0);
+        let last = stored.max(self.activity.get().0);
         match sleep_due(last, self.sleep_after(), self.keep_alive()) {
             Some(due) if now_ms() >= due => {
                 if let Some(container) = self.state.container()
@@ -84,6 +107,7 @@ impl DurableObject for Sandbox {
                     // SIGTERM: fsd ends its commands and tunnels and exits 0.
                     container.signal(15)?;
                 }
+                self.seen.replace(None);
                 self.state.storage().delete("runtimeId").await?;
             }
             Some(due) => self.state.storage().set_alarm(due).await?,
@@ -119,6 +143,12 @@ impl Sandbox {
     /// the stored token (a run this object did not start) is replaced once.
     async fn ready(&self) -> Result<(Daemon, String)> {
         let container = self.container()?;
+        if container.running()
+            && let Some((token, runtime)) = self.seen.borrow().clone()
+        {
+            let port = container.get_tcp_port(DAEMON_PORT)?;
+            return Ok((Daemon { port, token }, runtime));
+        }
         let mut replaced = false;
         loop {
             if !container.running() {
@@ -137,7 +167,11 @@ impl Sandbox {
                 token: self.state.storage().get(daemon::TOKEN_KEY).await?,
             };
             match self.probe(&daemon).await? {
-                Probe::Ready(runtime) => return Ok((daemon, runtime)),
+                Probe::Ready(runtime) => {
+                    self.seen
+                        .replace(Some((daemon.token.clone(), runtime.clone())));
+                    return Ok((daemon, runtime));
+                }
                 Probe::Refused if !replaced => {
                     container.destroy(None).await?;
                     replaced = true;
@@ -147,6 +181,8 @@ impl Sandbox {
                         "fsd in the container refuses this object's token".into(),
                     ));
                 }
+                // The container ended while fsd was awaited: start a new run.
+                Probe::Stopped => {}
             }
         }
     }
@@ -155,6 +191,7 @@ impl Sandbox {
     /// the start timeout passes.
     async fn probe(&self, daemon: &Daemon) -> Result<Probe> {
         let started = Date::now().as_millis();
+        let mut wait = READY_POLL;
         loop {
             let answer = daemon.call(Method::Get, "/api/capabilities", None).await;
             match answer {
@@ -168,6 +205,7 @@ impl Sandbox {
                     return Ok(Probe::Ready(runtime));
                 }
                 Ok(answer) if answer.status_code() == 401 => return Ok(Probe::Refused),
+                _ if !self.container()?.running() => return Ok(Probe::Stopped),
                 _ => {}
             }
             if Date::now().as_millis() - started > READY_TIMEOUT.as_millis() as u64 {
@@ -175,13 +213,21 @@ impl Sandbox {
                     "the container did not answer on port 3000 within 90 s".into(),
                 ));
             }
-            Delay::from(READY_POLL).await;
+            Delay::from(wait).await;
+            wait = (wait * 2).min(READY_POLL_MAX);
         }
     }
 
-    /// Notes activity and moves the sleep alarm.
+    /// Notes activity; writes it and moves the sleep alarm at most once per
+    /// `ACTIVITY_WRITE`.
     async fn touch(&self) -> Result<()> {
         let now = now_ms();
+        let (_, stored) = self.activity.get();
+        if now - stored < ACTIVITY_WRITE {
+            self.activity.set((now, stored));
+            return Ok(());
+        }
+        self.activity.set((now, now));
         self.state.storage().put("lastActivity", now).await?;
         if let Some(due) = sleep_due(now, self.sleep_after(), self.keep_alive()) {
             self.state.storage().set_alarm(due).await?;
@@ -209,14 +255,33 @@ impl Sandbox {
     /// The route API: to fsd on port 3000, retrying 503s (a starting container) within
     /// the budget.
     async fn forward(&self, request: Request) -> Result<Response> {
-        let daemon = match self.awake().await? {
+        let mut daemon = match self.awake().await? {
             Ok(daemon) => daemon,
             Err(refused) => return Ok(refused),
         };
         let started = Date::now().as_millis();
         let mut attempt = 0;
+        let mut reconnected = false;
         loop {
-            let answer = daemon.send(&request.clone()?).await?;
+            let answer = match daemon.send(&request.clone()?).await {
+                Ok(answer) => answer,
+                // fsd did not take the connection although its container was seen running
+                // (it is ending, or has ended): look again (probe, or start a new run) and
+                // send once more.
+                Err(_) if !reconnected => {
+                    self.seen.replace(None);
+                    reconnected = true;
+                    daemon = match self.awake().await? {
+                        Ok(daemon) => daemon,
+                        Err(refused) => return Ok(refused),
+                    };
+                    continue;
+                }
+                Err(failed) => {
+                    self.seen.replace(None);
+                    return error(503, "CONTAINER_UNAVAILABLE", &failed.to_string());
+                }
+            };
             let elapsed = Duration::from_millis(Date::now().as_millis() - started);
             match retry_delay(attempt, elapsed) {
                 Some(delay) if answer.status_code() == 503 => {
@@ -299,6 +364,8 @@ impl Sandbox {
         {
             container.destroy(None).await?;
         }
+        self.seen.replace(None);
+        self.activity.set((0, 0));
         self.state.storage().delete_alarm().await?;
         self.state.storage().delete_all().await?;
         Response::from_json(&serde_json::json!({"success": true}))

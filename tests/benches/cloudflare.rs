@@ -1,0 +1,222 @@
+//! The Cloudflare path under `wrangler dev` (workerd, podman, fsd's release image): an exec
+//! and a 1 MiB write through the Worker and its Durable Object, beside the same calls sent
+//! straight to fsd in the container (its address on podman's network, with the object's
+//! token), a route the object answers itself (`/status`), and `/api/ping` forwarded to the
+//! container; then cold starts (a destroyed sandbox's first exec) beside `podman run` of the
+//! same image to its first ping.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench cloudflare`
+//! (needs `scripts/dev-cloudflare tools`). `FSD_BENCH_QUICK=1` for a short run.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use fsd_tests::bench::{Summary, ms, p50_p99, pct};
+use fsd_tests::cloudflare::{self, Stack, Worker};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "bench-worker-token";
+/// The reference's own local cold start (`docs/PERF_TESTING.md` of cloudflare/sandbox-sdk:
+/// `wrangler dev` with Docker), quoted, not measured here.
+const REFERENCE_COLD: &str = "p50 1.37 s, p95 1.59 s (quoted)";
+
+fn main() {
+    let quick = std::env::var_os("FSD_BENCH_QUICK").is_some();
+    let (rounds, starts) = if quick { (50, 3) } else { (500, 10) };
+    if !cloudflare::available("cloudflare bench") {
+        return;
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(rounds, starts));
+}
+
+fn podman(args: &[&str]) -> String {
+    let output = Command::new(cloudflare::root().join("scripts/podman"))
+        .args(args)
+        .output()
+        .expect("podman");
+    String::from_utf8_lossy(&output.stdout).trim().to_string()
+}
+
+/// fsd in the stack's one container: its URL on podman's network and the object's token.
+fn direct(stack: &Stack) -> (String, String) {
+    let containers = stack.containers();
+    let [container] = containers.as_slice() else {
+        panic!("expected one container, found {containers:?}");
+    };
+    let address = podman(&[
+        "inspect",
+        &format!("{container}-proxy"),
+        "--format",
+        "{{.NetworkSettings.IPAddress}}",
+    ]);
+    let env = podman(&[
+        "inspect",
+        container,
+        "--format",
+        "{{range .Config.Env}}{{println .}}{{end}}",
+    ]);
+    let token = env
+        .lines()
+        .find_map(|line| line.strip_prefix("FSD_TOKEN="))
+        .expect("the object's token in the container's env")
+        .to_string();
+    (format!("http://{address}:3000"), token)
+}
+
+async fn timed(request: reqwest::RequestBuilder) -> Duration {
+    let started = Instant::now();
+    let response = request.send().await.expect("request");
+    let status = response.status();
+    let body = response.bytes().await.expect("body");
+    assert!(
+        status.is_success(),
+        "{status}: {}",
+        String::from_utf8_lossy(&body)
+    );
+    started.elapsed()
+}
+
+async fn run(rounds: usize, starts: usize) {
+    let stack = Stack::start(Worker::Fsd, &[("FSD_TOKEN", TOKEN)]);
+    let client = reqwest::Client::new();
+    let worker = |method: reqwest::Method, route: &str| {
+        client
+            .request(method, format!("{}/sandboxes/bench{route}", stack.url))
+            .bearer_auth(TOKEN)
+    };
+    let exec = json!({"command": "true"});
+    timed(worker(reqwest::Method::POST, "/api/execute").json(&exec)).await;
+    let (fsd, token) = direct(&stack);
+    let straight = |method: reqwest::Method, route: &str| {
+        client
+            .request(method, format!("{fsd}{route}"))
+            .header("x-fsd-token", &token)
+    };
+    let mib = fsd_tests::noise(1 << 20, 7);
+
+    let (mut exec_worker, mut exec_direct, mut object_only, mut ping_worker) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut write_worker, mut write_direct) = (Vec::new(), Vec::new());
+    for round in 0..rounds + 20 {
+        let samples = [
+            timed(worker(reqwest::Method::POST, "/api/execute").json(&exec)).await,
+            timed(straight(reqwest::Method::POST, "/api/execute").json(&exec)).await,
+            timed(worker(reqwest::Method::GET, "/status")).await,
+            timed(worker(reqwest::Method::GET, "/api/ping")).await,
+        ];
+        let writes = if round % 5 == 0 {
+            Some([
+                timed(
+                    worker(reqwest::Method::PUT, "/api/files/raw?path=bench.bin").body(mib.clone()),
+                )
+                .await,
+                timed(
+                    straight(reqwest::Method::PUT, "/api/files/raw?path=bench.bin")
+                        .body(mib.clone()),
+                )
+                .await,
+            ])
+        } else {
+            None
+        };
+        if round >= 20 {
+            exec_worker.push(samples[0]);
+            exec_direct.push(samples[1]);
+            object_only.push(samples[2]);
+            ping_worker.push(samples[3]);
+            if let Some([w, d]) = writes {
+                write_worker.push(w);
+                write_direct.push(d);
+            }
+        }
+    }
+
+    // Cold starts: a destroyed sandbox's first exec, answered.
+    let mut cold = Vec::new();
+    for _ in 0..starts {
+        timed(worker(reqwest::Method::POST, "/destroy").json(&json!({}))).await;
+        cold.push(timed(worker(reqwest::Method::POST, "/api/execute").json(&exec)).await);
+    }
+    // The same image under podman alone, to its first ping.
+    let mut podman_start = Vec::new();
+    for _ in 0..starts {
+        let started = Instant::now();
+        let id = podman(&["run", "-d", "-P", "localhost/fsd:latest"]);
+        let port = podman(&["port", &id, "3000"]);
+        let port = port.rsplit(':').next().unwrap_or_default().to_string();
+        loop {
+            let answered = client
+                .get(format!("http://127.0.0.1:{port}/api/ping"))
+                .timeout(Duration::from_secs(1))
+                .send()
+                .await
+                .is_ok_and(|r| r.status().is_success());
+            if answered {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        podman_start.push(started.elapsed());
+        podman(&["rm", "-f", "-t", "0", &id]);
+    }
+    let image_size: Value = serde_json::from_str(&podman(&[
+        "image",
+        "inspect",
+        "localhost/fsd:latest",
+        "--format",
+        "{{json .Size}}",
+    ]))
+    .unwrap_or(Value::Null);
+
+    let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
+    let overhead = p50(&mut ping_worker) - p50(&mut object_only);
+    let exec_budget = p50(&mut object_only) + p50(&mut exec_direct) + 1.0;
+    println!("fsd behind its Worker under wrangler dev ({rounds} rounds, release image)");
+    let mut summary = Summary::default();
+    summary.row(
+        "exec `true` through the Worker",
+        p50_p99(&mut exec_worker),
+        format!(
+            "straight to the container: {}; the object's own route (`/status`): {}",
+            p50_p99(&mut exec_direct),
+            p50_p99(&mut object_only)
+        ),
+        Summary::ratio(p50(&mut exec_worker), p50(&mut exec_direct)),
+        &format!("p50 ≤ object route + direct exec + 1 ms = {exec_budget:.2} ms"),
+    );
+    summary.row(
+        "`/api/ping` forwarded to the container",
+        p50_p99(&mut ping_worker),
+        format!("the object's own route: {}", p50_p99(&mut object_only)),
+        format!("+{overhead:.2} ms"),
+        "forwarding adds ≤ 1 ms p50",
+    );
+    summary.row(
+        "1 MiB raw write through the Worker",
+        p50_p99(&mut write_worker),
+        format!("straight to the container: {}", p50_p99(&mut write_direct)),
+        Summary::ratio(p50(&mut write_worker), p50(&mut write_direct)),
+        "",
+    );
+    summary.row(
+        &format!("cold start, first exec of a destroyed sandbox ({starts})"),
+        format!(
+            "p50 {:.0} ms, p95 {:.0} ms",
+            ms(pct(&mut cold, 50.0)),
+            ms(pct(&mut cold, 95.0))
+        ),
+        format!(
+            "`podman run` of the image to its first ping: p50 {:.0} ms; the reference: {REFERENCE_COLD}",
+            ms(pct(&mut podman_start, 50.0))
+        ),
+        format!("{:.2}× of 1.37 s", ms(pct(&mut cold, 50.0)) / 1370.0),
+        "below the reference",
+    );
+    summary.print();
+    println!();
+    println!("image localhost/fsd:latest: {image_size} bytes");
+}
