@@ -126,6 +126,35 @@ pub fn incremental_parent<'a>(
     .then_some(newest)
 }
 
+/// The backup ids a `ListObjectsV2` page (prefix `backups/`, delimiter `/`) names in its
+/// common prefixes, and the token of the next page when it is truncated.
+pub fn listed_backups(page: &str) -> (Vec<String>, Option<String>) {
+    let ids = elements(page, "Prefix")
+        .filter_map(|prefix| {
+            let id = prefix.strip_prefix("backups/")?.trim_end_matches('/');
+            (!id.is_empty() && !id.contains('/')).then(|| id.to_string())
+        })
+        .collect();
+    let next = elements(page, "IsTruncated")
+        .any(|truncated| truncated == "true")
+        .then(|| elements(page, "NextContinuationToken").next())
+        .flatten();
+    (ids, next)
+}
+
+/// The text of each `<tag>…</tag>` in `document`, unescaped, in order.
+fn elements<'a>(document: &'a str, tag: &'a str) -> impl Iterator<Item = String> + 'a {
+    let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+    let mut rest = document;
+    std::iter::from_fn(move || {
+        let start = rest.find(&open)? + open.len();
+        let len = rest[start..].find(&close)?;
+        let text = crate::xml::unescape(rest[start..start + len].trim());
+        rest = &rest[start + len + close.len()..];
+        Some(text)
+    })
+}
+
 /// The `UploadId` of a `CreateMultipartUpload` answer.
 pub fn upload_id(answer: &str) -> Option<String> {
     let start = answer.find("<UploadId>")? + "<UploadId>".len();
@@ -187,6 +216,21 @@ mod tests {
              </CompleteMultipartUpload>"
         );
         assert_eq!(archive_path("x"), "/var/backups/x.sqsh");
+    }
+
+    #[test]
+    fn listed_backups_come_from_common_prefixes() {
+        let page = "<ListBucketResult><Name>b</Name><Prefix>backups/</Prefix>\
+            <IsTruncated>true</IsTruncated>\
+            <CommonPrefixes><Prefix>backups/a1/</Prefix></CommonPrefixes>\
+            <CommonPrefixes><Prefix>backups/b&amp;2/</Prefix></CommonPrefixes>\
+            <NextContinuationToken>t&amp;1</NextContinuationToken></ListBucketResult>";
+        let (ids, next) = listed_backups(page);
+        assert_eq!(ids, ["a1", "b&2"]);
+        assert_eq!(next.as_deref(), Some("t&1"));
+        let last = "<ListBucketResult><Prefix>backups/</Prefix><IsTruncated>false</IsTruncated>\
+            <CommonPrefixes><Prefix>backups/c3/</Prefix></CommonPrefixes></ListBucketResult>";
+        assert_eq!(listed_backups(last), (vec!["c3".to_string()], None));
     }
 
     #[test]

@@ -91,6 +91,23 @@ pub struct SnapshotInfo {
     pub parent: Option<String>,
 }
 
+/// The snapshots of `dir` among `metas`, as the policy sees them (a meta whose time cannot
+/// be read is left out, so never removed).
+pub fn snapshots_of(metas: &[crate::backup::BackupMeta], dir: &str) -> Vec<SnapshotInfo> {
+    metas
+        .iter()
+        .filter(|meta| meta.dir == dir)
+        .filter_map(|meta| {
+            let time = DateTime::parse_from_rfc3339(&meta.created_at).ok()?;
+            Some(SnapshotInfo {
+                id: meta.id.clone(),
+                time: time.with_timezone(&Utc),
+                parent: meta.parent.clone(),
+            })
+        })
+        .collect()
+}
+
 /// The policy's answer: every snapshot is in exactly one of the two lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {

@@ -20,6 +20,7 @@ mod mounts;
 mod r2;
 mod random;
 mod sandbox;
+mod schedule;
 mod wire;
 
 use fsd_control::preview;

@@ -18,3 +18,19 @@ pub fn bytes<const N: usize>() -> worker::Result<[u8; N]> {
 pub fn hex<const N: usize>() -> worker::Result<String> {
     Ok(bytes::<N>()?.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+/// A random (version 4) UUID, as backup ids are.
+pub fn uuid() -> worker::Result<String> {
+    let mut bytes = bytes::<16>()?;
+    bytes[6] = (bytes[6] & 0x0f) | 0x40;
+    bytes[8] = (bytes[8] & 0x3f) | 0x80;
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    Ok(format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    ))
+}

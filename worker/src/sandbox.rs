@@ -91,33 +91,128 @@ impl DurableObject for Sandbox {
             ("POST", "/destroy") => self.destroy().await,
             ("GET", "/status") => self.status().await,
             ("POST", "/backups") | ("POST", "/restore") => self.backup(&path, request).await,
+            // Reading and pruning history needs the store only, never the container.
+            ("GET", "/backups") => crate::backups::list(&self.env, &request).await,
+            ("POST", "/backups/forget") => crate::backups::forget(&self.env, request).await,
+            ("DELETE", path) if path.starts_with("/backups/") => {
+                crate::backups::delete(&self.env, &path["/backups/".len()..]).await
+            }
+            ("PUT", "/schedule") => {
+                let answer = crate::schedule::set(&self.state, request, now_ms()).await?;
+                self.arm().await?;
+                Ok(answer)
+            }
+            ("GET", "/schedule") => crate::schedule::get(&self.state).await,
+            ("DELETE", "/schedule") => crate::schedule::clear(&self.state).await,
             ("POST", "/mounts") | ("POST", "/unmount") => self.mounts(&path, request).await,
             _ => self.forward(request).await,
         }
     }
 
+    /// The one alarm: a scheduled snapshot that is due is taken first, then an idle
+    /// container is put to sleep; the alarm is set again for what comes next.
     async fn alarm(&self) -> Result<Response> {
-        let stored: i64 = self.state.storage().get("lastActivity").await?.unwrap_or(0);
-        let last = stored.max(self.activity.get().0);
-        match sleep_due(last, self.sleep_after(), self.keep_alive()) {
-            Some(due) if now_ms() >= due => {
-                if let Some(container) = self.state.container()
-                    && container.running()
-                {
-                    // SIGTERM: fsd ends its commands and tunnels and exits 0.
-                    container.signal(15)?;
-                }
-                self.seen.replace(None);
-                self.state.storage().delete("runtimeId").await?;
-            }
-            Some(due) => self.state.storage().set_alarm(due).await?,
-            None => {}
+        if let Some(mut schedule) = crate::schedule::load(&self.state).await?
+            && now_ms() >= schedule.next
+        {
+            schedule.last = Some(self.scheduled_round(&schedule).await?);
+            schedule.advance(now_ms());
+            crate::schedule::save(&self.state, &schedule).await?;
         }
+        if let Some(due) = self.sleep_due().await?
+            && now_ms() >= due
+        {
+            if let Some(container) = self.state.container()
+                && container.running()
+            {
+                // SIGTERM: fsd ends its commands and tunnels and exits 0.
+                container.signal(15)?;
+            }
+            self.seen.replace(None);
+            self.state.storage().delete("runtimeId").await?;
+        }
+        self.arm().await?;
         Response::ok("")
     }
 }
 
 impl Sandbox {
+    /// When the running container is to be put to sleep (`None`: it is not running, or
+    /// `keepAlive`): `sleepAfter` after the newer of stored and in-memory activity.
+    async fn sleep_due(&self) -> Result<Option<i64>> {
+        if !self.state.container().is_some_and(|c| c.running()) {
+            return Ok(None);
+        }
+        let stored: i64 = self.state.storage().get("lastActivity").await?.unwrap_or(0);
+        let last = stored.max(self.activity.get().0);
+        Ok(sleep_due(last, self.sleep_after(), self.keep_alive()))
+    }
+
+    /// Sets the alarm for whichever comes first: the sleep, or the next scheduled snapshot.
+    async fn arm(&self) -> Result<()> {
+        let schedule = crate::schedule::load(&self.state).await?.map(|s| s.next);
+        let next = [self.sleep_due().await?, schedule]
+            .into_iter()
+            .flatten()
+            .min();
+        // A time, not a number: the worker crate reads an `i64` as an offset from now.
+        match next.and_then(chrono::DateTime::from_timestamp_millis) {
+            Some(at) => self.state.storage().set_alarm(at).await,
+            None => self.state.storage().delete_alarm().await,
+        }
+    }
+
+    /// One scheduled round: a snapshot of the directory (only while the container runs;
+    /// it does not count as activity), then the retention policy.
+    async fn scheduled_round(
+        &self,
+        schedule: &crate::schedule::Schedule,
+    ) -> Result<crate::schedule::Round> {
+        let mut round = crate::schedule::Round {
+            at: crate::backups::now().to_rfc3339(),
+            id: None,
+            removed: Vec::new(),
+            error: None,
+        };
+        if !self.container()?.running() {
+            round.error = Some("the container is not running".into());
+            return Ok(round);
+        }
+        let bucket = match crate::backups::Bucket::from_env(&self.env) {
+            Ok(bucket) => bucket,
+            Err(missing) => {
+                round.error = Some(format!("not configured: {}", missing.0.join(", ")));
+                return Ok(round);
+            }
+        };
+        let daemon = match self.ready().await {
+            Ok((daemon, _)) => daemon,
+            Err(refused) => {
+                round.error = Some(refused.to_string());
+                return Ok(round);
+            }
+        };
+        let options = crate::backups::SnapshotOptions {
+            dir: schedule.dir.clone(),
+            ..Default::default()
+        };
+        match crate::backups::take(&bucket, &daemon, &options).await? {
+            Ok(meta) => round.id = Some(meta.id),
+            Err(mut refused) => {
+                round.error = Some(refused.text().await.unwrap_or_default());
+                return Ok(round);
+            }
+        }
+        if schedule.policy.is_empty() {
+            return Ok(round);
+        }
+        match crate::backups::apply_policy(&bucket, &schedule.dir, &schedule.policy, false).await? {
+            Ok(decision) => round.removed = decision.remove,
+            Err(mut refused) => round.error = Some(refused.text().await.unwrap_or_default()),
+        }
+        Ok(round)
+    }
+
     fn sleep_after(&self) -> Duration {
         self.env
             .var("SLEEP_AFTER")
@@ -229,10 +324,7 @@ impl Sandbox {
         }
         self.activity.set((now, now));
         self.state.storage().put("lastActivity", now).await?;
-        if let Some(due) = sleep_due(now, self.sleep_after(), self.keep_alive()) {
-            self.state.storage().set_alarm(due).await?;
-        }
-        Ok(())
+        self.arm().await
     }
 
     /// fsd on port 3000 of a running container (started if need be), with the activity

@@ -18,7 +18,7 @@ use fsd_control::backup::{
     ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, incremental_parent, index_key, meta_key,
 };
 pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS, SnapshotChanges};
-use fsd_control::retention::{self, Decision, SnapshotInfo, SnapshotPolicy};
+use fsd_control::retention::{self, Decision, SnapshotPolicy};
 use fsd_sdk::{Sandbox, SdkError};
 
 /// Longest layer chain followed.
@@ -477,20 +477,7 @@ impl Backups {
         policy: &SnapshotPolicy,
         dry_run: bool,
     ) -> Result<Decision, SdkError> {
-        let snapshots: Vec<SnapshotInfo> = self
-            .list_backups()
-            .await?
-            .into_iter()
-            .filter(|meta| meta.dir == dir)
-            .filter_map(|meta| {
-                let time = chrono::DateTime::parse_from_rfc3339(&meta.created_at).ok()?;
-                Some(SnapshotInfo {
-                    id: meta.id,
-                    time: time.with_timezone(&chrono::Utc),
-                    parent: meta.parent,
-                })
-            })
-            .collect();
+        let snapshots = retention::snapshots_of(&self.list_backups().await?, dir);
         let decision = retention::apply(policy, &snapshots, chrono::Utc::now());
         if !dry_run {
             for id in &decision.remove {

@@ -853,7 +853,8 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
             .filter(|name| !name.ends_with("-proxy"))
             .count()
     };
-    // Idle past SLEEP_AFTER: the alarm stops the container.
+    // Idle past SLEEP_AFTER: the alarm sends SIGTERM and fsd ends the container with
+    // exit code 0 (workerd destroying an evicted object's container would remove it).
     let mut slept = false;
     for _ in 0..60 {
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -863,6 +864,13 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
         }
     }
     assert!(slept, "the idle container was not put to sleep");
+    let containers = stack.containers();
+    assert_eq!(containers.len(), 1, "{containers:?}");
+    let exit = std::process::Command::new(cloudflare::root().join("scripts/podman"))
+        .args(["inspect", &containers[0], "--format", "{{.State.ExitCode}}"])
+        .output()
+        .expect("podman inspect");
+    assert_eq!(String::from_utf8_lossy(&exit.stdout).trim(), "0");
     // The next request wakes it, in a new run.
     let second = runtime_id(&sandbox).await;
     assert_ne!(first, second);
@@ -899,4 +907,189 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
     let (status, body) = sandbox.post("/destroy", json!({})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(running(&stack), 0, "destroy left the container running");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_time_machine_runs_through_the_object() {
+    let Some(main) = main_stack("worker_stack::time_machine") else {
+        return;
+    };
+    let sandbox = Sandbox::new(&main.stack, "history");
+    let dir = "/workspace/tm";
+    sandbox
+        .run(&format!(
+            "mkdir -p {dir}/src && echo one > {dir}/a.txt && echo two > {dir}/b.txt && echo fn > {dir}/src/main.rs"
+        ))
+        .await;
+    let (status, full) = sandbox
+        .post("/backups", json!({"dir": dir, "name": "first"}))
+        .await;
+    assert_eq!(status, 200, "{full}");
+    assert!(
+        full["parent"].is_null(),
+        "the first snapshot is full: {full}"
+    );
+    assert_eq!(full["indexed"], true, "{full}");
+    let first = full["id"].as_str().expect("id").to_string();
+
+    sandbox
+        .run(&format!(
+            "echo 'one v2' > {dir}/a.txt && rm {dir}/b.txt && echo three > {dir}/c.txt"
+        ))
+        .await;
+    let (status, incremental) = sandbox.post("/backups", json!({"dir": dir})).await;
+    assert_eq!(status, 200, "{incremental}");
+    assert_eq!(incremental["parent"], first.as_str(), "{incremental}");
+    assert_eq!(incremental["depth"], 1, "{incremental}");
+    assert_eq!(
+        incremental["changes"],
+        json!({"created": 1, "deleted": 1, "modified": 1}),
+        "{incremental}"
+    );
+    let second = incremental["id"].as_str().expect("id").to_string();
+
+    // The log: newest first, for the directory asked.
+    let (status, log) = sandbox.get(&format!("/backups?dir={dir}")).await;
+    assert_eq!(status, 200, "{log}");
+    let ids: Vec<&str> = log["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|meta| meta["id"].as_str())
+        .collect();
+    assert_eq!(ids, [second.as_str(), first.as_str()], "{log}");
+
+    // Paths of the first snapshot brought back in place; nothing else touched.
+    let (status, restored) = sandbox
+        .post(
+            "/restore",
+            json!({"id": first, "dir": dir, "paths": ["a.txt", "b.txt"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{restored}");
+    assert_eq!(restored["files"], 2, "{restored}");
+    assert_eq!(
+        sandbox
+            .run(&format!("cat {dir}/a.txt {dir}/b.txt {dir}/c.txt"))
+            .await,
+        "one\ntwo\nthree\n"
+    );
+    // And from the incremental one, through its chain.
+    let (status, restored) = sandbox
+        .post(
+            "/restore",
+            json!({"id": second, "dir": dir, "paths": ["a.txt", "src"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{restored}");
+    assert_eq!(sandbox.run(&format!("cat {dir}/a.txt")).await, "one v2\n");
+
+    // Retention: the newest is kept and so is what it stacks on; after a full snapshot,
+    // keeping one removes both.
+    let (status, decision) = sandbox
+        .post(
+            "/backups/forget",
+            json!({"dir": dir, "policy": {"keepLast": 1}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{decision}");
+    assert_eq!(decision["remove"], json!([]), "{decision}");
+    let (status, newest) = sandbox
+        .post("/backups", json!({"dir": dir, "full": true}))
+        .await;
+    assert_eq!(status, 200, "{newest}");
+    assert!(newest["parent"].is_null(), "{newest}");
+    let (status, decision) = sandbox
+        .post(
+            "/backups/forget",
+            json!({"dir": dir, "policy": {"keepLast": 1}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{decision}");
+    let mut removed: Vec<&str> = decision["remove"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|id| id.as_str())
+        .collect();
+    removed.sort();
+    let mut expected = vec![first.as_str(), second.as_str()];
+    expected.sort();
+    assert_eq!(removed, expected, "{decision}");
+    for id in [&first, &second] {
+        assert!(
+            main.store.keys(&format!("backups/{id}/")).is_empty(),
+            "{id} left objects behind"
+        );
+    }
+    let (status, body) =
+        fsd_tests::reply(sandbox.request(Method::DELETE, &format!("/backups/{first}"))).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["code"], "BACKUP_NOT_FOUND");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn scheduled_snapshots_run_from_the_objects_alarm() {
+    let Some(main) = main_stack("worker_stack::schedule") else {
+        return;
+    };
+    let sandbox = Sandbox::new(&main.stack, "scheduled");
+    let dir = "/workspace/sched";
+    sandbox
+        .run(&format!("mkdir -p {dir} && echo v0 > {dir}/f.txt"))
+        .await;
+    let (status, body) = fsd_tests::reply(
+        sandbox
+            .request(Method::PUT, "/schedule")
+            .json(&json!({"dir": dir, "every": "x"})),
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["code"], "INVALID_BACKUP_CONFIG");
+    let (status, body) = fsd_tests::reply(
+        sandbox
+            .request(Method::PUT, "/schedule")
+            .json(&json!({"dir": dir, "every": 2, "policy": {"keepLast": 1}})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // Two rounds, a change between them.
+    let mut rounds: Vec<Value> = Vec::new();
+    for _ in 0..120 {
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        let (_, now) = sandbox.get("/schedule").await;
+        let last = now["schedule"]["last"].clone();
+        if !last.is_null() && rounds.last() != Some(&last) {
+            assert!(last["error"].is_null(), "a scheduled round failed: {last}");
+            rounds.push(last);
+            sandbox
+                .run(&format!("echo v{} > {dir}/f.txt", rounds.len()))
+                .await;
+        }
+        if rounds.len() == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        rounds.len(),
+        2,
+        "the alarm did not take two snapshots: {rounds:?}"
+    );
+    let (_, log) = sandbox.get(&format!("/backups?dir={dir}")).await;
+    let ids: Vec<&str> = log["backups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|meta| meta["id"].as_str())
+        .collect();
+    for round in &rounds {
+        assert!(
+            ids.contains(&round["id"].as_str().unwrap()),
+            "{round} not in {log}"
+        );
+    }
+    let (status, _) = fsd_tests::reply(sandbox.request(Method::DELETE, "/schedule")).await;
+    assert_eq!(status, 200);
+    let (_, now) = sandbox.get("/schedule").await;
+    assert!(now["schedule"].is_null(), "{now}");
 }
