@@ -65,6 +65,14 @@ FROM runtime AS prebuilt
 ARG FSD_BINARY=target/release/fsd
 COPY ${FSD_BINARY} /usr/local/bin/fsd
 
+# The preview gateway of deploy/kubernetes (`fsctl gateway`): the trusted side, so not on
+# the sandbox's image; only CA certificates beside a prebuilt fsctl (FSCTL_BINARY).
+#   scripts/build-image --gateway [FSCTL]      # → localhost/fsd-gateway:latest
+FROM ${RUNTIME_IMAGE} AS gateway
+ARG FSCTL_BINARY=target/release/fsctl
+COPY ${FSCTL_BINARY} /usr/local/bin/fsctl
+ENTRYPOINT ["/usr/local/bin/fsctl"]
+
 # The default: fsd built in the Rust stage.
 FROM runtime AS release
 COPY --from=build /fsd /usr/local/bin/fsd

@@ -268,17 +268,14 @@ fn remove_containers(prefix: &str) {
         return;
     };
     let names = String::from_utf8_lossy(&output.stdout).into_owned();
-    // The containers first: each shares its sidecar's network, which podman keeps until
-    // its users are gone.
-    let (sidecars, containers): (Vec<&str>, Vec<&str>) =
-        names.lines().partition(|name| name.ends_with("-proxy"));
-    for group in [containers, sidecars] {
-        if !group.is_empty() {
-            let _ = Command::new(&podman)
-                .args(["rm", "-f", "-t", "0"])
-                .args(&group)
-                .output();
-        }
+    let names: Vec<&str> = names.lines().collect();
+    if !names.is_empty() {
+        // `--depend`: a sidecar goes with the container in its network, even one workerd
+        // is removing at the same moment.
+        let _ = Command::new(&podman)
+            .args(["rm", "-f", "-t", "0", "--depend"])
+            .args(&names)
+            .output();
     }
 }
 

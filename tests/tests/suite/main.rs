@@ -22,6 +22,7 @@ mod hostile;
 mod image;
 mod init;
 mod interpreter;
+mod kubernetes;
 mod layout;
 mod mount_proxy;
 mod official_sdk;
