@@ -45,8 +45,8 @@ impl Daemon {
     }
 
     /// A caller's request (already without the caller's credentials), to fsd at the same
-    /// path and query, with the run's token.
-    pub async fn send(&self, request: &Request) -> Result<Response> {
+    /// path and query, with the run's token; its body as `body` when it was read already.
+    pub async fn send(&self, request: &Request, body: Option<&[u8]>) -> Result<Response> {
         let url = request.url()?;
         let query = url.query().map(|q| format!("?{q}")).unwrap_or_default();
         let target = format!("http://container{}{query}", url.path());
@@ -56,7 +56,8 @@ impl Daemon {
             .map(|token| (TOKEN_HEADER, token))
             .into_iter()
             .collect();
-        let forwarded = wire::rebuild(request, &target, &wire::CALLER_CREDENTIALS, &set)?;
+        let forwarded =
+            wire::rebuild_with(request, body, &target, &wire::CALLER_CREDENTIALS, &set)?;
         self.port.fetch_request(forwarded).await
     }
 }

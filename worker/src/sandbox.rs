@@ -28,6 +28,9 @@ use crate::wire::{PREVIEW_HEADER, SANDBOX_ID_HEADER, error};
 // The `durable_object` macro names `wasm_bindgen` at the call site.
 use worker::wasm_bindgen;
 
+/// The largest request body kept in memory so a forwarded request can be sent again.
+const REPLAYED_BODY: usize = 1 << 20;
+
 /// How long a start may take before fsd answers (the reference's port-ready timeout).
 const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// The first wait between start probes, doubled each time up to `READY_POLL_MAX`: fsd
@@ -346,16 +349,28 @@ impl Sandbox {
 
     /// The route API: to fsd on port 3000, retrying 503s (a starting container) within
     /// the budget.
-    async fn forward(&self, request: Request) -> Result<Response> {
+    async fn forward(&self, mut request: Request) -> Result<Response> {
         let mut daemon = match self.awake().await? {
             Ok(daemon) => daemon,
             Err(refused) => return Ok(refused),
+        };
+        // A body small enough is read once and sent as bytes on every attempt (teeing the
+        // stream of each request cost about a millisecond); a larger one is streamed, and
+        // so sent once.
+        let length: Option<usize> = request
+            .headers()
+            .get("content-length")?
+            .and_then(|length| length.parse().ok());
+        let body = match length {
+            Some(0) | None if request.inner().body().is_none() => None,
+            Some(length) if length <= REPLAYED_BODY => Some(request.bytes().await?),
+            _ => return self.forward_once(&daemon, &request).await,
         };
         let started = Date::now().as_millis();
         let mut attempt = 0;
         let mut reconnected = false;
         loop {
-            let answer = match daemon.send(&request.clone()?).await {
+            let answer = match daemon.send(&request, body.as_deref()).await {
                 Ok(answer) => answer,
                 // fsd did not take the connection although its container was seen running
                 // (it is ending, or has ended): look again (probe, or start a new run) and
@@ -381,6 +396,17 @@ impl Sandbox {
                     attempt += 1;
                 }
                 _ => return Ok(answer),
+            }
+        }
+    }
+
+    /// A request whose body is streamed: sent once, no retry.
+    async fn forward_once(&self, daemon: &Daemon, request: &Request) -> Result<Response> {
+        match daemon.send(request, None).await {
+            Ok(answer) => Ok(answer),
+            Err(failed) => {
+                self.seen.replace(None);
+                error(503, "CONTAINER_UNAVAILABLE", &failed.to_string())
             }
         }
     }

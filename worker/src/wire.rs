@@ -15,9 +15,21 @@ pub const CALLER_CREDENTIALS: [&str; 2] = ["authorization", "x-fsd-token"];
 const WORKER_HEADERS: [&str; 2] = [SANDBOX_ID_HEADER, PREVIEW_HEADER];
 
 /// `request` (method, headers, body) sent to `url` instead, without the headers named in
-/// `drop` or set by the Worker, and with `set` added. The body is passed on as a stream.
+/// `drop` or set by the Worker, and with `set` added. The body is passed on as a stream, or
+/// as `body` when the caller read it already.
 pub fn rebuild(
     request: &Request,
+    url: &str,
+    drop: &[&str],
+    set: &[(&str, &str)],
+) -> Result<Request> {
+    rebuild_with(request, None, url, drop, set)
+}
+
+/// [`rebuild`] with the body given as bytes (`Some`) instead of the request's stream.
+pub fn rebuild_with(
+    request: &Request,
+    body: Option<&[u8]>,
     url: &str,
     drop: &[&str],
     set: &[(&str, &str)],
@@ -34,8 +46,15 @@ pub fn rebuild(
     }
     let mut init = RequestInit::new();
     init.with_method(request.method()).with_headers(headers);
-    if let Some(body) = request.inner().body() {
-        init.with_body(Some(body.into()));
+    match body {
+        Some(bytes) => {
+            init.with_body(Some(worker::js_sys::Uint8Array::from(bytes).into()));
+        }
+        None => {
+            if let Some(stream) = request.inner().body() {
+                init.with_body(Some(stream.into()));
+            }
+        }
     }
     Request::new_with_init(url, &init)
 }
