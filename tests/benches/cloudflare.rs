@@ -8,7 +8,6 @@
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench cloudflare`
 //! (needs `scripts/dev-cloudflare tools`). `FSD_BENCH_QUICK=1` for a short run.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fsd_tests::bench::{Summary, ms, p50_p99, pct};
@@ -34,11 +33,9 @@ fn main() {
 }
 
 fn podman(args: &[&str]) -> String {
-    let output = Command::new(cloudflare::root().join("scripts/podman"))
-        .args(args)
-        .output()
-        .expect("podman");
-    String::from_utf8_lossy(&output.stdout).trim().to_string()
+    String::from_utf8_lossy(&fsd_tests::podman(args).stdout)
+        .trim()
+        .to_string()
 }
 
 /// fsd in the stack's one container: its URL on podman's network and the object's token.

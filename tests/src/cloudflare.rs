@@ -9,13 +9,13 @@
 //! stopped with what it started when dropped. Without the toolchain a test skips with the
 //! reason, unless `CI=true`, where it fails.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::binary;
+use crate::{binary, repo_root};
 
 /// How long wrangler may take to serve after it starts (image preparation included).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
@@ -52,25 +52,21 @@ pub struct Stack {
     log: PathBuf,
 }
 
-pub fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
 fn script() -> PathBuf {
-    root().join("scripts/dev-cloudflare")
+    repo_root().join("scripts/dev-cloudflare")
 }
 
 /// Whether the toolchain `scripts/dev-cloudflare tools` installs is here; the reason if not.
 fn toolchain() -> Result<(), String> {
     let home = std::env::var("FSD_CLOUDFLARE_HOME")
         .map(PathBuf::from)
-        .unwrap_or_else(|_| root().join("target/cloudflare"));
+        .unwrap_or_else(|_| repo_root().join("target/cloudflare"));
     let needed = [
         home.join("bin/node"),
         home.join("bin/docker"),
         home.join("cargo/bin/worker-build"),
         home.join("cargo/bin/wasm-bindgen"),
-        root().join("worker/dev/node_modules/.bin/wrangler"),
+        repo_root().join("worker/dev/node_modules/.bin/wrangler"),
     ];
     if let Some(missing) = needed.iter().find(|path| !path.exists()) {
         return Err(format!(
@@ -79,9 +75,7 @@ fn toolchain() -> Result<(), String> {
         ));
     }
     for program in ["podman", "runc", "mmdebstrap"] {
-        let found = std::env::var_os("PATH")
-            .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).exists()));
-        if !found {
+        if !crate::on_path(program) {
             return Err(format!("{program} is not installed (.ci/run installs it)"));
         }
     }
@@ -218,11 +212,8 @@ impl Stack {
     /// The names of this stack's containers that podman has (running or not), sidecars
     /// left out.
     pub fn containers(&self) -> Vec<String> {
-        let output = Command::new(root().join("scripts/podman"))
-            .args(["ps", "-a", "--format", "{{.Names}}"])
-            .args(["--filter", &format!("name=-{}-", self.name)])
-            .output()
-            .expect("podman ps");
+        let filter = format!("name=-{}-", self.name);
+        let output = crate::podman(&["ps", "-a", "--format", "{{.Names}}", "--filter", &filter]);
         String::from_utf8_lossy(&output.stdout)
             .lines()
             .filter(|name| !name.ends_with("-proxy"))
@@ -259,7 +250,7 @@ impl Drop for Stack {
 /// Removes the containers of the workers whose names start with `prefix` (workerd removes
 /// its containers as it ends; this is for what a killed one left).
 fn remove_containers(prefix: &str) {
-    let podman = root().join("scripts/podman");
+    let podman = repo_root().join("scripts/podman");
     let Ok(output) = Command::new(&podman)
         .args(["ps", "-a", "--format", "{{.Names}}"])
         .args(["--filter", &format!("name=-{prefix}")])

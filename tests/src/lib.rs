@@ -280,6 +280,25 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
     (child, url)
 }
 
+/// The repository's root (scripts, deploy files, the image's build context).
+pub fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+/// `scripts/podman ARGS` (podman as it works on the project's machines), run to its end.
+pub fn podman(args: &[&str]) -> std::process::Output {
+    Command::new(repo_root().join("scripts/podman"))
+        .args(args)
+        .output()
+        .expect("scripts/podman")
+}
+
+/// Whether `program` is on PATH.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).exists()))
+}
+
 /// Sends a request and returns its status and JSON body.
 pub async fn reply(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
     let response = request.send().await.expect("request");

@@ -3,34 +3,14 @@
 //! inside it, `podman stop` ends it cleanly, and with an image command (`-- CMD`) orphans
 //! are reaped by fsd as PID 1 and the command's exit code is the container's.
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use fsctl::trusted::{BackupOptions, Backups};
 use fsd_tests::s3::Store;
-use fsd_tests::{available_or_skip, free_port, is_root};
+use fsd_tests::{available_or_skip, free_port, is_root, on_path, podman, repo_root};
 
 const TAG: &str = "localhost/fsd:test";
-
-/// The repository's root (the build context).
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
-fn podman(args: &[&str]) -> Output {
-    Command::new(root().join("scripts/podman"))
-        .args(args)
-        .output()
-        .expect("scripts/podman")
-}
-
-fn on_path(program: &str) -> bool {
-    Command::new("sh")
-        .args(["-c", &format!("command -v {program}")])
-        .output()
-        .is_ok_and(|out| out.status.success())
-}
 
 /// A container that is removed when the test ends.
 struct Container(String);
@@ -55,10 +35,10 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     let relative = binary
         .canonicalize()
         .unwrap()
-        .strip_prefix(root().canonicalize().unwrap())
+        .strip_prefix(repo_root().canonicalize().unwrap())
         .unwrap()
         .to_path_buf();
-    let built = Command::new(root().join("scripts/build-image"))
+    let built = Command::new(repo_root().join("scripts/build-image"))
         .arg(&relative)
         .env("FSD_IMAGE", TAG)
         .output()

@@ -11,26 +11,14 @@
 //! publish their container ports on the host (3000, 8787), as `kube play` does; the test
 //! talks to the pods' own addresses.
 
-use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use base64::Engine;
-use fsd_tests::{available_or_skip, binary, is_root};
+use fsd_tests::{available_or_skip, binary, is_root, on_path, podman, repo_root};
 use serde_json::json;
 
 const TOKEN: &str = "kube-secret-2f9a";
-
-fn root() -> &'static Path {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-}
-
-fn podman(args: &[&str]) -> Output {
-    Command::new(root().join("scripts/podman"))
-        .args(args)
-        .output()
-        .expect("scripts/podman")
-}
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
@@ -43,11 +31,6 @@ fn checked(what: &str, output: Output) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     stdout(&output)
-}
-
-fn on_path(program: &str) -> bool {
-    std::env::var_os("PATH")
-        .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).exists()))
 }
 
 /// The address of pod `pod` on its network.
@@ -99,7 +82,7 @@ async fn the_kubernetes_files_run_under_podman_kube_play() {
             "the gateway's image",
         ),
     ] {
-        let built = Command::new(root().join("scripts/build-image"))
+        let built = Command::new(repo_root().join("scripts/build-image"))
             .args(&args)
             .output()
             .expect("scripts/build-image");
@@ -121,7 +104,7 @@ async fn the_kubernetes_files_run_under_podman_kube_play() {
         ]),
     );
 
-    let sandbox_yaml = root().join("deploy/kubernetes/sandbox.yaml");
+    let sandbox_yaml = repo_root().join("deploy/kubernetes/sandbox.yaml");
     checked(
         "kube play sandbox.yaml",
         podman(&[
@@ -138,7 +121,7 @@ async fn the_kubernetes_files_run_under_podman_kube_play() {
     );
 
     // The gateway as the file has it, with the cluster DNS name as a host alias.
-    let gateway = std::fs::read_to_string(root().join("deploy/kubernetes/gateway.yaml"))
+    let gateway = std::fs::read_to_string(repo_root().join("deploy/kubernetes/gateway.yaml"))
         .expect("gateway.yaml");
     let aliased = gateway.replacen(
         "    spec:\n      containers:",

@@ -453,6 +453,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer(("0.0.0.0", int(sys.argv[1])), Handler).serve_forever()
 "#;
 
+/// The header logger on `port`, exposed on `hostname`: its preview URL and token.
+async fn exposed_logger(sandbox: &Sandbox, port: u16, hostname: &str) -> (String, String) {
+    start_header_logger(sandbox, port).await;
+    let (status, exposed) = sandbox
+        .post("/expose", json!({"port": port, "hostname": hostname}))
+        .await;
+    assert_eq!(status, 200, "{exposed}");
+    let url = exposed["url"].as_str().expect("url").to_string();
+    let token = exposed["token"].as_str().expect("token").to_string();
+    (url, token)
+}
+
 async fn start_header_logger(sandbox: &Sandbox, port: u16) {
     let (status, body) = sandbox
         .post(
@@ -504,16 +516,7 @@ async fn preview_urls_open_with_their_token_only_and_go_stale_with_their_run() {
     };
     let stack = &main.stack;
     let sandbox = Sandbox::new(stack, "preview");
-    start_header_logger(&sandbox, 8080).await;
-    let (status, exposed) = sandbox
-        .post(
-            "/expose",
-            json!({"port": 8080, "hostname": "preview.example.test"}),
-        )
-        .await;
-    assert_eq!(status, 200, "{exposed}");
-    let url = exposed["url"].as_str().expect("url").to_string();
-    let token = exposed["token"].as_str().expect("token").to_string();
+    let (url, token) = exposed_logger(&sandbox, 8080, "preview.example.test").await;
     assert_eq!(
         url,
         format!("https://8080-preview-{token}.preview.example.test/")
@@ -563,15 +566,7 @@ async fn a_port_exposed_in_an_earlier_run_is_stale() {
     };
     let stack = &main.stack;
     let sandbox = Sandbox::new(stack, "stale");
-    start_header_logger(&sandbox, 8081).await;
-    let (status, exposed) = sandbox
-        .post(
-            "/expose",
-            json!({"port": 8081, "hostname": "stale.example.test"}),
-        )
-        .await;
-    assert_eq!(status, 200, "{exposed}");
-    let url = exposed["url"].as_str().unwrap().to_string();
+    let (url, _) = exposed_logger(&sandbox, 8081, "stale.example.test").await;
     assert_eq!(preview(stack, &url, &[]).await.0, 200);
     // The container ends (as an idle one is put to sleep) and the next call starts a new run.
     // (PID 1 is fsd's init under local containers, which forwards SIGTERM to the daemon.)
@@ -607,14 +602,7 @@ async fn no_secret_of_the_worker_reaches_the_sandbox() {
     };
     let stack = &main.stack;
     let sandbox = Sandbox::new(stack, "secrets");
-    start_header_logger(&sandbox, 8082).await;
-    let (_, exposed) = sandbox
-        .post(
-            "/expose",
-            json!({"port": 8082, "hostname": "secrets.example.test"}),
-        )
-        .await;
-    let url = exposed["url"].as_str().expect("url").to_string();
+    let (url, _) = exposed_logger(&sandbox, 8082, "secrets.example.test").await;
     // A caller that sends the Worker's token everywhere, to a preview URL too.
     let bearer = format!("Bearer {WORKER_TOKEN}");
     let (status, page) = preview(stack, &url, &[("authorization", &bearer)]).await;
@@ -838,16 +826,8 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
     let first = runtime_id(&sandbox).await;
     assert_eq!(stack.containers().len(), 1);
     let running = |stack: &Stack| {
-        let output = std::process::Command::new(cloudflare::root().join("scripts/podman"))
-            .args([
-                "ps",
-                "--format",
-                "{{.Names}}",
-                "--filter",
-                &format!("name=-{}-", stack.name),
-            ])
-            .output()
-            .expect("podman ps");
+        let filter = format!("name=-{}-", stack.name);
+        let output = fsd_tests::podman(&["ps", "--format", "{{.Names}}", "--filter", &filter]);
         String::from_utf8_lossy(&output.stdout)
             .lines()
             .filter(|name| !name.ends_with("-proxy"))
@@ -866,10 +846,7 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
     assert!(slept, "the idle container was not put to sleep");
     let containers = stack.containers();
     assert_eq!(containers.len(), 1, "{containers:?}");
-    let exit = std::process::Command::new(cloudflare::root().join("scripts/podman"))
-        .args(["inspect", &containers[0], "--format", "{{.State.ExitCode}}"])
-        .output()
-        .expect("podman inspect");
+    let exit = fsd_tests::podman(&["inspect", &containers[0], "--format", "{{.State.ExitCode}}"]);
     assert_eq!(String::from_utf8_lossy(&exit.stdout).trim(), "0");
     // The next request wakes it, in a new run.
     let second = runtime_id(&sandbox).await;
