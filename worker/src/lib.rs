@@ -4,9 +4,11 @@
 //! - `https://<port>-<id>-<token>.<host>/…` (a preview URL) goes to that sandbox's object,
 //!   which checks the token against its storage before anything wakes the container.
 //! - `/sandboxes/<id>/<route>` is that sandbox's route API (HTTP, SSE, `/ws`, `/ws/pty`),
-//!   for callers holding the `FSD_TOKEN` secret; `/sandboxes/<id>/expose`, `/unexpose` and
-//!   `/exposed` manage its preview URLs, `/status` tells whether its container runs, `/backups` and `/restore` its backups in R2,
-//!   `/mounts` and `/unmount` its bucket mounts, and `/destroy` ends it.
+//!   for callers holding the `FSD_TOKEN` secret, which goes no further than the Worker;
+//!   `/sandboxes/<id>/expose`, `/unexpose` and `/exposed` manage its preview URLs,
+//!   `/status` tells whether its container runs, `/backups`, `/restore` and `/schedule` are
+//!   its time machine in R2, `/mounts` and `/unmount` its bucket mounts, and `/destroy`
+//!   ends it.
 //! - `http://s3-credential-proxy.internal/<object id>/<token>/…` is a container's bucket
 //!   mount talking to its object's credential proxy (intercepted outbound HTTP; see
 //!   `mounts`).

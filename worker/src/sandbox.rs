@@ -1,11 +1,12 @@
 //! The `Sandbox` Durable Object: one per sandbox id, owning its container. It starts the
-//! container on demand and waits until fsd answers on port 3000, forwards the route API
-//! (retrying 503s within the budget clients expect), keeps the preview exposures in its
-//! storage with the container run each was made in, and puts an idle container to sleep
-//! with an alarm after `sleepAfter` unless `keepAlive` is set; `GET /status` says whether
-//! it runs without waking it; `POST /destroy` ends it and forgets the sandbox; `POST /backups` and `POST /restore` back it up to R2 (`backups`);
-//! `POST /mounts` and `POST /unmount` mount R2 buckets with no key in the container, and
-//! the container's requests for them come back here (`mounts`).
+//! container on demand (with a daemon token of its own) and waits until fsd answers on port
+//! 3000, forwards the route API (retrying 503s within the budget clients expect), keeps the
+//! preview exposures in its storage with the container run each was made in, and puts an
+//! idle container to sleep with an alarm after `sleepAfter` unless `keepAlive` is set;
+//! `GET /status` says whether it runs without waking it; `POST /destroy` ends it and
+//! forgets the sandbox. `/backups`, `/restore` and `/schedule` are its time machine in R2
+//! (`backups`, `schedule`); `POST /mounts` and `POST /unmount` mount R2 buckets with no key
+//! in the container, and the container's requests for them come back here (`mounts`).
 
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
