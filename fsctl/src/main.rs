@@ -93,6 +93,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !cli.command.serves() {
+        end_quietly_in_a_pipe();
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -111,6 +114,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+impl Command {
+    /// Whether the command is a server that runs until stopped (and keeps Rust's ignored
+    /// SIGPIPE, so a peer going away is an error it handles, never its end).
+    fn serves(&self) -> bool {
+        matches!(
+            self,
+            Command::Up(_)
+                | Command::Store(_)
+                | Command::Proxy(_)
+                | Command::Mount(_)
+                | Command::Gateway(_)
+                | Command::Tunnel(_)
+                | Command::Shell(_)
+        )
+    }
+}
+
+/// A command whose output's reader goes away (`fsctl backup ls ID | head -3`) ends as `cat`
+/// and `rg` do: killed by SIGPIPE, exit status 141, no message. Rust ignores SIGPIPE, which
+/// made every `println!` after the reader left panic with a stack trace.
+fn end_quietly_in_a_pipe() {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: restores the default disposition before any thread starts; no handler runs.
+    let _ = unsafe { signal(Signal::SIGPIPE, SigHandler::SigDfl) };
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, SdkError> {

@@ -589,3 +589,86 @@ async fn up_snapshots_on_a_schedule_and_prunes() {
     assert!(most >= 2, "snapshots were made");
     assert!(ids.len() >= 4, "a snapshot each second: {ids:?}");
 }
+
+/// Runs `fsctl ARGS | head -c 1` in bash; answers fsctl's exit status and what it wrote on
+/// stderr.
+fn into_head(daemon: &Daemon, env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let stderr = tempfile::NamedTempFile::new().unwrap();
+    let mut words = vec![
+        binary("fsctl").display().to_string(),
+        "--url".into(),
+        daemon.url.clone(),
+    ];
+    words.extend(args.iter().map(|arg| arg.to_string()));
+    let quoted: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        "{} 2>'{}' | head -c 1 >/dev/null; echo ${{PIPESTATUS[0]}}",
+        quoted.join(" "),
+        stderr.path().display()
+    );
+    let mut command = Command::new("bash");
+    command.args(["-c", &script]).env_remove("FSD_TOKEN");
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    let output = command.output().unwrap();
+    let status = String::from_utf8_lossy(&output.stdout)
+        .trim()
+        .parse()
+        .unwrap();
+    (status, std::fs::read_to_string(stderr.path()).unwrap())
+}
+
+#[test]
+fn printing_commands_end_quietly_when_their_reader_goes() {
+    let daemon = Daemon::start();
+    let tree = daemon.path("many");
+    for i in 0..4000 {
+        let dir = tree.join(format!("d{}", i % 40));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("file-{i}.txt")), format!("{i}\n")).unwrap();
+    }
+    std::fs::write(tree.join("big.bin"), fsd_tests::noise(4 << 20, 3)).unwrap();
+    let store = fsd_tests::s3::Store::start();
+    let env = [
+        ("FSD_S3_ENDPOINT", store.url.as_str()),
+        ("FSD_S3_ACCESS_KEY", fsd_tests::s3::ACCESS_KEY),
+        ("FSD_S3_SECRET_KEY", fsd_tests::s3::SECRET_KEY),
+    ];
+    let made = {
+        let mut command = Command::new(binary("fsctl"));
+        command.args(["--url", &daemon.url, "backup", "create"]);
+        command.arg(&tree).env_remove("FSD_TOKEN");
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        command.output().unwrap()
+    };
+    let id = succeeded(&made).trim().to_string();
+    let tree = tree.display().to_string();
+    let cases: Vec<Vec<&str>> = vec![
+        vec!["ls", "--recursive", &tree],
+        vec!["cat", "many/big.bin"],
+        vec!["exec", "--", "seq", "1", "300000"],
+        vec!["backup", "ls", &id],
+        vec!["backup", "cat", &id, "big.bin"],
+    ];
+    for args in cases {
+        let (status, stderr) = into_head(&daemon, &env, &args);
+        assert!(
+            status == 0 || status == 141,
+            "fsctl {args:?} | head: exit {status}, stderr: {stderr}"
+        );
+        assert_eq!(stderr, "", "fsctl {args:?} | head");
+    }
+    // The archive the daemon wrote for the backup (with what it keeps beside it) goes.
+    for entry in std::fs::read_dir("/var/backups")
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        if entry.file_name().to_string_lossy().starts_with(&id) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
