@@ -406,10 +406,11 @@ pub fn part_size(size: u64, urls: u64, min: u64) -> u64 {
     even.max(min).max(1).div_ceil(1 << 20) * (1 << 20)
 }
 
-/// Writes a snapshot's index beside its archive (`<archive>.index`); returns its path.
+/// Writes a snapshot's index beside its archive (`<archive>.index`) through a scratch name
+/// (removed at the next start if a crash leaves it); returns its path.
 fn write_index(archive: &Path, index: &Index) -> Result<String, BackupError> {
     let path = fsd_backup::with_suffix(archive, ".index");
-    let temp = fsd_backup::with_suffix(archive, ".index.tmp");
+    let temp = index_scratch(&path);
     std::fs::write(&temp, index.encode()?)
         .and_then(|()| std::fs::rename(&temp, &path))
         .map_err(|e| BackupError::Io {
@@ -417,6 +418,11 @@ fn write_index(archive: &Path, index: &Index) -> Result<String, BackupError> {
             source: e,
         })?;
     Ok(path.display().to_string())
+}
+
+/// The scratch name an index is written under.
+fn index_scratch(index: &Path) -> PathBuf {
+    fsd_api::scratch::scratch_path(index, fsd_api::scratch::ScratchKind::New)
 }
 
 fn sidecar(archive: &Path) -> PathBuf {
@@ -460,5 +466,23 @@ mod tests {
         assert_eq!(part_size(640 * mib, 64, MIN_PART_SIZE), 10 * mib);
         assert_eq!(part_size(641 * mib, 64, MIN_PART_SIZE), 11 * mib);
         assert_eq!(part_size(0, 4, MIN_PART_SIZE), 5 * mib);
+    }
+
+    #[test]
+    fn an_index_is_written_under_a_scratch_name_start_up_removes() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("a.sqsh");
+        let scratch = index_scratch(&fsd_backup::with_suffix(&archive, ".index"));
+        let name = scratch.file_name().unwrap().to_str().unwrap();
+        let parsed = fsd_api::scratch::parse(name).expect("a scratch name");
+        assert_eq!(parsed.target, "a.sqsh.index");
+        assert_eq!(parsed.pid, std::process::id());
+        let written = write_index(&archive, &Index::default()).unwrap();
+        assert!(Path::new(&written).exists());
+        let names: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["a.sqsh.index"]);
     }
 }

@@ -781,12 +781,20 @@ async fn temp_files_left_by_a_crashed_create_are_removed_at_start() {
     // No process has pid 4,194,304 or above (the kernel's ceiling).
     let dead = format!("/var/backups/.crash-{me}.sqsh.fsd-4194305-0.part.tmp");
     let live = format!("/var/backups/.crash-{me}.sqsh.fsd-{me}-0.part.tmp");
+    // What a crash while a snapshot's index is written leaves (its scratch name, as
+    // `write_index` makes it; the index's old `<archive>.index.tmp` outlived every restart).
+    let index = format!("/var/backups/.crash-{me}.sqsh.index.fsd-4194305-1.new.tmp");
     std::fs::write(&dead, b"half an archive").unwrap();
     std::fs::write(&live, b"being written").unwrap();
+    std::fs::write(&index, b"half an index").unwrap();
     let daemon = Daemon::start();
     assert!(
         !Path::new(&dead).exists(),
         "a dead writer's temp file is removed"
+    );
+    assert!(
+        !Path::new(&index).exists(),
+        "a dead writer's index temp file is removed"
     );
     assert!(
         Path::new(&live).exists(),
