@@ -517,6 +517,7 @@ impl From<ExecError> for ApiError {
             }
             ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
             ExecError::Request(err) => err.into(),
+            ExecError::Path(err) => err.into(),
         }
     }
 }

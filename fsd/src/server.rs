@@ -156,6 +156,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         default_timeout: (settings.command_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
         world,
+        paths: policy.clone(),
     }));
     let processes = Arc::new(ProcessService::new(
         sessions.clone(),

@@ -25,6 +25,7 @@ use tokio::sync::mpsc;
 use super::service::{CreateSpec, MAX_DEPTH, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
+use crate::files::paths::Follow;
 use crate::state::AppState;
 use crate::wire::sse::sse_response;
 
@@ -325,7 +326,13 @@ pub async fn unmount(
 }
 
 /// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
+/// Under `--confine` it must resolve inside the allowed roots, as every path argument.
 pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
+    state
+        .files
+        .policy()
+        .resolve("dir", dir, Follow::Final)
+        .map_err(ApiError::from)?;
     validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)
 }
 

@@ -29,6 +29,10 @@ pub enum ExecError {
     /// The request itself is wrong (the caller's mistake, not the command's).
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// A `cwd` the path rules refuse (outside the roots under `--confine`, the daemon's own
+    /// `/proc`).
+    #[error(transparent)]
+    Path(crate::files::FileError),
 }
 
 /// Why a command request is refused.

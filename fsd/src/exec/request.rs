@@ -15,6 +15,7 @@ use super::error::{ExecError, RequestError};
 use super::script::valid_env_name;
 use super::session::CommandSpec;
 use super::sessions::SessionManager;
+use crate::files::paths::Follow;
 
 /// The session a request without one runs in.
 pub const DEFAULT_SESSION: &str = "default";
@@ -113,9 +114,12 @@ pub fn existing_dir(
     if cwd.trim().is_empty() || cwd.contains('\0') {
         return Err(RequestError::Cwd.into());
     }
-    let path = base
-        .unwrap_or_else(|| sessions.config().workspace.clone())
-        .join(cwd);
+    let config = sessions.config();
+    let base = base.unwrap_or_else(|| config.workspace.clone());
+    let path = config
+        .paths
+        .resolve_in("cwd", cwd, &base, Follow::Final)
+        .map_err(ExecError::Path)?;
     if path.is_dir() {
         Ok(path)
     } else {

@@ -29,6 +29,8 @@ pub struct ExecConfig {
     pub default_timeout: Option<Duration>,
     /// The process world every command runs in.
     pub world: Arc<World>,
+    /// The path rules a `cwd` is resolved with (the file routes' own).
+    pub paths: crate::files::paths::PathPolicy,
 }
 
 /// How a new session starts.

@@ -35,16 +35,31 @@ impl PathPolicy {
         }
     }
 
-    /// Validates `raw` (the value of request field `field`) and resolves it.
+    /// Validates `raw` (the value of request field `field`) and resolves it against the
+    /// workspace.
     pub fn resolve(
         &self,
         field: &'static str,
         raw: &str,
         follow: Follow,
     ) -> Result<PathBuf, FileError> {
+        self.resolve_in(field, raw, &self.workspace, follow)
+    }
+
+    /// [`resolve`](Self::resolve) with a relative `raw` taken from `base` (a session's
+    /// directory): every route that takes a path (a file, a `cwd`, a backup's `dir`, a
+    /// clone's target, a mount point) resolves it here, so `--confine` and the daemon's own
+    /// `/proc` hold on all of them alike.
+    pub fn resolve_in(
+        &self,
+        field: &'static str,
+        raw: &str,
+        base: &Path,
+        follow: Follow,
+    ) -> Result<PathBuf, FileError> {
         validate(field, raw)?;
         // Rebuilding from components drops `.` and doubled slashes; `..` stays for the kernel.
-        let path: PathBuf = self.workspace.join(raw).components().collect();
+        let path: PathBuf = base.join(raw).components().collect();
         if self.confine {
             let real = real_path(&path, follow);
             if !self.roots.iter().any(|root| real.starts_with(root)) {

@@ -57,6 +57,11 @@ pub struct FileService {
 }
 
 impl FileService {
+    /// The path rules every route resolves its path arguments with.
+    pub fn policy(&self) -> &PathPolicy {
+        &self.policy
+    }
+
     pub fn new(policy: PathPolicy, scratch: ScratchLog) -> Self {
         Self {
             policy,

@@ -14,6 +14,7 @@ use fsd_api::interpreter::{
 };
 
 use crate::error::{ApiError, code_execution_error};
+use crate::files::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -34,6 +35,9 @@ pub async fn create(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<CreateContextRequest>,
 ) -> Result<Json<CreateContextResponse>, ApiError> {
+    if let Some(cwd) = req.cwd.as_deref().filter(|cwd| !cwd.is_empty()) {
+        state.files.policy().resolve("cwd", cwd, Follow::Final)?;
+    }
     let context = state
         .interpreters
         .create(

@@ -12,6 +12,7 @@ use fsd_api::mounts::{
 
 use super::validate;
 use crate::error::{ApiError, OperationExt, mount_error, parse_mount_request};
+use crate::files::paths::Follow;
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
 
@@ -26,6 +27,10 @@ pub async fn mount(
 ) -> Result<Json<MountBucketResponse>, ApiError> {
     let op = Operation::BucketMount;
     let req: MountBucketRequest = parse_mount_request(&body, op)?;
+    state
+        .files
+        .policy()
+        .resolve("mountPath", &req.mount_path, Follow::Final)?;
     let plan = validate::plan(&req, |name| crate::config::environment().credential(name)).op(op)?;
     let mount = state
         .mounts
@@ -50,6 +55,10 @@ pub async fn unmount(
         Some(path) if body.is_empty() => path.clone(),
         _ => parse_mount_request::<UnmountBucketRequest>(&body, op)?.mount_path,
     };
+    state
+        .files
+        .policy()
+        .resolve("mountPath", &mount_path, Follow::Parent)?;
     let path = validate::mount_path(&mount_path).op(op)?;
     let removed_dir = state
         .mounts

@@ -141,3 +141,107 @@ async fn without_confine_outside_paths_are_served() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["content"], "reachable");
 }
+
+/// Every route that takes a path, other than the file routes above, refuses one outside
+/// the roots under --confine (directly and through a symlink in the workspace), before it
+/// does anything with it; the same requests inside the workspace are not refused for it.
+#[tokio::test]
+async fn every_route_that_takes_a_path_applies_the_confinement() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("passwd"), "decoy\n").unwrap();
+    let daemon = confined(vec![]);
+    symlink(outside.path(), daemon.path("escape")).unwrap();
+    std::fs::create_dir(daemon.path("inside")).unwrap();
+    let out = outside.path().display().to_string();
+    for target in [out.as_str(), "escape"] {
+        let archive = format!("/var/backups/confine-{}.sqsh", std::process::id());
+        let cases = [
+            ("/api/execute", json!({"command": "true", "cwd": target})),
+            (
+                "/api/execute/stream",
+                json!({"command": "true", "cwd": target}),
+            ),
+            (
+                "/api/process/start",
+                json!({"command": "true", "cwd": target}),
+            ),
+            (
+                "/api/session/create",
+                json!({"id": "confined", "cwd": target}),
+            ),
+            (
+                "/api/backup/create",
+                json!({"dir": target, "archivePath": archive}),
+            ),
+            (
+                "/api/backup/restore",
+                json!({"dir": target, "archivePath": archive}),
+            ),
+            (
+                "/api/backup/extract",
+                json!({"dir": target, "indexUrl": "http://127.0.0.1:9/i", "archives": [{"depth": 0, "url": "http://127.0.0.1:9/a", "sizeBytes": 1}], "paths": ["passwd"]}),
+            ),
+            (
+                "/api/backup/download",
+                json!({"dir": target, "archives": [{"archivePath": archive, "url": "http://127.0.0.1:9/a", "sizeBytes": 1}]}),
+            ),
+            ("/api/backup/index", json!({"dir": target})),
+            ("/api/backup/unmount", json!({"dir": target})),
+            (
+                "/api/git/checkout",
+                json!({"repoUrl": "file:///nonexistent/repo.git", "targetDir": format!("{target}/clone")}),
+            ),
+            (
+                "/api/contexts",
+                json!({"language": "python", "cwd": target}),
+            ),
+            (
+                "/api/mounts",
+                json!({"bucket": "b", "mountPath": format!("{target}/mnt"), "endpoint": "http://127.0.0.1:9"}),
+            ),
+            ("/api/watch", json!({"path": target})),
+        ];
+        for (route, body) in cases {
+            let (status, reply) = daemon.post(route, body.clone()).await;
+            assert_error(status, &reply, 403, "PERMISSION_DENIED");
+            // (Watches refuse paths outside the workspace with or without --confine, in
+            // the reference's words: "must be inside the workspace".)
+            let message = reply["message"].as_str().unwrap_or_default();
+            assert!(
+                message.contains("outside") || message.contains("must be inside the workspace"),
+                "{route} {body}: {reply}"
+            );
+        }
+        // The unmount route takes the mount path in its query too.
+        let (status, reply) = fsd_tests::reply(
+            daemon
+                .request(Method::DELETE, "/api/mounts")
+                .query(&[("mountPath", format!("{target}/mnt"))]),
+        )
+        .await;
+        assert_error(status, &reply, 403, "PERMISSION_DENIED");
+    }
+    // Nothing was made outside.
+    let mut left: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["passwd"]);
+    // Inside, the same routes go past the path check.
+    let (status, reply) = daemon
+        .post("/api/execute", json!({"command": "pwd", "cwd": "inside"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert!(
+        reply["stdout"].as_str().unwrap().ends_with("/inside\n"),
+        "{reply}"
+    );
+    let (status, reply) = daemon
+        .post(
+            "/api/contexts",
+            json!({"language": "python", "cwd": "inside"}),
+        )
+        .await;
+    assert_ne!(status.as_u16(), 403, "{reply}");
+}
