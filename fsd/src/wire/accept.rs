@@ -5,21 +5,23 @@
 //! before any request (and so any token) is read. A connection that has not sent a whole
 //! request head within `header_timeout`, or has been idle that long after a response, is
 //! closed (hyper runs one timer from the moment it waits for a head). A request being
-//! handled and a response being streamed (SSE) are never cut by it. Past the cap, new
-//! connections are closed at once and the refusals are logged once per interval.
+//! handled and a response being streamed (SSE) are never cut by it. At the cap, the open
+//! connection that has shown least is closed to make room for the new one
+//! ([`Connections::make_room`]); only when every open connection is busy is the new one
+//! closed at once, and those refusals are logged once per interval.
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
+use tokio::net::{TcpListener, TcpStream};
 
+use super::connections::{Connections, Waiting};
 use super::memory::{self, Activity};
 use super::quickack::QuickAck;
 
@@ -29,12 +31,31 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
 /// After accept fails (out of descriptors), wait this long before accepting again.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// How long a connection accepted at the cap has to send a whole request head.
+const HEAD_GRACE: Duration = Duration::from_millis(100);
+/// How often a partial head is looked at again during that time.
+const HEAD_POLL: Duration = Duration::from_millis(5);
+/// How often shutdown looks whether every connection has ended.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(10);
 
 /// The connection bounds `fsd serve` was given.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_connections: usize,
     pub header_timeout: Duration,
+}
+
+/// What every connection's task shares.
+struct Shared {
+    builder: http1::Builder,
+    router: TowerToHyperService<Router>,
+    connections: Connections,
+    count: OpenCount,
+    /// Connections accepted at the cap, waiting to show a whole request head.
+    waiting: Waiting,
+    refusals: Refusals,
+    cap: usize,
+    activity: Arc<Activity>,
 }
 
 /// Serves `router` on `listener` until `shutdown` completes.
@@ -44,10 +65,7 @@ pub async fn serve(
     limits: Limits,
     shutdown: impl Future<Output = ()>,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let count = Arc::new(OpenCount::default());
     let (stopping, _) = tokio::sync::watch::channel(false);
-    let mut refusals = Refusals::default();
     let mut builder = http1::Builder::new();
     builder
         .timer(TokioTimer::new())
@@ -55,14 +73,17 @@ pub async fn serve(
         .keep_alive(true);
     let activity = Arc::new(Activity::default());
     memory::release_when_quiet(activity.clone());
-    let service = {
-        let activity = activity.clone();
-        let router = TowerToHyperService::new(router);
-        hyper::service::service_fn(move |request| {
-            activity.note();
-            hyper::service::Service::call(&router, request)
-        })
-    };
+    let shared = Arc::new(Shared {
+        builder,
+        router: TowerToHyperService::new(router),
+        // A connection gets the same time to show a whole head as one accepted at the cap.
+        connections: Connections::new(HEAD_GRACE),
+        count: OpenCount::default(),
+        waiting: Waiting::new(limits.max_connections),
+        refusals: Refusals::default(),
+        cap: limits.max_connections,
+        activity,
+    });
     tokio::pin!(shutdown);
     loop {
         let (stream, _peer) = tokio::select! {
@@ -76,49 +97,117 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            drop(stream);
-            refusals.note(limits.max_connections);
+        if shared.count.open() < shared.cap {
+            shared.count.opened();
+            let (shared, stopping) = (shared.clone(), stopping.subscribe());
+            tokio::spawn(async move { serve_one(stream, &shared, stopping).await });
             continue;
-        };
-        let _ = stream.set_nodelay(true);
-        // Upgrades (WebSockets) are served too; the permit is held until the connection
-        // ends, upgraded or not.
-        let connection = builder
-            .serve_connection(TokioIo::new(QuickAck(stream)), service.clone())
-            .with_upgrades();
-        let count = count.clone();
-        let activity = activity.clone();
-        let mut stopping = stopping.subscribe();
-        count.opened();
+        }
+        // At the cap, a connection that sends a whole request head within HEAD_GRACE is
+        // served, and the open connection that has shown least makes room for it (closed as
+        // soon as its task runs); one that does not is closed, having cost a few peeks. The
+        // accept loop itself never waits, so it drains a flood of half-open connections as
+        // fast as it arrives, and a caller behind the flood in the backlog gets through.
+        let (shared, stopping) = (shared.clone(), stopping.subscribe());
         tokio::spawn(async move {
-            tokio::pin!(connection);
-            let result = tokio::select! {
-                result = connection.as_mut() => result,
-                _ = stopping.changed() => {
-                    // Finish the request in flight, then close.
-                    connection.as_mut().graceful_shutdown();
-                    connection.await
-                }
+            let (place, let_go) = shared.waiting.enter();
+            let shown = tokio::select! {
+                shown = whole_head_within(&stream, HEAD_GRACE) => shown,
+                () = let_go.notified() => false,
             };
-            if let Err(error) = result {
-                tracing::debug!(%error, "connection ended with an error");
+            shared.waiting.leave(place);
+            if shown && shared.connections.make_room() {
+                shared.count.opened();
+                serve_one(stream, &shared, stopping).await;
+            } else {
+                shared.refusals.note(shared.cap);
             }
-            drop(permit);
-            count.closed();
-            activity.note();
         });
     }
     drop(listener);
     let _ = stopping.send(true);
-    // Every permit back means every connection has ended.
-    let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
-    if tokio::time::timeout(SHUTDOWN_GRACE, permits.acquire_many(all))
-        .await
-        .is_err()
-    {
+    let closing = async {
+        while shared.count.open() > 0 {
+            tokio::time::sleep(SHUTDOWN_POLL).await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, closing).await.is_err() {
         tracing::info!("connections still open after the shutdown grace period are dropped");
     }
+}
+
+/// The most of a request head looked at on a connection accepted at the cap.
+const PEEKED_HEAD: usize = 16 * 1024;
+
+/// Whether `stream` shows a whole request head within `grace` (looked at, not read).
+async fn whole_head_within(stream: &TcpStream, grace: Duration) -> bool {
+    let mut buffer = vec![0u8; PEEKED_HEAD];
+    let looked = async {
+        loop {
+            let Ok(read) = stream.peek(&mut buffer).await else {
+                return false;
+            };
+            if read == 0 {
+                return false;
+            }
+            if buffer[..read]
+                .windows(4)
+                .any(|window| window == b"\r\n\r\n")
+            {
+                return true;
+            }
+            if read == buffer.len() {
+                return false;
+            }
+            // More may come: wait for it rather than peeking the same bytes again.
+            tokio::time::sleep(HEAD_POLL).await;
+        }
+    };
+    tokio::time::timeout(grace, looked).await.unwrap_or(false)
+}
+
+/// Serves one connection to its end (counted open by the caller; counted closed here).
+async fn serve_one(
+    stream: TcpStream,
+    shared: &Shared,
+    mut stopping: tokio::sync::watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (id, conn) = shared.connections.open();
+    let service = {
+        let (activity, router, conn) =
+            (shared.activity.clone(), shared.router.clone(), conn.clone());
+        hyper::service::service_fn(move |request| {
+            activity.note();
+            conn.request_started();
+            let answered = hyper::service::Service::call(&router, request);
+            let conn = conn.clone();
+            async move { answered.await.map(|response| conn.answer(response)) }
+        })
+    };
+    // Upgrades (WebSockets) are served too; the permit is held until the connection ends,
+    // upgraded or not.
+    let connection = shared
+        .builder
+        .serve_connection(TokioIo::new(QuickAck(stream)), service)
+        .with_upgrades();
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        _ = stopping.changed() => {
+            // Finish the request in flight, then close.
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+        // Chosen to make room (it showed least): dropped, which closes it.
+        () = conn.closed() => Ok(()),
+    };
+    if let Err(error) = result {
+        tracing::debug!(%error, "connection ended with an error");
+    }
+    shared.connections.forget(id);
+    shared.count.closed();
+    shared.activity.note();
 }
 
 /// Connections the kernel may queue before the daemon accepts them (capped by
@@ -163,27 +252,27 @@ pub fn raise_descriptor_limit(limits: &Limits) {
     }
 }
 
-/// Counts connections refused past the cap; logs them once per interval.
+/// Counts connections refused at the cap; logs them once per interval.
 #[derive(Default)]
 struct Refusals {
-    since_log: u64,
-    last_log: Option<Instant>,
+    since_log: AtomicU64,
+    last_log: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Refusals {
-    fn note(&mut self, cap: usize) {
-        self.since_log += 1;
-        let due = self
-            .last_log
-            .is_none_or(|last| last.elapsed() >= REFUSAL_LOG_INTERVAL);
-        if due {
+    fn note(&self, cap: usize) {
+        self.since_log.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut last_log) = self.last_log.lock() else {
+            return;
+        };
+        if last_log.is_none_or(|last| last.elapsed() >= REFUSAL_LOG_INTERVAL) {
             tracing::warn!(
-                refused = self.since_log,
+                refused = self.since_log.swap(0, Ordering::Relaxed),
                 cap,
-                "connection cap reached; new connections are closed at once (--max-connections)"
+                "connection cap reached and no open connection could make room; new \
+                 connections without a whole request head are closed (--max-connections)"
             );
-            self.since_log = 0;
-            self.last_log = Some(Instant::now());
+            *last_log = Some(Instant::now());
         }
     }
 }
@@ -199,6 +288,10 @@ struct OpenCount {
 const FLOOD: usize = 64;
 
 impl OpenCount {
+    fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
     fn opened(&self) {
         let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
         self.peak.fetch_max(open, Ordering::Relaxed);

@@ -4,6 +4,7 @@
 
 pub mod accept;
 pub mod auth;
+pub mod connections;
 pub mod json;
 pub mod memory;
 pub mod quickack;

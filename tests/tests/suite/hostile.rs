@@ -707,18 +707,72 @@ async fn idle_connections_are_closed_and_their_memory_comes_back() {
     assert!(String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 200"));
 }
 
+/// Opens a connection to `address` and sends half a request head.
+fn half_open(address: &str) -> std::net::TcpStream {
+    try_half_open(address).unwrap()
+}
+
+fn try_half_open(address: &str) -> std::io::Result<std::net::TcpStream> {
+    let mut stream = std::net::TcpStream::connect(address)?;
+    std::io::Write::write_all(
+        &mut stream,
+        b"POST /api/write HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: appl",
+    )?;
+    stream.set_nonblocking(true)?;
+    Ok(stream)
+}
+
 #[tokio::test]
-async fn connections_past_the_cap_are_closed_at_once() {
+async fn at_the_cap_the_connection_that_showed_least_makes_room() {
     let daemon = Daemon::start_with(fsd_tests::Options {
         extra_args: vec!["--max-connections".into(), "4".into()],
         ..Default::default()
     });
     let address = daemon.url.trim_start_matches("http://").to_string();
-    let held: Vec<std::net::TcpStream> = (0..4)
-        .map(|_| std::net::TcpStream::connect(&address).unwrap())
+    // Two requests in flight (streams) and two connections that sent half a head.
+    let streams: Vec<_> = (0..2)
+        .map(|i| {
+            let request = daemon
+                .request(Method::POST, "/api/execute/stream")
+                .json(&json!({"command": format!("sleep 4; echo stream-{i}")}));
+            tokio::spawn(request.send())
+        })
         .collect();
-    // Give the daemon the moment it takes to accept them.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut silent: Vec<std::net::TcpStream> = (0..2).map(|_| half_open(&address)).collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
+    // A newcomer is served: a silent connection made room, not a stream.
+    for _ in 0..2 {
+        let (status, _) = guarded("ping at the cap", daemon.get("/api/ping")).await;
+        assert_eq!(status, StatusCode::OK);
+    }
+    let since = std::time::Instant::now();
+    while !silent.iter_mut().all(closed_by_server) {
+        assert!(
+            since.elapsed() < HANG_GUARD,
+            "no silent connection was closed"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for stream in streams {
+        let response = guarded("stream", stream).await.unwrap().unwrap();
+        let events = guarded("stream events", response.text()).await.unwrap();
+        assert!(
+            events.contains("\"complete\""),
+            "a stream was cut: {events}"
+        );
+    }
+
+    // When every connection is busy, a newcomer is closed at once.
+    let busy: Vec<_> = (0..4)
+        .map(|_| {
+            let request = daemon
+                .request(Method::POST, "/api/execute/stream")
+                .json(&json!({"command": "sleep 3"}));
+            tokio::spawn(request.send())
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut refused = std::net::TcpStream::connect(&address).unwrap();
     refused.set_read_timeout(Some(HANG_GUARD)).unwrap();
     let _ = std::io::Write::write_all(&mut refused, b"GET /api/ping HTTP/1.1\r\nHost: x\r\n\r\n");
@@ -729,24 +783,121 @@ async fn connections_past_the_cap_are_closed_at_once() {
             || read
                 .as_ref()
                 .is_err_and(|e| e.kind() != std::io::ErrorKind::WouldBlock),
-        "a connection past the cap was served: {read:?}"
+        "a connection past the cap was served while every one was busy: {read:?}"
     );
-    drop(held);
-    // Once they are gone, new connections are served again.
-    let since = std::time::Instant::now();
-    loop {
-        let request = daemon.request(Method::GET, "/api/ping");
-        if let Ok(response) = request.send().await
-            && response.status() == StatusCode::OK
-        {
+    for request in busy {
+        let _ = guarded("busy stream", request).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_connection_flood_does_not_lock_the_trusted_side_out() {
+    let daemon = Daemon::start();
+    let pid = daemon.pid();
+    let address = daemon.url.trim_start_matches("http://").to_string();
+    let before = fsd_tests::rss_kib(pid);
+    // FLOOD half-open connections (past the default cap of 1,024), each opened again as
+    // soon as the daemon closes it, for as long as the pings below take.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let peak = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let flooder = {
+        let (address, stop, peak) = (address.clone(), stop.clone(), peak.clone());
+        std::thread::spawn(move || {
+            let mut flood: Vec<std::net::TcpStream> =
+                (0..FLOOD).map(|_| half_open(&address)).collect();
+            let mut reopened = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for stream in flood.iter_mut() {
+                    // (A connect the backlog has no room for is tried again next round.)
+                    if closed_by_server(stream)
+                        && let Ok(fresh) = try_half_open(&address)
+                    {
+                        *stream = fresh;
+                        reopened += 1;
+                    }
+                }
+                let rss = fsd_tests::rss_kib(pid);
+                peak.fetch_max(rss, std::sync::atomic::Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            reopened
+        })
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut pings = Vec::new();
+    for _ in 0..100 {
+        // A fresh client each time: a new connection, as a caller outside would open.
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .unwrap();
+        let started = std::time::Instant::now();
+        let response = client.get(daemon.url("/api/ping")).send().await;
+        let took = started.elapsed();
+        let status = response.map(|r| r.status());
+        assert!(
+            matches!(status, Ok(StatusCode::OK)),
+            "a ping during the flood failed: {status:?} after {took:?}"
+        );
+        pings.push(took);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let reopened = flooder.join().unwrap();
+    pings.sort();
+    let p50 = pings[pings.len() / 2];
+    let p99 = pings[pings.len() * 99 / 100];
+    eprintln!(
+        "flood: {FLOOD} half-open connections held open (reopened {reopened} times as the \
+         daemon made room); 100 pings from fresh clients all answered, p50 {p50:?}, p99 \
+         {p99:?}; RSS before {before} KiB, peak {} KiB",
+        peak.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    assert!(reopened > 0, "the flood never met the cap");
+}
+
+#[tokio::test]
+async fn a_head_trickled_a_byte_at_a_time_does_not_outlive_the_header_timeout() {
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--header-timeout-secs".into(), "2".into()],
+        ..Default::default()
+    });
+    let address = daemon.url.trim_start_matches("http://").to_string();
+    let mut stream = std::net::TcpStream::connect(&address).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let head = format!(
+        "GET /api/ping HTTP/1.1\r\nHost: x\r\nX-Slow: {}",
+        "a".repeat(200)
+    );
+    let started = std::time::Instant::now();
+    let mut closed = false;
+    for byte in head.bytes() {
+        if std::io::Write::write_all(&mut stream, &[byte]).is_err() {
+            closed = true;
             break;
         }
-        assert!(
-            since.elapsed() < HANG_GUARD,
-            "the daemon never served again"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        let mut buf = [0; 64];
+        match std::io::Read::read(&mut stream, &mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => panic!("a trickled head was answered"),
+            Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
     }
+    let lasted = started.elapsed();
+    assert!(
+        closed,
+        "the trickled connection was never closed ({lasted:?})"
+    );
+    // Closed at the timeout, not kept alive by each byte (the trickle would last 40 s).
+    assert!(lasted < Duration::from_secs(10), "closed after {lasted:?}");
 }
 
 /// Checks one answer of the suite: no 5xx, the error envelope on every 4xx.
