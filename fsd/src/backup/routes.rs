@@ -326,14 +326,17 @@ pub async fn unmount(
 }
 
 /// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
-/// Under `--confine` it must resolve inside the allowed roots, as every path argument.
+/// Under `--confine` it must also resolve inside the allowed roots, as every path argument
+/// (checked after the reference's rules, so their codes stay the reference's, and before
+/// anything is done with it).
 pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
+    let checked = validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)?;
     state
         .files
         .policy()
         .resolve("dir", dir, Follow::Final)
         .map_err(ApiError::from)?;
-    validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)
+    Ok(checked)
 }
 
 /// The answer to a restore or a release: the directory and how it is (or was) mounted.

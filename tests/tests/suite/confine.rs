@@ -153,7 +153,10 @@ async fn every_route_that_takes_a_path_applies_the_confinement() {
     symlink(outside.path(), daemon.path("escape")).unwrap();
     std::fs::create_dir(daemon.path("inside")).unwrap();
     let out = outside.path().display().to_string();
-    for target in [out.as_str(), "escape"] {
+    // Absolute, as backup directories must be (a relative one is refused by the
+    // reference's own rule first).
+    let escape = daemon.path("escape").display().to_string();
+    for target in [out.as_str(), escape.as_str()] {
         let archive = format!("/var/backups/confine-{}.sqsh", std::process::id());
         let cases = [
             ("/api/execute", json!({"command": "true", "cwd": target})),
