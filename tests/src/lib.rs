@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+pub mod archives;
 pub mod bench;
 pub mod cloudflare;
 pub mod s3;
@@ -49,6 +50,9 @@ pub struct Daemon {
     workspace: tempfile::TempDir,
     state: tempfile::TempDir,
     http: reqwest::Client,
+    /// Every pid the daemon has had (it gets a new one when resumed): what they wrote in
+    /// /var/backups goes when it is dropped.
+    pids: Vec<u32>,
 }
 
 /// Options for [`Daemon::start_with`].
@@ -71,10 +75,12 @@ impl Daemon {
     }
 
     pub fn start_with(options: Options) -> Self {
+        archives::watch();
         let workspace = tempfile::tempdir().expect("temp workspace");
         let state = tempfile::tempdir().expect("temp state dir");
         let (child, url) = spawn(&options, workspace.path(), state.path());
         Self {
+            pids: vec![child.id()],
             child,
             url,
             token: options.token.clone(),
@@ -101,6 +107,7 @@ impl Daemon {
     /// Starts the daemon again over the same workspace and state directory (new port).
     pub fn resume(&mut self) {
         let (child, url) = spawn(&self.options, self.workspace.path(), self.state.path());
+        self.pids.push(child.id());
         self.child = child;
         self.url = url;
     }
@@ -226,19 +233,27 @@ impl Daemon {
 }
 
 impl Drop for Daemon {
-    /// SIGTERM first, so the daemon releases what it mounted; SIGKILL after 5 s.
+    /// SIGTERM first, so the daemon releases what it mounted; SIGKILL after 5 s. Then what
+    /// it wrote in /var/backups goes.
     fn drop(&mut self) {
         let _ = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
+        let mut ended = false;
         for _ in 0..100 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
+                ended = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if !ended {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        for pid in &self.pids {
+            archives::remove_written_by(*pid);
+        }
     }
 }
 
@@ -291,6 +306,17 @@ pub fn podman(args: &[&str]) -> std::process::Output {
         .args(args)
         .output()
         .expect("scripts/podman")
+}
+
+/// Removes an archive the daemon wrote in /var/backups and what it keeps beside it (the
+/// index, the checksum): a test leaves nothing of its own there.
+pub fn remove_archive(archive: impl AsRef<Path>) {
+    let archive = archive.as_ref();
+    for suffix in ["", ".index", ".sha256"] {
+        let mut path = archive.as_os_str().to_owned();
+        path.push(suffix);
+        let _ = std::fs::remove_file(path);
+    }
 }
 
 /// Whether `program` is on PATH.

@@ -224,6 +224,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
     }
     let (progress, sender, events) = progress_channel();
     let service = state.backups.clone();
+    let archive_path = spec.archive.clone();
     tokio::spawn(async move {
         let result = async {
             let mut archive = service.create(spec, progress.clone()).await?;
@@ -254,6 +255,10 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
             })
         }
         .await;
+        if result.is_err() {
+            // Nothing in the store refers to this archive: it is not kept as a cached copy.
+            service.discard(&archive_path);
+        }
         finish(&sender, result, op);
     });
     Ok(sse_response(events))

@@ -298,6 +298,18 @@ impl BackupService {
         Ok(())
     }
 
+    /// Removes an archive and what is kept beside it (its index and checksum), when an
+    /// upload failed and the archive is no backup's.
+    pub fn discard(&self, archive: &Path) {
+        for path in [
+            archive.to_path_buf(),
+            fsd_backup::with_suffix(archive, ".index"),
+            sidecar(archive),
+        ] {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
     /// The archive's SHA-256, computed on the blocking pool and recorded beside it.
     pub async fn checksum(&self, archive: &Path) -> Result<String, BackupError> {
         let path = archive.to_path_buf();

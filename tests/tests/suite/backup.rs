@@ -241,7 +241,7 @@ async fn restores_are_copy_on_write_and_restoring_again_discards_writes() {
         .post("/api/backup/unmount", json!({"dir": source}))
         .await;
     assert_error(status, &body, 404, "BACKUP_NOT_FOUND");
-    let _ = std::fs::remove_file(&archive);
+    fsd_tests::remove_archive(&archive);
 }
 
 /// Loop devices backed by `archive`.
@@ -320,7 +320,7 @@ async fn restoring_b_over_a_releases_a_and_a_failed_restore_changes_nothing() {
         .post("/api/backup/unmount", json!({"dir": target}))
         .await;
     for archive in [archive_a, archive_b, bogus] {
-        let _ = std::fs::remove_file(archive);
+        fsd_tests::remove_archive(archive);
     }
 }
 
@@ -764,7 +764,7 @@ async fn concurrent_creates_of_one_archive_leave_a_whole_archive() {
         })
         .count();
     assert_eq!(leftovers, 0);
-    let _ = std::fs::remove_file(&archive);
+    fsd_tests::remove_archive(&archive);
 }
 
 #[tokio::test]

@@ -233,7 +233,7 @@ async fn restores_survive_a_daemon_restart_and_are_released_on_shutdown() {
     daemon.resume();
     let (_, mounts) = daemon.get("/api/backup/mounts").await;
     assert_eq!(mounts["mounts"], json!([]));
-    let _ = std::fs::remove_file(&archive);
+    fsd_tests::remove_archive(&archive);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,6 +284,6 @@ async fn archives_read_back_through_unsquashfs_squashfuse_and_the_kernel() {
         daemon
             .post("/api/backup/unmount", json!({"dir": target}))
             .await;
-        let _ = std::fs::remove_file(&archive);
+        fsd_tests::remove_archive(&archive);
     }
 }

@@ -100,5 +100,5 @@ async fn fuse_restores_are_copy_on_write_and_released() {
         .filter(|l| l.contains(&format!("fuse-{pid}")))
         .count();
     assert_eq!(leftover, 0, "squashfuse mounts released");
-    let _ = std::fs::remove_file(&archive);
+    fsd_tests::remove_archive(&archive);
 }

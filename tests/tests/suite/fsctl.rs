@@ -418,12 +418,29 @@ fn mount_serves_a_proxy_until_stopped_and_umount_unmounts() {
 /// `gateway`; the running child and its JSON document.
 /// A running `fsctl up`, stopped (SIGTERM, then SIGKILL) when dropped, so a failing test
 /// does not leave it, its daemon and its schedule running.
-struct Up(Option<std::process::Child>);
+struct Up(Option<std::process::Child>, Vec<u32>);
 
 impl Up {
     fn wait_with_output(mut self) -> std::io::Result<std::process::Output> {
         self.0.take().expect("running").wait_with_output()
     }
+}
+
+/// The processes `pid` started (its daemon, for `fsctl up`).
+fn children_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|children| {
+            children
+                .split_whitespace()
+                .filter_map(|pid| pid.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
 }
 
 impl std::ops::Deref for Up {
@@ -440,20 +457,27 @@ impl std::ops::DerefMut for Up {
 }
 
 impl Drop for Up {
+    /// Stops it, then removes what its daemon wrote in /var/backups (its snapshots).
     fn drop(&mut self) {
-        let Some(mut child) = self.0.take() else {
-            return;
-        };
-        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        for _ in 0..100 {
-            if child.try_wait().ok().flatten().is_some() {
-                return;
+        if let Some(mut child) = self.0.take() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let mut ended = false;
+            for _ in 0..100 {
+                if child.try_wait().ok().flatten().is_some() {
+                    ended = true;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
             }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+            if !ended {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
         }
-        let _ = child.kill();
-        let _ = child.wait();
+        for daemon in &self.1 {
+            fsd_tests::archives::remove_written_by(*daemon);
+        }
     }
 }
 
@@ -463,6 +487,7 @@ fn up(
     stderr: Stdio,
     extra: &[&str],
 ) -> (Up, serde_json::Value) {
+    fsd_tests::archives::watch();
     let mut child = Command::new(binary("fsctl"))
         .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(dir.join("ws"))
@@ -489,7 +514,11 @@ fn up(
             "fsctl up ended early: {text}"
         );
     }
-    (Up(Some(child)), serde_json::from_str(&text).unwrap())
+    let daemons = children_of(child.id());
+    (
+        Up(Some(child), daemons),
+        serde_json::from_str(&text).unwrap(),
+    )
 }
 
 /// `fsctl up` comes up without its gateway when the gateway's address is taken, and says so
@@ -661,14 +690,5 @@ fn printing_commands_end_quietly_when_their_reader_goes() {
         );
         assert_eq!(stderr, "", "fsctl {args:?} | head");
     }
-    // The archive the daemon wrote for the backup (with what it keeps beside it) goes.
-    for entry in std::fs::read_dir("/var/backups")
-        .into_iter()
-        .flatten()
-        .flatten()
-    {
-        if entry.file_name().to_string_lossy().starts_with(&id) {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    // (The store takes the archive the daemon kept of its backup with it when dropped.)
 }
