@@ -96,24 +96,9 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 }
 
 impl Drop for Store {
-    /// Stops the store; the archives the daemon kept in /var/backups of the backups it
-    /// holds go too (the daemon keeps a backup's archive after uploading it).
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let ids: std::collections::BTreeSet<String> = self
-            .keys("backups/")
-            .iter()
-            .filter_map(|key| {
-                key.strip_prefix("backups/")?
-                    .split('/')
-                    .next()
-                    .map(str::to_string)
-            })
-            .collect();
-        for id in ids {
-            crate::remove_archive(format!("/var/backups/{id}.sqsh"));
-        }
     }
 }
 
