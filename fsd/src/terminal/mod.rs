@@ -9,67 +9,8 @@
 mod connection;
 mod pty;
 mod ring;
+mod routes;
 mod service;
 
-use axum::Router;
-use axum::extract::{FromRequestParts, Query, Request, State, ws::WebSocketUpgrade};
-use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use serde::Deserialize;
-
+pub use routes::router;
 pub use service::TerminalService;
-
-use crate::error::ApiError;
-use crate::state::AppState;
-
-pub fn router() -> Router<AppState> {
-    Router::new().route("/ws/pty", get(upgrade))
-}
-
-/// The query of `/ws/pty`; cols, rows and shell matter only when the terminal starts.
-#[derive(Debug, Deserialize)]
-struct PtyQuery {
-    #[serde(rename = "sessionId")]
-    session_id: Option<String>,
-    cols: Option<String>,
-    rows: Option<String>,
-    shell: Option<String>,
-}
-
-async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
-    if !crate::ws::asks_for_websocket(request.headers()) {
-        return ApiError::not_found_route().into_response();
-    }
-    let (mut parts, _) = request.into_parts();
-    let Ok(Query(query)) = Query::<PtyQuery>::from_request_parts(&mut parts, &state).await else {
-        return ApiError::terminal_query("the query is not readable").into_response();
-    };
-    let Some(session_id) = query.session_id.filter(|id| !id.is_empty()) else {
-        return ApiError::terminal_query("sessionId query parameter required").into_response();
-    };
-    let dimension = |value: Option<String>, default: u16| {
-        value
-            .and_then(|v| v.parse::<u16>().ok())
-            .filter(|&v| v > 0)
-            .unwrap_or(default)
-    };
-    let size = pty::Size {
-        cols: dimension(query.cols, 80),
-        rows: dimension(query.rows, 24),
-    };
-    let shell = query
-        .shell
-        .filter(|shell| !shell.is_empty())
-        .unwrap_or_else(|| "bash".into());
-    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
-        Ok(upgrade) => upgrade,
-        Err(rejection) => return ApiError::bad_upgrade(rejection.body_text()).into_response(),
-    };
-    let terminals = state.terminals.clone();
-    upgrade.on_upgrade(move |socket| async move {
-        match terminals.get_or_start(&session_id, size, &shell).await {
-            Ok(terminal) => connection::serve(socket, terminal).await,
-            Err(error) => connection::refuse(socket, error.to_string()).await,
-        }
-    })
-}

@@ -1,6 +1,6 @@
-//! The codebase's shape: no two source files import each other. A type that two files
-//! both need lives in a third (its own small module), so every file can be read after the
-//! files it uses. A name a `lib.rs` or `mod.rs` re-exports counts as the file that
+//! The codebase's shape: no source files import each other, in pairs or around a longer
+//! cycle. A type that two files both need lives in a third (its own small module), so
+//! every file can be read after the files it uses. A name a `lib.rs` or `mod.rs` re-exports counts as the file that
 //! defines it; test code (`#[cfg(test)]` and below) is left out, since a test module uses
 //! its parent by design.
 
@@ -12,9 +12,9 @@ use std::path::{Path, PathBuf};
 type Module = Vec<String>;
 
 #[test]
-fn no_two_files_import_each_other() {
+fn no_files_import_each_other_in_a_cycle() {
     let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut pairs = Vec::new();
+    let mut cycles = Vec::new();
     let mut crates = 0;
     for entry in std::fs::read_dir(&workspace).unwrap().flatten() {
         let src = entry.path().join("src");
@@ -22,17 +22,34 @@ fn no_two_files_import_each_other() {
             continue;
         }
         crates += 1;
-        pairs.extend(Crate::read(&src).mutual_imports());
+        cycles.extend(Crate::read(&src).cycles());
     }
     assert!(
         crates >= 8,
         "found only {crates} crates under {workspace:?}"
     );
     assert!(
-        pairs.is_empty(),
-        "files that import each other:\n{}",
-        pairs.join("\n")
+        cycles.is_empty(),
+        "files that import each other, around a cycle:\n{}",
+        cycles.join("\n")
     );
+}
+
+#[test]
+fn a_cycle_of_three_files_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\nmod c;\n").unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::B;\npub struct A;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "use crate::c::C;\npub struct B;\n").unwrap();
+    std::fs::write(src.join("c.rs"), "pub struct C;\n").unwrap();
+    assert!(Crate::read(src).cycles().is_empty());
+    std::fs::write(src.join("c.rs"), "use crate::a::A;\npub struct C;\n").unwrap();
+    let cycles = Crate::read(src).cycles();
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    for file in ["a.rs", "b.rs", "c.rs"] {
+        assert!(cycles[0].contains(file), "{cycles:?}");
+    }
 }
 
 #[test]
@@ -53,12 +70,12 @@ fn a_re_export_counts_as_the_file_that_defines_it() {
     std::fs::write(src.join("lib.rs"), "mod a;\nmod b;\npub use b::Shared;\n").unwrap();
     std::fs::write(src.join("a.rs"), "use crate::Shared;\npub struct A;\n").unwrap();
     std::fs::write(src.join("b.rs"), "pub struct Shared;\n").unwrap();
-    assert!(Crate::read(src).mutual_imports().is_empty());
+    assert!(Crate::read(src).cycles().is_empty());
 
     std::fs::write(src.join("b.rs"), "use crate::a::A;\npub struct Shared;\n").unwrap();
-    let pairs = Crate::read(src).mutual_imports();
-    assert_eq!(pairs.len(), 1, "{pairs:?}");
-    assert!(pairs[0].contains("a.rs") && pairs[0].contains("b.rs"));
+    let cycles = Crate::read(src).cycles();
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    assert!(cycles[0].contains("a.rs") && cycles[0].contains("b.rs"));
 }
 
 /// One crate's source files and what each names.
@@ -89,28 +106,94 @@ impl Crate {
         }
     }
 
-    /// Pairs of files that import each other.
-    fn mutual_imports(&self) -> Vec<String> {
-        let mut imports: BTreeMap<&Module, BTreeSet<Module>> = BTreeMap::new();
+    /// Which files each file imports.
+    fn imports(&self) -> BTreeMap<Module, BTreeSet<Module>> {
+        let mut imports: BTreeMap<Module, BTreeSet<Module>> = BTreeMap::new();
         for (module, paths) in &self.uses {
             for path in paths {
                 if let Some(target) = self.resolve(module, path, 0)
                     && &target != module
                 {
-                    imports.entry(module).or_default().insert(target);
+                    imports.entry(module.clone()).or_default().insert(target);
                 }
             }
         }
-        let mut pairs = Vec::new();
-        for (a, targets) in &imports {
-            for b in targets {
-                if *a < b && imports.get(b).is_some_and(|back| back.contains(*a)) {
-                    let (a, b) = (&self.files[*a], &self.files[b]);
-                    pairs.push(format!("{} <-> {}", a.display(), b.display()));
+        imports
+    }
+
+    /// The groups of files that import each other around a cycle (the strongly connected
+    /// components of the import graph with more than one file), each as one line.
+    fn cycles(&self) -> Vec<String> {
+        let imports = self.imports();
+        // Tarjan's algorithm, iteratively.
+        let nodes: Vec<&Module> = self.files.keys().collect();
+        let index_of: BTreeMap<&Module, usize> =
+            nodes.iter().enumerate().map(|(i, m)| (*m, i)).collect();
+        let edges: Vec<Vec<usize>> = nodes
+            .iter()
+            .map(|m| {
+                imports
+                    .get(*m)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|t| index_of.get(t).copied())
+                    .collect()
+            })
+            .collect();
+        let (mut index, mut low) = (vec![usize::MAX; nodes.len()], vec![0; nodes.len()]);
+        let (mut on_stack, mut stack) = (vec![false; nodes.len()], Vec::new());
+        let (mut next, mut components) = (0, Vec::new());
+        for root in 0..nodes.len() {
+            if index[root] != usize::MAX {
+                continue;
+            }
+            let mut work = vec![(root, 0)];
+            while let Some((node, edge)) = work.pop() {
+                if edge == 0 {
+                    index[node] = next;
+                    low[node] = next;
+                    next += 1;
+                    stack.push(node);
+                    on_stack[node] = true;
+                }
+                if let Some(&target) = edges[node].get(edge) {
+                    work.push((node, edge + 1));
+                    if index[target] == usize::MAX {
+                        work.push((target, 0));
+                    } else if on_stack[target] {
+                        low[node] = low[node].min(index[target]);
+                    }
+                    continue;
+                }
+                if let Some(&(parent, _)) = work.last() {
+                    low[parent] = low[parent].min(low[node]);
+                }
+                if low[node] == index[node] {
+                    let mut component = Vec::new();
+                    while let Some(member) = stack.pop() {
+                        on_stack[member] = false;
+                        component.push(member);
+                        if member == node {
+                            break;
+                        }
+                    }
+                    if component.len() > 1 {
+                        components.push(component);
+                    }
                 }
             }
         }
-        pairs
+        components
+            .into_iter()
+            .map(|component| {
+                let mut files: Vec<String> = component
+                    .iter()
+                    .map(|&i| self.files[nodes[i]].display().to_string())
+                    .collect();
+                files.sort();
+                files.join(" -> ")
+            })
+            .collect()
     }
 
     /// The file a path used in `from` leads into: the longest prefix of it that is a
