@@ -10,6 +10,7 @@ use tower_http::trace::TraceLayer;
 
 use crate::backup::{self, BackupService};
 use crate::config::{IsolationMode, RestoreDriver, Settings};
+use crate::error::ApiError;
 use crate::exec::{self, ExecConfig, SessionManager, World, base_env};
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
@@ -49,9 +50,14 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(tunnels::router())
         .merge(interpreter::router())
         .merge(git::router())
-        .fallback(wire::not_found)
-        .method_not_allowed_fallback(wire::not_found);
+        .fallback(unknown_route)
+        .method_not_allowed_fallback(unknown_route);
     guarded(routes.with_state(state), token)
+}
+
+/// Unknown method or path: the reference's 404 envelope.
+async fn unknown_route() -> ApiError {
+    ApiError::not_found_route()
 }
 
 /// `routes` behind auth, tracing and CORS.

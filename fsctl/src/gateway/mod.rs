@@ -7,7 +7,7 @@
 //! `GET /exposed`). The rules are `fsd-control::preview`'s; `state` keeps the exposures,
 //! `serve` accepts and dispatches, `proxy` checks and forwards preview requests, `admin`
 //! is the admin API, `api` forwards the route API, `relay` streams one HTTP exchange, and
-//! `bridge` carries WebSocket upgrades frame by frame.
+//! `bridge` carries WebSocket upgrades frame by frame; `start` starts one.
 
 mod admin;
 mod api;
@@ -16,72 +16,7 @@ mod headers;
 mod proxy;
 mod relay;
 mod serve;
+mod start;
 mod state;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::ExitCode;
-
-use fsd_sdk::SdkError;
-
-#[derive(Debug, clap::Args)]
-pub struct GatewayArgs {
-    /// Address to serve on (port 0 picks a free one; the line on stdout names it).
-    #[arg(long, default_value = "127.0.0.1:8787")]
-    listen: SocketAddr,
-    /// The hostname preview URLs are under (default: `localhost:<port>`, so they are
-    /// `http://<port>-<id>-<token>.localhost:<port>/`).
-    #[arg(long)]
-    hostname: Option<String>,
-    /// Where a sandbox's daemon is: a URL in which `{id}` stands for the sandbox id, such
-    /// as `http://sandbox-{id}.sandboxes:3000` (default: the daemon of `--url`, for every
-    /// id). Ids are put in only when they are DNS labels (a-z, 0-9, `-`).
-    #[arg(long)]
-    daemons: Option<String>,
-    /// The file exposures are kept in across restarts.
-    #[arg(long, default_value = "./fsd-gateway.json")]
-    state: PathBuf,
-}
-
-pub async fn run(
-    args: GatewayArgs,
-    url: &str,
-    token: Option<String>,
-) -> Result<ExitCode, SdkError> {
-    let running = start(
-        args.listen,
-        args.hostname,
-        args.daemons.unwrap_or_else(|| url.to_string()),
-        &args.state,
-        token,
-    )
-    .await?;
-    println!("fsctl gateway listening on {}", running.url);
-    running.task.await.map_err(std::io::Error::other)??;
-    Ok(ExitCode::SUCCESS)
-}
-
-/// A gateway serving in the background (`fsctl up` runs one).
-pub struct Running {
-    pub url: String,
-    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
-}
-
-/// Starts a gateway on `listen` for the daemons of `template`.
-pub async fn start(
-    listen: SocketAddr,
-    hostname: Option<String>,
-    template: String,
-    state_file: &std::path::Path,
-    token: Option<String>,
-) -> Result<Running, SdkError> {
-    let exposures = state::Exposures::load(Some(state_file))?;
-    let listener = tokio::net::TcpListener::bind(listen).await?;
-    let address = listener.local_addr()?;
-    let hostname = hostname.unwrap_or_else(|| format!("localhost:{}", address.port()));
-    let gateway = proxy::Gateway::new(exposures, template, hostname, token)?;
-    Ok(Running {
-        url: format!("http://{address}"),
-        task: tokio::spawn(serve::serve(gateway, listener)),
-    })
-}
+pub use start::{GatewayArgs, run, start};

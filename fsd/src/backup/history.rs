@@ -5,12 +5,11 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use axum::{Json, Router};
 use fsd_api::Operation;
 use fsd_api::backup::{ExtractBackupRequest, ExtractBackupResponse, TreeIndexRequest};
 use fsd_backup::ArchiveOptions;
@@ -18,17 +17,10 @@ use fsd_backup::ArchiveOptions;
 use fsd_backup::stored::ChainSource;
 
 use super::extract::is_plain;
-use super::routes::backup_dir;
+use super::request::backup_dir;
 use super::validate::invalid;
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
 use crate::state::AppState;
-
-/// The time machine's routes.
-pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/api/backup/index", post(tree_index))
-        .route("/api/backup/extract", post(extract))
-}
 
 pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;

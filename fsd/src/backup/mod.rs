@@ -5,13 +5,11 @@
 
 mod extract;
 mod history;
+mod request;
 mod routes;
 mod service;
 mod validate;
 
-/// The domain's routes: the reference's and fsd's backups, and the time machine's.
-pub fn router() -> axum::Router<crate::state::AppState> {
-    routes::router().merge(history::router())
-}
+pub use routes::router;
 pub use service::BackupService;
 pub use validate::{BackupConfigError, UrlRule};

@@ -22,10 +22,11 @@ use fsd_backup::transfer::PartSpec;
 use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
 use tokio::sync::mpsc;
 
+use super::history;
+use super::request::backup_dir;
 use super::service::{CreateSpec, MAX_DEPTH, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
 use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
-use crate::files::paths::Follow;
 use crate::state::AppState;
 use crate::wire::sse::sse_response;
 
@@ -39,6 +40,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/backup/download", post(download))
         .route("/api/backup/mounts", get(mounts))
         .route("/api/backup/unmount", post(unmount))
+        .route("/api/backup/index", post(history::tree_index))
+        .route("/api/backup/extract", post(history::extract))
 }
 
 /// Progress events go out at most this often per phase (and always at 0 and at the end).
@@ -328,20 +331,6 @@ pub async fn unmount(
         .await
         .map_err(|e| backup_error(e, op))?;
     Ok(Json(restored(&restore)))
-}
-
-/// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
-/// Under `--confine` it must also resolve inside the allowed roots, as every path argument
-/// (checked after the reference's rules, so their codes stay the reference's, and before
-/// anything is done with it).
-pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
-    let checked = validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)?;
-    state
-        .files
-        .policy()
-        .resolve("dir", dir, Follow::Final)
-        .map_err(ApiError::from)?;
-    Ok(checked)
 }
 
 /// The answer to a restore or a release: the directory and how it is (or was) mounted.

@@ -1,6 +1,5 @@
 //! HTTP plumbing shared by every route module: accepting connections (and acknowledging
-//! what they send at once), the JSON body extractor, timestamps, SSE responses, auth, and
-//! the unknown-route fallback.
+//! what they send at once), the JSON body extractor, timestamps, SSE responses, and auth.
 
 pub mod accept;
 pub mod auth;
@@ -11,10 +10,3 @@ pub mod quickack;
 pub mod sse;
 pub mod time;
 pub mod unread;
-
-use crate::error::ApiError;
-
-/// Unknown method or path: the reference's 404 envelope.
-pub async fn not_found() -> ApiError {
-    ApiError::not_found_route()
-}

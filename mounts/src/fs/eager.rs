@@ -11,7 +11,7 @@ use fuser::Errno;
 use tokio::sync::{OnceCell, Semaphore};
 use tokio::task::JoinHandle;
 
-use crate::fs::errno;
+use crate::fs::kernel::errno;
 
 /// Parts of one eager upload: all full `part_size`, numbered from 1.
 pub struct EagerUpload {

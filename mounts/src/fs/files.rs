@@ -2,26 +2,26 @@
 //! flush, fsync and the last close make.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use bytes::Bytes;
 use fsd_s3::ObjectStore;
 use fuser::{Errno, FileAttr};
 use futures_util::StreamExt;
 
+use crate::fs::bucket::{Handle, Inner};
 use crate::fs::eager::EagerUpload;
+use crate::fs::kernel::errno;
 use crate::fs::keys::file_key;
+use crate::fs::lock::lock;
 use crate::fs::reader::Reader;
 use crate::fs::spill::{Pending, Spill};
 use crate::fs::tree::{Entry, Ino, Kind};
-use crate::fs::{Handle, Inner, errno, lock, now};
 
 /// Objects up to this size go up in one PUT; larger ones in parts of at least this size.
 const PART_SIZE: u64 = 16 << 20;
 /// S3's limit on parts per upload.
 const MAX_PARTS: u64 = 10_000;
-/// Parts in flight per upload (and across a mount's files being written).
-pub(crate) const PARTS_IN_FLIGHT: usize = 8;
 /// Bytes per GET when an existing object is copied into a spill file.
 const FILL_CHUNK: u64 = 16 << 20;
 
@@ -59,7 +59,7 @@ impl<S: ObjectStore> Inner<S> {
             node.local = local;
             node.checked = Instant::now();
             if local {
-                node.mtime = now();
+                node.mtime = SystemTime::now();
             }
         }
     }
@@ -130,7 +130,7 @@ impl<S: ObjectStore> Inner<S> {
             name: name.to_string(),
             kind: Kind::File,
             size: 0,
-            mtime: now(),
+            mtime: SystemTime::now(),
             etag: String::new(),
         };
         let ino = {
@@ -185,7 +185,7 @@ impl<S: ObjectStore> Inner<S> {
             let mut tree = lock(&self.tree);
             if let Some(node) = tree.get_mut(ino) {
                 node.size = size;
-                node.mtime = now();
+                node.mtime = SystemTime::now();
             }
         }
         self.upload_while_writing(ino, &spill, size);
@@ -281,7 +281,7 @@ impl<S: ObjectStore> Inner<S> {
         spill.set_len(size).map_err(Errno::from)?;
         if let Some(node) = lock(&self.tree).get_mut(ino) {
             node.size = size;
-            node.mtime = now();
+            node.mtime = SystemTime::now();
         }
         // Without an open handle nobody will flush: upload now.
         let open_handle =
@@ -446,7 +446,7 @@ impl<S: ObjectStore> Inner<S> {
                     .await
                     .map_err(|error| errno(&error))
             })
-            .buffered(PARTS_IN_FLIGHT)
+            .buffered(crate::fs::bucket::PARTS_IN_FLIGHT)
             .collect::<Vec<_>>()
             .await
             .into_iter()

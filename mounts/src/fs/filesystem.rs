@@ -12,8 +12,10 @@ use fuser::{
     ReplyWrite, Request, TimeOrNow, WriteFlags,
 };
 
+use crate::fs::bucket::{BucketFs, DirEntry, Handle, Inner};
 use crate::fs::files::Content;
-use crate::fs::{BucketFs, DirEntry, Handle, Inner, lock, name_of};
+use crate::fs::kernel::name_of;
+use crate::fs::lock::lock;
 
 const GENERATION: Generation = Generation(0);
 

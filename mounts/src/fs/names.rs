@@ -1,13 +1,14 @@
 //! Operations on names: lookup, attributes, listings, mkdir, rmdir, unlink, rename.
 
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 use fsd_s3::{Listing, ObjectStore};
 use fuser::{Errno, FileAttr};
 
+use crate::fs::bucket::{DirEntry, Inner};
 use crate::fs::keys::{self, dir_key, file_key};
+use crate::fs::lock::lock;
 use crate::fs::tree::{Cached, Entry, Ino, Kind};
-use crate::fs::{DirEntry, Inner, lock, now};
 
 impl<S: ObjectStore> Inner<S> {
     fn path_of(&self, ino: Ino) -> Result<String, Errno> {
@@ -60,18 +61,18 @@ impl<S: ObjectStore> Inner<S> {
             self.client.head(&object_key),
             self.client.has_keys_under(&dir_prefix),
         );
-        let is_dir = is_dir.map_err(|error| super::errno(&error))?;
+        let is_dir = is_dir.map_err(|error| super::kernel::errno(&error))?;
         let entry = if is_dir {
             Some(Entry {
                 name: name.to_string(),
                 kind: Kind::Dir,
                 size: 0,
-                mtime: now(),
+                mtime: SystemTime::now(),
                 etag: String::new(),
             })
         } else {
             object
-                .map_err(|error| super::errno(&error))?
+                .map_err(|error| super::kernel::errno(&error))?
                 .map(|object| keys::file_entry(name, &object))
         };
         let mut tree = lock(&self.tree);
@@ -119,7 +120,7 @@ impl<S: ObjectStore> Inner<S> {
             .client
             .list(&prefix)
             .await
-            .map_err(|error| super::errno(&error))?;
+            .map_err(|error| super::kernel::errno(&error))?;
         Ok((prefix, listing))
     }
 
@@ -156,12 +157,12 @@ impl<S: ObjectStore> Inner<S> {
         self.client
             .put(&dir_key(&self.options.prefix, &path), bytes::Bytes::new())
             .await
-            .map_err(|error| super::errno(&error))?;
+            .map_err(|error| super::kernel::errno(&error))?;
         let entry = Entry {
             name: name.to_string(),
             kind: Kind::Dir,
             size: 0,
-            mtime: now(),
+            mtime: SystemTime::now(),
             etag: String::new(),
         };
         let mut tree = lock(&self.tree);
@@ -200,7 +201,7 @@ impl<S: ObjectStore> Inner<S> {
             self.client
                 .delete(&prefix)
                 .await
-                .map_err(|error| super::errno(&error))?;
+                .map_err(|error| super::kernel::errno(&error))?;
         }
         lock(&self.tree).remove(parent, name, Instant::now());
         Ok(())
@@ -225,7 +226,7 @@ impl<S: ObjectStore> Inner<S> {
         if let Err(error) = result
             && error.status() != Some(404)
         {
-            return Err(super::errno(&error));
+            return Err(super::kernel::errno(&error));
         }
         lock(&self.tree).remove(parent, name, Instant::now());
         Ok(())
@@ -268,11 +269,11 @@ impl<S: ObjectStore> Inner<S> {
         self.client
             .copy(&from, &to)
             .await
-            .map_err(|error| super::errno(&error))?;
+            .map_err(|error| super::kernel::errno(&error))?;
         self.client
             .delete(&from)
             .await
-            .map_err(|error| super::errno(&error))?;
+            .map_err(|error| super::kernel::errno(&error))?;
         lock(&self.tree).rename(ino, new_parent, new_name, Instant::now());
         Ok(())
     }

@@ -15,7 +15,8 @@ use fuser::Errno;
 use futures_util::StreamExt;
 use tokio::sync::Notify;
 
-use crate::fs::{errno, lock};
+use crate::fs::kernel::errno;
+use crate::fs::lock::lock;
 
 /// How far the stream may run ahead of the furthest read.
 const AHEAD: u64 = 64 << 20;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use crate::fs::eager::EagerUpload;
-use crate::fs::lock;
+use crate::fs::lock::lock;
 
 #[derive(Debug, Default, Clone, Copy)]
 struct State {

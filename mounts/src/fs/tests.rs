@@ -8,8 +8,9 @@ use fsd_s3::memory::Operation;
 use fuser::{Errno, FileType};
 
 use super::files::Content;
+use super::lock::lock;
 use super::tree::ROOT;
-use super::{BucketFs, FsOptions, lock};
+use super::{BucketFs, FsOptions};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
@@ -34,7 +35,7 @@ fn mount(store: &MemoryStore, ttl: Duration) -> Mounted {
     }
 }
 
-fn names(entries: &[super::DirEntry]) -> Vec<&str> {
+fn names(entries: &[super::bucket::DirEntry]) -> Vec<&str> {
     entries.iter().map(|entry| entry.name.as_str()).collect()
 }
 

@@ -35,6 +35,108 @@ fn no_files_import_each_other_in_a_cycle() {
     );
 }
 
+/// A `mod.rs` says what a directory holds: it declares modules and re-exports their names,
+/// and anything with a body lives in a file named for what it is.
+#[test]
+fn a_mod_rs_only_declares_and_re_exports() {
+    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut found = 0;
+    let mut offenders = Vec::new();
+    for entry in std::fs::read_dir(&workspace).unwrap().flatten() {
+        let src = entry.path().join("src");
+        if !entry.path().join("Cargo.toml").is_file() || !src.is_dir() {
+            continue;
+        }
+        for file in modules(&src).into_values() {
+            if file.file_name().is_some_and(|name| name == "mod.rs") {
+                found += 1;
+                let text = std::fs::read_to_string(&file).unwrap();
+                offenders.extend(items_beyond_declarations(&text).into_iter().map(|item| {
+                    format!(
+                        "{}: {item}",
+                        file.strip_prefix(&workspace).unwrap_or(&file).display()
+                    )
+                }));
+            }
+        }
+    }
+    assert!(
+        found >= 10,
+        "found only {found} mod.rs files under {workspace:?}"
+    );
+    assert!(
+        offenders.is_empty(),
+        "mod.rs files holding more than declarations and re-exports:\n{}",
+        offenders.join("\n")
+    );
+}
+
+#[test]
+fn a_mod_rs_with_a_function_is_caught() {
+    let declares = "//! Doc.\n\npub mod a;\nmod b;\n#[cfg(test)]\nmod tests;\n\npub use a::{A, B as C};\npub(crate) use b::D;\n";
+    assert!(items_beyond_declarations(declares).is_empty());
+    let handler = format!(
+        "{declares}\nuse axum::Router;\n\npub fn router() -> Router {{\n    Router::new()\n}}\n"
+    );
+    assert_eq!(items_beyond_declarations(&handler).len(), 2, "{handler}");
+}
+
+/// The statements of a `mod.rs` that are neither a module declaration nor a `pub use`.
+fn items_beyond_declarations(text: &str) -> Vec<String> {
+    let code: String = text
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.starts_with("//") && !line.starts_with("#["))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let declaration = |statement: &str| {
+        let public = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|visibility| statement.strip_prefix(visibility));
+        let bare = public.unwrap_or(statement);
+        bare.strip_prefix("mod ")
+            .is_some_and(|name| name.bytes().all(is_ident))
+            || (public.is_some() && bare.starts_with("use "))
+    };
+    let mut items = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(end) = rest.find([';', '{']) {
+        let statement = rest[..end].trim();
+        if rest.as_bytes()[end] == b'{'
+            && !statement.contains(" use ")
+            && !statement.starts_with("use ")
+        {
+            // An item with a body: report it and skip to its end.
+            items.push(statement.to_string());
+            let mut depth = 0;
+            let mut close = rest.len();
+            for (index, byte) in rest.bytes().enumerate().skip(end) {
+                match byte {
+                    b'{' => depth += 1,
+                    b'}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            close = index + 1;
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            rest = &rest[close..];
+            continue;
+        }
+        // A use tree's braces end at the statement's `;`.
+        let end = rest[end..].find(';').map_or(rest.len(), |semi| end + semi);
+        let statement = rest[..end].trim();
+        if !statement.is_empty() && !declaration(statement) {
+            items.push(statement.to_string());
+        }
+        rest = rest.get(end + 1..).unwrap_or("");
+    }
+    items
+}
+
 #[test]
 fn a_cycle_of_three_files_is_found() {
     let dir = tempfile::tempdir().unwrap();
@@ -50,6 +152,34 @@ fn a_cycle_of_three_files_is_found() {
     for file in ["a.rs", "b.rs", "c.rs"] {
         assert!(cycles[0].contains(file), "{cycles:?}");
     }
+}
+
+#[test]
+fn a_declared_test_module_hides_nothing_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path();
+    let lib = "mod a;\nmod b;\n#[cfg(test)]\nmod tests;\nuse a::A;\n";
+    std::fs::write(src.join("lib.rs"), lib).unwrap();
+    std::fs::write(src.join("a.rs"), "use crate::b::B;\npub struct A;\n").unwrap();
+    std::fs::write(src.join("b.rs"), "pub struct B;\n").unwrap();
+    std::fs::write(src.join("tests.rs"), "").unwrap();
+    assert!(Crate::read(src).cycles().is_empty());
+    std::fs::write(
+        src.join("b.rs"),
+        "use crate::A;\npub struct B;\nuse crate::a::A as _;\n",
+    )
+    .unwrap();
+    let cycles = Crate::read(src).cycles();
+    assert_eq!(cycles.len(), 1, "{cycles:?}");
+    // An inline test module is left out.
+    let with_tests =
+        "use crate::a::A;\npub struct B;\n#[cfg(test)]\nmod tests {\n    use crate::a::A;\n}\n";
+    std::fs::write(
+        src.join("b.rs"),
+        with_tests.replace("use crate::a::A;\npub", "pub"),
+    )
+    .unwrap();
+    assert!(Crate::read(src).cycles().is_empty());
 }
 
 #[test]
@@ -94,7 +224,7 @@ impl Crate {
         let mut exports = BTreeMap::new();
         for (module, path) in &files {
             let text = std::fs::read_to_string(path).unwrap();
-            let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+            let text = without_test_module(&text);
             let (paths, exported) = used_paths(text);
             uses.insert(module.clone(), paths);
             exports.insert(module.clone(), exported);
@@ -246,6 +376,30 @@ impl Crate {
             _ => Some(module),
         }
     }
+}
+
+/// `text` up to its inline test module (`#[cfg(test)] mod tests { … }`), which uses its
+/// parent by design. A declared one (`#[cfg(test)] mod tests;`) is a file of its own.
+fn without_test_module(text: &str) -> &str {
+    let mut from = 0;
+    while let Some(at) = text[from..].find("#[cfg(test)]") {
+        let at = from + at;
+        let item = text[at + "#[cfg(test)]".len()..].trim_start();
+        let item = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|visibility| item.strip_prefix(visibility))
+            .unwrap_or(item);
+        let inline = item.strip_prefix("mod ").is_some_and(|rest| {
+            rest.find(['{', ';']).is_some_and(|end| {
+                rest[..end].trim().bytes().all(is_ident) && rest.as_bytes()[end] == b'{'
+            })
+        });
+        if inline {
+            return &text[..at];
+        }
+        from = at + 1;
+    }
+    text
 }
 
 /// Every `.rs` file under `src` by its module path.

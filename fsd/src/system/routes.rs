@@ -1,0 +1,58 @@
+//! `GET /`, `GET /api/ping`, `GET /api/version`, `GET /api/capabilities`.
+
+use axum::extract::State;
+use axum::routing::get;
+use axum::{Json, Router};
+use fsd_api::system::{CapabilitiesResponse, PingResponse, VersionResponse};
+
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/", get(root))
+        .route("/api/ping", get(ping))
+        .route("/api/version", get(version))
+        .route("/api/capabilities", get(capabilities))
+}
+
+async fn root() -> &'static str {
+    "fsd workspace daemon\n"
+}
+
+async fn ping() -> Json<PingResponse> {
+    Json(PingResponse {
+        success: true,
+        status: "healthy".into(),
+        message: "healthy".into(),
+        timestamp: now_rfc3339(),
+    })
+}
+
+/// `SANDBOX_VERSION` as the reference reports it, else fsd's own version.
+async fn version() -> Json<VersionResponse> {
+    let version = crate::config::environment()
+        .sandbox_version
+        .clone()
+        .unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string());
+    Json(VersionResponse {
+        success: true,
+        version,
+        timestamp: now_rfc3339(),
+    })
+}
+
+async fn capabilities(State(state): State<AppState>) -> Json<CapabilitiesResponse> {
+    let mut capabilities = (*state.capabilities).clone();
+    // Known at once unless the daemon has only just started (then its init is waited for).
+    let world = state.sessions.config().world.clone();
+    capabilities.command_isolation = tokio::task::spawn_blocking(move || world.isolation())
+        .await
+        .map_or("none", |isolation| isolation.name())
+        .to_string();
+    Json(CapabilitiesResponse {
+        success: true,
+        capabilities,
+        timestamp: now_rfc3339(),
+    })
+}
