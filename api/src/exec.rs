@@ -99,7 +99,7 @@ pub struct ExecResult {
     pub stdout_base64: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stderr_base64: Option<String>,
-    /// Output beyond the cap was dropped (the cap is in the daemon's README).
+    /// Output beyond the cap was dropped (the cap is in docs/api.md).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     pub command: String,

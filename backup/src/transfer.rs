@@ -13,25 +13,12 @@ use futures_util::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWriteExt};
 
+pub use fsd_s3::retry::RetryPolicy;
+use fsd_s3::retry::transient_status;
+
 use crate::BackupError;
 use crate::progress::Progress;
 use fsd_api::scratch::{ScratchKind, scratch_path};
-
-/// Attempts per request, and the first backoff (doubled each time).
-#[derive(Debug, Clone, Copy)]
-pub struct RetryPolicy {
-    pub attempts: u32,
-    pub backoff: Duration,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            attempts: 4,
-            backoff: Duration::from_millis(250),
-        }
-    }
-}
 
 /// One part of a multipart upload: a presigned URL for `size` bytes at `offset`.
 #[derive(Debug, Clone)]
@@ -102,23 +89,21 @@ impl Transfer {
         F: FnMut() -> Fut,
         Fut: Future<Output = Attempt<T>>,
     {
-        let mut backoff = self.retry.backoff;
-        let mut last = BackupError::Transfer(format!("{what}: no attempt made"));
-        for n in 1..=self.retry.attempts.max(1) {
+        let mut n = 1;
+        loop {
             match attempt().await {
                 Attempt::Done(value) => return Ok(value),
                 Attempt::Fail(error) => return Err(error),
                 Attempt::Retry(error) => {
                     tracing::warn!(what, attempt = n, %error, "transfer attempt failed");
-                    last = error;
+                    let Some(delay) = self.retry.delay_after(n) else {
+                        return Err(error);
+                    };
+                    tokio::time::sleep(delay).await;
+                    n += 1;
                 }
             }
-            if n < self.retry.attempts {
-                tokio::time::sleep(backoff).await;
-                backoff *= 2;
-            }
         }
-        Err(last)
     }
 
     /// The HTTP client, for readers that make their own requests (ranged reads).
@@ -470,7 +455,7 @@ async fn classify(
         what: what.to_string(),
         body: truncate(body),
     };
-    if status.is_server_error() || status.as_u16() == 408 || status.as_u16() == 429 {
+    if transient_status(status.as_u16()) {
         Attempt::Retry(error)
     } else {
         Attempt::Fail(error)

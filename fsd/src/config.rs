@@ -18,10 +18,10 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Internal: run a program as a child subreaper in the sandbox's process world.
     #[command(hide = true)]
-    Supervise(crate::exec::supervisor::SuperviseArgs),
+    Supervise(fsd_process::supervisor::SuperviseArgs),
     /// Internal: the first process of the sandbox's PID namespace.
     #[command(hide = true)]
-    SandboxInit(crate::exec::supervisor::SandboxInitArgs),
+    SandboxInit(fsd_process::supervisor::SandboxInitArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,7 +1,7 @@
 //! `fsd`: the workspace daemon that runs inside a sandbox and serves its workspace over HTTP.
 //!
 //! `fsd serve` with no flags serves `/workspace` (or `./workspace` when that is not writable)
-//! on 127.0.0.1:3000. See the README for the routes and `fsd serve --help` for the flags.
+//! on 127.0.0.1:3000. See docs/api.md for the routes and `fsd serve --help` for the flags.
 
 mod backup;
 mod config;
@@ -20,7 +20,6 @@ mod server;
 mod state;
 mod system;
 mod terminal;
-mod text;
 mod tunnels;
 mod watch;
 mod wire;
@@ -31,8 +30,10 @@ use clap::Parser;
 fn main() -> std::process::ExitCode {
     let cli = config::Cli::parse();
     match cli.command {
-        config::Command::Supervise(args) => exit_code(exec::supervisor::supervise(args)),
-        config::Command::SandboxInit(args) => exit_code(exec::supervisor::sandbox_init(args)),
+        config::Command::Supervise(args) => exit_code(fsd_process::supervisor::supervise(args)),
+        config::Command::SandboxInit(args) => {
+            exit_code(fsd_process::supervisor::sandbox_init(args))
+        }
         config::Command::Serve(args) => {
             // As a container's PID 1, the first process stays behind to reap and forward
             // signals; the daemon is its child.

@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 use crate::backup::{self, BackupService};
 use crate::config::{IsolationMode, RestoreDriver, Settings};
 use crate::error::ApiError;
-use crate::exec::{self, ExecConfig, SessionManager, World, base_env};
+use crate::exec;
 use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
 use crate::git;
@@ -19,7 +19,7 @@ use crate::init::command::UserCommand;
 use crate::interpreter::{self, InterpreterConfig, InterpreterService};
 use crate::mounts::{self, MountService};
 use crate::ports;
-use crate::process::{self, ProcessService};
+use crate::process;
 use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::terminal::{self, TerminalService};
@@ -28,6 +28,7 @@ use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
 use crate::ws;
 use fsd_api::system::Capabilities;
+use fsd_process::{ExecConfig, ProcessService, SessionManager, World, base_env};
 
 /// The whole API: the HTTP routes, and the WebSocket routes whose messages go through them.
 pub fn router(state: AppState, token: auth::ApiToken, ws_stall: std::time::Duration) -> Router {
@@ -162,7 +163,6 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         default_timeout: (settings.command_timeout_ms > 0)
             .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
         world,
-        paths: policy.clone(),
     }));
     let processes = Arc::new(ProcessService::new(
         sessions.clone(),

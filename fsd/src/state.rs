@@ -5,13 +5,13 @@ use std::sync::Arc;
 use fsd_api::system::Capabilities;
 
 use crate::backup::BackupService;
-use crate::exec::SessionManager;
 use crate::files::FileService;
 use crate::interpreter::InterpreterService;
 use crate::mounts::MountService;
-use crate::process::ProcessService;
 use crate::terminal::TerminalService;
 use crate::watch::WatchService;
+use fsd_process::ProcessService;
+use fsd_process::SessionManager;
 
 #[derive(Clone)]
 pub struct AppState {

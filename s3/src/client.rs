@@ -8,14 +8,11 @@ use serde::Deserialize;
 
 use futures_util::{StreamExt, TryStreamExt};
 
+use crate::retry::RetryPolicy;
 use crate::sign::{encode_key, object_url, sign_headers};
 use crate::store::{ByteStream, ObjectStore};
 pub use crate::store::{ClientError, Listing, ObjectInfo};
 use crate::upstream::Upstream;
-
-/// Tries per request; the delay grows linearly between them.
-const ATTEMPTS: u32 = 3;
-const RETRY_DELAY: Duration = Duration::from_millis(200);
 
 #[derive(Deserialize)]
 #[serde(rename_all = "PascalCase")]
@@ -121,18 +118,19 @@ impl ObjectClient {
                 .map_err(ClientError::Sign)?;
             all.extend(signed);
         }
+        let retry = RetryPolicy::default();
         let mut attempt = 1;
         loop {
             let result = self
                 .send_once(&method, &url, &all, body.clone(), what)
                 .await;
-            match result {
-                Err(error) if attempt < ATTEMPTS && error.is_transient() => {
+            match (result, retry.delay_after(attempt)) {
+                (Err(error), Some(delay)) if error.is_transient() => {
                     tracing::debug!(%error, attempt, "retrying");
-                    tokio::time::sleep(RETRY_DELAY * attempt).await;
+                    tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
-                other => return other,
+                (other, _) => return other,
             }
         }
     }

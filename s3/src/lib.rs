@@ -1,7 +1,7 @@
 //! What both sides of the trust line share about S3-compatible stores: the endpoint and its
 //! keys ([`Upstream`]), SigV4 signing and key encoding ([`sign`]), the object client
 //! ([`ObjectClient`]), the [`ObjectStore`] trait it implements with an in-memory store for
-//! tests ([`MemoryStore`]). Without the default `client` feature it is signing, presigning
+//! tests ([`MemoryStore`]), and the sandbox side's [`retry`] policy. Without the default `client` feature it is signing, presigning
 //! and key encoding alone, with no runtime, so the Cloudflare Worker can presign as `fsctl`
 //! does.
 //!
@@ -19,6 +19,7 @@ pub mod forward;
 pub mod memory;
 #[cfg(feature = "proxy")]
 pub mod proxy;
+pub mod retry;
 pub mod sign;
 #[cfg(feature = "client")]
 pub mod store;

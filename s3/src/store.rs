@@ -40,7 +40,7 @@ impl ClientError {
     pub(crate) fn is_transient(&self) -> bool {
         match self {
             ClientError::Http { .. } => true,
-            ClientError::Status { status, .. } => *status >= 500 || matches!(*status, 408 | 429),
+            ClientError::Status { status, .. } => crate::retry::transient_status(*status),
             _ => false,
         }
     }

@@ -124,7 +124,7 @@ impl Sandbox {
         })
     }
 
-    /// Applies a change list in the order its lines need (see the daemon's README: moved
+    /// Applies a change list in the order its lines need (see docs/api.md, "Watches and change tokens": moved
     /// origins aside deepest first, deletions, moves and new directories in path order, then
     /// downloads). `None` when the mirror lacks a moved origin, so only a full copy helps.
     async fn apply(

@@ -96,7 +96,7 @@ impl Summary {
         format!("{:.2}×", fsd / floor)
     }
 
-    /// Prints the rows as one Markdown table (the README's benchmark section is made of them).
+    /// Prints the rows as one Markdown table (docs/benchmarks.md is made of them).
     pub fn print(&self) {
         println!();
         println!("| path | fsd | floor or anchor, same run | ratio | target |");

@@ -14,7 +14,7 @@
 //! comparison told what they did). The map also says whether what left was a directory, which the
 //! crate does not.
 //!
-//! Weaker than the inotify engine, and said so in the README: excluded directories are
+//! Weaker than the inotify engine, and said so in docs/api.md ("Watch engines"): excluded directories are
 //! watched (their events are dropped, not avoided); inside a directory created or
 //! renamed a moment before, a change made in that moment is found by the comparison (a rename there is a delete and a create, and a
 //! rewrite that keeps size and mtime is not seen); where the platform does not pair

@@ -62,7 +62,9 @@ impl BucketAccess {
     }
 
     /// An S3 client: path-style addressing, checksums only where required (presigned URLs
-    /// must not demand headers the daemon does not send).
+    /// must not demand headers the daemon does not send), and the SDK's standard retries
+    /// (three attempts, exponential backoff with jitter): the trusted side's one retry
+    /// policy, named here rather than left to the SDK's defaults.
     pub fn client(&self) -> aws_sdk_s3::Client {
         let config = aws_sdk_s3::Config::builder()
             .behavior_version_latest()
@@ -76,6 +78,7 @@ impl BucketAccess {
                 "fsd",
             ))
             .force_path_style(true)
+            .retry_config(aws_sdk_s3::config::retry::RetryConfig::standard())
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .build();

@@ -17,9 +17,10 @@ use fsd_backup::ArchiveOptions;
 use fsd_backup::stored::ChainSource;
 
 use super::extract::is_plain;
-use super::request::backup_dir;
+use super::request::{backup_dir, parse_backup_request};
 use super::validate::invalid;
-use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
+use super::wire_error::Restoring;
+use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
 
 pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
@@ -31,11 +32,7 @@ pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Re
         gitignore: req.gitignore.unwrap_or(false),
         ..ArchiveOptions::default()
     };
-    let encoded = state
-        .backups
-        .tree_index(dir, options)
-        .await
-        .map_err(|e| backup_error(e, op))?;
+    let encoded = state.backups.tree_index(dir, options).await.op(op)?;
     Ok((
         [(header::CONTENT_TYPE, "application/octet-stream")],
         Body::from(encoded),
@@ -91,6 +88,7 @@ pub async fn extract(
         .backups
         .extract(dir, &req.index_url, archives, paths)
         .await
-        .map_err(|e| backup_error(e, op))?;
+        .map_err(Restoring)
+        .op(op)?;
     Ok(Json(answer))
 }

@@ -9,7 +9,8 @@ mod request;
 mod routes;
 mod service;
 mod validate;
+mod wire_error;
 
 pub use routes::router;
 pub use service::BackupService;
-pub use validate::{BackupConfigError, UrlRule};
+pub use validate::UrlRule;

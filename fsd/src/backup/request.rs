@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use fsd_api::Operation;
+use fsd_api::{ErrorCode, Operation};
 
 use super::validate;
 use crate::error::{ApiError, OperationExt};
@@ -23,4 +23,12 @@ pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<P
         .resolve("dir", dir, Follow::Final)
         .map_err(ApiError::from)?;
     Ok(checked)
+}
+
+/// Parses a backup request; type errors are INVALID_BACKUP_CONFIG, as the reference has it.
+pub(super) fn parse_backup_request<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    operation: Operation,
+) -> Result<T, ApiError> {
+    crate::wire::json::parse_as(body, ErrorCode::InvalidBackupConfig, operation)
 }

@@ -23,10 +23,11 @@ use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
 use tokio::sync::mpsc;
 
 use super::history;
-use super::request::backup_dir;
+use super::request::{backup_dir, parse_backup_request};
 use super::service::{CreateSpec, MAX_DEPTH, MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
-use crate::error::{ApiError, OperationExt, backup_error, parse_backup_request};
+use super::wire_error::Restoring;
+use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
 use crate::wire::sse::sse_response;
 
@@ -126,11 +127,7 @@ pub async fn create(
     if spec.base.is_some() {
         spec = with_token(&state, spec).await;
     }
-    let response = state
-        .backups
-        .create(spec, Progress::none())
-        .await
-        .map_err(|e| backup_error(e, op))?;
+    let response = state.backups.create(spec, Progress::none()).await.op(op)?;
     Ok(Json(response))
 }
 
@@ -149,7 +146,8 @@ pub async fn restore(
         .backups
         .restore(dir, archives)
         .await
-        .map_err(|e| backup_error(e, op))?;
+        .map_err(Restoring)
+        .op(op)?;
     Ok(Json(restored(&restore)))
 }
 
@@ -190,7 +188,7 @@ pub async fn upload_parts(
         .backups
         .upload_parts(&archive, parts, Progress::none())
         .await
-        .map_err(|e| backup_error(e, op))?;
+        .op(op)?;
     Ok(Json(UploadPartsResponse {
         success: true,
         parts,
@@ -325,11 +323,7 @@ pub async fn unmount(
     let op = Operation::BackupRestore;
     let req: UnmountBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
-    let restore = state
-        .backups
-        .release(dir)
-        .await
-        .map_err(|e| backup_error(e, op))?;
+    let restore = state.backups.release(dir).await.map_err(Restoring).op(op)?;
     Ok(Json(restored(&restore)))
 }
 
@@ -387,7 +381,11 @@ fn finish(
     let event = match result {
         Ok(event) => event,
         Err(error) => {
-            let error = backup_error(error, op);
+            let error = match op {
+                Operation::BackupRestore => ApiError::from(Restoring(error)),
+                _ => ApiError::from(error),
+            }
+            .with_operation(op);
             BackupEvent::Error {
                 code: error.code.to_string(),
                 message: error.message,

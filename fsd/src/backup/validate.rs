@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use fsd_api::MAX_PATH_BYTES;
 use fsd_api::backup::{ALLOWED_DIR_PREFIXES, ARCHIVE_ROOT};
 
-/// A request field that breaks the backup rules (its wire code is decided in `crate::error`).
+/// A request field that breaks the backup rules (its wire code is decided in `wire_error`).
 #[derive(Debug, thiserror::Error)]
 #[error("{field}: {message}")]
 pub struct BackupConfigError {

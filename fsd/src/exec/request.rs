@@ -1,8 +1,7 @@
 //! What a command request says, whichever route brought it (`/api/execute`, its stream,
 //! `background: true`, `/api/process/start`): the command, its session, env and cwd,
-//! checked in one place. A request the caller got wrong is a [`RequestError`] (inside an
-//! [`ExecError`] where the check also looks at sessions), which `crate::error` turns into
-//! the wire error.
+//! checked in one place. A request the caller got wrong is a [`RequestError`], which
+//! `wire_error` turns into the wire error.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -11,11 +10,10 @@ use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::ExecuteRequest;
 use fsd_api::process::StartProcessRequest;
 
-use super::error::{ExecError, RequestError};
-use super::script::valid_env_name;
-use super::session::CommandSpec;
-use super::sessions::SessionManager;
-use crate::files::paths::Follow;
+use fsd_process::{CommandSpec, SessionManager, valid_env_name};
+
+use super::error::RequestError;
+use crate::files::paths::{Follow, PathPolicy};
 
 /// The session a request without one runs in.
 pub const DEFAULT_SESSION: &str = "default";
@@ -54,13 +52,14 @@ impl<'a> CommandRequest<'a> {
     pub async fn spec(
         &self,
         sessions: &SessionManager,
+        paths: &PathPolicy,
         session_id: &str,
-    ) -> Result<CommandSpec, ExecError> {
+    ) -> Result<CommandSpec, RequestError> {
         if self.command.trim().is_empty() {
-            return Err(RequestError::EmptyCommand.into());
+            return Err(RequestError::EmptyCommand);
         }
         if self.command.contains('\0') {
-            return Err(RequestError::NulInCommand.into());
+            return Err(RequestError::NulInCommand);
         }
         let env = match self.env {
             Some(env) => checked_env(env.clone().into_iter())?,
@@ -73,7 +72,7 @@ impl<'a> CommandRequest<'a> {
                 } else {
                     sessions.cwd_of(session_id).await
                 };
-                Some(existing_dir(sessions, cwd, base)?)
+                Some(existing_dir(sessions, paths, cwd, base)?)
             }
             None => None,
         };
@@ -108,22 +107,21 @@ pub fn checked_env(
 /// directory) or the workspace.
 pub fn existing_dir(
     sessions: &SessionManager,
+    paths: &PathPolicy,
     cwd: &str,
     base: Option<PathBuf>,
-) -> Result<PathBuf, ExecError> {
+) -> Result<PathBuf, RequestError> {
     if cwd.trim().is_empty() || cwd.contains('\0') {
-        return Err(RequestError::Cwd.into());
+        return Err(RequestError::Cwd);
     }
-    let config = sessions.config();
-    let base = base.unwrap_or_else(|| config.workspace.clone());
-    let path = config
-        .paths
+    let base = base.unwrap_or_else(|| sessions.config().workspace.clone());
+    let path = paths
         .resolve_in("cwd", cwd, &base, Follow::Final)
-        .map_err(ExecError::Path)?;
+        .map_err(RequestError::Path)?;
     if path.is_dir() {
         Ok(path)
     } else {
-        Err(ExecError::CwdNotFound {
+        Err(RequestError::CwdNotFound {
             cwd: cwd.to_string(),
         })
     }

@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64_simd::STANDARD as BASE64;
-use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
     BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
     DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
@@ -16,18 +15,16 @@ use fsd_api::exec::{
 };
 use futures_util::{StreamExt, stream};
 
-use super::error::{ExecError, RequestError};
+use super::error::RequestError;
 use super::request::{
     CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir,
 };
-use super::session::CommandSpec;
-use super::sessions::SessionOptions;
 use crate::error::ApiError;
-use crate::process::{Live, Stream};
 use crate::state::AppState;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+use fsd_process::{CommandSpec, Live, SessionOptions, Stream};
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {
@@ -62,7 +59,12 @@ pub async fn create_session(
         None => Vec::new(),
     };
     let cwd = match req.cwd {
-        Some(cwd) => Some(existing_dir(&state.sessions, &cwd, None)?),
+        Some(cwd) => Some(existing_dir(
+            &state.sessions,
+            state.files.policy(),
+            &cwd,
+            None,
+        )?),
         None => None,
     };
     let options = SessionOptions {
@@ -141,25 +143,7 @@ pub async fn execute(
         .timeout_ms
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis);
-    let finished = if session_id == DISABLE_SESSION_TOKEN {
-        state.sessions.exec_sessionless(&spec, timeout).await?
-    } else {
-        let session = state.sessions.get_or_create(&session_id).await?;
-        let result = session
-            .exec(&spec, timeout.or(session.command_timeout))
-            .await;
-        if matches!(
-            result,
-            Err(ExecError::ShellExited { .. })
-                | Err(ExecError::Timeout {
-                    session_kept: false,
-                    ..
-                })
-        ) {
-            state.sessions.evict_dead(&session_id).await;
-        }
-        result?
-    };
+    let finished = state.sessions.exec(&session_id, &spec, timeout).await?;
     let (stdout, stdout_base64) = text_and_exact(finished.stdout);
     let (stderr, stderr_base64) = text_and_exact(finished.stderr);
     Ok(Json(ExecResult {
@@ -225,7 +209,7 @@ async fn prepare(
     let req: ExecuteRequest = parse(body)?;
     let session_id = session_from(state, req.session_id.as_deref(), headers, uri)?;
     let spec = CommandRequest::from(&req)
-        .spec(&state.sessions, &session_id)
+        .spec(&state.sessions, state.files.policy(), &session_id)
         .await?;
     Ok((req, session_id, spec))
 }

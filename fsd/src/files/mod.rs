@@ -17,10 +17,10 @@ mod service;
 mod session_path;
 mod special;
 mod stream;
+mod wire_error;
 
 pub use error::FileError;
 pub use routes::router;
 pub use scratch_log::ScratchLog;
 pub use service::FileService;
 pub use session_path::in_session;
-pub use special::is_stalled;

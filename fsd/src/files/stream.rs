@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::service::{OpenedFile, read_full};
 use super::special::{Patience, Patient};
-use crate::text::Utf8Chunker;
+use fsd_process::text::Utf8Chunker;
 
 /// Events for an opened file. Reading happens on a blocking thread, a few chunks ahead.
 pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send + 'static {

@@ -6,7 +6,6 @@ mod classify;
 mod redact;
 mod routes;
 mod service;
+mod wire_error;
 
-pub use classify::Failure;
 pub use routes::router;
-pub use service::GitError;

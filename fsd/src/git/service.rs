@@ -14,8 +14,8 @@ use tokio::sync::mpsc;
 
 use super::classify::{Failure, classify, repo_name};
 use super::redact::redact;
-use crate::exec::World;
-use crate::exec::supervisor::OnExit;
+use fsd_process::World;
+use fsd_process::supervisor::OnExit;
 
 /// The reference's default: ten minutes.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);

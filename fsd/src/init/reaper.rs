@@ -9,7 +9,7 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getpid};
 
-use crate::exec::supervisor::POLITE_SIGNALS;
+use fsd_process::supervisor::POLITE_SIGNALS;
 
 /// When this process is PID 1, forks: the parent forwards and reaps until the daemon
 /// exits and returns the exit code to end with; the child returns `None` and goes on to

@@ -1,4 +1,4 @@
-//! What can go wrong with code contexts; mapped to wire errors in `crate::error`.
+//! What can go wrong with code contexts; mapped to wire errors in `wire_error`.
 
 use super::kind::Kind;
 

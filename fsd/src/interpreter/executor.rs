@@ -27,8 +27,8 @@ use tokio::time::Instant;
 use super::error::InterpreterError;
 use super::kind::Kind;
 use super::output::CallOutput;
-use crate::exec::supervisor::OnExit;
-use crate::exec::{World, proctree, stop};
+use fsd_process::supervisor::OnExit;
+use fsd_process::{World, proctree, stop};
 
 const PYTHON_SCRIPT: &str = include_str!("python_executor.py");
 const NODE_SCRIPT: &str = include_str!("node_executor.js");

@@ -8,6 +8,7 @@ mod kind;
 mod output;
 mod routes;
 mod service;
+mod wire_error;
 
 pub use error::InterpreterError;
 pub use executor::Programs;

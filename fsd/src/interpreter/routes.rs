@@ -13,7 +13,8 @@ use fsd_api::interpreter::{
     ListContextsResponse,
 };
 
-use crate::error::{ApiError, code_execution_error};
+use super::wire_error::CodeExecutionFailure;
+use crate::error::ApiError;
 use crate::files::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
@@ -83,7 +84,7 @@ pub async fn execute(
 ) -> Response {
     let context = match state.interpreters.get(&req.context_id) {
         Ok(context) => context,
-        Err(error) => return code_execution_error(error),
+        Err(error) => return CodeExecutionFailure(error).into_response(),
     };
     let (sender, receiver) = tokio::sync::mpsc::channel(EVENT_QUEUE);
     let (started, start) = tokio::sync::oneshot::channel();
@@ -112,10 +113,11 @@ pub async fn execute(
             });
             sse_response(events).into_response()
         }
-        Ok(Err(error)) => code_execution_error(error),
-        Err(_) => code_execution_error(crate::interpreter::InterpreterError::Protocol(
+        Ok(Err(error)) => CodeExecutionFailure(error).into_response(),
+        Err(_) => CodeExecutionFailure(crate::interpreter::InterpreterError::Protocol(
             "the call ended before it started".into(),
-        )),
+        ))
+        .into_response(),
     }
 }
 

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::error::InterpreterError;
 use super::executor::{CallEnd, Executor, Programs};
 use super::kind::Kind;
-use crate::exec::World;
+use fsd_process::World;
 
 /// How long after startup the pools start filling.
 const WARM_AFTER: Duration = Duration::from_millis(500);
@@ -191,7 +191,7 @@ impl InterpreterService {
         let supervisor = context.supervisor.load(Ordering::SeqCst);
         if supervisor > 1 {
             let _ = tokio::task::spawn_blocking(move || {
-                crate::exec::stop::kill_supervised(supervisor);
+                fsd_process::stop::kill_supervised(supervisor);
             })
             .await;
         }

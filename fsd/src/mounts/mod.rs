@@ -5,7 +5,7 @@
 mod routes;
 mod service;
 mod validate;
+mod wire_error;
 
 pub use routes::router;
-pub use service::{MountService, MountServiceError};
-pub use validate::MountConfigError;
+pub use service::MountService;

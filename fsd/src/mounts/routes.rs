@@ -4,14 +4,14 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use fsd_api::Operation;
 use fsd_api::mounts::{
     ListMountsResponse, MountBucketRequest, MountBucketResponse, UnmountBucketRequest,
     UnmountBucketResponse,
 };
+use fsd_api::{ErrorCode, Operation};
 
 use super::validate;
-use crate::error::{ApiError, OperationExt, mount_error, parse_mount_request};
+use crate::error::{ApiError, OperationExt};
 use crate::files::paths::Follow;
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
@@ -32,11 +32,7 @@ pub async fn mount(
         .policy()
         .resolve("mountPath", &req.mount_path, Follow::Final)?;
     let plan = validate::plan(&req, |name| crate::config::environment().credential(name)).op(op)?;
-    let mount = state
-        .mounts
-        .mount(plan)
-        .await
-        .map_err(|error| mount_error(error, op))?;
+    let mount = state.mounts.mount(plan).await.op(op)?;
     Ok(Json(MountBucketResponse {
         success: true,
         mount,
@@ -60,11 +56,7 @@ pub async fn unmount(
         .policy()
         .resolve("mountPath", &mount_path, Follow::Parent)?;
     let path = validate::mount_path(&mount_path).op(op)?;
-    let removed_dir = state
-        .mounts
-        .unmount(&path)
-        .await
-        .map_err(|error| mount_error(error, op))?;
+    let removed_dir = state.mounts.unmount(&path).await.op(op)?;
     Ok(Json(UnmountBucketResponse {
         success: true,
         mount_path: path.display().to_string(),
@@ -79,4 +71,12 @@ pub async fn list(State(state): State<AppState>) -> Json<ListMountsResponse> {
         mounts: state.mounts.list().await,
         timestamp: now_rfc3339(),
     })
+}
+
+/// Parses a mount request; type errors are INVALID_MOUNT_CONFIG too.
+fn parse_mount_request<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    operation: Operation,
+) -> Result<T, ApiError> {
+    crate::wire::json::parse_as(body, ErrorCode::InvalidMountConfig, operation)
 }

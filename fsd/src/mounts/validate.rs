@@ -7,7 +7,7 @@ use fsd_api::MAX_PATH_BYTES;
 use fsd_api::mounts::MountBucketRequest;
 use fsd_s3::Upstream;
 
-/// Why a mount request was refused (the wire code is decided in `crate::error`).
+/// Why a mount request was refused (its wire code is decided in `wire_error`).
 #[derive(Debug, thiserror::Error)]
 pub enum MountConfigError {
     /// A field breaks the rules: INVALID_MOUNT_CONFIG naming it.

@@ -1,6 +1,6 @@
 //! What a caller can get wrong in a port-watch request.
 
-/// What a caller can get wrong in a port-watch request; `crate::error` maps it.
+/// What a caller can get wrong in a port-watch request; `wire_error` maps it.
 #[derive(Debug, thiserror::Error)]
 pub enum PortWatchRequestError {
     #[error("must be between 1 and 65535")]

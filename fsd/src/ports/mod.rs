@@ -7,6 +7,6 @@
 mod error;
 mod probe;
 mod routes;
+mod wire_error;
 
-pub use error::PortWatchRequestError;
 pub use routes::router;

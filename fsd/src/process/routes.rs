@@ -11,9 +11,9 @@ use fsd_api::process::{
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
-use super::error::ProcessError;
-use super::service::OUTPUT_CAP_BYTES;
-use super::service::{Live, Stream};
+use fsd_process::background::OUTPUT_CAP_BYTES;
+use fsd_process::{Live, ProcessError, Stream};
+
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
 use crate::state::AppState;
@@ -41,7 +41,7 @@ pub async fn start(
         .clone()
         .unwrap_or_else(|| crate::exec::DEFAULT_SESSION.to_string());
     let spec = CommandRequest::for_process(&req)?
-        .spec(&state.sessions, &session_id)
+        .spec(&state.sessions, state.files.policy(), &session_id)
         .await?;
     let process = state
         .processes

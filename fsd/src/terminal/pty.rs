@@ -9,7 +9,7 @@ use std::process::Stdio;
 use nix::fcntl::{FcntlArg, FdFlag, fcntl};
 use nix::pty::Winsize;
 
-use crate::exec::World;
+use fsd_process::World;
 
 nix::ioctl_write_ptr_bad!(set_window_size, nix::libc::TIOCSWINSZ, Winsize);
 

@@ -25,7 +25,7 @@ struct PtyQuery {
 }
 
 async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
-    if !crate::ws::asks_for_websocket(request.headers()) {
+    if !crate::wire::upgrade::asks_for_websocket(request.headers()) {
         return ApiError::not_found_route().into_response();
     }
     let (mut parts, _) = request.into_parts();

@@ -11,8 +11,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 
 use super::pty::{self, Size};
 use super::ring::Ring;
-use crate::exec::stop;
-use crate::exec::{CommandSpec, ExecError, SessionManager};
+use fsd_process::stop;
+use fsd_process::{CommandSpec, ExecError, SessionManager};
 
 /// Output chunks a connection may fall behind by before it is dropped (it reconnects and
 /// gets the replay). Reads are at most [`READ_BYTES`], so this bounds what one terminal's
@@ -145,7 +145,7 @@ impl TerminalService {
 
     /// The session's environment and directory now, read through its shell (an empty
     /// environment and the workspace when that fails, as the reference does).
-    async fn snapshot(&self, session: &crate::exec::Session) -> (Vec<(String, String)>, PathBuf) {
+    async fn snapshot(&self, session: &fsd_process::Session) -> (Vec<(String, String)>, PathBuf) {
         let spec = CommandSpec {
             command: "env -0".into(),
             ..CommandSpec::default()

@@ -1,4 +1,4 @@
-//! What a caller can get wrong in a tunnel request; `crate::error` maps it.
+//! What a caller can get wrong in a tunnel request; `wire_error` maps it.
 
 #[derive(Debug, thiserror::Error)]
 pub enum TunnelRequestError {

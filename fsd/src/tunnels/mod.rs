@@ -5,6 +5,6 @@
 
 mod error;
 mod routes;
+mod wire_error;
 
-pub use error::TunnelRequestError;
 pub use routes::router;

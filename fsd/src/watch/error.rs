@@ -1,4 +1,4 @@
-//! What a caller can get wrong in a watch request; `crate::error` maps it to the wire.
+//! What a caller can get wrong in a watch request; `wire_error` maps it to the wire.
 
 use std::path::PathBuf;
 

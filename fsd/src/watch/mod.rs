@@ -11,8 +11,8 @@ mod persist;
 mod routes;
 mod service;
 mod snapshot;
+mod wire_error;
 
-pub use error::WatchRequestError;
 pub use routes::router;
 pub use service::WatchService;
 pub use snapshot::token_and_changes;

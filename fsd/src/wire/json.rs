@@ -5,14 +5,17 @@
 //! (`options.recursive`), or `body` when the body is not JSON at all.
 
 use axum::extract::{FromRequest, Request};
+use axum::response::{IntoResponse, Response};
+use fsd_api::{ErrorCode, Operation};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
 
 /// Largest JSON body accepted. A 32 MiB file base64-encoded is about 43 MiB.
 pub const MAX_JSON_BODY_BYTES: usize = 64 * 1024 * 1024;
 
-/// Why a JSON body was refused (its wire code is decided in `crate::error`, which also
-/// makes it a response).
+/// Why a JSON body was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum BodyError {
     #[error("request body exceeds {MAX_JSON_BODY_BYTES} bytes")]
@@ -98,6 +101,47 @@ fn strip_position(message: &str) -> String {
     match message.rfind(" at line ") {
         Some(index) => message[..index].to_string(),
         None => message.to_string(),
+    }
+}
+
+/// Parses a JSON body for a domain whose type errors carry its own code instead of
+/// VALIDATION_FAILED, as the reference answers them.
+pub fn parse_as<T: serde::de::DeserializeOwned>(
+    body: &[u8],
+    code: ErrorCode,
+    operation: Operation,
+) -> Result<T, ApiError> {
+    parse(body).map_err(|error| {
+        let mut error = ApiError::from(error);
+        if error.code == ErrorCode::ValidationFailed {
+            error.http_status = code.http_status();
+            error.code = code;
+        }
+        error.with_operation(operation)
+    })
+}
+
+/// Bodies that are not JSON are `body` errors; a bad field is named by its path.
+impl From<BodyError> for ApiError {
+    fn from(err: BodyError) -> Self {
+        let message = err.to_string();
+        match err {
+            BodyError::TooLarge => Self::new(ErrorCode::FileTooLarge, message)
+                .with_suggestion("Use PUT /api/files/raw to upload large files without base64"),
+            BodyError::Unreadable(_) => Self::validation("body", message, "INVALID_BODY"),
+            BodyError::NotObject | BodyError::Syntax(_) => {
+                Self::validation("body", message, "INVALID_JSON")
+            }
+            BodyError::Field { field, message } => {
+                Self::validation(&field, message, "INVALID_FIELD")
+            }
+        }
+    }
+}
+
+impl IntoResponse for BodyError {
+    fn into_response(self) -> Response {
+        ApiError::from(self).into_response()
     }
 }
 

@@ -10,3 +10,4 @@ pub mod quickack;
 pub mod sse;
 pub mod time;
 pub mod unread;
+pub mod upgrade;

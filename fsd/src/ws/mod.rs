@@ -6,4 +6,4 @@ mod routes;
 mod sse;
 mod transport;
 
-pub use routes::{asks_for_websocket, router};
+pub use routes::router;

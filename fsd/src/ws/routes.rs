@@ -12,6 +12,7 @@ use std::time::Duration;
 use super::transport;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::wire::upgrade::asks_for_websocket;
 
 /// The HTTP API that requests on a socket go through, and how long a client may leave
 /// its queue unread.
@@ -55,14 +56,6 @@ async fn transport_upgrade(
         .on_upgrade(move |socket| {
             transport::Connection::new(api.router, inherited, api.send_stall).run(socket)
         })
-}
-
-/// `Upgrade: websocket` in any case, as the reference checks (and nothing else).
-pub fn asks_for_websocket(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::UPGRADE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
 }
 
 /// The token header the upgrade presented, if any.

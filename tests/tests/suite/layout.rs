@@ -137,6 +137,66 @@ fn items_beyond_declarations(text: &str) -> Vec<String> {
     items
 }
 
+/// The daemon's wire error knows no domain: each domain converts its own errors to it, in
+/// its `wire_error.rs`, so a new domain never edits a shared file to say how it fails.
+#[test]
+fn the_wire_error_imports_no_domain() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsd/src");
+    let daemon = Crate::read(&src);
+    let imports = daemon.imports();
+    let error: Module = vec!["error".to_string()];
+    assert!(daemon.files.contains_key(&error), "no fsd/src/error.rs");
+    let domains: Vec<&Module> = imports
+        .get(&error)
+        .into_iter()
+        .flatten()
+        .filter(|module| module.first().is_none_or(|top| top != "wire"))
+        .collect();
+    assert!(domains.is_empty(), "fsd/src/error.rs imports {domains:?}");
+    for (module, file) in &daemon.files {
+        if module.last().is_some_and(|name| name == "wire_error") {
+            let into_domain = imports.get(module).into_iter().flatten();
+            let foreign: Vec<&Module> = into_domain
+                .filter(|target| target.first() != module.first() && target != &&error)
+                .filter(|target| {
+                    target
+                        .first()
+                        .is_none_or(|top| !["wire", "config"].contains(&top.as_str()))
+                })
+                .collect();
+            assert!(
+                foreign.is_empty(),
+                "{file:?} converts another domain's errors: {foreign:?}"
+            );
+        }
+    }
+}
+
+/// Domains sit side by side on services: none imports another's routes (the server alone
+/// assembles them), so a transport can reach any operation through its service.
+#[test]
+fn no_domain_imports_another_domains_routes() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsd/src");
+    let daemon = Crate::read(&src);
+    let mut found = Vec::new();
+    for (module, targets) in daemon.imports() {
+        let Some(domain) = module.first().filter(|_| module.len() > 1) else {
+            continue;
+        };
+        for target in targets {
+            if target.first() != Some(domain) && target.last().is_some_and(|name| name == "routes")
+            {
+                found.push(format!(
+                    "{} imports {}",
+                    module.join("::"),
+                    target.join("::")
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 #[test]
 fn a_cycle_of_three_files_is_found() {
     let dir = tempfile::tempdir().unwrap();

@@ -13,11 +13,14 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
-use super::error::ProcessError;
-use crate::exec::stop::{Below, Escalation};
-use crate::exec::{CommandSpec, Report, SessionManager, Started, proctree};
+use crate::error::ProcessError;
+use crate::proctree;
+use crate::session::{CommandSpec, Session, Started};
+use crate::sessions::SessionManager;
+use crate::shell::Report;
+use crate::stop::{Below, Escalation};
 use crate::text::Utf8Chunker;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// Output kept per stream of one process, in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
@@ -431,7 +434,7 @@ impl ProcessService {
 /// Follows a started command until it exits: copies new output every tick and returns the
 /// exit status (128+N after signal N). If the shell's report never comes (its reporter was
 /// killed), the process's death is noticed from /proc.
-async fn follow(process: &Process, mut started: Started, session: &crate::exec::Session) -> i32 {
+async fn follow(process: &Process, mut started: Started, session: &Session) -> i32 {
     let mut out = Tail::new(&started.job.stdout, Stream::Stdout);
     let mut err = Tail::new(&started.job.stderr, Stream::Stderr);
     let mut ticker = tokio::time::interval(POLL);

@@ -19,10 +19,10 @@ use nix::unistd::Pid;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch};
 
-use super::error::ExecError;
-use super::supervisor::OnExit;
-use super::world::{Isolation, World};
 use super::{proctree, script, stop};
+use crate::error::ExecError;
+use crate::supervisor::OnExit;
+use crate::world::{Isolation, World};
 
 /// How long a new shell may take to say it is ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(10);

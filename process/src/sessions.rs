@@ -1,5 +1,6 @@
-//! The session table: creation (explicit, or implicit on first use), lookup, deletion, and
-//! sessionless execution.
+//! The session table: creation (explicit, or implicit on first use), lookup, deletion,
+//! running a command to its end (dropping a session whose shell it ended), and sessionless
+//! execution.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -9,13 +10,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use super::error::ExecError;
-use super::session::{CommandSpec, Finished, Session, timeout_error};
-use super::shell::Shell;
-use super::stop;
-use super::supervisor::OnExit;
-use super::world::World;
-use crate::wire::time::now_rfc3339;
+use crate::error::ExecError;
+use crate::session::{CommandSpec, Finished, Session, timeout_error};
+use crate::shell::Shell;
+use crate::stop;
+use crate::supervisor::OnExit;
+use crate::time::now_rfc3339;
+use crate::world::World;
+use fsd_api::DISABLE_SESSION_TOKEN;
 
 /// Where sessions live and what their shells start with.
 #[derive(Debug, Clone)]
@@ -29,8 +31,6 @@ pub struct ExecConfig {
     pub default_timeout: Option<Duration>,
     /// The process world every command runs in.
     pub world: Arc<World>,
-    /// The path rules a `cwd` is resolved with (the file routes' own).
-    pub paths: crate::files::paths::PathPolicy,
 }
 
 /// How a new session starts.
@@ -126,8 +126,38 @@ impl SessionManager {
             .and_then(|s| s.cwd())
     }
 
+    /// Runs one command to its end in session `id` (created on first use; with
+    /// [`DISABLE_SESSION_TOKEN`], in a fresh shell outside any session), within `timeout`
+    /// or the session's own. A session whose shell the command ended (`exit`, or a timeout
+    /// that had to kill the shell too) is dropped, so the next command starts a fresh one.
+    pub async fn exec(
+        &self,
+        id: &str,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+    ) -> Result<Finished, ExecError> {
+        if id == DISABLE_SESSION_TOKEN {
+            return self.exec_sessionless(spec, timeout).await;
+        }
+        let session = self.get_or_create(id).await?;
+        let result = session
+            .exec(spec, timeout.or(session.command_timeout))
+            .await;
+        if matches!(
+            result,
+            Err(ExecError::ShellExited { .. })
+                | Err(ExecError::Timeout {
+                    session_kept: false,
+                    ..
+                })
+        ) {
+            self.evict_dead(id).await;
+        }
+        result
+    }
+
     /// Drops a session whose shell has exited, so the next call starts a fresh one.
-    pub async fn evict_dead(&self, id: &str) {
+    async fn evict_dead(&self, id: &str) {
         let mut sessions = self.sessions.lock().await;
         if sessions.get(id).is_some_and(|s| s.is_dead()) {
             sessions.remove(id);
@@ -165,7 +195,7 @@ impl SessionManager {
 
     /// Runs a command in a fresh `bash -c`, in its own process group, outside any session.
     /// Output goes to files, so a command that leaves `nohup x &` behind still returns.
-    pub async fn exec_sessionless(
+    async fn exec_sessionless(
         &self,
         spec: &CommandSpec,
         timeout: Option<Duration>,
@@ -268,7 +298,7 @@ fn remove_stale_dirs(parent: &Path) {
             .file_name()
             .to_str()
             .and_then(|name| name.parse::<u32>().ok());
-        if pid.is_none_or(|pid| !super::proctree::alive(pid)) {
+        if pid.is_none_or(|pid| !crate::proctree::alive(pid)) {
             let _ = std::fs::remove_dir_all(entry.path());
         }
     }

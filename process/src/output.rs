@@ -14,7 +14,7 @@ use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::error::ExecError;
+use crate::error::ExecError;
 
 /// Up to this many bytes, a command's files (its script, its output) are written and read
 /// on the request's own thread: a hop to the blocking pool and back costs two thread

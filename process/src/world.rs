@@ -26,8 +26,8 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use super::proctree;
-use super::supervisor::OnExit;
+use crate::proctree;
+use crate::supervisor::OnExit;
 
 /// How user commands are kept from the daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use super::proctree;
+use crate::proctree;
 
 /// How often an escalation looks at what is still alive.
 const POLL: Duration = Duration::from_millis(10);
@@ -41,7 +41,9 @@ pub struct Escalation {
     steps: &'static [Step],
 }
 
-/// What a stop has to end.
+/// What a stop has to end. Its futures need not be `Send`: a stop is awaited where it
+/// started, never spawned.
+#[allow(async_fn_in_trait)]
 pub trait Target {
     /// The processes that are still alive and must end, parents before children.
     fn living(&mut self) -> Vec<u32>;

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
-use super::error::ExecError;
-use super::output::{self, Output, read_capped};
-use super::proctree;
-use super::script;
-use super::shell::{Job, JobKind, Report, Shell};
-use super::stop::{Escalation, Target};
+use crate::error::ExecError;
+use crate::output::{self, Output, read_capped};
+use crate::proctree;
+use crate::script;
+use crate::shell::{Job, JobKind, Report, Shell};
+use crate::stop::{Escalation, Target};
 
 /// Output kept per stream of a foreground command; beyond it the result says `truncated`.
 pub const MAX_OUTPUT_BYTES: u64 = 32 * 1024 * 1024;

@@ -1,0 +1,59 @@
+//! Backup errors on the wire.
+
+use fsd_api::ErrorCode;
+use serde_json::json;
+
+use fsd_backup::BackupError;
+
+use super::validate::BackupConfigError;
+use crate::error::ApiError;
+
+/// Backup errors: caller mistakes are 4xx (a missing source directory is
+/// INVALID_BACKUP_CONFIG, a missing archive BACKUP_NOT_FOUND, where the reference answers
+/// 500); what fails on the machine is BACKUP_CREATE_FAILED or BACKUP_RESTORE_FAILED.
+impl From<BackupError> for ApiError {
+    fn from(err: BackupError) -> Self {
+        wire_error(err, ErrorCode::BackupCreateFailed)
+    }
+}
+
+/// A failure while restoring: what fails on the machine is BACKUP_RESTORE_FAILED.
+pub struct Restoring(pub BackupError);
+
+impl From<Restoring> for ApiError {
+    fn from(Restoring(err): Restoring) -> Self {
+        wire_error(err, ErrorCode::BackupRestoreFailed)
+    }
+}
+
+/// `err` as the wire has it, `failed` standing for what failed on the machine.
+fn wire_error(err: BackupError, failed: ErrorCode) -> ApiError {
+    let message = err.to_string();
+    match &err {
+        BackupError::NotADirectory(path) => ApiError::new(ErrorCode::InvalidBackupConfig, message)
+            .with_context(json!({ "field": "dir", "path": path })),
+        BackupError::InvalidExclude { pattern, .. } => {
+            ApiError::new(ErrorCode::InvalidBackupConfig, message)
+                .with_context(json!({ "field": "excludes", "pattern": pattern }))
+        }
+        BackupError::ArchiveMissing(path) => ApiError::new(ErrorCode::BackupNotFound, message)
+            .with_context(json!({ "archivePath": path })),
+        BackupError::NotMounted(path) => ApiError::new(ErrorCode::BackupNotFound, message)
+            .with_context(json!({ "dir": path }))
+            .with_suggestion("Layers are taken of a directory restored with /api/backup/restore"),
+        BackupError::Index(_) => ApiError::new(ErrorCode::InvalidBackupConfig, message)
+            .with_context(json!({ "field": "indexUrl" })),
+        BackupError::NotInSnapshot(path) => ApiError::new(ErrorCode::FileNotFound, message)
+            .with_context(json!({ "field": "paths", "path": path })),
+        BackupError::TransferStatus { status, .. } => {
+            ApiError::new(failed, message).with_context(json!({ "upstreamStatus": status }))
+        }
+        _ => ApiError::new(failed, message),
+    }
+}
+
+impl From<BackupConfigError> for ApiError {
+    fn from(err: BackupConfigError) -> Self {
+        Self::invalid_field(ErrorCode::InvalidBackupConfig, &err.field, err.message)
+    }
+}

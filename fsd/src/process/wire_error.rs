@@ -1,0 +1,29 @@
+//! Background-process errors on the wire.
+
+use fsd_api::ErrorCode;
+use serde_json::json;
+
+use crate::error::ApiError;
+use fsd_process::ProcessError;
+
+impl From<ProcessError> for ApiError {
+    fn from(err: ProcessError) -> Self {
+        let message = err.to_string();
+        match err {
+            ProcessError::NotFound { id } => Self::new(ErrorCode::ProcessNotFound, message)
+                .with_context(json!({ "processId": id })),
+            ProcessError::AlreadyFinished { id, session_id } => {
+                Self::new(ErrorCode::CommandNotFound, message)
+                    .with_context(json!({ "processId": id, "sessionId": session_id }))
+            }
+            ProcessError::InvalidId { reason } => {
+                Self::validation("processId", reason, "INVALID_PROCESS_ID")
+            }
+            ProcessError::DuplicateId { id } => {
+                Self::new(ErrorCode::ResourceBusy, message).with_context(json!({ "processId": id }))
+            }
+            ProcessError::InvalidStatus => Self::validation("status", message, "INVALID_STATUS"),
+            ProcessError::Exec(err) => err.into(),
+        }
+    }
+}

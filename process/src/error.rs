@@ -1,0 +1,46 @@
+//! What can go wrong running commands and background processes.
+
+/// Why a command did not run to its end, or a session could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    #[error("Session '{id}' already exists")]
+    SessionExists { id: String },
+    #[error("Session '{id}' not found")]
+    SessionNotFound { id: String },
+    #[error("Session '{id}' shell exited (exit code: {code})")]
+    ShellExited { id: String, code: i32 },
+    #[error("Session '{id}' was deleted while the command ran")]
+    SessionDestroyed { id: String },
+    #[error(
+        "Command timeout after {timeout_ms}ms; the command was killed{}",
+        if *.session_kept { " and the session kept" } else { ", and so was the session, which ignored every signal" }
+    )]
+    Timeout {
+        timeout_ms: u64,
+        stdout: String,
+        stderr: String,
+        session_kept: bool,
+    },
+    #[error("cannot start the session shell: {0}")]
+    Spawn(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Why a background process could not be started, found or killed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("Process not found: {id}")]
+    NotFound { id: String },
+    #[error("Command '{id}' not found or already completed in session '{session_id}'")]
+    AlreadyFinished { id: String, session_id: String },
+    #[error("processId: {reason}")]
+    InvalidId { reason: String },
+    #[error("Process '{id}' is already running")]
+    DuplicateId { id: String },
+    /// A `status` filter that names no process status.
+    #[error("must be one of starting, running, completed, failed, killed, error")]
+    InvalidStatus,
+    #[error(transparent)]
+    Exec(#[from] ExecError),
+}

@@ -1,0 +1,31 @@
+//! The sandbox's process world, with no HTTP: session shells that run commands one at a
+//! time, background processes and their output, supervisors that keep every tree a
+//! command starts findable, kills that take whole trees, and the PID namespace commands
+//! live in. The daemon's exec, process, terminal, interpreter and git routes sit on it.
+//!
+//! [`World`] starts programs under a supervisor (in the sandbox's PID namespace when it
+//! has one); [`SessionManager`] owns the sessions (creating, replacing a dead one,
+//! deleting); [`Session`] runs one command at a time in its shell; [`ProcessService`]
+//! owns background processes; `stop` and `proctree` find and end trees.
+
+pub mod background;
+mod error;
+mod output;
+pub mod proctree;
+mod script;
+mod session;
+mod sessions;
+mod shell;
+pub mod stop;
+pub mod supervisor;
+pub mod text;
+mod time;
+mod world;
+
+pub use background::{Live, ProcessService, Stream};
+pub use error::{ExecError, ProcessError};
+pub use script::valid_env_name;
+pub use session::{CommandSpec, Finished, Session, Started};
+pub use sessions::{ExecConfig, SessionManager, SessionOptions, base_env};
+pub use shell::Report;
+pub use world::{Isolation, World};
