@@ -13,6 +13,7 @@ mod init;
 mod interpreter;
 mod logging;
 mod mounts;
+mod paths;
 mod ports;
 mod process;
 mod random;

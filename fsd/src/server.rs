@@ -12,12 +12,12 @@ use crate::backup::{self, BackupService};
 use crate::config::{IsolationMode, RestoreDriver, Settings};
 use crate::error::ApiError;
 use crate::exec;
-use crate::files::paths::PathPolicy;
 use crate::files::{self, FileService};
 use crate::git;
 use crate::init::command::UserCommand;
 use crate::interpreter::{self, InterpreterConfig, InterpreterService};
 use crate::mounts::{self, MountService};
+use crate::paths::{PathPolicy, Paths};
 use crate::ports;
 use crate::process;
 use crate::state::AppState;
@@ -107,6 +107,74 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     let signals = ShutdownSignals::listen();
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
+    let state = start_services(&settings).await?;
+    let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
+    wire::accept::raise_descriptor_limit(&settings.connections);
+    let listener = wire::accept::bind(settings.listen)?;
+    let address = listener.local_addr()?;
+    tracing::info!(
+        %address,
+        workspace = %settings.workspace.display(),
+        auth = settings.token.is_some(),
+        confine = settings.confine,
+        capabilities = ?state.capabilities,
+        "fsd serving"
+    );
+    // The sandbox's init comes up while the daemon already answers; a command waits for it.
+    let world = state.sessions.config().world.clone();
+    tokio::task::spawn_blocking(move || {
+        let isolation = world.isolation();
+        tracing::info!(
+            isolation = isolation.name(),
+            "the sandbox's process world is up"
+        );
+    });
+    // One machine-readable line on stdout, for supervisors that passed port 0.
+    let mut stdout = std::io::stdout();
+    writeln!(stdout, "fsd listening on http://{address}")?;
+    stdout.flush()?;
+    let user_command = if settings.command.is_empty() {
+        None
+    } else {
+        let started = UserCommand::start(&settings.command, &settings.workspace);
+        Some(started.map_err(|error| {
+            std::io::Error::other(format!("cannot start {:?}: {error}", settings.command))
+        })?)
+    };
+    let failed_with = std::sync::OnceLock::new();
+    let shutdown = async {
+        let failed = async {
+            match &user_command {
+                Some(command) => command.failed().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = signals.received() => {}
+            code = failed => {
+                tracing::info!(code, "the image's command failed: shutting down");
+                let _ = failed_with.set(code);
+            }
+        }
+    };
+    wire::accept::serve(
+        listener,
+        router(state.clone(), token, settings.ws_stall),
+        settings.connections,
+        shutdown,
+    )
+    .await;
+    if let Some(command) = &user_command {
+        command.stop().await;
+    }
+    stop_services(&state).await;
+    tracing::info!("fsd stopped");
+    Ok(failed_with.get().copied().unwrap_or(0))
+}
+
+/// Every domain's service, started (and what a crash of the last run left behind cleaned
+/// up), in the state handlers share.
+async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
     let policy = PathPolicy::new(
         settings.workspace.clone(),
         settings.confine,
@@ -212,91 +280,39 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         binary: settings.cloudflared.clone(),
         ..fsd_tunnels::Config::default()
     });
-    let state = AppState {
-        files: Arc::new(FileService::new(policy, scratch)),
-        sessions: sessions.clone(),
-        processes: processes.clone(),
-        terminals: terminals.clone(),
-        tunnels: tunnels.clone(),
-        watches: watches.clone(),
+    let paths = Paths::new(policy, sessions.clone());
+    Ok(AppState {
+        files: Arc::new(FileService::new(paths.clone(), scratch)),
+        paths,
+        sessions,
+        processes,
+        terminals,
+        tunnels,
+        watches,
         backups: backups.clone(),
-        mounts: mounts.clone(),
-        interpreters: interpreters.clone(),
+        mounts,
+        interpreters,
         capabilities: Arc::new(Capabilities {
             restore_driver: backups.driver_name().to_string(),
             ..capabilities::detect(&settings.workspace, settings.confine)
         }),
         auth_enabled: settings.token.is_some(),
-    };
-    let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
-    wire::accept::raise_descriptor_limit(&settings.connections);
-    let listener = wire::accept::bind(settings.listen)?;
-    let address = listener.local_addr()?;
-    tracing::info!(
-        %address,
-        workspace = %settings.workspace.display(),
-        auth = settings.token.is_some(),
-        confine = settings.confine,
-        capabilities = ?state.capabilities,
-        "fsd serving"
-    );
-    // The sandbox's init comes up while the daemon already answers; a command waits for it.
-    let world = sessions.config().world.clone();
-    tokio::task::spawn_blocking(move || {
-        let isolation = world.isolation();
-        tracing::info!(
-            isolation = isolation.name(),
-            "the sandbox's process world is up"
-        );
-    });
-    // One machine-readable line on stdout, for supervisors that passed port 0.
-    let mut stdout = std::io::stdout();
-    writeln!(stdout, "fsd listening on http://{address}")?;
-    stdout.flush()?;
-    let user_command = if settings.command.is_empty() {
-        None
-    } else {
-        let started = UserCommand::start(&settings.command, &settings.workspace);
-        Some(started.map_err(|error| {
-            std::io::Error::other(format!("cannot start {:?}: {error}", settings.command))
-        })?)
-    };
-    let failed_with = std::sync::OnceLock::new();
-    let shutdown = async {
-        let failed = async {
-            match &user_command {
-                Some(command) => command.failed().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            () = signals.received() => {}
-            code = failed => {
-                tracing::info!(code, "the image's command failed: shutting down");
-                let _ = failed_with.set(code);
-            }
-        }
-    };
-    wire::accept::serve(
-        listener,
-        router(state, token, settings.ws_stall),
-        settings.connections,
-        shutdown,
-    )
-    .await;
-    if let Some(command) = &user_command {
-        command.stop().await;
-    }
+    })
+}
+
+/// Ends what the services hold: the user's processes, terminals and tunnels, then mounts
+/// and restores, then the process world itself.
+async fn stop_services(state: &AppState) {
+    let watches = state.watches.clone();
     tokio::task::block_in_place(|| watches.shutdown());
-    processes.kill_all().await;
-    terminals.shutdown().await;
-    tunnels.shutdown().await;
-    mounts.release_all().await;
+    state.processes.kill_all().await;
+    state.terminals.shutdown().await;
+    state.tunnels.shutdown().await;
+    state.mounts.release_all().await;
+    let backups = state.backups.clone();
     tokio::task::block_in_place(|| backups.release_all());
-    interpreters.shutdown();
-    sessions.shutdown().await;
-    tracing::info!("fsd stopped");
-    Ok(failed_with.get().copied().unwrap_or(0))
+    state.interpreters.shutdown();
+    state.sessions.shutdown().await;
 }
 
 /// SIGTERM and SIGINT, listened for from the start of `run`: one that arrives while the

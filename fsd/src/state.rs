@@ -8,6 +8,7 @@ use crate::backup::BackupService;
 use crate::files::FileService;
 use crate::interpreter::InterpreterService;
 use crate::mounts::MountService;
+use crate::paths::Paths;
 use crate::terminal::TerminalService;
 use crate::watch::WatchService;
 use fsd_process::ProcessService;
@@ -15,6 +16,8 @@ use fsd_process::SessionManager;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// What a path in a request means, for every route.
+    pub paths: Paths,
     pub files: Arc<FileService>,
     pub sessions: Arc<SessionManager>,
     pub processes: Arc<ProcessService>,

@@ -8,7 +8,7 @@ use fsd_api::{ErrorCode, Operation};
 
 use super::validate;
 use crate::error::{ApiError, OperationExt};
-use crate::files::paths::Follow;
+use crate::paths::Follow;
 use crate::state::AppState;
 
 /// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
@@ -17,11 +17,7 @@ use crate::state::AppState;
 /// anything is done with it).
 pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
     let checked = validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)?;
-    state
-        .files
-        .policy()
-        .resolve("dir", dir, Follow::Final)
-        .map_err(ApiError::from)?;
+    state.paths.in_workspace("dir", dir, Follow::Final)?;
     Ok(checked)
 }
 

@@ -27,5 +27,5 @@ pub enum RequestError {
     /// A `cwd` the path rules refuse (outside the roots under `--confine`, the daemon's own
     /// `/proc`).
     #[error(transparent)]
-    Path(crate::files::FileError),
+    Path(crate::paths::PathError),
 }

@@ -6,14 +6,13 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::ExecuteRequest;
 use fsd_api::process::StartProcessRequest;
 
-use fsd_process::{CommandSpec, SessionManager, valid_env_name};
+use fsd_process::{CommandSpec, valid_env_name};
 
 use super::error::RequestError;
-use crate::files::paths::{Follow, PathPolicy};
+use crate::paths::{Follow, Paths};
 
 /// The session a request without one runs in.
 pub const DEFAULT_SESSION: &str = "default";
@@ -49,12 +48,7 @@ impl<'a> CommandRequest<'a> {
     }
 
     /// Checks the request and resolves its cwd against `session_id`'s directory.
-    pub async fn spec(
-        &self,
-        sessions: &SessionManager,
-        paths: &PathPolicy,
-        session_id: &str,
-    ) -> Result<CommandSpec, RequestError> {
+    pub async fn spec(&self, paths: &Paths, session_id: &str) -> Result<CommandSpec, RequestError> {
         if self.command.trim().is_empty() {
             return Err(RequestError::EmptyCommand);
         }
@@ -66,14 +60,7 @@ impl<'a> CommandRequest<'a> {
             None => Vec::new(),
         };
         let cwd = match self.cwd {
-            Some(cwd) => {
-                let base = if session_id == DISABLE_SESSION_TOKEN {
-                    None
-                } else {
-                    sessions.cwd_of(session_id).await
-                };
-                Some(existing_dir(sessions, paths, cwd, base)?)
-            }
+            Some(cwd) => Some(existing_dir(paths, Some(session_id), cwd).await?),
             None => None,
         };
         Ok(CommandSpec {
@@ -103,20 +90,19 @@ pub fn checked_env(
     Ok(out)
 }
 
-/// `cwd` must be an existing directory; relative ones resolve against `base` (the session's
-/// directory) or the workspace.
-pub fn existing_dir(
-    sessions: &SessionManager,
-    paths: &PathPolicy,
+/// `cwd` must be an existing directory; relative ones resolve against `session`'s directory
+/// or the workspace.
+pub async fn existing_dir(
+    paths: &Paths,
+    session: Option<&str>,
     cwd: &str,
-    base: Option<PathBuf>,
 ) -> Result<PathBuf, RequestError> {
     if cwd.trim().is_empty() || cwd.contains('\0') {
         return Err(RequestError::Cwd);
     }
-    let base = base.unwrap_or_else(|| sessions.config().workspace.clone());
     let path = paths
-        .resolve_in("cwd", cwd, &base, Follow::Final)
+        .resolve(session, "cwd", cwd, Follow::Final)
+        .await
         .map_err(RequestError::Path)?;
     if path.is_dir() {
         Ok(path)

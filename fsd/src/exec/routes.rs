@@ -59,12 +59,7 @@ pub async fn create_session(
         None => Vec::new(),
     };
     let cwd = match req.cwd {
-        Some(cwd) => Some(existing_dir(
-            &state.sessions,
-            state.files.policy(),
-            &cwd,
-            None,
-        )?),
+        Some(cwd) => Some(existing_dir(&state.paths, None, &cwd).await?),
         None => None,
     };
     let options = SessionOptions {
@@ -209,7 +204,7 @@ async fn prepare(
     let req: ExecuteRequest = parse(body)?;
     let session_id = session_from(state, req.session_id.as_deref(), headers, uri)?;
     let spec = CommandRequest::from(&req)
-        .spec(&state.sessions, state.files.policy(), &session_id)
+        .spec(&state.paths, &session_id)
         .await?;
     Ok((req, session_id, spec))
 }

@@ -6,12 +6,9 @@ use super::special::Special;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
-    #[error("{field}: {reason}")]
-    InvalidPath { field: &'static str, reason: String },
-    #[error("path resolves outside the allowed roots: {path}")]
-    OutsideRoots { path: String },
-    #[error("The daemon's own /proc entries are not served: {path}")]
-    DaemonProc { path: String },
+    /// The path itself is refused (see `crate::paths`).
+    #[error(transparent)]
+    Path(#[from] crate::paths::PathError),
     #[error("{what} not found: {path}")]
     NotFound { what: &'static str, path: String },
     #[error("{message}")]

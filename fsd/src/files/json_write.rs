@@ -22,7 +22,6 @@ use tokio::sync::mpsc;
 
 use super::atomic::Destination;
 use super::service::blocking;
-use super::session_path::in_session;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::{BodyError, MAX_JSON_BODY_BYTES, body_read_error};
@@ -171,7 +170,10 @@ impl Phase {
         let Some(prefix) = PrefixFields::of(&head, start) else {
             return Self::Off;
         };
-        let target = in_session(state, prefix.session_id.as_deref(), "path", &prefix.path).await;
+        let target = state
+            .paths
+            .in_session(prefix.session_id.as_deref(), "path", &prefix.path)
+            .await;
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_CHUNKS);
         let writer = spawn_writer(state, target.clone(), receiver);
         let content = Bytes::copy_from_slice(&seen[..quote.unwrap_or(seen.len())]);
@@ -257,7 +259,10 @@ async fn finish(
     if fields.encoding != Some(Encoding::Base64) {
         return None;
     }
-    let confirmed = in_session(state, fields.session_id.as_deref(), "path", &fields.path).await;
+    let confirmed = state
+        .paths
+        .in_session(fields.session_id.as_deref(), "path", &fields.path)
+        .await;
     if confirmed != target {
         return None;
     }

@@ -1,7 +1,7 @@
 //! Files: the reference's file routes and fsd's raw transfer and stat extensions.
 //!
-//! `routes` and `raw` parse and answer; [`FileService`] does the work; `paths` decides what a
-//! path means and whether it is allowed; `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
+//! `routes` and `raw` parse and answer; [`FileService`] does the work (its paths resolved by
+//! `crate::paths`); `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
 //! files from holding a request forever.
 
 pub(crate) mod atomic;
@@ -9,18 +9,14 @@ mod error;
 mod json_write;
 mod listing;
 mod mime;
-pub mod paths;
 mod raw;
 mod routes;
 mod scratch_log;
 mod service;
-mod session_path;
 mod special;
 mod stream;
 mod wire_error;
 
-pub use error::FileError;
 pub use routes::router;
 pub use scratch_log::ScratchLog;
 pub use service::FileService;
-pub use session_path::in_session;

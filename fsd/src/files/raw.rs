@@ -25,6 +25,7 @@ use super::service::{Download, blocking};
 use super::special::Patient;
 use super::stream::receiver_stream;
 use crate::error::{ApiError, OperationExt};
+use crate::paths::PathError;
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
 
@@ -47,7 +48,7 @@ struct RawQuery {
 fn path_param(uri: &Uri) -> Result<String, ApiError> {
     let query = axum::extract::Query::<RawQuery>::try_from_uri(uri)
         .map_err(|err| FileError::InvalidQuery(err.body_text()))?;
-    Ok(query.0.path.ok_or_else(|| FileError::InvalidPath {
+    Ok(query.0.path.ok_or_else(|| PathError::Invalid {
         field: "path",
         reason: "the `path` query parameter is required".into(),
     })?)

@@ -19,7 +19,6 @@ use super::error::FileError;
 use super::json_write::{self, WriteBody};
 use super::listing::ListOptions;
 use super::raw;
-use super::session_path::in_session;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
@@ -51,10 +50,7 @@ pub async fn read(
 ) -> Reply<ReadResponse> {
     let file = state
         .files
-        .read(
-            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
-            req.encoding,
-        )
+        .read(req.session_id.as_deref(), &req.path, req.encoding)
         .await
         .op(Operation::FileRead)?;
     Ok(Json(ReadResponse {
@@ -75,7 +71,7 @@ pub async fn read_stream(
 ) -> Result<Response, ApiError> {
     let opened = state
         .files
-        .open_for_stream(&in_session(&state, req.session_id.as_deref(), "path", &req.path).await)
+        .open_for_stream(req.session_id.as_deref(), &req.path)
         .await
         .op(Operation::FileRead)?;
     Ok(sse_response(stream::events(opened)))
@@ -132,10 +128,7 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
     };
     let bytes_written = state
         .files
-        .write(
-            &in_session(&state, session_id.as_deref(), "path", &path).await,
-            bytes,
-        )
+        .write(session_id.as_deref(), &path, bytes)
         .await
         .op(Operation::FileWrite)?;
     Ok(Json(WriteResponse {
@@ -177,7 +170,7 @@ pub async fn delete(
 ) -> Reply<PathResponse> {
     state
         .files
-        .delete(&in_session(&state, req.session_id.as_deref(), "path", &req.path).await)
+        .delete(req.session_id.as_deref(), &req.path)
         .await
         .op(Operation::FileDelete)?;
     Ok(Json(PathResponse {
@@ -194,14 +187,9 @@ pub async fn rename(
     state
         .files
         .rename(
-            (
-                "oldPath",
-                &in_session(&state, req.session_id.as_deref(), "oldPath", &req.old_path).await,
-            ),
-            (
-                "newPath",
-                &in_session(&state, req.session_id.as_deref(), "newPath", &req.new_path).await,
-            ),
+            req.session_id.as_deref(),
+            ("oldPath", &req.old_path),
+            ("newPath", &req.new_path),
         )
         .await
         .op(Operation::FileRename)?;
@@ -220,26 +208,9 @@ pub async fn move_file(
     state
         .files
         .rename(
-            (
-                "sourcePath",
-                &in_session(
-                    &state,
-                    req.session_id.as_deref(),
-                    "sourcePath",
-                    &req.source_path,
-                )
-                .await,
-            ),
-            (
-                "destinationPath",
-                &in_session(
-                    &state,
-                    req.session_id.as_deref(),
-                    "destinationPath",
-                    &req.destination_path,
-                )
-                .await,
-            ),
+            req.session_id.as_deref(),
+            ("sourcePath", &req.source_path),
+            ("destinationPath", &req.destination_path),
         )
         .await
         .op(Operation::FileMove)?;
@@ -258,10 +229,7 @@ pub async fn mkdir(
     let recursive = req.recursive.unwrap_or(false);
     state
         .files
-        .mkdir(
-            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
-            recursive,
-        )
+        .mkdir(req.session_id.as_deref(), &req.path, recursive)
         .await
         .op(Operation::DirectoryCreate)?;
     Ok(Json(MkdirResponse {
@@ -283,10 +251,7 @@ pub async fn list_files(
     };
     let files = state
         .files
-        .list(
-            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
-            options,
-        )
+        .list(req.session_id.as_deref(), &req.path, options)
         .await
         .op(Operation::DirectoryList)?;
     Ok(Json(ListFilesResponse {
@@ -304,7 +269,7 @@ pub async fn exists(
 ) -> Reply<ExistsResponse> {
     let exists = state
         .files
-        .exists(&in_session(&state, req.session_id.as_deref(), "path", &req.path).await)
+        .exists(req.session_id.as_deref(), &req.path)
         .await
         .op(Operation::FileStat)?;
     Ok(Json(ExistsResponse {
@@ -322,10 +287,7 @@ pub async fn stat(
     let follow = req.follow_symlinks.unwrap_or(false);
     let stat = state
         .files
-        .stat(
-            &in_session(&state, req.session_id.as_deref(), "path", &req.path).await,
-            follow,
-        )
+        .stat(req.session_id.as_deref(), &req.path, follow)
         .await
         .op(Operation::FileStat)?;
     Ok(Json(StatResponse {

@@ -1,7 +1,8 @@
 //! The file service: every file operation, over plain paths, with [`FileError`]s.
 //!
-//! Blocking filesystem calls run on tokio's blocking pool. Paths are resolved by the
-//! [`PathPolicy`] first; what the caller sent is what error messages quote.
+//! Blocking filesystem calls run on tokio's blocking pool. Paths are resolved through
+//! [`Paths`] first (a session's directory, then the policy); what they name is what error
+//! messages quote.
 
 use std::fs;
 use std::io::{self, Read};
@@ -16,9 +17,9 @@ use super::atomic::{self, AtomicWriteError, Destination};
 use super::error::FileError;
 use super::listing::{self, ListOptions};
 use super::mime;
-use super::paths::{Follow, PathPolicy};
 use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
+use crate::paths::{Follow, PathPolicy, Paths};
 
 /// A file read whole, encoded for JSON.
 #[derive(Debug)]
@@ -51,20 +52,17 @@ pub enum Download {
 }
 
 pub struct FileService {
+    paths: Paths,
     policy: PathPolicy,
     /// Where temp files go, for the sweep after a crash.
     scratch: Arc<ScratchLog>,
 }
 
 impl FileService {
-    /// The path rules every route resolves its path arguments with.
-    pub fn policy(&self) -> &PathPolicy {
-        &self.policy
-    }
-
-    pub fn new(policy: PathPolicy, scratch: ScratchLog) -> Self {
+    pub fn new(paths: Paths, scratch: ScratchLog) -> Self {
         Self {
-            policy,
+            policy: paths.policy().clone(),
+            paths,
             scratch: Arc::new(scratch),
         }
     }
@@ -73,9 +71,11 @@ impl FileService {
     /// content and for text that is not valid UTF-8, so nothing is lost in transit.
     pub async fn read(
         &self,
+        session: Option<&str>,
         raw: &str,
         encoding: Option<Encoding>,
     ) -> Result<EncodedFile, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -131,7 +131,12 @@ impl FileService {
 
     /// Opens a file for `/api/read/stream`, sniffing its type from the first bytes (those
     /// that are there at once, for a file whose size stat cannot tell).
-    pub async fn open_for_stream(&self, raw: &str) -> Result<OpenedFile, FileError> {
+    pub async fn open_for_stream(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+    ) -> Result<OpenedFile, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -177,7 +182,13 @@ impl FileService {
     }
 
     /// Replaces the file at `raw` with `bytes`, atomically.
-    pub async fn write(&self, raw: &str, bytes: bytes::Bytes) -> Result<u64, FileError> {
+    pub async fn write(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+        bytes: bytes::Bytes,
+    ) -> Result<u64, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let len = bytes.len() as u64;
@@ -212,7 +223,8 @@ impl FileService {
     }
 
     /// Deletes a file or symlink; directories are refused, as in the reference.
-    pub async fn delete(&self, raw: &str) -> Result<(), FileError> {
+    pub async fn delete(&self, session: Option<&str>, raw: &str) -> Result<(), FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Parent)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -235,9 +247,15 @@ impl FileService {
     /// destination is one, replacing an existing file, copying across filesystems.
     pub async fn rename(
         &self,
+        session: Option<&str>,
         (source_field, source_raw): (&'static str, &str),
         (dest_field, dest_raw): (&'static str, &str),
     ) -> Result<(), FileError> {
+        let source_raw = &self
+            .paths
+            .in_session(session, source_field, source_raw)
+            .await;
+        let dest_raw = &self.paths.in_session(session, dest_field, dest_raw).await;
         let source = self
             .policy
             .resolve(source_field, source_raw, Follow::Parent)?;
@@ -286,7 +304,13 @@ impl FileService {
         .await
     }
 
-    pub async fn mkdir(&self, raw: &str, recursive: bool) -> Result<(), FileError> {
+    pub async fn mkdir(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+        recursive: bool,
+    ) -> Result<(), FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -305,7 +329,13 @@ impl FileService {
         .await
     }
 
-    pub async fn list(&self, raw: &str, options: ListOptions) -> Result<Vec<FileInfo>, FileError> {
+    pub async fn list(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+        options: ListOptions,
+    ) -> Result<Vec<FileInfo>, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
@@ -323,12 +353,19 @@ impl FileService {
     }
 
     /// Whether the path exists, following symlinks (a dangling link does not exist).
-    pub async fn exists(&self, raw: &str) -> Result<bool, FileError> {
+    pub async fn exists(&self, session: Option<&str>, raw: &str) -> Result<bool, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         blocking(move || Ok(fs::exists(&path).unwrap_or(false))).await
     }
 
-    pub async fn stat(&self, raw: &str, follow: bool) -> Result<FileStat, FileError> {
+    pub async fn stat(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+        follow: bool,
+    ) -> Result<FileStat, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
         let follow = if follow {
             Follow::Final
         } else {

@@ -12,9 +12,7 @@ impl From<FileError> for ApiError {
     fn from(err: FileError) -> Self {
         let message = err.to_string();
         match err {
-            FileError::InvalidPath { field, reason, .. } => {
-                Self::validation(field, reason, "INVALID_PATH")
-            }
+            FileError::Path(err) => err.into(),
             FileError::InvalidBase64 => Self::validation("content", message, "INVALID_BASE64"),
             FileError::InvalidQuery(_) => Self::validation("query", message, "INVALID_QUERY"),
             FileError::IncompleteBody { .. } => {
@@ -23,12 +21,6 @@ impl From<FileError> for ApiError {
             FileError::InvalidMove { field, .. } => {
                 Self::validation(field, message, "INVALID_PATH")
             }
-            FileError::OutsideRoots { path } => Self::new(ErrorCode::PermissionDenied, message)
-                .with_context(json!({ "path": path }))
-                .with_suggestion("The daemon runs with --confine; use a path inside the workspace"),
-            FileError::DaemonProc { path } => Self::new(ErrorCode::PermissionDenied, message)
-                .with_context(json!({ "path": path }))
-                .with_suggestion("The /proc entries of the sandbox's own processes are readable"),
             FileError::NotFound { path, .. } => {
                 Self::new(ErrorCode::FileNotFound, message).with_context(json!({ "path": path }))
             }

@@ -12,8 +12,7 @@ use fsd_api::git::{GitCheckoutEvent, GitCheckoutRequest, GitCheckoutResponse};
 use super::redact::redact;
 use super::service::{self, ClonePlan};
 use crate::error::ApiError;
-use crate::files::in_session;
-use crate::files::paths::Follow;
+use crate::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -69,11 +68,11 @@ async fn checked(state: &AppState, req: &GitCheckoutRequest) -> Result<ClonePlan
     let workspace = state.sessions.config().workspace.clone();
     let target = match req.target_dir.as_deref() {
         Some(dir) if !dir.is_empty() => {
-            let target = in_session(state, req.session_id.as_deref(), "targetDir", dir).await;
+            let session = req.session_id.as_deref();
+            let target = state.paths.in_session(session, "targetDir", dir).await;
             state
-                .files
-                .policy()
-                .resolve("targetDir", &target, Follow::Final)?;
+                .paths
+                .in_workspace("targetDir", &target, Follow::Final)?;
             Some(target)
         }
         _ => None,

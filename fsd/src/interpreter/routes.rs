@@ -15,7 +15,7 @@ use fsd_api::interpreter::{
 
 use super::wire_error::CodeExecutionFailure;
 use crate::error::ApiError;
-use crate::files::paths::Follow;
+use crate::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -37,7 +37,7 @@ pub async fn create(
     JsonBody(req): JsonBody<CreateContextRequest>,
 ) -> Result<Json<CreateContextResponse>, ApiError> {
     if let Some(cwd) = req.cwd.as_deref().filter(|cwd| !cwd.is_empty()) {
-        state.files.policy().resolve("cwd", cwd, Follow::Final)?;
+        state.paths.in_workspace("cwd", cwd, Follow::Final)?;
     }
     let context = state
         .interpreters

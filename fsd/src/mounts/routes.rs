@@ -12,7 +12,7 @@ use fsd_api::{ErrorCode, Operation};
 
 use super::validate;
 use crate::error::{ApiError, OperationExt};
-use crate::files::paths::Follow;
+use crate::paths::Follow;
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
 
@@ -28,9 +28,8 @@ pub async fn mount(
     let op = Operation::BucketMount;
     let req: MountBucketRequest = parse_mount_request(&body, op)?;
     state
-        .files
-        .policy()
-        .resolve("mountPath", &req.mount_path, Follow::Final)?;
+        .paths
+        .in_workspace("mountPath", &req.mount_path, Follow::Final)?;
     let plan = validate::plan(&req, |name| crate::config::environment().credential(name)).op(op)?;
     let mount = state.mounts.mount(plan).await.op(op)?;
     Ok(Json(MountBucketResponse {
@@ -52,9 +51,8 @@ pub async fn unmount(
         _ => parse_mount_request::<UnmountBucketRequest>(&body, op)?.mount_path,
     };
     state
-        .files
-        .policy()
-        .resolve("mountPath", &mount_path, Follow::Parent)?;
+        .paths
+        .in_workspace("mountPath", &mount_path, Follow::Parent)?;
     let path = validate::mount_path(&mount_path).op(op)?;
     let removed_dir = state.mounts.unmount(&path).await.op(op)?;
     Ok(Json(UnmountBucketResponse {

@@ -41,7 +41,7 @@ pub async fn start(
         .clone()
         .unwrap_or_else(|| crate::exec::DEFAULT_SESSION.to_string());
     let spec = CommandRequest::for_process(&req)?
-        .spec(&state.sessions, state.files.policy(), &session_id)
+        .spec(&state.paths, &session_id)
         .await?;
     let process = state
         .processes

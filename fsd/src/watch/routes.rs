@@ -300,8 +300,7 @@ fn checked(
         }
         None => DEFAULT_EVENT_TYPES.iter().map(|s| s.to_string()).collect(),
     };
-    let workspace = state.sessions.config().workspace.clone();
-    let path = resolve_inside(&workspace, raw)?;
+    let path = resolve_inside(state.paths.workspace(), raw)?;
     let mut include = include;
     let mut exclude = exclude;
     include.sort();
@@ -318,6 +317,8 @@ fn checked(
 }
 
 /// Resolves against the workspace; outside it is 403, missing is 404 (as the reference).
+/// Stricter than `crate::paths` (which allows `--allow-root`s and, without `--confine`,
+/// any path): a watch is of the workspace, and its keys are canonical paths.
 fn resolve_inside(workspace: &Path, raw: &str) -> Result<PathBuf, ApiError> {
     let joined = workspace.join(raw);
     let Ok(real) = std::fs::canonicalize(&joined) else {

@@ -13,14 +13,10 @@ type Module = Vec<String>;
 
 #[test]
 fn no_files_import_each_other_in_a_cycle() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = workspace();
     let mut cycles = Vec::new();
     let mut crates = 0;
-    for entry in std::fs::read_dir(&workspace).unwrap().flatten() {
-        let src = entry.path().join("src");
-        if !entry.path().join("Cargo.toml").is_file() || !src.is_dir() {
-            continue;
-        }
+    for src in crate_sources() {
         crates += 1;
         cycles.extend(Crate::read(&src).cycles());
     }
@@ -39,14 +35,10 @@ fn no_files_import_each_other_in_a_cycle() {
 /// and anything with a body lives in a file named for what it is.
 #[test]
 fn a_mod_rs_only_declares_and_re_exports() {
-    let workspace = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = workspace();
     let mut found = 0;
     let mut offenders = Vec::new();
-    for entry in std::fs::read_dir(&workspace).unwrap().flatten() {
-        let src = entry.path().join("src");
-        if !entry.path().join("Cargo.toml").is_file() || !src.is_dir() {
-            continue;
-        }
+    for src in crate_sources() {
         for file in modules(&src).into_values() {
             if file.file_name().is_some_and(|name| name == "mod.rs") {
                 found += 1;
@@ -141,7 +133,7 @@ fn items_beyond_declarations(text: &str) -> Vec<String> {
 /// its `wire_error.rs`, so a new domain never edits a shared file to say how it fails.
 #[test]
 fn the_wire_error_imports_no_domain() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsd/src");
+    let src = workspace().join("fsd/src");
     let daemon = Crate::read(&src);
     let imports = daemon.imports();
     let error: Module = vec!["error".to_string()];
@@ -176,7 +168,7 @@ fn the_wire_error_imports_no_domain() {
 /// assembles them), so a transport can reach any operation through its service.
 #[test]
 fn no_domain_imports_another_domains_routes() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsd/src");
+    let src = workspace().join("fsd/src");
     let daemon = Crate::read(&src);
     let mut found = Vec::new();
     for (module, targets) in daemon.imports() {
@@ -195,6 +187,89 @@ fn no_domain_imports_another_domains_routes() {
         }
     }
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// Which of the project's crates each crate may depend on (docs/architecture.md has the
+/// reasons): engines sit on the wire contract and on each other, never on a transport or
+/// on the trusted side; the daemon and the trusted side sit on engines, never on each other.
+const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
+    ("fsd-api", &[]),
+    ("fsd-tunnels", &[]),
+    ("fsd-control", &["fsd-api"]),
+    ("fsd-watch", &["fsd-api"]),
+    ("fsd-process", &["fsd-api"]),
+    ("fsd-s3", &["fsd-control"]),
+    ("fsd-backup", &["fsd-api", "fsd-s3"]),
+    ("fsd-mounts", &["fsd-control", "fsd-s3"]),
+    ("fsd-sdk", &["fsd-api"]),
+    (
+        "fsd",
+        &[
+            "fsd-api",
+            "fsd-backup",
+            "fsd-control",
+            "fsd-mounts",
+            "fsd-process",
+            "fsd-s3",
+            "fsd-tunnels",
+            "fsd-watch",
+        ],
+    ),
+    (
+        "fsctl",
+        &[
+            "fsd-api",
+            "fsd-backup",
+            "fsd-control",
+            "fsd-mounts",
+            "fsd-s3",
+            "fsd-sdk",
+        ],
+    ),
+    ("fsd-worker", &["fsd-api", "fsd-control", "fsd-s3"]),
+];
+
+#[test]
+fn crates_depend_only_on_the_crates_the_map_allows() {
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for entry in std::fs::read_dir(workspace()).unwrap().flatten() {
+        let Ok(manifest) = std::fs::read_to_string(entry.path().join("Cargo.toml")) else {
+            continue;
+        };
+        let Some(name) = manifest
+            .lines()
+            .find_map(|line| line.strip_prefix("name = \""))
+            .and_then(|rest| rest.strip_suffix('"'))
+        else {
+            continue; // the workspace's own manifest
+        };
+        if name == "fsd-tests" {
+            continue; // the tests drive everything
+        }
+        let allowed = ALLOWED_DEPENDENCIES
+            .iter()
+            .find(|(crate_name, _)| *crate_name == name)
+            .map(|(_, allowed)| *allowed)
+            .unwrap_or_else(|| panic!("{name} is not in the dependency map"));
+        checked += 1;
+        // Normal dependencies only: the sections up to the next that is not one.
+        let mut in_dependencies = false;
+        for line in manifest.lines() {
+            if line.starts_with('[') {
+                in_dependencies = line == "[dependencies]"
+                    || (line.starts_with("[target.") && line.ends_with(".dependencies]"));
+                continue;
+            }
+            let dependency = line.split(['=', '.', ' ']).next().unwrap_or_default();
+            let ours = dependency.starts_with("fsd") || dependency == "fsctl";
+            if in_dependencies && ours && !allowed.contains(&dependency) {
+                wrong.push(format!("{name} depends on {dependency}"));
+            }
+        }
+    }
+    assert!(checked >= 12, "checked only {checked} crates");
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
 #[test]
@@ -266,6 +341,22 @@ fn a_re_export_counts_as_the_file_that_defines_it() {
     let cycles = Crate::read(src).cycles();
     assert_eq!(cycles.len(), 1, "{cycles:?}");
     assert!(cycles[0].contains("a.rs") && cycles[0].contains("b.rs"));
+}
+
+/// The project's root.
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `src` folder of every crate of the project (the Worker's too).
+fn crate_sources() -> Vec<PathBuf> {
+    std::fs::read_dir(workspace())
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|dir| dir.join("Cargo.toml").is_file() && dir.join("src").is_dir())
+        .map(|dir| dir.join("src"))
+        .collect()
 }
 
 /// One crate's source files and what each names.

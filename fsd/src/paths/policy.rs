@@ -5,7 +5,7 @@ use std::path::{Component, Path, PathBuf};
 
 use fsd_api::MAX_PATH_BYTES;
 
-use super::error::FileError;
+use super::error::PathError;
 
 /// Whether the last component is followed if it is a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +35,10 @@ impl PathPolicy {
         }
     }
 
+    pub fn workspace(&self) -> &Path {
+        &self.workspace
+    }
+
     /// Validates `raw` (the value of request field `field`) and resolves it against the
     /// workspace.
     pub fn resolve(
@@ -42,34 +46,32 @@ impl PathPolicy {
         field: &'static str,
         raw: &str,
         follow: Follow,
-    ) -> Result<PathBuf, FileError> {
+    ) -> Result<PathBuf, PathError> {
         self.resolve_in(field, raw, &self.workspace, follow)
     }
 
     /// [`resolve`](Self::resolve) with a relative `raw` taken from `base` (a session's
-    /// directory): every route that takes a path (a file, a `cwd`, a backup's `dir`, a
-    /// clone's target, a mount point) resolves it here, so `--confine` and the daemon's own
-    /// `/proc` hold on all of them alike.
+    /// directory). Routes reach it through [`Paths`](super::Paths), which picks the base.
     pub fn resolve_in(
         &self,
         field: &'static str,
         raw: &str,
         base: &Path,
         follow: Follow,
-    ) -> Result<PathBuf, FileError> {
+    ) -> Result<PathBuf, PathError> {
         validate(field, raw)?;
         // Rebuilding from components drops `.` and doubled slashes; `..` stays for the kernel.
         let path: PathBuf = base.join(raw).components().collect();
         if self.confine {
             let real = real_path(&path, follow);
             if !self.roots.iter().any(|root| real.starts_with(root)) {
-                return Err(FileError::OutsideRoots {
+                return Err(PathError::OutsideRoots {
                     path: raw.to_string(),
                 });
             }
         }
         if passes_through_daemon_proc(&path, follow) {
-            return Err(FileError::DaemonProc {
+            return Err(PathError::DaemonProc {
                 path: raw.to_string(),
             });
         }
@@ -78,7 +80,7 @@ impl PathPolicy {
 }
 
 /// The reference's rules: a non-empty string, no NUL, at most 4096 bytes.
-pub fn validate(field: &'static str, raw: &str) -> Result<(), FileError> {
+pub fn validate(field: &'static str, raw: &str) -> Result<(), PathError> {
     let reason = if raw.trim().is_empty() {
         "must not be empty".to_string()
     } else if raw.contains('\0') {
@@ -88,7 +90,7 @@ pub fn validate(field: &'static str, raw: &str) -> Result<(), FileError> {
     } else {
         return Ok(());
     };
-    Err(FileError::InvalidPath { field, reason })
+    Err(PathError::Invalid { field, reason })
 }
 
 /// Whether resolving `path` passes through one of the daemon's own `/proc` entries: its
@@ -240,7 +242,7 @@ mod tests {
             assert!(
                 matches!(
                     policy.resolve("path", &path, Follow::Final),
-                    Err(FileError::DaemonProc { .. })
+                    Err(PathError::DaemonProc { .. })
                 ),
                 "{path}"
             );
