@@ -549,10 +549,18 @@ pub async fn host_processes_gone(marker: &str, limit: Duration) -> Vec<u32> {
     }
 }
 
-/// Waits up to 5 s for a living host process to carry `marker`; returns how many do.
+/// Waits up to 5 s for a living host process whose command line starts with `marker` (the
+/// marked program itself, not a shell whose script names it, which runs before the program
+/// has set up); returns how many do.
 pub async fn host_processes_started(marker: &str) -> usize {
     for _ in 0..250 {
-        let found = host_processes_with(marker).len();
+        let found = host_processes_with(marker)
+            .into_iter()
+            .filter(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                cmdline.starts_with(marker.replace(' ', "\0").as_bytes())
+            })
+            .count();
         if found > 0 {
             return found;
         }
