@@ -549,16 +549,20 @@ pub async fn host_processes_gone(marker: &str, limit: Duration) -> Vec<u32> {
     }
 }
 
-/// Waits up to 5 s for a living host process whose command line starts with `marker` (the
-/// marked program itself, not a shell whose script names it, which runs before the program
-/// has set up); returns how many do.
+/// Waits up to 5 s for a living host process with an argument that starts `marker` (the
+/// marked program or script itself, not a shell whose `-c` script names it, which runs
+/// before the program has set up); returns how many do.
 pub async fn host_processes_started(marker: &str) -> usize {
     for _ in 0..250 {
         let found = host_processes_with(marker)
             .into_iter()
             .filter(|pid| {
                 let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-                cmdline.starts_with(marker.replace(' ', "\0").as_bytes())
+                let args: Vec<String> = String::from_utf8_lossy(&cmdline)
+                    .split('\0')
+                    .map(str::to_string)
+                    .collect();
+                (0..args.len()).any(|first| args[first..].join(" ").starts_with(marker))
             })
             .count();
         if found > 0 {
