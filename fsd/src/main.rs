@@ -17,6 +17,7 @@ mod paths;
 mod ports;
 mod process;
 mod random;
+mod rpc;
 mod server;
 mod state;
 mod system;

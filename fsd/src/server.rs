@@ -20,6 +20,7 @@ use crate::mounts::{self, MountService};
 use crate::paths::{PathPolicy, Paths};
 use crate::ports;
 use crate::process;
+use crate::rpc;
 use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::terminal::{self, TerminalService};
@@ -33,7 +34,8 @@ use fsd_process::{ExecConfig, ProcessService, SessionManager, World, base_env};
 /// The whole API: the HTTP routes, and the WebSocket routes whose messages go through them.
 pub fn router(state: AppState, token: auth::ApiToken, ws_stall: std::time::Duration) -> Router {
     let api = http_router(state.clone(), token.clone());
-    guarded(ws::router(api.clone(), ws_stall).with_state(state), token).merge(api)
+    let sockets = ws::router(api.clone(), ws_stall).merge(rpc::router(api.clone(), ws_stall));
+    guarded(sockets.with_state(state), token).merge(api)
 }
 
 /// Every HTTP route, behind auth, tracing and CORS.

@@ -194,7 +194,7 @@ fn supervisor_pid(root: u32) -> Option<Pid> {
 
 /// The SIGKILL step without a runtime: repeats SIGKILL to `living()` until it is empty,
 /// calling `between` after each round (a supervisor reaps there), for at most
-/// [`KILL_LIMIT`]. Returns whether everything ended.
+/// `KILL_LIMIT`. Returns whether everything ended.
 pub fn kill_until_gone(mut living: impl FnMut() -> Vec<u32>, mut between: impl FnMut()) -> bool {
     let deadline = std::time::Instant::now() + KILL_LIMIT;
     loop {

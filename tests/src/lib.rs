@@ -13,6 +13,7 @@ use std::time::Duration;
 pub mod archives;
 pub mod bench;
 pub mod cloudflare;
+pub mod node;
 pub mod s3;
 pub mod split_writes;
 pub mod ws;

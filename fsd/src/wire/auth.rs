@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderMap, Method, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -57,6 +57,17 @@ fn constant_time_eq(a: &str, b: &str) -> bool {
         diff |= usize::from(a.get(index).copied().unwrap_or(0) ^ byte);
     }
     diff == 0
+}
+
+/// The token header a request presented, if any (a WebSocket upgrade passes it on to the
+/// requests its messages make).
+pub fn presented_token(headers: &HeaderMap) -> Option<(HeaderName, HeaderValue)> {
+    [
+        header::AUTHORIZATION,
+        HeaderName::from_static("x-fsd-token"),
+    ]
+    .into_iter()
+    .find_map(|name| headers.get(&name).cloned().map(|value| (name, value)))
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod json;
 pub mod memory;
 pub mod quickack;
 pub mod sse;
+pub mod sse_parse;
 pub mod time;
 pub mod unread;
 pub mod upgrade;

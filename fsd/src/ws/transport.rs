@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
-use super::sse::SseParser;
+use crate::wire::sse_parse::SseParser;
 
 /// Requests one socket runs at once.
 pub const MAX_IN_FLIGHT: usize = 256;

@@ -30,6 +30,7 @@ mod port_watch;
 mod presign;
 mod process;
 mod retention;
+mod rpc;
 mod sdk;
 mod sdk_exec;
 mod sdk_watch;

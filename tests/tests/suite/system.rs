@@ -287,14 +287,8 @@ async fn the_official_clients_websocket_transport_drives_fsd() {
 }
 
 async fn official_clients_drive_fsd(transport: &str) {
-    let clients = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("clients");
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|out| out.status.success());
-    let installed = clients.join("node_modules/@cloudflare/sandbox").is_dir();
     if !fsd_tests::available_or_skip(
-        node && installed && fsd_tests::is_root(),
+        fsd_tests::node::installed("@cloudflare/sandbox") && fsd_tests::is_root(),
         "the_official_route_clients_drive_fsd",
         "node, `npm ci --prefix tests/clients` and root (for the backup restore)",
     ) {
@@ -305,41 +299,25 @@ async fn official_clients_drive_fsd(transport: &str) {
     let archives =
         std::path::PathBuf::from(format!("/var/backups/fsd-clients-{}", std::process::id()));
     std::fs::create_dir_all(&archives).unwrap();
-    let run = tokio::process::Command::new("node")
-        .current_dir(&clients)
-        .env("FSD_CLIENT_TRANSPORT", transport)
-        .arg("--no-warnings")
-        .args(["--import", "./register.mjs", "official.mjs", &daemon.url])
-        .arg(daemon.root())
-        .arg(&archives)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(std::time::Duration::from_secs(120), run)
-        .await
-        .expect("the clients finished within 2 minutes")
-        .expect("node runs");
+    let args = [
+        daemon.url.clone(),
+        daemon.root().display().to_string(),
+        archives.display().to_string(),
+    ];
+    let env = [("FSD_CLIENT_TRANSPORT", transport)];
+    let limit = std::time::Duration::from_secs(120);
+    let reported = fsd_tests::node::run_script("official.mjs", &args, &env, limit).await;
     let _ = std::fs::remove_dir_all(&archives);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let mut seen = Vec::new();
-    let mut failed = Vec::new();
-    for line in stdout.lines() {
-        let result: serde_json::Value = serde_json::from_str(line).expect("a JSON result line");
-        let method = result["method"].as_str().unwrap().to_string();
-        println!("{method}: {} {}", result["ok"], result["detail"]);
-        if result["ok"] != true {
-            failed.push(format!("{method}: {}", result["detail"]));
-        }
-        seen.push(method);
-    }
-    assert!(
-        output.status.success(),
-        "node failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let failed: Vec<String> = reported
+        .iter()
+        .filter(|call| !call.ok)
+        .map(|call| format!("{}: {}", call.method, call.detail))
+        .collect();
     assert!(
         failed.is_empty(),
         "client methods failed:\n{}",
         failed.join("\n")
     );
+    let seen: Vec<&str> = reported.iter().map(|call| call.method.as_str()).collect();
     assert_eq!(seen, OFFICIAL_CLIENT_METHODS, "every client method ran");
 }

@@ -1,0 +1,806 @@
+//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (`reference-rpc.md` §3), served by the
+//! same routes as HTTP: each method becomes one request through the router (auth,
+//! validation, session fallbacks, errors and fsd's improvements are the route's own), and
+//! its answer is reshaped where RPC's differs. What RPC alone allows (file reads and writes
+//! as byte streams without the 32 MiB cap, code output to callbacks) is built here on the
+//! same routes' raw and streaming forms.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderName, HeaderValue, Method, Request, Response, header};
+use bytes::Bytes;
+use futures_util::{Stream, StreamExt};
+use http_body_util::BodyExt;
+use serde_json::{Map, Value, json};
+use tower::ServiceExt;
+
+use super::session::Session;
+use super::wire::{self, Arg};
+use crate::state::AppState;
+use crate::wire::sse_parse::SseParser;
+
+/// How one connection reaches the routes.
+#[derive(Clone)]
+pub struct Api {
+    router: Router,
+    /// The token the upgrade presented, sent with every request it makes (with auth on).
+    token: Option<(HeaderName, HeaderValue)>,
+    state: AppState,
+}
+
+type Answer = Result<Value, Value>;
+
+/// The positional arguments of a call, read by index (absent and `undefined` alike).
+struct Args(Vec<Arg>);
+
+impl Args {
+    fn json(&self, index: usize) -> Option<&Value> {
+        match self.0.get(index) {
+            Some(Arg::Json(value)) => Some(value),
+            _ => None,
+        }
+    }
+
+    fn string(&self, index: usize, name: &str) -> Result<String, Value> {
+        match self.json(index) {
+            Some(Value::String(text)) => Ok(text.clone()),
+            _ => Err(invalid(name, "must be a string")),
+        }
+    }
+
+    fn optional_string(&self, index: usize) -> Option<String> {
+        self.json(index).and_then(Value::as_str).map(str::to_string)
+    }
+
+    fn object(&self, index: usize) -> Map<String, Value> {
+        match self.json(index) {
+            Some(Value::Object(fields)) => fields.clone(),
+            _ => Map::new(),
+        }
+    }
+}
+
+/// A caller mistake in the arguments themselves, as the routes name one.
+fn invalid(field: &str, message: &str) -> Value {
+    wire::sandbox_error(
+        &format!("{field}: {message}"),
+        "VALIDATION_FAILED",
+        &json!({ "validationErrors": [{ "field": field, "message": message, "code": "INVALID_ARGUMENT" }] }),
+    )
+}
+
+/// `fields` with `extra` set (absent values left out).
+fn with(mut fields: Map<String, Value>, extra: &[(&str, Option<Value>)]) -> Value {
+    for (key, value) in extra {
+        if let Some(value) = value {
+            fields.insert((*key).to_string(), value.clone());
+        }
+    }
+    Value::Object(fields)
+}
+
+/// A query value, percent-encoded.
+fn query_value(raw: &str) -> String {
+    let mut out = String::with_capacity(raw.len());
+    for byte in raw.bytes() {
+        match byte {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
+                out.push(byte as char)
+            }
+            _ => out.push_str(&format!("%{byte:02X}")),
+        }
+    }
+    out
+}
+
+fn is_event_stream(response: &Response<Body>) -> bool {
+    response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .is_some_and(|value| value.starts_with("text/event-stream"))
+}
+
+/// A response body as a stream of chunks.
+fn chunks(body: Body) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
+    body.into_data_stream()
+        .map(|chunk| chunk.map_err(|error| error.to_string()))
+}
+
+impl Api {
+    pub fn new(router: Router, token: Option<(HeaderName, HeaderValue)>, state: AppState) -> Self {
+        Self {
+            router,
+            token,
+            state,
+        }
+    }
+
+    /// Runs `path` (`[domain, method]`) with `args`.
+    pub async fn call(&self, session: &Arc<Session>, path: &[String], args: Vec<Arg>) -> Answer {
+        let [domain, method] = path else {
+            return Err(wire::js_error(
+                "TypeError",
+                &format!("'{}' is not a function.", path.join(".")),
+            ));
+        };
+        let args = Args(args);
+        let sid = |index: usize| args.optional_string(index);
+        match (domain.as_str(), method.as_str()) {
+            ("utils", "ping") => Ok(json!("healthy")),
+            ("utils", "getVersion") => {
+                let answer = self.json(Method::GET, "/api/version".into(), None).await?;
+                Ok(answer.get("version").cloned().unwrap_or(json!("unknown")))
+            }
+            ("utils", "getCommands") => Ok(json!([[]])),
+            ("utils", "createSession") => {
+                let options = args.object(0);
+                let mut answer = self
+                    .json(
+                        Method::POST,
+                        "/api/session/create".into(),
+                        Some(Value::Object(options)),
+                    )
+                    .await?;
+                let id = answer.get("id").cloned().unwrap_or(Value::Null);
+                if let Some(fields) = answer.as_object_mut() {
+                    fields.insert(
+                        "message".into(),
+                        json!(format!(
+                            "Session {} created",
+                            id.as_str().unwrap_or_default()
+                        )),
+                    );
+                    fields.remove("data");
+                }
+                Ok(wire::from_json(&answer))
+            }
+            ("utils", "deleteSession") => {
+                let body = json!({ "sessionId": args.string(0, "sessionId")? });
+                self.reply(Method::POST, "/api/session/delete", Some(body))
+                    .await
+            }
+            ("utils", "listSessions") => {
+                let answer = self
+                    .json(Method::GET, "/api/session/list".into(), None)
+                    .await?;
+                let sessions = answer.get("data").cloned().unwrap_or(json!([]));
+                Ok(wire::from_json(&json!({ "sessions": sessions })))
+            }
+            ("commands", "execute") => {
+                let body = self.command(&args)?;
+                let mut answer = self
+                    .json(Method::POST, "/api/execute".into(), Some(body))
+                    .await?;
+                if let Some(fields) = answer.as_object_mut() {
+                    fields.remove("duration");
+                    fields.remove("sessionId");
+                }
+                Ok(wire::from_json(&answer))
+            }
+            ("commands", "executeStream") => {
+                let body = self.command(&args)?;
+                let command = args.string(0, "command")?;
+                self.execute_stream(session, body, command).await
+            }
+            ("files", "readFile") => {
+                let path = args.string(0, "path")?;
+                let options = args.object(2);
+                if options.get("encoding").and_then(Value::as_str) == Some("none") {
+                    return self.read_raw(session, &path, sid(1).as_deref()).await;
+                }
+                let body = with(
+                    options,
+                    &[
+                        ("path", Some(json!(path))),
+                        ("sessionId", sid(1).map(Value::from)),
+                    ],
+                );
+                self.reply(Method::POST, "/api/read", Some(body)).await
+            }
+            ("files", "readFileStream") => {
+                let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
+                self.stream(
+                    session,
+                    Method::POST,
+                    "/api/read/stream".into(),
+                    Some(body),
+                    None,
+                )
+                .await
+            }
+            ("files", "writeFile") => {
+                let options = args.object(3);
+                let body = with(
+                    options,
+                    &[
+                        ("path", Some(json!(args.string(0, "path")?))),
+                        ("content", Some(json!(args.string(1, "content")?))),
+                        ("sessionId", sid(2).map(Value::from)),
+                    ],
+                );
+                self.reply(Method::POST, "/api/write", Some(body)).await
+            }
+            ("files", "writeFileStream") => {
+                let path = args.string(0, "path")?;
+                let Some(Arg::Readable(pipe)) = args.0.get(1) else {
+                    return Err(invalid("stream", "must be a ReadableStream"));
+                };
+                self.write_raw(session, &path, *pipe, sid(2).as_deref())
+                    .await
+            }
+            ("files", "deleteFile") => {
+                let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
+                self.reply(Method::POST, "/api/delete", Some(body)).await
+            }
+            ("files", "renameFile") => {
+                let (old, new) = (args.string(0, "oldPath")?, args.string(1, "newPath")?);
+                let body = json!({ "oldPath": old, "newPath": new, "sessionId": sid(2) });
+                let mut answer = self
+                    .json(Method::POST, "/api/rename".into(), Some(body))
+                    .await?;
+                if let Some(fields) = answer.as_object_mut() {
+                    fields.insert("oldPath".into(), json!(old));
+                }
+                Ok(wire::from_json(&answer))
+            }
+            ("files", "moveFile") => {
+                let body = json!({
+                    "sourcePath": args.string(0, "sourcePath")?,
+                    "destinationPath": args.string(1, "destinationPath")?,
+                    "sessionId": sid(2),
+                });
+                self.reply(Method::POST, "/api/move", Some(body)).await
+            }
+            ("files", "mkdir") => {
+                let body = with(
+                    args.object(2),
+                    &[
+                        ("path", Some(json!(args.string(0, "path")?))),
+                        ("sessionId", sid(1).map(Value::from)),
+                    ],
+                );
+                self.reply(Method::POST, "/api/mkdir", Some(body)).await
+            }
+            ("files", "listFiles") => {
+                let body = json!({
+                    "path": args.string(0, "path")?,
+                    "sessionId": sid(1),
+                    "options": Value::Object(args.object(2)),
+                });
+                self.reply(Method::POST, "/api/list-files", Some(body))
+                    .await
+            }
+            ("files", "exists") => {
+                let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
+                self.reply(Method::POST, "/api/exists", Some(body)).await
+            }
+            ("processes", "startProcess") => {
+                let body = with(
+                    args.object(2),
+                    &[
+                        ("command", Some(json!(args.string(0, "command")?))),
+                        ("sessionId", sid(1).map(Value::from)),
+                    ],
+                );
+                self.reply(Method::POST, "/api/process/start", Some(body))
+                    .await
+            }
+            ("processes", "listProcesses") => {
+                self.reply(Method::GET, "/api/process/list", None).await
+            }
+            ("processes", "getProcess") => {
+                let id = query_value(&args.string(0, "id")?);
+                self.reply(Method::GET, &format!("/api/process/{id}"), None)
+                    .await
+            }
+            ("processes", "killProcess") => {
+                let id = query_value(&args.string(0, "id")?);
+                self.reply(Method::DELETE, &format!("/api/process/{id}"), None)
+                    .await
+            }
+            ("processes", "killAllProcesses") => {
+                self.reply(Method::DELETE, "/api/process/kill-all", None)
+                    .await
+            }
+            ("processes", "getProcessLogs") => {
+                let id = query_value(&args.string(0, "id")?);
+                self.reply(Method::GET, &format!("/api/process/{id}/logs"), None)
+                    .await
+            }
+            ("processes", "streamProcessLogs") => {
+                let id = query_value(&args.string(0, "id")?);
+                let path = format!("/api/process/{id}/stream");
+                // RPC's stream has no `process_info` event.
+                let keep = |event: &Value| {
+                    event.get("type").and_then(Value::as_str) != Some("process_info")
+                };
+                self.stream(session, Method::GET, path, None, Some(keep))
+                    .await
+            }
+            ("ports", "watchPort") => {
+                let body = Value::Object(args.object(0));
+                self.stream(
+                    session,
+                    Method::POST,
+                    "/api/port-watch".into(),
+                    Some(body),
+                    None,
+                )
+                .await
+            }
+            ("git", "checkout") => {
+                let body = with(
+                    args.object(2),
+                    &[
+                        ("repoUrl", Some(json!(args.string(0, "repoUrl")?))),
+                        ("sessionId", sid(1).map(Value::from)),
+                    ],
+                );
+                self.reply(Method::POST, "/api/git/checkout", Some(body))
+                    .await
+            }
+            ("interpreter", "createCodeContext") => {
+                let answer = self
+                    .json(
+                        Method::POST,
+                        "/api/contexts".into(),
+                        Some(Value::Object(args.object(0))),
+                    )
+                    .await?;
+                Ok(context(&json!({
+                    "id": answer.get("contextId"),
+                    "language": answer.get("language"),
+                    "cwd": answer.get("cwd"),
+                })))
+            }
+            ("interpreter", "listCodeContexts") => {
+                let answer = self.json(Method::GET, "/api/contexts".into(), None).await?;
+                let contexts = answer.get("contexts").and_then(Value::as_array);
+                let contexts: Vec<Value> = contexts.into_iter().flatten().map(context).collect();
+                Ok(json!([contexts]))
+            }
+            ("interpreter", "deleteCodeContext") => {
+                let id = query_value(&args.string(0, "contextId")?);
+                self.json(Method::DELETE, format!("/api/contexts/{id}"), None)
+                    .await?;
+                Ok(wire::undefined())
+            }
+            ("interpreter", "streamCode") => {
+                let body = json!({
+                    "context_id": args.optional_string(0),
+                    "code": args.string(1, "code")?,
+                    "language": args.optional_string(2),
+                });
+                self.stream(
+                    session,
+                    Method::POST,
+                    "/api/execute/code".into(),
+                    Some(body),
+                    None,
+                )
+                .await
+            }
+            ("interpreter", "runCodeStream") => self.run_code_stream(session, &args).await,
+            ("backup", "createArchive") => {
+                let body = with(
+                    args.object(3),
+                    &[
+                        ("dir", Some(json!(args.string(0, "dir")?))),
+                        ("archivePath", Some(json!(args.string(1, "archivePath")?))),
+                        ("sessionId", sid(2).map(Value::from)),
+                    ],
+                );
+                self.reply(Method::POST, "/api/backup/create", Some(body))
+                    .await
+            }
+            ("backup", "restoreArchive") => {
+                let body = json!({
+                    "dir": args.string(0, "dir")?,
+                    "archivePath": args.string(1, "archivePath")?,
+                    "sessionId": sid(2),
+                });
+                self.reply(Method::POST, "/api/backup/restore", Some(body))
+                    .await
+            }
+            ("backup", "uploadParts") => {
+                let body = Value::Object(args.object(0));
+                self.reply(Method::POST, "/api/backup/upload-parts", Some(body))
+                    .await
+            }
+            ("watch", "watch") => {
+                let body = Value::Object(args.object(0));
+                self.stream(session, Method::POST, "/api/watch".into(), Some(body), None)
+                    .await
+            }
+            ("watch", "checkChanges") => {
+                let body = Value::Object(args.object(0));
+                self.reply(Method::POST, "/api/watch/check", Some(body))
+                    .await
+            }
+            _ => Err(wire::js_error(
+                "TypeError",
+                &format!("'{domain}.{method}' is not a function."),
+            )),
+        }
+    }
+
+    /// The body of `/api/execute` from `(command, sessionId, options)`.
+    fn command(&self, args: &Args) -> Result<Value, Value> {
+        Ok(with(
+            args.object(2),
+            &[
+                ("command", Some(json!(args.string(0, "command")?))),
+                ("sessionId", args.optional_string(1).map(Value::from)),
+            ],
+        ))
+    }
+
+    async fn request(&self, method: Method, path: &str, body: Option<Body>) -> Response<Body> {
+        let mut request = Request::builder().method(method).uri(path);
+        if let Some((name, value)) = &self.token {
+            request = request.header(name, value);
+        }
+        let request = match body {
+            Some(body) => request.body(body),
+            None => request.body(Body::empty()),
+        };
+        let request = match request {
+            Ok(request) => request,
+            Err(error) => {
+                let mut response = Response::new(Body::from(
+                    json!({"code": "INTERNAL_ERROR", "message": error.to_string(), "context": {}})
+                        .to_string(),
+                ));
+                *response.status_mut() = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
+                return response;
+            }
+        };
+        let Ok(response) = self.router.clone().oneshot(request).await;
+        response
+    }
+
+    /// A JSON route's answer, or its error envelope as the Error the object maps.
+    async fn json(&self, method: Method, path: String, body: Option<Value>) -> Answer {
+        let body = body.map(|body| Body::from(body.to_string()));
+        let response = self.request(method, &path, body).await;
+        read_json(response).await
+    }
+
+    /// [`json`](Self::json), as a result.
+    async fn reply(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
+        self.json(method, path.to_string(), body)
+            .await
+            .map(|answer| wire::from_json(&answer))
+    }
+
+    /// A streaming route's body as a pipe of SSE bytes (only the events `keep` keeps).
+    async fn stream(
+        &self,
+        session: &Arc<Session>,
+        method: Method,
+        path: String,
+        body: Option<Value>,
+        keep: Option<fn(&Value) -> bool>,
+    ) -> Answer {
+        let body = body.map(|body| Body::from(body.to_string()));
+        let response = self.request(method, &path, body).await;
+        if !is_event_stream(&response) {
+            return read_json(response)
+                .await
+                .map(|answer| wire::from_json(&answer));
+        }
+        let body = chunks(response.into_body());
+        let pipe = match keep {
+            None => session.open_outgoing_pipe(body).await,
+            Some(keep) => {
+                let kept = reframe(body, move |event| {
+                    keep(event).then(|| sse_frame(None, event))
+                });
+                session.open_outgoing_pipe(kept).await
+            }
+        };
+        Ok(wire::readable(pipe))
+    }
+
+    /// `executeStream`: the command as a background process (the route's own), each event
+    /// framed with its `event:` line; a command that cannot start is one `error` event.
+    async fn execute_stream(&self, session: &Arc<Session>, body: Value, command: String) -> Answer {
+        let response = self
+            .request(
+                Method::POST,
+                "/api/execute/stream",
+                Some(Body::from(body.to_string())),
+            )
+            .await;
+        if !is_event_stream(&response) {
+            let error = read_json(response).await.err().unwrap_or(Value::Null);
+            let message = error
+                .get(2)
+                .and_then(Value::as_str)
+                .unwrap_or("failed")
+                .to_string();
+            let event = json!({ "type": "error", "error": message, "command": command, "timestamp": now() });
+            let frame = sse_frame(Some("error"), &event);
+            let pipe = session
+                .open_outgoing_pipe(futures_util::stream::once(async move { Ok(frame) }))
+                .await;
+            return Ok(wire::readable(pipe));
+        }
+        let framed = reframe(chunks(response.into_body()), |event| {
+            let kind = event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("message");
+            Some(sse_frame(Some(kind), event))
+        });
+        Ok(wire::readable(session.open_outgoing_pipe(framed).await))
+    }
+
+    /// `readFile(…, {encoding: "none"})`: the file's bytes as a pipe, no cap.
+    async fn read_raw(&self, session: &Arc<Session>, path: &str, sid: Option<&str>) -> Answer {
+        let resolved = self.state.paths.in_session(sid, "path", path).await;
+        let uri = format!("/api/files/raw?path={}", query_value(&resolved));
+        let response = self.request(Method::GET, &uri, None).await;
+        if !response.status().is_success() {
+            return read_json(response).await;
+        }
+        let (parts, body) = response.into_parts();
+        let header = |name: header::HeaderName| {
+            parts
+                .headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_string)
+        };
+        let size = header(header::CONTENT_LENGTH).and_then(|size| size.parse::<u64>().ok());
+        let mime_type =
+            header(header::CONTENT_TYPE).unwrap_or_else(|| "application/octet-stream".into());
+        let pipe = session.open_outgoing_pipe(chunks(body)).await;
+        Ok(json!({
+            "success": true,
+            "content": wire::readable(pipe),
+            "path": path,
+            "size": size,
+            "mimeType": mime_type,
+            "timestamp": now(),
+        }))
+    }
+
+    /// `writeFileStream`: the caller's pipe written atomically (the raw upload route).
+    async fn write_raw(
+        &self,
+        session: &Arc<Session>,
+        path: &str,
+        pipe: i64,
+        sid: Option<&str>,
+    ) -> Answer {
+        let Some(readable) = session.take_readable(pipe) else {
+            return Err(invalid(
+                "stream",
+                "names no pipe of this session, or one already read",
+            ));
+        };
+        let stream = futures_util::stream::unfold(readable, |mut readable| async move {
+            readable.recv().await.map(|chunk| (chunk, readable))
+        });
+        let resolved = self.state.paths.in_session(sid, "path", path).await;
+        let uri = format!("/api/files/raw?path={}", query_value(&resolved));
+        let body = Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other)));
+        let response = self.request(Method::PUT, &uri, Some(body)).await;
+        let mut answer = read_json(response).await?;
+        if let Some(fields) = answer.as_object_mut() {
+            fields.insert("path".into(), json!(path));
+        }
+        Ok(wire::from_json(&answer))
+    }
+
+    /// `runCodeStream`: the code's events, each handed to the caller's callback in order
+    /// (each call awaited), then the callbacks released and the call resolved.
+    async fn run_code_stream(&self, session: &Arc<Session>, args: &Args) -> Answer {
+        let callbacks = args.object(3);
+        let stub = |name: &str| {
+            callbacks
+                .get(name)
+                .and_then(|value| value.get(wire::EXPORT_KEY))
+                .and_then(Value::as_i64)
+        };
+        let stubs = [
+            ("stdout", stub("onStdout")),
+            ("stderr", stub("onStderr")),
+            ("result", stub("onResult")),
+            ("error", stub("onError")),
+        ];
+        let answer = self.run_code_events(session, args, &stubs).await;
+        for id in stubs.iter().filter_map(|(_, id)| *id) {
+            session.release_peer(id, 1).await;
+        }
+        answer
+    }
+
+    async fn run_code_events(
+        &self,
+        session: &Arc<Session>,
+        args: &Args,
+        stubs: &[(&str, Option<i64>)],
+    ) -> Answer {
+        let body = json!({
+            "context_id": args.optional_string(0),
+            "code": args.string(1, "code")?,
+            "language": args.optional_string(2),
+        });
+        let response = self
+            .request(
+                Method::POST,
+                "/api/execute/code",
+                Some(Body::from(body.to_string())),
+            )
+            .await;
+        if !is_event_stream(&response) {
+            return read_json(response).await.map(|_| wire::undefined());
+        }
+        let mut body = chunks(response.into_body());
+        let mut parser = SseParser::default();
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk.map_err(|error| wire::js_error("Error", &error))?;
+            for event in parser.push(&chunk) {
+                let Ok(event) = serde_json::from_str::<Value>(&event.data) else {
+                    continue;
+                };
+                let kind = event
+                    .get("type")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let Some(target) = stubs
+                    .iter()
+                    .find(|(name, _)| *name == kind)
+                    .and_then(|(_, id)| *id)
+                else {
+                    continue;
+                };
+                let argument = match kind {
+                    "stdout" | "stderr" => json!({
+                        "text": event.get("text"),
+                        "timestamp": chrono::Utc::now().timestamp_millis(),
+                    }),
+                    "result" => {
+                        let mut fields = Map::new();
+                        for key in RESULT_KEYS {
+                            let value = event.get(key).cloned().unwrap_or(Value::Null);
+                            fields.insert(key.to_string(), wire::from_json(&value));
+                        }
+                        Value::Object(fields)
+                    }
+                    _ => json!({
+                        "name": event.get("ename"),
+                        "message": event.get("evalue"),
+                        "traceback": event.get("traceback"),
+                    }),
+                };
+                let argument = match kind {
+                    "result" => undefined_for_null(argument),
+                    _ => wire::from_json(&argument),
+                };
+                session.call_peer(target, vec![argument]).await?;
+            }
+        }
+        Ok(wire::undefined())
+    }
+}
+
+/// What `onResult` is given: every format key, absent ones `undefined`.
+const RESULT_KEYS: [&str; 10] = [
+    "text",
+    "html",
+    "png",
+    "jpeg",
+    "svg",
+    "latex",
+    "markdown",
+    "javascript",
+    "json",
+    "data",
+];
+
+/// An object whose `null` fields become `undefined`.
+fn undefined_for_null(value: Value) -> Value {
+    match value {
+        Value::Object(fields) => Value::Object(
+            fields
+                .into_iter()
+                .map(|(key, value)| {
+                    let value = if value.is_null() {
+                        wire::undefined()
+                    } else {
+                        value
+                    };
+                    (key, value)
+                })
+                .collect(),
+        ),
+        other => other,
+    }
+}
+
+/// Code contexts as RPC has them: dates as Dates.
+fn context(info: &Value) -> Value {
+    let now = wire::date(chrono::Utc::now().timestamp_millis());
+    json!({
+        "id": info.get("id"),
+        "language": info.get("language"),
+        "cwd": info.get("cwd"),
+        "createdAt": now,
+        "lastUsed": now,
+    })
+}
+
+fn now() -> String {
+    crate::wire::time::now_rfc3339()
+}
+
+/// One SSE frame of `event` (with its `event:` line when `kind` is given).
+fn sse_frame(kind: Option<&str>, event: &Value) -> Bytes {
+    match kind {
+        Some(kind) => Bytes::from(format!("event: {kind}\ndata: {event}\n\n")),
+        None => Bytes::from(format!("data: {event}\n\n")),
+    }
+}
+
+/// An SSE body read back into events and framed again by `frame` (events it maps to `None`
+/// are dropped).
+fn reframe(
+    body: impl Stream<Item = Result<Bytes, String>> + Send + 'static,
+    frame: impl Fn(&Value) -> Option<Bytes> + Send + 'static,
+) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
+    let mut parser = SseParser::default();
+    body.map(move |chunk| {
+        chunk.map(|chunk| {
+            let mut out = Vec::new();
+            for event in parser.push(&chunk) {
+                if let Ok(value) = serde_json::from_str::<Value>(&event.data)
+                    && let Some(framed) = frame(&value)
+                {
+                    out.extend_from_slice(&framed);
+                }
+            }
+            Bytes::from(out)
+        })
+    })
+    .filter(|chunk| std::future::ready(!matches!(chunk, Ok(chunk) if chunk.is_empty())))
+}
+
+/// A route's JSON answer; its error envelope as the Error the object maps to its typed
+/// errors (`code`, and the envelope's `context` as `details`).
+async fn read_json(response: Response<Body>) -> Answer {
+    let status = response.status();
+    let body = match response.into_body().collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(error) => {
+            return Err(wire::js_error(
+                "Error",
+                &format!("reading the answer: {error}"),
+            ));
+        }
+    };
+    let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if status.is_success() {
+        return Ok(value);
+    }
+    let code = value
+        .get("code")
+        .and_then(Value::as_str)
+        .unwrap_or("INTERNAL_ERROR");
+    let message = value
+        .get("message")
+        .or_else(|| value.get("error"))
+        .and_then(Value::as_str)
+        .unwrap_or("the request failed");
+    let details = value
+        .get("context")
+        .or_else(|| value.get("details"))
+        .cloned()
+        .unwrap_or(json!({}));
+    Err(wire::sandbox_error(message, code, &details))
+}

@@ -1,0 +1,57 @@
+//! `/rpc`: the upgrade to the capnweb session that serves the Sandbox object's control
+//! plane, behind the same auth as every route.
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use axum::routing::get;
+
+use super::api::Api;
+use super::session::{self, Dispatch};
+use crate::state::AppState;
+use crate::wire::json::MAX_JSON_BODY_BYTES;
+use crate::wire::upgrade::ApiSocket;
+
+/// The largest frame read: a `writeFile` of the largest JSON body, with room for the call.
+const MAX_FRAME_BYTES: usize = MAX_JSON_BODY_BYTES + (1 << 20);
+
+/// The HTTP API the session's calls go through, and how long the peer may leave what we
+/// send unread.
+#[derive(Clone)]
+struct Routes {
+    router: Router,
+    send_stall: Duration,
+}
+
+/// The `/rpc` route; `api` is the router its calls are served by.
+pub fn router(api: Router, send_stall: Duration) -> Router<AppState> {
+    Router::new()
+        .route("/rpc", get(upgrade))
+        .layer(axum::Extension(Routes {
+            router: api,
+            send_stall,
+        }))
+}
+
+async fn upgrade(
+    State(state): State<AppState>,
+    axum::Extension(routes): axum::Extension<Routes>,
+    request: Request,
+) -> Response {
+    let socket = match ApiSocket::accept(request, &state, state.auth_enabled).await {
+        Ok(socket) => socket,
+        Err(refused) => return refused,
+    };
+    let api = Api::new(routes.router, socket.token, state);
+    let dispatch: Dispatch = std::sync::Arc::new(move |session, path, args| {
+        let api = api.clone();
+        Box::pin(async move { api.call(&session, &path, args).await })
+    });
+    socket
+        .upgrade
+        .max_message_size(MAX_FRAME_BYTES)
+        .max_frame_size(MAX_FRAME_BYTES)
+        .on_upgrade(move |socket| session::serve(socket, dispatch, routes.send_stall))
+}

@@ -1,0 +1,533 @@
+//! One capnweb session over one WebSocket: the export table (the peer's calls, and the
+//! pipes it writes to us), the import table (our pipes' writes and our calls into the
+//! peer, awaiting settlement), id allocation in send order, flow control on our pipes, and
+//! the limits that keep a connection from holding more than its share. Everything a
+//! connection holds ends with it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message as Frame, WebSocket};
+use bytes::Bytes;
+use futures_util::{SinkExt, Stream, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+
+use super::wire::{self, Arg, Call, Message};
+
+/// Calls, pipes and stream writes the peer may have open on one connection at once.
+pub const MAX_EXPORTS: usize = 1024;
+/// Writes a pipe the peer sends us may queue before we have taken them.
+const MAX_QUEUED_WRITES: usize = 256;
+/// Bytes of one of our pipes' writes the peer has not yet acknowledged.
+const WINDOW_BYTES: usize = 1 << 20;
+/// The largest chunk one write of our pipes carries.
+pub const CHUNK_BYTES: usize = 64 * 1024;
+
+/// What a call or a write came to: a result, or what it was rejected with.
+pub type Settlement = Result<Value, Value>;
+
+/// What serves the calls of a session: `(session, [domain, method], arguments)`.
+pub type Dispatch = Arc<
+    dyn Fn(
+            Arc<Session>,
+            Vec<String>,
+            Vec<Arg>,
+        ) -> std::pin::Pin<Box<dyn Future<Output = Settlement> + Send>>
+        + Send
+        + Sync,
+>;
+
+/// The sending half: ids of what we push, stream or pipe are allocated as it is queued, so
+/// they follow send order.
+struct Outbox {
+    next_import: i64,
+    frames: mpsc::Sender<Message>,
+}
+
+/// A peer's entry in our export table.
+enum Export {
+    /// A call: its settlement once known, whether the peer pulled it, the task running it.
+    Call {
+        settled: Option<Message>,
+        pulled: bool,
+        task: Option<AbortHandle>,
+    },
+    /// A pipe the peer writes: its writes go in order to `ingress`; `readable` is handed
+    /// to the call that names it.
+    Pipe {
+        ingress: mpsc::Sender<(i64, PipeOp)>,
+        readable: Option<mpsc::Receiver<Result<Bytes, String>>>,
+    },
+    /// A write to one of the peer's pipes, until it is acknowledged.
+    Write,
+}
+
+/// What the peer does to a pipe it writes.
+enum PipeOp {
+    Write(Bytes),
+    Close,
+    Abort(String),
+}
+
+/// A connection's state, shared by its reader, its calls and its pipes.
+pub struct Session {
+    outbox: tokio::sync::Mutex<Outbox>,
+    exports: Mutex<HashMap<i64, Export>>,
+    next_export: Mutex<i64>,
+    imports: Mutex<HashMap<i64, oneshot::Sender<Settlement>>>,
+    dispatch: Dispatch,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Serves one socket until it closes, the peer aborts, or it stops reading for `stall`.
+pub async fn serve(socket: WebSocket, dispatch: Dispatch, stall: Duration) {
+    let (mut sink, mut stream) = socket.split();
+    let (frames, mut queued) = mpsc::channel::<Message>(64);
+    let session = Arc::new(Session {
+        outbox: tokio::sync::Mutex::new(Outbox {
+            next_import: 1,
+            frames,
+        }),
+        exports: Mutex::new(HashMap::new()),
+        next_export: Mutex::new(1),
+        imports: Mutex::new(HashMap::new()),
+        dispatch,
+    });
+    let writer = tokio::spawn(async move {
+        while let Some(message) = queued.recv().await {
+            let abort = matches!(message, Message::Abort(_));
+            let sent =
+                tokio::time::timeout(stall, sink.send(Frame::Text(message.to_text().into())));
+            if !matches!(sent.await, Ok(Ok(()))) {
+                tracing::debug!("rpc: the peer stopped reading; closing");
+                return;
+            }
+            if abort {
+                let close = CloseFrame {
+                    code: 3000,
+                    reason: "protocol error".into(),
+                };
+                let _ = sink.send(Frame::Close(Some(close))).await;
+                return;
+            }
+        }
+    });
+    while let Some(Ok(frame)) = stream.next().await {
+        let text = match frame {
+            Frame::Text(text) => text,
+            Frame::Close(_) => break,
+            Frame::Ping(_) | Frame::Pong(_) => continue,
+            Frame::Binary(_) => {
+                session
+                    .abort("binary frames are not capnweb messages")
+                    .await;
+                break;
+            }
+        };
+        match Message::parse(&text) {
+            Ok(message) => {
+                if let Err(reason) = session.receive(message).await {
+                    session.abort(&reason).await;
+                    break;
+                }
+            }
+            Err(error) => {
+                session.abort(&error.to_string()).await;
+                break;
+            }
+        }
+        if writer.is_finished() {
+            break;
+        }
+    }
+    session.close();
+    drop(session);
+    let _ = writer.await;
+}
+
+impl Session {
+    /// Handles one message from the peer; `Err` is a protocol violation (the session ends).
+    async fn receive(self: &Arc<Self>, message: Message) -> Result<(), String> {
+        match message {
+            Message::Push(expr) => {
+                let id = self.new_export()?;
+                let call = Call::parse(&expr).map_err(|error| error.to_string())?;
+                self.start_call(id, call);
+            }
+            Message::Pull(id) => self.pull(id).await,
+            Message::Release(id, _) => self.release(id),
+            Message::Resolve(id, value) => self.settle_import(id, Ok(value)),
+            Message::Reject(id, value) => self.settle_import(id, Err(value)),
+            Message::Pipe => {
+                let id = self.new_export()?;
+                self.open_incoming_pipe(id);
+            }
+            Message::Stream(expr) => {
+                let id = self.new_export()?;
+                let call = Call::parse(&expr).map_err(|error| error.to_string())?;
+                self.stream_write(id, call).await?;
+            }
+            Message::Abort(reason) => return Err(format!("the peer aborted: {reason}")),
+        }
+        Ok(())
+    }
+
+    /// The next export id (the peer's n-th push, stream or pipe), within the limit.
+    fn new_export(&self) -> Result<i64, String> {
+        if lock(&self.exports).len() >= MAX_EXPORTS {
+            return Err(format!(
+                "more than {MAX_EXPORTS} calls, pipes and writes open"
+            ));
+        }
+        let mut next = lock(&self.next_export);
+        let id = *next;
+        *next += 1;
+        Ok(id)
+    }
+
+    fn start_call(self: &Arc<Self>, id: i64, call: Call) {
+        lock(&self.exports).insert(
+            id,
+            Export::Call {
+                settled: None,
+                pulled: false,
+                task: None,
+            },
+        );
+        let session = Arc::clone(self);
+        let task = tokio::spawn(async move {
+            let result = session.dispatch(call).await;
+            let message = match result {
+                Ok(value) => Message::Resolve(id, value),
+                Err(error) => Message::Reject(id, error),
+            };
+            session.settle_export(id, message).await;
+        });
+        if let Some(Export::Call { task: slot, .. }) = lock(&self.exports).get_mut(&id) {
+            *slot = Some(task.abort_handle());
+        }
+    }
+
+    async fn dispatch(self: &Arc<Self>, call: Call) -> Result<Value, Value> {
+        if call.target != 0 {
+            return Err(wire::js_error(
+                "TypeError",
+                "only the main object takes calls",
+            ));
+        }
+        let Some(args) = call.args else {
+            return Err(wire::js_error("TypeError", "property reads are not served"));
+        };
+        let args = args
+            .iter()
+            .map(wire::decode)
+            .collect::<Result<Vec<Arg>, _>>()
+            .map_err(|error| wire::js_error("TypeError", &error.to_string()))?;
+        (self.dispatch)(Arc::clone(self), call.path, args).await
+    }
+
+    /// Sends the settlement of call `id` once the peer has pulled it.
+    async fn settle_export(&self, id: i64, message: Message) {
+        let send = {
+            let mut exports = lock(&self.exports);
+            match exports.get_mut(&id) {
+                Some(Export::Call {
+                    settled, pulled, ..
+                }) => {
+                    if *pulled {
+                        true
+                    } else {
+                        *settled = Some(message.clone());
+                        false
+                    }
+                }
+                // Released before it settled: the peer no longer wants it.
+                _ => false,
+            }
+        };
+        if send {
+            self.send(message).await;
+        }
+    }
+
+    async fn pull(&self, id: i64) {
+        let ready = {
+            let mut exports = lock(&self.exports);
+            match exports.get_mut(&id) {
+                Some(Export::Call {
+                    settled, pulled, ..
+                }) => {
+                    *pulled = true;
+                    settled.take()
+                }
+                _ => None,
+            }
+        };
+        match ready {
+            Some(message) => self.send(message).await,
+            None if !lock(&self.exports).contains_key(&id) => {
+                self.send(Message::Reject(
+                    id,
+                    wire::js_error("RangeError", &format!("no export {id} to pull")),
+                ))
+                .await;
+            }
+            None => {}
+        }
+    }
+
+    /// The peer drops export `id`: a call it no longer wants stops, a pipe without `close`
+    /// ends as aborted. Ids never given out are ignored.
+    fn release(&self, id: i64) {
+        if let Some(Export::Call {
+            task: Some(task), ..
+        }) = lock(&self.exports).remove(&id)
+        {
+            task.abort();
+        }
+    }
+
+    fn settle_import(&self, id: i64, settlement: Settlement) {
+        if let Some(waiter) = lock(&self.imports).remove(&id) {
+            let _ = waiter.send(settlement);
+        }
+    }
+
+    /// A pipe the peer will write: its writes are taken in order by a task of its own,
+    /// each acknowledged once the reader has it.
+    fn open_incoming_pipe(self: &Arc<Self>, id: i64) {
+        let (ingress, mut ops) = mpsc::channel::<(i64, PipeOp)>(MAX_QUEUED_WRITES);
+        let (data, readable) = mpsc::channel::<Result<Bytes, String>>(4);
+        lock(&self.exports).insert(
+            id,
+            Export::Pipe {
+                ingress,
+                readable: Some(readable),
+            },
+        );
+        let session = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut data = Some(data);
+            let mut closed = false;
+            while let Some((write, op)) = ops.recv().await {
+                let delivered = match (op, &data) {
+                    (PipeOp::Write(chunk), Some(sender)) => sender.send(Ok(chunk)).await.is_ok(),
+                    (PipeOp::Close, _) => {
+                        closed = true;
+                        data = None;
+                        true
+                    }
+                    (PipeOp::Abort(reason), Some(sender)) => {
+                        let _ = sender.send(Err(reason)).await;
+                        data = None;
+                        true
+                    }
+                    (_, None) => false,
+                };
+                let answer = if delivered {
+                    Message::Resolve(write, wire::undefined())
+                } else {
+                    Message::Reject(write, wire::undefined())
+                };
+                lock(&session.exports).remove(&write);
+                session.send(answer).await;
+            }
+            if !closed && let Some(sender) = data {
+                let _ = sender
+                    .send(Err("the pipe was released without close".into()))
+                    .await;
+            }
+        });
+    }
+
+    /// A write, close or abort of a pipe the peer writes (`["pipeline", P, [op], args]`).
+    async fn stream_write(&self, id: i64, call: Call) -> Result<(), String> {
+        let op = match (call.path.first().map(String::as_str), call.args.as_deref()) {
+            (Some("write"), Some([chunk])) => match wire::decode(chunk) {
+                Ok(Arg::Bytes(bytes)) => PipeOp::Write(Bytes::from(bytes)),
+                Ok(Arg::Json(Value::String(text))) => PipeOp::Write(Bytes::from(text)),
+                _ => return Err("a pipe write carries bytes or a string".into()),
+            },
+            (Some("close"), _) => PipeOp::Close,
+            (Some("abort"), reason) => PipeOp::Abort(format!("{:?}", reason.unwrap_or(&[]))),
+            _ => return Err(format!("{:?} is not a pipe operation", call.path)),
+        };
+        let ingress = match lock(&self.exports).get(&call.target) {
+            Some(Export::Pipe { ingress, .. }) => Some(ingress.clone()),
+            _ => None,
+        };
+        let Some(ingress) = ingress else {
+            // Writes to a pipe already gone are refused, as a reader that left refuses them.
+            self.send(Message::Reject(id, wire::undefined())).await;
+            return Ok(());
+        };
+        lock(&self.exports).insert(id, Export::Write);
+        ingress
+            .try_send((id, op))
+            .map_err(|_| format!("more than {MAX_QUEUED_WRITES} writes queued on one pipe"))
+    }
+
+    /// The readable end of the peer's pipe `id`, once.
+    pub fn take_readable(&self, id: i64) -> Option<mpsc::Receiver<Result<Bytes, String>>> {
+        match lock(&self.exports).get_mut(&id) {
+            Some(Export::Pipe { readable, .. }) => readable.take(),
+            _ => None,
+        }
+    }
+
+    async fn send(&self, message: Message) {
+        let outbox = self.outbox.lock().await;
+        let _ = outbox.frames.send(message).await;
+    }
+
+    /// Queues a message that takes the next import id (`make` builds it from the id), and
+    /// registers a waiter for its settlement when `settles`.
+    async fn send_allocating(
+        &self,
+        make: impl FnOnce(i64) -> Message,
+        settles: bool,
+    ) -> (i64, Option<oneshot::Receiver<Settlement>>) {
+        let mut outbox = self.outbox.lock().await;
+        let id = outbox.next_import;
+        outbox.next_import += 1;
+        let waiter = settles.then(|| {
+            let (tx, rx) = oneshot::channel();
+            lock(&self.imports).insert(id, tx);
+            rx
+        });
+        let _ = outbox.frames.send(make(id)).await;
+        (id, waiter)
+    }
+
+    /// Sends `chunks` to the peer as a new pipe and returns its id, to be named in a result
+    /// as `["readable", id]`. Writes go out within a window of unacknowledged bytes; a
+    /// refused write (the reader left) stops the source.
+    pub async fn open_outgoing_pipe<S>(self: &Arc<Self>, chunks: S) -> i64
+    where
+        S: Stream<Item = Result<Bytes, String>> + Send + 'static,
+    {
+        let (pipe, _) = self.send_allocating(|_| Message::Pipe, false).await;
+        let session = Arc::clone(self);
+        tokio::spawn(async move {
+            session.pump(pipe, chunks).await;
+            session.send(Message::Release(pipe, 1)).await;
+        });
+        pipe
+    }
+
+    async fn pump<S>(&self, pipe: i64, chunks: S)
+    where
+        S: Stream<Item = Result<Bytes, String>> + Send,
+    {
+        let mut chunks = std::pin::pin!(chunks);
+        let mut in_flight: std::collections::VecDeque<(usize, oneshot::Receiver<Settlement>)> =
+            Default::default();
+        let mut unacked = 0;
+        let mut end = json!(["close"]);
+        let mut end_args = json!([]);
+        while let Some(chunk) = chunks.next().await {
+            let chunk = match chunk {
+                Ok(chunk) => chunk,
+                Err(reason) => {
+                    end = json!(["abort"]);
+                    end_args = json!([wire::js_error("Error", &reason)]);
+                    break;
+                }
+            };
+            for piece in chunk.chunks(CHUNK_BYTES) {
+                let write = Call {
+                    target: pipe,
+                    path: vec!["write".into()],
+                    args: Some(vec![wire::bytes_expr(piece)]),
+                };
+                let (_, waiter) = self
+                    .send_allocating(|_| Message::Stream(write.to_expr()), true)
+                    .await;
+                if let Some(waiter) = waiter {
+                    in_flight.push_back((piece.len(), waiter));
+                    unacked += piece.len();
+                }
+                while unacked > WINDOW_BYTES {
+                    let Some((size, waiter)) = in_flight.pop_front() else {
+                        break;
+                    };
+                    unacked -= size;
+                    if !matches!(waiter.await, Ok(Ok(_))) {
+                        return;
+                    }
+                }
+            }
+        }
+        for (_, waiter) in in_flight {
+            if !matches!(waiter.await, Ok(Ok(_))) {
+                return;
+            }
+        }
+        let end = Call {
+            target: pipe,
+            path: serde_json::from_value(end).unwrap_or_default(),
+            args: end_args.as_array().cloned(),
+        };
+        let (_, waiter) = self
+            .send_allocating(|_| Message::Stream(end.to_expr()), true)
+            .await;
+        if let Some(waiter) = waiter {
+            let _ = waiter.await;
+        }
+    }
+
+    /// Calls the peer's export `target` (a callback it passed) with `args`, and waits for
+    /// its answer.
+    pub async fn call_peer(&self, target: i64, args: Vec<Value>) -> Settlement {
+        let call = Call {
+            target,
+            path: Vec::new(),
+            args: Some(args),
+        };
+        let (id, waiter) = self
+            .send_allocating(|_| Message::Push(call.to_expr()), true)
+            .await;
+        self.send(Message::Pull(id)).await;
+        let settlement = match waiter {
+            Some(waiter) => waiter
+                .await
+                .unwrap_or_else(|_| Err(wire::js_error("Error", "the connection closed"))),
+            None => Err(wire::undefined()),
+        };
+        self.send(Message::Release(id, 1)).await;
+        settlement
+    }
+
+    /// Drops the peer's callback `target`, received `count` times.
+    pub async fn release_peer(&self, target: i64, count: u64) {
+        self.send(Message::Release(target, count)).await;
+    }
+
+    async fn abort(&self, reason: &str) {
+        tracing::debug!(reason, "rpc: aborting the session");
+        self.send(Message::Abort(wire::js_error("Error", reason)))
+            .await;
+    }
+
+    /// Everything the connection held ends with it: running calls, pipes in both
+    /// directions, waiters for the peer's answers.
+    fn close(&self) {
+        for (_, export) in lock(&self.exports).drain() {
+            if let Export::Call {
+                task: Some(task), ..
+            } = export
+            {
+                task.abort();
+            }
+        }
+        lock(&self.imports).clear();
+    }
+}

@@ -1,0 +1,253 @@
+//! `/rpc`: the Sandbox object's control plane over capnweb. The SandboxAPI through
+//! capnweb's own client in Node (`tests/clients/rpc.mjs`), and the protocol held against a
+//! hostile peer: malformed frames, unknown ids, releases of what was never exported, a
+//! flood of calls, a call that never resolves, a client that vanishes mid-stream.
+
+use std::time::Duration;
+
+use fsd_tests::Daemon;
+use fsd_tests::ws::WsClient;
+use serde_json::{Value, json};
+
+/// Every call `rpc.mjs` makes, in order.
+const RPC_CALLS: &[&str] = &[
+    "utils.ping",
+    "utils.getVersion",
+    "utils.getCommands",
+    "utils.createSession",
+    "utils.listSessions",
+    "commands.execute",
+    "commands.executeStream",
+    "files.mkdir",
+    "files.writeFile",
+    "files.readFile",
+    "files.writeFileStream",
+    "files.readFile none",
+    "files.readFileStream",
+    "files.exists",
+    "files.listFiles",
+    "files.renameFile",
+    "files.moveFile",
+    "files.deleteFile",
+    "processes.startProcess",
+    "processes.listProcesses",
+    "processes.getProcess",
+    "processes.getProcessLogs",
+    "processes.killProcess",
+    "processes.streamProcessLogs",
+    "processes.killAllProcesses",
+    "ports.watchPort",
+    "watch.watch and checkChanges",
+    "git.checkout",
+    "interpreter",
+    "backup",
+    "unknown method",
+    "utils.deleteSession",
+];
+
+#[tokio::test]
+async fn capnwebs_own_client_drives_every_sandbox_api_method() {
+    if !fsd_tests::available_or_skip(
+        fsd_tests::node::installed("capnweb") && fsd_tests::is_root(),
+        "capnwebs_own_client_drives_every_sandbox_api_method",
+        "node, `npm ci --prefix tests/clients` and root (for the backup restore)",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let args = [daemon.url.clone(), daemon.root().display().to_string()];
+    let limit = Duration::from_secs(180);
+    let reported = fsd_tests::node::run_script("rpc.mjs", &args, &[], limit).await;
+    let failed: Vec<String> = reported
+        .iter()
+        .filter(|call| !call.ok)
+        .map(|call| format!("{}: {}", call.method, call.detail))
+        .collect();
+    assert!(failed.is_empty(), "calls failed:\n{}", failed.join("\n"));
+    let seen: Vec<&str> = reported.iter().map(|call| call.method.as_str()).collect();
+    assert_eq!(seen, RPC_CALLS, "every call ran");
+}
+
+/// A raw capnweb peer.
+struct Peer {
+    socket: WsClient,
+}
+
+impl Peer {
+    async fn connect(daemon: &Daemon) -> Peer {
+        Peer {
+            socket: WsClient::connect(daemon, "/rpc").await,
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.socket.send_json(&message).await;
+    }
+
+    async fn next(&mut self) -> Option<Value> {
+        self.socket.next(Duration::from_secs(10)).await
+    }
+
+    /// Calls `domain.method(args)` as export `id` and returns what settles it.
+    async fn call(&mut self, id: i64, domain: &str, method: &str, args: Value) -> Value {
+        self.send(json!(["push", ["pipeline", 0, [domain, method], args]]))
+            .await;
+        self.send(json!(["pull", id])).await;
+        loop {
+            let message = self.next().await.expect("an answer");
+            if message[1] == id && (message[0] == "resolve" || message[0] == "reject") {
+                self.send(json!(["release", id, 1])).await;
+                return message;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn calls_settle_as_the_object_expects_and_mistakes_are_per_call() {
+    let daemon = Daemon::start();
+    let mut peer = Peer::connect(&daemon).await;
+    let ping = peer.call(1, "utils", "ping", json!([])).await;
+    assert_eq!(ping, json!(["resolve", 1, "healthy"]));
+    let unknown = peer.call(2, "commands", "nope", json!([])).await;
+    assert_eq!(unknown[0], "reject");
+    assert_eq!(unknown[2][1], "TypeError", "{unknown}");
+    let missing = peer
+        .call(
+            3,
+            "files",
+            "readFile",
+            json!(["/definitely/missing", "s", ["undefined"]]),
+        )
+        .await;
+    assert_eq!(missing[0], "reject");
+    assert_eq!(missing[2][0], "error");
+    assert_eq!(missing[2][4]["code"], "FILE_NOT_FOUND", "{missing}");
+    let bad_argument = peer.call(4, "files", "exists", json!([42, "s"])).await;
+    assert_eq!(
+        bad_argument[2][4]["code"], "VALIDATION_FAILED",
+        "{bad_argument}"
+    );
+    // Releasing what was never exported and pulling an unknown id are answered, not fatal.
+    peer.send(json!(["release", 99, 1])).await;
+    peer.send(json!(["pull", 77])).await;
+    let answer = peer.next().await.expect("the unknown pull is answered");
+    assert_eq!(answer[0], "reject", "{answer}");
+    assert_eq!(peer.call(5, "utils", "ping", json!([])).await[2], "healthy");
+    // An array result is wrapped as capnweb wraps every array.
+    let commands = peer.call(6, "utils", "getCommands", json!([])).await;
+    assert_eq!(commands, json!(["resolve", 6, [[]]]));
+}
+
+#[tokio::test]
+async fn a_malformed_frame_aborts_the_session_and_only_it() {
+    let daemon = Daemon::start();
+    for frame in [
+        "not json",
+        "{}",
+        "[\"push\"]",
+        "[\"stream\",[\"pipeline\",1,[\"write\"],[[\"bytes\",\"AA\"]]],1]",
+        "[\"push\",[\"pipeline\",0,[\"utils\",\"ping\"],[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+    ] {
+        let mut peer = Peer::connect(&daemon).await;
+        let mut other = Peer::connect(&daemon).await;
+        peer.socket.send_text(frame).await;
+        let answer = peer.next().await;
+        if let Some(answer) = &answer {
+            assert_eq!(answer[0], "abort", "{frame}: {answer}");
+            assert!(peer.next().await.is_none(), "{frame}: the socket closes");
+        }
+        // The other connection is untouched.
+        assert_eq!(
+            other.call(1, "utils", "ping", json!([])).await[2],
+            "healthy"
+        );
+    }
+    // An argument nested past capnweb's depth is that call's mistake.
+    let mut peer = Peer::connect(&daemon).await;
+    let mut deep = json!(1);
+    for _ in 0..70 {
+        deep = json!({ "a": deep });
+    }
+    let answer = peer.call(1, "files", "exists", json!([deep, "s"])).await;
+    assert_eq!(answer[0], "reject", "{answer}");
+    assert_eq!(peer.call(2, "utils", "ping", json!([])).await[2], "healthy");
+}
+
+#[tokio::test]
+async fn a_flood_of_calls_is_bounded_and_a_vanished_client_holds_nothing() {
+    let daemon = Daemon::start();
+    let mut peer = Peer::connect(&daemon).await;
+    // Calls that never finish on their own (one session runs one command at a time), far
+    // more than one connection may hold.
+    for n in 1..=1100 {
+        let command = format!("sleep 600 # fsd-rpc-flood-{n}");
+        peer.send(json!([
+            "push",
+            [
+                "pipeline",
+                0,
+                ["commands", "execute"],
+                [command, "flood", ["undefined"]]
+            ]
+        ]))
+        .await;
+    }
+    let mut aborted = false;
+    while let Some(message) = peer.next().await {
+        if message[0] == "abort" {
+            aborted = true;
+            break;
+        }
+    }
+    assert!(aborted, "a flood past the limit ends the session");
+    drop(peer);
+    // A client that vanishes mid-stream: the stream's process runs on (as a background
+    // process, as with the reference), and the daemon serves on.
+    let mut streaming = Peer::connect(&daemon).await;
+    let command = "while :; do echo fsd-rpc-vanish; sleep 0.05; done";
+    streaming
+        .send(json!([
+            "push",
+            [
+                "pipeline",
+                0,
+                ["commands", "executeStream"],
+                [command, "vanish", ["undefined"]]
+            ]
+        ]))
+        .await;
+    streaming.send(json!(["pull", 1])).await;
+    let mut saw_pipe = false;
+    for _ in 0..10 {
+        match streaming.next().await {
+            Some(message) if message[0] == "pipe" => saw_pipe = true,
+            Some(message) if message[0] == "stream" => break,
+            _ => {}
+        }
+    }
+    assert!(saw_pipe, "the stream came as a pipe");
+    drop(streaming);
+    let mut again = Peer::connect(&daemon).await;
+    let listed = again.call(1, "processes", "listProcesses", json!([])).await;
+    let processes = listed[2]["processes"][0]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        processes
+            .iter()
+            .any(|p| p["command"] == command && p["status"] == "running"),
+        "{listed}"
+    );
+    let killed = again
+        .call(2, "processes", "killAllProcesses", json!([]))
+        .await;
+    assert_eq!(killed[0], "resolve", "{killed}");
+    let deleted = again
+        .call(3, "utils", "deleteSession", json!(["flood"]))
+        .await;
+    assert_eq!(deleted[0], "resolve", "{deleted}");
+    let left = fsd_tests::host_processes_gone("fsd-rpc-flood-", Duration::from_secs(10)).await;
+    assert!(left.is_empty(), "the flood's command still runs: {left:?}");
+}
