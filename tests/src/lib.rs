@@ -14,6 +14,7 @@ pub mod archives;
 pub mod bench;
 pub mod cloudflare;
 pub mod node;
+pub mod rpc;
 pub mod s3;
 pub mod split_writes;
 pub mod ws;

@@ -1,8 +1,8 @@
 //! The drop-in test: `@cloudflare/sandbox`'s own Worker and Durable Object (0.12.10,
 //! unchanged, `worker/dev/official`) under workerd, with fsd's image as their container.
-//! The SDK's calls run inside the Worker (`/drive`), over the SDK's `http` and `websocket`
-//! transports; a preview URL the SDK made is requested through the Worker, and a terminal
-//! is opened through `sandbox.terminal()`. (The `rpc` transport is its own issue.)
+//! The SDK's calls run inside the Worker (`/drive`), over the SDK's `http`, `websocket` and
+//! `rpc` transports; a preview URL the SDK made is requested through the Worker, and a
+//! terminal is opened through `sandbox.terminal()`.
 
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -98,6 +98,17 @@ async fn the_official_object_drives_fsd_over_websocket() {
         return;
     };
     let details = drive(stack, "drop-ws", "websocket").await;
+    check_details(&details);
+    let url = details["exposePort"].as_str().expect("preview URL");
+    preview_serves(stack, url).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_official_object_drives_fsd_over_rpc() {
+    let Some(stack) = stack("official_sdk::rpc") else {
+        return;
+    };
+    let details = drive(stack, "drop-rpc", "rpc").await;
     check_details(&details);
     let url = details["exposePort"].as_str().expect("preview URL");
     preview_serves(stack, url).await;

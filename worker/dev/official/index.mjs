@@ -3,7 +3,7 @@
 // `scripts/dev-cloudflare official --port N`.
 //
 // Besides preview URLs (proxyToSandbox), it serves what the drop-in test drives:
-//   POST /drive?id=ID&transport=http|websocket&hostname=H  runs the SDK's calls, one after
+//   POST /drive?id=ID&transport=http|websocket|rpc&hostname=H  runs the SDK's calls, one after
 //        another, against sandbox ID and answers [{method, ok, detail}] (detail: what the
 //        call returned that the test checks, or the error)
 //   GET  /terminal?id=ID&transport=T                        sandbox.terminal(request)

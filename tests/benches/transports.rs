@@ -1,0 +1,169 @@
+//! The three transports side by side on the real release `fsd`, in one run: exec `true`
+//! and a 1 MiB text write over HTTP keep-alive, `/ws` and `/rpc` (one call at a time), and
+//! calls per second on one socket with 64 in flight over `/rpc`.
+//!
+//! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
+//! Set `FSD_BENCH_QUICK=1` for a short smoke run.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fsd_tests::Daemon;
+use fsd_tests::bench::{ms, pct};
+use fsd_tests::rpc::RpcClient;
+use fsd_tests::ws::WsClient;
+use serde_json::{Value, json};
+
+fn main() {
+    let quick = std::env::var_os("FSD_BENCH_QUICK").is_some();
+    let (round_trips, writes, in_flight_calls) = if quick {
+        (200, 20, 2_000)
+    } else {
+        (3000, 200, 50_000)
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(run(round_trips, writes, in_flight_calls));
+}
+
+/// Times `rounds` calls of `call` after 20 unmeasured ones.
+async fn timed<F, Fut>(rounds: usize, mut call: F) -> Vec<Duration>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let mut samples = Vec::with_capacity(rounds);
+    for i in 0..rounds + 20 {
+        let start = Instant::now();
+        call(i).await;
+        if i >= 20 {
+            samples.push(start.elapsed());
+        }
+    }
+    samples
+}
+
+fn row(name: &str, samples: &mut [Duration]) {
+    println!(
+        "  {name:<28} p50 {:>8.3} ms   p99 {:>8.3} ms",
+        ms(pct(samples, 50.0)),
+        ms(pct(samples, 99.0))
+    );
+}
+
+fn settled(answer: &Value) {
+    assert_eq!(answer[0], "resolve", "{answer}");
+}
+
+async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
+    let daemon = Daemon::start();
+    let http = reqwest::Client::new();
+    let mut ws = WsClient::connect(&daemon, "/ws").await;
+    let rpc = RpcClient::connect(&daemon.url, daemon.token.as_deref()).await;
+    let token = daemon.token.clone().unwrap_or_default();
+    println!("fsd transports benchmark (release build, loopback)");
+    println!();
+
+    println!("exec `true` in a warm session ({round_trips} round trips each)");
+    let exec = json!({"command": "true", "sessionId": "bench"});
+    let mut over_http = timed(round_trips, |_| {
+        let request = http
+            .post(daemon.url("/api/execute"))
+            .bearer_auth(&token)
+            .json(&exec);
+        async move {
+            let response = request.send().await.expect("exec");
+            assert!(response.status().is_success());
+            response.bytes().await.expect("body");
+        }
+    })
+    .await;
+    let mut over_ws = Vec::new();
+    for i in 0..round_trips + 20 {
+        let start = Instant::now();
+        let answer = ws
+            .call(&i.to_string(), "POST", "/api/execute", Some(exec.clone()))
+            .await;
+        assert_eq!(answer.last["status"], 200, "{}", answer.last);
+        if i >= 20 {
+            over_ws.push(start.elapsed());
+        }
+    }
+    let mut over_rpc = timed(round_trips, |_| async {
+        settled(
+            &rpc.call(
+                "commands",
+                "execute",
+                json!(["true", "bench", ["undefined"]]),
+            )
+            .await,
+        );
+    })
+    .await;
+    row("HTTP keep-alive", &mut over_http);
+    row("/ws (one socket)", &mut over_ws);
+    row("/rpc (one socket)", &mut over_rpc);
+    let rpc_vs_ws = ms(pct(&mut over_rpc, 50.0)) / ms(pct(&mut over_ws, 50.0));
+    println!("  /rpc p50 is {:.2}× /ws's", rpc_vs_ws);
+    println!();
+
+    println!("1 MiB text write ({writes} each)");
+    let content = "x".repeat(1 << 20);
+    let path = daemon.root().join("bench-1mib.txt").display().to_string();
+    let body = json!({"path": path, "content": content});
+    let mut write_http = timed(writes, |_| {
+        let request = http
+            .post(daemon.url("/api/write"))
+            .bearer_auth(&token)
+            .json(&body);
+        async move {
+            let response = request.send().await.expect("write");
+            assert!(response.status().is_success());
+            response.bytes().await.expect("body");
+        }
+    })
+    .await;
+    let mut write_ws = Vec::new();
+    for i in 0..writes + 20 {
+        let start = Instant::now();
+        let answer = ws
+            .call(&format!("w{i}"), "POST", "/api/write", Some(body.clone()))
+            .await;
+        assert_eq!(answer.last["status"], 200, "{}", answer.last);
+        if i >= 20 {
+            write_ws.push(start.elapsed());
+        }
+    }
+    let mut write_rpc = timed(writes, |_| async {
+        let args = json!([path, content, "bench", ["undefined"]]);
+        settled(&rpc.call("files", "writeFile", args).await);
+    })
+    .await;
+    row("HTTP keep-alive", &mut write_http);
+    row("/ws (one socket)", &mut write_ws);
+    row("/rpc (one socket)", &mut write_rpc);
+    println!();
+
+    println!("calls per second, one /rpc socket, 64 in flight ({in_flight_calls} `files.exists`)");
+    let rpc = Arc::new(rpc);
+    let exists = json!([daemon.root().display().to_string(), ["undefined"]]);
+    let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let start = Instant::now();
+    let workers: Vec<_> = (0..64)
+        .map(|_| {
+            let (rpc, exists, next) = (Arc::clone(&rpc), exists.clone(), Arc::clone(&next));
+            tokio::spawn(async move {
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < in_flight_calls {
+                    settled(&rpc.call("files", "exists", exists.clone()).await);
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.expect("worker");
+    }
+    let rate = in_flight_calls as f64 / start.elapsed().as_secs_f64();
+    println!("  /rpc                         {rate:>8.0} calls/s");
+}

@@ -1,0 +1,87 @@
+//! A capnweb peer for `/rpc`, as the Sandbox object drives it: calls on the main object
+//! (`["push", …]` then `["pull", id]`), their settlements matched by id (any number in
+//! flight on one socket), each released once settled.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, oneshot};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+type Pending = Arc<Mutex<HashMap<i64, oneshot::Sender<Value>>>>;
+
+pub struct RpcClient {
+    /// The next export id of the daemon (its n-th push received is n), and the way out,
+    /// together so ids follow send order.
+    outgoing: Mutex<(i64, mpsc::UnboundedSender<Message>)>,
+    pending: Pending,
+}
+
+impl RpcClient {
+    /// Connects to `url`'s `/rpc` (`http://…`) with `token` (or none) on the upgrade.
+    pub async fn connect(url: &str, token: Option<&str>) -> RpcClient {
+        let url = format!("{}/rpc", url.replacen("http://", "ws://", 1));
+        let mut request = url.into_client_request().expect("an /rpc URL");
+        if let Some(token) = token {
+            let value = format!("Bearer {token}").parse().expect("header value");
+            request.headers_mut().insert("authorization", value);
+        }
+        let (socket, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("the /rpc upgrade");
+        let (mut sink, mut stream) = socket.split();
+        let (outgoing, mut queued) = mpsc::unbounded_channel::<Message>();
+        tokio::spawn(async move {
+            while let Some(message) = queued.recv().await {
+                if sink.send(message).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let pending: Pending = Arc::default();
+        let settled = Arc::clone(&pending);
+        let releases = outgoing.clone();
+        tokio::spawn(async move {
+            while let Some(Ok(Message::Text(text))) = stream.next().await {
+                let Ok(message) = serde_json::from_str::<Value>(text.as_str()) else {
+                    continue;
+                };
+                let (Some(kind), Some(id)) = (message[0].as_str(), message[1].as_i64()) else {
+                    continue;
+                };
+                if kind == "resolve" || kind == "reject" {
+                    let waiter = settled.lock().unwrap().remove(&id);
+                    if let Some(waiter) = waiter {
+                        let release = json!(["release", id, 1]).to_string();
+                        let _ = releases.send(Message::Text(release.into()));
+                        let _ = waiter.send(message);
+                    }
+                }
+            }
+        });
+        RpcClient {
+            outgoing: Mutex::new((1, outgoing)),
+            pending,
+        }
+    }
+
+    /// Calls `domain.method(args)` and returns the message that settled it
+    /// (`["resolve", id, result]` or `["reject", id, error]`).
+    pub async fn call(&self, domain: &str, method: &str, args: Value) -> Value {
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut outgoing = self.outgoing.lock().unwrap();
+            let id = outgoing.0;
+            outgoing.0 += 1;
+            self.pending.lock().unwrap().insert(id, tx);
+            let push = json!(["push", ["pipeline", 0, [domain, method], args]]).to_string();
+            let pull = json!(["pull", id]).to_string();
+            let _ = outgoing.1.send(Message::Text(push.into()));
+            let _ = outgoing.1.send(Message::Text(pull.into()));
+        }
+        rx.await.expect("the call settled before the socket closed")
+    }
+}
