@@ -50,6 +50,14 @@ impl Args {
         }
     }
 
+    /// The string argument at `index`, moved out (a `writeFile`'s content can be large).
+    fn take_string(&mut self, index: usize, name: &str) -> Result<String, Value> {
+        match self.0.get_mut(index) {
+            Some(Arg::Json(Value::String(text))) => Ok(std::mem::take(text)),
+            _ => Err(invalid(name, "must be a string")),
+        }
+    }
+
     fn optional_string(&self, index: usize) -> Option<String> {
         self.json(index).and_then(Value::as_str).map(str::to_string)
     }
@@ -72,10 +80,13 @@ fn invalid(field: &str, message: &str) -> Value {
 }
 
 /// `fields` with `extra` set (absent values left out).
-fn with(mut fields: Map<String, Value>, extra: &[(&str, Option<Value>)]) -> Value {
+fn with<const N: usize>(
+    mut fields: Map<String, Value>,
+    extra: [(&str, Option<Value>); N],
+) -> Value {
     for (key, value) in extra {
         if let Some(value) = value {
-            fields.insert((*key).to_string(), value.clone());
+            fields.insert(key.to_string(), value);
         }
     }
     Value::Object(fields)
@@ -126,7 +137,20 @@ impl Api {
                 &format!("'{}' is not a function.", path.join(".")),
             ));
         };
-        let args = Args(args);
+        let mut args = Args(args);
+        if (domain.as_str(), method.as_str()) == ("files", "writeFile") {
+            let (path, session_id) = (args.string(0, "path")?, args.optional_string(2));
+            let content = args.take_string(1, "content")?;
+            let body = with(
+                args.object(3),
+                [
+                    ("path", Some(json!(path))),
+                    ("content", Some(Value::String(content))),
+                    ("sessionId", session_id.map(Value::from)),
+                ],
+            );
+            return self.reply(Method::POST, "/api/write", Some(body)).await;
+        }
         let sid = |index: usize| args.optional_string(index);
         match (domain.as_str(), method.as_str()) {
             ("utils", "ping") => Ok(json!("healthy")),
@@ -193,7 +217,7 @@ impl Api {
                 }
                 let body = with(
                     options,
-                    &[
+                    [
                         ("path", Some(json!(path))),
                         ("sessionId", sid(1).map(Value::from)),
                     ],
@@ -210,18 +234,6 @@ impl Api {
                     None,
                 )
                 .await
-            }
-            ("files", "writeFile") => {
-                let options = args.object(3);
-                let body = with(
-                    options,
-                    &[
-                        ("path", Some(json!(args.string(0, "path")?))),
-                        ("content", Some(json!(args.string(1, "content")?))),
-                        ("sessionId", sid(2).map(Value::from)),
-                    ],
-                );
-                self.reply(Method::POST, "/api/write", Some(body)).await
             }
             ("files", "writeFileStream") => {
                 let path = args.string(0, "path")?;
@@ -257,7 +269,7 @@ impl Api {
             ("files", "mkdir") => {
                 let body = with(
                     args.object(2),
-                    &[
+                    [
                         ("path", Some(json!(args.string(0, "path")?))),
                         ("sessionId", sid(1).map(Value::from)),
                     ],
@@ -280,7 +292,7 @@ impl Api {
             ("processes", "startProcess") => {
                 let body = with(
                     args.object(2),
-                    &[
+                    [
                         ("command", Some(json!(args.string(0, "command")?))),
                         ("sessionId", sid(1).map(Value::from)),
                     ],
@@ -334,7 +346,7 @@ impl Api {
             ("git", "checkout") => {
                 let body = with(
                     args.object(2),
-                    &[
+                    [
                         ("repoUrl", Some(json!(args.string(0, "repoUrl")?))),
                         ("sessionId", sid(1).map(Value::from)),
                     ],
@@ -387,7 +399,7 @@ impl Api {
             ("backup", "createArchive") => {
                 let body = with(
                     args.object(3),
-                    &[
+                    [
                         ("dir", Some(json!(args.string(0, "dir")?))),
                         ("archivePath", Some(json!(args.string(1, "archivePath")?))),
                         ("sessionId", sid(2).map(Value::from)),
@@ -431,7 +443,7 @@ impl Api {
     fn command(&self, args: &Args) -> Result<Value, Value> {
         Ok(with(
             args.object(2),
-            &[
+            [
                 ("command", Some(json!(args.string(0, "command")?))),
                 ("sessionId", args.optional_string(1).map(Value::from)),
             ],

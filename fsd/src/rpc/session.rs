@@ -159,7 +159,7 @@ impl Session {
         match message {
             Message::Push(expr) => {
                 let id = self.new_export()?;
-                let call = Call::parse(&expr).map_err(|error| error.to_string())?;
+                let call = Call::parse(expr).map_err(|error| error.to_string())?;
                 self.start_call(id, call);
             }
             Message::Pull(id) => self.pull(id).await,
@@ -172,7 +172,7 @@ impl Session {
             }
             Message::Stream(expr) => {
                 let id = self.new_export()?;
-                let call = Call::parse(&expr).map_err(|error| error.to_string())?;
+                let call = Call::parse(expr).map_err(|error| error.to_string())?;
                 self.stream_write(id, call).await?;
             }
             Message::Abort(reason) => return Err(format!("the peer aborted: {reason}")),
@@ -227,7 +227,7 @@ impl Session {
             return Err(wire::js_error("TypeError", "property reads are not served"));
         };
         let args = args
-            .iter()
+            .into_iter()
             .map(wire::decode)
             .collect::<Result<Vec<Arg>, _>>()
             .map_err(|error| wire::js_error("TypeError", &error.to_string()))?;
@@ -350,14 +350,15 @@ impl Session {
 
     /// A write, close or abort of a pipe the peer writes (`["pipeline", P, [op], args]`).
     async fn stream_write(&self, id: i64, call: Call) -> Result<(), String> {
-        let op = match (call.path.first().map(String::as_str), call.args.as_deref()) {
-            (Some("write"), Some([chunk])) => match wire::decode(chunk) {
-                Ok(Arg::Bytes(bytes)) => PipeOp::Write(Bytes::from(bytes)),
-                Ok(Arg::Json(Value::String(text))) => PipeOp::Write(Bytes::from(text)),
+        let mut args = call.args.unwrap_or_default();
+        let op = match (call.path.first().map(String::as_str), args.len()) {
+            (Some("write"), 1) => match args.pop().map(wire::decode) {
+                Some(Ok(Arg::Bytes(bytes))) => PipeOp::Write(Bytes::from(bytes)),
+                Some(Ok(Arg::Json(Value::String(text)))) => PipeOp::Write(Bytes::from(text)),
                 _ => return Err("a pipe write carries bytes or a string".into()),
             },
             (Some("close"), _) => PipeOp::Close,
-            (Some("abort"), reason) => PipeOp::Abort(format!("{:?}", reason.unwrap_or(&[]))),
+            (Some("abort"), _) => PipeOp::Abort(format!("{args:?}")),
             _ => return Err(format!("{:?} is not a pipe operation", call.path)),
         };
         let ingress = match lock(&self.exports).get(&call.target) {

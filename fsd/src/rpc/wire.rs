@@ -107,25 +107,27 @@ pub struct Call {
 }
 
 impl Call {
-    pub fn parse(expr: &Value) -> Result<Call, WireError> {
-        let bad = || WireError::BadExpression(truncated(&expr.to_string()));
-        let items = expr.as_array().ok_or_else(bad)?;
+    pub fn parse(expr: Value) -> Result<Call, WireError> {
+        let bad = |expr: &Value| WireError::BadExpression(truncated(&expr.to_string()));
+        let Value::Array(mut items) = expr else {
+            return Err(bad(&expr));
+        };
         if items.first().and_then(Value::as_str) != Some("pipeline") || items.len() < 2 {
-            return Err(bad());
+            return Err(bad(&Value::Array(items)));
         }
-        let target = items[1].as_i64().ok_or_else(bad)?;
+        let args = match items.get_mut(3).map(Value::take) {
+            None => None,
+            Some(Value::Array(args)) => Some(args),
+            Some(_) => return Err(bad(&Value::Array(items))),
+        };
+        let target = items[1].as_i64().ok_or_else(|| bad(&items[1]))?;
         let path = match items.get(2) {
             None => Vec::new(),
             Some(Value::Array(path)) => path
                 .iter()
-                .map(|part| part.as_str().map(str::to_string).ok_or_else(bad))
+                .map(|part| part.as_str().map(str::to_string).ok_or_else(|| bad(part)))
                 .collect::<Result<_, _>>()?,
-            Some(_) => return Err(bad()),
-        };
-        let args = match items.get(3) {
-            None => None,
-            Some(Value::Array(args)) => Some(args.clone()),
-            Some(_) => return Err(bad()),
+            Some(other) => return Err(bad(other)),
         };
         Ok(Call { target, path, args })
     }
@@ -154,7 +156,7 @@ pub enum Arg {
 
 /// An expression as an [`Arg`]: top-level specials kept, everything inside objects and
 /// arrays turned into JSON (dates as epoch milliseconds, `undefined` keys dropped).
-pub fn decode(expr: &Value) -> Result<Arg, WireError> {
+pub fn decode(expr: Value) -> Result<Arg, WireError> {
     if let Some(items) = expr.as_array()
         && let Some(tag) = items.first().and_then(Value::as_str)
     {
@@ -182,40 +184,46 @@ pub fn decode(expr: &Value) -> Result<Arg, WireError> {
     to_json(expr, 0).map(|value| value.map_or(Arg::Undefined, Arg::Json))
 }
 
-/// Plain JSON for an expression; `None` for `undefined`.
-pub fn to_json(expr: &Value, depth: usize) -> Result<Option<Value>, WireError> {
+/// Plain JSON for an expression (taken apart, so long strings move rather than copy);
+/// `None` for `undefined`.
+pub fn to_json(expr: Value, depth: usize) -> Result<Option<Value>, WireError> {
     if depth > MAX_DEPTH {
         return Err(WireError::TooDeep);
     }
-    let bad = || WireError::BadExpression(truncated(&expr.to_string()));
+    let bad = |expr: &Value| WireError::BadExpression(truncated(&expr.to_string()));
     Ok(Some(match expr {
-        Value::Array(items) => match items.first() {
+        Value::Array(mut items) => {
             // `[[e0, e1, …]]`: a literal array.
-            Some(Value::Array(inner)) if items.len() == 1 => {
+            if items.len() == 1 && items[0].is_array() {
+                let Some(Value::Array(inner)) = items.pop() else {
+                    return Err(WireError::TooDeep);
+                };
                 let mut out = Vec::with_capacity(inner.len());
                 for item in inner {
                     out.push(to_json(item, depth + 1)?.unwrap_or(Value::Null));
                 }
                 Value::Array(out)
-            }
-            Some(Value::String(tag)) => match tag.as_str() {
-                "undefined" => return Ok(None),
-                "date" => items.get(1).cloned().unwrap_or(Value::Null),
-                "inf" | "-inf" | "nan" => Value::Null,
-                "bigint" => items.get(1).cloned().unwrap_or(Value::Null),
-                "bytes" => {
-                    let text = items.get(1).and_then(Value::as_str).unwrap_or_default();
-                    Value::String(String::from_utf8_lossy(&bytes(text)?).into_owned())
+            } else {
+                let tag = items.first().and_then(Value::as_str).map(str::to_string);
+                match tag.as_deref() {
+                    Some("undefined") => return Ok(None),
+                    Some("date" | "bigint") => {
+                        items.get_mut(1).map(Value::take).unwrap_or(Value::Null)
+                    }
+                    Some("inf" | "-inf" | "nan") => Value::Null,
+                    Some("bytes") => {
+                        let text = items.get(1).and_then(Value::as_str).unwrap_or_default();
+                        Value::String(String::from_utf8_lossy(&bytes(text)?).into_owned())
+                    }
+                    // A stub inside an object (the callbacks of `runCodeStream`).
+                    Some("export") => match items.get(1).and_then(Value::as_i64) {
+                        Some(id) => json!({ EXPORT_KEY: id }),
+                        None => return Err(bad(&Value::Array(items))),
+                    },
+                    _ => return Err(bad(&Value::Array(items))),
                 }
-                // A stub inside an object (the callbacks of `runCodeStream`).
-                "export" => match items.get(1).and_then(Value::as_i64) {
-                    Some(id) => json!({ EXPORT_KEY: id }),
-                    None => return Err(bad()),
-                },
-                _ => return Err(bad()),
-            },
-            _ => return Err(bad()),
-        },
+            }
+        }
         Value::Object(fields) => {
             let mut out = Map::new();
             for (key, value) in fields {
@@ -223,12 +231,12 @@ pub fn to_json(expr: &Value, depth: usize) -> Result<Option<Value>, WireError> {
                     continue;
                 }
                 if let Some(value) = to_json(value, depth + 1)? {
-                    out.insert(key.clone(), value);
+                    out.insert(key, value);
                 }
             }
             Value::Object(out)
         }
-        other => other.clone(),
+        other => other,
     }))
 }
 
@@ -323,14 +331,14 @@ mod tests {
         let Message::Push(expr) = message else {
             panic!()
         };
-        let call = Call::parse(&expr).unwrap();
+        let call = Call::parse(expr).unwrap();
         assert_eq!(call.target, 0);
         assert_eq!(call.path, ["files", "listFiles"]);
         let args: Vec<Arg> = call
             .args
             .unwrap()
             .iter()
-            .map(|a| decode(a).unwrap())
+            .map(|a| decode(a.clone()).unwrap())
             .collect();
         assert_eq!(args[0], Arg::Json(json!("/w")));
         assert_eq!(args[1], Arg::Undefined);
@@ -339,25 +347,25 @@ mod tests {
             Arg::Json(json!({"recursive": true, "a": [1, [2]], "when": 5}))
         );
         assert_eq!(
-            decode(&json!(["bytes", "AQID"])).unwrap(),
+            decode(json!(["bytes", "AQID"])).unwrap(),
             Arg::Bytes(vec![1, 2, 3])
         );
         assert_eq!(
-            decode(&json!(["bytes", "BA=="])).unwrap(),
+            decode(json!(["bytes", "BA=="])).unwrap(),
             Arg::Bytes(vec![4])
         );
-        assert_eq!(decode(&json!(["readable", 4])).unwrap(), Arg::Readable(4));
-        assert_eq!(decode(&json!(["export", -1])).unwrap(), Arg::Export(-1));
-        assert!(decode(&json!(["remap", 1])).is_err());
+        assert_eq!(decode(json!(["readable", 4])).unwrap(), Arg::Readable(4));
+        assert_eq!(decode(json!(["export", -1])).unwrap(), Arg::Export(-1));
+        assert!(decode(json!(["remap", 1])).is_err());
         assert_eq!(
-            decode(&json!({"onStdout": ["export", -1]})).unwrap(),
+            decode(json!({"onStdout": ["export", -1]})).unwrap(),
             Arg::Json(json!({"onStdout": {EXPORT_KEY: -1}}))
         );
         let mut deep = json!(1);
         for _ in 0..70 {
             deep = json!({ "a": deep });
         }
-        assert_eq!(decode(&deep), Err(WireError::TooDeep));
+        assert_eq!(decode(deep), Err(WireError::TooDeep));
     }
 
     #[test]
