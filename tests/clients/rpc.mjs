@@ -1,9 +1,12 @@
 // Drives a running fsd's `/rpc` with capnweb 0.8.0 (the RPC library the official Sandbox
 // object uses, pinned by @cloudflare/sandbox in this folder), calling the SandboxAPI as the
-// object does, and prints one JSON line per call: {"method", "ok", "detail"}.
+// object does, and prints one JSON line per call: {"method", "ok", "detail"}. As the object,
+// it runs an `RpcSession` over a transport of its own with a main object the daemon calls
+// back (`onTunnelExit`), and after every call family it checks the session is idle again
+// (at most one import and one export: what lets the object close the socket and sleep).
 //
 // node --import ./register.mjs rpc.mjs BASE_URL WORKSPACE
-const { newWebSocketRpcSession } = await import('capnweb');
+const { RpcSession, RpcTarget } = await import('capnweb');
 
 const [baseUrl, workspace] = process.argv.slice(2);
 const dir = `${workspace}/rpc`;
@@ -15,7 +18,15 @@ function report(method, ok, detail) {
 
 async function check(method, body) {
   try {
-    report(method, true, await body());
+    const detail = await body();
+    // Everything the call family handed out was released, both ways.
+    let stats = session.getStats();
+    for (let i = 0; i < 100 && (stats.imports > 1 || stats.exports > 1); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      stats = session.getStats();
+    }
+    expect(stats.imports <= 1 && stats.exports <= 1, `not idle after the call: ${JSON.stringify(stats)}`);
+    report(method, true, detail);
   } catch (error) {
     report(method, false, error?.stack ?? JSON.stringify(error));
   }
@@ -57,8 +68,51 @@ function events(sse) {
     });
 }
 
-const url = `${baseUrl.replace(/^http/, 'ws')}/rpc`;
-const api = newWebSocketRpcSession(url);
+/** capnweb's transport interface over one WebSocket, as the object's own. */
+class SocketTransport {
+  constructor(socket) {
+    this.socket = socket;
+    this.queue = [];
+    this.waiters = [];
+    socket.addEventListener('message', (event) => {
+      const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data).toString();
+      const waiter = this.waiters.shift();
+      if (waiter) waiter.resolve(data);
+      else this.queue.push(data);
+    });
+    socket.addEventListener('close', (event) => {
+      this.closed = new Error(`closed ${event.code} ${event.reason}`);
+      for (const waiter of this.waiters.splice(0)) waiter.reject(this.closed);
+    });
+  }
+  async send(message) {
+    this.socket.send(message);
+  }
+  async receive() {
+    if (this.queue.length) return this.queue.shift();
+    if (this.closed) throw this.closed;
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+  abort(reason) {
+    this.socket.close(3000, String(reason).slice(0, 120));
+  }
+}
+
+/** The object's main, which the daemon calls when a tunnel's cloudflared exits. */
+const exits = [];
+class Main extends RpcTarget {
+  onTunnelExit(...args) {
+    exits.push(args);
+  }
+}
+
+const socket = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/rpc`);
+await new Promise((resolve, reject) => {
+  socket.addEventListener('open', resolve);
+  socket.addEventListener('error', reject);
+});
+const session = new RpcSession(new SocketTransport(socket), new Main());
+const api = session.getRemoteMain();
 
 await check('utils.ping', async () => {
   const answer = await api.utils.ping();
@@ -278,7 +332,8 @@ await check('interpreter', async () => {
     onError: (error) => { seen.push(['error', error.name]); },
   };
   await api.interpreter.runCodeStream(context.id, 'print(1)\n2+3', undefined, callbacks);
-  expect(JSON.stringify(seen) === JSON.stringify([['stdout', '1\n'], ['result', '5']]), JSON.stringify(seen));
+  // Output and results each in their order (a result may overtake buffered output).
+  expect(JSON.stringify([...seen].sort()) === JSON.stringify([['result', '5'], ['stdout', '1\n']]), JSON.stringify(seen));
   await api.interpreter.runCodeStream(context.id, 'raise ValueError("x")', undefined, callbacks);
   expect(seen.at(-1)[0] === 'error' && seen.at(-1)[1] === 'ValueError', JSON.stringify(seen));
   await api.interpreter.deleteCodeContext(context.id);
@@ -296,6 +351,30 @@ await check('backup', async () => {
   expect(restored.success, JSON.stringify(restored));
   return created.sizeBytes;
 });
+await check('tunnels', async () => {
+  const ensured = await api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080 });
+  expect(ensured.started === true && ensured.run.url.endsWith('.trycloudflare.com'), JSON.stringify(ensured));
+  const quick = await api.tunnels.runQuickTunnel('legacy', 8081);
+  expect(quick.id === 'legacy' && quick.port === 8081 && quick.url.endsWith('.trycloudflare.com'), JSON.stringify(quick));
+  const again = await rejects(() => api.tunnels.runQuickTunnel('legacy', 8081), 'TUNNEL_ALREADY_RUNNING');
+  const named = await api.tunnels.runNamedTunnel('named-1', 'eyJsecret-token', 8082);
+  expect(named.url === '' && named.hostname === '', JSON.stringify(named));
+  const listed = await api.tunnels.listTunnels();
+  expect(['t1', 'legacy', 'named-1'].every((id) => listed.some((t) => t.id === id)), JSON.stringify(listed));
+  expect(!JSON.stringify(listed).includes('secret'), 'no token in the list');
+  const destroyed = await api.tunnels.destroyTunnel('legacy');
+  expect(destroyed.success && destroyed.id === 'legacy', JSON.stringify(destroyed));
+  const missing = await rejects(() => api.tunnels.destroyTunnel('legacy'), 'TUNNEL_NOT_FOUND');
+  const stopped = await api.tunnels.stopTunnelRun({ tunnelId: 't1', runId: 'run-1' });
+  expect(stopped.stopped === true, JSON.stringify(stopped));
+  await api.tunnels.destroyTunnel('named-1');
+  for (let i = 0; i < 100 && exits.length < 3; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  const legacyExit = exits.find((args) => args[0] === 'legacy');
+  const runExit = exits.find((args) => args[0] === 't1');
+  expect(legacyExit?.length === 3 && legacyExit[1] === 8081, `legacy exit: ${JSON.stringify(exits)}`);
+  expect(runExit?.length === 4 && runExit[3] === 'run-1', `run exit: ${JSON.stringify(exits)}`);
+  return `${again}; ${missing}; exits ${JSON.stringify(exits)}`;
+});
 await check('unknown method', async () => rejects(() => api.commands.nope()));
 await check('utils.deleteSession', async () => {
   const deleted = await api.utils.deleteSession(sid);
@@ -303,4 +382,5 @@ await check('utils.deleteSession', async () => {
   return deleted.sessionId;
 });
 api[Symbol.dispose]?.();
+socket.close();
 process.exit(0);

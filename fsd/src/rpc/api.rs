@@ -427,6 +427,46 @@ impl Api {
                 self.stream(session, Method::POST, "/api/watch".into(), Some(body), None)
                     .await
             }
+            ("tunnels", "ensureTunnelRun") => {
+                self.follow_tunnel_exits(session);
+                let body = Value::Object(args.object(0));
+                self.reply(Method::POST, "/api/tunnels", Some(body)).await
+            }
+            ("tunnels", "stopTunnelRun") => {
+                let body = Value::Object(args.object(0));
+                self.reply(Method::POST, "/api/tunnels/stop", Some(body))
+                    .await
+            }
+            ("tunnels", "runQuickTunnel") => {
+                let id = args.string(0, "id")?;
+                let port = args.json(1).cloned().unwrap_or(Value::Null);
+                self.run_tunnel(session, id, json!({ "mode": "quick", "port": port }))
+                    .await
+            }
+            ("tunnels", "runNamedTunnel") => {
+                let (id, token) = (args.string(0, "id")?, args.string(1, "token")?);
+                let port = args.json(2).cloned().unwrap_or(Value::Null);
+                let body = json!({ "mode": "named", "token": token, "port": port });
+                self.run_tunnel(session, id, body).await
+            }
+            ("tunnels", "destroyTunnel") => {
+                let id = args.string(0, "id")?;
+                let runs = self.tunnel_runs().await?;
+                let Some(run) = runs.iter().find(|run| run["tunnelId"] == id.as_str()) else {
+                    let message = format!("Tunnel {id} is not running");
+                    let details = json!({ "tunnelId": id });
+                    return Err(wire::sandbox_error(&message, "TUNNEL_NOT_FOUND", &details));
+                };
+                let body = json!({ "tunnelId": id, "runId": run["runId"] });
+                self.json(Method::POST, "/api/tunnels/stop".into(), Some(body))
+                    .await?;
+                Ok(json!({ "success": true, "id": id }))
+            }
+            ("tunnels", "listTunnels") => {
+                let runs = self.tunnel_runs().await?;
+                let infos: Vec<Value> = runs.iter().map(tunnel_info).collect();
+                Ok(wire::from_json(&Value::Array(infos)))
+            }
             ("watch", "checkChanges") => {
                 let body = Value::Object(args.object(0));
                 self.reply(Method::POST, "/api/watch/check", Some(body))
@@ -437,6 +477,71 @@ impl Api {
                 &format!("'{domain}.{method}' is not a function."),
             )),
         }
+    }
+
+    /// `runQuickTunnel`/`runNamedTunnel`: a run whose tunnel and run ids are `id`, answered
+    /// as the reference's `TunnelInfo`; an id already running is `TUNNEL_ALREADY_RUNNING`.
+    async fn run_tunnel(&self, session: &Arc<Session>, id: String, mut body: Value) -> Answer {
+        self.follow_tunnel_exits(session);
+        body["tunnelId"] = json!(id);
+        body["runId"] = json!(id);
+        let named = body["mode"] == "named";
+        let answer = self
+            .json(Method::POST, "/api/tunnels".into(), Some(body))
+            .await?;
+        if answer["started"] == false {
+            let message = format!("Tunnel {id} is already running");
+            let details = json!({ "tunnelId": id });
+            return Err(wire::sandbox_error(
+                &message,
+                "TUNNEL_ALREADY_RUNNING",
+                &details,
+            ));
+        }
+        let mut info = tunnel_info(&answer["run"]);
+        if named {
+            // The object fills these in for named tunnels.
+            info["url"] = json!("");
+            info["hostname"] = json!("");
+        }
+        Ok(wire::from_json(&info))
+    }
+
+    async fn tunnel_runs(&self) -> Result<Vec<Value>, Value> {
+        let answer = self.json(Method::GET, "/api/tunnels".into(), None).await?;
+        Ok(answer["tunnels"].as_array().cloned().unwrap_or_default())
+    }
+
+    /// Tells the object of every cloudflared exit from now on (`onTunnelExit` on its main
+    /// object), for as long as this connection lives: `(id, port, exitCode)` for runs of
+    /// `run*Tunnel` (their run id is their tunnel id), `(tunnelId, port, exitCode, runId)`
+    /// for `ensureTunnelRun`'s.
+    fn follow_tunnel_exits(&self, session: &Arc<Session>) {
+        let (api, peer) = (self.clone(), Arc::clone(session));
+        session.hold_once("tunnel exits", async move {
+            let response = api.request(Method::GET, "/api/tunnels/events", None).await;
+            let mut body = chunks(response.into_body());
+            let mut parser = SseParser::default();
+            while let Some(Ok(chunk)) = body.next().await {
+                for event in parser.push(&chunk) {
+                    let Ok(event) = serde_json::from_str::<Value>(&event.data) else {
+                        continue;
+                    };
+                    let (tunnel, run) = (&event["tunnelId"], &event["runId"]);
+                    let mut args = vec![
+                        tunnel.clone(),
+                        event["port"].clone(),
+                        event["exitCode"].clone(),
+                    ];
+                    if tunnel != run {
+                        args.push(run.clone());
+                    }
+                    let path = vec!["onTunnelExit".to_string()];
+                    // Fire and forget, as the reference: an object that fails is not retried.
+                    let _ = peer.call_peer(0, path, args).await;
+                }
+            }
+        });
     }
 
     /// The body of `/api/execute` from `(command, sessionId, options)`.
@@ -695,7 +800,9 @@ impl Api {
                     "result" => undefined_for_null(argument),
                     _ => wire::from_json(&argument),
                 };
-                session.call_peer(target, vec![argument]).await?;
+                session
+                    .call_peer(target, Vec::new(), vec![argument])
+                    .await?;
             }
         }
         Ok(wire::undefined())
@@ -734,6 +841,17 @@ fn undefined_for_null(value: Value) -> Value {
         ),
         other => other,
     }
+}
+
+/// A tunnel run as the reference's `TunnelInfo`.
+fn tunnel_info(run: &Value) -> Value {
+    json!({
+        "id": run["tunnelId"],
+        "port": run["port"],
+        "url": run.get("url").cloned().unwrap_or(json!("")),
+        "hostname": run.get("hostname").cloned().unwrap_or(json!("")),
+        "createdAt": run["startedAt"],
+    })
 }
 
 /// Code contexts as RPC has them: dates as Dates.

@@ -23,6 +23,9 @@ pub const MAX_EXPORTS: usize = 1024;
 const MAX_QUEUED_WRITES: usize = 256;
 /// Bytes of one of our pipes' writes the peer has not yet acknowledged.
 const WINDOW_BYTES: usize = 1 << 20;
+/// How long one of our pipes may go without a write before an empty one checks that its
+/// reader is still there.
+const PROBE_AFTER: Duration = Duration::from_secs(1);
 /// The largest chunk one write of our pipes carries.
 pub const CHUNK_BYTES: usize = 64 * 1024;
 
@@ -78,6 +81,9 @@ pub struct Session {
     exports: Mutex<HashMap<i64, Export>>,
     next_export: Mutex<i64>,
     imports: Mutex<HashMap<i64, oneshot::Sender<Settlement>>>,
+    /// Work the connection started for the peer (following tunnel exits), by name; it ends
+    /// with the connection.
+    tasks: Mutex<HashMap<String, AbortHandle>>,
     dispatch: Dispatch,
 }
 
@@ -99,6 +105,7 @@ pub async fn serve(socket: WebSocket, dispatch: Dispatch, stall: Duration) {
         exports: Mutex::new(HashMap::new()),
         next_export: Mutex::new(1),
         imports: Mutex::new(HashMap::new()),
+        tasks: Mutex::new(HashMap::new()),
         dispatch,
     });
     let writer = tokio::spawn(async move {
@@ -434,7 +441,28 @@ impl Session {
         let mut unacked = 0;
         let mut end = json!(["close"]);
         let mut end_args = json!([]);
-        while let Some(chunk) = chunks.next().await {
+        loop {
+            let chunk = match tokio::time::timeout(PROBE_AFTER, chunks.next()).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                // Quiet: an empty write shows whether the reader is still there (a reader
+                // that cancelled refuses the next write, and only that tells us).
+                Err(_) => {
+                    let probe = Call {
+                        target: pipe,
+                        path: vec!["write".into()],
+                        args: Some(vec![wire::bytes_expr(&[])]),
+                    };
+                    let (_, waiter) = self
+                        .send_allocating(|_| Message::Stream(probe.to_expr()), true)
+                        .await;
+                    let Some(waiter) = waiter else { return };
+                    if matches!(waiter.await, Ok(Ok(_))) {
+                        continue;
+                    }
+                    return;
+                }
+            };
             let chunk = match chunk {
                 Ok(chunk) => chunk,
                 Err(reason) => {
@@ -485,12 +513,23 @@ impl Session {
         }
     }
 
-    /// Calls the peer's export `target` (a callback it passed) with `args`, and waits for
-    /// its answer.
-    pub async fn call_peer(&self, target: i64, args: Vec<Value>) -> Settlement {
+    /// Runs `work` for as long as the connection lives, once per `key`: `false` if that
+    /// work was already started.
+    pub fn hold_once(&self, key: &str, work: impl Future<Output = ()> + Send + 'static) -> bool {
+        let mut tasks = lock(&self.tasks);
+        if tasks.contains_key(key) {
+            return false;
+        }
+        tasks.insert(key.to_string(), tokio::spawn(work).abort_handle());
+        true
+    }
+
+    /// Calls `path` on the peer's export `target` (a callback it passed, or its main object
+    /// at 0) with `args`, and waits for its answer.
+    pub async fn call_peer(&self, target: i64, path: Vec<String>, args: Vec<Value>) -> Settlement {
         let call = Call {
             target,
-            path: Vec::new(),
+            path,
             args: Some(args),
         };
         let (id, waiter) = self
@@ -530,5 +569,8 @@ impl Session {
             }
         }
         lock(&self.imports).clear();
+        for (_, task) in lock(&self.tasks).drain() {
+            task.abort();
+        }
     }
 }

@@ -41,6 +41,7 @@ const RPC_CALLS: &[&str] = &[
     "git.checkout",
     "interpreter",
     "backup",
+    "tunnels",
     "unknown method",
     "utils.deleteSession",
 ];
@@ -54,7 +55,13 @@ async fn capnwebs_own_client_drives_every_sandbox_api_method() {
     ) {
         return;
     }
-    let daemon = Daemon::start();
+    // Tunnels run the cloudflared stand-in (`tests/src/bin`), which answers as cloudflared.
+    let stand_in = fsd_tests::binary("cloudflared-stand-in");
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--cloudflared".into(), stand_in.display().to_string()],
+        env: vec![("FSD_STAND_IN".into(), "ok".into())],
+        ..fsd_tests::Options::default()
+    });
     let args = [daemon.url.clone(), daemon.root().display().to_string()];
     let limit = Duration::from_secs(180);
     let reported = fsd_tests::node::run_script("rpc.mjs", &args, &[], limit).await;
