@@ -611,12 +611,12 @@ impl Api {
         }
         let body = chunks(response.into_body());
         let pipe = match keep {
-            None => session.open_outgoing_pipe(body).await,
+            None => session.open_outgoing_pipe(body).await?,
             Some(keep) => {
                 let kept = reframe(body, move |event| {
                     keep(event).then(|| sse_frame(None, event))
                 });
-                session.open_outgoing_pipe(kept).await
+                session.open_outgoing_pipe(kept).await?
             }
         };
         Ok(wire::readable(pipe))
@@ -643,7 +643,7 @@ impl Api {
             let frame = sse_frame(Some("error"), &event);
             let pipe = session
                 .open_outgoing_pipe(futures_util::stream::once(async move { Ok(frame) }))
-                .await;
+                .await?;
             return Ok(wire::readable(pipe));
         }
         let framed = reframe(chunks(response.into_body()), |event| {
@@ -653,7 +653,7 @@ impl Api {
                 .unwrap_or("message");
             Some(sse_frame(Some(kind), event))
         });
-        Ok(wire::readable(session.open_outgoing_pipe(framed).await))
+        Ok(wire::readable(session.open_outgoing_pipe(framed).await?))
     }
 
     /// `readFile(…, {encoding: "none"})`: the file's bytes as a pipe, no cap.
@@ -675,7 +675,7 @@ impl Api {
         let size = header(header::CONTENT_LENGTH).and_then(|size| size.parse::<u64>().ok());
         let mime_type =
             header(header::CONTENT_TYPE).unwrap_or_else(|| "application/octet-stream".into());
-        let pipe = session.open_outgoing_pipe(chunks(body)).await;
+        let pipe = session.open_outgoing_pipe(chunks(body)).await?;
         Ok(json!({
             "success": true,
             "content": wire::readable(pipe),

@@ -19,6 +19,8 @@ use super::wire::{self, Arg, Call, Message};
 
 /// Calls, pipes and stream writes the peer may have open on one connection at once.
 pub const MAX_EXPORTS: usize = 1024;
+/// Pipes of ours a connection may have open at once (a pipe outlives the call that made it).
+pub const MAX_PIPES: usize = 256;
 /// Writes a pipe the peer sends us may queue before we have taken them.
 const MAX_QUEUED_WRITES: usize = 256;
 /// Bytes of one of our pipes' writes the peer has not yet acknowledged.
@@ -84,6 +86,8 @@ pub struct Session {
     /// Work the connection started for the peer (following tunnel exits), by name; it ends
     /// with the connection.
     tasks: Mutex<HashMap<String, AbortHandle>>,
+    /// Pipes of ours still sending.
+    pipes: std::sync::atomic::AtomicUsize,
     dispatch: Dispatch,
 }
 
@@ -106,6 +110,7 @@ pub async fn serve(socket: WebSocket, dispatch: Dispatch, stall: Duration) {
         next_export: Mutex::new(1),
         imports: Mutex::new(HashMap::new()),
         tasks: Mutex::new(HashMap::new()),
+        pipes: std::sync::atomic::AtomicUsize::new(0),
         dispatch,
     });
     let writer = tokio::spawn(async move {
@@ -418,17 +423,24 @@ impl Session {
     /// Sends `chunks` to the peer as a new pipe and returns its id, to be named in a result
     /// as `["readable", id]`. Writes go out within a window of unacknowledged bytes; a
     /// refused write (the reader left) stops the source.
-    pub async fn open_outgoing_pipe<S>(self: &Arc<Self>, chunks: S) -> i64
+    pub async fn open_outgoing_pipe<S>(self: &Arc<Self>, chunks: S) -> Result<i64, Value>
     where
         S: Stream<Item = Result<Bytes, String>> + Send + 'static,
     {
+        use std::sync::atomic::Ordering;
+        if self.pipes.fetch_add(1, Ordering::AcqRel) >= MAX_PIPES {
+            self.pipes.fetch_sub(1, Ordering::AcqRel);
+            let message = format!("more than {MAX_PIPES} streams open on this connection");
+            return Err(wire::js_error("RangeError", &message));
+        }
         let (pipe, _) = self.send_allocating(|_| Message::Pipe, false).await;
         let session = Arc::clone(self);
         tokio::spawn(async move {
             session.pump(pipe, chunks).await;
             session.send(Message::Release(pipe, 1)).await;
+            session.pipes.fetch_sub(1, Ordering::AcqRel);
         });
-        pipe
+        Ok(pipe)
     }
 
     async fn pump<S>(&self, pipe: i64, chunks: S)

@@ -258,3 +258,30 @@ async fn a_flood_of_calls_is_bounded_and_a_vanished_client_holds_nothing() {
     let left = fsd_tests::host_processes_gone("fsd-rpc-flood-", Duration::from_secs(10)).await;
     assert!(left.is_empty(), "the flood's command still runs: {left:?}");
 }
+
+#[tokio::test]
+async fn streams_nobody_reads_are_bounded_per_connection_and_end_with_it() {
+    let daemon = Daemon::start();
+    let mut peer = Peer::connect(&daemon).await;
+    let root = daemon.root().display().to_string();
+    let mut refused = None;
+    for id in 1..=300 {
+        let answer = peer
+            .call(id, "watch", "watch", json!([{ "path": root }]))
+            .await;
+        if answer[0] == "reject" {
+            refused = Some((id, answer));
+            break;
+        }
+    }
+    let (id, answer) = refused.expect("a connection's open streams are bounded");
+    assert_eq!(id, 257, "{answer}");
+    assert_eq!(answer[2][1], "RangeError", "{answer}");
+    drop(peer);
+    // Everything that connection held went with it: a new one opens as many again.
+    let mut again = Peer::connect(&daemon).await;
+    let answer = again
+        .call(1, "watch", "watch", json!([{ "path": root }]))
+        .await;
+    assert_eq!(answer[0], "resolve", "{answer}");
+}
