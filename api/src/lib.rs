@@ -16,6 +16,7 @@ pub mod mounts;
 pub mod ports;
 pub mod process;
 pub mod scratch;
+pub mod search;
 pub mod system;
 pub mod tunnels;
 pub mod watch;

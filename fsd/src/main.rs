@@ -18,6 +18,7 @@ mod ports;
 mod process;
 mod random;
 mod rpc;
+mod search;
 mod server;
 mod state;
 mod system;

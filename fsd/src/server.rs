@@ -21,6 +21,7 @@ use crate::paths::{PathPolicy, Paths};
 use crate::ports;
 use crate::process;
 use crate::rpc;
+use crate::search;
 use crate::state::AppState;
 use crate::system::{self, capabilities};
 use crate::terminal::{self, TerminalService};
@@ -53,6 +54,7 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(tunnels::router())
         .merge(interpreter::router())
         .merge(git::router())
+        .merge(search::router())
         .fallback(unknown_route)
         .method_not_allowed_fallback(unknown_route);
     guarded(routes.with_state(state), token)

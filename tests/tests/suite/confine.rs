@@ -203,6 +203,11 @@ async fn every_route_that_takes_a_path_applies_the_confinement() {
                 json!({"bucket": "b", "mountPath": format!("{target}/mnt"), "endpoint": "http://127.0.0.1:9"}),
             ),
             ("/api/watch", json!({"path": target})),
+            ("/api/search", json!({"path": target, "pattern": "decoy"})),
+            (
+                "/api/search/stream",
+                json!({"path": target, "pattern": "decoy"}),
+            ),
         ];
         for (route, body) in cases {
             let (status, reply) = daemon.post(route, body.clone()).await;

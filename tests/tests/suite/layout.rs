@@ -195,6 +195,7 @@ fn no_domain_imports_another_domains_routes() {
 const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("fsd-api", &[]),
     ("fsd-tunnels", &[]),
+    ("fsd-search", &[]),
     ("fsd-control", &["fsd-api"]),
     ("fsd-watch", &["fsd-api"]),
     ("fsd-process", &["fsd-api"]),
@@ -211,6 +212,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "fsd-mounts",
             "fsd-process",
             "fsd-s3",
+            "fsd-search",
             "fsd-tunnels",
             "fsd-watch",
         ],

@@ -34,6 +34,7 @@ mod rpc;
 mod sdk;
 mod sdk_exec;
 mod sdk_watch;
+mod search;
 mod split_writes;
 mod sync;
 mod system;

@@ -1,0 +1,9 @@
+//! Search: `POST /api/search` and `/api/search/stream`, over the `fsd-search` engine
+//! (ripgrep's walk and matcher). `request` checks what a search asks for, `routes` runs it
+//! and answers, `wire_error` gives the wire codes.
+
+mod request;
+mod routes;
+mod wire_error;
+
+pub use routes::router;
