@@ -14,6 +14,7 @@ mod interrupt;
 mod mounts;
 mod output;
 mod proxy;
+mod search;
 mod shell;
 mod sync;
 mod tunnel;
@@ -56,6 +57,10 @@ enum Command {
     Exec(exec::ExecCommand),
     /// Print changes under a path as they happen (Ctrl-C to stop).
     Watch(watch::WatchArgs),
+    /// Search file contents as `rg` does (`.gitignore`, hidden and binary files honoured).
+    Grep(search::GrepArgs),
+    /// List files by glob as `rg --files` does.
+    Find(search::FindArgs),
     /// Mirror a sandbox directory into a local one, incrementally.
     Sync(sync::SyncArgs),
     /// Back up sandbox directories to an S3-compatible store and restore them.
@@ -183,6 +188,14 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Watch(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             watch::run(&sandbox, args, cli.json).await
+        }
+        Command::Grep(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            search::grep(&sandbox, args, cli.json).await
+        }
+        Command::Find(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            search::find(&sandbox, args, cli.json).await
         }
         Command::Gateway(args) => gateway::run(args, &cli.url, cli.token).await,
         Command::Expose(args) => expose::expose(args, cli.token.as_deref(), cli.json).await,

@@ -21,6 +21,7 @@ mod files;
 mod gateway;
 mod interpreter;
 mod mounts;
+mod search;
 mod sse;
 mod sync;
 mod system;

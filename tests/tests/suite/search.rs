@@ -253,3 +253,68 @@ async fn bad_searches_name_their_field() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_sdk_and_fsctl_search_as_the_routes_do() {
+    let daemon = Daemon::start();
+    let root = project(&daemon);
+    let sandbox = fsd_sdk::Sandbox::connect(&daemon.url, daemon.token.as_deref()).unwrap();
+    let request = fsd_sdk::api::search::SearchRequest {
+        path: root.clone(),
+        pattern: Some("needle".into()),
+        ..Default::default()
+    };
+    let answer = sandbox.search(&request).await.unwrap();
+    assert_eq!(answer.matches.len(), 1);
+    assert_eq!(answer.matches[0].line_number, 2);
+    let events: Vec<_> =
+        futures_util::StreamExt::collect::<Vec<_>>(sandbox.search_stream(&request).await.unwrap())
+            .await;
+    assert!(matches!(
+        events.last(),
+        Some(Ok(fsd_sdk::api::search::SearchEvent::Complete {
+            results: 1,
+            ..
+        }))
+    ));
+    let bad = fsd_sdk::api::search::SearchRequest {
+        pattern: Some("(".into()),
+        ..request.clone()
+    };
+    let error = sandbox.search(&bad).await.unwrap_err();
+    assert_eq!(
+        error.code(),
+        Some(&fsd_sdk::ErrorCode::ValidationFailed),
+        "{error}"
+    );
+
+    let fsctl = |args: &[&str]| {
+        let mut command = std::process::Command::new(fsd_tests::binary("fsctl"));
+        command
+            .args(["--url", &daemon.url])
+            .args(args)
+            .env_remove("FSD_TOKEN");
+        if let Some(token) = &daemon.token {
+            command.args(["--token", token]);
+        }
+        command.output().unwrap()
+    };
+    let grep = fsctl(&["grep", "needle", &root]);
+    assert!(grep.status.success(), "{grep:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&grep.stdout),
+        format!("{root}/src/main.rs:2:9:    let needle = 1;\n")
+    );
+    let nothing = fsctl(&["grep", "-F", "absent text", &root]);
+    assert_eq!(
+        nothing.status.code(),
+        Some(1),
+        "nothing found exits 1, as rg"
+    );
+    let find = fsctl(&["find", &root, "-g", "*.rs"]);
+    assert_eq!(
+        String::from_utf8_lossy(&find.stdout).lines().count(),
+        2,
+        "{find:?}"
+    );
+}

@@ -1,0 +1,131 @@
+//! `fsctl grep` and `fsctl find`: search the sandbox as `rg` and `rg --files` would,
+//! printing each result as the daemon finds it (`path:line:column:text`, or a path).
+
+use std::process::ExitCode;
+
+use fsd_sdk::api::search::{SearchEvent, SearchRequest};
+use fsd_sdk::{Sandbox, SdkError};
+use futures_util::StreamExt;
+
+/// What both commands share.
+#[derive(Debug, clap::Args)]
+pub struct Walk {
+    /// Only files whose path matches this glob (repeatable; `!glob` excludes).
+    #[arg(short = 'g', long = "glob")]
+    globs: Vec<String>,
+    /// Search hidden files and directories too.
+    #[arg(long)]
+    hidden: bool,
+    /// Search what `.gitignore` and `.ignore` skip too.
+    #[arg(long)]
+    no_ignore: bool,
+    /// Stop after this many results.
+    #[arg(long, default_value_t = 10_000)]
+    max_results: u64,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GrepArgs {
+    /// A regex (a literal with `-F`).
+    pattern: String,
+    #[arg(default_value = ".")]
+    path: String,
+    /// The pattern is a literal string.
+    #[arg(short = 'F', long)]
+    fixed_strings: bool,
+    /// Match regardless of case.
+    #[arg(short = 'i', long)]
+    ignore_case: bool,
+    /// Lines of context before and after each match.
+    #[arg(short = 'C', long, default_value_t = 0)]
+    context: u32,
+    #[command(flatten)]
+    walk: Walk,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct FindArgs {
+    #[arg(default_value = ".")]
+    path: String,
+    #[command(flatten)]
+    walk: Walk,
+}
+
+pub async fn grep(sandbox: &Sandbox, args: GrepArgs, as_json: bool) -> Result<ExitCode, SdkError> {
+    let request = SearchRequest {
+        pattern: Some(args.pattern),
+        literal: Some(args.fixed_strings),
+        case_insensitive: Some(args.ignore_case),
+        context: (args.context > 0).then_some(args.context),
+        ..request(args.path, args.walk)
+    };
+    print(sandbox, &request, as_json).await
+}
+
+pub async fn find(sandbox: &Sandbox, args: FindArgs, as_json: bool) -> Result<ExitCode, SdkError> {
+    print(sandbox, &request(args.path, args.walk), as_json).await
+}
+
+fn request(path: String, walk: Walk) -> SearchRequest {
+    SearchRequest {
+        path,
+        globs: (!walk.globs.is_empty()).then_some(walk.globs),
+        hidden: Some(walk.hidden),
+        no_ignore: Some(walk.no_ignore),
+        max_results: Some(walk.max_results),
+        ..SearchRequest::default()
+    }
+}
+
+/// Prints each result; exits 1 when nothing was found, as `rg` does, and says on stderr
+/// when a bound stopped the search.
+async fn print(
+    sandbox: &Sandbox,
+    request: &SearchRequest,
+    as_json: bool,
+) -> Result<ExitCode, SdkError> {
+    let mut events = sandbox.search_stream(request).await?;
+    let mut found = 0u64;
+    while let Some(event) = events.next().await {
+        let event = event?;
+        if as_json {
+            match serde_json::to_string(&event) {
+                Ok(line) => println!("{line}"),
+                Err(err) => eprintln!("fsctl: {err}"),
+            }
+        }
+        match event {
+            SearchEvent::File { path } => {
+                found += 1;
+                if !as_json {
+                    println!("{path}");
+                }
+            }
+            SearchEvent::Match(line) => {
+                found += 1;
+                if !as_json {
+                    for before in &line.before {
+                        println!("{}-{before}", line.path);
+                    }
+                    println!(
+                        "{}:{}:{}:{}",
+                        line.path, line.line_number, line.column, line.line
+                    );
+                    for after in &line.after {
+                        println!("{}-{after}", line.path);
+                    }
+                }
+            }
+            SearchEvent::Complete { stopped, .. } => {
+                if let Some(stopped) = stopped {
+                    eprintln!("fsctl: the search stopped early ({stopped})");
+                }
+            }
+        }
+    }
+    Ok(if found > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
