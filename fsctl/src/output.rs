@@ -11,6 +11,14 @@ pub fn json<T: Serialize>(value: &T) {
     }
 }
 
+/// One event of a stream as one line of JSON (`--json` on commands that stream).
+pub fn json_line<T: Serialize>(value: &T) {
+    match serde_json::to_string(value) {
+        Ok(line) => println!("{line}"),
+        Err(err) => eprintln!("fsctl: {err}"),
+    }
+}
+
 /// Errors go to stderr as `fsctl: CODE: message`; with `--json`, the daemon's error envelope
 /// (or `{code, message}`) goes to stdout as well, for scripts.
 pub fn error(err: &SdkError, as_json: bool) {

@@ -89,10 +89,7 @@ async fn print(
     while let Some(event) = events.next().await {
         let event = event?;
         if as_json {
-            match serde_json::to_string(&event) {
-                Ok(line) => println!("{line}"),
-                Err(err) => eprintln!("fsctl: {err}"),
-            }
+            crate::output::json_line(&event);
         }
         match event {
             SearchEvent::File { path } => {

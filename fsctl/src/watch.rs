@@ -29,10 +29,7 @@ pub async fn run(sandbox: &Sandbox, args: WatchArgs, as_json: bool) -> Result<Ex
     while let Some(event) = events.next().await {
         let event = event?;
         if as_json {
-            match serde_json::to_string(&event) {
-                Ok(line) => println!("{line}"),
-                Err(err) => eprintln!("fsctl: {err}"),
-            }
+            crate::output::json_line(&event);
             continue;
         }
         match event {

@@ -600,3 +600,16 @@ pub fn free_port() -> u16 {
         .expect("its address")
         .port()
 }
+
+/// Runs `fsctl` against `daemon` (its URL and token) with `args`.
+pub fn fsctl(daemon: &Daemon, args: &[&str]) -> std::process::Output {
+    let mut command = std::process::Command::new(binary("fsctl"));
+    command
+        .args(["--url", &daemon.url])
+        .args(args)
+        .env_remove("FSD_TOKEN");
+    if let Some(token) = &daemon.token {
+        command.args(["--token", token]);
+    }
+    command.output().unwrap()
+}

@@ -6,15 +6,7 @@ use std::process::{Command, Output, Stdio};
 use fsd_tests::{Daemon, Options, binary, succeeded};
 
 fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
-    let mut command = Command::new(binary("fsctl"));
-    command
-        .args(["--url", &daemon.url])
-        .args(args)
-        .env_remove("FSD_TOKEN");
-    if let Some(token) = &daemon.token {
-        command.args(["--token", token]);
-    }
-    command.output().unwrap()
+    fsd_tests::fsctl(daemon, args)
 }
 
 #[test]

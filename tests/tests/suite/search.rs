@@ -288,17 +288,7 @@ async fn the_sdk_and_fsctl_search_as_the_routes_do() {
         "{error}"
     );
 
-    let fsctl = |args: &[&str]| {
-        let mut command = std::process::Command::new(fsd_tests::binary("fsctl"));
-        command
-            .args(["--url", &daemon.url])
-            .args(args)
-            .env_remove("FSD_TOKEN");
-        if let Some(token) = &daemon.token {
-            command.args(["--token", token]);
-        }
-        command.output().unwrap()
-    };
+    let fsctl = |args: &[&str]| fsd_tests::fsctl(&daemon, args);
     let grep = fsctl(&["grep", "needle", &root]);
     assert!(grep.status.success(), "{grep:?}");
     assert_eq!(
