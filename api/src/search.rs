@@ -107,3 +107,48 @@ pub enum SearchEvent {
         timestamp: String,
     },
 }
+
+/// Files one replace may rewrite unless told otherwise.
+pub const DEFAULT_MAX_FILES: u64 = 1000;
+pub const MAX_FILES_LIMIT: u64 = 100_000;
+
+/// `POST /api/replace`: what the search's `pattern` (required) matches becomes
+/// `replacement`, line by line as `rg --replace` (`$1`, `${name}`, `$$`), in every file the
+/// same search would find (its `path`, `literal`, `caseInsensitive`, `globs`, `hidden`,
+/// `noIgnore` and `sessionId`; its result bounds do not apply).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplaceRequest {
+    #[serde(flatten)]
+    pub search: SearchRequest,
+    pub replacement: String,
+    /// Change nothing; answer each file's diff.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    /// Files rewritten at most (the rest are left alone, and `truncated` says so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_files: Option<u64>,
+}
+
+/// One file a replace changed (or would change).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplacedFile {
+    pub path: String,
+    pub replacements: u64,
+    /// A unified diff of the changed lines, on a dry run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diff: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReplaceResponse {
+    pub success: bool,
+    pub dry_run: bool,
+    pub files: Vec<ReplacedFile>,
+    pub replacements: u64,
+    /// More files matched than `maxFiles`; those were left alone.
+    pub truncated: bool,
+    pub timestamp: String,
+}

@@ -1,6 +1,8 @@
 //! Search: file names by glob and contents by regex or literal, as `rg` finds them.
 
-use fsd_api::search::{SearchEvent, SearchRequest, SearchResponse};
+use fsd_api::search::{
+    ReplaceRequest, ReplaceResponse, SearchEvent, SearchRequest, SearchResponse,
+};
 use futures_util::Stream;
 use reqwest::Method;
 
@@ -12,6 +14,12 @@ impl Sandbox {
     /// `maxResults`, `maxLineBytes` and `timeoutMs`; `truncated` says when it stopped).
     pub async fn search(&self, request: &SearchRequest) -> Result<SearchResponse, SdkError> {
         self.post_json("/api/search", request).await
+    }
+
+    /// Replaces what `request.pattern` matches in the files the same search finds, each
+    /// rewritten atomically; with `dryRun`, changes nothing and answers each file's diff.
+    pub async fn replace(&self, request: &ReplaceRequest) -> Result<ReplaceResponse, SdkError> {
+        self.post_json("/api/replace", request).await
     }
 
     /// What `request` finds, as it is found, then `Complete`.

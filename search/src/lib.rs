@@ -6,6 +6,10 @@
 //! lines). The walk runs on every core; what it finds goes to the caller as it is found,
 //! until the caller stops, a bound is reached, or the time is up. No HTTP.
 
+mod replace;
+
+pub use replace::{Change, Replaced, Replacer, unified_diff};
+
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};

@@ -1,5 +1,5 @@
-//! Search: `POST /api/search` and `/api/search/stream`, over the `fsd-search` engine
-//! (ripgrep's walk and matcher). `request` checks what a search asks for, `routes` runs it
+//! Search: `POST /api/search`, `/api/search/stream` and `/api/replace`, over the
+//! `fsd-search` engine (ripgrep's walk and matcher). `request` checks what a search asks for, `routes` runs it
 //! and answers, `wire_error` gives the wire codes.
 
 mod request;

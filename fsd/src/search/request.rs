@@ -12,7 +12,7 @@ use crate::error::ApiError;
 use crate::paths::{Follow, Paths};
 
 /// `value` within `1..=max`, or a `VALIDATION_FAILED` naming `field`.
-fn bounded(field: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, ApiError> {
+pub fn bounded(field: &str, value: Option<u64>, default: u64, max: u64) -> Result<u64, ApiError> {
     match value {
         None => Ok(default),
         Some(value) if (1..=max).contains(&value) => Ok(value),

@@ -7,8 +7,11 @@ use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
 use fsd_api::Operation;
-use fsd_api::search::{SearchEvent, SearchMatch, SearchRequest, SearchResponse};
-use fsd_search::{Found, Query, Stopped, Summary};
+use fsd_api::search::{
+    DEFAULT_MAX_FILES, MAX_FILES_LIMIT, MAX_RESULTS_LIMIT, ReplaceRequest, ReplaceResponse,
+    ReplacedFile, SearchEvent, SearchMatch, SearchRequest, SearchResponse,
+};
+use fsd_search::{Found, Query, Replacer, Stopped, Summary};
 use futures_util::StreamExt;
 use tokio::sync::mpsc;
 
@@ -24,6 +27,7 @@ pub fn router() -> Router<AppState> {
     Router::new()
         .route("/api/search", post(search))
         .route("/api/search/stream", post(search_stream))
+        .route("/api/replace", post(replace))
 }
 
 fn display(path: &std::path::Path) -> String {
@@ -128,4 +132,87 @@ pub async fn search_stream(
         }
     });
     Ok(sse_response(results.chain(complete)))
+}
+
+/// `POST /api/replace`: the files the search finds, each rewritten atomically through the
+/// file service (or, on a dry run, its diff).
+pub async fn replace(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ReplaceRequest>,
+) -> Result<Json<ReplaceResponse>, ApiError> {
+    let op = Operation::FileWrite;
+    let Some(pattern) = req.search.pattern.clone() else {
+        return Err(ApiError::validation(
+            "pattern",
+            "is required",
+            "INVALID_PATTERN",
+        ));
+    };
+    let search = SearchRequest {
+        max_results: Some(MAX_RESULTS_LIMIT),
+        max_line_bytes: None,
+        context: None,
+        ..req.search.clone()
+    };
+    let query = request::query(&state.paths, &search).await?;
+    let max_files = request::bounded(
+        "maxFiles",
+        req.max_files,
+        DEFAULT_MAX_FILES,
+        MAX_FILES_LIMIT,
+    )?;
+    let replacer = Replacer::new(
+        &pattern,
+        search.literal.unwrap_or(false),
+        search.case_insensitive.unwrap_or(false),
+        &req.replacement,
+    )?;
+    let (sender, mut receiver) = mpsc::channel(256);
+    let task = start(query, sender);
+    let mut paths = std::collections::BTreeSet::new();
+    let mut truncated = false;
+    while let Some(found) = receiver.recv().await {
+        if let Found::Line(line) = found {
+            paths.insert(line.path);
+            if paths.len() as u64 > max_files {
+                truncated = true;
+                break;
+            }
+        }
+    }
+    drop(receiver);
+    let _ = task.await;
+    let dry_run = req.dry_run.unwrap_or(false);
+    let mut files = Vec::new();
+    let mut replacements = 0;
+    for path in paths.into_iter().take(max_files as usize) {
+        let raw = display(&path);
+        let Ok(content) = tokio::fs::read(&path).await else {
+            continue;
+        };
+        let Some(replaced) = replacer.apply(&content) else {
+            continue;
+        };
+        replacements += replaced.count;
+        let diff = if dry_run {
+            Some(fsd_search::unified_diff(&raw, &replaced.changes))
+        } else {
+            let bytes = bytes::Bytes::from(replaced.content);
+            state.files.write(None, &raw, bytes).await.op(op)?;
+            None
+        };
+        files.push(ReplacedFile {
+            path: raw,
+            replacements: replaced.count,
+            diff,
+        });
+    }
+    Ok(Json(ReplaceResponse {
+        success: true,
+        dry_run,
+        files,
+        replacements,
+        truncated,
+        timestamp: now_rfc3339(),
+    }))
 }

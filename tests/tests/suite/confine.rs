@@ -208,6 +208,10 @@ async fn every_route_that_takes_a_path_applies_the_confinement() {
                 "/api/search/stream",
                 json!({"path": target, "pattern": "decoy"}),
             ),
+            (
+                "/api/replace",
+                json!({"path": target, "pattern": "decoy", "replacement": "x"}),
+            ),
         ];
         for (route, body) in cases {
             let (status, reply) = daemon.post(route, body.clone()).await;

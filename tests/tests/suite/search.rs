@@ -308,3 +308,61 @@ async fn the_sdk_and_fsctl_search_as_the_routes_do() {
         "{find:?}"
     );
 }
+
+#[tokio::test]
+async fn replace_rewrites_what_the_search_finds_and_a_dry_run_shows_the_diff() {
+    use std::os::unix::fs::PermissionsExt;
+    let daemon = Daemon::start();
+    let root = project(&daemon);
+    let main = daemon.path("project/src/main.rs");
+    std::fs::set_permissions(&main, std::fs::Permissions::from_mode(0o751)).unwrap();
+    let body = json!({"path": root, "pattern": r"let (\w+) = 1", "replacement": "let ${1}_v2 = 2", "dryRun": true});
+    let (status, answer) = daemon.post("/api/replace", body.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["replacements"], 1, "{answer}");
+    let diff = answer["files"][0]["diff"].as_str().unwrap();
+    assert!(
+        diff.ends_with("@@ -2,1 +2,1 @@\n-    let needle = 1;\n+    let needle_v2 = 2;\n"),
+        "{diff}"
+    );
+    assert!(
+        std::fs::read_to_string(&main)
+            .unwrap()
+            .contains("let needle = 1;"),
+        "a dry run changes nothing"
+    );
+    let mut body = body;
+    body["dryRun"] = json!(false);
+    let (status, answer) = daemon.post("/api/replace", body).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["files"][0]["path"], format!("{root}/src/main.rs"));
+    assert_eq!(
+        std::fs::read_to_string(&main).unwrap(),
+        "fn main() {\n    let needle_v2 = 2;\n}\n"
+    );
+    let mode = std::fs::metadata(&main).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o751, "the rewrite keeps the file's mode");
+    let ignored = std::fs::read_to_string(daemon.path("project/node_modules/lib/i.js")).unwrap();
+    assert_eq!(
+        ignored, "const needle = 1;\n",
+        "what the search skips is left alone"
+    );
+    for (body, field) in [
+        (
+            json!({"path": root, "pattern": "(", "replacement": "x"}),
+            "pattern",
+        ),
+        (json!({"path": root, "pattern": "x"}), "replacement"),
+        (
+            json!({"path": root, "pattern": "x", "replacement": "y", "maxFiles": 0}),
+            "maxFiles",
+        ),
+    ] {
+        let (status, answer) = daemon.post("/api/replace", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {answer}");
+        assert_eq!(
+            answer["context"]["validationErrors"][0]["field"], field,
+            "{body}: {answer}"
+        );
+    }
+}
