@@ -6,8 +6,10 @@
 //! lines). The walk runs on every core; what it finds goes to the caller as it is found,
 //! until the caller stops, a bound is reached, or the time is up. No HTTP.
 
+mod error;
 mod replace;
 
+pub use error::SearchError;
 pub use replace::{Change, Replaced, Replacer, unified_diff};
 
 use std::path::{Path, PathBuf};
@@ -86,18 +88,6 @@ pub struct Summary {
     pub files_searched: u64,
     pub results: u64,
     pub stopped: Option<Stopped>,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SearchError {
-    /// The pattern does not compile.
-    #[error("pattern: {0}")]
-    Pattern(String),
-    /// A glob does not parse.
-    #[error("globs: {glob:?}: {message}")]
-    Glob { glob: String, message: String },
-    #[error("{path}: not a directory or file to search")]
-    Root { path: PathBuf },
 }
 
 /// Checks what `query` asks for without searching: the root exists, the pattern and the

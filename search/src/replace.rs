@@ -4,7 +4,7 @@
 use grep_matcher::{Captures, Matcher};
 use grep_regex::{RegexMatcher, RegexMatcherBuilder};
 
-use crate::SearchError;
+use crate::error::SearchError;
 
 /// A pattern and what its matches become.
 pub struct Replacer {
