@@ -251,10 +251,15 @@ async fn a_flood_of_calls_is_bounded_and_a_vanished_client_holds_nothing() {
         .call(2, "processes", "killAllProcesses", json!([]))
         .await;
     assert_eq!(killed[0], "resolve", "{killed}");
+    // The flood's session exists if one of its calls got as far as starting it before
+    // the session was aborted; either way, deleting it leaves none of its commands.
     let deleted = again
         .call(3, "utils", "deleteSession", json!(["flood"]))
         .await;
-    assert_eq!(deleted[0], "resolve", "{deleted}");
+    assert!(
+        deleted[0] == "resolve" || deleted[2][4]["code"] == "SESSION_NOT_FOUND",
+        "{deleted}"
+    );
     let left = fsd_tests::host_processes_gone("fsd-rpc-flood-", Duration::from_secs(10)).await;
     assert!(left.is_empty(), "the flood's command still runs: {left:?}");
 }
