@@ -330,3 +330,47 @@ mod tests {
         );
     }
 }
+
+/// `POST /api/chmod`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChmodRequest {
+    pub path: String,
+    /// Octal (`755`, `4755`) or symbolic (`u+x`, `go-w`, `a=rX`), as `chmod` takes it.
+    pub mode: String,
+    /// Everything below a directory too (symlinks neither followed nor changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// `POST /api/chown`: `owner`, `group` or both, each a name or a numeric id.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChownRequest {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recursive: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// What `chmod` and `chown` answer: the path's resulting mode and owner.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionsResponse {
+    pub success: bool,
+    pub path: String,
+    /// Four octal digits, as `stat -c %04a`.
+    pub mode: String,
+    pub uid: u32,
+    pub gid: u32,
+    /// Files changed (`chmod`) or given away (`chown`).
+    pub changed: u64,
+    pub timestamp: String,
+}

@@ -42,6 +42,14 @@ pub enum FileCommand {
         #[arg(short, long)]
         parents: bool,
     },
+    /// Change a path's mode (octal such as 755, or symbolic such as u+x,go-w).
+    Chmod {
+        mode: String,
+        path: String,
+        /// Everything below a directory too (symlinks are left alone).
+        #[arg(short = 'R', long)]
+        recursive: bool,
+    },
     /// Show a path's metadata.
     Stat {
         path: String,
@@ -120,6 +128,14 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
             report(as_json, json!({"created": path}), || {
                 format!("created {path}")
             });
+        }
+        FileCommand::Chmod {
+            mode,
+            path,
+            recursive,
+        } => {
+            let reply = sandbox.chmod(&path, &mode, recursive).await?;
+            report(as_json, json!(reply), || format!("{path}: {}", reply.mode));
         }
         FileCommand::Stat { path, follow } => {
             let stat = sandbox.stat(&path, follow).await?;

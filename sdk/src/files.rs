@@ -6,10 +6,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::files::{
-    Encoding, ExistsResponse, FileInfo, FileStat, FileStreamEvent, ListFilesOptions,
-    ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse, MoveRequest, PathRequest,
-    PathResponse, RawWriteResponse, ReadRequest, ReadResponse, RenameRequest, RenameResponse,
-    StatRequest, StatResponse, WriteRequest, WriteResponse,
+    ChmodRequest, ChownRequest, Encoding, ExistsResponse, FileInfo, FileStat, FileStreamEvent,
+    ListFilesOptions, ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse,
+    MoveRequest, PathRequest, PathResponse, PermissionsResponse, RawWriteResponse, ReadRequest,
+    ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse, WriteRequest,
+    WriteResponse,
 };
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use reqwest::Method;
@@ -141,6 +142,42 @@ impl Sandbox {
     pub async fn exists(&self, path: &str) -> Result<bool, SdkError> {
         let reply: ExistsResponse = self.post_json("/api/exists", &path_request(path)).await?;
         Ok(reply.exists)
+    }
+
+    /// Changes `path`'s mode (octal such as `755`, or symbolic such as `u+x,go-w`), and
+    /// everything below it when `recursive`; answers the resulting mode and owner.
+    pub async fn chmod(
+        &self,
+        path: &str,
+        mode: &str,
+        recursive: bool,
+    ) -> Result<PermissionsResponse, SdkError> {
+        let request = ChmodRequest {
+            path: path.into(),
+            mode: mode.into(),
+            recursive: Some(recursive),
+            session_id: None,
+        };
+        self.post_json("/api/chmod", &request).await
+    }
+
+    /// Gives `path` (and everything below it when `recursive`) to `owner` and/or `group`,
+    /// each a name or a numeric id.
+    pub async fn chown(
+        &self,
+        path: &str,
+        owner: Option<&str>,
+        group: Option<&str>,
+        recursive: bool,
+    ) -> Result<PermissionsResponse, SdkError> {
+        let request = ChownRequest {
+            path: path.into(),
+            owner: owner.map(str::to_string),
+            group: group.map(str::to_string),
+            recursive: Some(recursive),
+            session_id: None,
+        };
+        self.post_json("/api/chown", &request).await
     }
 
     /// Stats a path; symlinks are described, not followed, unless `follow_symlinks`.

@@ -6,6 +6,9 @@ use super::special::Special;
 
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
+    /// A mode, owner or group that does not parse or name anyone; `field` names it.
+    #[error("{field}: {reason}")]
+    InvalidPermission { field: &'static str, reason: String },
     /// The path itself is refused (see `crate::paths`).
     #[error(transparent)]
     Path(#[from] crate::paths::PathError),

@@ -9,6 +9,7 @@ mod error;
 mod json_write;
 mod listing;
 mod mime;
+mod permissions;
 mod raw;
 mod routes;
 mod scratch_log;

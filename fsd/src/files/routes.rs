@@ -10,17 +10,20 @@ use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
-    Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse,
-    MoveRequest, PathRequest, PathResponse, ReadRequest, ReadResponse, RenameRequest,
-    RenameResponse, StatRequest, StatResponse, WriteResponse,
+    ChmodRequest, ChownRequest, Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse,
+    MkdirRequest, MkdirResponse, MoveRequest, PathRequest, PathResponse, PermissionsResponse,
+    ReadRequest, ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse,
+    WriteResponse,
 };
 
 use super::error::FileError;
 use super::json_write::{self, WriteBody};
 use super::listing::ListOptions;
+use super::permissions::{self, ModeSpec};
 use super::raw;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
+use crate::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::{JsonBody, parse};
 use crate::wire::sse::sse_response;
@@ -40,6 +43,8 @@ pub fn router() -> Router<AppState> {
         .route("/api/exists", post(exists))
         .route("/api/stat", post(stat))
         .route("/api/files/raw", get(raw::download).put(raw::upload))
+        .route("/api/chmod", post(chmod))
+        .route("/api/chown", post(chown))
 }
 
 type Reply<T> = Result<Json<T>, ApiError>;
@@ -296,6 +301,65 @@ pub async fn stat(
         stat,
         timestamp: now_rfc3339(),
     }))
+}
+
+/// Resolves the path a permissions request names, runs `change` on it off the async
+/// threads, and answers the path's resulting mode and owner.
+async fn change_permissions(
+    state: &AppState,
+    session: Option<&str>,
+    raw: String,
+    change: impl FnOnce(&std::path::Path) -> Result<u64, FileError> + Send + 'static,
+) -> Reply<PermissionsResponse> {
+    let op = Operation::FileWrite;
+    let path = state
+        .paths
+        .resolve(session, "path", &raw, Follow::Final)
+        .await
+        .op(op)?;
+    let (mode, uid, gid, changed) = super::service::blocking(move || {
+        let changed = change(&path)?;
+        let (mode, uid, gid) = permissions::described(&path)?;
+        Ok((mode, uid, gid, changed))
+    })
+    .await
+    .op(op)?;
+    Ok(Json(PermissionsResponse {
+        success: true,
+        path: raw,
+        mode,
+        uid,
+        gid,
+        changed,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+pub async fn chmod(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ChmodRequest>,
+) -> Reply<PermissionsResponse> {
+    let spec = ModeSpec::parse(&req.mode)
+        .map_err(FileError::from)
+        .op(Operation::FileWrite)?;
+    let recursive = req.recursive.unwrap_or(false);
+    change_permissions(&state, req.session_id.as_deref(), req.path, move |path| {
+        permissions::chmod(path, &spec, recursive)
+    })
+    .await
+}
+
+pub async fn chown(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ChownRequest>,
+) -> Reply<PermissionsResponse> {
+    let (uid, gid) = permissions::owner_ids(req.owner.as_deref(), req.group.as_deref())
+        .op(Operation::FileWrite)?;
+    let recursive = req.recursive.unwrap_or(false);
+    change_permissions(&state, req.session_id.as_deref(), req.path, move |path| {
+        permissions::chown(path, uid, gid, recursive)
+    })
+    .await
 }
 
 #[cfg(test)]

@@ -13,6 +13,9 @@ impl From<FileError> for ApiError {
         let message = err.to_string();
         match err {
             FileError::Path(err) => err.into(),
+            FileError::InvalidPermission { field, reason } => {
+                Self::validation(field, reason, "INVALID_PERMISSION")
+            }
             FileError::InvalidBase64 => Self::validation("content", message, "INVALID_BASE64"),
             FileError::InvalidQuery(_) => Self::validation("query", message, "INVALID_QUERY"),
             FileError::IncompleteBody { .. } => {

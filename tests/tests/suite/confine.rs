@@ -208,6 +208,8 @@ async fn every_route_that_takes_a_path_applies_the_confinement() {
                 "/api/search/stream",
                 json!({"path": target, "pattern": "decoy"}),
             ),
+            ("/api/chmod", json!({"path": target, "mode": "644"})),
+            ("/api/chown", json!({"path": target, "owner": "0"})),
             (
                 "/api/replace",
                 json!({"path": target, "pattern": "decoy", "replacement": "x"}),

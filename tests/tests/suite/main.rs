@@ -26,6 +26,7 @@ mod kubernetes;
 mod layout;
 mod mount_proxy;
 mod official_sdk;
+mod permissions;
 mod port_watch;
 mod presign;
 mod process;

@@ -1,0 +1,258 @@
+//! Permissions: modes as `chmod` takes them (octal `755`, `4755`, or symbolic `u+x`,
+//! `go-w`, `a=rX`, `u+s`, comma-separated), owners and groups by name or id, applied to a
+//! path and, when asked, everything below it (symlinks neither followed nor changed).
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::unistd::{Gid, Group, Uid, User};
+
+use super::error::FileError;
+
+/// A mode change, ready to apply to a file's mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ModeSpec {
+    Octal(u32),
+    Symbolic(Vec<Clause>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clause {
+    /// The permission bits the clause's `who` covers (`a` when none is given).
+    who: u32,
+    op: char,
+    perms: String,
+}
+
+/// Why a mode does not parse (the message says what is wrong).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeError(pub String);
+
+impl From<ModeError> for FileError {
+    fn from(ModeError(reason): ModeError) -> Self {
+        FileError::InvalidPermission {
+            field: "mode",
+            reason,
+        }
+    }
+}
+
+const USER: u32 = 0o4700;
+const GROUP: u32 = 0o2070;
+const OTHER: u32 = 0o1007;
+
+impl ModeSpec {
+    pub fn parse(text: &str) -> Result<ModeSpec, ModeError> {
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(ModeError("must not be empty".into()));
+        }
+        if text.bytes().all(|byte| byte.is_ascii_digit()) {
+            return match u32::from_str_radix(text, 8) {
+                Ok(mode) if mode <= 0o7777 && text.len() <= 5 => Ok(ModeSpec::Octal(mode)),
+                _ => Err(ModeError(format!(
+                    "{text:?} is not an octal mode up to 7777"
+                ))),
+            };
+        }
+        let mut clauses = Vec::new();
+        for clause in text.split(',') {
+            let at = clause
+                .find(['+', '-', '='])
+                .ok_or_else(|| ModeError(format!("{clause:?} has no +, - or =")))?;
+            let (who_text, rest) = clause.split_at(at);
+            let mut who = 0;
+            for letter in who_text.chars() {
+                who |= match letter {
+                    'u' => USER,
+                    'g' => GROUP,
+                    'o' => OTHER,
+                    'a' => USER | GROUP | OTHER,
+                    other => return Err(ModeError(format!("{other:?} is not one of u, g, o, a"))),
+                };
+            }
+            if who == 0 {
+                who = USER | GROUP | OTHER;
+            }
+            let op = rest.chars().next().unwrap_or('=');
+            let perms = rest[1..].to_string();
+            if let Some(bad) = perms.chars().find(|c| !"rwxXst".contains(*c)) {
+                return Err(ModeError(format!("{bad:?} is not one of r, w, x, X, s, t")));
+            }
+            clauses.push(Clause { who, op, perms });
+        }
+        Ok(ModeSpec::Symbolic(clauses))
+    }
+
+    /// The mode a file of mode `current` (permission bits) gets; `is_dir` for `X`.
+    pub fn apply(&self, current: u32, is_dir: bool) -> u32 {
+        let mut mode = current & 0o7777;
+        let clauses = match self {
+            ModeSpec::Octal(mode) => return *mode,
+            ModeSpec::Symbolic(clauses) => clauses,
+        };
+        for clause in clauses {
+            let mut bits = 0;
+            for perm in clause.perms.chars() {
+                bits |= match perm {
+                    'r' => 0o444,
+                    'w' => 0o222,
+                    'x' => 0o111,
+                    'X' if is_dir || mode & 0o111 != 0 => 0o111,
+                    's' => 0o6000,
+                    't' => 0o1000,
+                    _ => 0,
+                };
+            }
+            let bits = bits & clause.who;
+            match clause.op {
+                '+' => mode |= bits,
+                '-' => mode &= !bits,
+                _ => mode = (mode & !(clause.who & 0o7777)) | bits,
+            }
+        }
+        mode
+    }
+}
+
+/// Who a file should belong to: a user and a group, each a name or a numeric id.
+pub fn owner_ids(
+    owner: Option<&str>,
+    group: Option<&str>,
+) -> Result<(Option<Uid>, Option<Gid>), FileError> {
+    if owner.is_none() && group.is_none() {
+        return Err(FileError::InvalidPermission {
+            field: "owner",
+            reason: "give an owner, a group or both".into(),
+        });
+    }
+    let uid = owner
+        .map(|name| {
+            id_of(
+                "owner",
+                "user",
+                name,
+                |name| User::from_name(name).ok().flatten().map(|u| u.uid),
+                Uid::from_raw,
+            )
+        })
+        .transpose()?;
+    let gid = group
+        .map(|name| {
+            id_of(
+                "group",
+                "group",
+                name,
+                |name| Group::from_name(name).ok().flatten().map(|g| g.gid),
+                Gid::from_raw,
+            )
+        })
+        .transpose()?;
+    Ok((uid, gid))
+}
+
+/// A numeric id as it is, or a name looked up by `by_name`; `field` names the mistake.
+fn id_of<T>(
+    field: &'static str,
+    what: &str,
+    text: &str,
+    by_name: impl FnOnce(&str) -> Option<T>,
+    from_raw: impl FnOnce(u32) -> T,
+) -> Result<T, FileError> {
+    if !text.is_empty()
+        && text.bytes().all(|byte| byte.is_ascii_digit())
+        && let Ok(id) = text.parse()
+    {
+        return Ok(from_raw(id));
+    }
+    by_name(text).ok_or_else(|| FileError::InvalidPermission {
+        field,
+        reason: format!("no {what} {text:?}"),
+    })
+}
+
+/// `path` and, when `recursive`, everything below it (symlinks are not followed, and their
+/// own modes are not changed: Linux has none).
+fn targets(path: &Path, recursive: bool) -> impl Iterator<Item = Result<PathBuf, FileError>> {
+    let depth = if recursive { usize::MAX } else { 0 };
+    let raw = path.to_path_buf();
+    walkdir::WalkDir::new(path)
+        .max_depth(depth)
+        .into_iter()
+        .filter_map(move |entry| match entry {
+            Ok(entry) if entry.depth() > 0 && entry.path_is_symlink() => None,
+            Ok(entry) => Some(Ok(entry.into_path())),
+            Err(error) => {
+                let source = error
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("a loop in the tree"));
+                Some(Err(FileError::io("chmod", &raw)(source)))
+            }
+        })
+}
+
+/// Applies `spec` to `path` (and below it); answers how many files changed.
+pub fn chmod(path: &Path, spec: &ModeSpec, recursive: bool) -> Result<u64, FileError> {
+    let mut changed = 0;
+    for target in targets(path, recursive) {
+        let target = target?;
+        let meta = std::fs::metadata(&target).map_err(FileError::io("chmod", &target))?;
+        let mode = spec.apply(meta.permissions().mode(), meta.is_dir());
+        if mode != meta.permissions().mode() & 0o7777 {
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
+                .map_err(FileError::io("chmod", &target))?;
+            changed += 1;
+        }
+    }
+    Ok(changed)
+}
+
+/// Gives `path` (and what is below it) to `uid`/`gid`; answers how many files it touched.
+pub fn chown(
+    path: &Path,
+    uid: Option<Uid>,
+    gid: Option<Gid>,
+    recursive: bool,
+) -> Result<u64, FileError> {
+    let mut changed = 0;
+    for target in targets(path, recursive) {
+        let target = target?;
+        nix::unistd::chown(&target, uid, gid)
+            .map_err(|errno| FileError::io("chown", &target)(std::io::Error::from(errno)))?;
+        changed += 1;
+    }
+    Ok(changed)
+}
+
+/// The mode, owner and group `path` has now.
+pub fn described(path: &Path) -> Result<(String, u32, u32), FileError> {
+    let meta = std::fs::metadata(path).map_err(FileError::io("stat", path))?;
+    Ok((
+        format!("{:04o}", meta.permissions().mode() & 0o7777),
+        meta.uid(),
+        meta.gid(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn octal_and_symbolic_modes_as_chmod() {
+        let apply = |spec: &str, from: u32| ModeSpec::parse(spec).unwrap().apply(from, false);
+        assert_eq!(apply("755", 0o600), 0o755);
+        assert_eq!(apply("4755", 0o600), 0o4755);
+        assert_eq!(apply("u+x", 0o644), 0o744);
+        assert_eq!(apply("go-w", 0o666), 0o644);
+        assert_eq!(apply("a=r", 0o777), 0o444);
+        assert_eq!(apply("u=rw,go=", 0o777), 0o600);
+        assert_eq!(apply("+x", 0o644), 0o755);
+        assert_eq!(apply("a+X", 0o644), 0o644, "X on a file without x");
+        assert_eq!(ModeSpec::parse("a+X").unwrap().apply(0o644, true), 0o755);
+        assert_eq!(apply("u+s", 0o755), 0o4755);
+        for bad in ["", "8", "77777", "u+q", "z+x", "rwx"] {
+            assert!(ModeSpec::parse(bad).is_err(), "{bad}");
+        }
+    }
+}
