@@ -180,3 +180,22 @@ mod tests {
         }
     }
 }
+
+/// `POST /api/process/{id}/signal`: `signal` by name (`SIGUSR1`, `USR1`, any case) or number.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalRequest {
+    pub signal: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SignalResponse {
+    pub success: bool,
+    pub process_id: String,
+    /// The signal's name, as `SIGUSR1`.
+    pub signal: String,
+    /// Processes of the tree it reached.
+    pub signalled: u64,
+    pub timestamp: String,
+}

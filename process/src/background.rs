@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
+use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
@@ -376,6 +377,22 @@ impl ProcessService {
         // whose supervisor was killed from inside the sandbox is noticed within a second.
         process.wait().await;
         Ok(())
+    }
+
+    /// Sends `signal` to every process of `id`'s tree (its supervisor, which ignores the
+    /// polite signals, stays); returns how many it reached.
+    pub fn signal(&self, id: &str, signal: Signal) -> Result<usize, ProcessError> {
+        let process = self.get(id)?;
+        let info = process.info();
+        if info.status.is_terminal() || process.supervisor == 0 {
+            return Err(ProcessError::AlreadyFinished {
+                id: id.to_string(),
+                session_id: info.session_id,
+            });
+        }
+        let pids = proctree::living_below(process.supervisor);
+        proctree::signal_all(&pids, signal);
+        Ok(pids.len())
     }
 
     /// Kills every running process; returns how many there were.

@@ -41,6 +41,9 @@ pub enum ProcessError {
     /// A `status` filter that names no process status.
     #[error("must be one of starting, running, completed, failed, killed, error")]
     InvalidStatus,
+    /// A signal that is no signal's name or number.
+    #[error("signal: {reason}")]
+    InvalidSignal { reason: String },
     #[error(transparent)]
     Exec(#[from] ExecError),
 }

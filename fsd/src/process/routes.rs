@@ -6,13 +6,15 @@ use axum::routing;
 use axum::{Json, Router};
 use fsd_api::process::{
     GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
-    ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
+    ProcessLogsResponse, ProcessStatus, SignalRequest, SignalResponse, StartProcessRequest,
+    StartProcessResponse,
 };
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
 use fsd_process::background::OUTPUT_CAP_BYTES;
 use fsd_process::{Live, ProcessError, Stream};
+use nix::sys::signal::Signal;
 
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
@@ -30,6 +32,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/process/{id}", routing::get(get).delete(kill))
         .route("/api/process/{id}/logs", routing::get(logs))
         .route("/api/process/{id}/stream", routing::get(stream))
+        .route("/api/process/{id}/signal", routing::post(signal))
 }
 
 pub async fn start(
@@ -102,6 +105,44 @@ pub async fn kill(
         process_id: id,
         timestamp: now_rfc3339(),
     }))
+}
+
+/// `POST /api/process/{id}/signal`: any signal, by name or number, to the process's tree.
+pub async fn signal(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(req): JsonBody<SignalRequest>,
+) -> Result<Json<SignalResponse>, ApiError> {
+    let signal = parse_signal(&req.signal)?;
+    let signalled = state.processes.signal(&id, signal)?;
+    Ok(Json(SignalResponse {
+        success: true,
+        process_id: id,
+        signal: signal.as_str().to_string(),
+        signalled: signalled as u64,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// A signal by name (`SIGUSR1`, `usr1`) or number (`10`, `"10"`).
+fn parse_signal(value: &serde_json::Value) -> Result<Signal, ProcessError> {
+    let invalid = |reason: String| ProcessError::InvalidSignal { reason };
+    let text = match value {
+        serde_json::Value::Number(number) => number.to_string(),
+        serde_json::Value::String(text) => text.trim().to_string(),
+        other => return Err(invalid(format!("{other} is not a signal name or number"))),
+    };
+    if let Ok(number) = text.parse::<i32>() {
+        return Signal::try_from(number).map_err(|_| invalid(format!("{number} is not a signal")));
+    }
+    let upper = text.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<Signal>()
+        .map_err(|_| invalid(format!("{text:?} is not a signal name")))
 }
 
 pub async fn kill_all(State(state): State<AppState>) -> Json<KillAllResponse> {

@@ -23,6 +23,9 @@ impl From<ProcessError> for ApiError {
                 Self::new(ErrorCode::ResourceBusy, message).with_context(json!({ "processId": id }))
             }
             ProcessError::InvalidStatus => Self::validation("status", message, "INVALID_STATUS"),
+            ProcessError::InvalidSignal { reason } => {
+                Self::validation("signal", reason, "INVALID_SIGNAL")
+            }
             ProcessError::Exec(err) => err.into(),
         }
     }

@@ -638,3 +638,84 @@ async fn a_crashed_daemon_leaves_no_command_running() {
     let reply = exec_in(&daemon, "default", "echo back").await;
     assert_eq!(reply["stdout"], "back\n");
 }
+
+#[tokio::test]
+async fn signals_reach_the_process_by_name_or_number() {
+    let daemon = Daemon::start();
+    let command = "trap 'echo got-usr1' USR1; echo ready; while :; do sleep 0.05; done";
+    start(&daemon, json!({"command": command, "processId": "trapper"})).await;
+    for _ in 0..250 {
+        if stdout_of(&daemon, "trapper").await.contains("ready") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // One at a time: a signal sent while the same one is pending merges with it.
+    for (sent, signal) in [json!("SIGUSR1"), json!("usr1"), json!(10)]
+        .into_iter()
+        .enumerate()
+    {
+        let (status, reply) = daemon
+            .post("/api/process/trapper/signal", json!({"signal": signal}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        assert_eq!(reply["signal"], "SIGUSR1", "{reply}");
+        assert!(reply["signalled"].as_u64().unwrap() >= 1, "{reply}");
+        let mut got = 0;
+        for _ in 0..250 {
+            got = stdout_of(&daemon, "trapper")
+                .await
+                .matches("got-usr1")
+                .count();
+            if got > sent {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(got, sent + 1, "signal {signal} ran the trap");
+    }
+    for (signal, field) in [
+        (json!("SIGNOPE"), "signal"),
+        (json!(999), "signal"),
+        (json!([1]), "signal"),
+    ] {
+        let (status, reply) = daemon
+            .post("/api/process/trapper/signal", json!({"signal": signal}))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{reply}");
+        assert_eq!(
+            reply["context"]["validationErrors"][0]["field"], field,
+            "{reply}"
+        );
+    }
+    let (status, reply) = daemon
+        .post("/api/process/trapper/signal", json!({"signal": "TERM"}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let mut ended = Value::Null;
+    for _ in 0..250 {
+        let (_, body) = daemon.get("/api/process/trapper").await;
+        if body["process"]["status"] != "running" {
+            ended = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(ended["process"]["exitCode"], 143, "TERM ended it: {ended}");
+    let (status, reply) = daemon
+        .post("/api/process/trapper/signal", json!({"signal": "USR1"}))
+        .await;
+    assert!(
+        status.is_client_error(),
+        "a finished process takes no signal: {reply}"
+    );
+    let (status, _) = daemon
+        .post("/api/process/nope/signal", json!({"signal": "USR1"}))
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+async fn stdout_of(daemon: &Daemon, id: &str) -> String {
+    let (_, logs) = daemon.get(&format!("/api/process/{id}/logs")).await;
+    logs["stdout"].as_str().unwrap_or_default().to_string()
+}
