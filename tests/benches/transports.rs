@@ -45,6 +45,42 @@ where
     samples
 }
 
+/// Times `rounds` POSTs of `body` to `route` over HTTP keep-alive, after 20 unmeasured.
+async fn http_calls(
+    http: &reqwest::Client,
+    daemon: &Daemon,
+    route: &str,
+    body: &Value,
+    rounds: usize,
+) -> Vec<Duration> {
+    let token = daemon.token.clone().unwrap_or_default();
+    timed(rounds, |_| {
+        let request = http.post(daemon.url(route)).bearer_auth(&token).json(body);
+        async move {
+            let response = request.send().await.expect("a call");
+            assert!(response.status().is_success());
+            response.bytes().await.expect("body");
+        }
+    })
+    .await
+}
+
+/// Times `rounds` POSTs of `body` to `route` over `/ws`, after 20 unmeasured.
+async fn ws_calls(ws: &mut WsClient, route: &str, body: &Value, rounds: usize) -> Vec<Duration> {
+    let mut samples = Vec::with_capacity(rounds);
+    for i in 0..rounds + 20 {
+        let start = Instant::now();
+        let answer = ws
+            .call(&format!("{route}-{i}"), "POST", route, Some(body.clone()))
+            .await;
+        assert_eq!(answer.last["status"], 200, "{}", answer.last);
+        if i >= 20 {
+            samples.push(start.elapsed());
+        }
+    }
+    samples
+}
+
 fn row(name: &str, samples: &mut [Duration]) {
     println!(
         "  {name:<28} p50 {:>8.3} ms   p99 {:>8.3} ms",
@@ -62,35 +98,13 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     let http = reqwest::Client::new();
     let mut ws = WsClient::connect(&daemon, "/ws").await;
     let rpc = RpcClient::connect(&daemon.url, daemon.token.as_deref()).await;
-    let token = daemon.token.clone().unwrap_or_default();
     println!("fsd transports benchmark (release build, loopback)");
     println!();
 
     println!("exec `true` in a warm session ({round_trips} round trips each)");
     let exec = json!({"command": "true", "sessionId": "bench"});
-    let mut over_http = timed(round_trips, |_| {
-        let request = http
-            .post(daemon.url("/api/execute"))
-            .bearer_auth(&token)
-            .json(&exec);
-        async move {
-            let response = request.send().await.expect("exec");
-            assert!(response.status().is_success());
-            response.bytes().await.expect("body");
-        }
-    })
-    .await;
-    let mut over_ws = Vec::new();
-    for i in 0..round_trips + 20 {
-        let start = Instant::now();
-        let answer = ws
-            .call(&i.to_string(), "POST", "/api/execute", Some(exec.clone()))
-            .await;
-        assert_eq!(answer.last["status"], 200, "{}", answer.last);
-        if i >= 20 {
-            over_ws.push(start.elapsed());
-        }
-    }
+    let mut over_http = http_calls(&http, &daemon, "/api/execute", &exec, round_trips).await;
+    let mut over_ws = ws_calls(&mut ws, "/api/execute", &exec, round_trips).await;
     let mut over_rpc = timed(round_trips, |_| async {
         settled(
             &rpc.call(
@@ -113,29 +127,8 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     let content = "x".repeat(1 << 20);
     let path = daemon.root().join("bench-1mib.txt").display().to_string();
     let body = json!({"path": path, "content": content});
-    let mut write_http = timed(writes, |_| {
-        let request = http
-            .post(daemon.url("/api/write"))
-            .bearer_auth(&token)
-            .json(&body);
-        async move {
-            let response = request.send().await.expect("write");
-            assert!(response.status().is_success());
-            response.bytes().await.expect("body");
-        }
-    })
-    .await;
-    let mut write_ws = Vec::new();
-    for i in 0..writes + 20 {
-        let start = Instant::now();
-        let answer = ws
-            .call(&format!("w{i}"), "POST", "/api/write", Some(body.clone()))
-            .await;
-        assert_eq!(answer.last["status"], 200, "{}", answer.last);
-        if i >= 20 {
-            write_ws.push(start.elapsed());
-        }
-    }
+    let mut write_http = http_calls(&http, &daemon, "/api/write", &body, writes).await;
+    let mut write_ws = ws_calls(&mut ws, "/api/write", &body, writes).await;
     let mut write_rpc = timed(writes, |_| async {
         let args = json!([path, content, "bench", ["undefined"]]);
         settled(&rpc.call("files", "writeFile", args).await);

@@ -173,7 +173,11 @@ fn id_of<T>(
 
 /// `path` and, when `recursive`, everything below it (symlinks are not followed, and their
 /// own modes are not changed: Linux has none).
-fn targets(path: &Path, recursive: bool) -> impl Iterator<Item = Result<PathBuf, FileError>> {
+fn targets(
+    op: &'static str,
+    path: &Path,
+    recursive: bool,
+) -> impl Iterator<Item = Result<PathBuf, FileError>> {
     let depth = if recursive { usize::MAX } else { 0 };
     let raw = path.to_path_buf();
     walkdir::WalkDir::new(path)
@@ -186,7 +190,7 @@ fn targets(path: &Path, recursive: bool) -> impl Iterator<Item = Result<PathBuf,
                 let source = error
                     .into_io_error()
                     .unwrap_or_else(|| std::io::Error::other("a loop in the tree"));
-                Some(Err(FileError::io("chmod", &raw)(source)))
+                Some(Err(FileError::io(op, &raw)(source)))
             }
         })
 }
@@ -194,7 +198,7 @@ fn targets(path: &Path, recursive: bool) -> impl Iterator<Item = Result<PathBuf,
 /// Applies `spec` to `path` (and below it); answers how many files changed.
 pub fn chmod(path: &Path, spec: &ModeSpec, recursive: bool) -> Result<u64, FileError> {
     let mut changed = 0;
-    for target in targets(path, recursive) {
+    for target in targets("chmod", path, recursive) {
         let target = target?;
         let meta = std::fs::metadata(&target).map_err(FileError::io("chmod", &target))?;
         let mode = spec.apply(meta.permissions().mode(), meta.is_dir());
@@ -215,7 +219,7 @@ pub fn chown(
     recursive: bool,
 ) -> Result<u64, FileError> {
     let mut changed = 0;
-    for target in targets(path, recursive) {
+    for target in targets("chown", path, recursive) {
         let target = target?;
         nix::unistd::chown(&target, uid, gid)
             .map_err(|errno| FileError::io("chown", &target)(std::io::Error::from(errno)))?;

@@ -12,24 +12,16 @@ use super::api::Api;
 use super::session::{self, Dispatch};
 use crate::state::AppState;
 use crate::wire::json::MAX_JSON_BODY_BYTES;
-use crate::wire::upgrade::ApiSocket;
+use crate::wire::upgrade::{ApiSocket, SocketApi};
 
 /// The largest frame read: a `writeFile` of the largest JSON body, with room for the call.
 const MAX_FRAME_BYTES: usize = MAX_JSON_BODY_BYTES + (1 << 20);
-
-/// The HTTP API the session's calls go through, and how long the peer may leave what we
-/// send unread.
-#[derive(Clone)]
-struct Routes {
-    router: Router,
-    send_stall: Duration,
-}
 
 /// The `/rpc` route; `api` is the router its calls are served by.
 pub fn router(api: Router, send_stall: Duration) -> Router<AppState> {
     Router::new()
         .route("/rpc", get(upgrade))
-        .layer(axum::Extension(Routes {
+        .layer(axum::Extension(SocketApi {
             router: api,
             send_stall,
         }))
@@ -37,7 +29,7 @@ pub fn router(api: Router, send_stall: Duration) -> Router<AppState> {
 
 async fn upgrade(
     State(state): State<AppState>,
-    axum::Extension(routes): axum::Extension<Routes>,
+    axum::Extension(routes): axum::Extension<SocketApi>,
     request: Request,
 ) -> Response {
     let socket = match ApiSocket::accept(request, &state, state.auth_enabled).await {

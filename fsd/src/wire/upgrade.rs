@@ -16,6 +16,14 @@ pub fn asks_for_websocket(headers: &HeaderMap) -> bool {
         .is_some_and(|value| value.eq_ignore_ascii_case("websocket"))
 }
 
+/// The HTTP API the messages of a socket go through, and how long its peer may leave what
+/// is sent to it unread (`--ws-stall-secs`); the socket routes carry it as an extension.
+#[derive(Clone)]
+pub struct SocketApi {
+    pub router: axum::Router,
+    pub send_stall: std::time::Duration,
+}
+
 /// A socket that carries the API: the upgrade, and the token it passed auth with, which
 /// serves every request its messages make (with auth on). A request that is no upgrade is
 /// an unknown route, as in the reference; a malformed handshake is named.

@@ -10,22 +10,14 @@ use std::time::Duration;
 
 use super::transport;
 use crate::state::AppState;
-use crate::wire::upgrade::ApiSocket;
-
-/// The HTTP API that requests on a socket go through, and how long a client may leave
-/// its queue unread.
-#[derive(Clone)]
-struct Api {
-    router: Router,
-    send_stall: Duration,
-}
+use crate::wire::upgrade::{ApiSocket, SocketApi};
 
 /// The WebSocket routes; `api` is the router their messages are served by.
 pub fn router(api: Router, send_stall: Duration) -> Router<AppState> {
     Router::new()
         .route("/ws", get(transport_upgrade))
         .route("/api/ws", get(transport_upgrade))
-        .layer(axum::Extension(Api {
+        .layer(axum::Extension(SocketApi {
             router: api,
             send_stall,
         }))
@@ -33,7 +25,7 @@ pub fn router(api: Router, send_stall: Duration) -> Router<AppState> {
 
 async fn transport_upgrade(
     State(state): State<AppState>,
-    axum::Extension(api): axum::Extension<Api>,
+    axum::Extension(api): axum::Extension<SocketApi>,
     request: Request,
 ) -> Response {
     // With auth on, a token on the upgrade serves every request that brings none.
