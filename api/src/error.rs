@@ -88,6 +88,12 @@ error_codes! {
     SessionNotFound = "SESSION_NOT_FOUND" => 404,
     OperationInterrupted = "OPERATION_INTERRUPTED" => 409,
     TunnelRunConflict = "TUNNEL_RUN_CONFLICT" => 409,
+    // fsd's own, for a process's stdin: it has no pipe, it was closed, the process has
+    // exited, the pipe stayed full for the write's wait.
+    StdinNotPiped = "STDIN_NOT_PIPED" => 409,
+    StdinClosed = "STDIN_CLOSED" => 409,
+    ProcessExited = "PROCESS_EXITED" => 409,
+    StdinFull = "STDIN_FULL" => 409,
     SessionDestroyed = "SESSION_DESTROYED" => 410,
     SessionTerminated = "SESSION_TERMINATED" => 410,
     FileTooLarge = "FILE_TOO_LARGE" => 413,

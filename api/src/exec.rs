@@ -81,6 +81,13 @@ pub struct ExecuteRequest {
     pub origin: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<bool>,
+    /// fsd's own: text the command reads on stdin (then end of file); without it, stdin is
+    /// `/dev/null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
+    /// fsd's own: bytes the command reads on stdin, base64; not with `stdin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin_base64: Option<String>,
 }
 
 /// A finished foreground command.

@@ -57,6 +57,10 @@ pub struct StartProcessRequest {
     pub env: Option<BTreeMap<String, Option<String>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// fsd's own: `"pipe"` keeps a pipe to the process's stdin for
+    /// `POST /api/process/{id}/stdin`; `"null"` (the default) is `/dev/null`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdin: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -197,5 +201,36 @@ pub struct SignalResponse {
     pub signal: String,
     /// Processes of the tree it reached.
     pub signalled: u64,
+    pub timestamp: String,
+}
+
+/// `POST /api/process/{id}/stdin`: bytes for a process started with `stdin: "pipe"`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StdinRequest {
+    /// The bytes, as text or base64 (`encoding`); may be empty (to close alone).
+    #[serde(default)]
+    pub data: String,
+    /// `utf8` (the default) or `base64`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    /// Close stdin after the bytes: the process reads end of file.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub close: bool,
+    /// How long to wait for the pipe to have room while the process does not read
+    /// (default 10 000, at most 300 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StdinResponse {
+    pub success: bool,
+    pub process_id: String,
+    /// Bytes written.
+    pub written: u64,
+    /// Whether stdin is now closed.
+    pub closed: bool,
     pub timestamp: String,
 }

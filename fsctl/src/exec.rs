@@ -28,6 +28,10 @@ pub enum ExecCommand {
         /// Kill the command after this many milliseconds (output is then shown at the end).
         #[arg(long)]
         timeout_ms: Option<u64>,
+        /// Give the command no stdin. Without it, fsctl's own stdin, when it is not a
+        /// terminal, is read to its end and given to the command (up to 32 MiB).
+        #[arg(short = 'n', long)]
+        no_stdin: bool,
         #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
         command: Vec<String>,
     },
@@ -37,8 +41,13 @@ pub enum ExecCommand {
         #[arg(long)]
         status: Option<String>,
     },
-    /// Kill a background process and its children.
-    Kill { id: String },
+    /// Kill a background process and its children; with --signal, send that signal to
+    /// them instead (a name such as USR1 or a number).
+    Kill {
+        id: String,
+        #[arg(short, long)]
+        signal: Option<String>,
+    },
     /// Print a process's output; with -f, follow it until the process exits.
     Logs {
         id: String,
@@ -58,6 +67,7 @@ pub async fn run(
             cwd,
             env,
             timeout_ms,
+            no_stdin,
             command,
         } => {
             let mut vars = BTreeMap::new();
@@ -75,6 +85,7 @@ pub async fn run(
                 cwd,
                 env: (!vars.is_empty()).then_some(vars),
                 timeout_ms,
+                stdin_base64: if no_stdin { None } else { piped_stdin()? },
                 ..ExecuteRequest::default()
             };
             if timeout_ms.is_some() || as_json {
@@ -132,7 +143,22 @@ pub async fn run(
             }
             Ok(ExitCode::SUCCESS)
         }
-        ExecCommand::Kill { id } => {
+        ExecCommand::Kill {
+            id,
+            signal: Some(signal),
+        } => {
+            let reply = sandbox.signal_process(&id, &signal).await?;
+            if as_json {
+                output::json(&reply);
+            } else {
+                println!(
+                    "sent {} to {} process(es) of {id}",
+                    reply.signal, reply.signalled
+                );
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecCommand::Kill { id, signal: None } => {
             sandbox.kill_process(&id).await?;
             if as_json {
                 output::json(&serde_json::json!({"killed": id}));
@@ -163,6 +189,33 @@ pub async fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The most `fsctl exec` reads of its stdin: what one request carries comfortably.
+const MAX_STDIN_BYTES: u64 = 32 * 1024 * 1024;
+
+/// fsctl's stdin, read to its end and base64-encoded, when it is not a terminal.
+fn piped_stdin() -> Result<Option<String>, SdkError> {
+    use base64::Engine;
+    use std::io::{IsTerminal, Read};
+    let stdin = std::io::stdin();
+    if stdin.is_terminal() {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .take(MAX_STDIN_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_STDIN_BYTES {
+        return Err(SdkError::Io(std::io::Error::other(format!(
+            "stdin holds more than {MAX_STDIN_BYTES} bytes: upload it as a file (fsctl put) \
+             and read it from there, or pass -n"
+        ))));
+    }
+    Ok(Some(
+        base64::engine::general_purpose::STANDARD.encode(bytes),
+    ))
 }
 
 fn print_raw(stdout: &str, stderr: &str) {

@@ -14,11 +14,12 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
-use crate::error::ProcessError;
+use crate::error::{ProcessError, StdinError};
 use crate::proctree;
 use crate::session::{CommandSpec, Session, Started};
 use crate::sessions::SessionManager;
 use crate::shell::Report;
+use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
 use crate::text::Utf8Chunker;
 use crate::time::now_rfc3339;
@@ -75,6 +76,7 @@ pub struct Process {
     kill_requested: AtomicBool,
     /// Set once a kill has ended the whole tree, with whether SIGKILL was needed.
     killed: watch::Sender<Option<bool>>,
+    stdin: StdinPipe,
 }
 
 impl Process {
@@ -84,6 +86,7 @@ impl Process {
         stdout: Vec<u8>,
         stderr: Vec<u8>,
         truncated: bool,
+        stdin: Option<tokio::net::unix::pipe::Sender>,
     ) -> Arc<Self> {
         let done = info.status.is_terminal();
         Arc::new(Self {
@@ -99,6 +102,7 @@ impl Process {
             finished: watch::channel(done).0,
             kill_requested: AtomicBool::new(false),
             killed: watch::channel(None).0,
+            stdin: StdinPipe::new(stdin),
         })
     }
 
@@ -249,6 +253,7 @@ impl ProcessService {
                 record.stdout.into_bytes(),
                 record.stderr.into_bytes(),
                 record.truncated,
+                None,
             );
             processes.insert(process.id.clone(), process);
         }
@@ -317,7 +322,7 @@ impl ProcessService {
             session_id
         };
         let session = self.sessions.get_or_create(host).await?;
-        let started = session.start_background(spec).await?;
+        let mut started = session.start_background(spec).await?;
         let process = Process::new(
             ProcessInfo {
                 id: id.clone(),
@@ -333,6 +338,7 @@ impl ProcessService {
             Vec::new(),
             Vec::new(),
             false,
+            started.stdin.take(),
         );
         self.table().insert(id, process.clone());
         let service = self.clone();
@@ -344,6 +350,7 @@ impl ProcessService {
                 exit_code = 137;
             }
             let record = followed.finish(exit_code);
+            followed.stdin.shut().await;
             service.save(&record);
         });
         Ok(process)
@@ -393,6 +400,31 @@ impl ProcessService {
         let pids = proctree::living_below(process.supervisor);
         proctree::signal_all(&pids, signal);
         Ok(pids.len())
+    }
+
+    /// Writes `bytes` to a running process's stdin pipe, in order with other writes, and
+    /// closes it after when `close` says so (the process then reads end of file). Waits
+    /// up to `wait` for the pipe to have room each time it is full.
+    pub async fn write_stdin(
+        &self,
+        id: &str,
+        bytes: &[u8],
+        close: bool,
+        wait: Duration,
+    ) -> Result<Written, ProcessError> {
+        let process = self.get(id)?;
+        let stdin_error = |source| ProcessError::Stdin {
+            id: id.to_string(),
+            source,
+        };
+        if process.info().status.is_terminal() {
+            return Err(stdin_error(StdinError::Exited { written: 0 }));
+        }
+        process
+            .stdin
+            .write(bytes, close, wait, process.wait())
+            .await
+            .map_err(stdin_error)
     }
 
     /// Kills every running process; returns how many there were.

@@ -44,6 +44,42 @@ pub enum ProcessError {
     /// A signal that is no signal's name or number.
     #[error("signal: {reason}")]
     InvalidSignal { reason: String },
+    /// A write to a process's stdin that could not be done whole.
+    #[error("Process '{id}': {source}")]
+    Stdin { id: String, source: StdinError },
     #[error(transparent)]
     Exec(#[from] ExecError),
+}
+
+/// Why a write to a process's stdin stopped; `written` says how much of it went in.
+#[derive(Debug, thiserror::Error)]
+pub enum StdinError {
+    #[error("stdin is not a pipe: start the process with stdin \"pipe\" to write to it")]
+    NotPiped,
+    #[error("stdin was closed")]
+    Closed,
+    #[error("the process has exited ({written} bytes were written)")]
+    Exited { written: usize },
+    #[error(
+        "stdin is full: the process has not read for the wait ({written} bytes were written; \
+         its pipe holds {limit} bytes)"
+    )]
+    Full { written: usize, limit: usize },
+    #[error("cannot write stdin ({written} bytes were written): {source}")]
+    Io {
+        written: usize,
+        source: std::io::Error,
+    },
+}
+
+impl StdinError {
+    /// How much of the write went in before it stopped.
+    pub fn written(&self) -> usize {
+        match self {
+            Self::NotPiped | Self::Closed => 0,
+            Self::Exited { written } | Self::Full { written, .. } | Self::Io { written, .. } => {
+                *written
+            }
+        }
+    }
 }

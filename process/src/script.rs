@@ -5,7 +5,8 @@
 //! one length-framed line at a time from the commands FIFO (fd 8) and `eval`s it. A
 //! foreground command is written to the session's script file (a background one to its
 //! own) and run with `builtin source` inside an `if`, in the shell itself, so `cd`,
-//! `export`, functions and aliases persist and stdin is `/dev/null`.
+//! `export`, functions and aliases persist; stdin is `/dev/null` unless the request gave
+//! content (a file) or asked for a pipe (a FIFO the daemon writes).
 //! Reports go to the control FIFO (fd 9); the command never sees fds 8 and 9.
 
 use std::path::Path;
@@ -96,6 +97,16 @@ pub struct JobFiles<'a> {
     pub script: &'a Path,
     pub stdout: &'a Path,
     pub stderr: &'a Path,
+    /// What the command reads on stdin (a file of content, or a FIFO the daemon writes);
+    /// `/dev/null` when `None`.
+    pub stdin: Option<&'a Path>,
+}
+
+impl JobFiles<'_> {
+    fn stdin(&self) -> String {
+        self.stdin
+            .map_or_else(|| "/dev/null".to_string(), quote_path)
+    }
 }
 
 /// Per-command variables: set before, restored (or unset) after. Names must be valid.
@@ -156,9 +167,10 @@ pub fn foreground(
          __fsd_c={text}; __fsd_c=\"__fsd_check() {{ $__fsd_c${{__fsd_nl}}}}\"; \
          {{ if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }}; \
          then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; }} \
-         </dev/null 1<>{out} 2>>{err} 9>&- 8<&-; \
+         <{stdin} 1<>{out} 2>>{err} 9>&- 8<&-; \
          __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n",
         out = quote_path(files.stdout),
+        stdin = files.stdin(),
     )
 }
 
@@ -208,9 +220,10 @@ pub fn background(
          {{ builtin declare -p; builtin declare -f; builtin alias -p; builtin shopt -p; builtin set +o; }} >{state} 2>/dev/null; \
          builtin shopt -s execfail; \
          builtin exec {exe} supervise --report {control} --job {job} --on-exit linger -- \
-         bash --norc --noprofile -c {load} bash {state} {script} </dev/null >{out} 2>>{err}; \
+         bash --norc --noprofile -c {load} bash {state} {script} <{stdin} >{out} 2>>{err}; \
          builtin printf 'exit {job} 127\\n' >>{control}; }} 8<&- 9>&- &\n",
         exe = quote_path(supervision.exe),
+        stdin = files.stdin(),
         script = quote_path(files.script),
         out = quote_path(files.stdout),
     )
@@ -246,6 +259,7 @@ mod tests {
             script: Path::new("/s/cmd-3.sh"),
             stdout: Path::new("/s/out-3"),
             stderr: Path::new("/s/err-3"),
+            stdin: None,
         };
         let env = [("K".to_string(), "v'1\nline".to_string())];
         let line = foreground(3, "echo 'é'\nls", &files, Some(Path::new("/w d")), &env);
@@ -255,13 +269,19 @@ mod tests {
         assert!(line.contains("builtin cd -- '/w d'"));
         assert!(line.contains(r"export K=$'v\'1\nline'"));
         assert!(line.contains("done 3 %d"));
+        assert!(line.contains("</dev/null 1<>"), "{line}");
         let supervision = Supervision {
             exe: Path::new("/bin/fsd"),
             control: Path::new("/s/control"),
             state: Path::new("/s/state-4"),
         };
-        let line = background(4, &files, None, &env, &supervision);
+        let piped = JobFiles {
+            stdin: Some(Path::new("/s/in-4")),
+            ..files
+        };
+        let line = background(4, &piped, None, &env, &supervision);
         assert_eq!(line.matches('\n').count(), 1, "{line}");
+        assert!(line.contains("<'/s/in-4' >'/s/out-3'"), "{line}");
         assert!(line.contains("--report '/s/control' --job 4"), "{line}");
         assert!(line.contains("exit 4 127"), "{line}");
     }

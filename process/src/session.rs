@@ -15,6 +15,7 @@ use crate::output::{self, Output, read_capped};
 use crate::proctree;
 use crate::script;
 use crate::shell::{Job, JobKind, Report, Shell};
+use crate::stdin::{self, Stdin};
 use crate::stop::{Escalation, Target};
 
 /// Output kept per stream of a foreground command; beyond it the result says `truncated`.
@@ -40,6 +41,7 @@ pub struct CommandSpec {
     pub cwd: Option<PathBuf>,
     /// Validated names.
     pub env: Vec<(String, String)>,
+    pub stdin: Stdin,
 }
 
 /// A background command that has started.
@@ -52,6 +54,8 @@ pub struct Started {
     /// Its supervisor (host pid): everything the command started stays below it.
     pub supervisor: u32,
     pub reports: mpsc::UnboundedReceiver<Report>,
+    /// The writing end of its stdin, when it was started with [`Stdin::Pipe`].
+    pub stdin: Option<tokio::net::unix::pipe::Sender>,
 }
 
 pub struct Session {
@@ -122,6 +126,9 @@ impl Session {
         let (job, mut reports) = self.shell.new_job(JobKind::Foreground);
         let result = self.run_foreground(&job, &mut reports, spec, timeout).await;
         self.shell.unsubscribe(job.id);
+        if matches!(spec.stdin, Stdin::Content(_)) {
+            let _ = std::fs::remove_file(&job.stdin);
+        }
         let (result, keep) = match result {
             Ok((finished, keep)) => (Ok(finished), keep),
             Err(err) => (Err(err), [false, false]),
@@ -140,6 +147,13 @@ impl Session {
         timeout: Option<Duration>,
     ) -> Result<(Finished, [bool; 2]), ExecError> {
         write_script(&job.script, &spec.command).await?;
+        let piped = match &spec.stdin {
+            Stdin::Content(bytes) => {
+                stdin::write_content(&job.stdin, bytes).await?;
+                true
+            }
+            Stdin::Null | Stdin::Pipe => false,
+        };
         // What already runs below the session (detached leftovers of earlier commands) is
         // not this command's to stop on a timeout (without one, nothing is stopped).
         let before = match timeout {
@@ -151,7 +165,7 @@ impl Session {
             .send(&script::foreground(
                 job.id,
                 &spec.command,
-                &job.files(),
+                &job.files(piped),
                 spec.cwd.as_deref(),
                 &spec.env,
             ))
@@ -225,23 +239,37 @@ impl Session {
         self.check_alive()?;
         let (job, mut reports) = self.shell.new_job(JobKind::Background);
         write_script(&job.script, &spec.command).await?;
+        let mut pipe = None;
+        match &spec.stdin {
+            Stdin::Null => {}
+            Stdin::Content(bytes) => stdin::write_content(&job.stdin, bytes).await?,
+            Stdin::Pipe => pipe = Some(stdin::open_pipe(&job.stdin)?),
+        }
         self.shell
             .send(&script::background(
                 job.id,
-                &job.files(),
+                &job.files(spec.stdin != Stdin::Null),
                 spec.cwd.as_deref(),
                 &spec.env,
                 &self.shell.supervision(&job),
             ))
             .await?;
-        let pid = tokio::select! {
+        let reported = tokio::select! {
             report = reports.recv() => match report {
-                Some(Report::Pid(pid)) => pid,
-                Some(Report::Exit(code)) => return Err(ExecError::Spawn(format!("the command exited with {code} before starting"))),
-                _ => return Err(ExecError::Spawn("no pid reported".into())),
+                Some(Report::Pid(pid)) => Ok(pid),
+                Some(Report::Exit(code)) => Err(ExecError::Spawn(format!("the command exited with {code} before starting"))),
+                _ => Err(ExecError::Spawn("no pid reported".into())),
             },
-            code = self.shell.wait_exit() => return Err(self.exit_error(code)),
-            () = tokio::time::sleep(PID_TIMEOUT) => return Err(ExecError::Spawn("no pid reported within 10 s".into())),
+            code = self.shell.wait_exit() => Err(self.exit_error(code)),
+            () = tokio::time::sleep(PID_TIMEOUT) => Err(ExecError::Spawn("no pid reported within 10 s".into())),
+        };
+        let pid = match reported {
+            Ok(pid) => pid,
+            Err(err) => {
+                self.shell.unsubscribe(job.id);
+                job.remove_files();
+                return Err(err);
+            }
         };
         // The pid is reported after the fork, so one scan finds a live process; a miss means it
         // has already exited (a retry or two covers a slow /proc).
@@ -271,6 +299,7 @@ impl Session {
             host_pid,
             supervisor,
             reports,
+            stdin: pipe,
         })
     }
 

@@ -61,14 +61,18 @@ pub struct Job {
     pub stderr: PathBuf,
     /// The session state a background job's shell loads.
     pub state: PathBuf,
+    /// Where the job's stdin comes from when it has one (content or a FIFO); made only then.
+    pub stdin: PathBuf,
 }
 
 impl Job {
-    pub fn files(&self) -> script::JobFiles<'_> {
+    /// The job's files; `piped` when its stdin file was made.
+    pub fn files(&self, piped: bool) -> script::JobFiles<'_> {
         script::JobFiles {
             script: &self.script,
             stdout: &self.stdout,
             stderr: &self.stderr,
+            stdin: piped.then_some(self.stdin.as_path()),
         }
     }
 
@@ -76,7 +80,13 @@ impl Job {
     /// foreground job's are the session's (see `Shell::retire_foreground_output`).
     pub fn remove_files(&self) {
         debug_assert_eq!(self.kind, JobKind::Background);
-        for path in [&self.script, &self.stdout, &self.stderr, &self.state] {
+        for path in [
+            &self.script,
+            &self.stdout,
+            &self.stderr,
+            &self.state,
+            &self.stdin,
+        ] {
             let _ = std::fs::remove_file(path);
         }
     }
@@ -258,6 +268,7 @@ impl Shell {
             stdout: self.dir.join(format!("out-{out}")),
             stderr: self.dir.join(format!("err-{err}")),
             state: self.dir.join(format!("state-{id}")),
+            stdin: self.dir.join(format!("in-{id}")),
         };
         let (tx, rx) = mpsc::unbounded_channel();
         self.routes

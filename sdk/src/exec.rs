@@ -180,6 +180,10 @@ pub struct ProcessHandle {
 }
 
 impl ProcessHandle {
+    pub(crate) fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
+    }
+
     pub async fn info(&self) -> Result<ProcessInfo, SdkError> {
         self.sandbox.get_process(&self.id).await
     }

@@ -22,6 +22,9 @@ pub enum RequestError {
     SessionId { field: &'static str },
     #[error("must be a non-empty session id")]
     SessionToDelete,
+    /// Stdin the request gave wrongly; `field` names which.
+    #[error("{reason}")]
+    Stdin { field: &'static str, reason: String },
     #[error("Directory not found: {cwd}")]
     CwdNotFound { cwd: String },
     /// A `cwd` the path rules refuse (outside the roots under `--confine`, the daemon's own

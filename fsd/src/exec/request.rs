@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use fsd_api::exec::ExecuteRequest;
 use fsd_api::process::StartProcessRequest;
 
-use fsd_process::{CommandSpec, valid_env_name};
+use base64_simd::STANDARD as BASE64;
+use fsd_process::{CommandSpec, Stdin, valid_env_name};
 
 use super::error::RequestError;
 use crate::paths::{Follow, Paths};
@@ -22,33 +23,62 @@ pub struct CommandRequest<'a> {
     pub command: &'a str,
     pub env: Option<&'a BTreeMap<String, Option<String>>>,
     pub cwd: Option<&'a str>,
-}
-
-impl<'a> From<&'a ExecuteRequest> for CommandRequest<'a> {
-    fn from(req: &'a ExecuteRequest) -> Self {
-        Self {
-            command: &req.command,
-            env: req.env.as_ref(),
-            cwd: req.cwd.as_deref(),
-        }
-    }
+    pub stdin: Stdin,
 }
 
 impl<'a> CommandRequest<'a> {
-    /// A process start, with the reference's own code for an empty command.
-    pub fn for_process(req: &'a StartProcessRequest) -> Result<Self, RequestError> {
-        if req.command.trim().is_empty() {
-            return Err(RequestError::EmptyProcessCommand);
-        }
+    /// `/api/execute` and its stream: `stdin` as text or `stdinBase64` as bytes.
+    pub fn for_execute(req: &'a ExecuteRequest) -> Result<Self, RequestError> {
+        let stdin = match (&req.stdin, &req.stdin_base64) {
+            (None, None) => Stdin::Null,
+            (Some(text), None) => Stdin::Content(text.as_bytes().to_vec()),
+            (None, Some(encoded)) => Stdin::Content(BASE64.decode_to_vec(encoded).map_err(
+                |_| RequestError::Stdin {
+                    field: "stdinBase64",
+                    reason: "must be standard base64".into(),
+                },
+            )?),
+            (Some(_), Some(_)) => {
+                return Err(RequestError::Stdin {
+                    field: "stdinBase64",
+                    reason: "give stdin or stdinBase64, not both".into(),
+                });
+            }
+        };
         Ok(Self {
             command: &req.command,
             env: req.env.as_ref(),
             cwd: req.cwd.as_deref(),
+            stdin,
+        })
+    }
+
+    /// A process start, with the reference's own code for an empty command; `stdin` is
+    /// `"pipe"` or `"null"`.
+    pub fn for_process(req: &'a StartProcessRequest) -> Result<Self, RequestError> {
+        if req.command.trim().is_empty() {
+            return Err(RequestError::EmptyProcessCommand);
+        }
+        let stdin = match req.stdin.as_deref() {
+            None | Some("null") => Stdin::Null,
+            Some("pipe") => Stdin::Pipe,
+            Some(other) => {
+                return Err(RequestError::Stdin {
+                    field: "stdin",
+                    reason: format!("must be \"pipe\" or \"null\", not {other:?}"),
+                });
+            }
+        };
+        Ok(Self {
+            command: &req.command,
+            env: req.env.as_ref(),
+            cwd: req.cwd.as_deref(),
+            stdin,
         })
     }
 
     /// Checks the request and resolves its cwd against `session_id`'s directory.
-    pub async fn spec(&self, paths: &Paths, session_id: &str) -> Result<CommandSpec, RequestError> {
+    pub async fn spec(self, paths: &Paths, session_id: &str) -> Result<CommandSpec, RequestError> {
         if self.command.trim().is_empty() {
             return Err(RequestError::EmptyCommand);
         }
@@ -67,6 +97,7 @@ impl<'a> CommandRequest<'a> {
             command: self.command.to_string(),
             cwd,
             env,
+            stdin: self.stdin,
         })
     }
 }

@@ -203,7 +203,7 @@ async fn prepare(
 ) -> Result<(ExecuteRequest, String, CommandSpec), ApiError> {
     let req: ExecuteRequest = parse(body)?;
     let session_id = session_from(state, req.session_id.as_deref(), headers, uri)?;
-    let spec = CommandRequest::from(&req)
+    let spec = CommandRequest::for_execute(&req)?
         .spec(&state.paths, &session_id)
         .await?;
     Ok((req, session_id, spec))

@@ -24,6 +24,9 @@ impl From<RequestError> for ApiError {
             RequestError::EnvName(_) | RequestError::EnvNul(_) => {
                 Self::validation("env", message, "INVALID_ENV")
             }
+            RequestError::Stdin { field, reason } => {
+                Self::validation(field, reason, "INVALID_STDIN")
+            }
             RequestError::Cwd => Self::validation("cwd", message, "INVALID_PATH"),
             RequestError::SessionId { field } => {
                 Self::validation(field, message, "INVALID_SESSION")

@@ -7,8 +7,11 @@ use axum::{Json, Router};
 use fsd_api::process::{
     GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
     ProcessLogsResponse, ProcessStatus, SignalRequest, SignalResponse, StartProcessRequest,
-    StartProcessResponse,
+    StartProcessResponse, StdinRequest, StdinResponse,
 };
+use std::time::Duration;
+
+use base64_simd::STANDARD as BASE64;
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
@@ -33,6 +36,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/process/{id}/logs", routing::get(logs))
         .route("/api/process/{id}/stream", routing::get(stream))
         .route("/api/process/{id}/signal", routing::post(signal))
+        .route("/api/process/{id}/stdin", routing::post(stdin))
 }
 
 pub async fn start(
@@ -120,6 +124,51 @@ pub async fn signal(
         process_id: id,
         signal: signal.as_str().to_string(),
         signalled: signalled as u64,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// How long a stdin write waits for room by default, and at most.
+const STDIN_WAIT_MS: u64 = 10_000;
+const STDIN_WAIT_MAX_MS: u64 = 300_000;
+
+/// `POST /api/process/{id}/stdin`: bytes to a process started with `stdin: "pipe"`, and
+/// end of file after them with `close`.
+pub async fn stdin(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    JsonBody(req): JsonBody<StdinRequest>,
+) -> Result<Json<StdinResponse>, ApiError> {
+    let bytes = match req.encoding.as_deref() {
+        None | Some("utf8" | "utf-8") => req.data.into_bytes(),
+        Some("base64") => BASE64
+            .decode_to_vec(req.data.as_bytes())
+            .map_err(|_| ApiError::validation("data", "must be standard base64", "INVALID_DATA"))?,
+        Some(other) => {
+            return Err(ApiError::validation(
+                "encoding",
+                format!("must be \"utf8\" or \"base64\", not {other:?}"),
+                "INVALID_ENCODING",
+            ));
+        }
+    };
+    let wait_ms = req.timeout_ms.unwrap_or(STDIN_WAIT_MS);
+    if wait_ms == 0 || wait_ms > STDIN_WAIT_MAX_MS {
+        return Err(ApiError::validation(
+            "timeoutMs",
+            format!("must be 1 to {STDIN_WAIT_MAX_MS}"),
+            "INVALID_TIMEOUT",
+        ));
+    }
+    let written = state
+        .processes
+        .write_stdin(&id, &bytes, req.close, Duration::from_millis(wait_ms))
+        .await?;
+    Ok(Json(StdinResponse {
+        success: true,
+        process_id: id,
+        written: written.bytes as u64,
+        closed: written.closed,
         timestamp: now_rfc3339(),
     }))
 }

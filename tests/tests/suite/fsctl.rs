@@ -319,6 +319,8 @@ async fn ps_logs_and_kill() {
             .any(|l| l.starts_with("cli-proc") && l.contains("running")),
         "{ps}"
     );
+    let sent = succeeded(&fsctl(&daemon, &["kill", "--signal", "cont", "cli-proc"]));
+    assert!(sent.starts_with("sent SIGCONT to "), "{sent}");
     succeeded(&fsctl(&daemon, &["kill", "cli-proc"]));
     let followed = fsctl(&daemon, &["logs", "-f", "cli-proc"]);
     assert_eq!(followed.status.code(), Some(143));
@@ -683,4 +685,28 @@ fn printing_commands_end_quietly_when_their_reader_goes() {
         assert_eq!(stderr, "", "fsctl {args:?} | head");
     }
     // (The store takes the archive the daemon kept of its backup with it when dropped.)
+}
+
+#[test]
+fn exec_gives_the_command_fsctls_stdin_unless_told_not_to() {
+    use std::io::Write;
+    let daemon = Daemon::start();
+    let run = |args: &[&str], input: &[u8]| {
+        let mut child = Command::new(binary("fsctl"))
+            .args(["--url", &daemon.url])
+            .args(args)
+            .env_remove("FSD_TOKEN")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(input).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    let output = run(&["exec", "--", "wc", "-l"], b"a\nb\nc\n");
+    assert_eq!(succeeded(&output).trim(), "3");
+    let output = run(&["exec", "--", "od -An -tx1 | tr -d ' \\n'"], &[0, 255]);
+    assert_eq!(succeeded(&output), "00ff");
+    let output = run(&["exec", "-n", "--", "wc", "-c"], b"ignored");
+    assert_eq!(succeeded(&output).trim(), "0");
 }

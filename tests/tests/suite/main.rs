@@ -37,6 +37,7 @@ mod sdk_exec;
 mod sdk_watch;
 mod search;
 mod split_writes;
+mod stdin;
 mod sync;
 mod system;
 mod terminal;

@@ -186,3 +186,55 @@ async fn wait_for_port() {
         .unwrap_err();
     assert_eq!(err.code(), Some(&ErrorCode::ProcessExitedBeforeReady));
 }
+
+#[tokio::test]
+async fn a_process_stdin_is_an_async_write_and_signals_reach_it() {
+    use tokio::io::AsyncWriteExt;
+    let daemon = Daemon::start();
+    let sandbox = daemon.client().await;
+    let target = daemon.path("from-stdin.bin");
+    let handle = sandbox
+        .start_process(&StartProcessRequest {
+            stdin: Some("pipe".into()),
+            ..process(&format!("cat > '{}'", target.display()), "sink")
+        })
+        .await
+        .unwrap();
+    // More than one write's worth and more than the pipe holds, copied as a stream.
+    let bytes: Vec<u8> = (0..2_500_000u32).map(|i| (i % 253) as u8).collect();
+    let mut stdin = handle.stdin();
+    tokio::io::copy(&mut bytes.as_slice(), &mut stdin)
+        .await
+        .unwrap();
+    stdin.shutdown().await.unwrap();
+    let code = handle
+        .wait_for_exit(Some(Duration::from_secs(20)))
+        .await
+        .unwrap();
+    assert_eq!(code, 0);
+    assert!(std::fs::read(&target).unwrap() == bytes, "the copy differs");
+    // The process has ended: its stdin is a broken pipe.
+    let err = handle.stdin().write_all(b"late").await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe, "{err}");
+
+    let trapper = sandbox
+        .start_process(&process(
+            "trap 'echo usr2' USR2; echo ready; while :; do sleep 0.05; done",
+            "trapper",
+        ))
+        .await
+        .unwrap();
+    trapper
+        .wait_for_log(&LogPattern::Substring("ready".into()), None)
+        .await
+        .unwrap();
+    let reply = trapper.signal("usr2").await.unwrap();
+    assert_eq!(reply.signal, "SIGUSR2");
+    trapper
+        .wait_for_log(&LogPattern::Substring("usr2".into()), None)
+        .await
+        .unwrap();
+    let err = sandbox.signal_process("trapper", "NOPE").await.unwrap_err();
+    assert_eq!(err.status(), Some(400), "{err}");
+    trapper.kill().await.unwrap();
+}

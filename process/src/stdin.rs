@@ -1,0 +1,132 @@
+//! What a command reads on stdin: nothing, content given with the request, or a pipe the
+//! daemon keeps open for writes while a background process runs.
+//!
+//! The pipe is a FIFO in the session's directory, opened read-write by the daemon before
+//! the command starts (so neither side's open blocks), and grown to [`PIPE_BYTES`]. The
+//! kernel's pipe is the only buffer: a write waits for room, up to its deadline, and then
+//! says how much went in, so a process that never reads holds the daemon to
+//! [`PIPE_BYTES`] and no more.
+
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::unix::pipe;
+
+use crate::error::StdinError;
+
+/// The capacity of a process's stdin pipe: what the daemon holds for a process that does
+/// not read.
+pub const PIPE_BYTES: usize = 1024 * 1024;
+
+/// What a command reads on stdin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Stdin {
+    /// `/dev/null`.
+    #[default]
+    Null,
+    /// These bytes, then end of file.
+    Content(Vec<u8>),
+    /// A pipe the daemon writes on request (background commands; a foreground command
+    /// given one reads `/dev/null`).
+    Pipe,
+}
+
+/// Writes a command's stdin content to `path` (a fresh file, readable only by root).
+pub async fn write_content(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(path);
+    let mut file = tokio::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .await?;
+    file.write_all(bytes).await?;
+    file.flush().await
+}
+
+/// Makes the FIFO at `path` and opens its writing end (read-write, so the command's open
+/// does not wait for a writer, and writes never fail for want of a reader).
+pub fn open_pipe(path: &Path) -> std::io::Result<pipe::Sender> {
+    let _ = std::fs::remove_file(path);
+    nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
+    let sender = pipe::OpenOptions::new()
+        .read_write(true)
+        .open_sender(path)?;
+    let size = i32::try_from(PIPE_BYTES).unwrap_or(i32::MAX);
+    if let Err(err) = nix::fcntl::fcntl(&sender, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size)) {
+        tracing::debug!(error = %err, "cannot grow a stdin pipe; it keeps the kernel's size");
+    }
+    Ok(sender)
+}
+
+/// A running process's stdin: its pipe until it is closed, and whether it ever had one.
+pub struct StdinPipe {
+    piped: bool,
+    sender: tokio::sync::Mutex<Option<pipe::Sender>>,
+}
+
+/// What one write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Written {
+    pub bytes: usize,
+    pub closed: bool,
+}
+
+impl StdinPipe {
+    pub fn new(sender: Option<pipe::Sender>) -> Self {
+        Self {
+            piped: sender.is_some(),
+            sender: tokio::sync::Mutex::new(sender),
+        }
+    }
+
+    /// Writes `bytes` whole, in order with other writes, then closes the pipe when `close`
+    /// says so. Gives up when the process ends (`ended` resolves) or the pipe (or an
+    /// earlier write) has held it up for `wait`, saying how much went in.
+    pub async fn write(
+        &self,
+        bytes: &[u8],
+        close: bool,
+        wait: Duration,
+        ended: impl std::future::Future<Output = ()>,
+    ) -> Result<Written, StdinError> {
+        if !self.piped {
+            return Err(StdinError::NotPiped);
+        }
+        // A write waiting behind another waits no longer than its own wait either.
+        let Ok(mut sender) = tokio::time::timeout(wait, self.sender.lock()).await else {
+            return Err(StdinError::Full {
+                written: 0,
+                limit: PIPE_BYTES,
+            });
+        };
+        let Some(pipe) = sender.as_mut() else {
+            return Err(StdinError::Closed);
+        };
+        let mut written = 0;
+        tokio::pin!(ended);
+        while written < bytes.len() {
+            tokio::select! {
+                result = tokio::time::timeout(wait, pipe.write(&bytes[written..])) => match result {
+                    Ok(Ok(n)) => written += n,
+                    Ok(Err(err)) => return Err(StdinError::Io { written, source: err }),
+                    Err(_) => return Err(StdinError::Full { written, limit: PIPE_BYTES }),
+                },
+                () = &mut ended => return Err(StdinError::Exited { written }),
+            }
+        }
+        if close {
+            *sender = None;
+        }
+        Ok(Written {
+            bytes: written,
+            closed: close,
+        })
+    }
+
+    /// Closes the pipe for good (the process has ended), once no write holds it.
+    pub async fn shut(&self) {
+        self.sender.lock().await.take();
+    }
+}
