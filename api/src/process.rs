@@ -127,11 +127,27 @@ pub struct ProcessLogsResponse {
     pub process_id: String,
     pub stdout: String,
     pub stderr: String,
-    /// Output beyond the stored cap was dropped; the cap is `outputCapBytes` per stream.
+    /// Output beyond the stored cap was dropped (the oldest goes first); the cap is
+    /// `outputCapBytes` per stream.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub truncated: bool,
     pub output_cap_bytes: u64,
+    /// fsd's own: the absolute byte offset after the returned stdout; ask again with
+    /// `?stdoutSince=` it to continue where this answer stopped.
+    #[serde(default)]
+    pub stdout_offset: u64,
+    #[serde(default)]
+    pub stderr_offset: u64,
+    /// fsd's own: bytes after the asked offset no longer kept (dropped by the cap).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stdout_skipped: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stderr_skipped: u64,
     pub timestamp: String,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One SSE frame of `/api/process/{id}/stream`.
@@ -145,16 +161,22 @@ pub enum ProcessEvent {
         status: ProcessStatus,
         timestamp: String,
     },
+    /// `offset` (fsd's own): the stream's absolute byte offset after `data`, for
+    /// `?stdoutSince=` on a reconnect.
     #[serde(rename_all = "camelCase")]
     Stdout {
         data: String,
         process_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offset: Option<u64>,
         timestamp: String,
     },
     #[serde(rename_all = "camelCase")]
     Stderr {
         data: String,
         process_id: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        offset: Option<u64>,
         timestamp: String,
     },
     #[serde(rename_all = "camelCase")]

@@ -15,6 +15,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use crate::error::{ProcessError, StdinError};
+use crate::log::{OutputLog, Slice};
 use crate::proctree;
 use crate::session::{CommandSpec, Session, Started};
 use crate::sessions::SessionManager;
@@ -24,7 +25,7 @@ use crate::stop::{Below, Escalation};
 use crate::text::Utf8Chunker;
 use crate::time::now_rfc3339;
 
-/// Output kept per stream of one process, in memory and in its record.
+/// Output kept per stream of one process (the latest), in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
 /// Live events a follower may fall behind by; output is read every 20 ms, at most two
 /// events a tick, so this is seconds of slack.
@@ -41,11 +42,29 @@ pub enum Stream {
     Stderr,
 }
 
-/// What a follower of a process receives after the replay.
+/// What a follower of a process receives.
 #[derive(Debug, Clone)]
 pub enum Live {
-    Output(Stream, String),
+    /// Output text, and the stream's absolute offset after it (where a follower that
+    /// reconnects continues).
+    Output(Stream, String, u64),
     Exit(i32),
+}
+
+/// Where a follower starts in each stream: absolute offsets, 0 for everything kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Since {
+    pub stdout: u64,
+    pub stderr: u64,
+}
+
+/// A process's output read from [`Since`].
+#[derive(Debug, Clone)]
+pub struct Logs {
+    pub stdout: Slice,
+    pub stderr: Slice,
+    /// Whether output was dropped past the cap.
+    pub truncated: bool,
 }
 
 /// A process's lasting state: what the record on disk holds.
@@ -53,16 +72,44 @@ pub enum Live {
 #[serde(rename_all = "camelCase")]
 pub struct Record {
     pub info: ProcessInfo,
+    /// The kept output (the latest, up to the cap), lossy text.
     pub stdout: String,
     pub stderr: String,
     pub truncated: bool,
+    /// Bytes dropped before the kept output, so offsets stay absolute after a restart.
+    #[serde(default)]
+    pub stdout_dropped: u64,
+    #[serde(default)]
+    pub stderr_dropped: u64,
 }
 
 struct State {
     info: ProcessInfo,
-    stdout: Vec<u8>,
-    stderr: Vec<u8>,
-    truncated: bool,
+    stdout: OutputLog,
+    stderr: OutputLog,
+}
+
+impl State {
+    fn log(&self, stream: Stream) -> &OutputLog {
+        match stream {
+            Stream::Stdout => &self.stdout,
+            Stream::Stderr => &self.stderr,
+        }
+    }
+
+    fn truncated(&self) -> bool {
+        self.stdout.dropped() > 0 || self.stderr.dropped() > 0
+    }
+
+    /// Output from `since`; while the process runs, a character cut at the end waits.
+    fn read(&self, since: Since) -> Logs {
+        let whole = self.info.status.is_terminal();
+        Logs {
+            stdout: self.stdout.since(since.stdout, whole),
+            stderr: self.stderr.since(since.stderr, whole),
+            truncated: self.truncated(),
+        }
+    }
 }
 
 pub struct Process {
@@ -83,9 +130,7 @@ impl Process {
     fn new(
         info: ProcessInfo,
         supervisor: u32,
-        stdout: Vec<u8>,
-        stderr: Vec<u8>,
-        truncated: bool,
+        [stdout, stderr]: [OutputLog; 2],
         stdin: Option<tokio::net::unix::pipe::Sender>,
     ) -> Arc<Self> {
         let done = info.status.is_terminal();
@@ -96,7 +141,6 @@ impl Process {
                 info,
                 stdout,
                 stderr,
-                truncated,
             }),
             live: broadcast::channel(LIVE_EVENTS).0,
             finished: watch::channel(done).0,
@@ -124,21 +168,18 @@ impl Process {
         self.lock().info.clone()
     }
 
-    /// Stdout, stderr (lossy text) and whether output was dropped past the cap.
-    pub fn logs(&self) -> (String, String, bool) {
-        let state = self.lock();
-        (
-            String::from_utf8_lossy(&state.stdout).into_owned(),
-            String::from_utf8_lossy(&state.stderr).into_owned(),
-            state.truncated,
-        )
+    /// The output kept from `since` on (lossy text), with the offsets to continue from.
+    pub fn logs(&self, since: Since) -> Logs {
+        self.lock().read(since)
     }
 
-    /// Everything a follower sees: the output so far, then live output, ending with the exit
-    /// (at once if the process has already ended). The replay and the subscription are taken
-    /// under one lock, so nothing is lost or repeated between them.
+    /// Everything a follower sees from `since`: the output kept from there, then live
+    /// output, ending with the exit (at once if the process has already ended). The replay
+    /// and the subscription are taken under one lock, so nothing is lost or repeated
+    /// between them.
     pub fn events(
         &self,
+        since: Since,
     ) -> (
         ProcessInfo,
         impl futures_util::Stream<Item = Live> + Send + 'static,
@@ -146,16 +187,13 @@ impl Process {
         let (info, receiver, head) = {
             let state = self.lock();
             let receiver = self.live.subscribe();
-            let mut head: Vec<Live> = [
-                (Stream::Stdout, &state.stdout),
-                (Stream::Stderr, &state.stderr),
-            ]
-            .into_iter()
-            .filter(|(_, bytes)| !bytes.is_empty())
-            .map(|(stream, bytes)| {
-                Live::Output(stream, String::from_utf8_lossy(bytes).into_owned())
-            })
-            .collect();
+            let logs = state.read(since);
+            let mut head: Vec<Live> =
+                [(Stream::Stdout, logs.stdout), (Stream::Stderr, logs.stderr)]
+                    .into_iter()
+                    .filter(|(_, slice)| !slice.text.is_empty())
+                    .map(|(stream, slice)| Live::Output(stream, slice.text, slice.end))
+                    .collect();
             if state.info.status.is_terminal() {
                 head.push(Live::Exit(state.info.exit_code.unwrap_or(-1)));
             }
@@ -198,21 +236,16 @@ impl Process {
         let _ = finished.wait_for(|done| *done).await;
     }
 
-    fn append(&self, stream: Stream, bytes: &[u8], text: String) {
+    /// Keeps `bytes` and tells followers `text`, which ends at the stream's offset `end`.
+    fn append(&self, stream: Stream, bytes: &[u8], text: String, end: u64) {
         let mut state = self.lock();
-        let buffer = match stream {
-            Stream::Stdout => &mut state.stdout,
-            Stream::Stderr => &mut state.stderr,
-        };
-        let room = usize::try_from(OUTPUT_CAP_BYTES)
-            .unwrap_or(usize::MAX)
-            .saturating_sub(buffer.len());
-        buffer.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        if bytes.len() > room {
-            state.truncated = true;
+        let cap = usize::try_from(OUTPUT_CAP_BYTES).unwrap_or(usize::MAX);
+        match stream {
+            Stream::Stdout => state.stdout.push(bytes, cap),
+            Stream::Stderr => state.stderr.push(bytes, cap),
         }
         if !text.is_empty() {
-            let _ = self.live.send(Live::Output(stream, text));
+            let _ = self.live.send(Live::Output(stream, text, end));
         }
     }
 
@@ -224,11 +257,14 @@ impl Process {
         state.info.end_time = Some(now_rfc3339());
         let _ = self.live.send(Live::Exit(exit_code));
         self.finished.send_replace(true);
+        let logs = state.read(Since::default());
         Record {
             info: state.info.clone(),
-            stdout: String::from_utf8_lossy(&state.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&state.stderr).into_owned(),
-            truncated: state.truncated,
+            stdout: logs.stdout.text,
+            stderr: logs.stderr.text,
+            truncated: logs.truncated,
+            stdout_dropped: state.log(Stream::Stdout).dropped(),
+            stderr_dropped: state.log(Stream::Stderr).dropped(),
         }
     }
 }
@@ -250,9 +286,10 @@ impl ProcessService {
             let process = Process::new(
                 record.info,
                 0,
-                record.stdout.into_bytes(),
-                record.stderr.into_bytes(),
-                record.truncated,
+                [
+                    OutputLog::restored(record.stdout.into_bytes(), record.stdout_dropped),
+                    OutputLog::restored(record.stderr.into_bytes(), record.stderr_dropped),
+                ],
                 None,
             );
             processes.insert(process.id.clone(), process);
@@ -335,9 +372,7 @@ impl ProcessService {
                 session_id: session_id.to_string(),
             },
             started.supervisor,
-            Vec::new(),
-            Vec::new(),
-            false,
+            [OutputLog::default(), OutputLog::default()],
             started.stdin.take(),
         );
         self.table().insert(id, process.clone());
@@ -557,7 +592,8 @@ impl Tail {
         if !bytes.is_empty() {
             self.offset += bytes.len() as u64;
             let text = self.text.push(&bytes);
-            process.append(self.stream, &bytes, text);
+            let end = self.offset - self.text.held() as u64;
+            process.append(self.stream, &bytes, text, end);
         }
         bytes.len()
     }
@@ -570,7 +606,9 @@ impl Tail {
     fn finish(&mut self, process: &Process) {
         let text = self.text.finish();
         if !text.is_empty() {
-            let _ = process.live.send(Live::Output(self.stream, text));
+            let _ = process
+                .live
+                .send(Live::Output(self.stream, text, self.offset));
         }
     }
 }

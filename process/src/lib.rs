@@ -10,6 +10,7 @@
 
 pub mod background;
 mod error;
+pub mod log;
 mod output;
 pub mod proctree;
 mod script;
@@ -23,7 +24,7 @@ pub mod text;
 mod time;
 mod world;
 
-pub use background::{Live, ProcessService, Stream};
+pub use background::{Live, Logs, ProcessService, Since, Stream};
 pub use error::{ExecError, ProcessError, StdinError};
 pub use script::valid_env_name;
 pub use session::{CommandSpec, Finished, Session, Started};

@@ -122,7 +122,22 @@ impl Sandbox {
     }
 
     pub async fn process_logs(&self, id: &str) -> Result<ProcessLogsResponse, SdkError> {
-        self.get_json(&format!("/api/process/{id}/logs")).await
+        self.process_logs_since(id, 0, 0).await
+    }
+
+    /// The output after the given absolute byte offsets (the `stdout_offset` and
+    /// `stderr_offset` of an earlier answer, or an event's `offset`), so a client that
+    /// reconnects continues where it stopped.
+    pub async fn process_logs_since(
+        &self,
+        id: &str,
+        stdout: u64,
+        stderr: u64,
+    ) -> Result<ProcessLogsResponse, SdkError> {
+        self.get_json(&format!(
+            "/api/process/{id}/logs?stdoutSince={stdout}&stderrSince={stderr}"
+        ))
+        .await
     }
 
     /// `ProcessInfo`, the output so far, live output, then `Exit`.
@@ -131,8 +146,19 @@ impl Sandbox {
         id: &str,
     ) -> Result<impl Stream<Item = Result<ProcessEvent, SdkError>> + Send + Unpin + use<>, SdkError>
     {
-        self.event_stream(Method::GET, &format!("/api/process/{id}/stream"), None)
-            .await
+        self.stream_process_since(id, 0, 0).await
+    }
+
+    /// As [`Sandbox::stream_process`], replaying only the output after the given offsets.
+    pub async fn stream_process_since(
+        &self,
+        id: &str,
+        stdout: u64,
+        stderr: u64,
+    ) -> Result<impl Stream<Item = Result<ProcessEvent, SdkError>> + Send + Unpin + use<>, SdkError>
+    {
+        let route = format!("/api/process/{id}/stream?stdoutSince={stdout}&stderrSince={stderr}");
+        self.event_stream(Method::GET, &route, None).await
     }
 }
 

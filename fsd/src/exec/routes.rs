@@ -24,7 +24,7 @@ use crate::state::AppState;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
-use fsd_process::{CommandSpec, Live, SessionOptions, Stream};
+use fsd_process::{CommandSpec, Live, SessionOptions, Since, Stream};
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {
@@ -168,7 +168,7 @@ pub async fn execute_stream(
 ) -> Result<Response, ApiError> {
     let (_, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
     let process = state.processes.start(&session_id, &spec, None).await?;
-    let (info, events) = process.events();
+    let (info, events) = process.events(Since::default());
     let start = ExecEvent::Start {
         command: info.command,
         timestamp: now_rfc3339(),
@@ -177,7 +177,7 @@ pub async fn execute_stream(
         process_id: Some(info.id),
     };
     let wire = events.map(|event| match event {
-        Live::Output(stream, data) => output_event(stream, data),
+        Live::Output(stream, data, _) => output_event(stream, data),
         Live::Exit(code) => ExecEvent::Complete {
             exit_code: code,
             timestamp: now_rfc3339(),

@@ -16,7 +16,7 @@ use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
 use fsd_process::background::OUTPUT_CAP_BYTES;
-use fsd_process::{Live, ProcessError, Stream};
+use fsd_process::{Live, ProcessError, Since, Stream};
 use nix::sys::signal::Signal;
 
 use crate::error::ApiError;
@@ -202,30 +202,63 @@ pub async fn kill_all(State(state): State<AppState>) -> Json<KillAllResponse> {
     })
 }
 
+/// `?stdoutSince=&stderrSince=`: absolute byte offsets to read each stream from.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SinceQuery {
+    stdout_since: Option<String>,
+    stderr_since: Option<String>,
+}
+
+impl SinceQuery {
+    /// The offsets asked for; one that is no count of bytes names its field.
+    fn since(&self) -> Result<Since, ApiError> {
+        let parse = |value: &Option<String>, field: &str| match value.as_deref() {
+            None | Some("") => Ok(0),
+            Some(text) => text.parse::<u64>().map_err(|_| {
+                ApiError::validation(field, "must be a byte offset (0 or more)", "INVALID_OFFSET")
+            }),
+        };
+        Ok(Since {
+            stdout: parse(&self.stdout_since, "stdoutSince")?,
+            stderr: parse(&self.stderr_since, "stderrSince")?,
+        })
+    }
+}
+
 pub async fn logs(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<SinceQuery>,
 ) -> Result<Json<ProcessLogsResponse>, ApiError> {
+    let since = query.since()?;
     let process = state.processes.get(&id)?;
-    let (stdout, stderr, truncated) = process.logs();
+    let logs = process.logs(since);
     Ok(Json(ProcessLogsResponse {
         success: true,
         process_id: id,
-        stdout,
-        stderr,
-        truncated,
+        stdout: logs.stdout.text,
+        stderr: logs.stderr.text,
+        truncated: logs.truncated,
         output_cap_bytes: OUTPUT_CAP_BYTES,
+        stdout_offset: logs.stdout.end,
+        stderr_offset: logs.stderr.end,
+        stdout_skipped: logs.stdout.skipped,
+        stderr_skipped: logs.stderr.skipped,
         timestamp: now_rfc3339(),
     }))
 }
 
-/// `process_info`, the output so far, live output, then `exit` and the end of the stream.
+/// `process_info`, the output kept (from the offsets asked for), live output, then `exit`
+/// and the end of the stream. Output events carry the offset to reconnect from.
 pub async fn stream(
     State(state): State<AppState>,
     Path(id): Path<String>,
+    Query(query): Query<SinceQuery>,
 ) -> Result<Response, ApiError> {
+    let since = query.since()?;
     let process = state.processes.get(&id)?;
-    let (info, events) = process.events();
+    let (info, events) = process.events(since);
     let info_event = ProcessEvent::ProcessInfo {
         process_id: info.id.clone(),
         command: info.command.clone(),
@@ -234,23 +267,25 @@ pub async fn stream(
     };
     let process_id = info.id;
     let wire = events.map(move |event| match event {
-        Live::Output(stream, data) => output_event(stream, data, &process_id),
+        Live::Output(stream, data, end) => output_event(stream, data, end, &process_id),
         Live::Exit(code) => exit_event(&process_id, code, process.info().status),
     });
     Ok(sse_response(stream::once(async { info_event }).chain(wire)))
 }
 
-fn output_event(stream: Stream, data: String, process_id: &str) -> ProcessEvent {
-    let (process_id, timestamp) = (process_id.to_string(), now_rfc3339());
+fn output_event(stream: Stream, data: String, end: u64, process_id: &str) -> ProcessEvent {
+    let (process_id, timestamp, offset) = (process_id.to_string(), now_rfc3339(), Some(end));
     match stream {
         Stream::Stdout => ProcessEvent::Stdout {
             data,
             process_id,
+            offset,
             timestamp,
         },
         Stream::Stderr => ProcessEvent::Stderr {
             data,
             process_id,
+            offset,
             timestamp,
         },
     }

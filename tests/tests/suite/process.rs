@@ -369,6 +369,116 @@ async fn stored_output_is_capped_and_says_so() {
     );
     assert_eq!(logs["stdout"].as_str().unwrap().len() as u64, cap);
     assert_eq!(logs["stderr"], "tail-marker\n");
+    // The latest output is kept, at absolute offsets that survive a restart.
+    assert_eq!(logs["stdoutOffset"], 9_000_000, "{}", logs["stdoutOffset"]);
+    assert_eq!(logs["stdoutSkipped"], 9_000_000 - cap);
+    let mut daemon = daemon;
+    daemon.restart();
+    let (_, tail) = daemon
+        .get("/api/process/loud/logs?stdoutSince=8999990&stderrSince=12")
+        .await;
+    assert_eq!(tail["stdout"], "yyyyyyyyyy");
+    assert_eq!(
+        (tail["stdoutOffset"].as_u64(), tail["stderr"].as_str()),
+        (Some(9_000_000), Some(""))
+    );
+    assert!(
+        tail.get("stdoutSkipped").is_none(),
+        "{}",
+        tail["stdoutSkipped"]
+    );
+}
+
+#[tokio::test]
+async fn output_resumes_from_the_offset_a_client_last_saw() {
+    let daemon = Daemon::start();
+    // Each line waits for a line on stdin, so the test decides when output grows; the
+    // third cuts a character in two across writes.
+    let command =
+        "echo one; read; echo two; read; printf 'caf\\xc3'; read; printf '\\xa9\\n'; read";
+    start(
+        &daemon,
+        json!({"command": command, "processId": "resumer", "stdin": "pipe"}),
+    )
+    .await;
+    let logs_from = |since: u64| {
+        let daemon = &daemon;
+        async move {
+            daemon
+                .get(&format!("/api/process/resumer/logs?stdoutSince={since}"))
+                .await
+                .1
+        }
+    };
+    let wait_for = |since: u64, wanted: &'static str| async move {
+        for _ in 0..500 {
+            let logs = logs_from(since).await;
+            if logs["stdout"] == wanted {
+                return logs;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!(
+            "stdout from {since} never became {wanted:?}: {}",
+            logs_from(since).await
+        );
+    };
+    let first = wait_for(0, "one\n").await;
+    assert_eq!(first["stdoutOffset"], 4);
+    let next = || async {
+        let (status, reply) = daemon
+            .post("/api/process/resumer/stdin", json!({"data": "\n"}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+    };
+    next().await;
+    let second = wait_for(4, "two\n").await;
+    assert_eq!(second["stdoutOffset"], 8);
+    next().await;
+    // The cut character waits for its last byte instead of arriving as U+FFFD.
+    let third = wait_for(8, "caf").await;
+    assert_eq!(third["stdoutOffset"], 11);
+    next().await;
+    let fourth = wait_for(11, "\u{e9}\n").await;
+    assert_eq!(fourth["stdoutOffset"], 14);
+
+    // The stream takes the same cursor: the kept output from there, then live output, each
+    // event with the offset after it.
+    let mut events = daemon
+        .request(Method::GET, "/api/process/resumer/stream?stdoutSince=8")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(events.status(), StatusCode::OK);
+    next().await;
+    let mut body = String::new();
+    while let Some(chunk) = events.chunk().await.unwrap() {
+        body.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    let frames = frames(&body);
+    assert_eq!(frames[0]["type"], "process_info");
+    let stdout: Vec<(&str, u64)> = frames
+        .iter()
+        .filter(|f| f["type"] == "stdout")
+        .map(|f| (f["data"].as_str().unwrap(), f["offset"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(stdout, [("caf\u{e9}\n", 14)], "{body}");
+    assert_eq!(frames.last().unwrap()["type"], "exit", "{body}");
+    let all = logs_from(0).await;
+    assert_eq!(all["stdout"], "one\ntwo\ncaf\u{e9}\n");
+    for (query, field) in [
+        ("stdoutSince=-1", "stdoutSince"),
+        ("stderrSince=x", "stderrSince"),
+    ] {
+        let (status, reply) = daemon
+            .get(&format!("/api/process/resumer/logs?{query}"))
+            .await;
+        assert_validation(status, &reply, field);
+        let (status, reply) = daemon
+            .get(&format!("/api/process/resumer/stream?{query}"))
+            .await;
+        assert_validation(status, &reply, field);
+    }
 }
 
 #[tokio::test]

@@ -238,3 +238,48 @@ async fn a_process_stdin_is_an_async_write_and_signals_reach_it() {
     assert_eq!(err.status(), Some(400), "{err}");
     trapper.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn logs_and_streams_resume_from_offsets() {
+    use fsd_sdk::api::process::ProcessEvent;
+    let daemon = Daemon::start();
+    let sandbox = daemon.client().await;
+    let handle = sandbox
+        .start_process(&process("echo first; echo err >&2; echo second", "twice"))
+        .await
+        .unwrap();
+    handle.wait_for_exit(None).await.unwrap();
+    let all = handle.logs().await.unwrap();
+    assert_eq!(
+        (all.stdout.as_str(), all.stdout_offset),
+        ("first\nsecond\n", 13)
+    );
+    assert_eq!(all.stderr_offset, 4);
+    let rest = sandbox.process_logs_since("twice", 6, 4).await.unwrap();
+    assert_eq!(
+        (rest.stdout.as_str(), rest.stderr.as_str()),
+        ("second\n", "")
+    );
+    let events: Vec<ProcessEvent> = sandbox
+        .stream_process_since("twice", 6, 0)
+        .await
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let outputs: Vec<(String, Option<u64>)> = events
+        .into_iter()
+        .filter_map(|event| match event {
+            ProcessEvent::Stdout { data, offset, .. } => Some((format!("out:{data}"), offset)),
+            ProcessEvent::Stderr { data, offset, .. } => Some((format!("err:{data}"), offset)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        outputs,
+        [
+            ("out:second\n".to_string(), Some(13)),
+            ("err:err\n".to_string(), Some(4))
+        ]
+    );
+}
