@@ -93,6 +93,10 @@ pub struct WriteRequest {
     pub encoding: Option<Encoding>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// fsd's own: the file's mode, octal (`755`) or symbolic (`u+x`, applied to the mode
+    /// it would have had: the previous file's, or 0644); the file appears with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -102,7 +106,15 @@ pub struct WriteResponse {
     pub path: String,
     /// Bytes that landed in the file (after base64 decoding). An fsd extension.
     pub bytes_written: u64,
+    /// The mode set, four octal digits, when the request gave one. An fsd extension.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     pub timestamp: String,
+}
+
+/// A mode as answers give it: four octal digits, as `stat -c %04a`.
+pub fn mode_digits(mode: u32) -> String {
+    format!("{:04o}", mode & 0o7777)
 }
 
 /// The answer of routes that act on one path: delete, and errors-free acknowledgements.
@@ -150,6 +162,10 @@ pub struct MkdirRequest {
     pub recursive: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+    /// fsd's own: the new directory's mode, as `mkdir -m` takes it (parents made on the
+    /// way and a directory already there keep theirs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -158,6 +174,9 @@ pub struct MkdirResponse {
     pub success: bool,
     pub path: String,
     pub recursive: bool,
+    /// The mode set, when the request gave one and the directory was made. fsd's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     pub timestamp: String,
 }
 
@@ -282,6 +301,9 @@ pub struct RawWriteResponse {
     pub success: bool,
     pub path: String,
     pub bytes_written: u64,
+    /// The mode set, when `?mode=` gave one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     pub timestamp: String,
 }
 

@@ -64,8 +64,15 @@ impl Sandbox {
             content: content.into(),
             encoding: None,
             session_id: None,
+            mode: None,
         };
         self.post_json("/api/write", &request).await
+    }
+
+    /// Writes as `request` says: any field of the route, `mode` included (the file appears
+    /// with it).
+    pub async fn write_file_with(&self, request: &WriteRequest) -> Result<WriteResponse, SdkError> {
+        self.post_json("/api/write", request).await
     }
 
     /// Writes bytes through the JSON route, base64-encoded.
@@ -79,6 +86,7 @@ impl Sandbox {
             content: BASE64.encode(content),
             encoding: Some(Encoding::Base64),
             session_id: None,
+            mode: None,
         };
         self.post_json("/api/write", &request).await
     }
@@ -118,8 +126,14 @@ impl Sandbox {
             path: path.into(),
             recursive: Some(recursive),
             session_id: None,
+            mode: None,
         };
         self.post_json("/api/mkdir", &request).await
+    }
+
+    /// Makes a directory as `request` says, `mode` included (as `mkdir -m`).
+    pub async fn mkdir_with(&self, request: &MkdirRequest) -> Result<MkdirResponse, SdkError> {
+        self.post_json("/api/mkdir", request).await
     }
 
     pub async fn list_files(

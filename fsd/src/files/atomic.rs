@@ -23,6 +23,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
+use super::permissions::ModeSpec;
 use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
 
@@ -111,6 +112,24 @@ impl Destination {
             Self::Replace(file) => file.sync(),
             Self::Into(_) => Ok(()),
         }
+    }
+
+    /// Commits with `mode` applied first to the mode the replacement would have had (the
+    /// previous file's or a new file's), so the file appears with it; answers the mode set.
+    /// A device or FIFO written into keeps its mode: `None`.
+    pub fn commit_with_mode(self, mode: Option<ModeSpec>) -> io::Result<Option<u32>> {
+        let set = match (&self, mode) {
+            (Self::Replace(file), Some(spec)) => {
+                let current = file.file.metadata()?.permissions().mode() & 0o7777;
+                let wanted = spec.apply(current, false);
+                file.file
+                    .set_permissions(fs::Permissions::from_mode(wanted))?;
+                Some(wanted)
+            }
+            _ => None,
+        };
+        self.commit()?;
+        Ok(set)
     }
 
     /// Makes the write visible: the rename for a replacement; nothing more for a device.

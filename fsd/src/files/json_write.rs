@@ -13,7 +13,7 @@
 use axum::extract::Request;
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
-use fsd_api::files::{Encoding, WriteResponse};
+use fsd_api::files::{Encoding, WriteResponse, mode_digits};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use std::borrow::Cow;
@@ -21,6 +21,7 @@ use std::io::{self, Write};
 use tokio::sync::mpsc;
 
 use super::atomic::Destination;
+use super::permissions::ModeSpec;
 use super::service::blocking;
 use crate::error::ApiError;
 use crate::state::AppState;
@@ -241,6 +242,8 @@ pub(super) struct WriteBody<'a> {
     pub(super) encoding: Option<Encoding>,
     #[serde(default)]
     pub(super) session_id: Option<String>,
+    #[serde(default)]
+    pub(super) mode: Option<String>,
 }
 
 /// Commits the streamed write if the rest of the body (`head`, the content, `tail`)
@@ -266,7 +269,13 @@ async fn finish(
     if confirmed != target {
         return None;
     }
-    blocking(move || Ok(destination.commit()))
+    // A mode that does not parse is left for the ordinary path to report.
+    let spec = match fields.mode.as_deref() {
+        Some(text) => Some(ModeSpec::parse(text).ok()?),
+        None => None,
+    };
+    // A commit that fails leaves the write to the ordinary path too, which reports it.
+    let mode = blocking(move || Ok(destination.commit_with_mode(spec)))
         .await
         .ok()?
         .ok()?;
@@ -274,6 +283,7 @@ async fn finish(
         success: true,
         path: fields.path,
         bytes_written: written,
+        mode: mode.map(mode_digits),
         timestamp: now_rfc3339(),
     })
 }

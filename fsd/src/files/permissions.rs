@@ -115,6 +115,11 @@ impl ModeSpec {
     }
 }
 
+/// A request's optional `mode`, its mistakes named `mode`.
+pub fn parsed_mode(mode: Option<&str>) -> Result<Option<ModeSpec>, FileError> {
+    Ok(mode.map(ModeSpec::parse).transpose()?)
+}
+
 /// Who a file should belong to: a user and a group, each a name or a numeric id.
 pub fn owner_ids(
     owner: Option<&str>,

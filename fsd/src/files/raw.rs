@@ -13,7 +13,7 @@ use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use fsd_api::Operation;
-use fsd_api::files::RawWriteResponse;
+use fsd_api::files::{RawWriteResponse, mode_digits};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use tokio::sync::mpsc;
@@ -21,6 +21,7 @@ use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
 use super::error::FileError;
+use super::permissions::parsed_mode;
 use super::service::{Download, blocking};
 use super::special::Patient;
 use super::stream::receiver_stream;
@@ -43,12 +44,18 @@ const DRAIN_AFTER_FAILURE_BYTES: usize = 16 * 1024 * 1024;
 #[derive(Deserialize)]
 struct RawQuery {
     path: Option<String>,
+    /// An upload's mode (fsd's own), as `POST /api/write` takes it.
+    mode: Option<String>,
+}
+
+fn query(uri: &Uri) -> Result<RawQuery, ApiError> {
+    let query = axum::extract::Query::<RawQuery>::try_from_uri(uri)
+        .map_err(|err| FileError::InvalidQuery(err.body_text()))?;
+    Ok(query.0)
 }
 
 fn path_param(uri: &Uri) -> Result<String, ApiError> {
-    let query = axum::extract::Query::<RawQuery>::try_from_uri(uri)
-        .map_err(|err| FileError::InvalidQuery(err.body_text()))?;
-    Ok(query.0.path.ok_or_else(|| PathError::Invalid {
+    Ok(query(uri)?.path.ok_or_else(|| PathError::Invalid {
         field: "path",
         reason: "the `path` query parameter is required".into(),
     })?)
@@ -108,6 +115,7 @@ fn stream_unsized(path: &std::path::Path, mut reader: Patient) -> Response {
 
 pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
+    let mode = parsed_mode(query(request.uri())?.mode.as_deref()).op(Operation::FileWrite)?;
     let mut destination = state
         .files
         .open_destination(&raw)
@@ -167,12 +175,14 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         .with_operation(Operation::FileWrite));
     }
     let committed = raw.clone();
-    blocking(move || {
-        destination.commit().map_err(|source| FileError::Io {
-            op: "commit",
-            path: committed,
-            source,
-        })
+    let mode = blocking(move || {
+        destination
+            .commit_with_mode(mode)
+            .map_err(|source| FileError::Io {
+                op: "commit",
+                path: committed,
+                source,
+            })
     })
     .await
     .op(Operation::FileWrite)?;
@@ -180,6 +190,7 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
         success: true,
         path: raw,
         bytes_written: written,
+        mode: mode.map(mode_digits),
         timestamp: now_rfc3339(),
     })
     .into_response())

@@ -13,13 +13,13 @@ use fsd_api::files::{
     ChmodRequest, ChownRequest, Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse,
     MkdirRequest, MkdirResponse, MoveRequest, PathRequest, PathResponse, PermissionsResponse,
     ReadRequest, ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse,
-    WriteResponse,
+    WriteResponse, mode_digits,
 };
 
 use super::error::FileError;
 use super::json_write::{self, WriteBody};
 use super::listing::ListOptions;
-use super::permissions::{self, ModeSpec};
+use super::permissions::{self, ModeSpec, parsed_mode};
 use super::raw;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
@@ -96,8 +96,9 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
         json_write::Received::Written(response) => return Ok(Json(response)),
         json_write::Received::Body(body) => body,
     };
-    let (path, session_id, encoding, content) = {
+    let (path, session_id, encoding, content, mode) = {
         let req: WriteBody<'_> = parse(&body)?;
+        let mode = parsed_mode(req.mode.as_deref()).op(Operation::FileWrite)?;
         let content = match req.content {
             // serde_json borrows only from its input; the bounds check keeps that an
             // assumption that cannot go wrong silently.
@@ -111,7 +112,7 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
             }
             Cow::Owned(text) => Content::Copied(text.into_bytes()),
         };
-        (req.path, req.session_id, req.encoding, content)
+        (req.path, req.session_id, req.encoding, content, mode)
     };
     let base64 = encoding == Some(Encoding::Base64);
     let bytes = match content {
@@ -131,15 +132,16 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
             Bytes::from(text)
         }
     };
-    let bytes_written = state
+    let (bytes_written, mode) = state
         .files
-        .write(session_id.as_deref(), &path, bytes)
+        .write(session_id.as_deref(), &path, bytes, mode)
         .await
         .op(Operation::FileWrite)?;
     Ok(Json(WriteResponse {
         success: true,
         path,
         bytes_written,
+        mode: mode.map(mode_digits),
         timestamp: now_rfc3339(),
     }))
 }
@@ -232,15 +234,17 @@ pub async fn mkdir(
     JsonBody(req): JsonBody<MkdirRequest>,
 ) -> Reply<MkdirResponse> {
     let recursive = req.recursive.unwrap_or(false);
-    state
+    let mode = parsed_mode(req.mode.as_deref()).op(Operation::DirectoryCreate)?;
+    let mode = state
         .files
-        .mkdir(req.session_id.as_deref(), &req.path, recursive)
+        .mkdir(req.session_id.as_deref(), &req.path, recursive, mode)
         .await
         .op(Operation::DirectoryCreate)?;
     Ok(Json(MkdirResponse {
         success: true,
         path: req.path,
         recursive,
+        mode: mode.map(mode_digits),
         timestamp: now_rfc3339(),
     }))
 }

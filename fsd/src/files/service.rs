@@ -6,6 +6,7 @@
 
 use std::fs;
 use std::io::{self, Read};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,10 +14,11 @@ use base64_simd::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
 use fsd_api::files::{Encoding, FileInfo, FileStat};
 
-use super::atomic::{self, AtomicWriteError, Destination};
+use super::atomic::{AtomicWriteError, Destination};
 use super::error::FileError;
 use super::listing::{self, ListOptions};
 use super::mime;
+use super::permissions::ModeSpec;
 use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
 use crate::paths::{Follow, PathPolicy, Paths};
@@ -181,24 +183,30 @@ impl FileService {
         .await
     }
 
-    /// Replaces the file at `raw` with `bytes`, atomically.
+    /// Replaces the file at `raw` with `bytes`, atomically, with `mode` applied to the
+    /// mode it would have had (the file appears with it); answers the bytes written and the
+    /// mode set.
     pub async fn write(
         &self,
         session: Option<&str>,
         raw: &str,
         bytes: bytes::Bytes,
-    ) -> Result<u64, FileError> {
+        mode: Option<ModeSpec>,
+    ) -> Result<(u64, Option<u32>), FileError> {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let len = bytes.len() as u64;
         let scratch = self.scratch.clone();
-        blocking(move || {
-            atomic::write_bytes(&path, &bytes, Some(&scratch))
-                .map_err(|err| write_error(err, &path, &raw))
+        let mode = blocking(move || {
+            let failed = |err| write_error(err, &path, &raw);
+            let mut destination = Destination::open(&path, Some(&scratch)).map_err(failed)?;
+            let io_failed = |err: io::Error| write_error(err.into(), &path, &raw);
+            destination.write_all(&bytes).map_err(io_failed)?;
+            destination.commit_with_mode(mode).map_err(io_failed)
         })
         .await?;
-        Ok(len)
+        Ok((len, mode))
     }
 
     /// Starts a write of `raw` that the caller streams into (see [`Destination`]).
@@ -304,27 +312,43 @@ impl FileService {
         .await
     }
 
+    /// Makes a directory; with `mode`, the directory this call made gets it (as
+    /// `mkdir -m`: parents made on the way and a directory already there keep theirs, and
+    /// the umask does not apply). Answers the mode set.
     pub async fn mkdir(
         &self,
         session: Option<&str>,
         raw: &str,
         recursive: bool,
-    ) -> Result<(), FileError> {
+        mode: Option<ModeSpec>,
+    ) -> Result<Option<u32>, FileError> {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         blocking(move || {
+            let existed = recursive && path.is_dir();
             let result = if recursive {
                 fs::create_dir_all(&path)
             } else {
                 fs::create_dir(&path)
             };
             result.map_err(|err| match err.kind() {
-                io::ErrorKind::AlreadyExists => FileError::AlreadyExists { path: raw },
+                io::ErrorKind::AlreadyExists => FileError::AlreadyExists { path: raw.clone() },
                 io::ErrorKind::NotFound => FileError::not_found("Parent directory", &raw),
-                io::ErrorKind::NotADirectory => FileError::NotDirectory { path: raw },
+                io::ErrorKind::NotADirectory => FileError::NotDirectory { path: raw.clone() },
                 _ => FileError::io("mkdir", &path)(err),
-            })
+            })?;
+            let Some(spec) = mode.filter(|_| !existed) else {
+                return Ok(None);
+            };
+            let current = fs::symlink_metadata(&path)
+                .map_err(FileError::io("mkdir", &path))?
+                .permissions()
+                .mode();
+            let wanted = spec.apply(current, true);
+            fs::set_permissions(&path, fs::Permissions::from_mode(wanted))
+                .map_err(FileError::io("chmod", &path))?;
+            Ok(Some(wanted))
         })
         .await
     }

@@ -198,7 +198,7 @@ pub async fn replace(
             Some(fsd_search::unified_diff(&raw, &replaced.changes))
         } else {
             let bytes = bytes::Bytes::from(replaced.content);
-            state.files.write(None, &raw, bytes).await.op(op)?;
+            state.files.write(None, &raw, bytes, None).await.op(op)?;
             None
         };
         files.push(ReplacedFile {
