@@ -12,6 +12,7 @@ pub mod exec;
 pub mod files;
 pub mod git;
 pub mod interpreter;
+pub mod metrics;
 pub mod mounts;
 pub mod ports;
 pub mod process;

@@ -85,6 +85,13 @@ pub struct ProcessInfo {
     pub end_time: Option<String>,
     pub exit_code: Option<i32>,
     pub session_id: String,
+    /// fsd's own: CPU time of the process and everything it started, in seconds (for a
+    /// finished one, what it and what it waited for used).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_seconds: Option<f64>,
+    /// fsd's own: resident memory of the process's tree now, while it runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_bytes: Option<u64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -17,6 +17,7 @@ mod proxy;
 mod search;
 mod shell;
 mod sync;
+mod top;
 mod tunnel;
 mod up;
 mod watch;
@@ -63,6 +64,9 @@ enum Command {
     Find(search::FindArgs),
     /// Mirror a sandbox directory into a local one, incrementally.
     Sync(sync::SyncArgs),
+    /// The sandbox's CPU, memory, disks and connections, and its background processes by
+    /// CPU use, refreshed until Ctrl-C (`--json`: one document per refresh).
+    Top(top::TopArgs),
     /// Back up sandbox directories to an S3-compatible store and restore them.
     Backup(backup::BackupArgs),
     /// Run the embedded S3-compatible store alone.
@@ -212,6 +216,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Sync(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             sync::run(&sandbox, args, cli.json).await
+        }
+        Command::Top(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            top::run(&sandbox, args, cli.json).await
         }
     }
 }

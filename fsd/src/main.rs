@@ -12,6 +12,7 @@ mod git;
 mod init;
 mod interpreter;
 mod logging;
+mod metrics;
 mod mounts;
 mod paths;
 mod ports;

@@ -16,6 +16,7 @@ use crate::files::{self, FileService};
 use crate::git;
 use crate::init::command::UserCommand;
 use crate::interpreter::{self, InterpreterConfig, InterpreterService};
+use crate::metrics::{self, MetricsService};
 use crate::mounts::{self, MountService};
 use crate::paths::{PathPolicy, Paths};
 use crate::ports;
@@ -55,8 +56,15 @@ fn http_router(state: AppState, token: auth::ApiToken) -> Router {
         .merge(interpreter::router())
         .merge(git::router())
         .merge(search::router())
+        .merge(metrics::router())
         .fallback(unknown_route)
-        .method_not_allowed_fallback(unknown_route);
+        .method_not_allowed_fallback(unknown_route)
+        // Per route (a layer of a router wraps each of its routes), so the route's pattern
+        // is known; requests over `/ws` come through here too.
+        .layer(axum::middleware::from_fn_with_state(
+            state.metrics.requests.clone(),
+            metrics::record,
+        ));
     guarded(routes.with_state(state), token)
 }
 
@@ -165,6 +173,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         listener,
         router(state.clone(), token, settings.ws_stall),
         settings.connections,
+        state.metrics.connections.clone(),
         shutdown,
     )
     .await;
@@ -300,6 +309,12 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
             restore_driver: backups.driver_name().to_string(),
             ..capabilities::detect(&settings.workspace, settings.confine)
         }),
+        metrics: {
+            let metrics =
+                MetricsService::new(settings.workspace.clone(), settings.state_dir.clone());
+            metrics.start_sampling();
+            metrics
+        },
         auth_enabled: settings.token.is_some(),
     })
 }

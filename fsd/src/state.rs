@@ -7,6 +7,7 @@ use fsd_api::system::Capabilities;
 use crate::backup::BackupService;
 use crate::files::FileService;
 use crate::interpreter::InterpreterService;
+use crate::metrics::MetricsService;
 use crate::mounts::MountService;
 use crate::paths::Paths;
 use crate::terminal::TerminalService;
@@ -28,6 +29,8 @@ pub struct AppState {
     pub mounts: Arc<MountService>,
     pub interpreters: Arc<InterpreterService>,
     pub capabilities: Arc<Capabilities>,
+    /// Resource figures and request statistics.
+    pub metrics: Arc<MetricsService>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,
 }

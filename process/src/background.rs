@@ -168,6 +168,18 @@ impl Process {
         self.lock().info.clone()
     }
 
+    /// The process's info with what its tree uses now, while it runs (measured from
+    /// `/proc`); a finished one keeps the CPU time its supervisor reported.
+    pub fn described(&self) -> ProcessInfo {
+        let mut info = self.info();
+        if !info.status.is_terminal() && self.supervisor != 0 {
+            let usage = proctree::usage_below(self.supervisor);
+            info.cpu_seconds = Some(usage.cpu_seconds);
+            info.rss_bytes = Some(usage.rss_bytes);
+        }
+        info
+    }
+
     /// The output kept from `since` on (lossy text), with the offsets to continue from.
     pub fn logs(&self, since: Since) -> Logs {
         self.lock().read(since)
@@ -315,13 +327,13 @@ impl ProcessService {
             .ok_or_else(|| ProcessError::NotFound { id: id.to_string() })
     }
 
-    /// All processes, oldest first, optionally of one status.
+    /// All processes, oldest first, optionally of one status, with what each uses.
     pub fn list(&self, status: Option<ProcessStatus>) -> Vec<ProcessInfo> {
-        let mut infos: Vec<ProcessInfo> = self
-            .table()
-            .values()
-            .map(|p| p.info())
-            .filter(|info| status.is_none_or(|s| info.status == s))
+        let processes: Vec<Arc<Process>> = self.table().values().cloned().collect();
+        let mut infos: Vec<ProcessInfo> = processes
+            .iter()
+            .filter(|p| status.is_none_or(|s| p.info().status == s))
+            .map(|p| p.described())
             .collect();
         infos.sort_by(|a, b| {
             a.start_time
@@ -370,6 +382,8 @@ impl ProcessService {
                 end_time: None,
                 exit_code: None,
                 session_id: session_id.to_string(),
+                cpu_seconds: None,
+                rss_bytes: None,
             },
             started.supervisor,
             [OutputLog::default(), OutputLog::default()],
@@ -462,13 +476,21 @@ impl ProcessService {
             .map_err(stdin_error)
     }
 
+    /// Background processes running now.
+    pub fn running(&self) -> usize {
+        self.table()
+            .values()
+            .filter(|p| !p.info().status.is_terminal())
+            .count()
+    }
+
     /// Kills every running process; returns how many there were.
     pub async fn kill_all(&self) -> usize {
         let running: Vec<String> = self
-            .list(None)
-            .into_iter()
-            .filter(|i| !i.status.is_terminal())
-            .map(|i| i.id)
+            .table()
+            .values()
+            .filter(|p| !p.info().status.is_terminal())
+            .map(|p| p.id.clone())
             .collect();
         let kills = running.iter().map(|id| self.kill(id));
         futures_util::future::join_all(kills)
@@ -527,6 +549,7 @@ async fn follow(process: &Process, mut started: Started, session: &Session) -> i
         tokio::select! {
             report = started.reports.recv() => match report {
                 Some(Report::Exit(code)) => break code,
+                Some(Report::Cpu(micros)) => process.lock().info.cpu_seconds = Some(micros as f64 / 1e6),
                 Some(_) => {}
                 None => break -1,
             },

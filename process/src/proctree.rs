@@ -82,6 +82,64 @@ pub fn living_below(root: u32) -> Vec<u32> {
         .collect()
 }
 
+/// What a process tree uses: CPU time and resident memory.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    pub cpu_seconds: f64,
+    pub rss_bytes: u64,
+}
+
+/// What the tree below `root` uses now: the CPU time of every living process and of the
+/// children each has waited for, `root`'s waited-for children included (`root` itself, a
+/// supervisor, is left out), and their resident memory.
+pub fn usage_below(root: u32) -> Usage {
+    let (ticks, page) = (clock_ticks(), page_bytes());
+    let mut used_ticks = 0u64;
+    let mut rss_pages = 0u64;
+    for pid in tree(root) {
+        let Some(fields) = stat_fields(pid) else {
+            continue;
+        };
+        // After the name: state is field 3, utime 14, stime 15, cutime 16, cstime 17, rss 24.
+        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+        let waited = field(16).unwrap_or(0) + field(17).unwrap_or(0);
+        if pid == root {
+            used_ticks += waited;
+            continue;
+        }
+        used_ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0) + waited;
+        rss_pages += field(24).unwrap_or(0);
+    }
+    Usage {
+        cpu_seconds: used_ticks as f64 / ticks as f64,
+        rss_bytes: rss_pages * page,
+    }
+}
+
+/// The fields of `/proc/<pid>/stat` after the parenthesized name (state first).
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    Some(after_name.split_whitespace().map(str::to_string).collect())
+}
+
+/// Clock ticks per second, which `/proc` counts CPU time in.
+pub fn clock_ticks() -> u64 {
+    use nix::unistd::{SysconfVar, sysconf};
+    match sysconf(SysconfVar::CLK_TCK) {
+        Ok(Some(ticks)) if ticks > 0 => ticks as u64,
+        _ => 100,
+    }
+}
+
+fn page_bytes() -> u64 {
+    use nix::unistd::{SysconfVar, sysconf};
+    match sysconf(SysconfVar::PAGE_SIZE) {
+        Ok(Some(bytes)) if bytes > 0 => bytes as u64,
+        _ => 4096,
+    }
+}
+
 /// Sends `signal` to each of `pids` (never 0 or 1).
 pub fn signal_all(pids: &[u32], signal: Signal) {
     for &pid in pids {
@@ -115,6 +173,8 @@ mod tests {
         assert_eq!(kids.len(), 2, "{kids:?}");
         assert_eq!(parent(kids[0]), Some(pid));
         assert_eq!(tree(pid).len(), 3);
+        let usage = usage_below(pid);
+        assert!(usage.rss_bytes > 0, "{usage:?}");
         signal_all(&tree(pid), Signal::SIGKILL);
         child.wait().unwrap();
         for kid in kids {

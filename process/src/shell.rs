@@ -36,6 +36,9 @@ pub enum Report {
     Pid(u32),
     /// A background command exited with this status (128+N after signal N).
     Exit(i32),
+    /// The CPU time, in microseconds, of what a background command's supervisor waited
+    /// for; sent just before its `Exit`.
+    Cpu(u64),
 }
 
 type Routes = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Report>>>>;
@@ -387,6 +390,7 @@ fn parse_report(line: &str) -> Option<(u64, Report)> {
         "done" => Report::Done(value.parse().ok()?),
         "pid" => Report::Pid(value.parse().ok()?),
         "exit" => Report::Exit(value.parse().ok()?),
+        "cpu" => Report::Cpu(value.parse().ok()?),
         _ => return None,
     };
     Some((job, report))
@@ -402,6 +406,7 @@ mod tests {
         assert_eq!(parse_report("done 4 127"), Some((4, Report::Done(127))));
         assert_eq!(parse_report("pid 5 4242"), Some((5, Report::Pid(4242))));
         assert_eq!(parse_report("exit 5 143"), Some((5, Report::Exit(143))));
+        assert_eq!(parse_report("cpu 5 1500"), Some((5, Report::Cpu(1500))));
         assert_eq!(parse_report("done x 1"), None);
         assert_eq!(parse_report("hello"), None);
     }

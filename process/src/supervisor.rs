@@ -19,7 +19,9 @@ use std::path::PathBuf;
 
 use nix::errno::Errno;
 use nix::sched::CloneFlags;
+use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
+use nix::sys::time::TimeValLike;
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork, getpid};
 
@@ -170,6 +172,13 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
                 return code;
             }
             OnExit::Linger => {
+                // The CPU time of everything waited for so far (the program, and what it
+                // started that ended), which the daemon keeps once the tree is gone.
+                if let Ok(usage) = getrusage(UsageWho::RUSAGE_CHILDREN) {
+                    let used = usage.user_time().num_microseconds()
+                        + usage.system_time().num_microseconds();
+                    report(&args, &format!("cpu {{job}} {used}"));
+                }
                 report(&args, &format!("exit {{job}} {code}"));
                 status = None;
             }

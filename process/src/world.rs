@@ -174,6 +174,13 @@ impl World {
         None
     }
 
+    /// How many processes run below the daemon: commands, their shells and supervisors
+    /// (commands join the namespace as children of their supervisors, not of its init,
+    /// which is counted too).
+    pub fn process_count(&self) -> usize {
+        proctree::living_below(std::process::id()).len()
+    }
+
     /// Ends every process of the world (daemon shutdown).
     pub fn shutdown(&self) {
         if let Some(init) = &self.init {

@@ -1,5 +1,6 @@
-//! Health, version and host capabilities.
+//! Health, version, host capabilities and resource figures.
 
+use fsd_api::metrics::MetricsResponse;
 use fsd_api::system::{Capabilities, CapabilitiesResponse, PingResponse, VersionResponse};
 
 use crate::{Sandbox, SdkError};
@@ -19,5 +20,10 @@ impl Sandbox {
     pub async fn capabilities(&self) -> Result<Capabilities, SdkError> {
         let reply: CapabilitiesResponse = self.get_json("/api/capabilities").await?;
         Ok(reply.capabilities)
+    }
+
+    /// The sandbox's CPU, memory, disks, connections and processes (`GET /api/metrics`).
+    pub async fn metrics(&self) -> Result<MetricsResponse, SdkError> {
+        self.get_json("/api/metrics").await
     }
 }

@@ -218,6 +218,18 @@ impl Daemon {
         (status, json)
     }
 
+    /// DELETEs and returns status and parsed body.
+    pub async fn delete(&self, route: &str) -> (StatusCode, Value) {
+        let response = self
+            .request(reqwest::Method::DELETE, route)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        let json = response.json().await.expect("JSON body");
+        (status, json)
+    }
+
     /// SIGKILLs the daemon (a crash) and waits for it; `resume` starts it again.
     pub fn crash(&mut self) {
         let _ = self.child.kill();

@@ -94,7 +94,7 @@ pub async fn get(
     let process = state.processes.get(&id)?;
     Ok(Json(GetProcessResponse {
         success: true,
-        process: process.info(),
+        process: process.described(),
         timestamp: now_rfc3339(),
     }))
 }

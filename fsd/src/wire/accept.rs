@@ -63,6 +63,7 @@ pub async fn serve(
     listener: TcpListener,
     router: Router,
     limits: Limits,
+    counts: Arc<ConnectionCounts>,
     shutdown: impl Future<Output = ()>,
 ) {
     let (stopping, _) = tokio::sync::watch::channel(false);
@@ -78,7 +79,10 @@ pub async fn serve(
         router: TowerToHyperService::new(router),
         // A connection gets the same time to show a whole head as one accepted at the cap.
         connections: Connections::new(HEAD_GRACE),
-        count: OpenCount::default(),
+        count: OpenCount {
+            counts,
+            peak: AtomicUsize::new(0),
+        },
         waiting: Waiting::new(limits.max_connections),
         refusals: Refusals::default(),
         cap: limits.max_connections,
@@ -277,10 +281,16 @@ impl Refusals {
     }
 }
 
+/// HTTP connections open now and accepted in all, for the resource figures.
+#[derive(Debug, Default)]
+pub struct ConnectionCounts {
+    pub open: AtomicUsize,
+    pub accepted: AtomicU64,
+}
+
 /// Open connections, and the most open since the memory was last given back.
-#[derive(Default)]
 struct OpenCount {
-    open: AtomicUsize,
+    counts: Arc<ConnectionCounts>,
     peak: AtomicUsize,
 }
 
@@ -289,17 +299,18 @@ const FLOOD: usize = 64;
 
 impl OpenCount {
     fn open(&self) -> usize {
-        self.open.load(Ordering::Relaxed)
+        self.counts.open.load(Ordering::Relaxed)
     }
 
     fn opened(&self) {
-        let open = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        let open = self.counts.open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.counts.accepted.fetch_add(1, Ordering::Relaxed);
         self.peak.fetch_max(open, Ordering::Relaxed);
     }
 
     /// When the last connection of a flood closes, the heap it used goes back to the system.
     fn closed(&self) {
-        let was = self.open.fetch_sub(1, Ordering::Relaxed);
+        let was = self.counts.open.fetch_sub(1, Ordering::Relaxed);
         if was == 1 && self.peak.load(Ordering::Relaxed) >= FLOOD {
             self.peak.store(0, Ordering::Relaxed);
             tokio::task::spawn_blocking(memory::release_free_memory);

@@ -24,6 +24,7 @@ mod init;
 mod interpreter;
 mod kubernetes;
 mod layout;
+mod metrics;
 mod mount_proxy;
 mod official_sdk;
 mod permissions;

@@ -19,12 +19,8 @@ async fn write(daemon: &Daemon, id: &str, body: Value) -> (StatusCode, Value) {
 }
 
 async fn kill(daemon: &Daemon, id: &str) {
-    let response = daemon
-        .request(reqwest::Method::DELETE, &format!("/api/process/{id}"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    let (status, reply) = daemon.delete(&format!("/api/process/{id}")).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
 }
 
 async fn logs(daemon: &Daemon, id: &str) -> Value {
