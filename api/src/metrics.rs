@@ -35,7 +35,8 @@ pub struct CpuMetrics {
     pub usage_seconds: f64,
     /// Use over the last interval, in percent of one core (200 is two cores busy).
     pub percent: f64,
-    /// The interval `percent` covers, in seconds (about 1).
+    /// The interval `percent` covers, in seconds (about 1; 0 in the first second, before
+    /// there are two samples).
     pub interval_seconds: f64,
     /// Cores the daemon may run on.
     pub cores: u32,

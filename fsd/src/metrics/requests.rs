@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 
@@ -66,7 +67,19 @@ pub async fn record(
     next: Next,
 ) -> Response {
     let started = Instant::now();
-    let method = request.method().as_str().to_string();
+    // Only the standard methods name a series: any other is `OTHER`, so a caller inventing
+    // methods cannot grow the table.
+    let method = match *request.method() {
+        Method::GET
+        | Method::POST
+        | Method::PUT
+        | Method::DELETE
+        | Method::PATCH
+        | Method::HEAD
+        | Method::OPTIONS => request.method().as_str(),
+        _ => "OTHER",
+    }
+    .to_string();
     let route = request
         .extensions()
         .get::<MatchedPath>()

@@ -192,6 +192,32 @@ async fn prometheus_text_carries_the_figures_and_the_requests() {
         !text.contains("/api/process/scraped\""),
         "paths never become labels"
     );
+    // Invented methods share one series.
+    for method in ["BREW", "WHEN"] {
+        daemon
+            .request(
+                reqwest::Method::from_bytes(method.as_bytes()).unwrap(),
+                "/api/ping",
+            )
+            .send()
+            .await
+            .unwrap();
+    }
+    let text = daemon
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(!text.contains("BREW") && !text.contains("WHEN"), "{text}");
+    assert!(
+        text.contains(
+            "fsd_http_requests_total{method=\"OTHER\",route=\"/api/ping\",status=\"404\"} 2"
+        ),
+        "{text}"
+    );
     daemon.delete("/api/process/scraped").await;
 }
 
