@@ -24,7 +24,6 @@ struct CpuSample {
 
 pub struct MetricsService {
     started: Instant,
-    cgroup: Option<Cgroup>,
     /// The two latest samples: their difference is the last interval's use.
     samples: Mutex<(Option<CpuSample>, Option<CpuSample>)>,
     disks: Vec<(&'static str, PathBuf)>,
@@ -45,11 +44,9 @@ pub struct Snapshot {
 impl MetricsService {
     /// Finds the daemon's cgroup; `workspace` and `state_dir` are the disks reported.
     pub fn new(workspace: PathBuf, state_dir: PathBuf) -> Arc<Self> {
-        let cgroup = Cgroup::of_self();
-        tracing::debug!(?cgroup, "resource figures from");
+        tracing::debug!(cgroup = ?Cgroup::of_self(), "resource figures from");
         let service = Arc::new(Self {
             started: Instant::now(),
-            cgroup,
             samples: Mutex::new((None, None)),
             disks: vec![("workspace", workspace), ("state", state_dir)],
             connections: Arc::default(),
@@ -76,8 +73,8 @@ impl MetricsService {
     }
 
     /// CPU time used so far, and where the figure comes from.
-    fn cpu_seconds(&self) -> (f64, Source) {
-        if let Some(seconds) = self.cgroup.as_ref().and_then(Cgroup::cpu_seconds) {
+    fn cpu_seconds(cgroup: Option<&Cgroup>) -> (f64, Source) {
+        if let Some(seconds) = cgroup.and_then(Cgroup::cpu_seconds) {
             return (seconds, Source::Cgroup);
         }
         let ticks = fsd_process::proctree::clock_ticks();
@@ -87,18 +84,20 @@ impl MetricsService {
     fn sample(&self) {
         let sample = CpuSample {
             at: Instant::now(),
-            seconds: self.cpu_seconds().0,
+            seconds: Self::cpu_seconds(Cgroup::of_self().as_ref()).0,
         };
         let mut samples = self.samples.lock().unwrap_or_else(|p| p.into_inner());
         *samples = (samples.1, Some(sample));
     }
 
-    /// The figures now. Blocking (it reads `/proc`, `/sys` and statvfs).
+    /// The figures now. Blocking (it reads `/proc`, `/sys` and statvfs). The cgroup is
+    /// looked up each time: a daemon may be moved into another (a service manager does).
     pub fn snapshot(&self) -> Snapshot {
+        let cgroup = Cgroup::of_self();
         Snapshot {
             uptime_seconds: self.started.elapsed().as_secs_f64(),
-            cpu: self.cpu(),
-            memory: self.memory(),
+            cpu: self.cpu(cgroup.as_ref()),
+            memory: Self::memory(cgroup.as_ref()),
             disks: self.disks(),
             connections: ConnectionMetrics {
                 open: self.connections.open.load(Ordering::Relaxed) as u64,
@@ -107,8 +106,8 @@ impl MetricsService {
         }
     }
 
-    fn cpu(&self) -> CpuMetrics {
-        let (usage_seconds, source) = self.cpu_seconds();
+    fn cpu(&self, cgroup: Option<&Cgroup>) -> CpuMetrics {
+        let (usage_seconds, source) = Self::cpu_seconds(cgroup);
         let (percent, interval_seconds) =
             match *self.samples.lock().unwrap_or_else(|p| p.into_inner()) {
                 (Some(before), Some(after)) => {
@@ -123,23 +122,21 @@ impl MetricsService {
             percent,
             interval_seconds,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get() as u32),
-            limit_cores: self.cgroup.as_ref().and_then(Cgroup::cpu_limit_cores),
+            limit_cores: cgroup.and_then(Cgroup::cpu_limit_cores),
             source,
         }
     }
 
-    fn memory(&self) -> MemoryMetrics {
+    fn memory(cgroup: Option<&Cgroup>) -> MemoryMetrics {
         let (host_total_bytes, host_used) = host::memory().unwrap_or((0, 0));
-        let cgroup_used = self.cgroup.as_ref().and_then(Cgroup::memory_used);
+        let cgroup_used = cgroup.and_then(Cgroup::memory_used);
         let (used_bytes, source) = match cgroup_used {
             Some(used) => (used, Source::Cgroup),
             None => (host_used, Source::Host),
         };
         MemoryMetrics {
             used_bytes,
-            limit_bytes: self
-                .cgroup
-                .as_ref()
+            limit_bytes: cgroup
                 .and_then(Cgroup::memory_limit)
                 .filter(|&limit| limit < host_total_bytes || host_total_bytes == 0),
             host_total_bytes,

@@ -247,3 +247,60 @@ async fn fsctl_top_and_the_sdk_show_the_figures() {
     assert!(!output.status.success());
     daemon.delete("/api/process/topped").await;
 }
+
+/// The v1 memory cgroup directory of `pid`, when that hierarchy is mounted.
+fn v1_memory_cgroup(pid: u32) -> Option<std::path::PathBuf> {
+    let listing = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = listing.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
+    })?;
+    let dir = std::path::Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
+    dir.join("memory.limit_in_bytes").exists().then_some(dir)
+}
+
+#[tokio::test]
+async fn a_memory_limit_set_on_the_daemons_cgroup_is_reported() {
+    let test = "metrics::a_memory_limit_set_on_the_daemons_cgroup_is_reported";
+    let daemon = Daemon::start();
+    let own = v1_memory_cgroup(daemon.pid()).filter(|_| fsd_tests::is_root());
+    if !fsd_tests::available_or_skip(own.is_some(), test, "root and a v1 memory cgroup") {
+        return;
+    }
+    let own = own.unwrap();
+    let (_, before) = daemon.get("/api/metrics").await;
+    let host = before["memory"]["hostTotalBytes"].as_u64().unwrap();
+    // A cgroup of its own with a limit below the host's memory, the daemon moved into it:
+    // the figures follow the daemon.
+    let boxed = own.join(format!("fsd-metrics-{}", std::process::id()));
+    std::fs::create_dir(&boxed).unwrap();
+    let limit = (host / 2).min(512 << 20);
+    std::fs::write(boxed.join("memory.limit_in_bytes"), limit.to_string()).unwrap();
+    let set: u64 = std::fs::read_to_string(boxed.join("memory.limit_in_bytes"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    std::fs::write(boxed.join("cgroup.procs"), daemon.pid().to_string()).unwrap();
+    let (_, metrics) = daemon.get("/api/metrics").await;
+    // Moved back before anything else can fail, so the cgroup can be removed.
+    std::fs::write(own.join("cgroup.procs"), daemon.pid().to_string()).unwrap();
+    let removed = (0..100).any(|_| {
+        std::fs::remove_dir(&boxed).is_ok() || {
+            std::thread::sleep(Duration::from_millis(20));
+            false
+        }
+    });
+    let memory = &metrics["memory"];
+    assert_eq!(memory["limitBytes"].as_u64(), Some(set), "{memory}");
+    assert_eq!(memory["source"], "cgroup", "{memory}");
+    assert!(memory["usedBytes"].as_u64().unwrap() > 0, "{memory}");
+    assert!(removed, "{} could not be removed", boxed.display());
+    // Out of it again, the limit is gone.
+    let (_, after) = daemon.get("/api/metrics").await;
+    assert_ne!(after["memory"]["limitBytes"].as_u64(), Some(set), "{after}");
+}
