@@ -334,11 +334,15 @@ await check('interpreter', async () => {
     onError: (error) => { seen.push(['error', error.name]); },
   };
   await api.interpreter.runCodeStream(context.id, 'print(1)\n2+3', undefined, callbacks);
-  // Output (in as many pieces as it came) and the result, each in its order; a result
-  // may overtake buffered output.
+  // Output (in as many pieces as it came), then the result: a result follows what was
+  // printed before it.
+  const kinds = seen.map(([kind]) => kind).filter((kind, i, all) => kind !== all[i - 1]);
   const out = seen.filter(([kind]) => kind === 'stdout').map(([, text]) => text).join('');
   const results = seen.filter(([kind]) => kind === 'result').map(([, text]) => text);
-  expect(out === '1\n' && JSON.stringify(results) === '["5"]', JSON.stringify(seen));
+  expect(
+    JSON.stringify(kinds) === '["stdout","result"]' && out === '1\n' && JSON.stringify(results) === '["5"]',
+    JSON.stringify(seen),
+  );
   await api.interpreter.runCodeStream(context.id, 'raise ValueError("x")', undefined, callbacks);
   expect(seen.at(-1)[0] === 'error' && seen.at(-1)[1] === 'ValueError', JSON.stringify(seen));
   await api.interpreter.deleteCodeContext(context.id);

@@ -2,7 +2,9 @@
 //! sandbox's process world under a supervisor (killable, counted, ended at shutdown like
 //! every command). Requests go to it on fd 3 and frames come back on fd 4 (JSON lines);
 //! its stdout and stderr are the running call's output, streamed as they arrive and cut at
-//! the sentinel the executor writes before each `done` frame.
+//! the sentinel the executor writes before each `done` frame; a result waits for the mark
+//! the executor writes to stdout before it (see `output`), so it follows what was printed
+//! before it.
 
 use std::ffi::OsStr;
 use std::os::fd::AsRawFd;
@@ -26,7 +28,7 @@ use tokio::time::Instant;
 
 use super::error::InterpreterError;
 use super::kind::Kind;
-use super::output::CallOutput;
+use super::output::{CallOutput, Piece};
 use fsd_process::supervisor::OnExit;
 use fsd_process::{World, proctree, stop};
 
@@ -323,6 +325,7 @@ impl Executor {
         }
         let mut stdout = CallOutput::new(&sentinel);
         let mut stderr = CallOutput::new(&sentinel);
+        let mut results = Results::default();
         let mut error: Option<CodeEvent> = None;
         let mut done_at: Option<Instant> = None;
         let mut interrupted = false;
@@ -339,13 +342,14 @@ impl Executor {
                 line = self.frames.next_line(), if done_at.is_none() => {
                     let Ok(Some(line)) = line else {
                         let status = self.child.wait().await.ok().and_then(|s| s.code());
+                        results.flush(events).await;
                         flush(&mut stdout, &mut stderr, events).await;
                         let _ = events.send(died(status)).await;
                         return CallEnd::Lost;
                     };
                     match serde_json::from_str::<Frame>(&line) {
                         Ok(Frame::Result { format, data }) => {
-                            let _ = events.send(CodeEvent::result(&format, data)).await;
+                            results.arrived(CodeEvent::result(&format, data), events).await;
                         }
                         Ok(Frame::Error { ename, evalue, traceback }) => {
                             error = Some(CodeEvent::Error { ename, evalue, traceback });
@@ -365,13 +369,20 @@ impl Executor {
                 }
                 chunk = self.output.recv() => {
                     let Some((stream, chunk)) = chunk else { continue };
-                    let (output, event): (&mut CallOutput, fn(String) -> CodeEvent) = match stream {
-                        Stream::Stdout => (&mut stdout, |text| CodeEvent::Stdout { text }),
-                        Stream::Stderr => (&mut stderr, |text| CodeEvent::Stderr { text }),
-                    };
-                    let text = output.push(&chunk);
-                    if !text.is_empty() {
-                        let _ = events.send(event(text)).await;
+                    match stream {
+                        Stream::Stdout => {
+                            for piece in stdout.push(&chunk) {
+                                results.stdout(piece, events).await;
+                            }
+                        }
+                        // Marks are written to stdout only.
+                        Stream::Stderr => {
+                            for piece in stderr.push(&chunk) {
+                                if let Piece::Text(text) = piece {
+                                    let _ = events.send(CodeEvent::Stderr { text }).await;
+                                }
+                            }
+                        }
                     }
                 }
                 () = sleep_until(wake) => {
@@ -386,12 +397,15 @@ impl Executor {
                     }
                     // Interrupted and still running: the executor goes, and its state.
                     self.kill();
+                    results.flush(events).await;
                     flush(&mut stdout, &mut stderr, events).await;
                     let _ = events.send(timed_out(timeout, false, None)).await;
                     return CallEnd::Killed;
                 }
             }
         }
+        // Results whose marks never came (the code took fd 1 over) go out at the end.
+        results.flush(events).await;
         flush(&mut stdout, &mut stderr, events).await;
         let last = if interrupted {
             timed_out(timeout, true, error)
@@ -489,6 +503,75 @@ async fn read_output(
     }
 }
 
+/// A call's stdout and results in one order: each result where its mark came in stdout,
+/// after the output printed before it. The mark is written before the result's frame, but
+/// they come on different pipes: a result that comes first waits for its mark, and stdout
+/// that comes after a mark waits for the mark's result.
+#[derive(Default)]
+struct Results {
+    /// Results whose marks have not come yet, in order.
+    waiting: std::collections::VecDeque<CodeEvent>,
+    /// Stdout from a mark whose result has not come yet on (the mark first).
+    held: std::collections::VecDeque<Piece>,
+}
+
+impl Results {
+    /// A piece of stdout, sent now unless it must wait behind a mark.
+    async fn stdout(&mut self, piece: Piece, events: &mpsc::Sender<CodeEvent>) {
+        if self.held.is_empty() {
+            self.release(piece, events).await;
+        } else {
+            self.held.push_back(piece);
+        }
+    }
+
+    /// Sends a piece whose turn it is; a mark without its result yet starts holding.
+    async fn release(&mut self, piece: Piece, events: &mpsc::Sender<CodeEvent>) {
+        match piece {
+            Piece::Text(text) => {
+                let _ = events.send(CodeEvent::Stdout { text }).await;
+            }
+            Piece::Mark(k) => match self.waiting.pop_front() {
+                Some(result) => {
+                    let _ = events.send(result).await;
+                }
+                None => self.held.push_front(Piece::Mark(k)),
+            },
+        }
+    }
+
+    /// A result's frame: sent at once when its mark is what holds stdout (and what was
+    /// held behind it follows), else kept until its mark comes.
+    async fn arrived(&mut self, result: CodeEvent, events: &mpsc::Sender<CodeEvent>) {
+        if !matches!(self.held.front(), Some(Piece::Mark(_))) {
+            self.waiting.push_back(result);
+            return;
+        }
+        self.held.pop_front();
+        let _ = events.send(result).await;
+        while let Some(piece) = self.held.pop_front() {
+            let blocks = matches!(piece, Piece::Mark(_)) && self.waiting.is_empty();
+            self.release(piece, events).await;
+            if blocks {
+                return;
+            }
+        }
+    }
+
+    /// The call is over: whatever waits goes out, results first (their marks never came:
+    /// the code took fd 1 over), then held output.
+    async fn flush(&mut self, events: &mpsc::Sender<CodeEvent>) {
+        while let Some(result) = self.waiting.pop_front() {
+            let _ = events.send(result).await;
+        }
+        while let Some(piece) = self.held.pop_front() {
+            if let Piece::Text(text) = piece {
+                let _ = events.send(CodeEvent::Stdout { text }).await;
+            }
+        }
+    }
+}
+
 async fn flush(stdout: &mut CallOutput, stderr: &mut CallOutput, events: &mpsc::Sender<CodeEvent>) {
     let out = stdout.flush();
     if !out.is_empty() {
@@ -535,5 +618,89 @@ fn timed_out(timeout: Option<Duration>, kept: bool, error: Option<CodeEvent>) ->
         ename: "TimeoutError".into(),
         evalue: format!("Execution timed out after {after} ms: {what}"),
         traceback,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn out(text: &str) -> Piece {
+        Piece::Text(text.into())
+    }
+
+    fn shown(text: &str) -> CodeEvent {
+        CodeEvent::result("text", Value::String(text.into()))
+    }
+
+    /// Runs `steps` (stdout pieces or result frames) and names what went out, in order.
+    async fn order(steps: Vec<Result<Piece, CodeEvent>>, end: bool) -> Vec<String> {
+        let (sender, mut receiver) = mpsc::channel(64);
+        let mut results = Results::default();
+        for step in steps {
+            match step {
+                Ok(piece) => results.stdout(piece, &sender).await,
+                Err(result) => results.arrived(result, &sender).await,
+            }
+        }
+        if end {
+            results.flush(&sender).await;
+        }
+        drop(sender);
+        let mut seen = Vec::new();
+        while let Some(event) = receiver.recv().await {
+            seen.push(match event {
+                CodeEvent::Stdout { text } => text,
+                other => format!(
+                    "[{}]",
+                    other
+                        .result_format()
+                        .map_or(Value::Null, |(_, d)| d.clone())
+                ),
+            });
+        }
+        seen
+    }
+
+    #[tokio::test]
+    async fn results_take_their_marks_places_whichever_pipe_is_first() {
+        let want = ["a", "[\"one\"]", "b", "[\"two\"]", "c"];
+        // The frames first.
+        let frames_first = vec![
+            Err(shown("one")),
+            Err(shown("two")),
+            Ok(out("a")),
+            Ok(Piece::Mark(1)),
+            Ok(out("b")),
+            Ok(Piece::Mark(2)),
+            Ok(out("c")),
+        ];
+        assert_eq!(order(frames_first, false).await, want);
+        // The output first: what follows a mark waits for its result.
+        let output_first = vec![
+            Ok(out("a")),
+            Ok(Piece::Mark(1)),
+            Ok(out("b")),
+            Ok(Piece::Mark(2)),
+            Ok(out("c")),
+            Err(shown("one")),
+            Err(shown("two")),
+        ];
+        assert_eq!(order(output_first, false).await, want);
+        // Interleaved.
+        let mixed = vec![
+            Ok(out("a")),
+            Ok(Piece::Mark(1)),
+            Ok(out("b")),
+            Err(shown("one")),
+            Err(shown("two")),
+            Ok(Piece::Mark(2)),
+            Ok(out("c")),
+        ];
+        assert_eq!(order(mixed, false).await, want);
+        // A mark that never comes: the result goes out when the call ends.
+        let unmarked = vec![Ok(out("a")), Err(shown("one"))];
+        assert_eq!(order(unmarked.clone(), false).await, ["a"]);
+        assert_eq!(order(unmarked, true).await, ["a", "[\"one\"]"]);
     }
 }

@@ -4,7 +4,9 @@
 // user code writes to stdout or stderr (even from a timer that fires after its call
 // returned) can corrupt the protocol; fd 1 and 2 are the call's output, which fsd streams
 // as it arrives. Before each call's `done` frame the executor writes the call's sentinel to
-// fd 1 and fd 2, so fsd knows it has read all of the call's output.
+// fd 1 and fd 2, so fsd knows it has read all of the call's output; before each result it
+// writes a mark (the sentinel with `-r<n>` before its last byte) to fd 1, so fsd sends the
+// result after what was printed before it.
 //
 // Code runs as a script in one vm context per process: top-level `let`, `const` and
 // `class` declarations stay for the next call, and the value of the last expression is the
@@ -97,7 +99,17 @@ process.on('SIGINT', () => {
   }
 });
 
+// The mark goes to fd 1 after what was printed (pipes are written synchronously on
+// Linux), so the daemon puts the result there.
 function result(format, data) {
+  results += 1;
+  if (sentinel) {
+    try {
+      fs.writeSync(1, `${sentinel.slice(0, -1)}-r${results}\u0001`);
+    } catch (_) {
+      // a closed stream: the result goes out at the end of the call
+    }
+  }
   send({ type: 'result', id: current, format, data });
 }
 
@@ -133,6 +145,8 @@ function describe(error) {
 }
 
 let current = 0;
+let sentinel = '';
+let results = 0;
 
 async function run(request) {
   let code = request.code;
@@ -175,6 +189,8 @@ function finish(request, ok) {
 
 async function handle(request) {
   current = request.id;
+  sentinel = request.sentinel || '';
+  results = 0;
   if (request.op === 'init') {
     if (request.cwd) {
       process.chdir(request.cwd);

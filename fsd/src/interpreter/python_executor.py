@@ -4,7 +4,9 @@ Requests come as JSON lines on fd 3 and frames go out as JSON lines on fd 4, so 
 code writes to stdout or stderr (even after its call returned, even with os.write) can
 corrupt the protocol; fd 1 and 2 are the call's output, which fsd streams as it arrives.
 Before each call's `done` frame the executor writes the call's sentinel to fd 1 and fd 2,
-so fsd knows it has read all of the call's output.
+so fsd knows it has read all of the call's output; before each result it writes a mark
+(the sentinel with `-r<n>` before its last byte) to fd 1, so fsd sends the result after
+what was printed before it.
 
 Rich results use IPython's display formatter when IPython is installed (every `_repr_*_`
 method and registered formatter), the objects' `_repr_*_` methods otherwise; open
@@ -64,7 +66,7 @@ REPR_METHODS = {
     "application/javascript": "_repr_javascript_",
 }
 
-CALL = {"id": 0}
+CALL = {"id": 0, "sentinel": b"", "results": 0}
 NAMESPACE = {"__name__": "__main__", "__builtins__": builtins}
 LOOP = asyncio.new_event_loop()
 
@@ -103,6 +105,17 @@ def mime_bundle(value):
 def send_result(fmt, data):
     if isinstance(data, (bytes, bytearray)):
         data = base64.b64encode(data).decode()
+    # The mark goes to fd 1 after what was printed, so the daemon puts the result there.
+    CALL["results"] += 1
+    for stream in (sys.stdout, sys.__stdout__):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    try:
+        os.write(1, CALL["sentinel"][:-1] + b"-r%d\x01" % CALL["results"])
+    except OSError:
+        pass
     send({"type": "result", "id": CALL["id"], "format": fmt, "data": data})
 
 
@@ -186,6 +199,8 @@ def evaluate(compiled):
 
 def call(request):
     CALL["id"] = request["id"]
+    CALL["sentinel"] = request.get("sentinel", "").encode()
+    CALL["results"] = 0
     ok = True
     try:
         run(request["code"])

@@ -491,3 +491,70 @@ async fn fsctl_run_prints_text_and_saves_images() {
         "fsctl run cleans up"
     );
 }
+
+/// A call's events as `out:…` (consecutive output joined), `result:…` and the end, in the
+/// order they came.
+async fn ordered(sandbox: &Sandbox, id: &str, code: &str) -> Vec<String> {
+    let mut events = sandbox
+        .run_code(&ExecuteCodeRequest {
+            context_id: id.into(),
+            code: code.into(),
+            ..ExecuteCodeRequest::default()
+        })
+        .await
+        .unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    while let Some(event) = events.next().await {
+        let event = event.unwrap();
+        let entry = match &event {
+            CodeEvent::Stdout { text } => format!("out:{text}"),
+            CodeEvent::ExecutionComplete { .. } => "complete".to_string(),
+            CodeEvent::Error { ename, .. } => format!("error:{ename}"),
+            other => match other.result_format() {
+                Some((_, data)) => format!("result:{}", data.as_str().unwrap_or_default()),
+                None => continue,
+            },
+        };
+        match (seen.last_mut(), entry.strip_prefix("out:")) {
+            (Some(last), Some(more)) if last.starts_with("out:") => last.push_str(more),
+            _ => seen.push(entry),
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn results_come_after_the_output_printed_before_them() {
+    let Some(daemon) = daemon("interpreter::results_come_after_the_output_printed_before_them")
+    else {
+        return;
+    };
+    let sandbox = daemon.sandbox();
+    let python = context(&sandbox, "python").await;
+    let js = context(&sandbox, "javascript").await;
+    // Repeated: the frame and the output come on different pipes, so an order that held
+    // by luck would show here.
+    for _ in 0..20 {
+        let seen = ordered(
+            &sandbox,
+            &python,
+            "print('before')\ndisplay('shown')\nprint('after')\n'last'",
+        )
+        .await;
+        assert_eq!(
+            seen,
+            [
+                "out:before\n",
+                "result:'shown'",
+                "out:after\n",
+                "result:'last'",
+                "complete"
+            ]
+        );
+        let seen = ordered(&sandbox, &js, "console.log('before'); 6 * 7").await;
+        assert_eq!(seen, ["out:before\n", "result:42", "complete"]);
+    }
+    // Code that takes fd 1 away still gets its result, at the end.
+    let seen = ordered(&sandbox, &python, "import os\nos.close(1)\n7").await;
+    assert_eq!(seen, ["result:7", "complete"]);
+}
