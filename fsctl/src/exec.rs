@@ -1,11 +1,11 @@
-//! `fsctl exec`, `ps`, `kill`, `logs`.
+//! `fsctl exec`, `start`, `send`, `ps`, `kill`, `logs`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
 use fsd_sdk::api::exec::{ExecEvent, ExecuteRequest};
-use fsd_sdk::api::process::{ProcessEvent, ProcessStatus};
+use fsd_sdk::api::process::{ProcessEvent, ProcessStatus, StartProcessRequest};
 use fsd_sdk::{Sandbox, SdkError};
 use futures_util::StreamExt;
 
@@ -34,6 +34,34 @@ pub enum ExecCommand {
         no_stdin: bool,
         #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
         command: Vec<String>,
+    },
+    /// Start a background process (its words joined by spaces, run by bash) and print its
+    /// id; with --pipe its stdin stays open for `fsctl send`.
+    Start {
+        /// The process's id (default: one is made).
+        #[arg(long)]
+        id: Option<String>,
+        /// Session to start it in (default: the daemon's default session).
+        #[arg(long)]
+        session: Option<String>,
+        /// Directory to start it in.
+        #[arg(long)]
+        cwd: Option<String>,
+        /// Variable for this process only, as NAME=VALUE (repeatable).
+        #[arg(short, long = "env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+        /// Keep a pipe to its stdin.
+        #[arg(long)]
+        pipe: bool,
+        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        command: Vec<String>,
+    },
+    /// Copy fsctl's stdin, as it comes, to a process started with --pipe; its stdin is
+    /// closed at the end unless --keep-open.
+    Send {
+        id: String,
+        #[arg(long)]
+        keep_open: bool,
     },
     /// List background processes.
     Ps {
@@ -70,20 +98,11 @@ pub async fn run(
             no_stdin,
             command,
         } => {
-            let mut vars = BTreeMap::new();
-            for pair in env {
-                let (name, value) = pair.split_once('=').ok_or_else(|| {
-                    SdkError::Io(std::io::Error::other(format!(
-                        "--env {pair:?}: expected NAME=VALUE"
-                    )))
-                })?;
-                vars.insert(name.to_string(), Some(value.to_string()));
-            }
             let request = ExecuteRequest {
                 command: command.join(" "),
                 session_id: session,
                 cwd,
-                env: (!vars.is_empty()).then_some(vars),
+                env: variables(env)?,
                 timeout_ms,
                 stdin_base64: if no_stdin { None } else { piped_stdin()? },
                 ..ExecuteRequest::default()
@@ -111,6 +130,48 @@ pub async fn run(
                 }
             }
             Ok(exit_code(code))
+        }
+        ExecCommand::Start {
+            id,
+            session,
+            cwd,
+            env,
+            pipe,
+            command,
+        } => {
+            let request = StartProcessRequest {
+                command: command.join(" "),
+                session_id: session,
+                process_id: id,
+                env: variables(env)?,
+                cwd,
+                stdin: pipe.then(|| "pipe".to_string()),
+                ..StartProcessRequest::default()
+            };
+            let handle = sandbox.start_process(&request).await?;
+            if as_json {
+                output::json(&serde_json::json!({"processId": handle.id, "pid": handle.pid}));
+            } else {
+                println!("{}", handle.id);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        ExecCommand::Send { id, keep_open } => {
+            use tokio::io::AsyncWriteExt;
+            let mut stdin = sandbox.process_stdin(&id);
+            // Each read becomes one request: up to 256 KiB when that much is waiting, a
+            // line at a time when a terminal types it.
+            let mut input = tokio::io::BufReader::with_capacity(256 * 1024, tokio::io::stdin());
+            let sent = tokio::io::copy_buf(&mut input, &mut stdin).await?;
+            if !keep_open {
+                stdin.shutdown().await?;
+            }
+            if as_json {
+                output::json(
+                    &serde_json::json!({"processId": id, "sent": sent, "closed": !keep_open}),
+                );
+            }
+            Ok(ExitCode::SUCCESS)
         }
         ExecCommand::Ps { status } => {
             let status = match status {
@@ -189,6 +250,20 @@ pub async fn run(
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `--env NAME=VALUE` flags as the request's variables (`None` when there are none).
+fn variables(env: Vec<String>) -> Result<Option<BTreeMap<String, Option<String>>>, SdkError> {
+    let mut vars = BTreeMap::new();
+    for pair in env {
+        let (name, value) = pair.split_once('=').ok_or_else(|| {
+            SdkError::Io(std::io::Error::other(format!(
+                "--env {pair:?}: expected NAME=VALUE"
+            )))
+        })?;
+        vars.insert(name.to_string(), Some(value.to_string()));
+    }
+    Ok((!vars.is_empty()).then_some(vars))
 }
 
 /// The most `fsctl exec` reads of its stdin: what one request carries comfortably.

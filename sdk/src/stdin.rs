@@ -37,6 +37,16 @@ impl Sandbox {
             .await
     }
 
+    /// The stdin of process `id` (started with `stdin: "pipe"`) as an [`AsyncWrite`].
+    pub fn process_stdin(&self, id: &str) -> ProcessStdin {
+        ProcessStdin {
+            sandbox: self.clone(),
+            id: id.to_string(),
+            pending: None,
+            closing: false,
+        }
+    }
+
     /// Sends a signal (`SIGUSR1`, `usr1` or `10`) to every process of `id`'s tree.
     pub async fn signal_process(&self, id: &str, signal: &str) -> Result<SignalResponse, SdkError> {
         let request = SignalRequest {
@@ -50,12 +60,7 @@ impl Sandbox {
 impl ProcessHandle {
     /// The process's stdin as an [`AsyncWrite`]; shutting it down sends end of file.
     pub fn stdin(&self) -> ProcessStdin {
-        ProcessStdin {
-            sandbox: self.sandbox().clone(),
-            id: self.id.clone(),
-            pending: None,
-            closing: false,
-        }
+        self.sandbox().process_stdin(&self.id)
     }
 
     /// Sends a signal (`SIGUSR1`, `usr1` or `10`) to the process's tree.
@@ -69,6 +74,8 @@ type Pending = Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>;
 /// A running process's stdin. A write waits while the process does not read, as a pipe
 /// does (the daemon answers `STDIN_FULL` after its wait and the write is sent again); a
 /// process that has exited, or a stdin already closed, is [`io::ErrorKind::BrokenPipe`].
+/// Each write is one request, done when the bytes are in the process's pipe: wrap it in a
+/// `tokio::io::BufWriter` to gather many small writes into fewer.
 pub struct ProcessStdin {
     sandbox: Sandbox,
     id: String,

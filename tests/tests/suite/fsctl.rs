@@ -710,3 +710,52 @@ fn exec_gives_the_command_fsctls_stdin_unless_told_not_to() {
     let output = run(&["exec", "-n", "--", "wc", "-c"], b"ignored");
     assert_eq!(succeeded(&output).trim(), "0");
 }
+
+#[test]
+fn start_and_send_feed_a_process_its_stdin() {
+    use std::io::Write;
+    let daemon = Daemon::start();
+    let target = daemon.path("sent.txt");
+    let started = fsctl(
+        &daemon,
+        &[
+            "start",
+            "--pipe",
+            "--id",
+            "fed",
+            "--",
+            &format!("cat > '{}'", target.display()),
+        ],
+    );
+    assert_eq!(succeeded(&started), "fed\n");
+    let mut send = Command::new(binary("fsctl"))
+        .args(["--url", &daemon.url, "send", "fed"])
+        .env_remove("FSD_TOKEN")
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: Vec<u8> = (0..600_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+    send.stdin.take().unwrap().write_all(&input).unwrap();
+    assert!(send.wait().unwrap().success());
+    // `send` closed the process's stdin: cat ends, having written everything.
+    let mut ended = false;
+    for _ in 0..250 {
+        let ps = succeeded(&fsctl(&daemon, &["ps", "--status", "completed"]));
+        if ps.lines().any(|l| l.starts_with("fed")) {
+            ended = true;
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(ended, "cat never ended");
+    assert!(std::fs::read(&target).unwrap() == input, "the copy differs");
+    let output = fsctl(&daemon, &["send", "fed"]);
+    assert!(
+        !output.status.success(),
+        "a finished process takes no stdin"
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("PROCESS_EXITED"),
+        "{output:?}"
+    );
+}
