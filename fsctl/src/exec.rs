@@ -11,20 +11,27 @@ use futures_util::StreamExt;
 
 use crate::output;
 
+/// Where a command runs and with which variables.
+#[derive(Debug, clap::Args)]
+pub struct Placement {
+    /// Session to run in (default: the daemon's default session).
+    #[arg(long)]
+    session: Option<String>,
+    /// Directory for this command only.
+    #[arg(long)]
+    cwd: Option<String>,
+    /// Variable for this command only, as NAME=VALUE (repeatable).
+    #[arg(short, long = "env", value_name = "NAME=VALUE")]
+    env: Vec<String>,
+}
+
 #[derive(Debug, clap::Subcommand)]
 pub enum ExecCommand {
     /// Run a command (its words joined by spaces, run by bash, as ssh does), streaming its
     /// output; fsctl exits with the command's exit code.
     Exec {
-        /// Session to run in (default: the daemon's default session).
-        #[arg(long)]
-        session: Option<String>,
-        /// Directory for this command only.
-        #[arg(long)]
-        cwd: Option<String>,
-        /// Variable for this command only, as NAME=VALUE (repeatable).
-        #[arg(short, long = "env", value_name = "NAME=VALUE")]
-        env: Vec<String>,
+        #[command(flatten)]
+        place: Placement,
         /// Kill the command after this many milliseconds (output is then shown at the end).
         #[arg(long)]
         timeout_ms: Option<u64>,
@@ -41,15 +48,8 @@ pub enum ExecCommand {
         /// The process's id (default: one is made).
         #[arg(long)]
         id: Option<String>,
-        /// Session to start it in (default: the daemon's default session).
-        #[arg(long)]
-        session: Option<String>,
-        /// Directory to start it in.
-        #[arg(long)]
-        cwd: Option<String>,
-        /// Variable for this process only, as NAME=VALUE (repeatable).
-        #[arg(short, long = "env", value_name = "NAME=VALUE")]
-        env: Vec<String>,
+        #[command(flatten)]
+        place: Placement,
         /// Keep a pipe to its stdin.
         #[arg(long)]
         pipe: bool,
@@ -91,18 +91,16 @@ pub async fn run(
 ) -> Result<ExitCode, SdkError> {
     match command {
         ExecCommand::Exec {
-            session,
-            cwd,
-            env,
+            place,
             timeout_ms,
             no_stdin,
             command,
         } => {
             let request = ExecuteRequest {
                 command: command.join(" "),
-                session_id: session,
-                cwd,
-                env: variables(env)?,
+                env: variables(place.env)?,
+                session_id: place.session,
+                cwd: place.cwd,
                 timeout_ms,
                 stdin_base64: if no_stdin { None } else { piped_stdin()? },
                 ..ExecuteRequest::default()
@@ -133,18 +131,16 @@ pub async fn run(
         }
         ExecCommand::Start {
             id,
-            session,
-            cwd,
-            env,
+            place,
             pipe,
             command,
         } => {
             let request = StartProcessRequest {
                 command: command.join(" "),
-                session_id: session,
                 process_id: id,
-                env: variables(env)?,
-                cwd,
+                env: variables(place.env)?,
+                session_id: place.session,
+                cwd: place.cwd,
                 stdin: pipe.then(|| "pipe".to_string()),
                 ..StartProcessRequest::default()
             };
