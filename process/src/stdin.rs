@@ -60,9 +60,20 @@ pub fn open_pipe(path: &Path) -> std::io::Result<pipe::Sender> {
     Ok(sender)
 }
 
+/// What `pipe` holds: [`PIPE_BYTES`], or less where the kernel would not grow it (a daemon
+/// without root past `fs.pipe-max-size`).
+fn capacity(pipe: &pipe::Sender) -> usize {
+    nix::fcntl::fcntl(pipe, nix::fcntl::FcntlArg::F_GETPIPE_SZ)
+        .ok()
+        .and_then(|size| usize::try_from(size).ok())
+        .unwrap_or(PIPE_BYTES)
+}
+
 /// A running process's stdin: its pipe until it is closed, and whether it ever had one.
 pub struct StdinPipe {
     piped: bool,
+    /// What the pipe holds, which the daemon keeps for a process that does not read.
+    capacity: usize,
     sender: tokio::sync::Mutex<Option<pipe::Sender>>,
 }
 
@@ -77,6 +88,7 @@ impl StdinPipe {
     pub fn new(sender: Option<pipe::Sender>) -> Self {
         Self {
             piped: sender.is_some(),
+            capacity: sender.as_ref().map_or(0, capacity),
             sender: tokio::sync::Mutex::new(sender),
         }
     }
@@ -98,7 +110,7 @@ impl StdinPipe {
         let Ok(mut sender) = tokio::time::timeout(wait, self.sender.lock()).await else {
             return Err(StdinError::Full {
                 written: 0,
-                limit: PIPE_BYTES,
+                limit: self.capacity,
             });
         };
         let Some(pipe) = sender.as_mut() else {
@@ -111,7 +123,7 @@ impl StdinPipe {
                 result = tokio::time::timeout(wait, pipe.write(&bytes[written..])) => match result {
                     Ok(Ok(n)) => written += n,
                     Ok(Err(err)) => return Err(StdinError::Io { written, source: err }),
-                    Err(_) => return Err(StdinError::Full { written, limit: PIPE_BYTES }),
+                    Err(_) => return Err(StdinError::Full { written, limit: self.capacity }),
                 },
                 () = &mut ended => return Err(StdinError::Exited { written }),
             }
