@@ -26,6 +26,9 @@ pub struct CreateContextResponse {
     pub context_id: String,
     pub language: String,
     pub cwd: String,
+    /// fsd's own: when the context was made.
+    #[serde(default)]
+    pub created_at: String,
     pub timestamp: String,
 }
 
@@ -34,6 +37,11 @@ pub struct ContextInfo {
     pub id: String,
     pub language: String,
     pub cwd: String,
+    /// fsd's own: when the context was made, and when a call last started in it.
+    #[serde(default, rename = "createdAt")]
+    pub created_at: String,
+    #[serde(default, rename = "lastUsed")]
+    pub last_used: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -343,6 +343,12 @@ await check('interpreter', async () => {
     JSON.stringify(kinds) === '["stdout","result"]' && out === '1\n' && JSON.stringify(results) === '["5"]',
     JSON.stringify(seen),
   );
+  // The context's dates are its own: made once, used at each call.
+  const used = (await api.interpreter.listCodeContexts()).find((c) => c.id === context.id);
+  expect(
+    used.createdAt.getTime() === context.createdAt.getTime() && used.lastUsed > used.createdAt,
+    JSON.stringify([context, used]),
+  );
   await api.interpreter.runCodeStream(context.id, 'raise ValueError("x")', undefined, callbacks);
   expect(seen.at(-1)[0] === 'error' && seen.at(-1)[1] === 'ValueError', JSON.stringify(seen));
   await api.interpreter.deleteCodeContext(context.id);

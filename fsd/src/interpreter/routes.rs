@@ -52,6 +52,7 @@ pub async fn create(
         context_id: context.id.clone(),
         language: context.language.name().to_string(),
         cwd: context.cwd.display().to_string(),
+        created_at: context.created_at.clone(),
         timestamp: now_rfc3339(),
     }))
 }

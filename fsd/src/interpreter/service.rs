@@ -15,6 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::error::InterpreterError;
 use super::executor::{CallEnd, Executor, Programs};
 use super::kind::Kind;
+use crate::wire::time::now_rfc3339;
 use fsd_process::World;
 
 /// How long after startup the pools start filling.
@@ -83,6 +84,9 @@ pub struct Context {
     slot: tokio::sync::Mutex<Slot>,
     /// The executor's supervisor, so that a delete can end a call in progress.
     supervisor: AtomicU32,
+    pub created_at: String,
+    /// When a call last started in it.
+    last_used: Mutex<String>,
 }
 
 pub struct InterpreterService {
@@ -143,7 +147,10 @@ impl InterpreterService {
         }
         let mut executor = self.executor(language.kind()).await?;
         executor.init(&cwd, &env).await?;
+        let created_at = now_rfc3339();
         let context = Arc::new(Context {
+            last_used: Mutex::new(created_at.clone()),
+            created_at,
             id: crate::random::uuid_v4(),
             language,
             cwd,
@@ -165,6 +172,12 @@ impl InterpreterService {
                 id: context.id.clone(),
                 language: context.language.name().to_string(),
                 cwd: context.cwd.display().to_string(),
+                created_at: context.created_at.clone(),
+                last_used: context
+                    .last_used
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone(),
             })
             .collect()
     }
@@ -222,6 +235,7 @@ impl InterpreterService {
             return;
         }
         let mut slot = context.slot.lock().await;
+        *context.last_used.lock().unwrap_or_else(|p| p.into_inner()) = now_rfc3339();
         if let Slot::Ready { executor, .. } = &mut *slot
             && !executor.alive()
         {

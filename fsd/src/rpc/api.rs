@@ -366,6 +366,8 @@ impl Api {
                     "id": answer.get("contextId"),
                     "language": answer.get("language"),
                     "cwd": answer.get("cwd"),
+                    "createdAt": answer.get("createdAt"),
+                    "lastUsed": answer.get("createdAt"),
                 })))
             }
             ("interpreter", "listCodeContexts") => {
@@ -856,13 +858,23 @@ fn tunnel_info(run: &Value) -> Value {
 
 /// Code contexts as RPC has them: dates as Dates.
 fn context(info: &Value) -> Value {
-    let now = wire::date(chrono::Utc::now().timestamp_millis());
+    let date = |field: &str| {
+        let millis = info
+            .get(field)
+            .and_then(Value::as_str)
+            .and_then(|text| chrono::DateTime::parse_from_rfc3339(text).ok())
+            .map_or_else(
+                || chrono::Utc::now().timestamp_millis(),
+                |at| at.timestamp_millis(),
+            );
+        wire::date(millis)
+    };
     json!({
         "id": info.get("id"),
         "language": info.get("language"),
         "cwd": info.get("cwd"),
-        "createdAt": now,
-        "lastUsed": now,
+        "createdAt": date("createdAt"),
+        "lastUsed": date("lastUsed"),
     })
 }
 

@@ -557,4 +557,11 @@ async fn results_come_after_the_output_printed_before_them() {
     // Code that takes fd 1 away still gets its result, at the end.
     let seen = ordered(&sandbox, &python, "import os\nos.close(1)\n7").await;
     assert_eq!(seen, ["result:7", "complete"]);
+    // A context's dates: made once, used at each call.
+    let listed = sandbox.list_contexts().await.unwrap();
+    let info = listed.iter().find(|c| c.id == python).unwrap();
+    assert!(
+        info.created_at.ends_with('Z') && info.last_used > info.created_at,
+        "{info:?}"
+    );
 }
