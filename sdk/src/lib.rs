@@ -18,6 +18,7 @@ mod client;
 mod error;
 mod exec;
 mod files;
+mod follow;
 mod gateway;
 mod interpreter;
 mod mounts;

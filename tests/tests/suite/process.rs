@@ -829,3 +829,66 @@ async fn stdout_of(daemon: &Daemon, id: &str) -> String {
     let (_, logs) = daemon.get(&format!("/api/process/{id}/logs")).await;
     logs["stdout"].as_str().unwrap_or_default().to_string()
 }
+
+#[tokio::test]
+async fn a_follower_resumes_across_a_daemon_restart_without_repeats() {
+    use fsd_sdk::api::process::ProcessEvent;
+    use futures_util::StreamExt;
+    // A fixed port, so the client finds the daemon again after the restart.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut daemon = Daemon::start_with(fsd_tests::Options {
+        listen: Some(format!("127.0.0.1:{port}")),
+        ..fsd_tests::Options::default()
+    });
+    start(
+        &daemon,
+        json!({"command": "for i in $(seq 1 200); do echo line-$i; sleep 0.05; done", "processId": "talkative"}),
+    )
+    .await;
+    let sandbox = daemon.sandbox();
+    let mut events = sandbox.follow_process("talkative");
+    let mut stdout = String::new();
+    while stdout.matches('\n').count() < 5 {
+        match events.next().await.unwrap().unwrap() {
+            ProcessEvent::Stdout { data, .. } => stdout.push_str(&data),
+            ProcessEvent::ProcessInfo { .. } => {}
+            other => panic!("{other:?} before the restart"),
+        }
+    }
+    // Down for a while (the follower retries meanwhile), then up again on the same port:
+    // the process was ended with the daemon, and its record says what it printed.
+    daemon.stop();
+    let reading = tokio::spawn(async move {
+        let mut infos = 0;
+        let mut exit = None;
+        while let Some(event) = events.next().await {
+            match event.unwrap() {
+                ProcessEvent::Stdout { data, .. } => stdout.push_str(&data),
+                ProcessEvent::ProcessInfo { .. } => infos += 1,
+                ProcessEvent::Exit { exit_code, .. } => exit = Some(exit_code),
+                ProcessEvent::Stderr { .. } => {}
+            }
+        }
+        (stdout, infos, exit)
+    });
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    daemon.resume();
+    let (stdout, infos, exit) = reading.await.unwrap();
+    assert_eq!(
+        infos, 0,
+        "process_info is told once, not again on each reconnect"
+    );
+    assert!(exit.is_some(), "the exit came after the reconnect");
+    let lines: Vec<&str> = stdout.lines().collect();
+    let expected: Vec<String> = (1..=lines.len()).map(|i| format!("line-{i}")).collect();
+    assert_eq!(lines, expected, "every line once, in order");
+    let (_, logs) = daemon.get("/api/process/talkative/logs").await;
+    assert_eq!(
+        logs["stdout"], stdout,
+        "the follower has all the daemon kept"
+    );
+}
