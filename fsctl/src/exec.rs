@@ -76,7 +76,8 @@ pub enum ExecCommand {
         #[arg(short, long)]
         signal: Option<String>,
     },
-    /// Print a process's output; with -f, follow it until the process exits.
+    /// Print a process's output; with -f, follow it until the process exits (across
+    /// broken connections and daemon restarts, nothing printed twice).
     Logs {
         id: String,
         #[arg(short, long)]
@@ -234,7 +235,8 @@ pub async fn run(
                 }
                 return Ok(ExitCode::SUCCESS);
             }
-            let mut events = sandbox.stream_process(&id).await?;
+            // Across broken connections too: it goes on from the offsets it has seen.
+            let mut events = sandbox.follow_process(&id);
             while let Some(event) = events.next().await {
                 match event? {
                     ProcessEvent::Stdout { data, .. } => print_raw(&data, ""),
