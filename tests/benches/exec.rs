@@ -217,6 +217,13 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
     );
     println!();
 
+    let mebibytes = starts / 5 + 4;
+    let (through_api, local) = stdin_throughput(&client, &daemon, mebibytes).await;
+    println!("stdin into a running `cat > /dev/null` ({mebibytes} MiB in 1 MiB base64 writes)");
+    println!("  fsd POST /api/process/{{id}}/stdin     {through_api:>7.0} MiB/s");
+    println!("  floor: a local pipe, 1 MiB writes     {local:>7.0} MiB/s");
+    println!();
+
     let keystrokes = starts * 2;
     let mut through_fsd = terminal_echo(&daemon, keystrokes).await;
     let mut floor = local_pty_echo(keystrokes);
@@ -342,6 +349,55 @@ async fn exec(client: &reqwest::Client, daemon: &Daemon, body: serde_json::Value
         .expect("exec");
     assert!(response.status().is_success(), "{}", response.status());
     let _ = response.bytes().await;
+}
+
+/// MiB/s through a process's stdin pipe over the API (1 MiB writes, base64 in JSON, each
+/// answered once the bytes are in the pipe), and through a local pipe into `cat`.
+async fn stdin_throughput(
+    client: &reqwest::Client,
+    daemon: &Daemon,
+    mebibytes: usize,
+) -> (f64, f64) {
+    use base64::Engine;
+    let chunk = vec![b'x'; 1 << 20];
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&chunk);
+    let response = client
+        .post(daemon.url("/api/process/start"))
+        .json(&json!({"command": "cat > /dev/null", "processId": "stdin-bench", "stdin": "pipe"}))
+        .send()
+        .await
+        .expect("start");
+    assert!(response.status().is_success());
+    let start = Instant::now();
+    for n in 0..mebibytes {
+        let response = client
+            .post(daemon.url("/api/process/stdin-bench/stdin"))
+            .json(&json!({"data": encoded, "encoding": "base64", "close": n + 1 == mebibytes}))
+            .send()
+            .await
+            .expect("stdin");
+        assert!(response.status().is_success(), "{}", response.status());
+    }
+    let through_api = mebibytes as f64 / start.elapsed().as_secs_f64();
+    let local = tokio::task::spawn_blocking(move || {
+        use std::io::Write;
+        let mut cat = std::process::Command::new("sh")
+            .args(["-c", "cat > /dev/null"])
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .expect("cat");
+        let start = Instant::now();
+        let mut input = cat.stdin.take().expect("stdin");
+        for _ in 0..mebibytes {
+            input.write_all(&chunk).expect("write");
+        }
+        drop(input);
+        let _ = cat.wait();
+        mebibytes as f64 / start.elapsed().as_secs_f64()
+    })
+    .await
+    .expect("local");
+    (through_api, local)
 }
 
 /// Types `a` into a terminal over `/ws/pty` and times each echo (the line is cleared with
