@@ -24,6 +24,7 @@ use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
 use crate::text::Utf8Chunker;
 use crate::time::now_rfc3339;
+use crate::wake::{OutputWakes, Woken};
 
 /// Output kept per stream of one process (the latest), in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
@@ -56,6 +57,15 @@ pub enum Live {
 pub struct Since {
     pub stdout: u64,
     pub stderr: u64,
+}
+
+impl Since {
+    fn of(&mut self, stream: Stream) -> &mut u64 {
+        match stream {
+            Stream::Stdout => &mut self.stdout,
+            Stream::Stderr => &mut self.stderr,
+        }
+    }
 }
 
 /// A process's output read from [`Since`].
@@ -188,58 +198,37 @@ impl Process {
     /// Everything a follower sees from `since`: the output kept from there, then live
     /// output, ending with the exit (at once if the process has already ended). The replay
     /// and the subscription are taken under one lock, so nothing is lost or repeated
-    /// between them.
+    /// between them; a follower that falls behind the live events reads what it missed from
+    /// the kept output (as far as the cap keeps it), so a slow reader loses nothing either.
     pub fn events(
-        &self,
+        self: &Arc<Self>,
         since: Since,
     ) -> (
         ProcessInfo,
         impl futures_util::Stream<Item = Live> + Send + 'static,
     ) {
-        let (info, receiver, head) = {
+        let (info, follower) = {
             let state = self.lock();
             let receiver = self.live.subscribe();
-            let logs = state.read(since);
-            let mut head: Vec<Live> =
-                [(Stream::Stdout, logs.stdout), (Stream::Stderr, logs.stderr)]
-                    .into_iter()
-                    .filter(|(_, slice)| !slice.text.is_empty())
-                    .map(|(stream, slice)| Live::Output(stream, slice.text, slice.end))
-                    .collect();
-            if state.info.status.is_terminal() {
-                head.push(Live::Exit(state.info.exit_code.unwrap_or(-1)));
+            let mut follower = Follower {
+                process: self.clone(),
+                receiver,
+                seen: since,
+                pending: std::collections::VecDeque::new(),
+                done: state.info.status.is_terminal(),
+            };
+            follower.catch_up(&state);
+            if follower.done {
+                let exit = state.info.exit_code.unwrap_or(-1);
+                follower.pending.push_back(Live::Exit(exit));
             }
-            (state.info.clone(), receiver, head)
+            (state.info.clone(), follower)
         };
-        let finished = info.status.is_terminal();
-        let id = info.id.clone();
-        let live = futures_util::stream::unfold(
-            (receiver, finished),
-            move |(mut receiver, done)| {
-                let id = id.clone();
-                async move {
-                    if done {
-                        return None;
-                    }
-                    loop {
-                        match receiver.recv().await {
-                            Ok(Live::Exit(code)) => {
-                                return Some((Live::Exit(code), (receiver, true)));
-                            }
-                            Ok(event) => return Some((event, (receiver, false))),
-                            Err(RecvError::Lagged(missed)) => {
-                                tracing::warn!(process = %id, missed, "a slow follower missed events");
-                            }
-                            Err(RecvError::Closed) => return None,
-                        }
-                    }
-                }
-            },
-        );
-        (
-            info,
-            futures_util::StreamExt::chain(futures_util::stream::iter(head), live),
-        )
+        let live = futures_util::stream::unfold(follower, |mut follower| async move {
+            let event = follower.next().await?;
+            Some((event, follower))
+        });
+        (info, live)
     }
 
     /// Resolves once the process has a terminal status.
@@ -281,8 +270,68 @@ impl Process {
     }
 }
 
+/// One follower of a process: what it has been given, and what is queued for it.
+struct Follower {
+    process: Arc<Process>,
+    receiver: broadcast::Receiver<Live>,
+    /// The offsets after the output given so far.
+    seen: Since,
+    pending: std::collections::VecDeque<Live>,
+    /// The exit is queued or given: nothing more is received.
+    done: bool,
+}
+
+impl Follower {
+    /// Queues the kept output after what was given (under the process's lock).
+    fn catch_up(&mut self, state: &State) {
+        let logs = state.read(self.seen);
+        for (stream, slice) in [(Stream::Stdout, logs.stdout), (Stream::Stderr, logs.stderr)] {
+            if slice.skipped > 0 {
+                tracing::warn!(process = %self.process.id, skipped = slice.skipped, "a follower fell behind past the kept output");
+            }
+            *self.seen.of(stream) = slice.end;
+            if !slice.text.is_empty() {
+                self.pending
+                    .push_back(Live::Output(stream, slice.text, slice.end));
+            }
+        }
+    }
+
+    async fn next(&mut self) -> Option<Live> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                return Some(event);
+            }
+            if self.done {
+                return None;
+            }
+            match self.receiver.recv().await {
+                Ok(Live::Exit(code)) => {
+                    self.done = true;
+                    return Some(Live::Exit(code));
+                }
+                // Already given by a catch-up.
+                Ok(Live::Output(stream, _, end)) if end <= *self.seen.of(stream) => {}
+                Ok(Live::Output(stream, text, end)) => {
+                    *self.seen.of(stream) = end;
+                    return Some(Live::Output(stream, text, end));
+                }
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::debug!(process = %self.process.id, missed, "a follower fell behind the live events: caught up from the kept output");
+                    let process = self.process.clone();
+                    let state = process.lock();
+                    self.catch_up(&state);
+                }
+                Err(RecvError::Closed) => return None,
+            }
+        }
+    }
+}
+
 pub struct ProcessService {
     sessions: Arc<SessionManager>,
+    /// Wakes followers when output is written.
+    wakes: OutputWakes,
     records_dir: PathBuf,
     max_records: usize,
     processes: Mutex<HashMap<String, Arc<Process>>>,
@@ -308,6 +357,7 @@ impl ProcessService {
         }
         let service = Self {
             sessions,
+            wakes: OutputWakes::start(),
             records_dir,
             max_records,
             processes: Mutex::new(processes),
@@ -393,7 +443,7 @@ impl ProcessService {
         let service = self.clone();
         let followed = process.clone();
         tokio::spawn(async move {
-            let mut exit_code = follow(&followed, started, &session).await;
+            let mut exit_code = follow(&followed, started, &session, &service.wakes).await;
             if followed.kill_requested.load(Ordering::SeqCst) && followed.wait_killed().await {
                 // SIGKILL was needed to end the tree: that is what ended the process.
                 exit_code = 137;
@@ -537,16 +587,27 @@ impl ProcessService {
     }
 }
 
-/// Follows a started command until it exits: copies new output every tick and returns the
-/// exit status (128+N after signal N). If the shell's report never comes (its reporter was
+/// Follows a started command until it exits: copies new output when the files are written
+/// (and every tick, for what inotify misses) and returns the exit status (128+N after signal N). If the shell's report never comes (its reporter was
 /// killed), the process's death is noticed from /proc.
-async fn follow(process: &Process, mut started: Started, session: &Session) -> i32 {
+async fn follow(
+    process: &Process,
+    mut started: Started,
+    session: &Session,
+    wakes: &OutputWakes,
+) -> i32 {
     let mut out = Tail::new(&started.job.stdout, Stream::Stdout);
     let mut err = Tail::new(&started.job.stderr, Stream::Stderr);
     let mut ticker = tokio::time::interval(POLL);
     let mut dead_ticks = 0;
+    let woken = wakes.watch(&[&started.job.stdout, &started.job.stderr]);
     let code = loop {
         tokio::select! {
+            // A write between two waits is not lost: the notification waits for the next.
+            () = written(woken.as_ref()) => {
+                out.pump(process);
+                err.pump(process);
+            }
             report = started.reports.recv() => match report {
                 Some(Report::Exit(code)) => break code,
                 Some(Report::Cpu(micros)) => process.lock().info.cpu_seconds = Some(micros as f64 / 1e6),
@@ -582,9 +643,19 @@ async fn follow(process: &Process, mut started: Started, session: &Session) -> i
     code
 }
 
+/// Resolves when the watched output files are written; never without watches.
+async fn written(woken: Option<&Woken<'_>>) {
+    match woken {
+        Some(woken) => woken.notify.notified().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Reads what was appended to an output file since last time.
 struct Tail {
     path: PathBuf,
+    /// Opened at the first read and kept: a wake-up per write must not cost an open.
+    file: Option<std::fs::File>,
     stream: Stream,
     offset: u64,
     text: Utf8Chunker,
@@ -594,6 +665,7 @@ impl Tail {
     fn new(path: &Path, stream: Stream) -> Self {
         Self {
             path: path.to_path_buf(),
+            file: None,
             stream,
             offset: 0,
             text: Utf8Chunker::default(),
@@ -602,7 +674,10 @@ impl Tail {
 
     /// Copies up to 4 MiB of new output; returns how much there was.
     fn pump(&mut self, process: &Process) -> usize {
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let Some(file) = self.file.as_mut() else {
             return 0;
         };
         if file.seek(SeekFrom::Start(self.offset)).is_err() {

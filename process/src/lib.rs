@@ -22,6 +22,7 @@ pub mod stop;
 pub mod supervisor;
 pub mod text;
 mod time;
+mod wake;
 mod world;
 
 pub use background::{Live, Logs, ProcessService, Since, Stream};

@@ -217,6 +217,28 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
     );
     println!();
 
+    let mut first_output = Vec::new();
+    for _ in 0..starts {
+        first_output.push(first_stream_output(&client, &daemon).await);
+    }
+    println!("`/api/execute/stream` of `echo hi`: request to its stdout event ({starts} runs)");
+    println!(
+        "  fsd                                  p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut first_output, 50.0)),
+        ms(pct(&mut first_output, 99.0))
+    );
+    let line_rounds = starts.max(20);
+    let mut echoed = stdin_to_stream(&client, &daemon, line_rounds).await;
+    println!(
+        "a line into a running `cat` over `/stdin` to its echo on `/stream` ({line_rounds} lines)"
+    );
+    println!(
+        "  fsd                                  p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut echoed, 50.0)),
+        ms(pct(&mut echoed, 99.0))
+    );
+    println!();
+
     let mebibytes = starts / 5 + 4;
     let (through_api, local) = stdin_throughput(&client, &daemon, mebibytes).await;
     println!("stdin into a running `cat > /dev/null` ({mebibytes} MiB in 1 MiB base64 writes)");
@@ -349,6 +371,68 @@ async fn exec(client: &reqwest::Client, daemon: &Daemon, body: serde_json::Value
         .expect("exec");
     assert!(response.status().is_success(), "{}", response.status());
     let _ = response.bytes().await;
+}
+
+/// From sending `/api/execute/stream` for `echo hi` to its `stdout` event.
+async fn first_stream_output(client: &reqwest::Client, daemon: &Daemon) -> Duration {
+    use futures_util::StreamExt;
+    let start = Instant::now();
+    let response = client
+        .post(daemon.url("/api/execute/stream"))
+        .json(&json!({"command": "echo hi"}))
+        .send()
+        .await
+        .expect("stream");
+    let mut body = response.bytes_stream();
+    let mut seen = String::new();
+    while let Some(chunk) = body.next().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk.expect("chunk")));
+        if seen.contains("\"type\":\"stdout\"") {
+            break;
+        }
+    }
+    start.elapsed()
+}
+
+/// Lines written to a running `cat`'s stdin, each timed to its echo on the process's stream.
+async fn stdin_to_stream(client: &reqwest::Client, daemon: &Daemon, lines: usize) -> Vec<Duration> {
+    use futures_util::StreamExt;
+    let response = client
+        .post(daemon.url("/api/process/start"))
+        .json(&json!({"command": "cat", "processId": "echo-bench", "stdin": "pipe"}))
+        .send()
+        .await
+        .expect("start");
+    assert!(response.status().is_success());
+    let stream = client
+        .get(daemon.url("/api/process/echo-bench/stream"))
+        .send()
+        .await
+        .expect("stream");
+    let mut body = stream.bytes_stream();
+    let mut times = Vec::new();
+    for n in 0..lines {
+        let start = Instant::now();
+        let response = client
+            .post(daemon.url("/api/process/echo-bench/stdin"))
+            .json(&json!({"data": format!("line {n}\n")}))
+            .send()
+            .await
+            .expect("stdin");
+        assert!(response.status().is_success());
+        let wanted = format!("line {n}");
+        let mut seen = String::new();
+        while !seen.contains(&wanted) {
+            let chunk = body.next().await.expect("an event").expect("chunk");
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+        }
+        times.push(start.elapsed());
+    }
+    let _ = client
+        .delete(daemon.url("/api/process/echo-bench"))
+        .send()
+        .await;
+    times
 }
 
 /// MiB/s through a process's stdin pipe over the API (1 MiB writes, base64 in JSON, each

@@ -892,3 +892,78 @@ async fn a_follower_resumes_across_a_daemon_restart_without_repeats() {
         "the follower has all the daemon kept"
     );
 }
+
+/// The body of a chunked HTTP/1.1 response read whole from `raw`.
+fn dechunked(raw: &[u8]) -> Vec<u8> {
+    let head_end = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head")
+        + 4;
+    let mut rest = &raw[head_end..];
+    let mut body = Vec::new();
+    loop {
+        let line_end = rest
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .expect("a chunk size");
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap(), 16).unwrap();
+        if size == 0 {
+            return body;
+        }
+        body.extend_from_slice(&rest[line_end + 2..line_end + 2 + size]);
+        rest = &rest[line_end + 2 + size + 2..];
+    }
+}
+
+#[tokio::test]
+async fn a_reader_that_falls_behind_a_stream_loses_nothing() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let daemon = Daemon::start();
+    start(&daemon, json!({"command": "sleep 0.5; for i in $(seq 1 150000); do echo \"line-$i $i $i\"; done", "processId": "chatty"})).await;
+    // A reader with a small receive buffer that reads nothing while the process runs: the
+    // stream is held back far beyond the follower's queue of live events.
+    let address: std::net::SocketAddr = daemon
+        .url("")
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .parse()
+        .unwrap();
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.set_recv_buffer_size(4096).unwrap();
+    let mut stream = socket.connect(address).await.unwrap();
+    stream
+        .write_all(
+            b"GET /api/process/chatty/stream HTTP/1.1\r\nHost: fsd\r\nConnection: close\r\n\r\n",
+        )
+        .await
+        .unwrap();
+    wait_status(&daemon, "chatty", "completed").await;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let body = String::from_utf8(dechunked(&raw)).unwrap();
+    let frames = frames(&body);
+    let stdout: String = frames
+        .iter()
+        .filter(|f| f["type"] == "stdout")
+        .map(|f| f["data"].as_str().unwrap())
+        .collect();
+    let expected: String = (1..=150000)
+        .map(|i| format!("line-{i} {i} {i}\n"))
+        .collect();
+    assert!(
+        stdout == expected,
+        "{} bytes of {}",
+        stdout.len(),
+        expected.len()
+    );
+    // Offsets only grow, each event's after the one before.
+    let offsets: Vec<u64> = frames
+        .iter()
+        .filter(|f| f["type"] == "stdout")
+        .map(|f| f["offset"].as_u64().unwrap())
+        .collect();
+    assert!(offsets.windows(2).all(|w| w[0] < w[1]), "offsets go back");
+    assert_eq!(frames.last().unwrap()["type"], "exit");
+}
