@@ -237,3 +237,50 @@ async fn commands_read_the_content_they_are_given() {
         "3"
     );
 }
+
+#[tokio::test]
+async fn concurrent_writes_never_interleave() {
+    let daemon = Daemon::start();
+    let target = daemon.path("blocks.bin");
+    let command = format!("cat > '{}'", target.display());
+    start(
+        &daemon,
+        json!({"command": command, "processId": "blocks", "stdin": "pipe"}),
+    )
+    .await;
+    // Eight writers at once, each 300 KB of its own letter (more than the pipe takes in one
+    // write, so each write is many write(2) calls).
+    let block = 300_000;
+    let writers = (0..8u8).map(|n| {
+        let daemon = &daemon;
+        async move {
+            let data = STANDARD.encode(vec![b'a' + n; block]);
+            let (status, reply) = write(
+                daemon,
+                "blocks",
+                json!({"data": data, "encoding": "base64"}),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{reply}");
+        }
+    });
+    futures_util::future::join_all(writers).await;
+    let (status, _) = write(&daemon, "blocks", json!({"data": "", "close": true})).await;
+    assert_eq!(status, StatusCode::OK);
+    let process = wait_ended(&daemon, "blocks").await;
+    assert_eq!(process["exitCode"], 0, "{process}");
+    let written = std::fs::read(&target).unwrap();
+    assert_eq!(written.len(), 8 * block);
+    let mut letters: Vec<u8> = written
+        .chunks(block)
+        .map(|chunk| {
+            assert!(
+                chunk.iter().all(|&b| b == chunk[0]),
+                "a write was interleaved"
+            );
+            chunk[0]
+        })
+        .collect();
+    letters.sort_unstable();
+    assert_eq!(letters, b"abcdefgh");
+}
