@@ -35,20 +35,16 @@ pub fn tree(pid: u32) -> Vec<u32> {
 
 /// The parent of `pid`, from `/proc/<pid>/stat` (the field after the parenthesized name).
 pub fn parent(pid: u32) -> Option<u32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    after_name.split_whitespace().nth(1)?.parse().ok()
+    after_name(pid)?.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// Whether `pid` is alive (a zombie counts as dead).
 pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X"),
-        Err(_) => false,
-    }
+    after_name(pid).is_some_and(|stat| {
+        stat.split_whitespace()
+            .next()
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
 }
 
 /// The host pid of the process that has pid `ns_pid` in its own (innermost) PID namespace,
@@ -97,9 +93,10 @@ pub fn usage_below(root: u32) -> Usage {
     let mut used_ticks = 0u64;
     let mut rss_pages = 0u64;
     for pid in tree(root) {
-        let Some(fields) = stat_fields(pid) else {
+        let Some(stat) = after_name(pid) else {
             continue;
         };
+        let fields: Vec<&str> = stat.split_whitespace().collect();
         // After the name: state is field 3, utime 14, stime 15, cutime 16, cstime 17, rss 24.
         let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
         let waited = field(16).unwrap_or(0) + field(17).unwrap_or(0);
@@ -116,11 +113,13 @@ pub fn usage_below(root: u32) -> Usage {
     }
 }
 
-/// The fields of `/proc/<pid>/stat` after the parenthesized name (state first).
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after_name = &stat[stat.rfind(')')? + 1..];
-    Some(after_name.split_whitespace().map(str::to_string).collect())
+/// `/proc/<pid>/stat` after the parenthesized name (which may hold spaces and parentheses):
+/// the fields from the state on.
+fn after_name(pid: u32) -> Option<String> {
+    let mut stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let name_end = stat.rfind(')')? + 1;
+    stat.drain(..name_end);
+    Some(stat)
 }
 
 /// Clock ticks per second, which `/proc` counts CPU time in.
