@@ -208,23 +208,17 @@ impl Daemon {
     }
 
     pub async fn get(&self, route: &str) -> (StatusCode, Value) {
-        let response = self
-            .request(reqwest::Method::GET, route)
-            .send()
-            .await
-            .expect("request");
-        let status = response.status();
-        let json = response.json().await.expect("JSON body");
-        (status, json)
+        self.bodiless(reqwest::Method::GET, route).await
     }
 
     /// DELETEs and returns status and parsed body.
     pub async fn delete(&self, route: &str) -> (StatusCode, Value) {
-        let response = self
-            .request(reqwest::Method::DELETE, route)
-            .send()
-            .await
-            .expect("request");
+        self.bodiless(reqwest::Method::DELETE, route).await
+    }
+
+    /// A request without a body, answered with JSON.
+    async fn bodiless(&self, method: reqwest::Method, route: &str) -> (StatusCode, Value) {
+        let response = self.request(method, route).send().await.expect("request");
         let status = response.status();
         let json = response.json().await.expect("JSON body");
         (status, json)
