@@ -23,6 +23,7 @@ mod filter;
 #[cfg(target_os = "linux")]
 mod inotify;
 mod portable;
+mod reconcile;
 mod report;
 mod watcher;
 

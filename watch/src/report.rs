@@ -25,10 +25,6 @@ impl Reporter {
         }
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Whether the consumer has gone (the watch can stop).
     pub fn closed(&self) -> bool {
         self.sender.is_closed()
@@ -70,11 +66,6 @@ impl Reporter {
         if self.reported(&path) {
             self.emit(kind, path, None, is_dir);
         }
-    }
-
-    /// Whether renaming `from` into place finishes a write of fsd's (it is a scratch file).
-    pub fn finishes_write(&self, from: &Path) -> bool {
-        scratch_kind(from).is_some()
     }
 
     /// A rename inside the tree. A scratch file of fsd's renamed into place is the write it

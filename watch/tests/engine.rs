@@ -49,15 +49,21 @@ fn root() -> (tempfile::TempDir, PathBuf) {
 #[tokio::test]
 async fn create_modify_attrib_delete() {
     let (_dir, root) = root();
-    let (_watcher, mut events) = start(&root);
+    let (watcher, mut events) = start(&root);
     let file = root.join("a.txt");
+    // Each step caught up with: changes that undo each other within one reconciliation
+    // (a file made and removed before the engine looks) are not reported, as their net
+    // effect is nothing.
     std::fs::write(&file, "one").unwrap();
+    watcher.caught_up().await;
     std::fs::write(&file, "two").unwrap();
+    watcher.caught_up().await;
     std::process::Command::new("chmod")
         .arg("600")
         .arg(&file)
         .status()
         .unwrap();
+    watcher.caught_up().await;
     std::fs::remove_file(&file).unwrap();
     let seen = drain(&mut events, Duration::from_millis(300)).await;
     for kind in [
@@ -139,8 +145,8 @@ async fn moves_out_and_in_are_deletes_and_creates() {
         "{seen:?}"
     );
     assert!(
-        has(&seen, EventKind::MoveIn, &root.join("arrived")),
-        "{seen:?}"
+        has(&seen, EventKind::Create, &root.join("arrived")),
+        "what moves in from outside is new here: {seen:?}"
     );
     assert!(
         has(&seen, EventKind::Create, &root.join("arrived/sub/f")),
@@ -163,15 +169,10 @@ async fn filters_apply_and_excluded_directories_are_not_watched() {
     std::fs::create_dir(root.join(".git")).unwrap();
     std::fs::write(root.join("kept.txt"), "x").unwrap();
     let seen = drain(&mut events, Duration::from_millis(300)).await;
-    let paths: Vec<&Path> = seen.iter().map(|e| e.path.as_path()).collect();
-    assert_eq!(
-        paths,
-        [
-            root.join("kept.txt").as_path(),
-            root.join("kept.txt").as_path()
-        ],
-        "{seen:?}"
-    );
+    // Its write may be reconciled with its creation or after it.
+    let paths: HashSet<&Path> = seen.iter().map(|e| e.path.as_path()).collect();
+    assert_eq!(paths, HashSet::from([root.join("kept.txt").as_path()]), "{seen:?}");
+    assert!(has(&seen, EventKind::Create, &root.join("kept.txt")), "{seen:?}");
 
     let only_rs = Filter::new(&["*.rs".to_string()], &[]).unwrap();
     let (_watcher, mut events) = Watcher::start_with(engine(), &root, only_rs, true).unwrap();
@@ -188,7 +189,7 @@ async fn filters_apply_and_excluded_directories_are_not_watched() {
 }
 
 #[tokio::test]
-async fn ten_thousand_files_are_all_reported_or_overflow_is_said() {
+async fn ten_thousand_files_are_all_reported() {
     let (_dir, root) = root();
     let (_watcher, mut events) = start(&root);
     for i in 0..10_000 {
@@ -200,12 +201,12 @@ async fn ten_thousand_files_are_all_reported_or_overflow_is_said() {
         .filter(|e| e.kind == EventKind::Create)
         .map(|e| e.path.as_path())
         .collect();
-    let overflow = seen.iter().any(|e| e.kind == EventKind::Overflow);
+    // A queue that overflows is a recrawl: still every file, and no overflow told.
     assert!(
-        overflow || created.len() == 10_000,
-        "{} of 10000 reported and no overflow",
-        created.len()
+        seen.iter().all(|e| e.kind != EventKind::Overflow),
+        "{seen:?}"
     );
+    assert_eq!(created.len(), 10_000);
 }
 
 #[test]
@@ -230,18 +231,19 @@ fn on_channel(events: &mut UnboundedReceiver<Event>) -> Vec<Event> {
 
 #[tokio::test]
 async fn caught_up_means_every_earlier_change_is_on_the_channel() {
-    if engine() != EngineKind::Inotify {
-        eprintln!("skipped: only the inotify engine can read the kernel's queue to the end");
-        return;
-    }
     let (_dir, root) = root();
     let (watcher, mut events) = start(&root);
-    for round in 0..50 {
+    for i in 0..20 {
+        std::fs::write(root.join(format!("f0-{i}")), "x").unwrap();
+    }
+    watcher.caught_up().await;
+    on_channel(&mut events);
+    for round in 1..50 {
         std::fs::create_dir(root.join(format!("d{round}"))).unwrap();
         for i in 0..20 {
             std::fs::write(root.join(format!("f{round}-{i}")), "x").unwrap();
         }
-        let last = root.join(format!("f{round}-0"));
+        let last = root.join(format!("f{}-0", round - 1));
         std::fs::remove_file(&last).unwrap();
         watcher.caught_up().await;
         let seen = on_channel(&mut events);

@@ -1,0 +1,310 @@
+//! A batch's changes as a sequence of events, each valid on the tree the events before it
+//! left: a move waits until its target's directory exists and its name is free, a delete
+//! until nothing still to move out is inside it, a create until its directory exists. A
+//! cycle of moves (a swap through a name the batch never saw) is broken by telling one of
+//! them as deleted and made again (its subtree made again with it), which costs a refetch
+//! and keeps the list exact.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+use super::Batch;
+use super::tree::{Kind, NodeId, ROOT, Tree};
+use crate::EventKind;
+use crate::report::Reporter;
+
+/// Emits `batch` through `reporter`; `gone` are the nodes that left for good.
+pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Reporter) {
+    let mut emitter = Emitter {
+        tree,
+        batch,
+        reporter,
+        cur: HashMap::new(),
+        slots: HashMap::new(),
+        recreated: HashSet::new(),
+    };
+    for (&id, place) in &batch.before {
+        emitter.cur.insert(id, place.clone());
+        if let Some(place) = place {
+            emitter.slots.insert(place.clone(), id);
+        }
+    }
+    let created = |id: NodeId| batch.before.get(&id) == Some(&None);
+    let mut moves: BTreeSet<NodeId> = BTreeSet::new();
+    let mut creates: BTreeSet<NodeId> = BTreeSet::new();
+    for (&id, place) in &batch.before {
+        if gone.contains(&id) || !tree.attached(id) {
+            continue;
+        }
+        let node = tree.node(id);
+        match place {
+            Some((parent, name)) if (*parent, name) != (node.parent, &node.name) => {
+                moves.insert(id);
+            }
+            Some(_) => {}
+            None if !created(node.parent) => {
+                creates.insert(id);
+            }
+            None => {}
+        }
+    }
+    let mut deletes: Vec<NodeId> = gone
+        .iter()
+        .copied()
+        .filter(|&id| !created(id) && batch.before.contains_key(&id))
+        .collect();
+    deletes.sort_by_key(|&id| std::cmp::Reverse(emitter.depth(id)));
+
+    while !(moves.is_empty() && creates.is_empty() && deletes.is_empty()) {
+        let mut progress = false;
+        // What must leave a directory before it can be deleted: ancestors of pending moves.
+        let holding: HashSet<NodeId> = moves
+            .iter()
+            .flat_map(|&id| emitter.ancestors(id))
+            .collect();
+        deletes.retain(|&id| {
+            if holding.contains(&id) {
+                return true;
+            }
+            emitter.delete(id);
+            progress = true;
+            false
+        });
+        let ready: Vec<NodeId> = moves
+            .iter()
+            .copied()
+            .filter(|&id| emitter.can_move(id))
+            .collect();
+        for id in ready {
+            // An earlier move of this pass may have taken the slot.
+            if emitter.can_move(id) {
+                emitter.rename(id);
+                moves.remove(&id);
+                progress = true;
+            }
+        }
+        let ready: Vec<NodeId> = creates
+            .iter()
+            .copied()
+            .filter(|&id| emitter.can_place(id))
+            .collect();
+        for id in ready {
+            if emitter.can_place(id) {
+                creates.remove(&id);
+                emitter.create(id, &moves, &creates);
+                progress = true;
+            }
+        }
+        if progress {
+            continue;
+        }
+        // A cycle: the first move pending is told as deleted and made again, with what is
+        // inside it that had yet to move out.
+        let Some(&id) = moves.iter().next() else {
+            // Nothing can move and nothing is left to wait for (cannot happen on a tree):
+            // what remains is told as made, which is exact if redundant.
+            for id in std::mem::take(&mut creates) {
+                emitter.create(id, &BTreeSet::new(), &BTreeSet::new());
+            }
+            break;
+        };
+        let inside: Vec<NodeId> = moves
+            .iter()
+            .copied()
+            .filter(|&other| other != id && emitter.under(other, id))
+            .collect();
+        deletes.retain(|&other| !emitter.under(other, id));
+        emitter.unplace(id, true);
+        for other in inside {
+            emitter.unplace(other, false);
+            moves.remove(&other);
+            emitter.recreated.insert(other);
+            creates.insert(other);
+        }
+        moves.remove(&id);
+        emitter.recreated.insert(id);
+        creates.insert(id);
+    }
+
+    let mut modified: Vec<(PathBuf, bool, EventKind)> = Vec::new();
+    for (set, kind) in [
+        (&batch.modified, EventKind::Modify),
+        (&batch.attrib, EventKind::Attrib),
+    ] {
+        for &id in set {
+            if tree.get(id).is_none()
+                || !tree.attached(id)
+                || created(id)
+                || emitter.recreated.contains(&id)
+            {
+                continue;
+            }
+            let is_dir = tree.node(id).stat.kind == Kind::Dir;
+            modified.push((tree.path(id), is_dir, kind));
+        }
+    }
+    modified.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    for (path, is_dir, kind) in modified {
+        reporter.report(kind, path, is_dir);
+    }
+}
+
+struct Emitter<'a> {
+    tree: &'a Tree,
+    batch: &'a Batch,
+    reporter: &'a Reporter,
+    /// Where each node of the batch is on the tree the events so far describe (`None`:
+    /// not there).
+    cur: HashMap<NodeId, Option<(NodeId, OsString)>>,
+    /// Which node of the batch holds each name there.
+    slots: HashMap<(NodeId, OsString), NodeId>,
+    /// Nodes told as deleted and made again (a cycle) or made with them.
+    recreated: HashSet<NodeId>,
+}
+
+impl Emitter<'_> {
+    fn place(&self, id: NodeId) -> Option<(NodeId, &OsStr)> {
+        match self.cur.get(&id) {
+            Some(place) => place.as_ref().map(|(p, n)| (*p, n.as_os_str())),
+            None => {
+                let node = self.tree.node(id);
+                Some((node.parent, node.name.as_os_str()))
+            }
+        }
+    }
+
+    /// Ancestors on the told tree, nearest first (not the node itself).
+    fn ancestors(&self, id: NodeId) -> Vec<NodeId> {
+        let mut out = Vec::new();
+        let mut at = id;
+        while at != ROOT {
+            let Some((parent, _)) = self.place(at) else {
+                break;
+            };
+            out.push(parent);
+            at = parent;
+        }
+        out
+    }
+
+    fn depth(&self, id: NodeId) -> usize {
+        self.ancestors(id).len()
+    }
+
+    /// Whether `id` is strictly below `ancestor` on the told tree.
+    fn under(&self, id: NodeId, ancestor: NodeId) -> bool {
+        self.ancestors(id).contains(&ancestor)
+    }
+
+    /// Whether the node and its ancestors are on the told tree.
+    fn present(&self, mut id: NodeId) -> bool {
+        while id != ROOT {
+            match self.place(id) {
+                Some((parent, _)) => id = parent,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    fn path(&self, id: NodeId) -> PathBuf {
+        let mut names = Vec::new();
+        let mut at = id;
+        while at != ROOT {
+            let Some((parent, name)) = self.place(at) else {
+                break;
+            };
+            names.push(name);
+            at = parent;
+        }
+        let mut path = self.tree.root_path().to_path_buf();
+        for name in names.into_iter().rev() {
+            path.push(name);
+        }
+        path
+    }
+
+    fn is_dir(&self, id: NodeId) -> bool {
+        self.tree.node(id).stat.kind == Kind::Dir
+    }
+
+    /// Whether the node's final name is free on the told tree and its directory is there.
+    fn can_place(&self, id: NodeId) -> bool {
+        let node = self.tree.node(id);
+        let free = self
+            .slots
+            .get(&(node.parent, node.name.clone()))
+            .is_none_or(|&holder| holder == id);
+        free && self.present(node.parent)
+    }
+
+    fn can_move(&self, id: NodeId) -> bool {
+        let parent = self.tree.node(id).parent;
+        self.can_place(id) && parent != id && !self.under(parent, id)
+    }
+
+    fn settle(&mut self, id: NodeId) {
+        if let Some(Some(old)) = self.cur.get(&id).cloned()
+            && self.slots.get(&old) == Some(&id)
+        {
+            self.slots.remove(&old);
+        }
+        let node = self.tree.node(id);
+        let place = (node.parent, node.name.clone());
+        self.slots.insert(place.clone(), id);
+        self.cur.insert(id, Some(place));
+    }
+
+    /// Takes a node off the told tree; `tell`: as a delete event.
+    fn unplace(&mut self, id: NodeId, tell: bool) {
+        if tell {
+            self.reporter
+                .report(EventKind::Delete, self.path(id), self.is_dir(id));
+        }
+        if let Some(Some(old)) = self.cur.get(&id).cloned()
+            && self.slots.get(&old) == Some(&id)
+        {
+            self.slots.remove(&old);
+        }
+        self.cur.insert(id, None);
+    }
+
+    fn rename(&mut self, id: NodeId) {
+        let from = self.path(id);
+        self.settle(id);
+        let to = self.path(id);
+        self.reporter.renamed(from, to, self.is_dir(id));
+    }
+
+    /// Tells the node and what it holds (that is not told on its own) as created.
+    fn create(&mut self, id: NodeId, moves: &BTreeSet<NodeId>, creates: &BTreeSet<NodeId>) {
+        let mut stack = vec![id];
+        while let Some(next) = stack.pop() {
+            self.settle(next);
+            self.reporter
+                .report(EventKind::Create, self.path(next), self.is_dir(next));
+            for &child in self.tree.node(next).children.values().rev() {
+                if moves.contains(&child) || creates.contains(&child) {
+                    continue;
+                }
+                stack.push(child);
+            }
+        }
+    }
+
+    /// Tells a node that left for good, and what it held, as deleted, deepest first.
+    fn delete(&mut self, id: NodeId) {
+        let mut below = self.tree.descendants(id);
+        below.reverse();
+        for child in below {
+            if self.batch.before.get(&child) == Some(&None) {
+                continue;
+            }
+            let path = self.path(child);
+            self.reporter
+                .report(EventKind::Delete, path, self.is_dir(child));
+        }
+        self.unplace(id, true);
+    }
+}

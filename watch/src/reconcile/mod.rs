@@ -1,0 +1,603 @@
+//! The reconciler: the disk is the truth, events say where to look.
+//!
+//! One reconciler per watched root owns a [`Tree`] of what it has seen (name, inode, kind,
+//! size, mtime, mode). A backend's events never change the tree: each marks a directory
+//! dirty (and the name in it, with whether it was written). Reconciling re-reads the dirty
+//! directories (`readdir`, then `fstatat` relative to the directory's descriptor for the
+//! names that are new, hinted or whose inode changed) and diffs them against the tree:
+//! - the same inode under a new name, here or anywhere in the tree, is a rename of that
+//!   object with its subtree (a directory is checked to be the same object, not a reused
+//!   inode number, where the backend can tell);
+//! - an inode found nowhere is a create: a new directory is watched before it is listed,
+//!   so nothing made inside it in between is missed;
+//! - an inode gone from everywhere is a delete; a file whose inode changed at the same name
+//!   is a modify (an atomic save);
+//! - a changed size, mtime or mode, or a write the backend reported, is a modify or an
+//!   attribute change.
+//!
+//! Renames found this way need no pairing of the kernel's move events, so the order in
+//! which a queue reports moves and creations, or how it splits them, does not matter. An
+//! overflow is a recrawl: every directory is re-read and diffed, and the changes come out
+//! exact (file contents are compared by size and mtime there, and a file recorded in the
+//! same clock tick as its last write is taken as modified).
+//!
+//! A batch's changes are emitted as a sequence each step of which is valid on the tree the
+//! steps before it left (`emit`), so the change-list replay downstream stays a replay.
+
+mod emit;
+mod list;
+pub(crate) mod tree;
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use crate::report::Reporter;
+use tree::{Kind, NodeId, ROOT, Stat, Tree};
+
+/// Why a directory could not be watched.
+#[derive(Debug)]
+pub(crate) enum WatchFailure {
+    /// The backend's watch limit: what happens inside is not seen (an overflow is reported).
+    Limit,
+    /// Gone or no longer a directory: the next listing of its parent tells.
+    Gone,
+    Io(std::io::Error),
+}
+
+/// What watches directories for the reconciler: inotify (one watch per directory) or the
+/// `notify` crate (which watches whole trees itself).
+pub(crate) trait Backend {
+    /// Watches the directory at `path`, recorded as `node`, before it is listed.
+    fn watch(&mut self, path: &Path, node: NodeId) -> Result<(), WatchFailure>;
+    /// The node left the tree.
+    fn forget(&mut self, node: NodeId);
+    /// Whether the directory at `path` is the object recorded as `node` (not another one
+    /// with its inode number); `None` when the backend cannot tell.
+    fn same_dir(&mut self, path: &Path, node: NodeId) -> Option<bool>;
+}
+
+/// How recent an mtime must be, at the moment it is recorded, for a later comparison of
+/// size and mtime alone to be unable to see a write (the kernel's file times advance by
+/// clock ticks of up to 10 ms).
+const RACY: Duration = Duration::from_millis(50);
+/// Rounds of one batch before the rest waits for the next (a tree that keeps moving).
+const MAX_ROUNDS: usize = 64;
+
+/// An entry found in a listing that is not the object recorded at its name.
+struct Appeared {
+    parent: NodeId,
+    name: OsString,
+    stat: Stat,
+    written: bool,
+    retried: bool,
+}
+
+/// What one reconciliation changed, until it is emitted.
+#[derive(Default)]
+pub(crate) struct Batch {
+    /// Where each node that moved, left or appeared was when the batch began (`None`: new).
+    before: HashMap<NodeId, Option<(NodeId, OsString)>>,
+    /// Nodes taken out of their directory and not found again yet.
+    limbo: HashSet<NodeId>,
+    modified: BTreeSet<NodeId>,
+    attrib: BTreeSet<NodeId>,
+    /// Directories listed this batch.
+    listed: HashSet<NodeId>,
+    /// Directories that could not be listed at their recorded path (an ancestor moved):
+    /// listed once found again.
+    waiting: HashSet<NodeId>,
+}
+
+pub(crate) struct Reconciler {
+    tree: Tree,
+    reporter: Reporter,
+    recursive: bool,
+    /// Directories to list.
+    dirty: BTreeSet<NodeId>,
+    /// Names hinted in dirty directories, and whether each was written.
+    hinted: HashMap<NodeId, HashMap<OsString, bool>>,
+    /// Events were lost: every directory is re-read, no size and mtime trusted.
+    recrawl: bool,
+    /// The root was deleted or moved away.
+    root_gone: bool,
+    /// Whether anything is emitted: not for the first crawl.
+    reporting: bool,
+    /// The time of this batch's listings (what `racy` compares with).
+    now: SystemTime,
+}
+
+impl Reconciler {
+    /// Records the tree at `root` (watched through `backend` first) without reporting it.
+    pub fn start(
+        root: &Path,
+        reporter: Reporter,
+        recursive: bool,
+        backend: &mut dyn Backend,
+    ) -> Result<Self, WatchFailure> {
+        let stat = list::lstat(root).map_err(|err| match err.raw_os_error() {
+            Some(code) if code == libc_enoent() => WatchFailure::Gone,
+            _ => WatchFailure::Io(err),
+        })?;
+        let mut reconciler = Self {
+            tree: Tree::new(root.to_path_buf(), stat),
+            reporter,
+            recursive,
+            dirty: BTreeSet::new(),
+            hinted: HashMap::new(),
+            recrawl: false,
+            root_gone: false,
+            reporting: false,
+            now: SystemTime::now(),
+        };
+        backend.watch(root, ROOT)?;
+        reconciler.tree.node_mut(ROOT).watched = true;
+        reconciler.dirty.insert(ROOT);
+        reconciler.reconcile(backend);
+        reconciler.reporting = true;
+        Ok(reconciler)
+    }
+
+    pub fn reporter(&self) -> &Reporter {
+        &self.reporter
+    }
+
+    pub fn root_gone(&self) -> bool {
+        self.root_gone
+    }
+
+    /// Entries recorded (the root included).
+    #[cfg(test)]
+    pub fn entries(&self) -> usize {
+        self.tree.len()
+    }
+
+    /// Something happened in the directory `dir` (to `name` in it, `written` when its
+    /// content changed).
+    pub fn hint(&mut self, dir: NodeId, name: Option<&OsStr>, written: bool) {
+        if self.tree.get(dir).is_none() {
+            return;
+        }
+        self.dirty.insert(dir);
+        if let Some(name) = name {
+            let flag = self
+                .hinted
+                .entry(dir)
+                .or_default()
+                .entry(name.to_os_string())
+                .or_insert(false);
+            *flag |= written;
+        }
+    }
+
+    /// Something happened at `path` (absolute): its nearest recorded directory is looked at.
+    pub fn hint_path(&mut self, path: &Path, written: bool) {
+        match self.tree.nearest(path) {
+            Some((node, name)) if self.tree.node(node).stat.kind == Kind::Dir => {
+                self.hint(node, name, written);
+            }
+            Some((node, None)) => {
+                let parent = self.tree.node(node).parent;
+                let name = self.tree.node(node).name.clone();
+                self.hint(parent, Some(&name), written);
+            }
+            // Below a file, or outside the root: the parent of the nearest node is re-read.
+            Some((node, Some(_))) => {
+                let parent = self.tree.node(node).parent;
+                self.hint(parent, None, false);
+            }
+            None => {}
+        }
+    }
+
+    /// The directory recorded as `node` is gone or moved (its watch ended): its parent is
+    /// re-read.
+    pub fn hint_gone(&mut self, node: NodeId) {
+        if node == ROOT {
+            self.root_gone = true;
+        } else if let Some(parent) = self.tree.get(node).map(|n| n.parent) {
+            self.hint(parent, None, false);
+        }
+    }
+
+    /// Events were lost: the next reconciliation re-reads everything.
+    pub fn overflowed(&mut self) {
+        self.recrawl = true;
+    }
+
+    /// Whether a reconciliation has anything to do.
+    pub fn pending(&self) -> bool {
+        self.recrawl || !self.dirty.is_empty()
+    }
+
+    /// Re-reads what is dirty, diffs it against the tree and emits the changes.
+    pub fn reconcile(&mut self, backend: &mut dyn Backend) {
+        if !self.pending() || self.root_gone {
+            return;
+        }
+        self.now = SystemTime::now();
+        let recrawl = std::mem::take(&mut self.recrawl);
+        if recrawl {
+            self.dirty = self
+                .tree
+                .ids()
+                .filter(|&id| self.tree.node(id).watched)
+                .collect();
+        }
+        let mut batch = Batch::default();
+        let mut deferred: Vec<Appeared> = Vec::new();
+        for _ in 0..MAX_ROUNDS {
+            let mut dirs: Vec<(usize, NodeId)> = Vec::new();
+            for id in std::mem::take(&mut self.dirty) {
+                if self.tree.get(id).is_none() {
+                    continue;
+                }
+                if self.tree.attached(id) {
+                    dirs.push((self.depth(id), id));
+                } else {
+                    batch.waiting.insert(id);
+                }
+            }
+            if dirs.is_empty() && deferred.is_empty() {
+                break;
+            }
+            dirs.sort_unstable();
+            let mut appeared = std::mem::take(&mut deferred);
+            for (_, dir) in dirs {
+                self.list_dir(dir, &mut batch, &mut appeared, recrawl);
+                if self.root_gone {
+                    return;
+                }
+            }
+            deferred = self.match_appeared(appeared, &mut batch, recrawl, backend);
+            let found: Vec<NodeId> = batch
+                .waiting
+                .iter()
+                .copied()
+                .filter(|&id| self.tree.get(id).is_some() && self.tree.attached(id))
+                .collect();
+            for id in found {
+                batch.waiting.remove(&id);
+                self.dirty.insert(id);
+            }
+        }
+        // What is left for the next batch (a tree that kept moving past the rounds): the
+        // entries deferred are found again by listing their directories then.
+        for appeared in deferred {
+            self.dirty.insert(appeared.parent);
+        }
+        self.finish(batch, backend);
+    }
+
+    fn depth(&self, mut id: NodeId) -> usize {
+        let mut depth = 0;
+        while id != ROOT {
+            id = self.tree.node(id).parent;
+            depth += 1;
+        }
+        depth
+    }
+
+    fn racy(&self, stat: &Stat) -> bool {
+        let mtime = SystemTime::UNIX_EPOCH
+            .checked_add(Duration::new(
+                stat.mtime.0.max(0) as u64,
+                stat.mtime.1.clamp(0, 999_999_999) as u32,
+            ))
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        match self.now.duration_since(mtime) {
+            Ok(age) => age < RACY,
+            Err(_) => true,
+        }
+    }
+
+    /// Reads one directory and records how it differs from the tree.
+    fn list_dir(
+        &mut self,
+        dir: NodeId,
+        batch: &mut Batch,
+        appeared: &mut Vec<Appeared>,
+        recrawl: bool,
+    ) {
+        let path = self.tree.path(dir);
+        let mut listing = match list::open_dir(&path, &self.tree.node(dir).stat) {
+            Ok(listing) => listing,
+            Err(_) => {
+                // Not the recorded directory at its recorded path: an ancestor moved, or it
+                // went. Its parent is read again, and it is listed once found.
+                if dir == ROOT {
+                    self.root_gone = true;
+                } else {
+                    let parent = self.tree.node(dir).parent;
+                    self.dirty.insert(parent);
+                    batch.waiting.insert(dir);
+                }
+                return;
+            }
+        };
+        batch.listed.insert(dir);
+        let hints = self.hinted.remove(&dir).unwrap_or_default();
+        let children = self.tree.node(dir).children.clone();
+        let mut seen: HashSet<OsString> = HashSet::with_capacity(children.len());
+        for (name, d_ino) in listing.names() {
+            if fsd_api::scratch::is_scratch(Path::new(&name)) {
+                continue;
+            }
+            let child = children.get(&name).copied();
+            let hint = hints.get(&name).copied();
+            if let Some(child) = child
+                && hint.is_none()
+                && !recrawl
+                && d_ino == self.tree.node(child).stat.ino
+            {
+                seen.insert(name);
+                continue;
+            }
+            let Ok(stat) = listing.stat(&name) else {
+                continue;
+            };
+            let written = hint == Some(true);
+            match child {
+                Some(child) if self.tree.node(child).stat.same_object(&stat) => {
+                    seen.insert(name);
+                    self.compare(child, stat, written, recrawl, batch);
+                }
+                other => {
+                    if let Some(child) = other {
+                        seen.insert(name.clone());
+                        self.disappear(child, written, batch);
+                    } else {
+                        seen.insert(name.clone());
+                    }
+                    appeared.push(Appeared {
+                        parent: dir,
+                        name,
+                        stat,
+                        written,
+                        retried: false,
+                    });
+                }
+            }
+        }
+        for (name, child) in children {
+            if !seen.contains(&name) {
+                let written = hints.get(&name).copied() == Some(true);
+                self.disappear(child, written, batch);
+            }
+        }
+    }
+
+    /// A recorded entry at its name, `lstat`ed again: modified, attributes changed, or not.
+    fn compare(&mut self, id: NodeId, stat: Stat, written: bool, recrawl: bool, batch: &mut Batch) {
+        let node = self.tree.node(id);
+        let old = node.stat;
+        let content = matches!(stat.kind, Kind::File | Kind::Other)
+            && (old.size != stat.size
+                || old.mtime != stat.mtime
+                || written
+                || (recrawl && node.racy));
+        if content {
+            // Hard links are one file under several names: each name shows the write.
+            for &link in self.tree.with_inode(stat.dev, stat.ino) {
+                batch.modified.insert(link);
+            }
+            batch.modified.insert(id);
+        }
+        if old.mode != stat.mode {
+            batch.attrib.insert(id);
+        }
+        let racy = self.racy(&stat);
+        self.tree.set_stat(id, stat, racy);
+    }
+
+    /// A recorded entry is no longer at its name: it waits to be found elsewhere.
+    fn disappear(&mut self, id: NodeId, written: bool, batch: &mut Batch) {
+        let (parent, name) = {
+            let node = self.tree.node(id);
+            (node.parent, node.name.clone())
+        };
+        batch.before.entry(id).or_insert(Some((parent, name)));
+        self.tree.detach(id);
+        batch.limbo.insert(id);
+        if written {
+            batch.modified.insert(id);
+        }
+    }
+
+    /// Finds each appeared entry in the tree by its inode (a rename), or records it as new.
+    /// Returns the entries to look at again next round (their inode is recorded at a path
+    /// not read yet).
+    fn match_appeared(
+        &mut self,
+        appeared: Vec<Appeared>,
+        batch: &mut Batch,
+        recrawl: bool,
+        backend: &mut dyn Backend,
+    ) -> Vec<Appeared> {
+        let mut deferred = Vec::new();
+        for entry in appeared {
+            if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
+                continue;
+            }
+            if self.tree.node(entry.parent).children.contains_key(&entry.name) {
+                // Found already (a retried entry whose name was taken meanwhile).
+                continue;
+            }
+            let candidates: Vec<NodeId> = self
+                .tree
+                .with_inode(entry.stat.dev, entry.stat.ino)
+                .iter()
+                .copied()
+                .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
+                .collect();
+            let path = self.tree.path(entry.parent).join(&entry.name);
+            let loose = candidates
+                .iter()
+                .copied()
+                .find(|&id| !self.tree.attached(id));
+            if let Some(id) = loose {
+                let same = entry.stat.kind != Kind::Dir
+                    || backend.same_dir(&path, id) != Some(false);
+                if same {
+                    self.moved(id, &entry, recrawl, batch, backend);
+                    continue;
+                }
+            } else if let Some(&id) = candidates.first()
+                && !entry.retried
+            {
+                // Recorded at a path still attached: a new hard link (files), or a move
+                // whose origin's directory is not read yet.
+                let still_there = entry.stat.kind != Kind::Dir
+                    && list::lstat(&self.tree.path(id))
+                        .is_ok_and(|stat| stat.same_object(&entry.stat));
+                if !still_there {
+                    let parent = self.tree.node(id).parent;
+                    self.dirty.insert(parent);
+                    deferred.push(Appeared {
+                        retried: true,
+                        ..entry
+                    });
+                    continue;
+                }
+            }
+            self.create(entry.parent, entry.name, entry.stat, batch, backend);
+        }
+        deferred
+    }
+
+    /// A recorded node found at a new name.
+    fn moved(
+        &mut self,
+        id: NodeId,
+        entry: &Appeared,
+        recrawl: bool,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+    ) {
+        let (parent, name) = {
+            let node = self.tree.node(id);
+            (node.parent, node.name.clone())
+        };
+        // It may hang inside a subtree that left: its place then was where it hangs.
+        batch.before.entry(id).or_insert(Some((parent, name)));
+        self.tree.detach(id);
+        batch.limbo.remove(&id);
+        self.tree.attach(id, entry.parent, entry.name.clone());
+        self.compare(id, entry.stat, entry.written, recrawl, batch);
+        if entry.stat.kind == Kind::Dir {
+            let path = self.tree.path(id);
+            let wanted = self.wants_watch(&path);
+            let node = self.tree.node(id);
+            if wanted && !node.watched {
+                self.watch_new(id, &path, backend);
+            } else if node.watched && (batch.waiting.remove(&id) || backend_blind(backend, &path, id)) {
+                self.dirty.insert(id);
+            }
+        }
+    }
+
+    fn wants_watch(&self, path: &Path) -> bool {
+        self.recursive && !self.reporter.prunes_dir(path)
+    }
+
+    /// Watches a directory, then marks it for listing.
+    fn watch_new(&mut self, id: NodeId, path: &Path, backend: &mut dyn Backend) {
+        match backend.watch(path, id) {
+            Ok(()) => {
+                self.tree.node_mut(id).watched = true;
+                self.dirty.insert(id);
+            }
+            Err(WatchFailure::Gone) => {}
+            Err(WatchFailure::Limit) => {
+                tracing::warn!(dir = %path.display(), "the watch limit is reached");
+                self.reporter.overflow();
+            }
+            Err(WatchFailure::Io(err)) => {
+                tracing::warn!(dir = %path.display(), error = %err, "cannot watch a new directory");
+                self.reporter.overflow();
+            }
+        }
+    }
+
+    fn create(
+        &mut self,
+        parent: NodeId,
+        name: OsString,
+        stat: Stat,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+    ) {
+        let racy = self.racy(&stat);
+        let id = self.tree.insert(parent, name, stat, racy);
+        batch.before.insert(id, None);
+        if stat.kind == Kind::Dir {
+            let path = self.tree.path(id);
+            if self.wants_watch(&path) {
+                self.watch_new(id, &path, backend);
+            }
+        }
+    }
+
+    /// Settles the batch (files replaced in place, what left for good) and emits it.
+    fn finish(&mut self, mut batch: Batch, backend: &mut dyn Backend) {
+        // A file that left its name with a new file there and found nowhere else was
+        // replaced in place (an atomic save): the same entry, modified.
+        let mut left_from: HashMap<(NodeId, OsString), NodeId> = HashMap::new();
+        for &id in &batch.limbo {
+            if let Some(Some(place)) = batch.before.get(&id)
+                && matches!(self.tree.node(id).stat.kind, Kind::File | Kind::Other)
+            {
+                left_from.insert(place.clone(), id);
+            }
+        }
+        if !left_from.is_empty() {
+            let new: Vec<NodeId> = batch
+                .before
+                .iter()
+                .filter(|(_, place)| place.is_none())
+                .map(|(&id, _)| id)
+                .collect();
+            for id in new {
+                let node = self.tree.node(id);
+                if !matches!(node.stat.kind, Kind::File | Kind::Other) || !self.tree.attached(id) {
+                    continue;
+                }
+                let place = (node.parent, node.name.clone());
+                let Some(old) = left_from.remove(&place) else {
+                    continue;
+                };
+                let (stat, racy) = (node.stat, node.racy);
+                self.tree.detach(id);
+                self.tree.remove_subtree(id);
+                batch.before.remove(&id);
+                batch.modified.remove(&id);
+                batch.limbo.remove(&old);
+                self.tree.attach(old, place.0, place.1);
+                self.tree.set_stat(old, stat, racy);
+                batch.modified.insert(old);
+            }
+        }
+        let gone: Vec<NodeId> = batch.limbo.iter().copied().collect();
+        if self.reporting {
+            emit::emit(&self.tree, &batch, &gone, &self.reporter);
+        }
+        for id in gone {
+            for removed in self.tree.remove_subtree(id) {
+                backend.forget(removed);
+                self.hinted.remove(&removed);
+                self.dirty.remove(&removed);
+            }
+        }
+    }
+}
+
+/// Whether the backend cannot tell a moved directory's changes apart (the `notify` crate
+/// names them by old paths): then the directory is listed again where it is now.
+fn backend_blind(backend: &mut dyn Backend, path: &Path, id: NodeId) -> bool {
+    backend.same_dir(path, id).is_none()
+}
+
+fn libc_enoent() -> i32 {
+    nix::errno::Errno::ENOENT as i32
+}
