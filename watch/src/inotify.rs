@@ -4,7 +4,7 @@
 //! the reconciler re-reads what is dirty and reports what changed. An overflow of the
 //! kernel's queue is a recrawl, not a loss.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::fd::AsFd;
 use std::path::Path;
@@ -147,6 +147,9 @@ pub(crate) struct InotifyBackend {
     watches: Watches,
     by_wd: HashMap<WatchDescriptor, NodeId>,
     by_node: HashMap<NodeId, WatchDescriptor>,
+    /// Directories whose watch the kernel ended (they were deleted): no directory found
+    /// later is the same object.
+    ended: HashSet<NodeId>,
     count: Arc<AtomicUsize>,
 }
 
@@ -163,14 +166,13 @@ impl InotifyBackend {
 
 impl Backend for InotifyBackend {
     fn watch(&mut self, path: &Path, node: NodeId) -> Result<(), WatchFailure> {
-        let wd = self
-            .watches
-            .add(path, DIR_MASK)
-            .map_err(|err| match err.raw_os_error().map(Errno::from_raw) {
+        let wd = self.watches.add(path, DIR_MASK).map_err(|err| {
+            match err.raw_os_error().map(Errno::from_raw) {
                 Some(Errno::ENOSPC) => WatchFailure::Limit,
                 Some(Errno::ENOENT | Errno::ENOTDIR | Errno::ELOOP) => WatchFailure::Gone,
                 _ => WatchFailure::Io(err),
-            })?;
+            }
+        })?;
         if self.by_wd.get(&wd) != Some(&node) {
             self.unmap(&wd);
             if let Some(previous) = self.by_node.remove(&node) {
@@ -185,6 +187,7 @@ impl Backend for InotifyBackend {
     }
 
     fn forget(&mut self, node: NodeId) {
+        self.ended.remove(&node);
         if let Some(wd) = self.by_node.get(&node).cloned() {
             self.unmap(&wd);
             let _ = self.watches.remove(wd);
@@ -192,6 +195,9 @@ impl Backend for InotifyBackend {
     }
 
     fn same_dir(&mut self, path: &Path, node: NodeId) -> Option<bool> {
+        if self.ended.contains(&node) {
+            return Some(false);
+        }
         let known = self.by_node.get(&node)?.clone();
         // The kernel keeps one watch per inode and ends it when the directory goes: the
         // watch it gives for the path now is the recorded one only for the same directory.
@@ -219,16 +225,18 @@ impl Session {
             watches: inotify.watches(),
             by_wd: HashMap::new(),
             by_node: HashMap::new(),
+            ended: HashSet::new(),
             count: Arc::new(AtomicUsize::new(0)),
         };
-        let reconciler =
-            Reconciler::start(root, reporter, recursive, &mut backend).map_err(|err| match err {
+        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend).map_err(
+            |err| match err {
                 WatchFailure::Limit => WatchError::LimitReached {
                     path: root.to_path_buf(),
                 },
                 WatchFailure::Gone => WatchError::NotFound(root.to_path_buf()),
                 WatchFailure::Io(err) => WatchError::Io(err),
-            })?;
+            },
+        )?;
         Ok(Self {
             inotify,
             backend,
@@ -260,6 +268,7 @@ impl Session {
         };
         if mask.contains(EventMask::IGNORED) {
             self.backend.unmap(&wd);
+            self.backend.ended.insert(node);
             self.reconciler.hint_gone(node);
             return;
         }

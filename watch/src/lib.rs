@@ -16,6 +16,7 @@
 //! knows nothing of HTTP.
 
 mod catch_up;
+pub mod changes;
 mod engine;
 mod error;
 mod event;
@@ -25,6 +26,8 @@ mod inotify;
 mod portable;
 mod reconcile;
 mod report;
+#[cfg(all(test, target_os = "linux"))]
+mod simulation;
 mod watcher;
 
 pub use engine::EngineKind;

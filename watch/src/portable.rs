@@ -12,21 +12,21 @@
 //! handed over its event, everything before it reconciled.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fsd_api::scratch::{self, ScratchKind};
 use notify::{RecursiveMode, Watcher as _};
 use tokio::sync::oneshot;
 
+use crate::WatchError;
 use crate::catch_up::CatchUp;
 use crate::engine::{Engine, Running};
 use crate::reconcile::tree::NodeId;
 use crate::reconcile::{Backend, Reconciler, WatchFailure};
 use crate::report::Reporter;
-use crate::WatchError;
 
 /// When a new directory is read again after it appeared.
 const LATE_READS: [Duration; 2] = [Duration::from_millis(100), Duration::from_secs(1)];
@@ -83,14 +83,15 @@ impl Engine for NotifyEngine {
             _ => WatchError::Notify(err),
         })?;
         let mut backend = CrateBackend { fresh: Vec::new() };
-        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
-            .map_err(|err| match err {
+        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend).map_err(
+            |err| match err {
                 WatchFailure::Limit => WatchError::LimitReached {
                     path: root.to_path_buf(),
                 },
                 WatchFailure::Gone => WatchError::NotFound(root.to_path_buf()),
                 WatchFailure::Io(err) => WatchError::Io(err),
-            })?;
+            },
+        )?;
         backend.fresh.clear();
         let wake = Mutex::new(sender);
         let catch_up = Arc::new(CatchUp::new(move || {
@@ -113,7 +114,6 @@ impl Engine for NotifyEngine {
         })?)
     }
 }
-
 
 /// Turns the crate's events into hints for the reconciler.
 struct Translator {
@@ -205,9 +205,7 @@ impl Translator {
                 // place names the target too).
                 continue;
             }
-            if path == &self.root
-                && matches!(event.kind, notify::EventKind::Remove(_))
-            {
+            if path == &self.root && matches!(event.kind, notify::EventKind::Remove(_)) {
                 self.reconciler.hint_gone(crate::reconcile::tree::ROOT);
                 continue;
             }

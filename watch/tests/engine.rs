@@ -171,8 +171,15 @@ async fn filters_apply_and_excluded_directories_are_not_watched() {
     let seen = drain(&mut events, Duration::from_millis(300)).await;
     // Its write may be reconciled with its creation or after it.
     let paths: HashSet<&Path> = seen.iter().map(|e| e.path.as_path()).collect();
-    assert_eq!(paths, HashSet::from([root.join("kept.txt").as_path()]), "{seen:?}");
-    assert!(has(&seen, EventKind::Create, &root.join("kept.txt")), "{seen:?}");
+    assert_eq!(
+        paths,
+        HashSet::from([root.join("kept.txt").as_path()]),
+        "{seen:?}"
+    );
+    assert!(
+        has(&seen, EventKind::Create, &root.join("kept.txt")),
+        "{seen:?}"
+    );
 
     let only_rs = Filter::new(&["*.rs".to_string()], &[]).unwrap();
     let (_watcher, mut events) = Watcher::start_with(engine(), &root, only_rs, true).unwrap();

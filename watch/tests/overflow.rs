@@ -87,17 +87,17 @@ async fn a_kernel_queue_overflow_loses_nothing() {
     // The events, replayed on the paths there were, give the paths there are.
     let mut paths = BTreeSet::new();
     for d in 0..20 {
-        for path in [
-            format!("d{d}"),
-            format!("d{d}/sub"),
-            format!("d{d}/sub/f"),
-        ] {
+        for path in [format!("d{d}"), format!("d{d}/sub"), format!("d{d}/sub/f")] {
             paths.insert(root.join(path));
         }
     }
     for event in &seen {
         let under = |paths: &BTreeSet<PathBuf>, top: &Path| -> Vec<PathBuf> {
-            paths.iter().filter(|p| p.starts_with(top)).cloned().collect()
+            paths
+                .iter()
+                .filter(|p| p.starts_with(top))
+                .cloned()
+                .collect()
         };
         match event.kind {
             EventKind::Create | EventKind::MoveIn => {

@@ -7,7 +7,7 @@ use std::collections::VecDeque;
 
 use fsd_watch::{Event, EventKind};
 
-use super::changes::{self, Listed};
+use fsd_watch::changes::{self, Listed};
 
 /// Events kept per root.
 pub const KEPT_EVENTS: usize = 100_000;
@@ -110,8 +110,16 @@ impl Journal {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::watch::changes::Change;
-    use crate::watch::changes::tests::event;
+    use fsd_watch::changes::Change;
+
+    fn event(kind: EventKind, path: &str) -> Event {
+        Event {
+            kind,
+            path: path.into(),
+            from: None,
+            is_dir: false,
+        }
+    }
 
     /// The daemon's default `--change-list-limit`.
     const LIMIT: usize = 10_000;

@@ -1,9 +1,8 @@
 //! File watching: `/api/watch` (SSE) and `/api/watch/check` (change tokens), over the
 //! `fsd-watch` engine. `service` shares one engine and journal per watch key; `journal`
-//! keeps the events a token can ask about; `changes` turns a window of them into the list
-//! that makes the old tree the new one; `routes` validates and answers.
+//! keeps the events a token can ask about; `fsd_watch::changes` turns a window of them into
+//! the list that makes the old tree the new one; `routes` validates and answers.
 
-mod changes;
 mod error;
 mod journal;
 mod key;

@@ -16,7 +16,6 @@ use fsd_watch::{Event, EventKind, Filter};
 use futures_util::{StreamExt, stream};
 use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
-use super::changes::{Change, Listed};
 use super::error::WatchRequestError;
 use super::key::WatchKey;
 use super::service::{Hold, Root};
@@ -25,6 +24,7 @@ use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+use fsd_watch::changes::{Change, Listed};
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use fsd_watch::Filter;
 
-use super::changes::Change;
 use super::key::WatchKey;
 use super::service::{Hold, WatchService};
+use fsd_watch::changes::Change;
 
 /// The token of `dir` now, and what changed since `since` when the journal can say
 /// (relative paths, each with a rename's origin). No token when the directory cannot be

@@ -59,10 +59,7 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
     while !(moves.is_empty() && creates.is_empty() && deletes.is_empty()) {
         let mut progress = false;
         // What must leave a directory before it can be deleted: ancestors of pending moves.
-        let holding: HashSet<NodeId> = moves
-            .iter()
-            .flat_map(|&id| emitter.ancestors(id))
-            .collect();
+        let holding: HashSet<NodeId> = moves.iter().flat_map(|&id| emitter.ancestors(id)).collect();
         deletes.retain(|&id| {
             if holding.contains(&id) {
                 return true;
@@ -282,8 +279,14 @@ impl Emitter<'_> {
         let mut stack = vec![id];
         while let Some(next) = stack.pop() {
             self.settle(next);
+            let node = self.tree.node(next);
+            let path = self.path(next);
             self.reporter
-                .report(EventKind::Create, self.path(next), self.is_dir(next));
+                .report(EventKind::Create, path.clone(), self.is_dir(next));
+            // A file made with content is told as made and written, as the kernel tells it.
+            if node.stat.kind == Kind::File && node.stat.size > 0 {
+                self.reporter.report(EventKind::Modify, path, false);
+            }
             for &child in self.tree.node(next).children.values().rev() {
                 if moves.contains(&child) || creates.contains(&child) {
                     continue;

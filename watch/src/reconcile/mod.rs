@@ -245,7 +245,7 @@ impl Reconciler {
             dirs.sort_unstable();
             let mut appeared = std::mem::take(&mut deferred);
             for (_, dir) in dirs {
-                self.list_dir(dir, &mut batch, &mut appeared, recrawl);
+                self.list_dir(dir, &mut batch, &mut appeared, recrawl, backend);
                 if self.root_gone {
                     return;
                 }
@@ -299,6 +299,7 @@ impl Reconciler {
         batch: &mut Batch,
         appeared: &mut Vec<Appeared>,
         recrawl: bool,
+        backend: &mut dyn Backend,
     ) {
         let path = self.tree.path(dir);
         let mut listing = match list::open_dir(&path, &self.tree.node(dir).stat) {
@@ -338,8 +339,16 @@ impl Reconciler {
                 continue;
             };
             let written = hint == Some(true);
+            // A directory removed and made again often gets the same inode number back:
+            // one hinted is checked to be the same object.
+            let same = child.is_some_and(|child| {
+                self.tree.node(child).stat.same_object(&stat)
+                    && (stat.kind != Kind::Dir
+                        || hint.is_none()
+                        || backend.same_dir(&path.join(&name), child) != Some(false))
+            });
             match child {
-                Some(child) if self.tree.node(child).stat.same_object(&stat) => {
+                Some(child) if same => {
                     seen.insert(name);
                     self.compare(child, stat, written, recrawl, batch);
                 }
@@ -385,6 +394,9 @@ impl Reconciler {
             batch.modified.insert(id);
         }
         if old.mode != stat.mode {
+            for &link in self.tree.with_inode(stat.dev, stat.ino) {
+                batch.attrib.insert(link);
+            }
             batch.attrib.insert(id);
         }
         let racy = self.racy(&stat);
@@ -420,7 +432,12 @@ impl Reconciler {
             if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
                 continue;
             }
-            if self.tree.node(entry.parent).children.contains_key(&entry.name) {
+            if self
+                .tree
+                .node(entry.parent)
+                .children
+                .contains_key(&entry.name)
+            {
                 // Found already (a retried entry whose name was taken meanwhile).
                 continue;
             }
@@ -437,8 +454,8 @@ impl Reconciler {
                 .copied()
                 .find(|&id| !self.tree.attached(id));
             if let Some(id) = loose {
-                let same = entry.stat.kind != Kind::Dir
-                    || backend.same_dir(&path, id) != Some(false);
+                let same =
+                    entry.stat.kind != Kind::Dir || backend.same_dir(&path, id) != Some(false);
                 if same {
                     self.moved(id, &entry, recrawl, batch, backend);
                     continue;
@@ -491,7 +508,9 @@ impl Reconciler {
             let node = self.tree.node(id);
             if wanted && !node.watched {
                 self.watch_new(id, &path, backend);
-            } else if node.watched && (batch.waiting.remove(&id) || backend_blind(backend, &path, id)) {
+            } else if node.watched
+                && (batch.waiting.remove(&id) || backend_blind(backend, &path, id))
+            {
                 self.dirty.insert(id);
             }
         }

@@ -18,7 +18,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use fsd_watch::{Event, EventKind};
+use crate::{Event, EventKind};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
@@ -173,13 +173,6 @@ impl Replay {
     fn rename(&mut self, from: &Path, to: &Path, is_dir: bool) {
         let (mut moved, below) = self.take_subtree(from);
         moved.is_dir = is_dir;
-        // inotify merges an event with the one queued before it when both have the same
-        // watch, type and name, whatever their cookies: `mv a p` followed at once by a move
-        // into `p` from where no watch looks loses the second. A renamed file's content is
-        // therefore fetched again (the move still says where it went).
-        if !is_dir {
-            moved.dirty = true;
-        }
         // Whatever was at the target is replaced (the kernel does not say whether it was).
         self.delete(to, is_dir);
         for (path, entry) in below {
@@ -196,6 +189,8 @@ impl Replay {
             .values()
             .filter_map(|e| e.origin.as_deref())
             .collect();
+        // Origins a client moves aside first (step 1): what is below them is deleted there.
+        let mut moved_origins: BTreeSet<&Path> = BTreeSet::new();
         let mut listed = Vec::new();
         for (path, entry) in &self.now {
             match &entry.origin {
@@ -207,6 +202,7 @@ impl Replay {
                 Some(origin) => {
                     let moved = self.implied(path).origin.as_deref() != Some(origin);
                     if moved {
+                        moved_origins.insert(origin);
                         listed.push(Listed {
                             path: path.clone(),
                             change: Change::Renamed {
@@ -215,7 +211,7 @@ impl Replay {
                             is_dir: entry.is_dir,
                         });
                     }
-                    if entry.dirty && (!moved || !entry.is_dir) {
+                    if entry.dirty {
                         listed.push(Listed {
                             path: path.clone(),
                             change: Change::Modified,
@@ -239,10 +235,15 @@ impl Replay {
             let covered = path
                 .ancestors()
                 .skip(1)
-                .take_while(|ancestor| !origins.contains(ancestor))
+                .take_while(|ancestor| !moved_origins.contains(ancestor))
                 .any(|ancestor| gone.contains_key(ancestor));
-            // Under a path that is gone, or something is at the path now (and replaces it).
-            if covered || self.now.contains_key(path) {
+            // Something at the path now replaces it, unless it waits under a moved origin
+            // (then it would come back with that origin).
+            let aside = path
+                .ancestors()
+                .skip(1)
+                .any(|ancestor| moved_origins.contains(ancestor));
+            if covered || (self.now.contains_key(path) && !aside) {
                 continue;
             }
             listed.push(Listed {
@@ -257,10 +258,10 @@ impl Replay {
 }
 
 #[cfg(test)]
-pub(super) mod tests {
+mod tests {
     use super::*;
 
-    pub(in crate::watch) fn event(kind: EventKind, path: &str) -> Event {
+    fn event(kind: EventKind, path: &str) -> Event {
         Event {
             kind,
             path: PathBuf::from(path),
@@ -319,13 +320,10 @@ pub(super) mod tests {
 
     #[test]
     fn renames_keep_their_origin_and_say_what_they_may_have_replaced() {
-        // A renamed file is fetched again too (see `rename`).
+        // A renamed file keeps its content: a write is its own event.
         assert_eq!(
             changes(&[rename("/w/x", "/w/y")]),
-            [
-                ("/w/y".to_string(), renamed("/w/x")),
-                ("/w/y".into(), Change::Modified)
-            ]
+            [("/w/y".to_string(), renamed("/w/x"))]
         );
         // y was a path in between: if something was there, the first rename replaced it.
         assert_eq!(
@@ -333,7 +331,6 @@ pub(super) mod tests {
             [
                 ("/w/y".to_string(), Change::Deleted),
                 ("/w/z".into(), renamed("/w/x")),
-                ("/w/z".into(), Change::Modified)
             ]
         );
         assert_eq!(
@@ -343,13 +340,10 @@ pub(super) mod tests {
                 ("/w/y".into(), Change::Deleted)
             ]
         );
-        // Moved back: x is where it was (fetched again); what y was may have been replaced.
+        // Moved back: x is where it was; what y was may have been replaced.
         assert_eq!(
             changes(&[rename("/w/x", "/w/y"), rename("/w/y", "/w/x")]),
-            [
-                ("/w/x".to_string(), Change::Modified),
-                ("/w/y".into(), Change::Deleted)
-            ]
+            [("/w/y".to_string(), Change::Deleted)]
         );
         assert_eq!(
             changes(&[
@@ -431,7 +425,6 @@ pub(super) mod tests {
                 ("/w/e/a".into(), Change::Modified),
                 ("/w/e/b".into(), Change::Modified),
                 ("/w/e/y".into(), renamed("/w/d/x")),
-                ("/w/e/y".into(), Change::Modified),
             ]
         );
     }
@@ -464,7 +457,6 @@ pub(super) mod tests {
             [
                 ("/w/d".to_string(), Change::Deleted),
                 ("/w/x".into(), renamed("/w/d/x")),
-                ("/w/x".into(), Change::Modified),
             ]
         );
     }
@@ -498,7 +490,6 @@ pub(super) mod tests {
             changes(&events),
             [
                 ("/w/d".to_string(), renamed("/w/d/f")),
-                ("/w/d".into(), Change::Modified),
                 ("/w/d/sub".into(), Change::Deleted),
                 ("/w/e".into(), renamed("/w/d")),
             ]
@@ -536,9 +527,7 @@ pub(super) mod tests {
             changes(&events),
             [
                 ("/w/a".to_string(), renamed("/w/b")),
-                ("/w/a".into(), Change::Modified),
                 ("/w/b".into(), renamed("/w/a")),
-                ("/w/b".into(), Change::Modified),
                 ("/w/t".into(), Change::Deleted),
             ]
         );

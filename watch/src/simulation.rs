@@ -1,0 +1,476 @@
+//! The seeded simulation that proves change lists exact: random operations on a real
+//! directory, the real kernel's inotify events held back, delivered in batches, shuffled
+//! across directories and dropped (an overflow) at random before the reconciler sees them;
+//! after each step, the change list since every token taken so far, applied to a copy of
+//! the tree as it was at that token (as `fsd-sdk`'s sync applies it), must give the tree
+//! as it is, file contents, link targets and modes included.
+//!
+//! `FSD_SIM_SEED` replays one seed (printed on failure); `FSD_SIM_SEEDS` and
+//! `FSD_SIM_STEPS` set how many seeds and how long each runs.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tokio::sync::mpsc;
+
+use crate::changes::{self, Change, Listed};
+use crate::inotify::{RawEvent, Session};
+use crate::report::Reporter;
+use crate::{Event, Filter};
+
+/// A small, fast, seedable generator (splitmix64).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// What the tree holds at a path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Entry {
+    Dir { mode: u32 },
+    File { content: Vec<u8>, mode: u32 },
+    Link { target: OsString },
+}
+
+type Model = BTreeMap<PathBuf, Entry>;
+
+/// The tree under `root`, relative paths.
+fn snapshot(root: &Path) -> Model {
+    let mut model = Model::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let rel = path.strip_prefix(root).unwrap().to_path_buf();
+            if let Some(entry) = read_entry(&path) {
+                if matches!(entry, Entry::Dir { .. }) {
+                    stack.push(path);
+                }
+                model.insert(rel, entry);
+            }
+        }
+    }
+    model
+}
+
+fn read_entry(path: &Path) -> Option<Entry> {
+    let meta = std::fs::symlink_metadata(path).ok()?;
+    let mode = meta.mode() & 0o7777;
+    Some(if meta.is_dir() {
+        Entry::Dir { mode }
+    } else if meta.file_type().is_symlink() {
+        Entry::Link {
+            target: std::fs::read_link(path).ok()?.into_os_string(),
+        }
+    } else {
+        Entry::File {
+            content: std::fs::read(path).ok()?,
+            mode,
+        }
+    })
+}
+
+fn take_subtree(model: &mut Model, top: &Path) -> Vec<(PathBuf, Entry)> {
+    let keys: Vec<PathBuf> = model
+        .range(top.to_path_buf()..)
+        .take_while(|(p, _)| p.starts_with(top))
+        .map(|(p, _)| p.clone())
+        .collect();
+    keys.into_iter()
+        .filter_map(|k| {
+            let entry = model.remove(&k)?;
+            Some((k.strip_prefix(top).unwrap().to_path_buf(), entry))
+        })
+        .collect()
+}
+
+/// Applies a change list to the tree at its token, as a client does: moves aside, deletes,
+/// places and makes, then fetches from `root` what was made or modified.
+fn apply(model: &mut Model, listed: &[Listed], root: &Path) {
+    let rel = |p: &Path| p.strip_prefix(root).unwrap().to_path_buf();
+    // 1. Every rename's origin aside, deepest first.
+    let mut froms: Vec<PathBuf> = listed
+        .iter()
+        .filter_map(|l| match &l.change {
+            Change::Renamed { from } => Some(rel(from)),
+            _ => None,
+        })
+        .collect();
+    froms.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    froms.dedup();
+    let mut aside: BTreeMap<PathBuf, Vec<(PathBuf, Entry)>> = BTreeMap::new();
+    for from in froms {
+        let subtree = take_subtree(model, &from);
+        aside.insert(from, subtree);
+    }
+    // 2. Deletes, from where their origin was moved aside if it was.
+    for l in listed.iter().filter(|l| l.change == Change::Deleted) {
+        let path = rel(&l.path);
+        let holder = aside
+            .keys()
+            .filter(|from| path.starts_with(from))
+            .max_by_key(|from| from.components().count())
+            .cloned();
+        match holder {
+            Some(from) => {
+                let inner = path.strip_prefix(&from).unwrap().to_path_buf();
+                if let Some(subtree) = aside.get_mut(&from) {
+                    subtree.retain(|(p, _)| !p.starts_with(&inner));
+                }
+            }
+            None => {
+                take_subtree(model, &path);
+            }
+        }
+    }
+    // 3. Moved objects placed and directories made, in path order.
+    let mut placed: Vec<&Listed> = listed
+        .iter()
+        .filter(|l| {
+            matches!(l.change, Change::Renamed { .. }) || (l.change == Change::Created && l.is_dir)
+        })
+        .collect();
+    placed.sort_by(|a, b| a.path.cmp(&b.path));
+    for l in placed {
+        let path = rel(&l.path);
+        take_subtree(model, &path);
+        match &l.change {
+            Change::Renamed { from } => {
+                for (inner, entry) in aside.get(&rel(from)).cloned().unwrap_or_default() {
+                    model.insert(path.join(inner), entry);
+                }
+            }
+            _ => {
+                model.insert(path, Entry::Dir { mode: 0 });
+            }
+        }
+    }
+    // 4. Contents and modes fetched.
+    for l in listed
+        .iter()
+        .filter(|l| matches!(l.change, Change::Created | Change::Modified))
+    {
+        let path = rel(&l.path);
+        match read_entry(&l.path) {
+            Some(Entry::Dir { mode }) => {
+                if !matches!(model.get(&path), Some(Entry::Dir { .. })) {
+                    take_subtree(model, &path);
+                }
+                model.insert(path, Entry::Dir { mode });
+            }
+            Some(entry) => {
+                take_subtree(model, &path);
+                model.insert(path, entry);
+            }
+            None => {}
+        }
+    }
+}
+
+/// The names operations pick from: few, so they collide.
+const NAMES: &[&str] = &["a", "b", "c", "d.txt", "e.rs", "f g", ".h"];
+
+struct Workload {
+    root: PathBuf,
+    outside: PathBuf,
+}
+
+impl Workload {
+    fn random_path(&self, rng: &mut Rng) -> PathBuf {
+        let depth = 1 + rng.below(3);
+        let mut path = self.root.clone();
+        for _ in 0..depth {
+            path.push(NAMES[rng.below(NAMES.len())]);
+        }
+        path
+    }
+
+    /// A path that exists (the root's children and below), if any.
+    fn existing(&self, rng: &mut Rng) -> Option<PathBuf> {
+        let model = snapshot(&self.root);
+        if model.is_empty() {
+            return None;
+        }
+        let pick = rng.below(model.len());
+        model.keys().nth(pick).map(|p| self.root.join(p))
+    }
+
+    fn content(rng: &mut Rng) -> Vec<u8> {
+        let len = rng.below(6);
+        (0..len).map(|_| b'a' + rng.below(26) as u8).collect()
+    }
+
+    /// One operation; what it did, for a failure's report.
+    fn step(&self, rng: &mut Rng) -> String {
+        let rel = |p: &Path| {
+            p.strip_prefix(&self.root)
+                .unwrap_or(p)
+                .display()
+                .to_string()
+        };
+        match rng.below(16) {
+            0 | 1 => {
+                let path = self.random_path(rng);
+                let content = Self::content(rng);
+                let ok = std::fs::write(&path, &content).is_ok();
+                format!("write {} {ok}", rel(&path))
+            }
+            2 => {
+                // Same size, other bytes: only a write event (or a racy mtime) tells.
+                let Some(path) = self.existing(rng) else {
+                    return "noop".into();
+                };
+                let Ok(old) = std::fs::read(&path) else {
+                    return "noop".into();
+                };
+                let new: Vec<u8> = old.iter().map(|b| b.wrapping_add(1)).collect();
+                let ok = std::fs::write(&path, new).is_ok();
+                format!("rewrite {} {ok}", rel(&path))
+            }
+            3 => {
+                let path = self.random_path(rng);
+                let ok = std::fs::create_dir_all(&path).is_ok();
+                format!("mkdir -p {} {ok}", rel(&path))
+            }
+            4..=6 => {
+                let (Some(from), to) = (self.existing(rng), self.random_path(rng)) else {
+                    return "noop".into();
+                };
+                let ok = std::fs::rename(&from, &to).is_ok();
+                format!("mv {} {} {ok}", rel(&from), rel(&to))
+            }
+            7 => {
+                let Some(path) = self.existing(rng) else {
+                    return "noop".into();
+                };
+                let ok = if path.is_dir() && !path.is_symlink() {
+                    std::fs::remove_dir_all(&path).is_ok()
+                } else {
+                    std::fs::remove_file(&path).is_ok()
+                };
+                format!("rm -r {} {ok}", rel(&path))
+            }
+            8 => {
+                // An atomic save: a temporary name renamed over the file.
+                let Some(path) = self.existing(rng) else {
+                    return "noop".into();
+                };
+                let temp = path.with_file_name("save.tmp");
+                let ok = std::fs::write(&temp, Self::content(rng)).is_ok()
+                    && std::fs::rename(&temp, &path).is_ok();
+                let _ = std::fs::remove_file(&temp);
+                format!("save {} {ok}", rel(&path))
+            }
+            9 => {
+                // A swap through a temporary name.
+                let (Some(a), Some(b)) = (self.existing(rng), self.existing(rng)) else {
+                    return "noop".into();
+                };
+                let temp = self.root.join("swap.tmp");
+                let ok = std::fs::rename(&a, &temp).is_ok()
+                    && std::fs::rename(&b, &a).is_ok()
+                    && std::fs::rename(&temp, &b).is_ok();
+                format!("swap {} {} {ok}", rel(&a), rel(&b))
+            }
+            10 => {
+                let Some(path) = self.existing(rng) else {
+                    return "noop".into();
+                };
+                let mode = [0o755, 0o644, 0o700, 0o600][rng.below(4)];
+                let ok =
+                    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).is_ok();
+                format!("chmod {mode:o} {} {ok}", rel(&path))
+            }
+            11 => {
+                let path = self.random_path(rng);
+                let target = NAMES[rng.below(NAMES.len())];
+                let ok = std::os::unix::fs::symlink(target, &path).is_ok();
+                format!("ln -s {target} {} {ok}", rel(&path))
+            }
+            12 => {
+                // A subtree made and moved away at once.
+                let path = self.random_path(rng);
+                let to = self.random_path(rng);
+                let ok = std::fs::create_dir_all(path.join("x/y")).is_ok()
+                    && std::fs::write(path.join("x/y/q"), "q").is_ok()
+                    && std::fs::rename(path.join("x"), &to).is_ok();
+                format!("mkdir+mv {} {} {ok}", rel(&path), rel(&to))
+            }
+            13 => {
+                let (Some(from), to) = (self.existing(rng), self.random_path(rng)) else {
+                    return "noop".into();
+                };
+                let ok = std::fs::hard_link(&from, &to).is_ok();
+                format!("ln {} {} {ok}", rel(&from), rel(&to))
+            }
+            14 => {
+                // Out of the tree and back in under another name.
+                let Some(from) = self.existing(rng) else {
+                    return "noop".into();
+                };
+                let away = self.outside.join("away");
+                let to = self.random_path(rng);
+                let ok = std::fs::rename(&from, &away).is_ok();
+                let back = ok && std::fs::rename(&away, &to).is_ok();
+                if ok && !back {
+                    let _ = std::fs::remove_dir_all(&away).or_else(|_| std::fs::remove_file(&away));
+                }
+                format!("mv {} out, in as {} {back}", rel(&from), rel(&to))
+            }
+            _ => {
+                let Some(path) = self.existing(rng) else {
+                    return "noop".into();
+                };
+                use std::io::Write;
+                let ok = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .and_then(|mut f| f.write_all(b"+"))
+                    .is_ok();
+                format!("append {} {ok}", rel(&path))
+            }
+        }
+    }
+}
+
+/// One seed: `steps` steps, each a few operations with the events delivered at random.
+fn run_seed(seed: u64, steps: usize) -> Result<(), String> {
+    let mut rng = Rng(seed);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let root = std::fs::canonicalize(dir.path()).unwrap().join("w");
+    let outside = std::fs::canonicalize(dir.path()).unwrap().join("outside");
+    std::fs::create_dir(&root).unwrap();
+    std::fs::create_dir(&outside).unwrap();
+    let workload = Workload {
+        root: root.clone(),
+        outside,
+    };
+    for _ in 0..rng.below(8) {
+        workload.step(&mut rng);
+    }
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Event>();
+    let filter = Filter::new(&["**".to_string()], &[]).unwrap();
+    let mut session = Session::start(&root, true, Reporter::new(root.clone(), filter, sender))
+        .map_err(|e| e.to_string())?;
+    let mut journal: Vec<Event> = Vec::new();
+    // Tokens: a place in the journal and the tree then.
+    let mut tokens: Vec<(usize, Model)> = vec![(0, snapshot(&root))];
+    let mut held: Vec<RawEvent> = Vec::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut done: Vec<String> = Vec::new();
+    for step in 0..steps {
+        done.clear();
+        for _ in 0..1 + rng.below(6) {
+            done.push(workload.step(&mut rng));
+            // Read what the kernel queued; deliver some of what is held, in any order.
+            while let Ok(events) = session.read(&mut buffer) {
+                held.extend(events);
+            }
+            if rng.chance(50) && !held.is_empty() {
+                let take = rng.below(held.len() + 1);
+                for _ in 0..take {
+                    let event = held.swap_remove(rng.below(held.len()));
+                    session.apply(event);
+                }
+                if rng.chance(10) {
+                    // Events lost: the kernel says so with an overflow.
+                    held.clear();
+                    session.reconciler.overflowed();
+                }
+                session.reconcile();
+            }
+        }
+        // The barrier: everything queued read and delivered, then reconciled.
+        while let Ok(events) = session.read(&mut buffer) {
+            held.extend(events);
+        }
+        while !held.is_empty() {
+            let event = held.swap_remove(rng.below(held.len()));
+            session.apply(event);
+        }
+        session.reconcile();
+        while let Ok(event) = receiver.try_recv() {
+            journal.push(event);
+        }
+        let now = snapshot(&root);
+        for (at, then) in &tokens {
+            let Some(listed) = changes::list(&journal[*at..], usize::MAX) else {
+                return Err(format!(
+                    "step {step} ({done:?}): the list since event {at} is unknown (an overflow \
+                     was told)"
+                ));
+            };
+            let mut mirror = then.clone();
+            apply(&mut mirror, &listed, &root);
+            if mirror != now {
+                let differs: Vec<String> = now
+                    .iter()
+                    .filter(|(p, e)| mirror.get(*p) != Some(*e))
+                    .map(|(p, e)| format!("{} {e:?} (mirror: {:?})", p.display(), mirror.get(p)))
+                    .chain(
+                        mirror
+                            .keys()
+                            .filter(|p| !now.contains_key(*p))
+                            .map(|p| format!("{} only in the mirror", p.display())),
+                    )
+                    .collect();
+                return Err(format!(
+                    "step {step} ({done:?}), token at event {at}: {differs:?}; the list: \
+                     {listed:?}; the events: {:?}",
+                    &journal[*at..]
+                ));
+            }
+        }
+        if rng.chance(30) {
+            tokens.push((journal.len(), now));
+            if tokens.len() > 4 {
+                tokens.remove(1);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn env(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
+    let steps = env("FSD_SIM_STEPS").unwrap_or(25) as usize;
+    let seeds: Vec<u64> = match env("FSD_SIM_SEED") {
+        Some(seed) => vec![seed],
+        None => {
+            let base = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+            let count = env("FSD_SIM_SEEDS").unwrap_or(1000);
+            (0..count)
+                .map(|i| base.wrapping_add(i.wrapping_mul(7919)))
+                .collect()
+        }
+    };
+    for seed in seeds {
+        if let Err(failure) = run_seed(seed, steps) {
+            panic!("FSD_SIM_SEED={seed} FSD_SIM_STEPS={steps}: {failure}");
+        }
+    }
+}
