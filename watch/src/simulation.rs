@@ -375,13 +375,25 @@ fn run_seed(seed: u64, steps: usize) -> Result<(), String> {
     let mut held: Vec<RawEvent> = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     let mut done: Vec<String> = Vec::new();
+    let mut seen = 0;
     for step in 0..steps {
         done.clear();
         for _ in 0..1 + rng.below(6) {
-            done.push(workload.step(&mut rng));
+            let op = workload.step(&mut rng);
+            // The one known limit: a write through a hard link that is made and removed
+            // before the engine looks cannot be told from a write to a file that was never
+            // in the tree. A new link is looked at before anything else happens.
+            let linked = op.starts_with("ln ") && op.ends_with("true");
+            done.push(op);
             // Read what the kernel queued; deliver some of what is held, in any order.
             while let Ok(events) = session.read(&mut buffer) {
                 held.extend(events);
+            }
+            if linked {
+                for event in held.drain(..) {
+                    session.apply(event);
+                }
+                session.reconcile();
             }
             if rng.chance(50) && !held.is_empty() {
                 let take = rng.below(held.len() + 1);
@@ -410,6 +422,25 @@ fn run_seed(seed: u64, steps: usize) -> Result<(), String> {
             journal.push(event);
         }
         let now = snapshot(&root);
+        if std::env::var_os("FSD_SIM_TRACE").is_some() {
+            eprintln!("step {step}: {done:?}");
+            for event in &journal[seen..] {
+                eprintln!(
+                    "  {:?} {} {:?}",
+                    event.kind,
+                    event
+                        .path
+                        .strip_prefix(&root)
+                        .unwrap_or(&event.path)
+                        .display(),
+                    event
+                        .from
+                        .as_ref()
+                        .map(|f| f.strip_prefix(&root).unwrap_or(f).to_path_buf())
+                );
+            }
+            seen = journal.len();
+        }
         for (at, then) in &tokens {
             let Some(listed) = changes::list(&journal[*at..], usize::MAX) else {
                 return Err(format!(
@@ -448,6 +479,23 @@ fn run_seed(seed: u64, steps: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Seeds that once failed (on this kind of machine: inode numbers are reused as the
+/// filesystem allocates them, so a seed replays its operations exactly and its inode
+/// reuse mostly): hard links written and chmodded under a name that then left, a
+/// directory made again with its inode number, a new hard link beside a moved directory,
+/// a symlink made with the inode number of one deleted a moment before.
+const REGRESSIONS: &[u64] = &[
+    1_795_634_003_543_286_631,
+    1_795_634_119_619_869_414,
+    1_795_633_940_922_867_234,
+    1_795_633_898_999_977_775,
+    1_795_633_878_842_685_482,
+    1_795_633_836_063_067_804,
+    1_795_633_772_634_843_663,
+    1_795_633_739_115_195_052,
+    1_795_633_717_270_722_898,
+];
+
 fn env(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
@@ -462,13 +510,13 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_nanos() as u64;
-            let count = env("FSD_SIM_SEEDS").unwrap_or(1000);
+            let count = env("FSD_SIM_SEEDS").unwrap_or(2000);
             (0..count)
                 .map(|i| base.wrapping_add(i.wrapping_mul(7919)))
                 .collect()
         }
     };
-    for seed in seeds {
+    for seed in REGRESSIONS.iter().copied().chain(seeds) {
         if let Err(failure) = run_seed(seed, steps) {
             panic!("FSD_SIM_SEED={seed} FSD_SIM_STEPS={steps}: {failure}");
         }

@@ -281,8 +281,6 @@ async fn tokens_survive_a_restart_with_the_exact_changes() {
         ("created", "f.txt", ""),
         ("deleted", "c.txt", ""),
         ("modified", "b.txt", ""),
-        // A renamed file is fetched again (kernel event merging, see docs/api.md).
-        ("modified", "e.txt", ""),
         ("renamed", "e.txt", "d.txt"),
     ]
     .iter()

@@ -147,12 +147,6 @@ impl Reconciler {
         self.root_gone
     }
 
-    /// Entries recorded (the root included).
-    #[cfg(test)]
-    pub fn entries(&self) -> usize {
-        self.tree.len()
-    }
-
     /// Something happened in the directory `dir` (to `name` in it, `written` when its
     /// content changed).
     pub fn hint(&mut self, dir: NodeId, name: Option<&OsStr>, written: bool) {
@@ -196,8 +190,9 @@ impl Reconciler {
     pub fn hint_gone(&mut self, node: NodeId) {
         if node == ROOT {
             self.root_gone = true;
-        } else if let Some(parent) = self.tree.get(node).map(|n| n.parent) {
-            self.hint(parent, None, false);
+        } else if let Some((parent, name)) = self.tree.get(node).map(|n| (n.parent, n.name.clone()))
+        {
+            self.hint(parent, Some(&name), false);
         }
     }
 
@@ -250,7 +245,7 @@ impl Reconciler {
                     return;
                 }
             }
-            deferred = self.match_appeared(appeared, &mut batch, recrawl, backend);
+            deferred = self.match_appeared(appeared, &mut batch, backend);
             let found: Vec<NodeId> = batch
                 .waiting
                 .iter()
@@ -302,7 +297,15 @@ impl Reconciler {
         backend: &mut dyn Backend,
     ) {
         let path = self.tree.path(dir);
-        let mut listing = match list::open_dir(&path, &self.tree.node(dir).stat) {
+        // The inode number says which directory is at the path unless it was reused (a
+        // directory deleted and another made); the backend's watch tells those apart.
+        let opened = list::open_dir(&path, &self.tree.node(dir).stat).and_then(|listing| {
+            match backend.same_dir(&path, dir) {
+                Some(false) => Err(std::io::Error::other("another directory is at the path")),
+                _ => Ok(listing),
+            }
+        });
+        let mut listing = match opened {
             Ok(listing) => listing,
             Err(_) => {
                 // Not the recorded directory at its recorded path: an ancestor moved, or it
@@ -321,7 +324,8 @@ impl Reconciler {
         let hints = self.hinted.remove(&dir).unwrap_or_default();
         let children = self.tree.node(dir).children.clone();
         let mut seen: HashSet<OsString> = HashSet::with_capacity(children.len());
-        for (name, d_ino) in listing.names() {
+        let names = listing.names();
+        for (name, d_ino) in names {
             if fsd_api::scratch::is_scratch(Path::new(&name)) {
                 continue;
             }
@@ -340,17 +344,16 @@ impl Reconciler {
             };
             let written = hint == Some(true);
             // A directory removed and made again often gets the same inode number back:
-            // one hinted is checked to be the same object.
+            // one looked at again is checked to be the same object.
             let same = child.is_some_and(|child| {
                 self.tree.node(child).stat.same_object(&stat)
                     && (stat.kind != Kind::Dir
-                        || hint.is_none()
                         || backend.same_dir(&path.join(&name), child) != Some(false))
             });
             match child {
                 Some(child) if same => {
                     seen.insert(name);
-                    self.compare(child, stat, written, recrawl, batch);
+                    self.compare(child, stat, written, batch);
                 }
                 other => {
                     if let Some(child) = other {
@@ -378,20 +381,17 @@ impl Reconciler {
     }
 
     /// A recorded entry at its name, `lstat`ed again: modified, attributes changed, or not.
-    fn compare(&mut self, id: NodeId, stat: Stat, written: bool, recrawl: bool, batch: &mut Batch) {
+    /// One recorded in the clock tick of its last write is taken as modified: a write in
+    /// the same tick keeps size and mtime, and its event may be read after the name moved.
+    fn compare(&mut self, id: NodeId, stat: Stat, written: bool, batch: &mut Batch) {
         let node = self.tree.node(id);
         let old = node.stat;
-        let content = matches!(stat.kind, Kind::File | Kind::Other)
-            && (old.size != stat.size
-                || old.mtime != stat.mtime
-                || written
-                || (recrawl && node.racy));
+        // A link's content is its target: changed only by a new link, whose inode number
+        // may be one just freed.
+        let content = stat.kind != Kind::Dir
+            && (old.size != stat.size || old.mtime != stat.mtime || written || node.racy);
         if content {
-            // Hard links are one file under several names: each name shows the write.
-            for &link in self.tree.with_inode(stat.dev, stat.ino) {
-                batch.modified.insert(link);
-            }
-            batch.modified.insert(id);
+            self.written(id, batch);
         }
         if old.mode != stat.mode {
             for &link in self.tree.with_inode(stat.dev, stat.ino) {
@@ -412,9 +412,23 @@ impl Reconciler {
         batch.before.entry(id).or_insert(Some((parent, name)));
         self.tree.detach(id);
         batch.limbo.insert(id);
-        if written {
-            batch.modified.insert(id);
+        // A write told by its name may be read after the name has moved on to another
+        // file: one of several hard links leaving its name takes the others along.
+        let stat = self.tree.node(id).stat;
+        if written || (stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1)
+        {
+            self.written(id, batch);
         }
+    }
+
+    /// A file's content changed: hard links are one file under several names, and each
+    /// name shows the write.
+    fn written(&self, id: NodeId, batch: &mut Batch) {
+        let stat = self.tree.node(id).stat;
+        for &link in self.tree.with_inode(stat.dev, stat.ino) {
+            batch.modified.insert(link);
+        }
+        batch.modified.insert(id);
     }
 
     /// Finds each appeared entry in the tree by its inode (a rename), or records it as new.
@@ -424,10 +438,14 @@ impl Reconciler {
         &mut self,
         appeared: Vec<Appeared>,
         batch: &mut Batch,
-        recrawl: bool,
         backend: &mut dyn Backend,
     ) -> Vec<Appeared> {
         let mut deferred = Vec::new();
+        // Directories first: one cannot be in two places, so each match is certain, and a
+        // directory matched puts back in place the files it holds (which a new hard link
+        // elsewhere must not take).
+        let mut appeared = appeared;
+        appeared.sort_by_key(|entry| entry.stat.kind != Kind::Dir);
         for entry in appeared {
             if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
                 continue;
@@ -449,15 +467,34 @@ impl Reconciler {
                 .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
                 .collect();
             let path = self.tree.path(entry.parent).join(&entry.name);
+            // Taken out of its directory itself, or (less certain: the directory may be
+            // found again, the file in it) inside something taken out.
             let loose = candidates
                 .iter()
                 .copied()
-                .find(|&id| !self.tree.attached(id));
+                .find(|id| batch.limbo.contains(id))
+                .or_else(|| {
+                    candidates
+                        .iter()
+                        .copied()
+                        .find(|&id| !self.tree.attached(id))
+                });
+            if let Some(id) = loose
+                && !batch.limbo.contains(&id)
+                && entry.stat.kind != Kind::Dir
+                && !entry.retried
+            {
+                deferred.push(Appeared {
+                    retried: true,
+                    ..entry
+                });
+                continue;
+            }
             if let Some(id) = loose {
                 let same =
                     entry.stat.kind != Kind::Dir || backend.same_dir(&path, id) != Some(false);
                 if same {
-                    self.moved(id, &entry, recrawl, batch, backend);
+                    self.moved(id, &entry, batch, backend);
                     continue;
                 }
             } else if let Some(&id) = candidates.first()
@@ -478,7 +515,21 @@ impl Reconciler {
                     continue;
                 }
             }
-            self.create(entry.parent, entry.name, entry.stat, batch, backend);
+            let (stat, written) = (entry.stat, entry.written);
+            let id = self.create(entry.parent, entry.name, stat, batch, backend);
+            // A new hard link: the other names of the file see what this one saw.
+            if stat.kind != Kind::Dir {
+                let links: Vec<NodeId> = self
+                    .tree
+                    .with_inode(stat.dev, stat.ino)
+                    .iter()
+                    .copied()
+                    .filter(|&other| other != id && self.tree.attached(other))
+                    .collect();
+                for link in links {
+                    self.compare(link, stat, written, batch);
+                }
+            }
         }
         deferred
     }
@@ -488,7 +539,6 @@ impl Reconciler {
         &mut self,
         id: NodeId,
         entry: &Appeared,
-        recrawl: bool,
         batch: &mut Batch,
         backend: &mut dyn Backend,
     ) {
@@ -501,7 +551,7 @@ impl Reconciler {
         self.tree.detach(id);
         batch.limbo.remove(&id);
         self.tree.attach(id, entry.parent, entry.name.clone());
-        self.compare(id, entry.stat, entry.written, recrawl, batch);
+        self.compare(id, entry.stat, entry.written, batch);
         if entry.stat.kind == Kind::Dir {
             let path = self.tree.path(id);
             let wanted = self.wants_watch(&path);
@@ -546,7 +596,7 @@ impl Reconciler {
         stat: Stat,
         batch: &mut Batch,
         backend: &mut dyn Backend,
-    ) {
+    ) -> NodeId {
         let racy = self.racy(&stat);
         let id = self.tree.insert(parent, name, stat, racy);
         batch.before.insert(id, None);
@@ -556,6 +606,7 @@ impl Reconciler {
                 self.watch_new(id, &path, backend);
             }
         }
+        id
     }
 
     /// Settles the batch (files replaced in place, what left for good) and emits it.
@@ -598,6 +649,16 @@ impl Reconciler {
             }
         }
         let gone: Vec<NodeId> = batch.limbo.iter().copied().collect();
+        // A file that left with its directory may have been written or changed mode under
+        // that name just before: its other hard links show it.
+        for &top in &gone {
+            for id in std::iter::once(top).chain(self.tree.descendants(top)) {
+                let stat = self.tree.node(id).stat;
+                if stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1 {
+                    self.written(id, &mut batch);
+                }
+            }
+        }
         if self.reporting {
             emit::emit(&self.tree, &batch, &gone, &self.reporter);
         }

@@ -99,12 +99,6 @@ impl Tree {
             .expect("a live node id")
     }
 
-    /// Entries, the root included.
-    #[cfg(test)]
-    pub fn len(&self) -> usize {
-        self.nodes.len() - self.free.len()
-    }
-
     /// Every live node id.
     pub fn ids(&self) -> impl Iterator<Item = NodeId> + '_ {
         self.nodes
