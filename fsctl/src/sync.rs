@@ -52,12 +52,17 @@ fn print(report: &SyncReport, as_json: bool) {
             "downloaded": report.downloaded,
             "deleted": report.deleted,
             "renamed": report.renamed,
+            "links": report.links,
+            "skipped": report.skipped,
             "version": report.version,
         }));
     } else {
         println!(
-            "{}: {} downloaded, {} deleted, {} renamed",
-            report.mode, report.downloaded, report.deleted, report.renamed
+            "{}: {} downloaded, {} deleted, {} renamed, {} links",
+            report.mode, report.downloaded, report.deleted, report.renamed, report.links
         );
+        for path in &report.skipped {
+            eprintln!("fsctl sync: not mirrored (a device, FIFO or socket): {path}");
+        }
     }
 }

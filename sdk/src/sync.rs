@@ -1,10 +1,17 @@
-//! `sync`: keep a local directory a byte-identical mirror of a sandbox subtree, incrementally.
+//! `sync`: keep a local directory an exact mirror of a sandbox subtree, incrementally.
 //!
 //! The first call (no version) copies everything and takes a change token first, so nothing
 //! that happens during the copy is missed. Later calls ask what changed since the token and
 //! apply just that, in the daemon's four steps (moved origins aside, deletes, moves and new
-//! directories, downloads through temp files); a `resync` answer falls back to a full copy. The paths the watch never reports (.git, node_modules, .DS_Store)
-//! are not mirrored.
+//! directories, fetches); a `resync` answer falls back to a full copy. The paths the watch
+//! never reports (.git, node_modules, .DS_Store) are not mirrored.
+//!
+//! What a mirror carries: file contents (downloaded through temp files), directories (empty
+//! ones too), symlinks as links with their targets verbatim (never followed, whether they
+//! point into the tree or out of it), and permission bits (`rwx` for owner, group and
+//! others) of files and directories. What it cannot carry it reports, never silently:
+//! devices, FIFOs and sockets are left out and named in [`SyncReport::skipped`]; hard
+//! links arrive as separate files; owners are the local user's.
 
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
@@ -28,6 +35,10 @@ pub struct SyncReport {
     pub downloaded: usize,
     pub deleted: usize,
     pub renamed: usize,
+    /// Symlinks made or remade.
+    pub links: usize,
+    /// Paths left out because a mirror cannot hold them (devices, FIFOs, sockets).
+    pub skipped: Vec<String>,
     /// Pass this to the next call.
     pub version: String,
 }
@@ -52,6 +63,8 @@ impl Sandbox {
                         downloaded: 0,
                         deleted: 0,
                         renamed: 0,
+                        links: 0,
+                        skipped: Vec::new(),
                         version: answer.version,
                     });
                 }
@@ -100,7 +113,8 @@ impl Sandbox {
             )
             .await?;
         let mut wanted: HashSet<PathBuf> = HashSet::new();
-        let mut downloads = Vec::new();
+        let mut fetches = Vec::new();
+        let mut dir_modes = Vec::new();
         for file in files {
             let relative = PathBuf::from(&file.relative_path);
             if skipped(&relative) {
@@ -108,18 +122,26 @@ impl Sandbox {
             }
             wanted.insert(relative.clone());
             match file.file_type {
-                FileType::Directory => ensure_dir(&local.join(&relative))?,
-                FileType::File => downloads.push(relative),
-                FileType::Symlink | FileType::Other => {}
+                FileType::Directory => {
+                    ensure_dir(&local.join(&relative))?;
+                    dir_modes.push((relative, parse_rwx(&file.mode)));
+                }
+                kind => fetches.push(Fetch {
+                    known: Some((kind, parse_rwx(&file.mode))),
+                    path: relative,
+                }),
             }
         }
-        let downloaded = self.download_all(root, local, downloads).await?;
+        let fetched = self.fetch_all(root, local, fetches).await?;
         let deleted = remove_unwanted(local, &wanted)?;
+        set_dir_modes(local, &dir_modes)?;
         Ok(SyncReport {
             mode: "full",
-            downloaded,
+            downloaded: fetched.downloaded,
             deleted,
             renamed: 0,
+            links: fetched.links,
+            skipped: fetched.skipped,
             version,
         })
     }
@@ -169,10 +191,13 @@ impl Sandbox {
         let mut placed: Vec<(PathBuf, Option<PathBuf>)> = staged
             .into_iter()
             .map(|(_, to, aside)| (to, Some(aside)))
-            .chain(plan.new_dirs.into_iter().map(|dir| (dir, None)))
+            .chain(plan.new_dirs.iter().cloned().map(|dir| (dir, None)))
             .collect();
         placed.sort_by(|a, b| a.0.cmp(&b.0));
         for (path, aside) in &placed {
+            if through_link(local, path) {
+                continue;
+            }
             let target = local.join(path);
             remove(&target)?;
             match aside {
@@ -186,65 +211,219 @@ impl Sandbox {
             }
         }
         remove(&stage)?;
-        // 4. Directories that stayed, and file contents.
-        for dir in &plan.kept_dirs {
-            ensure_dir(&local.join(dir))?;
-        }
-        let downloaded = self.download_all(root, local, plan.downloads).await?;
+        // 4. Contents, links and modes of what was made or changed (what each path is now
+        //    is asked: a change list says only whether it is a directory), then the modes
+        //    of directories, last, so that a read-only one does not stop its own filling.
+        let fetches: Vec<Fetch> = plan
+            .downloads
+            .into_iter()
+            .chain(plan.new_dirs)
+            .chain(plan.kept_dirs)
+            .map(|path| Fetch { path, known: None })
+            .collect();
+        let fetched = self.fetch_all(root, local, fetches).await?;
+        set_dir_modes(local, &fetched.dir_modes)?;
         Ok(Some(SyncReport {
             mode: "incremental",
-            downloaded,
+            downloaded: fetched.downloaded,
             deleted: plan.deletes.len(),
             renamed: placed.iter().filter(|(_, aside)| aside.is_some()).count(),
+            links: fetched.links,
+            skipped: fetched.skipped,
             version,
         }))
     }
 
-    /// Downloads files, several at a time; a file that vanished or became a directory
-    /// meanwhile is skipped (the next sync brings that change). A directory in the way is
-    /// replaced.
-    async fn download_all(
+    /// Brings each path over as what it is in the sandbox (a file, a directory, a link, or
+    /// something a mirror cannot hold), several at a time. A path gone meanwhile is left
+    /// to the next sync, which hears of it.
+    async fn fetch_all(
         &self,
         root: &Path,
         local: &Path,
-        files: Vec<PathBuf>,
-    ) -> Result<usize, SdkError> {
-        let results: Vec<Result<bool, SdkError>> = stream::iter(files)
-            .map(|relative| async move {
-                let target = local.join(&relative);
-                if let Some(parent) = target.parent() {
-                    std::fs::create_dir_all(parent)?;
-                }
-                if target.is_dir() {
-                    std::fs::remove_dir_all(&target)?;
-                }
-                let remote = root.join(&relative).display().to_string();
-                match self.download_to(&remote, &target).await {
-                    Ok(_) => Ok(true),
-                    Err(err)
-                        if matches!(
-                            err.code(),
-                            Some(
-                                fsd_api::ErrorCode::FileNotFound | fsd_api::ErrorCode::IsDirectory
-                            )
-                        ) =>
-                    {
-                        Ok(false)
-                    }
-                    Err(err) => Err(err),
-                }
-            })
+        fetches: Vec<Fetch>,
+    ) -> Result<Fetched, SdkError> {
+        let results: Vec<Result<Option<Outcome>, SdkError>> = stream::iter(fetches)
+            .map(|fetch| self.fetch(root, local, fetch))
             .buffer_unordered(PARALLEL_DOWNLOADS)
             .collect()
             .await;
-        let mut count = 0;
+        let mut fetched = Fetched::default();
         for result in results {
-            if result? {
-                count += 1;
+            match result? {
+                Some(Outcome::Downloaded) => fetched.downloaded += 1,
+                Some(Outcome::Linked) => fetched.links += 1,
+                Some(Outcome::Dir(path, mode)) => fetched.dir_modes.push((path, mode)),
+                Some(Outcome::Skipped(path)) => fetched.skipped.push(path),
+                None => {}
             }
         }
-        Ok(count)
+        fetched.skipped.sort();
+        Ok(fetched)
     }
+
+    async fn fetch(
+        &self,
+        root: &Path,
+        local: &Path,
+        fetch: Fetch,
+    ) -> Result<Option<Outcome>, SdkError> {
+        if through_link(local, &fetch.path) {
+            // The mirror holds a link where the path needs a directory: a change list that
+            // asks for this (from a daemon that lies, or a race) would write outside it.
+            return Ok(Some(Outcome::Skipped(fetch.path.display().to_string())));
+        }
+        let target = local.join(&fetch.path);
+        let remote = root.join(&fetch.path).display().to_string();
+        let gone = |err: &SdkError| {
+            matches!(
+                err.code(),
+                Some(fsd_api::ErrorCode::FileNotFound | fsd_api::ErrorCode::IsDirectory)
+            )
+        };
+        let (kind, mode, link) = match fetch.known {
+            Some((FileType::File, mode)) => (FileType::File, mode, None),
+            _ => match self.stat(&remote, false).await {
+                Ok(stat) => {
+                    let mode = u32::from_str_radix(&stat.mode_octal, 8)
+                        .ok()
+                        .map(|mode| mode & 0o7777)
+                        .or_else(|| parse_rwx(&stat.mode));
+                    (stat.file_type, mode, stat.symlink_target)
+                }
+                Err(err) if gone(&err) => return Ok(None),
+                Err(err) => return Err(err),
+            },
+        };
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        match kind {
+            FileType::Directory => {
+                ensure_dir(&target)?;
+                Ok(Some(Outcome::Dir(fetch.path, mode)))
+            }
+            FileType::Symlink => match link {
+                Some(link) => {
+                    make_link(&target, Path::new(&link))?;
+                    Ok(Some(Outcome::Linked))
+                }
+                None => Ok(None),
+            },
+            FileType::File => {
+                if std::fs::symlink_metadata(&target).is_ok_and(|meta| meta.is_dir()) {
+                    std::fs::remove_dir_all(&target)?;
+                }
+                match self.download_to(&remote, &target).await {
+                    Ok(_) => {
+                        if let Some(mode) = mode {
+                            set_mode(&target, mode)?;
+                        }
+                        Ok(Some(Outcome::Downloaded))
+                    }
+                    Err(err) if gone(&err) => Ok(None),
+                    Err(err) => Err(err),
+                }
+            }
+            FileType::Other => {
+                remove(&target)?;
+                Ok(Some(Outcome::Skipped(fetch.path.display().to_string())))
+            }
+        }
+    }
+}
+
+/// One path to bring over, with what a listing already said of it (kind, mode).
+struct Fetch {
+    path: PathBuf,
+    known: Option<(FileType, Option<u32>)>,
+}
+
+enum Outcome {
+    Downloaded,
+    Linked,
+    /// A directory, with the mode to give it once it is filled.
+    Dir(PathBuf, Option<u32>),
+    Skipped(String),
+}
+
+#[derive(Default)]
+struct Fetched {
+    downloaded: usize,
+    links: usize,
+    dir_modes: Vec<(PathBuf, Option<u32>)>,
+    skipped: Vec<String>,
+}
+
+/// Whether a directory above `relative` in the mirror is a symlink (never written through).
+fn through_link(local: &Path, relative: &Path) -> bool {
+    let mut at = local.to_path_buf();
+    let mut components = relative.components().peekable();
+    while let Some(component) = components.next() {
+        if components.peek().is_none() {
+            break;
+        }
+        at.push(component);
+        if std::fs::symlink_metadata(&at).is_ok_and(|meta| meta.file_type().is_symlink()) {
+            return true;
+        }
+    }
+    false
+}
+
+/// `rwxr-xr-x` as permission bits.
+fn parse_rwx(text: &str) -> Option<u32> {
+    let bytes = text.as_bytes();
+    if bytes.len() != 9 {
+        return None;
+    }
+    let mut mode = 0;
+    for (index, (&byte, expected)) in bytes.iter().zip(b"rwxrwxrwx").enumerate() {
+        match byte {
+            b'-' => {}
+            b if b == *expected => mode |= 1 << (8 - index),
+            _ => return None,
+        }
+    }
+    Some(mode)
+}
+
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+/// Gives directories their modes, deepest first (a parent closed to writes last).
+fn set_dir_modes(local: &Path, modes: &[(PathBuf, Option<u32>)]) -> std::io::Result<()> {
+    let mut modes: Vec<&(PathBuf, Option<u32>)> = modes.iter().collect();
+    modes.sort_by_key(|(path, _)| std::cmp::Reverse(path.components().count()));
+    for (path, mode) in modes {
+        if let Some(mode) = mode {
+            let target = local.join(path);
+            if std::fs::symlink_metadata(&target).is_ok_and(|meta| meta.is_dir()) {
+                set_mode(&target, *mode)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Makes `path` a symlink to `target` (verbatim), replacing what is there: made under a
+/// temporary name and renamed over a file or link; a directory in the way is removed first.
+fn make_link(path: &Path, target: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(path).is_ok_and(|meta| meta.is_dir()) {
+        std::fs::remove_dir_all(path)?;
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = path.with_file_name(format!(".{name}.fsd-link-{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&temp);
+    std::os::unix::fs::symlink(target, &temp)?;
+    std::fs::rename(&temp, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temp);
+    })
 }
 
 /// A change list sorted into the steps that apply it (paths relative to the mirror).
@@ -339,7 +518,8 @@ fn remove_unwanted(local: &Path, wanted: &HashSet<PathBuf>) -> std::io::Result<u
             if !wanted.contains(&relative) {
                 remove(&path)?;
                 removed += 1;
-            } else if path.is_dir() {
+            } else if std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir()) {
+                // Never through a link: it may point anywhere.
                 pending.push(path);
             }
         }

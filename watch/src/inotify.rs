@@ -125,15 +125,17 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
         }
         session.reconcile();
         if session.reconciler.root_gone() || failed {
-            // The consumer starts a new watch once the path exists again.
+            // The consumer starts a new watch once the path exists again. The channel is
+            // closed before a waiting check is answered, so the check sees the watch ended.
             session.reconciler.reporter().overflow();
+            catch_up.end();
+            drop(session);
+            drop(waiting);
+            return;
         }
         // Everything read is on the consumer's channel now, ahead of these answers.
         for done in waiting {
             let _ = done.send(());
-        }
-        if failed {
-            break;
         }
     }
     catch_up.end();

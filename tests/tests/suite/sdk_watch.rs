@@ -109,12 +109,12 @@ fn fsctl_sync_mirrors_and_then_applies_changes() {
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         sync().trim(),
-        "incremental: 1 downloaded, 1 deleted, 0 renamed"
+        "incremental: 1 downloaded, 1 deleted, 0 renamed, 0 links"
     );
     assert!(!mirror.join("a.txt").exists());
     assert_eq!(std::fs::read_to_string(mirror.join("b.txt")).unwrap(), "b");
     assert_eq!(
         sync().trim(),
-        "unchanged: 0 downloaded, 0 deleted, 0 renamed"
+        "unchanged: 0 downloaded, 0 deleted, 0 renamed, 0 links"
     );
 }

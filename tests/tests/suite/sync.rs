@@ -10,8 +10,10 @@ use workload::{Api, BARRIER, Rng, Workload};
 #[path = "sync/workload.rs"]
 mod workload;
 
-/// Relative path → contents (`None` for directories), leaving out what the watch ignores.
-fn snapshot(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+/// Relative path → what is there: a directory and its mode, a file's bytes and mode, or a
+/// link's target; leaving out what the watch ignores. Links are never followed.
+fn snapshot(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
+    use std::os::unix::fs::MetadataExt;
     let mut out = BTreeMap::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -24,12 +26,18 @@ fn snapshot(root: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
             {
                 continue;
             }
-            if path.is_dir() {
-                out.insert(relative, None);
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            let mode = meta.mode() & 0o777;
+            let entry = if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                ('l', target.into_os_string().into_encoded_bytes(), 0)
+            } else if meta.is_dir() {
                 pending.push(path);
+                ('d', Vec::new(), mode)
             } else {
-                out.insert(relative, Some(std::fs::read(&path).unwrap()));
-            }
+                ('f', std::fs::read(&path).unwrap(), mode)
+            };
+            out.insert(relative, entry);
         }
     }
     out

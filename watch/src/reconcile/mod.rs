@@ -337,6 +337,7 @@ impl Reconciler {
                 && d_ino == self.tree.node(child).stat.ino
             {
                 seen.insert(name);
+                self.ensure_watched(child, backend);
                 continue;
             }
             let Ok(stat) = listing.stat(&name) else {
@@ -354,6 +355,7 @@ impl Reconciler {
                 Some(child) if same => {
                     seen.insert(name);
                     self.compare(child, stat, written, batch);
+                    self.ensure_watched(child, backend);
                 }
                 other => {
                     if let Some(child) = other {
@@ -566,6 +568,18 @@ impl Reconciler {
         }
     }
 
+    /// Watches (and lists) a directory that is wanted but has no watch yet: one whose
+    /// watch could not be made where it was a moment before.
+    fn ensure_watched(&mut self, id: NodeId, backend: &mut dyn Backend) {
+        let node = self.tree.node(id);
+        if node.stat.kind == Kind::Dir && !node.watched {
+            let path = self.tree.path(id);
+            if self.wants_watch(&path) {
+                self.watch_new(id, &path, backend);
+            }
+        }
+    }
+
     fn wants_watch(&self, path: &Path) -> bool {
         self.recursive && !self.reporter.prunes_dir(path)
     }
@@ -577,7 +591,12 @@ impl Reconciler {
                 self.tree.node_mut(id).watched = true;
                 self.dirty.insert(id);
             }
-            Err(WatchFailure::Gone) => {}
+            Err(WatchFailure::Gone) => {
+                // Moved or removed since its directory was read (the path was that of a
+                // moment ago): the directory is read again, and the watch made where it is.
+                let parent = self.tree.node(id).parent;
+                self.dirty.insert(parent);
+            }
             Err(WatchFailure::Limit) => {
                 tracing::warn!(dir = %path.display(), "the watch limit is reached");
                 self.reporter.overflow();

@@ -86,7 +86,8 @@ impl Workload {
                 if relative == Path::new(BARRIER) {
                     continue;
                 }
-                if path.is_dir() {
+                // Links are entries of their own, never followed.
+                if std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_dir()) {
                     dirs.push(relative);
                     pending.push(path);
                 } else {
@@ -244,6 +245,29 @@ impl Workload {
                 std::fs::create_dir(&self.root)?;
                 std::fs::write(self.root.join("after-root"), Self::content(rng))?;
                 "rm -r ROOT && mkdir ROOT".into()
+            }
+            83 => {
+                // A symlink (to a name in its directory, dangling or not), or a mode.
+                if rng.percent(50) {
+                    let path = Self::fresh(rng, dirs);
+                    let target = NAMES[rng.below(NAMES.len())];
+                    std::os::unix::fs::symlink(target, at(&path))?;
+                    format!("ln -s {target} {}", path.display())
+                } else {
+                    use std::os::unix::fs::PermissionsExt;
+                    let Some(path) = file(rng).or_else(|| dir(rng)) else {
+                        return Ok("chmod: nothing".into());
+                    };
+                    if std::fs::symlink_metadata(at(&path))?
+                        .file_type()
+                        .is_symlink()
+                    {
+                        return Ok("chmod: a link".into());
+                    }
+                    let mode = [0o755, 0o644, 0o700, 0o600][rng.below(4)];
+                    std::fs::set_permissions(at(&path), std::fs::Permissions::from_mode(mode))?;
+                    format!("chmod {mode:o} {}", path.display())
+                }
             }
             _ => "nothing".into(),
         })
