@@ -25,6 +25,7 @@ mod interpreter;
 mod kubernetes;
 mod layout;
 mod metrics;
+mod mirror;
 mod mount_proxy;
 mod official_sdk;
 mod permissions;

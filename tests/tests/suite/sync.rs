@@ -209,6 +209,43 @@ async fn send(sandbox: &fsd_sdk::Sandbox, api: Api) -> String {
 /// `FSD_SYNC_BATCHES` sets its length.
 #[tokio::test]
 async fn random_operations_keep_a_mirror_exact() {
+    let (seed, batches) = seed_and_batches(2000);
+    eprintln!(
+        "random_operations_keep_a_mirror_exact: FSD_SYNC_SEED={seed} FSD_SYNC_BATCHES={batches}"
+    );
+    mirror_run(seed, batches).await;
+}
+
+/// Three randomized mirrors at once while a thread keeps a core busy: a check that passes
+/// alone can fail three at a time (the engine's reads and the tree race harder).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_mirrors_at_once_under_load_stay_exact() {
+    let (seed, batches) = seed_and_batches(1000);
+    eprintln!(
+        "three_mirrors_at_once_under_load_stay_exact: FSD_SYNC_SEED={seed} (and +1, +2) \
+         FSD_SYNC_BATCHES={batches}"
+    );
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let spinning = busy.clone();
+    let spinner = std::thread::spawn(move || {
+        let mut x = 0u64;
+        while spinning.load(std::sync::atomic::Ordering::Relaxed) {
+            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+        }
+    });
+    let runs = (0..3).map(|i| tokio::spawn(mirror_run(seed.wrapping_add(i), batches)));
+    let results = futures_util::future::join_all(runs).await;
+    busy.store(false, std::sync::atomic::Ordering::Relaxed);
+    spinner.join().unwrap();
+    for result in results {
+        if let Err(err) = result {
+            std::panic::resume_unwind(err.into_panic());
+        }
+    }
+}
+
+/// `FSD_SYNC_SEED` replays a run, `FSD_SYNC_BATCHES` sets its length.
+fn seed_and_batches(default_batches: usize) -> (u64, usize) {
     let seed: u64 = std::env::var("FSD_SYNC_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -221,10 +258,11 @@ async fn random_operations_keep_a_mirror_exact() {
     let batches: usize = std::env::var("FSD_SYNC_BATCHES")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(2000);
-    eprintln!(
-        "random_operations_keep_a_mirror_exact: FSD_SYNC_SEED={seed} FSD_SYNC_BATCHES={batches}"
-    );
+        .unwrap_or(default_batches);
+    (seed, batches)
+}
+
+async fn mirror_run(seed: u64, batches: usize) {
     let mut rng = Rng::new(seed);
     let mut daemon = Daemon::start_with(Options {
         extra_args: vec!["--change-list-limit".into(), "200".into()],
@@ -298,7 +336,7 @@ async fn random_operations_keep_a_mirror_exact() {
         }
         version = report.version;
     }
-    eprintln!("random_operations_keep_a_mirror_exact: syncs by mode {modes:?}");
+    eprintln!("FSD_SYNC_SEED={seed}: syncs by mode {modes:?}");
     assert!(
         modes.get("incremental").copied().unwrap_or(0) > batches / 2,
         "most syncs are incremental: {modes:?}"

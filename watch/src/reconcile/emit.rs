@@ -68,12 +68,15 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
             progress = true;
             false
         });
-        let ready: Vec<NodeId> = moves
+        let mut ready: Vec<(PathBuf, NodeId)> = moves
             .iter()
             .copied()
             .filter(|&id| emitter.can_move(id))
+            .map(|id| (tree.path(id), id))
             .collect();
-        for id in ready {
+        // In the order of where they go, as a reader of the events expects.
+        ready.sort();
+        for (_, id) in ready {
             // An earlier move of this pass may have taken the slot.
             if emitter.can_move(id) {
                 emitter.rename(id);
