@@ -108,6 +108,10 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
             CATCH_UP_READS
         };
         let mut failed = false;
+        // Reads that end on an empty queue hand over every event of what happened before
+        // they began.
+        let began = std::time::SystemTime::now();
+        let mut drained = false;
         for _ in 0..reads {
             match session.read(&mut buffer) {
                 Ok(events) => {
@@ -115,7 +119,10 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
                         session.apply(event);
                     }
                 }
-                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(err) if err.kind() == std::io::ErrorKind::WouldBlock => {
+                    drained = true;
+                    break;
+                }
                 Err(err) => {
                     tracing::error!(error = %err, "reading inotify events failed");
                     failed = true;
@@ -124,6 +131,9 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
             }
         }
         session.reconcile();
+        if drained {
+            session.reconciler.settled(began);
+        }
         if session.reconciler.root_gone() || failed {
             // The consumer starts a new watch once the path exists again. The channel is
             // closed before a waiting check is answered, so the check sees the watch ended.

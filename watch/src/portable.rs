@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use fsd_api::scratch::{self, ScratchKind};
 use notify::{RecursiveMode, Watcher as _};
@@ -122,8 +122,9 @@ struct Translator {
     backend: CrateBackend,
     /// New directories to read again, and when.
     late: Vec<(Instant, NodeId)>,
-    /// Cookies written, whether each has been seen, and the requests each answers.
-    cookies: Vec<(PathBuf, bool, Vec<oneshot::Sender<()>>)>,
+    /// Cookies written (and when), whether each has been seen, and the requests each
+    /// answers.
+    cookies: Vec<(PathBuf, SystemTime, bool, Vec<oneshot::Sender<()>>)>,
     catch_up: Arc<CatchUp>,
     _watcher: notify::RecommendedWatcher,
 }
@@ -163,7 +164,7 @@ impl Translator {
             self.answer_seen_cookies();
         }
         self.reconciler.reporter().overflow();
-        for (cookie, _, _) in self.cookies.drain(..) {
+        for (cookie, _, _, _) in self.cookies.drain(..) {
             let _ = std::fs::remove_file(cookie);
         }
         self.catch_up.end();
@@ -185,19 +186,21 @@ impl Translator {
         if event.need_rescan() {
             self.reconciler.overflowed();
         }
+        // A write is its data events (a close after writing adds nothing, and comes under
+        // the name the file has at the close, which may be one it was renamed to).
         let written = matches!(
             event.kind,
             notify::EventKind::Create(_)
                 | notify::EventKind::Modify(notify::event::ModifyKind::Data(_))
                 | notify::EventKind::Modify(notify::event::ModifyKind::Any)
-                | notify::EventKind::Access(notify::event::AccessKind::Close(
-                    notify::event::AccessMode::Write
-                ))
         );
+        if matches!(event.kind, notify::EventKind::Access(_)) {
+            return;
+        }
         for path in &event.paths {
-            if let Some(cookie) = self.cookies.iter_mut().find(|(c, _, _)| c == path) {
+            if let Some(cookie) = self.cookies.iter_mut().find(|(c, _, _, _)| c == path) {
                 // Seen: answered after this batch is reconciled.
-                cookie.1 = true;
+                cookie.2 = true;
                 continue;
             }
             if scratch::is_scratch(path) {
@@ -220,6 +223,7 @@ impl Translator {
             return;
         }
         let cookie = scratch::scratch_path(&self.root.join(".fsd-cookie"), ScratchKind::Partial);
+        let written = SystemTime::now();
         if std::fs::write(&cookie, b"").is_err() {
             // A root that cannot be written to: answered from what has been seen.
             self.reconciler.reconcile(&mut self.backend);
@@ -228,16 +232,18 @@ impl Translator {
             }
             return;
         }
-        self.cookies.push((cookie, false, waiting));
+        self.cookies.push((cookie, written, false, waiting));
     }
 
     /// Answers the requests whose cookie has been seen (everything before it is
     /// reconciled), and those of every cookie written before it.
     fn answer_seen_cookies(&mut self) {
-        let Some(last_seen) = self.cookies.iter().rposition(|(_, seen, _)| *seen) else {
+        let Some(last_seen) = self.cookies.iter().rposition(|(_, _, seen, _)| *seen) else {
             return;
         };
-        for (cookie, _, waiting) in self.cookies.drain(..=last_seen) {
+        for (cookie, written, _, waiting) in self.cookies.drain(..=last_seen) {
+            // Everything before the cookie has been handed over and reconciled.
+            self.reconciler.settled(written);
             let _ = std::fs::remove_file(&cookie);
             for done in waiting {
                 let _ = done.send(());

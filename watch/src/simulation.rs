@@ -409,7 +409,9 @@ fn run_seed(seed: u64, steps: usize) -> Result<(), String> {
                 session.reconcile();
             }
         }
-        // The barrier: everything queued read and delivered, then reconciled.
+        // The barrier: everything queued read and delivered, then reconciled; records older
+        // than the read are trusted from then on.
+        let began = std::time::SystemTime::now();
         while let Ok(events) = session.read(&mut buffer) {
             held.extend(events);
         }
@@ -418,6 +420,7 @@ fn run_seed(seed: u64, steps: usize) -> Result<(), String> {
             session.apply(event);
         }
         session.reconcile();
+        session.reconciler.settled(began);
         while let Ok(event) = receiver.try_recv() {
             journal.push(event);
         }

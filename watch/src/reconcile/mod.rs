@@ -28,7 +28,7 @@ mod emit;
 mod list;
 pub(crate) mod tree;
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
 use std::ffi::{OsStr, OsString};
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -104,6 +104,8 @@ pub(crate) struct Reconciler {
     root_gone: bool,
     /// Whether anything is emitted: not for the first crawl.
     reporting: bool,
+    /// Records taken in the clock tick of their mtime, oldest first (see `settled`).
+    racy_nodes: VecDeque<(SystemTime, NodeId)>,
     /// The time of this batch's listings (what `racy` compares with).
     now: SystemTime,
 }
@@ -129,6 +131,7 @@ impl Reconciler {
             recrawl: false,
             root_gone: false,
             reporting: false,
+            racy_nodes: VecDeque::new(),
             now: SystemTime::now(),
         };
         backend.watch(root, ROOT)?;
@@ -199,6 +202,27 @@ impl Reconciler {
     /// Events were lost: the next reconciliation re-reads everything.
     pub fn overflowed(&mut self) {
         self.recrawl = true;
+    }
+
+    /// Every event of a change made before `since` has been handed over and reconciled (the
+    /// backend's queue was read to the end after it): a write in the clock tick of a
+    /// recording made before then would have been told, so those records are trusted
+    /// from now on, even by a later recrawl.
+    pub fn settled(&mut self, since: SystemTime) {
+        if self.recrawl {
+            return;
+        }
+        while let Some(&(at, id)) = self.racy_nodes.front() {
+            if at.checked_add(RACY).is_none_or(|end| end >= since) {
+                break;
+            }
+            self.racy_nodes.pop_front();
+            if let Some(node) = self.tree.get(id)
+                && node.racy == Some(at)
+            {
+                self.tree.node_mut(id).racy = None;
+            }
+        }
     }
 
     /// Whether a reconciliation has anything to do.
@@ -274,17 +298,19 @@ impl Reconciler {
         depth
     }
 
-    fn racy(&self, stat: &Stat) -> bool {
+    /// The record time, if `stat` was taken in the moment of its mtime.
+    fn racy(&self, stat: &Stat) -> Option<SystemTime> {
         let mtime = SystemTime::UNIX_EPOCH
             .checked_add(Duration::new(
                 stat.mtime.0.max(0) as u64,
                 stat.mtime.1.clamp(0, 999_999_999) as u32,
             ))
             .unwrap_or(SystemTime::UNIX_EPOCH);
-        match self.now.duration_since(mtime) {
+        let racy = match self.now.duration_since(mtime) {
             Ok(age) => age < RACY,
             Err(_) => true,
-        }
+        };
+        racy.then_some(self.now)
     }
 
     /// Reads one directory and records how it differs from the tree.
@@ -354,7 +380,7 @@ impl Reconciler {
             match child {
                 Some(child) if same => {
                     seen.insert(name);
-                    self.compare(child, stat, written, batch);
+                    self.compare(child, stat, written, recrawl, batch);
                     self.ensure_watched(child, backend);
                 }
                 other => {
@@ -382,16 +408,20 @@ impl Reconciler {
         }
     }
 
-    /// A recorded entry at its name, `lstat`ed again: modified, attributes changed, or not.
-    /// One recorded in the clock tick of its last write is taken as modified: a write in
-    /// the same tick keeps size and mtime, and its event may be read after the name moved.
-    fn compare(&mut self, id: NodeId, stat: Stat, written: bool, batch: &mut Batch) {
+    /// A recorded entry, `lstat`ed again: modified, attributes changed, or not. A `suspect`
+    /// one (found under a new name, or in a recrawl) recorded in the clock tick of its
+    /// last write is taken as modified: a write in the same tick keeps size and mtime, and
+    /// its event names the old name, or was lost.
+    fn compare(&mut self, id: NodeId, stat: Stat, written: bool, suspect: bool, batch: &mut Batch) {
         let node = self.tree.node(id);
         let old = node.stat;
         // A link's content is its target: changed only by a new link, whose inode number
         // may be one just freed.
         let content = stat.kind != Kind::Dir
-            && (old.size != stat.size || old.mtime != stat.mtime || written || node.racy);
+            && (old.size != stat.size
+                || old.mtime != stat.mtime
+                || written
+                || (suspect && node.racy.is_some()));
         if content {
             self.written(id, batch);
         }
@@ -403,6 +433,9 @@ impl Reconciler {
         }
         let racy = self.racy(&stat);
         self.tree.set_stat(id, stat, racy);
+        if let Some(at) = racy {
+            self.racy_nodes.push_back((at, id));
+        }
     }
 
     /// A recorded entry is no longer at its name: it waits to be found elsewhere.
@@ -529,7 +562,7 @@ impl Reconciler {
                     .filter(|&other| other != id && self.tree.attached(other))
                     .collect();
                 for link in links {
-                    self.compare(link, stat, written, batch);
+                    self.compare(link, stat, written, false, batch);
                 }
             }
         }
@@ -553,7 +586,7 @@ impl Reconciler {
         self.tree.detach(id);
         batch.limbo.remove(&id);
         self.tree.attach(id, entry.parent, entry.name.clone());
-        self.compare(id, entry.stat, entry.written, batch);
+        self.compare(id, entry.stat, entry.written, true, batch);
         if entry.stat.kind == Kind::Dir {
             let path = self.tree.path(id);
             let wanted = self.wants_watch(&path);
@@ -618,6 +651,9 @@ impl Reconciler {
     ) -> NodeId {
         let racy = self.racy(&stat);
         let id = self.tree.insert(parent, name, stat, racy);
+        if let Some(at) = racy {
+            self.racy_nodes.push_back((at, id));
+        }
         batch.before.insert(id, None);
         if stat.kind == Kind::Dir {
             let path = self.tree.path(id);

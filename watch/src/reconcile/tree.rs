@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
+use std::time::SystemTime;
 
 /// An entry of the tree; ids are not reused while a batch runs.
 pub(crate) type NodeId = usize;
@@ -44,9 +45,10 @@ pub(crate) struct Node {
     pub name: OsString,
     pub stat: Stat,
     pub children: BTreeMap<OsString, NodeId>,
-    /// Recorded in the same moment its mtime was set: a write in that clock tick keeps size
-    /// and mtime, so a comparison without events (a recrawl) cannot trust them.
-    pub racy: bool,
+    /// When it was recorded, if that was in the moment its mtime was set: a write in that
+    /// clock tick keeps size and mtime, so a comparison without that write's event (a
+    /// recrawl, a file found under a new name) cannot trust them.
+    pub racy: Option<SystemTime>,
     /// A directory the backend watches and whose entries are recorded (directories
     /// excluded by the filter, and all but the root of a non-recursive watch, are leaves).
     pub watched: bool,
@@ -73,7 +75,7 @@ impl Tree {
             name: OsString::new(),
             stat,
             children: BTreeMap::new(),
-            racy: false,
+            racy: None,
             watched: false,
         }));
         tree.index(ROOT);
@@ -135,7 +137,13 @@ impl Tree {
     }
 
     /// A new node at `name` in `parent`.
-    pub fn insert(&mut self, parent: NodeId, name: OsString, stat: Stat, racy: bool) -> NodeId {
+    pub fn insert(
+        &mut self,
+        parent: NodeId,
+        name: OsString,
+        stat: Stat,
+        racy: Option<SystemTime>,
+    ) -> NodeId {
         let node = Node {
             parent,
             name: name.clone(),
@@ -160,7 +168,7 @@ impl Tree {
     }
 
     /// Records a new `lstat` of a node (its inode may be new: a file replaced in place).
-    pub fn set_stat(&mut self, id: NodeId, stat: Stat, racy: bool) {
+    pub fn set_stat(&mut self, id: NodeId, stat: Stat, racy: Option<SystemTime>) {
         let old = self.node(id).stat;
         if (old.dev, old.ino) != (stat.dev, stat.ino) {
             self.unindex(id);
