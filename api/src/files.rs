@@ -252,6 +252,21 @@ pub struct ExistsResponse {
     pub timestamp: String,
 }
 
+/// `POST /api/files/archive` (fsd extension): a directory's tree as one uncompressed tar
+/// stream (`application/x-tar`), paths relative to it: directories, files and symlinks
+/// (never followed: the link itself, its target verbatim) with their permission bits;
+/// FIFOs, devices and sockets as entries without data. fsd's scratch files are left out.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ArchiveRequest {
+    pub path: String,
+    /// Names (one path segment each) left out wherever they occur, with what is under them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
 /// `POST /api/stat` (fsd extension). Symlinks are reported, not followed, unless asked.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -251,6 +251,29 @@ impl Sandbox {
         Ok(response.bytes_stream().map_err(SdkError::Transport))
     }
 
+    /// A directory's tree as one tar stream (`POST /api/files/archive`): directories,
+    /// files and symlinks with their permission bits; names in `exclude` left out wherever
+    /// they occur.
+    pub async fn download_archive(
+        &self,
+        path: &str,
+        exclude: &[&str],
+    ) -> Result<impl Stream<Item = Result<Bytes, SdkError>> + Send + use<>, SdkError> {
+        let request = fsd_api::files::ArchiveRequest {
+            path: path.into(),
+            exclude: exclude.iter().map(|s| s.to_string()).collect(),
+            session_id: None,
+        };
+        let response = check(
+            self.request(Method::POST, "/api/files/archive")
+                .json(&request)
+                .send()
+                .await?,
+        )
+        .await?;
+        Ok(response.bytes_stream().map_err(SdkError::Transport))
+    }
+
     /// Downloads a file into `local`, written through a temp file and renamed when complete.
     pub async fn download_to(&self, path: &str, local: &Path) -> Result<u64, SdkError> {
         let mut stream = Box::pin(self.download(path).await?);

@@ -16,11 +16,12 @@
 use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
+use bytes::Bytes;
 use fsd_api::files::FileType;
 use fsd_api::watch::PathChange;
 use futures_util::{StreamExt, stream};
 
-use crate::{ListOptions, Sandbox, SdkError};
+use crate::{Sandbox, SdkError};
 
 /// Downloads in flight at once.
 const PARALLEL_DOWNLOADS: usize = 16;
@@ -77,7 +78,7 @@ impl Sandbox {
             }
         }
         let baseline = self.check_changes(remote, None, false).await?;
-        self.copy_all(remote, &root, local, baseline.version).await
+        self.copy_all(remote, local, baseline.version).await
     }
 
     /// The absolute path the daemon reports changes under.
@@ -96,52 +97,40 @@ impl Sandbox {
         Ok(root)
     }
 
+    /// The first copy (or one after a `resync`): the whole tree as one archive stream,
+    /// unpacked as it arrives; then what the mirror holds beyond it is removed.
     async fn copy_all(
         &self,
         remote: &str,
-        root: &Path,
         local: &Path,
         version: String,
     ) -> Result<SyncReport, SdkError> {
-        let files = self
-            .list_files(
-                remote,
-                ListOptions {
-                    recursive: true,
-                    include_hidden: true,
-                },
-            )
-            .await?;
-        let mut wanted: HashSet<PathBuf> = HashSet::new();
-        let mut fetches = Vec::new();
-        let mut dir_modes = Vec::new();
-        for file in files {
-            let relative = PathBuf::from(&file.relative_path);
-            if skipped(&relative) {
-                continue;
-            }
-            wanted.insert(relative.clone());
-            match file.file_type {
-                FileType::Directory => {
-                    ensure_dir(&local.join(&relative))?;
-                    dir_modes.push((relative, parse_rwx(&file.mode)));
-                }
-                kind => fetches.push(Fetch {
-                    known: Some((kind, parse_rwx(&file.mode))),
-                    path: relative,
-                }),
+        let mut stream = Box::pin(self.download_archive(remote, SKIPPED).await?);
+        let (sender, receiver) = std::sync::mpsc::sync_channel::<std::io::Result<Bytes>>(8);
+        let mirror = local.to_path_buf();
+        let unpacking =
+            tokio::task::spawn_blocking(move || unpack(ChannelReader::new(receiver), &mirror));
+        while let Some(chunk) = stream.next().await {
+            let item = chunk.map_err(|err| std::io::Error::other(err.to_string()));
+            let failed = item.is_err();
+            // The unpacker stopped (it failed): its error is the one to answer.
+            if sender.send(item).is_err() || failed {
+                break;
             }
         }
-        let fetched = self.fetch_all(root, local, fetches).await?;
-        let deleted = remove_unwanted(local, &wanted)?;
-        set_dir_modes(local, &dir_modes)?;
+        drop(sender);
+        let unpacked = unpacking
+            .await
+            .map_err(|err| SdkError::Io(std::io::Error::other(err.to_string())))??;
+        let deleted = remove_unwanted(local, &unpacked.wanted)?;
+        set_dir_modes(local, &unpacked.dir_modes)?;
         Ok(SyncReport {
             mode: "full",
-            downloaded: fetched.downloaded,
+            downloaded: unpacked.downloaded,
             deleted,
             renamed: 0,
-            links: fetched.links,
-            skipped: fetched.skipped,
+            links: unpacked.links,
+            skipped: unpacked.skipped,
             version,
         })
     }
@@ -369,6 +358,120 @@ fn through_link(local: &Path, relative: &Path) -> bool {
         }
     }
     false
+}
+
+/// What unpacking an archive into the mirror did.
+struct Unpacked {
+    wanted: HashSet<PathBuf>,
+    downloaded: usize,
+    links: usize,
+    dir_modes: Vec<(PathBuf, Option<u32>)>,
+    skipped: Vec<String>,
+}
+
+/// Unpacks the daemon's archive into the mirror, entry by entry: nothing outside it (only
+/// plain relative paths, never through a link), files through temp names, links made as
+/// links, directories' modes given last.
+fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError> {
+    let mut archive = tar::Archive::new(reader);
+    let mut unpacked = Unpacked {
+        wanted: HashSet::new(),
+        downloaded: 0,
+        links: 0,
+        dir_modes: Vec::new(),
+        skipped: Vec::new(),
+    };
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let relative = entry.path()?.into_owned();
+        let plain = relative
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)));
+        if !plain || relative.as_os_str().is_empty() || skipped(&relative) {
+            continue;
+        }
+        if through_link(local, &relative) {
+            unpacked.skipped.push(relative.display().to_string());
+            continue;
+        }
+        let target = local.join(&relative);
+        let mode = entry.header().mode().ok().map(|mode| mode & 0o7777);
+        unpacked.wanted.insert(relative.clone());
+        match entry.header().entry_type() {
+            tar::EntryType::Directory => {
+                ensure_dir(&target)?;
+                unpacked.dir_modes.push((relative, mode));
+            }
+            tar::EntryType::Symlink => {
+                let Some(link) = entry.link_name()? else {
+                    continue;
+                };
+                make_link(&target, &link)?;
+                unpacked.links += 1;
+            }
+            tar::EntryType::Regular | tar::EntryType::Continuous => {
+                if std::fs::symlink_metadata(&target).is_ok_and(|meta| meta.is_dir()) {
+                    std::fs::remove_dir_all(&target)?;
+                }
+                let name = target
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                let temp =
+                    target.with_file_name(format!(".{name}.fsd-sync-{}.tmp", std::process::id()));
+                let written = (|| {
+                    let mut file = std::fs::File::create(&temp)?;
+                    std::io::copy(&mut entry, &mut file)?;
+                    if let Some(mode) = mode {
+                        set_mode(&temp, mode)?;
+                    }
+                    std::fs::rename(&temp, &target)
+                })();
+                if let Err(err) = written {
+                    let _ = std::fs::remove_file(&temp);
+                    return Err(err.into());
+                }
+                unpacked.downloaded += 1;
+            }
+            _ => {
+                unpacked.wanted.remove(&relative);
+                remove(&target)?;
+                unpacked.skipped.push(relative.display().to_string());
+            }
+        }
+    }
+    unpacked.skipped.sort();
+    Ok(unpacked)
+}
+
+/// A blocking reader over the chunks an async task receives.
+struct ChannelReader {
+    receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>,
+    current: Bytes,
+}
+
+impl ChannelReader {
+    fn new(receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>) -> Self {
+        Self {
+            receiver,
+            current: Bytes::new(),
+        }
+    }
+}
+
+impl std::io::Read for ChannelReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.receiver.recv() {
+                Ok(chunk) => self.current = chunk?,
+                Err(_) => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current[..n]);
+        let _ = self.current.split_to(n);
+        Ok(n)
+    }
 }
 
 /// `rwxr-xr-x` as permission bits.

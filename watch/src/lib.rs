@@ -1,19 +1,25 @@
-//! `fsd-watch`: recursive watches with glob filters and never-silent overflow, for fsd.
+//! `fsd-watch`: recursive watches with glob filters whose change lists are exact, for fsd.
 //!
-//! [`Watcher::start`] watches a directory tree and sends [`Event`]s on a channel:
-//! - directories created (or moved in) later are watched and then scanned, so
-//!   `mkdir -p a/b/c && touch a/b/c/f` reports `f` even though it appeared before the watch;
-//! - a rename inside the tree is one [`EventKind::Rename`] with both paths (paired by the
-//!   kernel's cookie); a move out is a delete, a move in an [`EventKind::MoveIn`];
+//! [`Watcher::start`] watches a directory tree and sends [`Event`]s on a channel. Events
+//! from the kernel are hints, not the truth: one reconciler per root (`reconcile`) owns a
+//! tree of what it has seen, each event marks a directory to look at again, and re-reading
+//! it finds what changed:
+//! - a known inode under a new name is one [`EventKind::Rename`] with both paths, whatever
+//!   order the queue told the move in; what moved in from outside is a create, what left a
+//!   delete;
+//! - directories that appear are watched, then listed, so `mkdir -p a/b/c && touch a/b/c/f`
+//!   reports `f` even though it appeared before the watch;
 //! - include/exclude globs ([`Filter`]) decide what is reported (`*`, `**`, `?`);
 //! - fsd's own scratch files never show: a write's rename into place is the target's
 //!   create or modify;
-//! - a kernel queue overflow or a watch limit is an [`EventKind::Overflow`], never a silent
-//!   gap: the consumer must rescan.
+//! - a kernel queue overflow is a recrawl of the tree, told as exact changes;
+//!   [`EventKind::Overflow`] is left for what cannot be known (the watch limit, a root
+//!   that went away).
 //!
-//! Two engines sit behind one trait ([`EngineKind`]): inotify directly on Linux, and the
-//! `notify` crate where there is no inotify (macOS). The engine runs on its own thread and
-//! knows nothing of HTTP.
+//! [`changes::list`] turns a window of events into the list that makes the old tree the new
+//! one. Two backends feed the reconciler ([`EngineKind`]): inotify directly on Linux, and
+//! the `notify` crate where there is no inotify (macOS). The engine runs on its own thread
+//! and knows nothing of HTTP.
 
 mod catch_up;
 pub mod changes;

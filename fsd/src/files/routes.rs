@@ -43,6 +43,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/exists", post(exists))
         .route("/api/stat", post(stat))
         .route("/api/files/raw", get(raw::download).put(raw::upload))
+        .route("/api/files/archive", post(super::archive::archive))
         .route("/api/chmod", post(chmod))
         .route("/api/chown", post(chown))
 }

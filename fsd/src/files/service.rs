@@ -167,6 +167,31 @@ impl FileService {
         .await
     }
 
+    /// The directory at `raw` (in `session`'s directory when relative), for the archive
+    /// route.
+    pub async fn directory(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+    ) -> Result<std::path::PathBuf, FileError> {
+        let raw = &self.paths.in_session(session, "path", raw).await;
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        blocking(move || match fs::metadata(&path) {
+            Ok(meta) if meta.is_dir() => Ok(path),
+            Ok(_) => Err(FileError::NotDirectory { path: raw }),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                Err(FileError::not_found("Directory", &raw))
+            }
+            Err(err) => Err(FileError::Io {
+                op: "stat",
+                path: raw,
+                source: err,
+            }),
+        })
+        .await
+    }
+
     /// Opens a file for the raw download route: a regular file of known size, or a file
     /// (a device, procfs) that must be streamed as reads give it.
     pub async fn open_for_download(&self, raw: &str) -> Result<Download, FileError> {
