@@ -9,7 +9,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-use super::Batch;
+use super::batch::Batch;
 use super::tree::{Kind, NodeId, ROOT, Tree};
 use crate::EventKind;
 use crate::report::Reporter;

@@ -1,0 +1,696 @@
+//! The reconciler itself: the tree it owns, the dirty set events fill, and a batch's
+//! rounds of listing and matching (see the module above for the rules).
+
+use std::collections::{BTreeSet, HashMap, HashSet, VecDeque};
+use std::ffi::{OsStr, OsString};
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use super::batch::Batch;
+use super::tree::{Kind, NodeId, ROOT, Stat, Tree};
+use super::{emit, list};
+use crate::report::Reporter;
+
+/// Why a directory could not be watched.
+#[derive(Debug)]
+pub(crate) enum WatchFailure {
+    /// The backend's watch limit: what happens inside is not seen (an overflow is reported).
+    Limit,
+    /// Gone or no longer a directory: the next listing of its parent tells.
+    Gone,
+    Io(std::io::Error),
+}
+
+/// What watches directories for the reconciler: inotify (one watch per directory) or the
+/// `notify` crate (which watches whole trees itself).
+pub(crate) trait Backend {
+    /// Watches the directory at `path`, recorded as `node`, before it is listed.
+    fn watch(&mut self, path: &Path, node: NodeId) -> Result<(), WatchFailure>;
+    /// The node left the tree.
+    fn forget(&mut self, node: NodeId);
+    /// Whether the directory at `path` is the object recorded as `node` (not another one
+    /// with its inode number); `None` when the backend cannot tell.
+    fn same_dir(&mut self, path: &Path, node: NodeId) -> Option<bool>;
+}
+
+/// How recent an mtime must be, at the moment it is recorded, for a later comparison of
+/// size and mtime alone to be unable to see a write (the kernel's file times advance by
+/// clock ticks of up to 10 ms).
+const RACY: Duration = Duration::from_millis(50);
+/// Rounds of one batch before the rest waits for the next (a tree that keeps moving).
+const MAX_ROUNDS: usize = 64;
+
+/// An entry found in a listing that is not the object recorded at its name.
+struct Appeared {
+    parent: NodeId,
+    name: OsString,
+    stat: Stat,
+    written: bool,
+    retried: bool,
+}
+
+pub(crate) struct Reconciler {
+    tree: Tree,
+    reporter: Reporter,
+    recursive: bool,
+    /// Directories to list.
+    dirty: BTreeSet<NodeId>,
+    /// Names hinted in dirty directories, and whether each was written.
+    hinted: HashMap<NodeId, HashMap<OsString, bool>>,
+    /// Events were lost: every directory is re-read, no size and mtime trusted.
+    recrawl: bool,
+    /// The root was deleted or moved away.
+    root_gone: bool,
+    /// Whether anything is emitted: not for the first crawl.
+    reporting: bool,
+    /// Records taken in the clock tick of their mtime, oldest first (see `settled`).
+    racy_nodes: VecDeque<(SystemTime, NodeId)>,
+    /// The time of this batch's listings (what `racy` compares with).
+    now: SystemTime,
+}
+
+impl Reconciler {
+    /// Records the tree at `root` (watched through `backend` first) without reporting it.
+    pub fn start(
+        root: &Path,
+        reporter: Reporter,
+        recursive: bool,
+        backend: &mut dyn Backend,
+    ) -> Result<Self, WatchFailure> {
+        let stat = list::lstat(root).map_err(|err| match err.raw_os_error() {
+            Some(code) if code == libc_enoent() => WatchFailure::Gone,
+            _ => WatchFailure::Io(err),
+        })?;
+        let mut reconciler = Self {
+            tree: Tree::new(root.to_path_buf(), stat),
+            reporter,
+            recursive,
+            dirty: BTreeSet::new(),
+            hinted: HashMap::new(),
+            recrawl: false,
+            root_gone: false,
+            reporting: false,
+            racy_nodes: VecDeque::new(),
+            now: SystemTime::now(),
+        };
+        backend.watch(root, ROOT)?;
+        reconciler.tree.node_mut(ROOT).watched = true;
+        reconciler.dirty.insert(ROOT);
+        reconciler.reconcile(backend);
+        reconciler.reporting = true;
+        Ok(reconciler)
+    }
+
+    pub fn reporter(&self) -> &Reporter {
+        &self.reporter
+    }
+
+    pub fn root_gone(&self) -> bool {
+        self.root_gone
+    }
+
+    /// Something happened in the directory `dir` (to `name` in it, `written` when its
+    /// content changed).
+    pub fn hint(&mut self, dir: NodeId, name: Option<&OsStr>, written: bool) {
+        if self.tree.get(dir).is_none() {
+            return;
+        }
+        self.dirty.insert(dir);
+        if let Some(name) = name {
+            let flag = self
+                .hinted
+                .entry(dir)
+                .or_default()
+                .entry(name.to_os_string())
+                .or_insert(false);
+            *flag |= written;
+        }
+    }
+
+    /// Something happened at `path` (absolute): its nearest recorded directory is looked at.
+    pub fn hint_path(&mut self, path: &Path, written: bool) {
+        match self.tree.nearest(path) {
+            Some((node, name)) if self.tree.node(node).stat.kind == Kind::Dir => {
+                self.hint(node, name, written);
+            }
+            Some((node, None)) => {
+                let parent = self.tree.node(node).parent;
+                let name = self.tree.node(node).name.clone();
+                self.hint(parent, Some(&name), written);
+            }
+            // Below a file, or outside the root: the parent of the nearest node is re-read.
+            Some((node, Some(_))) => {
+                let parent = self.tree.node(node).parent;
+                self.hint(parent, None, false);
+            }
+            None => {}
+        }
+    }
+
+    /// The directory recorded as `node` is gone or moved (its watch ended): its parent is
+    /// re-read.
+    pub fn hint_gone(&mut self, node: NodeId) {
+        if node == ROOT {
+            self.root_gone = true;
+        } else if let Some((parent, name)) = self.tree.get(node).map(|n| (n.parent, n.name.clone()))
+        {
+            self.hint(parent, Some(&name), false);
+        }
+    }
+
+    /// Events were lost: the next reconciliation re-reads everything.
+    pub fn overflowed(&mut self) {
+        self.recrawl = true;
+    }
+
+    /// Every event of a change made before `since` has been handed over and reconciled (the
+    /// backend's queue was read to the end after it): a write in the clock tick of a
+    /// recording made before then would have been told, so those records are trusted
+    /// from now on, even by a later recrawl.
+    pub fn settled(&mut self, since: SystemTime) {
+        if self.recrawl {
+            return;
+        }
+        while let Some(&(at, id)) = self.racy_nodes.front() {
+            if at.checked_add(RACY).is_none_or(|end| end >= since) {
+                break;
+            }
+            self.racy_nodes.pop_front();
+            if let Some(node) = self.tree.get(id)
+                && node.racy == Some(at)
+            {
+                self.tree.node_mut(id).racy = None;
+            }
+        }
+    }
+
+    /// Whether a reconciliation has anything to do.
+    pub fn pending(&self) -> bool {
+        self.recrawl || !self.dirty.is_empty()
+    }
+
+    /// Re-reads what is dirty, diffs it against the tree and emits the changes.
+    pub fn reconcile(&mut self, backend: &mut dyn Backend) {
+        if !self.pending() || self.root_gone {
+            return;
+        }
+        self.now = SystemTime::now();
+        let recrawl = std::mem::take(&mut self.recrawl);
+        if recrawl {
+            self.dirty = self
+                .tree
+                .ids()
+                .filter(|&id| self.tree.node(id).watched)
+                .collect();
+        }
+        let mut batch = Batch::default();
+        let mut deferred: Vec<Appeared> = Vec::new();
+        for _ in 0..MAX_ROUNDS {
+            let mut dirs: Vec<(usize, NodeId)> = Vec::new();
+            for id in std::mem::take(&mut self.dirty) {
+                if self.tree.get(id).is_none() {
+                    continue;
+                }
+                if self.tree.attached(id) {
+                    dirs.push((self.depth(id), id));
+                } else {
+                    batch.waiting.insert(id);
+                }
+            }
+            if dirs.is_empty() && deferred.is_empty() {
+                break;
+            }
+            dirs.sort_unstable();
+            let mut appeared = std::mem::take(&mut deferred);
+            for (_, dir) in dirs {
+                self.list_dir(dir, &mut batch, &mut appeared, recrawl, backend);
+                if self.root_gone {
+                    return;
+                }
+            }
+            deferred = self.match_appeared(appeared, &mut batch, backend);
+            let found: Vec<NodeId> = batch
+                .waiting
+                .iter()
+                .copied()
+                .filter(|&id| self.tree.get(id).is_some() && self.tree.attached(id))
+                .collect();
+            for id in found {
+                batch.waiting.remove(&id);
+                self.dirty.insert(id);
+            }
+        }
+        // What is left for the next batch (a tree that kept moving past the rounds): the
+        // entries deferred are found again by listing their directories then.
+        for appeared in deferred {
+            self.dirty.insert(appeared.parent);
+        }
+        self.finish(batch, backend);
+    }
+
+    fn depth(&self, mut id: NodeId) -> usize {
+        let mut depth = 0;
+        while id != ROOT {
+            id = self.tree.node(id).parent;
+            depth += 1;
+        }
+        depth
+    }
+
+    /// The record time, if `stat` was taken in the moment of its mtime.
+    fn racy(&self, stat: &Stat) -> Option<SystemTime> {
+        let mtime = SystemTime::UNIX_EPOCH
+            .checked_add(Duration::new(
+                stat.mtime.0.max(0) as u64,
+                stat.mtime.1.clamp(0, 999_999_999) as u32,
+            ))
+            .unwrap_or(SystemTime::UNIX_EPOCH);
+        let racy = match self.now.duration_since(mtime) {
+            Ok(age) => age < RACY,
+            Err(_) => true,
+        };
+        racy.then_some(self.now)
+    }
+
+    /// Reads one directory and records how it differs from the tree.
+    fn list_dir(
+        &mut self,
+        dir: NodeId,
+        batch: &mut Batch,
+        appeared: &mut Vec<Appeared>,
+        recrawl: bool,
+        backend: &mut dyn Backend,
+    ) {
+        let path = self.tree.path(dir);
+        // The inode number says which directory is at the path unless it was reused (a
+        // directory deleted and another made); the backend's watch tells those apart.
+        let opened = list::open_dir(&path, &self.tree.node(dir).stat).and_then(|listing| {
+            match backend.same_dir(&path, dir) {
+                Some(false) => Err(std::io::Error::other("another directory is at the path")),
+                _ => Ok(listing),
+            }
+        });
+        let mut listing = match opened {
+            Ok(listing) => listing,
+            Err(_) => {
+                // Not the recorded directory at its recorded path: an ancestor moved, or it
+                // went. Its parent is read again, and it is listed once found.
+                if dir == ROOT {
+                    self.root_gone = true;
+                } else {
+                    let parent = self.tree.node(dir).parent;
+                    self.dirty.insert(parent);
+                    batch.waiting.insert(dir);
+                }
+                return;
+            }
+        };
+        let hints = self.hinted.remove(&dir).unwrap_or_default();
+        let children = self.tree.node(dir).children.clone();
+        let mut seen: HashSet<OsString> = HashSet::with_capacity(children.len());
+        let names = listing.names();
+        for (name, d_ino) in names {
+            if fsd_api::scratch::is_scratch(Path::new(&name)) {
+                continue;
+            }
+            let child = children.get(&name).copied();
+            let hint = hints.get(&name).copied();
+            if let Some(child) = child
+                && hint.is_none()
+                && !recrawl
+                && d_ino == self.tree.node(child).stat.ino
+            {
+                seen.insert(name);
+                self.ensure_watched(child, backend);
+                continue;
+            }
+            let Ok(stat) = listing.stat(&name) else {
+                continue;
+            };
+            let written = hint == Some(true);
+            // A directory removed and made again often gets the same inode number back:
+            // one looked at again is checked to be the same object.
+            let same = child.is_some_and(|child| {
+                self.tree.node(child).stat.same_object(&stat)
+                    && (stat.kind != Kind::Dir
+                        || backend.same_dir(&path.join(&name), child) != Some(false))
+            });
+            match child {
+                Some(child) if same => {
+                    seen.insert(name);
+                    self.compare(child, stat, written, recrawl, batch);
+                    self.ensure_watched(child, backend);
+                }
+                other => {
+                    if let Some(child) = other {
+                        seen.insert(name.clone());
+                        self.disappear(child, written, batch);
+                    } else {
+                        seen.insert(name.clone());
+                    }
+                    appeared.push(Appeared {
+                        parent: dir,
+                        name,
+                        stat,
+                        written,
+                        retried: false,
+                    });
+                }
+            }
+        }
+        for (name, child) in children {
+            if !seen.contains(&name) {
+                let written = hints.get(&name).copied() == Some(true);
+                self.disappear(child, written, batch);
+            }
+        }
+    }
+
+    /// A recorded entry, `lstat`ed again: modified, attributes changed, or not. A `suspect`
+    /// one (found under a new name, or in a recrawl) recorded in the clock tick of its
+    /// last write is taken as modified: a write in the same tick keeps size and mtime, and
+    /// its event names the old name, or was lost.
+    fn compare(&mut self, id: NodeId, stat: Stat, written: bool, suspect: bool, batch: &mut Batch) {
+        let node = self.tree.node(id);
+        let old = node.stat;
+        // A link's content is its target: changed only by a new link, whose inode number
+        // may be one just freed.
+        let content = stat.kind != Kind::Dir
+            && (old.size != stat.size
+                || old.mtime != stat.mtime
+                || written
+                || (suspect && node.racy.is_some()));
+        if content {
+            self.written(id, batch);
+        }
+        if old.mode != stat.mode {
+            for &link in self.tree.with_inode(stat.dev, stat.ino) {
+                batch.attrib.insert(link);
+            }
+            batch.attrib.insert(id);
+        }
+        let racy = self.racy(&stat);
+        self.tree.set_stat(id, stat, racy);
+        if let Some(at) = racy {
+            self.racy_nodes.push_back((at, id));
+        }
+    }
+
+    /// A recorded entry is no longer at its name: it waits to be found elsewhere.
+    fn disappear(&mut self, id: NodeId, written: bool, batch: &mut Batch) {
+        let (parent, name) = {
+            let node = self.tree.node(id);
+            (node.parent, node.name.clone())
+        };
+        batch.before.entry(id).or_insert(Some((parent, name)));
+        self.tree.detach(id);
+        batch.limbo.insert(id);
+        // A write told by its name may be read after the name has moved on to another
+        // file: one of several hard links leaving its name takes the others along.
+        let stat = self.tree.node(id).stat;
+        if written || (stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1)
+        {
+            self.written(id, batch);
+        }
+    }
+
+    /// A file's content changed: hard links are one file under several names, and each
+    /// name shows the write.
+    fn written(&self, id: NodeId, batch: &mut Batch) {
+        let stat = self.tree.node(id).stat;
+        for &link in self.tree.with_inode(stat.dev, stat.ino) {
+            batch.modified.insert(link);
+        }
+        batch.modified.insert(id);
+    }
+
+    /// Finds each appeared entry in the tree by its inode (a rename), or records it as new.
+    /// Returns the entries to look at again next round (their inode is recorded at a path
+    /// not read yet).
+    fn match_appeared(
+        &mut self,
+        appeared: Vec<Appeared>,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+    ) -> Vec<Appeared> {
+        let mut deferred = Vec::new();
+        // Directories first: one cannot be in two places, so each match is certain, and a
+        // directory matched puts back in place the files it holds (which a new hard link
+        // elsewhere must not take).
+        let mut appeared = appeared;
+        appeared.sort_by_key(|entry| entry.stat.kind != Kind::Dir);
+        for entry in appeared {
+            if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
+                continue;
+            }
+            if self
+                .tree
+                .node(entry.parent)
+                .children
+                .contains_key(&entry.name)
+            {
+                // Found already (a retried entry whose name was taken meanwhile).
+                continue;
+            }
+            let candidates: Vec<NodeId> = self
+                .tree
+                .with_inode(entry.stat.dev, entry.stat.ino)
+                .iter()
+                .copied()
+                .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
+                .collect();
+            let path = self.tree.path(entry.parent).join(&entry.name);
+            // Taken out of its directory itself, or (less certain: the directory may be
+            // found again, the file in it) inside something taken out.
+            let loose = candidates
+                .iter()
+                .copied()
+                .find(|id| batch.limbo.contains(id))
+                .or_else(|| {
+                    candidates
+                        .iter()
+                        .copied()
+                        .find(|&id| !self.tree.attached(id))
+                });
+            if let Some(id) = loose
+                && !batch.limbo.contains(&id)
+                && entry.stat.kind != Kind::Dir
+                && !entry.retried
+            {
+                deferred.push(Appeared {
+                    retried: true,
+                    ..entry
+                });
+                continue;
+            }
+            if let Some(id) = loose {
+                let same =
+                    entry.stat.kind != Kind::Dir || backend.same_dir(&path, id) != Some(false);
+                if same {
+                    self.moved(id, &entry, batch, backend);
+                    continue;
+                }
+            } else if let Some(&id) = candidates.first()
+                && !entry.retried
+            {
+                // Recorded at a path still attached: a new hard link (files), or a move
+                // whose origin's directory is not read yet.
+                let still_there = entry.stat.kind != Kind::Dir
+                    && list::lstat(&self.tree.path(id))
+                        .is_ok_and(|stat| stat.same_object(&entry.stat));
+                if !still_there {
+                    let parent = self.tree.node(id).parent;
+                    self.dirty.insert(parent);
+                    deferred.push(Appeared {
+                        retried: true,
+                        ..entry
+                    });
+                    continue;
+                }
+            }
+            let (stat, written) = (entry.stat, entry.written);
+            let id = self.create(entry.parent, entry.name, stat, batch, backend);
+            // A new hard link: the other names of the file see what this one saw.
+            if stat.kind != Kind::Dir {
+                let links: Vec<NodeId> = self
+                    .tree
+                    .with_inode(stat.dev, stat.ino)
+                    .iter()
+                    .copied()
+                    .filter(|&other| other != id && self.tree.attached(other))
+                    .collect();
+                for link in links {
+                    self.compare(link, stat, written, false, batch);
+                }
+            }
+        }
+        deferred
+    }
+
+    /// A recorded node found at a new name.
+    fn moved(
+        &mut self,
+        id: NodeId,
+        entry: &Appeared,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+    ) {
+        let (parent, name) = {
+            let node = self.tree.node(id);
+            (node.parent, node.name.clone())
+        };
+        // It may hang inside a subtree that left: its place then was where it hangs.
+        batch.before.entry(id).or_insert(Some((parent, name)));
+        self.tree.detach(id);
+        batch.limbo.remove(&id);
+        self.tree.attach(id, entry.parent, entry.name.clone());
+        self.compare(id, entry.stat, entry.written, true, batch);
+        if entry.stat.kind == Kind::Dir {
+            let path = self.tree.path(id);
+            let wanted = self.wants_watch(&path);
+            let node = self.tree.node(id);
+            if wanted && !node.watched {
+                self.watch_new(id, &path, backend);
+            } else if node.watched
+                && (batch.waiting.remove(&id) || backend_blind(backend, &path, id))
+            {
+                self.dirty.insert(id);
+            }
+        }
+    }
+
+    /// Watches (and lists) a directory that is wanted but has no watch yet: one whose
+    /// watch could not be made where it was a moment before.
+    fn ensure_watched(&mut self, id: NodeId, backend: &mut dyn Backend) {
+        let node = self.tree.node(id);
+        if node.stat.kind == Kind::Dir && !node.watched {
+            let path = self.tree.path(id);
+            if self.wants_watch(&path) {
+                self.watch_new(id, &path, backend);
+            }
+        }
+    }
+
+    fn wants_watch(&self, path: &Path) -> bool {
+        self.recursive && !self.reporter.prunes_dir(path)
+    }
+
+    /// Watches a directory, then marks it for listing.
+    fn watch_new(&mut self, id: NodeId, path: &Path, backend: &mut dyn Backend) {
+        match backend.watch(path, id) {
+            Ok(()) => {
+                self.tree.node_mut(id).watched = true;
+                self.dirty.insert(id);
+            }
+            Err(WatchFailure::Gone) => {
+                // Moved or removed since its directory was read (the path was that of a
+                // moment ago): the directory is read again, and the watch made where it is.
+                let parent = self.tree.node(id).parent;
+                self.dirty.insert(parent);
+            }
+            Err(WatchFailure::Limit) => {
+                tracing::warn!(dir = %path.display(), "the watch limit is reached");
+                self.reporter.overflow();
+            }
+            Err(WatchFailure::Io(err)) => {
+                tracing::warn!(dir = %path.display(), error = %err, "cannot watch a new directory");
+                self.reporter.overflow();
+            }
+        }
+    }
+
+    fn create(
+        &mut self,
+        parent: NodeId,
+        name: OsString,
+        stat: Stat,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+    ) -> NodeId {
+        let racy = self.racy(&stat);
+        let id = self.tree.insert(parent, name, stat, racy);
+        if let Some(at) = racy {
+            self.racy_nodes.push_back((at, id));
+        }
+        batch.before.insert(id, None);
+        if stat.kind == Kind::Dir {
+            let path = self.tree.path(id);
+            if self.wants_watch(&path) {
+                self.watch_new(id, &path, backend);
+            }
+        }
+        id
+    }
+
+    /// Settles the batch (files replaced in place, what left for good) and emits it.
+    fn finish(&mut self, mut batch: Batch, backend: &mut dyn Backend) {
+        // A file that left its name with a new file there and found nowhere else was
+        // replaced in place (an atomic save): the same entry, modified.
+        let mut left_from: HashMap<(NodeId, OsString), NodeId> = HashMap::new();
+        for &id in &batch.limbo {
+            if let Some(Some(place)) = batch.before.get(&id)
+                && matches!(self.tree.node(id).stat.kind, Kind::File | Kind::Other)
+            {
+                left_from.insert(place.clone(), id);
+            }
+        }
+        if !left_from.is_empty() {
+            let new: Vec<NodeId> = batch
+                .before
+                .iter()
+                .filter(|(_, place)| place.is_none())
+                .map(|(&id, _)| id)
+                .collect();
+            for id in new {
+                let node = self.tree.node(id);
+                if !matches!(node.stat.kind, Kind::File | Kind::Other) || !self.tree.attached(id) {
+                    continue;
+                }
+                let place = (node.parent, node.name.clone());
+                let Some(old) = left_from.remove(&place) else {
+                    continue;
+                };
+                let (stat, racy) = (node.stat, node.racy);
+                self.tree.detach(id);
+                self.tree.remove_subtree(id);
+                batch.before.remove(&id);
+                batch.modified.remove(&id);
+                batch.limbo.remove(&old);
+                self.tree.attach(old, place.0, place.1);
+                self.tree.set_stat(old, stat, racy);
+                batch.modified.insert(old);
+            }
+        }
+        let gone: Vec<NodeId> = batch.limbo.iter().copied().collect();
+        // A file that left with its directory may have been written or changed mode under
+        // that name just before: its other hard links show it.
+        for &top in &gone {
+            for id in std::iter::once(top).chain(self.tree.descendants(top)) {
+                let stat = self.tree.node(id).stat;
+                if stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1 {
+                    self.written(id, &mut batch);
+                }
+            }
+        }
+        if self.reporting {
+            emit::emit(&self.tree, &batch, &gone, &self.reporter);
+        }
+        for id in gone {
+            for removed in self.tree.remove_subtree(id) {
+                backend.forget(removed);
+                self.hinted.remove(&removed);
+                self.dirty.remove(&removed);
+            }
+        }
+    }
+}
+
+/// Whether the backend cannot tell a moved directory's changes apart (the `notify` crate
+/// names them by old paths): then the directory is listed again where it is now.
+fn backend_blind(backend: &mut dyn Backend, path: &Path, id: NodeId) -> bool {
+    backend.same_dir(path, id).is_none()
+}
+
+fn libc_enoent() -> i32 {
+    nix::errno::Errno::ENOENT as i32
+}
