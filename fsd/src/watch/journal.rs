@@ -88,7 +88,7 @@ impl Journal {
         }
     }
 
-    /// What changed after cursor `since` (see [`super::changes`]), or `None` when
+    /// What changed after cursor `since` (see [`fsd_watch::changes`]), or `None` when
     /// the history cannot say.
     pub fn changes_since(&self, since: u64) -> Option<Vec<Listed>> {
         let in_unknown = self

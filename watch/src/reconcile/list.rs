@@ -17,6 +17,8 @@ pub(super) struct Listing {
     dir: Dir,
 }
 
+// The casts are no-ops on Linux and needed where `stat`'s fields have other widths (macOS).
+#[allow(clippy::unnecessary_cast)]
 fn to_stat(raw: &FileStat) -> Stat {
     let format = SFlag::from_bits_truncate(raw.st_mode as _) & SFlag::S_IFMT;
     let kind = if format == SFlag::S_IFDIR {
@@ -33,7 +35,6 @@ fn to_stat(raw: &FileStat) -> Stat {
         ino: raw.st_ino as u64,
         kind,
         size: raw.st_size as u64,
-        #[allow(clippy::unnecessary_cast)]
         mtime: (raw.st_mtime as i64, raw.st_mtime_nsec as i64),
         mode: (raw.st_mode as u32) & 0o7777,
     }
