@@ -274,3 +274,67 @@ async fn caught_up_means_every_earlier_change_is_on_the_channel() {
         .await
         .expect("an ended watch is caught up");
 }
+
+/// Once a known limit: a directory excluded by the globs, filled, then renamed into view,
+/// came as one `create` without what it holds. The reconciler lists it where it arrives.
+#[tokio::test]
+async fn a_directory_renamed_out_of_an_exclude_brings_its_contents() {
+    let (_dir, root) = root();
+    let filter = Filter::new(&[], &["build".to_string()]).unwrap();
+    let (watcher, mut events) = Watcher::start_with(engine(), &root, filter, true).unwrap();
+    std::fs::create_dir_all(root.join("build/out/deep")).unwrap();
+    std::fs::write(root.join("build/out/deep/app.js"), "x").unwrap();
+    watcher.caught_up().await;
+    std::fs::rename(root.join("build/out"), root.join("dist")).unwrap();
+    let seen = drain(&mut events, Duration::from_millis(400)).await;
+    // Nothing under an excluded directory is recorded, so what comes out is new here.
+    for path in ["dist", "dist/deep", "dist/deep/app.js"] {
+        assert!(
+            has(&seen, EventKind::Create, &root.join(path)),
+            "{path}: {seen:?}"
+        );
+    }
+    assert!(
+        seen.iter().all(|e| !e.path.starts_with(root.join("build"))),
+        "nothing of the excluded directory: {seen:?}"
+    );
+}
+
+/// Once a known limit: `mv d p` and at once a directory moved into the same `p` from an
+/// unwatched place (inotify merges the two MOVED_TO events) lost the second move. The
+/// reconciler finds `p` holding the newcomer and `d` gone.
+#[tokio::test]
+async fn a_rename_then_a_move_in_to_the_same_name_are_both_told() {
+    let (_dir, root) = root();
+    let (_outside_dir, outside) = self::root();
+    std::fs::create_dir_all(root.join("d")).unwrap();
+    std::fs::write(root.join("d/old"), "old").unwrap();
+    std::fs::create_dir_all(outside.join("n")).unwrap();
+    std::fs::write(outside.join("n/new"), "new").unwrap();
+    let (_watcher, mut events) = start(&root);
+    std::fs::rename(root.join("d"), root.join("p")).unwrap();
+    std::fs::rename(root.join("p"), outside.join("gone")).unwrap();
+    std::fs::rename(outside.join("n"), root.join("p")).unwrap();
+    let seen = drain(&mut events, Duration::from_millis(400)).await;
+    // Replayed on the tree there was, the events give the tree there is.
+    let listed = fsd_watch::changes::list(&seen, 1000).expect("an exact list");
+    let lines: Vec<(String, String)> = listed
+        .iter()
+        .map(|l| {
+            let path = l.path.strip_prefix(&root).unwrap().display().to_string();
+            (path, format!("{:?}", l.change))
+        })
+        .collect();
+    assert!(
+        lines.contains(&("d".into(), "Deleted".into())),
+        "{lines:?} from {seen:?}"
+    );
+    assert!(
+        lines.contains(&("p".into(), "Created".into())),
+        "{lines:?} from {seen:?}"
+    );
+    assert!(
+        lines.contains(&("p/new".into(), "Created".into())),
+        "{lines:?} from {seen:?}"
+    );
+}
