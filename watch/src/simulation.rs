@@ -197,7 +197,13 @@ impl Workload {
         let depth = 1 + rng.below(3);
         let mut path = self.root.clone();
         for _ in 0..depth {
-            path.push(NAMES[rng.below(NAMES.len())]);
+            // Now and then a name that is not UTF-8: the engine works on bytes.
+            if rng.chance(5) {
+                use std::os::unix::ffi::OsStrExt;
+                path.push(std::ffi::OsStr::from_bytes(b"\xff\xfe.bin"));
+            } else {
+                path.push(NAMES[rng.below(NAMES.len())]);
+            }
         }
         path
     }
