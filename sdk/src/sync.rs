@@ -6,7 +6,7 @@
 //! directories, fetches); a `resync` answer falls back to a full copy. The paths the watch
 //! never reports (.git, node_modules, .DS_Store) are not mirrored.
 //!
-//! What a mirror carries: file contents (downloaded through temp files), directories (empty
+//! What a mirror carries: file contents (a file replaced goes through a temp file), directories (empty
 //! ones too), symlinks as links with their targets verbatim (never followed, whether they
 //! point into the tree or out of it), and permission bits (`rwx` for owner, group and
 //! others) of files and directories. What it cannot carry it reports, never silently:
@@ -374,6 +374,9 @@ struct Unpacked {
 /// links, directories' modes given last.
 fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError> {
     let mut archive = tar::Archive::new(reader);
+    // Directories made by this unpacking (parents come first): what is below them needs no
+    // check for links on the way.
+    let mut made: HashSet<PathBuf> = HashSet::from([PathBuf::new()]);
     let mut unpacked = Unpacked {
         wanted: HashSet::new(),
         downloaded: 0,
@@ -390,7 +393,10 @@ fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError
         if !plain || relative.as_os_str().is_empty() || skipped(&relative) {
             continue;
         }
-        if through_link(local, &relative) {
+        let parent_made = relative
+            .parent()
+            .is_some_and(|parent| made.contains(parent));
+        if !parent_made && through_link(local, &relative) {
             unpacked.skipped.push(relative.display().to_string());
             continue;
         }
@@ -400,6 +406,7 @@ fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError
         match entry.header().entry_type() {
             tar::EntryType::Directory => {
                 ensure_dir(&target)?;
+                made.insert(relative.clone());
                 unpacked.dir_modes.push((relative, mode));
             }
             tar::EntryType::Symlink => {
@@ -420,12 +427,28 @@ fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError
                 let temp =
                     target.with_file_name(format!(".{name}.fsd-sync-{}.tmp", std::process::id()));
                 let written = (|| {
-                    let mut file = std::fs::File::create(&temp)?;
+                    use std::os::unix::fs::PermissionsExt;
+                    // Nothing there (a first copy, mostly): written in place; else through
+                    // a temp file renamed over what is there.
+                    let fresh = std::fs::OpenOptions::new()
+                        .write(true)
+                        .create_new(true)
+                        .open(&target);
+                    let (mut file, path) = match fresh {
+                        Ok(file) => (file, None),
+                        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+                            (std::fs::File::create(&temp)?, Some(&temp))
+                        }
+                        Err(err) => return Err(err),
+                    };
                     std::io::copy(&mut entry, &mut file)?;
                     if let Some(mode) = mode {
-                        set_mode(&temp, mode)?;
+                        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
                     }
-                    std::fs::rename(&temp, &target)
+                    match path {
+                        Some(temp) => std::fs::rename(temp, &target),
+                        None => Ok(()),
+                    }
                 })();
                 if let Err(err) = written {
                     let _ = std::fs::remove_file(&temp);
