@@ -146,7 +146,12 @@ async fn run(top: usize, mid: usize, leaf: usize, samples: usize) {
 /// with its list checked to hold every file written. `None` without root.
 async fn overflow_recrawl(daemon: &Daemon, tree: &Path) -> Option<Duration> {
     const KNOB: &str = "/proc/sys/fs/inotify/max_queued_events";
+    const WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
     let original = std::fs::read_to_string(KNOB).ok()?;
+    // Room for a second watch of every directory beside the first one's.
+    let watches = std::fs::read_to_string(WATCHES).ok()?;
+    let wanted = watches.trim().parse::<u64>().ok()?.max(450_000);
+    std::fs::write(WATCHES, wanted.to_string()).ok()?;
     std::fs::write(KNOB, "16").ok()?;
     let client = reqwest::Client::new();
     let body = json!({"path": "tree", "exclude": ["no-such-name"], "paths": true});
@@ -179,6 +184,7 @@ async fn overflow_recrawl(daemon: &Daemon, tree: &Path) -> Option<Duration> {
         .await
         .ok()?;
     let elapsed = started.elapsed();
+    let _ = std::fs::write(WATCHES, watches.trim());
     let listed = answer["changes"].as_array().map_or(0, |c| c.len());
     assert_eq!(answer["status"], "changed", "{answer}");
     assert_eq!(listed, 200, "every file written during the overflow, once");

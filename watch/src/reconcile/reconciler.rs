@@ -63,6 +63,8 @@ pub(crate) struct Reconciler {
     root_gone: bool,
     /// Whether anything is emitted: not for the first crawl.
     reporting: bool,
+    /// Why a directory of this batch could not be watched (its changes are not seen).
+    unwatched: Option<WatchFailure>,
     /// Records taken in the clock tick of their mtime, oldest first (see `settled`).
     racy_nodes: VecDeque<(SystemTime, NodeId)>,
     /// The time of this batch's listings (what `racy` compares with).
@@ -90,6 +92,7 @@ impl Reconciler {
             recrawl: false,
             root_gone: false,
             reporting: false,
+            unwatched: None,
             racy_nodes: VecDeque::new(),
             now: SystemTime::now(),
         };
@@ -97,6 +100,9 @@ impl Reconciler {
         reconciler.tree.node_mut(ROOT).watched = true;
         reconciler.dirty.insert(ROOT);
         reconciler.reconcile(backend);
+        if let Some(failure) = reconciler.unwatched.take() {
+            return Err(failure);
+        }
         reconciler.reporting = true;
         Ok(reconciler)
     }
@@ -195,6 +201,9 @@ impl Reconciler {
             return;
         }
         self.now = SystemTime::now();
+        if self.reporting {
+            self.unwatched = None;
+        }
         let recrawl = std::mem::take(&mut self.recrawl);
         if recrawl {
             self.dirty = self
@@ -588,13 +597,23 @@ impl Reconciler {
                 let parent = self.tree.node(id).parent;
                 self.dirty.insert(parent);
             }
-            Err(WatchFailure::Limit) => {
-                tracing::warn!(dir = %path.display(), "the watch limit is reached");
-                self.reporter.overflow();
-            }
-            Err(WatchFailure::Io(err)) => {
-                tracing::warn!(dir = %path.display(), error = %err, "cannot watch a new directory");
-                self.reporter.overflow();
+            Err(failure) => {
+                // What happens inside is not seen: told once per batch as lost events (or,
+                // in the first crawl, as the watch failing to start).
+                if self.unwatched.is_none() {
+                    match &failure {
+                        WatchFailure::Limit => {
+                            tracing::warn!(dir = %path.display(), "the watch limit is reached")
+                        }
+                        other => {
+                            tracing::warn!(dir = %path.display(), error = ?other, "cannot watch a directory")
+                        }
+                    }
+                    if self.reporting {
+                        self.reporter.overflow();
+                    }
+                    self.unwatched = Some(failure);
+                }
             }
         }
     }
