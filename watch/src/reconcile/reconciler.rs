@@ -53,8 +53,11 @@ pub(crate) struct Reconciler {
     tree: Tree,
     reporter: Reporter,
     recursive: bool,
-    /// Directories to list.
+    /// Directories to look at again.
     dirty: BTreeSet<NodeId>,
+    /// Dirty directories to read whole; the others are looked at only for the names their
+    /// events gave (a write in a directory of 100,000 files reads one entry, not all).
+    full: HashSet<NodeId>,
     /// Names hinted in dirty directories, and whether each was written.
     hinted: HashMap<NodeId, HashMap<OsString, bool>>,
     /// Events were lost: every directory is re-read, no size and mtime trusted.
@@ -88,6 +91,7 @@ impl Reconciler {
             reporter,
             recursive,
             dirty: BTreeSet::new(),
+            full: HashSet::new(),
             hinted: HashMap::new(),
             recrawl: false,
             root_gone: false,
@@ -98,7 +102,7 @@ impl Reconciler {
         };
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
-        reconciler.dirty.insert(ROOT);
+        reconciler.mark(ROOT);
         reconciler.reconcile(backend);
         if let Some(failure) = reconciler.unwatched.take() {
             return Err(failure);
@@ -115,6 +119,12 @@ impl Reconciler {
         self.root_gone
     }
 
+    /// A directory to read whole (not only the names events gave).
+    fn mark(&mut self, dir: NodeId) {
+        self.dirty.insert(dir);
+        self.full.insert(dir);
+    }
+
     /// Something happened in the directory `dir` (to `name` in it, `written` when its
     /// content changed).
     pub fn hint(&mut self, dir: NodeId, name: Option<&OsStr>, written: bool) {
@@ -122,6 +132,9 @@ impl Reconciler {
             return;
         }
         self.dirty.insert(dir);
+        if name.is_none() {
+            self.full.insert(dir);
+        }
         if let Some(name) = name {
             let flag = self
                 .hinted
@@ -246,13 +259,13 @@ impl Reconciler {
                 .collect();
             for id in found {
                 batch.waiting.remove(&id);
-                self.dirty.insert(id);
+                self.mark(id);
             }
         }
         // What is left for the next batch (a tree that kept moving past the rounds): the
         // entries deferred are found again by listing their directories then.
         for appeared in deferred {
-            self.dirty.insert(appeared.parent);
+            self.mark(appeared.parent);
         }
         self.finish(batch, backend);
     }
@@ -308,16 +321,22 @@ impl Reconciler {
                     self.root_gone = true;
                 } else {
                     let parent = self.tree.node(dir).parent;
-                    self.dirty.insert(parent);
+                    self.mark(parent);
                     batch.waiting.insert(dir);
                 }
                 return;
             }
         };
+        let whole = self.full.remove(&dir) || recrawl || !self.hinted.contains_key(&dir);
         let hints = self.hinted.remove(&dir).unwrap_or_default();
         let children = self.tree.node(dir).children.clone();
         let mut seen: HashSet<OsString> = HashSet::with_capacity(children.len());
-        let names = listing.names();
+        // Whole, or only the names events gave (each then `lstat`ed: the inode 0 below
+        // never matches).
+        let names = match whole {
+            true => listing.names(),
+            false => hints.keys().map(|name| (name.clone(), 0)).collect(),
+        };
         for (name, d_ino) in names {
             if fsd_api::scratch::is_scratch(Path::new(&name)) {
                 continue;
@@ -368,7 +387,7 @@ impl Reconciler {
             }
         }
         for (name, child) in children {
-            if !seen.contains(&name) {
+            if !seen.contains(&name) && (whole || hints.contains_key(&name)) {
                 let written = hints.get(&name).copied() == Some(true);
                 self.disappear(child, written, batch);
             }
@@ -509,7 +528,7 @@ impl Reconciler {
                         .is_ok_and(|stat| stat.same_object(&entry.stat));
                 if !still_there {
                     let parent = self.tree.node(id).parent;
-                    self.dirty.insert(parent);
+                    self.mark(parent);
                     deferred.push(Appeared {
                         retried: true,
                         ..entry
@@ -563,7 +582,7 @@ impl Reconciler {
             } else if node.watched
                 && (batch.waiting.remove(&id) || backend_blind(backend, &path, id))
             {
-                self.dirty.insert(id);
+                self.mark(id);
             }
         }
     }
@@ -589,13 +608,13 @@ impl Reconciler {
         match backend.watch(path, id) {
             Ok(()) => {
                 self.tree.node_mut(id).watched = true;
-                self.dirty.insert(id);
+                self.mark(id);
             }
             Err(WatchFailure::Gone) => {
                 // Moved or removed since its directory was read (the path was that of a
                 // moment ago): the directory is read again, and the watch made where it is.
                 let parent = self.tree.node(id).parent;
-                self.dirty.insert(parent);
+                self.mark(parent);
             }
             Err(failure) => {
                 // What happens inside is not seen: told once per batch as lost events (or,
@@ -699,6 +718,7 @@ impl Reconciler {
                 backend.forget(removed);
                 self.hinted.remove(&removed);
                 self.dirty.remove(&removed);
+                self.full.remove(&removed);
             }
         }
     }
