@@ -315,3 +315,28 @@ async fn a_write_then_a_check_always_sees_the_write() {
         writer.await.unwrap();
     }
 }
+
+/// A name that is not UTF-8: the first copy (a tar stream) brings it exactly; an incremental
+/// sync, whose change list is JSON, names it in the report instead of mirroring it.
+#[tokio::test]
+async fn a_name_that_is_not_utf8_is_copied_or_reported() {
+    use std::os::unix::ffi::OsStrExt;
+    let daemon = Daemon::start();
+    let root = daemon.path("w");
+    std::fs::create_dir_all(&root).unwrap();
+    let odd = std::ffi::OsStr::from_bytes(b"caf\xe9.txt");
+    std::fs::write(root.join(odd), "latin-1").unwrap();
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = local_dir.path().join("mirror");
+    let sandbox = daemon.sandbox();
+    let report = sandbox.sync("w", &local, None).await.unwrap();
+    assert_eq!(std::fs::read(local.join(odd)).unwrap(), b"latin-1");
+    let other = std::ffi::OsStr::from_bytes(b"na\xefve.txt");
+    std::fs::write(root.join(other), "x").unwrap();
+    let report = sandbox
+        .sync("w", &local, Some(&report.version))
+        .await
+        .unwrap();
+    assert_eq!(report.mode, "incremental");
+    assert_eq!(report.skipped, ["na\u{FFFD}ve.txt"], "{report:?}");
+}

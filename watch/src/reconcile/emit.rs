@@ -31,10 +31,11 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
         }
     }
     let created = |id: NodeId| batch.before.get(&id) == Some(&None);
+    let left: HashSet<NodeId> = gone.iter().copied().collect();
     let mut moves: BTreeSet<NodeId> = BTreeSet::new();
     let mut creates: BTreeSet<NodeId> = BTreeSet::new();
     for (&id, place) in &batch.before {
-        if gone.contains(&id) || !tree.attached(id) {
+        if left.contains(&id) || !tree.attached(id) {
             continue;
         }
         let node = tree.node(id);
