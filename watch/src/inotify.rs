@@ -240,15 +240,8 @@ impl Session {
             ended: HashSet::new(),
             count: Arc::new(AtomicUsize::new(0)),
         };
-        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend).map_err(
-            |err| match err {
-                WatchFailure::Limit => WatchError::LimitReached {
-                    path: root.to_path_buf(),
-                },
-                WatchFailure::Gone => WatchError::NotFound(root.to_path_buf()),
-                WatchFailure::Io(err) => WatchError::Io(err),
-            },
-        )?;
+        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
+            .map_err(|failure| failure.starting(root))?;
         Ok(Self {
             inotify,
             backend,

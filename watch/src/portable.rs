@@ -83,15 +83,8 @@ impl Engine for NotifyEngine {
             _ => WatchError::Notify(err),
         })?;
         let mut backend = CrateBackend { fresh: Vec::new() };
-        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend).map_err(
-            |err| match err {
-                WatchFailure::Limit => WatchError::LimitReached {
-                    path: root.to_path_buf(),
-                },
-                WatchFailure::Gone => WatchError::NotFound(root.to_path_buf()),
-                WatchFailure::Io(err) => WatchError::Io(err),
-            },
-        )?;
+        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
+            .map_err(|failure| failure.starting(root))?;
         backend.fresh.clear();
         let wake = Mutex::new(sender);
         let catch_up = Arc::new(CatchUp::new(move || {

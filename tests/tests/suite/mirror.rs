@@ -5,57 +5,16 @@
 //! for mode; and change checks that are barriers: a write, then a check, always sees the
 //! write, three writers at a time.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 
 use fsd_tests::Daemon;
 use serde_json::json;
 
-/// Relative path → kind, bytes (a file's content, a link's target) and permission bits;
-/// `.git` left out as the watch leaves it out. Links are never followed.
-fn snapshot(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
-    use std::os::unix::fs::MetadataExt;
-    let mut out = BTreeMap::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let relative = path.strip_prefix(root).unwrap().display().to_string();
-            if relative
-                .split('/')
-                .any(|s| s == ".git" || s == "node_modules")
-            {
-                continue;
-            }
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            let entry = if meta.file_type().is_symlink() {
-                let target = std::fs::read_link(&path).unwrap();
-                ('l', target.into_os_string().into_encoded_bytes(), 0)
-            } else if meta.is_dir() {
-                pending.push(path);
-                ('d', Vec::new(), meta.mode() & 0o777)
-            } else {
-                ('f', std::fs::read(&path).unwrap(), meta.mode() & 0o777)
-            };
-            out.insert(relative, entry);
-        }
-    }
-    out
-}
-
 fn assert_same(remote: &Path, local: &Path, step: &str) {
-    let (remote, local) = (snapshot(remote), snapshot(local));
-    let differs: Vec<&String> = remote
-        .keys()
-        .chain(local.keys())
-        .filter(|k| remote.get(*k) != local.get(*k))
-        .take(10)
-        .collect();
-    assert!(
-        differs.is_empty(),
-        "after {step}: the mirror differs at {differs:?}"
-    );
+    if let Some(difference) = crate::sync::difference(remote, local) {
+        panic!("after {step}: {difference}");
+    }
 }
 
 fn git(repo: &Path, args: &[&str]) {

@@ -12,7 +12,7 @@ mod workload;
 
 /// Relative path → what is there: a directory and its mode, a file's bytes and mode, or a
 /// link's target; leaving out what the watch ignores. Links are never followed.
-fn snapshot(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
+pub(crate) fn snapshot(root: &Path) -> BTreeMap<String, (char, Vec<u8>, u32)> {
     use std::os::unix::fs::MetadataExt;
     let mut out = BTreeMap::new();
     let mut pending = vec![root.to_path_buf()];
@@ -50,7 +50,7 @@ fn assert_mirrored(remote: &Path, local: &Path, when: &str) {
 }
 
 /// How the mirror differs from the tree, if it does.
-fn difference(remote: &Path, local: &Path) -> Option<String> {
+pub(crate) fn difference(remote: &Path, local: &Path) -> Option<String> {
     let (remote, local) = (snapshot(remote), snapshot(local));
     if remote != local {
         let only_remote: Vec<_> = remote

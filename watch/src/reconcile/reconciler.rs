@@ -21,6 +21,19 @@ pub(crate) enum WatchFailure {
     Io(std::io::Error),
 }
 
+impl WatchFailure {
+    /// What starting a watch of `root` answers when its first crawl failed so.
+    pub fn starting(self, root: &Path) -> crate::WatchError {
+        match self {
+            WatchFailure::Limit => crate::WatchError::LimitReached {
+                path: root.to_path_buf(),
+            },
+            WatchFailure::Gone => crate::WatchError::NotFound(root.to_path_buf()),
+            WatchFailure::Io(err) => crate::WatchError::Io(err),
+        }
+    }
+}
+
 /// What watches directories for the reconciler: inotify (one watch per directory) or the
 /// `notify` crate (which watches whole trees itself).
 pub(crate) trait Backend {
