@@ -138,8 +138,8 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
             // The consumer starts a new watch once the path exists again. The channel is
             // closed before a waiting check is answered, so the check sees the watch ended.
             session.reconciler.reporter().overflow();
-            catch_up.end();
             drop(session);
+            catch_up.end();
             drop(waiting);
             return;
         }

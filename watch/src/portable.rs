@@ -157,6 +157,8 @@ impl Translator {
             self.answer_seen_cookies();
         }
         self.reconciler.reporter().overflow();
+        // Closed before any waiting check is let go: a check then sees the watch ended.
+        self.reconciler.reporter_mut().close();
         for (cookie, _, _, _) in self.cookies.drain(..) {
             let _ = std::fs::remove_file(cookie);
         }

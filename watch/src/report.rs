@@ -13,7 +13,8 @@ use crate::{Event, EventKind, Filter};
 pub(crate) struct Reporter {
     root: PathBuf,
     filter: Filter,
-    sender: mpsc::UnboundedSender<Event>,
+    /// `None` once closed: the consumer sees the watch end.
+    sender: Option<mpsc::UnboundedSender<Event>>,
 }
 
 impl Reporter {
@@ -21,13 +22,19 @@ impl Reporter {
         Self {
             root,
             filter,
-            sender,
+            sender: Some(sender),
         }
     }
 
     /// Whether the consumer has gone (the watch can stop).
     pub fn closed(&self) -> bool {
-        self.sender.is_closed()
+        self.sender.as_ref().is_none_or(|sender| sender.is_closed())
+    }
+
+    /// Ends the channel: the consumer sees the watch end after what was sent. Done before
+    /// waiting checks are let go, so a check never sees an ended watch as running.
+    pub fn close(&mut self) {
+        self.sender = None;
     }
 
     pub fn relative<'a>(&self, path: &'a Path) -> Cow<'a, str> {
@@ -42,7 +49,8 @@ impl Reporter {
     }
 
     pub fn emit(&self, kind: EventKind, path: PathBuf, from: Option<PathBuf>, is_dir: bool) {
-        let _ = self.sender.send(Event {
+        let Some(sender) = &self.sender else { return };
+        let _ = sender.send(Event {
             kind,
             path,
             from,

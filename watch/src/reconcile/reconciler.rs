@@ -128,6 +128,10 @@ impl Reconciler {
         &self.reporter
     }
 
+    pub fn reporter_mut(&mut self) -> &mut Reporter {
+        &mut self.reporter
+    }
+
     pub fn root_gone(&self) -> bool {
         self.root_gone
     }
