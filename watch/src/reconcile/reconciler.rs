@@ -66,11 +66,8 @@ pub(crate) struct Reconciler {
     tree: Tree,
     reporter: Reporter,
     recursive: bool,
-    /// Directories to look at again.
+    /// Directories to read again.
     dirty: BTreeSet<NodeId>,
-    /// Dirty directories to read whole; the others are looked at only for the names their
-    /// events gave (a write in a directory of 100,000 files reads one entry, not all).
-    full: HashSet<NodeId>,
     /// Names hinted in dirty directories, and whether each was written.
     hinted: HashMap<NodeId, HashMap<OsString, bool>>,
     /// Events were lost: every directory is re-read, no size and mtime trusted.
@@ -104,7 +101,6 @@ impl Reconciler {
             reporter,
             recursive,
             dirty: BTreeSet::new(),
-            full: HashSet::new(),
             hinted: HashMap::new(),
             recrawl: false,
             root_gone: false,
@@ -136,10 +132,9 @@ impl Reconciler {
         self.root_gone
     }
 
-    /// A directory to read whole (not only the names events gave).
+    /// A directory to read again.
     fn mark(&mut self, dir: NodeId) {
         self.dirty.insert(dir);
-        self.full.insert(dir);
     }
 
     /// Something happened in the directory `dir` (to `name` in it, `written` when its
@@ -149,9 +144,6 @@ impl Reconciler {
             return;
         }
         self.dirty.insert(dir);
-        if name.is_none() {
-            self.full.insert(dir);
-        }
         if let Some(name) = name {
             let flag = self
                 .hinted
@@ -344,17 +336,10 @@ impl Reconciler {
                 return;
             }
         };
-        let whole = self.full.remove(&dir) || recrawl || !self.hinted.contains_key(&dir);
         let hints = self.hinted.remove(&dir).unwrap_or_default();
         let children = self.tree.node(dir).children.clone();
         let mut seen: HashSet<OsString> = HashSet::with_capacity(children.len());
-        // Whole, or only the names events gave (each then `lstat`ed: the inode 0 below
-        // never matches).
-        let names = match whole {
-            true => listing.names(),
-            false => hints.keys().map(|name| (name.clone(), 0)).collect(),
-        };
-        for (name, d_ino) in names {
+        for (name, d_ino) in listing.names() {
             if fsd_api::scratch::is_scratch(Path::new(&name)) {
                 continue;
             }
@@ -404,7 +389,7 @@ impl Reconciler {
             }
         }
         for (name, child) in children {
-            if !seen.contains(&name) && (whole || hints.contains_key(&name)) {
+            if !seen.contains(&name) {
                 let written = hints.get(&name).copied() == Some(true);
                 self.disappear(child, written, batch);
             }
@@ -735,7 +720,6 @@ impl Reconciler {
                 backend.forget(removed);
                 self.hinted.remove(&removed);
                 self.dirty.remove(&removed);
-                self.full.remove(&removed);
             }
         }
     }
