@@ -50,10 +50,15 @@ impl WsClient {
     }
 
     pub async fn send_text(&mut self, text: &str) {
-        self.socket
-            .send(Message::Text(text.into()))
-            .await
-            .expect("send");
+        self.try_send_text(text).await.expect("send");
+    }
+
+    /// Sends, or says why not (the server may have closed the socket on purpose).
+    pub async fn try_send_text(
+        &mut self,
+        text: &str,
+    ) -> Result<(), tokio_tungstenite::tungstenite::Error> {
+        self.socket.send(Message::Text(text.into())).await
     }
 
     pub async fn send_json(&mut self, value: &Value) {
