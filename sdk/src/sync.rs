@@ -205,12 +205,11 @@ impl Sandbox {
         // 4. Contents, links and modes of what was made or changed (what each path is now
         //    is asked: a change list says only whether it is a directory), then the modes
         //    of directories, last, so that a read-only one does not stop its own filling.
-        let fetches: Vec<Fetch> = plan
+        let fetches: Vec<PathBuf> = plan
             .downloads
             .into_iter()
             .chain(plan.new_dirs)
             .chain(plan.kept_dirs)
-            .map(|path| Fetch { path, known: None })
             .collect();
         let fetched = self.fetch_all(root, local, fetches).await?;
         set_dir_modes(local, &fetched.dir_modes)?;
@@ -232,10 +231,10 @@ impl Sandbox {
         &self,
         root: &Path,
         local: &Path,
-        fetches: Vec<Fetch>,
+        fetches: Vec<PathBuf>,
     ) -> Result<Fetched, SdkError> {
         let results: Vec<Result<Option<Outcome>, SdkError>> = stream::iter(fetches)
-            .map(|fetch| self.fetch(root, local, fetch))
+            .map(|relative| self.fetch(root, local, relative))
             .buffer_unordered(PARALLEL_DOWNLOADS)
             .collect()
             .await;
@@ -257,48 +256,43 @@ impl Sandbox {
         &self,
         root: &Path,
         local: &Path,
-        fetch: Fetch,
+        relative: PathBuf,
     ) -> Result<Option<Outcome>, SdkError> {
-        if through_link(local, &fetch.path) {
+        if through_link(local, &relative) {
             // The mirror holds a link where the path needs a directory: a change list that
             // asks for this (from a daemon that lies, or a race) would write outside it.
-            return Ok(Some(Outcome::Skipped(fetch.path.display().to_string())));
+            return Ok(Some(Outcome::Skipped(relative.display().to_string())));
         }
-        let target = local.join(&fetch.path);
-        let remote = root.join(&fetch.path).display().to_string();
+        let target = local.join(&relative);
+        let remote = root.join(&relative).display().to_string();
         let gone = |err: &SdkError| {
             matches!(
                 err.code(),
                 Some(fsd_api::ErrorCode::FileNotFound | fsd_api::ErrorCode::IsDirectory)
             )
         };
-        let (kind, mode, link) = match fetch.known {
-            Some((FileType::File, mode)) => (FileType::File, mode, None),
-            _ => match self.stat(&remote, false).await {
-                Ok(stat) => {
-                    let mode = u32::from_str_radix(&stat.mode_octal, 8)
-                        .ok()
-                        .map(|mode| mode & 0o7777)
-                        .or_else(|| parse_rwx(&stat.mode));
-                    (stat.file_type, mode, stat.symlink_target)
-                }
-                // A name that is not UTF-8 reaches a change list with U+FFFD in place of its
-                // bytes (JSON cannot carry it) and cannot be asked for by that name: said,
-                // not skipped silently (a full copy, which is tar, carries it).
-                Err(err) if gone(&err) && remote.contains('\u{FFFD}') => {
-                    return Ok(Some(Outcome::Skipped(fetch.path.display().to_string())));
-                }
-                Err(err) if gone(&err) => return Ok(None),
-                Err(err) => return Err(err),
-            },
+        let stat = match self.stat(&remote, false).await {
+            Ok(stat) => stat,
+            // A name that is not UTF-8 reaches a change list with U+FFFD in place of its
+            // bytes (JSON cannot carry it) and cannot be asked for by that name: said, not
+            // skipped silently (a full copy, which is tar, carries it).
+            Err(err) if gone(&err) && remote.contains('\u{FFFD}') => {
+                return Ok(Some(Outcome::Skipped(relative.display().to_string())));
+            }
+            Err(err) if gone(&err) => return Ok(None),
+            Err(err) => return Err(err),
         };
+        let (kind, link) = (stat.file_type, stat.symlink_target);
+        let mode = u32::from_str_radix(&stat.mode_octal, 8)
+            .ok()
+            .map(|mode| mode & 0o7777);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent)?;
         }
         match kind {
             FileType::Directory => {
                 ensure_dir(&target)?;
-                Ok(Some(Outcome::Dir(fetch.path, mode)))
+                Ok(Some(Outcome::Dir(relative, mode)))
             }
             FileType::Symlink => match link {
                 Some(link) => {
@@ -324,16 +318,10 @@ impl Sandbox {
             }
             FileType::Other => {
                 remove(&target)?;
-                Ok(Some(Outcome::Skipped(fetch.path.display().to_string())))
+                Ok(Some(Outcome::Skipped(relative.display().to_string())))
             }
         }
     }
-}
-
-/// One path to bring over, with what a listing already said of it (kind, mode).
-struct Fetch {
-    path: PathBuf,
-    known: Option<(FileType, Option<u32>)>,
 }
 
 enum Outcome {
@@ -503,23 +491,6 @@ impl std::io::Read for ChannelReader {
         let _ = self.current.split_to(n);
         Ok(n)
     }
-}
-
-/// `rwxr-xr-x` as permission bits.
-fn parse_rwx(text: &str) -> Option<u32> {
-    let bytes = text.as_bytes();
-    if bytes.len() != 9 {
-        return None;
-    }
-    let mut mode = 0;
-    for (index, (&byte, expected)) in bytes.iter().zip(b"rwxrwxrwx").enumerate() {
-        match byte {
-            b'-' => {}
-            b if b == *expected => mode |= 1 << (8 - index),
-            _ => return None,
-        }
-    }
-    Some(mode)
 }
 
 fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {

@@ -175,52 +175,50 @@ impl Emitter<'_> {
         }
     }
 
-    /// Ancestors on the told tree, nearest first (not the node itself).
-    fn ancestors(&self, id: NodeId) -> Vec<NodeId> {
-        let mut out = Vec::new();
+    /// The node's places up to the root on the told tree, its own first, and whether the
+    /// chain reaches the root (it does not when a node on the way is off the told tree).
+    fn chain(&self, id: NodeId) -> (Vec<(NodeId, &OsStr)>, bool) {
+        let mut chain = Vec::new();
         let mut at = id;
         while at != ROOT {
-            let Some((parent, _)) = self.place(at) else {
-                break;
+            let Some((parent, name)) = self.place(at) else {
+                return (chain, false);
             };
-            out.push(parent);
+            chain.push((parent, name));
             at = parent;
         }
-        out
+        (chain, true)
+    }
+
+    /// Ancestors on the told tree, nearest first (not the node itself).
+    fn ancestors(&self, id: NodeId) -> Vec<NodeId> {
+        self.chain(id)
+            .0
+            .into_iter()
+            .map(|(parent, _)| parent)
+            .collect()
     }
 
     fn depth(&self, id: NodeId) -> usize {
-        self.ancestors(id).len()
+        self.chain(id).0.len()
     }
 
     /// Whether `id` is strictly below `ancestor` on the told tree.
     fn under(&self, id: NodeId, ancestor: NodeId) -> bool {
-        self.ancestors(id).contains(&ancestor)
+        self.chain(id)
+            .0
+            .iter()
+            .any(|&(parent, _)| parent == ancestor)
     }
 
     /// Whether the node and its ancestors are on the told tree.
-    fn present(&self, mut id: NodeId) -> bool {
-        while id != ROOT {
-            match self.place(id) {
-                Some((parent, _)) => id = parent,
-                None => return false,
-            }
-        }
-        true
+    fn present(&self, id: NodeId) -> bool {
+        self.chain(id).1
     }
 
     fn path(&self, id: NodeId) -> PathBuf {
-        let mut names = Vec::new();
-        let mut at = id;
-        while at != ROOT {
-            let Some((parent, name)) = self.place(at) else {
-                break;
-            };
-            names.push(name);
-            at = parent;
-        }
         let mut path = self.tree.root_path().to_path_buf();
-        for name in names.into_iter().rev() {
+        for (_, name) in self.chain(id).0.into_iter().rev() {
             path.push(name);
         }
         path
@@ -245,12 +243,18 @@ impl Emitter<'_> {
         self.can_place(id) && parent != id && !self.under(parent, id)
     }
 
-    fn settle(&mut self, id: NodeId) {
+    /// Frees the name the node holds on the told tree.
+    fn vacate(&mut self, id: NodeId) {
         if let Some(Some(old)) = self.cur.get(&id).cloned()
             && self.slots.get(&old) == Some(&id)
         {
             self.slots.remove(&old);
         }
+    }
+
+    /// Puts the node at its final place on the told tree.
+    fn settle(&mut self, id: NodeId) {
+        self.vacate(id);
         let node = self.tree.node(id);
         let place = (node.parent, node.name.clone());
         self.slots.insert(place.clone(), id);
@@ -263,11 +267,7 @@ impl Emitter<'_> {
             self.reporter
                 .report(EventKind::Delete, self.path(id), self.is_dir(id));
         }
-        if let Some(Some(old)) = self.cur.get(&id).cloned()
-            && self.slots.get(&old) == Some(&id)
-        {
-            self.slots.remove(&old);
-        }
+        self.vacate(id);
         self.cur.insert(id, None);
     }
 

@@ -92,8 +92,8 @@ impl Reconciler {
         recursive: bool,
         backend: &mut dyn Backend,
     ) -> Result<Self, WatchFailure> {
-        let stat = list::lstat(root).map_err(|err| match err.raw_os_error() {
-            Some(code) if code == libc_enoent() => WatchFailure::Gone,
+        let stat = list::lstat(root).map_err(|err| match err.kind() {
+            std::io::ErrorKind::NotFound => WatchFailure::Gone,
             _ => WatchFailure::Io(err),
         })?;
         let mut reconciler = Self {
@@ -111,7 +111,7 @@ impl Reconciler {
         };
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
-        reconciler.mark(ROOT);
+        reconciler.dirty.insert(ROOT);
         reconciler.reconcile(backend);
         if let Some(failure) = reconciler.unwatched.take() {
             return Err(failure);
@@ -130,11 +130,6 @@ impl Reconciler {
 
     pub fn root_gone(&self) -> bool {
         self.root_gone
-    }
-
-    /// A directory to read again.
-    fn mark(&mut self, dir: NodeId) {
-        self.dirty.insert(dir);
     }
 
     /// Something happened in the directory `dir` (to `name` in it, `written` when its
@@ -268,13 +263,13 @@ impl Reconciler {
                 .collect();
             for id in found {
                 batch.waiting.remove(&id);
-                self.mark(id);
+                self.dirty.insert(id);
             }
         }
         // What is left for the next batch (a tree that kept moving past the rounds): the
         // entries deferred are found again by listing their directories then.
         for appeared in deferred {
-            self.mark(appeared.parent);
+            self.dirty.insert(appeared.parent);
         }
         self.finish(batch, backend);
     }
@@ -330,7 +325,7 @@ impl Reconciler {
                     self.root_gone = true;
                 } else {
                     let parent = self.tree.node(dir).parent;
-                    self.mark(parent);
+                    self.dirty.insert(parent);
                     batch.waiting.insert(dir);
                 }
                 return;
@@ -372,11 +367,9 @@ impl Reconciler {
                     self.ensure_watched(child, backend);
                 }
                 other => {
+                    seen.insert(name.clone());
                     if let Some(child) = other {
-                        seen.insert(name.clone());
                         self.disappear(child, written, batch);
-                    } else {
-                        seen.insert(name.clone());
                     }
                     appeared.push(Appeared {
                         parent: dir,
@@ -414,10 +407,7 @@ impl Reconciler {
             self.written(id, batch);
         }
         if old.mode != stat.mode {
-            for &link in self.tree.with_inode(stat.dev, stat.ino) {
-                batch.attrib.insert(link);
-            }
-            batch.attrib.insert(id);
+            self.with_links(id, &mut batch.attrib);
         }
         let racy = self.racy(&stat);
         self.tree.set_stat(id, stat, racy);
@@ -437,21 +427,28 @@ impl Reconciler {
         batch.limbo.insert(id);
         // A write told by its name may be read after the name has moved on to another
         // file: one of several hard links leaving its name takes the others along.
-        let stat = self.tree.node(id).stat;
-        if written || (stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1)
-        {
+        if written || self.hard_linked(id) {
             self.written(id, batch);
         }
+    }
+
+    /// Whether a file (not a directory) has other names in the tree.
+    fn hard_linked(&self, id: NodeId) -> bool {
+        let stat = self.tree.node(id).stat;
+        stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1
     }
 
     /// A file's content changed: hard links are one file under several names, and each
     /// name shows the write.
     fn written(&self, id: NodeId, batch: &mut Batch) {
+        self.with_links(id, &mut batch.modified);
+    }
+
+    /// Puts `id` and every other name of its inode in `set`.
+    fn with_links(&self, id: NodeId, set: &mut BTreeSet<NodeId>) {
         let stat = self.tree.node(id).stat;
-        for &link in self.tree.with_inode(stat.dev, stat.ino) {
-            batch.modified.insert(link);
-        }
-        batch.modified.insert(id);
+        set.extend(self.tree.with_inode(stat.dev, stat.ino));
+        set.insert(id);
     }
 
     /// Finds each appeared entry in the tree by its inode (a rename), or records it as new.
@@ -530,7 +527,7 @@ impl Reconciler {
                         .is_ok_and(|stat| stat.same_object(&entry.stat));
                 if !still_there {
                     let parent = self.tree.node(id).parent;
-                    self.mark(parent);
+                    self.dirty.insert(parent);
                     deferred.push(Appeared {
                         retried: true,
                         ..entry
@@ -582,9 +579,11 @@ impl Reconciler {
             if wanted && !node.watched {
                 self.watch_new(id, &path, backend);
             } else if node.watched
-                && (batch.waiting.remove(&id) || backend_blind(backend, &path, id))
+                // A backend that cannot tell names a moved directory's changes by old
+                // paths (the `notify` crate): it is listed again where it is now.
+                && (batch.waiting.remove(&id) || backend.same_dir(&path, id).is_none())
             {
-                self.mark(id);
+                self.dirty.insert(id);
             }
         }
     }
@@ -610,13 +609,13 @@ impl Reconciler {
         match backend.watch(path, id) {
             Ok(()) => {
                 self.tree.node_mut(id).watched = true;
-                self.mark(id);
+                self.dirty.insert(id);
             }
             Err(WatchFailure::Gone) => {
                 // Moved or removed since its directory was read (the path was that of a
                 // moment ago): the directory is read again, and the watch made where it is.
                 let parent = self.tree.node(id).parent;
-                self.mark(parent);
+                self.dirty.insert(parent);
             }
             Err(failure) => {
                 // What happens inside is not seen: told once per batch as lost events (or,
@@ -706,8 +705,7 @@ impl Reconciler {
         // that name just before: its other hard links show it.
         for &top in &gone {
             for id in std::iter::once(top).chain(self.tree.descendants(top)) {
-                let stat = self.tree.node(id).stat;
-                if stat.kind != Kind::Dir && self.tree.with_inode(stat.dev, stat.ino).len() > 1 {
+                if self.hard_linked(id) {
                     self.written(id, &mut batch);
                 }
             }
@@ -723,14 +721,4 @@ impl Reconciler {
             }
         }
     }
-}
-
-/// Whether the backend cannot tell a moved directory's changes apart (the `notify` crate
-/// names them by old paths): then the directory is listed again where it is now.
-fn backend_blind(backend: &mut dyn Backend, path: &Path, id: NodeId) -> bool {
-    backend.same_dir(path, id).is_none()
-}
-
-fn libc_enoent() -> i32 {
-    nix::errno::Errno::ENOENT as i32
 }
