@@ -236,6 +236,21 @@ impl Translator {
         let Some(last_seen) = self.cookies.iter().rposition(|(_, _, seen, _)| *seen) else {
             return;
         };
+        // The crate may not watch a directory made a moment ago yet, so what was made in it
+        // has no event: every directory still waiting for its late reads is read now, so
+        // the check answers for what is in it.
+        if !self.late.is_empty() {
+            for &(_, node) in &self.late {
+                self.reconciler.hint(node, None, false);
+            }
+            self.reconciler.reconcile(&mut self.backend);
+            let now = Instant::now();
+            for node in self.backend.fresh.drain(..) {
+                for wait in LATE_READS {
+                    self.late.push((now + wait, node));
+                }
+            }
+        }
         for (cookie, written, _, waiting) in self.cookies.drain(..=last_seen) {
             // Everything before the cookie has been handed over and reconciled.
             self.reconciler.settled(written);
