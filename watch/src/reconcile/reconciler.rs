@@ -414,6 +414,29 @@ impl Reconciler {
         if let Some(at) = racy {
             self.racy_nodes.push_back((at, id));
         }
+        // Size, mtime and mode belong to the file, not the name: its other hard links are
+        // recorded with them too, or a later change back through another name (a mode
+        // set back, say) would compare equal to a stale record there.
+        for link in self.other_names(id) {
+            self.tree.set_stat(link, stat, racy);
+            if let Some(at) = racy {
+                self.racy_nodes.push_back((at, link));
+            }
+        }
+    }
+
+    /// The file's other hard links in the tree (none for a directory).
+    fn other_names(&self, id: NodeId) -> Vec<NodeId> {
+        let stat = self.tree.node(id).stat;
+        if stat.kind == Kind::Dir {
+            return Vec::new();
+        }
+        self.tree
+            .with_inode(stat.dev, stat.ino)
+            .iter()
+            .copied()
+            .filter(|&other| other != id && self.tree.node(other).stat.kind == stat.kind)
+            .collect()
     }
 
     /// A recorded entry is no longer at its name: it waits to be found elsewhere.
@@ -466,92 +489,115 @@ impl Reconciler {
         // elsewhere must not take).
         let mut appeared = appeared;
         appeared.sort_by_key(|entry| entry.stat.kind != Kind::Dir);
-        for entry in appeared {
-            if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
-                continue;
+        // Files whose recorded name hangs inside a subtree that left its place: matched last.
+        let mut nested: Vec<Appeared> = Vec::new();
+        let mut last_pass = false;
+        loop {
+            for entry in appeared {
+                self.match_one(entry, last_pass, batch, backend, &mut nested, &mut deferred);
             }
-            if self
-                .tree
-                .node(entry.parent)
-                .children
-                .contains_key(&entry.name)
-            {
-                // Found already (a retried entry whose name was taken meanwhile).
-                continue;
+            if last_pass || nested.is_empty() {
+                break;
             }
-            let candidates: Vec<NodeId> = self
-                .tree
-                .with_inode(entry.stat.dev, entry.stat.ino)
-                .iter()
-                .copied()
-                .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
-                .collect();
-            let path = self.tree.path(entry.parent).join(&entry.name);
-            // Taken out of its directory itself, or (less certain: the directory may be
-            // found again, the file in it) inside something taken out.
-            let loose = candidates
-                .iter()
-                .copied()
-                .find(|id| batch.limbo.contains(id))
-                .or_else(|| {
-                    candidates
-                        .iter()
-                        .copied()
-                        .find(|&id| !self.tree.attached(id))
-                });
-            if let Some(id) = loose
-                && !batch.limbo.contains(&id)
-                && entry.stat.kind != Kind::Dir
-                && !entry.retried
-            {
+            // That subtree may be found where it went by a directory this batch has yet
+            // to read (one found this round, or one a move made dirty): until none is left,
+            // the file waits, since the name it is recorded at may still be there (a new
+            // hard link, not a move).
+            if !self.dirty.is_empty() {
+                deferred.append(&mut nested);
+                break;
+            }
+            appeared = std::mem::take(&mut nested);
+            last_pass = true;
+        }
+        deferred
+    }
+
+    /// Matches one appeared entry (see `match_appeared`); `last_pass`: nothing is left to
+    /// read, a file inside a subtree that left is taken as moved out of it.
+    fn match_one(
+        &mut self,
+        entry: Appeared,
+        last_pass: bool,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+        nested: &mut Vec<Appeared>,
+        deferred: &mut Vec<Appeared>,
+    ) {
+        if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
+            return;
+        }
+        if self
+            .tree
+            .node(entry.parent)
+            .children
+            .contains_key(&entry.name)
+        {
+            // Found already (a retried entry whose name was taken meanwhile).
+            return;
+        }
+        let candidates: Vec<NodeId> = self
+            .tree
+            .with_inode(entry.stat.dev, entry.stat.ino)
+            .iter()
+            .copied()
+            .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
+            .collect();
+        let path = self.tree.path(entry.parent).join(&entry.name);
+        // Taken out of its directory itself, or (less certain: the directory may be
+        // found again, the file in it) inside something taken out.
+        let loose = candidates
+            .iter()
+            .copied()
+            .find(|id| batch.limbo.contains(id))
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .copied()
+                    .find(|&id| !self.tree.attached(id))
+            });
+        if let Some(id) = loose
+            && !batch.limbo.contains(&id)
+            && entry.stat.kind != Kind::Dir
+            && !last_pass
+        {
+            nested.push(entry);
+            return;
+        }
+        if let Some(id) = loose {
+            let same = entry.stat.kind != Kind::Dir || backend.same_dir(&path, id) != Some(false);
+            if same {
+                self.moved(id, &entry, batch, backend);
+                return;
+            }
+        } else if let Some(&id) = candidates.first()
+            && !entry.retried
+        {
+            // Recorded at a path still attached: a new hard link (files), or a move
+            // whose origin's directory is not read yet.
+            let still_there = entry.stat.kind != Kind::Dir
+                && list::lstat(&self.tree.path(id)).is_ok_and(|stat| stat.same_object(&entry.stat));
+            if !still_there {
+                let parent = self.tree.node(id).parent;
+                self.dirty.insert(parent);
                 deferred.push(Appeared {
                     retried: true,
                     ..entry
                 });
-                continue;
-            }
-            if let Some(id) = loose {
-                let same =
-                    entry.stat.kind != Kind::Dir || backend.same_dir(&path, id) != Some(false);
-                if same {
-                    self.moved(id, &entry, batch, backend);
-                    continue;
-                }
-            } else if let Some(&id) = candidates.first()
-                && !entry.retried
-            {
-                // Recorded at a path still attached: a new hard link (files), or a move
-                // whose origin's directory is not read yet.
-                let still_there = entry.stat.kind != Kind::Dir
-                    && list::lstat(&self.tree.path(id))
-                        .is_ok_and(|stat| stat.same_object(&entry.stat));
-                if !still_there {
-                    let parent = self.tree.node(id).parent;
-                    self.dirty.insert(parent);
-                    deferred.push(Appeared {
-                        retried: true,
-                        ..entry
-                    });
-                    continue;
-                }
-            }
-            let (stat, written) = (entry.stat, entry.written);
-            let id = self.create(entry.parent, entry.name, stat, batch, backend);
-            // A new hard link: the other names of the file see what this one saw.
-            if stat.kind != Kind::Dir {
-                let links: Vec<NodeId> = self
-                    .tree
-                    .with_inode(stat.dev, stat.ino)
-                    .iter()
-                    .copied()
-                    .filter(|&other| other != id && self.tree.attached(other))
-                    .collect();
-                for link in links {
-                    self.compare(link, stat, written, false, batch);
-                }
+                return;
             }
         }
-        deferred
+        let (stat, written) = (entry.stat, entry.written);
+        let id = self.create(entry.parent, entry.name, stat, batch, backend);
+        // A new hard link: the other names of the file see what this one saw (one compare
+        // records it for them all).
+        if let Some(link) = self
+            .other_names(id)
+            .into_iter()
+            .find(|&other| self.tree.attached(other))
+        {
+            self.compare(link, stat, written, false, batch);
+        }
     }
 
     /// A recorded node found at a new name.
