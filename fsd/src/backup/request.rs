@@ -8,16 +8,23 @@ use fsd_api::{ErrorCode, Operation};
 
 use super::validate;
 use crate::error::{ApiError, OperationExt};
-use crate::paths::Follow;
+use crate::paths::{Follow, PathError};
 use crate::state::AppState;
 
-/// `dir` checked against the reference's rules, with this daemon's workspace allowed too.
-/// Under `--confine` it must also resolve inside the allowed roots, as every path argument
-/// (checked after the reference's rules, so their codes stay the reference's, and before
-/// anything is done with it).
+/// `dir` checked against the daemon's path policy, then the reference's rules (with this
+/// daemon's workspace allowed too). A path the policy refuses (outside `--confine`'s roots,
+/// the daemon's own `/proc`) is 403 `PERMISSION_DENIED` before any other check, as on every
+/// other route, so a client that handles confinement by its code sees it here too; what
+/// the policy leaves to the reference's rules (empty, NUL, too long, relative) keeps the
+/// reference's codes.
 pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
+    match state.paths.in_workspace("dir", dir, Follow::Final) {
+        Err(refused @ (PathError::OutsideRoots { .. } | PathError::DaemonProc { .. })) => {
+            return Err(refused.into());
+        }
+        Err(PathError::Invalid { .. }) | Ok(_) => {}
+    }
     let checked = validate::dir(dir, std::path::Path::new(&state.capabilities.workspace)).op(op)?;
-    state.paths.in_workspace("dir", dir, Follow::Final)?;
     Ok(checked)
 }
 

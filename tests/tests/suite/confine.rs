@@ -235,6 +235,26 @@ async fn every_route_that_takes_a_path_applies_the_confinement() {
         .await;
         assert_error(status, &reply, 403, "PERMISSION_DENIED");
     }
+    // A backup directory outside is refused for being outside before the reference's own
+    // rules are applied (a relative path, one under none of its prefixes): 403 as
+    // everywhere else, never 400 `INVALID_BACKUP_CONFIG`.
+    for dir in ["escape", "/usr/share"] {
+        let archive = format!("/var/backups/confine-{}.sqsh", std::process::id());
+        for (route, body) in [
+            (
+                "/api/backup/create",
+                json!({"dir": dir, "archivePath": archive}),
+            ),
+            (
+                "/api/backup/restore",
+                json!({"dir": dir, "archivePath": archive}),
+            ),
+            ("/api/backup/index", json!({"dir": dir})),
+        ] {
+            let (status, reply) = daemon.post(route, body.clone()).await;
+            assert_error(status, &reply, 403, "PERMISSION_DENIED");
+        }
+    }
     // Nothing was made outside.
     let mut left: Vec<String> = std::fs::read_dir(outside.path())
         .unwrap()
