@@ -93,10 +93,16 @@ impl FileService {
             }
             let capacity = if unknown { 0 } else { meta.len() };
             let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-            Patient::bounded(file)
-                .take(MAX_ENCODED_READ_BYTES + 1)
-                .read_to_end(&mut bytes)
-                .map_err(FileError::io("read", &path))?;
+            // A device or procfs file may trickle forever: it gets a total time too (a
+            // regular file, on a slow mount say, takes what it takes).
+            if unknown {
+                Patient::whole(file)
+            } else {
+                Patient::bounded(file)
+            }
+            .take(MAX_ENCODED_READ_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(FileError::io("read", &path))?;
             // A file that grew past the limit, or whose size stat cannot tell (/dev/zero),
             // is refused whole rather than answered cut.
             if bytes.len() as u64 > MAX_ENCODED_READ_BYTES {

@@ -3,8 +3,10 @@
 //! A FIFO, a device or a procfs file can hold a read or a write for as long as some other
 //! process likes, and a blocked call holds one of the daemon's blocking threads. So the file
 //! API opens everything non-blocking; a read or write that would block waits in `poll(2)`,
-//! either for a bounded time without progress ([`STALL_TIMEOUT`]) or for as long as the
-//! caller still wants the data (a stream whose client is connected).
+//! either for a bounded time without progress ([`STALL_TIMEOUT`]), for a bounded time in
+//! all (a request that answers a whole file: a device that trickles a byte now and then
+//! makes progress forever), or for as long as the caller still wants the data (a stream
+//! whose client is connected).
 
 use std::fs::{self, File};
 use std::io::{self, Read, Write};
@@ -12,7 +14,7 @@ use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -92,10 +94,19 @@ impl Special {
     }
 }
 
-/// The error inside an `io::Error` when a device or FIFO moved no data for the stall timeout.
+/// The error inside an `io::Error` when a device or FIFO moved no data for the stall
+/// timeout, or a whole read did not end within its total time.
 #[derive(Debug, thiserror::Error)]
-#[error("no data moved for {} s", .0.as_secs())]
-pub struct Stalled(pub Duration);
+pub enum Stalled {
+    #[error("no data moved for {} s", .0.as_secs())]
+    Idle(Duration),
+    #[error(
+        "the file gave no end within {} s (it keeps giving data slowly, or never ends); \
+         read it as a stream (POST /api/read/stream, GET /api/files/raw)",
+        .0.as_secs()
+    )]
+    Total(Duration),
+}
 
 /// The error inside an `io::Error` when a waiting read stopped because its caller left.
 #[derive(Debug, thiserror::Error)]
@@ -105,8 +116,15 @@ pub struct CallerGone;
 /// How long a read or write that would block may wait.
 #[derive(Clone)]
 pub enum Patience {
-    /// Fail with [`Stalled`] after this long without progress.
+    /// Fail with [`Stalled::Idle`] after this long without progress.
     Bounded(Duration),
+    /// As `Bounded`, and fail with [`Stalled::Total`] once the whole read has taken
+    /// `total` (it ends at `until`).
+    Whole {
+        idle: Duration,
+        total: Duration,
+        until: Instant,
+    },
     /// Wait while the function says the caller still wants the data.
     WhileWanted(Arc<dyn Fn() -> bool + Send + Sync>),
 }
@@ -122,18 +140,46 @@ impl Patient {
         Self { file, patience }
     }
 
-    /// Waits at most [`STALL_TIMEOUT`] without progress: for requests that answer whole.
+    /// Waits at most [`STALL_TIMEOUT`] without progress: for writes into a device and
+    /// downloads, which move data for as long as it comes.
     pub fn bounded(file: File) -> Self {
         Self::new(file, Patience::Bounded(STALL_TIMEOUT))
     }
 
+    /// Waits at most [`STALL_TIMEOUT`] without progress and [`STALL_TIMEOUT`] in all: for
+    /// requests that answer a whole file.
+    pub fn whole(file: File) -> Self {
+        Self::new(
+            file,
+            Patience::Whole {
+                idle: STALL_TIMEOUT,
+                total: STALL_TIMEOUT,
+                until: Instant::now() + STALL_TIMEOUT,
+            },
+        )
+    }
+
     fn wait(&self, events: PollFlags) -> io::Result<()> {
+        let stalled = |why| Err(io::Error::new(io::ErrorKind::TimedOut, why));
         match &self.patience {
             Patience::Bounded(limit) => {
                 if poll_once(&self.file, events, *limit)? {
                     Ok(())
                 } else {
-                    Err(io::Error::new(io::ErrorKind::TimedOut, Stalled(*limit)))
+                    stalled(Stalled::Idle(*limit))
+                }
+            }
+            Patience::Whole { idle, total, until } => {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return stalled(Stalled::Total(*total));
+                }
+                if poll_once(&self.file, events, left.min(*idle))? {
+                    Ok(())
+                } else if left <= *idle {
+                    stalled(Stalled::Total(*total))
+                } else {
+                    stalled(Stalled::Idle(*idle))
                 }
             }
             Patience::WhileWanted(wanted) => loop {
@@ -176,6 +222,15 @@ fn poll_once(file: &File, events: PollFlags, timeout: Duration) -> io::Result<bo
 
 impl Read for Patient {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // A file that always has a little ready never waits: its time is checked here too.
+        if let Patience::Whole { total, until, .. } = &self.patience
+            && Instant::now() >= *until
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                Stalled::Total(*total),
+            ));
+        }
         loop {
             match self.file.read(buf) {
                 Err(err) if err.kind() == io::ErrorKind::WouldBlock => {

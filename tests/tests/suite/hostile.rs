@@ -332,6 +332,40 @@ async fn files_whose_size_stat_cannot_tell_are_read_whole_or_refused_whole() {
     assert_eq!(status, StatusCode::OK);
 }
 
+#[tokio::test]
+async fn a_device_that_trickles_data_cannot_hold_a_whole_read_open() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    // A terminal's far side: a character device that gives a line every 100 ms, for ever
+    // (as `/proc/kmsg` does while the kernel logs now and then). No read ever waits the
+    // idle bound, so only a total time can end a read of it.
+    let pty = nix::pty::openpty(None, None).unwrap();
+    let device = std::fs::read_link(format!("/proc/self/fd/{}", pty.slave.as_raw_fd())).unwrap();
+    let daemon = Daemon::start();
+    std::os::unix::fs::symlink(&device, daemon.path("tty")).unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let trickle = {
+        let stop = stop.clone();
+        let mut master = std::fs::File::from(pty.master);
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = master.write_all(b"x\n");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    let (status, body) = post(&daemon, "/api/read", json!({"path": "tty"})).await;
+    stop.store(true, Ordering::Relaxed);
+    trickle.join().unwrap();
+    drop(pty.slave);
+    assert_error(status, &body, 409, "FILE_BLOCKED");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no end within 10 s"), "{body}");
+    let (status, _) = daemon.get("/api/ping").await;
+    assert_eq!(status, StatusCode::OK);
+}
+
 /// Host pids of every living descendant of `root`.
 fn descendants(root: u32) -> Vec<u32> {
     let mut parents = std::collections::HashMap::<u32, Vec<u32>>::new();
