@@ -71,6 +71,19 @@ pub struct SearchMatch {
     pub after: Vec<String>,
 }
 
+/// What a search under `--confine` left out (fsd): links out of the allowed roots, and
+/// files that moved out while being opened; never read or named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Skipped {
+    pub outside: u64,
+}
+
+impl Skipped {
+    pub fn is_empty(&self) -> bool {
+        self.outside == 0
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SearchResponse {
@@ -86,6 +99,8 @@ pub struct SearchResponse {
     /// `max_results` or `timeout`, when it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stopped: Option<String>,
+    #[serde(default, skip_serializing_if = "Skipped::is_empty")]
+    pub skipped: Skipped,
     pub timestamp: String,
 }
 
@@ -104,6 +119,8 @@ pub enum SearchEvent {
         truncated: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stopped: Option<String>,
+        #[serde(default, skip_serializing_if = "Skipped::is_empty")]
+        skipped: Skipped,
         timestamp: String,
     },
 }
@@ -150,5 +167,7 @@ pub struct ReplaceResponse {
     pub replacements: u64,
     /// More files matched than `maxFiles`; those were left alone.
     pub truncated: bool,
+    #[serde(default, skip_serializing_if = "Skipped::is_empty")]
+    pub skipped: Skipped,
     pub timestamp: String,
 }

@@ -8,9 +8,11 @@
 
 mod error;
 mod replace;
+mod within;
 
 pub use error::SearchError;
 pub use replace::{Change, Replaced, Replacer, unified_diff};
+pub use within::{Refused, Within, kernel_confines};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -42,6 +44,10 @@ pub struct Query {
     pub no_ignore: bool,
     /// Follow symlinks (`rg -L`).
     pub follow_links: bool,
+    /// Confined to these roots: a link followed out of them is not walked, and every file
+    /// is opened beneath the root it is in, by the kernel (see [`Within`]); what lies
+    /// outside is skipped, counted in [`Summary::outside`], never read or named.
+    pub within: Option<Arc<Within>>,
     /// Lines of context before and after each match.
     pub context: usize,
     /// Matches (or files, without a pattern) found before the search stops.
@@ -88,6 +94,8 @@ pub struct Summary {
     pub files_searched: u64,
     pub results: u64,
     pub stopped: Option<Stopped>,
+    /// Links out of the roots, and files that moved out while being opened, skipped.
+    pub outside: u64,
 }
 
 /// Checks what `query` asks for without searching: the root exists, the pattern and the
@@ -120,7 +128,22 @@ fn prepare(query: &Query) -> Result<(Option<RegexMatcher>, Override), SearchErro
 /// thread); `found` returns `false` to stop. Blocking: the walk's threads are its own.
 pub fn search(query: &Query, mut found: impl FnMut(Found) -> bool) -> Result<Summary, SearchError> {
     let (matcher, overrides) = prepare(query)?;
-    let walk = WalkBuilder::new(&query.root)
+    let outside = Arc::new(AtomicU64::new(0));
+    let mut builder = WalkBuilder::new(&query.root);
+    if let Some(within) = query.within.clone()
+        && query.follow_links
+    {
+        let outside = outside.clone();
+        // A link followed out is not walked at all (a directory's whole subtree).
+        builder.filter_entry(move |entry| {
+            let keep = !entry.path_is_symlink() || within.contains(entry.path());
+            if !keep {
+                outside.fetch_add(1, Ordering::Relaxed);
+            }
+            keep
+        });
+    }
+    let walk = builder
         .hidden(!query.hidden)
         .ignore(!query.no_ignore)
         .git_ignore(!query.no_ignore)
@@ -139,10 +162,12 @@ pub fn search(query: &Query, mut found: impl FnMut(Found) -> bool) -> Result<Sum
         let (stop, timed_out, files_searched) =
             (stop.clone(), timed_out.clone(), files_searched.clone());
         let (context, max_line_bytes) = (query.context, query.max_line_bytes);
+        let (within, outside) = (query.within.clone(), outside.clone());
         std::thread::spawn(move || {
             walk.run(|| {
                 let (stop, timed_out, files) =
                     (stop.clone(), timed_out.clone(), files_searched.clone());
+                let (within, outside) = (within.clone(), outside.clone());
                 let (sender, matcher) = (sender.clone(), matcher.clone());
                 let mut searcher = SearcherBuilder::new()
                     .line_number(true)
@@ -165,14 +190,26 @@ pub fn search(query: &Query, mut found: impl FnMut(Found) -> bool) -> Result<Sum
                     if !entry.file_type().is_some_and(|kind| kind.is_file()) {
                         return WalkState::Continue;
                     }
-                    files.fetch_add(1, Ordering::Relaxed);
                     let path = entry.into_path();
+                    // Confined: the file is opened beneath its root before it is named or
+                    // read, so a swap after the walk looked cannot lead out.
+                    let file = match within.as_deref().map(|within| within.open(&path)) {
+                        None => None,
+                        Some(Ok(file)) => Some(file),
+                        Some(Err(Refused::Outside)) => {
+                            outside.fetch_add(1, Ordering::Relaxed);
+                            return WalkState::Continue;
+                        }
+                        // Unreadable: skipped, as `rg` skips it.
+                        Some(Err(Refused::Io(_))) => return WalkState::Continue,
+                    };
+                    files.fetch_add(1, Ordering::Relaxed);
                     let delivered = match &matcher {
                         None => sender.send(Found::File(path)).is_ok(),
                         Some(matcher) => search_file(
                             &mut searcher,
                             matcher,
-                            &path,
+                            (&path, file.as_ref()),
                             max_line_bytes,
                             &sender,
                             &stop,
@@ -210,6 +247,7 @@ pub fn search(query: &Query, mut found: impl FnMut(Found) -> bool) -> Result<Sum
         files_searched: files_searched.load(Ordering::Relaxed),
         results,
         stopped,
+        outside: outside.load(Ordering::Relaxed),
     })
 }
 
@@ -227,11 +265,12 @@ fn overrides(root: &Path, globs: &[String]) -> Result<Override, SearchError> {
     })
 }
 
-/// Searches one file and sends its matching lines; `false` once nobody takes them.
+/// Searches one file (`path`, or the file opened for it) and sends its matching lines;
+/// `false` once nobody takes them.
 fn search_file(
     searcher: &mut Searcher,
     matcher: &RegexMatcher,
-    path: &Path,
+    (path, file): (&Path, Option<&std::fs::File>),
     max_line_bytes: usize,
     sender: &mpsc::SyncSender<Found>,
     stop: &AtomicBool,
@@ -247,7 +286,10 @@ fn search_file(
         gone: false,
     };
     // An unreadable file is skipped, as `rg` skips it (with a message on its stderr).
-    let _ = searcher.search_path(matcher, path, &mut lines);
+    let _ = match file {
+        Some(file) => searcher.search_file(matcher, file, &mut lines),
+        None => searcher.search_path(matcher, path, &mut lines),
+    };
     lines.flush();
     !lines.gone
 }
@@ -350,6 +392,7 @@ mod tests {
             hidden: false,
             no_ignore: false,
             follow_links: false,
+            within: None,
             context: 0,
             max_results: 1000,
             max_line_bytes: 500,

@@ -207,6 +207,19 @@ impl Daemon {
         (status, json)
     }
 
+    /// POSTs JSON and returns the body as text, whatever it is (an SSE stream read to its
+    /// end, say).
+    pub async fn post_text(&self, route: &str, body: &Value) -> String {
+        self.request(reqwest::Method::POST, route)
+            .json(body)
+            .send()
+            .await
+            .expect("request")
+            .text()
+            .await
+            .expect("body")
+    }
+
     pub async fn get(&self, route: &str) -> (StatusCode, Value) {
         self.bodiless(reqwest::Method::GET, route).await
     }

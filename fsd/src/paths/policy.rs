@@ -39,6 +39,11 @@ impl PathPolicy {
         &self.workspace
     }
 
+    /// The roots paths must stay in, under `--confine`.
+    pub fn confined_to(&self) -> Option<&[PathBuf]> {
+        self.confine.then_some(self.roots.as_slice())
+    }
+
     /// Validates `raw` (the value of request field `field`) and resolves it against the
     /// workspace.
     pub fn resolve(

@@ -9,10 +9,11 @@ use axum::{Json, Router};
 use fsd_api::Operation;
 use fsd_api::search::{
     DEFAULT_MAX_FILES, MAX_FILES_LIMIT, MAX_RESULTS_LIMIT, ReplaceRequest, ReplaceResponse,
-    ReplacedFile, SearchEvent, SearchMatch, SearchRequest, SearchResponse,
+    ReplacedFile, SearchEvent, SearchMatch, SearchRequest, SearchResponse, Skipped,
 };
-use fsd_search::{Found, Query, Replacer, Stopped, Summary};
+use fsd_search::{Found, Query, Refused, Replacer, Stopped, Summary};
 use futures_util::StreamExt;
+use std::io::Read;
 use tokio::sync::mpsc;
 
 use super::request;
@@ -56,6 +57,12 @@ fn stopped(summary: &Summary) -> Option<String> {
 
 /// Runs `query` on the blocking pool; each result goes to `results` (the search stops when
 /// nobody takes them).
+fn skipped(summary: &Summary) -> Skipped {
+    Skipped {
+        outside: summary.outside,
+    }
+}
+
 fn start(
     query: Query,
     results: mpsc::Sender<Found>,
@@ -94,6 +101,7 @@ pub async fn search(
         files_searched: summary.files_searched,
         truncated: summary.stopped.is_some(),
         stopped: stopped(&summary),
+        skipped: skipped(&summary),
         timestamp: now_rfc3339(),
     }))
 }
@@ -122,12 +130,14 @@ pub async fn search_stream(
             files_searched: 0,
             results: 0,
             stopped: None,
+            outside: 0,
         });
         SearchEvent::Complete {
             files_searched: summary.files_searched,
             results: summary.results,
             truncated: summary.stopped.is_some(),
             stopped: stopped(&summary),
+            skipped: skipped(&summary),
             timestamp: now_rfc3339(),
         }
     });
@@ -155,6 +165,7 @@ pub async fn replace(
         ..req.search.clone()
     };
     let query = request::query(&state.paths, &search).await?;
+    let within = query.within.clone();
     let max_files = request::bounded(
         "maxFiles",
         req.max_files,
@@ -181,14 +192,35 @@ pub async fn replace(
         }
     }
     drop(receiver);
-    let _ = task.await;
+    let summary = task.await.ok().and_then(Result::ok);
+    let mut outside = summary.map_or(0, |summary| summary.outside);
     let dry_run = req.dry_run.unwrap_or(false);
     let mut files = Vec::new();
     let mut replacements = 0;
     for path in paths.into_iter().take(max_files as usize) {
         let raw = display(&path);
-        let Ok(content) = tokio::fs::read(&path).await else {
-            continue;
+        // Confined: read beneath the root, as the search read it.
+        let read = match within.clone() {
+            None => tokio::fs::read(&path).await.map_err(Refused::Io),
+            Some(within) => {
+                let path = path.clone();
+                tokio::task::spawn_blocking(move || {
+                    let mut content = Vec::new();
+                    within
+                        .open(&path)
+                        .and_then(|mut file| Ok(file.read_to_end(&mut content).map(|_| content)?))
+                })
+                .await
+                .unwrap_or_else(|join| Err(Refused::Io(std::io::Error::other(join))))
+            }
+        };
+        let content = match read {
+            Ok(content) => content,
+            Err(Refused::Outside) => {
+                outside += 1;
+                continue;
+            }
+            Err(Refused::Io(_)) => continue,
         };
         let Some(replaced) = replacer.apply(&content) else {
             continue;
@@ -213,6 +245,7 @@ pub async fn replace(
         files,
         replacements,
         truncated,
+        skipped: Skipped { outside },
         timestamp: now_rfc3339(),
     }))
 }

@@ -34,6 +34,11 @@ pub fn detect(workspace: &Path, confined: bool) -> Capabilities {
             max_queued_events: read_number("/proc/sys/fs/inotify/max_queued_events"),
         },
         confined,
+        confined_by: match (confined, fsd_search::kernel_confines()) {
+            (false, _) => String::new(),
+            (true, true) => "openat2".into(),
+            (true, false) => "walk".into(),
+        },
         command_isolation: String::new(),
         restore_driver: String::new(),
         workspace: workspace.display().to_string(),

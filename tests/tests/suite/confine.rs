@@ -82,6 +82,8 @@ async fn escapes_are_refused_with_403() {
 
     let (_, caps) = daemon.get("/api/capabilities").await;
     assert_eq!(caps["capabilities"]["confined"], true);
+    // This machine's kernel (6.x) has openat2.
+    assert_eq!(caps["capabilities"]["confinedBy"], "openat2");
 }
 
 #[tokio::test]
@@ -278,4 +280,134 @@ async fn every_route_that_takes_a_path_applies_the_confinement() {
         )
         .await;
     assert_ne!(status.as_u16(), 403, "{reply}");
+}
+
+#[tokio::test]
+async fn search_and_replace_do_not_follow_a_link_out() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir(outside.path().join("dir")).unwrap();
+    std::fs::write(outside.path().join("dir/secret.txt"), "needle outside\n").unwrap();
+    std::fs::write(outside.path().join("alone.txt"), "needle outside\n").unwrap();
+    let daemon = confined(vec![]);
+    symlink(outside.path().join("dir"), daemon.path("escape")).unwrap();
+    symlink(
+        outside.path().join("alone.txt"),
+        daemon.path("alone-link.txt"),
+    )
+    .unwrap();
+    std::fs::create_dir(daemon.path("inside")).unwrap();
+    std::fs::write(daemon.path("inside/a.txt"), "needle inside\n").unwrap();
+    // A link that stays inside is followed as asked.
+    symlink(daemon.path("inside"), daemon.path("again")).unwrap();
+    let ask = json!({"path": ".", "pattern": "needle", "followLinks": true, "hidden": true, "noIgnore": true});
+    let (status, reply) = daemon.post("/api/search", ask.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let lines: Vec<String> = reply["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["line"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(lines, ["needle inside", "needle inside"], "{reply}");
+    assert_eq!(reply["skipped"]["outside"], 2, "{reply}");
+    // Names only: the outside ones are not named either.
+    let (status, reply) = daemon
+        .post(
+            "/api/search",
+            json!({"path": ".", "followLinks": true, "hidden": true, "noIgnore": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert!(!reply.to_string().contains("secret"), "{reply}");
+    assert_eq!(reply["skipped"]["outside"], 2, "{reply}");
+    // The stream: the same walk, the count in its last event.
+    let body = daemon.post_text("/api/search/stream", &ask).await;
+    assert!(!body.contains("needle outside"), "{body}");
+    assert!(body.contains(r#""skipped":{"outside":2}"#), "{body}");
+    // Replace finds the same files: the outside ones stay as they were.
+    let (status, reply) = daemon
+        .post(
+            "/api/replace",
+            json!({"path": ".", "pattern": "needle", "replacement": "pin", "followLinks": true, "hidden": true, "noIgnore": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["replacements"], 1, "{reply}");
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("dir/secret.txt")).unwrap(),
+        "needle outside\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("alone.txt")).unwrap(),
+        "needle outside\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("inside/a.txt")).unwrap(),
+        "pin inside\n"
+    );
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_during_searches_leaks_nothing() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let outside = tempfile::tempdir().unwrap();
+    for i in 0..20 {
+        std::fs::write(outside.path().join(format!("f{i}.txt")), "needle secret\n").unwrap();
+    }
+    let daemon = confined(vec![]);
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    for i in 0..20 {
+        std::fs::write(daemon.path(&format!("sub/f{i}.txt")), "needle inside\n").unwrap();
+    }
+    symlink(outside.path(), daemon.path("alt")).unwrap();
+    // A process in the sandbox swaps `sub` (a directory) and `alt` (a link out), atomically,
+    // as fast as it can, for as long as the searches run.
+    let stop = Arc::new(AtomicBool::new(false));
+    let swaps = Arc::new(AtomicU64::new(0));
+    let swapper = {
+        let (stop, swaps) = (stop.clone(), swaps.clone());
+        let (sub, alt) = (daemon.path("sub"), daemon.path("alt"));
+        std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                nix::fcntl::renameat2(
+                    nix::fcntl::AT_FDCWD,
+                    &sub,
+                    nix::fcntl::AT_FDCWD,
+                    &alt,
+                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
+                swaps.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+    };
+    let mut answered = 0;
+    for round in 0..200 {
+        let follow = round % 2 == 0;
+        let names = round % 4 == 1;
+        let mut ask = json!({"path": ".", "followLinks": follow, "hidden": true, "noIgnore": true});
+        if !names {
+            ask["pattern"] = json!("needle");
+        }
+        let (status, reply) = daemon.post("/api/search", ask).await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let text = reply.to_string();
+        assert!(!text.contains("secret"), "round {round}: {reply}");
+        answered += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    swapper.join().unwrap();
+    assert_eq!(answered, 200);
+    assert!(
+        swaps.load(Ordering::Relaxed) > 200,
+        "the swaps ran alongside"
+    );
+    // The outside is as it was.
+    for i in 0..20 {
+        assert_eq!(
+            std::fs::read_to_string(outside.path().join(format!("f{i}.txt"))).unwrap(),
+            "needle secret\n"
+        );
+    }
 }

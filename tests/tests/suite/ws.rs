@@ -160,15 +160,7 @@ async fn streams_carry_each_event_then_the_response() {
         .map(|e| e["type"].as_str().unwrap())
         .collect();
     // The same events, in the same order, as the HTTP route's SSE.
-    let text = daemon
-        .request(Method::POST, "/api/execute/stream")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = daemon.post_text("/api/execute/stream", &body).await;
     let http_events: Vec<Value> = text
         .lines()
         .filter_map(|line| line.strip_prefix("data: "))

@@ -1,0 +1,180 @@
+//! Where a confined search may read, enforced by the kernel: each allowed root is held open
+//! as a directory descriptor, and a file is opened only relative to the root its real
+//! location lies in, with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`. A link that
+//! leads out, or a directory swapped for one between the walk's look and the open, makes
+//! the open fail instead of reaching outside; the file is then skipped and counted. Kernels
+//! without `openat2` (before 5.6, or a seccomp profile that refuses it with `ENOSYS`) get a
+//! component-by-component walk that refuses any link on the way.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::{Component, Path, PathBuf};
+use std::sync::OnceLock;
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat, openat2};
+use nix::sys::stat::Mode;
+
+/// Why a file was not opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// Its real location is outside every root, or it moved out while being opened.
+    #[error("outside the allowed roots")]
+    Outside,
+    #[error(transparent)]
+    Io(#[from] io::Error),
+}
+
+/// The allowed roots, held open.
+pub struct Within {
+    roots: Vec<(PathBuf, OwnedFd)>,
+}
+
+impl std::fmt::Debug for Within {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let roots: Vec<&PathBuf> = self.roots.iter().map(|(path, _)| path).collect();
+        f.debug_struct("Within").field("roots", &roots).finish()
+    }
+}
+
+/// Whether this kernel confines opens itself (`openat2`), rather than by the walk.
+pub fn kernel_confines() -> bool {
+    static PROBED: OnceLock<bool> = OnceLock::new();
+    *PROBED.get_or_init(|| {
+        let how = OpenHow::new()
+            .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH);
+        !matches!(openat2(nix::fcntl::AT_FDCWD, ".", how), Err(Errno::ENOSYS))
+    })
+}
+
+impl Within {
+    /// Holds `roots` (canonical directories) open.
+    pub fn new(roots: &[PathBuf]) -> io::Result<Self> {
+        let roots = roots
+            .iter()
+            .map(|root| {
+                let fd = open(
+                    root.as_path(),
+                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )?;
+                Ok((root.clone(), fd))
+            })
+            .collect::<io::Result<_>>()?;
+        Ok(Self { roots })
+    }
+
+    /// Whether `path`'s real location is inside a root.
+    pub fn contains(&self, path: &Path) -> bool {
+        std::fs::canonicalize(path).is_ok_and(|real| self.root_of(&real).is_some())
+    }
+
+    fn root_of<'a>(&'a self, real: &'a Path) -> Option<(&'a OwnedFd, &'a Path)> {
+        self.roots.iter().find_map(|(root, fd)| {
+            let rest = real.strip_prefix(root).ok()?;
+            Some((fd, rest))
+        })
+    }
+
+    /// Opens the file at `path` for reading (non-blocking, so a file swapped for a FIFO
+    /// cannot hold the search), beneath the root its real location is in.
+    pub fn open(&self, path: &Path) -> Result<File, Refused> {
+        let real = std::fs::canonicalize(path)?;
+        let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
+        let rest = if rest.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rest
+        };
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
+        let opened = if kernel_confines() {
+            let how = OpenHow::new()
+                .flags(flags)
+                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            openat2(root, rest, how)
+        } else {
+            walk(root, rest, flags)
+        };
+        match opened {
+            Ok(fd) => Ok(File::from(fd)),
+            // Out of the root through a link, or a link where the real path had none.
+            Err(Errno::EXDEV | Errno::ELOOP) => Err(Refused::Outside),
+            Err(errno) => Err(Refused::Io(errno.into())),
+        }
+    }
+}
+
+/// Opens `rest` (a path with no links, as `canonicalize` gave it) below `root` one
+/// component at a time, refusing a link at any of them (`ELOOP`).
+fn walk(root: &OwnedFd, rest: &Path, flags: OFlag) -> nix::Result<OwnedFd> {
+    let names: Vec<&std::ffi::OsStr> = rest
+        .components()
+        .filter_map(|component| match component {
+            Component::Normal(name) => Some(name),
+            _ => None,
+        })
+        .collect();
+    let Some((last, dirs)) = names.split_last() else {
+        return openat(root, ".", flags, Mode::empty());
+    };
+    let mut dir: Option<OwnedFd> = None;
+    for name in dirs {
+        let at = dir.as_ref().map_or(root.as_fd(), |fd| fd.as_fd());
+        // A link there is `ENOTDIR` with `O_DIRECTORY`: the path changed since it was
+        // taken, and is refused as a link.
+        let next = openat(
+            at,
+            *name,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| match errno {
+            Errno::ENOTDIR => Errno::ELOOP,
+            other => other,
+        })?;
+        dir = Some(next);
+    }
+    let at = dir.as_ref().map_or(root.as_fd(), |fd| fd.as_fd());
+    openat(at, *last, flags | OFlag::O_NOFOLLOW, Mode::empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_out_and_swaps_are_refused_both_ways() {
+        let inside = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(inside.path()).unwrap();
+        std::fs::write(outside.path().join("secret"), "s").unwrap();
+        std::fs::create_dir(root.join("d")).unwrap();
+        std::fs::write(root.join("d/f"), "f").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
+        std::os::unix::fs::symlink(root.join("d"), root.join("in")).unwrap();
+        let within = Within::new(std::slice::from_ref(&root)).unwrap();
+        assert!(within.open(&root.join("d/f")).is_ok());
+        assert!(within.open(&root.join("in/f")).is_ok());
+        assert!(matches!(
+            within.open(&root.join("out/secret")),
+            Err(Refused::Outside)
+        ));
+        // What the kernel refuses when a directory became a link after the real path was
+        // taken: both ways of opening.
+        let (fd, _) = within.root_of(&root).unwrap();
+        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC;
+        assert_eq!(
+            walk(fd, Path::new("out/secret"), flags).err(),
+            Some(Errno::ELOOP)
+        );
+        if kernel_confines() {
+            let how = OpenHow::new()
+                .flags(flags)
+                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+            assert_eq!(openat2(fd, "out/secret", how).err(), Some(Errno::EXDEV));
+        }
+        assert!(walk(fd, Path::new("d/f"), flags).is_ok());
+    }
+}
