@@ -85,6 +85,12 @@ enum Command {
     /// Serve preview URLs for sandbox ports (token-guarded, proxied to the port) and the
     /// API that exposes them.
     Gateway(gateway::GatewayArgs),
+    /// Print sandbox ID's daemon token under the key in $FSD_SANDBOX_TOKEN_KEY (the value
+    /// of that sandbox's Secret, when the gateway runs with the same key).
+    SandboxToken {
+        /// The sandbox id.
+        id: String,
+    },
     /// Expose a sandbox port at a preview URL through the gateway (prints the URL).
     Expose(expose::ExposeArgs),
     /// End a port's preview URL.
@@ -202,6 +208,17 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
             search::find(&sandbox, args, cli.json).await
         }
         Command::Gateway(args) => gateway::run(args, &cli.url, cli.token).await,
+        Command::SandboxToken { id } => {
+            let Ok(key) = std::env::var(gateway::sandbox_token::KEY_ENV) else {
+                eprintln!(
+                    "fsctl: {} must hold the gateway's sandbox token key",
+                    gateway::sandbox_token::KEY_ENV
+                );
+                return Ok(ExitCode::from(2));
+            };
+            println!("{}", gateway::sandbox_token::derive(&key, &id));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Expose(args) => expose::expose(args, cli.token.as_deref(), cli.json).await,
         Command::Unexpose(args) => expose::unexpose(args, cli.token.as_deref(), cli.json).await,
         Command::Exposed(target) => expose::exposed(target, cli.token.as_deref(), cli.json).await,

@@ -159,7 +159,10 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
             None,
             url.clone(),
             &state,
-            Some(token.clone()),
+            crate::gateway::Tokens {
+                callers: Some(token.clone()),
+                sandbox_key: None,
+            },
         )
         .await;
         // Its address taken: everything else still works, as without FUSE.

@@ -39,7 +39,7 @@ pub async fn forward(gateway: &Gateway, request: Request) -> Response {
     let (mut parts, body) = request.into_parts();
     parts.headers.remove(header::AUTHORIZATION);
     let mut extra = HeaderMap::new();
-    if let Some(token) = gateway.token.as_deref()
+    if let Some(token) = gateway.daemon_token(&id)
         && let Ok(value) = HeaderValue::from_str(&format!("Bearer {token}"))
     {
         extra.insert(header::AUTHORIZATION, value);

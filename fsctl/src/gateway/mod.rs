@@ -7,7 +7,9 @@
 //! `GET /exposed`). The rules are `fsd-control::preview`'s; `state` keeps the exposures,
 //! `serve` accepts and dispatches, `proxy` checks and forwards preview requests, `admin`
 //! is the admin API, `api` forwards the route API, `relay` streams one HTTP exchange, and
-//! `bridge` carries WebSocket upgrades frame by frame; `start` starts one.
+//! `bridge` carries WebSocket upgrades frame by frame; `start` starts one. With a sandbox
+//! token key, each daemon is reached with its own token (`sandbox_token`), never one
+//! shared by every sandbox.
 
 mod admin;
 mod api;
@@ -15,8 +17,9 @@ mod bridge;
 mod headers;
 mod proxy;
 mod relay;
+pub mod sandbox_token;
 mod serve;
 mod start;
 mod state;
 
-pub use start::{GatewayArgs, run, start};
+pub use start::{GatewayArgs, Tokens, run, start};

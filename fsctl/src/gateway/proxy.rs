@@ -20,8 +20,10 @@ pub struct Gateway {
     /// A daemon URL, `{id}` standing for the sandbox id.
     template: String,
     pub(super) hostname: String,
-    /// The trusted side's token: sent to daemons, and required by the admin API.
+    /// The trusted side's token: required by the admin and route APIs, and sent to
+    /// daemons unless `sandbox_key` derives each one's own.
     pub(super) token: Option<String>,
+    sandbox_key: Option<String>,
     pub(super) client: reqwest::Client,
     runtimes: Mutex<HashMap<String, (Option<String>, Instant)>>,
 }
@@ -31,7 +33,7 @@ impl Gateway {
         exposures: Exposures,
         template: String,
         hostname: String,
-        token: Option<String>,
+        tokens: super::start::Tokens,
     ) -> Result<Arc<Gateway>, SdkError> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
@@ -40,7 +42,8 @@ impl Gateway {
             exposures: Mutex::new(exposures),
             template,
             hostname,
-            token,
+            token: tokens.callers,
+            sandbox_key: tokens.sandbox_key,
             client,
             runtimes: Mutex::default(),
         }))
@@ -56,6 +59,15 @@ impl Gateway {
             && !sandbox_id.starts_with('-')
             && !sandbox_id.ends_with('-');
         label.then(|| self.template.replace("{id}", sandbox_id))
+    }
+
+    /// The token `sandbox_id`'s daemon takes: its own under the sandbox key, else the
+    /// trusted side's.
+    pub(super) fn daemon_token(&self, sandbox_id: &str) -> Option<String> {
+        match &self.sandbox_key {
+            Some(key) => Some(super::sandbox_token::derive(key, sandbox_id)),
+            None => self.token.clone(),
+        }
     }
 
     /// What a request's `Host` names, if it is a preview host. The daemon's port depends
@@ -106,7 +118,7 @@ impl Gateway {
         }
         let daemon = self.daemon(sandbox_id)?;
         let mut request = self.client.get(format!("{daemon}/api/capabilities"));
-        if let Some(token) = &self.token {
+        if let Some(token) = self.daemon_token(sandbox_id) {
             request = request.bearer_auth(token);
         }
         let runtime = async {

@@ -24,6 +24,12 @@ pub struct GatewayArgs {
     /// The file exposures are kept in across restarts.
     #[arg(long, default_value = "./fsd-gateway.json")]
     state: PathBuf,
+    /// A key that gives each sandbox's daemon its own token (`fsctl sandbox-token ID`
+    /// prints it, for that sandbox's Secret): the gateway derives the token of the sandbox
+    /// it forwards to, so a sandbox that reads its own token reaches no other. Without it
+    /// every daemon is reached with `--token`. Callers of the gateway still give `--token`.
+    #[arg(long, env = super::sandbox_token::KEY_ENV, hide_env_values = true)]
+    sandbox_token_key: Option<String>,
 }
 
 pub async fn run(
@@ -36,12 +42,24 @@ pub async fn run(
         args.hostname,
         args.daemons.unwrap_or_else(|| url.to_string()),
         &args.state,
-        token,
+        Tokens {
+            callers: token,
+            sandbox_key: args.sandbox_token_key,
+        },
     )
     .await?;
     println!("fsctl gateway listening on {}", running.url);
     running.task.await.map_err(std::io::Error::other)??;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What the gateway asks of its callers, and how it reaches each daemon.
+pub struct Tokens {
+    /// The trusted side's token: the admin and route APIs require it; daemons are reached
+    /// with it when there is no sandbox key.
+    pub callers: Option<String>,
+    /// Derives each sandbox's own daemon token (see `sandbox_token`).
+    pub sandbox_key: Option<String>,
 }
 
 /// A gateway serving in the background (`fsctl up` runs one).
@@ -56,13 +74,13 @@ pub async fn start(
     hostname: Option<String>,
     template: String,
     state_file: &std::path::Path,
-    token: Option<String>,
+    tokens: Tokens,
 ) -> Result<Running, SdkError> {
     let exposures = super::state::Exposures::load(Some(state_file))?;
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let address = listener.local_addr()?;
     let hostname = hostname.unwrap_or_else(|| format!("localhost:{}", address.port()));
-    let gateway = super::proxy::Gateway::new(exposures, template, hostname, token)?;
+    let gateway = super::proxy::Gateway::new(exposures, template, hostname, tokens)?;
     Ok(Running {
         url: format!("http://{address}"),
         task: tokio::spawn(super::serve::serve(gateway, listener)),

@@ -6,8 +6,11 @@
 //! What podman is not: a cluster's DNS. The gateway finds sandbox `demo` at
 //! `sandbox-demo.sandboxes` (the headless Service's name); here that name is given to the
 //! gateway pod as a host alias for the sandbox pod's address, the one change made to the
-//! files. The Secret is created as podman reads one (`podman secret create` with the
-//! Secret's data as JSON); Services are not run (nothing routes by them here). The pods
+//! files. A second sandbox, `other`, is the same Pod with its id changed, as the file says
+//! to make one (and another host port: podman publishes container ports on the host). The Secrets are created as podman reads one (`podman secret create` with
+//! the Secret's data as JSON): the gateway's callers' token, its sandbox token key, and each
+//! sandbox's own token as `fsctl sandbox-token` derives it; Services are not run (nothing
+//! routes by them here). The pods
 //! publish their container ports on the host (3000, 8787), as `kube play` does; the test
 //! talks to the pods' own addresses.
 
@@ -19,6 +22,37 @@ use fsd_tests::{available_or_skip, binary, is_root, on_path, podman, repo_root};
 use serde_json::json;
 
 const TOKEN: &str = "kube-secret-2f9a";
+const SANDBOX_KEY: &str = "kube-sandbox-key-71c3";
+const SECRETS: [&str; 4] = [
+    "fsd-gateway-token",
+    "fsd-sandbox-token-key",
+    "fsd-token-demo",
+    "fsd-token-other",
+];
+
+/// A Secret as podman reads one: `key` holding `value`.
+fn create_secret(dir: &std::path::Path, name: &str, key: &str, value: &str) {
+    let _ = podman(&["secret", "rm", name]);
+    let data = json!({ key: base64::engine::general_purpose::STANDARD.encode(value) });
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, data.to_string()).expect("secret");
+    checked(
+        "secret create",
+        podman(&["secret", "create", name, &file.display().to_string()]),
+    );
+}
+
+/// Sandbox `id`'s daemon token, as the trusted side makes it for the sandbox's Secret.
+fn sandbox_token(id: &str) -> String {
+    checked(
+        "fsctl sandbox-token",
+        Command::new(binary("fsctl"))
+            .args(["sandbox-token", id])
+            .env("FSD_SANDBOX_TOKEN_KEY", SANDBOX_KEY)
+            .output()
+            .expect("fsctl"),
+    )
+}
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).trim().to_string()
@@ -58,7 +92,9 @@ impl Drop for Played {
         for pod in &self.0 {
             let _ = podman(&["pod", "rm", "-f", "-t", "0", pod]);
         }
-        let _ = podman(&["secret", "rm", "fsd-token"]);
+        for secret in SECRETS {
+            let _ = podman(&["secret", "rm", secret]);
+        }
     }
 }
 
@@ -88,36 +124,47 @@ async fn the_kubernetes_files_run_under_podman_kube_play() {
             .expect("scripts/build-image");
         checked(what, built);
     }
-    let played = Played(vec!["sandbox-demo".into(), "fsd-gateway-pod-0".into()]);
-    let _ = podman(&["secret", "rm", "fsd-token"]);
-    let data = json!({"token": base64::engine::general_purpose::STANDARD.encode(TOKEN)});
+    let played = Played(vec![
+        "sandbox-demo".into(),
+        "sandbox-other".into(),
+        "fsd-gateway-pod-0".into(),
+    ]);
     let dir = tempfile::tempdir().expect("temp dir");
-    let secret = dir.path().join("secret.json");
-    std::fs::write(&secret, data.to_string()).expect("secret");
-    checked(
-        "secret create",
-        podman(&[
-            "secret",
-            "create",
-            "fsd-token",
-            &secret.display().to_string(),
-        ]),
-    );
+    let (demo_token, other_token) = (sandbox_token("demo"), sandbox_token("other"));
+    assert_eq!(demo_token.len(), 64, "{demo_token}");
+    assert_ne!(demo_token, other_token);
+    create_secret(dir.path(), "fsd-gateway-token", "token", TOKEN);
+    create_secret(dir.path(), "fsd-sandbox-token-key", "key", SANDBOX_KEY);
+    create_secret(dir.path(), "fsd-token-demo", "token", &demo_token);
+    create_secret(dir.path(), "fsd-token-other", "token", &other_token);
 
-    let sandbox_yaml = repo_root().join("deploy/kubernetes/sandbox.yaml");
-    checked(
-        "kube play sandbox.yaml",
-        podman(&[
-            "kube",
-            "play",
-            "--replace",
-            &sandbox_yaml.display().to_string(),
-        ]),
+    // The sandbox as the file has it, and another made from it as the file says.
+    let sandbox_file = std::fs::read_to_string(repo_root().join("deploy/kubernetes/sandbox.yaml"))
+        .expect("sandbox.yaml");
+    let other_yaml = dir.path().join("other.yaml");
+    // podman (4.3) publishes a pod's container ports on the host, where two sandboxes'
+    // 3000 collide: the copy names another host port (a cluster publishes none).
+    let other_file = sandbox_file.replace("demo", "other").replacen(
+        "          containerPort: 3000\n",
+        "          containerPort: 3000\n          hostPort: 3001\n",
+        1,
     );
+    assert_ne!(other_file, sandbox_file.replace("demo", "other"));
+    std::fs::write(&other_yaml, other_file).expect("other yaml");
+    for file in [
+        repo_root().join("deploy/kubernetes/sandbox.yaml"),
+        other_yaml,
+    ] {
+        checked(
+            "kube play sandbox.yaml",
+            podman(&["kube", "play", "--replace", &file.display().to_string()]),
+        );
+    }
     let sandbox_address = pod_address("sandbox-demo");
+    let other_address = pod_address("sandbox-other");
     assert!(
-        !sandbox_address.is_empty(),
-        "the sandbox pod has no address"
+        !sandbox_address.is_empty() && !other_address.is_empty(),
+        "a sandbox pod has no address"
     );
 
     // The gateway as the file has it, with the cluster DNS name as a host alias.
@@ -126,7 +173,7 @@ async fn the_kubernetes_files_run_under_podman_kube_play() {
     let aliased = gateway.replacen(
         "    spec:\n      containers:",
         &format!(
-            "    spec:\n      hostAliases:\n        - ip: \"{sandbox_address}\"\n          hostnames: [\"sandbox-demo.sandboxes\"]\n      containers:"
+            "    spec:\n      hostAliases:\n        - ip: \"{sandbox_address}\"\n          hostnames: [\"sandbox-demo.sandboxes\"]\n        - ip: \"{other_address}\"\n          hostnames: [\"sandbox-other.sandboxes\"]\n      containers:"
         ),
         1,
     );
@@ -173,9 +220,41 @@ async fn the_kubernetes_files_run_under_podman_kube_play() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(up, "the pods did not come up");
-    // The sandbox's API wants the Secret's token.
+    // The sandbox's API wants the Secret's token: its own, not another sandbox's, and not
+    // the gateway callers' token.
+    let other = format!("http://{other_address}:3000");
+    for (daemon, token, expected) in [
+        (&sandbox, None, 401),
+        (&sandbox, Some(&demo_token), 200),
+        (&sandbox, Some(&other_token), 401),
+        (&sandbox, Some(&TOKEN.to_string()), 401),
+        (&other, Some(&other_token), 200),
+        (&other, Some(&demo_token), 401),
+    ] {
+        let mut request = http
+            .post(format!("{daemon}/api/execute"))
+            .json(&json!({"command": "true"}));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let answer = request.send().await.expect("request");
+        assert_eq!(answer.status(), expected, "{daemon} with {token:?}");
+    }
+    // Through the gateway, its callers' token reaches each sandbox (the gateway derives
+    // each daemon's own); a sandbox's token opens nothing there.
+    for id in ["demo", "other"] {
+        let (status, reply) = fsd_tests::reply(
+            http.post(format!("{gateway}/sandboxes/{id}/api/execute"))
+                .bearer_auth(TOKEN)
+                .json(&json!({"command": "echo $HOSTNAME"})),
+        )
+        .await;
+        assert_eq!(status, 200, "{id}: {reply}");
+        assert_eq!(reply["stdout"], format!("sandbox-{id}\n"), "{reply}");
+    }
     let refused = http
-        .post(format!("{sandbox}/api/execute"))
+        .post(format!("{gateway}/sandboxes/other/api/execute"))
+        .bearer_auth(&demo_token)
         .json(&json!({"command": "true"}))
         .send()
         .await
