@@ -43,7 +43,8 @@ pub struct Capabilities {
     pub confined: bool,
     /// When confined, how opens are kept beneath the roots: `openat2` (the kernel resolves
     /// each path beneath a root's descriptor) or `walk` (a kernel without it: one
-    /// component at a time, any link refused). Searches and replaces open files this way.
+    /// component at a time, any link refused). File reads and writes, searches and replaces
+    /// open files this way.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub confined_by: String,
     /// How user commands are kept from the daemon: `pid-namespace` (their own PID namespace

@@ -192,7 +192,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         settings.workspace.clone(),
         settings.confine,
         settings.allow_roots.clone(),
-    );
+    )?;
     // Temp files a crash left beside the targets of writes are removed before any new write
     // and before watches rescan their trees.
     let (scratch, swept) = files::ScratchLog::open(Some(settings.state_dir.join("scratch-dirs")));

@@ -1,10 +1,11 @@
-//! Where a confined search may read, enforced by the kernel: each allowed root is held open
-//! as a directory descriptor, and a file is opened only relative to the root its real
+//! Where a confined daemon may open files, enforced by the kernel: each allowed root is held
+//! open as a directory descriptor, and a file is opened only relative to the root its real
 //! location lies in, with `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)`. A link that
-//! leads out, or a directory swapped for one between the walk's look and the open, makes
-//! the open fail instead of reaching outside; the file is then skipped and counted. Kernels
-//! without `openat2` (before 5.6, or a seccomp profile that refuses it with `ENOSYS`) get a
-//! component-by-component walk that refuses any link on the way.
+//! leads out, or a directory swapped for one between a look and the open, makes the open
+//! fail instead of reaching outside. Kernels without `openat2` (before 5.6, or a seccomp
+//! profile that refuses it with `ENOSYS`) get a component-by-component walk that refuses
+//! any link on the way. The search walk was its first user (it lives here for that); the
+//! daemon's file reads and writes open through it too.
 
 use std::fs::File;
 use std::io;
@@ -14,7 +15,7 @@ use std::sync::OnceLock;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat, openat2};
-use nix::sys::stat::Mode;
+use nix::sys::stat::{Mode, mkdirat};
 
 /// Why a file was not opened.
 #[derive(Debug, thiserror::Error)]
@@ -79,30 +80,77 @@ impl Within {
     }
 
     /// Opens the file at `path` for reading (non-blocking, so a file swapped for a FIFO
-    /// cannot hold the search), beneath the root its real location is in.
+    /// cannot hold the caller), beneath the root its real location is in.
     pub fn open(&self, path: &Path) -> Result<File, Refused> {
+        self.open_with(
+            path,
+            OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK,
+        )
+    }
+
+    /// Opens `path` (links followed) with `flags` (never `O_CREAT`), beneath the root its
+    /// real location is in.
+    pub fn open_with(&self, path: &Path, flags: OFlag) -> Result<File, Refused> {
         let real = std::fs::canonicalize(path)?;
         let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
-        let rest = if rest.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            rest
+        beneath(root, rest, flags | OFlag::O_CLOEXEC).map(File::from)
+    }
+
+    /// Opens the directory `dir` beneath its root, making it and its missing parents
+    /// first (as `mkdir -p`), each made relative to its parent's descriptor so none can be
+    /// made outside.
+    pub fn create_dir_all(&self, dir: &Path) -> Result<File, Refused> {
+        let components: Vec<Component<'_>> = dir.components().collect();
+        // The longest part that exists, by its real location; the rest is made below it.
+        let mut split = components.len();
+        let real = loop {
+            let prefix: PathBuf = components[..split].iter().collect();
+            match std::fs::canonicalize(&prefix) {
+                Ok(real) => break real,
+                Err(err) if err.kind() == io::ErrorKind::NotFound && split > 1 => split -= 1,
+                Err(err) => return Err(err.into()),
+            }
         };
-        let flags = OFlag::O_RDONLY | OFlag::O_CLOEXEC | OFlag::O_NOCTTY | OFlag::O_NONBLOCK;
-        let opened = if kernel_confines() {
-            let how = OpenHow::new()
-                .flags(flags)
-                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-            openat2(root, rest, how)
-        } else {
-            walk(root, rest, flags)
-        };
-        match opened {
-            Ok(fd) => Ok(File::from(fd)),
-            // Out of the root through a link, or a link where the real path had none.
-            Err(Errno::EXDEV | Errno::ELOOP) => Err(Refused::Outside),
-            Err(errno) => Err(Refused::Io(errno.into())),
+        let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+        let mut fd = beneath(root, rest, flags)?;
+        for component in &components[split..] {
+            let Component::Normal(name) = component else {
+                // `..` in what does not exist yet: not followed where it cannot be checked.
+                return Err(Refused::Outside);
+            };
+            match mkdirat(&fd, *name, Mode::from_bits_truncate(0o777)) {
+                Ok(()) | Err(Errno::EEXIST) => {}
+                Err(errno) => return Err(Refused::Io(errno.into())),
+            }
+            fd = openat(&fd, *name, flags | OFlag::O_NOFOLLOW, Mode::empty())
+                .map_err(|errno| Refused::Io(errno.into()))?;
         }
+        Ok(File::from(fd))
+    }
+}
+
+/// Opens `rest` (from a real path: no links unless one was swapped in since) beneath
+/// `root`, by the kernel's `openat2` or else the walk.
+fn beneath(root: &OwnedFd, rest: &Path, flags: OFlag) -> Result<OwnedFd, Refused> {
+    let rest = if rest.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rest
+    };
+    let opened = if kernel_confines() {
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+        openat2(root, rest, how)
+    } else {
+        walk(root, rest, flags)
+    };
+    match opened {
+        Ok(fd) => Ok(fd),
+        // Out of the root through a link, or a link where the real path had none.
+        Err(Errno::EXDEV | Errno::ELOOP) => Err(Refused::Outside),
+        Err(errno) => Err(Refused::Io(errno.into())),
     }
 }
 

@@ -210,14 +210,12 @@ impl Daemon {
     /// POSTs JSON and returns the body as text, whatever it is (an SSE stream read to its
     /// end, say).
     pub async fn post_text(&self, route: &str, body: &Value) -> String {
-        self.request(reqwest::Method::POST, route)
-            .json(body)
-            .send()
-            .await
-            .expect("request")
-            .text()
-            .await
-            .expect("body")
+        body_text(self.request(reqwest::Method::POST, route).json(body)).await
+    }
+
+    /// GETs and returns the body as text, whatever it is.
+    pub async fn get_text(&self, route: &str) -> String {
+        body_text(self.request(reqwest::Method::GET, route)).await
     }
 
     pub async fn get(&self, route: &str) -> (StatusCode, Value) {
@@ -344,6 +342,12 @@ pub fn remove_archive(archive: impl AsRef<Path>) {
 pub fn on_path(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|paths| std::env::split_paths(&paths).any(|dir| dir.join(program).exists()))
+}
+
+/// Sends a request and returns its body as text.
+pub async fn body_text(request: reqwest::RequestBuilder) -> String {
+    let response = request.send().await.expect("request");
+    response.text().await.expect("body")
 }
 
 /// Sends a request and returns its status and JSON body.

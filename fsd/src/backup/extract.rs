@@ -99,7 +99,8 @@ fn write_file(
     mode: u32,
     fill: impl FnOnce(&mut Destination) -> Result<u64, BackupError>,
 ) -> Result<u64, BackupError> {
-    let mut destination = Destination::open(target, None).map_err(|e| write_failed(target, e))?;
+    let mut destination =
+        Destination::open(target, None, None).map_err(|e| write_failed(target, e))?;
     let written = fill(&mut destination)?;
     destination
         .commit()

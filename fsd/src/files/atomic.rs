@@ -26,6 +26,7 @@ use nix::unistd::{UnlinkatFlags, unlinkat};
 use super::permissions::ModeSpec;
 use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
+use fsd_search::{Refused, Within};
 
 /// Mode of files that did not exist before.
 const NEW_FILE_MODE: u32 = 0o644;
@@ -41,7 +42,19 @@ pub enum AtomicWriteError {
     Special(Special),
     /// The target is a FIFO that no process has open for reading.
     NoReader,
+    /// Confined, and the target or its directory is outside the roots (a link swapped in
+    /// since the policy looked, say).
+    Outside,
     Io(io::Error),
+}
+
+impl From<Refused> for AtomicWriteError {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Outside => Self::Outside,
+            Refused::Io(err) => Self::Io(err),
+        }
+    }
 }
 
 impl From<io::Error> for AtomicWriteError {
@@ -65,12 +78,28 @@ pub enum Destination {
 
 impl Destination {
     /// Follows symlinks at `target` (even dangling ones) and opens what the write goes to.
-    /// A temp file's directory is recorded in `log` first, if one is given.
-    pub fn open(target: &Path, log: Option<&ScratchLog>) -> Result<Self, AtomicWriteError> {
+    /// A temp file's directory is recorded in `log` first, if one is given. Confined
+    /// (`beneath`), every open is beneath the roots, by the kernel.
+    pub fn open(
+        target: &Path,
+        log: Option<&ScratchLog>,
+        beneath: Option<&Within>,
+    ) -> Result<Self, AtomicWriteError> {
         let (target, special) = followed(target)?;
         match special {
             Some(kind) if kind.writable_into() => {
-                let file = special::open_for_write_into(&target).map_err(|err| {
+                let opened = match beneath {
+                    None => special::open_for_write_into(&target),
+                    Some(within) => match within.open_with(
+                        &target,
+                        OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY,
+                    ) {
+                        Ok(file) => Ok(file),
+                        Err(Refused::Outside) => return Err(AtomicWriteError::Outside),
+                        Err(Refused::Io(err)) => Err(err),
+                    },
+                };
+                let file = opened.map_err(|err| {
                     if kind == Special::Fifo && err.raw_os_error() == Some(Errno::ENXIO as i32) {
                         AtomicWriteError::NoReader
                     } else {
@@ -80,7 +109,7 @@ impl Destination {
                 Ok(Self::Into(Patient::bounded(file)))
             }
             Some(kind) => Err(AtomicWriteError::Special(kind)),
-            None => AtomicFile::create(&target, log).map(Self::Replace),
+            None => AtomicFile::create(&target, log, beneath).map(Self::Replace),
         }
     }
 
@@ -90,11 +119,12 @@ impl Destination {
     pub fn open_replacement(
         target: &Path,
         log: Option<&ScratchLog>,
+        beneath: Option<&Within>,
     ) -> Result<Option<Self>, AtomicWriteError> {
         let (target, special) = followed(target)?;
         match special {
             Some(_) => Ok(None),
-            None => AtomicFile::create(&target, log).map(|file| Some(Self::Replace(file))),
+            None => AtomicFile::create(&target, log, beneath).map(|file| Some(Self::Replace(file))),
         }
     }
 
@@ -206,7 +236,11 @@ fn existing(dir: &File, name: &OsStr) -> Result<Existing, AtomicWriteError> {
 impl AtomicFile {
     /// Creates missing parent directories and the temp file for `target`, a path whose last
     /// component is not a symlink (see [`Destination::open`]).
-    fn create(target: &Path, log: Option<&ScratchLog>) -> Result<Self, AtomicWriteError> {
+    fn create(
+        target: &Path,
+        log: Option<&ScratchLog>,
+        beneath: Option<&Within>,
+    ) -> Result<Self, AtomicWriteError> {
         let (Some(parent), Some(name)) = (target.parent(), target.file_name()) else {
             return Err(AtomicWriteError::IsDirectory);
         };
@@ -215,18 +249,31 @@ impl AtomicFile {
         } else {
             parent
         };
-        if let Err(err) = fs::create_dir_all(parent) {
+        let blocked = |err: io::Error| {
             let blocked = matches!(
                 err.kind(),
                 io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory
             );
-            return Err(if blocked {
+            if blocked {
                 AtomicWriteError::ParentNotDirectory
             } else {
                 AtomicWriteError::Io(err)
-            });
-        }
-        let dir = open_dir(parent)?;
+            }
+        };
+        // Confined, the directories are made and opened beneath the roots, each relative
+        // to its parent's descriptor; the temp file and the rename are relative to `dir`.
+        let dir = match beneath {
+            None => {
+                fs::create_dir_all(parent).map_err(blocked)?;
+                open_dir(parent)?
+            }
+            Some(within) => within
+                .create_dir_all(parent)
+                .map_err(|refused| match refused {
+                    Refused::Outside => AtomicWriteError::Outside,
+                    Refused::Io(err) => blocked(err),
+                })?,
+        };
         let previous = match existing(&dir, name)? {
             Existing::Nothing => None,
             Existing::Regular { mode, uid, gid } => Some((mode, uid, gid)),
@@ -367,7 +414,7 @@ pub fn write_bytes(
     bytes: &[u8],
     log: Option<&ScratchLog>,
 ) -> Result<(), AtomicWriteError> {
-    let mut destination = Destination::open(target, log)?;
+    let mut destination = Destination::open(target, log, None)?;
     destination.write_all(bytes)?;
     destination.commit()?;
     Ok(())
@@ -431,7 +478,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let target = dir.path().join("big.bin");
         let piece: Vec<u8> = (0..100_000u32).map(|index| (index % 251) as u8).collect();
-        let mut destination = Destination::open(&target, None).unwrap();
+        let mut destination = Destination::open(&target, None, None).unwrap();
         // Past several writeback steps, synced, then written on after the sync.
         for _ in 0..6 {
             destination.write_all(&piece).unwrap();
@@ -513,7 +560,7 @@ mod tests {
     #[test]
     fn an_abandoned_write_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
-        let mut file = Destination::open(&dir.path().join("x"), None).unwrap();
+        let mut file = Destination::open(&dir.path().join("x"), None, None).unwrap();
         file.write_all(b"partial").unwrap();
         drop(file);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);

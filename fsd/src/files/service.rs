@@ -21,7 +21,8 @@ use super::mime;
 use super::permissions::ModeSpec;
 use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
-use crate::paths::{Follow, PathPolicy, Paths};
+use crate::paths::{Follow, PathError, PathPolicy, Paths};
+use fsd_search::{Refused, Within};
 
 /// A file read whole, encoded for JSON.
 #[derive(Debug)]
@@ -80,8 +81,9 @@ impl FileService {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
-            let (file, meta) = open_readable(&path, &raw)?;
+            let (file, meta) = open_readable(&path, &raw, beneath.as_deref())?;
             let unknown = special::size_unknown(&file, &meta);
             if !unknown && meta.len() > MAX_ENCODED_READ_BYTES {
                 return Err(FileError::TooLarge {
@@ -147,8 +149,9 @@ impl FileService {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
-            let (mut file, meta) = open_readable(&path, &raw)?;
+            let (mut file, meta) = open_readable(&path, &raw, beneath.as_deref())?;
             let unknown = special::size_unknown(&file, &meta);
             let mut head = vec![0; mime::SNIFF_BYTES];
             let read = if unknown {
@@ -203,8 +206,9 @@ impl FileService {
     pub async fn open_for_download(&self, raw: &str) -> Result<Download, FileError> {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
-            let (file, meta) = open_readable(&path, &raw)?;
+            let (file, meta) = open_readable(&path, &raw, beneath.as_deref())?;
             Ok(if special::size_unknown(&file, &meta) {
                 Download::Stream(Patient::bounded(file))
             } else {
@@ -229,9 +233,11 @@ impl FileService {
         let raw = raw.to_string();
         let len = bytes.len() as u64;
         let scratch = self.scratch.clone();
+        let beneath = self.policy.beneath().cloned();
         let mode = blocking(move || {
             let failed = |err| write_error(err, &path, &raw);
-            let mut destination = Destination::open(&path, Some(&scratch)).map_err(failed)?;
+            let mut destination =
+                Destination::open(&path, Some(&scratch), beneath.as_deref()).map_err(failed)?;
             let io_failed = |err: io::Error| write_error(err.into(), &path, &raw);
             destination.write_all(&bytes).map_err(io_failed)?;
             destination.commit_with_mode(mode).map_err(io_failed)
@@ -245,8 +251,10 @@ impl FileService {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let scratch = self.scratch.clone();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
-            Destination::open(&path, Some(&scratch)).map_err(|err| write_error(err, &path, &raw))
+            Destination::open(&path, Some(&scratch), beneath.as_deref())
+                .map_err(|err| write_error(err, &path, &raw))
         })
         .await
     }
@@ -256,9 +264,13 @@ impl FileService {
     /// file, so that the ordinary path reports it. Blocking.
     pub fn open_replacement(&self, raw: &str) -> Option<Destination> {
         let path = self.policy.resolve("path", raw, Follow::Final).ok()?;
-        Destination::open_replacement(&path, Some(&self.scratch))
-            .ok()
-            .flatten()
+        Destination::open_replacement(
+            &path,
+            Some(&self.scratch),
+            self.policy.beneath().map(|b| &**b),
+        )
+        .ok()
+        .flatten()
     }
 
     /// Deletes a file or symlink; directories are refused, as in the reference.
@@ -468,8 +480,26 @@ pub fn blocking<T: Send + 'static>(
 
 /// Opens a file to read (following symlinks) without blocking in `open`; directories,
 /// FIFOs and sockets are refused with their own errors.
-fn open_readable(path: &Path, raw: &str) -> Result<(fs::File, fs::Metadata), FileError> {
-    let file = special::open_for_read(path).map_err(|err| {
+fn open_readable(
+    path: &Path,
+    raw: &str,
+    beneath: Option<&Within>,
+) -> Result<(fs::File, fs::Metadata), FileError> {
+    // Confined: opened beneath a root by the kernel, whatever link was swapped in since
+    // the policy looked.
+    let opened = match beneath {
+        None => special::open_for_read(path),
+        Some(within) => match within.open(path) {
+            Ok(file) => Ok(file),
+            Err(Refused::Outside) => {
+                return Err(FileError::Path(PathError::OutsideRoots {
+                    path: raw.to_string(),
+                }));
+            }
+            Err(Refused::Io(err)) => Err(err),
+        },
+    };
+    let file = opened.map_err(|err| {
         if err.kind() == io::ErrorKind::NotFound {
             return FileError::not_found("File", raw);
         }
@@ -527,6 +557,9 @@ fn write_error(err: AtomicWriteError, path: &Path, raw: &str) -> FileError {
         AtomicWriteError::NoReader => FileError::NoReader {
             path: raw.to_string(),
         },
+        AtomicWriteError::Outside => FileError::Path(PathError::OutsideRoots {
+            path: raw.to_string(),
+        }),
         AtomicWriteError::Io(err) => FileError::io("write", path)(err),
     }
 }

@@ -2,6 +2,9 @@
 //! workspace, and (under `--confine`) refusal of anything that escapes the allowed roots.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use fsd_search::Within;
 
 use fsd_api::MAX_PATH_BYTES;
 
@@ -21,27 +24,40 @@ pub struct PathPolicy {
     workspace: PathBuf,
     confine: bool,
     roots: Vec<PathBuf>,
+    /// Under `--confine`: the roots held open, so what is opened is opened beneath them by
+    /// the kernel, whatever a link swapped in since the check says.
+    beneath: Option<Arc<Within>>,
 }
 
 impl PathPolicy {
-    /// `workspace` and `extra_roots` must already be canonical.
-    pub fn new(workspace: PathBuf, confine: bool, extra_roots: Vec<PathBuf>) -> Self {
+    /// `workspace` and `extra_roots` must already be canonical (and, confined, open).
+    pub fn new(
+        workspace: PathBuf,
+        confine: bool,
+        extra_roots: Vec<PathBuf>,
+    ) -> std::io::Result<Self> {
         let mut roots = vec![workspace.clone()];
         roots.extend(extra_roots);
-        Self {
+        let beneath = match confine {
+            true => Some(Arc::new(Within::new(&roots)?)),
+            false => None,
+        };
+        Ok(Self {
             workspace,
             confine,
             roots,
-        }
+            beneath,
+        })
+    }
+
+    /// The opener of a confined daemon (`None` unconfined): files it opens stay beneath
+    /// the roots.
+    pub fn beneath(&self) -> Option<&Arc<Within>> {
+        self.beneath.as_ref()
     }
 
     pub fn workspace(&self) -> &Path {
         &self.workspace
-    }
-
-    /// The roots paths must stay in, under `--confine`.
-    pub fn confined_to(&self) -> Option<&[PathBuf]> {
-        self.confine.then_some(self.roots.as_slice())
     }
 
     /// Validates `raw` (the value of request field `field`) and resolves it against the
@@ -212,7 +228,7 @@ mod tests {
     use super::*;
 
     fn policy(dir: &Path) -> PathPolicy {
-        PathPolicy::new(std::fs::canonicalize(dir).unwrap(), true, vec![])
+        PathPolicy::new(std::fs::canonicalize(dir).unwrap(), true, vec![]).unwrap()
     }
 
     #[test]
@@ -234,7 +250,7 @@ mod tests {
 
     #[test]
     fn the_daemons_own_proc_entries_are_refused() {
-        let policy = PathPolicy::new(PathBuf::from("/"), false, vec![]);
+        let policy = PathPolicy::new(PathBuf::from("/"), false, vec![]).unwrap();
         let own = std::process::id();
         for path in [
             "/proc/self/environ".to_string(),
@@ -267,7 +283,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/proc/self/environ", dir.path().join("env")).unwrap();
         std::os::unix::fs::symlink("/proc", dir.path().join("p")).unwrap();
-        let policy = PathPolicy::new(dir.path().to_path_buf(), false, vec![]);
+        let policy = PathPolicy::new(dir.path().to_path_buf(), false, vec![]).unwrap();
         assert!(policy.resolve("path", "env", Follow::Final).is_err());
         assert!(
             policy

@@ -1,14 +1,12 @@
 //! What a search request asks for, checked and bounded: each field out of range is named.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use fsd_api::ErrorCode;
 use fsd_api::search::{
     DEFAULT_MAX_LINE_BYTES, DEFAULT_MAX_RESULTS, DEFAULT_TIMEOUT_MS, MAX_CONTEXT,
     MAX_LINE_BYTES_LIMIT, MAX_RESULTS_LIMIT, MAX_TIMEOUT_MS, SearchRequest,
 };
-use fsd_search::{Query, Within};
+use fsd_search::Query;
 
 use crate::error::ApiError;
 use crate::paths::{Follow, Paths};
@@ -62,13 +60,7 @@ pub async fn query(paths: &Paths, req: &SearchRequest) -> Result<Query, ApiError
         no_ignore: req.no_ignore.unwrap_or(false),
         follow_links: req.follow_links.unwrap_or(false),
         // Under `--confine`, the kernel keeps every file the walk opens beneath the roots.
-        within: paths
-            .policy()
-            .confined_to()
-            .map(Within::new)
-            .transpose()
-            .map_err(|error| ApiError::new(ErrorCode::InternalError, error.to_string()))?
-            .map(Arc::new),
+        within: paths.policy().beneath().cloned(),
         context: context as usize,
         max_results: bounded(
             "maxResults",

@@ -6,6 +6,42 @@ use fsd_tests::{Daemon, Options, assert_error};
 use reqwest::{Method, StatusCode};
 use serde_json::json;
 
+/// A process in the sandbox swapping two names (a directory and a link out) with
+/// `RENAME_EXCHANGE`, as fast as it can, until stopped.
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl Swapper {
+    fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Swapper {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0;
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                nix::fcntl::renameat2(
+                    nix::fcntl::AT_FDCWD,
+                    &a,
+                    nix::fcntl::AT_FDCWD,
+                    &b,
+                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                )
+                .unwrap();
+                swaps += 1;
+            }
+            swaps
+        });
+        Swapper { stop, thread }
+    }
+
+    /// Stops the swaps; answers how many were made.
+    fn stop(self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap()
+    }
+}
+
 fn confined(extra: Vec<std::path::PathBuf>) -> Daemon {
     Daemon::start_with(Options {
         confine: true,
@@ -349,8 +385,6 @@ async fn search_and_replace_do_not_follow_a_link_out() {
 
 #[tokio::test]
 async fn a_directory_swapped_for_a_link_out_during_searches_leaks_nothing() {
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     let outside = tempfile::tempdir().unwrap();
     for i in 0..20 {
         std::fs::write(outside.path().join(format!("f{i}.txt")), "needle secret\n").unwrap();
@@ -363,25 +397,7 @@ async fn a_directory_swapped_for_a_link_out_during_searches_leaks_nothing() {
     symlink(outside.path(), daemon.path("alt")).unwrap();
     // A process in the sandbox swaps `sub` (a directory) and `alt` (a link out), atomically,
     // as fast as it can, for as long as the searches run.
-    let stop = Arc::new(AtomicBool::new(false));
-    let swaps = Arc::new(AtomicU64::new(0));
-    let swapper = {
-        let (stop, swaps) = (stop.clone(), swaps.clone());
-        let (sub, alt) = (daemon.path("sub"), daemon.path("alt"));
-        std::thread::spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                nix::fcntl::renameat2(
-                    nix::fcntl::AT_FDCWD,
-                    &sub,
-                    nix::fcntl::AT_FDCWD,
-                    &alt,
-                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-                )
-                .unwrap();
-                swaps.fetch_add(1, Ordering::Relaxed);
-            }
-        })
-    };
+    let swapper = Swapper::start(daemon.path("sub"), daemon.path("alt"));
     let mut answered = 0;
     for round in 0..200 {
         let follow = round % 2 == 0;
@@ -396,13 +412,8 @@ async fn a_directory_swapped_for_a_link_out_during_searches_leaks_nothing() {
         assert!(!text.contains("secret"), "round {round}: {reply}");
         answered += 1;
     }
-    stop.store(true, Ordering::Relaxed);
-    swapper.join().unwrap();
     assert_eq!(answered, 200);
-    assert!(
-        swaps.load(Ordering::Relaxed) > 200,
-        "the swaps ran alongside"
-    );
+    assert!(swapper.stop() > 200, "the swaps ran alongside");
     // The outside is as it was.
     for i in 0..20 {
         assert_eq!(
@@ -410,4 +421,64 @@ async fn a_directory_swapped_for_a_link_out_during_searches_leaks_nothing() {
             "needle secret\n"
         );
     }
+}
+
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_during_reads_and_writes_leaks_nothing() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("f.txt"), "secret").unwrap();
+    let daemon = confined(vec![]);
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    std::fs::write(daemon.path("sub/f.txt"), "inside").unwrap();
+    symlink(outside.path(), daemon.path("alt")).unwrap();
+    // A process in the sandbox swaps `sub` (a directory) and `alt` (a link out) as fast as
+    // it can while reads and writes through `sub` run.
+    let swapper = Swapper::start(daemon.path("sub"), daemon.path("alt"));
+    let (mut read_inside, mut refused) = (0, 0);
+    for round in 0..300 {
+        let (status, reply) = daemon.post("/api/read", json!({"path": "sub/f.txt"})).await;
+        assert!(
+            !reply.to_string().contains("secret"),
+            "round {round}: {reply}"
+        );
+        match status.as_u16() {
+            200 => read_inside += 1,
+            403 | 404 => refused += 1,
+            other => panic!("round {round}: {other} {reply}"),
+        }
+        let raw = daemon.get_text("/api/files/raw?path=sub/f.txt").await;
+        assert!(!raw.contains("secret"), "round {round}: {raw}");
+        let (status, reply) = daemon
+            .post(
+                "/api/write",
+                json!({"path": format!("sub/nested/w{round}.txt"), "content": "x"}),
+            )
+            .await;
+        assert!(
+            [200, 403, 404].contains(&status.as_u16()),
+            "round {round}: {status} {reply}"
+        );
+        let (status, reply) = daemon
+            .post(
+                "/api/write",
+                json!({"path": "sub/f.txt", "content": "inside"}),
+            )
+            .await;
+        assert!(
+            [200, 403, 404].contains(&status.as_u16()),
+            "round {round}: {status} {reply}"
+        );
+    }
+    assert!(swapper.stop() > 300, "the swaps ran alongside");
+    assert!(read_inside > 0 && refused > 0, "{read_inside} {refused}");
+    // Nothing outside was read (above), written, made or replaced.
+    let names: Vec<String> = std::fs::read_dir(outside.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["f.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(outside.path().join("f.txt")).unwrap(),
+        "secret"
+    );
 }

@@ -203,14 +203,7 @@ async fn prometheus_text_carries_the_figures_and_the_requests() {
             .await
             .unwrap();
     }
-    let text = daemon
-        .request(reqwest::Method::GET, "/metrics")
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = daemon.get_text("/metrics").await;
     assert!(!text.contains("BREW") && !text.contains("WHEN"), "{text}");
     assert!(
         text.contains(
