@@ -112,6 +112,48 @@ async fn run(plan: &Plan) {
     }
     println!();
 
+    // What `--confine` costs: the same small write and read against a confined daemon
+    // (every open beneath the workspace by `openat2`), the two daemons taking turns.
+    let confined = Daemon::start_with(fsd_tests::Options {
+        confine: true,
+        ..fsd_tests::Options::default()
+    });
+    let mut turns: [Vec<Duration>; 4] = Default::default();
+    for i in 0..plan.small_iterations + 50 {
+        for (which, target) in [(0, &daemon), (2, &confined)] {
+            let start = Instant::now();
+            post(
+                &client,
+                target,
+                "/api/write",
+                json!({"path": "small.txt", "content": content}),
+            )
+            .await;
+            let written = Instant::now();
+            post(&client, target, "/api/read", json!({"path": "small.txt"})).await;
+            if i >= 50 {
+                turns[which].push(written - start);
+                turns[which + 1].push(written.elapsed());
+            }
+        }
+    }
+    println!("the cost of --confine (the same 100 B write and read, daemons taking turns)");
+    let [mut open_write, mut open_read, mut confined_write, mut confined_read] = turns;
+    for (label, samples) in [
+        ("write, unconfined", &mut open_write),
+        ("write, --confine", &mut confined_write),
+        ("read, unconfined", &mut open_read),
+        ("read, --confine", &mut confined_read),
+    ] {
+        println!(
+            "  {label:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
+            ms(pct(samples, 50.0)),
+            ms(pct(samples, 99.0))
+        );
+    }
+    drop(confined);
+    println!();
+
     // 1 MiB of random bytes as base64 JSON, the body built once (as curl sends a file), beside
     // the floor: the same base64 decoded (with the daemon's decoder) and written by create +
     // write + fsync + rename here; for reads, the file read and encoded.
