@@ -138,7 +138,12 @@ async fn run(plan: &Plan) {
         }
     }
     println!("the cost of --confine (the same 100 B write and read, daemons taking turns)");
-    let [mut open_write, mut open_read, mut confined_write, mut confined_read] = turns;
+    let [
+        mut open_write,
+        mut open_read,
+        mut confined_write,
+        mut confined_read,
+    ] = turns;
     for (label, samples) in [
         ("write, unconfined", &mut open_write),
         ("write, --confine", &mut confined_write),
