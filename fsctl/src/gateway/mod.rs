@@ -22,4 +22,5 @@ mod serve;
 mod start;
 mod state;
 
-pub use start::{GatewayArgs, Tokens, run, start};
+pub use proxy::Tokens;
+pub use start::{GatewayArgs, run, start};

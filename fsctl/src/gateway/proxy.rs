@@ -15,6 +15,15 @@ use super::state::Exposures;
 /// How long a sandbox's run id is trusted before it is asked again.
 const RUNTIME_TTL: Duration = Duration::from_secs(1);
 
+/// What the gateway asks of its callers, and how it reaches each daemon.
+pub struct Tokens {
+    /// The trusted side's token: the admin and route APIs require it; daemons are reached
+    /// with it when there is no sandbox key.
+    pub callers: Option<String>,
+    /// Derives each sandbox's own daemon token (see `sandbox_token`).
+    pub sandbox_key: Option<String>,
+}
+
 pub struct Gateway {
     pub(super) exposures: Mutex<Exposures>,
     /// A daemon URL, `{id}` standing for the sandbox id.
@@ -33,7 +42,7 @@ impl Gateway {
         exposures: Exposures,
         template: String,
         hostname: String,
-        tokens: super::start::Tokens,
+        tokens: Tokens,
     ) -> Result<Arc<Gateway>, SdkError> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())

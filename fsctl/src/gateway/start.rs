@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use fsd_sdk::SdkError;
 
+use super::proxy::Tokens;
+
 #[derive(Debug, clap::Args)]
 pub struct GatewayArgs {
     /// Address to serve on (port 0 picks a free one; the line on stdout names it).
@@ -51,15 +53,6 @@ pub async fn run(
     println!("fsctl gateway listening on {}", running.url);
     running.task.await.map_err(std::io::Error::other)??;
     Ok(ExitCode::SUCCESS)
-}
-
-/// What the gateway asks of its callers, and how it reaches each daemon.
-pub struct Tokens {
-    /// The trusted side's token: the admin and route APIs require it; daemons are reached
-    /// with it when there is no sandbox key.
-    pub callers: Option<String>,
-    /// Derives each sandbox's own daemon token (see `sandbox_token`).
-    pub sandbox_key: Option<String>,
 }
 
 /// A gateway serving in the background (`fsctl up` runs one).
