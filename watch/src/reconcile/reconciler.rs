@@ -565,7 +565,14 @@ impl Reconciler {
             return;
         }
         if let Some(id) = loose {
-            let same = entry.stat.kind != Kind::Dir || backend.same_dir(&path, id) != Some(false);
+            // A rename keeps a file's mtime; a file with the inode number of one that just
+            // left but another mtime is a new file that got the number back (an atomic
+            // save frees one, the next file made takes it), or one moved and written at
+            // once: told as made, which is exact either way.
+            let same = match entry.stat.kind {
+                Kind::Dir => backend.same_dir(&path, id) != Some(false),
+                _ => self.tree.node(id).stat.mtime == entry.stat.mtime,
+            };
             if same {
                 self.moved(id, &entry, batch, backend);
                 return;
