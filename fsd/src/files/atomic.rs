@@ -48,15 +48,6 @@ pub enum AtomicWriteError {
     Io(io::Error),
 }
 
-impl From<Refused> for AtomicWriteError {
-    fn from(refused: Refused) -> Self {
-        match refused {
-            Refused::Outside => Self::Outside,
-            Refused::Io(err) => Self::Io(err),
-        }
-    }
-}
-
 impl From<io::Error> for AtomicWriteError {
     fn from(err: io::Error) -> Self {
         Self::Io(err)

@@ -160,7 +160,7 @@ impl Patient {
     }
 
     fn wait(&self, events: PollFlags) -> io::Result<()> {
-        let stalled = |why| Err(io::Error::new(io::ErrorKind::TimedOut, why));
+        let stalled = |why| Err(stalled(why));
         match &self.patience {
             Patience::Bounded(limit) => {
                 if poll_once(&self.file, events, *limit)? {
@@ -206,6 +206,11 @@ pub fn read_ready(file: &mut File, buf: &mut [u8]) -> io::Result<usize> {
     }
 }
 
+/// A bounded wait that ran out, as an I/O error.
+fn stalled(why: Stalled) -> io::Error {
+    io::Error::new(io::ErrorKind::TimedOut, why)
+}
+
 /// Whether `file` became ready for `events` within `timeout`.
 fn poll_once(file: &File, events: PollFlags, timeout: Duration) -> io::Result<bool> {
     let timeout = PollTimeout::try_from(timeout).unwrap_or(PollTimeout::MAX);
@@ -226,10 +231,7 @@ impl Read for Patient {
         if let Patience::Whole { total, until, .. } = &self.patience
             && Instant::now() >= *until
         {
-            return Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                Stalled::Total(*total),
-            ));
+            return Err(stalled(Stalled::Total(*total)));
         }
         loop {
             match self.file.read(buf) {

@@ -22,9 +22,8 @@ pub enum Follow {
 #[derive(Debug, Clone)]
 pub struct PathPolicy {
     workspace: PathBuf,
-    confine: bool,
     roots: Vec<PathBuf>,
-    /// Under `--confine`: the roots held open, so what is opened is opened beneath them by
+    /// Under `--confine` (and only then): the roots held open, so what is opened is opened beneath them by
     /// the kernel, whatever a link swapped in since the check says.
     beneath: Option<Arc<Within>>,
 }
@@ -44,7 +43,6 @@ impl PathPolicy {
         };
         Ok(Self {
             workspace,
-            confine,
             roots,
             beneath,
         })
@@ -83,7 +81,7 @@ impl PathPolicy {
         validate(field, raw)?;
         // Rebuilding from components drops `.` and doubled slashes; `..` stays for the kernel.
         let path: PathBuf = base.join(raw).components().collect();
-        if self.confine {
+        if self.beneath.is_some() {
             let real = real_path(&path, follow);
             if !self.roots.iter().any(|root| real.starts_with(root)) {
                 return Err(PathError::OutsideRoots {

@@ -11,7 +11,7 @@ use fsd_api::search::{
     DEFAULT_MAX_FILES, MAX_FILES_LIMIT, MAX_RESULTS_LIMIT, ReplaceRequest, ReplaceResponse,
     ReplacedFile, SearchEvent, SearchMatch, SearchRequest, SearchResponse, Skipped,
 };
-use fsd_search::{Found, Query, Refused, Replacer, Stopped, Summary};
+use fsd_search::{Found, Query, Refused, Replacer, Stopped, Summary, Within};
 use futures_util::StreamExt;
 use std::io::Read;
 use tokio::sync::mpsc;
@@ -55,14 +55,27 @@ fn stopped(summary: &Summary) -> Option<String> {
     }
 }
 
-/// Runs `query` on the blocking pool; each result goes to `results` (the search stops when
-/// nobody takes them).
+/// A file the search found, read whole for a replace: confined, beneath its root, as the
+/// search read it.
+fn read_found(within: Option<&Within>, path: &std::path::Path) -> Result<Vec<u8>, Refused> {
+    match within {
+        None => Ok(std::fs::read(path)?),
+        Some(within) => {
+            let mut content = Vec::new();
+            within.open(path)?.read_to_end(&mut content)?;
+            Ok(content)
+        }
+    }
+}
+
 fn skipped(summary: &Summary) -> Skipped {
     Skipped {
         outside: summary.outside,
     }
 }
 
+/// Runs `query` on the blocking pool; each result goes to `results` (the search stops when
+/// nobody takes them).
 fn start(
     query: Query,
     results: mpsc::Sender<Found>,
@@ -199,21 +212,10 @@ pub async fn replace(
     let mut replacements = 0;
     for path in paths.into_iter().take(max_files as usize) {
         let raw = display(&path);
-        // Confined: read beneath the root, as the search read it.
-        let read = match within.clone() {
-            None => tokio::fs::read(&path).await.map_err(Refused::Io),
-            Some(within) => {
-                let path = path.clone();
-                tokio::task::spawn_blocking(move || {
-                    let mut content = Vec::new();
-                    within
-                        .open(&path)
-                        .and_then(|mut file| Ok(file.read_to_end(&mut content).map(|_| content)?))
-                })
-                .await
-                .unwrap_or_else(|join| Err(Refused::Io(std::io::Error::other(join))))
-            }
-        };
+        let (within, found) = (within.clone(), path.clone());
+        let read = tokio::task::spawn_blocking(move || read_found(within.as_deref(), &found))
+            .await
+            .unwrap_or_else(|join| Err(Refused::Io(std::io::Error::other(join))));
         let content = match read {
             Ok(content) => content,
             Err(Refused::Outside) => {
