@@ -65,6 +65,25 @@ impl Filter {
     pub fn prunes_dir(&self, relative: &str) -> bool {
         self.include.is_empty() && !self.allows(relative)
     }
+
+    /// Whether a directory's pruning follows from its own name alone, so a directory moved
+    /// never brings a pruned one inside it into view (every exclude is one segment, or
+    /// includes are given and nothing is pruned).
+    pub fn prunes_by_name(&self) -> bool {
+        !self.include.is_empty() || self.exclude.iter().all(|p| p.len() == 1)
+    }
+
+    /// Whether a directory moved between two names that this filter judges alike keeps
+    /// the verdict of everything inside it, so the directory's own event tells the move
+    /// whole: every pattern is one segment, so a path's verdict comes from its segments
+    /// one by one; a reported directory carries what it holds, and an unreported one
+    /// hides it unless an include may match something inside.
+    pub fn moves_whole(&self, reported: bool) -> bool {
+        let one_segment = |patterns: &[Vec<String>]| patterns.iter().all(|p| p.len() == 1);
+        one_segment(&self.include)
+            && one_segment(&self.exclude)
+            && (reported || self.include.is_empty())
+    }
 }
 
 fn compile(pattern: &str) -> Result<Vec<String>, GlobError> {
@@ -150,6 +169,23 @@ mod tests {
         assert!(!filter.allows("src/lib.rsx"));
         assert!(filter.allows("x/abc/y"));
         assert!(!filter.allows("x/abbc/y"));
+    }
+
+    #[test]
+    fn a_move_is_whole_only_when_no_verdict_inside_can_change() {
+        let defaults = Filter::new(&[], &[]).unwrap();
+        assert!(defaults.moves_whole(true));
+        assert!(defaults.moves_whole(false));
+        // `mv x a`: `x/b` was reported, `a/b` is not.
+        let deep = Filter::new(&[], &strings(&["a/b"])).unwrap();
+        assert!(!deep.moves_whole(true));
+        // `mv a x`: `a/b` was pruned, `x/b` is watched.
+        assert!(!deep.prunes_by_name());
+        assert!(defaults.prunes_by_name());
+        // `mv src lib`: neither is reported, `src/x.rs` and `lib/x.rs` are.
+        let include = Filter::new(&strings(&["*.rs"]), &[]).unwrap();
+        assert!(include.moves_whole(true));
+        assert!(!include.moves_whole(false));
     }
 
     #[test]

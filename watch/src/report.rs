@@ -69,6 +69,25 @@ impl Reporter {
         !scratch::is_scratch(path) && self.filter.allows(&self.relative(path))
     }
 
+    /// Whether a moved directory may hold directories that were pruned and are wanted now
+    /// (see [`Filter::prunes_by_name`]).
+    pub fn moves_unprune(&self) -> bool {
+        !self.filter.prunes_by_name()
+    }
+
+    /// Whether a directory's move from `from` to `to` is told by its own event alone (see
+    /// [`Filter::moves_whole`]); otherwise what it holds is told entry by entry.
+    pub fn moves_whole(&self, from: &Path, to: &Path) -> bool {
+        let reported = self.reported(from);
+        reported == self.reported(to) && self.filter.moves_whole(reported)
+    }
+
+    /// Whether an event for the directory `path` speaks for what it holds: it is reported
+    /// (a list takes its subtree along), or the filter hides everything below it.
+    pub fn tells_inside(&self, path: &Path) -> bool {
+        self.reported(path) || self.filter.moves_whole(false)
+    }
+
     /// Emits `kind` for `path` if it is reported.
     pub fn report(&self, kind: EventKind, path: PathBuf, is_dir: bool) {
         if self.reported(&path) {
@@ -79,7 +98,8 @@ impl Reporter {
     /// A rename inside the tree. A scratch file of fsd's renamed into place is the write it
     /// finishes: the target's `create` and `modify` when it is new, its `modify` when it
     /// replaces a file (as a shell's `echo > file` shows); returns true then. Otherwise one
-    /// rename, or a delete or a move in when the filter sees only one side.
+    /// rename, or a delete or a create when the filter sees only one side (what the
+    /// emitter tells a directory's contents with).
     pub fn renamed(&self, from: PathBuf, to: PathBuf, is_dir: bool) -> bool {
         if let Some(kind) = scratch_kind(&from) {
             if kind != ScratchKind::Replace {
@@ -91,7 +111,7 @@ impl Reporter {
         match (self.reported(&from), self.reported(&to)) {
             (true, true) => self.emit(EventKind::Rename, to, Some(from), is_dir),
             (true, false) => self.emit(EventKind::Delete, from, None, is_dir),
-            (false, true) => self.emit(EventKind::MoveIn, to, None, is_dir),
+            (false, true) => self.emit(EventKind::Create, to, None, is_dir),
             (false, false) => {}
         }
         false

@@ -62,7 +62,8 @@ impl Watcher {
 
     /// Resolves once every change made before this call has been sent on the event channel
     /// (or the watch has ended). The inotify engine reads the kernel's queue to the end
-    /// first; the `notify` engine cannot see the crate's queue and resolves at once.
+    /// first; the `notify` engine writes a cookie in the root and waits for the crate to
+    /// hand over its event.
     pub fn caught_up(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
         let answer = self.running.catch_up().map(|catch_up| catch_up.request());
         async move {

@@ -40,6 +40,29 @@ fn has(events: &[Event], kind: EventKind, path: &Path) -> bool {
     events.iter().any(|e| e.kind == kind && e.path == path)
 }
 
+/// The change list `events` make, as (path under `root`, change) lines.
+fn listed(events: &[Event], root: &Path) -> Vec<(String, String)> {
+    let listed = fsd_watch::changes::list(events, 1000).expect("an exact list");
+    listed
+        .iter()
+        .map(|l| {
+            let path = l.path.strip_prefix(root).unwrap().display().to_string();
+            (path, format!("{:?}", l.change))
+        })
+        .collect()
+}
+
+/// Asserts each (path, change) is in the list `events` make.
+fn assert_listed(events: &[Event], root: &Path, expected: &[(&str, &str)]) {
+    let lines = listed(events, root);
+    for (path, change) in expected {
+        assert!(
+            lines.contains(&(path.to_string(), change.to_string())),
+            "{path} {change}: {lines:?} from {events:?}"
+        );
+    }
+}
+
 fn root() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
@@ -319,14 +342,7 @@ async fn a_rename_then_a_move_in_to_the_same_name_are_both_told() {
     std::fs::rename(outside.join("n"), root.join("p")).unwrap();
     let seen = drain(&mut events, Duration::from_millis(400)).await;
     // Replayed on the tree there was, the events give the tree there is.
-    let listed = fsd_watch::changes::list(&seen, 1000).expect("an exact list");
-    let lines: Vec<(String, String)> = listed
-        .iter()
-        .map(|l| {
-            let path = l.path.strip_prefix(&root).unwrap().display().to_string();
-            (path, format!("{:?}", l.change))
-        })
-        .collect();
+    let lines = listed(&seen, &root);
     assert!(
         lines.contains(&("d".into(), "Deleted".into())),
         "{lines:?} from {seen:?}"
@@ -338,5 +354,98 @@ async fn a_rename_then_a_move_in_to_the_same_name_are_both_told() {
     assert!(
         lines.contains(&("p/new".into(), "Created".into())),
         "{lines:?} from {seen:?}"
+    );
+}
+
+/// A dependency directory the default filter hides, written to while hidden, then renamed
+/// into view: everything in it comes out, though the `notify` crate told of its writes.
+#[tokio::test]
+async fn a_hidden_directory_written_then_renamed_into_view_brings_everything() {
+    let (_dir, root) = root();
+    let (watcher, mut events) = start(&root);
+    std::fs::create_dir_all(root.join("node_modules/pkg/lib")).unwrap();
+    std::fs::write(root.join("node_modules/pkg/lib/index.js"), "1").unwrap();
+    watcher.caught_up().await;
+    std::fs::write(root.join("node_modules/pkg/lib/index.js"), "22").unwrap();
+    std::fs::write(root.join("node_modules/pkg/package.json"), "{}").unwrap();
+    watcher.caught_up().await;
+    std::fs::rename(root.join("node_modules"), root.join("vendor")).unwrap();
+    watcher.caught_up().await;
+    let seen = drain(&mut events, Duration::from_millis(200)).await;
+    assert_listed(
+        &seen,
+        &root,
+        &[
+            ("vendor", "Created"),
+            ("vendor/pkg", "Created"),
+            ("vendor/pkg/lib", "Created"),
+            ("vendor/pkg/lib/index.js", "Created"),
+            ("vendor/pkg/package.json", "Created"),
+        ],
+    );
+    assert!(
+        seen.iter()
+            .all(|e| !e.path.starts_with(root.join("node_modules"))),
+        "nothing of the hidden directory: {seen:?}"
+    );
+}
+
+/// A watched directory moved under a hidden name, changed there, and moved out again: it
+/// is deleted, then made again with what it holds now, nothing of its stay told.
+#[tokio::test]
+async fn a_directory_hidden_changed_and_shown_again_is_told_as_it_is() {
+    let (_dir, root) = root();
+    std::fs::create_dir_all(root.join("src/a")).unwrap();
+    std::fs::write(root.join("src/a/f"), "f").unwrap();
+    let (watcher, mut events) = start(&root);
+    std::fs::rename(root.join("src"), root.join("node_modules")).unwrap();
+    watcher.caught_up().await;
+    std::fs::write(root.join("node_modules/a/g"), "g").unwrap();
+    std::fs::remove_file(root.join("node_modules/a/f")).unwrap();
+    watcher.caught_up().await;
+    std::fs::rename(root.join("node_modules"), root.join("lib")).unwrap();
+    watcher.caught_up().await;
+    let seen = drain(&mut events, Duration::from_millis(200)).await;
+    assert_listed(
+        &seen,
+        &root,
+        &[
+            ("src", "Deleted"),
+            ("lib", "Created"),
+            ("lib/a", "Created"),
+            ("lib/a/g", "Created"),
+        ],
+    );
+    let lines = listed(&seen, &root);
+    assert!(
+        !lines.iter().any(|(path, _)| path == "lib/a/f"),
+        "{lines:?}"
+    );
+}
+
+/// With an include, a directory the filter does not report holds files it does: moved,
+/// they are told at their new names and gone from their old ones.
+#[tokio::test]
+async fn an_unreported_directory_moved_carries_its_reported_files() {
+    let (_dir, root) = root();
+    std::fs::create_dir_all(root.join("src/deep")).unwrap();
+    std::fs::write(root.join("src/deep/lib.rs"), "fn main() {}").unwrap();
+    std::fs::write(root.join("src/notes.txt"), "n").unwrap();
+    let filter = Filter::new(&["*.rs".to_string()], &[]).unwrap();
+    let (watcher, mut events) = Watcher::start_with(engine(), &root, filter, true).unwrap();
+    std::fs::rename(root.join("src"), root.join("crate")).unwrap();
+    watcher.caught_up().await;
+    let seen = drain(&mut events, Duration::from_millis(200)).await;
+    assert_listed(
+        &seen,
+        &root,
+        &[
+            ("src/deep/lib.rs", "Deleted"),
+            ("crate/deep/lib.rs", "Created"),
+        ],
+    );
+    assert!(
+        seen.iter().all(|e| !e.path.ends_with("notes.txt")),
+        "{seen:?}"
     );
 }

@@ -17,4 +17,7 @@ pub(crate) struct Batch {
     /// Directories that could not be listed at their recorded path (an ancestor moved):
     /// listed once found again.
     pub(super) waiting: HashSet<NodeId>,
+    /// Watched directories moved to where the filter prunes them: unwatched, and what they
+    /// hold forgotten, once the batch is emitted.
+    pub(super) pruned: Vec<NodeId>,
 }

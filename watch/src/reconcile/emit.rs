@@ -264,8 +264,20 @@ impl Emitter<'_> {
     /// Takes a node off the told tree; `tell`: as a delete event.
     fn unplace(&mut self, id: NodeId, tell: bool) {
         if tell {
+            let path = self.path(id);
+            // A directory the filter does not report may hold entries it does: each is
+            // told, or a list would keep them.
+            if self.is_dir(id) && !self.reporter.tells_inside(&path) {
+                for (child, relative) in self.told_subtree(id).into_iter().rev() {
+                    self.reporter.report(
+                        EventKind::Delete,
+                        path.join(relative),
+                        self.is_dir(child),
+                    );
+                }
+            }
             self.reporter
-                .report(EventKind::Delete, self.path(id), self.is_dir(id));
+                .report(EventKind::Delete, path, self.is_dir(id));
         }
         self.vacate(id);
         self.cur.insert(id, None);
@@ -275,7 +287,90 @@ impl Emitter<'_> {
         let from = self.path(id);
         self.settle(id);
         let to = self.path(id);
-        self.reporter.renamed(from, to, self.is_dir(id));
+        if !self.is_dir(id) || self.reporter.moves_whole(&from, &to) {
+            self.reporter.renamed(from, to, self.is_dir(id));
+            return;
+        }
+        // A directory whose move changes what the filter reports inside it (it came out
+        // of an exclude, or a pattern of several segments or an include sees part of it at
+        // one name only): what it holds is told entry by entry, so a list made from the
+        // events has every entry the filter shows at the new names and none it hides.
+        let inside = self.told_subtree(id);
+        let old_seen = self.reporter.reported(&from);
+        let new_seen = self.reporter.reported(&to);
+        let carried = old_seen && new_seen;
+        // Entries told as deleted at their old name before the move (what they hold with
+        // them), and entries to tell as made after it.
+        let mut dropped: HashSet<PathBuf> = HashSet::new();
+        let mut made: Vec<(NodeId, PathBuf)> = Vec::new();
+        for (child, relative) in inside {
+            let old = self.reporter.reported(&from.join(&relative));
+            let new = self.reporter.reported(&to.join(&relative));
+            let with_dropped = relative.ancestors().any(|up| dropped.contains(up));
+            // Whether a list still holds the entry at its old name when the move is told:
+            // the directory's rename takes it along, its delete takes it away.
+            let held = old && !old_seen && !with_dropped;
+            let taken_along = old && carried && !with_dropped;
+            if held || (taken_along && !new) {
+                self.reporter
+                    .report(EventKind::Delete, from.join(&relative), self.is_dir(child));
+                dropped.insert(relative.clone());
+            }
+            if new && !taken_along {
+                made.push((child, to.join(&relative)));
+            }
+        }
+        self.reporter.renamed(from, to, true);
+        for (child, path) in made {
+            self.tell_made(child, path);
+        }
+    }
+
+    /// What the told tree holds below `id`, parents first, with paths relative to it.
+    fn told_subtree(&self, id: NodeId) -> Vec<(NodeId, PathBuf)> {
+        // Nodes of the batch told in a directory that the tree does not hold them in.
+        let mut elsewhere: HashMap<NodeId, Vec<(NodeId, &OsStr)>> = HashMap::new();
+        for (&node, place) in &self.cur {
+            if let Some((parent, name)) = place
+                && !self.tree.get(node).is_some_and(|n| {
+                    n.parent == *parent
+                        && self.tree.node(*parent).children.get(&n.name) == Some(&node)
+                })
+            {
+                elsewhere
+                    .entry(*parent)
+                    .or_default()
+                    .push((node, name.as_os_str()));
+            }
+        }
+        let mut out = Vec::new();
+        let mut stack = vec![(id, PathBuf::new())];
+        while let Some((dir, relative)) = stack.pop() {
+            let here = self.tree.node(dir).children.values().filter_map(|&child| {
+                match self.place(child) {
+                    Some((parent, name)) if parent == dir => Some((child, name)),
+                    _ => None,
+                }
+            });
+            let moved_here = elsewhere.get(&dir).into_iter().flatten().copied();
+            for (child, name) in here.chain(moved_here) {
+                let path = relative.join(name);
+                out.push((child, path.clone()));
+                stack.push((child, path));
+            }
+        }
+        out
+    }
+
+    /// Tells one node as made at `path`: a file with content as made and written, as the
+    /// kernel tells it.
+    fn tell_made(&self, id: NodeId, path: PathBuf) {
+        let stat = self.tree.node(id).stat;
+        self.reporter
+            .report(EventKind::Create, path.clone(), stat.kind == Kind::Dir);
+        if stat.kind == Kind::File && stat.size > 0 {
+            self.reporter.report(EventKind::Modify, path, false);
+        }
     }
 
     /// Tells the node and what it holds (that is not told on its own) as created.
@@ -283,14 +378,7 @@ impl Emitter<'_> {
         let mut stack = vec![id];
         while let Some(next) = stack.pop() {
             self.settle(next);
-            let node = self.tree.node(next);
-            let path = self.path(next);
-            self.reporter
-                .report(EventKind::Create, path.clone(), self.is_dir(next));
-            // A file made with content is told as made and written, as the kernel tells it.
-            if node.stat.kind == Kind::File && node.stat.size > 0 {
-                self.reporter.report(EventKind::Modify, path, false);
-            }
+            self.tell_made(next, self.path(next));
             for &child in self.tree.node(next).children.values().rev() {
                 if moves.contains(&child) || creates.contains(&child) {
                     continue;

@@ -151,10 +151,23 @@ impl Reconciler {
     }
 
     /// Something happened at `path` (absolute): its nearest recorded directory is looked at.
+    /// A backend that tells of everything (the `notify` crate watches excluded directories
+    /// too) is heard as inotify is: nothing below a directory that is not watched (excluded
+    /// by the filter, or below the root of a non-recursive watch) is looked at or recorded.
     pub fn hint_path(&mut self, path: &Path, written: bool) {
         match self.tree.nearest(path) {
             Some((node, name)) if self.tree.node(node).stat.kind == Kind::Dir => {
-                self.hint(node, name, written);
+                if name.is_none() && node != ROOT {
+                    // The directory itself: its mode or times are in its parent's listing.
+                    let (parent, own) = {
+                        let dir = self.tree.node(node);
+                        (dir.parent, dir.name.clone())
+                    };
+                    self.hint(parent, Some(&own), false);
+                }
+                if self.tree.node(node).watched {
+                    self.hint(node, name, written);
+                }
             }
             Some((node, None)) => {
                 let parent = self.tree.node(node).parent;
@@ -628,8 +641,26 @@ impl Reconciler {
         if entry.stat.kind == Kind::Dir {
             let path = self.tree.path(id);
             let wanted = self.wants_watch(&path);
+            if self.reporter.moves_unprune() {
+                // A filter of longer patterns can prune or want a directory inside for the
+                // new name it has through this one.
+                for inner in self.tree.descendants(id) {
+                    let node = self.tree.node(inner);
+                    if node.stat.kind != Kind::Dir {
+                        continue;
+                    }
+                    let path = self.tree.path(inner);
+                    match (node.watched, self.wants_watch(&path)) {
+                        (false, true) => self.watch_new(inner, &path, backend),
+                        (true, false) => batch.pruned.push(inner),
+                        _ => {}
+                    }
+                }
+            }
             let node = self.tree.node(id);
-            if wanted && !node.watched {
+            if node.watched && !wanted {
+                batch.pruned.push(id);
+            } else if wanted && !node.watched {
                 self.watch_new(id, &path, backend);
             } else if node.watched
                 // A backend that cannot tell names a moved directory's changes by old
@@ -767,11 +798,35 @@ impl Reconciler {
             emit::emit(&self.tree, &batch, &gone, &self.reporter);
         }
         for id in gone {
-            for removed in self.tree.remove_subtree(id) {
-                backend.forget(removed);
-                self.hinted.remove(&removed);
-                self.dirty.remove(&removed);
+            self.forget_subtree(id, backend);
+        }
+        // Nothing below a directory the filter prunes is watched or recorded, wherever it
+        // came from: brought back into view, it is listed afresh.
+        for id in batch.pruned {
+            let Some(node) = self.tree.get(id) else {
+                continue;
+            };
+            if !node.watched || !self.tree.attached(id) || self.wants_watch(&self.tree.path(id)) {
+                continue;
             }
+            let children: Vec<NodeId> = node.children.values().copied().collect();
+            for child in children {
+                self.tree.detach(child);
+                self.forget_subtree(child, backend);
+            }
+            backend.forget(id);
+            self.tree.node_mut(id).watched = false;
+            self.hinted.remove(&id);
+            self.dirty.remove(&id);
+        }
+    }
+
+    /// Frees a detached node and what it holds, with their watches.
+    fn forget_subtree(&mut self, id: NodeId, backend: &mut dyn Backend) {
+        for removed in self.tree.remove_subtree(id) {
+            backend.forget(removed);
+            self.hinted.remove(&removed);
+            self.dirty.remove(&removed);
         }
     }
 }
