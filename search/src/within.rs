@@ -7,6 +7,7 @@
 //! any link on the way. The search walk was its first user (it lives here for that); the
 //! daemon's file reads and writes open through it too.
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
@@ -94,6 +95,21 @@ impl Within {
         let real = std::fs::canonicalize(path)?;
         let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
         beneath(root, rest, flags | OFlag::O_CLOEXEC).map(File::from)
+    }
+
+    /// The directory that holds `path`'s last name, opened (`O_PATH`) beneath the root its
+    /// real location is in, and that name. What is done to the name relative to it
+    /// (`unlinkat`, `renameat`, `mkdirat`, `fstatat`, `fchownat`) cannot be led out by a
+    /// link swapped in for a directory on the way; the name itself is not followed. A root
+    /// itself has no parent inside: refused as outside.
+    pub fn parent_of(&self, path: &Path) -> Result<(OwnedFd, OsString), Refused> {
+        let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(Refused::Outside);
+        };
+        let real = std::fs::canonicalize(parent)?;
+        let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
+        let dir = beneath(root, rest, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        Ok((dir, name.to_os_string()))
     }
 
     /// Opens the directory `dir` beneath its root, making it and its missing parents
@@ -224,5 +240,14 @@ mod tests {
             assert_eq!(openat2(fd, "out/secret", how).err(), Some(Errno::EXDEV));
         }
         assert!(walk(fd, Path::new("d/f"), flags).is_ok());
+        // The parent of a name under a link out is outside; under a link inside, it is the
+        // directory the link leads to.
+        assert!(matches!(
+            within.parent_of(&root.join("out/secret")),
+            Err(Refused::Outside)
+        ));
+        let (_, name) = within.parent_of(&root.join("in/f")).unwrap();
+        assert_eq!(name, "f");
+        assert!(matches!(within.parent_of(&root), Err(Refused::Outside)));
     }
 }

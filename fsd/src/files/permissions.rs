@@ -2,12 +2,21 @@
 //! `go-w`, `a=rX`, `u+s`, comma-separated), owners and groups by name or id, applied to a
 //! path and, when asked, everything below it (symlinks neither followed nor changed).
 
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use nix::unistd::{Gid, Group, Uid, User};
+use fsd_search::{Refused, Within};
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat};
+use nix::sys::stat::{FchmodatFlags, FileStat, Mode, SFlag, fchmodat, fstatat};
+use nix::unistd::{Gid, Group, Uid, User, fchownat};
 
 use super::error::FileError;
+use crate::paths::PathError;
 
 /// A mode change, ready to apply to a file's mode.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -200,9 +209,107 @@ fn targets(
         })
 }
 
-/// Applies `spec` to `path` (and below it); answers how many files changed.
-pub fn chmod(path: &Path, spec: &ModeSpec, recursive: bool) -> Result<u64, FileError> {
+/// What a confined change does to one entry: given the directory that holds it (opened
+/// beneath an allowed root), its name there and what `fstatat` says of it.
+type Visit<'a> = dyn FnMut(BorrowedFd<'_>, &OsStr, &FileStat) -> nix::Result<()> + 'a;
+
+/// Visits `path` (its links followed to where it really is, as chmod and chown act on what
+/// a link names) and, when `recursive`, everything below it, every step relative to a
+/// descriptor opened beneath an allowed root: a directory swapped for a link out while
+/// this runs leads nowhere. Links below the top are neither followed nor changed.
+fn visit_beneath(
+    within: &Within,
+    path: &Path,
+    recursive: bool,
+    op: &'static str,
+    visit: &mut Visit<'_>,
+) -> Result<(), FileError> {
+    let failed = |errno: Errno| match errno {
+        // The top became a link after its real place was taken: swapped in by someone
+        // else, refused as the confinement refuses links out.
+        Errno::ELOOP => FileError::Path(PathError::OutsideRoots {
+            path: path.display().to_string(),
+        }),
+        other => FileError::io(op, path)(std::io::Error::from(other)),
+    };
+    let real = std::fs::canonicalize(path).map_err(FileError::io(op, path))?;
+    let (dir, name) = within.parent_of(&real).map_err(|refused| match refused {
+        Refused::Outside => FileError::Path(PathError::OutsideRoots {
+            path: path.display().to_string(),
+        }),
+        Refused::Io(err) => FileError::io(op, path)(err),
+    })?;
+    let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(failed)?;
+    if kind_of(&stat) == SFlag::S_IFLNK {
+        return Err(failed(Errno::ELOOP));
+    }
+    visit_at(dir.as_fd(), &name, &stat, recursive, visit).map_err(failed)
+}
+
+fn kind_of(stat: &FileStat) -> SFlag {
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
+}
+
+/// Visits `name` in `dir` (not a link), then what is below it when `recursive`.
+fn visit_at(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    stat: &FileStat,
+    recursive: bool,
+    visit: &mut Visit<'_>,
+) -> nix::Result<()> {
+    visit(dir, name, stat)?;
+    if !recursive || kind_of(stat) != SFlag::S_IFDIR {
+        return Ok(());
+    }
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let inner = openat(dir, name, flags, Mode::empty())?;
+    let names: Vec<OsString> = Dir::from_fd(inner.try_clone().map_err(|_| Errno::EBADF)?)?
+        .iter()
+        .filter_map(Result::ok)
+        .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
+        .filter(|name| name != "." && name != "..")
+        .collect();
+    for child in names {
+        let stat = match fstatat(&inner, child.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            // Gone since the listing.
+            Err(Errno::ENOENT) => continue,
+            Err(errno) => return Err(errno),
+        };
+        if kind_of(&stat) != SFlag::S_IFLNK {
+            visit_at(inner.as_fd(), &child, &stat, true, visit)?;
+        }
+    }
+    Ok(())
+}
+
+/// Applies `spec` to `path` (and below it); answers how many files changed. Confined
+/// (`beneath`), every change is made relative to a descriptor opened beneath the roots.
+pub fn chmod(
+    path: &Path,
+    spec: &ModeSpec,
+    recursive: bool,
+    beneath: Option<&Within>,
+) -> Result<u64, FileError> {
     let mut changed = 0;
+    if let Some(within) = beneath {
+        visit_beneath(within, path, recursive, "chmod", &mut |dir, name, stat| {
+            let current = stat.st_mode & 0o7777;
+            let mode = spec.apply(current, kind_of(stat) == SFlag::S_IFDIR);
+            if mode != current {
+                fchmodat(
+                    dir,
+                    name,
+                    Mode::from_bits_truncate(mode),
+                    FchmodatFlags::NoFollowSymlink,
+                )?;
+                changed += 1;
+            }
+            Ok(())
+        })?;
+        return Ok(changed);
+    }
     for target in targets("chmod", path, recursive) {
         let target = target?;
         let meta = std::fs::metadata(&target).map_err(FileError::io("chmod", &target))?;
@@ -222,8 +329,17 @@ pub fn chown(
     uid: Option<Uid>,
     gid: Option<Gid>,
     recursive: bool,
+    beneath: Option<&Within>,
 ) -> Result<u64, FileError> {
     let mut changed = 0;
+    if let Some(within) = beneath {
+        visit_beneath(within, path, recursive, "chown", &mut |dir, name, _| {
+            fchownat(dir, name, uid, gid, AtFlags::AT_SYMLINK_NOFOLLOW)?;
+            changed += 1;
+            Ok(())
+        })?;
+        return Ok(changed);
+    }
     for target in targets("chown", path, recursive) {
         let target = target?;
         nix::unistd::chown(&target, uid, gid)
@@ -233,8 +349,19 @@ pub fn chown(
     Ok(changed)
 }
 
-/// The mode, owner and group `path` has now.
-pub fn described(path: &Path) -> Result<(String, u32, u32), FileError> {
+/// The mode, owner and group `path` has now (looked at beneath the roots when confined).
+pub fn described(path: &Path, beneath: Option<&Within>) -> Result<(String, u32, u32), FileError> {
+    if let Some(within) = beneath {
+        let mut found = None;
+        visit_beneath(within, path, false, "stat", &mut |_, _, stat| {
+            found = Some((stat.st_mode & 0o7777, stat.st_uid, stat.st_gid));
+            Ok(())
+        })?;
+        let (mode, uid, gid) = found.ok_or_else(|| {
+            FileError::io("stat", path)(std::io::Error::from(std::io::ErrorKind::NotFound))
+        })?;
+        return Ok((format!("{mode:04o}"), uid, gid));
+    }
     let meta = std::fs::metadata(path).map_err(FileError::io("stat", path))?;
     Ok((
         format!("{:04o}", meta.permissions().mode() & 0o7777),

@@ -28,6 +28,7 @@ use crate::state::AppState;
 use crate::wire::json::{JsonBody, parse};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
+use fsd_search::Within;
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {
@@ -314,7 +315,7 @@ async fn change_permissions(
     state: &AppState,
     session: Option<&str>,
     raw: String,
-    change: impl FnOnce(&std::path::Path) -> Result<u64, FileError> + Send + 'static,
+    change: impl FnOnce(&std::path::Path, Option<&Within>) -> Result<u64, FileError> + Send + 'static,
 ) -> Reply<PermissionsResponse> {
     let op = Operation::FileWrite;
     let path = state
@@ -322,9 +323,10 @@ async fn change_permissions(
         .resolve(session, "path", &raw, Follow::Final)
         .await
         .op(op)?;
+    let beneath = state.paths.policy().beneath().cloned();
     let (mode, uid, gid, changed) = super::service::blocking(move || {
-        let changed = change(&path)?;
-        let (mode, uid, gid) = permissions::described(&path)?;
+        let changed = change(&path, beneath.as_deref())?;
+        let (mode, uid, gid) = permissions::described(&path, beneath.as_deref())?;
         Ok((mode, uid, gid, changed))
     })
     .await
@@ -348,9 +350,12 @@ pub async fn chmod(
         .map_err(FileError::from)
         .op(Operation::FileWrite)?;
     let recursive = req.recursive.unwrap_or(false);
-    change_permissions(&state, req.session_id.as_deref(), req.path, move |path| {
-        permissions::chmod(path, &spec, recursive)
-    })
+    change_permissions(
+        &state,
+        req.session_id.as_deref(),
+        req.path,
+        move |path, beneath| permissions::chmod(path, &spec, recursive, beneath),
+    )
     .await
 }
 
@@ -361,9 +366,12 @@ pub async fn chown(
     let (uid, gid) = permissions::owner_ids(req.owner.as_deref(), req.group.as_deref())
         .op(Operation::FileWrite)?;
     let recursive = req.recursive.unwrap_or(false);
-    change_permissions(&state, req.session_id.as_deref(), req.path, move |path| {
-        permissions::chown(path, uid, gid, recursive)
-    })
+    change_permissions(
+        &state,
+        req.session_id.as_deref(),
+        req.path,
+        move |path, beneath| permissions::chown(path, uid, gid, recursive, beneath),
+    )
     .await
 }
 

@@ -4,8 +4,10 @@
 //! [`Paths`] first (a session's directory, then the policy); what they name is what error
 //! messages quote.
 
+use std::ffi::OsString;
 use std::fs;
 use std::io::{self, Read};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,6 +25,10 @@ use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
 use crate::paths::{Follow, PathError, PathPolicy, Paths};
 use fsd_search::{Refused, Within};
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, unlinkat};
 
 /// A file read whole, encoded for JSON.
 #[derive(Debug)]
@@ -278,7 +284,11 @@ impl FileService {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Parent)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
+            if let Some(within) = beneath.as_deref() {
+                return delete_beneath(within, &path, &raw);
+            }
             let meta = lstat(&path, "File", &raw)?;
             if meta.is_dir() {
                 return Err(FileError::IsDirectory {
@@ -335,7 +345,20 @@ impl FileService {
                 Some(Ok(_)) => return Err(FileError::NotDirectory { path: dest_raw }),
                 _ => return Err(FileError::not_found("Destination directory", &dest_raw)),
             }
-            match fs::rename(&source, &destination) {
+            // Confined, the move is made relative to the two directories opened beneath
+            // the roots, so a link swapped in on either side since the checks leads nowhere.
+            let moved = match policy.beneath() {
+                Some(within) => rename_beneath(within, &source, &destination),
+                None => fs::rename(&source, &destination).map_err(Refused::Io),
+            };
+            let moved = match moved {
+                Err(Refused::Outside) => {
+                    return Err(FileError::Path(PathError::OutsideRoots { path: dest_raw }));
+                }
+                Err(Refused::Io(err)) => Err(err),
+                Ok(()) => Ok(()),
+            };
+            match moved {
                 Err(err) if err.raw_os_error() == Some(nix::errno::Errno::EXDEV as i32) => {
                     copy_across(&source, &destination)
                         .and_then(|()| remove_any(&source))
@@ -368,7 +391,11 @@ impl FileService {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
+            if let Some(within) = beneath.as_deref() {
+                return mkdir_beneath(within, &path, &raw, recursive, mode);
+            }
             let existed = recursive && path.is_dir();
             let result = if recursive {
                 fs::create_dir_all(&path)
@@ -459,6 +486,107 @@ impl FileService {
         })
         .await
     }
+}
+
+/// The directory that holds `path`'s last name, opened beneath the roots, and the name;
+/// `what` names the path in a not-found answer.
+fn parent_beneath(
+    within: &Within,
+    path: &Path,
+    raw: &str,
+    what: &'static str,
+) -> Result<(OwnedFd, OsString), FileError> {
+    within.parent_of(path).map_err(|refused| match refused {
+        Refused::Outside => FileError::Path(PathError::OutsideRoots {
+            path: raw.to_string(),
+        }),
+        Refused::Io(err) if err.kind() == io::ErrorKind::NotFound => {
+            FileError::not_found(what, raw)
+        }
+        Refused::Io(err) if err.kind() == io::ErrorKind::NotADirectory => FileError::NotDirectory {
+            path: raw.to_string(),
+        },
+        Refused::Io(err) => FileError::io("open", path)(err),
+    })
+}
+
+/// A confined delete: the name unlinked relative to its directory opened beneath the roots.
+fn delete_beneath(within: &Within, path: &Path, raw: &str) -> Result<(), FileError> {
+    let (dir, name) = parent_beneath(within, path, raw, "File")?;
+    let failed = |errno: Errno| match errno {
+        Errno::ENOENT => FileError::not_found("File", raw),
+        other => FileError::io("delete", path)(io::Error::from(other)),
+    };
+    let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(failed)?;
+    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+        return Err(FileError::IsDirectory {
+            message: format!(
+                "Cannot delete directory with deleteFile() at '{raw}'. \
+                 Use exec('rm -rf {raw}') instead."
+            ),
+            path: raw.to_string(),
+        });
+    }
+    unlinkat(&dir, name.as_os_str(), UnlinkatFlags::NoRemoveDir).map_err(failed)
+}
+
+/// A confined move: renamed relative to both directories opened beneath the roots.
+fn rename_beneath(within: &Within, source: &Path, destination: &Path) -> Result<(), Refused> {
+    let (from_dir, from) = within.parent_of(source)?;
+    let (to_dir, to) = within.parent_of(destination)?;
+    renameat(&from_dir, from.as_os_str(), &to_dir, to.as_os_str())
+        .map_err(|errno| Refused::Io(errno.into()))
+}
+
+/// A confined mkdir: each directory made relative to its parent opened beneath the roots,
+/// the mode set through the made directory's own descriptor.
+fn mkdir_beneath(
+    within: &Within,
+    path: &Path,
+    raw: &str,
+    recursive: bool,
+    mode: Option<ModeSpec>,
+) -> Result<Option<u32>, FileError> {
+    let failed = |err: io::Error| match err.kind() {
+        io::ErrorKind::AlreadyExists => FileError::AlreadyExists {
+            path: raw.to_string(),
+        },
+        io::ErrorKind::NotFound => FileError::not_found("Parent directory", raw),
+        io::ErrorKind::NotADirectory => FileError::NotDirectory {
+            path: raw.to_string(),
+        },
+        _ => FileError::io("mkdir", path)(err),
+    };
+    let refused = |refused: Refused| match refused {
+        Refused::Outside => FileError::Path(PathError::OutsideRoots {
+            path: raw.to_string(),
+        }),
+        Refused::Io(err) => failed(err),
+    };
+    let (made, existed) = if recursive {
+        let existed = path.is_dir();
+        (within.create_dir_all(path).map_err(refused)?, existed)
+    } else {
+        let (dir, name) = parent_beneath(within, path, raw, "Parent directory")?;
+        mkdirat(&dir, name.as_os_str(), Mode::from_bits_truncate(0o777))
+            .map_err(|errno| failed(errno.into()))?;
+        let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let made = openat(&dir, name.as_os_str(), flags, Mode::empty())
+            .map_err(|errno| failed(errno.into()))?;
+        (fs::File::from(made), false)
+    };
+    let Some(spec) = mode.filter(|_| !existed) else {
+        return Ok(None);
+    };
+    let current = made
+        .metadata()
+        .map_err(FileError::io("mkdir", path))?
+        .permissions()
+        .mode();
+    let wanted = spec.apply(current, true);
+    made.set_permissions(fs::Permissions::from_mode(wanted))
+        .map_err(FileError::io("chmod", path))?;
+    Ok(Some(wanted))
 }
 
 /// Runs blocking filesystem work off the async threads. The work starts at once, not when

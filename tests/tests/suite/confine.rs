@@ -482,3 +482,86 @@ async fn a_directory_swapped_for_a_link_out_during_reads_and_writes_leaks_nothin
         "secret"
     );
 }
+
+/// The changing routes while a process swaps a directory and a link out: chmod and chown
+/// (one file and a whole tree), mkdir (one and with parents), move into the workspace's
+/// top, and delete. Each acts beneath the workspace by descriptor, so the outside keeps its
+/// names, modes and owners whatever moment the swap lands at.
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_during_changes_changes_nothing_outside() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path();
+    std::fs::write(out.join("victim"), "outside").unwrap();
+    std::fs::create_dir(out.join("keep")).unwrap();
+    std::fs::write(out.join("keep/f"), "outside").unwrap();
+    for path in ["victim", "keep", "keep/f"] {
+        std::fs::set_permissions(out.join(path), std::fs::Permissions::from_mode(0o750)).unwrap();
+    }
+    let daemon = confined(vec![]);
+    std::fs::create_dir_all(daemon.path("sub/keep")).unwrap();
+    std::fs::write(daemon.path("sub/keep/f"), "inside").unwrap();
+    symlink(out, daemon.path("alt")).unwrap();
+    let swapper = Swapper::start(daemon.path("sub"), daemon.path("alt"));
+    let mut done = 0;
+    for round in 0..200 {
+        let calls = [
+            ("/api/chmod", json!({"path": "sub/victim", "mode": "600"})),
+            (
+                "/api/chmod",
+                json!({"path": "sub/keep", "mode": "u+s,o+w", "recursive": true}),
+            ),
+            ("/api/chown", json!({"path": "sub/victim", "owner": "4242"})),
+            (
+                "/api/chown",
+                json!({"path": "sub/keep", "group": "4242", "recursive": true}),
+            ),
+            ("/api/mkdir", json!({"path": format!("sub/made{round}")})),
+            (
+                "/api/mkdir",
+                json!({"path": format!("sub/deep{round}/x"), "recursive": true}),
+            ),
+            (
+                "/api/move",
+                json!({"sourcePath": "sub/victim", "destinationPath": format!("moved{round}")}),
+            ),
+            ("/api/delete", json!({"path": "sub/victim"})),
+            // Put a victim back inside for the next round (a confined write).
+            (
+                "/api/write",
+                json!({"path": "sub/victim", "content": "inside"}),
+            ),
+        ];
+        for (route, body) in calls {
+            let (status, reply) = daemon.post(route, body).await;
+            assert!(
+                [200, 403, 404, 409].contains(&status.as_u16()),
+                "round {round} {route}: {status} {reply}"
+            );
+            done += 1;
+        }
+    }
+    assert!(swapper.stop() > 200, "the swaps ran alongside");
+    assert_eq!(done, 1800);
+    // The outside has what it had, as it had it.
+    let mut names: Vec<String> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["keep", "victim"]);
+    let keep: Vec<String> = std::fs::read_dir(out.join("keep"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(keep, ["f"]);
+    for path in ["victim", "keep", "keep/f"] {
+        let meta = std::fs::metadata(out.join(path)).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o750, "{path}");
+        assert_eq!((meta.uid(), meta.gid()), (0, 0), "{path}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("victim")).unwrap(),
+        "outside"
+    );
+}
