@@ -1,8 +1,16 @@
 //! Directory listings and stat results in the reference's `FileInfo` shape.
 
-use std::fs::{FileType as FsFileType, Metadata};
+use std::ffi::{OsStr, OsString};
+use std::fs::{File, FileType as FsFileType, Metadata};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::Path;
+
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, openat};
+use nix::sys::stat::Mode;
 
 use fsd_api::files::{FileInfo, FileStat, FileType, Permissions};
 use walkdir::WalkDir;
@@ -47,18 +55,86 @@ pub fn list(dir: &Path, options: ListOptions) -> Vec<FileInfo> {
             }
         };
         let relative = entry.path().strip_prefix(dir).unwrap_or(entry.path());
-        files.push(FileInfo {
-            name: entry.file_name().to_string_lossy().into_owned(),
-            absolute_path: entry.path().display().to_string(),
-            relative_path: relative.display().to_string(),
-            file_type: file_type(meta.file_type()),
-            size: meta.len(),
-            modified_at: unix_rfc3339(meta.mtime(), meta.mtime_nsec()),
-            mode: mode_string(meta.permissions().mode()),
-            permissions: owner_permissions(meta.permissions().mode()),
-        });
+        files.push(info(entry.path(), relative, &meta));
     }
     files
+}
+
+fn info(path: &Path, relative: &Path, meta: &Metadata) -> FileInfo {
+    FileInfo {
+        name: path
+            .file_name()
+            .map(|name| name.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        absolute_path: path.display().to_string(),
+        relative_path: relative.display().to_string(),
+        file_type: file_type(meta.file_type()),
+        size: meta.len(),
+        modified_at: unix_rfc3339(meta.mtime(), meta.mtime_nsec()),
+        mode: mode_string(meta.permissions().mode()),
+        permissions: owner_permissions(meta.permissions().mode()),
+    }
+}
+
+/// Lists the directory `opened` (its descriptor, opened beneath an allowed root; `dir` is
+/// its path for the answer) as [`list`] does, every entry looked at relative to its
+/// directory's descriptor and never through a link, so a directory swapped for a link out
+/// during the walk leads nowhere (what vanishes or turns into a link is skipped).
+pub fn list_beneath(opened: OwnedFd, dir: &Path, options: ListOptions) -> Vec<FileInfo> {
+    let mut files = Vec::new();
+    list_at(opened, dir, Path::new(""), options, &mut files);
+    files
+}
+
+fn list_at(
+    opened: OwnedFd,
+    dir: &Path,
+    relative: &Path,
+    options: ListOptions,
+    files: &mut Vec<FileInfo>,
+) {
+    let listed = opened
+        .try_clone()
+        .map_err(|_| Errno::EBADF)
+        .and_then(Dir::from_fd)
+        .map(|mut entries| {
+            entries
+                .iter()
+                .filter_map(Result::ok)
+                .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
+                .collect::<Vec<OsString>>()
+        });
+    let mut names = match listed {
+        Ok(names) => names,
+        Err(err) => {
+            tracing::warn!(error = %err, "skipping unreadable directory while listing");
+            return;
+        }
+    };
+    names
+        .retain(|name| name != "." && name != ".." && (options.include_hidden || !is_hidden(name)));
+    names.sort();
+    for name in names {
+        let path = dir.join(&name);
+        if fsd_api::scratch::is_scratch(&path) {
+            continue;
+        }
+        let object = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let Ok(meta) = openat(&opened, name.as_os_str(), object, Mode::empty())
+            .map(File::from)
+            .and_then(|file| file.metadata().map_err(|_| Errno::EIO))
+        else {
+            continue;
+        };
+        let inner = relative.join(&name);
+        files.push(info(&path, &inner, &meta));
+        if options.recursive && meta.is_dir() {
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            if let Ok(below) = openat(&opened, name.as_os_str(), flags, Mode::empty()) {
+                list_at(below, &path, &inner, options, files);
+            }
+        }
+    }
 }
 
 fn is_hidden(name: &std::ffi::OsStr) -> bool {
@@ -162,5 +238,19 @@ mod tests {
             }),
             [".hidden", ".hidden/foo", "a.txt", "sub", "sub/b.txt"]
         );
+        // By descriptor, as a confined daemon lists: the same entries in the same order.
+        for options in [
+            ListOptions::default(),
+            ListOptions {
+                recursive: true,
+                include_hidden: true,
+            },
+        ] {
+            let opened: OwnedFd = File::open(dir.path()).unwrap().into();
+            assert_eq!(
+                list_beneath(opened, dir.path(), options),
+                list(dir.path(), options)
+            );
+        }
     }
 }

@@ -26,7 +26,7 @@ use super::special::{self, Patient, Special};
 use crate::paths::{Follow, PathError, PathPolicy, Paths};
 use fsd_search::{Refused, Within};
 use nix::errno::Errno;
-use nix::fcntl::{AtFlags, OFlag, openat, renameat};
+use nix::fcntl::{AtFlags, OFlag, openat, readlinkat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
@@ -432,7 +432,13 @@ impl FileService {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
+            if let Some(within) = beneath.as_deref() {
+                let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+                let opened = open_beneath(within, &path, &raw, flags, "Directory")?;
+                return Ok(listing::list_beneath(opened.into(), &path, options));
+            }
             match fs::metadata(&path) {
                 Ok(meta) if meta.is_dir() => {}
                 Ok(_) => return Err(FileError::NotDirectory { path: raw }),
@@ -450,7 +456,17 @@ impl FileService {
     pub async fn exists(&self, session: Option<&str>, raw: &str) -> Result<bool, FileError> {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
-        blocking(move || Ok(fs::exists(&path).unwrap_or(false))).await
+        let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
+        blocking(move || match beneath.as_deref() {
+            Some(within) => match open_beneath(within, &path, &raw, OFlag::O_PATH, "File") {
+                Ok(_) => Ok(true),
+                Err(FileError::NotFound { .. }) => Ok(false),
+                Err(err) => Err(err),
+            },
+            None => Ok(fs::exists(&path).unwrap_or(false)),
+        })
+        .await
     }
 
     pub async fn stat(
@@ -467,7 +483,11 @@ impl FileService {
         };
         let path = self.policy.resolve("path", raw, follow)?;
         let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
         blocking(move || {
+            if let Some(within) = beneath.as_deref() {
+                return stat_beneath(within, &path, &raw, follow);
+            }
             let meta = match follow {
                 Follow::Final => fs::metadata(&path),
                 Follow::Parent => fs::symlink_metadata(&path),
@@ -508,6 +528,68 @@ fn parent_beneath(
         },
         Refused::Io(err) => FileError::io("open", path)(err),
     })
+}
+
+/// Opens `path` (links followed) beneath the roots with `flags`; `what` names it in a
+/// not-found answer.
+fn open_beneath(
+    within: &Within,
+    path: &Path,
+    raw: &str,
+    flags: OFlag,
+    what: &'static str,
+) -> Result<fs::File, FileError> {
+    within
+        .open_with(path, flags)
+        .map_err(|refused| match refused {
+            Refused::Outside => FileError::Path(PathError::OutsideRoots {
+                path: raw.to_string(),
+            }),
+            Refused::Io(err) if err.kind() == io::ErrorKind::NotFound => {
+                FileError::not_found(what, raw)
+            }
+            Refused::Io(err) if err.kind() == io::ErrorKind::NotADirectory => {
+                FileError::NotDirectory {
+                    path: raw.to_string(),
+                }
+            }
+            Refused::Io(err) => FileError::io("open", path)(err),
+        })
+}
+
+/// A confined stat: of the object itself (`O_PATH`, the last name not followed unless
+/// asked), opened beneath the roots; a link's target read relative to its directory.
+fn stat_beneath(
+    within: &Within,
+    path: &Path,
+    raw: &str,
+    follow: Follow,
+) -> Result<FileStat, FileError> {
+    let (meta, target) = match follow {
+        Follow::Final => {
+            let file = open_beneath(within, path, raw, OFlag::O_PATH, "File")?;
+            (file.metadata().map_err(FileError::io("stat", path))?, None)
+        }
+        Follow::Parent => {
+            let (dir, name) = parent_beneath(within, path, raw, "File")?;
+            let object = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            let file = openat(&dir, name.as_os_str(), object, Mode::empty())
+                .map(fs::File::from)
+                .map_err(|errno| match errno {
+                    Errno::ENOENT => FileError::not_found("File", raw),
+                    other => FileError::io("stat", path)(other.into()),
+                })?;
+            let meta = file.metadata().map_err(FileError::io("stat", path))?;
+            let target = meta
+                .file_type()
+                .is_symlink()
+                .then(|| readlinkat(&dir, name.as_os_str()).ok())
+                .flatten()
+                .map(|target| PathBuf::from(target).display().to_string());
+            (meta, target)
+        }
+    };
+    Ok(listing::stat(&meta, target))
 }
 
 /// A confined delete: the name unlinked relative to its directory opened beneath the roots.

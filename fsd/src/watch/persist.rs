@@ -34,7 +34,10 @@ struct EventRecord {
     kind: String,
     #[serde(with = "os_path")]
     path: PathBuf,
-    #[serde(with = "os_path::option")]
+    #[serde(
+        serialize_with = "os_path::serialize_option",
+        deserialize_with = "os_path::deserialize_option"
+    )]
     from: Option<PathBuf>,
     is_dir: bool,
     cursor: u64,
@@ -96,21 +99,17 @@ mod os_path {
         Repr::deserialize(deserializer).map(path)
     }
 
-    pub mod option {
-        use super::*;
+    pub fn serialize_option<S: Serializer>(
+        value: &Option<PathBuf>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        value.as_deref().map(repr).serialize(serializer)
+    }
 
-        pub fn serialize<S: Serializer>(
-            value: &Option<PathBuf>,
-            serializer: S,
-        ) -> Result<S::Ok, S::Error> {
-            value.as_deref().map(repr).serialize(serializer)
-        }
-
-        pub fn deserialize<'de, D: Deserializer<'de>>(
-            deserializer: D,
-        ) -> Result<Option<PathBuf>, D::Error> {
-            Option::<Repr>::deserialize(deserializer).map(|repr| repr.map(path))
-        }
+    pub fn deserialize_option<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<PathBuf>, D::Error> {
+        Option::<Repr>::deserialize(deserializer).map(|repr| repr.map(path))
     }
 }
 

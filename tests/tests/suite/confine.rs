@@ -565,3 +565,60 @@ async fn a_directory_swapped_for_a_link_out_during_changes_changes_nothing_outsi
         "outside"
     );
 }
+
+/// Lists, stats and existence checks while a process swaps a directory and a link out:
+/// each looks beneath the workspace by descriptor, so no name, size or existence of what
+/// is outside comes back.
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_during_lists_and_stats_tells_nothing() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret-name"), "seventeen bytes..").unwrap();
+    let daemon = confined(vec![]);
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    std::fs::write(daemon.path("sub/inside-name"), "in").unwrap();
+    symlink(outside.path(), daemon.path("alt")).unwrap();
+    let swapper = Swapper::start(daemon.path("sub"), daemon.path("alt"));
+    let (mut listed, mut found) = (0, 0);
+    for round in 0..300 {
+        let (status, reply) = daemon
+            .post(
+                "/api/list-files",
+                json!({"path": "sub", "options": {"recursive": true}}),
+            )
+            .await;
+        assert!(
+            !reply.to_string().contains("secret-name"),
+            "round {round}: {reply}"
+        );
+        assert!(
+            [200, 403, 404].contains(&status.as_u16()),
+            "round {round}: {status} {reply}"
+        );
+        listed += usize::from(status == StatusCode::OK);
+        for follow in [true, false] {
+            let (status, reply) = daemon
+                .post(
+                    "/api/stat",
+                    json!({"path": "sub/secret-name", "followSymlinks": follow}),
+                )
+                .await;
+            assert!(
+                [403, 404].contains(&status.as_u16()),
+                "round {round}: {status} {reply}"
+            );
+        }
+        let (status, reply) = daemon
+            .post("/api/exists", json!({"path": "sub/secret-name"}))
+            .await;
+        assert!(
+            status != StatusCode::OK || reply["exists"] == json!(false),
+            "round {round}: {status} {reply}"
+        );
+        let (status, _) = daemon
+            .post("/api/stat", json!({"path": "sub/inside-name"}))
+            .await;
+        found += usize::from(status == StatusCode::OK);
+    }
+    assert!(swapper.stop() > 300, "the swaps ran alongside");
+    assert!(listed > 0 && found > 0, "{listed} {found}");
+}
