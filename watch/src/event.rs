@@ -7,8 +7,9 @@ use std::path::PathBuf;
 pub enum EventKind {
     /// Created (nothing was at the path).
     Create,
-    /// Moved into the tree from outside it (or from a path it does not report): new here,
-    /// and it may have replaced what was at the path.
+    /// New here, and it may have replaced what was at the path. The engines no longer
+    /// tell it (a move from outside, or from where the filter hides, is found as a
+    /// [`EventKind::Create`] with what it holds); journals saved before still hold it.
     MoveIn,
     Modify,
     /// Deleted, or moved out of the tree.
