@@ -168,9 +168,14 @@ async fn overflow_recrawl(daemon: &Daemon, tree: &Path) -> Option<Duration> {
     let _ = std::fs::write(KNOB, original.trim());
     let baseline = baseline.ok()?;
     let burst = tree.join("d1/d1/d1");
-    for i in 0..200 {
-        std::fs::write(burst.join(format!("overflow-{i}")), "x").ok()?;
-    }
+    // The daemon is stopped while the burst is written, so its 16-event queue overflows
+    // for sure (running, its engine can keep up with the writes and no recrawl happens).
+    let pid = nix::unistd::Pid::from_raw(daemon.pid() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).ok()?;
+    let written =
+        (0..200).try_for_each(|i| std::fs::write(burst.join(format!("overflow-{i}")), "x"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).ok()?;
+    written.ok()?;
     let mut since = body.clone();
     since["since"] = baseline["version"].clone();
     let started = Instant::now();
