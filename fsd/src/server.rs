@@ -251,11 +251,19 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         settings.max_process_records,
     ));
     // Retained watches of the last run come back under their ids, with what changed since.
-    let watches = Arc::new(WatchService::new(
-        Some(settings.state_dir.join("watches")),
-        settings.change_list_limit,
-        settings.watch_engine,
-    ));
+    // A watch is of the workspace, confined or not: each starts on the directory opened
+    // beneath it.
+    let workspace = Arc::new(fsd_search::Within::new(std::slice::from_ref(
+        &settings.workspace,
+    ))?);
+    let watches = Arc::new(
+        WatchService::new(
+            Some(settings.state_dir.join("watches")),
+            settings.change_list_limit,
+            settings.watch_engine,
+        )
+        .within(workspace),
+    );
     watches.restore();
     let maintained = Arc::downgrade(&watches);
     tokio::spawn(async move {

@@ -74,6 +74,8 @@ pub(crate) struct Running {
     /// How to wait for the thread to report what the kernel has queued, for engines that
     /// can tell.
     catch_up: Option<Arc<CatchUp>>,
+    /// The device and inode number of the directory the engine recorded as its root.
+    root: (u64, u64),
 }
 
 impl Running {
@@ -87,8 +89,15 @@ impl Running {
         self.catch_up.as_ref()
     }
 
-    /// Runs `body` on a thread named `fsd-watch`; it should return soon after its flag is set.
+    /// The device and inode number of the directory the engine recorded as its root.
+    pub fn root(&self) -> (u64, u64) {
+        self.root
+    }
+
+    /// Runs `body` on a thread named `fsd-watch`; it should return soon after its flag is
+    /// set. `root` is what the engine recorded as its root (see [`Running::root`]).
     pub fn spawn(
+        root: (u64, u64),
         watched: Option<Arc<AtomicUsize>>,
         catch_up: Option<Arc<CatchUp>>,
         body: impl FnOnce(&AtomicBool) + Send + 'static,
@@ -103,6 +112,7 @@ impl Running {
             thread: Some(thread),
             watched,
             catch_up,
+            root,
         })
     }
 }

@@ -14,6 +14,10 @@ pub enum WatchError {
     LimitReached { path: PathBuf },
     #[error("watch: {0}")]
     Io(#[from] std::io::Error),
+    /// The directory the watch recorded is not the one its caller opened at the path (a
+    /// link swapped in while it started): see [`crate::Watcher::root_object`].
+    #[error("the directory at {0} changed while the watch started (it led outside)")]
+    Elsewhere(PathBuf),
     #[error("the {0} watch engine is not available on this system")]
     Unsupported(String),
     #[error("notify: {0}")]

@@ -63,6 +63,7 @@ impl Engine for InotifyEngine {
         }));
         let requests = catch_up.clone();
         Ok(Running::spawn(
+            session.reconciler.root_object(),
             Some(watched),
             Some(catch_up),
             move |stop| run(session, &wake, &requests, stop),

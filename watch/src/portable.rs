@@ -91,6 +91,7 @@ impl Engine for NotifyEngine {
             let event = notify::Event::new(notify::EventKind::Other).set_info(CATCH_UP);
             let _ = wake.lock().map(|sender| sender.send(Ok(event)));
         }));
+        let root_object = reconciler.root_object();
         let mut translator = Translator {
             root: root.to_path_buf(),
             reconciler,
@@ -102,9 +103,12 @@ impl Engine for NotifyEngine {
         };
         // The crate's watcher lives in the translator, on this thread: dropping it ends the
         // crate's watches.
-        Ok(Running::spawn(None, Some(catch_up), move |stop| {
-            translator.run(&events, stop)
-        })?)
+        Ok(Running::spawn(
+            root_object,
+            None,
+            Some(catch_up),
+            move |stop| translator.run(&events, stop),
+        )?)
     }
 }
 

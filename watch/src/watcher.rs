@@ -73,6 +73,14 @@ impl Watcher {
         }
     }
 
+    /// The device and inode number of the directory this watch recorded as its root when
+    /// it started: a caller that must know the watch is of a directory it trusts (one it
+    /// opened beneath a root, say) compares it with that directory's, since the path may
+    /// have led elsewhere a moment before.
+    pub fn root_object(&self) -> (u64, u64) {
+        self.running.root()
+    }
+
     /// Directories currently watched, when the engine knows (inotify does).
     pub fn watched_dirs(&self) -> Option<usize> {
         self.running

@@ -4,12 +4,15 @@
 //! subscribers (as in the reference).
 
 use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use fsd_search::{Refused, Within};
 use fsd_watch::{EngineKind, Event, Filter, Watcher};
+use nix::fcntl::OFlag;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
 use super::journal::Journal;
@@ -130,6 +133,9 @@ pub struct WatchService {
     max_changes: usize,
     /// What watches the trees.
     engine: EngineKind,
+    /// The workspace held open: a watch is of the workspace, so the directory each one
+    /// starts on is checked to be the one opened beneath it.
+    workspace: Option<Arc<Within>>,
 }
 
 impl WatchService {
@@ -144,6 +150,13 @@ impl WatchService {
             engine,
             ..Self::default()
         }
+    }
+
+    /// Checks every watch's directory against `workspace` (held open), so a directory swapped
+    /// for a link out while a watch starts is refused instead of watched.
+    pub fn within(mut self, workspace: Arc<Within>) -> Self {
+        self.workspace = Some(workspace);
+        self
     }
 
     /// The root for `key`, started if needed, and held as `hold` says before the table is
@@ -180,6 +193,7 @@ impl WatchService {
             filter,
             format!("watch-{number}-{millis}"),
             Journal::new(self.max_changes),
+            self.workspace.as_deref(),
         )?;
         hold.apply(&root);
         roots.insert(key.clone(), root.clone());
@@ -199,7 +213,15 @@ impl WatchService {
                 }
             };
             let journal = Journal::restored(snapshot.saved, RESTART_GAP, self.max_changes);
-            let root = match start_root(self.engine, &snapshot.key, filter, snapshot.id, journal) {
+            let started = start_root(
+                self.engine,
+                &snapshot.key,
+                filter,
+                snapshot.id,
+                journal,
+                self.workspace.as_deref(),
+            );
+            let root = match started {
                 Ok(root) => root,
                 Err(err) => {
                     tracing::warn!(path = %snapshot.key.path.display(), error = %err, "cannot restore a watch");
@@ -299,16 +321,32 @@ fn save_root(dir: &Path, root: &Root, index: Vec<persist::IndexEntry>) {
     }
 }
 
-/// Starts the engine for `key` and the task that feeds its journal and subscribers.
+/// Starts the engine for `key` and the task that feeds its journal and subscribers. With
+/// `workspace`, the directory the engine recorded must be the one opened beneath it at the
+/// key's path: the path is resolved before the engine starts, and a link swapped in
+/// between would have it watch (and list) a directory outside.
 fn start_root(
     engine: EngineKind,
     key: &WatchKey,
     filter: Filter,
     id: String,
     journal: Journal,
+    workspace: Option<&Within>,
 ) -> Result<Arc<Root>, fsd_watch::WatchError> {
+    let inside = |watcher: &Watcher| {
+        let Some(within) = workspace else {
+            return true;
+        };
+        within
+            .open_with(&key.path, OFlag::O_PATH | OFlag::O_DIRECTORY)
+            .and_then(|dir| dir.metadata().map_err(Refused::Io))
+            .is_ok_and(|meta| (meta.dev(), meta.ino()) == watcher.root_object())
+    };
     let (watcher, mut events) =
         Watcher::start_with(engine, &key.path, filter.clone(), key.recursive)?;
+    if !inside(&watcher) {
+        return Err(fsd_watch::WatchError::Elsewhere(key.path.clone()));
+    }
     let (journaled, mut waiting) = mpsc::unbounded_channel::<oneshot::Sender<()>>();
     let root = Arc::new(Root {
         id,

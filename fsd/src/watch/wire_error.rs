@@ -45,6 +45,9 @@ impl From<fsd_watch::WatchError> for ApiError {
                 ErrorCode::NotDirectory,
                 format!("Path is not a directory: {}", path.display()),
             ),
+            fsd_watch::WatchError::Elsewhere(_) => {
+                Self::new(ErrorCode::PermissionDenied, err.to_string())
+            }
             other => Self::new(ErrorCode::WatchStartError, other.to_string()),
         }
     }

@@ -622,3 +622,39 @@ async fn a_directory_swapped_for_a_link_out_during_lists_and_stats_tells_nothing
     assert!(swapper.stop() > 300, "the swaps ran alongside");
     assert!(listed > 0 && found > 0, "{listed} {found}");
 }
+
+/// Watches are of the workspace, confined or not. A process swapping a directory and a link
+/// out while watches of it start: each watch starts on the directory opened beneath the
+/// workspace or is refused, so no check ever lists what changes outside.
+#[tokio::test]
+async fn a_directory_swapped_for_a_link_out_while_watches_start_is_never_watched() {
+    let outside = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    symlink(outside.path(), daemon.path("alt")).unwrap();
+    let swapper = Swapper::start(daemon.path("sub"), daemon.path("alt"));
+    let (mut started, mut refused) = (0, 0);
+    for round in 0..150 {
+        // Another exclude each round: another key, so another watch starts.
+        let body = json!({"path": "sub", "exclude": [format!("x{round}")], "paths": true});
+        let (status, first) = daemon.post("/api/watch/check", body.clone()).await;
+        match status.as_u16() {
+            200 => started += 1,
+            403 | 404 => {
+                refused += 1;
+                continue;
+            }
+            other => panic!("round {round}: {other} {first}"),
+        }
+        std::fs::write(outside.path().join(format!("o{round}")), "x").unwrap();
+        let mut since = body;
+        since["since"] = first["version"].clone();
+        let (status, reply) = daemon.post("/api/watch/check", since).await;
+        assert!(
+            !reply.to_string().contains(&format!("o{round}")),
+            "round {round}: a watch of the outside: {status} {reply}"
+        );
+    }
+    assert!(swapper.stop() > 150, "the swaps ran alongside");
+    assert!(started > 0 && refused > 0, "{started} {refused}");
+}

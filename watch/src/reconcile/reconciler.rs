@@ -132,6 +132,12 @@ impl Reconciler {
         self.root_gone
     }
 
+    /// The device and inode number of the directory recorded as the root.
+    pub fn root_object(&self) -> (u64, u64) {
+        let stat = self.tree.node(ROOT).stat;
+        (stat.dev, stat.ino)
+    }
+
     /// Something happened in the directory `dir` (to `name` in it, `written` when its
     /// content changed).
     pub fn hint(&mut self, dir: NodeId, name: Option<&OsStr>, written: bool) {
