@@ -351,6 +351,12 @@ pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
     vanished.sort_by(|a, b| a.path.cmp(&b.path));
     for entry in vanished {
         let path = carried(&entry.path, &moved_dirs);
+        // Carried by a directory's rename to a path that holds another object now: that
+        // object was told there (made or moved in), which replaced this one; a delete
+        // after it would take the new one away.
+        if new.contains_key(path.as_path()) {
+            continue;
+        }
         events.push(event(EventKind::Delete, &path, None, entry.is_dir));
     }
     for entry in after {
@@ -514,6 +520,44 @@ mod tests {
         assert_eq!(loaded[0].key.path, odd);
         assert_eq!(loaded[0].index, index);
         assert_eq!(loaded[0].saved.events, vec![(1, renamed)]);
+    }
+
+    /// Found by the three loaded mirrors (seed 1795676761747868480, batch 499): while the
+    /// daemon was down, `b` moved to `f g/b` and a file in it swapped with `f g/.h`. The
+    /// file that left `b/.h/e.rs` was carried to `f g/b/.h/e.rs` and told deleted there,
+    /// after the other file was told made at that very path.
+    #[test]
+    fn a_file_swapped_into_a_renamed_directory_is_not_deleted_after_it_is_made() {
+        let dir = |path: &str, inode: u64| IndexEntry {
+            is_dir: true,
+            ..entry(path, inode, 1)
+        };
+        let before = vec![
+            dir("/w/b", 1),
+            dir("/w/b/.h", 2),
+            entry("/w/b/.h/e.rs", 3, 3),
+            dir("/w/f g", 4),
+            entry("/w/f g/.h", 5, 5),
+        ];
+        let after = vec![
+            dir("/w/f g", 4),
+            dir("/w/f g/b", 1),
+            dir("/w/f g/b/.h", 2),
+            entry("/w/f g/b/.h/e.rs", 5, 5),
+            entry("/w/f g/.h", 3, 3),
+        ];
+        let summary: Vec<(EventKind, String)> = diff(&before, &after)
+            .iter()
+            .map(|e| (e.kind, e.path.display().to_string()))
+            .collect();
+        assert_eq!(
+            summary,
+            [
+                (EventKind::Rename, "/w/f g/b".to_string()),
+                (EventKind::Create, "/w/f g/b/.h/e.rs".into()),
+                (EventKind::Modify, "/w/f g/.h".into()),
+            ]
+        );
     }
 
     #[test]

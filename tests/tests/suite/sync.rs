@@ -216,6 +216,14 @@ async fn random_operations_keep_a_mirror_exact() {
     mirror_run(seed, batches).await;
 }
 
+/// A seed that once lost a file in the three loaded mirrors, and replays alone: while the
+/// daemon was down a directory moved and a file in it swapped with one outside it, and the
+/// restart's diff told the file made and then deleted at the same path.
+#[tokio::test]
+async fn a_swap_into_a_directory_renamed_while_down_is_mirrored() {
+    mirror_run(1795676761747868480, 520).await;
+}
+
 /// Three randomized mirrors at once while a thread keeps a core busy: a check that passes
 /// alone can fail three at a time (the engine's reads and the tree race harder). Two of
 /// them replay the seeds that lost changes this way before the reconciler (1795562975637610980
