@@ -590,3 +590,271 @@ mod tests {
         assert_eq!(events[0].from, Some(PathBuf::from("/w/b")));
     }
 }
+
+/// The restart's diff, proven as the watch engine's lists are: random changes to a tree
+/// while "the daemon is down" (renames of files and directories with what they hold,
+/// swaps, creates, deletes, writes, inode numbers reused), then the diff's list applied to
+/// the tree as it was, as a mirror applies it, must give the tree as it is.
+/// `FSD_DIFF_SEED` replays one seed.
+#[cfg(test)]
+mod simulation {
+    use std::collections::BTreeMap;
+    use std::path::{Path, PathBuf};
+
+    use fsd_watch::changes::{self, Change};
+
+    use super::{IndexEntry, diff};
+
+    type Tree = BTreeMap<PathBuf, IndexEntry>;
+
+    struct Rng(u64);
+
+    impl Rng {
+        fn below(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) % n as u64) as usize
+        }
+    }
+
+    const NAMES: &[&str] = &["a", "b", "c", ".h", "f g"];
+
+    fn random_path(rng: &mut Rng, tree: &Tree) -> PathBuf {
+        // Inside an existing directory, or the root.
+        let dirs: Vec<&PathBuf> = tree
+            .values()
+            .filter(|e| e.is_dir)
+            .map(|e| &e.path)
+            .collect();
+        let parent = match rng.below(dirs.len() + 1) {
+            0 => PathBuf::from("/w"),
+            n => dirs[n - 1].clone(),
+        };
+        parent.join(NAMES[rng.below(NAMES.len())])
+    }
+
+    fn subtree(tree: &Tree, top: &Path) -> Vec<PathBuf> {
+        tree.keys()
+            .filter(|p| p.starts_with(top))
+            .cloned()
+            .collect()
+    }
+
+    /// Moves what is at `from` (and below) to `to`, replacing what was there.
+    fn rename(tree: &mut Tree, from: &Path, to: &Path) {
+        if to.starts_with(from) {
+            return;
+        }
+        for gone in subtree(tree, to) {
+            tree.remove(&gone);
+        }
+        for path in subtree(tree, from) {
+            let mut entry = tree.remove(&path).expect("listed");
+            let rest = path.strip_prefix(from).expect("below");
+            let moved = match rest.as_os_str().is_empty() {
+                true => to.to_path_buf(),
+                false => to.join(rest),
+            };
+            entry.path = moved.clone();
+            tree.insert(moved, entry);
+        }
+    }
+
+    fn step(rng: &mut Rng, tree: &mut Tree, next_inode: &mut u64, freed: &mut Vec<u64>) {
+        let existing: Vec<PathBuf> = tree.keys().cloned().collect();
+        let pick = |rng: &mut Rng| existing.get(rng.below(existing.len().max(1))).cloned();
+        // New objects sometimes get an inode number just freed, as filesystems give them.
+        let mut inode = |rng: &mut Rng| match freed.pop() {
+            Some(reused) if rng.below(2) == 0 => reused,
+            _ => {
+                *next_inode += 1;
+                *next_inode
+            }
+        };
+        match rng.below(6) {
+            0 | 1 => {
+                let path = random_path(rng, tree);
+                if tree.contains_key(&path) {
+                    return;
+                }
+                let is_dir = rng.below(3) == 0;
+                let entry = IndexEntry {
+                    path: path.clone(),
+                    is_dir,
+                    size: rng.below(4) as u64,
+                    mtime_ns: rng.below(3) as i128,
+                    inode: inode(rng),
+                    mode: Some(0o644),
+                };
+                tree.insert(path, entry);
+            }
+            2 => {
+                if let (Some(from), to) = (pick(rng), random_path(rng, tree)) {
+                    rename(tree, &from, &to);
+                }
+            }
+            3 => {
+                if let (Some(a), Some(b)) = (pick(rng), pick(rng))
+                    && !a.starts_with(&b)
+                    && !b.starts_with(&a)
+                {
+                    let temp = PathBuf::from("/w/swap.tmp");
+                    rename(tree, &a, &temp);
+                    rename(tree, &b, &a);
+                    rename(tree, &temp, &b);
+                }
+            }
+            4 => {
+                if let Some(path) = pick(rng) {
+                    for gone in subtree(tree, &path) {
+                        if let Some(entry) = tree.remove(&gone) {
+                            freed.push(entry.inode);
+                        }
+                    }
+                }
+            }
+            _ => {
+                if let Some(path) = pick(rng)
+                    && let Some(entry) = tree.get_mut(&path)
+                    && !entry.is_dir
+                {
+                    entry.size += 1;
+                    entry.mtime_ns += 1;
+                }
+            }
+        }
+    }
+
+    /// Applies `listed` to `mirror` as `fsd-sdk`'s sync does; what it fetches comes from
+    /// `now`.
+    fn apply(mirror: &mut Tree, listed: &[changes::Listed], now: &Tree) {
+        let mut aside: Vec<(PathBuf, Vec<(PathBuf, IndexEntry)>)> = Vec::new();
+        let mut froms: Vec<&PathBuf> = listed
+            .iter()
+            .filter_map(|l| match &l.change {
+                Change::Renamed { from } => Some(from),
+                _ => None,
+            })
+            .collect();
+        froms.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        for from in froms {
+            let taken = subtree(mirror, from)
+                .into_iter()
+                .filter_map(|p| mirror.remove(&p).map(|e| (p, e)))
+                .collect();
+            aside.push((from.clone(), taken));
+        }
+        for l in listed.iter().filter(|l| l.change == Change::Deleted) {
+            let holder = aside
+                .iter_mut()
+                .filter(|(from, _)| l.path.starts_with(from))
+                .max_by_key(|(from, _)| from.components().count());
+            match holder {
+                Some((_, taken)) => taken.retain(|(p, _)| !p.starts_with(&l.path)),
+                None => {
+                    for gone in subtree(mirror, &l.path) {
+                        mirror.remove(&gone);
+                    }
+                }
+            }
+        }
+        let mut placed: Vec<&changes::Listed> = listed
+            .iter()
+            .filter(|l| matches!(l.change, Change::Renamed { .. } | Change::Created))
+            .collect();
+        placed.sort_by(|a, b| a.path.cmp(&b.path));
+        for l in placed {
+            for gone in subtree(mirror, &l.path) {
+                mirror.remove(&gone);
+            }
+            if let Change::Renamed { from } = &l.change
+                && let Some((_, taken)) = aside.iter().find(|(f, _)| f == from)
+            {
+                for (path, entry) in taken {
+                    let moved = l.path.join(path.strip_prefix(from).expect("below"));
+                    mirror.insert(
+                        moved.clone(),
+                        IndexEntry {
+                            path: moved,
+                            ..entry.clone()
+                        },
+                    );
+                }
+            }
+        }
+        for l in listed
+            .iter()
+            .filter(|l| matches!(l.change, Change::Created | Change::Modified))
+        {
+            if let Some(entry) = now.get(&l.path) {
+                mirror.insert(l.path.clone(), entry.clone());
+            }
+        }
+    }
+
+    /// What a mirror must agree on: the kinds, and for files the content's identity.
+    fn shape(tree: &Tree) -> Vec<(PathBuf, bool, u64, u64, i128)> {
+        tree.values()
+            .map(|e| match e.is_dir {
+                true => (e.path.clone(), true, 0, 0, 0),
+                false => (e.path.clone(), false, e.inode, e.size, e.mtime_ns),
+            })
+            .collect()
+    }
+
+    fn run(seed: u64) -> Result<(), String> {
+        let mut rng = Rng(seed);
+        let mut tree = Tree::new();
+        let (mut next_inode, mut freed) = (0, Vec::new());
+        for _ in 0..rng.below(12) {
+            step(&mut rng, &mut tree, &mut next_inode, &mut freed);
+        }
+        // Inode numbers of the tree at the snapshot are not reused while it is still
+        // recorded: only what is freed from now on.
+        freed.clear();
+        let before = tree.clone();
+        for _ in 0..1 + rng.below(8) {
+            step(&mut rng, &mut tree, &mut next_inode, &mut freed);
+        }
+        let old: Vec<IndexEntry> = before.values().cloned().collect();
+        let new: Vec<IndexEntry> = tree.values().cloned().collect();
+        let events = diff(&old, &new);
+        let listed = changes::list(&events, usize::MAX).ok_or("no list")?;
+        let mut mirror = before.clone();
+        apply(&mut mirror, &listed, &tree);
+        if shape(&mirror) != shape(&tree) {
+            return Err(format!(
+                "before {:?}\nafter {:?}\nevents {events:?}\nmirror {:?}",
+                shape(&before),
+                shape(&tree),
+                shape(&mirror)
+            ));
+        }
+        Ok(())
+    }
+
+    /// Known to fail (about 1 seed in 2,000): the diff emits in path order, and some
+    /// changes need another order. `FSD_DIFF_SEED=2299`: a directory replaced by a file
+    /// while a file inside it moved out (the directory is told deleted before the move);
+    /// `FSD_DIFF_SEED=11953`: in a renamed directory a file moved to another name and a
+    /// new file took its old one (the new file is told made before the move out of that
+    /// name). Run with `--ignored`; docs/api.md states the limit.
+    #[test]
+    #[ignore = "the restart's diff orders some changes wrongly (FSD_DIFF_SEED=2299, 11953)"]
+    fn a_restarts_diff_applied_gives_the_tree_as_it_is() {
+        let seeds: Vec<u64> = match std::env::var("FSD_DIFF_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+        {
+            Some(seed) => vec![seed],
+            None => (0..20_000).collect(),
+        };
+        for seed in seeds {
+            if let Err(failure) = run(seed) {
+                panic!("FSD_DIFF_SEED={seed}: {failure}");
+            }
+        }
+    }
+}
