@@ -86,6 +86,24 @@ pub fn list_beneath(opened: OwnedFd, dir: &Path, options: ListOptions) -> Vec<Fi
     files
 }
 
+/// The names in the open directory `dir` (`.` and `..` left out), read from a duplicate of
+/// its descriptor so `dir` stays usable for `*at` calls.
+pub(super) fn names_at(dir: &OwnedFd) -> nix::Result<Vec<OsString>> {
+    let duplicate = dir.try_clone().map_err(|_| Errno::EBADF)?;
+    Ok(Dir::from_fd(duplicate)?
+        .iter()
+        .filter_map(Result::ok)
+        .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
+        .filter(|name| name != "." && name != "..")
+        .collect())
+}
+
+/// The file type bits of what `fstatat` said.
+pub(super) fn kind_of(stat: &nix::sys::stat::FileStat) -> nix::sys::stat::SFlag {
+    use nix::sys::stat::SFlag;
+    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
+}
+
 fn list_at(
     opened: OwnedFd,
     dir: &Path,
@@ -93,26 +111,14 @@ fn list_at(
     options: ListOptions,
     files: &mut Vec<FileInfo>,
 ) {
-    let listed = opened
-        .try_clone()
-        .map_err(|_| Errno::EBADF)
-        .and_then(Dir::from_fd)
-        .map(|mut entries| {
-            entries
-                .iter()
-                .filter_map(Result::ok)
-                .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
-                .collect::<Vec<OsString>>()
-        });
-    let mut names = match listed {
+    let mut names = match names_at(&opened) {
         Ok(names) => names,
         Err(err) => {
             tracing::warn!(error = %err, "skipping unreadable directory while listing");
             return;
         }
     };
-    names
-        .retain(|name| name != "." && name != ".." && (options.include_hidden || !is_hidden(name)));
+    names.retain(|name| options.include_hidden || !is_hidden(name));
     names.sort();
     for name in names {
         let path = dir.join(&name);

@@ -2,20 +2,19 @@
 //! `go-w`, `a=rX`, `u+s`, comma-separated), owners and groups by name or id, applied to a
 //! path and, when asked, everything below it (symlinks neither followed nor changed).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::os::fd::{AsFd, BorrowedFd};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use fsd_search::{Refused, Within};
-use nix::dir::Dir;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, openat};
 use nix::sys::stat::{FchmodatFlags, FileStat, Mode, SFlag, fchmodat, fstatat};
 use nix::unistd::{Gid, Group, Uid, User, fchownat};
 
 use super::error::FileError;
+use super::listing::{kind_of, names_at};
 use crate::paths::PathError;
 
 /// A mode change, ready to apply to a file's mode.
@@ -246,10 +245,6 @@ fn visit_beneath(
     visit_at(dir.as_fd(), &name, &stat, recursive, visit).map_err(failed)
 }
 
-fn kind_of(stat: &FileStat) -> SFlag {
-    SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT
-}
-
 /// Visits `name` in `dir` (not a link), then what is below it when `recursive`.
 fn visit_at(
     dir: BorrowedFd<'_>,
@@ -264,13 +259,7 @@ fn visit_at(
     }
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     let inner = openat(dir, name, flags, Mode::empty())?;
-    let names: Vec<OsString> = Dir::from_fd(inner.try_clone().map_err(|_| Errno::EBADF)?)?
-        .iter()
-        .filter_map(Result::ok)
-        .map(|entry| OsStr::from_bytes(entry.file_name().to_bytes()).to_os_string())
-        .filter(|name| name != "." && name != "..")
-        .collect();
-    for child in names {
+    for child in names_at(&inner)? {
         let stat = match fstatat(&inner, child.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW) {
             Ok(stat) => stat,
             // Gone since the listing.

@@ -516,7 +516,14 @@ fn parent_beneath(
     raw: &str,
     what: &'static str,
 ) -> Result<(OwnedFd, OsString), FileError> {
-    within.parent_of(path).map_err(|refused| match refused {
+    within
+        .parent_of(path)
+        .map_err(|refused| refused_error(refused, path, raw, what))
+}
+
+/// What a confined open that failed answers; `what` names the path when it is missing.
+fn refused_error(refused: Refused, path: &Path, raw: &str, what: &'static str) -> FileError {
+    match refused {
         Refused::Outside => FileError::Path(PathError::OutsideRoots {
             path: raw.to_string(),
         }),
@@ -527,7 +534,7 @@ fn parent_beneath(
             path: raw.to_string(),
         },
         Refused::Io(err) => FileError::io("open", path)(err),
-    })
+    }
 }
 
 /// Opens `path` (links followed) beneath the roots with `flags`; `what` names it in a
@@ -541,20 +548,7 @@ fn open_beneath(
 ) -> Result<fs::File, FileError> {
     within
         .open_with(path, flags)
-        .map_err(|refused| match refused {
-            Refused::Outside => FileError::Path(PathError::OutsideRoots {
-                path: raw.to_string(),
-            }),
-            Refused::Io(err) if err.kind() == io::ErrorKind::NotFound => {
-                FileError::not_found(what, raw)
-            }
-            Refused::Io(err) if err.kind() == io::ErrorKind::NotADirectory => {
-                FileError::NotDirectory {
-                    path: raw.to_string(),
-                }
-            }
-            Refused::Io(err) => FileError::io("open", path)(err),
-        })
+        .map_err(|refused| refused_error(refused, path, raw, what))
 }
 
 /// A confined stat: of the object itself (`O_PATH`, the last name not followed unless
@@ -600,7 +594,7 @@ fn delete_beneath(within: &Within, path: &Path, raw: &str) -> Result<(), FileErr
         other => FileError::io("delete", path)(io::Error::from(other)),
     };
     let stat = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW).map_err(failed)?;
-    if SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFDIR {
+    if listing::kind_of(&stat) == SFlag::S_IFDIR {
         return Err(FileError::IsDirectory {
             message: format!(
                 "Cannot delete directory with deleteFile() at '{raw}'. \

@@ -429,6 +429,21 @@ mod tests {
         }
     }
 
+    fn dir(path: &str, inode: u64, size: u64) -> IndexEntry {
+        IndexEntry {
+            is_dir: true,
+            ..entry(path, inode, size)
+        }
+    }
+
+    /// Each event's kind and path, to compare with what a test expects.
+    fn summary(events: &[Event]) -> Vec<(EventKind, String)> {
+        events
+            .iter()
+            .map(|e| (e.kind, e.path.display().to_string()))
+            .collect()
+    }
+
     /// A mode changed while the daemon was down is an `attrib` (a mirror sets it); a
     /// snapshot from before modes were kept tells none.
     #[test]
@@ -450,10 +465,6 @@ mod tests {
     /// while the daemon was down, came out as created and then deleted.
     #[test]
     fn a_file_changed_inside_a_renamed_directory_is_modified_there() {
-        let dir = |path: &str, inode: u64, size: u64| IndexEntry {
-            is_dir: true,
-            ..entry(path, inode, size)
-        };
         let before = vec![
             dir("/w/d", 1, 1),
             dir("/w/d/h", 2, 1),
@@ -468,12 +479,8 @@ mod tests {
             entry("/w/e/h/b", 3, 7),
             dir("/w/e/n", 4, 2),
         ];
-        let summary: Vec<(EventKind, String)> = diff(&before, &after)
-            .iter()
-            .map(|e| (e.kind, e.path.display().to_string()))
-            .collect();
         assert_eq!(
-            summary,
+            summary(&diff(&before, &after)),
             [
                 (EventKind::Create, "/w/e".to_string()),
                 (EventKind::Rename, "/w/e/h".into()),
@@ -528,30 +535,22 @@ mod tests {
     /// after the other file was told made at that very path.
     #[test]
     fn a_file_swapped_into_a_renamed_directory_is_not_deleted_after_it_is_made() {
-        let dir = |path: &str, inode: u64| IndexEntry {
-            is_dir: true,
-            ..entry(path, inode, 1)
-        };
         let before = vec![
-            dir("/w/b", 1),
-            dir("/w/b/.h", 2),
+            dir("/w/b", 1, 1),
+            dir("/w/b/.h", 2, 1),
             entry("/w/b/.h/e.rs", 3, 3),
-            dir("/w/f g", 4),
+            dir("/w/f g", 4, 1),
             entry("/w/f g/.h", 5, 5),
         ];
         let after = vec![
-            dir("/w/f g", 4),
-            dir("/w/f g/b", 1),
-            dir("/w/f g/b/.h", 2),
+            dir("/w/f g", 4, 1),
+            dir("/w/f g/b", 1, 1),
+            dir("/w/f g/b/.h", 2, 1),
             entry("/w/f g/b/.h/e.rs", 5, 5),
             entry("/w/f g/.h", 3, 3),
         ];
-        let summary: Vec<(EventKind, String)> = diff(&before, &after)
-            .iter()
-            .map(|e| (e.kind, e.path.display().to_string()))
-            .collect();
         assert_eq!(
-            summary,
+            summary(&diff(&before, &after)),
             [
                 (EventKind::Rename, "/w/f g/b".to_string()),
                 (EventKind::Create, "/w/f g/b/.h/e.rs".into()),
@@ -574,12 +573,8 @@ mod tests {
             entry("/w/new", 3, 5),
         ];
         let events = diff(&before, &after);
-        let summary: Vec<(EventKind, String)> = events
-            .iter()
-            .map(|e| (e.kind, e.path.display().to_string()))
-            .collect();
         assert_eq!(
-            summary,
+            summary(&events),
             [
                 (EventKind::Rename, "/w/moved".to_string()),
                 (EventKind::Create, "/w/new".into()),
