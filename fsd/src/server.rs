@@ -236,7 +236,11 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         tokio::task::spawn_blocking(move || MountService::new(&state_dir))
     };
     // Started here, on the main thread, which lives as long as the daemon (see World::start).
-    let world = Arc::new(World::start(settings.isolation == IsolationMode::Auto));
+    let mut world = World::start(settings.isolation == IsolationMode::Auto);
+    if let Some(roots) = policy.confined_roots() {
+        world = world.confined(roots.to_vec());
+    }
+    let world = Arc::new(world);
     let sessions = Arc::new(SessionManager::new(ExecConfig {
         state_dir: settings.state_dir.clone(),
         workspace: settings.workspace.clone(),

@@ -21,6 +21,10 @@ pub enum ExecError {
         stderr: String,
         session_kept: bool,
     },
+    /// A `cwd` whose real location is outside the roots of a confined daemon (a link
+    /// swapped in since the request was checked).
+    #[error("cwd is outside the allowed roots: {cwd}")]
+    Outside { cwd: String },
     #[error("cannot start the session shell: {0}")]
     Spawn(String),
     #[error("{0}")]

@@ -9,7 +9,7 @@
 //! content (a file) or asked for a pipe (a FIFO the daemon writes).
 //! Reports go to the control FIFO (fd 9); the command never sees fds 8 and 9.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Quotes `value` for bash as printable ASCII: `'…'`, or `$'…'` with escapes when it holds
 /// control characters or anything beyond ASCII. A newline must never split a command line,
@@ -51,6 +51,43 @@ fn quote_path(path: &Path) -> String {
     quote(&path.to_string_lossy())
 }
 
+/// Where a command in a session's shell runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Workdir {
+    pub dir: PathBuf,
+    /// Under `--confine`: a root and how many levels below it `dir` (then a real path) is.
+    /// Once there, the shell checks that many `..` up from where it stands is the root, by
+    /// device and inode: the kernel's answer of where the shell is, so a link swapped in
+    /// for a directory on the way, which `cd` would have followed, is caught before the
+    /// command runs.
+    pub beneath: Option<(PathBuf, usize)>,
+}
+
+impl Workdir {
+    /// Shell text that enters the directory and succeeds only when it is where it must be;
+    /// else it says so on stderr and reports `outside JOB` to the daemon (the shell may
+    /// have moved).
+    fn enter(&self, job: u64) -> String {
+        let dir = quote_path(&self.dir);
+        let Some((root, depth)) = &self.beneath else {
+            return format!("builtin cd -- {dir}");
+        };
+        let up = match depth {
+            0 => ".".to_string(),
+            n => vec![".."; *n].join("/"),
+        };
+        let refused = quote(&format!(
+            "fsd: {}: outside the allowed roots",
+            self.dir.display()
+        ));
+        format!(
+            "{{ builtin cd -- {dir} && {{ [[ {up} -ef {root} ]] || {{ builtin printf '%s\\n' {refused} >&2; \
+             builtin printf 'outside {job} 0\\n' >>\"$__fsd_ctl\"; false; }}; }}; }}",
+            root = quote_path(root),
+        )
+    }
+}
+
 /// Environment variable names bash can export.
 pub fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -71,8 +108,15 @@ pub fn valid_env_name(name: &str) -> bool {
 ///   the job done itself, reopening the control FIFO by path (fd 9 is closed for commands).
 ///   Every command line installs it afresh: once the trap has run while bash waited for a
 ///   child, bash no longer calls it for the next SIGINT (seen with bash 5.2).
-pub fn driver(control: &Path, commands: &Path, start_dir: &Path) -> String {
+pub fn driver(control: &Path, commands: &Path, start_dir: Option<&Path>) -> String {
     let control = quote_path(control);
+    let start = match start_dir {
+        Some(dir) => format!(
+            "builtin cd -- {} 2>/dev/null || builtin cd\n",
+            quote_path(dir)
+        ),
+        None => String::new(),
+    };
     format!(
         "__fsd_nl=$'\\n'\n\
          __fsd_job=0\n\
@@ -80,15 +124,15 @@ pub fn driver(control: &Path, commands: &Path, start_dir: &Path) -> String {
          set -E\n\
          shopt -s expand_aliases\n\
          trap '__fsd_s=$?; [[ $- == *e* ]] && builtin return $__fsd_s 2>/dev/null' ERR\n\
+         __fsd_ctl={control}\n\
          __fsd_on_int='[[ $__fsd_job != 0 ]] && builtin printf \"done %s 130\\n\" \"$__fsd_job\" >>{control}; \
          __fsd_job=0; builtin return 130 2>/dev/null'\n\
-         builtin cd -- {start} 2>/dev/null || builtin cd\n\
+         {start}\
          builtin printf 'ready\\n' >&9\n\
          while IFS= builtin read -r -N {digits} __fsd_n <&8 && \
          IFS= builtin read -r -N \"$((10#$__fsd_n))\" __fsd_line <&8; do builtin eval \"$__fsd_line\"; done\n",
         digits = FRAME_DIGITS,
         commands = quote_path(commands),
-        start = quote_path(start_dir),
     )
 }
 
@@ -142,7 +186,7 @@ pub fn foreground(
     job: u64,
     command: &str,
     files: &JobFiles<'_>,
-    cwd: Option<&Path>,
+    cwd: Option<&Workdir>,
     env: &[(String, String)],
 ) -> String {
     let script = quote_path(files.script);
@@ -151,11 +195,13 @@ pub fn foreground(
     let (set, restore) = env_set(env);
     let run =
         format!("{set}if builtin source {script}; then __fsd_r=0; else __fsd_r=$?; fi; {restore}");
+    // A refused directory may have been entered (its check comes after the `cd`): the shell
+    // goes back either way.
     let run = match cwd {
         Some(dir) => format!(
-            "__fsd_p=$PWD; if builtin cd -- {dir}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
-             else __fsd_r=1; fi; ",
-            dir = quote_path(dir),
+            "__fsd_p=$PWD; if {enter}; then {run}builtin cd -- \"$__fsd_p\" 2>/dev/null || :; \
+             else __fsd_r=1; builtin cd -- \"$__fsd_p\" 2>/dev/null || :; fi; ",
+            enter = dir.enter(job),
         ),
         None => run,
     };
@@ -194,7 +240,7 @@ pub struct Supervision<'a> {
 pub fn background(
     job: u64,
     files: &JobFiles<'_>,
-    cwd: Option<&Path>,
+    cwd: Option<&Workdir>,
     env: &[(String, String)],
     supervision: &Supervision<'_>,
 ) -> String {
@@ -203,8 +249,8 @@ pub fn background(
     let state = quote_path(supervision.state);
     let cd = match cwd {
         Some(dir) => format!(
-            "builtin cd -- {dir} 2>>{err} || {{ builtin printf 'exit {job} 1\\n' >>{control}; builtin exit 1; }}; ",
-            dir = quote_path(dir),
+            "{enter} 2>>{err} || {{ builtin printf 'exit {job} 1\\n' >>{control}; builtin exit 1; }}; ",
+            enter = dir.enter(job),
         ),
         None => String::new(),
     };
@@ -262,7 +308,11 @@ mod tests {
             stdin: None,
         };
         let env = [("K".to_string(), "v'1\nline".to_string())];
-        let line = foreground(3, "echo 'é'\nls", &files, Some(Path::new("/w d")), &env);
+        let cwd = Workdir {
+            dir: PathBuf::from("/w d"),
+            beneath: None,
+        };
+        let line = foreground(3, "echo 'é'\nls", &files, Some(&cwd), &env);
         assert!(line.contains(r"__fsd_c=$'echo \'\xc3\xa9\'\nls'"), "{line}");
         assert_eq!(line.matches('\n').count(), 1, "{line}");
         assert!(line.ends_with(">&9\n"));
@@ -284,5 +334,48 @@ mod tests {
         assert!(line.contains("<'/s/in-4' >'/s/out-3'"), "{line}");
         assert!(line.contains("--report '/s/control' --job 4"), "{line}");
         assert!(line.contains("exit 4 127"), "{line}");
+    }
+
+    /// The confined entry, run by bash: a directory beneath the root is entered; one whose
+    /// real path became a link out (a swap after the daemon looked) is refused, as is one
+    /// reached through a link inside at the wrong depth.
+    #[test]
+    fn a_confined_directory_is_entered_only_beneath_its_root() {
+        let inside = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(inside.path()).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir(outside.path().join("b")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), root.join("out")).unwrap();
+        let run = |dir: PathBuf, depth: usize| {
+            let workdir = Workdir {
+                dir,
+                beneath: Some((root.clone(), depth)),
+            };
+            std::process::Command::new("bash")
+                .args(["--norc", "--noprofile", "-c"])
+                .arg(format!(
+                    "__fsd_ctl=/dev/null; {} && builtin pwd -P",
+                    workdir.enter(7)
+                ))
+                .output()
+                .unwrap()
+        };
+        let entered = run(root.join("a/b"), 2);
+        assert!(entered.status.success(), "{entered:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&entered.stdout).trim(),
+            root.join("a/b").to_string_lossy()
+        );
+        assert!(run(root.clone(), 0).status.success());
+        for (dir, depth) in [(root.join("out/b"), 2), (root.join("out"), 1)] {
+            let refused = run(dir, depth);
+            assert!(!refused.status.success(), "{refused:?}");
+            assert!(refused.stdout.is_empty());
+            assert!(
+                String::from_utf8_lossy(&refused.stderr).contains("outside the allowed roots"),
+                "{refused:?}"
+            );
+        }
     }
 }

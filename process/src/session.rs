@@ -160,13 +160,18 @@ impl Session {
             Some(_) => self.direct_processes(),
             None => HashSet::new(),
         };
+        let cwd = spec
+            .cwd
+            .as_deref()
+            .map(|cwd| self.shell.workdir(cwd))
+            .transpose()?;
         let started = Instant::now();
         self.shell
             .send(&script::foreground(
                 job.id,
                 &spec.command,
                 &job.files(piped),
-                spec.cwd.as_deref(),
+                cwd.as_ref(),
                 &spec.env,
             ))
             .await?;
@@ -187,8 +192,10 @@ impl Session {
                 id: self.id.clone(),
             });
         }
-        let Some(exit_code) = done else {
-            return Err(self.exit_error(self.shell.wait_exit().await));
+        let exit_code = match done {
+            Some(Ok(code)) => code,
+            Some(Err(())) => return Err(outside(spec)),
+            None => return Err(self.exit_error(self.shell.wait_exit().await)),
         };
         let (stdout, stderr) = (Output::open(&job.stdout), Output::open(&job.stderr));
         let keep = [&stdout, &stderr].map(|output| output.as_ref().is_some_and(Output::reusable));
@@ -237,6 +244,11 @@ impl Session {
     pub async fn start_background(&self, spec: &CommandSpec) -> Result<Started, ExecError> {
         let _turn = self.lock.lock().await;
         self.check_alive()?;
+        let cwd = spec
+            .cwd
+            .as_deref()
+            .map(|cwd| self.shell.workdir(cwd))
+            .transpose()?;
         let (job, mut reports) = self.shell.new_job(JobKind::Background);
         write_script(&job.script, &spec.command).await?;
         let mut pipe = None;
@@ -249,7 +261,7 @@ impl Session {
             .send(&script::background(
                 job.id,
                 &job.files(spec.stdin != Stdin::Null),
-                spec.cwd.as_deref(),
+                cwd.as_ref(),
                 &spec.env,
                 &self.shell.supervision(&job),
             ))
@@ -258,6 +270,7 @@ impl Session {
             report = reports.recv() => match report {
                 Some(Report::Pid(pid)) => Ok(pid),
                 Some(Report::Exit(code)) => Err(ExecError::Spawn(format!("the command exited with {code} before starting"))),
+                Some(Report::Outside) => Err(outside(spec)),
                 _ => Err(ExecError::Spawn("no pid reported".into())),
             },
             code = self.shell.wait_exit() => Err(self.exit_error(code)),
@@ -385,10 +398,24 @@ impl Target for Foreground<'_> {
 }
 
 /// The next `Done` report; `None` if the channel closed.
-async fn wait_done(reports: &mut mpsc::UnboundedReceiver<Report>) -> Option<i32> {
+fn outside(spec: &CommandSpec) -> ExecError {
+    ExecError::Outside {
+        cwd: spec
+            .cwd
+            .as_deref()
+            .map(|cwd| cwd.display().to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// A foreground command's end: its status, or its directory refused (`Err`); `None` when
+/// the shell went away first.
+async fn wait_done(reports: &mut mpsc::UnboundedReceiver<Report>) -> Option<Result<i32, ()>> {
     while let Some(report) = reports.recv().await {
-        if let Report::Done(code) = report {
-            return Some(code);
+        match report {
+            Report::Done(code) => return Some(Ok(code)),
+            Report::Outside => return Some(Err(())),
+            _ => {}
         }
     }
     None

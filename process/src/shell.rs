@@ -39,6 +39,9 @@ pub enum Report {
     /// The CPU time, in microseconds, of what a background command's supervisor waited
     /// for; sent just before its `Exit`.
     Cpu(u64),
+    /// Confined: the command's directory was found outside the roots once entered (a link
+    /// swapped in since the daemon looked); the command did not run.
+    Outside,
 }
 
 type Routes = Arc<Mutex<HashMap<u64, mpsc::UnboundedSender<Report>>>>;
@@ -105,6 +108,8 @@ pub struct Shell {
     isolation: Isolation,
     /// The fsd binary, which background jobs run as their supervisor.
     exe: PathBuf,
+    /// The roots commands' directories are confined to (see [`World::within`]).
+    within: Vec<PathBuf>,
     commands: tokio::sync::Mutex<tokio::net::unix::pipe::Sender>,
     dir: PathBuf,
     /// The control FIFO, which supervisors of background jobs report to by path.
@@ -146,7 +151,14 @@ impl Shell {
             .read_write(true)
             .open_sender(&commands)?;
         let driver = dir.join("driver.sh");
-        std::fs::write(&driver, script::driver(&control, &commands, start_dir))?;
+        // Confined, the shell's supervisor enters the start directory by a descriptor
+        // opened beneath the roots, and the driver does not `cd` there by its path again
+        // (bash takes its PWD from where it is); a start refused fails the spawn.
+        let (supervised_in, driver_cd) = match world.within().is_empty() {
+            true => (dir.as_path(), Some(start_dir)),
+            false => (start_dir, None),
+        };
+        std::fs::write(&driver, script::driver(&control, &commands, driver_cd))?;
         let bash = [
             OsStr::new("bash"),
             OsStr::new("--norc"),
@@ -154,7 +166,7 @@ impl Shell {
             driver.as_os_str(),
         ];
         let mut child = world
-            .command(OnExit::Kill, &dir, &bash)
+            .command(OnExit::Kill, supervised_in, &bash)
             .env_clear()
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdin(Stdio::null())
@@ -192,6 +204,7 @@ impl Shell {
             root: leader,
             isolation: world.isolation(),
             exe: world.exe().to_path_buf(),
+            within: world.within().to_vec(),
             commands: tokio::sync::Mutex::new(sender),
             control: control.clone(),
             dir,
@@ -239,6 +252,34 @@ impl Shell {
     }
 
     /// Where a background job's supervisor comes from and reports to.
+    /// How a command's `cwd` is entered: as given, or under `--confine` by its real path
+    /// with the shell's check of where it landed. A `cwd` whose real path is outside every
+    /// root (changed since the daemon looked) is refused here.
+    pub fn workdir(&self, cwd: &Path) -> Result<script::Workdir, ExecError> {
+        if self.within.is_empty() {
+            return Ok(script::Workdir {
+                dir: cwd.to_path_buf(),
+                beneath: None,
+            });
+        }
+        let outside = || ExecError::Outside {
+            cwd: cwd.display().to_string(),
+        };
+        let real = std::fs::canonicalize(cwd).map_err(|_| outside())?;
+        let (root, depth) = self
+            .within
+            .iter()
+            .find_map(|root| {
+                let rest = real.strip_prefix(root).ok()?;
+                Some((root.clone(), rest.components().count()))
+            })
+            .ok_or_else(outside)?;
+        Ok(script::Workdir {
+            dir: real,
+            beneath: Some((root, depth)),
+        })
+    }
+
     pub fn supervision<'a>(&'a self, job: &'a Job) -> script::Supervision<'a> {
         script::Supervision {
             exe: &self.exe,
@@ -391,6 +432,7 @@ fn parse_report(line: &str) -> Option<(u64, Report)> {
         "pid" => Report::Pid(value.parse().ok()?),
         "exit" => Report::Exit(value.parse().ok()?),
         "cpu" => Report::Cpu(value.parse().ok()?),
+        "outside" => Report::Outside,
         _ => return None,
     };
     Some((job, report))

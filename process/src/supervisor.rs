@@ -17,7 +17,9 @@ use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
+use fsd_search::{Refused, Within};
 use nix::errno::Errno;
+use nix::fcntl::OFlag;
 use nix::sched::CloneFlags;
 use nix::sys::resource::{UsageWho, getrusage};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
@@ -50,6 +52,11 @@ pub struct SuperviseArgs {
     /// The program's working directory.
     #[arg(long)]
     pub cwd: Option<PathBuf>,
+    /// A root (canonical) the working directory must lie beneath (repeatable; `--confine`):
+    /// it is opened beneath the root by the kernel and entered by that descriptor, and a
+    /// directory outside, or reached through a link out, is refused with status 126.
+    #[arg(long)]
+    pub within: Vec<PathBuf>,
     #[arg(long, value_enum)]
     pub on_exit: OnExit,
     /// The program's stdin is a terminal: make it a session leader with that terminal as
@@ -116,7 +123,15 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     };
     let mut command = std::process::Command::new(program);
     command.args(rest);
-    if let Some(cwd) = &args.cwd {
+    if !args.within.is_empty() {
+        // The supervisor enters the directory itself; the program inherits it.
+        if let Err(err) = enter_within(&args.within, args.cwd.as_deref()) {
+            let cwd = args.cwd.as_deref().unwrap_or(std::path::Path::new("."));
+            eprintln!("fsd supervise: {}: {err}", cwd.display());
+            report(&args, "exit {job} 126");
+            return 126;
+        }
+    } else if let Some(cwd) = &args.cwd {
         command.current_dir(cwd);
     }
     // The child starts with no signal blocked (std resets SIGPIPE, not always the mask),
@@ -185,6 +200,17 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
         }
     }
     0
+}
+
+/// Enters `cwd` (or stays where it is) by a descriptor opened beneath one of `roots`
+/// (`fchdir`), in this process's mount namespace.
+fn enter_within(roots: &[PathBuf], cwd: Option<&std::path::Path>) -> Result<(), Refused> {
+    let within = Within::new(roots)?;
+    let dir = within.open_with(
+        cwd.unwrap_or(std::path::Path::new(".")),
+        OFlag::O_PATH | OFlag::O_DIRECTORY,
+    )?;
+    nix::unistd::fchdir(&dir).map_err(|errno| Refused::Io(errno.into()))
 }
 
 /// `fsd sandbox-init`'s arguments.

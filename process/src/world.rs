@@ -52,6 +52,9 @@ impl Isolation {
 pub struct World {
     exe: PathBuf,
     init: Option<Init>,
+    /// Under `--confine`: the roots (canonical) every command's working directory must lie
+    /// beneath; its supervisor enters it by a descriptor opened beneath one of them.
+    within: Vec<PathBuf>,
 }
 
 /// The namespace's init, as the daemon sees it.
@@ -90,7 +93,33 @@ impl World {
         } else {
             None
         };
-        Self { exe, init }
+        Self {
+            exe,
+            init,
+            within: Vec::new(),
+        }
+    }
+
+    /// Confines every command's working directory to `roots` (canonical directories):
+    /// each supervisor opens it beneath one of them in the sandbox's own mount namespace
+    /// and enters it by that descriptor, so a link swapped in for a directory on the way
+    /// cannot start a command outside.
+    pub fn confined(mut self, roots: Vec<PathBuf>) -> Self {
+        self.within = roots;
+        self
+    }
+
+    /// The roots commands are confined to (empty: not confined).
+    pub fn within(&self) -> &[PathBuf] {
+        &self.within
+    }
+
+    /// Whether a command may start in `dir` as it is now: unconfined, always; confined,
+    /// when its real path lies beneath a root (its supervisor checks again by descriptor).
+    pub fn admits(&self, dir: &Path) -> bool {
+        self.within.is_empty()
+            || std::fs::canonicalize(dir)
+                .is_ok_and(|real| self.within.iter().any(|root| real.starts_with(root)))
     }
 
     /// Host pid of the namespace's init; `None` without a namespace. Blocks until the init
@@ -147,6 +176,9 @@ impl World {
             OnExit::Leave => "leave",
             OnExit::Linger => "linger",
         };
+        for root in &self.within {
+            command.arg("--within").arg(root);
+        }
         command
             .arg("--cwd")
             .arg(cwd)

@@ -52,16 +52,38 @@ pub fn kernel_confines() -> bool {
 }
 
 impl Within {
-    /// Holds `roots` (canonical directories) open.
+    /// Holds `roots` (canonical directories) open. A root is opened following no link at
+    /// all: one swapped in for the root or a directory above it since it was named (by a
+    /// process that may write there) makes the open fail rather than hold the wrong tree.
     pub fn new(roots: &[PathBuf]) -> io::Result<Self> {
+        let slash = open(
+            "/",
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
         let roots = roots
             .iter()
             .map(|root| {
-                let fd = open(
-                    root.as_path(),
-                    OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-                    Mode::empty(),
-                )?;
+                let rest = root.strip_prefix("/").map_err(|_| {
+                    io::Error::new(io::ErrorKind::InvalidInput, "a root must be absolute")
+                })?;
+                let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
+                let fd = match kernel_confines() {
+                    true => {
+                        let how = OpenHow::new().flags(flags).resolve(
+                            ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_BENEATH,
+                        );
+                        openat2(&slash, nonempty(rest), how)
+                    }
+                    false => walk(&slash, rest, flags),
+                }
+                .map_err(|errno| match errno {
+                    Errno::ELOOP => io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("{} is or passes through a link", root.display()),
+                    ),
+                    other => other.into(),
+                })?;
                 Ok((root.clone(), fd))
             })
             .collect::<io::Result<_>>()?;
@@ -149,11 +171,7 @@ impl Within {
 /// Opens `rest` (from a real path: no links unless one was swapped in since) beneath
 /// `root`, by the kernel's `openat2` or else the walk.
 fn beneath(root: &OwnedFd, rest: &Path, flags: OFlag) -> Result<OwnedFd, Refused> {
-    let rest = if rest.as_os_str().is_empty() {
-        Path::new(".")
-    } else {
-        rest
-    };
+    let rest = nonempty(rest);
     let opened = if kernel_confines() {
         let how = OpenHow::new()
             .flags(flags)
@@ -167,6 +185,15 @@ fn beneath(root: &OwnedFd, rest: &Path, flags: OFlag) -> Result<OwnedFd, Refused
         // Out of the root through a link, or a link where the real path had none.
         Err(Errno::EXDEV | Errno::ELOOP) => Err(Refused::Outside),
         Err(errno) => Err(Refused::Io(errno.into())),
+    }
+}
+
+/// `rest`, or `.` for the directory itself.
+fn nonempty(rest: &Path) -> &Path {
+    if rest.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rest
     }
 }
 

@@ -44,6 +44,10 @@ pub enum GitError {
         exit_code: i32,
         stderr: String,
     },
+    /// Confined: the target's directory is outside the roots (a link swapped in since
+    /// the request was checked).
+    #[error("Target directory {0} is outside the allowed roots")]
+    Outside(String),
     #[error("cannot run git: {0}")]
     Spawn(String),
 }
@@ -191,16 +195,26 @@ pub async fn clone(
     if let Some(depth) = &depth {
         args.extend([OsStr::new("--depth"), OsStr::new(depth)]);
     }
-    args.extend([
-        OsStr::new("--"),
-        OsStr::new(&plan.url),
-        plan.target.as_os_str(),
-    ]);
-    let cwd = plan
-        .target
-        .parent()
-        .filter(|p| p.is_dir())
-        .unwrap_or(Path::new("/"));
+    // Confined, git starts in the target's parent, made beneath the roots and entered by
+    // its supervisor by descriptor, and is given only the last name: no link swapped in
+    // above the target can lead the clone out. Unconfined, git makes what is missing.
+    let (cwd, target) = match (plan.target.parent(), plan.target.file_name()) {
+        (Some(parent), Some(name)) if !world.within().is_empty() => {
+            fsd_search::Within::new(world.within())
+                .map_err(fsd_search::Refused::Io)
+                .and_then(|within| within.create_dir_all(parent))
+                .map_err(|refused| match refused {
+                    fsd_search::Refused::Outside => GitError::Outside(target_text.clone()),
+                    fsd_search::Refused::Io(err) => GitError::Spawn(err.to_string()),
+                })?;
+            (parent, name)
+        }
+        _ => {
+            let parent = plan.target.parent().filter(|p| p.is_dir());
+            (parent.unwrap_or(Path::new("/")), plan.target.as_os_str())
+        }
+    };
+    args.extend([OsStr::new("--"), OsStr::new(&plan.url), target]);
     let mut child = world
         .command(OnExit::Kill, cwd, &args)
         .env_clear()

@@ -8,6 +8,10 @@ pub enum InterpreterError {
     Spawn { kind: Kind, reason: String },
     #[error("the executor could not enter {0}")]
     Init(String),
+    /// Confined: the directory the executor entered was outside the roots (a link swapped
+    /// in since the request was checked).
+    #[error("cwd is outside the allowed roots: {0}")]
+    Outside(String),
     #[error("executor protocol: {0}")]
     Protocol(String),
     #[error("Code context '{0}' not found")]

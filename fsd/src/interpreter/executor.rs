@@ -113,6 +113,9 @@ enum Frame {
         id: u64,
         #[serde(default)]
         ok: bool,
+        /// Confined: the directory it entered was outside the roots (a link swapped in).
+        #[serde(default)]
+        outside: bool,
     },
 }
 
@@ -271,24 +274,31 @@ impl Executor {
     }
 
     /// Applies a context's working directory and environment.
+    /// Under `--confine`, `within` holds the roots the runner checks it landed beneath.
     pub async fn init(
         &mut self,
         cwd: &Path,
         env: &std::collections::BTreeMap<String, String>,
+        within: &[PathBuf],
     ) -> Result<(), InterpreterError> {
         let id = self.take_id();
         let request = serde_json::json!({
-            "op": "init", "id": id, "cwd": cwd, "env": env, "sentinel": "",
+            "op": "init", "id": id, "cwd": cwd, "env": env, "within": within, "sentinel": "",
         });
         self.send(&request).await?;
         loop {
             let line = self.frames.next_line().await;
             match line.map(|l| l.map(|l| serde_json::from_str::<Frame>(&l))) {
-                Ok(Some(Ok(Frame::Done { id: done, ok }))) if done == id => {
-                    return if ok {
-                        Ok(())
-                    } else {
-                        Err(InterpreterError::Init(cwd.display().to_string()))
+                Ok(Some(Ok(Frame::Done {
+                    id: done,
+                    ok,
+                    outside,
+                }))) if done == id => {
+                    let cwd = cwd.display().to_string();
+                    return match (ok, outside) {
+                        (true, _) => Ok(()),
+                        (false, true) => Err(InterpreterError::Outside(cwd)),
+                        (false, false) => Err(InterpreterError::Init(cwd)),
                     };
                 }
                 Ok(Some(_)) => {}
@@ -354,7 +364,7 @@ impl Executor {
                         Ok(Frame::Error { ename, evalue, traceback }) => {
                             error = Some(CodeEvent::Error { ename, evalue, traceback });
                         }
-                        Ok(Frame::Done { id: done, ok }) if done == id => {
+                        Ok(Frame::Done { id: done, ok, .. }) if done == id => {
                             if !ok && error.is_none() {
                                 error = Some(CodeEvent::Error {
                                     ename: "ExecutionError".into(),

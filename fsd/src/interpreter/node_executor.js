@@ -175,7 +175,7 @@ async function run(request) {
   show(value);
 }
 
-function finish(request, ok) {
+function finish(request, ok, outside = false) {
   const sentinel = request.sentinel || '';
   for (const fd of [1, 2]) {
     try {
@@ -184,7 +184,7 @@ function finish(request, ok) {
       // a closed stream: nothing to mark
     }
   }
-  send({ type: 'done', id: request.id, ok });
+  send({ type: 'done', id: request.id, ok, ...(outside ? { outside } : {}) });
 }
 
 async function handle(request) {
@@ -193,7 +193,22 @@ async function handle(request) {
   results = 0;
   if (request.op === 'init') {
     if (request.cwd) {
-      process.chdir(request.cwd);
+      const before = process.cwd();
+      try {
+        process.chdir(request.cwd);
+      } catch {
+        finish(request, false);
+        return;
+      }
+      // Confined: where the kernel says this process now is (getcwd), not the path it was
+      // given, must lie beneath a root; a link swapped in on the way is caught.
+      const roots = request.within || [];
+      const here = process.cwd();
+      if (roots.length && !roots.some((root) => here === root || here.startsWith(root.replace(/\/$/, '') + '/'))) {
+        process.chdir(before);
+        finish(request, false, true);
+        return;
+      }
       sandbox.require = contextRequire(request.cwd);
       sandbox.__dirname = request.cwd;
       sandbox.__filename = path.join(request.cwd, '__fsd_context__.js');

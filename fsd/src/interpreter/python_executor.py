@@ -211,7 +211,7 @@ def call(request):
     finish(request, ok)
 
 
-def finish(request, ok):
+def finish(request, ok, outside=False):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -223,12 +223,31 @@ def finish(request, ok):
             os.write(fd, sentinel)
         except OSError:
             pass
-    send({"type": "done", "id": request["id"], "ok": ok})
+    done = {"type": "done", "id": request["id"], "ok": ok}
+    if outside:
+        done["outside"] = True
+    send(done)
+
+
+def beneath(here, roots):
+    return any(here == root or here.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def init(request):
     if request.get("cwd"):
-        os.chdir(request["cwd"])
+        before = os.getcwd()
+        try:
+            os.chdir(request["cwd"])
+            # Confined: where the kernel says this process now is (getcwd), not the path it
+            # was given, must lie beneath a root; a link swapped in on the way is caught.
+            roots = request.get("within") or []
+            if roots and not beneath(os.getcwd(), roots):
+                os.chdir(before)
+                finish(request, False, outside=True)
+                return
+        except OSError:
+            finish(request, False)
+            return
     os.environ.update(request.get("env") or {})
     finish(request, True)
 

@@ -146,7 +146,9 @@ impl InterpreterService {
             });
         }
         let mut executor = self.executor(language.kind()).await?;
-        executor.init(&cwd, &env).await?;
+        executor
+            .init(&cwd, &env, self.config.world.within())
+            .await?;
         let created_at = now_rfc3339();
         let context = Arc::new(Context {
             last_used: Mutex::new(created_at.clone()),
@@ -279,7 +281,9 @@ impl InterpreterService {
 
     async fn fresh(self: &Arc<Self>, context: &Context) -> Result<Executor, InterpreterError> {
         let mut executor = self.executor(context.language.kind()).await?;
-        executor.init(&context.cwd, &context.env).await?;
+        executor
+            .init(&context.cwd, &context.env, self.config.world.within())
+            .await?;
         Ok(executor)
     }
 

@@ -11,3 +11,4 @@ mod wire_error;
 pub use error::PathError;
 pub use policy::{Follow, PathPolicy};
 pub use resolver::Paths;
+pub use wire_error::outside_roots;

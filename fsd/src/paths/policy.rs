@@ -54,6 +54,11 @@ impl PathPolicy {
         self.beneath.as_ref()
     }
 
+    /// The roots of a confined daemon (`None` unconfined).
+    pub fn confined_roots(&self) -> Option<&[PathBuf]> {
+        self.beneath.as_ref().map(|_| self.roots.as_slice())
+    }
+
     pub fn workspace(&self) -> &Path {
         &self.workspace
     }

@@ -166,9 +166,13 @@ impl TerminalService {
                 Vec::new()
             }
         };
+        // A session that moved out of a confined workspace opens its terminal in the
+        // workspace, where a confined command may start.
+        let config = self.sessions.config();
         let cwd = session
             .cwd()
-            .unwrap_or_else(|| self.sessions.config().workspace.clone());
+            .filter(|cwd| config.world.admits(cwd))
+            .unwrap_or_else(|| config.workspace.clone());
         (env, cwd)
     }
 

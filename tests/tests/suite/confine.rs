@@ -678,3 +678,162 @@ async fn a_directory_swapped_for_a_link_out_while_watches_start_is_never_watched
     assert_eq!(status, StatusCode::OK, "{reply}");
     assert!(reply.to_string().contains("inside"), "{reply}");
 }
+
+/// Commands with a `cwd` while a process swaps a directory and a link out: sessionless
+/// and session commands, background processes (with and without a session), code
+/// contexts and clones. Each starts where a confined daemon allows or not at all (its
+/// supervisor enters the directory by a descriptor opened beneath the workspace; a session's
+/// shell checks where its `cd` landed, by device and inode; a context's runner checks the
+/// kernel's `getcwd`), so nothing is ever made outside, whatever moment the swap lands at.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_link_out_during_commands_runs_nothing_outside() {
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path();
+    std::fs::write(out.join("victim"), "outside").unwrap();
+    let source = tempfile::tempdir().unwrap();
+    let repo = source.path().join("r");
+    std::fs::create_dir(&repo).unwrap();
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &[
+            "-c",
+            "user.name=f",
+            "-c",
+            "user.email=f@e",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "one",
+        ],
+    ] {
+        let status = std::process::Command::new("git")
+            .args(args)
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        assert!(status.status.success(), "{status:?}");
+    }
+    let url = format!("file://{}", repo.display());
+    let daemon = confined(vec![]);
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    symlink(out, daemon.path("alt")).unwrap();
+    let (status, _) = daemon.post("/api/session/create", json!({"id": "s"})).await;
+    assert_eq!(status, 200);
+    let swapper = Swapper::start(daemon.path("sub"), daemon.path("alt"));
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for round in 0..120 {
+        run_commands_in(&daemon, "sub", round, &url, &mut outcomes).await;
+    }
+    assert!(swapper.stop() > 200, "the swaps ran alongside");
+    // The background commands end before the outside is looked at.
+    for _ in 0..200 {
+        let (_, list) = daemon.get("/api/process/list?status=running").await;
+        if list["processes"].as_array().is_some_and(Vec::is_empty) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    eprintln!("outcomes: {outcomes:?}");
+    let names: Vec<String> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["victim"], "made outside: {outcomes:?}");
+    // With the swaps stopped, each kind runs in the directory (whichever name it has now).
+    let dir = ["sub", "alt"]
+        .into_iter()
+        .find(|name| daemon.path(name).symlink_metadata().unwrap().is_dir())
+        .unwrap();
+    for marker in MARKERS {
+        let _ = std::fs::remove_file(daemon.path(dir).join(marker));
+    }
+    let mut settled = Default::default();
+    run_commands_in(&daemon, dir, 0, &url, &mut settled).await;
+    assert!(
+        settled.keys().all(|outcome| outcome.ends_with(" ran")),
+        "{settled:?}"
+    );
+    for _ in 0..200 {
+        if MARKERS.iter().all(|m| daemon.path(dir).join(m).exists()) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    for marker in MARKERS {
+        assert!(daemon.path(dir).join(marker).exists(), "{marker}");
+    }
+}
+
+/// What each kind of command writes in its directory.
+const MARKERS: [&str; 5] = [
+    "m-exec",
+    "m-session",
+    "m-process",
+    "m-background",
+    "m-context",
+];
+
+/// Runs each kind of command once with `cwd` (clones and contexts every tenth round),
+/// counting how each ended in `outcomes`.
+async fn run_commands_in(
+    daemon: &Daemon,
+    cwd: &str,
+    round: usize,
+    url: &str,
+    outcomes: &mut std::collections::BTreeMap<String, usize>,
+) {
+    let mut calls = vec![
+        (
+            "/api/execute",
+            json!({"command": "echo x > m-exec", "cwd": cwd}),
+        ),
+        (
+            "/api/execute",
+            json!({"command": "echo x > m-session", "cwd": cwd, "sessionId": "s"}),
+        ),
+        (
+            "/api/process/start",
+            json!({"command": "echo x > m-process", "cwd": cwd}),
+        ),
+        (
+            "/api/process/start",
+            json!({"command": "echo x > m-background", "cwd": cwd, "sessionId": "s"}),
+        ),
+    ];
+    if round.is_multiple_of(10) {
+        calls.push((
+            "/api/git/checkout",
+            json!({"repoUrl": url, "targetDir": format!("{cwd}/clone{round}")}),
+        ));
+        calls.push(("/api/contexts", json!({"language": "python", "cwd": cwd})));
+    }
+    for (route, body) in calls {
+        let (status, reply) = daemon.post(route, body).await;
+        assert!(
+            [200, 403, 404, 500].contains(&status.as_u16()),
+            "round {round} {route}: {status} {reply}"
+        );
+        if route == "/api/contexts" && status == 200 {
+            let id = reply["contextId"].as_str().unwrap().to_string();
+            let ran = daemon
+                .post_text(
+                    "/api/execute/code",
+                    &json!({"context_id": id, "code": "open('m-context', 'w').write('x')"}),
+                )
+                .await;
+            assert!(ran.contains("execution_complete"), "{ran}");
+            daemon.delete(&format!("/api/contexts/{id}")).await;
+        }
+        let outcome = match (status.as_u16(), reply["exitCode"].as_i64()) {
+            (200, Some(0)) | (200, None) => "ran",
+            (200, Some(_)) => "refused by its supervisor",
+            (403, _) => "403",
+            _ => {
+                eprintln!("{route}: {status} {reply}");
+                "other"
+            }
+        };
+        *outcomes.entry(format!("{route} {outcome}")).or_default() += 1;
+    }
+}
