@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use backhand::{FilesystemWriter, NodeHeader};
+use fsd_search::Within;
 
 use crate::codec::{self, BLOCK_SIZE, BlockReader, Codec};
 use crate::index::{Index, IndexEntry};
@@ -24,6 +25,62 @@ pub struct ArchiveOptions {
     pub threads: usize,
     pub excludes: Vec<String>,
     pub gitignore: bool,
+    pub reader: Reader,
+}
+
+/// How the tree being archived is read: by path, or (`--confine`) beneath the roots: each
+/// name looked up relative to its parent opened by the kernel beneath them, so a directory
+/// swapped for a link out while the walk runs has nothing outside read or recorded (the
+/// archive fails with [`BackupError::Outside`]).
+#[derive(Debug, Clone, Default)]
+pub struct Reader(Option<Arc<Within>>);
+
+impl Reader {
+    pub fn confined(within: Arc<Within>) -> Self {
+        Self(Some(within))
+    }
+
+    pub(crate) fn lstat(&self, path: &Path) -> std::io::Result<fs::Metadata> {
+        match &self.0 {
+            Some(within) => Ok(within.symlink_metadata(path)?),
+            None => fs::symlink_metadata(path),
+        }
+    }
+
+    /// The directory to archive, its links followed.
+    fn metadata(&self, dir: &Path) -> std::io::Result<fs::Metadata> {
+        match &self.0 {
+            Some(within) => Ok(within
+                .open_with(dir, nix::fcntl::OFlag::O_PATH)?
+                .metadata()?),
+            None => fs::metadata(dir),
+        }
+    }
+
+    fn read_link(&self, path: &Path) -> std::io::Result<PathBuf> {
+        match &self.0 {
+            Some(within) => Ok(within.read_link(path)?),
+            None => fs::read_link(path),
+        }
+    }
+
+    pub(crate) fn open(&self, path: &Path) -> std::io::Result<File> {
+        match &self.0 {
+            Some(within) => Ok(within.open(path)?),
+            None => File::open(path),
+        }
+    }
+
+    pub(crate) fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
+        match &self.0 {
+            Some(_) => {
+                let mut bytes = Vec::new();
+                self.open(path)?.read_to_end(&mut bytes)?;
+                Ok(bytes)
+            }
+            None => fs::read(path),
+        }
+    }
 }
 
 impl Default for ArchiveOptions {
@@ -33,6 +90,7 @@ impl Default for ArchiveOptions {
             threads: 0,
             excludes: Vec::new(),
             gitignore: false,
+            reader: Reader::default(),
         }
     }
 }
@@ -64,6 +122,7 @@ pub(crate) struct Builder<'a> {
     pool: Arc<rayon::ThreadPool>,
     read_bytes: Arc<AtomicU64>,
     progress: Progress,
+    reader: Reader,
     /// Small files in writer order, read ahead once the write starts.
     small_files: Vec<PathBuf>,
     prefetched: Arc<Mutex<Option<Arc<Mutex<Prefetched>>>>>,
@@ -76,6 +135,7 @@ impl<'a> Builder<'a> {
         codec: Codec,
         threads: usize,
         progress: Progress,
+        reader: Reader,
     ) -> Result<Self, BackupError> {
         let mut writer = FilesystemWriter::default();
         writer.set_kind(codec::kind(codec));
@@ -96,6 +156,7 @@ impl<'a> Builder<'a> {
             pool: Arc::new(pool),
             read_bytes: Arc::new(AtomicU64::new(0)),
             progress,
+            reader,
             small_files: Vec::new(),
             prefetched: Arc::new(Mutex::new(None)),
             entries: 0,
@@ -145,6 +206,7 @@ impl<'a> Builder<'a> {
                 }
                 let reader = BlockReader::new(
                     source,
+                    self.reader.clone(),
                     self.codec,
                     compressor,
                     Arc::clone(&self.pool),
@@ -174,7 +236,11 @@ impl<'a> Builder<'a> {
         self.progress.set_total(self.data_bytes);
         let files = std::mem::take(&mut self.small_files);
         if let Ok(mut slot) = self.prefetched.lock() {
-            *slot = Some(Prefetched::start(files, Arc::clone(&self.pool)));
+            *slot = Some(Prefetched::start(
+                files,
+                self.reader.clone(),
+                Arc::clone(&self.pool),
+            ));
         }
         let temp = temp_path(archive);
         let result = (|| {
@@ -185,7 +251,8 @@ impl<'a> Builder<'a> {
             }
             let file = File::create(&temp)?;
             let mut out = BufWriter::with_capacity(1 << 20, file);
-            let (_, size) = self.writer.write(&mut out).map_err(std::io::Error::other)?;
+            // The reader's own error (a file refused as outside the roots among them).
+            let (_, size) = self.writer.write(&mut out).map_err(std::io::Error::from)?;
             out.flush()?;
             let file = out.into_inner().map_err(|e| e.into_error())?;
             // Data of a duplicate file is written, then written over: the file can be longer
@@ -206,7 +273,11 @@ impl<'a> Builder<'a> {
             }),
             Err(error) => {
                 let _ = fs::remove_file(&temp);
-                Err(BackupError::Archive(error.to_string()))
+                match BackupError::io(archive, error) {
+                    outside @ BackupError::Outside(_) => Err(outside),
+                    BackupError::Io { source, .. } => Err(BackupError::Archive(source.to_string())),
+                    other => Err(other),
+                }
             }
         }
     }
@@ -241,7 +312,11 @@ impl Read for LazyPrefetch {
 }
 
 /// Classifies a directory entry for the archive.
-pub(crate) fn entry_for(path: &Path, meta: &fs::Metadata) -> Result<Entry, BackupError> {
+pub(crate) fn entry_for(
+    path: &Path,
+    meta: &fs::Metadata,
+    reader: &Reader,
+) -> Result<Entry, BackupError> {
     let kind = meta.file_type();
     Ok(if kind.is_dir() {
         Entry::Dir
@@ -251,7 +326,9 @@ pub(crate) fn entry_for(path: &Path, meta: &fs::Metadata) -> Result<Entry, Backu
         }
     } else if kind.is_symlink() {
         Entry::Symlink {
-            target: fs::read_link(path).map_err(|e| BackupError::io(path, e))?,
+            target: reader
+                .read_link(path)
+                .map_err(|e| BackupError::io(path, e))?,
         }
     } else if kind.is_char_device() {
         Entry::CharDevice {
@@ -287,8 +364,13 @@ pub fn create_indexed(
     options: &ArchiveOptions,
     progress: Progress,
 ) -> Result<(ArchiveSummary, Index), BackupError> {
-    let root_meta = root_of(dir)?;
-    let mut builder = Builder::new(options.codec, threads(options), progress)?;
+    let root_meta = root_of(dir, &options.reader)?;
+    let mut builder = Builder::new(
+        options.codec,
+        threads(options),
+        progress,
+        options.reader.clone(),
+    )?;
     builder.set_root(&root_meta);
     let mut index = Index::default();
     for scanned in scan(dir, archive, options)? {
@@ -298,15 +380,15 @@ pub fn create_indexed(
             meta,
         } = scanned?;
         index.entries.push(IndexEntry::new(&relative, &meta, 0));
-        let kind = entry_for(&path, &meta)?;
+        let kind = entry_for(&path, &meta, &options.reader)?;
         builder.push(&relative, kind, &meta)?;
     }
     Ok((builder.finish(archive)?, index))
 }
 
 /// The metadata of the directory to archive; an error when it is not one.
-pub(crate) fn root_of(dir: &Path) -> Result<fs::Metadata, BackupError> {
-    let root_meta = fs::metadata(dir).map_err(|e| match e.kind() {
+pub(crate) fn root_of(dir: &Path, reader: &Reader) -> Result<fs::Metadata, BackupError> {
+    let root_meta = reader.metadata(dir).map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => BackupError::NotADirectory(dir.to_path_buf()),
         _ => BackupError::io(dir, e),
     })?;
@@ -345,18 +427,23 @@ pub(crate) fn scan<'a>(
             Ok(entry) => entry,
             Err(error) => return Some(Err(error)),
         };
-        scanned(dir, entry.path(), archive)
+        scanned(dir, entry.path(), archive, &options.reader)
     }))
 }
 
 /// `path` (under `dir`) as a scan records it; `None` for the root, the archive being
 /// written and its temp files, and what is gone.
-fn scanned(dir: &Path, path: &Path, archive: &Path) -> Option<Result<Scanned, BackupError>> {
+fn scanned(
+    dir: &Path,
+    path: &Path,
+    archive: &Path,
+    reader: &Reader,
+) -> Option<Result<Scanned, BackupError>> {
     let relative = path.strip_prefix(dir).ok()?;
     if relative.as_os_str().is_empty() || path == archive || is_temp_of(archive, path) {
         return None;
     }
-    match fs::symlink_metadata(path) {
+    match reader.lstat(path) {
         Ok(meta) => Some(Ok(Scanned {
             relative: relative.to_path_buf(),
             path: path.to_path_buf(),
@@ -378,7 +465,7 @@ pub(crate) fn scan_under<'a>(
     let start = dir.join(top);
     // Only a directory is walked: walkdir follows a symlink it is started on (and loses a
     // dangling one).
-    let is_dir = fs::symlink_metadata(&start).is_ok_and(|meta| meta.is_dir());
+    let is_dir = options.reader.lstat(&start).is_ok_and(|meta| meta.is_dir());
     let excluded = move |path: &Path| {
         path.strip_prefix(dir)
             .is_ok_and(|relative| select::matches_exclude(&options.excludes, relative))
@@ -392,7 +479,7 @@ pub(crate) fn scan_under<'a>(
     let single = (!is_dir && !excluded(&start)).then(|| start.clone());
     let single = single
         .into_iter()
-        .filter_map(move |path| scanned(dir, &path, archive));
+        .filter_map(move |path| scanned(dir, &path, archive, &options.reader));
     Ok(single.chain(walk.filter_map(move |entry| {
         let entry = match entry {
             Ok(entry) => entry,
@@ -406,7 +493,7 @@ pub(crate) fn scan_under<'a>(
             }
             Err(error) => return Some(Err(BackupError::Walk(error.to_string()))),
         };
-        scanned(dir, entry.path(), archive)
+        scanned(dir, entry.path(), archive, &options.reader)
     })))
 }
 

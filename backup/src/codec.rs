@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::prefetch::Prefetched;
 
+use crate::archive::Reader;
 use backhand::compression::{
     CompressionAction, CompressionOptions, Compressor, DefaultCompressor, Lz4, Zstd,
 };
@@ -203,6 +204,7 @@ type Window = (Arc<Vec<u8>>, Vec<Pending>);
 /// ahead of the writer, so reading, compressing and writing overlap.
 pub(crate) struct BlockReader {
     path: PathBuf,
+    reader: Reader,
     started: bool,
     windows: Option<Receiver<io::Result<Window>>>,
     window: Arc<Vec<u8>>,
@@ -219,6 +221,7 @@ pub(crate) struct BlockReader {
 impl BlockReader {
     pub(crate) fn new(
         path: PathBuf,
+        reader: Reader,
         codec: Codec,
         compressor: FilesystemCompressor,
         pool: Arc<rayon::ThreadPool>,
@@ -226,6 +229,7 @@ impl BlockReader {
     ) -> BlockReader {
         BlockReader {
             path,
+            reader,
             started: false,
             windows: None,
             window: Arc::default(),
@@ -253,12 +257,18 @@ impl BlockReader {
             if let Some(prefetched) = self.prefetched.take() {
                 let contents = prefetched.lock().ok().and_then(|mut p| p.take(&self.path));
                 if let Some(contents) = contents {
-                    self.window = Arc::new(contents?);
+                    self.window = Arc::new(
+                        contents.map_err(|e| crate::error::OutsideAt::named(&self.path, e))?,
+                    );
                     (self.on_read)(self.window.len() as u64);
                     return Ok(());
                 }
             }
-            self.windows = Some(self.start_reader(File::open(&self.path)?));
+            let file = self
+                .reader
+                .open(&self.path)
+                .map_err(|e| crate::error::OutsideAt::named(&self.path, e))?;
+            self.windows = Some(self.start_reader(file));
         }
         self.window = Arc::default();
         let Some(windows) = &self.windows else {

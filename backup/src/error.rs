@@ -23,6 +23,10 @@ pub enum BackupError {
     Corrupt(String),
     #[error("snapshot index: {0}")]
     Index(String),
+    /// `--confine`: a path of the tree lies outside the roots (a link swapped in while the
+    /// walk ran).
+    #[error("{0} is outside the allowed roots")]
+    Outside(PathBuf),
     #[error("{0} is not in the snapshot")]
     NotInSnapshot(PathBuf),
     #[error("failed to mount {what}: {reason}")]
@@ -50,7 +54,19 @@ pub enum BackupError {
 }
 
 impl BackupError {
+    /// `source` at `path`; a confined read refused as outside the roots is [`Outside`]
+    /// (at the path [`OutsideAt`] names, when it names one).
+    ///
+    /// [`Outside`]: BackupError::Outside
     pub fn io(path: &Path, source: std::io::Error) -> BackupError {
+        if let Some(inner) = source.get_ref() {
+            if let Some(OutsideAt(at)) = inner.downcast_ref::<OutsideAt>() {
+                return BackupError::Outside(at.clone());
+            }
+            if let Some(fsd_search::Refused::Outside) = inner.downcast_ref() {
+                return BackupError::Outside(path.to_path_buf());
+            }
+        }
         BackupError::Io {
             path: path.to_path_buf(),
             source,
@@ -59,5 +75,24 @@ impl BackupError {
 
     pub(crate) fn archive(error: backhand::BackhandError) -> BackupError {
         BackupError::Archive(error.to_string())
+    }
+}
+
+/// A confined read of the tree refused at this path, carried through the archive writer's
+/// `io::Error`s.
+#[derive(Debug, thiserror::Error)]
+#[error("{} is outside the allowed roots", .0.display())]
+pub(crate) struct OutsideAt(pub PathBuf);
+
+impl OutsideAt {
+    /// `error`, naming `path` when it is a refusal as outside the roots.
+    pub(crate) fn named(path: &Path, error: std::io::Error) -> std::io::Error {
+        match BackupError::io(path, error) {
+            BackupError::Outside(at) => {
+                std::io::Error::new(std::io::ErrorKind::PermissionDenied, OutsideAt(at))
+            }
+            BackupError::Io { source, .. } => source,
+            other => std::io::Error::other(other.to_string()),
+        }
     }
 }

@@ -82,7 +82,7 @@ pub fn create(
     options: &ArchiveOptions,
     progress: Progress,
 ) -> Result<Layered, BackupError> {
-    let root_meta = archive::root_of(dir)?;
+    let root_meta = archive::root_of(dir, &options.reader)?;
     let now = archive::scan(dir, archive, options)?
         .map(|scanned| scanned.map(Now::Fresh))
         .collect::<Result<Vec<_>, _>>()?;
@@ -111,7 +111,7 @@ pub fn create_from_changes(
     options: &ArchiveOptions,
     progress: Progress,
 ) -> Result<Layered, BackupError> {
-    let root_meta = archive::root_of(dir)?;
+    let root_meta = archive::root_of(dir, &options.reader)?;
     let mut dirty: Vec<&Path> = changed
         .iter()
         .flat_map(|c| std::iter::once(c.path.as_path()).chain(c.from.as_deref()))
@@ -219,7 +219,12 @@ fn layer(
         }
     }
 
-    let mut builder = Builder::new(options.codec, archive::threads(options), progress)?;
+    let mut builder = Builder::new(
+        options.codec,
+        archive::threads(options),
+        progress,
+        options.reader.clone(),
+    )?;
     builder.set_root(root_meta);
     // Path order is component by component: parents come before what they hold.
     for (path, planned) in plan {
@@ -229,13 +234,15 @@ fn layer(
                 builder.push(path, Entry::CharDevice { rdev: 0 }, root_meta)?
             }
             (_, Some(Now::Fresh(scanned))) => {
-                let kind = archive::entry_for(&scanned.path, &scanned.meta)?;
+                let kind = archive::entry_for(&scanned.path, &scanned.meta, &options.reader)?;
                 builder.push(path, kind, &scanned.meta)?;
             }
             // A directory above a change that the change list did not name: as it is now.
             (_, _) => {
                 let on_disk = dir.join(path);
-                let meta = std::fs::symlink_metadata(&on_disk)
+                let meta = options
+                    .reader
+                    .lstat(&on_disk)
                     .map_err(|e| BackupError::io(&on_disk, e))?;
                 builder.push(path, Entry::Dir, &meta)?;
             }
@@ -363,7 +370,7 @@ impl Difference {
 /// The tree's index as a snapshot would record it now, without archiving anything (what
 /// `diff` compares a snapshot with).
 pub fn scan_index(dir: &Path, options: &ArchiveOptions) -> Result<Index, BackupError> {
-    archive::root_of(dir)?;
+    archive::root_of(dir, &options.reader)?;
     let mut index = Index::default();
     for scanned in archive::scan(dir, Path::new(""), options)? {
         let scanned = scanned?;

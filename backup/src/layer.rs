@@ -14,7 +14,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::archive::{self, ArchiveOptions, ArchiveSummary, Builder, Entry, available_threads};
+use crate::archive::{
+    self, ArchiveOptions, ArchiveSummary, Builder, Entry, Reader, available_threads,
+};
 use crate::progress::Progress;
 use crate::restore::Restore;
 use crate::{BackupError, select};
@@ -31,7 +33,8 @@ pub fn create(
     } else {
         options.threads
     };
-    let mut builder = Builder::new(options.codec, threads, progress)?;
+    // The layer is read from the restore's upper directory, the daemon's own.
+    let mut builder = Builder::new(options.codec, threads, progress, Reader::default())?;
     let merged_root = fs::metadata(&restore.dir).map_err(|e| BackupError::io(&restore.dir, e))?;
     builder.set_root(&merged_root);
     let layer = Layer {
@@ -69,7 +72,11 @@ impl Layer<'_> {
                 builder.push(&child, Entry::Dir, &meta)?;
                 self.add_upper(builder, &child)?;
             } else {
-                builder.push(&child, archive::entry_for(&path, &meta)?, &meta)?;
+                builder.push(
+                    &child,
+                    archive::entry_for(&path, &meta, &Reader::default())?,
+                    &meta,
+                )?;
             }
         }
         Ok(())
@@ -103,7 +110,11 @@ impl Layer<'_> {
             if child_meta.is_dir() {
                 self.add_merged(builder, &child)?;
             } else {
-                builder.push(&child, archive::entry_for(&path, &child_meta)?, &child_meta)?;
+                builder.push(
+                    &child,
+                    archive::entry_for(&path, &child_meta, &Reader::default())?,
+                    &child_meta,
+                )?;
             }
         }
         Ok(())

@@ -2,10 +2,12 @@
 //! overlayfs when the daemon may mount, squashfuse and fuse-overlayfs otherwise.
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use fsd_search::Within;
+use nix::fcntl::OFlag;
 use nix::mount::{MntFlags, MsFlags};
 
 use crate::BackupError;
@@ -124,13 +126,18 @@ pub fn mount_squashfs(image: &Path, target: &Path, driver: Driver) -> Result<(),
 }
 
 /// Mounts an overlay of `lowers` (topmost first) with `upper`/`work` at `target`.
+/// Confined (`within`), the kernel's overlay is made detached and attached to `target`
+/// opened beneath the roots (`move_mount` to its descriptor), so no link swapped in on the
+/// way can put it elsewhere; kernels without the new mount API (before 5.2) and the FUSE
+/// driver mount at the path.
 pub fn mount_overlay(
     lowers: &[PathBuf],
     upper: &Path,
     work: &Path,
     target: &Path,
     driver: Driver,
-) -> Result<(), BackupError> {
+    within: Option<&Within>,
+) -> Result<Option<Attached>, BackupError> {
     let fail = |reason: String| BackupError::Mount {
         what: "overlayfs",
         reason,
@@ -146,6 +153,28 @@ pub fn mount_overlay(
         escape(work)
     );
     match driver {
+        Driver::Kernel if within.is_some() => {
+            let dir = within
+                .map(|within| within.open_with(target, OFlag::O_PATH | OFlag::O_DIRECTORY))
+                .transpose()
+                .map_err(|refused| BackupError::io(target, refused.into()))?;
+            let Some(dir) = dir else {
+                return Err(fail("no directory".into()));
+            };
+            let settings = [
+                ("lowerdir", lowerdir.clone()),
+                ("upperdir", escape(upper)),
+                ("workdir", escape(work)),
+            ];
+            match attach_overlay(&settings, true, &dir)
+                .or_else(|_| attach_overlay(&settings, false, &dir))
+            {
+                Err(error) if error == rustix::io::Errno::NOSYS => {
+                    mount_overlay(lowers, upper, work, target, driver, None)
+                }
+                other => other.map(Some).map_err(|e| fail(e.to_string())),
+            }
+        }
         Driver::Kernel => {
             // redirect_dir=on lets directories from the backup be renamed.
             let with_redirect = format!("{options},redirect_dir=on");
@@ -163,19 +192,105 @@ pub fn mount_overlay(
                     tracing::warn!(error = %e, "overlay with redirect_dir=on refused; mounting without");
                     mount(&options)
                 })
+                .map(|()| None)
                 .map_err(|e| fail(e.to_string()))
         }
         Driver::Fuse => run(Command::new("fuse-overlayfs")
             .arg("-o")
             .arg(&options)
             .arg(target))
+        .map(|()| None)
         .map_err(fail),
     }
 }
 
+/// An overlay attached by descriptor: its root, held open, by which it is detached later
+/// wherever its directory has moved (see [`detach`]).
+#[derive(Debug)]
+pub struct Attached(OwnedFd);
+
+/// Detaches (lazily) the mount `attached` is the root of: on a thread of its own whose
+/// working directory is that root, `umount2(".")`. No path is looked up, so nothing but
+/// that mount can be detached.
+pub fn detach(attached: &Attached) -> Result<(), BackupError> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
+                nix::unistd::fchdir(&attached.0)?;
+                nix::mount::umount2(".", MntFlags::MNT_DETACH)
+            })
+            .join()
+            .unwrap_or(Err(nix::errno::Errno::EINTR))
+    })
+    .map_err(|errno| BackupError::Unmount {
+        path: PathBuf::from("."),
+        reason: errno.to_string(),
+    })
+}
+
+/// Makes an overlay with `settings` (and `redirect_dir=on` when `redirect`: directories
+/// from the backup can then be renamed), detached, and attaches it to the directory `dir`.
+fn attach_overlay(
+    settings: &[(&str, String)],
+    redirect: bool,
+    dir: &File,
+) -> rustix::io::Result<Attached> {
+    use rustix::mount::{
+        FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, fsconfig_create,
+        fsconfig_set_string, fsmount, fsopen, move_mount,
+    };
+    let context = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)?;
+    fsconfig_set_string(&context, "source", OVERLAY_SOURCE)?;
+    for (key, value) in settings {
+        fsconfig_set_string(&context, *key, value.as_str())?;
+    }
+    if redirect {
+        fsconfig_set_string(&context, "redirect_dir", "on")?;
+    }
+    fsconfig_create(&context)?;
+    let mounted = fsmount(
+        &context,
+        FsMountFlags::FSMOUNT_CLOEXEC,
+        MountAttrFlags::empty(),
+    )?;
+    move_mount(
+        &mounted,
+        "",
+        dir,
+        "",
+        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+    )?;
+    Ok(Attached(mounted))
+}
+
 /// Unmounts `target` (lazily, so a shell sitting in it does not block the release).
-pub fn unmount(target: &Path, driver: Driver) -> Result<(), BackupError> {
+/// Confined (`within`), on a thread of its own whose working directory is `target`'s parent
+/// opened beneath the roots, by its last name, not followed: a link swapped in on the way
+/// cannot detach another mount.
+pub fn unmount(target: &Path, driver: Driver, within: Option<&Within>) -> Result<(), BackupError> {
     let result = match driver {
+        Driver::Kernel if within.is_some() => {
+            let parent = within.map(|within| within.parent_of(target)).transpose();
+            match parent {
+                Ok(Some((dir, name))) => std::thread::scope(|scope| {
+                    scope
+                        .spawn(move || {
+                            nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
+                            nix::unistd::fchdir(&dir)?;
+                            nix::mount::umount2(
+                                name.as_os_str(),
+                                MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW,
+                            )
+                        })
+                        .join()
+                        .unwrap_or(Err(nix::errno::Errno::EINTR))
+                })
+                .map_err(|e| e.to_string()),
+                Ok(None) => Err("no directory".into()),
+                Err(refused) => return Err(BackupError::io(target, refused.into())),
+            }
+        }
         Driver::Kernel => {
             nix::mount::umount2(target, MntFlags::MNT_DETACH).map_err(|e| e.to_string())
         }

@@ -5,13 +5,14 @@
 //! thread pool into a bounded channel; the writer takes them in order.
 
 use std::collections::VecDeque;
-use std::fs;
 use std::io;
 use std::path::PathBuf;
 use std::sync::mpsc::{Receiver, sync_channel};
 use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
+
+use crate::archive::Reader;
 
 /// Files up to this size are read ahead whole.
 pub(crate) const SMALL_FILE: u64 = 256 * 1024;
@@ -31,6 +32,7 @@ impl Prefetched {
     /// Starts reading `paths` (in writer order) on `pool`.
     pub(crate) fn start(
         paths: Vec<PathBuf>,
+        reader: Reader,
         pool: Arc<rayon::ThreadPool>,
     ) -> Arc<Mutex<Prefetched>> {
         let (tx, rx) = sync_channel(BATCHES_AHEAD);
@@ -41,7 +43,7 @@ impl Prefetched {
                     let items: Vec<Item> = pool.install(|| {
                         batch
                             .par_iter()
-                            .map(|path| (path.clone(), fs::read(path)))
+                            .map(|path| (path.clone(), reader.read(path)))
                             .collect()
                     });
                     if tx.send(items).is_err() {

@@ -5,9 +5,10 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use fsd_search::Within;
 use serde::{Deserialize, Serialize};
 
 use crate::BackupError;
@@ -51,6 +52,12 @@ pub struct Restorer {
     root: PathBuf,
     driver: Option<Driver>,
     active: Mutex<BTreeMap<PathBuf, Restore>>,
+    /// `--confine`: restores are attached to and detached from directories opened beneath
+    /// the roots (see [`mount::mount_overlay`]).
+    within: Option<Arc<Within>>,
+    /// Overlays attached by descriptor, by directory: released by their root, wherever
+    /// the directory has moved since.
+    attached: Mutex<BTreeMap<PathBuf, mount::Attached>>,
 }
 
 impl Restorer {
@@ -91,6 +98,8 @@ impl Restorer {
             root: root.to_path_buf(),
             driver,
             active: Mutex::new(active),
+            within: None,
+            attached: Mutex::default(),
         })
     }
 
@@ -105,6 +114,36 @@ impl Restorer {
             .lock()
             .map(|a| a.values().cloned().collect())
             .unwrap_or_default()
+    }
+
+    /// Detaches the overlay on `dir`: by its root when it was attached by descriptor (it
+    /// may have moved with its directory), else at the path.
+    fn detach_from(&self, dir: &Path, driver: Driver) -> Result<(), BackupError> {
+        let mut attached = self
+            .attached
+            .lock()
+            .map_err(|_| BackupError::Layer("restore state poisoned".into()))?;
+        match attached.get(dir) {
+            Some(root) => {
+                mount::detach(root)?;
+                attached.remove(dir);
+                Ok(())
+            }
+            None => mount::unmount(dir, driver, self.within.as_deref()),
+        }
+    }
+
+    /// Keeps the root of an overlay attached by descriptor on `dir`.
+    fn keep(&self, dir: &Path, attached: Option<mount::Attached>) {
+        if let (Some(attached), Ok(mut kept)) = (attached, self.attached.lock()) {
+            kept.insert(dir.to_path_buf(), attached);
+        }
+    }
+
+    /// Confines where restores are attached and released to `within`'s roots.
+    pub fn confined(mut self, within: Option<Arc<Within>>) -> Self {
+        self.within = within;
+        self
     }
 
     /// The active restore on `dir`, if any.
@@ -140,7 +179,7 @@ impl Restorer {
         prepare(&restore).inspect_err(|_| teardown(&restore.base, driver, &mount::mounts()))?;
         let previous = active.remove(dir);
         if let Some(previous) = &previous
-            && let Err(error) = mount::unmount(dir, previous.driver)
+            && let Err(error) = self.detach_from(dir, previous.driver)
         {
             active.insert(dir.to_path_buf(), previous.clone());
             teardown(&restore.base, driver, &mount::mounts());
@@ -152,7 +191,9 @@ impl Restorer {
             &restore.work(),
             dir,
             driver,
+            self.within.as_deref(),
         );
+        let mounted = mounted.map(|attached| self.keep(dir, attached));
         if let Err(error) = mounted {
             if let Some(previous) = previous {
                 let back = mount::mount_overlay(
@@ -161,9 +202,11 @@ impl Restorer {
                     &previous.work(),
                     dir,
                     previous.driver,
+                    self.within.as_deref(),
                 );
                 match back {
-                    Ok(()) => {
+                    Ok(attached) => {
+                        self.keep(dir, attached);
                         active.insert(dir.to_path_buf(), previous);
                     }
                     Err(e) => {
@@ -195,7 +238,7 @@ impl Restorer {
         let restore = active
             .remove(dir)
             .ok_or_else(|| BackupError::NotMounted(dir.to_path_buf()))?;
-        if let Err(error) = mount::unmount(dir, restore.driver) {
+        if let Err(error) = self.detach_from(dir, restore.driver) {
             active.insert(dir.to_path_buf(), restore);
             return Err(error);
         }
@@ -239,7 +282,7 @@ fn teardown(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
     below.sort_by(|a, b| b.cmp(a));
     below.dedup();
     for target in below {
-        if let Err(error) = mount::unmount(target, driver) {
+        if let Err(error) = mount::unmount(target, driver, None) {
             tracing::warn!(%error, "leftover mount");
         }
     }

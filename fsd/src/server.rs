@@ -216,10 +216,11 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
     // process world starts (a fork, two execs and a handshake): together they were most of
     // the time from start to the first answer, and they touch nothing of each other's.
     let backups = {
-        let (state_dir, transfer_timeout, urls) = (
+        let (state_dir, transfer_timeout, urls, within) = (
             settings.state_dir.clone(),
             std::time::Duration::from_secs(settings.transfer_timeout_secs),
             crate::backup::UrlRule::new(settings.http_transfer_hosts.clone()),
+            policy.beneath().cloned(),
         );
         let driver = match settings.restore_driver {
             RestoreDriver::Auto => None,
@@ -227,7 +228,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
             RestoreDriver::Fuse => Some(fsd_backup::mount::Driver::Fuse),
         };
         tokio::task::spawn_blocking(move || {
-            BackupService::new(&state_dir, transfer_timeout, driver, urls)
+            BackupService::new(&state_dir, transfer_timeout, driver, urls, within)
         })
     };
     // Mounts a crashed run left behind are detached before anything else can trip on them.

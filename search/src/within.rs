@@ -28,6 +28,15 @@ pub enum Refused {
     Io(#[from] io::Error),
 }
 
+impl From<Refused> for io::Error {
+    fn from(refused: Refused) -> Self {
+        match refused {
+            Refused::Outside => io::Error::new(io::ErrorKind::PermissionDenied, Refused::Outside),
+            Refused::Io(err) => err,
+        }
+    }
+}
+
 /// The allowed roots, held open.
 pub struct Within {
     roots: Vec<(PathBuf, OwnedFd)>,
@@ -132,6 +141,25 @@ impl Within {
         let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
         let dir = beneath(root, rest, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
         Ok((dir, name.to_os_string()))
+    }
+
+    /// What `lstat` says of `path` (its last name not followed), looked up relative to its
+    /// parent opened beneath the root the parent's real location is in.
+    pub fn symlink_metadata(&self, path: &Path) -> Result<std::fs::Metadata, Refused> {
+        let (dir, name) = self.parent_of(path)?;
+        let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let entry = openat(&dir, name.as_os_str(), flags, Mode::empty())
+            .map_err(|errno| Refused::Io(errno.into()))?;
+        Ok(File::from(entry).metadata()?)
+    }
+
+    /// The target of the link at `path`, read relative to its parent opened beneath the
+    /// root the parent's real location is in.
+    pub fn read_link(&self, path: &Path) -> Result<PathBuf, Refused> {
+        let (dir, name) = self.parent_of(path)?;
+        let target = nix::fcntl::readlinkat(&dir, name.as_os_str())
+            .map_err(|errno| Refused::Io(errno.into()))?;
+        Ok(PathBuf::from(target))
     }
 
     /// Opens the directory `dir` beneath its root, making it and its missing parents

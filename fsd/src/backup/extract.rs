@@ -7,12 +7,14 @@
 use std::collections::HashMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 use fsd_api::backup::ExtractBackupResponse;
 use fsd_api::scratch::{ScratchKind, scratch_path};
 use fsd_backup::BackupError;
 use fsd_backup::index::{Index, IndexEntry, Kind};
 use fsd_backup::stored::{ChainReader, ChainSource};
+use fsd_search::{Refused, Within};
 
 use crate::files::atomic::Destination;
 
@@ -24,6 +26,9 @@ pub struct ExtractSpec {
     pub archives: HashMap<u8, ChainSource>,
     /// Relative to `dir`, checked (normal components only).
     pub paths: Vec<PathBuf>,
+    /// `--confine`: every directory made, file written, link placed and mode set is done
+    /// relative to a descriptor opened beneath the roots.
+    pub within: Option<Arc<Within>>,
 }
 
 /// Writes `spec.paths` from the snapshot into `spec.dir`. Blocking (ranged GETs run on
@@ -59,30 +64,27 @@ pub fn extract(
             )));
         }
         let target = spec.dir.join(&entry.path);
+        let within = spec.within.as_deref();
         if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| BackupError::io(parent, e))?;
+            make_dirs(parent, within)?;
         }
         match entry.kind {
             Kind::Dir => {
-                std::fs::create_dir_all(&target).map_err(|e| BackupError::io(&target, e))?;
-                set_mode(&target, entry.mode)?;
+                make_dirs(&target, within)?;
+                set_mode(&target, entry.mode, within)?;
                 answer.directories += 1;
             }
             Kind::File => {
-                replace_if_not_a_file(&target)?;
-                answer.bytes += write_file(&target, entry.mode, |out| chain.copy_file(entry, out))?;
+                replace_if_not_a_file(&target, within)?;
+                answer.bytes += write_file(&target, entry.mode, within, |out| {
+                    chain.copy_file(entry, out)
+                })?;
                 answer.files += 1;
             }
             Kind::Symlink => {
                 let link = chain.symlink_target(entry)?;
-                replace_if_not_a_file(&target)?;
-                let scratch = scratch_path(&target, ScratchKind::Replace);
-                std::os::unix::fs::symlink(&link, &scratch)
-                    .and_then(|()| std::fs::rename(&scratch, &target))
-                    .map_err(|e| {
-                        let _ = std::fs::remove_file(&scratch);
-                        BackupError::io(&target, e)
-                    })?;
+                replace_if_not_a_file(&target, within)?;
+                place_link(&link, &target, within)?;
                 answer.symlinks += 1;
             }
             Kind::Special => {}
@@ -97,16 +99,63 @@ pub fn extract(
 fn write_file(
     target: &Path,
     mode: u32,
+    within: Option<&Within>,
     fill: impl FnOnce(&mut Destination) -> Result<u64, BackupError>,
 ) -> Result<u64, BackupError> {
     let mut destination =
-        Destination::open(target, None, None).map_err(|e| write_failed(target, e))?;
+        Destination::open(target, None, within).map_err(|e| write_failed(target, e))?;
     let written = fill(&mut destination)?;
     destination
         .commit()
         .map_err(|e| BackupError::io(target, e))?;
-    set_mode(target, mode)?;
+    set_mode(target, mode, within)?;
     Ok(written)
+}
+
+/// `mkdir -p`; confined, each directory made relative to its parent's descriptor.
+fn make_dirs(dir: &Path, within: Option<&Within>) -> Result<(), BackupError> {
+    match within {
+        None => std::fs::create_dir_all(dir).map_err(|e| BackupError::io(dir, e)),
+        Some(within) => within
+            .create_dir_all(dir)
+            .map(drop)
+            .map_err(|refused| refused_at(dir, refused)),
+    }
+}
+
+/// Places a link to `link` at `target` (a scratch name renamed over it); confined, both
+/// relative to the parent's descriptor.
+fn place_link(link: &Path, target: &Path, within: Option<&Within>) -> Result<(), BackupError> {
+    let scratch = scratch_path(target, ScratchKind::Replace);
+    let Some(within) = within else {
+        return std::os::unix::fs::symlink(link, &scratch)
+            .and_then(|()| std::fs::rename(&scratch, target))
+            .map_err(|e| {
+                let _ = std::fs::remove_file(&scratch);
+                BackupError::io(target, e)
+            });
+    };
+    let (dir, name) = within
+        .parent_of(target)
+        .map_err(|refused| refused_at(target, refused))?;
+    let scratch_name = scratch
+        .file_name()
+        .unwrap_or(name.as_os_str())
+        .to_os_string();
+    nix::unistd::symlinkat(link, &dir, scratch_name.as_os_str())
+        .and_then(|()| nix::fcntl::renameat(&dir, scratch_name.as_os_str(), &dir, name.as_os_str()))
+        .map_err(|errno| {
+            let _ = nix::unistd::unlinkat(
+                &dir,
+                scratch_name.as_os_str(),
+                nix::unistd::UnlinkatFlags::NoRemoveDir,
+            );
+            BackupError::io(target, errno.into())
+        })
+}
+
+fn refused_at(path: &Path, refused: Refused) -> BackupError {
+    BackupError::io(path, refused.into())
 }
 
 /// Whether `path` is relative and made of names only (no `..`, no root).
@@ -117,8 +166,12 @@ pub fn is_plain(path: &Path) -> bool {
 /// A symlink (or anything but a regular file) at a path a file or symlink is restored to is
 /// removed first, so the restore replaces it instead of writing through it. A directory is
 /// refused: restoring a file over a tree is not what a path restore should do silently.
-fn replace_if_not_a_file(target: &Path) -> Result<(), BackupError> {
-    match std::fs::symlink_metadata(target) {
+fn replace_if_not_a_file(target: &Path, within: Option<&Within>) -> Result<(), BackupError> {
+    let meta = match within {
+        None => std::fs::symlink_metadata(target),
+        Some(within) => within.symlink_metadata(target).map_err(Into::into),
+    };
+    match meta {
         Ok(meta) if meta.is_dir() => Err(BackupError::io(
             target,
             std::io::Error::new(
@@ -126,16 +179,38 @@ fn replace_if_not_a_file(target: &Path) -> Result<(), BackupError> {
                 "a directory is there now; remove it to restore the file",
             ),
         )),
-        Ok(meta) if !meta.is_file() => {
-            std::fs::remove_file(target).map_err(|e| BackupError::io(target, e))
+        Ok(meta) if !meta.is_file() => match within {
+            None => std::fs::remove_file(target).map_err(|e| BackupError::io(target, e)),
+            Some(within) => {
+                let (dir, name) = within
+                    .parent_of(target)
+                    .map_err(|refused| refused_at(target, refused))?;
+                nix::unistd::unlinkat(
+                    &dir,
+                    name.as_os_str(),
+                    nix::unistd::UnlinkatFlags::NoRemoveDir,
+                )
+                .map_err(|errno| BackupError::io(target, errno.into()))
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(BackupError::io(target, e))
         }
         _ => Ok(()),
     }
 }
 
-fn set_mode(path: &Path, mode: u32) -> Result<(), BackupError> {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
-        .map_err(|e| BackupError::io(path, e))
+/// Gives `path` its mode; confined, through a descriptor opened beneath the roots.
+fn set_mode(path: &Path, mode: u32, within: Option<&Within>) -> Result<(), BackupError> {
+    let permissions = std::fs::Permissions::from_mode(mode);
+    match within {
+        None => std::fs::set_permissions(path, permissions),
+        Some(within) => within
+            .open(path)
+            .map_err(std::io::Error::from)
+            .and_then(|file| file.set_permissions(permissions)),
+    }
+    .map_err(|e| BackupError::io(path, e))
 }
 
 fn write_failed(target: &Path, error: crate::files::atomic::AtomicWriteError) -> BackupError {

@@ -30,6 +30,7 @@ pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Re
     let options = ArchiveOptions {
         excludes: req.excludes.unwrap_or_default(),
         gitignore: req.gitignore.unwrap_or(false),
+        reader: super::request::tree_reader(&state),
         ..ArchiveOptions::default()
     };
     let encoded = state.backups.tree_index(dir, options).await.op(op)?;
@@ -86,7 +87,13 @@ pub async fn extract(
     }
     let answer = state
         .backups
-        .extract(dir, &req.index_url, archives, paths)
+        .extract(
+            dir,
+            &req.index_url,
+            archives,
+            paths,
+            state.paths.policy().beneath().cloned(),
+        )
         .await
         .map_err(Restoring)
         .op(op)?;

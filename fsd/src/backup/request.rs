@@ -18,7 +18,27 @@ use crate::state::AppState;
 /// the policy leaves to the reference's rules (empty, NUL, too long, relative) keeps the
 /// reference's codes.
 pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
-    match state.paths.in_workspace("dir", dir, Follow::Final) {
+    checked_dir(state, dir, op, Follow::Final)
+}
+
+/// The directory of a restore to release: its last name is not followed. A release finds
+/// its restore by the path it was made on and detaches it by descriptor, wherever the
+/// directory has moved since, even when a link now stands at that name.
+pub(super) fn restored_dir(
+    state: &AppState,
+    dir: &str,
+    op: Operation,
+) -> Result<PathBuf, ApiError> {
+    checked_dir(state, dir, op, Follow::Parent)
+}
+
+fn checked_dir(
+    state: &AppState,
+    dir: &str,
+    op: Operation,
+    follow: Follow,
+) -> Result<PathBuf, ApiError> {
+    match state.paths.in_workspace("dir", dir, follow) {
         Err(refused @ (PathError::OutsideRoots { .. } | PathError::DaemonProc { .. })) => {
             return Err(refused.into());
         }
@@ -34,4 +54,15 @@ pub(super) fn parse_backup_request<T: serde::de::DeserializeOwned>(
     operation: Operation,
 ) -> Result<T, ApiError> {
     crate::wire::json::parse_as(body, ErrorCode::InvalidBackupConfig, operation)
+}
+
+/// How a backup reads its tree: confined, beneath the roots by descriptor.
+pub(super) fn tree_reader(state: &AppState) -> fsd_backup::archive::Reader {
+    state
+        .paths
+        .policy()
+        .beneath()
+        .cloned()
+        .map(fsd_backup::archive::Reader::confined)
+        .unwrap_or_default()
 }

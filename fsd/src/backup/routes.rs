@@ -55,6 +55,7 @@ fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec
     let mut options = ArchiveOptions {
         excludes: req.excludes.clone().unwrap_or_default(),
         gitignore: req.gitignore.unwrap_or(false),
+        reader: super::request::tree_reader(state),
         ..ArchiveOptions::default()
     };
     if let Some(compression) = &req.compression {
@@ -322,7 +323,14 @@ pub async fn unmount(
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
     let req: UnmountBackupRequest = parse_backup_request(&body, op)?;
-    let dir = backup_dir(&state, &req.dir, op)?;
+    // A restore made on this path is released by its descriptor, wherever its directory
+    // moved (a link may stand at the name now); any other path is checked as every route
+    // checks it (403 when it leads outside a confined workspace).
+    let named = super::request::restored_dir(&state, &req.dir, op)?;
+    let dir = match state.backups.is_restored(&named) {
+        true => named,
+        false => backup_dir(&state, &req.dir, op)?,
+    };
     let restore = state.backups.release(dir).await.map_err(Restoring).op(op)?;
     Ok(Json(restored(&restore)))
 }

@@ -68,14 +68,17 @@ pub struct BackupService {
 impl BackupService {
     /// Keeps restore state under `state_dir/backup-mounts`.
     /// `driver`: how restores are mounted; `None` picks the kernel when allowed, else FUSE.
+    /// `within` (`--confine`): restores are attached to directories opened beneath it.
     pub fn new(
         state_dir: &Path,
         transfer_timeout: std::time::Duration,
         driver: Option<Driver>,
         urls: UrlRule,
+        within: Option<Arc<fsd_search::Within>>,
     ) -> BackupService {
-        let restorer =
-            Restorer::new(&state_dir.join("backup-mounts"), driver).map_err(|e| e.to_string());
+        let restorer = Restorer::new(&state_dir.join("backup-mounts"), driver)
+            .map(|restorer| restorer.confined(within))
+            .map_err(|e| e.to_string());
         let stale = archive::remove_stale_temps(Path::new(fsd_api::backup::ARCHIVE_ROOT));
         if stale > 0 {
             tracing::info!(stale, "removed archive temp files left by a crash");
@@ -224,6 +227,13 @@ impl BackupService {
         }
     }
 
+    /// Whether a restore is active on `dir` (as it was named when restored).
+    pub fn is_restored(&self, dir: &Path) -> bool {
+        self.restorer
+            .as_ref()
+            .is_ok_and(|restorer| restorer.get(dir).is_some())
+    }
+
     pub fn mounts(&self) -> Vec<RestoreMount> {
         let Ok(restorer) = &self.restorer else {
             return Vec::new();
@@ -278,6 +288,7 @@ impl BackupService {
         index_url: &str,
         archives: HashMap<u8, ChainSource>,
         paths: Vec<PathBuf>,
+        within: Option<Arc<fsd_search::Within>>,
     ) -> Result<ExtractBackupResponse, BackupError> {
         let bytes = self.transfer.get_bytes(index_url, MAX_INDEX_BYTES).await?;
         let index = Index::decode(&bytes)?;
@@ -286,6 +297,7 @@ impl BackupService {
             index,
             archives,
             paths,
+            within,
         };
         let client = self.transfer.client()?;
         let runtime = tokio::runtime::Handle::current();

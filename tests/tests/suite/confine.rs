@@ -15,20 +15,37 @@ struct Swapper {
 
 impl Swapper {
     fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Swapper {
+        Self::start_every(a, b, std::time::Duration::ZERO)
+    }
+
+    /// As [`Swapper::start`], resting `pause` between swaps (so that slower routes also
+    /// meet moments without one).
+    fn start_every(
+        a: std::path::PathBuf,
+        b: std::path::PathBuf,
+        pause: std::time::Duration,
+    ) -> Swapper {
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let stopped = stop.clone();
         let thread = std::thread::spawn(move || {
             let mut swaps = 0;
             while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
-                nix::fcntl::renameat2(
+                let swapped = nix::fcntl::renameat2(
                     nix::fcntl::AT_FDCWD,
                     &a,
                     nix::fcntl::AT_FDCWD,
                     &b,
                     nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-                )
-                .unwrap();
-                swaps += 1;
+                );
+                match swapped {
+                    Ok(()) => swaps += 1,
+                    // A restore mounted on the directory: the kernel moves no mount point.
+                    Err(nix::errno::Errno::EBUSY) => {}
+                    Err(errno) => panic!("swap: {errno}"),
+                }
+                if !pause.is_zero() {
+                    std::thread::sleep(pause);
+                }
             }
             swaps
         });
@@ -836,4 +853,103 @@ async fn run_commands_in(
         };
         *outcomes.entry(format!("{route} {outcome}")).or_default() += 1;
     }
+}
+
+/// Backups while a process swaps a directory and a link out: a create reads its tree by
+/// descriptor beneath the workspace (nothing outside is archived), a restore is attached to
+/// the directory opened beneath it (never over the outside), and a release detaches by the
+/// name beneath its parent's descriptor, not followed (never what a link leads to).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_swapped_for_a_link_out_during_backups_archives_and_mounts_nothing_outside() {
+    if !fsd_tests::require_mount_privilege(
+        "a_directory_swapped_for_a_link_out_during_backups_archives_and_mounts_nothing_outside",
+    ) {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let out = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::write(out.join("secret-outside"), "outside").unwrap();
+    let daemon = confined(vec![]);
+    std::fs::create_dir(daemon.path("sub")).unwrap();
+    std::fs::write(daemon.path("sub/inside.txt"), "inside").unwrap();
+    symlink(&out, daemon.path("alt")).unwrap();
+    let sub = daemon.path("sub").display().to_string();
+    let stem = format!("/var/backups/confine-{}", std::process::id());
+    let base = format!("{stem}-base.sqsh");
+    let (status, reply) = daemon
+        .post(
+            "/api/backup/create",
+            json!({"dir": sub, "archivePath": base}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    let mounted_outside = || {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|line| line.contains(out.to_str().unwrap()))
+    };
+    let swapper = Swapper::start_every(
+        daemon.path("sub"),
+        daemon.path("alt"),
+        std::time::Duration::from_millis(3),
+    );
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    for round in 0..30 {
+        let archive = format!("{stem}-{round}.sqsh");
+        let calls = [
+            (
+                "/api/backup/create",
+                json!({"dir": sub, "archivePath": archive}),
+            ),
+            (
+                "/api/backup/restore",
+                json!({"dir": sub, "archivePath": base}),
+            ),
+            ("/api/backup/unmount", json!({"dir": sub})),
+        ];
+        for (route, body) in calls {
+            let (status, reply) = daemon.post(route, body).await;
+            assert!(
+                [200, 403, 404, 500].contains(&status.as_u16()),
+                "round {round} {route}: {status} {reply}"
+            );
+            if status == 500 {
+                eprintln!("{route}: {reply}");
+            }
+            *outcomes.entry(format!("{route} {status}")).or_default() += 1;
+            assert!(!mounted_outside(), "round {round} {route}: {outcomes:?}");
+        }
+        if std::path::Path::new(&archive).exists() {
+            let unpacked = tempfile::tempdir().unwrap();
+            let dest = unpacked.path().join("x");
+            fsd_tests::unsquashfs(&archive, &dest);
+            assert!(!dest.join("secret-outside").exists(), "round {round}");
+            fsd_tests::remove_archive(&archive);
+        }
+    }
+    let swaps = swapper.stop();
+    eprintln!("outcomes after {swaps} swaps: {outcomes:?}");
+    // A restored directory is a mount point, which the kernel does not move: fewer swaps.
+    assert!(swaps > 5, "the swaps ran alongside");
+    assert!(!mounted_outside());
+    assert_eq!(
+        std::fs::read_dir(&out).unwrap().count(),
+        1,
+        "the outside holds only what it held"
+    );
+    // What is still restored is released by the path it was restored on, wherever its
+    // directory moved since (the overlay is detached by its root).
+    daemon
+        .post("/api/backup/unmount", json!({"dir": sub}))
+        .await;
+    let workspace = daemon.root().display().to_string();
+    let left: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains(&workspace))
+        .map(str::to_string)
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    fsd_tests::remove_archive(&base);
 }
