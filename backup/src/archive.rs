@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use crate::reader::Reader;
 use backhand::{FilesystemWriter, NodeHeader};
-use fsd_search::Within;
 
 use crate::codec::{self, BLOCK_SIZE, BlockReader, Codec};
 use crate::index::{Index, IndexEntry};
@@ -26,61 +26,6 @@ pub struct ArchiveOptions {
     pub excludes: Vec<String>,
     pub gitignore: bool,
     pub reader: Reader,
-}
-
-/// How the tree being archived is read: by path, or (`--confine`) beneath the roots: each
-/// name looked up relative to its parent opened by the kernel beneath them, so a directory
-/// swapped for a link out while the walk runs has nothing outside read or recorded (the
-/// archive fails with [`BackupError::Outside`]).
-#[derive(Debug, Clone, Default)]
-pub struct Reader(Option<Arc<Within>>);
-
-impl Reader {
-    pub fn confined(within: Arc<Within>) -> Self {
-        Self(Some(within))
-    }
-
-    pub(crate) fn lstat(&self, path: &Path) -> std::io::Result<fs::Metadata> {
-        match &self.0 {
-            Some(within) => Ok(within.symlink_metadata(path)?),
-            None => fs::symlink_metadata(path),
-        }
-    }
-
-    /// The directory to archive, its links followed.
-    fn metadata(&self, dir: &Path) -> std::io::Result<fs::Metadata> {
-        match &self.0 {
-            Some(within) => Ok(within
-                .open_with(dir, nix::fcntl::OFlag::O_PATH)?
-                .metadata()?),
-            None => fs::metadata(dir),
-        }
-    }
-
-    fn read_link(&self, path: &Path) -> std::io::Result<PathBuf> {
-        match &self.0 {
-            Some(within) => Ok(within.read_link(path)?),
-            None => fs::read_link(path),
-        }
-    }
-
-    pub(crate) fn open(&self, path: &Path) -> std::io::Result<File> {
-        match &self.0 {
-            Some(within) => Ok(within.open(path)?),
-            None => File::open(path),
-        }
-    }
-
-    pub(crate) fn read(&self, path: &Path) -> std::io::Result<Vec<u8>> {
-        match &self.0 {
-            Some(_) => {
-                let mut bytes = Vec::new();
-                self.open(path)?.read_to_end(&mut bytes)?;
-                Ok(bytes)
-            }
-            None => fs::read(path),
-        }
-    }
 }
 
 impl Default for ArchiveOptions {

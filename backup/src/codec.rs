@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::prefetch::Prefetched;
 
-use crate::archive::Reader;
+use crate::reader::Reader;
 use backhand::compression::{
     CompressionAction, CompressionOptions, Compressor, DefaultCompressor, Lz4, Zstd,
 };

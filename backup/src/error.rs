@@ -59,13 +59,14 @@ impl BackupError {
     ///
     /// [`Outside`]: BackupError::Outside
     pub fn io(path: &Path, source: std::io::Error) -> BackupError {
-        if let Some(inner) = source.get_ref() {
-            if let Some(OutsideAt(at)) = inner.downcast_ref::<OutsideAt>() {
-                return BackupError::Outside(at.clone());
-            }
-            if let Some(fsd_search::Refused::Outside) = inner.downcast_ref() {
-                return BackupError::Outside(path.to_path_buf());
-            }
+        if let Some(OutsideAt(at)) = source
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<OutsideAt>())
+        {
+            return BackupError::Outside(at.clone());
+        }
+        if fsd_search::is_outside(&source) {
+            return BackupError::Outside(path.to_path_buf());
         }
         BackupError::Io {
             path: path.to_path_buf(),

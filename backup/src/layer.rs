@@ -14,10 +14,9 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use crate::archive::{
-    self, ArchiveOptions, ArchiveSummary, Builder, Entry, Reader, available_threads,
-};
+use crate::archive::{self, ArchiveOptions, ArchiveSummary, Builder, Entry, available_threads};
 use crate::progress::Progress;
+use crate::reader::Reader;
 use crate::restore::Restore;
 use crate::{BackupError, select};
 

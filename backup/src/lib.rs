@@ -12,6 +12,7 @@ pub mod location;
 pub mod mount;
 mod prefetch;
 pub mod progress;
+pub mod reader;
 pub mod remote;
 pub mod restore;
 pub mod select;

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fsd_search::Within;
-use nix::fcntl::OFlag;
 use nix::mount::{MntFlags, MsFlags};
 
 use crate::BackupError;
@@ -137,7 +136,7 @@ pub fn mount_overlay(
     target: &Path,
     driver: Driver,
     within: Option<&Within>,
-) -> Result<Option<Attached>, BackupError> {
+) -> Result<Option<fsd_search::Attached>, BackupError> {
     let fail = |reason: String| BackupError::Mount {
         what: "overlayfs",
         reason,
@@ -153,26 +152,22 @@ pub fn mount_overlay(
         escape(work)
     );
     match driver {
-        Driver::Kernel if within.is_some() => {
-            let dir = within
-                .map(|within| within.open_with(target, OFlag::O_PATH | OFlag::O_DIRECTORY))
-                .transpose()
-                .map_err(|refused| BackupError::io(target, refused.into()))?;
-            let Some(dir) = dir else {
-                return Err(fail("no directory".into()));
-            };
+        Driver::Kernel if let Some(within) = within => {
             let settings = [
                 ("lowerdir", lowerdir.clone()),
                 ("upperdir", escape(upper)),
                 ("workdir", escape(work)),
             ];
-            match attach_overlay(&settings, true, &dir)
-                .or_else(|_| attach_overlay(&settings, false, &dir))
-            {
+            let made = made_overlay(&settings, true).or_else(|_| made_overlay(&settings, false));
+            match made {
                 Err(error) if error == rustix::io::Errno::NOSYS => {
                     mount_overlay(lowers, upper, work, target, driver, None)
                 }
-                other => other.map(Some).map_err(|e| fail(e.to_string())),
+                Err(error) => Err(fail(error.to_string())),
+                Ok(tree) => within
+                    .attach(tree, target)
+                    .map(Some)
+                    .map_err(|refused| BackupError::io(target, refused.into())),
             }
         }
         Driver::Kernel => {
@@ -204,41 +199,12 @@ pub fn mount_overlay(
     }
 }
 
-/// An overlay attached by descriptor: its root, held open, by which it is detached later
-/// wherever its directory has moved (see [`detach`]).
-#[derive(Debug)]
-pub struct Attached(OwnedFd);
-
-/// Detaches (lazily) the mount `attached` is the root of: on a thread of its own whose
-/// working directory is that root, `umount2(".")`. No path is looked up, so nothing but
-/// that mount can be detached.
-pub fn detach(attached: &Attached) -> Result<(), BackupError> {
-    std::thread::scope(|scope| {
-        scope
-            .spawn(|| {
-                nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
-                nix::unistd::fchdir(&attached.0)?;
-                nix::mount::umount2(".", MntFlags::MNT_DETACH)
-            })
-            .join()
-            .unwrap_or(Err(nix::errno::Errno::EINTR))
-    })
-    .map_err(|errno| BackupError::Unmount {
-        path: PathBuf::from("."),
-        reason: errno.to_string(),
-    })
-}
-
 /// Makes an overlay with `settings` (and `redirect_dir=on` when `redirect`: directories
-/// from the backup can then be renamed), detached, and attaches it to the directory `dir`.
-fn attach_overlay(
-    settings: &[(&str, String)],
-    redirect: bool,
-    dir: &File,
-) -> rustix::io::Result<Attached> {
+/// from the backup can then be renamed), detached: attached where it goes by descriptor.
+fn made_overlay(settings: &[(&str, String)], redirect: bool) -> rustix::io::Result<OwnedFd> {
     use rustix::mount::{
-        FsMountFlags, FsOpenFlags, MountAttrFlags, MoveMountFlags, fsconfig_create,
-        fsconfig_set_string, fsmount, fsopen, move_mount,
+        FsMountFlags, FsOpenFlags, MountAttrFlags, fsconfig_create, fsconfig_set_string, fsmount,
+        fsopen,
     };
     let context = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)?;
     fsconfig_set_string(&context, "source", OVERLAY_SOURCE)?;
@@ -249,47 +215,22 @@ fn attach_overlay(
         fsconfig_set_string(&context, "redirect_dir", "on")?;
     }
     fsconfig_create(&context)?;
-    let mounted = fsmount(
+    fsmount(
         &context,
         FsMountFlags::FSMOUNT_CLOEXEC,
         MountAttrFlags::empty(),
-    )?;
-    move_mount(
-        &mounted,
-        "",
-        dir,
-        "",
-        MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
-    )?;
-    Ok(Attached(mounted))
+    )
 }
 
 /// Unmounts `target` (lazily, so a shell sitting in it does not block the release).
-/// Confined (`within`), on a thread of its own whose working directory is `target`'s parent
-/// opened beneath the roots, by its last name, not followed: a link swapped in on the way
-/// cannot detach another mount.
+/// Confined (`within`), by its last name beneath its parent's descriptor, not followed (see
+/// [`Within::unmount`]).
 pub fn unmount(target: &Path, driver: Driver, within: Option<&Within>) -> Result<(), BackupError> {
     let result = match driver {
-        Driver::Kernel if within.is_some() => {
-            let parent = within.map(|within| within.parent_of(target)).transpose();
-            match parent {
-                Ok(Some((dir, name))) => std::thread::scope(|scope| {
-                    scope
-                        .spawn(move || {
-                            nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
-                            nix::unistd::fchdir(&dir)?;
-                            nix::mount::umount2(
-                                name.as_os_str(),
-                                MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW,
-                            )
-                        })
-                        .join()
-                        .unwrap_or(Err(nix::errno::Errno::EINTR))
-                })
-                .map_err(|e| e.to_string()),
-                Ok(None) => Err("no directory".into()),
-                Err(refused) => return Err(BackupError::io(target, refused.into())),
-            }
+        Driver::Kernel if let Some(within) = within => {
+            return within
+                .unmount(target, true)
+                .map_err(|refused| BackupError::io(target, refused.into()));
         }
         Driver::Kernel => {
             nix::mount::umount2(target, MntFlags::MNT_DETACH).map_err(|e| e.to_string())

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 
-use crate::archive::Reader;
+use crate::reader::Reader;
 
 /// Files up to this size are read ahead whole.
 pub(crate) const SMALL_FILE: u64 = 256 * 1024;

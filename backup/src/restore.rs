@@ -57,7 +57,7 @@ pub struct Restorer {
     within: Option<Arc<Within>>,
     /// Overlays attached by descriptor, by directory: released by their root, wherever
     /// the directory has moved since.
-    attached: Mutex<BTreeMap<PathBuf, mount::Attached>>,
+    attached: Mutex<BTreeMap<PathBuf, fsd_search::Attached>>,
 }
 
 impl Restorer {
@@ -125,7 +125,7 @@ impl Restorer {
             .map_err(|_| BackupError::Layer("restore state poisoned".into()))?;
         match attached.get(dir) {
             Some(root) => {
-                mount::detach(root)?;
+                root.detach().map_err(|e| BackupError::io(dir, e))?;
                 attached.remove(dir);
                 Ok(())
             }
@@ -134,7 +134,7 @@ impl Restorer {
     }
 
     /// Keeps the root of an overlay attached by descriptor on `dir`.
-    fn keep(&self, dir: &Path, attached: Option<mount::Attached>) {
+    fn keep(&self, dir: &Path, attached: Option<fsd_search::Attached>) {
         if let (Some(attached), Ok(mut kept)) = (attached, self.attached.lock()) {
             kept.insert(dir.to_path_buf(), attached);
         }

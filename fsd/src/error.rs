@@ -49,6 +49,14 @@ impl ApiError {
 
     /// A 400 with a domain's own code (INVALID_BACKUP_CONFIG, INVALID_MOUNT_CONFIG) naming
     /// the field, in both `context.field` and the reference's `validationErrors`.
+    /// 403 `PERMISSION_DENIED` for a path outside a confined daemon's roots, whichever
+    /// domain found it so.
+    pub fn outside_roots(message: String, path: String) -> Self {
+        Self::new(ErrorCode::PermissionDenied, message)
+            .with_context(serde_json::json!({ "path": path }))
+            .with_suggestion("The daemon runs with --confine; use a path inside the workspace")
+    }
+
     pub fn invalid_field(code: ErrorCode, field: &str, message: impl Into<String>) -> Self {
         let message = message.into();
         let issue = ValidationIssue {

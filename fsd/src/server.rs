@@ -234,7 +234,8 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
     // Mounts a crashed run left behind are detached before anything else can trip on them.
     let mounts = {
         let state_dir = settings.state_dir.clone();
-        tokio::task::spawn_blocking(move || MountService::new(&state_dir))
+        let within = policy.beneath().cloned();
+        tokio::task::spawn_blocking(move || MountService::new(&state_dir, within))
     };
     // Started here, on the main thread, which lives as long as the daemon (see World::start).
     let mut world = World::start(settings.isolation == IsolationMode::Auto);

@@ -3,9 +3,11 @@
 
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fsd_s3::{ClientError, ObjectClient, ObjectStore, Upstream};
+use fsd_search::{Attached, NotUnmounted, Within};
 use fuser::{Config, MountOption, SessionACL};
 
 use crate::fs::{BucketFs, FsOptions, keys};
@@ -45,6 +47,9 @@ pub enum MountError {
 /// A mounted bucket. Dropping it unmounts (lazily, if the mount is busy).
 pub struct BucketMount {
     path: PathBuf,
+    /// `--confine`: the roots its directory lies beneath, and the mount's root as attached
+    /// there by descriptor (see [`BucketMount::mount`]).
+    confined: Option<(Arc<Within>, Attached)>,
     session: Option<fuser::BackgroundSession>,
     /// The mount's own threads for store calls: a daemon busy elsewhere (or blocked on
     /// this very mount) never starves the filesystem.
@@ -52,8 +57,16 @@ pub struct BucketMount {
 }
 
 impl BucketMount {
-    /// Mounts `spec` at `path` (which must exist).
-    pub async fn mount(spec: &MountSpec, path: &Path) -> Result<BucketMount, MountError> {
+    /// Mounts `spec` at `path` (which must exist). Confined (`within`), the bucket is
+    /// mounted at a directory of the daemon's own beside its spill directory, and a clone
+    /// of that mount (`open_tree`) is attached to `path` opened beneath the roots
+    /// (`move_mount` to its descriptor), so no link swapped in on the way can put the
+    /// bucket over anything outside.
+    pub async fn mount(
+        spec: &MountSpec,
+        path: &Path,
+        within: Option<Arc<Within>>,
+    ) -> Result<BucketMount, MountError> {
         let prefix = keys::normalize_prefix(&spec.prefix);
         let client = ObjectClient::new(&spec.endpoint, &spec.bucket, spec.credentials.clone())?;
         // A wrong endpoint, bucket or key fails here, in the store's words, not later as EIO.
@@ -97,7 +110,14 @@ impl BucketMount {
         config.acl = SessionACL::All;
         config.n_threads = Some(2);
         config.clone_fd = true;
-        let target = path.to_path_buf();
+        let aside = staging(&spec.spill_dir);
+        let target = match within {
+            Some(_) => {
+                std::fs::create_dir_all(&aside).map_err(mount_error)?;
+                aside.clone()
+            }
+            None => path.to_path_buf(),
+        };
         let mounted = tokio::task::spawn_blocking(move || fuser::spawn_mount(fs, &target, &config))
             .await
             .map_err(|join| io::Error::other(join.to_string()))
@@ -109,9 +129,22 @@ impl BucketMount {
                 return Err(mount_error(source));
             }
         };
+        let confined = match within {
+            Some(within) => match attach_clone(&within, &aside, path) {
+                Ok(attached) => Some((within, attached)),
+                Err(source) => {
+                    let _ = unmount_path(&aside, true);
+                    drop(session);
+                    runtime.shutdown_background();
+                    return Err(mount_error(source));
+                }
+            },
+            None => None,
+        };
         tracing::info!(path = %path.display(), bucket = spec.bucket, prefix, "bucket mounted");
         Ok(BucketMount {
             path: path.to_path_buf(),
+            confined,
             session: Some(session),
             runtime: Some(runtime),
         })
@@ -121,15 +154,39 @@ impl BucketMount {
         &self.path
     }
 
-    /// Unmounts; a busy mount stays mounted and comes back with the error.
+    /// Unmounts; a busy mount stays mounted and comes back with the error. Confined, by
+    /// the directory's last name beneath its parent's descriptor, not followed (see
+    /// [`Within::unmount_attached`]); a mount whose directory has moved since is detached
+    /// by its root.
     pub async fn unmount(mut self) -> Result<(), (MountError, BucketMount)> {
-        if let Err(source) = unmount_path(&self.path, false) {
+        let unmounted = match self.confined.take() {
+            Some((within, attached)) => match within.unmount_attached(attached, &self.path) {
+                Ok(()) => Ok(()),
+                // Moved with a parent renamed since: detached (lazily) by its root.
+                Err(NotUnmounted::Elsewhere(attached)) => {
+                    let detached = attached.detach();
+                    if detached.is_err() {
+                        self.confined = Some((within, attached));
+                    }
+                    detached
+                }
+                Err(NotUnmounted::Failed(error, attached)) => {
+                    self.confined = attached.map(|attached| (within, attached));
+                    Err(error)
+                }
+            },
+            None => unmount_path(&self.path, false),
+        };
+        if let Err(source) = unmounted {
             let error = MountError::Unmount {
                 path: self.path.clone(),
                 source,
             };
             return Err((error, self));
         }
+        // The mount's root held open would keep the detached mount, and so the device,
+        // alive.
+        self.confined = None;
         if let Some(session) = self.session.take() {
             // The session ends once the kernel lets go of the device.
             let _ = tokio::task::spawn_blocking(move || session.join()).await;
@@ -143,8 +200,12 @@ impl BucketMount {
 
 impl Drop for BucketMount {
     fn drop(&mut self) {
+        let detached = match &self.confined {
+            Some((_, attached)) => attached.detach(),
+            None => unmount_path(&self.path, true),
+        };
         if self.session.is_some()
-            && let Err(error) = unmount_path(&self.path, true)
+            && let Err(error) = detached
         {
             tracing::warn!(path = %self.path.display(), %error, "unmount at drop");
         }
@@ -153,6 +214,27 @@ impl Drop for BucketMount {
             runtime.shutdown_background();
         }
     }
+}
+
+/// Where a confined bucket is mounted before its clone is attached at its directory.
+fn staging(spill_dir: &Path) -> PathBuf {
+    let mut aside = spill_dir.as_os_str().to_owned();
+    aside.push(".mount");
+    PathBuf::from(aside)
+}
+
+/// Attaches a clone of the mount at `aside` to `path` opened beneath `within`'s roots, then
+/// detaches the mount at `aside` (the clone keeps the bucket's connection).
+fn attach_clone(within: &Within, aside: &Path, path: &Path) -> io::Result<Attached> {
+    use rustix::mount::{OpenTreeFlags, open_tree};
+    let tree = open_tree(
+        rustix::fs::CWD,
+        aside,
+        OpenTreeFlags::OPEN_TREE_CLONE | OpenTreeFlags::OPEN_TREE_CLOEXEC,
+    )?;
+    let attached = within.attach(tree, path)?;
+    unmount_path(aside, true)?;
+    Ok(attached)
 }
 
 /// `umount2(path)`; with `lazy`, detached even while in use (`MNT_DETACH`).

@@ -5,7 +5,8 @@
 //! fail instead of reaching outside. Kernels without `openat2` (before 5.6, or a seccomp
 //! profile that refuses it with `ENOSYS`) get a component-by-component walk that refuses
 //! any link on the way. The search walk was its first user (it lives here for that); the
-//! daemon's file reads and writes open through it too.
+//! daemon's file reads and writes open through it too, and mounts (restores, buckets) are
+//! attached to and detached from directories by descriptor here.
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -16,6 +17,7 @@ use std::sync::OnceLock;
 
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat, openat2};
+use nix::mount::MntFlags;
 use nix::sys::stat::{Mode, mkdirat};
 
 /// Why a file was not opened.
@@ -26,6 +28,15 @@ pub enum Refused {
     Outside,
     #[error(transparent)]
     Io(#[from] io::Error),
+}
+
+/// Whether `error` is a confined open refused as outside the roots (carried as an
+/// `io::Error`).
+pub fn is_outside(error: &io::Error) -> bool {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<Refused>())
+        .is_some_and(|refused| matches!(refused, Refused::Outside))
 }
 
 impl From<Refused> for io::Error {
@@ -123,9 +134,29 @@ impl Within {
     /// Opens `path` (links followed) with `flags` (never `O_CREAT`), beneath the root its
     /// real location is in.
     pub fn open_with(&self, path: &Path, flags: OFlag) -> Result<File, Refused> {
-        let real = std::fs::canonicalize(path)?;
+        let real = self.real(path)?;
         let (root, rest) = self.root_of(&real).ok_or(Refused::Outside)?;
         beneath(root, rest, flags | OFlag::O_CLOEXEC).map(File::from)
+    }
+
+    /// `path`'s real location. A path that is not there, whose parent's real location is
+    /// outside every root (a link out on the way), is refused as outside rather than
+    /// reported missing.
+    fn real(&self, path: &Path) -> Result<PathBuf, Refused> {
+        match std::fs::canonicalize(path) {
+            Ok(real) => Ok(real),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                let parent_outside = path
+                    .parent()
+                    .and_then(|parent| std::fs::canonicalize(parent).ok())
+                    .is_some_and(|parent| self.root_of(&parent).is_none());
+                match parent_outside {
+                    true => Err(Refused::Outside),
+                    false => Err(err.into()),
+                }
+            }
+            Err(err) => Err(err.into()),
+        }
     }
 
     /// The directory that holds `path`'s last name, opened (`O_PATH`) beneath the root its
@@ -162,6 +193,49 @@ impl Within {
         Ok(PathBuf::from(target))
     }
 
+    /// Attaches the detached mount `tree` (from `fsmount` or `open_tree`) to the directory
+    /// `target` opened beneath its root (`move_mount` to that descriptor): no link swapped
+    /// in on the way can put it anywhere else. Answers its root, by which it is detached.
+    pub fn attach(&self, tree: OwnedFd, target: &Path) -> Result<Attached, Refused> {
+        use rustix::mount::{MoveMountFlags, move_mount};
+        let dir = self.open_with(target, OFlag::O_PATH | OFlag::O_DIRECTORY)?;
+        move_mount(
+            &tree,
+            "",
+            &dir,
+            "",
+            MoveMountFlags::MOVE_MOUNT_F_EMPTY_PATH | MoveMountFlags::MOVE_MOUNT_T_EMPTY_PATH,
+        )
+        .map_err(|errno| Refused::Io(errno.into()))?;
+        Ok(Attached(tree))
+    }
+
+    /// Unmounts what is mounted at `target` (`lazy`: detached even while in use), by its
+    /// last name, not followed, relative to its parent opened beneath the roots, on a
+    /// thread whose working directory is that parent: a link swapped in on the way cannot
+    /// detach another mount.
+    pub fn unmount(&self, target: &Path, lazy: bool) -> Result<(), Refused> {
+        let (dir, name) = self.parent_of(target)?;
+        let mut flags = MntFlags::UMOUNT_NOFOLLOW;
+        if lazy {
+            flags |= MntFlags::MNT_DETACH;
+        }
+        in_directory(&dir, || nix::mount::umount2(name.as_os_str(), flags))
+            .map_err(|errno| Refused::Io(errno.into()))
+    }
+
+    /// Removes the empty directory at `path`, by its last name relative to its parent
+    /// opened beneath the roots.
+    pub fn remove_dir(&self, path: &Path) -> Result<(), Refused> {
+        let (dir, name) = self.parent_of(path)?;
+        nix::unistd::unlinkat(
+            &dir,
+            name.as_os_str(),
+            nix::unistd::UnlinkatFlags::RemoveDir,
+        )
+        .map_err(|errno| Refused::Io(errno.into()))
+    }
+
     /// Opens the directory `dir` beneath its root, making it and its missing parents
     /// first (as `mkdir -p`), each made relative to its parent's descriptor so none can be
     /// made outside.
@@ -194,6 +268,84 @@ impl Within {
         }
         Ok(File::from(fd))
     }
+}
+
+/// A mount attached by descriptor: its root, held open. It is detached by that root
+/// wherever its directory has moved since.
+#[derive(Debug)]
+pub struct Attached(OwnedFd);
+
+impl Attached {
+    /// Detaches (lazily) the mount this is the root of: `umount2(".")` on a thread whose
+    /// working directory is that root. No path is looked up.
+    pub fn detach(&self) -> io::Result<()> {
+        in_directory(&self.0, || nix::mount::umount2(".", MntFlags::MNT_DETACH))
+            .map_err(io::Error::from)
+    }
+}
+
+/// Why [`Within::unmount_attached`] left a mount mounted.
+#[derive(Debug)]
+pub enum NotUnmounted {
+    /// It is not at the path any more (its directory moved with a parent renamed since):
+    /// its root, for a detach by root.
+    Elsewhere(Attached),
+    /// The unmount failed (busy, say); its root, taken again where it is.
+    Failed(io::Error, Option<Attached>),
+}
+
+impl Within {
+    /// Unmounts (not lazily) the mount `attached` is the root of, by `path`'s last name,
+    /// not followed, beneath its parent's descriptor, once that name is seen to hold it:
+    /// its root is let go first (held open, it would make the mount busy) and taken again
+    /// from that same parent if the unmount fails.
+    pub fn unmount_attached(&self, attached: Attached, path: &Path) -> Result<(), NotUnmounted> {
+        use std::os::unix::fs::MetadataExt;
+        let Ok((dir, name)) = self.parent_of(path) else {
+            return Err(NotUnmounted::Elsewhere(attached));
+        };
+        let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+        let here = openat(&dir, name.as_os_str(), flags, Mode::empty())
+            .ok()
+            .and_then(|fd| File::from(fd).metadata().ok());
+        let root = File::from(
+            attached
+                .0
+                .try_clone()
+                .map_err(|e| NotUnmounted::Failed(e, None))?,
+        )
+        .metadata();
+        let holds = match (here, root) {
+            (Some(here), Ok(root)) => here.dev() == root.dev() && here.ino() == root.ino(),
+            _ => false,
+        };
+        if !holds {
+            return Err(NotUnmounted::Elsewhere(attached));
+        }
+        drop(attached);
+        let unmounted = in_directory(&dir, || {
+            nix::mount::umount2(name.as_os_str(), MntFlags::UMOUNT_NOFOLLOW)
+        });
+        unmounted.map_err(|errno| {
+            let again = openat(&dir, name.as_os_str(), flags, Mode::empty()).ok();
+            NotUnmounted::Failed(errno.into(), again.map(Attached))
+        })
+    }
+}
+
+/// Runs `work` on a thread of its own whose working directory is `dir` (its filesystem
+/// context unshared, so the daemon's other threads keep theirs).
+fn in_directory(dir: &OwnedFd, work: impl FnOnce() -> nix::Result<()> + Send) -> nix::Result<()> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                nix::sched::unshare(nix::sched::CloneFlags::CLONE_FS)?;
+                nix::unistd::fchdir(dir)?;
+                work()
+            })
+            .join()
+            .unwrap_or(Err(Errno::EINTR))
+    })
 }
 
 /// Opens `rest` (from a real path: no links unless one was swapped in since) beneath

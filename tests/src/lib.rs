@@ -636,3 +636,16 @@ pub fn fsctl(daemon: &Daemon, args: &[&str]) -> std::process::Output {
     }
     command.output().unwrap()
 }
+
+/// The mount points in this process's mount table that lie under `dir`, as the table
+/// writes them.
+pub fn mounts_under(dir: &Path) -> Vec<String> {
+    let dir = dir.display().to_string();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .filter(|point| point.starts_with(&dir))
+        .map(str::to_string)
+        .collect()
+}

@@ -57,12 +57,12 @@ pub(super) fn parse_backup_request<T: serde::de::DeserializeOwned>(
 }
 
 /// How a backup reads its tree: confined, beneath the roots by descriptor.
-pub(super) fn tree_reader(state: &AppState) -> fsd_backup::archive::Reader {
+pub(super) fn tree_reader(state: &AppState) -> fsd_backup::reader::Reader {
     state
         .paths
         .policy()
         .beneath()
         .cloned()
-        .map(fsd_backup::archive::Reader::confined)
+        .map(fsd_backup::reader::Reader::confined)
         .unwrap_or_default()
 }

@@ -30,9 +30,7 @@ impl From<Restoring> for ApiError {
 fn wire_error(err: BackupError, failed: ErrorCode) -> ApiError {
     let message = err.to_string();
     match &err {
-        BackupError::Outside(path) => {
-            crate::paths::outside_roots(message, path.display().to_string())
-        }
+        BackupError::Outside(path) => ApiError::outside_roots(message, path.display().to_string()),
         BackupError::NotADirectory(path) => ApiError::new(ErrorCode::InvalidBackupConfig, message)
             .with_context(json!({ "field": "dir", "path": path })),
         BackupError::InvalidExclude { pattern, .. } => {

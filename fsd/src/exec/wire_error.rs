@@ -68,7 +68,7 @@ impl From<ExecError> for ApiError {
                     "stderr": stderr,
                 }))
             }
-            ExecError::Outside { cwd } => crate::paths::outside_roots(message, cwd),
+            ExecError::Outside { cwd } => ApiError::outside_roots(message, cwd),
             ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
         }
     }

@@ -19,7 +19,7 @@ impl From<GitError> for ApiError {
             GitError::TargetExists(path) => {
                 Self::new(ErrorCode::FileExists, message).with_context(json!({ "path": path }))
             }
-            GitError::Outside(path) => crate::paths::outside_roots(message, path),
+            GitError::Outside(path) => ApiError::outside_roots(message, path),
             GitError::Spawn(_) => Self::new(ErrorCode::GitCloneFailed, message),
             GitError::Failed {
                 failure,

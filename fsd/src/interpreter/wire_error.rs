@@ -26,7 +26,7 @@ impl From<InterpreterError> for ApiError {
                 ErrorCode::InternalError,
                 format!("Failed to create code context: {message}"),
             ),
-            InterpreterError::Outside(path) => crate::paths::outside_roots(message, path),
+            InterpreterError::Outside(path) => ApiError::outside_roots(message, path),
             InterpreterError::NotFound(id) => Self::new(ErrorCode::ContextNotFound, message)
                 .with_context(json!({ "contextId": id })),
             InterpreterError::Dead(id) => Self::new(ErrorCode::InternalError, message)

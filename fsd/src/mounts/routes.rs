@@ -50,10 +50,15 @@ pub async fn unmount(
         Some(path) if body.is_empty() => path.clone(),
         _ => parse_mount_request::<UnmountBucketRequest>(&body, op)?.mount_path,
     };
-    state
-        .paths
-        .in_workspace("mountPath", &mount_path, Follow::Parent)?;
     let path = validate::mount_path(&mount_path).op(op)?;
+    // A bucket mounted at this path is unmounted by name beneath its parent's descriptor
+    // (or by its root, if it moved with a parent), even when a link now stands on the way;
+    // any other path is checked as every route checks it.
+    if !state.mounts.is_mounted(&path).await {
+        state
+            .paths
+            .in_workspace("mountPath", &mount_path, Follow::Parent)?;
+    }
     let removed_dir = state.mounts.unmount(&path).await.op(op)?;
     Ok(Json(UnmountBucketResponse {
         success: true,

@@ -4,11 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use fsd_api::mounts::BucketMountInfo;
 use fsd_mounts::mount::{SOURCE_PREFIX, unmount_path};
 use fsd_mounts::{BucketMount, MountError, MountSpec};
+use fsd_search::Within;
 use serde::{Deserialize, Serialize};
 use tokio::sync::Mutex;
 
@@ -48,15 +50,21 @@ pub struct MountService {
     active: Mutex<BTreeMap<PathBuf, Active>>,
     record_path: PathBuf,
     spill_root: PathBuf,
+    /// `--confine`: mount directories are made, and buckets attached, beneath these roots
+    /// by descriptor.
+    within: Option<Arc<Within>>,
 }
 
 impl MountService {
     /// Detaches what a previous run left mounted and removes the directories it made.
-    pub fn new(state_dir: &Path) -> MountService {
+    /// `within` (`--confine`): mount directories are made and removed, and buckets
+    /// attached, beneath its roots by descriptor.
+    pub fn new(state_dir: &Path, within: Option<Arc<Within>>) -> MountService {
         let service = MountService {
             active: Mutex::new(BTreeMap::new()),
             record_path: state_dir.join("bucket-mounts.json"),
             spill_root: state_dir.join("bucket-spill"),
+            within,
         };
         service.recover();
         service
@@ -79,7 +87,7 @@ impl MountService {
         }
         for dir in record.created {
             // Only an empty directory goes: whatever else is there is not ours to delete.
-            let _ = std::fs::remove_dir(&dir);
+            self.remove_made_dir(&dir);
         }
         let _ = std::fs::remove_dir_all(&self.spill_root);
         self.write_record(&BTreeMap::new());
@@ -115,11 +123,15 @@ impl MountService {
         if active.contains_key(&path) || is_mount_point(&path) {
             return Err(MountServiceError::AlreadyMounted(path));
         }
-        let created_dir = match std::fs::metadata(&path) {
+        let created_dir = match self.existing_dir(&path) {
             Ok(meta) if meta.is_dir() => false,
             Ok(_) => return Err(MountServiceError::NotADirectory(path)),
             Err(_) => {
-                std::fs::create_dir_all(&path).map_err(|source| MountServiceError::CreateDir {
+                let made = match &self.within {
+                    Some(within) => within.create_dir_all(&path).map(drop).map_err(Into::into),
+                    None => std::fs::create_dir_all(&path),
+                };
+                made.map_err(|source| MountServiceError::CreateDir {
                     path: path.clone(),
                     source,
                 })?;
@@ -138,11 +150,11 @@ impl MountService {
             gid: 0,
             spill_dir: self.spill_root.join(spill_name(&path)),
         };
-        let mount = match BucketMount::mount(&spec, &path).await {
+        let mount = match BucketMount::mount(&spec, &path, self.within.clone()).await {
             Ok(mount) => mount,
             Err(error) => {
                 if created_dir {
-                    let _ = std::fs::remove_dir(&path);
+                    self.remove_made_dir(&path);
                 }
                 return Err(error.into());
             }
@@ -169,6 +181,31 @@ impl MountService {
         Ok(info)
     }
 
+    /// Removes a mount directory fsd made, if empty; confined, by its name beneath its
+    /// parent's descriptor. Answers whether it went.
+    fn remove_made_dir(&self, path: &Path) -> bool {
+        match &self.within {
+            Some(within) => within.remove_dir(path).is_ok(),
+            None => std::fs::remove_dir(path).is_ok(),
+        }
+    }
+
+    /// Whether a bucket is mounted at `path` (as named when mounted).
+    pub async fn is_mounted(&self, path: &Path) -> bool {
+        self.active.lock().await.contains_key(path)
+    }
+
+    /// What `path` is (links followed); confined, opened beneath the roots.
+    fn existing_dir(&self, path: &Path) -> std::io::Result<std::fs::Metadata> {
+        match &self.within {
+            Some(within) => within
+                .open_with(path, nix::fcntl::OFlag::O_PATH)
+                .map_err(std::io::Error::from)?
+                .metadata(),
+            None => std::fs::metadata(path),
+        }
+    }
+
     /// Unmounts `path`; returns whether the directory was removed.
     pub async fn unmount(&self, path: &Path) -> Result<bool, MountServiceError> {
         let mut active = self.active.lock().await;
@@ -187,7 +224,7 @@ impl MountService {
             );
             return Err(error.into());
         }
-        let removed = created_dir && std::fs::remove_dir(path).is_ok();
+        let removed = created_dir && self.remove_made_dir(path);
         self.write_record(&active);
         Ok(removed)
     }
@@ -210,7 +247,7 @@ impl MountService {
                 drop(mount);
             }
             if entry.info.created_dir {
-                let _ = std::fs::remove_dir(&path);
+                self.remove_made_dir(&path);
             }
         }
         self.write_record(&active);

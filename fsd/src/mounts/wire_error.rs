@@ -21,6 +21,12 @@ impl From<MountServiceError> for ApiError {
                 ApiError::new(ErrorCode::InvalidMountConfig, message)
                     .with_context(json!({ "field": "mountPath", "path": path }))
             }
+            MountServiceError::Mount(MountError::Mount { path, source })
+            | MountServiceError::CreateDir { path, source }
+                if fsd_search::is_outside(source) =>
+            {
+                ApiError::outside_roots(message, path.display().to_string())
+            }
             MountServiceError::Mount(MountError::Store(store)) => {
                 ApiError::new(ErrorCode::BucketMountError, message)
                     .with_context(json!({ "upstreamStatus": store.status() }))

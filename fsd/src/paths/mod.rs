@@ -11,4 +11,3 @@ mod wire_error;
 pub use error::PathError;
 pub use policy::{Follow, PathPolicy};
 pub use resolver::Paths;
-pub use wire_error::outside_roots;

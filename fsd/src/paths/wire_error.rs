@@ -11,18 +11,10 @@ impl From<PathError> for ApiError {
         let message = err.to_string();
         match err {
             PathError::Invalid { field, reason } => Self::validation(field, reason, "INVALID_PATH"),
-            PathError::OutsideRoots { path } => outside_roots(message, path),
+            PathError::OutsideRoots { path } => Self::outside_roots(message, path),
             PathError::DaemonProc { path } => Self::new(ErrorCode::PermissionDenied, message)
                 .with_context(json!({ "path": path }))
                 .with_suggestion("The /proc entries of the sandbox's own processes are readable"),
         }
     }
-}
-
-/// 403 `PERMISSION_DENIED` for a path outside a confined daemon's roots, whichever domain
-/// found it so.
-pub fn outside_roots(message: String, path: String) -> ApiError {
-    ApiError::new(ErrorCode::PermissionDenied, message)
-        .with_context(json!({ "path": path }))
-        .with_suggestion("The daemon runs with --confine; use a path inside the workspace")
 }

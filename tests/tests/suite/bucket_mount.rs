@@ -539,3 +539,89 @@ async fn cached_reads_follow_changes_in_the_bucket() {
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "three\n");
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "three\n");
 }
+
+/// Under `--confine`, a bucket is mounted aside and attached to its directory opened
+/// beneath the workspace (and its directory made there by descriptor): while a process
+/// swaps a directory and a link out, no bucket lands over the outside and no directory is
+/// made there; with the swaps stopped, a confined mount carries files both ways.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn confined_mounts_land_beneath_the_workspace_while_a_link_out_swaps_in() {
+    if !fuse_ready("confined_mounts_land_beneath_the_workspace_while_a_link_out_swaps_in") {
+        return;
+    }
+    let store = Store::start();
+    let proxy = proxy(&store, "", false).await;
+    let outside = tempfile::tempdir().unwrap();
+    let out = std::fs::canonicalize(outside.path()).unwrap();
+    std::fs::create_dir(out.join("b")).unwrap();
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        confine: true,
+        ..fsd_tests::Options::default()
+    });
+    std::fs::create_dir_all(daemon.path("sub/b")).unwrap();
+    std::os::unix::fs::symlink(&out, daemon.path("alt")).unwrap();
+    let mounted_outside = || !fsd_tests::mounts_under(&out).is_empty();
+    let swapper = super::confine::Swapper::start_every(
+        daemon.path("sub"),
+        daemon.path("alt"),
+        std::time::Duration::from_millis(2),
+    );
+    let mut outcomes: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut still_mounted = Vec::new();
+    for round in 0..20 {
+        for target in ["sub/b".to_string(), format!("sub/new{round}")] {
+            let path = daemon.path(&target);
+            let (status, body) = mount(
+                &daemon,
+                json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() }),
+            )
+            .await;
+            assert!(!mounted_outside(), "round {round}: {body}");
+            *outcomes.entry(format!("mount {status}")).or_default() += 1;
+            if status == 200 {
+                let (status, body) = unmount(&daemon, &path).await;
+                *outcomes.entry(format!("unmount {status}")).or_default() += 1;
+                assert!(!mounted_outside(), "round {round}: {body}");
+                if status != 200 {
+                    still_mounted.push(path);
+                }
+            }
+        }
+    }
+    let swaps = swapper.stop();
+    // A mount whose unmount met a swap is unmounted by the path it was made at, wherever
+    // its directory moved with its parent (detached by its root).
+    for path in &still_mounted {
+        let (status, body) = unmount(&daemon, path).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let left = fsd_tests::mounts_under(&daemon.root());
+    assert!(left.is_empty(), "{left:?}");
+    eprintln!("outcomes after {swaps} swaps: {outcomes:?}");
+    assert!(swaps > 5, "the swaps ran alongside");
+    assert!(!mounted_outside());
+    let names: Vec<String> = names_in(&out);
+    assert_eq!(names, ["b"], "nothing was made outside");
+    // Whatever is left mounted in the workspace is released with the daemon; with the
+    // swaps stopped, a confined mount carries a file both ways.
+    let dir = ["sub", "alt"]
+        .into_iter()
+        .find(|name| daemon.path(name).symlink_metadata().unwrap().is_dir())
+        .unwrap();
+    let path = daemon.path(dir).join("settled");
+    let (status, body) = mount(
+        &daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "proxyUrl": proxy.url() }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(is_mount_point(&path));
+    std::fs::write(path.join("through.txt"), b"confined\n").unwrap();
+    let (status, body) = unmount(&daemon, &path).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!is_mount_point(&path));
+    assert_eq!(
+        &direct(&store).get_range("through.txt", 0, 9).await.unwrap()[..],
+        b"confined\n"
+    );
+}

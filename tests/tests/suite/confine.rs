@@ -8,19 +8,19 @@ use serde_json::json;
 
 /// A process in the sandbox swapping two names (a directory and a link out) with
 /// `RENAME_EXCHANGE`, as fast as it can, until stopped.
-struct Swapper {
+pub(crate) struct Swapper {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     thread: std::thread::JoinHandle<u64>,
 }
 
 impl Swapper {
-    fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Swapper {
+    pub(crate) fn start(a: std::path::PathBuf, b: std::path::PathBuf) -> Swapper {
         Self::start_every(a, b, std::time::Duration::ZERO)
     }
 
     /// As [`Swapper::start`], resting `pause` between swaps (so that slower routes also
     /// meet moments without one).
-    fn start_every(
+    pub(crate) fn start_every(
         a: std::path::PathBuf,
         b: std::path::PathBuf,
         pause: std::time::Duration,
@@ -53,7 +53,7 @@ impl Swapper {
     }
 
     /// Stops the swaps; answers how many were made.
-    fn stop(self) -> u64 {
+    pub(crate) fn stop(self) -> u64 {
         self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
         self.thread.join().unwrap()
     }
@@ -883,12 +883,7 @@ async fn a_directory_swapped_for_a_link_out_during_backups_archives_and_mounts_n
         )
         .await;
     assert_eq!(status, 200, "{reply}");
-    let mounted_outside = || {
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .any(|line| line.contains(out.to_str().unwrap()))
-    };
+    let mounted_outside = || !fsd_tests::mounts_under(&out).is_empty();
     let swapper = Swapper::start_every(
         daemon.path("sub"),
         daemon.path("alt"),
@@ -943,13 +938,7 @@ async fn a_directory_swapped_for_a_link_out_during_backups_archives_and_mounts_n
     daemon
         .post("/api/backup/unmount", json!({"dir": sub}))
         .await;
-    let workspace = daemon.root().display().to_string();
-    let left: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter(|line| line.contains(&workspace))
-        .map(str::to_string)
-        .collect();
+    let left = fsd_tests::mounts_under(&daemon.root());
     assert!(left.is_empty(), "{left:?}");
     fsd_tests::remove_archive(&base);
 }

@@ -198,10 +198,10 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("fsd-search", &[]),
     ("fsd-control", &["fsd-api"]),
     ("fsd-watch", &["fsd-api"]),
-    ("fsd-process", &["fsd-api"]),
+    ("fsd-process", &["fsd-api", "fsd-search"]),
     ("fsd-s3", &["fsd-control"]),
-    ("fsd-backup", &["fsd-api", "fsd-s3"]),
-    ("fsd-mounts", &["fsd-control", "fsd-s3"]),
+    ("fsd-backup", &["fsd-api", "fsd-s3", "fsd-search"]),
+    ("fsd-mounts", &["fsd-control", "fsd-s3", "fsd-search"]),
     ("fsd-sdk", &["fsd-api"]),
     (
         "fsd",
