@@ -4,6 +4,7 @@
 //! `crate::paths`); `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
 //! files from holding a request forever.
 
+mod across;
 mod archive;
 pub(crate) mod atomic;
 mod error;

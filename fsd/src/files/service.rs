@@ -16,6 +16,7 @@ use base64_simd::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
 use fsd_api::files::{Encoding, FileInfo, FileStat};
 
+use super::across;
 use super::atomic::{AtomicWriteError, Destination};
 use super::error::FileError;
 use super::listing::{self, ListOptions};
@@ -360,9 +361,14 @@ impl FileService {
             };
             match moved {
                 Err(err) if err.raw_os_error() == Some(nix::errno::Errno::EXDEV as i32) => {
-                    copy_across(&source, &destination)
-                        .and_then(|()| remove_any(&source))
-                        .map_err(FileError::io("move", &destination))
+                    match across::move_across(&source, &destination, policy.beneath().map(|w| &**w))
+                    {
+                        Ok(()) => Ok(()),
+                        Err(Refused::Outside) => {
+                            Err(FileError::Path(PathError::OutsideRoots { path: dest_raw }))
+                        }
+                        Err(Refused::Io(err)) => Err(FileError::io("move", &destination)(err)),
+                    }
                 }
                 // The kernel's word that a directory would move into itself, seen through
                 // `..` or links where the check above could not.
@@ -780,41 +786,4 @@ pub fn read_full(file: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
         }
     }
     Ok(filled)
-}
-
-/// Copies a file, symlink or whole tree to another filesystem, keeping modes.
-fn copy_across(source: &Path, destination: &Path) -> io::Result<()> {
-    for entry in walkdir::WalkDir::new(source).follow_links(false) {
-        let entry = entry.map_err(io::Error::other)?;
-        let relative = entry
-            .path()
-            .strip_prefix(source)
-            .map_err(io::Error::other)?;
-        let target = if relative.as_os_str().is_empty() {
-            destination.to_path_buf()
-        } else {
-            destination.join(relative)
-        };
-        let kind = entry.file_type();
-        if kind.is_dir() {
-            fs::create_dir_all(&target)?;
-            fs::set_permissions(
-                &target,
-                entry.metadata().map_err(io::Error::other)?.permissions(),
-            )?;
-        } else if kind.is_symlink() {
-            std::os::unix::fs::symlink(fs::read_link(entry.path())?, &target)?;
-        } else {
-            fs::copy(entry.path(), &target)?;
-        }
-    }
-    Ok(())
-}
-
-fn remove_any(path: &Path) -> io::Result<()> {
-    if fs::symlink_metadata(path)?.is_dir() {
-        fs::remove_dir_all(path)
-    } else {
-        fs::remove_file(path)
-    }
 }

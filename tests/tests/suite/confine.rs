@@ -41,6 +41,8 @@ impl Swapper {
                     Ok(()) => swaps += 1,
                     // A restore mounted on the directory: the kernel moves no mount point.
                     Err(nix::errno::Errno::EBUSY) => {}
+                    // The names went (a move took them): nothing left to swap.
+                    Err(nix::errno::Errno::ENOENT) => break,
                     Err(errno) => panic!("swap: {errno}"),
                 }
                 if !pause.is_zero() {
@@ -941,4 +943,84 @@ async fn a_directory_swapped_for_a_link_out_during_backups_archives_and_mounts_n
     let left = fsd_tests::mounts_under(&daemon.root());
     assert!(left.is_empty(), "{left:?}");
     fsd_tests::remove_archive(&base);
+}
+
+/// A move to another filesystem inside a confined workspace (a tmpfs mounted in it) copies
+/// the tree by descriptor, links as links, and removes the source the same way; while a
+/// process swaps a directory of the tree and a link out, nothing outside is read into the
+/// copy or removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_across_filesystems_copies_beneath_the_workspace_only() {
+    if !fsd_tests::require_mount_privilege(
+        "a_move_across_filesystems_copies_beneath_the_workspace_only",
+    ) {
+        return;
+    }
+    let outside = tempfile::tempdir().unwrap();
+    let out = outside.path();
+    std::fs::write(out.join("secret-outside"), "outside").unwrap();
+    let daemon = confined(vec![]);
+    let _other = fsd_tests::Mount::tmpfs(&daemon.path("other"), "size=16m");
+    // Settled: a tree with a link goes across whole.
+    std::fs::create_dir_all(daemon.path("tree/d")).unwrap();
+    std::fs::write(daemon.path("tree/a.txt"), "a").unwrap();
+    std::fs::write(daemon.path("tree/d/b.txt"), "b").unwrap();
+    symlink("a.txt", daemon.path("tree/link")).unwrap();
+    let (status, reply) = daemon
+        .post(
+            "/api/move",
+            json!({"sourcePath": "tree", "destinationPath": "other/tree"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{reply}");
+    assert!(!daemon.path("tree").exists());
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("other/tree/d/b.txt")).unwrap(),
+        "b"
+    );
+    assert_eq!(
+        std::fs::read_link(daemon.path("other/tree/link")).unwrap(),
+        std::path::Path::new("a.txt")
+    );
+    // Racing: `moving/sub` and a link out swap while `moving` goes across.
+    let mut outcomes: std::collections::BTreeMap<u16, usize> = Default::default();
+    for round in 0..40 {
+        std::fs::create_dir_all(daemon.path("moving/sub")).unwrap();
+        std::fs::write(daemon.path("moving/sub/inside.txt"), "inside").unwrap();
+        symlink(out, daemon.path("moving/alt")).unwrap();
+        let swapper = Swapper::start(daemon.path("moving/sub"), daemon.path("moving/alt"));
+        let (status, reply) = daemon
+            .post(
+                "/api/move",
+                json!({"sourcePath": "moving", "destinationPath": format!("other/m{round}")}),
+            )
+            .await;
+        swapper.stop();
+        *outcomes.entry(status.as_u16()).or_default() += 1;
+        // A tree that changes under the copy may fail it (a directory found a link when
+        // opened, 400 NOT_DIRECTORY): what matters is what reached the outside.
+        assert!(
+            [200, 400, 403, 500].contains(&status.as_u16()),
+            "round {round}: {status} {reply}"
+        );
+        let copied = daemon.path(&format!("other/m{round}"));
+        for name in ["sub", "alt"] {
+            assert!(
+                !copied.join(name).join("secret-outside").exists()
+                    || copied.join(name).symlink_metadata().unwrap().is_symlink(),
+                "round {round}: the outside was copied in"
+            );
+        }
+        let _ = std::fs::remove_dir_all(daemon.path("moving"));
+    }
+    eprintln!("outcomes: {outcomes:?}");
+    let names: Vec<String> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["secret-outside"]);
+    assert_eq!(
+        std::fs::read_to_string(out.join("secret-outside")).unwrap(),
+        "outside"
+    );
 }
