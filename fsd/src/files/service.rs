@@ -326,8 +326,35 @@ impl FileService {
         let dest_raw = dest_raw.to_string();
         let policy = self.policy.clone();
         blocking(move || {
-            lstat(&source, "Source file", &source_raw)?;
-            if destination.is_dir()
+            // Confined, even the looks that choose the answer are taken beneath the roots:
+            // a link swapped in tells nothing of what is outside.
+            let within = policy.beneath().map(|within| &**within);
+            let refused = |raw: &str| {
+                FileError::Path(PathError::OutsideRoots {
+                    path: raw.to_string(),
+                })
+            };
+            match within {
+                Some(within) => match within.symlink_metadata(&source) {
+                    Ok(_) => {}
+                    Err(Refused::Outside) => return Err(refused(&source_raw)),
+                    Err(Refused::Io(err)) if err.kind() == io::ErrorKind::NotFound => {
+                        return Err(FileError::not_found("Source file", &source_raw));
+                    }
+                    Err(Refused::Io(err)) => return Err(FileError::io("stat", &source)(err)),
+                },
+                None => {
+                    lstat(&source, "Source file", &source_raw)?;
+                }
+            }
+            let metadata = |path: &Path| match within {
+                Some(within) => within
+                    .open_with(path, OFlag::O_PATH)
+                    .map_err(io::Error::from)
+                    .and_then(|file| file.metadata()),
+                None => fs::metadata(path),
+            };
+            if metadata(&destination).is_ok_and(|meta| meta.is_dir())
                 && let Some(name) = source.file_name()
             {
                 destination.push(name);
@@ -341,7 +368,10 @@ impl FileService {
                     reason: format!("cannot move '{source_raw}' into itself ('{dest_raw}')"),
                 });
             }
-            match destination.parent().map(fs::metadata) {
+            match destination.parent().map(metadata) {
+                Some(Err(err)) if fsd_search::is_outside(&err) => {
+                    return Err(refused(&dest_raw));
+                }
                 Some(Ok(meta)) if meta.is_dir() => {}
                 Some(Ok(_)) => return Err(FileError::NotDirectory { path: dest_raw }),
                 _ => return Err(FileError::not_found("Destination directory", &dest_raw)),
