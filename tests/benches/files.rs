@@ -112,49 +112,62 @@ async fn run(plan: &Plan) {
     }
     println!();
 
-    // What `--confine` costs: the same small write and read against a confined daemon
-    // (every open beneath the workspace by `openat2`), the two daemons taking turns.
+    // What `--confine` costs: the same small write, read and stat, and a command with a
+    // `cwd` (in a session: the shell's check of where its `cd` landed; sessionless: the
+    // supervisor's open beneath the roots and `fchdir`), against a confined daemon and an
+    // unconfined one, taking turns.
     let confined = Daemon::start_with(fsd_tests::Options {
         confine: true,
         ..fsd_tests::Options::default()
     });
-    let mut turns: [Vec<Duration>; 4] = Default::default();
+    for target in [&daemon, &confined] {
+        std::fs::create_dir_all(target.path("d")).unwrap();
+    }
+    let calls = [
+        (
+            "write",
+            "/api/write",
+            json!({"path": "small.txt", "content": content}),
+        ),
+        ("read", "/api/read", json!({"path": "small.txt"})),
+        ("stat", "/api/stat", json!({"path": "small.txt"})),
+        (
+            "command with cwd, in a session",
+            "/api/execute",
+            json!({"command": "true", "cwd": "d", "sessionId": "bench"}),
+        ),
+        (
+            "command with cwd, sessionless",
+            "/api/execute",
+            json!({"command": "true", "cwd": "d"}),
+        ),
+    ];
+    let mut turns: Vec<[Vec<Duration>; 2]> = calls.iter().map(|_| Default::default()).collect();
     for i in 0..plan.small_iterations + 50 {
-        for (which, target) in [(0, &daemon), (2, &confined)] {
-            let start = Instant::now();
-            post(
-                &client,
-                target,
-                "/api/write",
-                json!({"path": "small.txt", "content": content}),
-            )
-            .await;
-            let written = Instant::now();
-            post(&client, target, "/api/read", json!({"path": "small.txt"})).await;
-            if i >= 50 {
-                turns[which].push(written - start);
-                turns[which + 1].push(written.elapsed());
+        for (which, target) in [&daemon, &confined].into_iter().enumerate() {
+            for (call, (_, route, body)) in calls.iter().enumerate() {
+                // Sessionless commands fork twice: a tenth as many.
+                if call == 4 && i % 10 != 0 {
+                    continue;
+                }
+                let start = Instant::now();
+                post(&client, target, route, body.clone()).await;
+                if i >= 50 {
+                    turns[call][which].push(start.elapsed());
+                }
             }
         }
     }
-    println!("the cost of --confine (the same 100 B write and read, daemons taking turns)");
-    let [
-        mut open_write,
-        mut open_read,
-        mut confined_write,
-        mut confined_read,
-    ] = turns;
-    for (label, samples) in [
-        ("write, unconfined", &mut open_write),
-        ("write, --confine", &mut confined_write),
-        ("read, unconfined", &mut open_read),
-        ("read, --confine", &mut confined_read),
-    ] {
-        println!(
-            "  {label:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
-            ms(pct(samples, 50.0)),
-            ms(pct(samples, 99.0))
-        );
+    println!("the cost of --confine (the same calls, daemons taking turns)");
+    for ((label, _, _), [open, fenced]) in calls.iter().zip(turns.iter_mut()) {
+        for (which, samples) in [("unconfined", open), ("--confine", fenced)] {
+            println!(
+                "  {:<42} p50 {:>7.3} ms   p99 {:>7.3} ms",
+                format!("{label}, {which}"),
+                ms(pct(samples, 50.0)),
+                ms(pct(samples, 99.0))
+            );
+        }
     }
     drop(confined);
     println!();
