@@ -8,7 +8,8 @@
 //! Seeds watch through one of a few filters (everything, excludes of one and of two
 //! segments, includes), so moves that hide or show what a directory holds are checked too.
 //!
-//! `FSD_SIM_SEED` and `FSD_SIM_FILTER` replay one seed (both printed on failure);
+//! `FSD_SIM_SEED`, `FSD_SIM_FILTER` and `FSD_SIM_EMPTYING` replay one seed (all printed on
+//! failure; seeds found before directories were emptied and replaced run with `0`);
 //! `FSD_SIM_SEEDS` and `FSD_SIM_STEPS` set how many seeds and how long each runs.
 
 use std::collections::BTreeMap;
@@ -197,6 +198,11 @@ struct Workload {
     /// through a name in a directory that is not watched tells nothing to the others (the
     /// limit docs/api.md states).
     hard_links: bool,
+    /// Whether directories are emptied into others and replaced by them (a later
+    /// operation: seeds found before it replay without it, as they were found).
+    emptying: bool,
+    /// A directory emptied into another by the last step, which the next renames over it.
+    replacing: std::cell::RefCell<Option<(PathBuf, PathBuf)>>,
 }
 
 impl Workload {
@@ -238,7 +244,37 @@ impl Workload {
                 .display()
                 .to_string()
         };
-        match rng.below(16) {
+        // The second half of an emptying: the directory that took the children is renamed
+        // over the one they left (a reconciliation may have run in between).
+        if let Some((emptied, into)) = self.replacing.borrow_mut().take() {
+            let ok = std::fs::rename(&into, &emptied).is_ok();
+            return format!("mv {} over {} {ok}", rel(&into), rel(&emptied));
+        }
+        match rng.below(if self.emptying { 17 } else { 16 }) {
+            16 => {
+                // A directory emptied into another (its children moved there), which the
+                // next step renames over it.
+                let (Some(from), Some(into)) = (self.existing(rng), self.existing(rng)) else {
+                    return "noop".into();
+                };
+                let dirs =
+                    from.is_dir() && into.is_dir() && !from.is_symlink() && !into.is_symlink();
+                if !dirs || into.starts_with(&from) || from.starts_with(&into) {
+                    return "noop".into();
+                }
+                let Ok(children) = std::fs::read_dir(&from) else {
+                    return "noop".into();
+                };
+                let mut moved = Vec::new();
+                for child in children.flatten() {
+                    let to = into.join(child.file_name());
+                    if std::fs::rename(child.path(), &to).is_ok() {
+                        moved.push(rel(&to));
+                    }
+                }
+                *self.replacing.borrow_mut() = Some((from.clone(), into.clone()));
+                format!("empty {} into {}: {moved:?}", rel(&from), rel(&into))
+            }
             0 | 1 => {
                 let path = self.random_path(rng);
                 let content = Self::content(rng);
@@ -389,7 +425,7 @@ fn reported(model: &Model, filter: &Filter) -> Model {
 
 /// One seed: `steps` steps, each a few operations with the events delivered at random,
 /// watched through `FILTERS[filter]`.
-fn run_seed(seed: u64, steps: usize, filter: usize) -> Result<(), String> {
+fn run_seed(seed: u64, steps: usize, filter: usize, emptying: bool) -> Result<(), String> {
     let mut rng = Rng(seed);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = std::fs::canonicalize(dir.path()).unwrap().join("w");
@@ -401,6 +437,8 @@ fn run_seed(seed: u64, steps: usize, filter: usize) -> Result<(), String> {
         root: root.clone(),
         outside,
         hard_links: exclude.is_empty(),
+        emptying,
+        replacing: Default::default(),
     };
     for _ in 0..rng.below(8) {
         workload.step(&mut rng);
@@ -565,6 +603,11 @@ const FILTERED_REGRESSIONS: &[(u64, usize)] = &[
     (1_795_672_015_600_640_977, 1),
 ];
 
+/// Seeds that once failed with directories emptied and replaced (and a filter): an atomic
+/// save in a directory whose ancestor was moved over another in the same batch (the new
+/// file was dropped while its directory was out of the tree).
+const EMPTYING_REGRESSIONS: &[(u64, usize)] = &[(1_795_686_889_834_358_377, 1)];
+
 #[test]
 fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
     let steps = env("FSD_SIM_STEPS").unwrap_or(25) as usize;
@@ -589,17 +632,21 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
     };
     // A replay runs its seed alone.
     let replay = env("FSD_SIM_SEED").is_some();
+    // Seeds replay with the workload they were found with; new ones empty directories.
+    let emptying = env("FSD_SIM_EMPTYING").is_none_or(|on| on != 0);
     let runs = REGRESSIONS
         .iter()
-        .map(|&seed| (seed, 0))
-        .chain(FILTERED_REGRESSIONS.iter().copied())
+        .map(|&seed| (seed, 0, false))
+        .chain(FILTERED_REGRESSIONS.iter().map(|&(seed, filter)| (seed, filter, false)))
+        .chain(EMPTYING_REGRESSIONS.iter().map(|&(seed, filter)| (seed, filter, true)))
         .filter(|_| !replay)
-        .chain(seeds.into_iter().map(|seed| (seed, filter_of(seed))));
-    for (seed, filter) in runs {
-        if let Err(failure) = run_seed(seed, steps, filter) {
+        .chain(seeds.into_iter().map(|seed| (seed, filter_of(seed), emptying)));
+    for (seed, filter, emptying) in runs {
+        if let Err(failure) = run_seed(seed, steps, filter, emptying) {
             panic!(
-                "FSD_SIM_SEED={seed} FSD_SIM_FILTER={filter} FSD_SIM_STEPS={steps} \
-                 (filter {:?}): {failure}",
+                "FSD_SIM_SEED={seed} FSD_SIM_FILTER={filter} FSD_SIM_EMPTYING={} \
+                 FSD_SIM_STEPS={steps} (filter {:?}): {failure}",
+                u8::from(emptying),
                 FILTERS[filter]
             );
         }

@@ -543,7 +543,16 @@ impl Reconciler {
         nested: &mut Vec<Appeared>,
         deferred: &mut Vec<Appeared>,
     ) {
-        if self.tree.get(entry.parent).is_none() || !self.tree.attached(entry.parent) {
+        if self.tree.get(entry.parent).is_none() {
+            return;
+        }
+        if !self.tree.attached(entry.parent) {
+            // Its directory was read at its recorded path, then taken out with an ancestor
+            // that left this round (and may be found again where it went, with this entry
+            // in it: an atomic save in a directory moved over another). It waits for the
+            // next round rather than being dropped; one whose directory never comes back
+            // goes with it.
+            deferred.push(entry);
             return;
         }
         if self
