@@ -55,7 +55,7 @@ pub enum BackupError {
 
 impl BackupError {
     /// `source` at `path`; a confined read refused as outside the roots is [`Outside`]
-    /// (at the path [`OutsideAt`] names, when it names one).
+    /// (at the path the archive's reader named, when it named one).
     ///
     /// [`Outside`]: BackupError::Outside
     pub fn io(path: &Path, source: std::io::Error) -> BackupError {

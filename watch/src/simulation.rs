@@ -637,10 +637,22 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
     let runs = REGRESSIONS
         .iter()
         .map(|&seed| (seed, 0, false))
-        .chain(FILTERED_REGRESSIONS.iter().map(|&(seed, filter)| (seed, filter, false)))
-        .chain(EMPTYING_REGRESSIONS.iter().map(|&(seed, filter)| (seed, filter, true)))
+        .chain(
+            FILTERED_REGRESSIONS
+                .iter()
+                .map(|&(seed, filter)| (seed, filter, false)),
+        )
+        .chain(
+            EMPTYING_REGRESSIONS
+                .iter()
+                .map(|&(seed, filter)| (seed, filter, true)),
+        )
         .filter(|_| !replay)
-        .chain(seeds.into_iter().map(|seed| (seed, filter_of(seed), emptying)));
+        .chain(
+            seeds
+                .into_iter()
+                .map(|seed| (seed, filter_of(seed), emptying)),
+        );
     for (seed, filter, emptying) in runs {
         if let Err(failure) = run_seed(seed, steps, filter, emptying) {
             panic!(
