@@ -200,9 +200,11 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
             } else {
                 println!("{}", backup.id);
                 if let (Some(parent), Some(changes)) = (&backup.parent, &backup.changes) {
-                    eprintln!(
+                    say!(
                         "incremental over {parent}: {} created, {} modified, {} deleted",
-                        changes.created, changes.modified, changes.deleted
+                        changes.created,
+                        changes.modified,
+                        changes.deleted
                     );
                 }
             }

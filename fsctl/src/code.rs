@@ -105,10 +105,10 @@ async fn show_events(
             } => {
                 failed = true;
                 for line in traceback {
-                    eprintln!("{line}");
+                    say!("{line}");
                 }
                 if traceback.is_empty() {
-                    eprintln!("{ename}: {evalue}");
+                    say!("{ename}: {evalue}");
                 }
             }
             CodeEvent::ExecutionComplete { .. } => {}
@@ -131,7 +131,7 @@ async fn show_events(
                             _ => data.as_bytes().to_vec(),
                         };
                         std::fs::write(&path, bytes)?;
-                        eprintln!("fsctl: {format} result saved to {}", path.display());
+                        say!("fsctl: {format} result saved to {}", path.display());
                     }
                     _ => {}
                 }
@@ -159,7 +159,7 @@ pub async fn clone(sandbox: &Sandbox, args: CloneArgs, json: bool) -> Result<Exi
         match event? {
             GitCheckoutEvent::Progress { line } => {
                 if !json {
-                    eprintln!("{line}");
+                    say!("{line}");
                 }
             }
             GitCheckoutEvent::Complete(done) => {

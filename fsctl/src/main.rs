@@ -3,6 +3,15 @@
 //! `fsctl up` runs a daemon over a local workspace and prints its URL and token; the other
 //! commands talk to a daemon named by `--url`/`FSD_URL` and `--token`/`FSD_TOKEN`.
 
+/// `eprintln!` that cannot panic: a stderr whose reader has gone (`fsd serve 2>&1 | tee
+/// log`, then Ctrl-C) is not an error of the program's.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod backup;
 mod code;
 mod exec;
@@ -117,7 +126,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(err) => {
-            eprintln!("fsctl: cannot start the async runtime: {err}");
+            say!("fsctl: cannot start the async runtime: {err}");
             return ExitCode::FAILURE;
         }
     };
@@ -210,7 +219,7 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Gateway(args) => gateway::run(args, &cli.url, cli.token).await,
         Command::SandboxToken { id } => {
             let Ok(key) = std::env::var(gateway::sandbox_token::KEY_ENV) else {
-                eprintln!(
+                say!(
                     "fsctl: {} must hold the gateway's sandbox token key",
                     gateway::sandbox_token::KEY_ENV
                 );

@@ -7,7 +7,7 @@ use serde::Serialize;
 pub fn json<T: Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
         Ok(text) => println!("{text}"),
-        Err(err) => eprintln!("fsctl: cannot encode output: {err}"),
+        Err(err) => say!("fsctl: cannot encode output: {err}"),
     }
 }
 
@@ -15,7 +15,7 @@ pub fn json<T: Serialize>(value: &T) {
 pub fn json_line<T: Serialize>(value: &T) {
     match serde_json::to_string(value) {
         Ok(line) => println!("{line}"),
-        Err(err) => eprintln!("fsctl: {err}"),
+        Err(err) => say!("fsctl: {err}"),
     }
 }
 
@@ -31,8 +31,8 @@ pub fn error(err: &SdkError, as_json: bool) {
         }
     }
     match err {
-        SdkError::Api { body, .. } => eprintln!("fsctl: {}: {}", body.code, body.message),
-        other => eprintln!("fsctl: {other}"),
+        SdkError::Api { body, .. } => say!("fsctl: {}: {}", body.code, body.message),
+        other => say!("fsctl: {other}"),
     }
 }
 

@@ -115,7 +115,7 @@ async fn print(
             }
             SearchEvent::Complete { stopped, .. } => {
                 if let Some(stopped) = stopped {
-                    eprintln!("fsctl: the search stopped early ({stopped})");
+                    say!("fsctl: the search stopped early ({stopped})");
                 }
             }
         }

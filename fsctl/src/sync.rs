@@ -62,7 +62,7 @@ fn print(report: &SyncReport, as_json: bool) {
             report.mode, report.downloaded, report.deleted, report.renamed, report.links
         );
         for path in &report.skipped {
-            eprintln!("fsctl sync: not mirrored (a device, FIFO or socket): {path}");
+            say!("fsctl sync: not mirrored (a device, FIFO or socket): {path}");
         }
     }
 }

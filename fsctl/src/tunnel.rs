@@ -45,7 +45,7 @@ pub async fn run(sandbox: &Sandbox, args: TunnelArgs, json: bool) -> Result<Exit
             None => println!("named tunnel {} up for port {}", run.tunnel_id, run.port),
         }
     }
-    eprintln!("fsctl: the tunnel runs until Ctrl-C");
+    say!("fsctl: the tunnel runs until Ctrl-C");
     interrupt.wait().await;
     sandbox.stop_tunnel(&run.tunnel_id, &run.run_id).await?;
     Ok(ExitCode::SUCCESS)

@@ -144,7 +144,7 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         match mount_bucket(&sandbox, &object_store, &mount_path, &options).await {
             Ok(mount) => Some(mount),
             Err(err) => {
-                eprintln!("fsctl: the bucket is not mounted: {err}");
+                say!("fsctl: the bucket is not mounted: {err}");
                 None
             }
         }
@@ -169,7 +169,7 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         match started {
             Ok(running) => Some(running),
             Err(err) => {
-                eprintln!(
+                say!(
                     "fsctl: the preview gateway is not running ({err}); \
                      --gateway-listen names another address"
                 );
@@ -192,12 +192,12 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
                 schedule,
                 |round| match round {
                     Round::Done { id, removed } if removed.is_empty() => {
-                        eprintln!("fsctl: snapshot {id}");
+                        say!("fsctl: snapshot {id}");
                     }
                     Round::Done { id, removed } => {
-                        eprintln!("fsctl: snapshot {id}; pruned {}", removed.join(" "));
+                        say!("fsctl: snapshot {id}; pruned {}", removed.join(" "));
                     }
-                    Round::Failed(why) => eprintln!("fsctl: {why}"),
+                    Round::Failed(why) => say!("fsctl: {why}"),
                 },
             ))
         }

@@ -33,7 +33,7 @@ pub async fn run(sandbox: &Sandbox, args: WatchArgs, as_json: bool) -> Result<Ex
             continue;
         }
         match event {
-            WatchEvent::Watching { path, .. } => eprintln!("watching {path}"),
+            WatchEvent::Watching { path, .. } => say!("watching {path}"),
             WatchEvent::Event {
                 event_type,
                 path,
@@ -46,7 +46,7 @@ pub async fn run(sandbox: &Sandbox, args: WatchArgs, as_json: bool) -> Result<Ex
             WatchEvent::Resync { reason } => println!("resync    ({reason}: rescan)"),
             WatchEvent::Error { error } => return Err(SdkError::Io(std::io::Error::other(error))),
             WatchEvent::Stopped { reason } => {
-                eprintln!("stopped: {reason}");
+                say!("stopped: {reason}");
                 break;
             }
         }

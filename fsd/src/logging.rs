@@ -6,7 +6,7 @@ use crate::config::LogFormat;
 
 pub fn init(filter: &str, format: LogFormat) {
     let filter = EnvFilter::try_new(filter).unwrap_or_else(|err| {
-        eprintln!("fsd: bad log filter {filter:?} ({err}); using `info`");
+        say!("fsd: bad log filter {filter:?} ({err}); using `info`");
         EnvFilter::new("info")
     });
     // Colours only for a terminal, and never with NO_COLOR set: files and container logs
@@ -16,7 +16,11 @@ pub fn init(filter: &str, format: LogFormat) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(ansi)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        // A log line that cannot be written (stderr a pipe whose reader has gone, as after
+        // Ctrl-C on `fsd serve 2>&1 | tee log`) is dropped: the default reports it with
+        // `eprintln!`, which panics on the same closed stderr.
+        .log_internal_errors(false);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),

@@ -3,6 +3,15 @@
 //! `fsd serve` with no flags serves `/workspace` (or `./workspace` when that is not writable)
 //! on 127.0.0.1:3000. See docs/api.md for the routes and `fsd serve --help` for the flags.
 
+/// `eprintln!` that cannot panic: a stderr whose reader has gone (`fsd serve 2>&1 | tee
+/// log`, then Ctrl-C) is not an error of the program's.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod backup;
 mod config;
 mod error;
@@ -48,14 +57,14 @@ fn main() -> std::process::ExitCode {
             let mut settings = match args.into_settings() {
                 Ok(settings) => settings,
                 Err(message) => {
-                    eprintln!("fsd: {message}");
+                    say!("fsd: {message}");
                     return std::process::ExitCode::from(2);
                 }
             };
             match init::ca::trust_intercepting_ca() {
                 Ok(names) => settings.pass_env.extend(names),
                 Err(message) => {
-                    eprintln!("fsd: {message}");
+                    say!("fsd: {message}");
                     return std::process::ExitCode::FAILURE;
                 }
             }
@@ -67,7 +76,7 @@ fn main() -> std::process::ExitCode {
             {
                 Ok(runtime) => runtime,
                 Err(err) => {
-                    eprintln!("fsd: cannot start the async runtime: {err}");
+                    say!("fsd: cannot start the async runtime: {err}");
                     return std::process::ExitCode::FAILURE;
                 }
             };
@@ -75,7 +84,7 @@ fn main() -> std::process::ExitCode {
                 Ok(code) => exit_code(code),
                 Err(err) => {
                     tracing::error!(error = %err, "fsd stopped");
-                    eprintln!("fsd: {err}");
+                    say!("fsd: {err}");
                     std::process::ExitCode::FAILURE
                 }
             }

@@ -486,7 +486,8 @@ impl ProcessService {
     }
 
     /// Sends `signal` to every process of `id`'s tree (its supervisor, which ignores the
-    /// polite signals, stays); returns how many it reached.
+    /// polite signals, stays); returns how many it reached. The shell fsd runs the command
+    /// in survives a signal its command's program handled (see `script::background`).
     pub fn signal(&self, id: &str, signal: Signal) -> Result<usize, ProcessError> {
         let process = self.get(id)?;
         let info = process.info();

@@ -258,9 +258,10 @@ pub fn background(
         .iter()
         .map(|(name, value)| format!("export {name}={}; ", quote(value)))
         .collect();
-    let load = quote(
-        "builtin source \"$1\" 2>/dev/null || :; __fsd_s=$2; builtin set --; builtin source \"$__fsd_s\"",
-    );
+    let load = quote(&format!(
+        "builtin source \"$1\" 2>/dev/null || :; __fsd_s=$2; builtin set --; {}builtin source \"$__fsd_s\"",
+        signal_traps()
+    ));
     format!(
         "{{ {cd}{exports}\
          {{ builtin declare -p; builtin declare -f; builtin alias -p; builtin shopt -p; builtin set +o; }} >{state} 2>/dev/null; \
@@ -273,6 +274,33 @@ pub fn background(
         script = quote_path(files.script),
         out = quote_path(files.stdout),
     )
+}
+
+/// Traps for the polite signals in the shell that runs a background command: a signal sent
+/// to the command's tree reaches the shell too, and a shell without a trap dies of it even
+/// when the program it waits for handled it and runs on (out of reach of its record). With
+/// these, the shell acts on the signal only once its command has ended, and only as the
+/// command did: when the command died of that same signal, the shell dies of it too (a
+/// `while` loop of `sleep`s ends on TERM, as before); otherwise it carries on. A trap the
+/// command sets itself replaces these.
+fn signal_traps() -> String {
+    use nix::sys::signal::Signal;
+    [
+        ("HUP", Signal::SIGHUP),
+        ("INT", Signal::SIGINT),
+        ("QUIT", Signal::SIGQUIT),
+        ("USR1", Signal::SIGUSR1),
+        ("USR2", Signal::SIGUSR2),
+        ("TERM", Signal::SIGTERM),
+    ]
+    .iter()
+    .map(|&(name, signal)| {
+        format!(
+            "builtin trap '__fsd_t=$?; if (( __fsd_t == {} )); then builtin trap - {name}; builtin kill -s {name} $$; fi' {name}; ",
+            128 + signal as i32
+        )
+    })
+    .collect()
 }
 
 #[cfg(test)]

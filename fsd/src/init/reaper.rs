@@ -36,7 +36,7 @@ pub fn split_if_first() -> Option<i32> {
         }
         Ok(ForkResult::Parent { child }) => Some(forward_and_reap(child, &waited)),
         Err(error) => {
-            eprintln!("fsd: cannot fork the init process ({error}); serving as PID 1");
+            say!("fsd: cannot fork the init process ({error}); serving as PID 1");
             let _ = previous.thread_set_mask();
             None
         }

@@ -481,6 +481,17 @@ fn up(
     stderr: Stdio,
     extra: &[&str],
 ) -> (Up, serde_json::Value) {
+    up_logging(dir, gateway, stderr, extra, "warn")
+}
+
+/// [`up`] with the daemon logging at `log` (a `tracing` filter).
+fn up_logging(
+    dir: &std::path::Path,
+    gateway: &str,
+    stderr: Stdio,
+    extra: &[&str],
+    log: &str,
+) -> (Up, serde_json::Value) {
     fsd_tests::archives::watch();
     let mut child = Command::new(binary("fsctl"))
         .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
@@ -495,7 +506,7 @@ fn up(
         .args(extra)
         .env_remove("FSD_TOKEN")
         .env("FSD_BIN", binary("fsd"))
-        .env("FSD_LOG", "warn")
+        .env("FSD_LOG", log)
         .stdout(Stdio::piped())
         .stderr(stderr)
         .spawn()
@@ -758,4 +769,34 @@ fn start_and_send_feed_a_process_its_stdin() {
         String::from_utf8_lossy(&output.stderr).contains("PROCESS_EXITED"),
         "{output:?}"
     );
+}
+
+/// Ctrl-C on `fsctl up 2>&1 | tee up.log` takes `tee` too: stderr is then a pipe whose
+/// reader has gone. `fsctl up` and its daemon stop as with a terminal, without a panic
+/// (exit 101 before).
+#[test]
+fn up_stops_cleanly_when_its_stderr_reader_has_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    // Its daemon logs its stop, as by default.
+    let (mut child, _) = up_logging(dir.path(), "127.0.0.1:0", Stdio::piped(), &[], "info");
+    let daemons = child.1.clone();
+    drop(child.0.as_mut().expect("running").stderr.take());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.0.take().expect("running").wait().unwrap();
+    assert!(
+        matches!(status.code(), Some(0) | Some(130)),
+        "fsctl up ended with {status:?}"
+    );
+    for daemon in daemons {
+        for _ in 0..100 {
+            if !std::path::Path::new(&format!("/proc/{daemon}")).exists() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
 }

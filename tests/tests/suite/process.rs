@@ -825,6 +825,67 @@ async fn signals_reach_the_process_by_name_or_number() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// A program that handles a signal keeps running, and so does its record: the shell fsd runs
+/// it in no longer dies of the signal the program handled (before, the record ended as
+/// `failed 138` while the program ran on out of reach), and the program is still the
+/// process's, to signal again and to kill.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signal_the_program_handles_keeps_it_and_its_record_running() {
+    if !available_or_skip(
+        fsd_tests::on_path("python3"),
+        "a_signal_the_program_handles_keeps_it_and_its_record_running",
+        "python3",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    std::fs::write(
+        daemon.path("handler-4412.py"),
+        "import signal, time\n\
+         signal.signal(signal.SIGUSR1, lambda *a: print('got usr1', flush=True))\n\
+         print('ready', flush=True)\n\
+         while True:\n    time.sleep(0.05)\n",
+    )
+    .unwrap();
+    start(
+        &daemon,
+        json!({"command": "python3 -u handler-4412.py", "processId": "py"}),
+    )
+    .await;
+    let wait_for = |text: &'static str, count: usize| {
+        let daemon = &daemon;
+        async move {
+            for _ in 0..250 {
+                if stdout_of(daemon, "py").await.matches(text).count() >= count {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            panic!("never printed {text:?} {count} times");
+        }
+    };
+    wait_for("ready", 1).await;
+    for round in 1..=3 {
+        let (status, reply) = daemon
+            .post("/api/process/py/signal", json!({"signal": "USR1"}))
+            .await;
+        assert_eq!(status, StatusCode::OK, "round {round}: {reply}");
+        wait_for("got usr1", round).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (_, body) = daemon.get("/api/process/py").await;
+        assert_eq!(
+            body["process"]["status"], "running",
+            "round {round}: {body}"
+        );
+    }
+    let (status, reply) = daemon.delete("/api/process/py").await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    let ended = wait_status(&daemon, "py", "killed").await;
+    assert_eq!(ended["status"], "killed", "{ended}");
+    let left = host_processes_gone("handler-4412.py", Duration::from_secs(5)).await;
+    assert!(left.is_empty(), "the program outlived its kill: {left:?}");
+}
+
 async fn stdout_of(daemon: &Daemon, id: &str) -> String {
     let (_, logs) = daemon.get(&format!("/api/process/{id}/logs")).await;
     logs["stdout"].as_str().unwrap_or_default().to_string()

@@ -321,3 +321,42 @@ async fn official_clients_drive_fsd(transport: &str) {
     let seen: Vec<&str> = reported.iter().map(|call| call.method.as_str()).collect();
     assert_eq!(seen, OFFICIAL_CLIENT_METHODS, "every client method ran");
 }
+
+/// `fsd serve 2>&1 | tee log`, then Ctrl-C, which takes `tee` too: the daemon's stderr is a
+/// pipe whose reader has gone. It logs its stop and exits as with a terminal, without a
+/// panic (exit 101 before).
+#[test]
+fn serve_stops_cleanly_when_its_stderr_reader_has_gone() {
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(binary("fsd"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-level",
+            "info",
+            "--workspace",
+        ])
+        .arg(workspace.path())
+        .arg("--state-dir")
+        .arg(state.path())
+        .env_remove("FSD_TOKEN")
+        .env("FSD_INTERPRETER_POOL", "0")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    fsd_tests::read_listen_line(&mut child);
+    drop(child.stderr.take());
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = child.wait().unwrap();
+    assert!(
+        matches!(status.code(), Some(0) | Some(130)),
+        "fsd serve ended with {status:?}"
+    );
+}
