@@ -344,8 +344,16 @@ fn submit(
 impl Read for BlockReader {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         if self.position == self.window.len() {
-            self.fill_window()
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))?;
+            self.fill_window().map_err(|e| {
+                // A refusal as outside the roots names its path already, and stays one
+                // (a 403 for the archive's caller, not a failed write).
+                if e.get_ref()
+                    .is_some_and(|inner| inner.is::<crate::error::OutsideAt>())
+                {
+                    return e;
+                }
+                io::Error::new(e.kind(), format!("{}: {e}", self.path.display()))
+            })?;
             if self.window.is_empty() {
                 return Ok(0);
             }

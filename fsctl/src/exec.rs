@@ -39,7 +39,9 @@ pub enum ExecCommand {
         /// terminal, is read to its end and given to the command (up to 32 MiB).
         #[arg(short = 'n', long)]
         no_stdin: bool,
-        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        /// The command's words; one that starts with `-` comes after `--` (a mistyped flag
+        /// of fsctl's is refused, never run as the command).
+        #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
     /// Start a background process (its words joined by spaces, run by bash) and print its
@@ -53,7 +55,9 @@ pub enum ExecCommand {
         /// Keep a pipe to its stdin.
         #[arg(long)]
         pipe: bool,
-        #[arg(trailing_var_arg = true, required = true, allow_hyphen_values = true)]
+        /// The command's words; one that starts with `-` comes after `--` (a mistyped flag
+        /// of fsctl's is refused, never run as the command).
+        #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
     /// Copy fsctl's stdin, as it comes, to a process started with --pipe; its stdin is

@@ -59,11 +59,24 @@ pub async fn grep(sandbox: &Sandbox, args: GrepArgs, as_json: bool) -> Result<Ex
         context: (args.context > 0).then_some(args.context),
         ..request(args.path, args.walk)
     };
-    print(sandbox, &request, as_json).await
+    exits_two_on_error(print(sandbox, &request, as_json).await, as_json)
 }
 
 pub async fn find(sandbox: &Sandbox, args: FindArgs, as_json: bool) -> Result<ExitCode, SdkError> {
-    print(sandbox, &request(args.path, args.walk), as_json).await
+    let printed = print(sandbox, &request(args.path, args.walk), as_json).await;
+    exits_two_on_error(printed, as_json)
+}
+
+/// An error (a bad pattern, a path refused) ends a search with 2, as `rg` exits: 1 says
+/// only that nothing was found.
+fn exits_two_on_error(
+    result: Result<ExitCode, SdkError>,
+    as_json: bool,
+) -> Result<ExitCode, SdkError> {
+    result.or_else(|err| {
+        crate::output::error(&err, as_json);
+        Ok(ExitCode::from(2))
+    })
 }
 
 fn request(path: String, walk: Walk) -> SearchRequest {

@@ -800,3 +800,30 @@ fn up_stops_cleanly_when_its_stderr_reader_has_gone() {
         }
     }
 }
+
+/// A mistyped flag before `--` is refused, not run as the command (`fsctl start --pip --
+/// cat` printed an id, then failed with 127); a command's own flags after its first word
+/// still go to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_flags_are_refused_and_a_commands_own_flags_are_its() {
+    let daemon = Daemon::start();
+    for args in [
+        &["start", "--pip", "--", "cat"][..],
+        &["exec", "--timout-ms", "5", "--", "true"][..],
+    ] {
+        let refused = fsd_tests::fsctl(&daemon, args);
+        assert_eq!(refused.status.code(), Some(2), "{args:?}: {refused:?}");
+        let stderr = String::from_utf8_lossy(&refused.stderr);
+        assert!(stderr.contains(args[1]), "{args:?}: {stderr}");
+    }
+    let (_, list) = daemon.get("/api/process/list").await;
+    assert_eq!(
+        list["processes"],
+        serde_json::json!([]),
+        "nothing started: {list}"
+    );
+    let echoed = fsd_tests::fsctl(&daemon, &["exec", "-n", "echo", "-n", "hi"]);
+    assert_eq!(succeeded(&echoed), "hi");
+    let dashed = fsd_tests::fsctl(&daemon, &["exec", "-n", "--", "-x"]);
+    assert_eq!(dashed.status.code(), Some(127), "{dashed:?}");
+}

@@ -301,6 +301,13 @@ async fn the_sdk_and_fsctl_search_as_the_routes_do() {
         Some(1),
         "nothing found exits 1, as rg"
     );
+    // An error is not "nothing found": 2, as rg (1 before).
+    let bad = fsctl(&["grep", "(", &root]);
+    assert_eq!(bad.status.code(), Some(2), "a bad regex exits 2: {bad:?}");
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("fsctl:"),
+        "{bad:?}"
+    );
     let find = fsctl(&["find", &root, "-g", "*.rs"]);
     assert_eq!(
         String::from_utf8_lossy(&find.stdout).lines().count(),
