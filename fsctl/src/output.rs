@@ -32,6 +32,14 @@ pub fn error(err: &SdkError, as_json: bool) {
     }
     match err {
         SdkError::Api { body, .. } => say!("fsctl: {}: {}", body.code, body.message),
+        SdkError::Transport(transport) if transport.is_connect() => say!(
+            "fsctl: connection refused at {}: no daemon answers there; start one with \
+             `fsctl up` (or `fsd serve`), or give its address with --url or FSD_URL",
+            transport
+                .url()
+                .map(|url| url.origin().ascii_serialization())
+                .unwrap_or_default()
+        ),
         other => say!("fsctl: {other}"),
     }
 }

@@ -21,6 +21,7 @@ pub struct SyncArgs {
 
 pub async fn run(sandbox: &Sandbox, args: SyncArgs, as_json: bool) -> Result<ExitCode, SdkError> {
     let state = state_file(&args.local);
+    let mut rounds = 0u64;
     loop {
         let version = std::fs::read_to_string(&state)
             .ok()
@@ -29,7 +30,11 @@ pub async fn run(sandbox: &Sandbox, args: SyncArgs, as_json: bool) -> Result<Exi
             .sync(&args.remote, &args.local, version.as_deref())
             .await?;
         std::fs::write(&state, &report.version)?;
-        print(&report, as_json);
+        // Following, a round that found nothing to do says nothing (after the first).
+        if rounds == 0 || report.mode != "unchanged" {
+            print(&report, as_json);
+        }
+        rounds += 1;
         match args.follow {
             Some(ms) => tokio::time::sleep(Duration::from_millis(ms)).await,
             None => return Ok(ExitCode::SUCCESS),

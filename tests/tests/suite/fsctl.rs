@@ -827,3 +827,54 @@ async fn unknown_flags_are_refused_and_a_commands_own_flags_are_its() {
     let dashed = fsd_tests::fsctl(&daemon, &["exec", "-n", "--", "-x"]);
     assert_eq!(dashed.status.code(), Some(127), "{dashed:?}");
 }
+
+/// With no daemon at the address, fsctl says so and what to start, instead of the HTTP
+/// client's words.
+#[test]
+fn a_missing_daemon_is_named_with_what_to_start() {
+    let port = fsd_tests::free_port();
+    let output = Command::new(binary("fsctl"))
+        .args(["--url", &format!("http://127.0.0.1:{port}"), "ls"])
+        .env_remove("FSD_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("connection refused at http://127.0.0.1:{port}"))
+            && stderr.contains("fsctl up"),
+        "{stderr}"
+    );
+}
+
+/// `fsctl sync --follow` prints a line for the first round and for rounds that changed
+/// something, not one for every quiet round.
+#[test]
+fn sync_follow_is_quiet_while_nothing_changes() {
+    let daemon = Daemon::start();
+    std::fs::write(daemon.path("a.txt"), "a").unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let mirror = local.path().join("m");
+    let mut child = Command::new(binary("fsctl"))
+        .args(["--url", &daemon.url, "sync", "--follow", "20", "."])
+        .arg(&mirror)
+        .env_remove("FSD_TOKEN")
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let output = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "one line for the first round only: {stdout}"
+    );
+    assert!(mirror.join("a.txt").is_file());
+}
