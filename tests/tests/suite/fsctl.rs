@@ -855,7 +855,7 @@ fn sync_follow_is_quiet_while_nothing_changes() {
     std::fs::write(daemon.path("a.txt"), "a").unwrap();
     let local = tempfile::tempdir().unwrap();
     let mirror = local.path().join("m");
-    let mut child = Command::new(binary("fsctl"))
+    let child = Command::new(binary("fsctl"))
         .args(["--url", &daemon.url, "sync", "--follow", "20", "."])
         .arg(&mirror)
         .env_remove("FSD_TOKEN")
