@@ -109,7 +109,20 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
             );
         }
         FileCommand::Rm { path } => {
-            sandbox.delete_file(&path).await?;
+            // The daemon's message names the SDK's calls; fsctl's user gets fsctl's words.
+            if let Err(err) = sandbox.delete_file(&path).await {
+                return Err(match err.code() {
+                    Some(&fsd_sdk::ErrorCode::IsDirectory) => SdkError::coded(
+                        fsd_sdk::ErrorCode::IsDirectory,
+                        format!(
+                            "{path} is a directory: `fsctl rm` removes files and links; \
+                             remove a directory with `fsctl exec -- rm -r {path}`"
+                        ),
+                        json!({"path": path}),
+                    ),
+                    _ => err,
+                });
+            }
             report(as_json, json!({"deleted": path}), || {
                 format!("deleted {path}")
             });

@@ -878,3 +878,21 @@ fn sync_follow_is_quiet_while_nothing_changes() {
     );
     assert!(mirror.join("a.txt").is_file());
 }
+
+/// `fsctl rm` of a directory answers in fsctl's words, not the SDK's (`deleteFile()`,
+/// `exec('rm -rf …')`).
+#[test]
+fn rm_of_a_directory_answers_in_fsctls_words() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("d")).unwrap();
+    let output = fsd_tests::fsctl(&daemon, &["rm", "d"]);
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("IS_DIRECTORY")
+            && stderr.contains("fsctl exec -- rm -r d")
+            && !stderr.contains("deleteFile"),
+        "{stderr}"
+    );
+    assert!(daemon.path("d").is_dir());
+}
