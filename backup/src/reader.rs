@@ -30,9 +30,7 @@ impl Reader {
     /// The directory to archive, its links followed.
     pub(crate) fn metadata(&self, dir: &Path) -> std::io::Result<fs::Metadata> {
         match &self.0 {
-            Some(within) => Ok(within
-                .open_with(dir, nix::fcntl::OFlag::O_PATH)?
-                .metadata()?),
+            Some(within) => Ok(within.metadata(dir)?),
             None => fs::metadata(dir),
         }
     }

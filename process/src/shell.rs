@@ -265,15 +265,11 @@ impl Shell {
         let outside = || ExecError::Outside {
             cwd: cwd.display().to_string(),
         };
-        let real = std::fs::canonicalize(cwd).map_err(|_| outside())?;
-        let (root, depth) = self
-            .within
-            .iter()
-            .find_map(|root| {
-                let rest = real.strip_prefix(root).ok()?;
-                Some((root.clone(), rest.components().count()))
-            })
-            .ok_or_else(outside)?;
+        let (real, root) = crate::world::beneath(&self.within, cwd).ok_or_else(outside)?;
+        let depth = real
+            .strip_prefix(root)
+            .map_or(0, |rest| rest.components().count());
+        let root = root.to_path_buf();
         Ok(script::Workdir {
             dir: real,
             beneath: Some((root, depth)),

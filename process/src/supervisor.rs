@@ -210,7 +210,7 @@ fn enter_within(roots: &[PathBuf], cwd: Option<&std::path::Path>) -> Result<(), 
         cwd.unwrap_or(std::path::Path::new(".")),
         OFlag::O_PATH | OFlag::O_DIRECTORY,
     )?;
-    nix::unistd::fchdir(&dir).map_err(|errno| Refused::Io(errno.into()))
+    Ok(nix::unistd::fchdir(&dir)?)
 }
 
 /// `fsd sandbox-init`'s arguments.

@@ -117,9 +117,7 @@ impl World {
     /// Whether a command may start in `dir` as it is now: unconfined, always; confined,
     /// when its real path lies beneath a root (its supervisor checks again by descriptor).
     pub fn admits(&self, dir: &Path) -> bool {
-        self.within.is_empty()
-            || std::fs::canonicalize(dir)
-                .is_ok_and(|real| self.within.iter().any(|root| real.starts_with(root)))
+        self.within.is_empty() || beneath(&self.within, dir).is_some()
     }
 
     /// Host pid of the namespace's init; `None` without a namespace. Blocks until the init
@@ -225,6 +223,13 @@ impl World {
             let _ = unshare.wait();
         }
     }
+}
+
+/// `dir`'s real path and the root of `roots` it lies beneath, if it is beneath one now.
+pub(crate) fn beneath<'a>(roots: &'a [PathBuf], dir: &Path) -> Option<(PathBuf, &'a Path)> {
+    let real = std::fs::canonicalize(dir).ok()?;
+    let root = roots.iter().find(|root| real.starts_with(root))?;
+    Some((real, root))
 }
 
 impl Drop for World {

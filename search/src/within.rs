@@ -39,6 +39,12 @@ pub fn is_outside(error: &io::Error) -> bool {
         .is_some_and(|refused| matches!(refused, Refused::Outside))
 }
 
+impl From<Errno> for Refused {
+    fn from(errno: Errno) -> Self {
+        Refused::Io(errno.into())
+    }
+}
+
 impl From<Refused> for io::Error {
     fn from(refused: Refused) -> Self {
         match refused {
@@ -88,22 +94,15 @@ impl Within {
                     io::Error::new(io::ErrorKind::InvalidInput, "a root must be absolute")
                 })?;
                 let flags = OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC;
-                let fd = match kernel_confines() {
-                    true => {
-                        let how = OpenHow::new().flags(flags).resolve(
-                            ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_BENEATH,
-                        );
-                        openat2(&slash, nonempty(rest), how)
-                    }
-                    false => walk(&slash, rest, flags),
-                }
-                .map_err(|errno| match errno {
-                    Errno::ELOOP => io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        format!("{} is or passes through a link", root.display()),
-                    ),
-                    other => other.into(),
-                })?;
+                let fd = resolved(&slash, rest, flags, ResolveFlag::RESOLVE_NO_SYMLINKS).map_err(
+                    |errno| match errno {
+                        Errno::ELOOP => io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("{} is or passes through a link", root.display()),
+                        ),
+                        other => other.into(),
+                    },
+                )?;
                 Ok((root.clone(), fd))
             })
             .collect::<io::Result<_>>()?;
@@ -174,13 +173,18 @@ impl Within {
         Ok((dir, name.to_os_string()))
     }
 
+    /// What `stat` says of `path` (links followed), of the object opened beneath the root
+    /// its real location is in.
+    pub fn metadata(&self, path: &Path) -> Result<std::fs::Metadata, Refused> {
+        Ok(self.open_with(path, OFlag::O_PATH)?.metadata()?)
+    }
+
     /// What `lstat` says of `path` (its last name not followed), looked up relative to its
     /// parent opened beneath the root the parent's real location is in.
     pub fn symlink_metadata(&self, path: &Path) -> Result<std::fs::Metadata, Refused> {
         let (dir, name) = self.parent_of(path)?;
         let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-        let entry = openat(&dir, name.as_os_str(), flags, Mode::empty())
-            .map_err(|errno| Refused::Io(errno.into()))?;
+        let entry = openat(&dir, name.as_os_str(), flags, Mode::empty())?;
         Ok(File::from(entry).metadata()?)
     }
 
@@ -188,8 +192,7 @@ impl Within {
     /// root the parent's real location is in.
     pub fn read_link(&self, path: &Path) -> Result<PathBuf, Refused> {
         let (dir, name) = self.parent_of(path)?;
-        let target = nix::fcntl::readlinkat(&dir, name.as_os_str())
-            .map_err(|errno| Refused::Io(errno.into()))?;
+        let target = nix::fcntl::readlinkat(&dir, name.as_os_str())?;
         Ok(PathBuf::from(target))
     }
 
@@ -220,8 +223,7 @@ impl Within {
         if lazy {
             flags |= MntFlags::MNT_DETACH;
         }
-        in_directory(&dir, || nix::mount::umount2(name.as_os_str(), flags))
-            .map_err(|errno| Refused::Io(errno.into()))
+        in_directory(&dir, || nix::mount::umount2(name.as_os_str(), flags)).map_err(Refused::from)
     }
 
     /// Removes the empty directory at `path`, by its last name relative to its parent
@@ -233,7 +235,7 @@ impl Within {
             name.as_os_str(),
             nix::unistd::UnlinkatFlags::RemoveDir,
         )
-        .map_err(|errno| Refused::Io(errno.into()))
+        .map_err(Refused::from)
     }
 
     /// Opens the directory `dir` beneath its root, making it and its missing parents
@@ -261,10 +263,9 @@ impl Within {
             };
             match mkdirat(&fd, *name, Mode::from_bits_truncate(0o777)) {
                 Ok(()) | Err(Errno::EEXIST) => {}
-                Err(errno) => return Err(Refused::Io(errno.into())),
+                Err(errno) => return Err(errno.into()),
             }
-            fd = openat(&fd, *name, flags | OFlag::O_NOFOLLOW, Mode::empty())
-                .map_err(|errno| Refused::Io(errno.into()))?;
+            fd = openat(&fd, *name, flags | OFlag::O_NOFOLLOW, Mode::empty())?;
         }
         Ok(File::from(fd))
     }
@@ -351,20 +352,30 @@ fn in_directory(dir: &OwnedFd, work: impl FnOnce() -> nix::Result<()> + Send) ->
 /// Opens `rest` (from a real path: no links unless one was swapped in since) beneath
 /// `root`, by the kernel's `openat2` or else the walk.
 fn beneath(root: &OwnedFd, rest: &Path, flags: OFlag) -> Result<OwnedFd, Refused> {
-    let rest = nonempty(rest);
-    let opened = if kernel_confines() {
-        let how = OpenHow::new()
-            .flags(flags)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-        openat2(root, rest, how)
-    } else {
-        walk(root, rest, flags)
-    };
-    match opened {
+    match resolved(root, rest, flags, ResolveFlag::RESOLVE_NO_MAGICLINKS) {
         Ok(fd) => Ok(fd),
         // Out of the root through a link, or a link where the real path had none.
         Err(Errno::EXDEV | Errno::ELOOP) => Err(Refused::Outside),
-        Err(errno) => Err(Refused::Io(errno.into())),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+/// Opens `rest` beneath `root` by `openat2` (`RESOLVE_BENEATH` and `resolve`), or on a
+/// kernel without it by the walk, which refuses every link.
+fn resolved(
+    root: &OwnedFd,
+    rest: &Path,
+    flags: OFlag,
+    resolve: ResolveFlag,
+) -> nix::Result<OwnedFd> {
+    let rest = nonempty(rest);
+    if kernel_confines() {
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | resolve);
+        openat2(root, rest, how)
+    } else {
+        walk(root, rest, flags)
     }
 }
 

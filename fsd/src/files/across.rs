@@ -29,12 +29,8 @@ pub fn move_across(
     };
     let (from_dir, from) = within.parent_of(source)?;
     let (to_dir, to) = within.parent_of(destination)?;
-    copy_at(from_dir.as_fd(), &from, to_dir.as_fd(), &to).map_err(errno)?;
-    remove_at(from_dir.as_fd(), &from).map_err(errno)
-}
-
-fn errno(errno: Errno) -> Refused {
-    Refused::Io(errno.into())
+    copy_at(from_dir.as_fd(), &from, to_dir.as_fd(), &to)?;
+    Ok(remove_at(from_dir.as_fd(), &from)?)
 }
 
 /// Copies `name` in `from` to `to_name` in `to`, never following a link.

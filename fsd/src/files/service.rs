@@ -348,10 +348,7 @@ impl FileService {
                 }
             }
             let metadata = |path: &Path| match within {
-                Some(within) => within
-                    .open_with(path, OFlag::O_PATH)
-                    .map_err(io::Error::from)
-                    .and_then(|file| file.metadata()),
+                Some(within) => within.metadata(path).map_err(io::Error::from),
                 None => fs::metadata(path),
             };
             if metadata(&destination).is_ok_and(|meta| meta.is_dir())
@@ -646,8 +643,12 @@ fn delete_beneath(within: &Within, path: &Path, raw: &str) -> Result<(), FileErr
 fn rename_beneath(within: &Within, source: &Path, destination: &Path) -> Result<(), Refused> {
     let (from_dir, from) = within.parent_of(source)?;
     let (to_dir, to) = within.parent_of(destination)?;
-    renameat(&from_dir, from.as_os_str(), &to_dir, to.as_os_str())
-        .map_err(|errno| Refused::Io(errno.into()))
+    Ok(renameat(
+        &from_dir,
+        from.as_os_str(),
+        &to_dir,
+        to.as_os_str(),
+    )?)
 }
 
 /// A confined mkdir: each directory made relative to its parent opened beneath the roots,
