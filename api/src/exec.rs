@@ -81,6 +81,13 @@ pub struct ExecuteRequest {
     pub origin: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub background: Option<bool>,
+    /// fsd's own, for `/api/execute/stream`: run the command in the session's shell, as
+    /// `/api/execute` does (so `cd` and `export` persist, and it waits its turn), streaming
+    /// its output; no process record is made, `timeoutMs` applies, and the `start` event's
+    /// `commandId` addresses `/api/execute/signal`. Without it the stream runs as the
+    /// reference runs it: a background process with a copy of the session's state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreground: Option<bool>,
     /// fsd's own: text the command reads on stdin (then end of file); without it, stdin is
     /// `/dev/null`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -141,6 +148,10 @@ pub enum ExecEvent {
         session_id: Option<String>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         process_id: Option<String>,
+        /// fsd's own, on a `foreground` stream: the command's id within its session, for
+        /// `/api/execute/signal`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command_id: Option<String>,
     },
     Stdout {
         data: String,
@@ -155,8 +166,45 @@ pub enum ExecEvent {
         exit_code: i32,
         timestamp: String,
     },
+    #[serde(rename_all = "camelCase")]
     Error {
         error: String,
         timestamp: String,
+        /// fsd's own: the wire error code (`COMMAND_EXECUTION_ERROR`, `SESSION_TERMINATED`,
+        /// …), as `/api/execute` would have answered.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        code: Option<String>,
+        /// fsd's own: the command ran past `timeoutMs` and was stopped.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        timed_out: bool,
+        /// fsd's own: the status the session's shell exited with, when the command ended
+        /// it (`exit 5`: `SESSION_TERMINATED`, and the next command starts a fresh shell).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
     },
+}
+
+/// `POST /api/execute/signal` (fsd's own): a signal for the command a `foreground` stream
+/// runs, as its `start` event named it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandSignalRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub command_id: String,
+    /// By name (`SIGINT`, `INT`, any case) or number.
+    pub signal: serde_json::Value,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandSignalResponse {
+    pub success: bool,
+    pub session_id: String,
+    pub command_id: String,
+    /// The signal's name, as `SIGINT`.
+    pub signal: String,
+    /// Whether the command was still running (a signal for one that has ended is dropped).
+    pub running: bool,
+    pub timestamp: String,
 }

@@ -307,8 +307,9 @@ pub enum Difference {
     },
 }
 
-/// What changed from `before` to `after`, sorted by path; a file at a new path with the
-/// inode, size and mtime of one that is gone is a rename.
+/// What changed from `before` to `after`, sorted by path, as a reader of the tree sees it
+/// (see [`IndexEntry::looks_unchanged_since`]: a restored tree is not all modified); a file
+/// at a new path with the inode, size and mtime of one that is gone is a rename.
 pub fn difference(before: &Index, after: &Index) -> Vec<Difference> {
     let was = before.by_path();
     let is = after.by_path();
@@ -325,7 +326,7 @@ pub fn difference(before: &Index, after: &Index) -> Vec<Difference> {
     let mut renamed_from = std::collections::HashSet::new();
     for entry in &after.entries {
         match was.get(entry.path.as_path()) {
-            Some(old) if entry.unchanged_since(old) => {}
+            Some(old) if entry.looks_unchanged_since(old) => {}
             Some(old) if old.kind == entry.kind => {
                 out.push(Difference::Modified(entry.path.clone()))
             }

@@ -127,6 +127,26 @@ impl IndexEntry {
             && (self.kind == Kind::Dir
                 || (self.size == before.size && self.mtime_ns == before.mtime_ns))
     }
+
+    /// Whether `self` looks the same as `before` to a reader of the tree: kind, permissions,
+    /// owner, and a file's size and modification time at the precision both kept (an
+    /// archive keeps whole seconds). Unlike [`IndexEntry::unchanged_since`], the inode is
+    /// left out: a restore gives every path a new one, and a diff must not call all of them
+    /// modified.
+    pub fn looks_unchanged_since(&self, before: &IndexEntry) -> bool {
+        const SECOND: i64 = 1_000_000_000;
+        let whole_seconds = self.mtime_ns % SECOND == 0 || before.mtime_ns % SECOND == 0;
+        let same_time = if whole_seconds {
+            self.mtime_ns.div_euclid(SECOND) == before.mtime_ns.div_euclid(SECOND)
+        } else {
+            self.mtime_ns == before.mtime_ns
+        };
+        self.kind == before.kind
+            && self.mode == before.mode
+            && self.uid == before.uid
+            && self.gid == before.gid
+            && (self.kind == Kind::Dir || (self.size == before.size && same_time))
+    }
 }
 
 /// Every path of a snapshot, in the order the tree was walked (parents first).
@@ -371,6 +391,34 @@ mod tests {
             },
         ] {
             assert!(!changed.unchanged_since(&before), "{changed:?}");
+        }
+        // Restored: a new inode, the time to the second. It looks the same; not otherwise.
+        let before = IndexEntry {
+            mtime_ns: 1_700_000_000_123_456_789,
+            ..before
+        };
+        let restored = IndexEntry {
+            inode: 900,
+            mtime_ns: before.mtime_ns - before.mtime_ns % 1_000_000_000,
+            ..before.clone()
+        };
+        assert!(restored.looks_unchanged_since(&before));
+        assert!(before.looks_unchanged_since(&restored));
+        for changed in [
+            IndexEntry {
+                size: 13,
+                ..restored.clone()
+            },
+            IndexEntry {
+                mtime_ns: restored.mtime_ns + 1_000_000_000,
+                ..restored.clone()
+            },
+            IndexEntry {
+                mode: 0o600,
+                ..restored.clone()
+            },
+        ] {
+            assert!(!changed.looks_unchanged_since(&before), "{changed:?}");
         }
         // A directory's size and mtime change with what it holds; they do not make it new.
         let dir = entry("d", Kind::Dir, 0);

@@ -1,6 +1,8 @@
 //! Copy-on-write restores: archives mounted read-only as lower layers, a fresh upper, an
 //! overlay on the target directory. The state of each restore is kept beside its mounts, so
-//! a restarted daemon adopts live restores and cleans up dead ones.
+//! a restarted daemon adopts live restores. A stopping daemon takes its restores down but
+//! keeps their upper layers (the user's writes), and the next start mounts them again; only
+//! a release (or a restore over the same directory) discards what was written.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -58,6 +60,18 @@ pub struct Restorer {
     /// Overlays attached by descriptor, by directory: released by their root, wherever
     /// the directory has moved since.
     attached: Mutex<BTreeMap<PathBuf, fsd_search::Attached>>,
+    /// Restores a stop took down, found at start: [`Restorer::resume`] mounts them again.
+    parked: Mutex<Vec<Restore>>,
+}
+
+/// What became of a restore a stop took down, when the daemon started again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resumed {
+    /// Mounted again on its directory with everything written to it.
+    Mounted(Restore),
+    /// Could not be mounted again (its archive is gone, a mount failed): its writes are
+    /// kept in `upper` and nothing else is done with them.
+    Kept { restore: Restore, reason: String },
 }
 
 impl Restorer {
@@ -75,6 +89,7 @@ impl Restorer {
         };
         let mounted = mount::mounts();
         let mut active = BTreeMap::new();
+        let mut parked = Vec::new();
         let entries = fs::read_dir(root).map_err(|e| BackupError::io(root, e))?;
         for entry in entries.flatten() {
             let base = entry.path();
@@ -88,6 +103,12 @@ impl Restorer {
                     tracing::info!(dir = %restore.dir.display(), "adopted a live restore");
                     active.insert(restore.dir.clone(), restore);
                 }
+                // Taken down by a stop (or lost with the machine's mounts): its writes are
+                // in its upper layer, to be mounted again.
+                Some(restore) if restore.base == base && restore.upper().is_dir() => {
+                    unmount_below(&base, restore.driver, &mounted);
+                    parked.push(restore);
+                }
                 state => {
                     let driver = state.map(|s| s.driver).or(driver).unwrap_or(Driver::Kernel);
                     teardown(&base, driver, &mounted);
@@ -100,6 +121,7 @@ impl Restorer {
             active: Mutex::new(active),
             within: None,
             attached: Mutex::default(),
+            parked: Mutex::new(parked),
         })
     }
 
@@ -247,6 +269,92 @@ impl Restorer {
         Ok(restore)
     }
 
+    /// Mounts again the restores a stop took down (call once the restorer is confined):
+    /// each on its directory with its archives and the upper layer holding what was
+    /// written. One that cannot be is left as it is, its writes kept.
+    pub fn resume(&self) -> Vec<Resumed> {
+        let parked = std::mem::take(&mut *self.parked.lock().unwrap_or_else(|p| p.into_inner()));
+        parked
+            .into_iter()
+            .map(|restore| match self.remount(&restore) {
+                Ok(()) => Resumed::Mounted(restore),
+                Err(error) => Resumed::Kept {
+                    reason: error.to_string(),
+                    restore,
+                },
+            })
+            .collect()
+    }
+
+    fn remount(&self, restore: &Restore) -> Result<(), BackupError> {
+        if let Some(missing) = restore.archives.iter().find(|a| !a.is_file()) {
+            return Err(BackupError::ArchiveMissing(missing.clone()));
+        }
+        if self.driver != Some(restore.driver) {
+            return Err(BackupError::Mount {
+                what: "restore",
+                reason: format!(
+                    "it was mounted with {}, which this daemon does not use",
+                    restore.driver.as_str()
+                ),
+            });
+        }
+        let mut active = self
+            .active
+            .lock()
+            .map_err(|_| BackupError::Layer("restore state poisoned".into()))?;
+        if active.contains_key(&restore.dir) {
+            return Err(BackupError::Mount {
+                what: "restore",
+                reason: "another restore is on its directory".into(),
+            });
+        }
+        let lowers = || -> Result<(), BackupError> {
+            for (archive, lower) in restore.archives.iter().zip(restore.lowers()) {
+                mount::mount_squashfs(archive, &lower, restore.driver)?;
+            }
+            fs::create_dir_all(&restore.dir).map_err(|e| BackupError::io(&restore.dir, e))?;
+            let attached = mount::mount_overlay(
+                &restore.lowers(),
+                &restore.upper(),
+                &restore.work(),
+                &restore.dir,
+                restore.driver,
+                self.within.as_deref(),
+            )?;
+            self.keep(&restore.dir, attached);
+            Ok(())
+        };
+        if let Err(error) = lowers() {
+            unmount_below(&restore.base, restore.driver, &mount::mounts());
+            return Err(error);
+        }
+        active.insert(restore.dir.clone(), restore.clone());
+        Ok(())
+    }
+
+    /// Takes every restore down for a stop, keeping what was written to it: the overlay
+    /// comes off its directory and the archives are unmounted, but the upper layer and the
+    /// restore's state stay, so the next start mounts it again ([`Restorer::resume`]).
+    /// Returns the restores taken down.
+    pub fn park_all(&self) -> Vec<Restore> {
+        let mut parked = Vec::new();
+        for restore in self.list() {
+            let Ok(mut active) = self.active.lock() else {
+                break;
+            };
+            if let Err(error) = self.detach_from(&restore.dir, restore.driver) {
+                tracing::warn!(dir = %restore.dir.display(), %error, "could not take a restore down; it stays mounted");
+                continue;
+            }
+            active.remove(&restore.dir);
+            drop(active);
+            unmount_below(&restore.base, restore.driver, &mount::mounts());
+            parked.push(restore);
+        }
+        parked
+    }
+
     /// Releases every restore (shutdown of a daemon that should leave nothing mounted).
     pub fn release_all(&self) {
         for restore in self.list() {
@@ -274,6 +382,16 @@ fn prepare(restore: &Restore) -> Result<(), BackupError> {
 
 /// Unmounts whatever is mounted under `base` and removes it.
 fn teardown(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
+    unmount_below(base, driver, mounted);
+    if let Err(error) = fs::remove_dir_all(base)
+        && error.kind() != std::io::ErrorKind::NotFound
+    {
+        tracing::warn!(base = %base.display(), %error, "could not remove restore directory");
+    }
+}
+
+/// Unmounts whatever is mounted under `base` (its archives), deepest first.
+fn unmount_below(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
     let mut below: Vec<&PathBuf> = mounted
         .iter()
         .map(|(target, _)| target)
@@ -285,11 +403,6 @@ fn teardown(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
         if let Err(error) = mount::unmount(target, driver, None) {
             tracing::warn!(%error, "leftover mount");
         }
-    }
-    if let Err(error) = fs::remove_dir_all(base)
-        && error.kind() != std::io::ErrorKind::NotFound
-    {
-        tracing::warn!(base = %base.display(), %error, "could not remove restore directory");
     }
 }
 

@@ -82,7 +82,9 @@ enum BackupCommand {
     /// List backups, newest first.
     List,
     /// Restore backup ID onto DIR (copy-on-write; instant when the archive is already there),
-    /// or with --path only those paths, written into DIR as files are written.
+    /// or with --path only those paths, written into DIR as files are written. A whole
+    /// restore lasts across a stop and start of the daemon (taken down at the stop, mounted
+    /// again at the start, with what was written to it) until `fsctl backup release DIR`.
     Restore {
         id: String,
         dir: String,
@@ -91,6 +93,11 @@ enum BackupCommand {
         #[arg(long = "path")]
         paths: Vec<String>,
     },
+    /// The whole restores mounted now: directory, archives, since when.
+    Mounts,
+    /// Take the restore off DIR: DIR shows what it held before the restore, and what was
+    /// written to the restore is discarded.
+    Release { dir: String },
     /// The snapshots of DIR (every directory's without it) as a timeline, newest first.
     Log { dir: Option<String> },
     /// The tree of snapshot ID (under PATH), from its stored index.
@@ -163,7 +170,18 @@ fn within(text: &str) -> Result<u64, String> {
 
 pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<ExitCode, SdkError> {
     let backups = Backups::new(args.store.store());
-    match args.command {
+    let mut command = args.command;
+    match &mut command {
+        BackupCommand::Create { dir, .. }
+        | BackupCommand::Restore { dir, .. }
+        | BackupCommand::Release { dir }
+        | BackupCommand::Forget { dir, .. }
+        | BackupCommand::Log { dir: Some(dir) } => {
+            *dir = absolute_dir(sandbox, std::mem::take(dir)).await?;
+        }
+        _ => {}
+    }
+    match command {
         BackupCommand::Create {
             dir,
             name,
@@ -245,6 +263,29 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
         }
         BackupCommand::Diff { a, b } => {
             crate::history::diff(&backups.diff(&a, b.as_deref(), sandbox).await?, as_json);
+        }
+        BackupCommand::Mounts => {
+            let mounts = sandbox.restore_mounts().await?;
+            if as_json {
+                output::json(&mounts);
+            } else {
+                for mount in mounts.mounts {
+                    println!(
+                        "{}  since {}  {}",
+                        mount.dir,
+                        mount.mounted_at,
+                        mount.archive_paths.join(" ")
+                    );
+                }
+            }
+        }
+        BackupCommand::Release { dir } => {
+            let released = sandbox.release_restore(&dir).await?;
+            if as_json {
+                output::json(&released);
+            } else {
+                println!("released the restore on {dir}");
+            }
         }
         BackupCommand::Cat { id, path } => {
             let bytes = backups.read_file(&id, &path).await?;
@@ -363,4 +404,19 @@ pub async fn serve_store(args: ServeStoreArgs) -> Result<ExitCode, SdkError> {
     println!("fsd store listening on http://{}", store.address);
     interrupt.wait().await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A directory as the daemon's backup routes take it: absolute (the reference's rule), a
+/// relative one taken from the workspace, so `fsctl backup create proj` works as `fsctl ls
+/// proj` does.
+async fn absolute_dir(sandbox: &Sandbox, dir: String) -> Result<String, SdkError> {
+    if dir.starts_with('/') {
+        return Ok(dir);
+    }
+    let workspace = sandbox.capabilities().await?.workspace;
+    let joined: std::path::PathBuf = std::path::Path::new(&workspace)
+        .join(&dir)
+        .components()
+        .collect();
+    Ok(joined.display().to_string())
 }

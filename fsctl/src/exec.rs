@@ -27,12 +27,15 @@ pub struct Placement {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ExecCommand {
-    /// Run a command (its words joined by spaces, run by bash, as ssh does), streaming its
-    /// output; fsctl exits with the command's exit code.
+    /// Run a command (its words joined by spaces) in its session's shell, so `cd` and
+    /// `export` last for the session's next command, streaming its output; fsctl exits with
+    /// the command's exit code. Ctrl-C interrupts the command, as ssh passes it on; a second
+    /// Ctrl-C leaves, and the daemon stops the command.
     Exec {
         #[command(flatten)]
         place: Placement,
-        /// Kill the command after this many milliseconds (output is then shown at the end).
+        /// Stop the command after this many milliseconds; fsctl then exits 124, as
+        /// timeout(1) does.
         #[arg(long)]
         timeout_ms: Option<u64>,
         /// Give the command no stdin. Without it, fsctl's own stdin, when it is not a
@@ -108,31 +111,15 @@ pub async fn run(
                 cwd: place.cwd,
                 timeout_ms,
                 stdin_base64: if no_stdin { None } else { piped_stdin()? },
+                foreground: Some(true),
                 ..ExecuteRequest::default()
             };
-            if timeout_ms.is_some() || as_json {
+            if as_json {
                 let result = sandbox.exec_with(&request).await?;
-                if as_json {
-                    output::json(&result);
-                } else {
-                    print_raw(&result.stdout, &result.stderr);
-                }
+                output::json(&result);
                 return Ok(exit_code(result.exit_code));
             }
-            let mut events = sandbox.exec_stream(&request).await?;
-            let mut code = 0;
-            while let Some(event) = events.next().await {
-                match event? {
-                    ExecEvent::Stdout { data, .. } => print_raw(&data, ""),
-                    ExecEvent::Stderr { data, .. } => print_raw("", &data),
-                    ExecEvent::Complete { exit_code, .. } => code = exit_code,
-                    ExecEvent::Error { error, .. } => {
-                        return Err(SdkError::Io(std::io::Error::other(error)));
-                    }
-                    ExecEvent::Start { .. } => {}
-                }
-            }
-            Ok(exit_code(code))
+            stream_in_session(sandbox, &request).await
         }
         ExecCommand::Start {
             id,
@@ -250,6 +237,67 @@ pub async fn run(
                 }
             }
             Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+/// Streams a command run in its session's shell (`foreground`), printing its output as it
+/// comes. The first Ctrl-C is sent to the command; a second one, or one before the command
+/// had its turn, ends fsctl with 130 (the daemon stops a command whose stream is gone).
+async fn stream_in_session(
+    sandbox: &Sandbox,
+    request: &ExecuteRequest,
+) -> Result<ExitCode, SdkError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    // Listening before the request, so no Ctrl-C falls between.
+    let mut interrupts = signal(SignalKind::interrupt())?;
+    let mut events = tokio::select! {
+        events = sandbox.exec_stream(request) => events?,
+        _ = interrupts.recv() => return Ok(ExitCode::from(130)),
+    };
+    let mut running: Option<(String, String)> = None;
+    loop {
+        tokio::select! {
+            event = events.next() => {
+                let Some(event) = event else {
+                    return Err(SdkError::Io(std::io::Error::other(
+                        "the daemon ended the stream before the command ended",
+                    )));
+                };
+                match event? {
+                    ExecEvent::Start {
+                        session_id,
+                        command_id,
+                        ..
+                    } => running = session_id.zip(command_id),
+                    ExecEvent::Stdout { data, .. } => print_raw(&data, ""),
+                    ExecEvent::Stderr { data, .. } => print_raw("", &data),
+                    ExecEvent::Complete { exit_code: code, .. } => return Ok(exit_code(code)),
+                    ExecEvent::Error {
+                        error,
+                        code,
+                        timed_out,
+                        exit_code: ended_shell,
+                        ..
+                    } => {
+                        // `exit N` ended the session's shell, as it ends an ssh session: N
+                        // is the command's status, and nothing went wrong to say.
+                        if let (false, Some(status)) = (timed_out, ended_shell) {
+                            return Ok(exit_code(status));
+                        }
+                        say!("fsctl: {}: {error}", code.as_deref().unwrap_or("ERROR"));
+                        return Ok(ExitCode::from(if timed_out { 124 } else { 1 }));
+                    }
+                }
+            }
+            _ = interrupts.recv() => match running.take() {
+                Some((session, command)) => {
+                    if let Err(err) = sandbox.signal_command(&session, &command, "INT").await {
+                        output::error(&err, false);
+                    }
+                }
+                None => return Ok(ExitCode::from(130)),
+            },
         }
     }
 }

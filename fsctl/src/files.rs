@@ -50,6 +50,15 @@ pub enum FileCommand {
         #[arg(short = 'R', long)]
         recursive: bool,
     },
+    /// Give a path to another owner and/or group, as chown(1): OWNER, OWNER:GROUP or
+    /// :GROUP, by name or number.
+    Chown {
+        owner: String,
+        path: String,
+        /// Everything below a directory too (symlinks are left alone).
+        #[arg(short = 'R', long)]
+        recursive: bool,
+    },
     /// Show a path's metadata.
     Stat {
         path: String,
@@ -149,6 +158,29 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
         } => {
             let reply = sandbox.chmod(&path, &mode, recursive).await?;
             report(as_json, json!(reply), || format!("{path}: {}", reply.mode));
+        }
+        FileCommand::Chown {
+            owner,
+            path,
+            recursive,
+        } => {
+            let (user, group) = match owner.split_once(':') {
+                Some((user, group)) => (user, group),
+                None => (owner.as_str(), ""),
+            };
+            let some = |name: &str| (!name.is_empty()).then(|| name.to_string());
+            let (user, group) = (some(user), some(group));
+            if user.is_none() && group.is_none() {
+                return Err(SdkError::Io(std::io::Error::other(format!(
+                    "{owner:?}: give OWNER, OWNER:GROUP or :GROUP"
+                ))));
+            }
+            let reply = sandbox
+                .chown(&path, user.as_deref(), group.as_deref(), recursive)
+                .await?;
+            report(as_json, json!(reply), || {
+                format!("{path}: {}:{}", reply.uid, reply.gid)
+            });
         }
         FileCommand::Stat { path, follow } => {
             let stat = sandbox.stat(&path, follow).await?;

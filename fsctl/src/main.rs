@@ -50,7 +50,8 @@ struct Cli {
     /// API token.
     #[arg(long, global = true, env = "FSD_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// Machine-readable output: one JSON document on stdout.
+    /// Machine-readable output on stdout: one JSON document, or for commands that stream
+    /// (run, watch, grep, find) one JSON document per line as events come.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
@@ -71,6 +72,9 @@ enum Command {
     Grep(search::GrepArgs),
     /// List files by glob as `rg --files` does.
     Find(search::FindArgs),
+    /// Replace a pattern's matches in the files a grep would search (each file rewritten
+    /// atomically); --dry-run prints the diff instead.
+    Replace(search::ReplaceArgs),
     /// Mirror a sandbox directory into a local one, incrementally.
     Sync(sync::SyncArgs),
     /// The sandbox's CPU, memory, disks and connections, and its background processes by
@@ -109,7 +113,7 @@ enum Command {
     /// Give a sandbox port a public URL through cloudflared, until Ctrl-C (prints the URL).
     Tunnel(tunnel::TunnelArgs),
     /// Run code in a fresh code context (python, js, ts): output as it comes, text results
-    /// printed, images saved; exit 1 if it failed.
+    /// printed, images saved; exit 1 if it failed (`--json`: each event as a line of JSON).
     Run(code::RunArgs),
     /// Clone a git repository into the sandbox (progress on stderr).
     Clone(code::CloneArgs),
@@ -215,6 +219,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Find(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             search::find(&sandbox, args, cli.json).await
+        }
+        Command::Replace(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            search::replace(&sandbox, args, cli.json).await
         }
         Command::Gateway(args) => gateway::run(args, &cli.url, cli.token).await,
         Command::SandboxToken { id } => {

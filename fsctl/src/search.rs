@@ -1,9 +1,10 @@
 //! `fsctl grep` and `fsctl find`: search the sandbox as `rg` and `rg --files` would,
-//! printing each result as the daemon finds it (`path:line:column:text`, or a path).
+//! printing each result as the daemon finds it (`path:line:column:text`, or a path);
+//! `fsctl replace` rewrites what a grep would match.
 
 use std::process::ExitCode;
 
-use fsd_sdk::api::search::{SearchEvent, SearchRequest};
+use fsd_sdk::api::search::{ReplaceRequest, SearchEvent, SearchRequest};
 use fsd_sdk::{Sandbox, SdkError};
 use futures_util::StreamExt;
 
@@ -24,21 +25,58 @@ pub struct Walk {
     max_results: u64,
 }
 
+/// What grep and replace look for.
 #[derive(Debug, clap::Args)]
-pub struct GrepArgs {
+pub struct Pattern {
     /// A regex (a literal with `-F`).
     pattern: String,
-    #[arg(default_value = ".")]
-    path: String,
     /// The pattern is a literal string.
     #[arg(short = 'F', long)]
     fixed_strings: bool,
     /// Match regardless of case.
     #[arg(short = 'i', long)]
     ignore_case: bool,
+}
+
+impl Pattern {
+    /// The search for this pattern on `path`, as `walk` says.
+    fn search(self, path: String, walk: Walk) -> SearchRequest {
+        SearchRequest {
+            pattern: Some(self.pattern),
+            literal: Some(self.fixed_strings),
+            case_insensitive: Some(self.ignore_case),
+            ..request(path, walk)
+        }
+    }
+}
+
+#[derive(Debug, clap::Args)]
+pub struct GrepArgs {
+    #[command(flatten)]
+    pattern: Pattern,
+    #[arg(default_value = ".")]
+    path: String,
     /// Lines of context before and after each match.
     #[arg(short = 'C', long, default_value_t = 0)]
     context: u32,
+    #[command(flatten)]
+    walk: Walk,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ReplaceArgs {
+    #[command(flatten)]
+    pattern: Pattern,
+    /// What each match becomes; `$1` and `${name}` name the regex's groups.
+    replacement: String,
+    #[arg(default_value = ".")]
+    path: String,
+    /// Change nothing; print the diff each file would get.
+    #[arg(long)]
+    dry_run: bool,
+    /// Rewrite at most this many files.
+    #[arg(long)]
+    max_files: Option<u64>,
     #[command(flatten)]
     walk: Walk,
 }
@@ -53,11 +91,8 @@ pub struct FindArgs {
 
 pub async fn grep(sandbox: &Sandbox, args: GrepArgs, as_json: bool) -> Result<ExitCode, SdkError> {
     let request = SearchRequest {
-        pattern: Some(args.pattern),
-        literal: Some(args.fixed_strings),
-        case_insensitive: Some(args.ignore_case),
         context: (args.context > 0).then_some(args.context),
-        ..request(args.path, args.walk)
+        ..args.pattern.search(args.path, args.walk)
     };
     exits_two_on_error(print(sandbox, &request, as_json).await, as_json)
 }
@@ -65,6 +100,42 @@ pub async fn grep(sandbox: &Sandbox, args: GrepArgs, as_json: bool) -> Result<Ex
 pub async fn find(sandbox: &Sandbox, args: FindArgs, as_json: bool) -> Result<ExitCode, SdkError> {
     let printed = print(sandbox, &request(args.path, args.walk), as_json).await;
     exits_two_on_error(printed, as_json)
+}
+
+/// Prints each file changed with its count (its diff on a dry run); exits 1 when nothing
+/// matched, as `grep` would, and 2 on an error.
+pub async fn replace(
+    sandbox: &Sandbox,
+    args: ReplaceArgs,
+    as_json: bool,
+) -> Result<ExitCode, SdkError> {
+    let request = ReplaceRequest {
+        search: args.pattern.search(args.path, args.walk),
+        replacement: args.replacement,
+        dry_run: Some(args.dry_run),
+        max_files: args.max_files,
+    };
+    let replaced = sandbox.replace(&request).await.map(|reply| {
+        if as_json {
+            crate::output::json(&reply);
+        } else {
+            for file in &reply.files {
+                match &file.diff {
+                    Some(diff) => print!("{diff}"),
+                    None => println!("{}: {} replaced", file.path, file.replacements),
+                }
+            }
+            if reply.truncated {
+                say!("fsctl: more files matched than --max-files; those were left alone");
+            }
+        }
+        if reply.files.is_empty() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        }
+    });
+    exits_two_on_error(replaced, as_json)
 }
 
 /// An error (a bad pattern, a path refused) ends a search with 2, as `rg` exits: 1 says

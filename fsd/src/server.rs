@@ -343,7 +343,12 @@ async fn stop_services(state: &AppState) {
     state.tunnels.shutdown().await;
     state.mounts.release_all().await;
     let backups = state.backups.clone();
-    tokio::task::block_in_place(|| backups.release_all());
+    for dir in tokio::task::block_in_place(|| backups.park_all()) {
+        tracing::info!(
+            dir = %dir.display(),
+            "took a restore down for the stop; what was written to it is kept and it is mounted again when fsd starts"
+        );
+    }
     state.interpreters.shutdown();
     state.sessions.shutdown().await;
 }

@@ -2,7 +2,6 @@
 //! and keep a bounded record of finished ones on disk so they survive a daemon restart.
 
 use std::collections::HashMap;
-use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,9 +21,9 @@ use crate::sessions::SessionManager;
 use crate::shell::Report;
 use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
-use crate::text::Utf8Chunker;
+use crate::tail::{OutputTail, Stream};
 use crate::time::now_rfc3339;
-use crate::wake::{OutputWakes, Woken};
+use crate::wake::{OutputWakes, written};
 
 /// Output kept per stream of one process (the latest), in memory and in its record.
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
@@ -35,13 +34,6 @@ const LIVE_EVENTS: usize = 256;
 const POLL: Duration = Duration::from_millis(20);
 /// The internal session that runs background commands asked for without a session.
 pub const SESSIONLESS_HOST: &str = "__fsd_background__";
-
-/// Which output stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
 
 /// What a follower of a process receives.
 #[derive(Debug, Clone)]
@@ -330,8 +322,6 @@ impl Follower {
 
 pub struct ProcessService {
     sessions: Arc<SessionManager>,
-    /// Wakes followers when output is written.
-    wakes: OutputWakes,
     records_dir: PathBuf,
     max_records: usize,
     processes: Mutex<HashMap<String, Arc<Process>>>,
@@ -357,7 +347,6 @@ impl ProcessService {
         }
         let service = Self {
             sessions,
-            wakes: OutputWakes::start(),
             records_dir,
             max_records,
             processes: Mutex::new(processes),
@@ -443,7 +432,8 @@ impl ProcessService {
         let service = self.clone();
         let followed = process.clone();
         tokio::spawn(async move {
-            let mut exit_code = follow(&followed, started, &session, &service.wakes).await;
+            let mut exit_code =
+                follow(&followed, started, &session, service.sessions.wakes()).await;
             if followed.kill_requested.load(Ordering::SeqCst) && followed.wait_killed().await {
                 // SIGKILL was needed to end the tree: that is what ended the process.
                 exit_code = 137;
@@ -644,57 +634,29 @@ async fn follow(
     code
 }
 
-/// Resolves when the watched output files are written; never without watches.
-async fn written(woken: Option<&Woken<'_>>) {
-    match woken {
-        Some(woken) => woken.notify.notified().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Reads what was appended to an output file since last time.
+/// An output file of a process, copied into its log as it grows.
 struct Tail {
-    path: PathBuf,
-    /// Opened at the first read and kept: a wake-up per write must not cost an open.
-    file: Option<std::fs::File>,
+    file: OutputTail,
     stream: Stream,
-    offset: u64,
-    text: Utf8Chunker,
 }
 
 impl Tail {
     fn new(path: &Path, stream: Stream) -> Self {
         Self {
-            path: path.to_path_buf(),
-            file: None,
+            file: OutputTail::new(path),
             stream,
-            offset: 0,
-            text: Utf8Chunker::default(),
         }
     }
 
     /// Copies up to 4 MiB of new output; returns how much there was.
     fn pump(&mut self, process: &Process) -> usize {
-        if self.file.is_none() {
-            self.file = std::fs::File::open(&self.path).ok();
+        match self.file.read() {
+            Some(appended) => {
+                process.append(self.stream, &appended.bytes, appended.text, appended.end);
+                appended.bytes.len()
+            }
+            None => 0,
         }
-        let Some(file) = self.file.as_mut() else {
-            return 0;
-        };
-        if file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return 0;
-        }
-        let mut bytes = Vec::new();
-        if file.take(4 * 1024 * 1024).read_to_end(&mut bytes).is_err() {
-            return 0;
-        }
-        if !bytes.is_empty() {
-            self.offset += bytes.len() as u64;
-            let text = self.text.push(&bytes);
-            let end = self.offset - self.text.held() as u64;
-            process.append(self.stream, &bytes, text, end);
-        }
-        bytes.len()
     }
 
     /// Copies everything that is left, however much the process wrote in its last tick.
@@ -703,11 +665,9 @@ impl Tail {
     }
 
     fn finish(&mut self, process: &Process) {
-        let text = self.text.finish();
+        let (text, end) = self.file.finish();
         if !text.is_empty() {
-            let _ = process
-                .live
-                .send(Live::Output(self.stream, text, self.offset));
+            let _ = process.live.send(Live::Output(self.stream, text, end));
         }
     }
 }

@@ -25,6 +25,9 @@ pub enum ExecError {
     /// swapped in since the request was checked).
     #[error("cwd is outside the allowed roots: {cwd}")]
     Outside { cwd: String },
+    /// A streamed command whose listener went away; it was stopped.
+    #[error("the command's listener went away, so the command was stopped")]
+    Abandoned,
     #[error("cannot start the session shell: {0}")]
     Spawn(String),
     #[error("{0}")]
@@ -45,9 +48,6 @@ pub enum ProcessError {
     /// A `status` filter that names no process status.
     #[error("must be one of starting, running, completed, failed, killed, error")]
     InvalidStatus,
-    /// A signal that is no signal's name or number.
-    #[error("signal: {reason}")]
-    InvalidSignal { reason: String },
     /// A write to a process's stdin that could not be done whole.
     #[error("Process '{id}': {source}")]
     Stdin { id: String, source: StdinError },

@@ -17,11 +17,15 @@ use crate::script;
 use crate::shell::{Job, JobKind, Report, Shell};
 use crate::stdin::{self, Stdin};
 use crate::stop::{Escalation, Target};
+use crate::tail::{OutputTail, Stream};
+use crate::wake::{OutputWakes, Woken, written};
 
 /// Output kept per stream of a foreground command; beyond it the result says `truncated`.
 pub const MAX_OUTPUT_BYTES: u64 = 32 * 1024 * 1024;
 /// How long a background command may take to report its pid.
 const PID_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often a streamed command's output files are read when inotify says nothing.
+const OUTPUT_POLL: Duration = Duration::from_millis(20);
 
 /// A finished foreground command.
 #[derive(Debug)]
@@ -42,6 +46,23 @@ pub struct CommandSpec {
     /// Validated names.
     pub env: Vec<(String, String)>,
     pub stdin: Stdin,
+}
+
+/// What a streamed foreground command tells its listener as it runs.
+#[derive(Debug)]
+pub enum Streamed {
+    /// The command has its turn in the shell (commands queued before it have run); `job`
+    /// addresses it for [`Session::signal_streamed`].
+    Started { job: u64 },
+    /// Output, whole characters only, in the order it was read.
+    Output(Stream, String),
+}
+
+/// A streamed foreground command while it runs: signals sent to it reach what appeared
+/// below the session since it started (`before` is what was there already).
+struct Running {
+    job: u64,
+    before: HashSet<u32>,
 }
 
 /// A background command that has started.
@@ -67,6 +88,8 @@ pub struct Session {
     /// Supervisors (host pids) of running background commands, so a foreground kill
     /// spares them.
     background: Mutex<HashSet<u32>>,
+    /// The streamed foreground command that runs now, if any.
+    streamed: Mutex<Option<Running>>,
     deleted: AtomicBool,
 }
 
@@ -84,6 +107,7 @@ impl Session {
             command_timeout,
             created_at,
             background: Mutex::default(),
+            streamed: Mutex::default(),
             deleted: AtomicBool::new(false),
         }
     }
@@ -137,6 +161,118 @@ impl Session {
         result
     }
 
+    /// Runs a foreground command in the shell, as [`Session::exec`] does (so `cd` and
+    /// `export` persist), telling `sink` when it starts and what it prints as it prints
+    /// it; returns its exit status. A listener that goes away before the end (its receiver
+    /// dropped) stops the command as a timeout does, so an abandoned command never holds
+    /// the session.
+    pub async fn exec_streamed(
+        &self,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+        wakes: &OutputWakes,
+        sink: &mpsc::Sender<Streamed>,
+    ) -> Result<i32, ExecError> {
+        let _turn = tokio::select! {
+            turn = self.lock.lock() => turn,
+            () = sink.closed() => return Err(ExecError::Abandoned),
+        };
+        self.check_alive()?;
+        let (job, mut reports) = self.shell.new_job(JobKind::Foreground);
+        let result = self
+            .run_streamed(&job, &mut reports, spec, timeout, wakes, sink)
+            .await;
+        *self.streamed.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        self.shell.unsubscribe(job.id);
+        if matches!(spec.stdin, Stdin::Content(_)) {
+            let _ = std::fs::remove_file(&job.stdin);
+        }
+        let keep = match result {
+            Ok(_) => [&job.stdout, &job.stderr]
+                .map(|path| Output::open(path).as_ref().is_some_and(Output::reusable)),
+            Err(_) => [false, false],
+        };
+        self.shell.retire_foreground_output(&job, keep);
+        result
+    }
+
+    async fn run_streamed(
+        &self,
+        job: &Job,
+        reports: &mut mpsc::UnboundedReceiver<Report>,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+        wakes: &OutputWakes,
+        sink: &mpsc::Sender<Streamed>,
+    ) -> Result<i32, ExecError> {
+        let piped = write_inputs(job, spec).await?;
+        // The output files exist before the command opens them, so they can be watched.
+        for path in [&job.stdout, &job.stderr] {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .open(path)?;
+        }
+        let mut output = StreamedOutput::new(job, wakes);
+        let before = self.direct_processes();
+        *self.streamed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Running {
+            job: job.id,
+            before: before.clone(),
+        });
+        let started = self.send_foreground(job, spec, piped).await?;
+        let _ = sink.send(Streamed::Started { job: job.id }).await;
+        let deadline = timeout.map(|t| tokio::time::Instant::from_std(started + t));
+        let mut ticker = tokio::time::interval(OUTPUT_POLL);
+        let done = loop {
+            tokio::select! {
+                code = wait_done(reports) => break code,
+                code = self.shell.wait_exit() => {
+                    output.drain(sink).await;
+                    return Err(self.exit_error(code));
+                }
+                () = sleep_until(deadline) => {
+                    let kept = self.stop_foreground(reports, &before).await;
+                    output.drain(sink).await;
+                    return Err(timeout_error(timeout, &job.stdout, &job.stderr, kept));
+                }
+                () = sink.closed() => {
+                    self.stop_foreground(reports, &before).await;
+                    return Err(ExecError::Abandoned);
+                }
+                () = written(output.woken.as_ref()) => { output.pump(sink).await; }
+                _ = ticker.tick() => { output.pump(sink).await; }
+            }
+        };
+        output.drain(sink).await;
+        if self.destroyed() {
+            return Err(ExecError::SessionDestroyed {
+                id: self.id.clone(),
+            });
+        }
+        match done {
+            Some(Ok(code)) => Ok(code),
+            Some(Err(())) => Err(outside(spec)),
+            None => Err(self.exit_error(self.shell.wait_exit().await)),
+        }
+    }
+
+    /// Sends `signal` to the streamed foreground command `job` while it runs: to every
+    /// process it started (background processes and what ran before it are spared), and
+    /// an interrupt to the shell too, as Ctrl-C in a terminal reaches both: the shell
+    /// ends the command line once the program it waits for has ended, so a loop stops
+    /// while a program that handles the signal runs on. Says whether `job` was running.
+    pub fn signal_streamed(&self, job: u64, signal: Signal) -> bool {
+        let before = match &*self.streamed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(running) if running.job == job => running.before.clone(),
+            _ => return false,
+        };
+        proctree::signal_all(&self.started_since(&before), signal);
+        if signal == Signal::SIGINT {
+            self.shell.interrupt();
+        }
+        true
+    }
+
     /// The command's result, and whether its stdout and stderr files may serve the next
     /// command.
     async fn run_foreground(
@@ -146,35 +282,14 @@ impl Session {
         spec: &CommandSpec,
         timeout: Option<Duration>,
     ) -> Result<(Finished, [bool; 2]), ExecError> {
-        write_script(&job.script, &spec.command).await?;
-        let piped = match &spec.stdin {
-            Stdin::Content(bytes) => {
-                stdin::write_content(&job.stdin, bytes).await?;
-                true
-            }
-            Stdin::Null | Stdin::Pipe => false,
-        };
+        let piped = write_inputs(job, spec).await?;
         // What already runs below the session (detached leftovers of earlier commands) is
         // not this command's to stop on a timeout (without one, nothing is stopped).
         let before = match timeout {
             Some(_) => self.direct_processes(),
             None => HashSet::new(),
         };
-        let cwd = spec
-            .cwd
-            .as_deref()
-            .map(|cwd| self.shell.workdir(cwd))
-            .transpose()?;
-        let started = Instant::now();
-        self.shell
-            .send(&script::foreground(
-                job.id,
-                &spec.command,
-                &job.files(piped),
-                cwd.as_ref(),
-                &spec.env,
-            ))
-            .await?;
+        let started = self.send_foreground(job, spec, piped).await?;
         let deadline = timeout.map(|t| tokio::time::Instant::from_std(started + t));
         let done = tokio::select! {
             code = wait_done(reports) => code,
@@ -211,6 +326,52 @@ impl Session {
             .into_iter()
             .chain(proctree::children(self.shell.root()))
             .filter(|&pid| pid != shell)
+            .collect()
+    }
+
+    /// Sends a foreground command's line to the shell (its files written); returns when.
+    async fn send_foreground(
+        &self,
+        job: &Job,
+        spec: &CommandSpec,
+        piped: bool,
+    ) -> Result<Instant, ExecError> {
+        let cwd = spec
+            .cwd
+            .as_deref()
+            .map(|cwd| self.shell.workdir(cwd))
+            .transpose()?;
+        let started = Instant::now();
+        self.shell
+            .send(&script::foreground(
+                job.id,
+                &spec.command,
+                &job.files(piped),
+                cwd.as_ref(),
+                &spec.env,
+            ))
+            .await?;
+        Ok(started)
+    }
+
+    /// The living processes a foreground command started: what appeared below the shell
+    /// or the session's supervisor since `before` was taken, with all they started,
+    /// background processes left out.
+    fn started_since(&self, before: &HashSet<u32>) -> Vec<u32> {
+        let spared = self
+            .background
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let direct: Vec<u32> = self
+            .direct_processes()
+            .into_iter()
+            .filter(|pid| !spared.contains(pid) && !before.contains(pid))
+            .collect();
+        direct
+            .into_iter()
+            .flat_map(proctree::tree)
+            .filter(|&pid| proctree::alive(pid))
             .collect()
     }
 
@@ -361,23 +522,7 @@ struct Foreground<'a> {
 
 impl Target for Foreground<'_> {
     fn living(&mut self) -> Vec<u32> {
-        let spared = self
-            .session
-            .background
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        let direct: Vec<u32> = self
-            .session
-            .direct_processes()
-            .into_iter()
-            .filter(|pid| !spared.contains(pid) && !self.before.contains(pid))
-            .collect();
-        direct
-            .into_iter()
-            .flat_map(proctree::tree)
-            .filter(|&pid| proctree::alive(pid))
-            .collect()
+        self.session.started_since(self.before)
     }
 
     fn signalled(&mut self, _signal: Signal) {
@@ -394,6 +539,51 @@ impl Target for Foreground<'_> {
             self.done = matches!(wait.await, Ok(Some(_)));
         }
         self.done && self.living().is_empty()
+    }
+}
+
+/// A streamed foreground command's two output files, read as they grow: when inotify says
+/// they were written, and every tick for what it cannot say.
+struct StreamedOutput<'a> {
+    tails: [(Stream, OutputTail); 2],
+    woken: Option<Woken<'a>>,
+}
+
+impl<'a> StreamedOutput<'a> {
+    fn new(job: &Job, wakes: &'a OutputWakes) -> Self {
+        Self {
+            tails: [
+                (Stream::Stdout, OutputTail::new(&job.stdout)),
+                (Stream::Stderr, OutputTail::new(&job.stderr)),
+            ],
+            woken: wakes.watch(&[&job.stdout, &job.stderr]),
+        }
+    }
+
+    /// Sends what was appended since the last read (up to 4 MiB a stream); says whether
+    /// there was any.
+    async fn pump(&mut self, sink: &mpsc::Sender<Streamed>) -> bool {
+        let mut any = false;
+        for (stream, tail) in &mut self.tails {
+            if let Some(appended) = tail.read() {
+                any = true;
+                if !appended.text.is_empty() {
+                    let _ = sink.send(Streamed::Output(*stream, appended.text)).await;
+                }
+            }
+        }
+        any
+    }
+
+    /// Sends everything that is left, once the command has ended.
+    async fn drain(&mut self, sink: &mpsc::Sender<Streamed>) {
+        while self.pump(sink).await {}
+        for (stream, tail) in &mut self.tails {
+            let (text, _) = tail.finish();
+            if !text.is_empty() {
+                let _ = sink.send(Streamed::Output(*stream, text)).await;
+            }
+        }
     }
 }
 
@@ -425,6 +615,19 @@ async fn sleep_until(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(deadline) => tokio::time::sleep_until(deadline).await,
         None => std::future::pending().await,
+    }
+}
+
+/// Writes a foreground command's script and its stdin content, if any; says whether it
+/// reads that content.
+async fn write_inputs(job: &Job, spec: &CommandSpec) -> Result<bool, ExecError> {
+    write_script(&job.script, &spec.command).await?;
+    match &spec.stdin {
+        Stdin::Content(bytes) => {
+            stdin::write_content(&job.stdin, bytes).await?;
+            Ok(true)
+        }
+        Stdin::Null | Stdin::Pipe => Ok(false),
     }
 }
 

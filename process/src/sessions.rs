@@ -10,12 +10,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use nix::sys::signal::Signal;
+use tokio::sync::mpsc;
+
 use crate::error::ExecError;
-use crate::session::{CommandSpec, Finished, Session, timeout_error};
+use crate::session::{CommandSpec, Finished, Session, Streamed, timeout_error};
 use crate::shell::Shell;
 use crate::stop;
 use crate::supervisor::OnExit;
 use crate::time::now_rfc3339;
+use crate::wake::OutputWakes;
 use crate::world::World;
 use fsd_api::DISABLE_SESSION_TOKEN;
 
@@ -45,6 +49,8 @@ pub struct SessionManager {
     config: ExecConfig,
     sessions: tokio::sync::Mutex<HashMap<String, Arc<Session>>>,
     counter: AtomicU64,
+    /// Wakes whoever follows a command's output when it is written.
+    wakes: OutputWakes,
 }
 
 impl SessionManager {
@@ -55,7 +61,13 @@ impl SessionManager {
             config,
             sessions: tokio::sync::Mutex::default(),
             counter: AtomicU64::new(0),
+            wakes: OutputWakes::start(),
         }
+    }
+
+    /// The daemon's watches on output files.
+    pub(crate) fn wakes(&self) -> &OutputWakes {
+        &self.wakes
     }
 
     pub fn config(&self) -> &ExecConfig {
@@ -154,6 +166,44 @@ impl SessionManager {
             self.evict_dead(id).await;
         }
         result
+    }
+
+    /// Runs one command in session `id`'s shell as [`SessionManager::exec`] does,
+    /// streaming its start and output to `sink` (see [`Session::exec_streamed`]).
+    pub async fn exec_streamed(
+        &self,
+        id: &str,
+        spec: &CommandSpec,
+        timeout: Option<Duration>,
+        sink: &mpsc::Sender<Streamed>,
+    ) -> Result<i32, ExecError> {
+        let session = self.get_or_create(id).await?;
+        let result = session
+            .exec_streamed(spec, timeout.or(session.command_timeout), &self.wakes, sink)
+            .await;
+        if result.is_err() {
+            self.evict_dead(id).await;
+        }
+        result
+    }
+
+    /// Sends `signal` to the streamed command `job` of session `id` (see
+    /// [`Session::signal_streamed`]); says whether that command was running.
+    pub async fn signal_streamed(
+        &self,
+        id: &str,
+        job: u64,
+        signal: Signal,
+    ) -> Result<bool, ExecError> {
+        let session = self
+            .sessions
+            .lock()
+            .await
+            .get(id)
+            .filter(|s| !s.is_dead())
+            .cloned()
+            .ok_or_else(|| ExecError::SessionNotFound { id: id.to_string() })?;
+        Ok(session.signal_streamed(job, signal))
     }
 
     /// Drops a session whose shell has exited, so the next call starts a fresh one.

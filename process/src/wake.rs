@@ -108,3 +108,11 @@ impl Drop for Woken<'_> {
         }
     }
 }
+
+/// Resolves when the watched output files are written; never without watches.
+pub async fn written(woken: Option<&Woken<'_>>) {
+    match woken {
+        Some(woken) => woken.notify.notified().await,
+        None => std::future::pending().await,
+    }
+}

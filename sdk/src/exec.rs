@@ -3,8 +3,9 @@
 use std::time::Duration;
 
 use fsd_api::exec::{
-    BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
-    DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
+    BackgroundStarted, CommandSignalRequest, CommandSignalResponse, CreateSessionRequest,
+    CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse, ExecEvent, ExecResult,
+    ExecuteRequest, ListSessionsResponse,
 };
 use fsd_api::ports::{PortWatchEvent, PortWatchRequest, ProbeMode};
 use fsd_api::process::{
@@ -57,6 +58,22 @@ impl Sandbox {
     {
         self.event_stream(Method::POST, "/api/execute/stream", Some(to_json(request)?))
             .await
+    }
+
+    /// Sends `signal` (a name such as `INT` or a number) to the command a `foreground`
+    /// stream runs, named by its `Start` event's `session_id` and `command_id`.
+    pub async fn signal_command(
+        &self,
+        session_id: &str,
+        command_id: &str,
+        signal: &str,
+    ) -> Result<CommandSignalResponse, SdkError> {
+        let request = CommandSignalRequest {
+            session_id: Some(session_id.into()),
+            command_id: command_id.into(),
+            signal: serde_json::Value::String(signal.into()),
+        };
+        self.post_json("/api/execute/signal", &request).await
     }
 
     pub async fn create_session(

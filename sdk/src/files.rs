@@ -283,7 +283,9 @@ impl Sandbox {
             .unwrap_or_default();
         let temp = local.with_file_name(format!(".{file_name}.fsctl-{}.tmp", std::process::id()));
         let result = async {
-            let mut file = tokio::fs::File::create(&temp).await?;
+            let mut file = tokio::fs::File::create(&temp)
+                .await
+                .map_err(|err| local_error(local, err))?;
             let mut written = 0u64;
             while let Some(chunk) = stream.next().await {
                 let chunk = chunk?;
@@ -291,7 +293,9 @@ impl Sandbox {
                 file.write_all(&chunk).await?;
             }
             file.sync_all().await?;
-            tokio::fs::rename(&temp, local).await?;
+            tokio::fs::rename(&temp, local)
+                .await
+                .map_err(|err| local_error(local, err))?;
             Ok::<u64, SdkError>(written)
         }
         .await;
@@ -321,7 +325,9 @@ impl Sandbox {
         path: &str,
         local: &Path,
     ) -> Result<RawWriteResponse, SdkError> {
-        let file = tokio::fs::File::open(local).await?;
+        let file = tokio::fs::File::open(local)
+            .await
+            .map_err(|err| local_error(local, err))?;
         let length = file.metadata().await?.len();
         let response = self
             .request(Method::PUT, "/api/files/raw")
@@ -341,4 +347,13 @@ fn path_request(path: &str) -> PathRequest {
         path: path.into(),
         session_id: None,
     }
+}
+
+/// An error of a local file, naming it (`No such file or directory` alone does not say
+/// which side is missing what).
+fn local_error(local: &Path, err: std::io::Error) -> SdkError {
+    SdkError::Io(std::io::Error::new(
+        err.kind(),
+        format!("{}: {err}", local.display()),
+    ))
 }

@@ -12,7 +12,7 @@ use fsd_backup::archive::{self, ArchiveOptions};
 use fsd_backup::incremental::Changed;
 use fsd_backup::index::Index;
 use fsd_backup::mount::Driver;
-use fsd_backup::restore::{Restore, Restorer};
+use fsd_backup::restore::{Restore, Restorer, Resumed};
 use fsd_backup::stored::ChainSource;
 use fsd_backup::transfer::{self, PartSpec, Transfer};
 use fsd_backup::{BackupError, Phase, Progress, incremental, layer};
@@ -79,6 +79,22 @@ impl BackupService {
         let restorer = Restorer::new(&state_dir.join("backup-mounts"), driver)
             .map(|restorer| restorer.confined(within))
             .map_err(|e| e.to_string());
+        if let Ok(restorer) = &restorer {
+            for resumed in restorer.resume() {
+                match resumed {
+                    Resumed::Mounted(restore) => tracing::info!(
+                        dir = %restore.dir.display(),
+                        "mounted again a restore the last stop took down, with what was written to it"
+                    ),
+                    Resumed::Kept { restore, reason } => tracing::warn!(
+                        dir = %restore.dir.display(),
+                        writes = %restore.upper().display(),
+                        %reason,
+                        "could not mount again a restore the last stop took down; what was written to it is kept"
+                    ),
+                }
+            }
+        }
         let stale = archive::remove_stale_temps(Path::new(fsd_api::backup::ARCHIVE_ROOT));
         if stale > 0 {
             tracing::info!(stale, "removed archive temp files left by a crash");
@@ -220,10 +236,12 @@ impl BackupService {
         blocking(move || service.restorer()?.release(&dir)).await
     }
 
-    /// Releases every restore: on shutdown the workspace shows what it held before.
-    pub fn release_all(&self) {
-        if let Ok(restorer) = &self.restorer {
-            restorer.release_all();
+    /// Takes every restore down for a stop, keeping what was written to it (the next start
+    /// mounts it again); returns their directories.
+    pub fn park_all(&self) -> Vec<PathBuf> {
+        match &self.restorer {
+            Ok(restorer) => restorer.park_all().into_iter().map(|r| r.dir).collect(),
+            Err(_) => Vec::new(),
         }
     }
 

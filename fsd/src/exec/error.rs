@@ -25,6 +25,12 @@ pub enum RequestError {
     /// Stdin the request gave wrongly; `field` names which.
     #[error("{reason}")]
     Stdin { field: &'static str, reason: String },
+    /// A `commandId` that no `start` event gave.
+    #[error("commandId: must be the commandId of a start event")]
+    CommandId,
+    /// A signal that is no signal's name or number.
+    #[error("signal: {reason}")]
+    Signal { reason: String },
     #[error("Directory not found: {cwd}")]
     CwdNotFound { cwd: String },
     /// A `cwd` the path rules refuse (outside the roots under `--confine`, the daemon's own

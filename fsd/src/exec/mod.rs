@@ -7,5 +7,5 @@ mod request;
 mod routes;
 mod wire_error;
 
-pub use request::{CommandRequest, DEFAULT_SESSION};
+pub use request::{CommandRequest, DEFAULT_SESSION, signal_named};
 pub use routes::router;

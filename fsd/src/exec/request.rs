@@ -11,6 +11,7 @@ use fsd_api::process::StartProcessRequest;
 
 use base64_simd::STANDARD as BASE64;
 use fsd_process::{CommandSpec, Stdin, valid_env_name};
+use nix::sys::signal::Signal;
 
 use super::error::RequestError;
 use crate::paths::{Follow, Paths};
@@ -150,4 +151,25 @@ pub fn checked_session_id(id: &str, field: &'static str) -> Result<(), RequestEr
         return Err(RequestError::SessionId { field });
     }
     Ok(())
+}
+
+/// A signal by name (`SIGUSR1`, `usr1`) or number (`10`, `"10"`).
+pub fn signal_named(value: &serde_json::Value) -> Result<Signal, RequestError> {
+    let invalid = |reason: String| RequestError::Signal { reason };
+    let text = match value {
+        serde_json::Value::Number(number) => number.to_string(),
+        serde_json::Value::String(text) => text.trim().to_string(),
+        other => return Err(invalid(format!("{other} is not a signal name or number"))),
+    };
+    if let Ok(number) = text.parse::<i32>() {
+        return Signal::try_from(number).map_err(|_| invalid(format!("{number} is not a signal")));
+    }
+    let upper = text.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<Signal>()
+        .map_err(|_| invalid(format!("{text:?} is not a signal name")))
 }

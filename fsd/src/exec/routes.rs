@@ -1,4 +1,4 @@
-//! `/api/session/*` and `/api/execute`.
+//! `/api/session/*`, `/api/execute`, its stream and `/api/execute/signal`.
 
 use std::time::Duration;
 
@@ -8,23 +8,25 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64_simd::STANDARD as BASE64;
+use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
-    BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
-    DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
-    SessionInfo,
+    BackgroundStarted, CommandSignalRequest, CommandSignalResponse, CreateSessionRequest,
+    CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse, ExecEvent, ExecResult,
+    ExecuteRequest, ListSessionsResponse, SessionInfo,
 };
 use futures_util::{StreamExt, stream};
 
 use super::error::RequestError;
 use super::request::{
-    CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir,
+    CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir, signal_named,
 };
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
-use fsd_process::{CommandSpec, Live, SessionOptions, Since, Stream};
+use fsd_process::{CommandSpec, ExecError, Live, SessionOptions, Since, Stream, Streamed};
+use tokio::sync::{mpsc, oneshot};
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {
@@ -34,6 +36,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/session/delete", post(delete_session))
         .route("/api/execute", post(execute))
         .route("/api/execute/stream", post(execute_stream))
+        .route("/api/execute/signal", post(signal_command))
 }
 
 pub async fn create_session(
@@ -166,7 +169,11 @@ pub async fn execute_stream(
     uri: Uri,
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
-    let (_, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
+    let (req, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
+    // A sessionless command has no shell state to keep: it streams as the reference's.
+    if req.foreground == Some(true) && session_id != DISABLE_SESSION_TOKEN {
+        return stream_in_shell(&state, req, session_id, spec).await;
+    }
     let process = state.processes.start(&session_id, &spec, None).await?;
     let (info, events) = process.events(Since::default());
     let start = ExecEvent::Start {
@@ -175,6 +182,7 @@ pub async fn execute_stream(
         pid: Some(info.pid),
         session_id: Some(session_id),
         process_id: Some(info.id),
+        command_id: None,
     };
     let wire = events.map(|event| match event {
         Live::Output(stream, data, _) => output_event(stream, data),
@@ -184,6 +192,111 @@ pub async fn execute_stream(
         },
     });
     Ok(sse_response(stream::once(async { start }).chain(wire)))
+}
+
+/// A `foreground` stream: the command runs in the session's shell on a task of its own,
+/// which stops it if the stream's reader goes away (the session must not stay busy with a
+/// command nobody reads). Events: `start` once the command has its turn (with its
+/// `commandId`), its output as it is written, then `complete`, or `error` with the code
+/// `/api/execute` would have answered.
+async fn stream_in_shell(
+    state: &AppState,
+    req: ExecuteRequest,
+    session_id: String,
+    spec: CommandSpec,
+) -> Result<Response, ApiError> {
+    // A session that cannot be had is an error of the request, before any event.
+    state.sessions.get_or_create(&session_id).await?;
+    let timeout = req
+        .timeout_ms
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    let (sink, receiver) = mpsc::channel::<Streamed>(16);
+    let (ended, end) = oneshot::channel();
+    let sessions = state.sessions.clone();
+    let session = session_id.clone();
+    tokio::spawn(async move {
+        let result = sessions
+            .exec_streamed(&session, &spec, timeout, &sink)
+            .await;
+        drop(sink);
+        let _ = ended.send(result);
+    });
+    let command = req.command;
+    let events = stream::unfold(receiver, |mut receiver| async move {
+        let event = receiver.recv().await?;
+        Some((event, receiver))
+    })
+    .map(move |event| match event {
+        Streamed::Started { job } => ExecEvent::Start {
+            command: command.clone(),
+            timestamp: now_rfc3339(),
+            pid: None,
+            session_id: Some(session_id.clone()),
+            process_id: None,
+            command_id: Some(job.to_string()),
+        },
+        Streamed::Output(stream, data) => output_event(stream, data),
+    });
+    let last = stream::once(async move {
+        let timestamp = now_rfc3339();
+        match end.await {
+            Ok(Ok(exit_code)) => ExecEvent::Complete {
+                exit_code,
+                timestamp,
+            },
+            Ok(Err(err)) => {
+                let timed_out = matches!(err, ExecError::Timeout { .. });
+                let exit_code = match &err {
+                    ExecError::ShellExited { code, .. } => Some(*code),
+                    _ => None,
+                };
+                let error = ApiError::from(err);
+                ExecEvent::Error {
+                    code: Some(error.code.as_str().to_string()),
+                    error: error.message,
+                    timestamp,
+                    timed_out,
+                    exit_code,
+                }
+            }
+            Err(_) => ExecEvent::Error {
+                error: "the command's runner ended without a result".into(),
+                timestamp,
+                code: None,
+                timed_out: false,
+                exit_code: None,
+            },
+        }
+    });
+    Ok(sse_response(events.chain(last)))
+}
+
+/// `POST /api/execute/signal`: a signal for the command a `foreground` stream runs.
+pub async fn signal_command(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<CommandSignalRequest>,
+) -> Result<Json<CommandSignalResponse>, ApiError> {
+    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
+    let signal = signal_named(&req.signal)?;
+    let job = req
+        .command_id
+        .parse::<u64>()
+        .map_err(|_| RequestError::CommandId)?;
+    let running = state
+        .sessions
+        .signal_streamed(&session_id, job, signal)
+        .await?;
+    Ok(Json(CommandSignalResponse {
+        success: true,
+        session_id,
+        command_id: req.command_id,
+        signal: signal.as_str().to_string(),
+        running,
+        timestamp: now_rfc3339(),
+    }))
 }
 
 fn output_event(stream: Stream, data: String) -> ExecEvent {

@@ -27,6 +27,13 @@ impl From<RequestError> for ApiError {
             RequestError::Stdin { field, reason } => {
                 Self::validation(field, reason, "INVALID_STDIN")
             }
+            RequestError::CommandId => {
+                let reason = message.trim_start_matches("commandId: ").to_string();
+                Self::validation("commandId", reason, "INVALID_COMMAND_ID")
+            }
+            RequestError::Signal { reason } => {
+                Self::validation("signal", reason, "INVALID_SIGNAL")
+            }
             RequestError::Cwd => Self::validation("cwd", message, "INVALID_PATH"),
             RequestError::SessionId { field } => {
                 Self::validation(field, message, "INVALID_SESSION")
@@ -69,7 +76,7 @@ impl From<ExecError> for ApiError {
                 }))
             }
             ExecError::Outside { cwd } => ApiError::outside_roots(message, cwd),
-            ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
+            ExecError::Abandoned | ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
         }
     }
 }

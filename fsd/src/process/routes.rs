@@ -17,10 +17,9 @@ use serde::Deserialize;
 
 use fsd_process::background::OUTPUT_CAP_BYTES;
 use fsd_process::{Live, ProcessError, Since, Stream};
-use nix::sys::signal::Signal;
 
 use crate::error::ApiError;
-use crate::exec::CommandRequest;
+use crate::exec::{CommandRequest, signal_named};
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -117,7 +116,7 @@ pub async fn signal(
     Path(id): Path<String>,
     JsonBody(req): JsonBody<SignalRequest>,
 ) -> Result<Json<SignalResponse>, ApiError> {
-    let signal = parse_signal(&req.signal)?;
+    let signal = signal_named(&req.signal)?;
     let signalled = state.processes.signal(&id, signal)?;
     Ok(Json(SignalResponse {
         success: true,
@@ -171,27 +170,6 @@ pub async fn stdin(
         closed: written.closed,
         timestamp: now_rfc3339(),
     }))
-}
-
-/// A signal by name (`SIGUSR1`, `usr1`) or number (`10`, `"10"`).
-fn parse_signal(value: &serde_json::Value) -> Result<Signal, ProcessError> {
-    let invalid = |reason: String| ProcessError::InvalidSignal { reason };
-    let text = match value {
-        serde_json::Value::Number(number) => number.to_string(),
-        serde_json::Value::String(text) => text.trim().to_string(),
-        other => return Err(invalid(format!("{other} is not a signal name or number"))),
-    };
-    if let Ok(number) = text.parse::<i32>() {
-        return Signal::try_from(number).map_err(|_| invalid(format!("{number} is not a signal")));
-    }
-    let upper = text.to_ascii_uppercase();
-    let name = if upper.starts_with("SIG") {
-        upper
-    } else {
-        format!("SIG{upper}")
-    };
-    name.parse::<Signal>()
-        .map_err(|_| invalid(format!("{text:?} is not a signal name")))
 }
 
 pub async fn kill_all(State(state): State<AppState>) -> Json<KillAllResponse> {

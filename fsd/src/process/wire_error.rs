@@ -23,9 +23,6 @@ impl From<ProcessError> for ApiError {
                 Self::new(ErrorCode::ResourceBusy, message).with_context(json!({ "processId": id }))
             }
             ProcessError::InvalidStatus => Self::validation("status", message, "INVALID_STATUS"),
-            ProcessError::InvalidSignal { reason } => {
-                Self::validation("signal", reason, "INVALID_SIGNAL")
-            }
             ProcessError::Stdin { id, source } => {
                 let context = json!({ "processId": id, "written": source.written() });
                 let code = match source {

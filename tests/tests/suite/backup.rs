@@ -244,6 +244,87 @@ async fn restores_are_copy_on_write_and_restoring_again_discards_writes() {
     fsd_tests::remove_archive(&archive);
 }
 
+/// A restore's writes survive a stop and start of the daemon: the stop takes the restore
+/// down (nothing of it stays mounted while the daemon is down) and keeps its upper layer; the
+/// start mounts it again with everything written to it. Only a release discards them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restores_writes_survive_a_stop_and_start_of_the_daemon() {
+    if !require_mount_privilege("a_restores_writes_survive_a_stop_and_start_of_the_daemon") {
+        return;
+    }
+    let mut daemon = Daemon::start();
+    let source = daemon.path("project");
+    fixture(&source);
+    let archive = format!("/var/backups/survives-{}.sqsh", std::process::id());
+    let (status, body) = daemon
+        .post(
+            "/api/backup/create",
+            json!({"dir": source, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let restored = daemon.path("restored");
+    std::fs::create_dir_all(&restored).unwrap();
+    std::fs::write(restored.join("underneath.txt"), b"before the restore\n").unwrap();
+    let underneath = digest(&restored);
+    let (status, body) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": restored, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    std::fs::write(restored.join("README.md"), b"edited after the restore\n").unwrap();
+    std::fs::write(restored.join("new.txt"), b"new\n").unwrap();
+    std::fs::remove_file(restored.join("empty-file")).unwrap();
+    let edited = digest(&restored);
+
+    daemon.stop();
+    assert_eq!(
+        fsd_tests::mounts_under(&restored),
+        Vec::<String>::new(),
+        "the stop took the restore down"
+    );
+    assert_eq!(digest(&restored), underneath);
+
+    daemon.resume();
+    assert_eq!(
+        digest(&restored),
+        edited,
+        "the start mounted it again with the edits"
+    );
+    let (_, mounts) = daemon.get("/api/backup/mounts").await;
+    assert_eq!(
+        mounts["mounts"][0]["dir"],
+        restored.to_str().unwrap(),
+        "{mounts}"
+    );
+    // Writes after the start land in the same restore, and survive a second stop and start.
+    std::fs::write(restored.join("later.txt"), b"later\n").unwrap();
+    let later = digest(&restored);
+    daemon.restart();
+    assert_eq!(digest(&restored), later);
+
+    let (status, body) = daemon
+        .post("/api/backup/unmount", json!({"dir": restored}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        digest(&restored),
+        underneath,
+        "a release discards the writes"
+    );
+    daemon.restart();
+    assert_eq!(
+        digest(&restored),
+        underneath,
+        "and nothing comes back after it"
+    );
+    let (_, mounts) = daemon.get("/api/backup/mounts").await;
+    assert_eq!(mounts["mounts"], json!([]), "{mounts}");
+    fsd_tests::remove_archive(&archive);
+}
+
 /// Loop devices backed by `archive`.
 fn loops_of(archive: &str) -> usize {
     let out = std::process::Command::new("losetup")

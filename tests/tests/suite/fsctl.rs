@@ -3,7 +3,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Output, Stdio};
 
-use fsd_tests::{Daemon, Options, binary, succeeded};
+use fsd_tests::{Daemon, Options, available_or_skip, binary, succeeded};
 
 fn fsctl(daemon: &Daemon, args: &[&str]) -> Output {
     fsd_tests::fsctl(daemon, args)
@@ -895,4 +895,351 @@ fn rm_of_a_directory_answers_in_fsctls_words() {
         "{stderr}"
     );
     assert!(daemon.path("d").is_dir());
+}
+
+/// `fsctl exec` runs in its session's shell whether it streams or has a timeout: `cd` and
+/// `export` last for the session's next command, and one-off commands leave no process
+/// record behind.
+#[test]
+fn exec_keeps_cd_and_export_in_its_session_and_leaves_no_records() {
+    let daemon = Daemon::start();
+    let dir = daemon.path("exec-cd");
+    std::fs::create_dir_all(&dir).unwrap();
+    let cd = format!("cd {}; export Z=1", dir.display());
+    for session in [&["--session", "a"][..], &[][..]] {
+        let args = |rest: &[&str]| -> Vec<String> {
+            let mut args = vec!["exec".to_string()];
+            args.extend(session.iter().map(|s| s.to_string()));
+            args.extend(rest.iter().map(|s| s.to_string()));
+            args
+        };
+        let run = |rest: &[&str]| {
+            let args = args(rest);
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            fsctl(&daemon, &args)
+        };
+        succeeded(&run(&["--", &cd]));
+        let expected = format!("{}\n1\n", dir.display());
+        assert_eq!(
+            succeeded(&run(&["--", "pwd; echo $Z"])),
+            expected,
+            "{session:?}"
+        );
+        assert_eq!(
+            succeeded(&run(&["--timeout-ms", "5000", "--", "pwd; echo $Z"])),
+            expected,
+            "{session:?}"
+        );
+        succeeded(&run(&["--", "cd /"]));
+    }
+    let timed_out = fsctl(&daemon, &["exec", "--timeout-ms", "200", "--", "sleep 30"]);
+    assert_eq!(timed_out.status.code(), Some(124));
+    assert!(
+        String::from_utf8_lossy(&timed_out.stderr).contains("timeout after 200ms"),
+        "{timed_out:?}"
+    );
+    let ps = fsctl(&daemon, &["ps"]);
+    assert_eq!(succeeded(&ps).lines().count(), 1, "only the header: {ps:?}");
+}
+
+/// A terminal's Ctrl-C on `fsctl exec` reaches the command, as ssh passes it on: a program
+/// that handles it decides (here it ends, and fsctl with it); a second Ctrl-C leaves, and
+/// the daemon stops the command that went on.
+#[test]
+fn ctrl_c_on_exec_reaches_the_command_through_a_terminal() {
+    if !available_or_skip(
+        fsd_tests::on_path("python3"),
+        "ctrl_c_on_exec_reaches_the_command_through_a_terminal",
+        "python3",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    std::fs::write(
+        daemon.path("on-int-5127.py"),
+        "import signal, sys, time\n\
+         def stop(*_):\n    print('interrupted', flush=True)\n    sys.exit(3)\n\
+         signal.signal(signal.SIGINT, stop)\n\
+         print('ready', flush=True)\n\
+         time.sleep(60)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        daemon.path("keeps-on-6248.py"),
+        "import signal, time\n\
+         signal.signal(signal.SIGINT, lambda *_: print('carrying on', flush=True))\n\
+         print('ready', flush=True)\n\
+         while True:\n    time.sleep(0.01)\n",
+    )
+    .unwrap();
+
+    let mut terminal = Terminal::spawn(&daemon, &["exec", "--", "python3 -u on-int-5127.py"]);
+    terminal.wait_for("ready");
+    terminal.interrupt();
+    terminal.wait_for("interrupted");
+    let code = terminal.exit_code();
+    // The program ended with 3 on the interrupt; the interrupt ended its command line.
+    assert_eq!(code, 130, "{}", terminal.text());
+
+    // A glob, so only the program's own command line names it, not fsctl's.
+    let mut terminal = Terminal::spawn(&daemon, &["exec", "--", "python3 -u keeps-on-*.py"]);
+    terminal.wait_for("ready");
+    terminal.interrupt();
+    terminal.wait_for("carrying on");
+    assert_eq!(
+        fsd_tests::host_processes_with("keeps-on-6248.py").len(),
+        1,
+        "the program runs on after the first Ctrl-C"
+    );
+    terminal.interrupt();
+    assert_eq!(terminal.exit_code(), 130, "{}", terminal.text());
+    let started = std::time::Instant::now();
+    while !fsd_tests::host_processes_with("keeps-on-6248.py").is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(15),
+            "the daemon never stopped the command fsctl left"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The session is free for the next command.
+    assert_eq!(
+        succeeded(&fsctl(&daemon, &["exec", "--", "echo next"])),
+        "next\n"
+    );
+}
+
+/// fsctl on a pseudo-terminal of its own, as a user's shell runs it: the terminal's
+/// controlling process, so Ctrl-C (byte 3) is SIGINT from the line discipline.
+struct Terminal {
+    child: std::process::Child,
+    master: std::fs::File,
+    seen: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl Terminal {
+    fn spawn(daemon: &Daemon, args: &[&str]) -> Self {
+        use std::os::unix::process::CommandExt;
+        let pty = nix::pty::openpty(None, None).unwrap();
+        let slave = std::fs::File::from(pty.slave);
+        let mut command = Command::new(binary("fsctl"));
+        command
+            .args(["--url", &daemon.url])
+            .args(args)
+            .env_remove("FSD_TOKEN")
+            .stdin(slave.try_clone().unwrap())
+            .stdout(slave.try_clone().unwrap())
+            .stderr(slave);
+        // SAFETY: setsid and TIOCSCTTY are async-signal-safe system calls on the child's
+        // own descriptors, made between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                nix::unistd::setsid()?;
+                if libc::ioctl(0, libc::TIOCSCTTY, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn().unwrap();
+        let master = std::fs::File::from(pty.master);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let mut reader = master.try_clone().unwrap();
+        let shared = seen.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buffer = [0u8; 4096];
+            // Ends with EIO once every holder of the terminal's other side has gone.
+            while let Ok(read @ 1..) = reader.read(&mut buffer) {
+                shared
+                    .lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buffer[..read]));
+            }
+        });
+        Self {
+            child,
+            master,
+            seen,
+        }
+    }
+
+    fn text(&self) -> String {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits up to 20 s for `text` on the terminal.
+    fn wait_for(&self, text: &str) {
+        let started = std::time::Instant::now();
+        while !self.text().contains(text) {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(20),
+                "no {text:?} on the terminal: {:?}",
+                self.text()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Types Ctrl-C.
+    fn interrupt(&mut self) {
+        self.master.write_all(&[3]).unwrap();
+    }
+
+    /// fsctl's exit code, waited for up to 20 s.
+    fn exit_code(&mut self) -> i32 {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code().unwrap_or(-1);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = self.child.kill();
+                panic!("fsctl did not exit: {:?}", self.text());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The README's flow: `fsctl backup restore ID DIR` under `fsctl up`, an edit in `DIR`, then
+/// Ctrl-C of `fsctl up`. The stop says it took the restore down and kept what was written;
+/// the next `fsctl up` over the same state mounts it again, edit included, until `fsctl
+/// backup release`. Relative directories work as in the other commands, and a diff right
+/// after a restore says nothing changed.
+#[test]
+fn a_restore_under_up_survives_its_ctrl_c_and_next_start() {
+    if !fsd_tests::require_mount_privilege("a_restore_under_up_survives_its_ctrl_c_and_next_start")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("ws/proj")).unwrap();
+    std::fs::write(dir.path().join("ws/proj/a.txt"), "as backed up\n").unwrap();
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let quiet = ["--no-mount", "--no-gateway"];
+    let (mut first, info) = up_logging(
+        dir.path(),
+        "127.0.0.1:0",
+        Stdio::from(log.reopen().unwrap()),
+        &quiet,
+        "info",
+    );
+    let run = |info: &serde_json::Value, args: &[&str]| {
+        let store = &info["store"];
+        Command::new(binary("fsctl"))
+            .args(["--url", info["url"].as_str().unwrap()])
+            .args(["--token", info["token"].as_str().unwrap()])
+            .args(args)
+            .env("FSD_S3_ENDPOINT", store["endpoint"].as_str().unwrap())
+            .env("FSD_S3_BUCKET", store["bucket"].as_str().unwrap())
+            .env("FSD_S3_ACCESS_KEY", store["accessKey"].as_str().unwrap())
+            .env("FSD_S3_SECRET_KEY", store["secretKey"].as_str().unwrap())
+            .output()
+            .unwrap()
+    };
+    // A relative directory is taken from the workspace, as by every other command.
+    let id = succeeded(&run(&info, &["backup", "create", "proj"]));
+    let id = id.trim();
+    let target = std::fs::canonicalize(dir.path().join("ws/proj")).unwrap();
+    succeeded(&run(&info, &["backup", "restore", id, "proj"]));
+    // Restored, the tree is what the snapshot holds: a diff says nothing.
+    assert_eq!(succeeded(&run(&info, &["backup", "diff", id])), "");
+    std::fs::write(target.join("a.txt"), "edited after the restore\n").unwrap();
+    assert_eq!(
+        succeeded(&run(&info, &["backup", "diff", id])),
+        "modified  a.txt\n"
+    );
+
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(first.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let status = first.0.take().expect("running").wait().unwrap();
+    assert!(matches!(status.code(), Some(0) | Some(130)), "{status:?}");
+    let said = std::fs::read_to_string(log.path()).unwrap();
+    assert!(
+        said.contains("took a restore down for the stop")
+            && said.contains(target.to_str().unwrap()),
+        "the stop says what it did with the restore: {said}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(target.join("a.txt")).unwrap(),
+        "as backed up\n",
+        "taken down while fsd is stopped"
+    );
+
+    let (_second, info) = up_logging(dir.path(), "127.0.0.1:0", Stdio::null(), &quiet, "warn");
+    assert_eq!(
+        std::fs::read_to_string(target.join("a.txt")).unwrap(),
+        "edited after the restore\n"
+    );
+    let mounts = succeeded(&run(&info, &["backup", "mounts"]));
+    assert!(mounts.starts_with(target.to_str().unwrap()), "{mounts}");
+    succeeded(&run(&info, &["backup", "release", "proj"]));
+    assert_eq!(
+        std::fs::read_to_string(target.join("a.txt")).unwrap(),
+        "as backed up\n",
+        "a release discards the restore's writes"
+    );
+    assert_eq!(succeeded(&run(&info, &["backup", "mounts"])), "");
+}
+
+/// `fsctl replace` and `fsctl chown` drive the routes that were already there; a local file
+/// that is missing is named.
+#[test]
+fn replace_chown_and_a_missing_local_file_named() {
+    let daemon = Daemon::start();
+    std::fs::create_dir_all(daemon.path("rep")).unwrap();
+    std::fs::write(daemon.path("rep/a.txt"), "hello world\nhello again\n").unwrap();
+    std::fs::write(daemon.path("rep/b.txt"), "nothing here\n").unwrap();
+
+    let dry = fsctl(&daemon, &["replace", "--dry-run", "hello", "bye", "rep"]);
+    let diff = succeeded(&dry);
+    assert!(
+        diff.contains("-hello world") && diff.contains("+bye world"),
+        "{diff}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("rep/a.txt")).unwrap(),
+        "hello world\nhello again\n"
+    );
+    let done = succeeded(&fsctl(&daemon, &["replace", "hel+o", "bye", "rep"]));
+    assert_eq!(
+        done,
+        format!("{}: 2 replaced\n", daemon.path("rep/a.txt").display())
+    );
+    assert_eq!(
+        std::fs::read_to_string(daemon.path("rep/a.txt")).unwrap(),
+        "bye world\nbye again\n"
+    );
+    let none = fsctl(&daemon, &["replace", "absent", "x", "rep"]);
+    assert_eq!(none.status.code(), Some(1), "{none:?}");
+    let bad = fsctl(&daemon, &["replace", "(", "x", "rep"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+
+    if fsd_tests::is_root() {
+        let given = succeeded(&fsctl(&daemon, &["chown", "1234:2345", "rep/b.txt"]));
+        assert_eq!(given, "rep/b.txt: 1234:2345\n");
+        let meta = std::os::unix::fs::MetadataExt::uid(
+            &std::fs::metadata(daemon.path("rep/b.txt")).unwrap(),
+        );
+        assert_eq!(meta, 1234);
+        let group = succeeded(&fsctl(&daemon, &["chown", ":0", "rep/b.txt"]));
+        assert_eq!(group, "rep/b.txt: 1234:0\n");
+    }
+    let refused = fsctl(&daemon, &["chown", ":", "rep/b.txt"]);
+    assert!(!refused.status.success());
+
+    let missing = fsctl(&daemon, &["put", "/nonexistent-fsctl-local.txt", "x.txt"]);
+    assert!(!missing.status.success());
+    let said = String::from_utf8_lossy(&missing.stderr);
+    assert!(said.contains("/nonexistent-fsctl-local.txt"), "{said}");
 }

@@ -1028,3 +1028,259 @@ async fn a_reader_that_falls_behind_a_stream_loses_nothing() {
     assert!(offsets.windows(2).all(|w| w[0] < w[1]), "offsets go back");
     assert_eq!(frames.last().unwrap()["type"], "exit");
 }
+
+/// An SSE response read a frame at a time, as it comes.
+struct Live {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Live {
+    async fn open(daemon: &Daemon, route: &str, body: Value) -> Self {
+        let response = daemon
+            .request(Method::POST, route)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next frame; `None` at the end of the stream. Panics after 20 s without one.
+    async fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let frame: String = self.buffer.drain(..end + 2).collect();
+                let data = frame.trim_end().strip_prefix("data: ").expect("data frame");
+                return Some(serde_json::from_str(data).unwrap());
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(20), self.response.chunk())
+                .await
+                .expect("a frame within 20 s")
+                .unwrap()?;
+            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    }
+
+    /// Frames up to the first `stdout` one holding `text`, whose data so far it returns.
+    async fn stdout_until(&mut self, text: &str) -> String {
+        let mut stdout = String::new();
+        while !stdout.contains(text) {
+            let frame = self.next().await.expect("the stream ended first");
+            assert_ne!(frame["type"], "complete", "ended before {text:?}: {stdout}");
+            if frame["type"] == "stdout" {
+                stdout.push_str(frame["data"].as_str().unwrap());
+            }
+        }
+        stdout
+    }
+
+    /// The remaining frames.
+    async fn rest(mut self) -> Vec<Value> {
+        let mut frames = Vec::new();
+        while let Some(frame) = self.next().await {
+            frames.push(frame);
+        }
+        frames
+    }
+}
+
+/// `foreground: true` runs a streamed command in the session's shell: `cd` and `export`
+/// persist, output arrives while it runs, no process record is made. Without it, the stream
+/// keeps the reference's background behaviour.
+#[tokio::test]
+async fn a_foreground_stream_runs_in_the_sessions_shell() {
+    let daemon = Daemon::start();
+    let dir = daemon.path("fg-dir");
+    std::fs::create_dir_all(&dir).unwrap();
+    let gate = dir.join("gate-fg");
+    nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut live = Live::open(
+        &daemon,
+        "/api/execute/stream",
+        json!({
+            "command": format!("cd {}; export FG=kept; echo first; read -r _ < gate-fg; echo second; echo err >&2", dir.display()),
+            "sessionId": "fg",
+            "foreground": true,
+        }),
+    )
+    .await;
+    let start = live.next().await.unwrap();
+    assert_eq!(start["type"], "start");
+    assert_eq!(start["sessionId"], "fg");
+    assert!(start["commandId"].is_string(), "{start}");
+    assert!(start.get("processId").is_none(), "{start}");
+    // The first line comes while the command still waits at its gate.
+    let stdout = live.stdout_until("first\n").await;
+    assert_eq!(stdout, "first\n");
+    std::fs::write(&gate, "go\n").unwrap();
+    let rest = live.rest().await;
+    let text = |kind: &str| -> String {
+        rest.iter()
+            .filter(|f| f["type"] == kind)
+            .map(|f| f["data"].as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(text("stdout"), "second\n");
+    assert_eq!(text("stderr"), "err\n");
+    let last = rest.last().unwrap();
+    assert_eq!(
+        (&last["type"], &last["exitCode"]),
+        (&json!("complete"), &json!(0))
+    );
+
+    let (_, after) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "pwd; echo $FG", "sessionId": "fg"}),
+        )
+        .await;
+    assert_eq!(after["stdout"], format!("{}\nkept\n", dir.display()));
+    let (_, list) = daemon.get("/api/process/list").await;
+    assert_eq!(list["processes"], json!([]), "{list}");
+
+    // The reference's stream: a background copy of the session, which changes nothing in it.
+    let frames = frames(
+        &daemon
+            .post_text(
+                "/api/execute/stream",
+                &json!({"command": "cd /; export FG=copy", "sessionId": "fg"}),
+            )
+            .await,
+    );
+    assert!(frames[0]["processId"].is_string());
+    let (_, after) = daemon
+        .post(
+            "/api/execute",
+            json!({"command": "pwd; echo $FG", "sessionId": "fg"}),
+        )
+        .await;
+    assert_eq!(after["stdout"], format!("{}\nkept\n", dir.display()));
+}
+
+/// A foreground stream past its `timeoutMs` is stopped and says so in an `error` event with
+/// the wire code; one whose reader goes away is stopped too, so the session is free again.
+#[tokio::test]
+async fn a_foreground_stream_is_stopped_at_its_timeout_or_when_its_reader_goes() {
+    let daemon = Daemon::start();
+    let frames = frames(
+        &daemon
+            .post_text(
+                "/api/execute/stream",
+                &json!({"command": "echo begun; sleep 30", "sessionId": "t", "foreground": true, "timeoutMs": 300}),
+            )
+            .await,
+    );
+    assert_eq!(frames[1]["data"], "begun\n", "{frames:?}");
+    let last = frames.last().unwrap();
+    assert_eq!(last["type"], "error", "{frames:?}");
+    assert_eq!(last["code"], "COMMAND_EXECUTION_ERROR");
+    assert_eq!(last["timedOut"], true);
+    assert!(
+        last["error"].as_str().unwrap().contains("timeout"),
+        "{last}"
+    );
+
+    let marker = daemon.path("abandoned-marker");
+    let mut live = Live::open(
+        &daemon,
+        "/api/execute/stream",
+        json!({"command": format!("echo begun; sleep 30; touch {}", marker.display()), "sessionId": "t", "foreground": true}),
+    )
+    .await;
+    live.stdout_until("begun").await;
+    drop(live);
+    // The session answers its next command: the abandoned one was stopped, not waited for.
+    let (status, after) = tokio::time::timeout(
+        Duration::from_secs(15),
+        daemon.post(
+            "/api/execute",
+            json!({"command": "echo free", "sessionId": "t"}),
+        ),
+    )
+    .await
+    .expect("the session is free again");
+    assert_eq!(status, StatusCode::OK, "{after}");
+    assert_eq!(after["stdout"], "free\n");
+    assert!(!marker.exists(), "the abandoned command ran on");
+}
+
+/// `/api/execute/signal` reaches the command a foreground stream runs: a program that
+/// handles SIGINT keeps running and printing; a signal for a command that has ended, or a
+/// bad one, is said so.
+#[tokio::test]
+async fn a_signal_reaches_the_command_a_foreground_stream_runs() {
+    if !available_or_skip(
+        fsd_tests::on_path("python3"),
+        "a_signal_reaches_the_command_a_foreground_stream_runs",
+        "python3",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    std::fs::write(
+        daemon.path("int-handler-7731.py"),
+        "import signal, time\n\
+         hits = []\n\
+         signal.signal(signal.SIGINT, lambda *_: (hits.append(1), print('caught', len(hits), flush=True)))\n\
+         print('ready', flush=True)\n\
+         while len(hits) < 2:\n    time.sleep(0.01)\n\
+         print('done', flush=True)\n",
+    )
+    .unwrap();
+    let mut live = Live::open(
+        &daemon,
+        "/api/execute/stream",
+        json!({"command": "python3 -u int-handler-7731.py", "sessionId": "sig", "foreground": true}),
+    )
+    .await;
+    let start = live.next().await.unwrap();
+    let command_id = start["commandId"].as_str().unwrap().to_string();
+    live.stdout_until("ready").await;
+    let signal =
+        |signal: Value| json!({"sessionId": "sig", "commandId": command_id, "signal": signal});
+    let (status, reply) = daemon
+        .post("/api/execute/signal", signal(json!("INT")))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(
+        (&reply["signal"], &reply["running"]),
+        (&json!("SIGINT"), &json!(true))
+    );
+    live.stdout_until("caught 1").await;
+    // Still running after it: the program decides what SIGINT means.
+    assert_eq!(fsd_tests::host_processes_with("int-handler-7731").len(), 1);
+    daemon.post("/api/execute/signal", signal(json!(2))).await;
+    live.stdout_until("done").await;
+    let rest = live.rest().await;
+    // The interrupt ends the command line once the program has ended, as in a terminal.
+    assert_eq!(rest.last().unwrap()["exitCode"], 130, "{rest:?}");
+
+    let (status, reply) = daemon
+        .post("/api/execute/signal", signal(json!("INT")))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["running"], false);
+    let (status, reply) = daemon
+        .post("/api/execute/signal", signal(json!("NOPE")))
+        .await;
+    assert_validation(status, &reply, "signal");
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/signal",
+            json!({"sessionId": "sig", "commandId": "x", "signal": "INT"}),
+        )
+        .await;
+    assert_validation(status, &reply, "commandId");
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/signal",
+            json!({"sessionId": "none-such", "commandId": "1", "signal": "INT"}),
+        )
+        .await;
+    assert_error(status, &reply, 404, "SESSION_NOT_FOUND");
+}

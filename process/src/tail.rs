@@ -1,0 +1,72 @@
+//! Reading an output file as a command writes it: what was appended since the last read,
+//! as bytes and as text that never cuts a character in two. Background processes and
+//! streamed foreground commands both follow their output this way.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use crate::text::Utf8Chunker;
+
+/// Which output stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// The most one read takes, so one busy stream cannot hold its follower for long.
+const READ_BYTES: u64 = 4 * 1024 * 1024;
+
+/// New output of one file.
+pub struct Appended {
+    pub bytes: Vec<u8>,
+    /// The whole characters so far (a character cut at the end waits for the next read).
+    pub text: String,
+    /// The file's offset after `text`.
+    pub end: u64,
+}
+
+/// One output file being followed.
+pub struct OutputTail {
+    path: PathBuf,
+    /// Opened at the first read and kept: a wake-up per write must not cost an open.
+    file: Option<std::fs::File>,
+    offset: u64,
+    text: Utf8Chunker,
+}
+
+impl OutputTail {
+    pub fn new(path: &Path) -> Self {
+        Self {
+            path: path.to_path_buf(),
+            file: None,
+            offset: 0,
+            text: Utf8Chunker::default(),
+        }
+    }
+
+    /// Up to 4 MiB appended since the last read; `None` when there is nothing new (or the
+    /// file is not there yet).
+    pub fn read(&mut self) -> Option<Appended> {
+        if self.file.is_none() {
+            self.file = std::fs::File::open(&self.path).ok();
+        }
+        let file = self.file.as_mut()?;
+        file.seek(SeekFrom::Start(self.offset)).ok()?;
+        let mut bytes = Vec::new();
+        file.take(READ_BYTES).read_to_end(&mut bytes).ok()?;
+        if bytes.is_empty() {
+            return None;
+        }
+        self.offset += bytes.len() as u64;
+        let text = self.text.push(&bytes);
+        let end = self.offset - self.text.held() as u64;
+        Some(Appended { bytes, text, end })
+    }
+
+    /// The rest of a character held back at the end, once nothing more will come (as
+    /// U+FFFD); the offset is the file's end.
+    pub fn finish(&mut self) -> (String, u64) {
+        (self.text.finish(), self.offset)
+    }
+}
