@@ -170,8 +170,8 @@ async fn killing_the_daemon_mid_backup_leaves_nothing_restorable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restores_survive_a_daemon_restart_and_are_released_on_shutdown() {
-    if !require_mount_privilege("restores_survive_a_daemon_restart_and_are_released_on_shutdown") {
+async fn restores_survive_a_crash_and_a_graceful_stop() {
+    if !require_mount_privilege("restores_survive_a_crash_and_a_graceful_stop") {
         return;
     }
     let mut daemon = daemon();
@@ -218,7 +218,8 @@ async fn restores_survive_a_daemon_restart_and_are_released_on_shutdown() {
     assert_eq!(status, 200);
     assert!(!dir.join("written.txt").exists());
 
-    // A graceful stop releases it: the directory shows what it held before.
+    // A graceful stop takes it down (the directory shows what it held before, nothing
+    // stays mounted) and keeps its writes; the next start mounts it again with them.
     std::fs::remove_file(dir.join("f.txt")).unwrap();
     daemon.stop();
     assert!(
@@ -232,7 +233,16 @@ async fn restores_survive_a_daemon_restart_and_are_released_on_shutdown() {
     );
     daemon.resume();
     let (_, mounts) = daemon.get("/api/backup/mounts").await;
-    assert_eq!(mounts["mounts"], json!([]));
+    assert_eq!(
+        mounts["mounts"][0]["dir"],
+        dir.to_str().unwrap(),
+        "{mounts}"
+    );
+    assert!(!dir.join("f.txt").exists(), "the deletion was kept");
+    let (status, _) = daemon
+        .post("/api/backup/unmount", json!({"dir": dir}))
+        .await;
+    assert_eq!(status, 200);
     fsd_tests::remove_archive(&archive);
 }
 

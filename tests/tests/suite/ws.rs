@@ -154,22 +154,33 @@ async fn streams_carry_each_event_then_the_response() {
     assert_eq!(answer.last["type"], "response");
     assert_eq!(answer.last["status"], 200);
     assert!(answer.last.get("body").is_none(), "{}", answer.last);
-    let kinds: Vec<&str> = answer
+    let mut kinds: Vec<&str> = answer
         .events
         .iter()
         .map(|e| e["type"].as_str().unwrap())
         .collect();
-    // The same events, in the same order, as the HTTP route's SSE.
+    // The same events as the HTTP route's SSE: `start` first, `complete` last. Output of
+    // two pipes has no order between them (stdout and stderr written within one read
+    // round may be read either way), so the events between are compared as a set.
     let text = daemon.post_text("/api/execute/stream", &body).await;
     let http_events: Vec<Value> = text
         .lines()
         .filter_map(|line| line.strip_prefix("data: "))
         .map(|data| serde_json::from_str(data).unwrap())
         .collect();
-    let http_kinds: Vec<&str> = http_events
+    let mut http_kinds: Vec<&str> = http_events
         .iter()
         .map(|e| e["type"].as_str().unwrap())
         .collect();
+    for kinds in [&kinds, &http_kinds] {
+        assert_eq!(
+            (kinds.first(), kinds.last()),
+            (Some(&"start"), Some(&"complete")),
+            "{kinds:?}"
+        );
+    }
+    kinds.sort_unstable();
+    http_kinds.sort_unstable();
     assert_eq!(kinds, http_kinds);
     let complete = answer.events.last().unwrap();
     assert_eq!(complete["type"], "complete");
