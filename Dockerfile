@@ -8,8 +8,8 @@
 #
 # scripts/build-image builds the second way (machines without a registry cannot pull a
 # Rust image) from a base made with mmdebstrap. A derived image runs its own command beside
-# the API with `CMD ["--", "npm", "run", "dev"]`: fsd starts it once the API listens and
-# ends the container with its exit code if it fails.
+# the API with `CMD ["npm", "run", "dev"]`: fsd starts it once the API listens and ends the
+# container with its exit code if it fails.
 
 ARG RUST_IMAGE=docker.io/library/rust:1-slim-bookworm
 ARG RUNTIME_IMAGE=docker.io/library/debian:bookworm-slim

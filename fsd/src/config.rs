@@ -5,11 +5,24 @@ use std::path::{Path, PathBuf};
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// `fsd serve [FLAGS] [COMMAND…]`, or with no subcommand the same as `serve`: an image that
+/// has fsd as its entry point and a `CMD` of its own (the reference's standalone way) runs
+/// `fsd CMD…`.
 #[derive(Debug, Parser)]
 #[command(name = "fsd", version, about = "Workspace daemon for sandboxes")]
 pub struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub serve: ServeArgs,
+}
+
+impl Cli {
+    /// What to run: a subcommand, else serving with the flags and command given at the top.
+    pub fn into_command(self) -> Command {
+        self.command
+            .unwrap_or_else(|| Command::Serve(Box::new(self.serve)))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -181,9 +194,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_LOG_FORMAT", value_enum, default_value = "text")]
     pub log_format: LogFormat,
 
-    /// The image's own command, after `--`: started once the API listens; if it exits
-    /// with a code other than 0, fsd stops and exits with that code.
-    #[arg(last = true, value_name = "COMMAND")]
+    /// The image's own command and its arguments (after fsd's flags, or after `--`):
+    /// started once the API listens; if it exits with a code other than 0, fsd stops and
+    /// exits with that code. Everything from its first word on is the command's.
+    #[arg(trailing_var_arg = true, value_name = "CMD")]
     pub command: Vec<String>,
 }
 
@@ -333,10 +347,44 @@ mod tests {
     fn args(extra: &[&str]) -> ServeArgs {
         let mut argv = vec!["fsd", "serve"];
         argv.extend_from_slice(extra);
-        match Cli::try_parse_from(argv).unwrap().command {
+        match Cli::try_parse_from(argv).unwrap().into_command() {
             Command::Serve(args) => *args,
             other => panic!("parsed as {other:?}"),
         }
+    }
+
+    /// The image's command, as an entry point's arguments: after `serve` or with no
+    /// subcommand, with or without `--`; fsd's own flags before it stay fsd's, an unknown
+    /// one is refused rather than run.
+    #[test]
+    fn trailing_words_are_the_images_command() {
+        let parsed = |argv: &[&str]| Cli::try_parse_from(argv).map(Cli::into_command);
+        for argv in [
+            &["fsd", "serve", "/startup.sh", "--port", "8080"][..],
+            &["fsd", "serve", "--", "/startup.sh", "--port", "8080"],
+            &["fsd", "/startup.sh", "--port", "8080"],
+            &["fsd", "--", "/startup.sh", "--port", "8080"],
+        ] {
+            match parsed(argv).unwrap() {
+                Command::Serve(args) => {
+                    assert_eq!(args.command, ["/startup.sh", "--port", "8080"], "{argv:?}")
+                }
+                other => panic!("{argv:?} parsed as {other:?}"),
+            }
+        }
+        match parsed(&["fsd", "--listen", "127.0.0.1:9", "npm", "run", "dev"]).unwrap() {
+            Command::Serve(args) => {
+                assert_eq!(args.listen.port(), 9);
+                assert_eq!(args.command, ["npm", "run", "dev"]);
+            }
+            other => panic!("parsed as {other:?}"),
+        }
+        match parsed(&["fsd"]).unwrap() {
+            Command::Serve(args) => assert!(args.command.is_empty()),
+            other => panic!("parsed as {other:?}"),
+        }
+        assert!(parsed(&["fsd", "--listne", "x", "cmd"]).is_err());
+        assert!(parsed(&["fsd", "serve", "--bogus"]).is_err());
     }
 
     #[test]

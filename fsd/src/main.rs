@@ -42,7 +42,7 @@ use clap::Parser;
 
 fn main() -> std::process::ExitCode {
     let cli = config::Cli::parse();
-    match cli.command {
+    match cli.into_command() {
         config::Command::Supervise(args) => exit_code(fsd_process::supervisor::supervise(args)),
         config::Command::SandboxInit(args) => {
             exit_code(fsd_process::supervisor::sandbox_init(args))

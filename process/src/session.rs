@@ -697,7 +697,7 @@ impl Finished {
 }
 
 /// The timeout error, with the first 64 KiB of what the command printed before it.
-pub fn timeout_error(
+fn timeout_error(
     timeout: Option<Duration>,
     stdout: &Path,
     stderr: &Path,

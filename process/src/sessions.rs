@@ -14,7 +14,7 @@ use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
 use crate::error::ExecError;
-use crate::session::{CommandSpec, Finished, Session, Streamed, timeout_error};
+use crate::session::{CommandSpec, Finished, Session, Streamed};
 use crate::shell::Shell;
 use crate::stop;
 use crate::supervisor::OnExit;
@@ -139,8 +139,9 @@ impl SessionManager {
     }
 
     /// Runs one command to its end in session `id` (created on first use; with
-    /// [`DISABLE_SESSION_TOKEN`], in a fresh shell outside any session), within `timeout`
-    /// or the session's own. A session whose shell the command ended (`exit`, or a timeout
+    /// [`DISABLE_SESSION_TOKEN`], in a fresh shell outside any session, where a timeout is
+    /// a result with status 124, as the reference has it), within `timeout` or the
+    /// session's own. A session whose shell the command ended (`exit`, or a timeout
     /// that had to kill the shell too) is dropped, so the next command starts a fresh one.
     pub async fn exec(
         &self,
@@ -314,7 +315,16 @@ async fn run_sessionless(
                 stop::stop_supervised(root).await;
             }
             let _ = child.kill().await;
-            return Err(timeout_error(timeout, &out_path, &err_path, true));
+            // As the reference answers it (and as timeout(1) exits): a result, not an
+            // error, with 124 and the reason on the last line of stderr.
+            let mut finished =
+                Finished::from_files(TIMED_OUT, &out_path, &err_path, started.elapsed()).await?;
+            let limit = timeout.map_or(0, |t| t.as_millis());
+            append_line(
+                &mut finished.stderr,
+                &format!("Command timed out after {limit}ms"),
+            );
+            return Ok(finished);
         }
     };
     let duration = started.elapsed();
@@ -323,6 +333,18 @@ async fn run_sessionless(
         128 + status.signal().unwrap_or(0)
     });
     Finished::from_files(exit_code, &out_path, &err_path, duration).await
+}
+
+/// The status of a sessionless command stopped at its timeout, as timeout(1) exits.
+const TIMED_OUT: i32 = 124;
+
+/// Appends `line` to `text` on a line of its own (no newline after it, as the reference
+/// writes it).
+fn append_line(text: &mut Vec<u8>, line: &str) {
+    if !text.is_empty() && !text.ends_with(b"\n") {
+        text.push(b'\n');
+    }
+    text.extend_from_slice(line.as_bytes());
 }
 
 /// Destroys sessions off the async threads (the kills poll /proc).

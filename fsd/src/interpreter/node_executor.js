@@ -11,9 +11,12 @@
 // Code runs as a script in one vm context per process: top-level `let`, `const` and
 // `class` declarations stay for the next call, and the value of the last expression is the
 // result (objects as JSON, anything else as text). Code with a top-level `await` runs as an
-// async function instead (its declarations are local; assign to `globalThis` to keep them,
-// or `return` a result). TypeScript is transpiled with the `typescript` package (found
-// through NODE_PATH). SIGINT interrupts the running call and leaves the context usable.
+// async function with REPL semantics, as Node's REPL and the reference run it: its
+// top-level declarations are hoisted into the context (so they stay for the next call) and
+// the value of its last statement is the result (for a last declaration, the value
+// assigned). The cell is parsed with the `typescript` package's parser, which also
+// transpiles TypeScript (both found through NODE_PATH). SIGINT interrupts the running call
+// and leaves the context usable.
 'use strict';
 
 const fs = require('fs');
@@ -65,10 +68,15 @@ sandbox.globalThis = sandbox;
 const context = vm.createContext(sandbox);
 
 let typescript = null;
-function transpile(code) {
+function loadTypescript() {
   if (typescript === null) {
     typescript = require('typescript');
   }
+  return typescript;
+}
+
+function transpile(code) {
+  loadTypescript();
   const out = typescript.transpileModule(code, {
     reportDiagnostics: true,
     compilerOptions: {
@@ -89,6 +97,81 @@ function transpile(code) {
     throw error;
   }
   return out.outputText;
+}
+
+// A cell with a top-level `await`, as an async function whose top-level declarations are
+// hoisted into the context: `const x = await f()` becomes `x = await f()` inside, with `x`
+// declared in the context first (a `let`, or a `var` for `var`; a name the context already
+// has is left as it is), functions and classes are assigned to names declared the same way
+// (functions first, so they can be called before their text), and the last statement's
+// value is returned. Returns the async function's text.
+function asyncCell(code) {
+  const ts = loadTypescript();
+  const file = ts.createSourceFile('cell.js', code, ts.ScriptTarget.Latest, true, ts.ScriptKind.JS);
+  const text = (node) => code.slice(node.getStart(file), node.end);
+  const hoisted = [];
+  const hoist = (name, kind) => hoisted.push({ name, kind });
+  const names = (binding, into) => {
+    if (ts.isIdentifier(binding)) {
+      into.push(binding.text);
+    } else {
+      for (const element of binding.elements) {
+        if (!ts.isOmittedExpression(element)) {
+          names(element.name, into);
+        }
+      }
+    }
+    return into;
+  };
+  const functions = [];
+  const body = [];
+  const statements = file.statements;
+  let last = null;
+  statements.forEach((statement, index) => {
+    const isLast = index === statements.length - 1;
+    if (ts.isVariableStatement(statement)) {
+      const flags = statement.declarationList.flags;
+      const kind = flags & (ts.NodeFlags.Let | ts.NodeFlags.Const) ? 'let' : 'var';
+      const parts = [];
+      let lastName = null;
+      for (const declaration of statement.declarationList.declarations) {
+        const declared = names(declaration.name, []);
+        declared.forEach((name) => hoist(name, kind));
+        lastName = declared[declared.length - 1] || lastName;
+        if (declaration.initializer) {
+          parts.push(`void (${text(declaration.name)} = ${text(declaration.initializer)});`);
+        }
+      }
+      body.push(parts.join(' '));
+      if (isLast && lastName) {
+        last = lastName;
+      }
+    } else if (ts.isFunctionDeclaration(statement) && statement.name) {
+      hoist(statement.name.text, 'var');
+      functions.push(`${statement.name.text} = ${text(statement)};`);
+    } else if (ts.isClassDeclaration(statement) && statement.name) {
+      hoist(statement.name.text, 'let');
+      body.push(`${statement.name.text} = ${text(statement)};`);
+    } else if (isLast && ts.isExpressionStatement(statement)) {
+      body.push(`return (${text(statement.expression)});`);
+    } else {
+      body.push(text(statement));
+    }
+  });
+  if (last !== null) {
+    body.push(`return ${last};`);
+  }
+  for (const { name, kind } of hoisted) {
+    try {
+      vm.runInContext(`${kind} ${name};`, context);
+    } catch (error) {
+      // Declared by an earlier call: the cell assigns to that binding.
+      if (!(error instanceof SyntaxError)) {
+        throw error;
+      }
+    }
+  }
+  return `(async () => {\n${functions.concat(body).join('\n')}\n})()`;
 }
 
 let interruptCurrent = null;
@@ -161,7 +244,7 @@ async function run(request) {
     if (!(error instanceof SyntaxError) || !/await/.test(error.message)) {
       throw error;
     }
-    script = new vm.Script(`(async () => {\n${code}\n})()`, { filename, lineOffset: -1 });
+    script = new vm.Script(asyncCell(code), { filename, lineOffset: -1 });
   }
   let value = script.runInContext(context, { breakOnSigint: true });
   if (value !== null && typeof value === 'object' && typeof value.then === 'function') {

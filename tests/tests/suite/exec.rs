@@ -500,16 +500,22 @@ async fn sessionless_commands_are_exact_and_bounded() {
     .await;
     assert_eq!(reply["stdout"], "left\n");
     assert!(started.elapsed() < Duration::from_secs(20));
-    // A timeout ends the command and what it detached, even from TERM and its session.
+    // A timeout ends the command and what it detached, even from TERM and its session,
+    // and is a result as the reference answers it: exit 124, the reason on stderr's last line.
     let (status, body) = daemon
         .post(
             "/api/execute",
-            json!({"command": "setsid bash -c '(trap \"\" TERM; exec -a fsd-escapee-3035 sleep 3035) & exit 0'; sleep 3036",
+            json!({"command": "echo begun; echo partial >&2; setsid bash -c '(trap \"\" TERM; exec -a fsd-escapee-3035 sleep 3035) & exit 0'; sleep 3036",
                    "sessionId": "__DISABLE_SESSION__", "timeoutMs": 300}),
         )
         .await;
-    assert_error(status, &body, 500, "COMMAND_EXECUTION_ERROR");
-    assert_eq!(body["context"]["timedOut"], true);
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(
+        (&body["success"], &body["exitCode"]),
+        (&json!(false), &json!(124))
+    );
+    assert_eq!(body["stdout"], "begun\n");
+    assert_eq!(body["stderr"], "partial\nCommand timed out after 300ms");
     for marker in ["fsd-escapee-3035", "sleep 3036"] {
         let left = fsd_tests::host_processes_gone(marker, Duration::from_secs(2)).await;
         assert!(left.is_empty(), "{marker} survived the timeout: {left:?}");

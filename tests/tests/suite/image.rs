@@ -1,7 +1,8 @@
 //! The container image, built with `scripts/build-image` from the fsd under test and run
 //! with podman: the route API answers, an exec runs, a backup is created and restored
-//! inside it, `podman stop` ends it cleanly, and with an image command (`-- CMD`) orphans
-//! are reaped by fsd as PID 1 and the command's exit code is the container's.
+//! inside it, `podman stop` ends it cleanly, and with an image command (a plain `CMD`)
+//! orphans are reaped by fsd as PID 1 and the command's exit code is the container's; an
+//! image of a user's own with fsd copied in as its entry point runs its own `CMD`.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -150,6 +151,7 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     let script = "sh -c 'sleep 1 &'; sleep 2; echo zombies=$(ps -eo stat= | grep -c '^Z'); \
                   echo pid1=$(cat /proc/1/comm); exit 7";
     let port = free_port();
+    // No `--`: a CMD under fsd's entry point is the image's command as it stands.
     let exited = podman(&[
         "run",
         "--rm",
@@ -158,7 +160,6 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
         "-e",
         &format!("FSD_LISTEN=127.0.0.1:{port}"),
         TAG,
-        "--",
         "sh",
         "-c",
         script,
@@ -167,4 +168,80 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     assert_eq!(exited.status.code(), Some(7), "{out}");
     assert!(out.contains("zombies=0"), "{out}");
     assert!(out.contains("pid1=fsd"), "{out}");
+
+    standalone_image_runs_its_own_command(&http).await;
+}
+
+/// The reference's standalone way: an image of the user's own, `FROM` another base, with
+/// fsd copied in as the entry point and a `CMD` of its own (no `--`). It starts, serves,
+/// and runs that command.
+async fn standalone_image_runs_its_own_command(http: &reqwest::Client) {
+    let context = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        repo_root().join("target/image/fsd"),
+        context.path().join("fsd"),
+    )
+    .unwrap();
+    std::fs::write(
+        context.path().join("Containerfile"),
+        "FROM localhost/debian:bookworm-slim\n\
+         COPY fsd /usr/local/bin/fsd\n\
+         ENV FSD_NO_AUTH=true\n\
+         ENTRYPOINT [\"/usr/local/bin/fsd\"]\n\
+         CMD [\"sh\", \"-c\", \"echo ran > /tmp/standalone-command; exec sleep 600\"]\n",
+    )
+    .unwrap();
+    let tag = "localhost/fsd-standalone:test";
+    let built = podman(&[
+        "build",
+        "--quiet",
+        "-t",
+        tag,
+        context.path().to_str().unwrap(),
+    ]);
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let port = free_port();
+    let run = podman(&[
+        "run",
+        "-d",
+        "--network",
+        "host",
+        "-e",
+        &format!("FSD_LISTEN=127.0.0.1:{port}"),
+        tag,
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let container = Container(String::from_utf8(run.stdout).unwrap().trim().to_string());
+    let url = format!("http://127.0.0.1:{port}");
+    let started = Instant::now();
+    while http.get(format!("{url}/api/ping")).send().await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no ping in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
+    let mut seen = String::new();
+    while seen != "ran\n" {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the image's command never ran: {seen:?}"
+        );
+        seen = sandbox
+            .exec("cat /tmp/standalone-command 2>/dev/null")
+            .await
+            .unwrap()
+            .stdout;
+    }
+    drop(container);
+    let _ = podman(&["rmi", "-f", tag]);
 }

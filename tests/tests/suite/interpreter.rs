@@ -251,6 +251,24 @@ async fn javascript_and_typescript() {
     .await;
     assert_eq!(result(&awaited, "text"), "'awaited'");
     assert_eq!(result(&run(&sandbox, &js, "later").await, "text"), "'kept'");
+    // A top-level `await` cell as the reference (and Node's REPL) runs it: the last
+    // statement's value is the result, a last declaration's value too, and declarations
+    // stay for the next call, functions and classes included.
+    for (code, expected) in [
+        ("await Promise.resolve(7)", "7"),
+        ("const result = await Promise.resolve(42);\nresult", "42"),
+        ("const persistedValue = await Promise.resolve(99);", "99"),
+        ("persistedValue", "99"),
+        (
+            "let { a, b: [c] } = await Promise.resolve({ a: 1, b: [2] });\nfunction sum() { return a + c }\nclass Kept {}\nsum()",
+            "3",
+        ),
+        ("[sum(), typeof Kept, a, c].join(' ')", "'3 function 1 2'"),
+    ] {
+        let ran = run(&sandbox, &js, code).await;
+        assert!(ran.error.is_none(), "{code}: {ran:?}");
+        assert_eq!(result(&ran, "text"), expected, "{code}");
+    }
     let thrown = run(
         &sandbox,
         &js,
@@ -277,6 +295,14 @@ async fn javascript_and_typescript() {
     .await;
     assert!(typed.error.is_none(), "{typed:?}");
     assert_eq!(result(&typed, "text"), "5");
+    let awaited = run(
+        &sandbox,
+        &ts,
+        "const later: number = await Promise.resolve(len(p) * 2);",
+    )
+    .await;
+    assert_eq!(result(&awaited, "text"), "10", "{awaited:?}");
+    assert_eq!(result(&run(&sandbox, &ts, "later + 1").await, "text"), "11");
     let wrong = sandbox
         .run_code_collected(&ExecuteCodeRequest {
             context_id: ts.clone(),
