@@ -51,36 +51,9 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     );
 
     // The route API, on the host's network so the container reaches the loopback store.
-    let port = free_port();
     let started = Instant::now();
-    let run = podman(&[
-        "run",
-        "-d",
-        "--privileged",
-        "--network",
-        "host",
-        "-e",
-        &format!("FSD_LISTEN=127.0.0.1:{port}"),
-        TAG,
-    ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let container = Container(String::from_utf8(run.stdout).unwrap().trim().to_string());
-    let url = format!("http://127.0.0.1:{port}");
+    let (container, url) = serving(TAG, &["--privileged"]).await;
     let http = reqwest::Client::new();
-    loop {
-        if http.get(format!("{url}/api/ping")).send().await.is_ok() {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no ping in 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
     eprintln!("container start → /api/ping 200: {:?}", started.elapsed());
     let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
     let ran = sandbox.exec("echo from-the-image; pwd").await.unwrap();
@@ -169,13 +142,13 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     assert!(out.contains("zombies=0"), "{out}");
     assert!(out.contains("pid1=fsd"), "{out}");
 
-    standalone_image_runs_its_own_command(&http).await;
+    standalone_image_runs_its_own_command().await;
 }
 
 /// The reference's standalone way: an image of the user's own, `FROM` another base, with
 /// fsd copied in as the entry point and a `CMD` of its own (no `--`). It starts, serves,
 /// and runs that command.
-async fn standalone_image_runs_its_own_command(http: &reqwest::Client) {
+async fn standalone_image_runs_its_own_command() {
     let context = tempfile::tempdir().unwrap();
     std::fs::copy(
         repo_root().join("target/image/fsd"),
@@ -204,31 +177,8 @@ async fn standalone_image_runs_its_own_command(http: &reqwest::Client) {
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
-    let port = free_port();
-    let run = podman(&[
-        "run",
-        "-d",
-        "--network",
-        "host",
-        "-e",
-        &format!("FSD_LISTEN=127.0.0.1:{port}"),
-        tag,
-    ]);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let container = Container(String::from_utf8(run.stdout).unwrap().trim().to_string());
-    let url = format!("http://127.0.0.1:{port}");
     let started = Instant::now();
-    while http.get(format!("{url}/api/ping")).send().await.is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "no ping in 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let (container, url) = serving(tag, &[]).await;
     let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
     let mut seen = String::new();
     while seen != "ran\n" {
@@ -244,4 +194,32 @@ async fn standalone_image_runs_its_own_command(http: &reqwest::Client) {
     }
     drop(container);
     let _ = podman(&["rmi", "-f", tag]);
+}
+
+/// Runs `image` detached on the host's network (with `extra` options) on a free port and
+/// waits up to 30 s for its `/api/ping`; the container and its URL.
+async fn serving(image: &str, extra: &[&str]) -> (Container, String) {
+    let port = free_port();
+    let listen = format!("FSD_LISTEN=127.0.0.1:{port}");
+    let mut args = vec!["run", "-d", "--network", "host", "-e", &listen];
+    args.extend_from_slice(extra);
+    args.push(image);
+    let run = podman(&args);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let container = Container(String::from_utf8(run.stdout).unwrap().trim().to_string());
+    let url = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    while http.get(format!("{url}/api/ping")).send().await.is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no ping in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (container, url)
 }
