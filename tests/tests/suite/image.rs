@@ -53,7 +53,6 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     // The route API, on the host's network so the container reaches the loopback store.
     let started = Instant::now();
     let (container, url) = serving(TAG, &["--privileged"]).await;
-    let http = reqwest::Client::new();
     eprintln!("container start → /api/ping 200: {:?}", started.elapsed());
     let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
     let ran = sandbox.exec("echo from-the-image; pwd").await.unwrap();
