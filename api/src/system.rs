@@ -16,9 +16,19 @@ pub struct PingResponse {
 #[serde(rename_all = "camelCase")]
 pub struct VersionResponse {
     pub success: bool,
+    /// The Sandbox SDK version whose container fsd stands in for ([`COMPATIBLE_SDK_VERSION`],
+    /// or the image's `SANDBOX_VERSION`): what the SDK compares with its own.
     pub version: String,
+    /// fsd's own: fsd's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fsd_version: Option<String>,
     pub timestamp: String,
 }
+
+/// The `@cloudflare/sandbox` release whose container API fsd serves and is tested against
+/// (the official clients in `tests/clients`). `/api/version` answers it, so the SDK's
+/// version check sees no mismatch.
+pub const COMPATIBLE_SDK_VERSION: &str = "0.12.7";
 
 /// What this host lets the daemon do, detected at start.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

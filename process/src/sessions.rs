@@ -405,7 +405,9 @@ pub fn base_env(pass: &[String]) -> Vec<(String, String)> {
         ("LC_ALL".to_string(), "C.UTF-8".to_string()),
         ("SHELL".to_string(), "/bin/bash".to_string()),
     ];
-    for name in ["USER", "LOGNAME", "TERM", "TZ", "TMPDIR"]
+    // SANDBOX_VERSION: the SDK release the image stands in for, which commands see in
+    // the reference's image too.
+    for name in ["USER", "LOGNAME", "TERM", "TZ", "TMPDIR", "SANDBOX_VERSION"]
         .iter()
         .map(|s| s.to_string())
         .chain(pass.iter().cloned())

@@ -63,32 +63,10 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
         ("python", "x = 6\nx * 7", "42"),
         ("typescript", "const n: number = 6; n * 7", "42"),
     ] {
-        let context = sandbox
-            .create_context(&fsd_sdk::api::interpreter::CreateContextRequest {
-                language: Some(language.into()),
-                ..Default::default()
-            })
-            .await
-            .unwrap_or_else(|e| panic!("{language} context in the image: {e}"));
-        let ran = sandbox
-            .run_code_collected(&fsd_sdk::api::interpreter::ExecuteCodeRequest {
-                context_id: context.context_id,
-                code: code.into(),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let text = ran
-            .results
-            .iter()
-            .find_map(|r| r.result_format())
-            .map(|(_, v)| v.clone());
-        assert_eq!(
-            text,
-            Some(serde_json::json!(expected)),
-            "{language}: {ran:?}"
-        );
+        assert_eq!(context_result(&sandbox, language, code).await, expected);
     }
+
+    tools_of_the_reference_image(&sandbox, &url).await;
 
     // A backup made and restored inside the container (kernel mounts, privileged).
     sandbox
@@ -142,6 +120,116 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
     assert!(out.contains("pid1=fsd"), "{out}");
 
     standalone_image_runs_its_own_command().await;
+    the_python_image_has_the_data_stack(&relative).await;
+}
+
+/// What the reference's image gives every sandbox, present in fsd's: Node 24 with npm and
+/// npx, Bun, and the tools users' commands call; `SANDBOX_VERSION` and `/api/version` name
+/// the SDK release the image stands in for. A Bun server started as a background process
+/// is found by the port watch and answers.
+async fn tools_of_the_reference_image(sandbox: &fsd_sdk::Sandbox, url: &str) {
+    let tools = [
+        "node --version",
+        "npm --version",
+        "npx --version",
+        "bun --version",
+        "bunx --version",
+        "jq --version",
+        "file --version",
+        "unzip -v",
+        "zip -v",
+        "wget --version",
+        "curl --version",
+        "git --version",
+        "s3fs --version",
+        "inotifywait --help 2>&1 | grep -q ^inotifywait",
+        "ps --version",
+        "python3 -c 'import IPython'",
+    ];
+    for tool in tools {
+        let ran = sandbox
+            .exec(&format!("{tool} >/dev/null 2>&1; echo $?"))
+            .await
+            .unwrap();
+        assert_eq!(ran.stdout, "0\n", "{tool}: {ran:?}");
+    }
+    let node = sandbox.exec("node --version").await.unwrap().stdout;
+    let major: u32 = node
+        .trim()
+        .trim_start_matches('v')
+        .split('.')
+        .next()
+        .and_then(|major| major.parse().ok())
+        .unwrap_or(0);
+    assert!(major >= 24, "node {node}");
+    let version = sandbox.exec("echo $SANDBOX_VERSION").await.unwrap().stdout;
+    assert_eq!(version.trim(), fsd_api::system::COMPATIBLE_SDK_VERSION);
+    let answer: serde_json::Value = reqwest::get(format!("{url}/api/version"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["version"], fsd_api::system::COMPATIBLE_SDK_VERSION);
+
+    let port = free_port();
+    let server = format!(
+        "bun -e 'Bun.serve({{ port: {port}, hostname: \"127.0.0.1\", fetch: () => new Response(\"from bun\") }})'"
+    );
+    let started = sandbox
+        .start_process(&fsd_sdk::api::process::StartProcessRequest {
+            command: server,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    started
+        .wait_for_port(
+            port,
+            fsd_sdk::PortProbe::http(),
+            Some(Duration::from_secs(30)),
+        )
+        .await
+        .unwrap();
+    let body = reqwest::get(format!("http://127.0.0.1:{port}/"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(body, "from bun");
+    started.kill().await.unwrap();
+}
+
+/// The `-python` image: Python's data stack, in commands and in code contexts.
+async fn the_python_image_has_the_data_stack(binary: &std::path::Path) {
+    let tag = "localhost/fsd:test-python";
+    let built = Command::new(repo_root().join("scripts/build-image"))
+        .arg("--python")
+        .arg(binary)
+        .env("FSD_IMAGE", tag)
+        .output()
+        .unwrap();
+    assert!(
+        built.status.success(),
+        "scripts/build-image --python: {}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let (container, url) = serving(tag, &[]).await;
+    let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
+    let imported = sandbox
+        .exec("python3 -c 'import pandas, numpy, matplotlib; print(\"ok\")'")
+        .await
+        .unwrap();
+    assert_eq!(imported.stdout, "ok\n", "{imported:?}");
+    let sum = context_result(
+        &sandbox,
+        "python",
+        "import pandas as pd\nint(pd.DataFrame({'a': [1, 2, 3]})['a'].sum())",
+    )
+    .await;
+    assert_eq!(sum, "6");
+    drop(container);
 }
 
 /// The reference's standalone way: an image of the user's own, `FROM` another base, with
@@ -221,4 +309,28 @@ async fn serving(image: &str, extra: &[&str]) -> (Container, String) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     (container, url)
+}
+
+/// The text result of `code` run in a fresh `language` context of `sandbox`.
+async fn context_result(sandbox: &fsd_sdk::Sandbox, language: &str, code: &str) -> String {
+    let context = sandbox
+        .create_context(&fsd_sdk::api::interpreter::CreateContextRequest {
+            language: Some(language.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{language} context in the image: {e}"));
+    let ran = sandbox
+        .run_code_collected(&fsd_sdk::api::interpreter::ExecuteCodeRequest {
+            context_id: context.context_id,
+            code: code.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    ran.results
+        .iter()
+        .find_map(|r| r.result_format())
+        .and_then(|(_, v)| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| panic!("{language}: no text result: {ran:?}"))
 }

@@ -24,7 +24,19 @@ async fn version_and_root() {
     let (status, body) = daemon.get("/api/version").await;
     assert_eq!(status, StatusCode::OK);
     assert_eq!(body["success"], true);
-    assert!(body["version"].as_str().is_some_and(|v| !v.is_empty()));
+    // The SDK version fsd stands in for, the one of the official clients the suite runs,
+    // so their version check sees no mismatch; fsd's own beside it.
+    assert_eq!(body["version"], fsd_api::system::COMPATIBLE_SDK_VERSION);
+    let lock: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(fsd_tests::repo_root().join("tests/clients/package-lock.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        lock["packages"]["node_modules/@cloudflare/sandbox"]["version"],
+        fsd_api::system::COMPATIBLE_SDK_VERSION
+    );
+    assert!(body["fsdVersion"].as_str().is_some_and(|v| !v.is_empty()));
     let root = reqwest::get(daemon.url("/")).await.unwrap();
     assert_eq!(root.status(), StatusCode::OK);
     assert!(root.text().await.unwrap().contains("fsd"));

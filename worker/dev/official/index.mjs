@@ -78,7 +78,11 @@ async function drive(sandbox, hostname) {
     (await sandbox.listFiles(dir, { recursive: true })).files.map((f) => f.relativePath).sort(),
   );
   await check('startProcess', async () => {
-    const process = await sandbox.startProcess('python3 -m http.server 8080', { processId: 'web', cwd: dir });
+    // A Bun server, as the SDK's own workflows start: the image has Bun, as the reference's.
+    const server =
+      "Bun.serve({ port: 8080, fetch: (r) => { const p = new URL(r.url).pathname; " +
+      "return p === '/' ? new Response('ok') : new Response(Bun.file('.' + p)); } })";
+    const process = await sandbox.startProcess(`bun -e "${server}"`, { processId: 'web', cwd: dir });
     await process.waitForPort(8080, { timeout: 30000 });
     return process.id;
   });
