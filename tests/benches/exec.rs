@@ -218,14 +218,21 @@ async fn run(round_trips: usize, per_session: usize, starts: usize) {
     println!();
 
     let mut first_output = Vec::new();
+    let mut in_shell = Vec::new();
     for _ in 0..starts {
-        first_output.push(first_stream_output(&client, &daemon).await);
+        first_output.push(first_stream_output(&client, &daemon, false).await);
+        in_shell.push(first_stream_output(&client, &daemon, true).await);
     }
     println!("`/api/execute/stream` of `echo hi`: request to its stdout event ({starts} runs)");
     println!(
-        "  fsd                                  p50 {:>7.3} ms   p99 {:>7.3} ms",
+        "  fsd (a background process, as the reference) p50 {:>7.3} ms   p99 {:>7.3} ms",
         ms(pct(&mut first_output, 50.0)),
         ms(pct(&mut first_output, 99.0))
+    );
+    println!(
+        "  fsd foreground: true (the session's shell)   p50 {:>7.3} ms   p99 {:>7.3} ms",
+        ms(pct(&mut in_shell, 50.0)),
+        ms(pct(&mut in_shell, 99.0))
     );
     let line_rounds = starts.max(20);
     let mut echoed = stdin_to_stream(&client, &daemon, line_rounds).await;
@@ -373,13 +380,18 @@ async fn exec(client: &reqwest::Client, daemon: &Daemon, body: serde_json::Value
     let _ = response.bytes().await;
 }
 
-/// From sending `/api/execute/stream` for `echo hi` to its `stdout` event.
-async fn first_stream_output(client: &reqwest::Client, daemon: &Daemon) -> Duration {
+/// From sending `/api/execute/stream` for `echo hi` (run in the session's shell with
+/// `foreground`) to its `stdout` event.
+async fn first_stream_output(
+    client: &reqwest::Client,
+    daemon: &Daemon,
+    foreground: bool,
+) -> Duration {
     use futures_util::StreamExt;
     let start = Instant::now();
     let response = client
         .post(daemon.url("/api/execute/stream"))
-        .json(&json!({"command": "echo hi"}))
+        .json(&json!({"command": "echo hi", "foreground": foreground}))
         .send()
         .await
         .expect("stream");
