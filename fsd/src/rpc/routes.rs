@@ -9,6 +9,7 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::api::Api;
+use super::control::Control;
 use super::session::{self, Dispatch};
 use crate::state::AppState;
 use crate::wire::json::MAX_JSON_BODY_BYTES;
@@ -37,7 +38,11 @@ async fn upgrade(
         Err(refused) => return refused,
     };
     let api = Api::new(routes.router, socket.token, state);
+    let control = std::sync::Arc::new(Control::default());
     let dispatch: Dispatch = std::sync::Arc::new(move |session, path, args| {
+        if let Some(answer) = control.intercept(&path, &args) {
+            return Box::pin(std::future::ready(answer));
+        }
         let api = api.clone();
         Box::pin(async move { api.call(&session, &path, args).await })
     });

@@ -146,6 +146,67 @@ async fn calls_settle_as_the_object_expects_and_mistakes_are_per_call() {
     assert_eq!(commands, json!(["resolve", 6, [[]]]));
 }
 
+/// The SDK's next line on its own sockets (`reference-next.md` §3, §8): a socket that asks
+/// for the runtime's metadata is the next line's, gated until `activateControlSession`
+/// names this daemon's incarnation, the same on every socket and new after a restart; a
+/// 0.12 socket beside it is served as before.
+#[tokio::test]
+async fn the_next_lines_handshake_gates_its_own_sockets_only() {
+    let mut daemon = Daemon::start();
+    let mut current = Peer::connect(&daemon).await;
+    let mut next = Peer::connect(&daemon).await;
+    let metadata = next.call(1, "utils", "getRuntimeMetadata", json!([])).await;
+    assert_eq!(metadata[0], "resolve", "{metadata}");
+    let incarnation = metadata[2]["runtimeIncarnationID"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(incarnation.len(), 36, "a UUID: {incarnation}");
+    assert_eq!(metadata[2]["controlProtocolVersion"], 1);
+    assert!(metadata[2]["sandboxVersion"].is_string());
+    let gated = next.call(2, "files", "exists", json!(["/tmp"])).await;
+    assert_eq!(
+        gated,
+        json!(["reject", 2, ["error", "Error", "Control session is not activated", null, {"code": "CONTROL_PROTOCOL_INCOMPATIBLE"}]])
+    );
+    let wrong = next
+        .call(
+            3,
+            "utils",
+            "activateControlSession",
+            json!(["not-this-runtime"]),
+        )
+        .await;
+    assert_eq!(wrong[2][2], "Runtime incarnation does not match", "{wrong}");
+    assert_eq!(wrong[2][4]["code"], "CONTROL_PROTOCOL_INCOMPATIBLE");
+    let active = next
+        .call(4, "utils", "activateControlSession", json!([incarnation]))
+        .await;
+    assert_eq!(
+        active[2]["runtimeIncarnationID"],
+        incarnation.as_str(),
+        "{active}"
+    );
+    // The 0.12 socket beside it: no handshake, no gate.
+    let exists = current
+        .call(1, "files", "exists", json!([daemon.root(), "s"]))
+        .await;
+    assert_eq!(exists[2]["exists"], true, "{exists}");
+    // Every socket of this daemon sees the same incarnation; a restart is a new one.
+    let mut other = Peer::connect(&daemon).await;
+    let same = other
+        .call(1, "utils", "getRuntimeMetadata", json!([]))
+        .await;
+    assert_eq!(same[2]["runtimeIncarnationID"], incarnation.as_str());
+    drop((current, next, other));
+    daemon.restart();
+    let mut after = Peer::connect(&daemon).await;
+    let renewed = after
+        .call(1, "utils", "getRuntimeMetadata", json!([]))
+        .await;
+    assert_ne!(renewed[2]["runtimeIncarnationID"], incarnation.as_str());
+}
+
 #[tokio::test]
 async fn a_malformed_frame_aborts_the_session_and_only_it() {
     let daemon = Daemon::start();
