@@ -20,6 +20,7 @@ mod special;
 mod stream;
 mod wire_error;
 
+pub use listing::ListOptions;
 pub use routes::router;
 pub use scratch_log::ScratchLog;
 pub use service::FileService;

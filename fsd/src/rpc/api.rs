@@ -71,7 +71,7 @@ impl Args {
 }
 
 /// A caller mistake in the arguments themselves, as the routes name one.
-fn invalid(field: &str, message: &str) -> Value {
+pub(super) fn invalid(field: &str, message: &str) -> Value {
     wire::sandbox_error(
         &format!("{field}: {message}"),
         "VALIDATION_FAILED",

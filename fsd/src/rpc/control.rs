@@ -9,7 +9,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde_json::{Value, json};
 
-use super::wire::{self, Arg};
+use super::wire::Arg;
 
 /// The wire code of a call the control protocol refuses.
 const INCOMPATIBLE: &str = "CONTROL_PROTOCOL_INCOMPATIBLE";
@@ -49,6 +49,17 @@ enum Line {
     NextActive,
 }
 
+/// Where a call goes.
+#[derive(Debug)]
+pub enum Route {
+    /// Answered by the control protocol (the handshake, or a refusal).
+    Answered(Result<Value, Value>),
+    /// To the next line's domains: the socket is activated.
+    Next { domain: String, method: String },
+    /// To the 0.12 methods.
+    Current,
+}
+
 /// One socket's line and activation.
 #[derive(Debug, Default)]
 pub struct Control {
@@ -56,12 +67,12 @@ pub struct Control {
 }
 
 impl Control {
-    /// Answers `path` here when the control protocol decides it: the handshake's calls,
-    /// the gate's refusals, and the next line's domains that are not served yet. `None`
-    /// passes the call on to the 0.12 methods.
-    pub fn intercept(&self, path: &[String], args: &[Arg]) -> Option<Result<Value, Value>> {
+    /// Where `path` goes on this socket: the handshake's calls and the gate's refusals are
+    /// answered here; an activated next socket's domains go to the next line's methods;
+    /// everything else (every call of a 0.12 socket, `utils.ping`) to the 0.12 methods.
+    pub fn route(&self, path: &[String], args: &[Arg]) -> Route {
         let [domain, method] = path else {
-            return None;
+            return Route::Current;
         };
         let mut line = self.line.lock().unwrap_or_else(|p| p.into_inner());
         match (domain.as_str(), method.as_str()) {
@@ -69,7 +80,7 @@ impl Control {
                 if *line == Line::Current {
                     *line = Line::Next;
                 }
-                Some(Ok(metadata()))
+                Route::Answered(Ok(metadata()))
             }
             ("utils", "activateControlSession") => {
                 if *line == Line::Current {
@@ -80,19 +91,19 @@ impl Control {
                     _ => None,
                 };
                 if expected != Some(incarnation()) {
-                    return Some(Err(refused("Runtime incarnation does not match")));
+                    return Route::Answered(Err(refused("Runtime incarnation does not match")));
                 }
                 *line = Line::NextActive;
-                Some(Ok(metadata()))
+                Route::Answered(Ok(metadata()))
             }
-            ("utils", _) => None,
+            ("utils", _) => Route::Current,
             _ => match *line {
-                Line::Current => None,
-                Line::Next => Some(Err(refused("Control session is not activated"))),
-                Line::NextActive => Some(Err(wire::js_error(
-                    "TypeError",
-                    &format!("'{domain}.{method}' is not served on the next line yet."),
-                ))),
+                Line::Current => Route::Current,
+                Line::Next => Route::Answered(Err(refused("Control session is not activated"))),
+                Line::NextActive => Route::Next {
+                    domain: domain.clone(),
+                    method: method.clone(),
+                },
             },
         }
     }
@@ -108,30 +119,36 @@ fn refused(message: &str) -> Value {
 mod tests {
     use super::*;
 
-    fn call(
-        control: &Control,
-        domain: &str,
-        method: &str,
-        args: Vec<Arg>,
-    ) -> Option<Result<Value, Value>> {
-        control.intercept(&[domain.to_string(), method.to_string()], &args)
+    fn call(control: &Control, domain: &str, method: &str, args: Vec<Arg>) -> Route {
+        control.route(&[domain.to_string(), method.to_string()], &args)
     }
 
-    fn code(answer: Option<Result<Value, Value>>) -> Value {
-        match answer {
-            Some(Err(error)) => error[4]["code"].clone(),
-            other => panic!("not refused: {other:?}"),
+    fn answered(route: Route) -> Result<Value, Value> {
+        match route {
+            Route::Answered(answer) => answer,
+            other => panic!("not answered: {other:?}"),
+        }
+    }
+
+    fn code(route: Route) -> Value {
+        match answered(route) {
+            Err(error) => error[4]["code"].clone(),
+            Ok(value) => panic!("not refused: {value}"),
         }
     }
 
     #[test]
     fn a_socket_is_the_current_lines_until_it_asks_for_the_handshake() {
         let control = Control::default();
-        assert!(call(&control, "files", "readFile", vec![]).is_none());
-        assert!(call(&control, "utils", "ping", vec![]).is_none());
-        let metadata = call(&control, "utils", "getRuntimeMetadata", vec![])
-            .unwrap()
-            .unwrap();
+        assert!(matches!(
+            call(&control, "files", "readFile", vec![]),
+            Route::Current
+        ));
+        assert!(matches!(
+            call(&control, "utils", "ping", vec![]),
+            Route::Current
+        ));
+        let metadata = answered(call(&control, "utils", "getRuntimeMetadata", vec![])).unwrap();
         assert_eq!(metadata["runtimeIncarnationID"], incarnation());
         assert_eq!(metadata["controlProtocolVersion"], 1);
         // Now the next line's: gated until activated.
@@ -139,7 +156,10 @@ mod tests {
             code(call(&control, "files", "readFile", vec![])),
             INCOMPATIBLE
         );
-        assert!(call(&control, "utils", "ping", vec![]).is_none());
+        assert!(matches!(
+            call(&control, "utils", "ping", vec![]),
+            Route::Current
+        ));
     }
 
     #[test]
@@ -160,20 +180,22 @@ mod tests {
             INCOMPATIBLE
         );
         let right = Arg::Json(json!(incarnation()));
-        let metadata = call(&control, "utils", "activateControlSession", vec![right])
-            .unwrap()
-            .unwrap();
+        let metadata = answered(call(
+            &control,
+            "utils",
+            "activateControlSession",
+            vec![right],
+        ))
+        .unwrap();
         assert_eq!(metadata["runtimeIncarnationID"], incarnation());
         // The same id on every socket of this process.
         let other = Control::default();
-        let again = call(&other, "utils", "getRuntimeMetadata", vec![])
-            .unwrap()
-            .unwrap();
+        let again = answered(call(&other, "utils", "getRuntimeMetadata", vec![])).unwrap();
         assert_eq!(again["runtimeIncarnationID"], incarnation());
-        // Activated: past the gate (a domain not served yet says so).
-        let past = call(&control, "processes", "list", vec![])
-            .unwrap()
-            .unwrap_err();
-        assert_eq!(past[1], "TypeError");
+        // Activated: past the gate, to the next line's methods.
+        assert!(matches!(
+            call(&control, "processes", "list", vec![]),
+            Route::Next { .. }
+        ));
     }
 }

@@ -2,10 +2,12 @@
 //! WebSocket (`reference-rpc.md`). `wire` reads and writes the protocol's messages and
 //! expressions, `session` keeps one connection's tables, pipes and limits, `api` serves the
 //! `SandboxAPI` methods through the same routes as HTTP, `control` tells the SDK's lines
-//! apart per socket (the next line's handshake and gate), and `routes` upgrades.
+//! apart per socket (the next line's handshake and gate), `next` serves the next line's
+//! domains on the services, and `routes` upgrades.
 
 mod api;
 mod control;
+mod next;
 mod routes;
 mod session;
 mod wire;

@@ -9,8 +9,10 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::api::Api;
-use super::control::Control;
+use super::control::{Control, Route};
+use super::next;
 use super::session::{self, Dispatch};
+use super::wire;
 use crate::state::AppState;
 use crate::wire::json::MAX_JSON_BODY_BYTES;
 use crate::wire::upgrade::{ApiSocket, SocketApi};
@@ -37,15 +39,33 @@ async fn upgrade(
         Ok(socket) => socket,
         Err(refused) => return refused,
     };
-    let api = Api::new(routes.router, socket.token, state);
+    let api = Api::new(routes.router, socket.token, state.clone());
     let control = std::sync::Arc::new(Control::default());
-    let dispatch: Dispatch = std::sync::Arc::new(move |session, path, args| {
-        if let Some(answer) = control.intercept(&path, &args) {
-            return Box::pin(std::future::ready(answer));
-        }
-        let api = api.clone();
-        Box::pin(async move { api.call(&session, &path, args).await })
-    });
+    let dispatch: Dispatch =
+        std::sync::Arc::new(
+            move |session, path, args| match control.route(&path, &args) {
+                Route::Answered(answer) => Box::pin(std::future::ready(answer)),
+                Route::Current => {
+                    let api = api.clone();
+                    Box::pin(async move { api.call(&session, &path, args).await })
+                }
+                Route::Next { domain, method } => {
+                    let state = state.clone();
+                    Box::pin(async move {
+                        next::call(&state, &domain, &method, &args)
+                            .await
+                            .unwrap_or_else(|| {
+                                Err(wire::js_error(
+                                    "TypeError",
+                                    &format!(
+                                        "'{domain}.{method}' is not served on the next line yet."
+                                    ),
+                                ))
+                            })
+                    })
+                }
+            },
+        );
     socket
         .upgrade
         .max_message_size(MAX_FRAME_BYTES)

@@ -187,6 +187,47 @@ async fn the_next_lines_handshake_gates_its_own_sockets_only() {
         incarnation.as_str(),
         "{active}"
     );
+    // Activated: the next line's `files` methods, relative paths from the workspace, no
+    // `sessionId`; one not served yet says so.
+    let made = next
+        .call(
+            5,
+            "files",
+            "mkdir",
+            json!(["next-dir/sub", {"recursive": true}]),
+        )
+        .await;
+    assert_eq!(made[2]["recursive"], true, "{made}");
+    assert!(daemon.path("next-dir/sub").is_dir());
+    std::fs::write(daemon.path("next-dir/a.txt"), "a").unwrap();
+    let exists = next
+        .call(6, "files", "exists", json!(["next-dir/a.txt"]))
+        .await;
+    assert_eq!(exists[2]["exists"], true, "{exists}");
+    let listed = next
+        .call(
+            7,
+            "files",
+            "listFiles",
+            json!(["next-dir", {"recursive": true}]),
+        )
+        .await;
+    assert_eq!(listed[2]["count"], 2, "{listed}");
+    let deleted = next
+        .call(8, "files", "deleteFile", json!(["next-dir/a.txt"]))
+        .await;
+    assert_eq!(deleted[0], "resolve", "{deleted}");
+    assert!(!daemon.path("next-dir/a.txt").exists());
+    let missing = next
+        .call(9, "files", "deleteFile", json!(["next-dir/a.txt"]))
+        .await;
+    assert_eq!(missing[2][4]["code"], "FILE_NOT_FOUND", "{missing}");
+    let unnamed = next.call(10, "files", "exists", json!([42])).await;
+    assert_eq!(unnamed[2][4]["code"], "VALIDATION_FAILED", "{unnamed}");
+    let later = next
+        .call(11, "processes", "start", json!([[["true"]]]))
+        .await;
+    assert_eq!(later[2][1], "TypeError", "{later}");
     // The 0.12 socket beside it: no handshake, no gate.
     let exists = current
         .call(1, "files", "exists", json!([daemon.root(), "s"]))
