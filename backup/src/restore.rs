@@ -155,6 +155,21 @@ impl Restorer {
         }
     }
 
+    /// Mounts `restore`'s overlay (its archives already mounted) on its directory, and
+    /// keeps the root when it was attached by descriptor.
+    fn attach(&self, restore: &Restore) -> Result<(), BackupError> {
+        let attached = mount::mount_overlay(
+            &restore.lowers(),
+            &restore.upper(),
+            &restore.work(),
+            &restore.dir,
+            restore.driver,
+            self.within.as_deref(),
+        )?;
+        self.keep(&restore.dir, attached);
+        Ok(())
+    }
+
     /// Keeps the root of an overlay attached by descriptor on `dir`.
     fn keep(&self, dir: &Path, attached: Option<fsd_search::Attached>) {
         if let (Some(attached), Ok(mut kept)) = (attached, self.attached.lock()) {
@@ -176,11 +191,7 @@ impl Restorer {
     /// Restores `archives` (topmost first) onto `dir`. Replaces a restore already on `dir`
     /// (its writes are discarded, its mounts released). On failure `dir` is left as it was.
     pub fn restore(&self, dir: &Path, archives: &[PathBuf]) -> Result<Restore, BackupError> {
-        for archive in archives {
-            if !archive.is_file() {
-                return Err(BackupError::ArchiveMissing(archive.clone()));
-            }
-        }
+        archives_present(archives)?;
         let driver = self.driver.ok_or_else(|| BackupError::Mount {
             what: "restore",
             reason: "this machine allows neither kernel squashfs+overlay mounts (needs root, \
@@ -207,28 +218,10 @@ impl Restorer {
             teardown(&restore.base, driver, &mount::mounts());
             return Err(error);
         }
-        let mounted = mount::mount_overlay(
-            &restore.lowers(),
-            &restore.upper(),
-            &restore.work(),
-            dir,
-            driver,
-            self.within.as_deref(),
-        );
-        let mounted = mounted.map(|attached| self.keep(dir, attached));
-        if let Err(error) = mounted {
+        if let Err(error) = self.attach(&restore) {
             if let Some(previous) = previous {
-                let back = mount::mount_overlay(
-                    &previous.lowers(),
-                    &previous.upper(),
-                    &previous.work(),
-                    dir,
-                    previous.driver,
-                    self.within.as_deref(),
-                );
-                match back {
-                    Ok(attached) => {
-                        self.keep(dir, attached);
+                match self.attach(&previous) {
+                    Ok(()) => {
                         active.insert(dir.to_path_buf(), previous);
                     }
                     Err(e) => {
@@ -287,9 +280,7 @@ impl Restorer {
     }
 
     fn remount(&self, restore: &Restore) -> Result<(), BackupError> {
-        if let Some(missing) = restore.archives.iter().find(|a| !a.is_file()) {
-            return Err(BackupError::ArchiveMissing(missing.clone()));
-        }
+        archives_present(&restore.archives)?;
         if self.driver != Some(restore.driver) {
             return Err(BackupError::Mount {
                 what: "restore",
@@ -309,23 +300,7 @@ impl Restorer {
                 reason: "another restore is on its directory".into(),
             });
         }
-        let lowers = || -> Result<(), BackupError> {
-            for (archive, lower) in restore.archives.iter().zip(restore.lowers()) {
-                mount::mount_squashfs(archive, &lower, restore.driver)?;
-            }
-            fs::create_dir_all(&restore.dir).map_err(|e| BackupError::io(&restore.dir, e))?;
-            let attached = mount::mount_overlay(
-                &restore.lowers(),
-                &restore.upper(),
-                &restore.work(),
-                &restore.dir,
-                restore.driver,
-                self.within.as_deref(),
-            )?;
-            self.keep(&restore.dir, attached);
-            Ok(())
-        };
-        if let Err(error) = lowers() {
+        if let Err(error) = prepare(restore).and_then(|()| self.attach(restore)) {
             unmount_below(&restore.base, restore.driver, &mount::mounts());
             return Err(error);
         }
@@ -354,14 +329,13 @@ impl Restorer {
         }
         parked
     }
+}
 
-    /// Releases every restore (shutdown of a daemon that should leave nothing mounted).
-    pub fn release_all(&self) {
-        for restore in self.list() {
-            if let Err(error) = self.release(&restore.dir) {
-                tracing::warn!(dir = %restore.dir.display(), %error, "release failed");
-            }
-        }
+/// Every archive is a file; else the first missing one.
+fn archives_present(archives: &[PathBuf]) -> Result<(), BackupError> {
+    match archives.iter().find(|archive| !archive.is_file()) {
+        Some(missing) => Err(BackupError::ArchiveMissing(missing.clone())),
+        None => Ok(()),
     }
 }
 

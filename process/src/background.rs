@@ -21,7 +21,7 @@ use crate::sessions::SessionManager;
 use crate::shell::Report;
 use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
-use crate::tail::{OutputTail, Stream};
+use crate::tail::{OutputTail, POLL, Stream};
 use crate::time::now_rfc3339;
 use crate::wake::{OutputWakes, written};
 
@@ -30,8 +30,6 @@ pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
 /// Live events a follower may fall behind by; output is read every 20 ms, at most two
 /// events a tick, so this is seconds of slack.
 const LIVE_EVENTS: usize = 256;
-/// How often running processes' output files are read.
-const POLL: Duration = Duration::from_millis(20);
 /// The internal session that runs background commands asked for without a session.
 pub const SESSIONLESS_HOST: &str = "__fsd_background__";
 

@@ -17,15 +17,13 @@ use crate::script;
 use crate::shell::{Job, JobKind, Report, Shell};
 use crate::stdin::{self, Stdin};
 use crate::stop::{Escalation, Target};
-use crate::tail::{OutputTail, Stream};
+use crate::tail::{self, OutputTail, Stream};
 use crate::wake::{OutputWakes, Woken, written};
 
 /// Output kept per stream of a foreground command; beyond it the result says `truncated`.
 pub const MAX_OUTPUT_BYTES: u64 = 32 * 1024 * 1024;
 /// How long a background command may take to report its pid.
 const PID_TIMEOUT: Duration = Duration::from_secs(10);
-/// How often a streamed command's output files are read when inotify says nothing.
-const OUTPUT_POLL: Duration = Duration::from_millis(20);
 
 /// A finished foreground command.
 #[derive(Debug)]
@@ -149,16 +147,23 @@ impl Session {
         self.check_alive()?;
         let (job, mut reports) = self.shell.new_job(JobKind::Foreground);
         let result = self.run_foreground(&job, &mut reports, spec, timeout).await;
-        self.shell.unsubscribe(job.id);
-        if matches!(spec.stdin, Stdin::Content(_)) {
-            let _ = std::fs::remove_file(&job.stdin);
-        }
         let (result, keep) = match result {
             Ok((finished, keep)) => (Ok(finished), keep),
             Err(err) => (Err(err), [false, false]),
         };
-        self.shell.retire_foreground_output(&job, keep);
+        self.end_foreground(&job, spec, keep);
         result
+    }
+
+    /// What a foreground command leaves once it has ended: its reports unsubscribed, its
+    /// stdin content removed, its output files kept for the next command (`keep`: stdout,
+    /// stderr) or removed.
+    fn end_foreground(&self, job: &Job, spec: &CommandSpec, keep: [bool; 2]) {
+        self.shell.unsubscribe(job.id);
+        if matches!(spec.stdin, Stdin::Content(_)) {
+            let _ = std::fs::remove_file(&job.stdin);
+        }
+        self.shell.retire_foreground_output(job, keep);
     }
 
     /// Runs a foreground command in the shell, as [`Session::exec`] does (so `cd` and
@@ -183,16 +188,12 @@ impl Session {
             .run_streamed(&job, &mut reports, spec, timeout, wakes, sink)
             .await;
         *self.streamed.lock().unwrap_or_else(|p| p.into_inner()) = None;
-        self.shell.unsubscribe(job.id);
-        if matches!(spec.stdin, Stdin::Content(_)) {
-            let _ = std::fs::remove_file(&job.stdin);
-        }
         let keep = match result {
             Ok(_) => [&job.stdout, &job.stderr]
                 .map(|path| Output::open(path).as_ref().is_some_and(Output::reusable)),
             Err(_) => [false, false],
         };
-        self.shell.retire_foreground_output(&job, keep);
+        self.end_foreground(&job, spec, keep);
         result
     }
 
@@ -222,7 +223,7 @@ impl Session {
         let started = self.send_foreground(job, spec, piped).await?;
         let _ = sink.send(Streamed::Started { job: job.id }).await;
         let deadline = timeout.map(|t| tokio::time::Instant::from_std(started + t));
-        let mut ticker = tokio::time::interval(OUTPUT_POLL);
+        let mut ticker = tokio::time::interval(tail::POLL);
         let done = loop {
             tokio::select! {
                 code = wait_done(reports) => break code,

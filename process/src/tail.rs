@@ -4,6 +4,7 @@
 
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::text::Utf8Chunker;
 
@@ -13,6 +14,10 @@ pub enum Stream {
     Stdout,
     Stderr,
 }
+
+/// How often a followed output file is read besides inotify's wake-ups (for what inotify
+/// cannot tell, and where a watch could not be set).
+pub const POLL: Duration = Duration::from_millis(20);
 
 /// The most one read takes, so one busy stream cannot hold its follower for long.
 const READ_BYTES: u64 = 4 * 1024 * 1024;

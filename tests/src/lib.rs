@@ -17,6 +17,7 @@ pub mod node;
 pub mod rpc;
 pub mod s3;
 pub mod split_writes;
+pub mod sse;
 pub mod ws;
 
 use reqwest::StatusCode;

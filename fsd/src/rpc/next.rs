@@ -20,63 +20,80 @@ type Answer = Result<Value, Value>;
 
 /// Serves `domain.method` for an activated next socket; `None` when it is not served yet.
 pub async fn call(state: &AppState, domain: &str, method: &str, args: &[Arg]) -> Option<Answer> {
-    let served = matches!(
-        (domain, method),
-        ("files", "exists" | "mkdir" | "deleteFile" | "listFiles")
-    );
-    served.then_some(())?;
-    Some(files(state, method, args).await)
+    match domain {
+        "files" => Some(files(state, FilesMethod::named(method)?, args).await),
+        _ => None,
+    }
 }
 
-/// The `files` methods served so far (see [`call`]).
-async fn files(state: &AppState, method: &str, args: &[Arg]) -> Answer {
+/// The `files` methods served so far.
+#[derive(Debug, Clone, Copy)]
+enum FilesMethod {
+    Exists,
+    Mkdir,
+    DeleteFile,
+    ListFiles,
+}
+
+impl FilesMethod {
+    fn named(method: &str) -> Option<Self> {
+        Some(match method {
+            "exists" => Self::Exists,
+            "mkdir" => Self::Mkdir,
+            "deleteFile" => Self::DeleteFile,
+            "listFiles" => Self::ListFiles,
+            _ => return None,
+        })
+    }
+}
+
+/// One `files` method: each takes its path first, then its options.
+async fn files(state: &AppState, method: FilesMethod, args: &[Arg]) -> Answer {
     let files = &state.files;
+    let path = string(args, 0, "path")?;
     let answer = match method {
-        "exists" => {
-            let path = string(args, 0, "path")?;
+        FilesMethod::Exists => {
             files
                 .exists(None, &path)
                 .await
                 .op(Operation::FileStat)
-                .map(|exists| ExistsResponse {
-                    success: true,
-                    path,
-                    exists,
-                    timestamp: now_rfc3339(),
+                .map(|exists| {
+                    value(ExistsResponse {
+                        success: true,
+                        path,
+                        exists,
+                        timestamp: now_rfc3339(),
+                    })
                 })
-                .map(value)
         }
-        "mkdir" => {
-            let path = string(args, 0, "path")?;
+        FilesMethod::Mkdir => {
             let recursive = flag(args, 1, "recursive");
             files
                 .mkdir(None, &path, recursive, None)
                 .await
                 .op(Operation::DirectoryCreate)
-                .map(|_| MkdirResponse {
+                .map(|_| {
+                    value(MkdirResponse {
+                        success: true,
+                        path,
+                        recursive,
+                        mode: None,
+                        timestamp: now_rfc3339(),
+                    })
+                })
+        }
+        FilesMethod::DeleteFile => files
+            .delete(None, &path)
+            .await
+            .op(Operation::FileDelete)
+            .map(|()| {
+                value(PathResponse {
                     success: true,
                     path,
-                    recursive,
-                    mode: None,
                     timestamp: now_rfc3339(),
                 })
-                .map(value)
-        }
-        "deleteFile" => {
-            let path = string(args, 0, "path")?;
-            files
-                .delete(None, &path)
-                .await
-                .op(Operation::FileDelete)
-                .map(|()| PathResponse {
-                    success: true,
-                    path,
-                    timestamp: now_rfc3339(),
-                })
-                .map(value)
-        }
-        _ => {
-            let path = string(args, 0, "path")?;
+            }),
+        FilesMethod::ListFiles => {
             let options = ListOptions {
                 recursive: flag(args, 1, "recursive"),
                 include_hidden: flag(args, 1, "includeHidden"),
@@ -85,14 +102,15 @@ async fn files(state: &AppState, method: &str, args: &[Arg]) -> Answer {
                 .list(None, &path, options)
                 .await
                 .op(Operation::DirectoryList)
-                .map(|files| ListFilesResponse {
-                    success: true,
-                    path,
-                    count: files.len(),
-                    files,
-                    timestamp: now_rfc3339(),
+                .map(|files| {
+                    value(ListFilesResponse {
+                        success: true,
+                        path,
+                        count: files.len(),
+                        files,
+                        timestamp: now_rfc3339(),
+                    })
                 })
-                .map(value)
         }
     };
     answer.map_err(|error| rpc_error(&error))

@@ -2,6 +2,7 @@
 
 use std::time::{Duration, Instant};
 
+use fsd_tests::sse::Sse;
 use fsd_tests::{
     Daemon, assert_error, assert_validation, available_or_skip, host_processes_gone,
     host_processes_started, reply,
@@ -1029,64 +1030,20 @@ async fn a_reader_that_falls_behind_a_stream_loses_nothing() {
     assert_eq!(frames.last().unwrap()["type"], "exit");
 }
 
-/// An SSE response read a frame at a time, as it comes.
-struct Live {
-    response: reqwest::Response,
-    buffer: String,
-}
+/// How long a test waits for a frame of a stream it follows.
+const FRAME_WAIT: Duration = Duration::from_secs(20);
 
-impl Live {
-    async fn open(daemon: &Daemon, route: &str, body: Value) -> Self {
-        let response = daemon
-            .request(Method::POST, route)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        Self {
-            response,
-            buffer: String::new(),
+/// Frames of `sse` up to the first `stdout` one holding `text`; the stdout data so far.
+async fn stdout_until(sse: &mut Sse, text: &str) -> String {
+    let mut stdout = String::new();
+    while !stdout.contains(text) {
+        let frame = sse.next(FRAME_WAIT).await.expect("the stream ended first");
+        assert_ne!(frame["type"], "complete", "ended before {text:?}: {stdout}");
+        if frame["type"] == "stdout" {
+            stdout.push_str(frame["data"].as_str().unwrap());
         }
     }
-
-    /// The next frame; `None` at the end of the stream. Panics after 20 s without one.
-    async fn next(&mut self) -> Option<Value> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let frame: String = self.buffer.drain(..end + 2).collect();
-                let data = frame.trim_end().strip_prefix("data: ").expect("data frame");
-                return Some(serde_json::from_str(data).unwrap());
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(20), self.response.chunk())
-                .await
-                .expect("a frame within 20 s")
-                .unwrap()?;
-            self.buffer.push_str(std::str::from_utf8(&chunk).unwrap());
-        }
-    }
-
-    /// Frames up to the first `stdout` one holding `text`, whose data so far it returns.
-    async fn stdout_until(&mut self, text: &str) -> String {
-        let mut stdout = String::new();
-        while !stdout.contains(text) {
-            let frame = self.next().await.expect("the stream ended first");
-            assert_ne!(frame["type"], "complete", "ended before {text:?}: {stdout}");
-            if frame["type"] == "stdout" {
-                stdout.push_str(frame["data"].as_str().unwrap());
-            }
-        }
-        stdout
-    }
-
-    /// The remaining frames.
-    async fn rest(mut self) -> Vec<Value> {
-        let mut frames = Vec::new();
-        while let Some(frame) = self.next().await {
-            frames.push(frame);
-        }
-        frames
-    }
+    stdout
 }
 
 /// `foreground: true` runs a streamed command in the session's shell: `cd` and `export`
@@ -1099,7 +1056,7 @@ async fn a_foreground_stream_runs_in_the_sessions_shell() {
     std::fs::create_dir_all(&dir).unwrap();
     let gate = dir.join("gate-fg");
     nix::unistd::mkfifo(&gate, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
-    let mut live = Live::open(
+    let mut live = Sse::open(
         &daemon,
         "/api/execute/stream",
         json!({
@@ -1109,16 +1066,16 @@ async fn a_foreground_stream_runs_in_the_sessions_shell() {
         }),
     )
     .await;
-    let start = live.next().await.unwrap();
+    let start = live.next(FRAME_WAIT).await.unwrap();
     assert_eq!(start["type"], "start");
     assert_eq!(start["sessionId"], "fg");
     assert!(start["commandId"].is_string(), "{start}");
     assert!(start.get("processId").is_none(), "{start}");
     // The first line comes while the command still waits at its gate.
-    let stdout = live.stdout_until("first\n").await;
+    let stdout = stdout_until(&mut live, "first\n").await;
     assert_eq!(stdout, "first\n");
     std::fs::write(&gate, "go\n").unwrap();
-    let rest = live.rest().await;
+    let rest = live.drain(FRAME_WAIT).await;
     let text = |kind: &str| -> String {
         rest.iter()
             .filter(|f| f["type"] == kind)
@@ -1186,13 +1143,13 @@ async fn a_foreground_stream_is_stopped_at_its_timeout_or_when_its_reader_goes()
     );
 
     let marker = daemon.path("abandoned-marker");
-    let mut live = Live::open(
+    let mut live = Sse::open(
         &daemon,
         "/api/execute/stream",
         json!({"command": format!("echo begun; sleep 30; touch {}", marker.display()), "sessionId": "t", "foreground": true}),
     )
     .await;
-    live.stdout_until("begun").await;
+    stdout_until(&mut live, "begun").await;
     drop(live);
     // The session answers its next command: the abandoned one was stopped, not waited for.
     let (status, after) = tokio::time::timeout(
@@ -1232,15 +1189,15 @@ async fn a_signal_reaches_the_command_a_foreground_stream_runs() {
          print('done', flush=True)\n",
     )
     .unwrap();
-    let mut live = Live::open(
+    let mut live = Sse::open(
         &daemon,
         "/api/execute/stream",
         json!({"command": "python3 -u int-handler-7731.py", "sessionId": "sig", "foreground": true}),
     )
     .await;
-    let start = live.next().await.unwrap();
+    let start = live.next(FRAME_WAIT).await.unwrap();
     let command_id = start["commandId"].as_str().unwrap().to_string();
-    live.stdout_until("ready").await;
+    stdout_until(&mut live, "ready").await;
     let signal =
         |signal: Value| json!({"sessionId": "sig", "commandId": command_id, "signal": signal});
     let (status, reply) = daemon
@@ -1251,12 +1208,12 @@ async fn a_signal_reaches_the_command_a_foreground_stream_runs() {
         (&reply["signal"], &reply["running"]),
         (&json!("SIGINT"), &json!(true))
     );
-    live.stdout_until("caught 1").await;
+    stdout_until(&mut live, "caught 1").await;
     // Still running after it: the program decides what SIGINT means.
     assert_eq!(fsd_tests::host_processes_with("int-handler-7731").len(), 1);
     daemon.post("/api/execute/signal", signal(json!(2))).await;
-    live.stdout_until("done").await;
-    let rest = live.rest().await;
+    stdout_until(&mut live, "done").await;
+    let rest = live.drain(FRAME_WAIT).await;
     // The interrupt ends the command line once the program has ended, as in a terminal.
     assert_eq!(rest.last().unwrap()["exitCode"], 130, "{rest:?}");
 

@@ -3,57 +3,10 @@
 use base64::Engine;
 use std::time::Duration;
 
-use bytes::BytesMut;
+use fsd_tests::sse::Sse;
 use fsd_tests::{Daemon, assert_error, assert_validation};
-use futures_util::StreamExt;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-/// A live SSE stream read frame by frame.
-struct Sse {
-    body: futures_util::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: BytesMut,
-}
-
-impl Sse {
-    async fn open(daemon: &Daemon, body: Value) -> Self {
-        let response = daemon
-            .request(Method::POST, "/api/watch")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        Self {
-            body: response.bytes_stream().boxed(),
-            buffer: BytesMut::new(),
-        }
-    }
-
-    async fn next(&mut self, wait: Duration) -> Option<Value> {
-        let deadline = tokio::time::Instant::now() + wait;
-        loop {
-            if let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
-                let frame = self.buffer.split_to(end + 2);
-                let text = std::str::from_utf8(&frame).unwrap().trim();
-                return Some(serde_json::from_str(text.strip_prefix("data: ").unwrap()).unwrap());
-            }
-            match tokio::time::timeout_at(deadline, self.body.next()).await {
-                Ok(Some(Ok(chunk))) => self.buffer.extend_from_slice(&chunk),
-                _ => return None,
-            }
-        }
-    }
-
-    /// Events until none come for `quiet`.
-    async fn drain(&mut self, quiet: Duration) -> Vec<Value> {
-        let mut out = Vec::new();
-        while let Some(event) = self.next(quiet).await {
-            out.push(event);
-        }
-        out
-    }
-}
 
 fn has(events: &[Value], kind: &str, path: &std::path::Path) -> bool {
     events
@@ -64,7 +17,7 @@ fn has(events: &[Value], kind: &str, path: &std::path::Path) -> bool {
 #[tokio::test]
 async fn sse_reports_api_and_exec_changes() {
     let daemon = Daemon::start();
-    let mut sse = Sse::open(&daemon, json!({"path": "."})).await;
+    let mut sse = Sse::open(&daemon, "/api/watch", json!({"path": "."})).await;
     let watching = sse.next(Duration::from_secs(5)).await.unwrap();
     assert_eq!(watching["type"], "watching");
     assert_eq!(watching["path"], daemon.root().display().to_string());
@@ -141,6 +94,7 @@ async fn include_filters_and_event_types() {
     let daemon = Daemon::start();
     let mut sse = Sse::open(
         &daemon,
+        "/api/watch",
         json!({"path": ".", "include": ["*.rs"], "events": ["create"]}),
     )
     .await;
@@ -388,9 +342,19 @@ async fn api_writes_show_as_creates_and_modifies_of_their_targets() {
     let (_, base) = daemon
         .post("/api/watch/check", json!({"path": ".", "paths": true}))
         .await;
-    let mut all = Sse::open(&daemon, json!({"path": "."})).await;
-    let mut creates = Sse::open(&daemon, json!({"path": ".", "events": ["create"]})).await;
-    let mut text = Sse::open(&daemon, json!({"path": ".", "include": ["*.txt"]})).await;
+    let mut all = Sse::open(&daemon, "/api/watch", json!({"path": "."})).await;
+    let mut creates = Sse::open(
+        &daemon,
+        "/api/watch",
+        json!({"path": ".", "events": ["create"]}),
+    )
+    .await;
+    let mut text = Sse::open(
+        &daemon,
+        "/api/watch",
+        json!({"path": ".", "include": ["*.txt"]}),
+    )
+    .await;
     for sse in [&mut all, &mut creates, &mut text] {
         assert_eq!(
             sse.next(Duration::from_secs(5)).await.unwrap()["type"],
@@ -567,7 +531,7 @@ async fn a_token_taken_as_the_last_stream_leaves_stays_valid() {
     let daemon = Daemon::start();
     std::fs::create_dir(daemon.root().join("w")).unwrap();
     for round in 0..30 {
-        let mut sse = Sse::open(&daemon, json!({"path": "w"})).await;
+        let mut sse = Sse::open(&daemon, "/api/watch", json!({"path": "w"})).await;
         assert_eq!(
             sse.next(Duration::from_secs(5)).await.unwrap()["type"],
             "watching"
@@ -600,7 +564,12 @@ async fn a_token_taken_as_the_last_stream_leaves_stays_valid() {
 async fn a_burst_of_one_change_collapses_while_a_lone_one_goes_out_at_once() {
     let daemon = Daemon::start();
     std::fs::create_dir(daemon.path("w")).unwrap();
-    let mut sse = Sse::open(&daemon, json!({"path": "w", "events": ["modify"]})).await;
+    let mut sse = Sse::open(
+        &daemon,
+        "/api/watch",
+        json!({"path": "w", "events": ["modify"]}),
+    )
+    .await;
     assert_eq!(
         sse.next(Duration::from_secs(5)).await.unwrap()["type"],
         "watching"
