@@ -114,6 +114,11 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
     pub max_process_records: usize,
 
+    /// Output kept per next-line process (the latest, on disk under the state directory;
+    /// stdout and stderr together).
+    #[arg(long, env = "FSD_PROCESS_LOG_BYTES", default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(65_536..))]
+    pub process_log_bytes: u64,
+
     /// Lines in one `checkChanges` change list; a window with more answers `resync`.
     #[arg(long, env = "FSD_CHANGE_LIST_LIMIT", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
     pub change_list_limit: u64,
@@ -213,6 +218,7 @@ pub struct Settings {
     pub pass_env: Vec<String>,
     pub command_timeout_ms: u64,
     pub max_process_records: usize,
+    pub process_log_bytes: u64,
     pub change_list_limit: usize,
     pub transfer_timeout_secs: u64,
     pub http_transfer_hosts: Vec<String>,
@@ -275,6 +281,7 @@ impl ServeArgs {
             pass_env: self.pass_env,
             command_timeout_ms: self.command_timeout_ms,
             max_process_records: self.max_process_records,
+            process_log_bytes: self.process_log_bytes,
             change_list_limit: usize::try_from(self.change_list_limit).unwrap_or(usize::MAX),
             transfer_timeout_secs: self.transfer_timeout_secs.max(1),
             http_transfer_hosts: self.http_transfer_hosts,

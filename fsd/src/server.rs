@@ -31,7 +31,11 @@ use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
 use crate::ws;
 use fsd_api::system::Capabilities;
+use fsd_process::argv::{ArgvConfig, ArgvProcesses};
 use fsd_process::{ExecConfig, ProcessService, SessionManager, World, base_env};
+
+/// Ended next-line processes kept with their logs (the reference keeps 64).
+const NEXT_PROCESSES_RETAINED: usize = 64;
 
 /// The whole API: the HTTP routes, and the WebSocket routes whose messages go through them.
 pub fn router(state: AppState, token: auth::ApiToken, ws_stall: std::time::Duration) -> Router {
@@ -243,6 +247,14 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         world = world.confined(roots.to_vec());
     }
     let world = Arc::new(world);
+    let argv_processes = ArgvProcesses::new(ArgvConfig {
+        dir: settings.state_dir.join("next-processes"),
+        log_bytes: settings.process_log_bytes,
+        retained: NEXT_PROCESSES_RETAINED,
+        base_env: base_env(&settings.pass_env),
+        workspace: settings.workspace.clone(),
+        world: world.clone(),
+    });
     let sessions = Arc::new(SessionManager::new(ExecConfig {
         state_dir: settings.state_dir.clone(),
         workspace: settings.workspace.clone(),
@@ -313,6 +325,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         paths,
         sessions,
         processes,
+        argv_processes,
         terminals,
         tunnels,
         watches,

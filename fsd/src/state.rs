@@ -22,6 +22,8 @@ pub struct AppState {
     pub files: Arc<FileService>,
     pub sessions: Arc<SessionManager>,
     pub processes: Arc<ProcessService>,
+    /// The next line's processes (argv, sequenced logs).
+    pub argv_processes: Arc<fsd_process::argv::ArgvProcesses>,
     pub terminals: Arc<TerminalService>,
     pub tunnels: Arc<fsd_tunnels::Runs>,
     pub watches: Arc<WatchService>,

@@ -6,14 +6,18 @@
 //! [`World`] starts programs under a supervisor (in the sandbox's PID namespace when it
 //! has one); [`SessionManager`] owns the sessions (creating, replacing a dead one,
 //! deleting); [`Session`] runs one command at a time in its shell; [`ProcessService`]
-//! owns background processes; `stop` and `proctree` find and end trees.
+//! owns background processes; [`argv::ArgvProcesses`] owns the next line's processes
+//! (argv, no shell, logs in a [`seqlog::SequencedLog`]); `stop` and `proctree` find and
+//! end trees.
 
+pub mod argv;
 pub mod background;
 mod error;
 pub mod log;
 mod output;
 pub mod proctree;
 mod script;
+pub mod seqlog;
 mod session;
 mod sessions;
 mod shell;

@@ -68,6 +68,11 @@ pub struct SuperviseArgs {
     pub report: Option<PathBuf>,
     #[arg(long)]
     pub job: Option<u64>,
+    /// A pipe (inherited descriptor) to report on: `pid PID` once the program runs, or
+    /// `failed MESSAGE` if it could not start, then `exit CODE SIGNAL` when it ends (SIGNAL
+    /// 0 unless it died of one). The program does not inherit it.
+    #[arg(long)]
+    pub status_fd: Option<i32>,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub program: Vec<OsString>,
@@ -96,9 +101,15 @@ fn block_polite_signals() {
 /// Runs `fsd supervise`; returns the exit code.
 pub fn supervise(args: SuperviseArgs) -> i32 {
     block_polite_signals();
+    let status_pipe = args.status_fd.and_then(StatusPipe::adopt);
     if let Some(pid) = args.join {
         if let Err(err) = enter_namespaces(pid) {
             eprintln!("fsd supervise: cannot enter the namespaces of {pid}: {err}");
+            if let Some(pipe) = &status_pipe {
+                pipe.line(&format!(
+                    "failed cannot enter the sandbox's namespaces: {err}"
+                ));
+            }
             return 125;
         }
         // Only children enter a PID namespace: the supervisor proper is the child.
@@ -129,6 +140,9 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
             let cwd = args.cwd.as_deref().unwrap_or(std::path::Path::new("."));
             eprintln!("fsd supervise: {}: {err}", cwd.display());
             report(&args, "exit {job} 126");
+            if let Some(pipe) = &status_pipe {
+                pipe.line(&format!("cwd {}: {err}", cwd.display()));
+            }
             return 126;
         }
     } else if let Some(cwd) = &args.cwd {
@@ -164,22 +178,33 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
                 126
             };
             report(&args, &format!("exit {{job}} {code}"));
+            if let Some(pipe) = &status_pipe {
+                pipe.line(&format!("failed {err}"));
+            }
             return code;
         }
     };
     report(&args, &format!("pid {{job}} {main}"));
+    if let Some(pipe) = &status_pipe {
+        pipe.line(&format!("pid {main}"));
+    }
     let main = Pid::from_raw(main as i32);
     let mut status = None;
     loop {
+        let mut died_of = 0;
         match waitpid(None, Some(WaitPidFlag::__WALL)) {
             Ok(WaitStatus::Exited(pid, code)) if pid == main => status = Some(code),
             Ok(WaitStatus::Signaled(pid, signal, _)) if pid == main => {
                 status = Some(128 + signal as i32);
+                died_of = signal as i32;
             }
             Ok(_) | Err(Errno::EINTR) => {}
             Err(_) => break,
         }
         let Some(code) = status else { continue };
+        if let Some(pipe) = &status_pipe {
+            pipe.line(&format!("exit {code} {died_of}"));
+        }
         match args.on_exit {
             OnExit::Leave => return code,
             OnExit::Kill => {
@@ -298,6 +323,28 @@ fn kill_below_me() {
     };
     stop::kill_until_gone(|| proctree::living_below(me), reap);
     reap();
+}
+
+/// The pipe `--status-fd` names, kept from the program (close-on-exec).
+struct StatusPipe(std::fs::File);
+
+impl StatusPipe {
+    fn adopt(fd: i32) -> Option<Self> {
+        // SAFETY: the descriptor was handed to this process for this use alone; it is
+        // owned here from now on.
+        let file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+        nix::fcntl::fcntl(
+            &file,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .ok()?;
+        Some(Self(file))
+    }
+
+    /// One line; a reader that has gone loses nothing anyone could read.
+    fn line(&self, line: &str) {
+        let _ = (&self.0).write_all(format!("{}\n", line.replace('\n', " ")).as_bytes());
+    }
 }
 
 /// Writes one report line (`{job}` replaced) to the report FIFO, if there is one. The

@@ -145,13 +145,26 @@ impl World {
         cwd: &Path,
         program: &[&OsStr],
     ) -> tokio::process::Command {
-        self.supervised(on_exit, cwd, program, false)
+        self.supervised(on_exit, cwd, program, false, None)
+    }
+
+    /// As [`World::command`], with a supervisor that reports on the inherited pipe
+    /// `status_fd` (see `supervise --status-fd`); the caller keeps that descriptor open
+    /// across the exec.
+    pub fn reporting_command(
+        &self,
+        on_exit: OnExit,
+        cwd: &Path,
+        program: &[&OsStr],
+        status_fd: i32,
+    ) -> tokio::process::Command {
+        self.supervised(on_exit, cwd, program, false, Some(status_fd))
     }
 
     /// As [`World::command`], for a program whose stdin is a terminal it is to control (a
     /// shell on a PTY); it ends with everything it started.
     pub fn terminal_command(&self, cwd: &Path, program: &[&OsStr]) -> tokio::process::Command {
-        self.supervised(OnExit::Kill, cwd, program, true)
+        self.supervised(OnExit::Kill, cwd, program, true, None)
     }
 
     fn supervised(
@@ -160,6 +173,7 @@ impl World {
         cwd: &Path,
         program: &[&OsStr],
         terminal: bool,
+        status_fd: Option<i32>,
     ) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.exe);
         command.arg("supervise");
@@ -176,6 +190,9 @@ impl World {
         };
         for root in &self.within {
             command.arg("--within").arg(root);
+        }
+        if let Some(fd) = status_fd {
+            command.arg("--status-fd").arg(fd.to_string());
         }
         command
             .arg("--cwd")

@@ -7,6 +7,7 @@
 //
 // node --import ./register.mjs rpc.mjs BASE_URL WORKSPACE
 const { RpcSession, RpcTarget } = await import('capnweb');
+const { SocketTransport } = await import('./transport.mjs');
 
 const [baseUrl, workspace] = process.argv.slice(2);
 const dir = `${workspace}/rpc`;
@@ -66,36 +67,6 @@ function events(sse) {
       const data = JSON.parse(frame.match(/^data: (.*)$/m)[1]);
       return { kind, data };
     });
-}
-
-/** capnweb's transport interface over one WebSocket, as the object's own. */
-class SocketTransport {
-  constructor(socket) {
-    this.socket = socket;
-    this.queue = [];
-    this.waiters = [];
-    socket.addEventListener('message', (event) => {
-      const data = typeof event.data === 'string' ? event.data : Buffer.from(event.data).toString();
-      const waiter = this.waiters.shift();
-      if (waiter) waiter.resolve(data);
-      else this.queue.push(data);
-    });
-    socket.addEventListener('close', (event) => {
-      this.closed = new Error(`closed ${event.code} ${event.reason}`);
-      for (const waiter of this.waiters.splice(0)) waiter.reject(this.closed);
-    });
-  }
-  async send(message) {
-    this.socket.send(message);
-  }
-  async receive() {
-    if (this.queue.length) return this.queue.shift();
-    if (this.closed) throw this.closed;
-    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
-  }
-  abort(reason) {
-    this.socket.close(3000, String(reason).slice(0, 120));
-  }
 }
 
 /** The object's main, which the daemon calls when a tunnel's cloudflared exits. */

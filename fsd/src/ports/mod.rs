@@ -6,7 +6,9 @@
 
 mod error;
 mod probe;
+mod readiness;
 mod routes;
 mod wire_error;
 
+pub use readiness::readiness;
 pub use routes::router;

@@ -3,13 +3,15 @@
 //! expressions, `session` keeps one connection's tables, pipes and limits, `api` serves the
 //! `SandboxAPI` methods through the same routes as HTTP, `control` tells the SDK's lines
 //! apart per socket (the next line's handshake and gate), `next` serves the next line's
-//! domains on the services, and `routes` upgrades.
+//! domains on the services, `subscription` is the next line's exported stream object, and
+//! `routes` upgrades.
 
 mod api;
 mod control;
 mod next;
 mod routes;
 mod session;
+mod subscription;
 mod wire;
 
 pub use routes::router;

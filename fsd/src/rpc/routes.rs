@@ -52,7 +52,7 @@ async fn upgrade(
                 Route::Next { domain, method } => {
                     let state = state.clone();
                     Box::pin(async move {
-                        next::call(&state, &domain, &method, &args)
+                        next::call(&state, &session, &domain, &method, args)
                             .await
                             .unwrap_or_else(|| {
                                 Err(wire::js_error(

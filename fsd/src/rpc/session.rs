@@ -1,8 +1,9 @@
 //! One capnweb session over one WebSocket: the export table (the peer's calls, and the
-//! pipes it writes to us), the import table (our pipes' writes and our calls into the
-//! peer, awaiting settlement), id allocation in send order, flow control on our pipes, and
-//! the limits that keep a connection from holding more than its share. Everything a
-//! connection holds ends with it.
+//! pipes it writes to us), the objects we export (negative ids: subscriptions, whose
+//! methods the peer calls and which are disposed at their last release), the import table
+//! (our pipes' writes and our calls into the peer, awaiting settlement), id allocation in
+//! send order, flow control on our pipes, and the limits that keep a connection from
+//! holding more than its share. Everything a connection holds ends with it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,6 +15,7 @@ use futures_util::{SinkExt, Stream, StreamExt};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::wire::{self, Arg, Call, Message};
 
@@ -31,25 +33,58 @@ const PROBE_AFTER: Duration = Duration::from_secs(1);
 /// The largest chunk one write of our pipes carries.
 pub const CHUNK_BYTES: usize = 64 * 1024;
 
+/// Objects of ours the peer may hold at once.
+pub const MAX_OWN_EXPORTS: usize = 1024;
+
 /// What a call or a write came to: a result, or what it was rejected with.
 pub type Settlement = Result<Value, Value>;
 
+/// A future of a settlement, as targets and dispatchers return it.
+pub type Settling = std::pin::Pin<Box<dyn Future<Output = Settlement> + Send>>;
+
+/// An object of ours the peer holds (`["export", -k]` in a result): the peer calls its
+/// methods, and it is disposed when the peer releases its last reference or the socket ends.
+pub trait Target: Send + Sync + 'static {
+    /// Serves `method(args)` called on this object.
+    fn call(self: Arc<Self>, session: Arc<Session>, method: String, args: Vec<Arg>) -> Settling;
+    /// The peer holds it no more: whatever it runs stops.
+    fn dispose(&self);
+}
+
+/// One of our objects and how many references the peer holds.
+struct OwnExport {
+    target: Arc<dyn Target>,
+    references: u64,
+}
+
 /// What serves the calls of a session: `(session, [domain, method], arguments)`.
-pub type Dispatch = Arc<
-    dyn Fn(
-            Arc<Session>,
-            Vec<String>,
-            Vec<Arg>,
-        ) -> std::pin::Pin<Box<dyn Future<Output = Settlement> + Send>>
-        + Send
-        + Sync,
->;
+pub type Dispatch = Arc<dyn Fn(Arc<Session>, Vec<String>, Vec<Arg>) -> Settling + Send + Sync>;
+
+/// One write of one of our pipes: its expression, and what it weighs against the window.
+type PipeWrite = (Value, usize);
 
 /// The sending half: ids of what we push, stream or pipe are allocated as it is queued, so
 /// they follow send order.
 struct Outbox {
     next_import: i64,
     frames: mpsc::Sender<Message>,
+}
+
+/// Bytes as pipe writes of at most [`CHUNK_BYTES`] each.
+fn byte_writes<S>(chunks: S) -> impl Stream<Item = Result<PipeWrite, String>> + Send + 'static
+where
+    S: Stream<Item = Result<Bytes, String>> + Send + 'static,
+{
+    chunks.flat_map(|chunk| {
+        let writes: Vec<Result<PipeWrite, String>> = match chunk {
+            Ok(chunk) => chunk
+                .chunks(CHUNK_BYTES)
+                .map(|piece| Ok((wire::bytes_expr(piece), piece.len())))
+                .collect(),
+            Err(reason) => vec![Err(reason)],
+        };
+        futures_util::stream::iter(writes)
+    })
 }
 
 /// A peer's entry in our export table.
@@ -83,6 +118,8 @@ pub struct Session {
     exports: Mutex<HashMap<i64, Export>>,
     next_export: Mutex<i64>,
     imports: Mutex<HashMap<i64, oneshot::Sender<Settlement>>>,
+    /// Our objects the peer holds, by their (negative) ids, and the next id to give.
+    own: Mutex<(i64, HashMap<i64, OwnExport>)>,
     /// Work the connection started for the peer (following tunnel exits), by name; it ends
     /// with the connection.
     tasks: Mutex<HashMap<String, AbortHandle>>,
@@ -109,6 +146,7 @@ pub async fn serve(socket: WebSocket, dispatch: Dispatch, stall: Duration) {
         exports: Mutex::new(HashMap::new()),
         next_export: Mutex::new(1),
         imports: Mutex::new(HashMap::new()),
+        own: Mutex::new((-1, HashMap::new())),
         tasks: Mutex::new(HashMap::new()),
         pipes: std::sync::atomic::AtomicUsize::new(0),
         dispatch,
@@ -175,6 +213,7 @@ impl Session {
                 self.start_call(id, call);
             }
             Message::Pull(id) => self.pull(id).await,
+            Message::Release(id, count) if id < 0 => self.release_own(id, count)?,
             Message::Release(id, _) => self.release(id),
             Message::Resolve(id, value) => self.settle_import(id, Ok(value)),
             Message::Reject(id, value) => self.settle_import(id, Err(value)),
@@ -229,12 +268,22 @@ impl Session {
     }
 
     async fn dispatch(self: &Arc<Self>, call: Call) -> Result<Value, Value> {
-        if call.target != 0 {
-            return Err(wire::js_error(
-                "TypeError",
-                "only the main object takes calls",
-            ));
-        }
+        let own = match call.target {
+            0 => None,
+            id if id < 0 => match lock(&self.own).1.get(&id) {
+                Some(export) => Some(Arc::clone(&export.target)),
+                None => {
+                    let message = format!("no export {id}: it was never given or is released");
+                    return Err(wire::js_error("RangeError", &message));
+                }
+            },
+            _ => {
+                return Err(wire::js_error(
+                    "TypeError",
+                    "calls go to the main object or an object it returned",
+                ));
+            }
+        };
         let Some(args) = call.args else {
             return Err(wire::js_error("TypeError", "property reads are not served"));
         };
@@ -243,7 +292,63 @@ impl Session {
             .map(wire::decode)
             .collect::<Result<Vec<Arg>, _>>()
             .map_err(|error| wire::js_error("TypeError", &error.to_string()))?;
-        (self.dispatch)(Arc::clone(self), call.path, args).await
+        match own {
+            None => (self.dispatch)(Arc::clone(self), call.path, args).await,
+            Some(target) => {
+                let [method] = <[String; 1]>::try_from(call.path).map_err(|path| {
+                    wire::js_error("TypeError", &format!("{path:?} is not a method"))
+                })?;
+                target.call(Arc::clone(self), method, args).await
+            }
+        }
+    }
+
+    /// Exports `target` to the peer: the expression a result carries it as
+    /// (`["export", -k]`), or an error past the limit.
+    pub fn export(&self, target: Arc<dyn Target>) -> Result<Value, Value> {
+        let mut own = lock(&self.own);
+        if own.1.len() >= MAX_OWN_EXPORTS {
+            let message =
+                format!("more than {MAX_OWN_EXPORTS} objects exported on this connection");
+            return Err(wire::js_error("RangeError", &message));
+        }
+        let id = own.0;
+        own.0 -= 1;
+        own.1.insert(
+            id,
+            OwnExport {
+                target,
+                references: 1,
+            },
+        );
+        Ok(serde_json::json!(["export", id]))
+    }
+
+    /// The peer drops `count` references to our object `id`; at none it is disposed. A
+    /// release of more than it holds, or of an object it never had, breaks the protocol.
+    fn release_own(&self, id: i64, count: u64) -> Result<(), String> {
+        let disposed = {
+            let mut own = lock(&self.own);
+            let Some(export) = own.1.get_mut(&id) else {
+                return Err(format!(
+                    "release of export {id}, which the peer does not hold"
+                ));
+            };
+            if count > export.references {
+                return Err(format!(
+                    "release of export {id} more times than it was given"
+                ));
+            }
+            export.references -= count;
+            if export.references > 0 {
+                return Ok(());
+            }
+            own.1.remove(&id)
+        };
+        if let Some(export) = disposed {
+            export.target.dispose();
+        }
+        Ok(())
     }
 
     /// Sends the settlement of call `id` once the peer has pulled it.
@@ -420,12 +525,59 @@ impl Session {
         (id, waiter)
     }
 
-    /// Sends `chunks` to the peer as a new pipe and returns its id, to be named in a result
-    /// as `["readable", id]`. Writes go out within a window of unacknowledged bytes; a
-    /// refused write (the reader left) stops the source.
+    /// Sends `chunks` to the peer as a new pipe of bytes and returns its id, to be named in
+    /// a result as `["readable", id]`. Writes go out within a window of unacknowledged
+    /// bytes; a refused write (the reader left) stops the source, and a quiet pipe checks
+    /// its reader with an empty write (0.12's byte streams have no other sign of it).
     pub async fn open_outgoing_pipe<S>(self: &Arc<Self>, chunks: S) -> Result<i64, Value>
     where
         S: Stream<Item = Result<Bytes, String>> + Send + 'static,
+    {
+        self.open_pipe(byte_writes(chunks), true, CancellationToken::new())
+            .await
+    }
+
+    /// Sends `items` to the peer as a new pipe of values, one write each (event objects:
+    /// every write reaches the reader, so there is never a filler write), and returns its
+    /// id. The window is counted in the items' JSON size. `stop` closes the pipe at once,
+    /// whatever is in flight (a subscription's `cancel()`).
+    pub async fn open_object_pipe<S>(
+        self: &Arc<Self>,
+        items: S,
+        stop: CancellationToken,
+    ) -> Result<i64, Value>
+    where
+        S: Stream<Item = Value> + Send + 'static,
+    {
+        let writes = items.map(|value| {
+            let weight = value.to_string().len();
+            Ok((value, weight))
+        });
+        self.open_pipe(writes, false, stop).await
+    }
+
+    /// As [`Session::open_object_pipe`], for bytes: a subscription's byte stream, which
+    /// (unlike 0.12's) never probes its reader, since `cancel()` and release tell us.
+    pub async fn open_byte_pipe<S>(
+        self: &Arc<Self>,
+        chunks: S,
+        stop: CancellationToken,
+    ) -> Result<i64, Value>
+    where
+        S: Stream<Item = Bytes> + Send + 'static,
+    {
+        self.open_pipe(byte_writes(chunks.map(Ok)), false, stop)
+            .await
+    }
+
+    async fn open_pipe<S>(
+        self: &Arc<Self>,
+        writes: S,
+        probe: bool,
+        stop: CancellationToken,
+    ) -> Result<i64, Value>
+    where
+        S: Stream<Item = Result<PipeWrite, String>> + Send + 'static,
     {
         use std::sync::atomic::Ordering;
         if self.pipes.fetch_add(1, Ordering::AcqRel) >= MAX_PIPES {
@@ -436,26 +588,38 @@ impl Session {
         let (pipe, _) = self.send_allocating(|_| Message::Pipe, false).await;
         let session = Arc::clone(self);
         tokio::spawn(async move {
-            session.pump(pipe, chunks).await;
+            session.pump(pipe, writes, probe, stop).await;
             session.send(Message::Release(pipe, 1)).await;
             session.pipes.fetch_sub(1, Ordering::AcqRel);
         });
         Ok(pipe)
     }
 
-    async fn pump<S>(&self, pipe: i64, chunks: S)
+    async fn pump<S>(&self, pipe: i64, writes: S, probe: bool, stop: CancellationToken)
     where
-        S: Stream<Item = Result<Bytes, String>> + Send,
+        S: Stream<Item = Result<PipeWrite, String>> + Send,
     {
-        let mut chunks = std::pin::pin!(chunks);
+        let mut writes = std::pin::pin!(writes);
         let mut in_flight: std::collections::VecDeque<(usize, oneshot::Receiver<Settlement>)> =
             Default::default();
         let mut unacked = 0;
         let mut end = json!(["close"]);
         let mut end_args = json!([]);
         loop {
-            let chunk = match tokio::time::timeout(PROBE_AFTER, chunks.next()).await {
-                Ok(Some(chunk)) => chunk,
+            let next = async {
+                if probe {
+                    tokio::time::timeout(PROBE_AFTER, writes.next()).await
+                } else {
+                    Ok(writes.next().await)
+                }
+            };
+            let waited = tokio::select! {
+                biased;
+                () = stop.cancelled() => return self.close_pipe(pipe).await,
+                waited = next => waited,
+            };
+            let next = match waited {
+                Ok(Some(next)) => next,
                 Ok(None) => break,
                 // Quiet: an empty write shows whether the reader is still there (a reader
                 // that cancelled refuses the next write, and only that tells us).
@@ -475,40 +639,48 @@ impl Session {
                     return;
                 }
             };
-            let chunk = match chunk {
-                Ok(chunk) => chunk,
+            let (value, weight) = match next {
+                Ok(write) => write,
                 Err(reason) => {
                     end = json!(["abort"]);
                     end_args = json!([wire::js_error("Error", &reason)]);
                     break;
                 }
             };
-            for piece in chunk.chunks(CHUNK_BYTES) {
-                let write = Call {
-                    target: pipe,
-                    path: vec!["write".into()],
-                    args: Some(vec![wire::bytes_expr(piece)]),
+            let write = Call {
+                target: pipe,
+                path: vec!["write".into()],
+                args: Some(vec![value]),
+            };
+            let (_, waiter) = self
+                .send_allocating(|_| Message::Stream(write.to_expr()), true)
+                .await;
+            if let Some(waiter) = waiter {
+                in_flight.push_back((weight, waiter));
+                unacked += weight;
+            }
+            while unacked > WINDOW_BYTES {
+                let Some((size, waiter)) = in_flight.pop_front() else {
+                    break;
                 };
-                let (_, waiter) = self
-                    .send_allocating(|_| Message::Stream(write.to_expr()), true)
-                    .await;
-                if let Some(waiter) = waiter {
-                    in_flight.push_back((piece.len(), waiter));
-                    unacked += piece.len();
-                }
-                while unacked > WINDOW_BYTES {
-                    let Some((size, waiter)) = in_flight.pop_front() else {
-                        break;
-                    };
-                    unacked -= size;
-                    if !matches!(waiter.await, Ok(Ok(_))) {
-                        return;
-                    }
+                unacked -= size;
+                let acknowledged = tokio::select! {
+                    biased;
+                    () = stop.cancelled() => return self.close_pipe(pipe).await,
+                    answer = waiter => matches!(answer, Ok(Ok(_))),
+                };
+                if !acknowledged {
+                    return;
                 }
             }
         }
         for (_, waiter) in in_flight {
-            if !matches!(waiter.await, Ok(Ok(_))) {
+            let acknowledged = tokio::select! {
+                biased;
+                () = stop.cancelled() => return self.close_pipe(pipe).await,
+                answer = waiter => matches!(answer, Ok(Ok(_))),
+            };
+            if !acknowledged {
                 return;
             }
         }
@@ -519,6 +691,23 @@ impl Session {
         };
         let (_, waiter) = self
             .send_allocating(|_| Message::Stream(end.to_expr()), true)
+            .await;
+        if let Some(waiter) = waiter {
+            let _ = waiter.await;
+        }
+    }
+
+    /// Closes our pipe at once, whatever is in flight, and waits for the close's answer (a
+    /// reader that has gone rejects it) before the pipe is released, as capnweb does: the
+    /// peer may not have taken the readable end yet.
+    async fn close_pipe(&self, pipe: i64) {
+        let close = Call {
+            target: pipe,
+            path: vec!["close".into()],
+            args: Some(Vec::new()),
+        };
+        let (_, waiter) = self
+            .send_allocating(|_| Message::Stream(close.to_expr()), true)
             .await;
         if let Some(waiter) = waiter {
             let _ = waiter.await;
@@ -583,6 +772,14 @@ impl Session {
         lock(&self.imports).clear();
         for (_, task) in lock(&self.tasks).drain() {
             task.abort();
+        }
+        let own: Vec<OwnExport> = lock(&self.own)
+            .1
+            .drain()
+            .map(|(_, export)| export)
+            .collect();
+        for export in own {
+            export.target.dispose();
         }
     }
 }

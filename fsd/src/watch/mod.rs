@@ -6,12 +6,14 @@
 mod error;
 mod journal;
 mod key;
+mod operations;
 mod persist;
 mod routes;
 mod service;
 mod snapshot;
 mod wire_error;
 
+pub use operations::{changes, events};
 pub use routes::router;
 pub use service::WatchService;
 pub use snapshot::token_and_changes;

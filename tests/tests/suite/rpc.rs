@@ -62,17 +62,143 @@ async fn capnwebs_own_client_drives_every_sandbox_api_method() {
         env: vec![("FSD_STAND_IN".into(), "ok".into())],
         ..fsd_tests::Options::default()
     });
-    let args = [daemon.url.clone(), daemon.root().display().to_string()];
     let limit = Duration::from_secs(180);
-    let reported = fsd_tests::node::run_script("rpc.mjs", &args, &[], limit).await;
+    every_check_passes("rpc.mjs", &daemon, limit, RPC_CALLS).await;
+}
+
+/// Runs a Node client against `daemon` and asserts it reported exactly `expected`, in
+/// order, every one passed.
+async fn every_check_passes(script: &str, daemon: &Daemon, limit: Duration, expected: &[&str]) {
+    let args = [daemon.url.clone(), daemon.root().display().to_string()];
+    let reported = fsd_tests::node::run_script(script, &args, &[], limit).await;
     let failed: Vec<String> = reported
         .iter()
         .filter(|call| !call.ok)
         .map(|call| format!("{}: {}", call.method, call.detail))
         .collect();
-    assert!(failed.is_empty(), "calls failed:\n{}", failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{script}: failed:\n{}",
+        failed.join("\n")
+    );
     let seen: Vec<&str> = reported.iter().map(|call| call.method.as_str()).collect();
-    assert_eq!(seen, RPC_CALLS, "every call ran");
+    assert_eq!(seen, expected, "{script}: every check ran");
+}
+
+/// Every check `next.mjs` makes, in order.
+const NEXT_CHECKS: &[&str] = &[
+    "utils.getRuntimeMetadata",
+    "gate",
+    "files",
+    "processes.start and its exit",
+    "processes env, cwd and the base environment",
+    "processes.openLogs since, replay and follow",
+    "processes.kill, timeout and the whole tree",
+    "processes refusals",
+    "subscription protocol",
+    "ports.openWatch",
+    "watch.watch and checkChanges",
+    "terminals.hasActive",
+    "processes retention",
+];
+
+/// The SDK's next line through capnweb's own client (`tests/clients/next.mjs`): the
+/// handshake, then each served domain, subscriptions as the object uses them, each family
+/// leaving nothing exported or pending.
+#[tokio::test]
+async fn capnwebs_own_client_drives_the_next_lines_methods() {
+    if !fsd_tests::available_or_skip(
+        fsd_tests::node::installed("capnweb"),
+        "capnwebs_own_client_drives_the_next_lines_methods",
+        "node and `npm ci --prefix tests/clients`",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let limit = Duration::from_secs(120);
+    every_check_passes("next.mjs", &daemon, limit, NEXT_CHECKS).await;
+}
+
+/// A next-line socket activated on `daemon`.
+async fn activated(daemon: &Daemon) -> Peer {
+    let mut peer = Peer::connect(daemon).await;
+    let metadata = peer.call(1, "utils", "getRuntimeMetadata", json!([])).await;
+    let incarnation = metadata[2]["runtimeIncarnationID"].clone();
+    let active = peer
+        .call(2, "utils", "activateControlSession", json!([incarnation]))
+        .await;
+    assert_eq!(active[0], "resolve", "{active}");
+    peer
+}
+
+/// The objects the daemon exports on a next socket, against a hostile peer: a release of
+/// what it never gave breaks the protocol, a call on a released one is refused, a reader
+/// that never acknowledges holds a bounded window, and a dropped socket loses no process.
+#[tokio::test]
+async fn the_next_lines_exports_hold_against_a_hostile_peer() {
+    let daemon = Daemon::start();
+    let mut peer = activated(&daemon).await;
+    // A process that writes without end, and a subscription to it whose writes are never
+    // acknowledged: what is in flight stays within the window.
+    let started = peer
+        .call(3, "processes", "start", json!([[["yes", "fsd"]], {}]))
+        .await;
+    let id = started[2]["id"].as_str().expect("a process id").to_string();
+    let logs = peer
+        .call(4, "processes", "openLogs", json!([id, {"follow": true}]))
+        .await;
+    assert_eq!(logs[2], json!(["export", -1]), "{logs}");
+    peer.send(json!(["push", ["pipeline", -1, ["stream"], []]]))
+        .await;
+    peer.send(json!(["pull", 5])).await;
+    let mut written = 0;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while tokio::time::Instant::now() < deadline {
+        let Some(message) = peer.socket.next(Duration::from_millis(200)).await else {
+            continue;
+        };
+        if message[0] == "stream" {
+            written += message.to_string().len();
+        }
+    }
+    assert!(written > 0, "the subscription writes");
+    // The window is 1 MiB of events; one more may be on its way as it fills.
+    assert!(
+        written <= (1 << 20) + 100_000,
+        "{written} bytes of unacknowledged writes"
+    );
+    // Cancelled and released: the pipe closes and the export is gone.
+    peer.send(json!(["push", ["pipeline", -1, ["cancel"], []]]))
+        .await;
+    peer.send(json!(["release", -1, 1])).await;
+    let call = json!(["push", ["pipeline", -1, ["stream"], []]]);
+    peer.send(call).await;
+    peer.send(json!(["pull", 7])).await;
+    let refused = loop {
+        let message = peer.next().await.expect("an answer");
+        if message[1] == 7 && message[0] == "reject" {
+            break message;
+        }
+    };
+    assert_eq!(refused[2][1], "RangeError", "{refused}");
+    // A socket that goes loses no process: another one of this runtime sees it running,
+    // and stops it.
+    drop(peer);
+    let mut other = activated(&daemon).await;
+    let seen = other.call(3, "processes", "get", json!([id])).await;
+    assert_eq!(seen[2]["state"], "running", "{seen}");
+    let killed = other.call(4, "processes", "kill", json!([id, 9])).await;
+    assert_eq!(killed[0], "resolve", "{killed}");
+    // A release of an export never given breaks the protocol: the session ends.
+    other.send(json!(["release", -40, 1])).await;
+    let mut aborted = false;
+    while let Some(message) = other.next().await {
+        if message[0] == "abort" {
+            aborted = true;
+            break;
+        }
+    }
+    assert!(aborted, "an abort for the release of an unknown export");
 }
 
 /// A raw capnweb peer.
@@ -225,7 +351,7 @@ async fn the_next_lines_handshake_gates_its_own_sockets_only() {
     let unnamed = next.call(10, "files", "exists", json!([42])).await;
     assert_eq!(unnamed[2][4]["code"], "VALIDATION_FAILED", "{unnamed}");
     let later = next
-        .call(11, "processes", "start", json!([[["true"]]]))
+        .call(11, "terminals", "create", json!([{"command": [["bash"]]}]))
         .await;
     assert_eq!(later[2][1], "TypeError", "{later}");
     // The 0.12 socket beside it: no handshake, no gate.

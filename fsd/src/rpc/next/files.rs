@@ -1,29 +1,21 @@
-//! The next line's domains (`reference-next.md` §4), called on the services with typed
-//! arguments (no request through the router, unlike the 0.12 methods in `api.rs`). Served
-//! so far: `files.exists`, `files.mkdir`, `files.deleteFile` and `files.listFiles`; relative
-//! paths are taken from the workspace, as the next line's runtime takes them from
+//! The next line's `files` (`reference-next.md` §4.2): 0.12's methods without `sessionId`,
+//! on the file service. Served so far: `exists`, `mkdir`, `deleteFile` and `listFiles`;
+//! relative paths are taken from the workspace, as the next line's runtime takes them from
 //! `/workspace`.
 
 use fsd_api::Operation;
 use fsd_api::files::{ExistsResponse, ListFilesResponse, MkdirResponse, PathResponse};
-use serde::Serialize;
-use serde_json::{Map, Value};
 
-use super::api::invalid;
-use super::wire::{self, Arg};
-use crate::error::{ApiError, OperationExt};
+use super::args::{Answer, api_error, flag, string, value};
+use crate::error::OperationExt;
 use crate::files::ListOptions;
+use crate::rpc::wire::Arg;
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
 
-type Answer = Result<Value, Value>;
-
-/// Serves `domain.method` for an activated next socket; `None` when it is not served yet.
-pub async fn call(state: &AppState, domain: &str, method: &str, args: &[Arg]) -> Option<Answer> {
-    match domain {
-        "files" => Some(files(state, FilesMethod::named(method)?, args).await),
-        _ => None,
-    }
+/// Serves `files.method`; `None` when it is not served yet.
+pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer> {
+    Some(files(state, FilesMethod::named(method)?, args).await)
 }
 
 /// The `files` methods served so far.
@@ -113,34 +105,5 @@ async fn files(state: &AppState, method: FilesMethod, args: &[Arg]) -> Answer {
                 })
         }
     };
-    answer.map_err(|error| rpc_error(&error))
-}
-
-/// The string argument at `index`, or the 0.12 methods' validation error naming it.
-fn string(args: &[Arg], index: usize, name: &str) -> Result<String, Value> {
-    match args.get(index) {
-        Some(Arg::Json(Value::String(text))) => Ok(text.clone()),
-        _ => Err(invalid(name, "must be a string")),
-    }
-}
-
-/// A boolean field of the options object at `index` (absent: false).
-fn flag(args: &[Arg], index: usize, name: &str) -> bool {
-    match args.get(index) {
-        Some(Arg::Json(Value::Object(options))) => {
-            options.get(name).and_then(Value::as_bool).unwrap_or(false)
-        }
-        _ => false,
-    }
-}
-
-/// A result as the wire carries it.
-fn value(result: impl Serialize) -> Value {
-    let json = serde_json::to_value(result).unwrap_or_else(|_| Value::Object(Map::new()));
-    wire::from_json(&json)
-}
-
-/// An error as the next line's object maps it: `code` and `details` as properties.
-fn rpc_error(error: &ApiError) -> Value {
-    wire::sandbox_error(&error.message, error.code.as_str(), &error.context)
+    answer.map_err(|error| api_error(&error))
 }

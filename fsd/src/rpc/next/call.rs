@@ -1,0 +1,28 @@
+//! Which domain serves a next-line call.
+
+use std::sync::Arc;
+
+use super::args::Answer;
+use super::{files, processes, readiness};
+use crate::rpc::session::Session;
+use crate::rpc::wire::Arg;
+use crate::state::AppState;
+
+/// Serves `domain.method` for an activated next socket; `None` when it is not served.
+pub async fn call(
+    state: &AppState,
+    session: &Arc<Session>,
+    domain: &str,
+    method: &str,
+    args: Vec<Arg>,
+) -> Option<Answer> {
+    match domain {
+        "files" => files::call(state, method, &args).await,
+        "processes" => processes::call(state, session, method, args).await,
+        "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
+        // No terminal of the next line exists until `terminals.create` is served; the
+        // object asks at every sleep decision, and a refusal would keep the sandbox awake.
+        "terminals" if method == "hasActive" => Some(Ok(serde_json::Value::Bool(false))),
+        _ => None,
+    }
+}

@@ -1,0 +1,12 @@
+//! The next line's domains (`reference-next.md` §4), called on the services and engines
+//! with typed arguments (no request through the router, unlike the 0.12 methods in
+//! `api.rs`). `call` routes a `[domain, method]`; `args` reads the object's arguments and
+//! shapes results and errors; each domain file serves one domain.
+
+mod args;
+mod call;
+mod files;
+mod processes;
+mod readiness;
+
+pub use call::call;

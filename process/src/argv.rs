@@ -1,0 +1,597 @@
+//! Processes started from an argv (the SDK's next line, `reference-next.md` §4.3): no
+//! shell, no session, the base environment overlaid with the caller's, stdin closed,
+//! stdout and stderr into a [`SequencedLog`] on disk. Each runs under its own supervisor in
+//! the sandbox's process world, so it is `running` until everything it started has ended
+//! (a subreaper sees even what detached), and then `exited` with its own outcome: its code,
+//! or 128+n with the signal n that ended it, and whether its lifetime ran out. Ended ones
+//! are kept up to a bound, oldest dropped first, with their logs.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{Stream, StreamExt};
+use serde::Serialize;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::sync::watch;
+
+use crate::proctree;
+use crate::seqlog::{Entry, Kind, LogError, SequencedLog};
+use crate::stop;
+use crate::supervisor::OnExit;
+use crate::world::World;
+
+/// How long a supervisor may take to say it started the program.
+const START_LIMIT: Duration = Duration::from_secs(10);
+/// How long output may keep coming after the whole tree ended (a descriptor passed out of
+/// it); past this the log is closed without it.
+const DRAIN_LIMIT: Duration = Duration::from_secs(2);
+/// How long a process past its lifetime has between SIGTERM and SIGKILL.
+const LIFETIME_GRACE: Duration = Duration::from_secs(1);
+/// The most one pipe read takes: one event.
+const READ_BYTES: usize = 64 * 1024;
+
+/// Where processes keep their logs, how much, and how many ended ones are kept.
+#[derive(Debug, Clone)]
+pub struct ArgvConfig {
+    /// Logs live in `<dir>/<id>/`; emptied at start (a new daemon is a new runtime).
+    pub dir: PathBuf,
+    pub log_bytes: u64,
+    pub retained: usize,
+    pub base_env: Vec<(String, String)>,
+    pub workspace: PathBuf,
+    pub world: Arc<World>,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ArgvSpec {
+    pub argv: Vec<String>,
+    /// Default: the workspace.
+    pub cwd: Option<PathBuf>,
+    /// Laid over the base environment.
+    pub env: Vec<(String, String)>,
+    /// The lifetime: SIGTERM to the tree past it, SIGKILL a second later.
+    pub timeout: Option<Duration>,
+}
+
+/// How a process ended, as the wire carries it (`exit` / `error`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Exit {
+    pub code: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Failure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    Running,
+    Exited(Exit),
+    Failed(Failure),
+}
+
+/// A process as `get` and `list` report it.
+#[derive(Debug, Clone)]
+pub struct ArgvStatus {
+    pub id: String,
+    /// As the sandbox sees it (its PID namespace).
+    pub pid: u32,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub started_at: String,
+    pub outcome: Outcome,
+    pub ended_at: Option<String>,
+}
+
+/// What a caller can get wrong, or what went wrong starting.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Command(&'static str),
+    #[error("Process cwd is invalid: {reason}")]
+    Cwd { cwd: String, reason: String },
+    #[error("Process environment is invalid: {reason}")]
+    Environment { name: String, reason: &'static str },
+    #[error("Failed to start process: {message}")]
+    Spawn { command: String, message: String },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+/// What `kill` can refuse.
+#[derive(Debug, thiserror::Error)]
+pub enum KillError {
+    #[error("Process {0} not found")]
+    NotFound(String),
+    #[error("signal must be an integer from 1 through 64")]
+    Signal,
+    #[error("{message}")]
+    Failed { message: String },
+}
+
+/// One process.
+pub struct ArgvProcess {
+    status: Mutex<ArgvStatus>,
+    /// The supervisor's pid as the daemon sees it: what it started is below it.
+    supervisor: u32,
+    log: Arc<SequencedLog>,
+    ended: watch::Sender<bool>,
+    timed_out: AtomicBool,
+}
+
+impl ArgvProcess {
+    pub fn status(&self) -> ArgvStatus {
+        self.status
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn log(&self) -> &Arc<SequencedLog> {
+        &self.log
+    }
+
+    fn running(&self) -> bool {
+        !*self.ended.borrow()
+    }
+}
+
+/// The next line's processes of this daemon.
+pub struct ArgvProcesses {
+    config: ArgvConfig,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    processes: HashMap<String, Arc<ArgvProcess>>,
+    /// Ids of ended processes, oldest end first.
+    ended: std::collections::VecDeque<String>,
+}
+
+impl ArgvProcesses {
+    pub fn new(config: ArgvConfig) -> Arc<Self> {
+        let _ = std::fs::remove_dir_all(&config.dir);
+        Arc::new(Self {
+            config,
+            table: Mutex::new(Table::default()),
+        })
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<ArgvProcess>> {
+        self.table().processes.get(id).cloned()
+    }
+
+    /// Running and kept ended processes, in the order they started.
+    pub fn list(&self) -> Vec<ArgvStatus> {
+        let mut all: Vec<ArgvStatus> = self
+            .table()
+            .processes
+            .values()
+            .map(|process| process.status())
+            .collect();
+        all.sort_by(|a, b| a.started_at.cmp(&b.started_at));
+        all
+    }
+
+    /// Whether any process runs (what keeps a sandbox awake).
+    pub fn has_active(&self) -> bool {
+        self.table().processes.values().any(|p| p.running())
+    }
+
+    /// Starts `spec` as process `id` and returns once it runs (or could not start).
+    pub async fn start(
+        self: &Arc<Self>,
+        id: String,
+        spec: ArgvSpec,
+    ) -> Result<ArgvStatus, StartError> {
+        let (program, _) = spec.argv.split_first().ok_or(StartError::Command(
+            "Process command must include an executable",
+        ))?;
+        if program.is_empty() {
+            return Err(StartError::Command(
+                "Process executable must be a non-empty string",
+            ));
+        }
+        if spec.argv.iter().any(|arg| arg.contains('\0')) {
+            return Err(StartError::Command(
+                "Process argv members must be strings without NUL",
+            ));
+        }
+        for (name, value) in &spec.env {
+            let reason = if name.is_empty() {
+                Some("name must be non-empty")
+            } else if name.contains('=') || name.contains('\0') {
+                Some("name must not contain '=' or NUL")
+            } else if value.contains('\0') {
+                Some("value must not contain NUL")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(StartError::Environment {
+                    name: name.clone(),
+                    reason,
+                });
+            }
+        }
+        let cwd = spec
+            .cwd
+            .clone()
+            .unwrap_or_else(|| self.config.workspace.clone());
+        check_cwd(&cwd, &self.config.world)?;
+        let log = Arc::new(SequencedLog::create(
+            &self.config.dir.join(&id),
+            &id,
+            self.config.log_bytes,
+        )?);
+        let spawn_failed = |message: String| StartError::Spawn {
+            command: spec.argv.join(" "),
+            message,
+        };
+        let (status_read, status_write) =
+            std::io::pipe().map_err(|error| spawn_failed(error.to_string()))?;
+        let status_fd = status_write.as_raw_fd();
+        let program: Vec<&OsStr> = spec.argv.iter().map(OsStr::new).collect();
+        let mut command =
+            self.config
+                .world
+                .reporting_command(OnExit::Linger, &cwd, &program, status_fd);
+        let mut env = self.config.base_env.clone();
+        for (name, value) in &spec.env {
+            env.retain(|(kept, _)| kept != name);
+            env.push((name.clone(), value.clone()));
+        }
+        command
+            .env_clear()
+            .envs(env)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        // SAFETY: fcntl is async-signal-safe; the status pipe's write end is kept across
+        // the exec of the supervisor, which marks it close-on-exec for its program.
+        unsafe {
+            command.pre_exec(move || {
+                if nix::libc::fcntl(status_fd, nix::libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|error| spawn_failed(error.to_string()))?;
+        drop(status_write);
+        let status_pipe =
+            tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(status_read))
+                .map_err(|error| spawn_failed(error.to_string()))?;
+        let mut status_lines = BufReader::new(status_pipe).lines();
+        let first = tokio::time::timeout(START_LIMIT, status_lines.next_line()).await;
+        let pid = match first {
+            Ok(Ok(Some(line))) => match line.split_once(' ') {
+                Some(("pid", pid)) => pid.parse::<u32>().unwrap_or(0),
+                Some(("cwd", reason)) => {
+                    let _ = child.wait().await;
+                    return Err(StartError::Cwd {
+                        cwd: cwd.display().to_string(),
+                        reason: reason.to_string(),
+                    });
+                }
+                Some((_, message)) => {
+                    let _ = child.wait().await;
+                    return Err(spawn_failed(message.to_string()));
+                }
+                None => 0,
+            },
+            _ => {
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                return Err(spawn_failed("the supervisor did not start it".into()));
+            }
+        };
+        let spawned = child.id().unwrap_or(0);
+        let supervisor = self.config.world.supervisor_of(spawned).unwrap_or(0);
+        let status = ArgvStatus {
+            id: id.clone(),
+            pid,
+            command: spec.argv.clone(),
+            cwd: cwd.clone(),
+            started_at: crate::time::now_rfc3339(),
+            outcome: Outcome::Running,
+            ended_at: None,
+        };
+        let process = Arc::new(ArgvProcess {
+            status: Mutex::new(status.clone()),
+            supervisor,
+            log,
+            ended: watch::channel(false).0,
+            timed_out: AtomicBool::new(false),
+        });
+        self.table()
+            .processes
+            .insert(id.clone(), Arc::clone(&process));
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let readers = [
+            stdout.map(|out| tokio::spawn(drain(out, Kind::Stdout, Arc::clone(&process.log)))),
+            stderr.map(|err| tokio::spawn(drain(err, Kind::Stderr, Arc::clone(&process.log)))),
+        ];
+        if let Some(limit) = spec.timeout {
+            let process = Arc::clone(&process);
+            tokio::spawn(async move {
+                let mut ended = process.ended.subscribe();
+                tokio::select! {
+                    () = async { drop(ended.wait_for(|ended| *ended).await) } => {}
+                    () = tokio::time::sleep(limit) => {
+                        process.timed_out.store(true, Ordering::Release);
+                        end_lifetime(process.supervisor).await;
+                    }
+                }
+            });
+        }
+        let processes = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut exit = None;
+            while let Ok(Some(line)) = status_lines.next_line().await {
+                if let Some(rest) = line.strip_prefix("exit ") {
+                    let mut parts = rest.split(' ').map(|part| part.parse::<i32>().ok());
+                    if let (Some(Some(code)), Some(Some(signal))) = (parts.next(), parts.next()) {
+                        exit = Some((code, signal));
+                    }
+                }
+            }
+            // The supervisor ends once nothing is left below it.
+            let waited = child.wait().await;
+            for reader in readers.into_iter().flatten() {
+                let _ = tokio::time::timeout(DRAIN_LIMIT, reader).await;
+            }
+            let timed_out = process.timed_out.load(Ordering::Acquire);
+            let outcome = match (exit, waited) {
+                (Some((code, signal)), _) => Outcome::Exited(Exit {
+                    code,
+                    signal: (signal > 0).then_some(signal),
+                    timed_out,
+                }),
+                (None, waited) => Outcome::Failed(Failure {
+                    code: "EXIT_FAILED",
+                    message: format!(
+                        "the process's supervisor ended without its exit status ({})",
+                        waited.map_or_else(|e| e.to_string(), |s| s.to_string())
+                    ),
+                }),
+            };
+            processes.finish(&process, outcome);
+        });
+        Ok(status)
+    }
+
+    /// Records how `process` ended: its terminal event, its status, and the bound on kept
+    /// ended processes.
+    fn finish(&self, process: &Arc<ArgvProcess>, outcome: Outcome) {
+        let terminal = match &outcome {
+            Outcome::Exited(exit) => serde_json::json!({ "state": "exited", "exit": exit }),
+            Outcome::Failed(failure) => serde_json::json!({ "state": "error", "error": failure }),
+            Outcome::Running => serde_json::json!({ "state": "running" }),
+        };
+        let at_ms = chrono::Utc::now().timestamp_millis();
+        if let Err(error) =
+            process
+                .log
+                .append(Kind::Terminal, at_ms, terminal.to_string().as_bytes())
+        {
+            tracing::warn!(%error, "a process's end could not be logged");
+        }
+        let id = {
+            let mut status = process.status.lock().unwrap_or_else(|p| p.into_inner());
+            status.outcome = outcome;
+            status.ended_at = Some(crate::time::now_rfc3339());
+            status.id.clone()
+        };
+        process.ended.send_replace(true);
+        let dropped: Vec<String> = {
+            let mut table = self.table();
+            table.ended.push_back(id);
+            let mut dropped = Vec::new();
+            while table.ended.len() > self.config.retained {
+                if let Some(old) = table.ended.pop_front() {
+                    table.processes.remove(&old);
+                    dropped.push(old);
+                }
+            }
+            dropped
+        };
+        for old in dropped {
+            let dir = self.config.dir.join(old);
+            tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir));
+        }
+    }
+
+    /// Sends signal `signal` (1–64) to everything the process started; a no-op once it
+    /// has exited.
+    pub fn kill(&self, id: &str, signal: i32) -> Result<(), KillError> {
+        let process = self
+            .get(id)
+            .ok_or_else(|| KillError::NotFound(id.to_string()))?;
+        if !(1..=64).contains(&signal) {
+            return Err(KillError::Signal);
+        }
+        match process.status().outcome {
+            Outcome::Exited(_) => return Ok(()),
+            Outcome::Failed(failure) => {
+                return Err(KillError::Failed {
+                    message: failure.message,
+                });
+            }
+            Outcome::Running => {}
+        }
+        if process.supervisor > 1 {
+            for pid in proctree::living_below(process.supervisor) {
+                if let Ok(pid) = i32::try_from(pid) {
+                    // SAFETY: kill(2) with a pid and a signal number; nix's `Signal` has no
+                    // real-time signals, which the API allows.
+                    unsafe { nix::libc::kill(pid, signal) };
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until the process `id` has ended (at once if it has, or is unknown).
+    pub async fn wait(&self, id: &str) {
+        if let Some(process) = self.get(id) {
+            let mut ended = process.ended.subscribe();
+            let _ = ended.wait_for(|ended| *ended).await;
+        }
+    }
+}
+
+/// Ends what runs below `supervisor` as the reference ends a process past its lifetime:
+/// SIGTERM, a second's grace, then SIGKILL until nothing is left.
+async fn end_lifetime(supervisor: u32) {
+    if supervisor <= 1 {
+        return;
+    }
+    proctree::signal_all(
+        &proctree::living_below(supervisor),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let deadline = tokio::time::Instant::now() + LIFETIME_GRACE;
+    while tokio::time::Instant::now() < deadline {
+        if proctree::living_below(supervisor).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _ = tokio::task::spawn_blocking(move || {
+        stop::kill_until_gone(|| proctree::living_below(supervisor), || {})
+    })
+    .await;
+}
+
+/// The reference's cwd checks: given, a directory, enterable; under `--confine`, inside.
+fn check_cwd(cwd: &Path, world: &World) -> Result<(), StartError> {
+    let refused = |reason: &str| StartError::Cwd {
+        cwd: cwd.display().to_string(),
+        reason: reason.to_string(),
+    };
+    if cwd.as_os_str().is_empty() {
+        return Err(refused("cwd must be non-empty"));
+    }
+    match std::fs::metadata(cwd) {
+        Err(error) => return Err(refused(&error.to_string())),
+        Ok(meta) if !meta.is_dir() => return Err(refused("not a directory")),
+        Ok(_) => {}
+    }
+    if nix::unistd::access(cwd, nix::unistd::AccessFlags::X_OK).is_err() {
+        return Err(refused("not searchable"));
+    }
+    if !world.admits(cwd) {
+        return Err(refused("outside the directories commands may run in"));
+    }
+    Ok(())
+}
+
+/// Reads one output pipe into the log, one event per read, until its end.
+async fn drain(mut pipe: impl AsyncRead + Unpin, kind: Kind, log: Arc<SequencedLog>) {
+    let mut buffer = vec![0u8; READ_BYTES];
+    loop {
+        match pipe.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => {
+                let at_ms = chrono::Utc::now().timestamp_millis();
+                if let Err(error) = log.append(kind, at_ms, &buffer[..read]) {
+                    tracing::warn!(%error, "process output could not be logged");
+                }
+            }
+        }
+    }
+}
+
+/// How far a reader of a log goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// Through this sequence (what was written when it subscribed).
+    Seq(u64),
+    /// Through the terminal event, live.
+    Terminal,
+}
+
+/// A log's entries from sequence `from` on, read from disk batch by batch and waiting for
+/// more while `until` is not reached. Dropping the stream stops it.
+pub fn follow(
+    log: Arc<SequencedLog>,
+    from: u64,
+    until: Until,
+) -> impl Stream<Item = Entry> + Send + 'static {
+    let written = log.subscribe();
+    futures_util::stream::unfold(
+        (log, written, from, false),
+        move |(log, mut written, next, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                if let Until::Seq(last) = until
+                    && next > last
+                {
+                    return None;
+                }
+                let reader = Arc::clone(&log);
+                let batch = tokio::task::spawn_blocking(move || reader.read_from(next))
+                    .await
+                    .unwrap_or_default();
+                if batch.is_empty() {
+                    written.mark_unchanged();
+                    if log.end() >= next {
+                        continue;
+                    }
+                    if written.changed().await.is_err() {
+                        return None;
+                    }
+                    continue;
+                }
+                let mut entries = Vec::with_capacity(batch.len());
+                let mut after = next;
+                let mut finished = false;
+                for entry in batch {
+                    if let Entry::Record(record) = &entry {
+                        if let Until::Seq(last) = until
+                            && record.seq > last
+                        {
+                            finished = true;
+                            break;
+                        }
+                        after = record.seq + 1;
+                        finished |= record.kind == Kind::Terminal;
+                    }
+                    entries.push(entry);
+                    if finished {
+                        break;
+                    }
+                }
+                return Some((
+                    futures_util::stream::iter(entries),
+                    (log, written, after, finished),
+                ));
+            }
+        },
+    )
+    .flatten()
+}

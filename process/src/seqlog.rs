@@ -1,0 +1,450 @@
+//! A sequenced event log on disk: the output of one next-line process (or terminal) as
+//! numbered events (`stdout`, `stderr`, then one `terminal`), read from any sequence by
+//! cursor, live or after the fact. It keeps the latest `cap` bytes in segment files and
+//! drops whole old segments, so a reader that asks for an evicted event learns exactly
+//! that (`Truncated`) and goes on from the oldest kept one. The reference keeps 1 MiB and
+//! 10,000 events in memory; this is disk, sized by the daemon's setting.
+//!
+//! Cursors are the reference's: unpadded base64url of `v1.<base64url(store)>.<seq>`.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use base64_simd::URL_SAFE_NO_PAD;
+use tokio::sync::watch;
+
+/// Bytes of a record's header: seq (8), kind (1), timestamp in ms (8), data length (4).
+const HEADER: usize = 21;
+/// A log keeps this many segments' worth of its cap: a new segment starts at a quarter.
+const SEGMENTS: u64 = 4;
+/// The most records one read returns (a subscriber reads on).
+const READ_RECORDS: usize = 256;
+/// The most data bytes one read returns.
+const READ_BYTES: usize = 1 << 20;
+
+/// What an event is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Stdout,
+    Stderr,
+    /// The last event: how the run ended, as JSON.
+    Terminal,
+}
+
+impl Kind {
+    fn byte(self) -> u8 {
+        match self {
+            Kind::Stdout => 1,
+            Kind::Stderr => 2,
+            Kind::Terminal => 3,
+        }
+    }
+
+    fn of(byte: u8) -> Option<Self> {
+        Some(match byte {
+            1 => Kind::Stdout,
+            2 => Kind::Stderr,
+            3 => Kind::Terminal,
+            _ => return None,
+        })
+    }
+}
+
+/// One event as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    pub seq: u64,
+    pub kind: Kind,
+    /// Milliseconds since the epoch when it was written.
+    pub at_ms: i64,
+    pub data: Vec<u8>,
+}
+
+/// What a read from a sequence yields, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entry {
+    /// Events between the asked sequence and the next entry are no longer kept.
+    Truncated,
+    Record(Record),
+}
+
+/// Why a cursor was refused (the messages are the reference's).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CursorError {
+    #[error("Invalid byte log cursor")]
+    Invalid,
+    #[error("Byte log cursor belongs to another run or store")]
+    OtherStore,
+    #[error("Byte log cursor is from the future")]
+    Future,
+}
+
+/// Why the log could not be written.
+#[derive(Debug, thiserror::Error)]
+#[error("the output log {path}: {source}")]
+pub struct LogError {
+    path: PathBuf,
+    source: std::io::Error,
+}
+
+struct Segment {
+    first_seq: u64,
+    path: PathBuf,
+    /// Bytes written to it (records are written whole under the lock, so a reader that
+    /// stops here never sees half of one).
+    len: u64,
+}
+
+struct Inner {
+    /// Oldest first; the last one is written to.
+    segments: VecDeque<Segment>,
+    writer: Option<File>,
+    next_seq: u64,
+}
+
+/// One store's log.
+pub struct SequencedLog {
+    dir: PathBuf,
+    store: String,
+    cap: u64,
+    inner: Mutex<Inner>,
+    /// The last sequence written (0: none yet); readers wait on it.
+    written: watch::Sender<u64>,
+}
+
+impl SequencedLog {
+    /// A new, empty log in `dir` (made; what was there is removed) for the store `store`,
+    /// keeping about the latest `cap` bytes.
+    pub fn create(dir: &Path, store: &str, cap: u64) -> Result<Self, LogError> {
+        let failed = |source| LogError {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).map_err(failed)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            store: store.to_string(),
+            cap: cap.max(SEGMENTS * 4096),
+            inner: Mutex::new(Inner {
+                segments: VecDeque::new(),
+                writer: None,
+                next_seq: 1,
+            }),
+            written: watch::channel(0).0,
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends one event and returns its sequence. Data is written to the page cache under
+    /// the lock (a few microseconds), so readers always see whole records in order.
+    pub fn append(&self, kind: Kind, at_ms: i64, data: &[u8]) -> Result<u64, LogError> {
+        let mut inner = self.lock();
+        let seq = inner.next_seq;
+        let segment_cap = self.cap / SEGMENTS;
+        let roll = match inner.segments.back() {
+            None => true,
+            Some(last) => last.len >= segment_cap,
+        };
+        if roll {
+            let path = self.dir.join(format!("{seq:020}.log"));
+            let file = File::create(&path).map_err(|source| LogError {
+                path: path.clone(),
+                source,
+            })?;
+            inner.writer = Some(file);
+            inner.segments.push_back(Segment {
+                first_seq: seq,
+                path,
+                len: 0,
+            });
+            // Whole old segments go once the rest holds the cap.
+            while inner.segments.len() > 1
+                && inner.segments.iter().skip(1).map(|s| s.len).sum::<u64>() >= self.cap
+            {
+                if let Some(old) = inner.segments.pop_front() {
+                    let _ = std::fs::remove_file(&old.path);
+                }
+            }
+        }
+        let length = u32::try_from(data.len()).unwrap_or(u32::MAX) as usize;
+        let mut record = Vec::with_capacity(HEADER + length);
+        record.extend_from_slice(&seq.to_le_bytes());
+        record.push(kind.byte());
+        record.extend_from_slice(&at_ms.to_le_bytes());
+        record.extend_from_slice(&(length as u32).to_le_bytes());
+        record.extend_from_slice(&data[..length]);
+        let path = inner.segments.back().map(|s| s.path.clone());
+        if let Some(writer) = inner.writer.as_mut() {
+            writer.write_all(&record).map_err(|source| LogError {
+                path: path.unwrap_or_default(),
+                source,
+            })?;
+        }
+        if let Some(last) = inner.segments.back_mut() {
+            last.len += record.len() as u64;
+        }
+        inner.next_seq += 1;
+        drop(inner);
+        self.written.send_replace(seq);
+        Ok(seq)
+    }
+
+    /// The last sequence written (0: none).
+    pub fn end(&self) -> u64 {
+        *self.written.borrow()
+    }
+
+    /// Waits on the last sequence written.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.written.subscribe()
+    }
+
+    /// Kept entries from sequence `from` on (at most a batch; empty when there is nothing
+    /// after `from` yet). Blocking file reads: call it off the runtime's workers.
+    pub fn read_from(&self, from: u64) -> Vec<Entry> {
+        let from = from.max(1);
+        for _ in 0..3 {
+            // Which segments to read, and how far, as they are now.
+            let plan: Vec<(u64, PathBuf, u64)> = {
+                let inner = self.lock();
+                if from >= inner.next_seq {
+                    return Vec::new();
+                }
+                let start = inner
+                    .segments
+                    .iter()
+                    .rposition(|s| s.first_seq <= from)
+                    .unwrap_or(0);
+                inner
+                    .segments
+                    .iter()
+                    .skip(start)
+                    .map(|s| (s.first_seq, s.path.clone(), s.len))
+                    .collect()
+            };
+            let mut entries = Vec::new();
+            if plan.first().is_some_and(|(first, _, _)| *first > from) {
+                entries.push(Entry::Truncated);
+            }
+            let mut bytes = 0;
+            let mut gone = false;
+            for (_, path, len) in &plan {
+                match read_segment(path, *len, from, &mut entries, &mut bytes) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    // Evicted while we read it: read again from what is kept now.
+                    Err(_) => {
+                        gone = true;
+                        break;
+                    }
+                }
+            }
+            if !gone {
+                return entries;
+            }
+        }
+        vec![Entry::Truncated]
+    }
+
+    /// The cursor of sequence `seq` in this store.
+    pub fn cursor(&self, seq: u64) -> String {
+        cursor(&self.store, seq)
+    }
+
+    /// The sequence a cursor of this store names, checked against what was written.
+    pub fn parse_cursor(&self, text: &str) -> Result<u64, CursorError> {
+        let (store, seq) = parse_cursor(text)?;
+        if store != self.store {
+            return Err(CursorError::OtherStore);
+        }
+        if seq > self.end() {
+            return Err(CursorError::Future);
+        }
+        Ok(seq)
+    }
+}
+
+/// Appends the records of one segment (its first `len` bytes) at or after `from` to
+/// `entries`; `false` once a batch is full.
+fn read_segment(
+    path: &Path,
+    len: u64,
+    from: u64,
+    entries: &mut Vec<Entry>,
+    bytes: &mut usize,
+) -> std::io::Result<bool> {
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?.take(len));
+    let mut header = [0u8; HEADER];
+    loop {
+        match reader.read_exact(&mut header) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(true),
+            Err(error) => return Err(error),
+        }
+        let field = |range: std::ops::Range<usize>| {
+            let mut raw = [0u8; 8];
+            raw[..range.len()].copy_from_slice(&header[range]);
+            u64::from_le_bytes(raw)
+        };
+        let seq = field(0..8);
+        let kind = Kind::of(header[8]).ok_or_else(|| std::io::Error::other("bad record"))?;
+        let at_ms = field(9..17) as i64;
+        let length = field(17..21) as usize;
+        if seq < from {
+            std::io::copy(&mut (&mut reader).take(length as u64), &mut std::io::sink())?;
+            continue;
+        }
+        let mut data = vec![0u8; length];
+        reader.read_exact(&mut data)?;
+        *bytes += length;
+        entries.push(Entry::Record(Record {
+            seq,
+            kind,
+            at_ms,
+            data,
+        }));
+        if entries.len() >= READ_RECORDS || *bytes >= READ_BYTES {
+            return Ok(false);
+        }
+    }
+}
+
+/// The reference's cursor for `seq` of `store`.
+pub fn cursor(store: &str, seq: u64) -> String {
+    let inner = format!("v1.{}.{seq}", URL_SAFE_NO_PAD.encode_to_string(store));
+    URL_SAFE_NO_PAD.encode_to_string(inner)
+}
+
+/// The store and sequence a cursor names, if it is one (it must encode back to itself).
+pub fn parse_cursor(text: &str) -> Result<(String, u64), CursorError> {
+    let decoded = URL_SAFE_NO_PAD
+        .decode_to_vec(text)
+        .map_err(|_| CursorError::Invalid)?;
+    let decoded = String::from_utf8(decoded).map_err(|_| CursorError::Invalid)?;
+    let mut parts = decoded.splitn(3, '.');
+    let (Some("v1"), Some(store), Some(seq)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(CursorError::Invalid);
+    };
+    let store = URL_SAFE_NO_PAD
+        .decode_to_vec(store)
+        .ok()
+        .and_then(|raw| String::from_utf8(raw).ok())
+        .ok_or(CursorError::Invalid)?;
+    if seq.is_empty() || !seq.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(CursorError::Invalid);
+    }
+    let seq: u64 = seq.parse().map_err(|_| CursorError::Invalid)?;
+    if seq == 0 || cursor(&store, seq) != text {
+        return Err(CursorError::Invalid);
+    }
+    Ok((store, seq))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(entries: &[Entry]) -> Vec<u64> {
+        entries
+            .iter()
+            .map(|entry| match entry {
+                Entry::Truncated => 0,
+                Entry::Record(record) => record.seq,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn reads_back_in_order_from_any_sequence() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SequencedLog::create(&dir.path().join("p"), "p", 1 << 20).unwrap();
+        assert!(log.read_from(1).is_empty());
+        for i in 0..10u8 {
+            let kind = if i % 2 == 0 {
+                Kind::Stdout
+            } else {
+                Kind::Stderr
+            };
+            assert_eq!(log.append(kind, 7, &[i; 3]).unwrap(), u64::from(i) + 1);
+        }
+        log.append(Kind::Terminal, 8, b"{}").unwrap();
+        assert_eq!(log.end(), 11);
+        let all = log.read_from(1);
+        assert_eq!(records(&all), (1..=11).collect::<Vec<_>>());
+        let Entry::Record(second) = &all[1] else {
+            panic!()
+        };
+        assert_eq!(
+            (second.kind, second.at_ms, second.data.as_slice()),
+            (Kind::Stderr, 7, [1u8; 3].as_slice())
+        );
+        assert_eq!(records(&log.read_from(10)), [10, 11]);
+        assert!(log.read_from(12).is_empty());
+    }
+
+    #[test]
+    fn keeps_the_latest_cap_and_says_what_it_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let cap = 64 * 1024;
+        let log = SequencedLog::create(&dir.path().join("p"), "p", cap).unwrap();
+        let chunk = vec![b'x'; 1000];
+        for _ in 0..1000 {
+            log.append(Kind::Stdout, 0, &chunk).unwrap();
+        }
+        // Kept: at least the cap, at most a segment more.
+        let kept = std::fs::read_dir(dir.path().join("p"))
+            .unwrap()
+            .map(|e| e.unwrap().metadata().unwrap().len())
+            .sum::<u64>();
+        assert!(kept >= cap && kept <= cap + cap / SEGMENTS + 2000, "{kept}");
+        let from_start = log.read_from(1);
+        assert_eq!(from_start[0], Entry::Truncated);
+        let Entry::Record(oldest) = &from_start[1] else {
+            panic!()
+        };
+        assert!(oldest.seq > 900 && oldest.seq < 1000);
+        // Past the oldest kept: no truncation.
+        assert_ne!(log.read_from(oldest.seq)[0], Entry::Truncated);
+        let mut seen = Vec::new();
+        let mut next = oldest.seq;
+        loop {
+            let batch = log.read_from(next);
+            let Some(Entry::Record(last)) = batch.last() else {
+                break;
+            };
+            next = last.seq + 1;
+            seen.extend(records(&batch));
+        }
+        assert_eq!(seen, (oldest.seq..=1000).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn cursors_are_the_references_and_checked() {
+        let id = "0b6e2c1a-7d3f-4c8e-9a51-2f4d6b8e0c13";
+        // The reference's own example (reference-next.md §5.2).
+        assert_eq!(
+            cursor(id, 1),
+            "djEuTUdJMlpUSmpNV0V0TjJRelppMDBZemhsTFRsaE5URXRNbVkwWkRaaU9HVXdZekV6LjE"
+        );
+        assert_eq!(parse_cursor(&cursor(id, 42)), Ok((id.to_string(), 42)));
+        for bad in ["", "x", "djEu", "!!", &format!("{}=", cursor(id, 1))] {
+            assert_eq!(parse_cursor(bad), Err(CursorError::Invalid), "{bad}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let log = SequencedLog::create(&dir.path().join("p"), id, 1 << 20).unwrap();
+        log.append(Kind::Stdout, 0, b"a").unwrap();
+        assert_eq!(log.parse_cursor(&cursor(id, 1)), Ok(1));
+        assert_eq!(log.parse_cursor(&cursor(id, 2)), Err(CursorError::Future));
+        assert_eq!(
+            log.parse_cursor(&cursor("another", 1)),
+            Err(CursorError::OtherStore)
+        );
+    }
+}

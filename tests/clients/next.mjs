@@ -1,0 +1,317 @@
+// Drives a running fsd's `/rpc` as the SDK's next line (0.13.0-next) does, with capnweb
+// 0.8.0's own client: the handshake and its gate, then every next-line method fsd serves,
+// the subscription protocol (`stream()`, `cancel()`, release) included. Prints one JSON line
+// per check: {"method", "ok", "detail"}. After every family it checks the session is idle
+// again (nothing of ours or the daemon's still exported or pending).
+//
+// node --import ./register.mjs next.mjs BASE_URL WORKSPACE
+const { RpcSession, RpcTarget } = await import('capnweb');
+const { SocketTransport } = await import('./transport.mjs');
+
+const [baseUrl, workspace] = process.argv.slice(2);
+const dir = `${workspace}/next`;
+
+function report(method, ok, detail) {
+  console.log(JSON.stringify({ method, ok, detail: String(detail ?? '') }));
+}
+
+function expect(condition, what) {
+  if (!condition) throw new Error(what);
+}
+
+async function idle(session) {
+  let stats = session.getStats();
+  for (let i = 0; i < 100 && (stats.imports > 1 || stats.exports > 1); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    stats = session.getStats();
+  }
+  expect(stats.imports <= 1 && stats.exports <= 1, `not idle after the call: ${JSON.stringify(stats)}`);
+}
+
+/** The control socket, once open; checks before it run on the probe socket. */
+let control;
+
+async function check(method, body, session = control) {
+  try {
+    const detail = await body();
+    await idle(session);
+    report(method, true, detail);
+  } catch (error) {
+    report(method, false, error?.stack ?? JSON.stringify(error));
+  }
+}
+
+async function rejects(body, code, message) {
+  try {
+    await body();
+  } catch (error) {
+    expect(!code || error?.code === code, `expected ${code}, got ${error?.code}: ${error?.message}`);
+    expect(!message || String(error?.message).includes(message), `expected "${message}", got ${error?.message}`);
+    return `rejected: ${error?.code ?? ''} ${error?.message}`;
+  }
+  throw new Error('expected a rejection');
+}
+
+/** The object's control callback. */
+const tunnelExits = [];
+class Callback extends RpcTarget {
+  onTunnelRunExit(exit) {
+    tunnelExits.push(exit);
+  }
+}
+
+async function connect(main) {
+  const socket = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/rpc`);
+  await new Promise((resolve, reject) => {
+    socket.addEventListener('open', resolve);
+    socket.addEventListener('error', reject);
+  });
+  const session = new RpcSession(new SocketTransport(socket), main);
+  return { socket, session, api: session.getRemoteMain() };
+}
+
+/** Every event of a subscription, as the object reads one: stream, read to the end, cancel, release. */
+async function drain(subscription, { stopAt } = {}) {
+  const stream = await subscription.stream();
+  const reader = stream.getReader();
+  const events = [];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    events.push(value);
+    if (stopAt?.(value)) {
+      await reader.cancel();
+      break;
+    }
+  }
+  await subscription.cancel();
+  subscription[Symbol.dispose]();
+  return events;
+}
+
+const text = (events, type) =>
+  events
+    .filter((event) => event.type === type)
+    .map((event) => Buffer.from(event.data).toString('utf8'))
+    .join('');
+
+// The probe socket: metadata, then gone, as the object opens one before every waking call.
+let incarnation;
+{
+  const probe = await connect(undefined);
+  await check('utils.getRuntimeMetadata', async () => {
+    const metadata = await probe.api.utils.getRuntimeMetadata();
+    expect(typeof metadata.runtimeIncarnationID === 'string' && metadata.runtimeIncarnationID.length > 0, JSON.stringify(metadata));
+    expect(metadata.controlProtocolVersion === 1, JSON.stringify(metadata));
+    expect(typeof metadata.sandboxVersion === 'string' && metadata.sandboxVersion.length > 0, JSON.stringify(metadata));
+    incarnation = metadata.runtimeIncarnationID;
+    return JSON.stringify(metadata);
+  }, probe.session);
+  probe.socket.close(3000, 'Container control connection was disconnected');
+}
+
+const opened = await connect(new Callback());
+const api = opened.api;
+control = opened.session;
+
+await check('gate', async () => {
+  const before = await rejects(() => api.utils.activateControlSession('another-runtime'), 'CONTROL_PROTOCOL_INCOMPATIBLE', 'Runtime incarnation does not match');
+  const gated = await rejects(() => api.processes.list(), 'CONTROL_PROTOCOL_INCOMPATIBLE', 'Control session is not activated');
+  const metadata = await api.utils.activateControlSession(incarnation);
+  expect(metadata.runtimeIncarnationID === incarnation, JSON.stringify(metadata));
+  return `${before}; ${gated}`;
+});
+
+await check('files', async () => {
+  const made = await api.files.mkdir('next', { recursive: true });
+  expect(made.success && made.path === 'next', JSON.stringify(made));
+  const listed = await api.files.listFiles('next', {});
+  expect(listed.success && Array.isArray(listed.files), JSON.stringify(listed));
+  const exists = await api.files.exists('next');
+  expect(exists.exists === true, JSON.stringify(exists));
+  return `${listed.count} entries`;
+});
+
+await check('processes.start and its exit', async () => {
+  const started = await api.processes.start(['sh', '-c', 'echo out; echo err >&2; exit 3'], {});
+  expect(started.state === 'running' && typeof started.id === 'string' && started.pid > 0, JSON.stringify(started));
+  expect(started.cwd === workspace && started.command.join(' ') === 'sh -c echo out; echo err >&2; exit 3', JSON.stringify(started));
+  const events = await drain(await api.processes.openLogs(started.id, { replay: true, follow: true }));
+  expect(text(events, 'stdout') === 'out\n' && text(events, 'stderr') === 'err\n', JSON.stringify(events));
+  const last = events.at(-1);
+  expect(last.type === 'terminal' && last.state === 'exited' && last.exit.code === 3 && last.exit.timedOut === false, JSON.stringify(last));
+  expect(last.exit.signal === undefined, JSON.stringify(last));
+  const seqs = events.map((event) => Buffer.from(event.cursor, 'base64url').toString().split('.')[2]);
+  expect(seqs.join(',') === '1,2,3', `sequences ${seqs}`);
+  const got = await api.processes.get(started.id);
+  expect(got.state === 'exited' && got.exit.code === 3 && typeof got.endedAt === 'string' && got.pid === started.pid, JSON.stringify(got));
+  return JSON.stringify(got.exit);
+});
+
+await check('processes env, cwd and the base environment', async () => {
+  await api.files.mkdir('next/sub', { recursive: true });
+  const started = await api.processes.start(['sh', '-c', 'echo "$NEXT_VAR:$(pwd):${PATH:+path}"'], { cwd: 'next/sub', env: { NEXT_VAR: 'yes' } });
+  const events = await drain(await api.processes.openLogs(started.id, { follow: true }));
+  expect(text(events, 'stdout') === `yes:${dir}/sub:path\n`, JSON.stringify(text(events, 'stdout')));
+  return text(events, 'stdout').trim();
+});
+
+await check('processes.openLogs since, replay and follow', async () => {
+  const started = await api.processes.start(['sh', '-c', 'echo one; sleep 0.3; echo two; sleep 0.3; echo three'], {});
+  // Live from the start: every line, then the end.
+  const live = await drain(await api.processes.openLogs(started.id, { follow: true }));
+  expect(text(live, 'stdout') === 'one\ntwo\nthree\n', JSON.stringify(live));
+  const first = live.find((event) => event.type === 'stdout');
+  // After the first event's cursor: the rest.
+  const rest = await drain(await api.processes.openLogs(started.id, { since: first.cursor }));
+  expect(text(rest, 'stdout') === 'two\nthree\n', JSON.stringify(rest));
+  // No replay of an ended process: nothing.
+  const none = await drain(await api.processes.openLogs(started.id, { replay: false }));
+  expect(none.length === 0, JSON.stringify(none));
+  // Cursors refused: malformed, another process's, far ahead.
+  const other = await api.processes.start(['true'], {});
+  const otherEvents = await drain(await api.processes.openLogs(other.id, { follow: true }));
+  const malformed = await rejects(() => api.processes.openLogs(started.id, { since: 'not-a-cursor' }), 'INVALID_PROCESS_CURSOR', 'cursor is invalid');
+  const foreign = await rejects(() => api.processes.openLogs(started.id, { since: otherEvents[0].cursor }), 'INVALID_PROCESS_CURSOR');
+  const ahead = Buffer.from(`v1.${Buffer.from(started.id).toString('base64url')}.99`).toString('base64url');
+  const future = await rejects(() => api.processes.openLogs(started.id, { since: ahead }), 'INVALID_PROCESS_CURSOR');
+  const empty = await rejects(() => api.processes.openLogs(started.id, { since: '' }), 'INVALID_PROCESS_CURSOR');
+  const unknown = await rejects(() => api.processes.openLogs('no-such-process', {}), 'PROCESS_NOT_FOUND');
+  return [malformed, foreign, future, empty, unknown].join('; ');
+});
+
+await check('processes.kill, timeout and the whole tree', async () => {
+  const sleeper = await api.processes.start(['sleep', '30'], {});
+  expect(await api.processes.hasActive(), 'hasActive while sleep runs');
+  await api.processes.kill(sleeper.id);
+  const killed = (await drain(await api.processes.openLogs(sleeper.id, { follow: true }))).at(-1);
+  expect(killed.exit.code === 143 && killed.exit.signal === 15 && !killed.exit.timedOut, JSON.stringify(killed));
+  const hard = await api.processes.start(['sleep', '30'], {});
+  await api.processes.kill(hard.id, 9);
+  const nine = (await drain(await api.processes.openLogs(hard.id, { follow: true }))).at(-1);
+  expect(nine.exit.code === 137 && nine.exit.signal === 9, JSON.stringify(nine));
+  // An orphan keeps the process running until the lifetime ends it; the root's code stays.
+  const orphan = await api.processes.start(['bash', '-c', 'sleep 30 & echo started'], { timeout: 300 });
+  const timed = await drain(await api.processes.openLogs(orphan.id, { follow: true }));
+  const end = timed.at(-1);
+  expect(end.exit.code === 0 && end.exit.timedOut === true, JSON.stringify(end));
+  const bad = await rejects(() => api.processes.kill(orphan.id, 65), 'PROCESS_ERROR', 'signal must be an integer');
+  await api.processes.kill(orphan.id); // exited: a no-op
+  const gone = await rejects(() => api.processes.kill('no-such-process'), 'PROCESS_NOT_FOUND');
+  expect(!(await api.processes.hasActive()), 'hasActive after everything ended');
+  return `${JSON.stringify(end.exit)}; ${bad}; ${gone}`;
+});
+
+await check('processes refusals', async () => {
+  const results = [
+    await rejects(() => api.processes.start([], {}), 'INVALID_COMMAND'),
+    await rejects(() => api.processes.start([''], {}), 'INVALID_COMMAND'),
+    await rejects(() => api.processes.start(['echo', 'a\0b'], {}), 'INVALID_COMMAND'),
+    await rejects(() => api.processes.start(['true'], { timeout: -1 }), 'INVALID_COMMAND'),
+    await rejects(() => api.processes.start(['true'], { env: { 'A=B': 'x' } }), 'INVALID_PROCESS_ENVIRONMENT'),
+    await rejects(() => api.processes.start(['true'], { env: { A: 1 } }), 'INVALID_PROCESS_ENVIRONMENT'),
+    await rejects(() => api.processes.start(['true'], { cwd: 'no/such/dir' }), 'INVALID_PROCESS_CWD'),
+    await rejects(() => api.processes.start(['no-such-program-anywhere'], {}), 'PROCESS_SPAWN_FAILED'),
+  ];
+  expect((await api.processes.get('no-such-process')) === null, 'get of an unknown id is null');
+  const listed = await api.processes.list();
+  expect(Array.isArray(listed) && listed.every((status) => status.state !== 'running'), JSON.stringify(listed));
+  return results.join('; ');
+});
+
+await check('subscription protocol', async () => {
+  const started = await api.processes.start(['sh', '-c', 'echo a'], {});
+  const subscription = await api.processes.openLogs(started.id, { follow: true });
+  const first = await subscription.stream();
+  const twice = await rejects(() => subscription.stream(), undefined, 'Subscription stream already opened');
+  const reader = first.getReader();
+  while (!(await reader.read()).done);
+  await subscription.cancel();
+  await subscription.cancel();
+  subscription[Symbol.dispose]();
+  // Released without stream(): its source stops (nothing stays exported).
+  const unread = await api.processes.openLogs(started.id, { follow: true });
+  unread[Symbol.dispose]();
+  // Cancelled before stream(): a stream that is closed at once.
+  const cancelled = await api.processes.openLogs(started.id, { follow: true });
+  await cancelled.cancel();
+  const closed = await drain(cancelled);
+  expect(closed.length === 0, JSON.stringify(closed));
+  return twice;
+});
+
+await check('ports.openWatch', async () => {
+  const port = 20000 + Math.floor(Math.random() * 20000);
+  const server = await api.processes.start(['python3', '-c', `import http.server as h; h.HTTPServer(("127.0.0.1", ${port}), h.SimpleHTTPRequestHandler).serve_forever()`], {});
+  const tcp = await drain(await api.ports.openWatch(port, { interval: 100 }));
+  expect(tcp[0].type === 'watching' && tcp[0].port === port, JSON.stringify(tcp));
+  expect(tcp.at(-1).type === 'ready' && 'statusCode' in tcp.at(-1) && tcp.at(-1).statusCode === undefined, JSON.stringify(tcp));
+  const http = await drain(await api.ports.openWatch(port, { mode: 'http', path: '/', status: { min: 200, max: 299 }, interval: 100 }));
+  expect(http.at(-1).type === 'ready' && http.at(-1).statusCode === 200, JSON.stringify(http));
+  // A port nothing answers on: watching, then nothing until the object cancels.
+  const quiet = await api.ports.openWatch(port + 1, { interval: 100 });
+  const stream = await quiet.stream();
+  const reader = stream.getReader();
+  const watching = await reader.read();
+  expect(watching.value.type === 'watching', JSON.stringify(watching));
+  await quiet.cancel();
+  quiet[Symbol.dispose]();
+  await api.processes.kill(server.id);
+  await drain(await api.processes.openLogs(server.id, { follow: true }));
+  const bad = await rejects(() => api.ports.openWatch(0, {}), 'VALIDATION_FAILED');
+  return `${JSON.stringify(http.at(-1))}; ${bad}`;
+});
+
+await check('watch.watch and checkChanges', async () => {
+  const subscription = await api.watch.watch({ path: 'next', recursive: true });
+  const stream = await subscription.stream();
+  const reader = stream.getReader();
+  let sse = '';
+  const read = async (until) => {
+    while (!until(sse)) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`the watch ended: ${sse}`);
+      sse += Buffer.from(value).toString('utf8');
+    }
+  };
+  await read((seen) => seen.includes('"watching"'));
+  const started = await api.processes.start(['sh', '-c', `echo x > ${dir}/watched.txt`], {});
+  await drain(await api.processes.openLogs(started.id, { follow: true }));
+  await read((seen) => seen.includes('watched.txt'));
+  // As the object stops one: its reader first, then cancel() and the release.
+  await reader.cancel();
+  await subscription.cancel();
+  subscription[Symbol.dispose]();
+  const unchanged = await api.watch.checkChanges({ path: 'next' });
+  expect(unchanged.success && unchanged.status === 'unchanged', JSON.stringify(unchanged));
+  const missing = await rejects(() => api.watch.watch({ path: 'no/such/dir' }), 'FILE_NOT_FOUND');
+  return missing;
+});
+
+await check('terminals.hasActive', async () => {
+  const active = await api.terminals.hasActive();
+  expect(active === false, `terminals.hasActive: ${active}`);
+  return String(active);
+});
+
+await check('processes retention', async () => {
+  // More ended processes than are kept: the oldest go, with their logs.
+  const ids = [];
+  for (let i = 0; i < 80; i++) {
+    const started = await api.processes.start(['true'], {});
+    ids.push(started.id);
+  }
+  await drain(await api.processes.openLogs(ids.at(-1), { follow: true }));
+  for (let i = 0; i < 100 && (await api.processes.hasActive()); i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  const listed = await api.processes.list();
+  expect(listed.length === 64, `kept ${listed.length}`);
+  expect((await api.processes.get(ids[0])) === null, 'the oldest is dropped');
+  expect((await api.processes.get(ids.at(-1))).state === 'exited', 'the newest is kept');
+  const dropped = await rejects(() => api.processes.openLogs(ids[0], {}), 'PROCESS_NOT_FOUND');
+  return `${listed.length} kept; ${dropped}`;
+});
+api[Symbol.dispose]?.();
+opened.socket.close(3000, 'Container control connection was disconnected');
+process.exit(0);
