@@ -125,11 +125,43 @@ await check('gate', async () => {
 await check('files', async () => {
   const made = await api.files.mkdir('next', { recursive: true });
   expect(made.success && made.path === 'next', JSON.stringify(made));
+  const written = await api.files.writeFile('next/a.txt', 'héllo\n', { encoding: 'utf-8' });
+  expect(written.success && written.bytesWritten === 7, JSON.stringify(written));
+  const read = await api.files.readFile('next/a.txt', { encoding: undefined });
+  expect(read.content === 'héllo\n' && read.encoding === 'utf-8' && read.size === 7 && !read.isBinary, JSON.stringify(read));
+  await api.files.writeFile('next/b.bin', Buffer.from([0, 1, 2, 255]).toString('base64'), { encoding: 'base64' });
+  const binary = await api.files.readFile('next/b.bin', {});
+  expect(binary.encoding === 'base64' && Buffer.from(binary.content, 'base64').equals(Buffer.from([0, 1, 2, 255])), JSON.stringify(binary));
+  // Uncapped reads and writes as streams.
+  const big = Buffer.alloc(3 * 1024 * 1024 + 5, 7);
+  const upload = new ReadableStream({
+    start(controller) {
+      for (let at = 0; at < big.length; at += 1 << 20) controller.enqueue(new Uint8Array(big.subarray(at, at + (1 << 20))));
+      controller.close();
+    },
+  });
+  const streamed = await api.files.writeFileStream('next/big.bin', upload);
+  expect(streamed.success && streamed.bytesWritten === big.length, JSON.stringify(streamed));
+  const raw = await api.files.readFile('next/big.bin', { encoding: 'none' });
+  expect(raw.size === big.length && raw.mimeType === 'application/octet-stream', JSON.stringify({ ...raw, content: undefined }));
+  const chunks = [];
+  for await (const chunk of raw.content) chunks.push(Buffer.from(chunk));
+  expect(Buffer.concat(chunks).equals(big), 'the streamed read is the file');
+  const sse = await api.files.readFileStream('next/a.txt');
+  let frames = '';
+  for await (const chunk of sse) frames += Buffer.from(chunk).toString('utf8');
+  expect(frames.includes('"type":"metadata"') && frames.includes('"type":"complete"'), frames);
+  const renamed = await api.files.renameFile('next/a.txt', 'next/c.txt');
+  expect(renamed.path === 'next/a.txt' && renamed.oldPath === 'next/a.txt' && renamed.newPath === 'next/c.txt', JSON.stringify(renamed));
+  const moved = await api.files.moveFile('next/c.txt', 'next/d.txt');
+  expect(moved.path === 'next/c.txt' && moved.newPath === 'next/d.txt', JSON.stringify(moved));
   const listed = await api.files.listFiles('next', {});
-  expect(listed.success && Array.isArray(listed.files), JSON.stringify(listed));
-  const exists = await api.files.exists('next');
-  expect(exists.exists === true, JSON.stringify(exists));
-  return `${listed.count} entries`;
+  expect(listed.success && listed.files.map((f) => f.name).sort().join(',') === 'b.bin,big.bin,d.txt', JSON.stringify(listed.files.map((f) => f.name)));
+  await api.files.deleteFile('next/big.bin');
+  const exists = await api.files.exists('next/big.bin');
+  expect(exists.exists === false, JSON.stringify(exists));
+  const missing = await rejects(() => api.files.readFile('next/nothing.txt', {}), 'FILE_NOT_FOUND');
+  return `${listed.count} entries; ${missing}`;
 });
 
 await check('processes.start and its exit', async () => {

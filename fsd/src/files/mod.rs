@@ -1,7 +1,7 @@
 //! Files: the reference's file routes and fsd's raw transfer and stat extensions.
 //!
 //! `routes` and `raw` parse and answer; [`FileService`] does the work (its paths resolved by
-//! `crate::paths`); `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
+//! `crate::paths`), `transfer` its streamed writes and reads for every transport; `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
 //! files from holding a request forever.
 
 mod across;
@@ -18,9 +18,11 @@ mod scratch_log;
 mod service;
 mod special;
 mod stream;
+mod transfer;
 mod wire_error;
 
 pub use listing::ListOptions;
 pub use routes::router;
 pub use scratch_log::ScratchLog;
 pub use service::FileService;
+pub use stream::events as read_events;

@@ -17,7 +17,7 @@ pub async fn call(
     args: Vec<Arg>,
 ) -> Option<Answer> {
     match domain {
-        "files" => files::call(state, method, &args).await,
+        "files" => files::call(state, session, method, &args).await,
         "processes" => processes::call(state, session, method, args).await,
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
         // No terminal of the next line exists until `terminals.create` is served; the

@@ -1,24 +1,196 @@
 //! The next line's `files` (`reference-next.md` §4.2): 0.12's methods without `sessionId`,
-//! on the file service. Served so far: `exists`, `mkdir`, `deleteFile` and `listFiles`;
-//! relative paths are taken from the workspace, as the next line's runtime takes them from
-//! `/workspace`.
+//! on the file service, its streamed reads and writes included. Relative paths are taken
+//! from the workspace, as the next line's runtime takes them from `/workspace`.
 
+use std::sync::Arc;
+
+use base64_simd::STANDARD as BASE64;
 use fsd_api::Operation;
-use fsd_api::files::{ExistsResponse, ListFilesResponse, MkdirResponse, PathResponse};
+use fsd_api::files::{
+    Encoding, ExistsResponse, ListFilesResponse, MkdirResponse, PathResponse, ReadResponse,
+    RenameResponse, WriteResponse,
+};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
 
-use super::args::{Answer, api_error, flag, string, value};
-use crate::error::OperationExt;
+use super::args::{Answer, api_error, flag, options, string, value};
+use crate::error::{ApiError, OperationExt};
 use crate::files::ListOptions;
-use crate::rpc::wire::Arg;
+use crate::rpc::api::invalid;
+use crate::rpc::session::Session;
+use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
 
-/// Serves `files.method`; `None` when it is not served yet.
-pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer> {
-    Some(files(state, FilesMethod::named(method)?, args).await)
+/// Serves `files.method`; `None` when it is not one of the next line's.
+pub async fn call(
+    state: &AppState,
+    session: &Arc<Session>,
+    method: &str,
+    args: &[Arg],
+) -> Option<Answer> {
+    Some(match method {
+        "readFile" => read(state, session, args).await,
+        "readFileStream" => read_stream(state, session, args).await,
+        "writeFile" => write(state, args).await,
+        "writeFileStream" => write_stream(state, session, args).await,
+        "renameFile" | "moveFile" => rename(state, method == "moveFile", args).await,
+        other => files(state, FilesMethod::named(other)?, args).await,
+    })
 }
 
-/// The `files` methods served so far.
+/// `readFile(path, {encoding})`: the content encoded (utf-8 or base64, picked from the
+/// content when not asked), or with `encoding: "none"` a stream of its bytes, uncapped.
+async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
+    let path = string(args, 0, "path")?;
+    let options = options(args, 1).unwrap_or_default();
+    let encoding = match options.get("encoding").and_then(Value::as_str) {
+        None => None,
+        Some("none") => {
+            let read = state
+                .files
+                .read_chunks(&path)
+                .await
+                .op(Operation::FileRead)
+                .map_err(|error| api_error(&error))?;
+            let chunks = read.chunks.map(|chunk| chunk.map_err(|e| e.to_string()));
+            let pipe = session.open_outgoing_pipe(chunks).await?;
+            return Ok(json!({
+                "success": true,
+                "content": wire::readable(pipe),
+                "path": path,
+                "size": read.size.map_or_else(wire::undefined, Value::from),
+                "mimeType": read.mime_type,
+                "timestamp": now_rfc3339(),
+            }));
+        }
+        Some("base64") => Some(Encoding::Base64),
+        Some("utf-8" | "utf8") => Some(Encoding::Utf8),
+        Some(_) => return Err(invalid("encoding", "must be utf-8, base64 or none")),
+    };
+    let file = state
+        .files
+        .read(None, &path, encoding)
+        .await
+        .op(Operation::FileRead)
+        .map_err(|error| api_error(&error))?;
+    Ok(value(ReadResponse {
+        success: true,
+        path,
+        content: file.content,
+        timestamp: now_rfc3339(),
+        is_binary: file.encoding == Encoding::Base64,
+        encoding: file.encoding,
+        mime_type: file.mime_type,
+        size: file.size,
+    }))
+}
+
+/// `readFileStream(path)`: 0.12's SSE stream of the file (`metadata`, `chunk`s, `complete`).
+async fn read_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
+    let path = string(args, 0, "path")?;
+    let opened = state
+        .files
+        .open_for_stream(None, &path)
+        .await
+        .op(Operation::FileRead)
+        .map_err(|error| api_error(&error))?;
+    let frames = crate::files::read_events(opened).map(|event| {
+        let json = serde_json::to_string(&event).unwrap_or_default();
+        Ok(bytes::Bytes::from(format!("data: {json}\n\n")))
+    });
+    Ok(wire::readable(session.open_outgoing_pipe(frames).await?))
+}
+
+/// `writeFile(path, content, {encoding})`: atomic, base64 decoded when asked.
+async fn write(state: &AppState, args: &[Arg]) -> Answer {
+    let path = string(args, 0, "path")?;
+    let content = string(args, 1, "content")?;
+    let options = options(args, 2).unwrap_or_default();
+    let bytes = match options.get("encoding").and_then(Value::as_str) {
+        Some("base64") => BASE64
+            .decode_to_vec(content.trim())
+            .map_err(|_| invalid("content", "is not valid base64"))?,
+        _ => content.into_bytes(),
+    };
+    let written = state
+        .files
+        .write(None, &path, bytes::Bytes::from(bytes), None)
+        .await
+        .op(Operation::FileWrite)
+        .map_err(|error| api_error(&error))?;
+    Ok(value(WriteResponse {
+        success: true,
+        path,
+        bytes_written: written.0,
+        mode: None,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// `writeFileStream(path, stream)`: the caller's pipe written to a temp file and renamed
+/// over the target once it closes; one that aborts leaves the old file.
+async fn write_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
+    let path = string(args, 0, "path")?;
+    let Some(Arg::Readable(pipe)) = args.get(1) else {
+        return Err(invalid("stream", "must be a ReadableStream"));
+    };
+    let Some(readable) = session.take_readable(*pipe) else {
+        return Err(invalid(
+            "stream",
+            "names no pipe of this session, or one already read",
+        ));
+    };
+    let chunks = Box::pin(futures_util::stream::unfold(
+        readable,
+        |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
+    ));
+    let (written, _) = state
+        .files
+        .write_stream(&path, chunks, None)
+        .await
+        .op(Operation::FileWrite)
+        .map_err(|error| api_error(&error))?;
+    Ok(value(json!({
+        "success": true,
+        "path": path,
+        "bytesWritten": written,
+        "timestamp": now_rfc3339(),
+    })))
+}
+
+/// `renameFile(oldPath, newPath)` and `moveFile(sourcePath, destinationPath)`, with `mv`'s
+/// rules; a rename also answers `oldPath`.
+async fn rename(state: &AppState, moving: bool, args: &[Arg]) -> Answer {
+    let (from_field, to_field, operation) = if moving {
+        ("sourcePath", "destinationPath", Operation::FileMove)
+    } else {
+        ("oldPath", "newPath", Operation::FileRename)
+    };
+    let from = string(args, 0, from_field)?;
+    let to = string(args, 1, to_field)?;
+    state
+        .files
+        .rename(None, (from_field, &from), (to_field, &to))
+        .await
+        .op(operation)
+        .map_err(|error: ApiError| api_error(&error))?;
+    let answer = value(RenameResponse {
+        success: true,
+        path: from.clone(),
+        new_path: to,
+        timestamp: now_rfc3339(),
+    });
+    Ok(match answer {
+        Value::Object(mut fields) if !moving => {
+            fields.insert("oldPath".into(), json!(from));
+            Value::Object(fields)
+        }
+        other => other,
+    })
+}
+
+/// The other `files` methods.
 #[derive(Debug, Clone, Copy)]
 enum FilesMethod {
     Exists,
