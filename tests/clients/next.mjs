@@ -326,6 +326,23 @@ await check('terminals.hasActive', async () => {
   return String(active);
 });
 
+await check('tunnels', async () => {
+  const ensured = await api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080 });
+  expect(ensured.started === true && ensured.run.url.endsWith('.trycloudflare.com') && ensured.run.hostname && ensured.run.startedAt, JSON.stringify(ensured));
+  const again = await api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080 });
+  expect(again.started === false && again.run.url === ensured.run.url, JSON.stringify(again));
+  const conflict = await rejects(() => api.tunnels.ensureTunnelRun({ tunnelId: 't2', runId: 'run-2', mode: 'quick', port: 8080 }), 'TUNNEL_RUN_CONFLICT');
+  const named = await api.tunnels.ensureTunnelRun({ tunnelId: 'n1', runId: 'run-n', mode: 'named', port: 8082, cloudflaredToken: 'eyJsecret-token' });
+  expect(named.run.mode === 'named' && !('url' in named.run) && !JSON.stringify(named).includes('secret'), JSON.stringify(named));
+  const stopped = await api.tunnels.stopTunnelRun({ tunnelId: 't1', runId: 'run-1' });
+  expect(stopped.stopped === true, JSON.stringify(stopped));
+  await api.tunnels.stopTunnelRun({ tunnelId: 'n1', runId: 'run-n' });
+  for (let i = 0; i < 100 && tunnelExits.length < 2; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+  const exit = tunnelExits.find((event) => event.runId === 'run-1');
+  expect(exit?.tunnelId === 't1' && exit.mode === 'quick' && exit.port === 8080 && 'exitCode' in exit, JSON.stringify(tunnelExits));
+  return `${conflict}; exits ${JSON.stringify(tunnelExits)}`;
+});
+
 await check('processes retention', async () => {
   // More ended processes than are kept: the oldest go, with their logs.
   const ids = [];

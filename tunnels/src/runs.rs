@@ -41,6 +41,8 @@ pub struct TunnelExit {
     pub tunnel_id: String,
     pub run_id: String,
     pub port: u16,
+    /// `quick` or `named`.
+    pub mode: &'static str,
     /// `None` when a signal ended it.
     pub exit_code: Option<i32>,
 }
@@ -166,10 +168,15 @@ impl Runs {
             let Some(runs) = runs.upgrade() else { return };
             lock(&runs.runs).remove(&spec.run_id);
             tracing::info!(run = %spec.run_id, port = spec.port, ?code, "tunnel exited");
+            let mode = match spec.mode {
+                Mode::Quick => "quick",
+                Mode::Named { .. } => "named",
+            };
             let _ = runs.exits.send(TunnelExit {
                 tunnel_id: spec.tunnel_id,
                 run_id: spec.run_id,
                 port: spec.port,
+                mode,
                 exit_code: code,
             });
         });

@@ -5,10 +5,11 @@
 //! until `activateControlSession` named this daemon's incarnation. 0.12 sockets are served
 //! as before, ungated.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::{Value, json};
 
+use super::session::Session;
 use super::wire::Arg;
 
 /// The wire code of a call the control protocol refuses.
@@ -23,6 +24,30 @@ const CONTROL_PROTOCOL_VERSION: u64 = 1;
 pub fn incarnation() -> &'static str {
     static ID: OnceLock<String> = OnceLock::new();
     ID.get_or_init(crate::random::uuid_v4)
+}
+
+/// The latest activated next socket: its object's main is the control callback the daemon
+/// tells of tunnel exits (`onTunnelRunExit`). A socket that closes clears it by going.
+fn callback() -> &'static Mutex<Weak<Session>> {
+    static CALLBACK: OnceLock<Mutex<Weak<Session>>> = OnceLock::new();
+    CALLBACK.get_or_init(|| Mutex::new(Weak::new()))
+}
+
+/// Makes `session` the control callback (it activated last).
+pub fn register_callback(session: &Arc<Session>) {
+    *callback().lock().unwrap_or_else(|p| p.into_inner()) = Arc::downgrade(session);
+}
+
+/// Calls `method(args)` on the control callback's main object, if a next socket is
+/// activated; dropped otherwise, as the reference drops it.
+pub async fn call_callback(method: &str, args: Vec<Value>) {
+    let session = callback()
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .upgrade();
+    if let Some(session) = session {
+        let _ = session.call_peer(0, vec![method.to_string()], args).await;
+    }
 }
 
 /// What the next line's object reads before every waking operation.
@@ -54,6 +79,8 @@ enum Line {
 pub enum Route {
     /// Answered by the control protocol (the handshake, or a refusal).
     Answered(Result<Value, Value>),
+    /// Activated: answered with the metadata, and the socket is the control callback now.
+    Activated(Value),
     /// To the next line's domains: the socket is activated.
     Next { domain: String, method: String },
     /// To the 0.12 methods.
@@ -94,7 +121,7 @@ impl Control {
                     return Route::Answered(Err(refused("Runtime incarnation does not match")));
                 }
                 *line = Line::NextActive;
-                Route::Answered(Ok(metadata()))
+                Route::Activated(metadata())
             }
             ("utils", _) => Route::Current,
             _ => match *line {
@@ -180,13 +207,11 @@ mod tests {
             INCOMPATIBLE
         );
         let right = Arg::Json(json!(incarnation()));
-        let metadata = answered(call(
-            &control,
-            "utils",
-            "activateControlSession",
-            vec![right],
-        ))
-        .unwrap();
+        let Route::Activated(metadata) =
+            call(&control, "utils", "activateControlSession", vec![right])
+        else {
+            panic!("not activated");
+        };
         assert_eq!(metadata["runtimeIncarnationID"], incarnation());
         // The same id on every socket of this process.
         let other = Control::default();

@@ -9,7 +9,7 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::api::Api;
-use super::control::{Control, Route};
+use super::control::{self, Control, Route};
 use super::next;
 use super::session::{self, Dispatch};
 use super::wire;
@@ -45,6 +45,10 @@ async fn upgrade(
         std::sync::Arc::new(
             move |session, path, args| match control.route(&path, &args) {
                 Route::Answered(answer) => Box::pin(std::future::ready(answer)),
+                Route::Activated(metadata) => {
+                    control::register_callback(&session);
+                    Box::pin(std::future::ready(Ok(metadata)))
+                }
                 Route::Current => {
                     let api = api.clone();
                     Box::pin(async move { api.call(&session, &path, args).await })

@@ -4,7 +4,9 @@
 //! only; these routes are fsd's own. `fsd-tunnels` supervises the processes.
 
 mod error;
+mod requests;
 mod routes;
 mod wire_error;
 
+pub use requests::{run_spec, tunnel_run};
 pub use routes::router;

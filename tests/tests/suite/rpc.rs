@@ -99,6 +99,7 @@ const NEXT_CHECKS: &[&str] = &[
     "ports.openWatch",
     "watch.watch and checkChanges",
     "terminals.hasActive",
+    "tunnels",
     "processes retention",
 ];
 
@@ -114,7 +115,13 @@ async fn capnwebs_own_client_drives_the_next_lines_methods() {
     ) {
         return;
     }
-    let daemon = Daemon::start();
+    // Tunnels run the cloudflared stand-in (`tests/src/bin`), which answers as cloudflared.
+    let stand_in = fsd_tests::binary("cloudflared-stand-in");
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--cloudflared".into(), stand_in.display().to_string()],
+        env: vec![("FSD_STAND_IN".into(), "ok".into())],
+        ..fsd_tests::Options::default()
+    });
     let limit = Duration::from_secs(120);
     every_check_passes("next.mjs", &daemon, limit, NEXT_CHECKS).await;
 }

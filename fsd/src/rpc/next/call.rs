@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::args::Answer;
-use super::{files, processes, readiness};
+use super::{files, processes, readiness, tunnels};
 use crate::rpc::session::Session;
 use crate::rpc::wire::Arg;
 use crate::state::AppState;
@@ -20,6 +20,7 @@ pub async fn call(
         "files" => files::call(state, session, method, &args).await,
         "processes" => processes::call(state, session, method, args).await,
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
+        "tunnels" => tunnels::call(state, method, &args).await,
         // No terminal of the next line exists until `terminals.create` is served; the
         // object asks at every sleep decision, and a refusal would keep the sandbox awake.
         "terminals" if method == "hasActive" => Some(Ok(serde_json::Value::Bool(false))),

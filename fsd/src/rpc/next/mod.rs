@@ -8,5 +8,6 @@ mod call;
 mod files;
 mod processes;
 mod readiness;
+mod tunnels;
 
 pub use call::call;
