@@ -343,6 +343,29 @@ await check('tunnels', async () => {
   return `${conflict}; exits ${JSON.stringify(tunnelExits)}`;
 });
 
+await check('workspace archives', async () => {
+  await api.files.mkdir('next/ws/keep', { recursive: true });
+  await api.files.mkdir('next/ws/node_modules/pkg', { recursive: true });
+  await api.files.writeFile('next/ws/keep/a.txt', 'kept');
+  await api.files.writeFile('next/ws/node_modules/pkg/index.js', 'left out');
+  const start = await api.processes.start(['sh', '-c', `chmod 0750 ${dir}/ws/keep/a.txt; ln -s keep/a.txt ${dir}/ws/link`], {});
+  await drain(await api.processes.openLogs(start.id, { follow: true }));
+  const { archivePath } = await api.workspace.createArchive({ root: workspace, excludes: ['next/ws/node_modules', 'processes-none'] });
+  expect(/^\/tmp\/sandbox-workspace-[0-9a-f-]+\.tar$/.test(archivePath), archivePath);
+  // Back into another root: contents, modes and links as they were, excludes left out.
+  const target = `${dir}/restored`;
+  await api.workspace.extractArchive({ root: target, archivePath });
+  const listed = await api.processes.start(['sh', '-c', `cd ${target}/next/ws && stat -c '%n %a' keep/a.txt && readlink link && cat keep/a.txt && ls node_modules 2>&1 | head -1`], {});
+  const out = text(await drain(await api.processes.openLogs(listed.id, { follow: true })), 'stdout');
+  expect(out.startsWith('keep/a.txt 750\nkeep/a.txt\nkept') && out.includes('No such file'), JSON.stringify(out));
+  // The archive went with the extraction; cleanup of it again is fine, of anything else refused.
+  await api.workspace.cleanupArchive(archivePath);
+  const elsewhere = await rejects(() => api.workspace.cleanupArchive('/etc/passwd'), undefined, 'Invalid workspace archive path');
+  const root = await rejects(() => api.workspace.createArchive({ root: '/', excludes: [] }), undefined, 'root must be');
+  const escape = await rejects(() => api.workspace.createArchive({ root: workspace, excludes: ['../x'] }), undefined, 'Invalid workspace archive exclude');
+  return [elsewhere, root, escape].join('; ');
+});
+
 await check('processes retention', async () => {
   // More ended processes than are kept: the oldest go, with their logs.
   const ids = [];

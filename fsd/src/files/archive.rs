@@ -58,7 +58,12 @@ pub async fn archive(
         };
         let mut builder = tar::Builder::new(writer);
         builder.follow_symlinks(false);
-        let result = write_tree(&mut builder, &dir, &exclude)
+        // A name excluded at any depth.
+        let excluded = |relative: &Path| {
+            let name = relative.file_name().unwrap_or_default();
+            exclude.iter().any(|x| name == x.as_str())
+        };
+        let result = write_tree(&mut builder, &dir, Path::new(""), &excluded)
             .and_then(|()| builder.into_inner())
             .and_then(|mut writer| writer.flush());
         if let Err(err) = result {
@@ -74,11 +79,14 @@ pub async fn archive(
         .into_response())
 }
 
-/// Every entry under `dir`, parents before children, in name order.
-fn write_tree(
-    builder: &mut tar::Builder<ChannelWriter>,
+/// Every entry under `dir`, parents before children, in name order, named `prefix/<path
+/// relative to dir>`; an entry `excluded` (by its relative path) is left out with what is
+/// under it, and so are fsd's scratch files. Links are never followed.
+pub fn write_tree<W: Write>(
+    builder: &mut tar::Builder<W>,
     dir: &Path,
-    exclude: &[String],
+    prefix: &Path,
+    excluded: &dyn Fn(&Path) -> bool,
 ) -> std::io::Result<()> {
     let walk = walkdir::WalkDir::new(dir)
         .min_depth(1)
@@ -86,9 +94,8 @@ fn write_tree(
         .sort_by_file_name()
         .into_iter()
         .filter_entry(|entry| {
-            let name = entry.file_name();
-            !exclude.iter().any(|x| name == x.as_str())
-                && !fsd_api::scratch::is_scratch(entry.path())
+            let relative = entry.path().strip_prefix(dir).unwrap_or(entry.path());
+            !excluded(relative) && !fsd_api::scratch::is_scratch(entry.path())
         });
     for entry in walk {
         // Gone while the walk went on: the change token tells the client.
@@ -96,6 +103,8 @@ fn write_tree(
         let Ok(relative) = entry.path().strip_prefix(dir) else {
             continue;
         };
+        let named = prefix.join(relative);
+        let relative = named.as_path();
         let Ok(meta) = entry.metadata() else { continue };
         let mut header = tar::Header::new_gnu();
         header.set_mode(meta.mode() & 0o7777);

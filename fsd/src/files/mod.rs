@@ -20,6 +20,7 @@ mod special;
 mod stream;
 mod transfer;
 mod wire_error;
+pub mod workspace_archive;
 
 pub use listing::ListOptions;
 pub use routes::router;

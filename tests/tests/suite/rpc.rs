@@ -100,6 +100,7 @@ const NEXT_CHECKS: &[&str] = &[
     "watch.watch and checkChanges",
     "terminals.hasActive",
     "tunnels",
+    "workspace archives",
     "processes retention",
 ];
 

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::args::Answer;
-use super::{files, processes, readiness, tunnels};
+use super::{files, processes, readiness, tunnels, workspace};
 use crate::rpc::session::Session;
 use crate::rpc::wire::Arg;
 use crate::state::AppState;
@@ -21,6 +21,7 @@ pub async fn call(
         "processes" => processes::call(state, session, method, args).await,
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
         "tunnels" => tunnels::call(state, method, &args).await,
+        "workspace" => workspace::call(state, method, &args).await,
         // No terminal of the next line exists until `terminals.create` is served; the
         // object asks at every sleep decision, and a refusal would keep the sandbox awake.
         "terminals" if method == "hasActive" => Some(Ok(serde_json::Value::Bool(false))),

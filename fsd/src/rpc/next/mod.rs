@@ -9,5 +9,6 @@ mod files;
 mod processes;
 mod readiness;
 mod tunnels;
+mod workspace;
 
 pub use call::call;
