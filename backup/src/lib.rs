@@ -18,6 +18,7 @@ pub mod restore;
 pub mod select;
 pub mod stored;
 pub mod transfer;
+pub mod unpack;
 
 pub use archive::{ArchiveOptions, ArchiveSummary};
 pub use codec::Codec;

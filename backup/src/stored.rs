@@ -68,6 +68,18 @@ impl<'b> StoredArchive<'b> {
         })
     }
 
+    /// Every path the archive holds (relative; the root is the empty path), parents before
+    /// children, with what is there.
+    pub fn entries(&self) -> Vec<(PathBuf, Found)> {
+        let mut entries: Vec<(PathBuf, Found)> = self
+            .by_path
+            .keys()
+            .filter_map(|path| Some((path.clone(), self.get(path)?)))
+            .collect();
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        entries
+    }
+
     /// Writes the file at `relative` to `out`; returns its length.
     pub fn copy_file(&self, relative: &Path, out: &mut impl Write) -> Result<u64, BackupError> {
         let missing = || BackupError::Corrupt(format!("{} is not a file here", relative.display()));

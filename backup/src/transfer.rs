@@ -3,7 +3,7 @@
 //! connections; memory is bounded by parts in flight × part size.
 
 use std::fs::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -19,6 +19,41 @@ use fsd_s3::retry::transient_status;
 use crate::BackupError;
 use crate::progress::Progress;
 use fsd_api::scratch::{ScratchKind, scratch_path};
+
+/// The temp file a download of `dest` fills, its directory made.
+async fn download_temp(dest: &Path) -> Result<PathBuf, BackupError> {
+    if let Some(parent) = dest.parent() {
+        tokio::fs::create_dir_all(parent)
+            .await
+            .map_err(|e| BackupError::io(parent, e))?;
+    }
+    Ok(scratch_path(dest, ScratchKind::Download))
+}
+
+/// A finished download's temp file renamed onto `dest`, or removed when it failed.
+async fn into_place(
+    temp: &Path,
+    dest: &Path,
+    result: Result<(), BackupError>,
+) -> Result<(), BackupError> {
+    match result {
+        Ok(()) => tokio::fs::rename(temp, dest)
+            .await
+            .map_err(|e| BackupError::io(dest, e)),
+        Err(error) => {
+            let _ = tokio::fs::remove_file(temp).await;
+            Err(error)
+        }
+    }
+}
+
+/// One part of a download: the URL that serves it and the bytes `[start, end)` it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RangedPart {
+    pub url: String,
+    pub start: u64,
+    pub end: u64,
+}
 
 /// One part of a multipart upload: a presigned URL for `size` bytes at `offset`.
 #[derive(Debug, Clone)]
@@ -277,24 +312,45 @@ impl Transfer {
         chunk_size: u64,
         progress: Progress,
     ) -> Result<(), BackupError> {
-        let temp = scratch_path(dest, ScratchKind::Download);
-        if let Some(parent) = dest.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| BackupError::io(parent, e))?;
-        }
+        let temp = download_temp(dest).await?;
         let result = self
             .get_into(url, &temp, size, sha256, chunk_size, progress)
             .await;
-        match result {
-            Ok(()) => tokio::fs::rename(&temp, dest)
-                .await
-                .map_err(|e| BackupError::io(dest, e)),
-            Err(error) => {
-                let _ = tokio::fs::remove_file(&temp).await;
-                Err(error)
-            }
+        into_place(&temp, dest, result).await
+    }
+
+    /// Downloads `size` bytes into `dest` from parts that each name their own URL and the
+    /// byte range `[start, end)` of the file they hold, all at once, through a preallocated
+    /// temp file renamed into place once every part landed and the size matches.
+    pub async fn get_parts(
+        &self,
+        parts: Vec<RangedPart>,
+        dest: &Path,
+        size: u64,
+    ) -> Result<(), BackupError> {
+        let temp = download_temp(dest).await?;
+        let result = async {
+            let file = File::create(&temp).map_err(|e| BackupError::io(&temp, e))?;
+            file.set_len(size).map_err(|e| BackupError::io(&temp, e))?;
+            drop(file);
+            stream::iter(parts)
+                .map(|part| {
+                    let temp = temp.clone();
+                    async move { self.get_range(&part.url, &temp, part.start, part.end).await }
+                })
+                .buffer_unordered(self.concurrency.max(1))
+                .try_collect::<()>()
+                .await?;
+            let path = temp.clone();
+            tokio::task::spawn_blocking(move || {
+                let file = File::open(&path).map_err(|e| BackupError::io(&path, e))?;
+                file.sync_all().map_err(|e| BackupError::io(&path, e))
+            })
+            .await
+            .map_err(|e| BackupError::Transfer(e.to_string()))?
         }
+        .await;
+        into_place(&temp, dest, result).await
     }
 
     async fn get_into(

@@ -366,6 +366,62 @@ await check('workspace archives', async () => {
   return [elsewhere, root, escape].join('; ');
 });
 
+await check('backup', async () => {
+  await api.files.mkdir('next/bk/sub', { recursive: true });
+  await api.files.writeFile('next/bk/sub/a.txt', 'backed up');
+  const archive = `/var/backups/fsd-next-${process.pid}.sqsh`;
+  const fetched = `/var/backups/fsd-next-${process.pid}-fetched.sqsh`;
+  const created = await api.backup.createArchive(`${dir}/bk`, archive, { excludes: [] });
+  expect(created.success && created.sizeBytes > 0 && created.archivePath === archive, JSON.stringify(created));
+  const size = created.sizeBytes;
+  // One PUT to a presigned-style URL (the daemon's own raw route on loopback), then a
+  // ranged parallel download of it back from two parts.
+  const stored = `${dir}/stored.sqsh`;
+  const raw = `${baseUrl}/api/files/raw?path=${encodeURIComponent(stored)}`;
+  expect((await api.backup.uploadArchive({ archivePath: archive, url: raw, timeoutMs: 60000 })) === undefined, 'uploadArchive answers undefined');
+  const uploaded = await api.files.readFile(stored, { encoding: 'none' });
+  for await (const _ of uploaded.content);
+  expect(uploaded.size === size, `uploaded ${uploaded.size} of ${size}`);
+  const fresh = await api.backup.prepareRestore({ dir: `${dir}/restored-bk`, backupId: 'bk-1', archivePath: fetched });
+  expect(fresh.existingSize === 0, JSON.stringify(fresh));
+  const half = Math.floor(size / 2);
+  await api.backup.downloadArchive({
+    archivePath: fetched,
+    expectedSize: size,
+    parts: [
+      { url: raw, offset: 0, range: `bytes=0-${half - 1}` },
+      { url: raw, offset: half, range: `bytes=${half}-${size - 1}` },
+    ],
+    timeoutMs: 60000,
+  });
+  const cached = await api.backup.prepareRestore({ dir: `${dir}/restored-bk`, backupId: 'bk-1', archivePath: fetched });
+  expect(cached.existingSize === size, JSON.stringify(cached));
+  // Written out as a plain tree, no mount.
+  await api.backup.extractArchive(`${dir}/plain`, fetched);
+  const plain = await api.files.readFile('next/plain/sub/a.txt', {});
+  expect(plain.content === 'backed up', JSON.stringify(plain));
+  let mounted = 'not root: no restore mount';
+  if (process.getuid?.() === 0) {
+    const restored = await api.backup.restoreArchive(`${dir}/restored-bk`, fetched);
+    expect(restored.success && restored.dir === `${dir}/restored-bk`, JSON.stringify(restored));
+    const seen = await api.files.readFile('next/restored-bk/sub/a.txt', {});
+    expect(seen.content === 'backed up', JSON.stringify(seen));
+    // A new preparation releases the restore.
+    await api.backup.prepareRestore({ dir: `${dir}/restored-bk`, backupId: 'bk-1', archivePath: fetched });
+    mounted = 'restored and released';
+  }
+  const refusals = [
+    await rejects(() => api.backup.uploadArchive({ archivePath: '/etc/passwd', url: raw, timeoutMs: 1000 }), 'INVALID_BACKUP_CONFIG'),
+    await rejects(() => api.backup.prepareRestore({ dir: `${dir}/x`, backupId: '-bad', archivePath: fetched }), 'INVALID_BACKUP_CONFIG'),
+    await rejects(() => api.backup.downloadArchive({ archivePath: fetched, expectedSize: size, parts: [{ url: raw, offset: 0, range: 'bytes=0-1' }], timeoutMs: 1000 }), 'INVALID_BACKUP_CONFIG'),
+    await rejects(() => api.backup.extractArchive(`${dir}/plain`, '/var/backups/none-such.sqsh'), 'BACKUP_NOT_FOUND'),
+  ];
+  await api.backup.cleanupArchive(archive);
+  await api.backup.cleanupArchive(fetched);
+  expect(!(await api.files.exists(archive)).exists && !(await api.files.exists(fetched)).exists, 'archives removed');
+  return `${size} bytes; ${mounted}; ${refusals.join('; ')}`;
+});
+
 await check('processes retention', async () => {
   // More ended processes than are kept: the oldest go, with their logs.
   const ids = [];

@@ -5,6 +5,7 @@
 
 mod extract;
 mod history;
+pub mod operations;
 mod request;
 mod routes;
 mod service;

@@ -16,15 +16,13 @@ use fsd_api::backup::{
     RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse, UnmountBackupRequest,
     UploadBackupRequest, UploadPartsRequest, UploadPartsResponse,
 };
-use fsd_backup::incremental::Changed;
-use fsd_backup::restore::Restore;
-use fsd_backup::transfer::PartSpec;
-use fsd_backup::{ArchiveOptions, Codec, Phase, Progress};
+use fsd_backup::{Phase, Progress};
 use tokio::sync::mpsc;
 
 use super::history;
+use super::operations;
 use super::request::{backup_dir, parse_backup_request};
-use super::service::{CreateSpec, MAX_DEPTH, MIN_PART_SIZE, Source};
+use super::service::{MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
 use super::wire_error::Restoring;
 use crate::error::{ApiError, OperationExt};
@@ -48,159 +46,35 @@ pub fn router() -> Router<AppState> {
 /// Progress events go out at most this often per phase (and always at 0 and at the end).
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
-fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
-    let op = Operation::BackupCreate;
-    let dir = backup_dir(state, &req.dir, op)?;
-    let archive = validate::archive("archivePath", &req.archive_path).op(op)?;
-    let mut options = ArchiveOptions {
-        excludes: req.excludes.clone().unwrap_or_default(),
-        gitignore: req.gitignore.unwrap_or(false),
-        reader: super::request::tree_reader(state),
-        ..ArchiveOptions::default()
-    };
-    if let Some(compression) = &req.compression {
-        if let Some(format) = &compression.format {
-            options.codec = Codec::parse(format)
-                .ok_or_else(|| invalid("compression.format", "must be one of gzip, lz4, zstd"))
-                .op(op)?;
-        }
-        if let Some(threads) = compression.threads {
-            if threads == 0 {
-                return Err(invalid("compression.threads", "must be at least 1")).op(op);
-            }
-            options.threads = threads as usize;
-        }
-    }
-    let layer = req.layer.unwrap_or(false);
-    if let Some(base) = &req.base {
-        if layer {
-            return Err(invalid("base", "cannot be combined with layer")).op(op);
-        }
-        state
-            .backups
-            .check_url("base.indexUrl", &base.index_url)
-            .op(op)?;
-        if base.depth >= MAX_DEPTH {
-            return Err(invalid(
-                "base.depth",
-                format!("must be below {MAX_DEPTH}: take a full snapshot"),
-            ))
-            .op(op);
-        }
-    }
-    Ok(CreateSpec {
-        dir,
-        archive,
-        options,
-        layer,
-        base: req.base.clone(),
-        token: None,
-        changed: None,
-    })
-}
-
-/// Records the directory's change token with the snapshot, and for an incremental one what
-/// changed since its parent's token (not for gitignore snapshots: a changed `.gitignore`
-/// changes what is left out anywhere, so those compare the whole tree).
-async fn with_token(state: &AppState, mut spec: CreateSpec) -> CreateSpec {
-    let since = spec.base.as_ref().and_then(|base| base.token.clone());
-    let (token, changed) =
-        crate::watch::token_and_changes(&state.watches, &spec.dir, since.as_deref()).await;
-    spec.token = token;
-    if spec.base.is_some() && !spec.options.gitignore {
-        spec.changed = changed.map(|changed| {
-            changed
-                .into_iter()
-                .map(|(path, from)| Changed { path, from })
-                .collect()
-        });
-    }
-    spec
-}
-
 pub async fn create(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<CreateBackupResponse>, ApiError> {
-    let op = Operation::BackupCreate;
-    let req: CreateBackupRequest = parse_backup_request(&body, op)?;
-    let mut spec = create_spec(&state, &req)?;
-    if spec.base.is_some() {
-        spec = with_token(&state, spec).await;
-    }
-    let response = state.backups.create(spec, Progress::none()).await.op(op)?;
-    Ok(Json(response))
+    let req: CreateBackupRequest = parse_backup_request(&body, Operation::BackupCreate)?;
+    Ok(Json(operations::create_archive(&state, &req).await?))
 }
 
 pub async fn restore(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
-    let op = Operation::BackupRestore;
-    let req: RestoreBackupRequest = parse_backup_request(&body, op)?;
-    let dir = backup_dir(&state, &req.dir, op)?;
-    let mut archives = vec![validate::archive("archivePath", &req.archive_path).op(op)?];
-    for (i, parent) in req.parent_archive_paths.iter().flatten().enumerate() {
-        archives.push(validate::archive(&format!("parentArchivePaths[{i}]"), parent).op(op)?);
-    }
-    let restore = state
-        .backups
-        .restore(dir, archives)
-        .await
-        .map_err(Restoring)
-        .op(op)?;
-    Ok(Json(restored(&restore)))
+    let req: RestoreBackupRequest = parse_backup_request(&body, Operation::BackupRestore)?;
+    Ok(Json(operations::restore_archive(&state, &req).await?))
 }
 
 pub async fn upload_parts(
     State(state): State<AppState>,
     body: Bytes,
 ) -> Result<Json<UploadPartsResponse>, ApiError> {
-    let op = Operation::BackupCreate;
-    let req: UploadPartsRequest = parse_backup_request(&body, op)?;
-    let archive = validate::archive("archivePath", &req.archive_path).op(op)?;
-    if req.parts.is_empty() {
-        return Err(invalid("parts", "must not be empty")).op(op);
-    }
-    let mut parts = Vec::with_capacity(req.parts.len());
-    for (i, part) in req.parts.iter().enumerate() {
-        if part.part_number < 1 {
-            return Err(invalid(
-                &format!("parts[{i}].partNumber"),
-                "must be at least 1",
-            ))
-            .op(op);
-        }
-        if part.size < 1 {
-            return Err(invalid(&format!("parts[{i}].size"), "must be at least 1")).op(op);
-        }
-        state
-            .backups
-            .check_url(&format!("parts[{i}].url"), &part.url)
-            .op(op)?;
-        parts.push(PartSpec {
-            part_number: part.part_number,
-            url: part.url.clone(),
-            offset: part.offset,
-            size: part.size,
-        });
-    }
-    let parts = state
-        .backups
-        .upload_parts(&archive, parts, Progress::none())
-        .await
-        .op(op)?;
-    Ok(Json(UploadPartsResponse {
-        success: true,
-        parts,
-    }))
+    let req: UploadPartsRequest = parse_backup_request(&body, Operation::BackupCreate)?;
+    Ok(Json(operations::upload_parts(&state, &req).await?))
 }
 
 /// `POST /api/backup/upload`: create, then upload, with progress events.
 pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;
     let req: UploadBackupRequest = parse_backup_request(&body, op)?;
-    let mut spec = create_spec(&state, &req.create)?;
+    let mut spec = operations::create_spec(&state, &req.create)?;
     let target = req.upload;
     let part_urls = target.part_urls.clone().unwrap_or_default();
     match (&target.url, part_urls.is_empty()) {
@@ -222,7 +96,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
     }
     let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
     if !spec.layer {
-        spec = with_token(&state, spec).await;
+        spec = operations::with_token(&state, spec).await;
     }
     let (progress, sender, events) = progress_channel();
     let service = state.backups.clone();
@@ -332,18 +206,10 @@ pub async fn unmount(
         false => backup_dir(&state, &req.dir, op)?,
     };
     let restore = state.backups.release(dir).await.map_err(Restoring).op(op)?;
-    Ok(Json(restored(&restore)))
+    Ok(Json(operations::restored(&restore)))
 }
 
 /// The answer to a restore or a release: the directory and how it is (or was) mounted.
-fn restored(restore: &Restore) -> RestoreBackupResponse {
-    RestoreBackupResponse {
-        success: true,
-        dir: restore.dir.display().to_string(),
-        driver: Some(restore.driver.as_str().to_string()),
-    }
-}
-
 /// A progress handle whose reports become throttled `progress` events, a sender for the
 /// final event, and the event stream (which ends after the final event).
 fn progress_channel() -> (

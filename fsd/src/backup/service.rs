@@ -407,6 +407,16 @@ impl BackupService {
         })
     }
 
+    /// Downloads an archive from ranged parts (see `Transfer::get_parts`).
+    pub async fn download_parts(
+        &self,
+        parts: Vec<fsd_backup::transfer::RangedPart>,
+        archive: &Path,
+        size: u64,
+    ) -> Result<(), BackupError> {
+        self.transfer.get_parts(parts, archive, size).await
+    }
+
     /// Fetches the archives not already present (same size, and same SHA-256 when one is
     /// given) and restores the chain onto `dir`. Returns how many were present.
     pub async fn download(

@@ -101,6 +101,7 @@ const NEXT_CHECKS: &[&str] = &[
     "terminals.hasActive",
     "tunnels",
     "workspace archives",
+    "backup",
     "processes retention",
 ];
 

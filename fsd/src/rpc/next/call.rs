@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::args::Answer;
-use super::{files, processes, readiness, tunnels, workspace};
+use super::{backup, files, processes, readiness, tunnels, workspace};
 use crate::rpc::session::Session;
 use crate::rpc::wire::Arg;
 use crate::state::AppState;
@@ -18,6 +18,7 @@ pub async fn call(
 ) -> Option<Answer> {
     match domain {
         "files" => files::call(state, session, method, &args).await,
+        "backup" => backup::call(state, method, &args).await,
         "processes" => processes::call(state, session, method, args).await,
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
         "tunnels" => tunnels::call(state, method, &args).await,

@@ -4,6 +4,7 @@
 //! shapes results and errors; each domain file serves one domain.
 
 mod args;
+mod backup;
 mod call;
 mod files;
 mod processes;
