@@ -1,6 +1,8 @@
 //! The three transports side by side on the real release `fsd`, in one run: exec `true`
 //! and a 1 MiB text write over HTTP keep-alive, `/ws` and `/rpc` (one call at a time), and
-//! calls per second on one socket with 64 in flight over `/rpc`.
+//! calls per second on one socket with 64 in flight over `/rpc`; the SDK next line's
+//! `processes.start` of `true` to its exit event beside them, and a log line's way from a
+//! running process to a follower of its logs.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
@@ -89,6 +91,82 @@ fn row(name: &str, samples: &mut [Duration]) {
     );
 }
 
+/// A socket of the SDK's next line, activated.
+async fn next_socket(daemon: &Daemon) -> RpcClient {
+    let next = RpcClient::connect(&daemon.url, daemon.token.as_deref()).await;
+    let metadata = next.call("utils", "getRuntimeMetadata", json!([])).await;
+    let incarnation = metadata[2]["runtimeIncarnationID"].clone();
+    settled(
+        &next
+            .call("utils", "activateControlSession", json!([incarnation]))
+            .await,
+    );
+    next
+}
+
+/// `processes.start(argv)`, then its logs followed to the terminal event, as the object's
+/// `exec(…).exitCode` reads it; returns the events before it.
+async fn run_to_exit(next: &RpcClient, argv: Value) -> Vec<Value> {
+    let started = next.call("processes", "start", json!([argv, {}])).await;
+    settled(&started);
+    let id = started[2]["id"].clone();
+    let logs = next
+        .call("processes", "openLogs", json!([id, {"follow": true}]))
+        .await;
+    let export = logs[2][1].as_i64().expect("a subscription");
+    settled(&next.call_on(export, "stream", json!([])).await);
+    let mut events = Vec::new();
+    while let Some(event) = next.next_write().await {
+        if event["type"] == "terminal" {
+            break;
+        }
+        events.push(event);
+    }
+    next.release(export, 1);
+    events
+}
+
+/// How long each line a process prints takes to reach a follower of its logs: the process
+/// prints its clock at the write, the follower reads the same clock at the event.
+async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
+    let script = format!(
+        "import time\nfor i in range({lines}):\n    print(time.time_ns(), flush=True)\n    time.sleep(0.002)"
+    );
+    let started = next
+        .call(
+            "processes",
+            "start",
+            json!([[["python3", "-u", "-c", script]], {}]),
+        )
+        .await;
+    settled(&started);
+    let id = started[2]["id"].clone();
+    let logs = next
+        .call("processes", "openLogs", json!([id, {"follow": true}]))
+        .await;
+    let export = logs[2][1].as_i64().expect("a subscription");
+    settled(&next.call_on(export, "stream", json!([])).await);
+    let mut samples = Vec::with_capacity(lines);
+    while let Some(event) = next.next_write().await {
+        if event["type"] == "terminal" {
+            break;
+        }
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let text = event["data"][1].as_str().unwrap_or_default();
+        let bytes = base64_simd::forgiving_decode_to_vec(text.as_bytes()).unwrap_or_default();
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            if let Ok(written) = line.trim().parse::<u128>() {
+                samples.push(Duration::from_nanos(now.saturating_sub(written) as u64));
+            }
+        }
+    }
+    next.release(export, 1);
+    samples
+}
+
 fn settled(answer: &Value) {
     assert_eq!(answer[0], "resolve", "{answer}");
 }
@@ -121,6 +199,21 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     row("/rpc (one socket)", &mut over_rpc);
     let rpc_vs_ws = ms(pct(&mut over_rpc, 50.0)) / ms(pct(&mut over_ws, 50.0));
     println!("  /rpc p50 is {:.2}× /ws's", rpc_vs_ws);
+    let next = next_socket(&daemon).await;
+    let mut over_next = timed(round_trips, |_| async {
+        run_to_exit(&next, json!([["true"]])).await;
+    })
+    .await;
+    row("next: start → exit event", &mut over_next);
+    let next_vs_rpc = ms(pct(&mut over_next, 50.0)) / ms(pct(&mut over_rpc, 50.0));
+    let next_vs_ws = ms(pct(&mut over_next, 50.0)) / ms(pct(&mut over_ws, 50.0));
+    println!("  next p50 is {next_vs_rpc:.2}× /rpc's, {next_vs_ws:.2}× /ws's");
+    println!();
+
+    let lines = round_trips.min(1000);
+    println!("a log line to the next line's subscription ({lines} lines, 2 ms apart)");
+    let mut latencies = line_latencies(&next, lines).await;
+    row("write → event", &mut latencies);
     println!();
 
     println!("1 MiB text write ({writes} each)");

@@ -18,6 +18,9 @@ pub struct RpcClient {
     /// together so ids follow send order.
     outgoing: Mutex<(i64, mpsc::UnboundedSender<Message>)>,
     pending: Pending,
+    /// The argument of every pipe write the daemon sends (`["stream", …, ["write"], [arg]]`),
+    /// each acknowledged as it arrives.
+    writes: tokio::sync::Mutex<mpsc::UnboundedReceiver<Value>>,
 }
 
 impl RpcClient {
@@ -44,11 +47,32 @@ impl RpcClient {
         let pending: Pending = Arc::default();
         let settled = Arc::clone(&pending);
         let releases = outgoing.clone();
+        let (written, writes) = mpsc::unbounded_channel::<Value>();
         tokio::spawn(async move {
+            // The daemon's pushes and streams take our export ids in order from 1.
+            let mut next_export = 1i64;
             while let Some(Ok(Message::Text(text))) = stream.next().await {
                 let Ok(message) = serde_json::from_str::<Value>(text.as_str()) else {
                     continue;
                 };
+                match message[0].as_str() {
+                    // A call of the daemon's on us (a callback): its id is taken too.
+                    Some("pipe" | "push") => {
+                        next_export += 1;
+                        continue;
+                    }
+                    Some("stream") => {
+                        let id = next_export;
+                        next_export += 1;
+                        let ack = json!(["resolve", id, ["undefined"]]).to_string();
+                        let _ = releases.send(Message::Text(ack.into()));
+                        if message[1][2][0] == "write" {
+                            let _ = written.send(message[1][3][0].clone());
+                        }
+                        continue;
+                    }
+                    _ => {}
+                }
                 let (Some(kind), Some(id)) = (message[0].as_str(), message[1].as_i64()) else {
                     continue;
                 };
@@ -65,19 +89,42 @@ impl RpcClient {
         RpcClient {
             outgoing: Mutex::new((1, outgoing)),
             pending,
+            writes: tokio::sync::Mutex::new(writes),
         }
+    }
+
+    /// The next pipe write the daemon sent (an event object of a subscription's stream).
+    pub async fn next_write(&self) -> Option<Value> {
+        self.writes.lock().await.recv().await
+    }
+
+    /// Drops `count` references to the daemon's export `id` (a subscription).
+    pub fn release(&self, id: i64, count: u64) {
+        let outgoing = self.outgoing.lock().unwrap();
+        let release = json!(["release", id, count]).to_string();
+        let _ = outgoing.1.send(Message::Text(release.into()));
+    }
+
+    /// Calls `method(args)` on the daemon's export `target` and returns what settled it.
+    pub async fn call_on(&self, target: i64, method: &str, args: Value) -> Value {
+        self.push(json!(["pipeline", target, [method], args])).await
     }
 
     /// Calls `domain.method(args)` and returns the message that settled it
     /// (`["resolve", id, result]` or `["reject", id, error]`).
     pub async fn call(&self, domain: &str, method: &str, args: Value) -> Value {
+        self.push(json!(["pipeline", 0, [domain, method], args]))
+            .await
+    }
+
+    async fn push(&self, call: Value) -> Value {
         let (tx, rx) = oneshot::channel();
         {
             let mut outgoing = self.outgoing.lock().unwrap();
             let id = outgoing.0;
             outgoing.0 += 1;
             self.pending.lock().unwrap().insert(id, tx);
-            let push = json!(["push", ["pipeline", 0, [domain, method], args]]).to_string();
+            let push = json!(["push", call]).to_string();
             let pull = json!(["pull", id]).to_string();
             let _ = outgoing.1.send(Message::Text(push.into()));
             let _ = outgoing.1.send(Message::Text(pull.into()));
