@@ -104,9 +104,8 @@ async fn next_socket(daemon: &Daemon) -> RpcClient {
     next
 }
 
-/// `processes.start(argv)`, then its logs followed to the terminal event, as the object's
-/// `exec(…).exitCode` reads it; returns the events before it.
-async fn run_to_exit(next: &RpcClient, argv: Value) -> Vec<Value> {
+/// `processes.start(argv)` and a stream of its logs, live: the subscription's export id.
+async fn start_and_follow(next: &RpcClient, argv: Value) -> i64 {
     let started = next.call("processes", "start", json!([argv, {}])).await;
     settled(&started);
     let id = started[2]["id"].clone();
@@ -115,6 +114,13 @@ async fn run_to_exit(next: &RpcClient, argv: Value) -> Vec<Value> {
         .await;
     let export = logs[2][1].as_i64().expect("a subscription");
     settled(&next.call_on(export, "stream", json!([])).await);
+    export
+}
+
+/// `processes.start(argv)`, then its logs followed to the terminal event, as the object's
+/// `exec(…).exitCode` reads it; returns the events before it.
+async fn run_to_exit(next: &RpcClient, argv: Value) -> Vec<Value> {
+    let export = start_and_follow(next, argv).await;
     let mut events = Vec::new();
     while let Some(event) = next.next_write().await {
         if event["type"] == "terminal" {
@@ -132,20 +138,7 @@ async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
     let script = format!(
         "import time\nfor i in range({lines}):\n    print(time.time_ns(), flush=True)\n    time.sleep(0.002)"
     );
-    let started = next
-        .call(
-            "processes",
-            "start",
-            json!([[["python3", "-u", "-c", script]], {}]),
-        )
-        .await;
-    settled(&started);
-    let id = started[2]["id"].clone();
-    let logs = next
-        .call("processes", "openLogs", json!([id, {"follow": true}]))
-        .await;
-    let export = logs[2][1].as_i64().expect("a subscription");
-    settled(&next.call_on(export, "stream", json!([])).await);
+    let export = start_and_follow(next, json!([["python3", "-u", "-c", script]])).await;
     let mut samples = Vec::with_capacity(lines);
     while let Some(event) = next.next_write().await {
         if event["type"] == "terminal" {
