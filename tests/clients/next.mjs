@@ -422,6 +422,48 @@ await check('backup', async () => {
   return `${size} bytes; ${mounted}; ${refusals.join('; ')}`;
 });
 
+await check('mounts', async () => {
+  const base = `${dir}/mnt`;
+  expect((await api.mounts.pathExists(base)) === false, 'pathExists before');
+  await api.mounts.ensureDirectory(base);
+  expect((await api.mounts.pathExists(base)) === true, 'pathExists after ensureDirectory');
+  expect((await api.mounts.isMountpoint(base)) === false && (await api.mounts.isMountpoint('/')) === true, 'isMountpoint');
+  const removed = await api.mounts.removeMountDirectory({ path: base, onlyIfNotMountpoint: true });
+  expect(removed.success && removed.exitCode === 0 && !(await api.mounts.pathExists(base)), JSON.stringify(removed));
+  const refused = await rejects(() => api.mounts.pathExists(''), undefined, 'path must be');
+  const badOption = await rejects(() => api.mounts.mountS3FS({ source: 'b', mountPath: base, options: { ro: false } }), undefined, 'option ro');
+  const [url, key, secret, bucket] = [process.env.NEXT_S3_URL, process.env.NEXT_S3_KEY, process.env.NEXT_S3_SECRET, process.env.NEXT_S3_BUCKET];
+  if (!url) return `${refused}; ${badOption}; no FUSE here: the bucket mount is not tried`;
+  // The object's own sequence: a passwd file written and made owner-only, s3fs options,
+  // mount and verify, use, unmount, the directory and the passwd file removed.
+  const passwd = `/tmp/.passwd-s3fs-next-${process.pid}`;
+  await api.files.writeFile(passwd, `${bucket}:${key}:${secret}`);
+  await api.mounts.chmodOwnerOnly(passwd);
+  await api.mounts.ensureDirectory(`${base}/bucket`);
+  const mounted = await api.mounts.mountS3FSAndVerify({
+    source: `${bucket}:/next/`,
+    mountPath: `${base}/bucket`,
+    options: { logfile: `/tmp/.s3fs-log-next-${process.pid}`, passwd_file: passwd, url, use_path_request_style: true, nomixupload: true },
+  });
+  expect(mounted.success && mounted.exitCode === 0, JSON.stringify(mounted));
+  expect(await api.mounts.isMountpoint(`${base}/bucket`), 'mounted');
+  await api.files.writeFile(`${base}/bucket/object.txt`, 'in the bucket');
+  const back = await api.files.readFile(`${base}/bucket/object.txt`, {});
+  expect(back.content === 'in the bucket', JSON.stringify(back));
+  const spared = await api.mounts.removeMountDirectory({ path: `${base}/bucket`, onlyIfNotMountpoint: true });
+  expect(spared.exitCode === 0 && (await api.mounts.isMountpoint(`${base}/bucket`)), 'a mount point is spared');
+  const unmounted = await api.mounts.unmountFuse(`${base}/bucket`);
+  expect(unmounted.exitCode === 0 && !(await api.mounts.isMountpoint(`${base}/bucket`)), JSON.stringify(unmounted));
+  await api.mounts.unmountFuseIfMounted(`${base}/bucket`);
+  const again = await api.mounts.unmountFuse(`${base}/bucket`);
+  expect(again.exitCode !== 0, JSON.stringify(again));
+  const gone = await api.mounts.removeMountDirectory({ path: `${base}/bucket`, onlyIfNotMountpoint: false });
+  expect(gone.exitCode === 0, JSON.stringify(gone));
+  await api.mounts.deleteFile(passwd);
+  expect(!(await api.files.exists(passwd)).exists, 'passwd file removed');
+  return `${refused}; ${badOption}; mounted, written, unmounted`;
+});
+
 await check('processes retention', async () => {
   // More ended processes than are kept: the oldest go, with their logs.
   const ids = [];

@@ -9,3 +9,4 @@ mod wire_error;
 
 pub use routes::router;
 pub use service::MountService;
+pub use validate::plan;

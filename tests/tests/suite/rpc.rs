@@ -63,14 +63,20 @@ async fn capnwebs_own_client_drives_every_sandbox_api_method() {
         ..fsd_tests::Options::default()
     });
     let limit = Duration::from_secs(180);
-    every_check_passes("rpc.mjs", &daemon, limit, RPC_CALLS).await;
+    every_check_passes("rpc.mjs", &daemon, &[], limit, RPC_CALLS).await;
 }
 
 /// Runs a Node client against `daemon` and asserts it reported exactly `expected`, in
 /// order, every one passed.
-async fn every_check_passes(script: &str, daemon: &Daemon, limit: Duration, expected: &[&str]) {
+async fn every_check_passes(
+    script: &str,
+    daemon: &Daemon,
+    env: &[(&str, &str)],
+    limit: Duration,
+    expected: &[&str],
+) {
     let args = [daemon.url.clone(), daemon.root().display().to_string()];
-    let reported = fsd_tests::node::run_script(script, &args, &[], limit).await;
+    let reported = fsd_tests::node::run_script(script, &args, env, limit).await;
     let failed: Vec<String> = reported
         .iter()
         .filter(|call| !call.ok)
@@ -102,6 +108,7 @@ const NEXT_CHECKS: &[&str] = &[
     "tunnels",
     "workspace archives",
     "backup",
+    "mounts",
     "processes retention",
 ];
 
@@ -124,8 +131,26 @@ async fn capnwebs_own_client_drives_the_next_lines_methods() {
         env: vec![("FSD_STAND_IN".into(), "ok".into())],
         ..fsd_tests::Options::default()
     });
+    // Bucket mounts need FUSE and the privilege to mount; the store is the embedded one.
+    let test = "capnwebs_own_client_drives_the_next_lines_methods";
+    let fuse = fsd_tests::require_mount_privilege(test)
+        && fsd_tests::available_or_skip(
+            std::path::Path::new("/dev/fuse").exists(),
+            test,
+            "/dev/fuse",
+        );
+    let store = fuse.then(fsd_tests::s3::Store::start);
+    let env: Vec<(&str, &str)> = match &store {
+        Some(store) => vec![
+            ("NEXT_S3_URL", store.url.as_str()),
+            ("NEXT_S3_KEY", fsd_tests::s3::ACCESS_KEY),
+            ("NEXT_S3_SECRET", fsd_tests::s3::SECRET_KEY),
+            ("NEXT_S3_BUCKET", fsd_tests::s3::BUCKET),
+        ],
+        None => Vec::new(),
+    };
     let limit = Duration::from_secs(120);
-    every_check_passes("next.mjs", &daemon, limit, NEXT_CHECKS).await;
+    every_check_passes("next.mjs", &daemon, &env, limit, NEXT_CHECKS).await;
 }
 
 /// A next-line socket activated on `daemon`.

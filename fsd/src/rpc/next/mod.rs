@@ -7,6 +7,7 @@ mod args;
 mod backup;
 mod call;
 mod files;
+mod mounts;
 mod processes;
 mod readiness;
 mod tunnels;
