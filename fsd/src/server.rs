@@ -247,6 +247,12 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         world = world.confined(roots.to_vec());
     }
     let world = Arc::new(world);
+    let next_terminals = terminal::table::TerminalTable::new(terminal::table::TableConfig {
+        world: world.clone(),
+        dir: settings.state_dir.join("next-terminals"),
+        base_env: base_env(&settings.pass_env),
+        workspace: settings.workspace.clone(),
+    });
     let argv_processes = ArgvProcesses::new(ArgvConfig {
         dir: settings.state_dir.join("next-processes"),
         log_bytes: settings.process_log_bytes,
@@ -327,6 +333,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         processes,
         argv_processes,
         terminals,
+        next_terminals,
         tunnels,
         watches,
         backups: backups.clone(),

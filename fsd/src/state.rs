@@ -25,6 +25,8 @@ pub struct AppState {
     /// The next line's processes (argv, sequenced logs).
     pub argv_processes: Arc<fsd_process::argv::ArgvProcesses>,
     pub terminals: Arc<TerminalService>,
+    /// The next line's terminals, by id.
+    pub next_terminals: Arc<crate::terminal::table::TerminalTable>,
     pub tunnels: Arc<fsd_tunnels::Runs>,
     pub watches: Arc<WatchService>,
     pub backups: Arc<BackupService>,

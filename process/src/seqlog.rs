@@ -196,6 +196,11 @@ impl SequencedLog {
         Ok(seq)
     }
 
+    /// The store the log's cursors name.
+    pub fn store(&self) -> &str {
+        &self.store
+    }
+
     /// The last sequence written (0: none).
     pub fn end(&self) -> u64 {
         *self.written.borrow()

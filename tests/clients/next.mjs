@@ -320,10 +320,65 @@ await check('watch.watch and checkChanges', async () => {
   return missing;
 });
 
-await check('terminals.hasActive', async () => {
-  const active = await api.terminals.hasActive();
-  expect(active === false, `terminals.hasActive: ${active}`);
-  return String(active);
+await check('terminals', async () => {
+  expect((await api.terminals.hasActive()) === false, 'no terminal yet');
+  const created = await api.terminals.create({ command: ['bash', '--norc', '--noprofile'], cwd: 'next', env: { TERM_VAR: 'yes' }, cols: 100, rows: 30 });
+  expect(created.status === 'running' && created.pid > 0 && created.cwd === dir && created.command[0] === 'bash', JSON.stringify(created));
+  expect(await api.terminals.hasActive(), 'hasActive while it runs');
+  const subscription = await api.terminals.output(created.id, { follow: true });
+  const reader = (await subscription.stream()).getReader();
+  let shown = '';
+  const events = [];
+  const until = async (text) => {
+    while (!shown.includes(text)) {
+      const { done, value } = await reader.read();
+      if (done) throw new Error(`the output ended: ${shown}`);
+      events.push(value);
+      if (value.type === 'data') shown += Buffer.from(value.data).toString('utf8');
+    }
+  };
+  const type = (line) => api.terminals.write(created.id, new TextEncoder().encode(line));
+  await type('echo "$TERM_VAR:$TERM:$(stty size)"\n');
+  await until('yes:xterm-256color:30 100');
+  await api.terminals.resize(created.id, 120, 40);
+  await type('stty size\n');
+  await until('40 120');
+  // Ctrl-C reaches what runs on the terminal; the shell carries on.
+  await type('sleep 30\n');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  await api.terminals.interrupt(created.id);
+  await type('echo after-$((40+2))\n');
+  await until('after-42');
+  expect(events.every((event) => event.terminalId === created.id && typeof event.cursor === 'string'), JSON.stringify(events[0]));
+  await reader.cancel();
+  await subscription.cancel();
+  subscription[Symbol.dispose]();
+  // From a cursor: what came after it.
+  const later = await drain(await api.terminals.output(created.id, { since: events[0].cursor }));
+  expect(later.length === events.length - 1 || later.length >= events.length - 1, `${later.length} after the first of ${events.length}`);
+  await api.terminals.terminate(created.id);
+  const ended = await api.terminals.get(created.id);
+  expect(ended.status === 'exited' && ended.exit && typeof ended.exit.code === 'number', JSON.stringify(ended));
+  const replay = await drain(await api.terminals.output(created.id, {}));
+  const last = replay.at(-1);
+  expect(last.type === 'terminal' && last.state === 'exited' && last.terminalId === created.id, JSON.stringify(last));
+  // A program that ends on its own, with its code.
+  const short = await api.terminals.create({ command: ['sh', '-c', 'echo done; exit 5'] });
+  const shortEvents = await drain(await api.terminals.output(short.id, { follow: true }));
+  expect(shortEvents.at(-1).exit.code === 5, JSON.stringify(shortEvents.at(-1)));
+  const listed = await api.terminals.list();
+  expect([created.id, short.id].every((id) => listed.some((t) => t.id === id)), JSON.stringify(listed));
+  expect((await api.terminals.get('no-such-terminal')) === null, 'get of an unknown id is null');
+  const refusals = [
+    await rejects(() => type('echo no\n'), 'TERMINAL_CONTROL_ERROR', 'PTY is closed'),
+    await rejects(() => api.terminals.write('no-such-terminal', new Uint8Array([1])), 'TERMINAL_NOT_FOUND'),
+    await rejects(() => api.terminals.create({ command: ['bash'], cwd: 'no/such/dir' }), 'INVALID_TERMINAL_CWD'),
+    await rejects(() => api.terminals.create({ command: ['bash'], cols: 0 }), 'TERMINAL_CONTROL_ERROR', 'Invalid dimensions'),
+    await rejects(() => api.terminals.create({ command: [] }), 'INVALID_COMMAND'),
+    await rejects(() => api.terminals.output(created.id, { since: 'nope' }), 'INVALID_TERMINAL_CURSOR'),
+  ];
+  expect((await api.terminals.hasActive()) === false, 'hasActive once both ended');
+  return refusals.join('; ');
 });
 
 await check('tunnels', async () => {

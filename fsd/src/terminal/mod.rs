@@ -4,13 +4,14 @@
 //!
 //! `ring` keeps what a terminal showed for the replay; `pty` opens PTYs and starts shells
 //! on them in the sandbox's process world; `service` owns the terminals; `connection`
-//! serves one socket.
+//! serves one socket; `table` holds the SDK next line's terminals, by id.
 
 mod connection;
 mod pty;
 mod ring;
 mod routes;
 mod service;
+pub mod table;
 
 pub use routes::router;
 pub use service::TerminalService;

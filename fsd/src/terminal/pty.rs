@@ -67,3 +67,17 @@ pub fn spawn_shell(
         .kill_on_drop(true)
         .spawn()
 }
+
+/// A terminal supervisor's exit status as `(code, signal)`: it mirrors a signal death of
+/// its program as 128+N; -1 when the status could not be read.
+pub fn exit_of(status: std::io::Result<std::process::ExitStatus>) -> (i32, Option<i32>) {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Ok(status) => {
+            let signal = status.signal();
+            let code = status.code().unwrap_or(128 + signal.unwrap_or(0));
+            (code, signal.or((code > 128).then_some(code - 128)))
+        }
+        Err(_) => (-1, None),
+    }
+}

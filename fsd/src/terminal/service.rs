@@ -217,21 +217,8 @@ impl TerminalService {
         };
         spawn_writer(master.clone(), keystrokes);
         tokio::spawn(async move {
-            let status = child.wait().await;
-            let exit = match status {
-                Ok(status) => {
-                    use std::os::unix::process::ExitStatusExt;
-                    let signal = status.signal();
-                    let code = status.code().unwrap_or(128 + signal.unwrap_or(0));
-                    // The supervisor mirrors a signal death as 128+N.
-                    let signal = signal.or((code > 128).then_some(code - 128));
-                    Exit { code, signal }
-                }
-                Err(_) => Exit {
-                    code: -1,
-                    signal: None,
-                },
-            };
+            let (code, signal) = pty::exit_of(child.wait().await);
+            let exit = Exit { code, signal };
             // The reader ends once nothing holds the terminal open; a detached job that
             // still does is not waited for long.
             let _ =
@@ -275,7 +262,7 @@ impl Terminal {
 
 /// Writes queued keystrokes to the terminal on a thread of its own (a full terminal input
 /// queue blocks the writer, not the runtime).
-fn spawn_writer(master: Arc<OwnedFd>, mut keystrokes: mpsc::Receiver<Bytes>) {
+pub(super) fn spawn_writer(master: Arc<OwnedFd>, mut keystrokes: mpsc::Receiver<Bytes>) {
     let _ = std::thread::Builder::new()
         .name("fsd-pty-write".into())
         .spawn(move || {

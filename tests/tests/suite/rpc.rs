@@ -104,7 +104,7 @@ const NEXT_CHECKS: &[&str] = &[
     "subscription protocol",
     "ports.openWatch",
     "watch.watch and checkChanges",
-    "terminals.hasActive",
+    "terminals",
     "tunnels",
     "workspace archives",
     "backup",
@@ -385,7 +385,7 @@ async fn the_next_lines_handshake_gates_its_own_sockets_only() {
     let unnamed = next.call(10, "files", "exists", json!([42])).await;
     assert_eq!(unnamed[2][4]["code"], "VALIDATION_FAILED", "{unnamed}");
     let later = next
-        .call(11, "terminals", "create", json!([{"command": [["bash"]]}]))
+        .call(11, "extensions", "health", json!(["0".repeat(64)]))
         .await;
     assert_eq!(later[2][1], "TypeError", "{later}");
     // The 0.12 socket beside it: no handshake, no gate.

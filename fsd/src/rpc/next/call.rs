@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use super::args::Answer;
-use super::{backup, files, mounts, processes, readiness, tunnels, workspace};
+use super::{backup, files, mounts, processes, readiness, terminals, tunnels, workspace};
 use crate::rpc::session::Session;
 use crate::rpc::wire::Arg;
 use crate::state::AppState;
@@ -24,9 +24,7 @@ pub async fn call(
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
         "tunnels" => tunnels::call(state, method, &args).await,
         "workspace" => workspace::call(state, method, &args).await,
-        // No terminal of the next line exists until `terminals.create` is served; the
-        // object asks at every sleep decision, and a refusal would keep the sandbox awake.
-        "terminals" if method == "hasActive" => Some(Ok(serde_json::Value::Bool(false))),
+        "terminals" => terminals::call(state, session, method, &args).await,
         _ => None,
     }
 }

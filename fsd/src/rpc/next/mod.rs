@@ -7,9 +7,11 @@ mod args;
 mod backup;
 mod call;
 mod files;
+mod logs;
 mod mounts;
 mod processes;
 mod readiness;
+mod terminals;
 mod tunnels;
 mod workspace;
 

@@ -6,15 +6,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat};
-use fsd_process::argv::{self, ArgvSpec, ArgvStatus, KillError, Outcome, StartError, Until};
-use fsd_process::seqlog::{Entry, Kind};
-use futures_util::StreamExt;
-use serde_json::{Map, Value, json};
+use fsd_process::argv::{ArgvSpec, ArgvStatus, KillError, Outcome, StartError};
+use fsd_process::seqlog::{Entry, Kind, SequencedLog};
+use serde_json::{Value, json};
 
-use super::args::{Answer, coded, options, subscription};
+use super::args::{Answer, coded, options};
+use super::logs;
 use crate::rpc::session::Session;
-use crate::rpc::subscription::Source;
 use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 
@@ -199,15 +197,7 @@ fn open_logs(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
         ));
     };
     let options = options(args, 1).unwrap_or_default();
-    let replay = options
-        .get("replay")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    let follow = options
-        .get("follow")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    let log = Arc::clone(process.log());
+    let ended = !matches!(process.status().outcome, Outcome::Running);
     let cursor_error = |cursor: Value, reason: &str| {
         coded(
             "INVALID_PROCESS_CURSOR",
@@ -215,67 +205,26 @@ fn open_logs(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
             json!({ "processId": id, "cursor": cursor, "reason": reason }),
         )
     };
-    let since = match options.get("since") {
-        None => None,
-        Some(Value::String(text)) if !text.is_empty() => Some(
-            log.parse_cursor(text)
-                .map_err(|error| cursor_error(json!(text), &error.to_string()))?,
-        ),
-        Some(other) => {
-            return Err(cursor_error(
-                other.clone(),
-                "cursor must be a non-empty string",
-            ));
-        }
-    };
-    let end = log.end();
-    let from = if replay {
-        since.unwrap_or(0) + 1
-    } else {
-        end + 1
-    };
-    let ended = !matches!(process.status().outcome, Outcome::Running);
-    let until = if follow && !ended {
-        Until::Terminal
-    } else {
-        Until::Seq(end)
-    };
-    let events =
-        argv::follow(Arc::clone(&log), from, until).map(move |entry| log_event(&log, entry));
-    subscription(session, Source::Objects(events.boxed()))
+    logs::subscribe(
+        session,
+        Arc::clone(process.log()),
+        &options,
+        ended,
+        cursor_error,
+        log_event,
+    )
 }
 
 /// One log entry as the object's `ProcessLogEvent`.
-fn log_event(log: &fsd_process::seqlog::SequencedLog, entry: Entry) -> Value {
-    let record = match entry {
-        Entry::Truncated => {
-            return json!({ "type": "truncated", "timestamp": crate::wire::time::now_rfc3339() });
+fn log_event(log: &SequencedLog, entry: Entry) -> Value {
+    let stream = |kind| {
+        if kind == Kind::Stderr {
+            "stderr"
+        } else {
+            "stdout"
         }
-        Entry::Record(record) => record,
     };
-    let timestamp = DateTime::from_timestamp_millis(record.at_ms)
-        .map(|at| at.to_rfc3339_opts(SecondsFormat::Millis, true))
-        .unwrap_or_default();
-    let cursor = log.cursor(record.seq);
-    match record.kind {
-        Kind::Stdout | Kind::Stderr => json!({
-            "type": if record.kind == Kind::Stdout { "stdout" } else { "stderr" },
-            "cursor": cursor,
-            "timestamp": timestamp,
-            "data": wire::bytes_expr(&record.data),
-        }),
-        Kind::Terminal => {
-            let end: Map<String, Value> = serde_json::from_slice(&record.data).unwrap_or_default();
-            let mut event = Map::new();
-            event.insert("type".into(), json!("terminal"));
-            event.insert("cursor".into(), json!(cursor));
-            event.insert("timestamp".into(), json!(timestamp));
-            for (key, value) in end {
-                event.insert(key, wire::from_json(&value));
-            }
-            Value::Object(event)
-        }
-    }
+    logs::event(log, entry, stream, None)
 }
 
 /// `ProcessStatus` as the object reads it.

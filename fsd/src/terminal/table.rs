@@ -1,0 +1,396 @@
+//! The SDK next line's terminals (`reference-next.md` §4.6): PTYs by id, each running the
+//! argv it was created with (no implied shell) under a supervisor in the sandbox's process
+//! world, its output in a [`SequencedLog`] read by cursor like a process's. A terminal is
+//! `running` until its program has exited and nothing holds the PTY open any more; ended
+//! ones are kept up to a bound, oldest dropped first. 0.12's session terminals
+//! (`/ws/pty`) are `service.rs`'s; these share only the PTY plumbing.
+
+use std::collections::{HashMap, VecDeque};
+use std::ffi::OsStr;
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use fsd_process::seqlog::{Kind, LogError, SequencedLog};
+use fsd_process::{World, proctree, stop};
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+use super::pty::{self, Size};
+use super::service::spawn_writer;
+
+/// Ended terminals kept (the reference's).
+const RETAINED: usize = 25;
+/// Keystroke writes queued for one terminal.
+const INPUT_QUEUE: usize = 256;
+const READ_BYTES: usize = 16 * 1024;
+/// How long an exit waits for the terminal's last output.
+const DRAIN_WAIT: Duration = Duration::from_secs(1);
+/// How long `terminate` gives SIGTERM before SIGKILL.
+const TERMINATE_GRACE: Duration = Duration::from_millis(500);
+/// The least output a terminal keeps, whatever `bufferSize` asks.
+const MIN_BUFFER: u64 = 64 * 1024;
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct TerminalSpec {
+    pub argv: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    pub env: Vec<(String, String)>,
+    pub cols: u16,
+    pub rows: u16,
+    pub buffer_bytes: u64,
+}
+
+/// How a terminal's program ended, as the wire carries it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminalExit {
+    pub code: i32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+}
+
+/// A terminal as `get` and `list` report it.
+#[derive(Debug, Clone)]
+pub struct Snapshot {
+    pub id: String,
+    pub pid: u32,
+    pub command: Vec<String>,
+    pub cwd: PathBuf,
+    pub exit: Option<TerminalExit>,
+}
+
+/// Why an operation on a terminal failed.
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("Terminal {0} not found")]
+    NotFound(String),
+    #[error("Terminal cwd is invalid: {reason}")]
+    Cwd { cwd: String, reason: String },
+    #[error("{reason}")]
+    Control {
+        operation: &'static str,
+        reason: String,
+    },
+    #[error(transparent)]
+    Log(#[from] LogError),
+}
+
+fn control(operation: &'static str, reason: impl Into<String>) -> TableError {
+    TableError::Control {
+        operation,
+        reason: reason.into(),
+    }
+}
+
+/// One terminal.
+pub struct NextTerminal {
+    snapshot: Mutex<Snapshot>,
+    log: Arc<SequencedLog>,
+    master: Arc<OwnedFd>,
+    supervisor: u32,
+    input: mpsc::Sender<Bytes>,
+    ended: watch::Sender<bool>,
+}
+
+impl NextTerminal {
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn log(&self) -> &Arc<SequencedLog> {
+        &self.log
+    }
+
+    pub fn running(&self) -> bool {
+        !*self.ended.borrow()
+    }
+}
+
+/// Where terminals run and keep their output.
+pub struct TableConfig {
+    pub world: Arc<World>,
+    /// Logs live in `<dir>/<store id>/`; emptied at start.
+    pub dir: PathBuf,
+    pub base_env: Vec<(String, String)>,
+    pub workspace: PathBuf,
+}
+
+/// The next line's terminals of this daemon.
+pub struct TerminalTable {
+    config: TableConfig,
+    table: Mutex<Table>,
+}
+
+#[derive(Default)]
+struct Table {
+    terminals: HashMap<String, Arc<NextTerminal>>,
+    /// Ids of ended terminals, oldest end first.
+    ended: VecDeque<String>,
+}
+
+impl TerminalTable {
+    pub fn new(config: TableConfig) -> Arc<Self> {
+        let _ = std::fs::remove_dir_all(&config.dir);
+        Arc::new(Self {
+            config,
+            table: Mutex::default(),
+        })
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn get(&self, id: &str) -> Option<Arc<NextTerminal>> {
+        self.table().terminals.get(id).cloned()
+    }
+
+    pub fn list(&self) -> Vec<Snapshot> {
+        let mut all: Vec<Snapshot> = self
+            .table()
+            .terminals
+            .values()
+            .map(|t| t.snapshot())
+            .collect();
+        all.sort_by(|a, b| a.id.cmp(&b.id));
+        all
+    }
+
+    pub fn has_active(&self) -> bool {
+        self.table().terminals.values().any(|t| t.running())
+    }
+
+    /// Starts `spec` as terminal `id` on a new PTY.
+    pub async fn create(
+        self: &Arc<Self>,
+        id: String,
+        spec: TerminalSpec,
+    ) -> Result<Snapshot, TableError> {
+        if spec.cols == 0 || spec.rows == 0 {
+            return Err(control("create", "Invalid dimensions"));
+        }
+        let cwd = match spec.cwd.clone() {
+            Some(cwd) => cwd,
+            None if self.config.workspace.is_dir() => self.config.workspace.clone(),
+            None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/")),
+        };
+        let cwd_refused = |reason: &str| TableError::Cwd {
+            cwd: cwd.display().to_string(),
+            reason: reason.to_string(),
+        };
+        match std::fs::metadata(&cwd) {
+            Err(error) => return Err(cwd_refused(&error.to_string())),
+            Ok(meta) if !meta.is_dir() => return Err(cwd_refused("not a directory")),
+            Ok(_) => {}
+        }
+        if !self.config.world.admits(&cwd) {
+            return Err(cwd_refused("outside the directories commands may run in"));
+        }
+        let store = crate::random::uuid_v4();
+        let log = Arc::new(SequencedLog::create(
+            &self.config.dir.join(&store),
+            &store,
+            spec.buffer_bytes.max(MIN_BUFFER),
+        )?);
+        let size = Size {
+            cols: spec.cols,
+            rows: spec.rows,
+        };
+        let failed = |error: std::io::Error| control("create", error.to_string());
+        let (master, slave) = pty::open(size).map_err(failed)?;
+        let mut env = self.config.base_env.clone();
+        for (name, value) in spec.env.iter().chain(std::iter::once(&(
+            "TERM".to_string(),
+            "xterm-256color".to_string(),
+        ))) {
+            env.retain(|(kept, _)| kept != name);
+            env.push((name.clone(), value.clone()));
+        }
+        let program: Vec<&OsStr> = spec.argv.iter().map(OsStr::new).collect();
+        let stdio = || -> std::io::Result<Stdio> { Ok(Stdio::from(slave.try_clone()?)) };
+        let mut child = self
+            .config
+            .world
+            .terminal_command(&cwd, &program)
+            .env_clear()
+            .envs(env)
+            .stdin(stdio().map_err(failed)?)
+            .stdout(stdio().map_err(failed)?)
+            .stderr(stdio().map_err(failed)?)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(failed)?;
+        drop(slave);
+        let spawned = child.id().unwrap_or(0);
+        let supervisor = self.config.world.supervisor_of(spawned).unwrap_or(0);
+        let program_pid = proctree::children(supervisor)
+            .first()
+            .and_then(|&host| proctree::innermost_pid(host))
+            .unwrap_or(0);
+        let master = Arc::new(master);
+        let (input, keystrokes) = mpsc::channel(INPUT_QUEUE);
+        let snapshot = Snapshot {
+            id: id.clone(),
+            pid: program_pid,
+            command: spec.argv.clone(),
+            cwd,
+            exit: None,
+        };
+        let terminal = Arc::new(NextTerminal {
+            snapshot: Mutex::new(snapshot.clone()),
+            log,
+            master: Arc::clone(&master),
+            supervisor,
+            input,
+            ended: watch::channel(false).0,
+        });
+        self.table().terminals.insert(id, Arc::clone(&terminal));
+        spawn_writer(Arc::clone(&master), keystrokes);
+        let (drained_tx, mut drained) = watch::channel(false);
+        spawn_reader(Arc::clone(&master), Arc::clone(&terminal.log), drained_tx);
+        let table = Arc::clone(self);
+        tokio::spawn(async move {
+            let (code, signal) = pty::exit_of(child.wait().await);
+            let exit = TerminalExit {
+                code,
+                signal,
+                timed_out: false,
+            };
+            let _ = tokio::time::timeout(DRAIN_WAIT, drained.wait_for(|done| *done)).await;
+            table.finish(&terminal, exit);
+        });
+        Ok(snapshot)
+    }
+
+    fn finish(&self, terminal: &Arc<NextTerminal>, exit: TerminalExit) {
+        let event = serde_json::json!({ "state": "exited", "exit": exit });
+        let at_ms = chrono::Utc::now().timestamp_millis();
+        if let Err(error) = terminal
+            .log
+            .append(Kind::Terminal, at_ms, event.to_string().as_bytes())
+        {
+            tracing::warn!(%error, "a terminal's end could not be logged");
+        }
+        let id = {
+            let mut snapshot = terminal.snapshot.lock().unwrap_or_else(|p| p.into_inner());
+            snapshot.exit = Some(exit);
+            snapshot.id.clone()
+        };
+        terminal.ended.send_replace(true);
+        let mut table = self.table();
+        table.ended.push_back(id);
+        while table.ended.len() > RETAINED {
+            if let Some(old) = table.ended.pop_front()
+                && let Some(dropped) = table.terminals.remove(&old)
+            {
+                let dir = self.config.dir.join(dropped.log.store());
+
+                tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir));
+            }
+        }
+    }
+
+    fn running(&self, id: &str, operation: &'static str) -> Result<Arc<NextTerminal>, TableError> {
+        let terminal = self
+            .get(id)
+            .ok_or_else(|| TableError::NotFound(id.to_string()))?;
+        if !terminal.running() {
+            return Err(control(operation, "PTY is closed"));
+        }
+        Ok(terminal)
+    }
+
+    pub async fn write(&self, id: &str, bytes: Bytes) -> Result<(), TableError> {
+        let terminal = self.running(id, "write")?;
+        terminal
+            .input
+            .send(bytes)
+            .await
+            .map_err(|_| control("write", "PTY is closed"))
+    }
+
+    pub fn resize(&self, id: &str, cols: u16, rows: u16) -> Result<(), TableError> {
+        if cols == 0 || rows == 0 {
+            return Err(control("resize", "Invalid dimensions"));
+        }
+        let terminal = self.running(id, "resize")?;
+        pty::resize(&terminal.master, Size { cols, rows })
+            .map_err(|error| control("resize", error.to_string()))
+    }
+
+    /// SIGINT to everything on the terminal (a no-op once it ended).
+    pub fn interrupt(&self, id: &str) -> Result<(), TableError> {
+        let terminal = self
+            .get(id)
+            .ok_or_else(|| TableError::NotFound(id.to_string()))?;
+        if terminal.running() && terminal.supervisor > 1 {
+            proctree::signal_all(
+                &proctree::living_below(terminal.supervisor),
+                nix::sys::signal::Signal::SIGINT,
+            );
+        }
+        Ok(())
+    }
+
+    /// SIGTERM to everything on the terminal, SIGKILL after half a second, and back once it
+    /// has ended.
+    pub async fn terminate(&self, id: &str) -> Result<(), TableError> {
+        let terminal = self
+            .get(id)
+            .ok_or_else(|| TableError::NotFound(id.to_string()))?;
+        let supervisor = terminal.supervisor;
+        if terminal.running() && supervisor > 1 {
+            proctree::signal_all(
+                &proctree::living_below(supervisor),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let mut ended = terminal.ended.subscribe();
+            let waited = tokio::time::timeout(TERMINATE_GRACE, async {
+                drop(ended.wait_for(|ended| *ended).await);
+            })
+            .await;
+            if waited.is_err() {
+                let _ = tokio::task::spawn_blocking(move || {
+                    stop::kill_until_gone(|| proctree::living_below(supervisor), || {})
+                })
+                .await;
+            }
+        }
+        let mut ended = terminal.ended.subscribe();
+        drop(ended.wait_for(|ended| *ended).await);
+        Ok(())
+    }
+}
+
+/// Reads the PTY's output into the log on a thread of its own until nothing holds the
+/// terminal open.
+fn spawn_reader(master: Arc<OwnedFd>, log: Arc<SequencedLog>, drained: watch::Sender<bool>) {
+    let _ = std::thread::Builder::new()
+        .name("fsd-pty-log".into())
+        .spawn(move || {
+            let mut buffer = vec![0u8; READ_BYTES];
+            loop {
+                match nix::unistd::read(&*master, &mut buffer) {
+                    Ok(0) | Err(_) => {
+                        drained.send_replace(true);
+                        return;
+                    }
+                    Ok(read) => {
+                        let at_ms = chrono::Utc::now().timestamp_millis();
+                        if let Err(error) = log.append(Kind::Stdout, at_ms, &buffer[..read]) {
+                            tracing::warn!(%error, "terminal output could not be logged");
+                        }
+                    }
+                }
+            }
+        });
+}
