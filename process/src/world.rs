@@ -167,6 +167,17 @@ impl World {
         self.supervised(OnExit::Kill, cwd, program, true, None)
     }
 
+    /// As [`World::terminal_command`], with a supervisor that reports on the inherited pipe
+    /// `status_fd` (see [`World::reporting_command`]).
+    pub fn reporting_terminal_command(
+        &self,
+        cwd: &Path,
+        program: &[&OsStr],
+        status_fd: i32,
+    ) -> tokio::process::Command {
+        self.supervised(OnExit::Kill, cwd, program, true, Some(status_fd))
+    }
+
     fn supervised(
         &self,
         on_exit: OnExit,

@@ -381,6 +381,50 @@ await check('terminals', async () => {
   return refusals.join('; ');
 });
 
+await check('/ws/terminal', async () => {
+  const created = await api.terminals.create({ command: ['bash', '--norc', '--noprofile'] });
+  const query = `terminalId=${created.id}&runtimeIncarnationID=${incarnation}&cols=90&rows=20`;
+  const socket = new WebSocket(`${baseUrl.replace(/^http/, 'ws')}/ws/terminal?${query}`);
+  socket.binaryType = 'arraybuffer';
+  const messages = [];
+  let shown = '';
+  let pending = null;
+  let bad = null;
+  const closed = new Promise((resolve) => socket.addEventListener('close', (event) => resolve(event)));
+  socket.addEventListener('message', (event) => {
+    if (typeof event.data === 'string') {
+      const message = JSON.parse(event.data);
+      messages.push(message);
+      if (message.type === 'chunk') pending = message;
+      return;
+    }
+    const bytes = Buffer.from(event.data);
+    if (!pending || pending.byteLength !== bytes.length) bad = `binary of ${bytes.length} after ${JSON.stringify(pending)}`;
+    pending = null;
+    shown += bytes.toString('utf8');
+  });
+  const until = async (what) => {
+    for (let i = 0; i < 200 && !what(); i++) await new Promise((resolve) => setTimeout(resolve, 25));
+    expect(what(), `not seen: ${shown} ${JSON.stringify(messages.slice(-3))}`);
+  };
+  await new Promise((resolve, reject) => {
+    socket.addEventListener('open', resolve);
+    socket.addEventListener('error', reject);
+  });
+  await until(() => messages.some((m) => m.type === 'ready'));
+  socket.send(new TextEncoder().encode('stty size; echo ws-$((1+1))\n'));
+  await until(() => shown.includes('ws-2') && shown.includes('20 90'));
+  socket.send(JSON.stringify({ type: 'bogus' }));
+  await until(() => messages.some((m) => m.type === 'error' && m.message === 'Invalid control message'));
+  socket.send(JSON.stringify({ type: 'terminate' }));
+  const close = await closed;
+  const exit = messages.find((m) => m.type === 'exit');
+  expect(exit && typeof exit.cursor === 'string' && typeof exit.exit.code === 'number', JSON.stringify(messages.slice(-3)));
+  expect(close.code === 1000 && close.reason === 'Terminal exited', `${close.code} ${close.reason}`);
+  expect(bad === null, bad);
+  return `${messages.filter((m) => m.type === 'chunk').length} chunks; exit ${JSON.stringify(exit.exit)}`;
+});
+
 await check('tunnels', async () => {
   const ensured = await api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080 });
   expect(ensured.started === true && ensured.run.url.endsWith('.trycloudflare.com') && ensured.run.hostname && ensured.run.startedAt, JSON.stringify(ensured));

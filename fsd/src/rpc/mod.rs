@@ -14,4 +14,5 @@ mod session;
 mod subscription;
 mod wire;
 
+pub use control::incarnation;
 pub use routes::router;

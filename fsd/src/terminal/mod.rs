@@ -4,9 +4,11 @@
 //!
 //! `ring` keeps what a terminal showed for the replay; `pty` opens PTYs and starts shells
 //! on them in the sandbox's process world; `service` owns the terminals; `connection`
-//! serves one socket; `table` holds the SDK next line's terminals, by id.
+//! serves one socket; `table` holds the SDK next line's terminals, by id, and
+//! `output_socket` serves `/ws/terminal` on them.
 
 mod connection;
+mod output_socket;
 mod pty;
 mod ring;
 mod routes;

@@ -1,4 +1,5 @@
-//! The terminal route: `GET /ws/pty` upgrades to a WebSocket on the session's PTY.
+//! The terminal routes: `GET /ws/pty` upgrades to a WebSocket on the session's PTY, and
+//! `GET /ws/terminal` to one on a terminal of the SDK next line's, by id.
 
 use axum::Router;
 use axum::extract::{FromRequestParts, Query, Request, State, ws::WebSocketUpgrade};
@@ -6,12 +7,73 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::{connection, pty};
+use super::{connection, output_socket, pty};
 use crate::error::ApiError;
 use crate::state::AppState;
 
 pub fn router() -> Router<AppState> {
-    Router::new().route("/ws/pty", get(upgrade))
+    Router::new()
+        .route("/ws/pty", get(upgrade))
+        .route("/ws/terminal", get(next_upgrade))
+}
+
+/// The query of `/ws/terminal`.
+#[derive(Debug, Deserialize)]
+struct TerminalQuery {
+    #[serde(rename = "terminalId")]
+    terminal_id: Option<String>,
+    #[serde(rename = "runtimeIncarnationID")]
+    runtime_incarnation_id: Option<String>,
+    cursor: Option<String>,
+    cols: Option<String>,
+    rows: Option<String>,
+}
+
+/// `GET /ws/terminal`: refusals are plain text, as the reference's (400 without a
+/// terminal id, 409 for another runtime's socket).
+async fn next_upgrade(State(state): State<AppState>, request: Request) -> Response {
+    use axum::http::StatusCode;
+    if !crate::wire::upgrade::asks_for_websocket(request.headers()) {
+        return ApiError::not_found_route().into_response();
+    }
+    let (mut parts, _) = request.into_parts();
+    let query = Query::<TerminalQuery>::from_request_parts(&mut parts, &state)
+        .await
+        .map(|Query(query)| query)
+        .ok();
+    let Some(query) = query else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "terminalId query parameter required",
+        )
+            .into_response();
+    };
+    let Some(terminal_id) = query.terminal_id.filter(|id| !id.is_empty()) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "terminalId query parameter required",
+        )
+            .into_response();
+    };
+    if query.runtime_incarnation_id.as_deref() != Some(crate::rpc::incarnation()) {
+        return (StatusCode::CONFLICT, "Runtime incarnation mismatch").into_response();
+    }
+    let dimension =
+        |value: Option<String>| value.and_then(|v| v.parse::<u16>().ok()).filter(|&v| v > 0);
+    let size = dimension(query.cols).zip(dimension(query.rows));
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+        Ok(upgrade) => upgrade,
+        Err(_) => {
+            return (StatusCode::SERVICE_UNAVAILABLE, "WebSocket upgrade failed").into_response();
+        }
+    };
+    let table = state.next_terminals.clone();
+    let opening = output_socket::Opening {
+        terminal_id,
+        cursor: query.cursor.filter(|cursor| !cursor.is_empty()),
+        size,
+    };
+    upgrade.on_upgrade(move |socket| output_socket::serve(socket, table, opening))
 }
 
 /// The query of `/ws/pty`; cols, rows and shell matter only when the terminal starts.

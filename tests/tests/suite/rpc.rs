@@ -105,6 +105,7 @@ const NEXT_CHECKS: &[&str] = &[
     "ports.openWatch",
     "watch.watch and checkChanges",
     "terminals",
+    "/ws/terminal",
     "tunnels",
     "workspace archives",
     "backup",
@@ -223,6 +224,30 @@ async fn the_next_lines_exports_hold_against_a_hostile_peer() {
     assert_eq!(seen[2]["state"], "running", "{seen}");
     let killed = other.call(4, "processes", "kill", json!([id, 9])).await;
     assert_eq!(killed[0], "resolve", "{killed}");
+    // `/ws/terminal` refuses in plain text before the upgrade.
+    let upgrade = |query: &str| {
+        reqwest::Client::new()
+            .get(daemon.url(&format!("/ws/terminal{query}")))
+            .header("connection", "Upgrade")
+            .header("upgrade", "websocket")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+    };
+    let missing = upgrade("").send().await.expect("an answer");
+    assert_eq!(missing.status(), 400);
+    assert_eq!(
+        missing.text().await.unwrap(),
+        "terminalId query parameter required"
+    );
+    let foreign = upgrade("?terminalId=t&runtimeIncarnationID=another")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(foreign.status(), 409);
+    assert_eq!(
+        foreign.text().await.unwrap(),
+        "Runtime incarnation mismatch"
+    );
     // A release of an export never given breaks the protocol: the session ends.
     other.send(json!(["release", -40, 1])).await;
     let mut aborted = false;
