@@ -563,6 +563,41 @@ await check('mounts', async () => {
   return `${refused}; ${badOption}; mounted, written, unmounted`;
 });
 
+await check('extensions: the interpreter', async () => {
+  const hash = '8f88475725e425f72f73a98698b92da764c8d63ec3a535ae2e0cff2ac86263c0';
+  // As the object: the hash alone first.
+  const sidecar = await api.extensions.connect({ packageHash: hash, bin: undefined, readinessTimeoutMs: undefined, allowInstallScripts: undefined });
+  expect((await sidecar.__ping__()) === 'pong', 'ping');
+  const context = await sidecar.createContext({ language: 'python', cwd: undefined });
+  expect(typeof context.id === 'string' && context.language === 'python' && context.cwd === workspace, JSON.stringify(context));
+  const events = [];
+  const answer = await sidecar.runCode(context.id, 'print(1 + 1)\n3 * 7', undefined, (event) => {
+    events.push(event);
+  });
+  expect(answer === undefined, `runCode answered ${answer}`);
+  const stdout = events.filter((e) => e.type === 'stdout').map((e) => e.text).join('');
+  expect(stdout === '2\n', JSON.stringify(events));
+  expect(events.some((e) => e.type === 'result' && e.text === '21'), JSON.stringify(events));
+  expect(events.some((e) => e.type === 'execution_complete'), JSON.stringify(events));
+  const errors = [];
+  await sidecar.runCode(context.id, 'raise ValueError("no")', 'python', (event) => errors.push(event));
+  expect(errors.some((e) => e.type === 'error' && e.ename === 'ValueError'), JSON.stringify(errors));
+  const listed = await sidecar.listContexts();
+  expect(listed.some((c) => c.id === context.id), JSON.stringify(listed));
+  await sidecar.interruptContext(context.id);
+  await sidecar.deleteContext(context.id);
+  const gone = await rejects(() => sidecar.deleteContext(context.id), undefined, 'not found');
+  sidecar[Symbol.dispose]();
+  const health = await api.extensions.health(hash);
+  expect(health.provisioned && health.responsive && health.packageHash === hash, JSON.stringify(health));
+  const other = '0'.repeat(64);
+  const unknown = await api.extensions.health(other);
+  expect(!unknown.provisioned && unknown.id === '' && unknown.pid === null, JSON.stringify(unknown));
+  const refused = await rejects(() => api.extensions.connect({ packageHash: other }), undefined, `Extension package '${other}' is not provisioned`);
+  await api.extensions.stop(hash);
+  return `${gone}; ${refused}`;
+});
+
 await check('processes retention', async () => {
   // More ended processes than are kept: the oldest go, with their logs.
   const ids = [];

@@ -192,6 +192,20 @@ impl InterpreterService {
             .ok_or_else(|| InterpreterError::NotFound(id.to_string()))
     }
 
+    /// Interrupts what runs in a context (SIGINT to everything its executor started, as
+    /// Ctrl-C would); the context stays.
+    pub fn interrupt(&self, id: &str) -> Result<(), InterpreterError> {
+        let context = self.get(id)?;
+        let supervisor = context.supervisor.load(Ordering::SeqCst);
+        if supervisor > 1 {
+            fsd_process::proctree::signal_all(
+                &fsd_process::proctree::living_below(supervisor),
+                nix::sys::signal::Signal::SIGINT,
+            );
+        }
+        Ok(())
+    }
+
     /// Removes a context and ends its executor (and whatever its code started).
     pub async fn delete(&self, id: &str) -> Result<(), InterpreterError> {
         let context = {

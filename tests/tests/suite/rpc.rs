@@ -110,6 +110,7 @@ const NEXT_CHECKS: &[&str] = &[
     "workspace archives",
     "backup",
     "mounts",
+    "extensions: the interpreter",
     "processes retention",
 ];
 
@@ -409,9 +410,7 @@ async fn the_next_lines_handshake_gates_its_own_sockets_only() {
     assert_eq!(missing[2][4]["code"], "FILE_NOT_FOUND", "{missing}");
     let unnamed = next.call(10, "files", "exists", json!([42])).await;
     assert_eq!(unnamed[2][4]["code"], "VALIDATION_FAILED", "{unnamed}");
-    let later = next
-        .call(11, "extensions", "health", json!(["0".repeat(64)]))
-        .await;
+    let later = next.call(11, "commands", "execute", json!(["true"])).await;
     assert_eq!(later[2][1], "TypeError", "{later}");
     // The 0.12 socket beside it: no handshake, no gate.
     let exists = current

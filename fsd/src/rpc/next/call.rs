@@ -3,7 +3,9 @@
 use std::sync::Arc;
 
 use super::args::Answer;
-use super::{backup, files, mounts, processes, readiness, terminals, tunnels, workspace};
+use super::{
+    backup, extensions, files, mounts, processes, readiness, terminals, tunnels, workspace,
+};
 use crate::rpc::session::Session;
 use crate::rpc::wire::Arg;
 use crate::state::AppState;
@@ -20,6 +22,7 @@ pub async fn call(
         "files" => files::call(state, session, method, &args).await,
         "backup" => backup::call(state, method, &args).await,
         "mounts" => mounts::call(state, method, &args).await,
+        "extensions" => extensions::call(state, session, method, &args).await,
         "processes" => processes::call(state, session, method, args).await,
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
         "tunnels" => tunnels::call(state, method, &args).await,

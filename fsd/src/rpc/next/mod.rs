@@ -6,6 +6,7 @@
 mod args;
 mod backup;
 mod call;
+mod extensions;
 mod files;
 mod logs;
 mod mounts;
