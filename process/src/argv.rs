@@ -8,7 +8,6 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,17 +16,16 @@ use std::time::Duration;
 
 use futures_util::{Stream, StreamExt};
 use serde::Serialize;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::proctree;
+use crate::reporting::{NotStarted, Reporting, start_reporting};
 use crate::seqlog::{Entry, Kind, LogError, SequencedLog};
 use crate::stop;
 use crate::supervisor::OnExit;
 use crate::world::World;
 
-/// How long a supervisor may take to say it started the program.
-const START_LIMIT: Duration = Duration::from_secs(10);
 /// How long output may keep coming after the whole tree ended (a descriptor passed out of
 /// it); past this the log is closed without it.
 const DRAIN_LIMIT: Duration = Duration::from_secs(2);
@@ -246,68 +244,39 @@ impl ArgvProcesses {
             command: spec.argv.join(" "),
             message,
         };
-        let (status_read, status_write) =
-            std::io::pipe().map_err(|error| spawn_failed(error.to_string()))?;
-        let status_fd = status_write.as_raw_fd();
         let program: Vec<&OsStr> = spec.argv.iter().map(OsStr::new).collect();
-        let mut command =
-            self.config
-                .world
-                .reporting_command(OnExit::Linger, &cwd, &program, status_fd);
         let mut env = self.config.base_env.clone();
         for (name, value) in &spec.env {
             env.retain(|(kept, _)| kept != name);
             env.push((name.clone(), value.clone()));
         }
-        command
-            .env_clear()
-            .envs(env)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        // SAFETY: fcntl is async-signal-safe; the status pipe's write end is kept across
-        // the exec of the supervisor, which marks it close-on-exec for its program.
-        unsafe {
-            command.pre_exec(move || {
-                if nix::libc::fcntl(status_fd, nix::libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = command
-            .spawn()
-            .map_err(|error| spawn_failed(error.to_string()))?;
-        drop(status_write);
-        let status_pipe =
-            tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(status_read))
-                .map_err(|error| spawn_failed(error.to_string()))?;
-        let mut status_lines = BufReader::new(status_pipe).lines();
-        let first = tokio::time::timeout(START_LIMIT, status_lines.next_line()).await;
-        let pid = match first {
-            Ok(Ok(Some(line))) => match line.split_once(' ') {
-                Some(("pid", pid)) => pid.parse::<u32>().unwrap_or(0),
-                Some(("cwd", reason)) => {
-                    let _ = child.wait().await;
-                    return Err(StartError::Cwd {
-                        cwd: cwd.display().to_string(),
-                        reason: reason.to_string(),
-                    });
-                }
-                Some((_, message)) => {
-                    let _ = child.wait().await;
-                    return Err(spawn_failed(message.to_string()));
-                }
-                None => 0,
-            },
-            _ => {
-                let _ = child.start_kill();
-                let _ = child.wait().await;
-                return Err(spawn_failed("the supervisor did not start it".into()));
+        let world = &self.config.world;
+        let started = start_reporting(world, |status_fd| {
+            let mut command = world.reporting_command(OnExit::Linger, &cwd, &program, status_fd);
+            command
+                .env_clear()
+                .envs(env)
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped());
+            Ok(command)
+        })
+        .await;
+        let Reporting {
+            mut child,
+            pid,
+            supervisor,
+            reports: mut status_lines,
+        } = match started {
+            Ok(started) => started,
+            Err(NotStarted::Cwd(reason)) => {
+                return Err(StartError::Cwd {
+                    cwd: cwd.display().to_string(),
+                    reason,
+                });
             }
+            Err(NotStarted::Failed(message)) => return Err(spawn_failed(message)),
         };
-        let spawned = child.id().unwrap_or(0);
-        let supervisor = self.config.world.supervisor_of(spawned).unwrap_or(0);
         let status = ArgvStatus {
             id: id.clone(),
             pid,

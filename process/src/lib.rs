@@ -16,6 +16,7 @@ mod error;
 pub mod log;
 mod output;
 pub mod proctree;
+pub mod reporting;
 mod script;
 pub mod seqlog;
 mod session;

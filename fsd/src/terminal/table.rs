@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
+use fsd_process::reporting::{Reporting, start_reporting};
 use fsd_process::seqlog::{Kind, LogError, SequencedLog};
 use fsd_process::{World, proctree, stop};
 use serde::Serialize;
@@ -31,8 +32,6 @@ const READ_BYTES: usize = 16 * 1024;
 const DRAIN_WAIT: Duration = Duration::from_secs(1);
 /// How long `terminate` gives SIGTERM before SIGKILL.
 const TERMINATE_GRACE: Duration = Duration::from_millis(500);
-/// How long a supervisor may take to say it started the program.
-const START_LIMIT: Duration = Duration::from_secs(10);
 /// The least output a terminal keeps, whatever `bufferSize` asks.
 const MIN_BUFFER: u64 = 64 * 1024;
 
@@ -219,56 +218,27 @@ impl TerminalTable {
         }
         let program: Vec<&OsStr> = spec.argv.iter().map(OsStr::new).collect();
         let stdio = || -> std::io::Result<Stdio> { Ok(Stdio::from(slave.try_clone()?)) };
-        // The supervisor says on this pipe whether the program started, and its pid.
-        let (status_read, status_write) = std::io::pipe().map_err(failed)?;
-        let status_fd = std::os::fd::AsRawFd::as_raw_fd(&status_write);
-        let mut command = self
-            .config
-            .world
-            .reporting_terminal_command(&cwd, &program, status_fd);
-        command
-            .env_clear()
-            .envs(env)
-            .stdin(stdio().map_err(failed)?)
-            .stdout(stdio().map_err(failed)?)
-            .stderr(stdio().map_err(failed)?)
-            .kill_on_drop(true);
-        // SAFETY: fcntl is async-signal-safe; the status pipe's write end is kept across
-        // the exec of the supervisor, which marks it close-on-exec for its program.
-        unsafe {
-            command.pre_exec(move || {
-                if nix::libc::fcntl(status_fd, nix::libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-        let mut child = command.spawn().map_err(failed)?;
+        // The supervisor says whether the program started, and its pid.
+        let world = &self.config.world;
+        let started = start_reporting(world, |status_fd| {
+            let mut command = world.reporting_terminal_command(&cwd, &program, status_fd);
+            command
+                .env_clear()
+                .envs(env)
+                .stdin(stdio()?)
+                .stdout(stdio()?)
+                .stderr(stdio()?)
+                .kill_on_drop(true);
+            Ok(command)
+        })
+        .await;
         drop(slave);
-        drop(status_write);
-        let status_pipe =
-            tokio::net::unix::pipe::Receiver::from_owned_fd(OwnedFd::from(status_read))
-                .map_err(failed)?;
-        let mut status_lines =
-            tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(status_pipe));
-        let first = tokio::time::timeout(START_LIMIT, status_lines.next_line()).await;
-        let program_pid = match first {
-            Ok(Ok(Some(line))) => match line.split_once(' ') {
-                Some(("pid", pid)) => pid.parse::<u32>().unwrap_or(0),
-                Some((_, reason)) => {
-                    let _ = child.wait().await;
-                    return Err(control("create", reason.to_string()));
-                }
-                None => 0,
-            },
-            _ => {
-                let _ = child.start_kill();
-                let _ = child.wait().await;
-                return Err(control("create", "the supervisor did not start it"));
-            }
-        };
-        let spawned = child.id().unwrap_or(0);
-        let supervisor = self.config.world.supervisor_of(spawned).unwrap_or(0);
+        let Reporting {
+            mut child,
+            pid: program_pid,
+            supervisor,
+            ..
+        } = started.map_err(|error| control("create", error.to_string()))?;
         let master = Arc::new(master);
         let (input, keystrokes) = mpsc::channel(INPUT_QUEUE);
         let snapshot = Snapshot {
