@@ -388,18 +388,39 @@ impl Emitter<'_> {
         }
     }
 
-    /// Tells a node that left for good, and what it held, as deleted, deepest first.
+    /// Tells a node that left for good, and what it held, as deleted, deepest first, each
+    /// once: what the tree holds below it (at the names the events gave them: one moved in
+    /// and not told so is deleted where it was told) and what the told tree holds there.
+    /// A path told deleted twice would read, after a rename out of the same name, as the
+    /// delete of what the rename took away.
     fn delete(&mut self, id: NodeId) {
-        let mut below = self.tree.descendants(id);
-        below.reverse();
-        for child in below {
-            if self.batch.before.get(&child) == Some(&None) {
-                continue;
-            }
-            let path = self.path(child);
-            self.reporter
-                .report(EventKind::Delete, path, self.is_dir(child));
+        let path = self.path(id);
+        let mut below: Vec<(PathBuf, bool)> = self
+            .tree
+            .descendants(id)
+            .into_iter()
+            .filter(|child| self.batch.before.get(child) != Some(&None))
+            .map(|child| (self.path(child), self.is_dir(child)))
+            .collect();
+        if self.is_dir(id) && !self.reporter.tells_inside(&path) {
+            below.extend(
+                self.told_subtree(id)
+                    .into_iter()
+                    .map(|(child, relative)| (path.join(relative), self.is_dir(child))),
+            );
         }
-        self.unplace(id, true);
+        let mut told = HashSet::new();
+        below.retain(|(path, _)| told.insert(path.clone()));
+        // Deepest first; among equals, the reverse of the order found (children after
+        // their parents there).
+        below.reverse();
+        below.sort_by_key(|(path, _)| std::cmp::Reverse(path.components().count()));
+        for (path, is_dir) in below {
+            self.reporter.report(EventKind::Delete, path, is_dir);
+        }
+        self.reporter
+            .report(EventKind::Delete, path, self.is_dir(id));
+        self.vacate(id);
+        self.cur.insert(id, None);
     }
 }
