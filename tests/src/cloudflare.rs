@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
 use crate::{binary, repo_root};
 
 /// How long wrangler may take to serve after it starts (image preparation included).
@@ -27,6 +29,8 @@ pub enum Worker {
     Fsd,
     /// `@cloudflare/sandbox`'s Worker and object, unchanged (`worker/dev/official`).
     Official,
+    /// The SDK's next line (0.13.0-next), its Worker and object (`worker/dev/next`).
+    Next,
 }
 
 impl Worker {
@@ -34,6 +38,7 @@ impl Worker {
         match self {
             Worker::Fsd => "fsd",
             Worker::Official => "official",
+            Worker::Next => "next",
         }
     }
 }
@@ -202,6 +207,96 @@ impl Stack {
     pub fn restart(&mut self) {
         self.stop();
         self.launch();
+    }
+
+    /// Runs a drop-in Worker's `/drive` (`query`: its parameters) and answers each call's
+    /// detail by method, after checking every call succeeded.
+    pub async fn drive(&self, query: &str) -> serde_json::Map<String, Value> {
+        let response = reqwest::Client::new()
+            .post(format!("{}/drive?{query}", self.url))
+            .timeout(Duration::from_secs(300))
+            .send()
+            .await
+            .expect("drive");
+        assert_eq!(response.status(), 200, "{query}");
+        let report: Vec<Value> = response.json().await.expect("report");
+        let failed: Vec<&Value> = report.iter().filter(|call| call["ok"] != true).collect();
+        assert!(failed.is_empty(), "{query}: calls failed: {failed:#?}");
+        report
+            .into_iter()
+            .map(|call| {
+                let method = call["method"].as_str().unwrap_or_default().to_string();
+                (method, call["detail"].clone())
+            })
+            .collect()
+    }
+
+    /// Checks that the preview URL `url` (one the SDK made for port 8080, whose server
+    /// serves files from the sandbox's drive directory) serves `path` through the Worker.
+    pub async fn preview_serves(&self, url: &str, path: &str, expected: &str) {
+        let host = url.trim_start_matches("https://").trim_end_matches('/');
+        let response = reqwest::Client::new()
+            .get(format!("{}{path}", self.url))
+            .header("host", host)
+            .timeout(Duration::from_secs(60))
+            .send()
+            .await
+            .expect("preview");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.text().await.unwrap(), expected);
+    }
+
+    /// Opens the terminal WebSocket at the Worker's `path`, types a command once it is
+    /// `ready` and waits for its output: a shell in the sandbox answered through the object.
+    pub async fn terminal_echoes(&self, path: &str) {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        let url = format!("{}{path}", self.url);
+        let mut client = crate::ws::WsClient::connect_url(&url, None)
+            .await
+            .expect("terminal through the object");
+        let mut screen = String::new();
+        let mut typed = false;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !screen.contains("drop-42") {
+            let frame = tokio::time::timeout_at(deadline, client.socket.next())
+                .await
+                .unwrap_or_else(|_| panic!("no echo; screen: {screen:?}"));
+            match frame {
+                Some(Ok(Message::Binary(bytes))) => {
+                    screen.push_str(&String::from_utf8_lossy(&bytes))
+                }
+                Some(Ok(Message::Text(text))) => {
+                    let control: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    if control["type"] == "ready" && !typed {
+                        client
+                            .socket
+                            .send(Message::Binary(b"echo drop-$((40+2))\r".to_vec().into()))
+                            .await
+                            .expect("typed");
+                        typed = true;
+                    }
+                }
+                Some(Ok(_)) => {}
+                None | Some(Err(_)) => panic!("the terminal closed; screen: {screen:?}"),
+            }
+        }
+    }
+
+    /// Whether podman runs the container named `name` now.
+    pub fn running(&self, name: &str) -> bool {
+        let output = crate::podman(&[
+            "ps",
+            "--format",
+            "{{.Names}}",
+            "--filter",
+            &format!("name=^{name}$"),
+            "--filter",
+            "status=running",
+        ]);
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .any(|line| line == name)
     }
 
     /// What wrangler and workerd printed so far.

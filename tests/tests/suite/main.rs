@@ -27,6 +27,7 @@ mod layout;
 mod metrics;
 mod mirror;
 mod mount_proxy;
+mod next_sdk;
 mod official_sdk;
 mod permissions;
 mod port_watch;

@@ -4,44 +4,22 @@
 //! `rpc` transports; a preview URL the SDK made is requested through the Worker, and a
 //! terminal is opened through `sandbox.terminal()`.
 
-use std::sync::OnceLock;
-use std::time::Duration;
-
 use fsd_tests::cloudflare::{self, Stack, Worker};
-use fsd_tests::ws::WsClient;
-use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio_tungstenite::tungstenite::Message;
+use std::sync::OnceLock;
 
 fn stack(test: &str) -> Option<&'static Stack> {
     static STACK: OnceLock<Stack> = OnceLock::new();
     cloudflare::available(test).then(|| STACK.get_or_init(|| Stack::start(Worker::Official, &[])))
 }
 
-/// Runs the SDK's calls in the Worker against sandbox `id` over `transport`; answers each
-/// call's detail by method, after checking every call succeeded.
+/// Runs the SDK's calls in the Worker against sandbox `id` over `transport`.
 async fn drive(stack: &Stack, id: &str, transport: &str) -> serde_json::Map<String, Value> {
-    let url = format!(
-        "{}/drive?id={id}&transport={transport}&hostname=drop.example.test",
-        stack.url
-    );
-    let response = reqwest::Client::new()
-        .post(url)
-        .timeout(Duration::from_secs(300))
-        .send()
+    stack
+        .drive(&format!(
+            "id={id}&transport={transport}&hostname=drop.example.test"
+        ))
         .await
-        .expect("drive");
-    assert_eq!(response.status(), 200);
-    let report: Vec<Value> = response.json().await.expect("report");
-    let failed: Vec<&Value> = report.iter().filter(|call| call["ok"] != true).collect();
-    assert!(failed.is_empty(), "{transport}: calls failed: {failed:#?}");
-    report
-        .into_iter()
-        .map(|call| {
-            let method = call["method"].as_str().unwrap_or_default().to_string();
-            (method, call["detail"].clone())
-        })
-        .collect()
 }
 
 fn check_details(details: &serde_json::Map<String, Value>) {
@@ -69,16 +47,7 @@ fn check_details(details: &serde_json::Map<String, Value>) {
 
 /// The preview URL the SDK made serves the sandbox's port through the Worker.
 async fn preview_serves(stack: &Stack, url: &str) {
-    let host = url.trim_start_matches("https://").trim_end_matches('/');
-    let response = reqwest::Client::new()
-        .get(format!("{}/sub/hello.txt", stack.url))
-        .header("host", host)
-        .timeout(Duration::from_secs(60))
-        .send()
-        .await
-        .expect("preview");
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.text().await.unwrap(), "hello\n");
+    stack.preview_serves(url, "/sub/hello.txt", "hello\n").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -119,32 +88,5 @@ async fn the_official_terminal_reaches_fsd() {
     let Some(stack) = stack("official_sdk::terminal") else {
         return;
     };
-    let url = format!("{}/terminal?id=drop-term", stack.url);
-    let mut client = WsClient::connect_url(&url, None)
-        .await
-        .expect("terminal through sandbox.terminal()");
-    let mut screen = String::new();
-    let mut typed = false;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    while !screen.contains("drop-42") {
-        let frame = tokio::time::timeout_at(deadline, client.socket.next())
-            .await
-            .unwrap_or_else(|_| panic!("no echo; screen: {screen:?}"));
-        match frame {
-            Some(Ok(Message::Binary(bytes))) => screen.push_str(&String::from_utf8_lossy(&bytes)),
-            Some(Ok(Message::Text(text))) => {
-                let control: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                if control["type"] == "ready" && !typed {
-                    client
-                        .socket
-                        .send(Message::Binary(b"echo drop-$((40+2))\r".to_vec().into()))
-                        .await
-                        .unwrap();
-                    typed = true;
-                }
-            }
-            Some(Ok(_)) => {}
-            None | Some(Err(_)) => panic!("the terminal closed; screen: {screen:?}"),
-        }
-    }
+    stack.terminal_echoes("/terminal?id=drop-term").await;
 }

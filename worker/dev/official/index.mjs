@@ -9,6 +9,7 @@
 //   GET  /terminal?id=ID&transport=T                        sandbox.terminal(request)
 //   POST /destroy?id=ID                                     sandbox.destroy()
 import { getSandbox, proxyToSandbox } from '@cloudflare/sandbox';
+import { recorder } from '../report.mjs';
 
 export { Sandbox } from '@cloudflare/sandbox';
 
@@ -45,16 +46,7 @@ async function events(stream) {
 }
 
 async function drive(sandbox, hostname) {
-  const report = [];
-  const check = async (method, body) => {
-    const started = Date.now();
-    try {
-      const detail = await body();
-      report.push({ method, ok: true, ms: Date.now() - started, detail: detail ?? null });
-    } catch (error) {
-      report.push({ method, ok: false, ms: Date.now() - started, detail: String(error?.stack ?? error) });
-    }
-  };
+  const { report, check } = recorder();
   const dir = '/workspace/official';
 
   await check('exec', async () => {
