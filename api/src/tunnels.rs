@@ -19,6 +19,14 @@ pub struct EnsureTunnelRequest {
     /// Default: the tunnel id. The same run id and parameters share one start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<String>,
+    /// How long cloudflared may take to become ready, in ms (default 90,000); part of the
+    /// run's identity, as the next line's reference makes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ready_timeout_ms: Option<u64>,
+    /// Between SIGTERM and SIGKILL when the run stops, in ms (default 3,000); part of the
+    /// run's identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_grace_ms: Option<u64>,
 }
 
 /// A tunnel run, as answers show it (never with its token).

@@ -14,14 +14,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures_util::{Stream, StreamExt};
 use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::proctree;
 use crate::reporting::{NotStarted, Reporting, start_reporting};
-use crate::seqlog::{Entry, Kind, LogError, SequencedLog};
+use crate::seqlog::{Kind, LogError, SequencedLog};
 use crate::stop;
 use crate::supervisor::OnExit;
 use crate::world::World;
@@ -491,76 +490,4 @@ async fn drain(mut pipe: impl AsyncRead + Unpin, kind: Kind, log: Arc<SequencedL
             }
         }
     }
-}
-
-/// How far a reader of a log goes.
-#[derive(Debug, Clone, Copy)]
-pub enum Until {
-    /// Through this sequence (what was written when it subscribed).
-    Seq(u64),
-    /// Through the terminal event, live.
-    Terminal,
-}
-
-/// A log's entries from sequence `from` on, read from disk batch by batch and waiting for
-/// more while `until` is not reached. Dropping the stream stops it.
-pub fn follow(
-    log: Arc<SequencedLog>,
-    from: u64,
-    until: Until,
-) -> impl Stream<Item = Entry> + Send + 'static {
-    let written = log.subscribe();
-    futures_util::stream::unfold(
-        (log, written, from, false),
-        move |(log, mut written, next, done)| async move {
-            if done {
-                return None;
-            }
-            loop {
-                if let Until::Seq(last) = until
-                    && next > last
-                {
-                    return None;
-                }
-                let reader = Arc::clone(&log);
-                let batch = tokio::task::spawn_blocking(move || reader.read_from(next))
-                    .await
-                    .unwrap_or_default();
-                if batch.is_empty() {
-                    written.mark_unchanged();
-                    if log.end() >= next {
-                        continue;
-                    }
-                    if written.changed().await.is_err() {
-                        return None;
-                    }
-                    continue;
-                }
-                let mut entries = Vec::with_capacity(batch.len());
-                let mut after = next;
-                let mut finished = false;
-                for entry in batch {
-                    if let Entry::Record(record) = &entry {
-                        if let Until::Seq(last) = until
-                            && record.seq > last
-                        {
-                            finished = true;
-                            break;
-                        }
-                        after = record.seq + 1;
-                        finished |= record.kind == Kind::Terminal;
-                    }
-                    entries.push(entry);
-                    if finished {
-                        break;
-                    }
-                }
-                return Some((
-                    futures_util::stream::iter(entries),
-                    (log, written, after, finished),
-                ));
-            }
-        },
-    )
-    .flatten()
 }

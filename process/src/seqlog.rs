@@ -11,9 +11,10 @@ use std::collections::VecDeque;
 use std::fs::File;
 use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use base64_simd::URL_SAFE_NO_PAD;
+use futures_util::{Stream, StreamExt};
 use tokio::sync::watch;
 
 /// Bytes of a record's header: seq (8), kind (1), timestamp in ms (8), data length (4).
@@ -350,6 +351,78 @@ pub fn parse_cursor(text: &str) -> Result<(String, u64), CursorError> {
         return Err(CursorError::Invalid);
     }
     Ok((store, seq))
+}
+
+/// How far a reader of a log goes.
+#[derive(Debug, Clone, Copy)]
+pub enum Until {
+    /// Through this sequence (what was written when it subscribed).
+    Seq(u64),
+    /// Through the terminal event, live.
+    Terminal,
+}
+
+/// A log's entries from sequence `from` on, read from disk batch by batch and waiting for
+/// more while `until` is not reached. Dropping the stream stops it.
+pub fn follow(
+    log: Arc<SequencedLog>,
+    from: u64,
+    until: Until,
+) -> impl Stream<Item = Entry> + Send + 'static {
+    let written = log.subscribe();
+    futures_util::stream::unfold(
+        (log, written, from, false),
+        move |(log, mut written, next, done)| async move {
+            if done {
+                return None;
+            }
+            loop {
+                if let Until::Seq(last) = until
+                    && next > last
+                {
+                    return None;
+                }
+                let reader = Arc::clone(&log);
+                let batch = tokio::task::spawn_blocking(move || reader.read_from(next))
+                    .await
+                    .unwrap_or_default();
+                if batch.is_empty() {
+                    written.mark_unchanged();
+                    if log.end() >= next {
+                        continue;
+                    }
+                    if written.changed().await.is_err() {
+                        return None;
+                    }
+                    continue;
+                }
+                let mut entries = Vec::with_capacity(batch.len());
+                let mut after = next;
+                let mut finished = false;
+                for entry in batch {
+                    if let Entry::Record(record) = &entry {
+                        if let Until::Seq(last) = until
+                            && record.seq > last
+                        {
+                            finished = true;
+                            break;
+                        }
+                        after = record.seq + 1;
+                        finished |= record.kind == Kind::Terminal;
+                    }
+                    entries.push(entry);
+                    if finished {
+                        break;
+                    }
+                }
+                return Some((
+                    futures_util::stream::iter(entries),
+                    (log, written, after, finished),
+                ));
+            }
+        },
+    )
+    .flatten()
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 //! straight to fsd in the container (its address on podman's network, with the object's
 //! token), a route the object answers itself (`/status`), and `/api/ping` forwarded to the
 //! container; then cold starts (a destroyed sandbox's first exec) beside `podman run` of the
-//! same image to its first ping.
+//! same image to its first ping; and the SDK's next line's object: an exec to its exit through
+//! it, beside a route it answers itself and the same run straight to fsd over `/rpc`.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench cloudflare`
 //! (needs `scripts/dev-cloudflare tools`). `FSD_BENCH_QUICK=1` for a short run.
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use fsd_tests::bench::{Summary, ms, p50_p99, pct};
 use fsd_tests::cloudflare::{self, Stack, Worker};
+use fsd_tests::rpc::RpcClient;
 use serde_json::{Value, json};
 
 const TOKEN: &str = "bench-worker-token";
@@ -38,8 +40,9 @@ fn podman(args: &[&str]) -> String {
         .to_string()
 }
 
-/// fsd in the stack's one container: its URL on podman's network and the object's token.
-fn direct(stack: &Stack) -> (String, String) {
+/// fsd in the stack's one container: its URL on podman's network and the object's token
+/// (the SDK's objects give it none).
+fn direct(stack: &Stack) -> (String, Option<String>) {
     let containers = stack.containers();
     let [container] = containers.as_slice() else {
         panic!("expected one container, found {containers:?}");
@@ -59,8 +62,7 @@ fn direct(stack: &Stack) -> (String, String) {
     let token = env
         .lines()
         .find_map(|line| line.strip_prefix("FSD_TOKEN="))
-        .expect("the object's token in the container's env")
-        .to_string();
+        .map(str::to_string);
     (format!("http://{address}:3000"), token)
 }
 
@@ -88,6 +90,7 @@ async fn run(rounds: usize, starts: usize) {
     let exec = json!({"command": "true"});
     timed(worker(reqwest::Method::POST, "/api/execute").json(&exec)).await;
     let (fsd, token) = direct(&stack);
+    let token = token.expect("the object's token in the container's env");
     let straight = |method: reqwest::Method, route: &str| {
         client
             .request(method, format!("{fsd}{route}"))
@@ -213,7 +216,47 @@ async fn run(rounds: usize, starts: usize) {
         format!("{:.2}× of 1.37 s", ms(pct(&mut cold, 50.0)) / 1370.0),
         "below the reference",
     );
+    next_line(rounds, &mut summary).await;
     summary.print();
     println!();
     println!("image localhost/fsd:latest: {image_size} bytes");
+}
+
+/// The SDK's next line's object (its long-lived control socket into the container): an
+/// exec of `true` to its exit through the Worker, beside a route the object answers itself
+/// and the same run sent straight to fsd over `/rpc`.
+async fn next_line(rounds: usize, summary: &mut Summary) {
+    let stack = Stack::start(Worker::Next, &[]);
+    let client = reqwest::Client::new();
+    let worker = |route: &str| client.get(format!("{}{route}?id=bench-next", stack.url));
+    for _ in 0..20 {
+        timed(worker("/exec")).await;
+        timed(worker("/ping")).await;
+    }
+    let (fsd, token) = direct(&stack);
+    let straight = RpcClient::next_activated(&fsd, token.as_deref()).await;
+    let (mut exec, mut ping, mut direct_exec) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        exec.push(timed(worker("/exec")).await);
+        ping.push(timed(worker("/ping")).await);
+        let started = Instant::now();
+        straight.run_to_exit(json!([["true"]])).await;
+        direct_exec.push(started.elapsed());
+    }
+    let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
+    let budget = p50(&mut ping) + p50(&mut direct_exec) + 1.0;
+    summary.row(
+        "next line: exec `true` to its exit through the object",
+        p50_p99(&mut exec),
+        format!(
+            "the object's own route: {}; straight to the container over /rpc: {}",
+            p50_p99(&mut ping),
+            p50_p99(&mut direct_exec)
+        ),
+        format!(
+            "+{:.2} ms over both",
+            p50(&mut exec) - p50(&mut ping) - p50(&mut direct_exec)
+        ),
+        &format!("p50 ≤ object route + direct exec + 1 ms = {budget:.2} ms"),
+    );
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use fsd_tests::Daemon;
 use fsd_tests::bench::{ms, pct};
-use fsd_tests::rpc::RpcClient;
+use fsd_tests::rpc::{RpcClient, settled};
 use fsd_tests::ws::WsClient;
 use serde_json::{Value, json};
 
@@ -91,54 +91,15 @@ fn row(name: &str, samples: &mut [Duration]) {
     );
 }
 
-/// A socket of the SDK's next line, activated.
-async fn next_socket(daemon: &Daemon) -> RpcClient {
-    let next = RpcClient::connect(&daemon.url, daemon.token.as_deref()).await;
-    let metadata = next.call("utils", "getRuntimeMetadata", json!([])).await;
-    let incarnation = metadata[2]["runtimeIncarnationID"].clone();
-    settled(
-        &next
-            .call("utils", "activateControlSession", json!([incarnation]))
-            .await,
-    );
-    next
-}
-
-/// `processes.start(argv)` and a stream of its logs, live: the subscription's export id.
-async fn start_and_follow(next: &RpcClient, argv: Value) -> i64 {
-    let started = next.call("processes", "start", json!([argv, {}])).await;
-    settled(&started);
-    let id = started[2]["id"].clone();
-    let logs = next
-        .call("processes", "openLogs", json!([id, {"follow": true}]))
-        .await;
-    let export = logs[2][1].as_i64().expect("a subscription");
-    settled(&next.call_on(export, "stream", json!([])).await);
-    export
-}
-
-/// `processes.start(argv)`, then its logs followed to the terminal event, as the object's
-/// `exec(…).exitCode` reads it; returns the events before it.
-async fn run_to_exit(next: &RpcClient, argv: Value) -> Vec<Value> {
-    let export = start_and_follow(next, argv).await;
-    let mut events = Vec::new();
-    while let Some(event) = next.next_write().await {
-        if event["type"] == "terminal" {
-            break;
-        }
-        events.push(event);
-    }
-    next.release(export, 1);
-    events
-}
-
 /// How long each line a process prints takes to reach a follower of its logs: the process
 /// prints its clock at the write, the follower reads the same clock at the event.
 async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
     let script = format!(
         "import time\nfor i in range({lines}):\n    print(time.time_ns(), flush=True)\n    time.sleep(0.002)"
     );
-    let export = start_and_follow(next, json!([["python3", "-u", "-c", script]])).await;
+    let export = next
+        .start_and_follow(json!([["python3", "-u", "-c", script]]))
+        .await;
     let mut samples = Vec::with_capacity(lines);
     while let Some(event) = next.next_write().await {
         if event["type"] == "terminal" {
@@ -158,10 +119,6 @@ async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
     }
     next.release(export, 1);
     samples
-}
-
-fn settled(answer: &Value) {
-    assert_eq!(answer[0], "resolve", "{answer}");
 }
 
 async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
@@ -192,9 +149,9 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     row("/rpc (one socket)", &mut over_rpc);
     let rpc_vs_ws = ms(pct(&mut over_rpc, 50.0)) / ms(pct(&mut over_ws, 50.0));
     println!("  /rpc p50 is {:.2}× /ws's", rpc_vs_ws);
-    let next = next_socket(&daemon).await;
+    let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
     let mut over_next = timed(round_trips, |_| async {
-        run_to_exit(&next, json!([["true"]])).await;
+        next.run_to_exit(json!([["true"]])).await;
     })
     .await;
     row("next: start → exit event", &mut over_next);

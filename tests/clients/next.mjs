@@ -431,6 +431,13 @@ await check('tunnels', async () => {
   const again = await api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080 });
   expect(again.started === false && again.run.url === ensured.run.url, JSON.stringify(again));
   const conflict = await rejects(() => api.tunnels.ensureTunnelRun({ tunnelId: 't2', runId: 'run-2', mode: 'quick', port: 8080 }), 'TUNNEL_RUN_CONFLICT');
+  // The timeouts are part of a run's identity: the defaults named are the same run, others conflict.
+  const defaults = await api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080, readyTimeoutMs: 90000, stopGraceMs: 3000 });
+  expect(defaults.started === false && defaults.run.url === ensured.run.url, JSON.stringify(defaults));
+  await rejects(() => api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080, readyTimeoutMs: 5000 }), 'TUNNEL_RUN_CONFLICT');
+  await rejects(() => api.tunnels.ensureTunnelRun({ tunnelId: 't1', runId: 'run-1', mode: 'quick', port: 8080, stopGraceMs: 1000 }), 'TUNNEL_RUN_CONFLICT');
+  await rejects(() => api.tunnels.ensureTunnelRun({ tunnelId: 't3', runId: 'run-3', mode: 'quick', port: 8083, readyTimeoutMs: -1 }), 'VALIDATION_FAILED', 'readyTimeoutMs');
+  await rejects(() => api.tunnels.ensureTunnelRun({ tunnelId: 't3', runId: 'run-3', mode: 'quick', port: 8083, stopGraceMs: 1.5 }), 'VALIDATION_FAILED', 'stopGraceMs');
   const named = await api.tunnels.ensureTunnelRun({ tunnelId: 'n1', runId: 'run-n', mode: 'named', port: 8082, cloudflaredToken: 'eyJsecret-token' });
   expect(named.run.mode === 'named' && !('url' in named.run) && !JSON.stringify(named).includes('secret'), JSON.stringify(named));
   const stopped = await api.tunnels.stopTunnelRun({ tunnelId: 't1', runId: 'run-1' });

@@ -132,3 +132,53 @@ impl RpcClient {
         rx.await.expect("the call settled before the socket closed")
     }
 }
+
+/// Asserts a call's answer resolved.
+pub fn settled(answer: &Value) {
+    assert_eq!(answer[0], "resolve", "{answer}");
+}
+
+/// The SDK's next line over an [`RpcClient`]: a socket after its handshake, and processes
+/// run as the next object runs them.
+impl RpcClient {
+    /// A socket of the SDK's next line to the daemon at `url`, activated.
+    pub async fn next_activated(url: &str, token: Option<&str>) -> RpcClient {
+        let next = RpcClient::connect(url, token).await;
+        let metadata = next.call("utils", "getRuntimeMetadata", json!([])).await;
+        let incarnation = metadata[2]["runtimeIncarnationID"].clone();
+        settled(
+            &next
+                .call("utils", "activateControlSession", json!([incarnation]))
+                .await,
+        );
+        next
+    }
+
+    /// `processes.start(argv)` and a stream of its logs, live: the subscription's export id.
+    pub async fn start_and_follow(&self, argv: Value) -> i64 {
+        let started = self.call("processes", "start", json!([argv, {}])).await;
+        settled(&started);
+        let id = started[2]["id"].clone();
+        let logs = self
+            .call("processes", "openLogs", json!([id, {"follow": true}]))
+            .await;
+        let export = logs[2][1].as_i64().expect("a subscription");
+        settled(&self.call_on(export, "stream", json!([])).await);
+        export
+    }
+
+    /// `processes.start(argv)`, then its logs followed to the terminal event, as the next
+    /// object's `exec(…).exitCode` reads it; returns the events before it.
+    pub async fn run_to_exit(&self, argv: Value) -> Vec<Value> {
+        let export = self.start_and_follow(argv).await;
+        let mut events = Vec::new();
+        while let Some(event) = self.next_write().await {
+            if event["type"] == "terminal" {
+                break;
+            }
+            events.push(event);
+        }
+        self.release(export, 1);
+        events
+    }
+}

@@ -1,10 +1,12 @@
 //! Tunnel runs by run id, with the reference's idempotency and conflict rules (§9.1): the
-//! same run id and parameters share one start; another run on the same port or tunnel id
+//! same run id and parameters (the timeouts included) share one start; another run on the
+//! same port or tunnel id
 //! is a conflict; a failed start is not kept. A run whose cloudflared exits is removed and
 //! its exit announced.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::sync::{OnceCell, broadcast};
 
@@ -18,6 +20,20 @@ pub struct RunSpec {
     pub run_id: String,
     pub port: u16,
     pub mode: Mode,
+    /// How long cloudflared may take to become ready; the daemon's default when `None`.
+    pub ready_timeout: Option<Duration>,
+    /// Between SIGTERM and SIGKILL when the run stops; the daemon's default when `None`.
+    pub stop_grace: Option<Duration>,
+}
+
+impl RunSpec {
+    /// The spec with the defaults of `config` where it names none, as runs are compared:
+    /// a request that leaves the timeouts out is the same run as one that names the defaults.
+    fn resolved(mut self, config: &Config) -> RunSpec {
+        self.ready_timeout.get_or_insert(config.start_timeout);
+        self.stop_grace.get_or_insert(config.stop_grace);
+        self
+    }
 }
 
 /// A running tunnel, as answers show it (never with the token).
@@ -85,6 +101,7 @@ impl Runs {
     /// Starts the run, or joins the start of the same run; `true` when this call started
     /// it.
     pub async fn ensure(self: &Arc<Self>, spec: RunSpec) -> Result<(RunInfo, bool), TunnelError> {
+        let spec = spec.resolved(&self.config);
         let (cell, first) = {
             let mut runs = lock(&self.runs);
             if let Some(run) = runs.get(&spec.run_id) {
@@ -142,7 +159,12 @@ impl Runs {
     }
 
     async fn start(self: Arc<Self>, spec: RunSpec) -> Result<Arc<Running>, TunnelError> {
-        let process = Process::start(&self.config, &spec.mode, spec.port).await?;
+        let config = Config {
+            start_timeout: spec.ready_timeout.unwrap_or(self.config.start_timeout),
+            stop_grace: spec.stop_grace.unwrap_or(self.config.stop_grace),
+            ..self.config.clone()
+        };
+        let process = Process::start(&config, &spec.mode, spec.port).await?;
         let info = RunInfo {
             tunnel_id: spec.tunnel_id.clone(),
             run_id: spec.run_id.clone(),

@@ -19,6 +19,7 @@ use tower::ServiceExt;
 use super::session::Session;
 use super::wire::{self, Arg};
 use crate::state::AppState;
+use crate::wire::sse::sse_frame;
 use crate::wire::sse_parse::SseParser;
 
 /// How one connection reaches the routes.
@@ -880,14 +881,6 @@ fn context(info: &Value) -> Value {
 
 fn now() -> String {
     crate::wire::time::now_rfc3339()
-}
-
-/// One SSE frame of `event` (with its `event:` line when `kind` is given).
-fn sse_frame(kind: Option<&str>, event: &Value) -> Bytes {
-    match kind {
-        Some(kind) => Bytes::from(format!("event: {kind}\ndata: {event}\n\n")),
-        None => Bytes::from(format!("data: {event}\n\n")),
-    }
 }
 
 /// An SSE body read back into events and framed again by `frame` (events it maps to `None`

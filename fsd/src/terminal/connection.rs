@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
+use super::frames::{close, text};
 use super::pty::Size;
 use super::service::{Exit, Terminal};
 
@@ -117,19 +118,6 @@ fn control_message(terminal: &Terminal, control: &str) -> Option<Message> {
         Ok(()) => None,
         Err(_) => error("Invalid control message"),
     }
-}
-
-fn text(value: serde_json::Value) -> Message {
-    Message::Text(value.to_string().into())
-}
-
-async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
-    let reason: String = reason.chars().take(120).collect();
-    let frame = CloseFrame {
-        code,
-        reason: reason.into(),
-    };
-    let _ = socket.send(Message::Close(Some(frame))).await;
 }
 
 /// The name of signal `number` (`SIGKILL`), as the reference's exit message carries it.

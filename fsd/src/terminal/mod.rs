@@ -8,6 +8,7 @@
 //! `output_socket` serves `/ws/terminal` on them.
 
 mod connection;
+mod frames;
 mod output_socket;
 mod pty;
 mod ring;

@@ -7,14 +7,14 @@
 
 use std::sync::Arc;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
-use fsd_process::argv::{Until, follow};
-use fsd_process::seqlog::{Entry, Kind};
+use fsd_process::seqlog::{Entry, Kind, Until, follow};
 use futures_util::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::frames::{close, text};
 use super::table::{NextTerminal, TerminalTable};
 
 const CLOSE_NORMAL: u16 = 1000;
@@ -181,16 +181,4 @@ async fn control_message(
         }
         Err(_) => None,
     }
-}
-
-fn text(value: Value) -> Message {
-    Message::Text(value.to_string().into())
-}
-
-async fn close(socket: &mut WebSocket, code: u16, reason: &str) {
-    let frame = CloseFrame {
-        code,
-        reason: reason.chars().take(120).collect::<String>().into(),
-    };
-    let _ = socket.send(Message::Close(Some(frame))).await;
 }

@@ -14,4 +14,7 @@ pub enum TunnelRequestError {
     /// characters other than letters, digits, `-`, `_` and `.`.
     #[error("must be 1-128 letters, digits, '-', '_' or '.'")]
     Id { field: &'static str },
+    /// A duration in milliseconds (`readyTimeoutMs` or `stopGraceMs`) out of its range.
+    #[error("must be a whole number of milliseconds from 1 to {max}")]
+    Milliseconds { field: &'static str, max: u64 },
 }

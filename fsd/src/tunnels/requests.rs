@@ -1,6 +1,8 @@
 //! What a tunnel request asks for, checked, and a run as answers show it: shared by the
 //! routes and the next line's `tunnels` domain.
 
+use std::time::Duration;
+
 use fsd_api::tunnels::{EnsureTunnelRequest, TunnelRun};
 use fsd_tunnels::{Mode, RunInfo, RunSpec};
 
@@ -32,7 +34,26 @@ pub fn run_spec(req: EnsureTunnelRequest) -> Result<RunSpec, TunnelRequestError>
         run_id,
         port,
         mode,
+        ready_timeout: checked_ms(req.ready_timeout_ms, MAX_READY_MS, "readyTimeoutMs")?,
+        stop_grace: checked_ms(req.stop_grace_ms, MAX_STOP_GRACE_MS, "stopGraceMs")?,
     })
+}
+
+/// The longest a run may be given to become ready (10 minutes).
+const MAX_READY_MS: u64 = 600_000;
+/// The longest grace a run's stop may be given (1 minute).
+const MAX_STOP_GRACE_MS: u64 = 60_000;
+
+fn checked_ms(
+    ms: Option<u64>,
+    max: u64,
+    field: &'static str,
+) -> Result<Option<Duration>, TunnelRequestError> {
+    match ms {
+        None => Ok(None),
+        Some(ms) if (1..=max).contains(&ms) => Ok(Some(Duration::from_millis(ms))),
+        Some(_) => Err(TunnelRequestError::Milliseconds { field, max }),
+    }
 }
 
 fn checked_id(id: String, field: &'static str) -> Result<String, TunnelRequestError> {

@@ -13,7 +13,9 @@ impl From<TunnelRequestError> for ApiError {
             TunnelRequestError::Mode => "mode",
             TunnelRequestError::Port => "port",
             TunnelRequestError::TokenMissing | TunnelRequestError::TokenUnexpected => "token",
-            TunnelRequestError::Id { field } => field,
+            TunnelRequestError::Id { field } | TunnelRequestError::Milliseconds { field, .. } => {
+                field
+            }
         };
         Self::validation(field, message, "INVALID_TUNNEL_REQUEST")
     }

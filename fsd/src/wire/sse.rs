@@ -20,3 +20,14 @@ where
     });
     Sse::new(frames).into_response()
 }
+
+/// One event as an SSE frame's bytes (`data: <json>\n\n`, after an `event:` line when
+/// `kind` is given), for the transports that carry a route's SSE body inside their own
+/// frames (capnweb pipes).
+pub fn sse_frame<T: Serialize + ?Sized>(kind: Option<&str>, event: &T) -> bytes::Bytes {
+    let json = serde_json::to_string(event).unwrap_or_default();
+    bytes::Bytes::from(match kind {
+        Some(kind) => format!("event: {kind}\ndata: {json}\n\n"),
+        None => format!("data: {json}\n\n"),
+    })
+}

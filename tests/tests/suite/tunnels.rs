@@ -28,6 +28,8 @@ fn quick(tunnel: &str, run: &str, port: u16) -> RunSpec {
         run_id: run.into(),
         port,
         mode: Mode::Quick,
+        ready_timeout: None,
+        stop_grace: None,
     }
 }
 
@@ -50,7 +52,30 @@ async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
     let (again, started) = runs.ensure(quick("quick-a", "run-a", 8080)).await.unwrap();
     assert!(!started);
     assert_eq!(again, info);
+    // The timeouts are part of a run's identity: the defaults named are the same run.
+    let named_defaults = RunSpec {
+        ready_timeout: Some(Duration::from_secs(10)),
+        stop_grace: Some(Duration::from_millis(500)),
+        ..quick("quick-a", "run-a", 8080)
+    };
+    let (again, started) = runs.ensure(named_defaults).await.unwrap();
+    assert!(!started);
+    assert_eq!(again, info);
     let conflicts = [
+        (
+            RunSpec {
+                ready_timeout: Some(Duration::from_secs(5)),
+                ..quick("quick-a", "run-a", 8080)
+            },
+            "Run run-a already active with different params",
+        ),
+        (
+            RunSpec {
+                stop_grace: Some(Duration::from_secs(1)),
+                ..quick("quick-a", "run-a", 8080)
+            },
+            "Run run-a already active with different params",
+        ),
         (
             quick("quick-a", "run-a", 9090),
             "Run run-a already active with different params",
@@ -95,6 +120,8 @@ async fn tunnel_runs_start_share_conflict_stop_and_notice_exits() {
         mode: Mode::Named {
             token: "eyJsecret-token".into(),
         },
+        ready_timeout: None,
+        stop_grace: None,
     };
     let (info, _) = recording.ensure(named.clone()).await.unwrap();
     assert_eq!(info.url, None);

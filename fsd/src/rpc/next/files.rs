@@ -20,6 +20,7 @@ use crate::rpc::api::invalid;
 use crate::rpc::session::Session;
 use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
+use crate::wire::sse::sse_frame;
 use crate::wire::time::now_rfc3339;
 
 /// Serves `files.method`; `None` when it is not one of the next line's.
@@ -95,10 +96,7 @@ async fn read_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> 
         .await
         .op(Operation::FileRead)
         .map_err(|error| api_error(&error))?;
-    let frames = crate::files::read_events(opened).map(|event| {
-        let json = serde_json::to_string(&event).unwrap_or_default();
-        Ok(bytes::Bytes::from(format!("data: {json}\n\n")))
-    });
+    let frames = crate::files::read_events(opened).map(|event| Ok(sse_frame(None, &event)));
     Ok(wire::readable(session.open_outgoing_pipe(frames).await?))
 }
 

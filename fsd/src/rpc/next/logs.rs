@@ -6,8 +6,8 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, SecondsFormat};
-use fsd_process::argv::{Until, follow};
 use fsd_process::seqlog::{Entry, Kind, SequencedLog};
+use fsd_process::seqlog::{Until, follow};
 use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 

@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use fsd_api::ports::{PortWatchEvent, PortWatchRequest, ProbeMode};
 use fsd_api::watch::{CheckChangesRequest, WatchRequest};
 use futures_util::StreamExt;
@@ -16,6 +15,7 @@ use crate::rpc::session::Session;
 use crate::rpc::subscription::Source;
 use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
+use crate::wire::sse::sse_frame;
 
 /// Serves `ports.openWatch`, `watch.watch` and `watch.checkChanges`.
 pub async fn call(
@@ -116,9 +116,6 @@ async fn watch(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer
     let events = crate::watch::events(state, &request)
         .await
         .map_err(|error| api_error(&error))?;
-    let frames = events.map(|event| {
-        let json = serde_json::to_string(&event).unwrap_or_default();
-        Bytes::from(format!("data: {json}\n\n"))
-    });
+    let frames = events.map(|event| sse_frame(None, &event));
     subscription(session, Source::Bytes(frames.boxed()))
 }

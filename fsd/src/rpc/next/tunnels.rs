@@ -24,6 +24,11 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
             .and_then(Value::as_str)
             .map(str::to_string)
     };
+    // A duration that is present but not a whole number of ms is told as out of range.
+    let milliseconds = |name: &str| match options.get(name) {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(value.as_u64().unwrap_or(0)),
+    };
     Some(match method {
         "ensureTunnelRun" => {
             tell_exits(state);
@@ -37,6 +42,8 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
                 token: text("cloudflaredToken"),
                 tunnel_id: text("tunnelId"),
                 run_id: text("runId"),
+                ready_timeout_ms: milliseconds("readyTimeoutMs"),
+                stop_grace_ms: milliseconds("stopGraceMs"),
             };
             ensure(state, request).await
         }
