@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
@@ -36,7 +36,9 @@ const READ_BYTES: usize = 64 * 1024;
 /// Where processes keep their logs, how much, and how many ended ones are kept.
 #[derive(Debug, Clone)]
 pub struct ArgvConfig {
-    /// Logs live in `<dir>/<id>/`; emptied at start (a new daemon is a new runtime).
+    /// Each process's log and record live in `<dir>/<id>/`. A new daemon is a new runtime
+    /// (none of them is its process), but what a daemon before it left there stays
+    /// readable by id (`ArgvProcesses::find`), the newest `retained` of it.
     pub dir: PathBuf,
     pub log_bytes: u64,
     pub retained: usize,
@@ -58,7 +60,7 @@ pub struct ArgvSpec {
 }
 
 /// How a process ended, as the wire carries it (`exit` / `error`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Exit {
     pub code: i32,
@@ -67,9 +69,9 @@ pub struct Exit {
     pub timed_out: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Failure {
-    pub code: &'static str,
+    pub code: String,
     pub message: String,
 }
 
@@ -150,6 +152,138 @@ impl ArgvProcess {
 pub struct ArgvProcesses {
     config: ArgvConfig,
     table: Mutex<Table>,
+    /// The processes of the daemons before this one, ended, by id.
+    previous: HashMap<String, Arc<ArgvProcess>>,
+}
+
+/// The file beside a process's log that holds its status, rewritten when it ends.
+const RECORD: &str = "record.json";
+
+/// A process's status as its record file holds it.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredStatus {
+    id: String,
+    pid: u32,
+    command: Vec<String>,
+    cwd: PathBuf,
+    started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exit: Option<Exit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<Failure>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ended_at: Option<String>,
+}
+
+impl StoredStatus {
+    fn of(status: &ArgvStatus) -> Self {
+        let (exit, error) = match &status.outcome {
+            Outcome::Running => (None, None),
+            Outcome::Exited(exit) => (Some(exit.clone()), None),
+            Outcome::Failed(failure) => (None, Some(failure.clone())),
+        };
+        Self {
+            id: status.id.clone(),
+            pid: status.pid,
+            command: status.command.clone(),
+            cwd: status.cwd.clone(),
+            started_at: status.started_at.clone(),
+            exit,
+            error,
+            ended_at: status.ended_at.clone(),
+        }
+    }
+
+    fn status(self) -> ArgvStatus {
+        let outcome = match (self.exit, self.error) {
+            (Some(exit), _) => Outcome::Exited(exit),
+            (None, Some(failure)) => Outcome::Failed(failure),
+            (None, None) => Outcome::Running,
+        };
+        ArgvStatus {
+            id: self.id,
+            pid: self.pid,
+            command: self.command,
+            cwd: self.cwd,
+            started_at: self.started_at,
+            outcome,
+            ended_at: self.ended_at,
+        }
+    }
+}
+
+/// Writes `status` to its record file (a new file renamed over the old one).
+fn store_status(dir: &Path, status: &ArgvStatus) {
+    let path = dir.join(RECORD);
+    let temporary = dir.join(format!(".{RECORD}.new"));
+    let written = serde_json::to_vec(&StoredStatus::of(status))
+        .map_err(std::io::Error::other)
+        .and_then(|json| std::fs::write(&temporary, json))
+        .and_then(|()| std::fs::rename(&temporary, &path));
+    if let Err(error) = written {
+        tracing::warn!(%error, path = %path.display(), "a process record could not be written");
+    }
+}
+
+/// What the daemons before this one left in `config.dir`: each process's record and log,
+/// the newest `retained` kept (the rest removed). One that ran when its daemon stopped
+/// ended with it (the kernel ends a namespace with its init): it is recorded as such, its
+/// log closed with that terminal event.
+fn load_previous(config: &ArgvConfig) -> HashMap<String, Arc<ArgvProcess>> {
+    let Ok(entries) = std::fs::read_dir(&config.dir) else {
+        return HashMap::new();
+    };
+    let mut found: Vec<(ArgvStatus, PathBuf)> = Vec::new();
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let stored = std::fs::read(dir.join(RECORD))
+            .ok()
+            .and_then(|json| serde_json::from_slice::<StoredStatus>(&json).ok());
+        match stored {
+            Some(stored) if dir.file_name() == Some(OsStr::new(&stored.id)) => {
+                found.push((stored.status(), dir));
+            }
+            // Not a process's (or one whose start never finished): nothing to read.
+            _ => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
+    }
+    found.sort_by(|a, b| b.0.started_at.cmp(&a.0.started_at));
+    let mut previous = HashMap::new();
+    for (index, (mut status, dir)) in found.into_iter().enumerate() {
+        let log = (index < config.retained)
+            .then(|| SequencedLog::open(&dir, &status.id, config.log_bytes).ok())
+            .flatten();
+        let Some(log) = log else {
+            let _ = std::fs::remove_dir_all(&dir);
+            continue;
+        };
+        if status.outcome == Outcome::Running {
+            let failure = Failure {
+                code: "DAEMON_STOPPED".into(),
+                message: "the daemon stopped while the process ran".into(),
+            };
+            if !log.ended() {
+                let terminal = serde_json::json!({ "state": "error", "error": failure });
+                let at_ms = chrono::Utc::now().timestamp_millis();
+                let _ = log.append(Kind::Terminal, at_ms, terminal.to_string().as_bytes());
+            }
+            status.outcome = Outcome::Failed(failure);
+            status.ended_at = Some(crate::time::now_rfc3339());
+            store_status(&dir, &status);
+        }
+        let process = ArgvProcess {
+            status: Mutex::new(status),
+            supervisor: 0,
+            log: Arc::new(log),
+            ended: watch::channel(true).0,
+            timed_out: AtomicBool::new(false),
+        };
+        previous.insert(process.status().id, Arc::new(process));
+    }
+    previous
 }
 
 #[derive(Default)]
@@ -161,10 +295,11 @@ struct Table {
 
 impl ArgvProcesses {
     pub fn new(config: ArgvConfig) -> Arc<Self> {
-        let _ = std::fs::remove_dir_all(&config.dir);
+        let previous = load_previous(&config);
         Arc::new(Self {
             config,
             table: Mutex::new(Table::default()),
+            previous,
         })
     }
 
@@ -174,6 +309,12 @@ impl ArgvProcesses {
 
     pub fn get(&self, id: &str) -> Option<Arc<ArgvProcess>> {
         self.table().processes.get(id).cloned()
+    }
+
+    /// Process `id` of this daemon or, ended, of a daemon before it (what the 0.12 routes
+    /// read: the next line's calls see this runtime's processes only).
+    pub fn find(&self, id: &str) -> Option<Arc<ArgvProcess>> {
+        self.get(id).or_else(|| self.previous.get(id).cloned())
     }
 
     /// Running and kept ended processes, in the order they started.
@@ -292,6 +433,7 @@ impl ArgvProcesses {
             ended: watch::channel(false).0,
             timed_out: AtomicBool::new(false),
         });
+        store_status(&self.config.dir.join(&id), &status);
         self.table()
             .processes
             .insert(id.clone(), Arc::clone(&process));
@@ -338,7 +480,7 @@ impl ArgvProcesses {
                     timed_out,
                 }),
                 (None, waited) => Outcome::Failed(Failure {
-                    code: "EXIT_FAILED",
+                    code: "EXIT_FAILED".into(),
                     message: format!(
                         "the process's supervisor ended without its exit status ({})",
                         waited.map_or_else(|e| e.to_string(), |s| s.to_string())
@@ -366,12 +508,14 @@ impl ArgvProcesses {
         {
             tracing::warn!(%error, "a process's end could not be logged");
         }
-        let id = {
+        let ended = {
             let mut status = process.status.lock().unwrap_or_else(|p| p.into_inner());
             status.outcome = outcome;
             status.ended_at = Some(crate::time::now_rfc3339());
-            status.id.clone()
+            status.clone()
         };
+        store_status(&self.config.dir.join(&ended.id), &ended);
+        let id = ended.id;
         process.ended.send_replace(true);
         let dropped: Vec<String> = {
             let mut table = self.table();

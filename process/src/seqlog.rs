@@ -139,6 +139,73 @@ impl SequencedLog {
         })
     }
 
+    /// The log a daemon before this one left in `dir` for `store`, to read and to append
+    /// its last event to: its segments as they are on disk, a record cut short by a crash
+    /// left out (the segment is cut back to its last whole record).
+    pub fn open(dir: &Path, store: &str, cap: u64) -> Result<Self, LogError> {
+        let failed = |source| LogError {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+            .map_err(failed)?
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                let first = name.to_str()?.strip_suffix(".log")?.parse::<u64>().ok()?;
+                Some((first, entry.path()))
+            })
+            .collect();
+        found.sort();
+        let mut segments = VecDeque::new();
+        let mut next_seq = 1;
+        for (first_seq, path) in found {
+            let (len, last) = whole_records(&path).map_err(failed)?;
+            if let Some(last) = last {
+                next_seq = last + 1;
+            }
+            segments.push_back(Segment {
+                first_seq,
+                path,
+                len,
+            });
+        }
+        let writer = match segments.back() {
+            Some(last) => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&last.path)
+                    .map_err(failed)?;
+                file.set_len(last.len).map_err(failed)?;
+                let mut file = file;
+                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(last.len))
+                    .map_err(failed)?;
+                Some(file)
+            }
+            None => None,
+        };
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            store: store.to_string(),
+            cap: cap.max(SEGMENTS * 4096),
+            inner: Mutex::new(Inner {
+                segments,
+                writer,
+                next_seq,
+            }),
+            written: watch::channel(next_seq - 1).0,
+        })
+    }
+
+    /// Whether the log holds its last event (a `terminal` one).
+    pub fn ended(&self) -> bool {
+        let end = self.end();
+        end > 0
+            && self.read_from(end).iter().any(
+                |entry| matches!(entry, Entry::Record(record) if record.kind == Kind::Terminal),
+            )
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -322,6 +389,31 @@ fn read_segment(
     }
 }
 
+/// The length of a segment's whole records and the last one's sequence.
+fn whole_records(path: &Path) -> std::io::Result<(u64, Option<u64>)> {
+    let size = std::fs::metadata(path)?.len();
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
+    let mut header = [0u8; HEADER];
+    let (mut len, mut last) = (0u64, None);
+    loop {
+        if len + HEADER as u64 > size || reader.read_exact(&mut header).is_err() {
+            return Ok((len, last));
+        }
+        let mut raw = [0u8; 8];
+        raw.copy_from_slice(&header[0..8]);
+        let seq = u64::from_le_bytes(raw);
+        let mut raw = [0u8; 4];
+        raw.copy_from_slice(&header[17..21]);
+        let length = u64::from(u32::from_le_bytes(raw));
+        if Kind::of(header[8]).is_none() || len + HEADER as u64 + length > size {
+            return Ok((len, last));
+        }
+        std::io::copy(&mut (&mut reader).take(length), &mut std::io::sink())?;
+        len += HEADER as u64 + length;
+        last = Some(seq);
+    }
+}
+
 /// The reference's cursor for `seq` of `store`.
 pub fn cursor(store: &str, seq: u64) -> String {
     let inner = format!("v1.{}.{seq}", URL_SAFE_NO_PAD.encode_to_string(store));
@@ -437,6 +529,49 @@ mod tests {
                 Entry::Record(record) => record.seq,
             })
             .collect()
+    }
+
+    #[test]
+    fn a_log_left_by_a_daemon_before_reopens_without_a_torn_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let log = SequencedLog::create(&path, "p", 4 * 4096).unwrap();
+        // Enough to roll segments and drop the oldest.
+        for i in 0..40u8 {
+            log.append(Kind::Stdout, 1, &[i; 1000]).unwrap();
+        }
+        let kept = records(&log.read_from(1));
+        let cursor = log.cursor(40);
+        drop(log);
+        // A crash in the middle of a record: its start is on disk, not its end.
+        let last = std::fs::read_dir(&path)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.path())
+            .max()
+            .unwrap();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&last)
+            .unwrap();
+        file.write_all(&41u64.to_le_bytes()).unwrap();
+        file.write_all(&[1, 0, 0]).unwrap();
+        drop(file);
+
+        let log = SequencedLog::open(&path, "p", 4 * 4096).unwrap();
+        assert_eq!(log.end(), 40);
+        assert_eq!(records(&log.read_from(1)), kept);
+        assert!(!log.ended());
+        // Its cursors still hold, and the next event follows the last whole one.
+        assert_eq!(log.parse_cursor(&cursor), Ok(40));
+        assert_eq!(log.append(Kind::Terminal, 2, b"{}").unwrap(), 41);
+        assert!(log.ended());
+        let tail = log.read_from(40);
+        assert_eq!(records(&tail), vec![40, 41]);
+        let Entry::Record(terminal) = &tail[1] else {
+            panic!("{tail:?}")
+        };
+        assert_eq!(terminal.data, b"{}");
     }
 
     #[test]

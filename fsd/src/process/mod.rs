@@ -2,8 +2,11 @@
 //! and `background: true`.
 //!
 //! `routes` parses and answers; `fsd_process::ProcessService` owns the table, follows
-//! output and kills trees; commands start through a session.
+//! output and kills trees; commands start through a session. `next_records` shows the
+//! next line's processes (this daemon's and, ended, those of the daemons before it) to the
+//! same routes by id.
 
+mod next_records;
 mod routes;
 mod wire_error;
 

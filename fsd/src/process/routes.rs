@@ -18,6 +18,7 @@ use serde::Deserialize;
 use fsd_process::background::OUTPUT_CAP_BYTES;
 use fsd_process::{Live, ProcessError, Since, Stream};
 
+use super::next_records;
 use crate::error::ApiError;
 use crate::exec::{CommandRequest, signal_named};
 use crate::state::AppState;
@@ -90,10 +91,16 @@ pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<GetProcessResponse>, ApiError> {
-    let process = state.processes.get(&id)?;
+    let process = match state.processes.get(&id) {
+        Ok(process) => process.described(),
+        Err(not_found) => match state.argv_processes.find(&id) {
+            Some(process) => next_records::info(&process),
+            None => return Err(not_found.into()),
+        },
+    };
     Ok(Json(GetProcessResponse {
         success: true,
-        process: process.described(),
+        process,
         timestamp: now_rfc3339(),
     }))
 }
@@ -210,8 +217,13 @@ pub async fn logs(
     Query(query): Query<SinceQuery>,
 ) -> Result<Json<ProcessLogsResponse>, ApiError> {
     let since = query.since()?;
-    let process = state.processes.get(&id)?;
-    let logs = process.logs(since);
+    let logs = match state.processes.get(&id) {
+        Ok(process) => process.logs(since),
+        Err(not_found) => match state.argv_processes.find(&id) {
+            Some(process) => next_records::logs(&process, since),
+            None => return Err(not_found.into()),
+        },
+    };
     Ok(Json(ProcessLogsResponse {
         success: true,
         process_id: id,

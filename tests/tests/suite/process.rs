@@ -324,6 +324,72 @@ async fn finished_records_survive_a_restart() {
     assert_eq!(logs["stdout"], "persisted\n");
 }
 
+/// The next line's processes stay readable by id through the 0.12 routes after a daemon
+/// restart (a new runtime: the next line's calls no longer see them): an ended one with
+/// its exit code and output, and one that ran when the daemon stopped, as ended with it.
+#[tokio::test]
+async fn next_line_records_survive_a_restart_for_the_routes() {
+    use fsd_tests::rpc::{RpcClient, settled};
+    let mut daemon = Daemon::start();
+    let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
+    let ended = next
+        .call(
+            "processes",
+            "start",
+            // capnweb escapes an array literal by wrapping it in another.
+            json!([[["sh", "-c", "echo out; echo err >&2; exit 3"]], {}]),
+        )
+        .await;
+    settled(&ended);
+    let ended = ended[2]["id"].as_str().expect("an id").to_string();
+    let running = next
+        .call("processes", "start", json!([[["sleep", "600"]], {}]))
+        .await;
+    settled(&running);
+    let running = running[2]["id"].as_str().expect("an id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, body) = daemon.get(&format!("/api/process/{ended}")).await;
+        if body["process"]["status"] == "failed" {
+            assert_eq!(body["process"]["exitCode"], 3, "{body}");
+            assert_eq!(
+                body["process"]["command"],
+                "sh -c echo out; echo err >&2; exit 3"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{body}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (_, body) = daemon.get(&format!("/api/process/{running}")).await;
+    assert_eq!(body["process"]["status"], "running", "{body}");
+    drop(next);
+
+    daemon.restart();
+    let (status, body) = daemon.get(&format!("/api/process/{ended}")).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["process"]["status"], "failed", "{body}");
+    assert_eq!(body["process"]["exitCode"], 3, "{body}");
+    let (_, logs) = daemon.get(&format!("/api/process/{ended}/logs")).await;
+    assert_eq!(
+        (&logs["stdout"], &logs["stderr"]),
+        (&json!("out\n"), &json!("err\n"))
+    );
+    let (_, logs) = daemon
+        .get(&format!("/api/process/{ended}/logs?stdoutSince=2"))
+        .await;
+    assert_eq!(logs["stdout"], "t\n", "{logs}");
+    let (_, body) = daemon.get(&format!("/api/process/{running}")).await;
+    assert_eq!(body["process"]["status"], "error", "{body}");
+    assert!(body["process"]["endTime"].is_string(), "{body}");
+    // The new runtime's own calls do not see them.
+    let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
+    let got = next.call("processes", "get", json!([ended])).await;
+    assert_eq!(got[2], Value::Null, "{got}");
+    let (status, _) = daemon.get("/api/process/no-such-process").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
 #[tokio::test]
 async fn finished_records_are_pruned_past_the_limit() {
     let mut daemon = Daemon::start_with(fsd_tests::Options {
