@@ -35,6 +35,9 @@ pub enum Command {
     /// Internal: the first process of the sandbox's PID namespace.
     #[command(hide = true)]
     SandboxInit(fsd_process::supervisor::SandboxInitArgs),
+    /// Internal: the resident spawner of supervisors in the sandbox's process world.
+    #[command(hide = true)]
+    Spawner(fsd_process::spawner::SpawnerArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

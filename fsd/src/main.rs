@@ -47,6 +47,7 @@ fn main() -> std::process::ExitCode {
         config::Command::SandboxInit(args) => {
             exit_code(fsd_process::supervisor::sandbox_init(args))
         }
+        config::Command::Spawner(args) => exit_code(fsd_process::spawner::serve(args)),
         config::Command::Serve(args) => {
             // As a container's PID 1, the first process stays behind to reap and forward
             // signals; the daemon is its child.

@@ -9,7 +9,6 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,8 +18,9 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::proctree;
-use crate::reporting::{NotStarted, Reporting, start_reporting};
+use crate::reporting::{NotStarted, Spawned, spawn_reporting};
 use crate::seqlog::{Kind, LogError, SequencedLog};
+use crate::spawner::SpawnRequest;
 use crate::stop;
 use crate::supervisor::OnExit;
 use crate::world::World;
@@ -384,30 +384,26 @@ impl ArgvProcesses {
             command: spec.argv.join(" "),
             message,
         };
-        let program: Vec<&OsStr> = spec.argv.iter().map(OsStr::new).collect();
         let mut env = self.config.base_env.clone();
         for (name, value) in &spec.env {
             env.retain(|(kept, _)| kept != name);
             env.push((name.clone(), value.clone()));
         }
         let world = &self.config.world;
-        let started = start_reporting(world, |status_fd| {
-            let mut command = world.reporting_command(OnExit::Linger, &cwd, &program, status_fd);
-            command
-                .env_clear()
-                .envs(env)
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped());
-            Ok(command)
-        })
-        .await;
-        let Reporting {
-            mut child,
+        let request = SpawnRequest {
+            program: spec.argv.clone(),
+            cwd: cwd.clone(),
+            within: world.within().to_vec(),
+            on_exit: OnExit::Linger,
+            env,
+        };
+        let Spawned {
             pid,
             supervisor,
+            stdout,
+            stderr,
             reports: mut status_lines,
-        } = match started {
+        } = match spawn_reporting(world, request).await {
             Ok(started) => started,
             Err(NotStarted::Cwd(reason)) => {
                 return Err(StartError::Cwd {
@@ -437,11 +433,9 @@ impl ArgvProcesses {
         self.table()
             .processes
             .insert(id.clone(), Arc::clone(&process));
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
         let readers = [
-            stdout.map(|out| tokio::spawn(drain(out, Kind::Stdout, Arc::clone(&process.log)))),
-            stderr.map(|err| tokio::spawn(drain(err, Kind::Stderr, Arc::clone(&process.log)))),
+            tokio::spawn(drain(stdout, Kind::Stdout, Arc::clone(&process.log))),
+            tokio::spawn(drain(stderr, Kind::Stderr, Arc::clone(&process.log))),
         ];
         if let Some(limit) = spec.timeout {
             let process = Arc::clone(&process);
@@ -467,24 +461,20 @@ impl ArgvProcesses {
                     }
                 }
             }
-            // The supervisor ends once nothing is left below it.
-            let waited = child.wait().await;
-            for reader in readers.into_iter().flatten() {
+            // The status pipe ends with the supervisor, once nothing is left below it.
+            for reader in readers {
                 let _ = tokio::time::timeout(DRAIN_LIMIT, reader).await;
             }
             let timed_out = process.timed_out.load(Ordering::Acquire);
-            let outcome = match (exit, waited) {
-                (Some((code, signal)), _) => Outcome::Exited(Exit {
+            let outcome = match exit {
+                Some((code, signal)) => Outcome::Exited(Exit {
                     code,
                     signal: (signal > 0).then_some(signal),
                     timed_out,
                 }),
-                (None, waited) => Outcome::Failed(Failure {
+                None => Outcome::Failed(Failure {
                     code: "EXIT_FAILED".into(),
-                    message: format!(
-                        "the process's supervisor ended without its exit status ({})",
-                        waited.map_or_else(|e| e.to_string(), |s| s.to_string())
-                    ),
+                    message: "the process's supervisor ended without its exit status".into(),
                 }),
             };
             processes.finish(&process, outcome);

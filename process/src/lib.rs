@@ -22,6 +22,7 @@ pub mod seqlog;
 mod session;
 mod sessions;
 mod shell;
+pub mod spawner;
 pub mod stdin;
 pub mod stop;
 pub mod supervisor;

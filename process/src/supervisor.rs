@@ -9,7 +9,9 @@
 //! while the process the daemon started (and waits for) stays outside and mirrors the
 //! exit status.
 //!
-//! Both run before any async runtime or thread exists (namespace changes need a
+//! `fsd spawner` (see `spawner`) forks supervisors that run the same code.
+//!
+//! All run before any async runtime or thread exists (namespace changes need a
 //! single-threaded process) and ignore the polite signals a user's `pkill` sends.
 
 use std::ffi::OsString;
@@ -30,7 +32,9 @@ use nix::unistd::{ForkResult, Pid, fork, getpid};
 use super::{proctree, stop};
 
 /// What a supervisor does when its program exits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, serde::Serialize, serde::Deserialize,
+)]
 pub enum OnExit {
     /// Kill everything still below it, then exit with the program's status (a session
     /// shell: a session that ends takes its processes with it).
@@ -76,6 +80,10 @@ pub struct SuperviseArgs {
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub program: Vec<OsString>,
+    /// The program's whole environment (the spawner's supervisors); `None`: the
+    /// supervisor's own.
+    #[arg(skip)]
+    pub env: Option<Vec<(OsString, OsString)>>,
 }
 
 /// The signals a process may catch or ignore, as opposed to SIGKILL and SIGSTOP.
@@ -90,7 +98,7 @@ pub const POLITE_SIGNALS: [Signal; 6] = [
 
 /// The signals supervisors and the init keep blocked: a user's `kill`/`pkill` without `-9`
 /// does not take them away from their trees. Children start with a clean mask.
-fn block_polite_signals() {
+pub(crate) fn block_polite_signals() {
     let mut set = SigSet::empty();
     for signal in POLITE_SIGNALS {
         set.add(signal);
@@ -134,6 +142,11 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     };
     let mut command = std::process::Command::new(program);
     command.args(rest);
+    if let Some(env) = &args.env {
+        command
+            .env_clear()
+            .envs(env.iter().map(|(name, value)| (name, value)));
+    }
     if !args.within.is_empty() {
         // The supervisor enters the directory itself; the program inherits it.
         if let Err(err) = enter_within(&args.within, args.cwd.as_deref()) {
@@ -291,7 +304,7 @@ fn watch_lifeline(fd: i32) {
     }
 }
 
-fn enter_namespaces(pid: u32) -> std::io::Result<()> {
+pub(crate) fn enter_namespaces(pid: u32) -> std::io::Result<()> {
     // Both are opened before either is entered: /proc changes with the mount namespace.
     let pid_ns = std::fs::File::open(format!("/proc/{pid}/ns/pid"))?;
     let mnt_ns = std::fs::File::open(format!("/proc/{pid}/ns/mnt"))?;
@@ -301,7 +314,7 @@ fn enter_namespaces(pid: u32) -> std::io::Result<()> {
 }
 
 /// Waits for `child` and returns its status as an exit code (128+N after signal N).
-fn mirror(child: Pid) -> i32 {
+pub(crate) fn mirror(child: Pid) -> i32 {
     loop {
         match waitpid(child, None) {
             Ok(WaitStatus::Exited(_, code)) => return code,

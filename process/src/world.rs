@@ -16,7 +16,7 @@
 //! (still under supervisors), and the capabilities say so.
 
 use std::ffi::OsStr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -27,6 +27,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 use crate::proctree;
+use crate::spawner::SpawnRequest;
 use crate::supervisor::OnExit;
 
 /// How user commands are kept from the daemon.
@@ -55,6 +56,20 @@ pub struct World {
     /// Under `--confine`: the roots (canonical) every command's working directory must lie
     /// beneath; its supervisor enters it by a descriptor opened beneath one of them.
     within: Vec<PathBuf>,
+    /// The resident spawner (see `spawner`), started on first use and again if it ended.
+    spawner: std::sync::Mutex<Option<Spawner>>,
+}
+
+/// The resident spawner, as the daemon holds it.
+#[derive(Debug)]
+struct Spawner {
+    /// The daemon's end of its socket: closing it ends the spawner.
+    socket: OwnedFd,
+    /// The process the daemon started: the spawner, or (in a namespace) the one outside
+    /// that waits for it.
+    started: std::process::Child,
+    /// The spawner proper as the daemon sees it: the supervisors are its children.
+    host: u32,
 }
 
 /// The namespace's init, as the daemon sees it.
@@ -97,7 +112,36 @@ impl World {
             exe,
             init,
             within: Vec::new(),
+            spawner: std::sync::Mutex::new(None),
         }
+    }
+
+    /// Starts `request`'s program under a supervisor forked by the resident spawner (started
+    /// on first use), with `fds` as its stdin, stdout and stderr and the supervisor's status
+    /// pipe (see `supervise --status-fd`). Answers the supervisor's pid as the daemon sees
+    /// it (0 when it has already gone). Blocks for a fork's time: call it off the runtime's
+    /// workers.
+    pub fn spawn(&self, request: &SpawnRequest, fds: [BorrowedFd<'_>; 4]) -> std::io::Result<u32> {
+        let mut spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
+        let running = match spawner.as_mut() {
+            Some(current) => current
+                .started
+                .try_wait()
+                .is_ok_and(|ended| ended.is_none()),
+            None => false,
+        };
+        if !running {
+            *spawner = Some(Spawner::start(self)?);
+        }
+        let Some(spawner) = spawner.as_ref() else {
+            return Err(std::io::Error::other("the spawner did not start"));
+        };
+        let pid = crate::spawner::request(spawner.socket.as_fd(), request, fds)?;
+        Ok(match self.init_pid() {
+            // Without a namespace the sandbox's pids are the daemon's.
+            None => u32::try_from(pid).unwrap_or(0),
+            Some(_) => spawner.host_pid_of(pid),
+        })
     }
 
     /// Confines every command's working directory to `roots` (canonical directories):
@@ -148,19 +192,6 @@ impl World {
         self.supervised(on_exit, cwd, program, false, None)
     }
 
-    /// As [`World::command`], with a supervisor that reports on the inherited pipe
-    /// `status_fd` (see `supervise --status-fd`); the caller keeps that descriptor open
-    /// across the exec.
-    pub fn reporting_command(
-        &self,
-        on_exit: OnExit,
-        cwd: &Path,
-        program: &[&OsStr],
-        status_fd: i32,
-    ) -> tokio::process::Command {
-        self.supervised(on_exit, cwd, program, false, Some(status_fd))
-    }
-
     /// As [`World::command`], for a program whose stdin is a terminal it is to control (a
     /// shell on a PTY); it ends with everything it started.
     pub fn terminal_command(&self, cwd: &Path, program: &[&OsStr]) -> tokio::process::Command {
@@ -168,7 +199,8 @@ impl World {
     }
 
     /// As [`World::terminal_command`], with a supervisor that reports on the inherited pipe
-    /// `status_fd` (see [`World::reporting_command`]).
+    /// `status_fd` (see `supervise --status-fd`); the caller keeps that descriptor open
+    /// across the exec.
     pub fn reporting_terminal_command(
         &self,
         cwd: &Path,
@@ -241,6 +273,17 @@ impl World {
 
     /// Ends every process of the world (daemon shutdown).
     pub fn shutdown(&self) {
+        // Its socket's end stops the spawner; its supervisors go with the namespace.
+        if let Some(mut spawner) = self
+            .spawner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            drop(spawner.socket);
+            let _ = spawner.started.kill();
+            let _ = spawner.started.wait();
+        }
         if let Some(init) = &self.init {
             // Killing unshare kills an init not yet seen (`--kill-child`).
             if let Some(Some(pid)) = init.pid.get() {
@@ -250,6 +293,96 @@ impl World {
             let _ = unshare.kill();
             let _ = unshare.wait();
         }
+    }
+}
+
+impl Spawner {
+    /// Starts `fsd spawner` in `world` (inside its namespace when it has one), with no
+    /// environment of the daemon's: its /proc entries are not the daemon's, so the file API
+    /// serves them. It ends when the daemon's end of its socket closes, however the daemon
+    /// ends (no parent-death signal: that would fire when the thread that started it ends).
+    fn start(world: &World) -> std::io::Result<Self> {
+        use nix::sys::socket::{AddressFamily, SockFlag, SockType, socketpair};
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        let theirs_fd = theirs.as_raw_fd();
+        let mut command = std::process::Command::new(&world.exe);
+        command
+            .arg("spawner")
+            .arg("--socket")
+            .arg(theirs_fd.to_string());
+        let namespace = world.init_pid();
+        if let Some(pid) = namespace {
+            command.arg("--join").arg(pid.to_string());
+        }
+        command
+            .env_clear()
+            .envs(std::env::var_os("PATH").map(|path| ("PATH", path)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null());
+        // SAFETY: fcntl is async-signal-safe; the socket's end is the one descriptor the
+        // spawner keeps past exec.
+        unsafe {
+            command.pre_exec(move || {
+                if nix::libc::fcntl(theirs_fd, nix::libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut started = command.spawn()?;
+        drop(theirs);
+        let host = match namespace {
+            None => started.id(),
+            // The spawner proper is the child of the one started, once it has forked.
+            Some(_) => {
+                let mut found = None;
+                for _ in 0..5000 {
+                    found = proctree::children(started.id()).first().copied();
+                    if found.is_some() || started.try_wait()?.is_some() {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+                match found {
+                    Some(pid) => pid,
+                    None => {
+                        let _ = started.kill();
+                        let _ = started.wait();
+                        return Err(std::io::Error::other(
+                            "the spawner did not enter the sandbox",
+                        ));
+                    }
+                }
+            }
+        };
+        Ok(Self {
+            socket: ours,
+            started,
+            host,
+        })
+    }
+
+    /// The daemon's pid of the spawner's child whose pid in the sandbox is `pid` (0 when it
+    /// has already gone).
+    fn host_pid_of(&self, pid: i32) -> u32 {
+        proctree::children(self.host)
+            .into_iter()
+            .find(|&child| {
+                std::fs::read_to_string(format!("/proc/{child}/status")).is_ok_and(|status| {
+                    status
+                        .lines()
+                        .find_map(|line| line.strip_prefix("NSpid:"))
+                        .and_then(|pids| pids.split_whitespace().last())
+                        .and_then(|inner| inner.parse::<i32>().ok())
+                        == Some(pid)
+                })
+            })
+            .unwrap_or(0)
     }
 }
 

@@ -1,0 +1,230 @@
+//! A resident spawner: one small process in the sandbox's process world that forks a
+//! supervisor for each next-line process, instead of the daemon executing `fsd supervise`
+//! for each. Starting the fsd binary is most of a process's start (a large executable's
+//! mapping and relocations: about 3 ms against a fork's tenth of that); the spawner pays it
+//! once. It is single-threaded, so a fork of it is an ordinary process, which then runs the
+//! supervisor's code as `fsd supervise` would.
+//!
+//! The daemon sends one request per message on a `SOCK_SEQPACKET` socket: the request as
+//! JSON, and the program's stdin, stdout and stderr and the supervisor's status pipe as
+//! passed descriptors. The answer is the supervisor's pid as the sandbox sees it (or a
+//! negative errno). The spawner ends when the daemon's end of the socket closes; its
+//! children are reaped by the kernel (it ignores SIGCHLD), and each supervisor tells the
+//! daemon how its program ended on the status pipe.
+
+use std::ffi::OsString;
+use std::io::{IoSlice, IoSliceMut};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+
+use nix::sys::signal::{SigHandler, Signal, signal};
+use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::unistd::{ForkResult, fork};
+use serde::{Deserialize, Serialize};
+
+use crate::supervisor::{self, OnExit, SuperviseArgs};
+
+/// `fsd spawner`'s arguments.
+#[derive(Debug, clap::Args)]
+pub struct SpawnerArgs {
+    /// Enter this process's PID and mount namespaces first (the sandbox's init).
+    #[arg(long)]
+    pub join: Option<u32>,
+    /// The inherited socket requests come on.
+    #[arg(long)]
+    pub socket: i32,
+}
+
+/// What to start: a program under a supervisor that reports on the status pipe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SpawnRequest {
+    pub program: Vec<String>,
+    pub cwd: PathBuf,
+    /// Roots the working directory must lie beneath (`--confine`).
+    pub within: Vec<PathBuf>,
+    pub on_exit: OnExit,
+    /// The program's whole environment.
+    pub env: Vec<(String, String)>,
+}
+
+/// The largest request a message may carry.
+const MAX_REQUEST: usize = 1 << 20;
+/// Descriptors per request: stdin, stdout, stderr, the status pipe.
+const DESCRIPTORS: usize = 4;
+
+/// Runs `fsd spawner`; returns the exit code.
+pub fn serve(args: SpawnerArgs) -> i32 {
+    supervisor::block_polite_signals();
+    // SAFETY: the descriptor was handed to this process for this use alone.
+    let socket = unsafe { OwnedFd::from_raw_fd(args.socket) };
+    let _ = nix::fcntl::fcntl(
+        &socket,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    if let Some(pid) = args.join {
+        if let Err(err) = supervisor::enter_namespaces(pid) {
+            eprintln!("fsd spawner: cannot enter the namespaces of {pid}: {err}");
+            return 125;
+        }
+        // Only children enter a PID namespace: the spawner proper is the child.
+        // SAFETY: this process is single-threaded (no runtime has started).
+        match unsafe { fork() } {
+            Ok(ForkResult::Parent { child }) => {
+                drop(socket);
+                return supervisor::mirror(child);
+            }
+            Ok(ForkResult::Child) => {}
+            Err(err) => {
+                eprintln!("fsd spawner: fork: {err}");
+                return 125;
+            }
+        }
+    }
+    // The kernel reaps the supervisors: the spawner never waits for them.
+    // SAFETY: setting a signal's disposition; no handler runs.
+    unsafe {
+        let _ = signal(Signal::SIGCHLD, SigHandler::SigIgn);
+    }
+    let mut buffer = vec![0u8; MAX_REQUEST];
+    loop {
+        let (length, fds) = match receive(socket.as_fd(), &mut buffer) {
+            Ok(Some(received)) => received,
+            // The daemon's end closed: the daemon is gone or done.
+            Ok(None) => return 0,
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(err) => {
+                eprintln!("fsd spawner: {err}");
+                return 1;
+            }
+        };
+        let answer = match (
+            serde_json::from_slice::<SpawnRequest>(&buffer[..length]),
+            fds,
+        ) {
+            (Ok(request), Some(fds)) => spawn(request, fds, socket.as_raw_fd()),
+            _ => -(nix::libc::EINVAL),
+        };
+        if sendmsg::<()>(
+            socket.as_raw_fd(),
+            &[IoSlice::new(&answer.to_le_bytes())],
+            &[],
+            MsgFlags::empty(),
+            None,
+        )
+        .is_err()
+        {
+            return 1;
+        }
+    }
+}
+
+/// One request's message: its length and its descriptors (`None` unless all four came);
+/// `None` at the end of the socket.
+fn receive(
+    socket: BorrowedFd<'_>,
+    buffer: &mut [u8],
+) -> nix::Result<Option<(usize, Option<[OwnedFd; DESCRIPTORS]>)>> {
+    let mut space = nix::cmsg_space!([RawFd; DESCRIPTORS]);
+    let mut iov = [IoSliceMut::new(buffer)];
+    let message = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::MSG_CMSG_CLOEXEC,
+    )?;
+    let length = message.bytes;
+    let mut fds: Vec<OwnedFd> = Vec::new();
+    for control in message.cmsgs()? {
+        if let ControlMessageOwned::ScmRights(received) = control {
+            // SAFETY: the kernel just installed these descriptors in this process.
+            fds.extend(
+                received
+                    .into_iter()
+                    .map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }),
+            );
+        }
+    }
+    if length == 0 && fds.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some((length, fds.try_into().ok())))
+}
+
+/// Forks a supervisor for `request`; its pid, or a negative errno.
+fn spawn(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) -> i32 {
+    // SAFETY: this process is single-threaded.
+    match unsafe { fork() } {
+        Ok(ForkResult::Parent { child }) => child.as_raw(),
+        Ok(ForkResult::Child) => std::process::exit(supervise(request, fds, socket)),
+        Err(err) => -(err as i32),
+    }
+}
+
+/// In the forked child: becomes the supervisor of `request`'s program.
+fn supervise(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) -> i32 {
+    // The supervisor waits for its program: its children are not reaped for it.
+    // SAFETY: setting a signal's disposition; no handler runs.
+    unsafe {
+        let _ = signal(Signal::SIGCHLD, SigHandler::SigDfl);
+    }
+    let _ = nix::unistd::close(socket);
+    let [stdin, stdout, stderr, status] = fds;
+    for (fd, target) in [(&stdin, 0), (&stdout, 1), (&stderr, 2)] {
+        // SAFETY: dup2 onto the standard descriptors, which this process owns.
+        if unsafe { nix::libc::dup2(fd.as_raw_fd(), target) } == -1 {
+            return 125;
+        }
+    }
+    drop((stdin, stdout, stderr));
+    supervisor::supervise(SuperviseArgs {
+        join: None,
+        cwd: Some(request.cwd),
+        within: request.within,
+        on_exit: request.on_exit,
+        terminal: false,
+        report: None,
+        job: None,
+        status_fd: Some(status.into_raw_fd()),
+        program: request.program.into_iter().map(OsString::from).collect(),
+        env: Some(
+            request
+                .env
+                .into_iter()
+                .map(|(name, value)| (OsString::from(name), OsString::from(value)))
+                .collect(),
+        ),
+    })
+}
+
+/// The daemon's end: sends a request with its descriptors and reads the answer.
+pub(crate) fn request(
+    socket: BorrowedFd<'_>,
+    request: &SpawnRequest,
+    fds: [BorrowedFd<'_>; DESCRIPTORS],
+) -> std::io::Result<i32> {
+    let json = serde_json::to_vec(request).map_err(std::io::Error::other)?;
+    if json.len() > MAX_REQUEST {
+        return Err(std::io::Error::other(
+            "the command and its environment are too large",
+        ));
+    }
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    sendmsg::<()>(
+        socket.as_raw_fd(),
+        &[IoSlice::new(&json)],
+        &[ControlMessage::ScmRights(&raw)],
+        MsgFlags::empty(),
+        None,
+    )?;
+    let mut answer = [0u8; 4];
+    let mut iov = [IoSliceMut::new(&mut answer)];
+    let received = recvmsg::<()>(socket.as_raw_fd(), &mut iov, None, MsgFlags::empty())?;
+    if received.bytes != 4 {
+        return Err(std::io::Error::other("the spawner ended"));
+    }
+    let answer = i32::from_le_bytes(answer);
+    if answer < 0 {
+        return Err(std::io::Error::from_raw_os_error(-answer));
+    }
+    Ok(answer)
+}
