@@ -18,7 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::watch;
 
 use crate::proctree;
-use crate::reporting::{NotStarted, Spawned, spawn_reporting};
+use crate::reporting::{NotStarted, Spawned, exit_report, spawn_reporting};
 use crate::seqlog::{Kind, LogError, SequencedLog};
 use crate::spawner::SpawnRequest;
 use crate::stop;
@@ -395,15 +395,15 @@ impl ArgvProcesses {
             cwd: cwd.clone(),
             within: world.within().to_vec(),
             on_exit: OnExit::Linger,
+            terminal: false,
             env,
         };
         let Spawned {
             pid,
             supervisor,
-            stdout,
-            stderr,
+            output,
             reports: mut status_lines,
-        } = match spawn_reporting(world, request).await {
+        } = match spawn_reporting(world, request, None).await {
             Ok(started) => started,
             Err(NotStarted::Cwd(reason)) => {
                 return Err(StartError::Cwd {
@@ -433,10 +433,12 @@ impl ArgvProcesses {
         self.table()
             .processes
             .insert(id.clone(), Arc::clone(&process));
-        let readers = [
-            tokio::spawn(drain(stdout, Kind::Stdout, Arc::clone(&process.log))),
-            tokio::spawn(drain(stderr, Kind::Stderr, Arc::clone(&process.log))),
-        ];
+        let readers = output.map(|(stdout, stderr)| {
+            [
+                tokio::spawn(drain(stdout, Kind::Stdout, Arc::clone(&process.log))),
+                tokio::spawn(drain(stderr, Kind::Stderr, Arc::clone(&process.log))),
+            ]
+        });
         if let Some(limit) = spec.timeout {
             let process = Arc::clone(&process);
             tokio::spawn(async move {
@@ -452,17 +454,9 @@ impl ArgvProcesses {
         }
         let processes = Arc::clone(self);
         tokio::spawn(async move {
-            let mut exit = None;
-            while let Ok(Some(line)) = status_lines.next_line().await {
-                if let Some(rest) = line.strip_prefix("exit ") {
-                    let mut parts = rest.split(' ').map(|part| part.parse::<i32>().ok());
-                    if let (Some(Some(code)), Some(Some(signal))) = (parts.next(), parts.next()) {
-                        exit = Some((code, signal));
-                    }
-                }
-            }
+            let exit = exit_report(&mut status_lines).await;
             // The status pipe ends with the supervisor, once nothing is left below it.
-            for reader in readers {
+            for reader in readers.into_iter().flatten() {
                 let _ = tokio::time::timeout(DRAIN_LIMIT, reader).await;
             }
             let timed_out = process.timed_out.load(Ordering::Acquire);

@@ -43,6 +43,8 @@ pub struct SpawnRequest {
     /// Roots the working directory must lie beneath (`--confine`).
     pub within: Vec<PathBuf>,
     pub on_exit: OnExit,
+    /// The program's stdin is a terminal it is to control (a PTY's slave as its stdio).
+    pub terminal: bool,
     /// The program's whole environment.
     pub env: Vec<(String, String)>,
 }
@@ -181,7 +183,7 @@ fn supervise(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) 
         cwd: Some(request.cwd),
         within: request.within,
         on_exit: request.on_exit,
-        terminal: false,
+        terminal: request.terminal,
         report: None,
         job: None,
         status_fd: Some(status.into_raw_fd()),

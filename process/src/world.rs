@@ -189,25 +189,13 @@ impl World {
         cwd: &Path,
         program: &[&OsStr],
     ) -> tokio::process::Command {
-        self.supervised(on_exit, cwd, program, false, None)
+        self.supervised(on_exit, cwd, program, false)
     }
 
     /// As [`World::command`], for a program whose stdin is a terminal it is to control (a
     /// shell on a PTY); it ends with everything it started.
     pub fn terminal_command(&self, cwd: &Path, program: &[&OsStr]) -> tokio::process::Command {
-        self.supervised(OnExit::Kill, cwd, program, true, None)
-    }
-
-    /// As [`World::terminal_command`], with a supervisor that reports on the inherited pipe
-    /// `status_fd` (see `supervise --status-fd`); the caller keeps that descriptor open
-    /// across the exec.
-    pub fn reporting_terminal_command(
-        &self,
-        cwd: &Path,
-        program: &[&OsStr],
-        status_fd: i32,
-    ) -> tokio::process::Command {
-        self.supervised(OnExit::Kill, cwd, program, true, Some(status_fd))
+        self.supervised(OnExit::Kill, cwd, program, true)
     }
 
     fn supervised(
@@ -216,7 +204,6 @@ impl World {
         cwd: &Path,
         program: &[&OsStr],
         terminal: bool,
-        status_fd: Option<i32>,
     ) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.exe);
         command.arg("supervise");
@@ -233,9 +220,6 @@ impl World {
         };
         for root in &self.within {
             command.arg("--within").arg(root);
-        }
-        if let Some(fd) = status_fd {
-            command.arg("--status-fd").arg(fd.to_string());
         }
         command
             .arg("--cwd")

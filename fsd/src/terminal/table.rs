@@ -6,16 +6,16 @@
 //! (`/ws/pty`) are `service.rs`'s; these share only the PTY plumbing.
 
 use std::collections::{HashMap, VecDeque};
-use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use fsd_process::reporting::{Reporting, start_reporting};
+use fsd_process::reporting::{Spawned, exit_report, spawn_reporting};
 use fsd_process::seqlog::{Kind, LogError, SequencedLog};
+use fsd_process::spawner::SpawnRequest;
+use fsd_process::supervisor::OnExit;
 use fsd_process::{World, proctree, stop};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
@@ -216,29 +216,24 @@ impl TerminalTable {
             env.retain(|(kept, _)| kept != name);
             env.push((name.clone(), value.clone()));
         }
-        let program: Vec<&OsStr> = spec.argv.iter().map(OsStr::new).collect();
-        let stdio = || -> std::io::Result<Stdio> { Ok(Stdio::from(slave.try_clone()?)) };
         // The supervisor says whether the program started, and its pid.
         let world = &self.config.world;
-        let started = start_reporting(world, |status_fd| {
-            let mut command = world.reporting_terminal_command(&cwd, &program, status_fd);
-            command
-                .env_clear()
-                .envs(env)
-                .stdin(stdio()?)
-                .stdout(stdio()?)
-                .stderr(stdio()?)
-                .kill_on_drop(true);
-            Ok(command)
-        })
-        .await;
-        drop(slave);
-        let Reporting {
-            mut child,
+        let request = SpawnRequest {
+            program: spec.argv.clone(),
+            cwd: cwd.clone(),
+            within: world.within().to_vec(),
+            on_exit: OnExit::Kill,
+            terminal: true,
+            env,
+        };
+        let Spawned {
             pid: program_pid,
             supervisor,
+            mut reports,
             ..
-        } = started.map_err(|error| control("create", error.to_string()))?;
+        } = spawn_reporting(world, request, Some(slave))
+            .await
+            .map_err(|error| control("create", error.to_string()))?;
         let master = Arc::new(master);
         let (input, keystrokes) = mpsc::channel(INPUT_QUEUE);
         let snapshot = Snapshot {
@@ -262,10 +257,12 @@ impl TerminalTable {
         spawn_reader(Arc::clone(&master), Arc::clone(&terminal.log), drained_tx);
         let table = Arc::clone(self);
         tokio::spawn(async move {
-            let (code, signal) = pty::exit_of(child.wait().await);
+            // A supervisor killed before it said how the program ended: -1, as a wait that
+            // failed was told.
+            let (code, signal) = exit_report(&mut reports).await.unwrap_or((-1, 0));
             let exit = TerminalExit {
                 code,
-                signal,
+                signal: (signal > 0).then_some(signal),
                 timed_out: false,
             };
             let _ = tokio::time::timeout(DRAIN_WAIT, drained.wait_for(|done| *done)).await;
