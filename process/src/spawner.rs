@@ -170,6 +170,8 @@ fn supervise(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) 
         let _ = signal(Signal::SIGCHLD, SigHandler::SigDfl);
     }
     let _ = nix::unistd::close(socket);
+    // Told apart from the spawner in `ps` and `top` (its command line stays the spawner's).
+    let _ = nix::sys::prctl::set_name(c"fsd-supervise");
     let [stdin, stdout, stderr, status] = fds;
     for (fd, target) in [(&stdin, 0), (&stdout, 1), (&stderr, 2)] {
         // SAFETY: dup2 onto the standard descriptors, which this process owns.

@@ -123,25 +123,44 @@ impl World {
     /// workers.
     pub fn spawn(&self, request: &SpawnRequest, fds: [BorrowedFd<'_>; 4]) -> std::io::Result<u32> {
         let mut spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
-        let running = match spawner.as_mut() {
-            Some(current) => current
-                .started
-                .try_wait()
-                .is_ok_and(|ended| ended.is_none()),
-            None => false,
-        };
-        if !running {
-            *spawner = Some(Spawner::start(self)?);
+        let mut retried = false;
+        loop {
+            let running = match spawner.as_mut() {
+                Some(current) => current
+                    .started
+                    .try_wait()
+                    .is_ok_and(|ended| ended.is_none()),
+                None => false,
+            };
+            if !running {
+                if let Some(old) = spawner.take() {
+                    old.end();
+                }
+                *spawner = Some(Spawner::start(self)?);
+            }
+            let Some(current) = spawner.as_ref() else {
+                return Err(std::io::Error::other("the spawner did not start"));
+            };
+            match crate::spawner::request(current.socket.as_fd(), request, fds) {
+                Ok(pid) => {
+                    return Ok(match self.init_pid() {
+                        // Without a namespace the sandbox's pids are the daemon's.
+                        None => u32::try_from(pid).unwrap_or(0),
+                        Some(_) => current.host_pid_of(pid),
+                    });
+                }
+                // A spawner killed from inside the sandbox (it lives there) fails the
+                // request it was killed under: another one takes it, once.
+                Err(error) if !retried => {
+                    tracing::warn!(%error, "the spawner failed; starting another");
+                    if let Some(old) = spawner.take() {
+                        old.end();
+                    }
+                    retried = true;
+                }
+                Err(error) => return Err(error),
+            }
         }
-        let Some(spawner) = spawner.as_ref() else {
-            return Err(std::io::Error::other("the spawner did not start"));
-        };
-        let pid = crate::spawner::request(spawner.socket.as_fd(), request, fds)?;
-        Ok(match self.init_pid() {
-            // Without a namespace the sandbox's pids are the daemon's.
-            None => u32::try_from(pid).unwrap_or(0),
-            Some(_) => spawner.host_pid_of(pid),
-        })
     }
 
     /// Confines every command's working directory to `roots` (canonical directories):
@@ -258,15 +277,13 @@ impl World {
     /// Ends every process of the world (daemon shutdown).
     pub fn shutdown(&self) {
         // Its socket's end stops the spawner; its supervisors go with the namespace.
-        if let Some(mut spawner) = self
+        if let Some(spawner) = self
             .spawner
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
         {
-            drop(spawner.socket);
-            let _ = spawner.started.kill();
-            let _ = spawner.started.wait();
+            spawner.end();
         }
         if let Some(init) = &self.init {
             // Killing unshare kills an init not yet seen (`--kill-child`).
@@ -349,6 +366,18 @@ impl Spawner {
             started,
             host,
         })
+    }
+
+    /// Stops it: its socket's end, then the process the daemon started, waited for.
+    fn end(self) {
+        let Self {
+            socket,
+            mut started,
+            ..
+        } = self;
+        drop(socket);
+        let _ = started.kill();
+        let _ = started.wait();
     }
 
     /// The daemon's pid of the spawner's child whose pid in the sandbox is `pid` (0 when it

@@ -390,6 +390,52 @@ async fn next_line_records_survive_a_restart_for_the_routes() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// The spawner that forks the next line's supervisors lives in the sandbox, where a
+/// command can kill it: the next start gets a new one, and what the old one started runs on.
+#[tokio::test]
+async fn a_spawner_killed_from_inside_the_sandbox_is_replaced() {
+    use fsd_tests::rpc::{RpcClient, settled};
+    let daemon = Daemon::start();
+    let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
+    let stdout = |argv: Value| {
+        let next = &next;
+        async move {
+            let events = next.run_to_exit(json!([argv])).await;
+            let bytes: Vec<u8> = events
+                .iter()
+                .filter(|event| event["type"] == "stdout")
+                .flat_map(|event| {
+                    let text = event["data"][1].as_str().unwrap_or_default();
+                    base64_simd::forgiving_decode_to_vec(text.as_bytes()).unwrap_or_default()
+                })
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }
+    };
+    let sleeper = next
+        .call("processes", "start", json!([[["sleep", "30"]], {}]))
+        .await;
+    settled(&sleeper);
+    let sleeper = sleeper[2]["id"].clone();
+    // The oldest process of that command line is the spawner (the supervisors it forked
+    // carry it too); `[s]` keeps the pattern from matching the shell that runs it.
+    let spawner = || stdout(json!(["pgrep", "-o", "-f", "fsd [s]pawner"]));
+    let before = spawner().await;
+    assert!(!before.trim().is_empty(), "no spawner in the sandbox");
+    stdout(json!(["sh", "-c", "pkill -9 -o -f 'fsd [s]pawner'; true"])).await;
+    for round in 0..3 {
+        let out = stdout(json!(["echo", format!("again {round}")])).await;
+        assert_eq!(out, format!("again {round}\n"));
+    }
+    let after = spawner().await;
+    assert!(
+        !after.trim().is_empty() && after != before,
+        "{before} → {after}"
+    );
+    let status = next.call("processes", "get", json!([sleeper])).await;
+    assert_eq!(status[2]["state"], "running", "{status}");
+}
+
 #[tokio::test]
 async fn finished_records_are_pruned_past_the_limit() {
     let mut daemon = Daemon::start_with(fsd_tests::Options {
