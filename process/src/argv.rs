@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use crate::proctree;
 use crate::reporting::{NotStarted, Spawned, exit_report, spawn_reporting};
 use crate::seqlog::{Kind, LogError, SequencedLog};
-use crate::spawner::SpawnRequest;
+use crate::spawner::{SpawnRequest, overlaid};
 use crate::stop;
 use crate::supervisor::OnExit;
 use crate::world::World;
@@ -384,11 +384,7 @@ impl ArgvProcesses {
             command: spec.argv.join(" "),
             message,
         };
-        let mut env = self.config.base_env.clone();
-        for (name, value) in &spec.env {
-            env.retain(|(kept, _)| kept != name);
-            env.push((name.clone(), value.clone()));
-        }
+        let env = overlaid(&self.config.base_env, &spec.env);
         let world = &self.config.world;
         let request = SpawnRequest {
             program: spec.argv.clone(),

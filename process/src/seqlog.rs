@@ -170,16 +170,14 @@ impl SequencedLog {
                 len,
             });
         }
+        // Appends go after the last whole record (a torn one is cut off first).
         let writer = match segments.back() {
             Some(last) => {
                 let file = std::fs::OpenOptions::new()
-                    .write(true)
+                    .append(true)
                     .open(&last.path)
                     .map_err(failed)?;
                 file.set_len(last.len).map_err(failed)?;
-                let mut file = file;
-                std::io::Seek::seek(&mut file, std::io::SeekFrom::Start(last.len))
-                    .map_err(failed)?;
                 Some(file)
             }
             None => None,

@@ -49,6 +49,20 @@ pub struct SpawnRequest {
     pub env: Vec<(String, String)>,
 }
 
+/// `base` with each of `overlay` set over it (a name given again replaces the earlier one):
+/// a program's whole environment.
+pub fn overlaid<'a>(
+    base: &[(String, String)],
+    overlay: impl IntoIterator<Item = &'a (String, String)>,
+) -> Vec<(String, String)> {
+    let mut env = base.to_vec();
+    for (name, value) in overlay {
+        env.retain(|(kept, _)| kept != name);
+        env.push((name.clone(), value.clone()));
+    }
+    env
+}
+
 /// The largest request a message may carry.
 const MAX_REQUEST: usize = 1 << 20;
 /// Descriptors per request: stdin, stdout, stderr, the status pipe.

@@ -219,8 +219,18 @@ pub async fn logs(
     let since = query.since()?;
     let logs = match state.processes.get(&id) {
         Ok(process) => process.logs(since),
+        // Read from the log on disk, off the runtime's workers.
         Err(not_found) => match state.argv_processes.find(&id) {
-            Some(process) => next_records::logs(&process, since),
+            Some(process) => {
+                tokio::task::spawn_blocking(move || next_records::logs(&process, since))
+                    .await
+                    .map_err(|err| {
+                        ApiError::new(
+                            fsd_api::ErrorCode::InternalError,
+                            format!("cannot read the process's log: {err}"),
+                        )
+                    })?
+            }
             None => return Err(not_found.into()),
         },
     };

@@ -5,11 +5,10 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
-use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::broadcast::error::RecvError;
 
-use super::frames::{close, text};
+use super::frames::{Control, close, text};
 use super::pty::Size;
 use super::service::{Exit, Terminal};
 
@@ -90,13 +89,6 @@ pub async fn serve(mut socket: WebSocket, terminal: Arc<Terminal>) {
 
 /// A control message from the client; returns the reply to send, if any.
 fn control_message(terminal: &Terminal, control: &str) -> Option<Message> {
-    #[derive(Deserialize)]
-    struct Control {
-        #[serde(rename = "type")]
-        kind: String,
-        cols: Option<i64>,
-        rows: Option<i64>,
-    }
     let error = |message: &str| Some(text(json!({"type": "error", "message": message})));
     let Ok(control) = serde_json::from_str::<Control>(control) else {
         return error("Invalid control message");

@@ -1,7 +1,17 @@
-//! What both terminal sockets (`/ws/pty` and `/ws/terminal`) send besides output: JSON
-//! control messages as text frames, and a close with its code and reason.
+//! What both terminal sockets (`/ws/pty` and `/ws/terminal`) exchange besides output: the
+//! client's control messages, JSON replies as text frames, and a close with its code and
+//! reason.
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
+
+/// A control message from the client (`{"type": "resize", "cols", "rows"}` and the like).
+#[derive(serde::Deserialize)]
+pub(super) struct Control {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub cols: Option<i64>,
+    pub rows: Option<i64>,
+}
 
 /// A control message as a text frame.
 pub(super) fn text(value: serde_json::Value) -> Message {

@@ -11,10 +11,9 @@ use axum::extract::ws::{Message, WebSocket};
 use bytes::Bytes;
 use fsd_process::seqlog::{Entry, Kind, Until, follow};
 use futures_util::StreamExt;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::frames::{close, text};
+use super::frames::{Control, close, text};
 use super::table::{NextTerminal, TerminalTable};
 
 const CLOSE_NORMAL: u16 = 1000;
@@ -141,13 +140,6 @@ async fn control_message(
     id: &str,
     control: &str,
 ) -> Option<Message> {
-    #[derive(Deserialize)]
-    struct Control {
-        #[serde(rename = "type")]
-        kind: String,
-        cols: Option<i64>,
-        rows: Option<i64>,
-    }
     let invalid = || {
         Some(text(
             json!({"type": "error", "message": "Invalid control message"}),

@@ -14,7 +14,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use fsd_process::reporting::{Spawned, exit_report, spawn_reporting};
 use fsd_process::seqlog::{Kind, LogError, SequencedLog};
-use fsd_process::spawner::SpawnRequest;
+use fsd_process::spawner::{SpawnRequest, overlaid};
 use fsd_process::supervisor::OnExit;
 use fsd_process::{World, proctree, stop};
 use serde::Serialize;
@@ -208,14 +208,11 @@ impl TerminalTable {
         };
         let failed = |error: std::io::Error| control("create", error.to_string());
         let (master, slave) = pty::open(size).map_err(failed)?;
-        let mut env = self.config.base_env.clone();
-        for (name, value) in spec.env.iter().chain(std::iter::once(&(
-            "TERM".to_string(),
-            "xterm-256color".to_string(),
-        ))) {
-            env.retain(|(kept, _)| kept != name);
-            env.push((name.clone(), value.clone()));
-        }
+        let term = ("TERM".to_string(), "xterm-256color".to_string());
+        let env = overlaid(
+            &self.config.base_env,
+            spec.env.iter().chain(std::iter::once(&term)),
+        );
         // The supervisor says whether the program started, and its pid.
         let world = &self.config.world;
         let request = SpawnRequest {

@@ -16,7 +16,7 @@
 //   GET  /ping?id=ID               a call the object answers itself (its configuration)
 import { getSandbox, proxyToSandbox, Sandbox as NextSandbox } from '@cloudflare/sandbox-next';
 import { withInterpreter } from '@cloudflare/sandbox-next/interpreter';
-import { recorder } from '../report.mjs';
+import { FILE_SERVER, backupRoundTrip, recorder } from '../report.mjs';
 
 export class Sandbox extends NextSandbox {
   interpreter = withInterpreter(this);
@@ -158,11 +158,7 @@ async function drive(sandbox, hostname) {
     return { read, exists, listed };
   });
   await check('waitForPort', async () => {
-    // A Bun server, as the SDK's own workflows start (the image has Bun).
-    const server =
-      "Bun.serve({ port: 8080, fetch: (r) => { const p = new URL(r.url).pathname; " +
-      "return p === '/' ? new Response('ok') : new Response(Bun.file('.' + p)); } })";
-    const process = await sandbox.exec(['bun', '-e', server], { cwd: dir });
+    const process = await sandbox.exec(['bun', '-e', FILE_SERVER], { cwd: dir });
     await process.waitForPort(8080, { mode: 'http', path: '/', timeout: 30000 });
     return process.id.length > 0;
   });
@@ -230,12 +226,6 @@ async function drive(sandbox, hostname) {
     const archiveLeft = (await sandbox.exists(archivePath)).exists;
     return { kept, skipped, archiveLeft };
   });
-  await check('createBackup', async () => {
-    await sandbox.writeFile('/workspace/backed/keep.txt', 'kept\n');
-    const backup = await sandbox.createBackup({ dir: '/workspace/backed', localBucket: true });
-    await sandbox.writeFile('/workspace/backed/keep.txt', 'changed\n');
-    await sandbox.restoreBackup(backup);
-    return (await sandbox.readFile('/workspace/backed/keep.txt')).content;
-  });
+  await check('createBackup', () => backupRoundTrip(sandbox));
   return report;
 }

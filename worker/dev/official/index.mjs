@@ -9,7 +9,7 @@
 //   GET  /terminal?id=ID&transport=T                        sandbox.terminal(request)
 //   POST /destroy?id=ID                                     sandbox.destroy()
 import { getSandbox, proxyToSandbox } from '@cloudflare/sandbox';
-import { recorder } from '../report.mjs';
+import { FILE_SERVER, backupRoundTrip, recorder } from '../report.mjs';
 
 export { Sandbox } from '@cloudflare/sandbox';
 
@@ -70,11 +70,7 @@ async function drive(sandbox, hostname) {
     (await sandbox.listFiles(dir, { recursive: true })).files.map((f) => f.relativePath).sort(),
   );
   await check('startProcess', async () => {
-    // A Bun server, as the SDK's own workflows start: the image has Bun, as the reference's.
-    const server =
-      "Bun.serve({ port: 8080, fetch: (r) => { const p = new URL(r.url).pathname; " +
-      "return p === '/' ? new Response('ok') : new Response(Bun.file('.' + p)); } })";
-    const process = await sandbox.startProcess(`bun -e "${server}"`, { processId: 'web', cwd: dir });
+    const process = await sandbox.startProcess(`bun -e "${FILE_SERVER}"`, { processId: 'web', cwd: dir });
     await process.waitForPort(8080, { timeout: 30000 });
     return process.id;
   });
@@ -134,12 +130,6 @@ async function drive(sandbox, hostname) {
     const read = await sandbox.readFile(`${dir}/clone/README`);
     return { success: result.success, readme: read.content };
   });
-  await check('createBackup', async () => {
-    await sandbox.writeFile('/workspace/backed/keep.txt', 'kept\n');
-    const backup = await sandbox.createBackup({ dir: '/workspace/backed', localBucket: true });
-    await sandbox.writeFile('/workspace/backed/keep.txt', 'changed\n');
-    await sandbox.restoreBackup(backup);
-    return (await sandbox.readFile('/workspace/backed/keep.txt')).content;
-  });
+  await check('createBackup', () => backupRoundTrip(sandbox));
   return report;
 }
