@@ -186,8 +186,14 @@ impl Backend for InotifyBackend {
                 _ => WatchFailure::Io(err),
             }
         })?;
+        if self.by_wd.get(&wd).is_some_and(|&other| other != node) {
+            // The kernel keeps one watch per directory, and a watch pins its inode: the
+            // directory at the path now is the one recorded as `other`, moved here since
+            // the path was read. Taking its watch would leave `other` blind (and forgetting
+            // this node later would end the watch); the path is read again instead.
+            return Err(WatchFailure::Gone);
+        }
         if self.by_wd.get(&wd) != Some(&node) {
-            self.unmap(&wd);
             if let Some(previous) = self.by_node.remove(&node) {
                 self.unmap(&previous);
                 let _ = self.watches.remove(previous);

@@ -5,11 +5,16 @@
 //! the tree as it was at that token (as `fsd-sdk`'s sync applies it), must give the tree
 //! as it is, file contents, link targets and modes included.
 //!
+//! Operations are also made while the reconciler reads the tree (before it watches a
+//! directory or asks whether one is the object it recorded), so a tree that moves between
+//! a listing and a watch is checked too.
+//!
 //! Seeds watch through one of a few filters (everything, excludes of one and of two
 //! segments, includes), so moves that hide or show what a directory holds are checked too.
 //!
-//! `FSD_SIM_SEED`, `FSD_SIM_FILTER` and `FSD_SIM_EMPTYING` replay one seed (all printed on
-//! failure; seeds found before directories were emptied and replaced run with `0`);
+//! `FSD_SIM_SEED`, `FSD_SIM_FILTER`, `FSD_SIM_EMPTYING` and `FSD_SIM_INTERFERING` replay one
+//! seed (all printed on failure; seeds found before directories were emptied and replaced,
+//! or before operations were made during reconciliations, run with `0`);
 //! `FSD_SIM_SEEDS` and `FSD_SIM_STEPS` set how many seeds and how long each runs.
 
 use std::collections::BTreeMap;
@@ -21,6 +26,8 @@ use tokio::sync::mpsc;
 
 use crate::changes::{self, Change, Listed};
 use crate::inotify::{RawEvent, Session};
+use crate::reconcile::tree::NodeId;
+use crate::reconcile::{Backend, WatchFailure};
 use crate::report::Reporter;
 use crate::{Event, Filter};
 
@@ -402,6 +409,43 @@ impl Workload {
     }
 }
 
+/// A backend that now and then changes the tree just before it acts: what a busy tree
+/// does to a reconciler between its listing of a directory and its watch of what it found.
+struct Interfering<'a> {
+    inner: &'a mut dyn Backend,
+    workload: &'a Workload,
+    rng: &'a mut Rng,
+    /// Percent of calls that make an operation first (0: none).
+    chance: u64,
+    done: &'a mut Vec<String>,
+}
+
+impl Interfering<'_> {
+    fn interfere(&mut self) {
+        if self.chance > 0 && self.rng.chance(self.chance) {
+            let op = self.workload.step(self.rng);
+            // A hard link made while the engine reads is the known limit (see `run_seed`).
+            self.done.push(format!("(during) {op}"));
+        }
+    }
+}
+
+impl Backend for Interfering<'_> {
+    fn watch(&mut self, path: &Path, node: NodeId) -> Result<(), WatchFailure> {
+        self.interfere();
+        self.inner.watch(path, node)
+    }
+
+    fn forget(&mut self, node: NodeId) {
+        self.inner.forget(node)
+    }
+
+    fn same_dir(&mut self, path: &Path, node: NodeId) -> Option<bool> {
+        self.interfere();
+        self.inner.same_dir(path, node)
+    }
+}
+
 /// The filters a seed's watch may have: everything; a one-segment exclude (`c` and what
 /// is in it is never watched, so what comes out of it is new); an exclude of two segments
 /// (a move can hide or show part of a directory); includes (directories are watched but
@@ -425,8 +469,15 @@ fn reported(model: &Model, filter: &Filter) -> Model {
 
 /// One seed: `steps` steps, each a few operations with the events delivered at random,
 /// watched through `FILTERS[filter]`.
-fn run_seed(seed: u64, steps: usize, filter: usize, emptying: bool) -> Result<(), String> {
+fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result<(), String> {
+    let Variant {
+        emptying,
+        interfering,
+    } = workload;
     let mut rng = Rng(seed);
+    // Operations made during reconciliations draw from their own generator, so a seed
+    // replays the same steps with them or without.
+    let mut during = Rng(seed ^ 0x6475_7269_6e67);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = std::fs::canonicalize(dir.path()).unwrap().join("w");
     let outside = std::fs::canonicalize(dir.path()).unwrap().join("outside");
@@ -440,6 +491,16 @@ fn run_seed(seed: u64, steps: usize, filter: usize, emptying: bool) -> Result<()
         emptying,
         replacing: Default::default(),
     };
+    // What the operations made during a reconciliation do: no hard links (a new link is
+    // looked at before anything else happens, the known limit `linked` below keeps).
+    let interference = Workload {
+        root: root.clone(),
+        outside: workload.outside.clone(),
+        hard_links: false,
+        emptying,
+        replacing: Default::default(),
+    };
+    let chance = if interfering { 15 } else { 0 };
     for _ in 0..rng.below(8) {
         workload.step(&mut rng);
     }
@@ -489,7 +550,14 @@ fn run_seed(seed: u64, steps: usize, filter: usize, emptying: bool) -> Result<()
                     held.clear();
                     session.reconciler.overflowed();
                 }
-                session.reconcile();
+                let mut backend = Interfering {
+                    inner: &mut session.backend,
+                    workload: &interference,
+                    rng: &mut during,
+                    chance,
+                    done: &mut done,
+                };
+                session.reconciler.reconcile(&mut backend);
             }
         }
         // The barrier: everything queued read and delivered, then reconciled; records older
@@ -614,6 +682,42 @@ const EMPTYING_REGRESSIONS: &[(u64, usize)] = &[
     (1_795_712_665_206_064_527, 3),
 ];
 
+/// Seeds that once failed with operations made while the reconciler read the tree: a
+/// directory moved onto a name between its listing and the watch of what the listing found
+/// there (the new node took the moved one's watch, and ended it when it left); a file moved
+/// into a directory made in the same batch that left again (never told deleted); a delete
+/// told before a move out of a directory it took along; a directory whose inode number a
+/// deleted one still held in the tree (made a second node); a file told in a directory
+/// after it had been told deleted with another; a name passed over because a new directory
+/// there got the old one's inode number back (listed in a loop until the rounds ran out);
+/// a file told deleted at a path broken by an earlier delete; a directory made from a
+/// listing the tree had moved past (two nodes for one directory); a delete dropped with a
+/// directory told deleted to break a cycle of moves, and what it took along with it; a
+/// delete of a node already gone with a directory told deleted before it (told at a path
+/// cut short, the name of a directory that stayed).
+const INTERFERING_REGRESSIONS: &[(u64, usize)] = &[
+    (1_795_728_568_069_635_798, 2),
+    (1_795_728_091_264_746_800, 0),
+    (1_795_726_965_408_007_016, 0),
+    (1_795_726_974_891_509_656, 0),
+    (1_795_727_059_558_494_618, 2),
+    (1_795_727_112_063_572_632, 0),
+    (1_795_727_120_879_498_847, 3),
+    (1_795_727_424_963_691_637, 1),
+    (1_795_727_463_615_478_278, 2),
+    (1_795_727_561_435_414_720, 0),
+    (1_795_727_885_511_458_243, 3),
+];
+
+/// How a seed's workload runs: which operations it was found with.
+#[derive(Debug, Clone, Copy)]
+struct Variant {
+    /// Directories emptied into others and replaced by them.
+    emptying: bool,
+    /// Operations made while the reconciler reads the tree.
+    interfering: bool,
+}
+
 #[test]
 fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
     let steps = env("FSD_SIM_STEPS").unwrap_or(25) as usize;
@@ -638,33 +742,44 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() {
     };
     // A replay runs its seed alone.
     let replay = env("FSD_SIM_SEED").is_some();
-    // Seeds replay with the workload they were found with; new ones empty directories.
-    let emptying = env("FSD_SIM_EMPTYING").is_none_or(|on| on != 0);
+    // Seeds replay with the workload they were found with; new ones empty directories and
+    // change the tree while it is read.
+    let found = |name: &str| env(name).is_none_or(|on| on != 0);
+    let new = Variant {
+        emptying: found("FSD_SIM_EMPTYING"),
+        interfering: found("FSD_SIM_INTERFERING"),
+    };
+    let before = |emptying| Variant {
+        emptying,
+        interfering: false,
+    };
     let runs = REGRESSIONS
         .iter()
-        .map(|&seed| (seed, 0, false))
+        .map(|&seed| (seed, 0, before(false)))
         .chain(
             FILTERED_REGRESSIONS
                 .iter()
-                .map(|&(seed, filter)| (seed, filter, false)),
+                .map(|&(seed, filter)| (seed, filter, before(false))),
         )
         .chain(
             EMPTYING_REGRESSIONS
                 .iter()
-                .map(|&(seed, filter)| (seed, filter, true)),
+                .map(|&(seed, filter)| (seed, filter, before(true))),
+        )
+        .chain(
+            INTERFERING_REGRESSIONS
+                .iter()
+                .map(|&(seed, filter)| (seed, filter, new)),
         )
         .filter(|_| !replay)
-        .chain(
-            seeds
-                .into_iter()
-                .map(|seed| (seed, filter_of(seed), emptying)),
-        );
-    for (seed, filter, emptying) in runs {
-        if let Err(failure) = run_seed(seed, steps, filter, emptying) {
+        .chain(seeds.into_iter().map(|seed| (seed, filter_of(seed), new)));
+    for (seed, filter, variant) in runs {
+        if let Err(failure) = run_seed(seed, steps, filter, variant) {
             panic!(
                 "FSD_SIM_SEED={seed} FSD_SIM_FILTER={filter} FSD_SIM_EMPTYING={} \
-                 FSD_SIM_STEPS={steps} (filter {:?}): {failure}",
-                u8::from(emptying),
+                 FSD_SIM_INTERFERING={} FSD_SIM_STEPS={steps} (filter {:?}): {failure}",
+                u8::from(variant.emptying),
+                u8::from(variant.interfering),
                 FILTERS[filter]
             );
         }

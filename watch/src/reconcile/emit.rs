@@ -55,20 +55,51 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
         .copied()
         .filter(|&id| !created(id) && batch.before.contains_key(&id))
         .collect();
+    // What moved into something made in this batch that left for good again (a tree that
+    // kept moving while it was read) is told deleted where it was told: nothing else
+    // tells it. The topmost such node carries what it holds.
+    for &top in gone.iter().filter(|&&id| created(id)) {
+        let mut stack: Vec<NodeId> = tree.node(top).children.values().copied().collect();
+        while let Some(id) = stack.pop() {
+            if left.contains(&id) {
+                continue;
+            }
+            if matches!(batch.before.get(&id), Some(Some(_))) {
+                deletes.push(id);
+            } else {
+                stack.extend(tree.node(id).children.values().copied());
+            }
+        }
+    }
     deletes.sort_by_key(|&id| std::cmp::Reverse(emitter.depth(id)));
 
     while !(moves.is_empty() && creates.is_empty() && deletes.is_empty()) {
         let mut progress = false;
         // What must leave a directory before it can be deleted: ancestors of pending moves.
         let holding: HashSet<NodeId> = moves.iter().flat_map(|&id| emitter.ancestors(id)).collect();
+        let mut along: Vec<NodeId> = Vec::new();
         deletes.retain(|&id| {
-            if holding.contains(&id) {
+            if !emitter.present(id) {
+                // Gone with a directory told deleted before it (or deleted to be made
+                // again): only what it took along from elsewhere is left to tell.
+                along.extend(emitter.topmost_taken_along(id));
+                progress = true;
+                return false;
+            }
+            // What the delete tells (the node, and what it holds now at the names the
+            // events gave them) must have nothing still to move out below it.
+            let told = std::iter::once(id).chain(emitter.taken_along(id));
+            if told.into_iter().any(|node| holding.contains(&node)) {
                 return true;
             }
             emitter.delete(id);
             progress = true;
             false
         });
+        if !along.is_empty() {
+            deletes.extend(along);
+            deletes.sort_by_key(|&id| std::cmp::Reverse(emitter.depth(id)));
+        }
         let mut ready: Vec<(PathBuf, NodeId)> = moves
             .iter()
             .copied()
@@ -115,7 +146,8 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
             .copied()
             .filter(|&other| other != id && emitter.under(other, id))
             .collect();
-        deletes.retain(|&other| !emitter.under(other, id));
+        // A delete waiting below it goes with it (see the loop above for what that delete
+        // took along from elsewhere).
         emitter.unplace(id, true);
         for other in inside {
             emitter.unplace(other, false);
@@ -388,6 +420,37 @@ impl Emitter<'_> {
         }
     }
 
+    /// What the tree holds below a node that left for good and the told tree still has
+    /// somewhere: not what was made in this batch (never told), nor what an earlier delete
+    /// took with a directory it was told in.
+    fn taken_along(&self, id: NodeId) -> Vec<NodeId> {
+        self.tree
+            .descendants(id)
+            .into_iter()
+            .filter(|&child| self.batch.before.get(&child) != Some(&None) && self.present(child))
+            .collect()
+    }
+
+    /// What a node that is off the told tree takes along that is still on it, the topmost
+    /// of each part only (a delete tells what its node holds).
+    fn topmost_taken_along(&self, id: NodeId) -> Vec<NodeId> {
+        let mut taken: HashSet<NodeId> = HashSet::new();
+        let mut out = Vec::new();
+        for node in self.taken_along(id) {
+            let mut up = self.tree.node(node).parent;
+            let mut inside_taken = false;
+            while up != id && up != ROOT {
+                inside_taken |= taken.contains(&up);
+                up = self.tree.node(up).parent;
+            }
+            if !inside_taken {
+                taken.insert(node);
+                out.push(node);
+            }
+        }
+        out
+    }
+
     /// Tells a node that left for good, and what it held, as deleted, deepest first, each
     /// once: what the tree holds below it (at the names the events gave them: one moved in
     /// and not told so is deleted where it was told) and what the told tree holds there.
@@ -395,12 +458,10 @@ impl Emitter<'_> {
     /// delete of what the rename took away.
     fn delete(&mut self, id: NodeId) {
         let path = self.path(id);
-        let mut below: Vec<(PathBuf, bool)> = self
-            .tree
-            .descendants(id)
-            .into_iter()
-            .filter(|child| self.batch.before.get(child) != Some(&None))
-            .map(|child| (self.path(child), self.is_dir(child)))
+        let along = self.taken_along(id);
+        let mut below: Vec<(PathBuf, bool)> = along
+            .iter()
+            .map(|&child| (self.path(child), self.is_dir(child)))
             .collect();
         if self.is_dir(id) && !self.reporter.tells_inside(&path) {
             below.extend(
@@ -420,7 +481,12 @@ impl Emitter<'_> {
         }
         self.reporter
             .report(EventKind::Delete, path, self.is_dir(id));
-        self.vacate(id);
-        self.cur.insert(id, None);
+        // Off the told tree, each of them: one told in a directory that stays (moved in
+        // there before it left with this node) is no longer among what that directory
+        // holds when it is told moved.
+        for node in std::iter::once(id).chain(along) {
+            self.vacate(node);
+            self.cur.insert(node, None);
+        }
     }
 }

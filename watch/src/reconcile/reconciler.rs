@@ -286,10 +286,12 @@ impl Reconciler {
             }
         }
         // What is left for the next batch (a tree that kept moving past the rounds): the
-        // entries deferred are found again by listing their directories then.
+        // entries deferred are found again by listing their directories then, and the
+        // directories not found at their recorded paths are listed once found.
         for appeared in deferred {
             self.dirty.insert(appeared.parent);
         }
+        self.dirty.extend(batch.waiting.iter().copied());
         self.finish(batch, backend);
     }
 
@@ -339,12 +341,17 @@ impl Reconciler {
             Ok(listing) => listing,
             Err(_) => {
                 // Not the recorded directory at its recorded path: an ancestor moved, or it
-                // went. Its parent is read again, and it is listed once found.
+                // went, or another directory took its name (and perhaps its inode number).
+                // Its name is looked at again in its parent (not passed over for an inode
+                // number that matches), and it is listed once found.
                 if dir == ROOT {
                     self.root_gone = true;
                 } else {
-                    let parent = self.tree.node(dir).parent;
-                    self.dirty.insert(parent);
+                    let (parent, name) = {
+                        let node = self.tree.node(dir);
+                        (node.parent, node.name.clone())
+                    };
+                    self.hint(parent, Some(&name), false);
                     batch.waiting.insert(dir);
                 }
                 return;
@@ -564,7 +571,7 @@ impl Reconciler {
             // Found already (a retried entry whose name was taken meanwhile).
             return;
         }
-        let candidates: Vec<NodeId> = self
+        let mut candidates: Vec<NodeId> = self
             .tree
             .with_inode(entry.stat.dev, entry.stat.ino)
             .iter()
@@ -572,6 +579,22 @@ impl Reconciler {
             .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
             .collect();
         let path = self.tree.path(entry.parent).join(&entry.name);
+        if entry.stat.kind == Kind::Dir && candidates.len() > 1 {
+            // A directory is one object, and several recorded ones share its inode number
+            // only when some were deleted (the number reused): where the backend can tell
+            // (the watch the path has), the one it is, else those it may be.
+            let told: Vec<Option<bool>> = candidates
+                .iter()
+                .map(|&id| backend.same_dir(&path, id))
+                .collect();
+            match told.iter().position(|&same| same == Some(true)) {
+                Some(at) => candidates = vec![candidates[at]],
+                None => {
+                    let mut told = told.into_iter();
+                    candidates.retain(|_| told.next().flatten() != Some(false));
+                }
+            }
+        }
         // Taken out of its directory itself, or (less certain: the directory may be
         // found again, the file in it) inside something taken out.
         let loose = candidates
@@ -705,16 +728,31 @@ impl Reconciler {
 
     /// Watches a directory, then marks it for listing.
     fn watch_new(&mut self, id: NodeId, path: &Path, backend: &mut dyn Backend) {
-        match backend.watch(path, id) {
+        let watched = backend.watch(path, id).and_then(|()| {
+            // The watch is of whatever is at the path now: the object listed a moment ago
+            // may have moved on, and another taken its name.
+            let stat = self.tree.node(id).stat;
+            if list::lstat(path).is_ok_and(|now| now.same_object(&stat)) {
+                Ok(())
+            } else {
+                backend.forget(id);
+                Err(WatchFailure::Gone)
+            }
+        });
+        match watched {
             Ok(()) => {
                 self.tree.node_mut(id).watched = true;
                 self.dirty.insert(id);
             }
             Err(WatchFailure::Gone) => {
                 // Moved or removed since its directory was read (the path was that of a
-                // moment ago): the directory is read again, and the watch made where it is.
-                let parent = self.tree.node(id).parent;
-                self.dirty.insert(parent);
+                // moment ago): its name is read again (whatever inode number is there now),
+                // and the watch made where it is.
+                let (parent, name) = {
+                    let node = self.tree.node(id);
+                    (node.parent, node.name.clone())
+                };
+                self.hint(parent, Some(&name), false);
             }
             Err(failure) => {
                 // What happens inside is not seen: told once per batch as lost events (or,
