@@ -149,6 +149,10 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_PYTHON", default_value = "python3")]
     pub python: PathBuf,
 
+    /// The Bun that installs and runs extension sidecars (found on PATH when it has no `/`).
+    #[arg(long, env = "FSD_BUN", default_value = "bun")]
+    pub bun: PathBuf,
+
     /// The Node of JavaScript and TypeScript code contexts (found on PATH when it has no `/`).
     #[arg(long, env = "FSD_NODE", default_value = "node")]
     pub node: PathBuf,
@@ -230,6 +234,7 @@ pub struct Settings {
     pub ws_stall: std::time::Duration,
     pub cloudflared: PathBuf,
     pub python: PathBuf,
+    pub bun: PathBuf,
     pub node: PathBuf,
     pub node_path: Option<String>,
     pub interpreter_pool: usize,
@@ -293,6 +298,7 @@ impl ServeArgs {
             ws_stall: std::time::Duration::from_secs(self.ws_stall_secs),
             cloudflared: self.cloudflared,
             python: self.python,
+            bun: self.bun,
             node: self.node,
             node_path: self.node_path,
             interpreter_pool: self.interpreter_pool,

@@ -16,6 +16,7 @@ mod backup;
 mod config;
 mod error;
 mod exec;
+mod extensions;
 mod files;
 mod git;
 mod init;

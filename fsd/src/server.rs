@@ -339,6 +339,12 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         backups: backups.clone(),
         mounts,
         interpreters,
+        extensions: Arc::new(crate::extensions::ExtensionHost::new(
+            crate::extensions::ExtensionConfig {
+                dir: settings.state_dir.join("extensions"),
+                bun: settings.bun.clone(),
+            },
+        )),
         capabilities: Arc::new(Capabilities {
             restore_driver: backups.driver_name().to_string(),
             ..capabilities::detect(&settings.workspace, settings.confine)
@@ -370,6 +376,7 @@ async fn stop_services(state: &AppState) {
         );
     }
     state.interpreters.shutdown();
+    state.extensions.shutdown();
     state.sessions.shutdown().await;
 }
 

@@ -32,6 +32,8 @@ pub struct AppState {
     pub backups: Arc<BackupService>,
     pub mounts: Arc<MountService>,
     pub interpreters: Arc<InterpreterService>,
+    /// The next line's extension sidecars, by package hash.
+    pub extensions: Arc<crate::extensions::ExtensionHost>,
     pub capabilities: Arc<Capabilities>,
     /// Resource figures and request statistics.
     pub metrics: Arc<MetricsService>,

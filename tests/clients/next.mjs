@@ -605,6 +605,108 @@ await check('extensions: the interpreter', async () => {
   return `${gone}; ${refused}`;
 });
 
+await check('extensions: any package, run as a sidecar', async () => {
+  // The package: the sidecar above with capnweb's Bun build beside it, packed as npm does.
+  const { mkdirSync, copyFileSync, writeFileSync, readFileSync } = await import('node:fs');
+  const { execFileSync } = await import('node:child_process');
+  const { createHash } = await import('node:crypto');
+  const root = `${workspace}/next-extension`;
+  mkdirSync(`${root}/package`, { recursive: true });
+  const here = new URL('.', import.meta.url).pathname;
+  copyFileSync(`${here}extension/server.mjs`, `${root}/package/server.mjs`);
+  copyFileSync(`${here}node_modules/capnweb/dist/index-bun.js`, `${root}/package/capnweb.js`);
+  const manifest = { name: '@fsd-test/echo-sidecar', version: '1.2.3', type: 'module', bin: { 'echo-sidecar': 'server.mjs' }, sandboxExtension: { readinessTimeoutMs: 20000 } };
+  writeFileSync(`${root}/package/package.json`, JSON.stringify(manifest));
+  execFileSync('tar', ['czf', `${root}/extension.tgz`, '-C', root, 'package']);
+  const tarball = new Uint8Array(readFileSync(`${root}/extension.tgz`));
+  const hash = createHash('sha256').update(tarball).digest('hex');
+
+  // As the object: the hash alone, refused by message, then again with the tarball.
+  const first = { packageHash: hash, bin: undefined, readinessTimeoutMs: undefined, allowInstallScripts: undefined };
+  const refused = await rejects(() => api.extensions.connect(first), undefined, `Extension package '${hash}' is not provisioned; resend connect() with tarball bytes`);
+  const before = await api.extensions.health(hash);
+  expect(!before.provisioned && !before.running && before.pid === null, JSON.stringify(before));
+  const mismatch = await rejects(() => api.extensions.connect({ packageHash: 'a'.repeat(64), tarball }), undefined, 'Extension tarball hash mismatch (declared aaaaaaaaaaaa');
+  const ext = await api.extensions.connect({ ...first, tarball });
+  expect((await ext.__ping__()) === 'pong', 'ping');
+  // Values cross both sessions as they are: bytes, dates, nesting, undefined.
+  const value = { list: [1, 'two', { three: 3 }], bytes: new Uint8Array([0, 1, 255]), at: new Date(5), none: null };
+  const echoed = await ext.echo(value);
+  expect(JSON.stringify([...echoed.bytes]) === '[0,1,255]' && echoed.at.getTime() === 5 && echoed.list[2].three === 3 && echoed.none === null, JSON.stringify(echoed));
+  // A callback of ours, called by the sidecar through the daemon, each answer awaited.
+  const seen = [];
+  const sum = await ext.callBack((i) => {
+    seen.push(i);
+    return i * 10;
+  }, 4);
+  expect(sum === 60 && seen.join() === '0,1,2,3', `${sum} ${seen}`);
+  const thrown = await rejects(() => ext.callBack(() => {
+    throw new Error('from the callback');
+  }, 1), undefined, 'from the callback');
+  // An object the sidecar returns: its methods called through the daemon, and our release
+  // of it passed on (the sidecar disposes it).
+  const counter = await ext.counter();
+  await counter.inc();
+  expect((await counter.inc()) === 2, 'the counter counts');
+  counter[Symbol.dispose]();
+  let disposed = 0;
+  for (let i = 0; i < 100 && disposed === 0; i++) {
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    disposed = await ext.disposed();
+  }
+  expect(disposed === 1, `the sidecar disposed ${disposed} counters`);
+  const failed = await rejects(() => ext.fail(), undefined, 'boom');
+  // The sidecar sees none of the daemon's environment, and runs in its package's directory.
+  const env = await ext.env();
+  expect(env.keys.includes('EXT_SOCKET') && env.keys.includes('EXT_DIR') && !env.keys.includes('FSD_STAND_IN'), JSON.stringify(env));
+  expect(env.cwd === env.dir && env.dir.endsWith(hash), JSON.stringify(env));
+  // Connecting again (the object does before every use) is the same sidecar.
+  const again = await api.extensions.connect(first);
+  expect((await again.echo('x')) === 'x', 'a second connect');
+  const health = await api.extensions.health(hash);
+  expect(health.provisioned && health.running && health.responsive && typeof health.pid === 'number', JSON.stringify(health));
+  expect(health.id === 'fsd-test-echo-sidecar' && health.version === '1.2.3', JSON.stringify(health));
+  // Stopped, it starts again on the next connect with the hash alone (provisioned).
+  await api.extensions.stop(hash);
+  const stopped = await api.extensions.health(hash);
+  expect(stopped.provisioned && !stopped.running && stopped.pid === null, JSON.stringify(stopped));
+  const restarted = await api.extensions.connect(first);
+  expect((await restarted.__ping__()) === 'pong', 'ping after a restart');
+  const ended = await rejects(() => ext.__ping__(), undefined, 'connection ended');
+  for (const stub of [ext, again, restarted]) stub[Symbol.dispose]();
+  await api.extensions.stop(hash);
+  return `${refused}; ${mismatch}; ${thrown}; ${failed}; ${ended}`;
+});
+
+await check('extensions: refusals', async () => {
+  const { mkdirSync, writeFileSync, readFileSync, rmSync } = await import('node:fs');
+  const { execFileSync } = await import('node:child_process');
+  const { createHash } = await import('node:crypto');
+  // A package of `files` (name → text) packed as npm does, and its hash.
+  let made = 0;
+  const pack = (files) => {
+    const root = `${workspace}/next-refused-${made++}`;
+    rmSync(root, { recursive: true, force: true });
+    mkdirSync(`${root}/package`, { recursive: true });
+    for (const [name, text] of Object.entries(files)) writeFileSync(`${root}/package/${name}`, text);
+    execFileSync('tar', ['czf', `${root}/extension.tgz`, '-C', root, 'package']);
+    const tarball = new Uint8Array(readFileSync(`${root}/extension.tgz`));
+    return { packageHash: createHash('sha256').update(tarball).digest('hex'), tarball };
+  };
+  const json = (manifest) => JSON.stringify({ name: 'refused', version: '0.0.1', ...manifest });
+  const notGzip = new TextEncoder().encode('not a tarball');
+  const results = [
+    await rejects(() => api.extensions.connect({ packageHash: createHash('sha256').update(notGzip).digest('hex'), tarball: notGzip }), undefined, 'not a gzip tarball'),
+    await rejects(() => api.extensions.connect(pack({ 'x.mjs': '' })), undefined, 'no package/package.json'),
+    await rejects(() => api.extensions.connect(pack({ 'package.json': json({ bin: { x: '../../../../../etc/passwd' } }) })), undefined, 'is not a file inside the package'),
+    await rejects(() => api.extensions.connect(pack({ 'package.json': json({ bin: { a: 'a.mjs', b: 'b.mjs' } }), 'a.mjs': '', 'b.mjs': '' })), undefined, 'no bin to run'),
+    await rejects(() => api.extensions.connect(pack({ 'package.json': json({ bin: 'x.mjs' }), 'x.mjs': 'process.exit(3)' })), undefined, "Extension 'refused' sidecar exited before readiness (code 3)"),
+    await rejects(() => api.extensions.connect({ ...pack({ 'package.json': json({ bin: 'x.mjs' }), 'x.mjs': 'setInterval(() => {}, 1000)' }), readinessTimeoutMs: 300 }), undefined, "Extension 'refused' sidecar was not ready within 300 ms"),
+    await rejects(() => api.extensions.connect({ packageHash: '../../etc' }), undefined, 'packageHash must be the 64 lowercase hex digits'),
+  ];
+  return results.join('; ');
+});
+
 await check('processes retention', async () => {
   // More ended processes than are kept: the oldest go, with their logs.
   const ids = [];

@@ -4,13 +4,16 @@
 //! `SandboxAPI` methods through the same routes as HTTP, `control` tells the SDK's lines
 //! apart per socket (the next line's handshake and gate), `next` serves the next line's
 //! domains on the services, `subscription` is the next line's exported stream object, and
-//! `routes` upgrades.
+//! `routes` upgrades. `link` runs a session over an extension sidecar's socket, and
+//! `forward` passes objects between two sessions.
 
 mod api;
 mod control;
+mod forward;
+pub mod link;
 mod next;
 mod routes;
-mod session;
+pub mod session;
 mod subscription;
 mod wire;
 

@@ -41,35 +41,49 @@ async fn upgrade(
     };
     let api = Api::new(routes.router, socket.token, state.clone());
     let control = std::sync::Arc::new(Control::default());
-    let dispatch: Dispatch =
-        std::sync::Arc::new(
-            move |session, path, args| match control.route(&path, &args) {
-                Route::Answered(answer) => Box::pin(std::future::ready(answer)),
-                Route::Activated(metadata) => {
-                    control::register_callback(&session);
-                    Box::pin(std::future::ready(Ok(metadata)))
-                }
-                Route::Current => {
-                    let api = api.clone();
-                    Box::pin(async move { api.call(&session, &path, args).await })
-                }
-                Route::Next { domain, method } => {
-                    let state = state.clone();
-                    Box::pin(async move {
-                        next::call(&state, &session, &domain, &method, args)
-                            .await
-                            .unwrap_or_else(|| {
-                                Err(wire::js_error(
-                                    "TypeError",
-                                    &format!(
-                                        "'{domain}.{method}' is not served on the next line yet."
-                                    ),
-                                ))
-                            })
-                    })
-                }
-            },
-        );
+    let dispatch: Dispatch = std::sync::Arc::new(move |session, path, raw| {
+        // Extensions take their arguments as sent (a tarball's bytes inside an object).
+        let kept = if path.first().map(String::as_str) == Some("extensions") {
+            raw.clone()
+        } else {
+            Vec::new()
+        };
+        let args = match raw
+            .into_iter()
+            .map(wire::decode)
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Ok(args) => args,
+            Err(error) => {
+                let error = wire::js_error("TypeError", &error.to_string());
+                return Box::pin(std::future::ready(Err(error)));
+            }
+        };
+        match control.route(&path, &args) {
+            Route::Answered(answer) => Box::pin(std::future::ready(answer)),
+            Route::Activated(metadata) => {
+                control::register_callback(&session);
+                Box::pin(std::future::ready(Ok(metadata)))
+            }
+            Route::Current => {
+                let api = api.clone();
+                Box::pin(async move { api.call(&session, &path, args).await })
+            }
+            Route::Next { domain, method } => {
+                let state = state.clone();
+                Box::pin(async move {
+                    next::call(&state, &session, &domain, &method, args, kept)
+                        .await
+                        .unwrap_or_else(|| {
+                            Err(wire::js_error(
+                                "TypeError",
+                                &format!("'{domain}.{method}' is not served on the next line yet."),
+                            ))
+                        })
+                })
+            }
+        }
+    });
     socket
         .upgrade
         .max_message_size(MAX_FRAME_BYTES)

@@ -49,16 +49,47 @@ pub trait Target: Send + Sync + 'static {
     fn call(self: Arc<Self>, session: Arc<Session>, method: String, args: Vec<Arg>) -> Settling;
     /// The peer holds it no more: whatever it runs stops.
     fn dispose(&self);
+    /// Serves a call as the peer sent it: `path` (empty when the object is a function
+    /// called as one) and the arguments' expressions. By default a method called by one
+    /// name, with its arguments decoded; an object that forwards calls elsewhere takes them
+    /// as they are.
+    fn call_raw(
+        self: Arc<Self>,
+        session: Arc<Session>,
+        path: Vec<String>,
+        args: Vec<Value>,
+    ) -> Settling {
+        let decoded = args
+            .into_iter()
+            .map(wire::decode)
+            .collect::<Result<Vec<Arg>, _>>();
+        let method = <[String; 1]>::try_from(path);
+        match (method, decoded) {
+            (Ok([method]), Ok(args)) => self.call(session, method, args),
+            (Err(path), _) => {
+                let error = wire::js_error("TypeError", &format!("{path:?} is not a method"));
+                Box::pin(async move { Err(error) })
+            }
+            (_, Err(error)) => {
+                let error = wire::js_error("TypeError", &error.to_string());
+                Box::pin(async move { Err(error) })
+            }
+        }
+    }
 }
 
 /// One of our objects and how many references the peer holds.
 struct OwnExport {
     target: Arc<dyn Target>,
     references: u64,
+    /// What it is, for an object exported again under the same id (see
+    /// [`Session::export_keyed`]).
+    key: Option<String>,
 }
 
-/// What serves the calls of a session: `(session, [domain, method], arguments)`.
-pub type Dispatch = Arc<dyn Fn(Arc<Session>, Vec<String>, Vec<Arg>) -> Settling + Send + Sync>;
+/// What serves the calls of a session's main object: `(session, [domain, method],
+/// arguments)`, the arguments' expressions as sent (see [`wire::decode`]).
+pub type Dispatch = Arc<dyn Fn(Arc<Session>, Vec<String>, Vec<Value>) -> Settling + Send + Sync>;
 
 /// One write of one of our pipes: its expression, and what it weighs against the window.
 type PipeWrite = (Value, usize);
@@ -125,6 +156,8 @@ pub struct Session {
     tasks: Mutex<HashMap<String, AbortHandle>>,
     /// Pipes of ours still sending.
     pipes: std::sync::atomic::AtomicUsize,
+    /// The connection has ended.
+    closed: std::sync::atomic::AtomicBool,
     dispatch: Dispatch,
 }
 
@@ -137,20 +170,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Serves one socket until it closes, the peer aborts, or it stops reading for `stall`.
 pub async fn serve(socket: WebSocket, dispatch: Dispatch, stall: Duration) {
     let (mut sink, mut stream) = socket.split();
-    let (frames, mut queued) = mpsc::channel::<Message>(64);
-    let session = Arc::new(Session {
-        outbox: tokio::sync::Mutex::new(Outbox {
-            next_import: 1,
-            frames,
-        }),
-        exports: Mutex::new(HashMap::new()),
-        next_export: Mutex::new(1),
-        imports: Mutex::new(HashMap::new()),
-        own: Mutex::new((-1, HashMap::new())),
-        tasks: Mutex::new(HashMap::new()),
-        pipes: std::sync::atomic::AtomicUsize::new(0),
-        dispatch,
-    });
+    let (session, mut queued) = Session::new(dispatch);
     let writer = tokio::spawn(async move {
         while let Some(message) = queued.recv().await {
             let abort = matches!(message, Message::Abort(_));
@@ -204,8 +224,34 @@ pub async fn serve(socket: WebSocket, dispatch: Dispatch, stall: Duration) {
 }
 
 impl Session {
+    /// A session whose messages to the peer come out of the receiver, in order, for a
+    /// transport to send.
+    pub fn new(dispatch: Dispatch) -> (Arc<Self>, mpsc::Receiver<Message>) {
+        let (frames, queued) = mpsc::channel::<Message>(64);
+        let session = Arc::new(Session {
+            outbox: tokio::sync::Mutex::new(Outbox {
+                next_import: 1,
+                frames,
+            }),
+            exports: Mutex::new(HashMap::new()),
+            next_export: Mutex::new(1),
+            imports: Mutex::new(HashMap::new()),
+            own: Mutex::new((-1, HashMap::new())),
+            tasks: Mutex::new(HashMap::new()),
+            pipes: std::sync::atomic::AtomicUsize::new(0),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            dispatch,
+        });
+        (session, queued)
+    }
+
+    /// Whether the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Handles one message from the peer; `Err` is a protocol violation (the session ends).
-    async fn receive(self: &Arc<Self>, message: Message) -> Result<(), String> {
+    pub async fn receive(self: &Arc<Self>, message: Message) -> Result<(), String> {
         match message {
             Message::Push(expr) => {
                 let id = self.new_export()?;
@@ -287,25 +333,42 @@ impl Session {
         let Some(args) = call.args else {
             return Err(wire::js_error("TypeError", "property reads are not served"));
         };
-        let args = args
-            .into_iter()
-            .map(wire::decode)
-            .collect::<Result<Vec<Arg>, _>>()
-            .map_err(|error| wire::js_error("TypeError", &error.to_string()))?;
         match own {
+            Some(target) => target.call_raw(Arc::clone(self), call.path, args).await,
             None => (self.dispatch)(Arc::clone(self), call.path, args).await,
-            Some(target) => {
-                let [method] = <[String; 1]>::try_from(call.path).map_err(|path| {
-                    wire::js_error("TypeError", &format!("{path:?} is not a method"))
-                })?;
-                target.call(Arc::clone(self), method, args).await
-            }
         }
     }
 
     /// Exports `target` to the peer: the expression a result carries it as
     /// (`["export", -k]`), or an error past the limit.
     pub fn export(&self, target: Arc<dyn Target>) -> Result<Value, Value> {
+        self.export_as(target, None)
+    }
+
+    /// Exports the object `key` names: one already exported under that key is given again
+    /// under its id (one reference more), as capnweb re-exports a target it has given. An
+    /// object the peer asks for on every use and never releases (an extension's stub)
+    /// then holds one entry, not one per call.
+    pub fn export_keyed(
+        &self,
+        key: &str,
+        make: impl FnOnce() -> Arc<dyn Target>,
+    ) -> Result<Value, Value> {
+        {
+            let mut own = lock(&self.own);
+            if let Some((&id, export)) = own
+                .1
+                .iter_mut()
+                .find(|(_, export)| export.key.as_deref() == Some(key))
+            {
+                export.references += 1;
+                return Ok(serde_json::json!(["export", id]));
+            }
+        }
+        self.export_as(make(), Some(key.to_string()))
+    }
+
+    fn export_as(&self, target: Arc<dyn Target>, key: Option<String>) -> Result<Value, Value> {
         let mut own = lock(&self.own);
         if own.1.len() >= MAX_OWN_EXPORTS {
             let message =
@@ -319,6 +382,7 @@ impl Session {
             OwnExport {
                 target,
                 references: 1,
+                key,
             },
         );
         Ok(serde_json::json!(["export", id]))
@@ -752,7 +816,7 @@ impl Session {
         self.send(Message::Release(target, count)).await;
     }
 
-    async fn abort(&self, reason: &str) {
+    pub async fn abort(&self, reason: &str) {
         tracing::debug!(reason, "rpc: aborting the session");
         self.send(Message::Abort(wire::js_error("Error", reason)))
             .await;
@@ -760,7 +824,9 @@ impl Session {
 
     /// Everything the connection held ends with it: running calls, pipes in both
     /// directions, waiters for the peer's answers.
-    fn close(&self) {
+    pub fn close(&self) {
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Release);
         for (_, export) in lock(&self.exports).drain() {
             if let Export::Call {
                 task: Some(task), ..

@@ -111,6 +111,8 @@ const NEXT_CHECKS: &[&str] = &[
     "backup",
     "mounts",
     "extensions: the interpreter",
+    "extensions: any package, run as a sidecar",
+    "extensions: refusals",
     "processes retention",
 ];
 
@@ -120,16 +122,23 @@ const NEXT_CHECKS: &[&str] = &[
 #[tokio::test]
 async fn capnwebs_own_client_drives_the_next_lines_methods() {
     if !fsd_tests::available_or_skip(
-        fsd_tests::node::installed("capnweb"),
+        fsd_tests::node::installed("capnweb") && fsd_tests::node::installed("bun"),
         "capnwebs_own_client_drives_the_next_lines_methods",
         "node and `npm ci --prefix tests/clients`",
     ) {
         return;
     }
-    // Tunnels run the cloudflared stand-in (`tests/src/bin`), which answers as cloudflared.
+    // Tunnels run the cloudflared stand-in (`tests/src/bin`), which answers as cloudflared;
+    // extension sidecars run on the clients' Bun (the image has its own).
     let stand_in = fsd_tests::binary("cloudflared-stand-in");
+    let bun = fsd_tests::node::clients_dir().join("node_modules/.bin/bun");
     let daemon = Daemon::start_with(fsd_tests::Options {
-        extra_args: vec!["--cloudflared".into(), stand_in.display().to_string()],
+        extra_args: vec![
+            "--cloudflared".into(),
+            stand_in.display().to_string(),
+            "--bun".into(),
+            bun.display().to_string(),
+        ],
         env: vec![("FSD_STAND_IN".into(), "ok".into())],
         ..fsd_tests::Options::default()
     });

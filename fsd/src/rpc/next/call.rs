@@ -17,12 +17,13 @@ pub async fn call(
     domain: &str,
     method: &str,
     args: Vec<Arg>,
+    raw: Vec<serde_json::Value>,
 ) -> Option<Answer> {
     match domain {
         "files" => files::call(state, session, method, &args).await,
         "backup" => backup::call(state, method, &args).await,
         "mounts" => mounts::call(state, method, &args).await,
-        "extensions" => extensions::call(state, session, method, &args).await,
+        "extensions" => extensions::call(state, session, method, &args, raw).await,
         "processes" => processes::call(state, session, method, args).await,
         "ports" | "watch" => readiness::call(state, session, domain, method, args).await,
         "tunnels" => tunnels::call(state, method, &args).await,

@@ -1,11 +1,11 @@
-//! The next line's `extensions` (`reference-next.md` §4.11). The object provisions its code
-//! interpreter as a sidecar package; fsd recognises that package by its hash and serves it
-//! natively on its own code contexts (no tarball, no Bun sidecar, results streamed as they
-//! come): `connect` answers an object of ours with the sidecar's methods (`createContext`,
-//! `listContexts`, `deleteContext`, `interruptContext`, `runCode` with its `onEvent`
-//! callback, `__ping__`). Any other package is answered as the reference answers one not
-//! provisioned; a package sent with its tarball is refused, since fsd does not run
-//! arbitrary sidecars yet.
+//! The next line's `extensions` (`reference-next.md` §4.11). A package the object sends is
+//! provisioned with Bun and run as a sidecar (`crate::extensions`), and `connect` answers a
+//! stub that forwards each call, callback and release across the two capnweb sessions
+//! (`rpc::forward`). The object's code interpreter is the one package not run that way:
+//! fsd recognises it by its hash and serves it natively on its own code contexts (no
+//! tarball, no sidecar start, results streamed as they come), with the sidecar's methods
+//! (`createContext`, `listContexts`, `deleteContext`, `interruptContext`, `runCode` with
+//! its `onEvent` callback, `__ping__`).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +15,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::args::{Answer, options};
+use crate::extensions::{ConnectOptions, ExtensionError};
 use crate::interpreter::InterpreterService;
+use crate::rpc::forward::Forward;
 use crate::rpc::session::{Session, Settling, Target};
 use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
@@ -26,65 +28,140 @@ const INTERPRETER_HASH: &str = "8f88475725e425f72f73a98698b92da764c8d63ec3a535ae
 const INTERPRETER_ID: &str = "cloudflare-sandbox-interpreter-sidecar";
 const INTERPRETER_VERSION: &str = "0.0.0-c20b8cc3a8a6";
 
-/// Serves `extensions.connect`, `health` and `stop`.
+/// Serves `extensions.connect`, `health` and `stop`; `raw` are the arguments as sent (the
+/// tarball's bytes sit inside the options object).
 pub async fn call(
     state: &AppState,
     session: &Arc<Session>,
     method: &str,
     args: &[Arg],
+    raw: Vec<Value>,
 ) -> Option<Answer> {
+    let hash_arg = || match args.first() {
+        Some(Arg::Json(Value::String(hash))) => hash.clone(),
+        _ => String::new(),
+    };
     Some(match method {
         "connect" => {
-            let options = options(args, 0).unwrap_or_default();
-            let hash = options
+            let Some(fields) = options(args, 0) else {
+                return Some(Err(wire::js_error(
+                    "TypeError",
+                    "connect takes an options object",
+                )));
+            };
+            let hash = fields
                 .get("packageHash")
                 .and_then(Value::as_str)
                 .unwrap_or_default()
                 .to_string();
+            // The object connects before every use and never releases: one stub per
+            // package and socket, given again.
+            let key = format!("extension:{hash}");
             if hash == INTERPRETER_HASH {
-                let target: Arc<dyn Target> = Arc::new(Interpreter {
-                    service: Arc::clone(&state.interpreters),
-                });
-                session.export(target)
-            } else if options.contains_key("tarball") {
-                Err(wire::js_error(
-                    "Error",
-                    &format!(
-                        "Extension package '{hash}' cannot be run: fsd serves the interpreter \
-                         extension natively and runs no other sidecar yet"
-                    ),
-                ))
-            } else {
-                Err(json!([
-                    "error",
-                    "ExtensionTarballRequired",
-                    format!(
-                        "Extension package '{hash}' is not provisioned; resend connect() with tarball bytes"
-                    ),
-                    null,
-                    { "packageHash": hash }
-                ]))
+                return Some(session.export_keyed(&key, || {
+                    Arc::new(Interpreter {
+                        service: Arc::clone(&state.interpreters),
+                    })
+                }));
+            }
+            let connect = match connect_options(&fields, raw) {
+                Ok(connect) => connect,
+                Err(error) => return Some(Err(error)),
+            };
+            match state.extensions.connect(&hash, connect).await {
+                Ok(link) => {
+                    // A sidecar started again is another link, and another stub.
+                    let key = format!("{key}:{:p}", Arc::as_ptr(&link));
+                    session.export_keyed(&key, || Forward::main(link))
+                }
+                Err(error) => Err(rpc_error(&error, &hash)),
             }
         }
         "health" => {
-            let hash = match args.first() {
-                Some(Arg::Json(Value::String(hash))) => hash.clone(),
-                _ => String::new(),
-            };
-            let known = hash == INTERPRETER_HASH;
+            let hash = hash_arg();
+            if hash == INTERPRETER_HASH {
+                return Some(Ok(json!({
+                    "packageHash": hash,
+                    "id": INTERPRETER_ID,
+                    "version": INTERPRETER_VERSION,
+                    "provisioned": true,
+                    "running": true,
+                    "pid": null,
+                    "responsive": true,
+                })));
+            }
+            let health = state.extensions.health(&hash).await;
             Ok(json!({
                 "packageHash": hash,
-                "id": if known { INTERPRETER_ID } else { "" },
-                "version": if known { INTERPRETER_VERSION } else { "" },
-                "provisioned": known,
-                "running": known,
-                "pid": null,
-                "responsive": known,
+                "id": health.id,
+                "version": health.version,
+                "provisioned": health.provisioned,
+                "running": health.running,
+                "pid": health.pid,
+                "responsive": health.responsive,
             }))
         }
-        "stop" => Ok(wire::undefined()),
+        "stop" => {
+            state.extensions.stop(&hash_arg()).await;
+            Ok(wire::undefined())
+        }
         _ => return None,
     })
+}
+
+/// `connect`'s options: the tarball read from the expression as sent (bytes), the rest
+/// from the decoded object.
+fn connect_options(fields: &Map<String, Value>, raw: Vec<Value>) -> Result<ConnectOptions, Value> {
+    let tarball = match raw.into_iter().next() {
+        Some(Value::Object(mut sent)) => match sent.remove("tarball").map(wire::decode) {
+            None | Some(Ok(Arg::Undefined)) => None,
+            Some(Ok(Arg::Bytes(bytes))) => Some(bytes),
+            Some(_) => {
+                return Err(wire::js_error("TypeError", "tarball must be a Uint8Array"));
+            }
+        },
+        _ => None,
+    };
+    let timeout = fields.get("readinessTimeoutMs");
+    let readiness_timeout_ms = match timeout {
+        None | Some(Value::Null) => None,
+        Some(value) => match value.as_u64() {
+            Some(ms) if ms > 0 => Some(ms),
+            _ => {
+                return Err(wire::js_error(
+                    "TypeError",
+                    "readinessTimeoutMs must be a positive number of milliseconds",
+                ));
+            }
+        },
+    };
+    Ok(ConnectOptions {
+        tarball,
+        bin: fields
+            .get("bin")
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        readiness_timeout_ms,
+        allow_install_scripts: fields
+            .get("allowInstallScripts")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    })
+}
+
+/// An extension's failure as the object reads it: the refusal it retries with a tarball
+/// by its message (its name does not survive), everything else a plain `Error`.
+fn rpc_error(error: &ExtensionError, hash: &str) -> Value {
+    match error {
+        ExtensionError::NotProvisioned(_) => json!([
+            "error",
+            "ExtensionTarballRequired",
+            error.to_string(),
+            null,
+            { "packageHash": hash }
+        ]),
+        other => wire::js_error("Error", &other.to_string()),
+    }
 }
 
 /// The interpreter sidecar's main object, on fsd's code contexts.
