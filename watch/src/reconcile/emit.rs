@@ -463,12 +463,17 @@ impl Emitter<'_> {
             .iter()
             .map(|&child| (self.path(child), self.is_dir(child)))
             .collect();
-        if self.is_dir(id) && !self.reporter.tells_inside(&path) {
-            below.extend(
-                self.told_subtree(id)
-                    .into_iter()
-                    .map(|(child, relative)| (path.join(relative), self.is_dir(child))),
-            );
+        // A directory the filter does not report may hold entries it does: each is told,
+        // for the node and for every directory it takes along.
+        for node in std::iter::once(id).chain(along.iter().copied()) {
+            let at = self.path(node);
+            if self.is_dir(node) && !self.reporter.tells_inside(&at) {
+                below.extend(
+                    self.told_subtree(node)
+                        .into_iter()
+                        .map(|(child, relative)| (at.join(relative), self.is_dir(child))),
+                );
+            }
         }
         let mut told = HashSet::new();
         below.retain(|(path, _)| told.insert(path.clone()));
