@@ -24,6 +24,7 @@ mod interpreter;
 pub mod merge;
 mod mounts;
 mod search;
+pub mod snapshot;
 mod sse;
 mod stdin;
 mod sync;

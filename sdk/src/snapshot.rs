@@ -1,0 +1,297 @@
+//! A local directory as the merge sees it ([`merge::Snapshot`]): each entry's kind,
+//! permission bits and content hash (SHA-256), symlinks as links with their targets
+//! (never followed), and what sync leaves out skipped: the default excludes and
+//! `.gitignore`-style patterns. What the merge cannot hold is named, never dropped
+//! silently: devices, FIFOs, sockets and names that are not UTF-8.
+//!
+//! Hashing every file on every scan would read the whole tree; a [`ScanCache`] of sizes,
+//! mtimes and inode numbers spares files that did not change. A record taken within two
+//! seconds of the file's mtime is not trusted later (a write in the same clock tick keeps
+//! size and mtime), as git does with racy entries.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::merge::{Entry, Snapshot};
+
+/// What two-way sync leaves out unless told otherwise (and its own state, always).
+pub const DEFAULT_EXCLUDES: &[&str] = &[".git", "node_modules", ".DS_Store"];
+/// The directory beside the synced files where sync keeps its state.
+pub const STATE_DIR: &str = ".fsd-sync";
+/// How recent an mtime must not be for a record of it to be trusted.
+const RACY: Duration = Duration::from_secs(2);
+
+/// `.gitignore`-style patterns, anchored at the synced directory.
+pub struct Ignores {
+    matcher: Gitignore,
+}
+
+impl Ignores {
+    /// The defaults (unless `defaults` is false), the state directory, and `patterns`.
+    pub fn new(patterns: &[String], defaults: bool) -> Result<Self, ignore::Error> {
+        let mut builder = GitignoreBuilder::new("");
+        let defaults = if defaults { DEFAULT_EXCLUDES } else { &[] };
+        for pattern in defaults
+            .iter()
+            .copied()
+            .chain([STATE_DIR])
+            .chain(patterns.iter().map(String::as_str))
+        {
+            builder.add_line(None, pattern)?;
+        }
+        Ok(Self {
+            matcher: builder.build()?,
+        })
+    }
+
+    /// Whether `relative` (a `/`-separated path under the synced directory) is left out.
+    pub fn ignored(&self, relative: &str, is_dir: bool) -> bool {
+        self.matcher
+            .matched_path_or_any_parents(relative, is_dir)
+            .is_ignore()
+    }
+}
+
+/// What a scan knew of a file: enough to tell it unchanged without reading it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Seen {
+    pub size: u64,
+    pub mtime_ns: i128,
+    pub ino: u64,
+    pub hash: String,
+}
+
+/// Files' records by path, from one scan to the next.
+pub type ScanCache = BTreeMap<String, Seen>;
+
+/// One scan's result.
+#[derive(Debug, Default)]
+pub struct Scan {
+    pub snapshot: Snapshot,
+    /// Records for the next scan.
+    pub cache: ScanCache,
+    /// What the merge cannot hold (devices, FIFOs, sockets, names not UTF-8), by path.
+    pub skipped: Vec<String>,
+    /// Files read and hashed (not taken from the cache).
+    pub hashed: usize,
+}
+
+/// Scans the directory `root`.
+pub fn scan(root: &Path, ignores: &Ignores, cache: &ScanCache) -> std::io::Result<Scan> {
+    let mut out = Scan::default();
+    let now = SystemTime::now();
+    let mut pending = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, prefix)) = pending.pop() {
+        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&dir)?.flatten().collect();
+        entries.sort_by_key(std::fs::DirEntry::file_name);
+        for entry in entries {
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                out.skipped.push(path.display().to_string());
+                continue;
+            };
+            let relative = if prefix.is_empty() {
+                name
+            } else {
+                format!("{prefix}/{name}")
+            };
+            // Gone since the listing: not there.
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let kind = meta.file_type();
+            if ignores.ignored(&relative, kind.is_dir()) {
+                continue;
+            }
+            let mode = permissions(&meta);
+            if kind.is_dir() {
+                out.snapshot.insert(relative.clone(), Entry::Dir { mode });
+                pending.push((path, relative));
+            } else if kind.is_symlink() {
+                let target = std::fs::read_link(&path)?;
+                match target.to_str() {
+                    Some(target) => {
+                        out.snapshot.insert(
+                            relative,
+                            Entry::Link {
+                                target: target.to_string(),
+                            },
+                        );
+                    }
+                    None => out.skipped.push(relative),
+                }
+            } else if kind.is_file() {
+                let seen = record(&meta, String::new());
+                let hash = match cache.get(&relative) {
+                    Some(known) if same_file(known, &seen) => known.hash.clone(),
+                    _ => match hash_file(&path) {
+                        Ok(hash) => {
+                            out.hashed += 1;
+                            hash
+                        }
+                        Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
+                        Err(error) => return Err(error),
+                    },
+                };
+                if !racy(&meta, now) {
+                    out.cache
+                        .insert(relative.clone(), record(&meta, hash.clone()));
+                }
+                out.snapshot.insert(relative, Entry::File { hash, mode });
+            } else {
+                out.skipped.push(relative);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The SHA-256 of a file's content, as lowercase hex.
+pub fn hash_file(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    Ok(hasher
+        .finalize()
+        .iter()
+        .map(|byte| format!("{byte:02x}"))
+        .collect())
+}
+
+fn same_file(known: &Seen, now: &Seen) -> bool {
+    known.size == now.size && known.mtime_ns == now.mtime_ns && known.ino == now.ino
+}
+
+fn mtime_ns(meta: &std::fs::Metadata) -> i128 {
+    meta.modified()
+        .ok()
+        .and_then(|at| at.duration_since(SystemTime::UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_nanos() as i128)
+}
+
+fn racy(meta: &std::fs::Metadata, now: SystemTime) -> bool {
+    meta.modified()
+        .ok()
+        .and_then(|at| now.duration_since(at).ok())
+        .is_none_or(|age| age < RACY)
+}
+
+#[cfg(unix)]
+fn record(meta: &std::fs::Metadata, hash: String) -> Seen {
+    use std::os::unix::fs::MetadataExt;
+    Seen {
+        size: meta.len(),
+        mtime_ns: mtime_ns(meta),
+        ino: meta.ino(),
+        hash,
+    }
+}
+
+#[cfg(not(unix))]
+fn record(meta: &std::fs::Metadata, hash: String) -> Seen {
+    Seen {
+        size: meta.len(),
+        mtime_ns: mtime_ns(meta),
+        ino: 0,
+        hash,
+    }
+}
+
+#[cfg(unix)]
+fn permissions(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o777
+}
+
+#[cfg(not(unix))]
+fn permissions(meta: &std::fs::Metadata) -> u32 {
+    if meta.is_dir() { 0o755 } else { 0o644 }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tree_is_scanned_with_links_modes_and_ignores_and_the_cache_spares_reads() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("src/empty")).unwrap();
+        std::fs::create_dir_all(root.join("node_modules/x")).unwrap();
+        std::fs::create_dir_all(root.join(STATE_DIR)).unwrap();
+        std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+        std::fs::write(root.join("build.log"), "noise").unwrap();
+        std::fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::os::unix::fs::symlink("../outside", root.join("src/link")).unwrap();
+        nix_fifo(&root.join("pipe"));
+        let ignores = Ignores::new(&["*.log".to_string()], true).unwrap();
+        let scan = scan(root, &ignores, &ScanCache::new()).unwrap();
+        let paths: Vec<&str> = scan.snapshot.keys().map(String::as_str).collect();
+        assert_eq!(
+            paths,
+            ["run.sh", "src", "src/empty", "src/link", "src/main.rs"],
+            "defaults, the state directory and the pattern left out"
+        );
+        assert_eq!(
+            scan.snapshot["src/link"],
+            Entry::Link {
+                target: "../outside".into()
+            }
+        );
+        assert!(matches!(
+            scan.snapshot["run.sh"],
+            Entry::File { mode: 0o755, .. }
+        ));
+        assert_eq!(
+            scan.snapshot["src/main.rs"],
+            Entry::File {
+                hash: hash_file(&root.join("src/main.rs")).unwrap(),
+                mode: 0o644
+            }
+        );
+        assert_eq!(
+            scan.skipped,
+            ["pipe"],
+            "a FIFO is named, not dropped silently"
+        );
+        assert_eq!(scan.hashed, 2);
+        // Records of files just written are not trusted: they are read again.
+        assert!(scan.cache.is_empty());
+        let aged = ScanCache::from([(
+            "src/main.rs".to_string(),
+            record(
+                &std::fs::symlink_metadata(root.join("src/main.rs")).unwrap(),
+                "cached".into(),
+            ),
+        )]);
+        let again = super::scan(root, &ignores, &aged).unwrap();
+        assert_eq!(again.hashed, 1, "the cached file is not read");
+        assert!(
+            matches!(&again.snapshot["src/main.rs"], Entry::File { hash, .. } if hash == "cached")
+        );
+    }
+
+    fn nix_fifo(path: &Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+}
