@@ -267,6 +267,53 @@ pub struct ArchiveRequest {
     pub session_id: Option<String>,
 }
 
+/// `POST /api/files/manifest` (fsd extension): every entry under a directory with what a
+/// two-way sync compares (kind, mode, size, mtime, a file's SHA-256, a link's target), read
+/// in the sandbox so no content crosses the wire to compare it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestRequest {
+    pub path: String,
+    /// `.gitignore`-style lines of what to leave out, matched against paths relative to
+    /// `path`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// One entry of a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestEntry {
+    /// Relative to the requested directory, `/` between names.
+    pub path: String,
+    #[serde(rename = "type")]
+    pub file_type: FileType,
+    /// Permission bits (`0o777` at most).
+    pub mode: u32,
+    pub size: u64,
+    pub modified_ms: i64,
+    /// A regular file's content hash, lowercase hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A symlink's target, verbatim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestResponse {
+    pub success: bool,
+    pub path: String,
+    /// Parents before what they hold.
+    pub entries: Vec<ManifestEntry>,
+    /// Entries a manifest cannot carry (names that are not UTF-8), by their lossy path.
+    pub skipped: Vec<String>,
+    pub timestamp: String,
+}
+
 /// `POST /api/stat` (fsd extension). Symlinks are reported, not followed, unless asked.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -7,10 +7,10 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::files::{
     ChmodRequest, ChownRequest, Encoding, ExistsResponse, FileInfo, FileStat, FileStreamEvent,
-    ListFilesOptions, ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse,
-    MoveRequest, PathRequest, PathResponse, PermissionsResponse, RawWriteResponse, ReadRequest,
-    ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse, WriteRequest,
-    WriteResponse,
+    ListFilesOptions, ListFilesRequest, ListFilesResponse, ManifestRequest, ManifestResponse,
+    MkdirRequest, MkdirResponse, MoveRequest, PathRequest, PathResponse, PermissionsResponse,
+    RawWriteResponse, ReadRequest, ReadResponse, RenameRequest, RenameResponse, StatRequest,
+    StatResponse, WriteRequest, WriteResponse,
 };
 use futures_util::{Stream, StreamExt, TryStreamExt};
 use reqwest::Method;
@@ -203,6 +203,22 @@ impl Sandbox {
         };
         let reply: StatResponse = self.post_json("/api/stat", &request).await?;
         Ok(reply.stat)
+    }
+
+    /// Every entry below the directory `path` with its kind, mode, size, mtime, a file's
+    /// SHA-256 and a link's target, read in the sandbox (no content crosses the wire),
+    /// leaving out what the `.gitignore`-style lines of `exclude` match.
+    pub async fn manifest(
+        &self,
+        path: &str,
+        exclude: &[String],
+    ) -> Result<ManifestResponse, SdkError> {
+        let request = ManifestRequest {
+            path: path.into(),
+            exclude: exclude.to_vec(),
+            session_id: None,
+        };
+        self.post_json("/api/files/manifest", &request).await
     }
 
     /// The `/api/read/stream` events: `Metadata`, `Chunk`s, then `Complete` or `Error`.

@@ -41,6 +41,9 @@ pub enum FileError {
     /// The raw routes' query string does not parse.
     #[error("{0}")]
     InvalidQuery(String),
+    /// A pattern of `exclude` that is not one (the wire names the field).
+    #[error("{0}")]
+    InvalidExclude(String),
     /// A raw upload's body ended before the client finished sending it.
     #[error("the upload was interrupted after {written} bytes: {reason}")]
     IncompleteBody { written: u64, reason: String },

@@ -10,6 +10,7 @@ pub(crate) mod atomic;
 mod error;
 mod json_write;
 mod listing;
+mod manifest;
 mod mime;
 mod permissions;
 mod raw;

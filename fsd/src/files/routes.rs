@@ -11,9 +11,9 @@ use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
     ChmodRequest, ChownRequest, Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse,
-    MkdirRequest, MkdirResponse, MoveRequest, PathRequest, PathResponse, PermissionsResponse,
-    ReadRequest, ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse,
-    WriteResponse, mode_digits,
+    ManifestRequest, ManifestResponse, MkdirRequest, MkdirResponse, MoveRequest, PathRequest,
+    PathResponse, PermissionsResponse, ReadRequest, ReadResponse, RenameRequest, RenameResponse,
+    StatRequest, StatResponse, WriteResponse, mode_digits,
 };
 
 use super::error::FileError;
@@ -43,6 +43,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/list-files", post(list_files))
         .route("/api/exists", post(exists))
         .route("/api/stat", post(stat))
+        .route("/api/files/manifest", post(manifest))
         .route("/api/files/raw", get(raw::download).put(raw::upload))
         .route("/api/files/archive", post(super::archive::archive))
         .route("/api/chmod", post(chmod))
@@ -305,6 +306,25 @@ pub async fn stat(
         success: true,
         path: req.path,
         stat,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// `POST /api/files/manifest`: every entry below a directory with its hash or target.
+pub async fn manifest(
+    State(state): State<AppState>,
+    JsonBody(req): JsonBody<ManifestRequest>,
+) -> Reply<ManifestResponse> {
+    let manifest = state
+        .files
+        .manifest(req.session_id.as_deref(), &req.path, &req.exclude)
+        .await
+        .op(Operation::DirectoryList)?;
+    Ok(Json(ManifestResponse {
+        success: true,
+        path: req.path,
+        entries: manifest.entries,
+        skipped: manifest.skipped,
         timestamp: now_rfc3339(),
     }))
 }

@@ -66,6 +66,8 @@ pub struct FileService {
     policy: PathPolicy,
     /// Where temp files go, for the sweep after a crash.
     scratch: Arc<ScratchLog>,
+    /// Files' hashes from earlier manifests.
+    hashes: Arc<super::manifest::HashCache>,
 }
 
 impl FileService {
@@ -74,6 +76,7 @@ impl FileService {
             policy: paths.policy().clone(),
             paths,
             scratch: Arc::new(scratch),
+            hashes: Arc::default(),
         }
     }
 
@@ -481,6 +484,49 @@ impl FileService {
                 Err(err) => return Err(FileError::io("list", &path)(err)),
             }
             Ok(listing::list(&path, options))
+        })
+        .await
+    }
+
+    /// Every entry below the directory `raw` with its hash or target (see `manifest`),
+    /// leaving out what the `.gitignore`-style lines of `exclude` match.
+    pub async fn manifest(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+        exclude: &[String],
+    ) -> Result<super::manifest::Manifest, FileError> {
+        let mut patterns = ignore::gitignore::GitignoreBuilder::new("");
+        for line in exclude {
+            patterns
+                .add_line(None, line)
+                .map_err(|error| FileError::InvalidExclude(error.to_string()))?;
+        }
+        let patterns = patterns
+            .build()
+            .map_err(|error| FileError::InvalidExclude(error.to_string()))?;
+        let raw = &self.paths.in_session(session, "path", raw).await;
+        let path = self.policy.resolve("path", raw, Follow::Final)?;
+        let raw = raw.to_string();
+        let beneath = self.policy.beneath().cloned();
+        let hashes = Arc::clone(&self.hashes);
+        blocking(move || {
+            let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
+            let opened: OwnedFd = match beneath.as_deref() {
+                Some(within) => open_beneath(within, &path, &raw, flags, "Directory")?.into(),
+                None => match fs::metadata(&path) {
+                    Ok(meta) if meta.is_dir() => fs::File::open(&path)
+                        .map_err(FileError::io("manifest", &path))?
+                        .into(),
+                    Ok(_) => return Err(FileError::NotDirectory { path: raw }),
+                    Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                        return Err(FileError::not_found("Directory", &raw));
+                    }
+                    Err(err) => return Err(FileError::io("manifest", &path)(err)),
+                },
+            };
+            super::manifest::walk(opened, &patterns, &hashes)
+                .map_err(FileError::io("manifest", &path))
         })
         .await
     }

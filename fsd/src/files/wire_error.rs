@@ -18,6 +18,7 @@ impl From<FileError> for ApiError {
             }
             FileError::InvalidBase64 => Self::validation("content", message, "INVALID_BASE64"),
             FileError::InvalidQuery(_) => Self::validation("query", message, "INVALID_QUERY"),
+            FileError::InvalidExclude(_) => Self::validation("exclude", message, "INVALID_PATTERN"),
             FileError::IncompleteBody { .. } => {
                 Self::validation("body", message, "INCOMPLETE_BODY")
             }

@@ -367,3 +367,90 @@ async fn stat_files_directories_and_links() {
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
     assert_eq!(body["operation"], "file.stat");
 }
+
+/// A manifest: every entry below a directory with its hash or target, computed in the
+/// sandbox (two-way sync compares both sides with it), excludes applied, links never
+/// followed, a FIFO listed without being opened, and a changed file hashed again.
+#[tokio::test]
+async fn a_manifest_lists_hashes_links_and_modes_and_follows_changes() {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::PermissionsExt;
+    let daemon = Daemon::start();
+    let root = daemon.path("m");
+    std::fs::create_dir_all(root.join("src/empty")).unwrap();
+    std::fs::create_dir_all(root.join("node_modules/x")).unwrap();
+    std::fs::write(root.join("src/main.rs"), "fn main() {}\n").unwrap();
+    std::fs::write(root.join("build.log"), "noise").unwrap();
+    std::fs::write(root.join("run.sh"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(root.join("run.sh"), std::fs::Permissions::from_mode(0o750)).unwrap();
+    symlink("/etc", root.join("src/out")).unwrap();
+    nix::unistd::mkfifo(&root.join("pipe"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let sha = |text: &str| format!("{:x}", Sha256::digest(text.as_bytes()));
+    let request = json!({"path": "m", "exclude": ["node_modules", "*.log"]});
+    let (status, body) = daemon.post("/api/files/manifest", request.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let entries = body["entries"].as_array().unwrap();
+    let paths: Vec<&str> = entries
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "pipe",
+            "run.sh",
+            "src",
+            "src/empty",
+            "src/main.rs",
+            "src/out"
+        ]
+    );
+    let entry = |path: &str| entries.iter().find(|e| e["path"] == path).unwrap().clone();
+    assert_eq!(entry("run.sh")["mode"], 0o750);
+    assert_eq!(entry("run.sh")["sha256"], sha("#!/bin/sh\n"));
+    assert_eq!(entry("src/main.rs")["type"], "file");
+    assert_eq!(entry("src/main.rs")["size"], 13);
+    assert_eq!(entry("src/out")["type"], "symlink");
+    assert_eq!(entry("src/out")["target"], "/etc");
+    assert!(
+        entry("src/out").get("sha256").is_none(),
+        "a link is not followed"
+    );
+    assert_eq!(entry("pipe")["type"], "other");
+    assert_eq!(entry("src")["type"], "directory");
+    // A write is seen by the next manifest, whatever was kept.
+    std::fs::write(root.join("src/main.rs"), "fn main() { println!() }\n").unwrap();
+    let (_, body) = daemon.post("/api/files/manifest", request).await;
+    let changed = body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["path"] == "src/main.rs")
+        .unwrap()
+        .clone();
+    assert_eq!(changed["sha256"], sha("fn main() { println!() }\n"));
+    // Refusals: a bad pattern names the field, a file is not a directory, outside refused.
+    let (status, body) = daemon
+        .post(
+            "/api/files/manifest",
+            json!({"path": "m", "exclude": ["[z-a]"]}),
+        )
+        .await;
+    assert_error(status, &body, 400, "VALIDATION_FAILED");
+    assert_eq!(
+        body["context"]["validationErrors"][0]["field"], "exclude",
+        "{body}"
+    );
+    assert_eq!(
+        body["context"]["validationErrors"][0]["code"],
+        "INVALID_PATTERN"
+    );
+    let (status, body) = daemon
+        .post("/api/files/manifest", json!({"path": "m/run.sh"}))
+        .await;
+    assert_error(status, &body, 400, "NOT_DIRECTORY");
+    let (status, body) = daemon
+        .post("/api/files/manifest", json!({"path": "missing"}))
+        .await;
+    assert_error(status, &body, 404, "FILE_NOT_FOUND");
+}
