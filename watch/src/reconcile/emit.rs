@@ -81,8 +81,11 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
         deletes.retain(|&id| {
             if !emitter.present(id) {
                 // Gone with a directory told deleted before it (or deleted to be made
-                // again): only what it took along from elsewhere is left to tell.
+                // again): only what it took along from elsewhere is left to tell, and its
+                // name there is free (a directory made again may put another at it).
                 along.extend(emitter.topmost_taken_along(id));
+                emitter.vacate(id);
+                emitter.cur.insert(id, None);
                 progress = true;
                 return false;
             }
@@ -135,9 +138,20 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
         // inside it that had yet to move out.
         let Some(&id) = moves.iter().next() else {
             // Nothing can move and nothing is left to wait for (cannot happen on a tree):
-            // what remains is told as made, which is exact if redundant.
-            for id in std::mem::take(&mut creates) {
-                emitter.create(id, &BTreeSet::new(), &BTreeSet::new());
+            // what remains is told as made, which is exact if redundant, shallowest first,
+            // each under a directory that is there (the topmost one missing is made with
+            // what it holds), so no path is told cut short.
+            let mut rest: Vec<NodeId> = std::mem::take(&mut creates).into_iter().collect();
+            rest.sort_by_key(|&id| tree.path(id).components().count());
+            for id in rest {
+                if emitter.present(id) {
+                    continue;
+                }
+                let mut top = id;
+                while tree.node(top).parent != ROOT && !emitter.present(tree.node(top).parent) {
+                    top = tree.node(top).parent;
+                }
+                emitter.create(top, &BTreeSet::new(), &BTreeSet::new());
             }
             break;
         };
