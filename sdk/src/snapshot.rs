@@ -1,4 +1,4 @@
-//! A local directory as the merge sees it ([`merge::Snapshot`]): each entry's kind,
+//! A local directory as the merge sees it ([`crate::merge::Snapshot`]): each entry's kind,
 //! permission bits and content hash (SHA-256), symlinks as links with their targets
 //! (never followed), and what sync leaves out skipped: the default excludes and
 //! `.gitignore`-style patterns. What the merge cannot hold is named, never dropped
