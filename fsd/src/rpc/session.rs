@@ -583,6 +583,11 @@ impl Session {
         let waiter = settles.then(|| {
             let (tx, rx) = oneshot::channel();
             lock(&self.imports).insert(id, tx);
+            // A connection that has ended answers nobody: a waiter registered after
+            // `close` cleared the table is dropped (its receiver sees the end), not left.
+            if self.is_closed() {
+                lock(&self.imports).remove(&id);
+            }
             rx
         });
         let _ = outbox.frames.send(make(id)).await;
