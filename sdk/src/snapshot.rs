@@ -10,7 +10,6 @@
 //! size and mtime), as git does with racy entries.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
@@ -154,21 +153,9 @@ pub fn scan(root: &Path, ignores: &Ignores, cache: &ScanCache) -> std::io::Resul
 
 /// The SHA-256 of a file's content, as lowercase hex.
 pub fn hash_file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        let read = file.read(&mut buffer)?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-    }
-    Ok(hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(format!("{:x}", hasher.finalize()))
 }
 
 fn same_file(known: &Seen, now: &Seen) -> bool {

@@ -65,7 +65,7 @@ pub async fn provision(
     bun: &Path,
     path_env: &str,
 ) -> Result<Manifest, ExtensionError> {
-    let computed = hex(&Sha256::digest(tarball));
+    let computed = crate::random::hex(&Sha256::digest(tarball));
     if computed != hash {
         return Err(ExtensionError::HashMismatch {
             declared: hash.chars().take(12).collect(),
@@ -233,10 +233,6 @@ async fn install(
         )));
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]

@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::io::Read;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Mutex;
@@ -155,21 +154,9 @@ fn hash(
     if SFlag::from_bits_truncate(opened.st_mode) & SFlag::S_IFMT != SFlag::S_IFREG {
         return None;
     }
-    let mut file = std::fs::File::from(fd);
     let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 64 * 1024];
-    loop {
-        match file.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => hasher.update(&buffer[..read]),
-            Err(_) => return None,
-        }
-    }
-    let hash: String = hasher
-        .finalize()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect();
+    std::io::copy(&mut std::fs::File::from(fd), &mut hasher).ok()?;
+    let hash = crate::random::hex(&hasher.finalize());
     let opened_mtime = opened.st_mtime as i128 * 1_000_000_000 + opened.st_mtime_nsec as i128;
     if now_ns - opened_mtime >= RACY_NS {
         let mut kept = cache.lock();

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::session::{Session, Settling, Target};
-use super::wire::{self, Arg};
+use super::wire;
 
 /// How deep a forwarded expression may nest.
 const MAX_DEPTH: usize = 64;
@@ -35,17 +35,6 @@ impl Forward {
 }
 
 impl Target for Forward {
-    fn call(self: Arc<Self>, session: Arc<Session>, method: String, args: Vec<Arg>) -> Settling {
-        // Calls arrive through `call_raw`; this is only reached by a caller that decoded.
-        let _ = (session, args);
-        Box::pin(async move {
-            Err(wire::js_error(
-                "TypeError",
-                &format!("'{method}' cannot be forwarded with decoded arguments"),
-            ))
-        })
-    }
-
     fn call_raw(
         self: Arc<Self>,
         session: Arc<Session>,

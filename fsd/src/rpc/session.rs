@@ -45,8 +45,12 @@ pub type Settling = std::pin::Pin<Box<dyn Future<Output = Settlement> + Send>>;
 /// An object of ours the peer holds (`["export", -k]` in a result): the peer calls its
 /// methods, and it is disposed when the peer releases its last reference or the socket ends.
 pub trait Target: Send + Sync + 'static {
-    /// Serves `method(args)` called on this object.
-    fn call(self: Arc<Self>, session: Arc<Session>, method: String, args: Vec<Arg>) -> Settling;
+    /// Serves `method(args)` called on this object (none, unless it says).
+    fn call(self: Arc<Self>, session: Arc<Session>, method: String, args: Vec<Arg>) -> Settling {
+        let _ = (session, args);
+        let error = wire::js_error("TypeError", &format!("'{method}' is not a method"));
+        Box::pin(async move { Err(error) })
+    }
     /// The peer holds it no more: whatever it runs stops.
     fn dispose(&self);
     /// Serves a call as the peer sent it: `path` (empty when the object is a function

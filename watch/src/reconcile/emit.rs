@@ -59,17 +59,7 @@ pub(super) fn emit(tree: &Tree, batch: &Batch, gone: &[NodeId], reporter: &Repor
     // kept moving while it was read) is told deleted where it was told: nothing else
     // tells it. The topmost such node carries what it holds.
     for &top in gone.iter().filter(|&&id| created(id)) {
-        let mut stack: Vec<NodeId> = tree.node(top).children.values().copied().collect();
-        while let Some(id) = stack.pop() {
-            if left.contains(&id) {
-                continue;
-            }
-            if matches!(batch.before.get(&id), Some(Some(_))) {
-                deletes.push(id);
-            } else {
-                stack.extend(tree.node(id).children.values().copied());
-            }
-        }
+        deletes.extend(emitter.topmost_taken_along(top));
     }
     deletes.sort_by_key(|&id| std::cmp::Reverse(emitter.depth(id)));
 

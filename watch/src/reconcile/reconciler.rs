@@ -344,14 +344,8 @@ impl Reconciler {
                 // went, or another directory took its name (and perhaps its inode number).
                 // Its name is looked at again in its parent (not passed over for an inode
                 // number that matches), and it is listed once found.
-                if dir == ROOT {
-                    self.root_gone = true;
-                } else {
-                    let (parent, name) = {
-                        let node = self.tree.node(dir);
-                        (node.parent, node.name.clone())
-                    };
-                    self.hint(parent, Some(&name), false);
+                self.hint_gone(dir);
+                if dir != ROOT {
                     batch.waiting.insert(dir);
                 }
                 return;
@@ -748,11 +742,7 @@ impl Reconciler {
                 // Moved or removed since its directory was read (the path was that of a
                 // moment ago): its name is read again (whatever inode number is there now),
                 // and the watch made where it is.
-                let (parent, name) = {
-                    let node = self.tree.node(id);
-                    (node.parent, node.name.clone())
-                };
-                self.hint(parent, Some(&name), false);
+                self.hint_gone(id);
             }
             Err(failure) => {
                 // What happens inside is not seen: told once per batch as lost events (or,
