@@ -263,6 +263,10 @@ pub struct ArchiveRequest {
     /// Names (one path segment each) left out wherever they occur, with what is under them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Only these regular files (relative to `path`, reached through no symlink), in this
+    /// order; one gone or no longer a file is left out. Empty: the whole tree.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
 }
@@ -311,6 +315,107 @@ pub struct ManifestResponse {
     pub entries: Vec<ManifestEntry>,
     /// Entries a manifest cannot carry (names that are not UTF-8), by their lossy path.
     pub skipped: Vec<String>,
+    pub timestamp: String,
+}
+
+/// `POST /api/files/apply` (fsd extension): a batch of changes to a tree, each made only
+/// if its path still holds what the caller last saw there (two-way sync's check before
+/// change, made in the sandbox so nothing changes between the check and the change but a
+/// clock tick). The body is binary: a 4-byte big-endian length, this request as JSON of that
+/// length, then the content of every [`ApplyStep::PutFile`] in order, raw (no base64).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyRequest {
+    /// The directory the steps' paths are relative to (`/` between names). Nothing below it
+    /// is followed through a symlink.
+    pub path: String,
+    pub steps: Vec<ApplyStep>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+}
+
+/// What a path holds, as a step expects or finds it. Modes are not compared.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Held {
+    Absent,
+    File { sha256: String },
+    Directory,
+    Symlink { target: String },
+    /// A device, FIFO or socket: never matches a step's expectation, so never replaced.
+    Other,
+}
+
+/// One change of an [`ApplyRequest`], made only if `expect` is what the path holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "camelCase")]
+pub enum ApplyStep {
+    /// The path becomes a regular file of `size` bytes from the body, whose SHA-256 must be
+    /// `sha256` (else the source changed while it was read, and nothing is changed), with
+    /// `mode`. An empty directory at the path is replaced; a non-empty one is a change.
+    #[serde(rename_all = "camelCase")]
+    PutFile {
+        path: String,
+        expect: Held,
+        size: u64,
+        sha256: String,
+        mode: u32,
+    },
+    /// The path becomes a directory with `mode` (a file or link there is replaced).
+    Mkdir { path: String, expect: Held, mode: u32 },
+    /// The path becomes a symlink to `target`, verbatim.
+    Symlink {
+        path: String,
+        expect: Held,
+        target: String,
+    },
+    /// The permission bits of the file or directory at the path become `mode`.
+    Chmod { path: String, expect: Held, mode: u32 },
+    /// What is at the path goes (a directory only when empty).
+    Remove { path: String, expect: Held },
+    /// What is at `path` moves to `to`, which must be free.
+    Rename {
+        path: String,
+        expect: Held,
+        to: String,
+    },
+}
+
+impl ApplyStep {
+    /// The path the step changes (a rename's origin).
+    pub fn path(&self) -> &str {
+        match self {
+            Self::PutFile { path, .. }
+            | Self::Mkdir { path, .. }
+            | Self::Symlink { path, .. }
+            | Self::Chmod { path, .. }
+            | Self::Remove { path, .. }
+            | Self::Rename { path, .. } => path,
+        }
+    }
+}
+
+/// What became of one step.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "lowercase")]
+pub enum StepOutcome {
+    Applied,
+    /// The path did not hold what the step expected (or a rename's destination was taken,
+    /// or a directory to replace was not empty): nothing was changed. `found` is what it
+    /// held.
+    Changed { found: Held },
+    /// The step could not be made (a parent missing, content that did not match its hash,
+    /// an I/O error); nothing was changed.
+    Failed { reason: String },
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyResponse {
+    pub success: bool,
+    pub path: String,
+    /// One per step, in order.
+    pub outcomes: Vec<StepOutcome>,
     pub timestamp: String,
 }
 

@@ -275,11 +275,35 @@ impl Sandbox {
         path: &str,
         exclude: &[&str],
     ) -> Result<impl Stream<Item = Result<Bytes, SdkError>> + Send + use<>, SdkError> {
-        let request = fsd_api::files::ArchiveRequest {
+        self.archive_request(fsd_api::files::ArchiveRequest {
             path: path.into(),
             exclude: exclude.iter().map(|s| s.to_string()).collect(),
+            files: Vec::new(),
             session_id: None,
-        };
+        })
+        .await
+    }
+
+    /// Some regular files under a directory as one tar stream, in the order given (paths
+    /// relative to `path`); one gone or no longer a file is left out.
+    pub async fn download_files(
+        &self,
+        path: &str,
+        files: Vec<String>,
+    ) -> Result<impl Stream<Item = Result<Bytes, SdkError>> + Send + use<>, SdkError> {
+        self.archive_request(fsd_api::files::ArchiveRequest {
+            path: path.into(),
+            exclude: Vec::new(),
+            files,
+            session_id: None,
+        })
+        .await
+    }
+
+    async fn archive_request(
+        &self,
+        request: fsd_api::files::ArchiveRequest,
+    ) -> Result<impl Stream<Item = Result<Bytes, SdkError>> + Send + use<>, SdkError> {
         let response = check(
             self.request(Method::POST, "/api/files/archive")
                 .json(&request)

@@ -31,6 +31,7 @@ mod sync;
 mod system;
 mod terminal;
 mod tunnels;
+pub mod two_way;
 mod watch;
 mod ws;
 

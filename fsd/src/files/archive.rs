@@ -43,6 +43,15 @@ pub async fn archive(
             .into());
         }
     }
+    for (index, file) in request.files.iter().enumerate() {
+        if let Err(reason) = super::apply::relative(file) {
+            return Err(ApiError::validation(
+                &format!("files[{index}]"),
+                reason,
+                "INVALID_PATH",
+            ));
+        }
+    }
     let dir = state
         .files
         .directory(request.session_id.as_deref(), &request.path)
@@ -50,6 +59,7 @@ pub async fn archive(
         .op(Operation::FileRead)?;
     let (sender, receiver) = mpsc::channel::<Result<Bytes, std::io::Error>>(QUEUE_CHUNKS);
     let exclude = request.exclude;
+    let files = request.files;
     tokio::task::spawn_blocking(move || {
         let failed = sender.clone();
         let writer = ChannelWriter {
@@ -63,7 +73,12 @@ pub async fn archive(
             let name = relative.file_name().unwrap_or_default();
             exclude.iter().any(|x| name == x.as_str())
         };
-        let result = write_tree(&mut builder, &dir, Path::new(""), &excluded)
+        let written = if files.is_empty() {
+            write_tree(&mut builder, &dir, Path::new(""), &excluded)
+        } else {
+            write_files(&mut builder, &dir, &files)
+        };
+        let result = written
             .and_then(|()| builder.into_inner())
             .and_then(|mut writer| writer.flush());
         if let Err(err) = result {
@@ -151,6 +166,40 @@ pub fn write_tree<W: Write>(
             });
             builder.append_data(&mut header, relative, std::io::empty())?;
         }
+    }
+    Ok(())
+}
+
+/// The regular files `files` (plain relative paths) below `dir`, each reached through no
+/// symlink; one gone, or not a regular file, is left out.
+fn write_files<W: Write>(
+    builder: &mut tar::Builder<W>,
+    dir: &Path,
+    files: &[String],
+) -> std::io::Result<()> {
+    use nix::fcntl::{OFlag, openat};
+    let root: std::os::fd::OwnedFd = std::fs::File::open(dir)?.into();
+    for relative in files {
+        let Ok((parent, name)) = super::apply::open_parent(&root, relative) else {
+            continue;
+        };
+        let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        let Ok(fd) = openat(&parent, name, flags, nix::sys::stat::Mode::empty()) else {
+            continue;
+        };
+        let file = std::fs::File::from(fd);
+        let Ok(meta) = file.metadata() else { continue };
+        if !meta.is_file() {
+            continue;
+        }
+        let size = meta.len();
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(size);
+        header.set_mode(meta.mode() & 0o7777);
+        header.set_mtime(meta.mtime().max(0) as u64);
+        let exact = file.take(size).chain(std::io::repeat(0)).take(size);
+        builder.append_data(&mut header, relative, exact)?;
     }
     Ok(())
 }

@@ -47,6 +47,12 @@ pub enum FileError {
     /// A raw upload's body ended before the client finished sending it.
     #[error("the upload was interrupted after {written} bytes: {reason}")]
     IncompleteBody { written: u64, reason: String },
+    /// `POST /api/files/apply`'s body ended inside a file's content.
+    #[error(transparent)]
+    ApplyBody(#[from] super::apply::ApplyError),
+    /// A step of `POST /api/files/apply` that names no plain path below the tree.
+    #[error("{field}: {reason}")]
+    InvalidStep { field: String, reason: String },
     #[error("{reason}")]
     InvalidMove { field: &'static str, reason: String },
     #[error("{op} {path}: {source}")]

@@ -115,7 +115,7 @@ pub fn walk(root: OwnedFd, exclude: &Gitignore, cache: &HashCache) -> std::io::R
                     };
                     entry.target = Some(target.to_string_lossy().into_owned());
                 }
-                FileType::File => match hash(&dir, name_os, &stat, now_ns, cache) {
+                FileType::File => match file_hash_at(&dir, name_os, &stat, now_ns, cache) {
                     Some(sha256) => entry.sha256 = Some(sha256),
                     None => continue,
                 },
@@ -132,7 +132,15 @@ pub fn walk(root: OwnedFd, exclude: &Gitignore, cache: &HashCache) -> std::io::R
 
 /// The SHA-256 of the regular file `name` in `dir` (kept or read); `None` when it is gone
 /// or no longer a regular file.
-fn hash(
+pub fn file_hash(dir: &Dir, name: &OsStr, stat: &FileStat, cache: &HashCache) -> Option<String> {
+    let now_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos() as i128);
+    file_hash_at(dir, name, stat, now_ns, cache)
+}
+
+/// [`file_hash`] at the time `now_ns`.
+fn file_hash_at(
     dir: &Dir,
     name: &OsStr,
     stat: &FileStat,

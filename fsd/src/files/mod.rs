@@ -5,6 +5,7 @@
 //! files from holding a request forever.
 
 mod across;
+mod apply;
 mod archive;
 pub(crate) mod atomic;
 mod error;

@@ -10,7 +10,7 @@ use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
-    ChmodRequest, ChownRequest, Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse,
+    ApplyRequest, ApplyResponse, ChmodRequest, ChownRequest, Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse,
     ManifestRequest, ManifestResponse, MkdirRequest, MkdirResponse, MoveRequest, PathRequest,
     PathResponse, PermissionsResponse, ReadRequest, ReadResponse, RenameRequest, RenameResponse,
     StatRequest, StatResponse, WriteResponse, mode_digits,
@@ -44,6 +44,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/exists", post(exists))
         .route("/api/stat", post(stat))
         .route("/api/files/manifest", post(manifest))
+        .route("/api/files/apply", post(apply))
         .route("/api/files/raw", get(raw::download).put(raw::upload))
         .route("/api/files/archive", post(super::archive::archive))
         .route("/api/chmod", post(chmod))
@@ -325,6 +326,60 @@ pub async fn manifest(
         path: req.path,
         entries: manifest.entries,
         skipped: manifest.skipped,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// Longest JSON part of an apply body (a step is about 150 bytes).
+const MAX_APPLY_HEADER_BYTES: u32 = 64 * 1024 * 1024;
+
+/// `POST /api/files/apply`: a 4-byte big-endian length, the [`ApplyRequest`] as JSON of
+/// that length, then the files' content in the order of their steps.
+pub async fn apply(State(state): State<AppState>, request: Request) -> Reply<ApplyResponse> {
+    use futures_util::TryStreamExt;
+    use tokio::io::AsyncReadExt;
+    let op = Operation::FileWrite;
+    let body = request
+        .into_body()
+        .into_data_stream()
+        .map_err(std::io::Error::other);
+    let mut reader = tokio_util::io::StreamReader::new(body);
+    let cut = |what: &str, err: std::io::Error| {
+        ApiError::validation("body", format!("{what}: {err}"), "INCOMPLETE_BODY").with_operation(op)
+    };
+    let length = reader
+        .read_u32()
+        .await
+        .map_err(|err| cut("the body's 4-byte length of its JSON part", err))?;
+    if length > MAX_APPLY_HEADER_BYTES {
+        return Err(ApiError::validation(
+            "body",
+            format!("a JSON part of {length} bytes is over the limit of {MAX_APPLY_HEADER_BYTES}"),
+            "TOO_LARGE",
+        )
+        .with_operation(op));
+    }
+    let mut header = vec![0; length as usize];
+    reader
+        .read_exact(&mut header)
+        .await
+        .map_err(|err| cut("the body's JSON part", err))?;
+    let request: ApplyRequest =
+        parse(&header).map_err(|err| ApiError::from(err).with_operation(op))?;
+    let outcomes = state
+        .files
+        .apply(
+            request.session_id.as_deref(),
+            &request.path,
+            request.steps,
+            tokio_util::io::SyncIoBridge::new(reader),
+        )
+        .await
+        .op(op)?;
+    Ok(Json(ApplyResponse {
+        success: true,
+        path: request.path,
+        outcomes,
         timestamp: now_rfc3339(),
     }))
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use base64_simd::STANDARD as BASE64;
 use fsd_api::MAX_ENCODED_READ_BYTES;
-use fsd_api::files::{Encoding, FileInfo, FileStat};
+use fsd_api::files::{ApplyStep, Encoding, FileInfo, FileStat, StepOutcome};
 
 use super::across;
 use super::atomic::{AtomicWriteError, Destination};
@@ -505,28 +505,65 @@ impl FileService {
         let patterns = patterns
             .build()
             .map_err(|error| FileError::InvalidExclude(error.to_string()))?;
+        let (root, path) = self.tree_root(session, raw).await?;
+        let hashes = Arc::clone(&self.hashes);
+        blocking(move || {
+            super::manifest::walk(root, &patterns, &hashes)
+                .map_err(FileError::io("manifest", &path))
+        })
+        .await
+    }
+
+    /// The directory `raw` opened as the root of a tree walked or changed relative to it
+    /// (beneath the roots when confined), and where it is.
+    async fn tree_root(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+    ) -> Result<(OwnedFd, PathBuf), FileError> {
         let raw = &self.paths.in_session(session, "path", raw).await;
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let beneath = self.policy.beneath().cloned();
-        let hashes = Arc::clone(&self.hashes);
         blocking(move || {
             let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY;
             let opened: OwnedFd = match beneath.as_deref() {
                 Some(within) => open_beneath(within, &path, &raw, flags, "Directory")?.into(),
                 None => match fs::metadata(&path) {
                     Ok(meta) if meta.is_dir() => fs::File::open(&path)
-                        .map_err(FileError::io("manifest", &path))?
+                        .map_err(FileError::io("open", &path))?
                         .into(),
                     Ok(_) => return Err(FileError::NotDirectory { path: raw }),
                     Err(err) if err.kind() == io::ErrorKind::NotFound => {
                         return Err(FileError::not_found("Directory", &raw));
                     }
-                    Err(err) => return Err(FileError::io("manifest", &path)(err)),
+                    Err(err) => return Err(FileError::io("open", &path)(err)),
                 },
             };
-            super::manifest::walk(opened, &patterns, &hashes)
-                .map_err(FileError::io("manifest", &path))
+            Ok((opened, path))
+        })
+        .await
+    }
+
+    /// Applies a batch of checked changes below the directory `raw` (see
+    /// `super::apply`), the files' content read from `body`.
+    pub async fn apply(
+        &self,
+        session: Option<&str>,
+        raw: &str,
+        steps: Vec<ApplyStep>,
+        mut body: impl Read + Send + 'static,
+    ) -> Result<Vec<StepOutcome>, FileError> {
+        if let Some((field, reason)) = super::apply::invalid_step(&steps) {
+            return Err(FileError::InvalidStep { field, reason });
+        }
+        let (root, path) = self.tree_root(session, raw).await?;
+        let hashes = Arc::clone(&self.hashes);
+        let scratch = self.scratch.clone();
+        blocking(move || {
+            Ok(super::apply::apply(
+                &root, &path, &steps, &mut body, &hashes, &scratch,
+            )?)
         })
         .await
     }

@@ -22,6 +22,10 @@ impl From<FileError> for ApiError {
             FileError::IncompleteBody { .. } => {
                 Self::validation("body", message, "INCOMPLETE_BODY")
             }
+            FileError::ApplyBody(_) => Self::validation("body", message, "INCOMPLETE_BODY"),
+            FileError::InvalidStep { field, reason } => {
+                Self::validation(&field, reason, "INVALID_PATH")
+            }
             FileError::InvalidMove { field, .. } => {
                 Self::validation(field, message, "INVALID_PATH")
             }

@@ -1,0 +1,443 @@
+//! `POST /api/files/apply` (fsd extension): a batch of changes to a tree, each made only if
+//! its path still holds what the caller saw (see [`fsd_api::files::ApplyRequest`]). Two-way
+//! sync sends its plan for the sandbox side here, so an edit made in the sandbox while the
+//! sync ran is never overwritten: the check and the change are a few syscalls apart, on
+//! one open directory.
+//!
+//! Every step works relative to descriptors opened from the tree's root without following
+//! a symlink, so nothing below the root leads out of it (and under `--confine` the root was
+//! opened beneath the roots). Files arrive raw in the body, each into a scratch file beside
+//! its target that is renamed over it once its content matched its hash and the target
+//! matched its expectation; the scratch name tells a watch that the rename is the target's
+//! create or modify.
+
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use fsd_api::files::{ApplyStep, Held, StepOutcome};
+use fsd_api::scratch::{ScratchKind, scratch_path};
+use nix::dir::Dir;
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, readlinkat, renameat, renameat2};
+use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstatat, mkdirat};
+use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
+use sha2::{Digest, Sha256};
+
+use super::manifest::{HashCache, file_hash};
+use super::scratch_log::ScratchLog;
+
+/// Why a batch stopped before its end.
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    /// The body ended before a file's content did.
+    #[error("the body ended inside step {step}'s content: {source}")]
+    Body {
+        step: usize,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// A step's path that is not a plain relative path below the root: the field and why.
+pub fn invalid_step(steps: &[ApplyStep]) -> Option<(String, String)> {
+    for (index, step) in steps.iter().enumerate() {
+        let mut paths = vec![("path", step.path())];
+        if let ApplyStep::Rename { to, .. } = step {
+            paths.push(("to", to));
+        }
+        for (field, path) in paths {
+            if let Err(reason) = relative(path) {
+                return Some((format!("steps[{index}].{field}"), reason));
+            }
+        }
+    }
+    None
+}
+
+/// Whether `path` is a plain relative path: no empty, `.` or `..` name, no NUL.
+pub fn relative(path: &str) -> Result<(), String> {
+    if path.is_empty() || path.starts_with('/') || path.contains('\0') {
+        return Err(format!("{path:?} is not a relative path"));
+    }
+    if path.split('/').any(|name| matches!(name, "" | "." | "..")) {
+        return Err(format!("{path:?} has an empty, `.` or `..` name"));
+    }
+    Ok(())
+}
+
+/// Applies `steps` (checked by [`invalid_step`]) to the tree at `root` (`root_path` is
+/// where it is, for the scratch log), reading the files' content from `body` in order.
+pub fn apply(
+    root: &OwnedFd,
+    root_path: &Path,
+    steps: &[ApplyStep],
+    body: &mut impl Read,
+    hashes: &HashCache,
+    scratch: &ScratchLog,
+) -> Result<Vec<StepOutcome>, ApplyError> {
+    let tree = Tree {
+        root,
+        root_path,
+        hashes,
+        scratch,
+    };
+    let mut outcomes = Vec::with_capacity(steps.len());
+    for (index, step) in steps.iter().enumerate() {
+        let outcome = match step {
+            ApplyStep::PutFile {
+                path,
+                expect,
+                size,
+                sha256,
+                mode,
+            } => tree.put_file(path, expect, *size, sha256, *mode, body, index)?,
+            other => tree.step(other),
+        };
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
+struct Tree<'a> {
+    root: &'a OwnedFd,
+    root_path: &'a Path,
+    hashes: &'a HashCache,
+    scratch: &'a ScratchLog,
+}
+
+/// A step that could not be made, as its outcome.
+enum Refusal {
+    Changed(Held),
+    Failed(String),
+}
+
+impl From<Errno> for Refusal {
+    fn from(errno: Errno) -> Self {
+        Refusal::Failed(errno.desc().to_string())
+    }
+}
+
+impl From<io::Error> for Refusal {
+    fn from(err: io::Error) -> Self {
+        Refusal::Failed(err.to_string())
+    }
+}
+
+fn outcome(result: Result<(), Refusal>) -> StepOutcome {
+    match result {
+        Ok(()) => StepOutcome::Applied,
+        Err(Refusal::Changed(found)) => StepOutcome::Changed { found },
+        Err(Refusal::Failed(reason)) => StepOutcome::Failed { reason },
+    }
+}
+
+impl Tree<'_> {
+    /// The directory holding `path` (opened through no symlink) and the last name.
+    fn parent<'p>(&self, path: &'p str) -> Result<(OwnedFd, &'p OsStr), Refusal> {
+        open_parent(self.root, path)
+            .map_err(|errno| Refusal::Failed(format!("a parent of {path}: {}", errno.desc())))
+    }
+
+    /// What `name` in `dir` holds now.
+    fn held(&self, dir: &OwnedFd, name: &OsStr) -> Result<Held, Refusal> {
+        let stat = match fstatat(dir, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(stat) => stat,
+            Err(Errno::ENOENT) => return Ok(Held::Absent),
+            Err(errno) => return Err(errno.into()),
+        };
+        let format = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+        Ok(if format == SFlag::S_IFDIR {
+            Held::Directory
+        } else if format == SFlag::S_IFLNK {
+            Held::Symlink {
+                target: readlinkat(dir, name)?.to_string_lossy().into_owned(),
+            }
+        } else if format == SFlag::S_IFREG {
+            let opened = Dir::from_fd(dir.try_clone()?).map_err(io::Error::from)?;
+            match file_hash(&opened, name, &stat, self.hashes) {
+                Some(sha256) => Held::File { sha256 },
+                // Gone or replaced since the stat: read again.
+                None => return self.held(dir, name),
+            }
+        } else {
+            Held::Other
+        })
+    }
+
+    /// Checks that `name` holds `expect`; answers what it holds.
+    fn check(&self, dir: &OwnedFd, name: &OsStr, expect: &Held) -> Result<Held, Refusal> {
+        let found = self.held(dir, name)?;
+        if &found != expect || found == Held::Other {
+            return Err(Refusal::Changed(found));
+        }
+        Ok(found)
+    }
+
+    /// Clears `name` for something new of another kind: an empty directory is removed, a
+    /// file or link is left to the rename that replaces it.
+    fn clear_for_rename(&self, dir: &OwnedFd, name: &OsStr, found: &Held) -> Result<(), Refusal> {
+        if *found == Held::Directory {
+            remove_dir(dir, name)?;
+        }
+        Ok(())
+    }
+
+    fn step(&self, step: &ApplyStep) -> StepOutcome {
+        outcome(match step {
+            ApplyStep::Mkdir { path, expect, mode } => self.mkdir(path, expect, *mode),
+            ApplyStep::Symlink {
+                path,
+                expect,
+                target,
+            } => self.symlink(path, expect, target),
+            ApplyStep::Chmod { path, expect, mode } => self.chmod(path, expect, *mode),
+            ApplyStep::Remove { path, expect } => self.remove(path, expect),
+            ApplyStep::Rename { path, expect, to } => self.rename(path, expect, to),
+            ApplyStep::PutFile { .. } => Err(Refusal::Failed("a file needs its content".into())),
+        })
+    }
+
+    fn mkdir(&self, path: &str, expect: &Held, mode: u32) -> Result<(), Refusal> {
+        let (dir, name) = self.parent(path)?;
+        let found = self.check(&dir, name, expect)?;
+        match found {
+            Held::Directory => {}
+            Held::Absent => {}
+            _ => unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir)?,
+        }
+        if found != Held::Directory {
+            mkdirat(&dir, name, Mode::from_bits_truncate(mode))?;
+        }
+        // Not as the umask left it.
+        fchmodat(
+            &dir,
+            name,
+            Mode::from_bits_truncate(mode),
+            FchmodatFlags::NoFollowSymlink,
+        )
+        .or_else(|errno| match errno {
+            Errno::EOPNOTSUPP => fchmodat(
+                &dir,
+                name,
+                Mode::from_bits_truncate(mode),
+                FchmodatFlags::FollowSymlink,
+            ),
+            other => Err(other),
+        })?;
+        Ok(())
+    }
+
+    fn symlink(&self, path: &str, expect: &Held, target: &str) -> Result<(), Refusal> {
+        let (dir, name) = self.parent(path)?;
+        let found = self.held(&dir, name)?;
+        let temp = self.scratch_name(name, &found);
+        symlinkat(target, &dir, temp.as_os_str())?;
+        let placed = self
+            .check(&dir, name, expect)
+            .and_then(|found| self.clear_for_rename(&dir, name, &found))
+            .and_then(|()| Ok(renameat(&dir, temp.as_os_str(), &dir, name)?));
+        if placed.is_err() {
+            let _ = unlinkat(&dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        }
+        placed
+    }
+
+    fn chmod(&self, path: &str, expect: &Held, mode: u32) -> Result<(), Refusal> {
+        let (dir, name) = self.parent(path)?;
+        let found = self.check(&dir, name, expect)?;
+        if !matches!(found, Held::File { .. } | Held::Directory) {
+            return Err(Refusal::Failed(format!("{path}: only a file or directory has a mode")));
+        }
+        fchmodat(
+            &dir,
+            name,
+            Mode::from_bits_truncate(mode),
+            FchmodatFlags::FollowSymlink,
+        )?;
+        Ok(())
+    }
+
+    fn remove(&self, path: &str, expect: &Held) -> Result<(), Refusal> {
+        let (dir, name) = self.parent(path)?;
+        match self.check(&dir, name, expect)? {
+            Held::Directory => remove_dir(&dir, name),
+            _ => Ok(unlinkat(&dir, name, UnlinkatFlags::NoRemoveDir)?),
+        }
+    }
+
+    fn rename(&self, path: &str, expect: &Held, to: &str) -> Result<(), Refusal> {
+        let (from_dir, from_name) = self.parent(path)?;
+        let (to_dir, to_name) = self.parent(to)?;
+        self.check(&from_dir, from_name, expect)?;
+        match renameat2(
+            &from_dir,
+            from_name,
+            &to_dir,
+            to_name,
+            RenameFlags::RENAME_NOREPLACE,
+        ) {
+            Ok(()) => Ok(()),
+            Err(Errno::EEXIST) => Err(Refusal::Changed(self.held(&to_dir, to_name)?)),
+            Err(errno) => Err(errno.into()),
+        }
+    }
+
+    /// A file's content from `body` into a scratch file, checked against its hash, then
+    /// renamed over the path if the path still holds `expect`. The content is read whole
+    /// even when the step cannot be made, so the next step's starts where it should.
+    #[allow(clippy::too_many_arguments)]
+    fn put_file(
+        &self,
+        path: &str,
+        expect: &Held,
+        size: u64,
+        sha256: &str,
+        mode: u32,
+        body: &mut impl Read,
+        index: usize,
+    ) -> Result<StepOutcome, ApplyError> {
+        let mut content = body.take(size);
+        let prepared = self.parent(path).and_then(|(dir, name)| {
+            let found = self.held(&dir, name)?;
+            let temp = self.scratch_name(name, &found);
+            if let Some(parent) = Path::new(path).parent() {
+                self.scratch.record(&self.root_path.join(parent));
+            }
+            let fd = openat(
+                &dir,
+                temp.as_os_str(),
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+                Mode::from_bits_truncate(0o600),
+            )?;
+            Ok((dir, name, temp, File::from(fd)))
+        });
+        let (dir, name, temp, mut file) = match prepared {
+            Ok(prepared) => prepared,
+            Err(refusal) => {
+                io::copy(&mut content, &mut io::sink())
+                    .map_err(|source| ApplyError::Body { step: index, source })?;
+                return Ok(outcome(Err(refusal)));
+            }
+        };
+        let discard = |dir: &OwnedFd, temp: &PathBuf| {
+            let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        };
+        let mut hasher = Sha256::new();
+        let mut written = 0u64;
+        let mut buffer = vec![0u8; 256 * 1024];
+        let mut write_failed = None;
+        loop {
+            let read = match content.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(source) => {
+                    discard(&dir, &temp);
+                    return Err(ApplyError::Body { step: index, source });
+                }
+            };
+            hasher.update(&buffer[..read]);
+            written += read as u64;
+            if write_failed.is_none()
+                && let Err(err) = file.write_all(&buffer[..read])
+            {
+                write_failed = Some(err);
+            }
+        }
+        if written < size {
+            discard(&dir, &temp);
+            return Err(ApplyError::Body {
+                step: index,
+                source: io::ErrorKind::UnexpectedEof.into(),
+            });
+        }
+        let placed = (|| {
+            if let Some(err) = write_failed {
+                return Err(err.into());
+            }
+            if crate::random::hex(&hasher.finalize()) != sha256 {
+                return Err(Refusal::Failed(
+                    "the content did not match its hash (the source changed while it was read)"
+                        .into(),
+                ));
+            }
+            file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+            file.sync_data()?;
+            let found = self.check(&dir, name, expect)?;
+            self.clear_for_rename(&dir, name, &found)?;
+            renameat(&dir, temp.as_os_str(), &dir, name)?;
+            Ok(())
+        })();
+        if placed.is_err() {
+            discard(&dir, &temp);
+        }
+        Ok(outcome(placed))
+    }
+
+    /// A scratch name beside `name` that a watch reports as its create or its modify.
+    fn scratch_name(&self, name: &OsStr, found: &Held) -> PathBuf {
+        let kind = match found {
+            Held::File { .. } => ScratchKind::Replace,
+            _ => ScratchKind::New,
+        };
+        scratch_path(Path::new(name), kind)
+    }
+}
+
+/// The directory holding `path` (a plain relative path, see [`invalid_step`]) below
+/// `root`, opened through no symlink, and the last name.
+pub fn open_parent<'p>(root: &OwnedFd, path: &'p str) -> nix::Result<(OwnedFd, &'p OsStr)> {
+    let (dirs, name) = match path.rsplit_once('/') {
+        Some((dirs, name)) => (Some(dirs), name),
+        None => (None, path),
+    };
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = openat(root, ".", flags, Mode::empty())?;
+    for component in dirs.into_iter().flat_map(|dirs| dirs.split('/')) {
+        dir = openat(&dir, component, flags, Mode::empty())?;
+    }
+    Ok((dir, OsStr::from_bytes(name.as_bytes())))
+}
+
+/// Removes the empty directory `name`; one that is not empty is a change.
+fn remove_dir(dir: &OwnedFd, name: &OsStr) -> Result<(), Refusal> {
+    match unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
+        Ok(()) => Ok(()),
+        Err(Errno::ENOTEMPTY | Errno::EEXIST) => Err(Refusal::Changed(Held::Directory)),
+        Err(errno) => Err(errno.into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_paths_must_be_plain_and_relative() {
+        let remove = |path: &str| ApplyStep::Remove {
+            path: path.into(),
+            expect: Held::Absent,
+        };
+        assert_eq!(invalid_step(&[remove("a/b"), remove(".hidden")]), None);
+        for bad in ["", "/etc", "a/../b", "a//b", "./a", "a/", "a\0b"] {
+            let found = invalid_step(&[remove("ok"), remove(bad)]);
+            assert_eq!(
+                found.map(|(field, _)| field),
+                Some("steps[1].path".to_string()),
+                "{bad:?}"
+            );
+        }
+        let rename = ApplyStep::Rename {
+            path: "a".into(),
+            expect: Held::Directory,
+            to: "../b".into(),
+        };
+        assert_eq!(
+            invalid_step(&[rename]).map(|(field, _)| field),
+            Some("steps[0].to".to_string())
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Two-way sync.
+
+pub mod ops;
