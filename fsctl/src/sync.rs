@@ -1,34 +1,69 @@
-//! `fsctl sync REMOTE LOCAL`: mirror a sandbox directory locally, incrementally.
+//! `fsctl sync REMOTE LOCAL`: mirror a sandbox directory locally, incrementally; with
+//! `--two-way`, sync both ways (three-way merged against the last agreed state, conflicts
+//! settled by `--mode` and reported); `--conflicts LOCAL` lists those still open.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use fsd_sdk::merge::{Conflict, Resolution, Side};
+use fsd_sdk::two_way::{PassReport, TwoWay, TwoWayOptions};
 use fsd_sdk::{Sandbox, SdkError, SyncReport};
 
+use crate::interrupt::Interrupt;
 use crate::output;
 
 #[derive(Debug, clap::Args)]
 pub struct SyncArgs {
     /// Directory in the sandbox.
-    remote: String,
-    /// Local mirror; its change token is kept beside it, in `<LOCAL>.fsd-sync`.
-    local: PathBuf,
-    /// Keep syncing, pausing this many milliseconds between rounds.
-    #[arg(long, value_name = "MS")]
+    #[arg(required_unless_present = "conflicts")]
+    remote: Option<String>,
+    /// Local directory. One-way, its change token is kept beside it, in
+    /// `<LOCAL>.fsd-sync`; two-way, its state is in `LOCAL/.fsd-sync/`.
+    #[arg(required_unless_present = "conflicts")]
+    local: Option<PathBuf>,
+    /// Keep syncing. One-way: pausing this many milliseconds between rounds. Two-way: a
+    /// pass whenever either side changes, and at least every this many milliseconds.
+    #[arg(long, value_name = "MS", num_args = 0..=1, default_missing_value = "2000")]
     follow: Option<u64>,
+    /// Sync both ways: local edits go to the sandbox and the sandbox's come here, merged
+    /// against what both last agreed on.
+    #[arg(long)]
+    two_way: bool,
+    /// Two-way: who wins a conflict. `two-way-safe` keeps both versions (the other one
+    /// beside the path as `<name>.sync-conflict-<side>`, on both sides) and lists it;
+    /// `two-way-resolved`: the local version wins; `one-way-safe`: local changes go to the
+    /// sandbox, whose own changes are kept; `one-way-replica`: the sandbox becomes a copy.
+    #[arg(long, default_value = "two-way-safe", requires = "two_way")]
+    mode: fsd_sdk::merge::Mode,
+    /// Two-way: `.gitignore`-style patterns left out on both sides (repeatable).
+    #[arg(long, value_name = "PATTERN", requires = "two_way")]
+    exclude: Vec<String>,
+    /// Two-way: also sync what is left out by default (.git, node_modules, .DS_Store).
+    #[arg(long, requires = "two_way")]
+    no_default_excludes: bool,
+    /// List the open conflicts of the two-way sync of LOCAL (both versions kept).
+    #[arg(long, value_name = "LOCAL", conflicts_with_all = ["two_way", "follow"])]
+    conflicts: Option<PathBuf>,
 }
 
 pub async fn run(sandbox: &Sandbox, args: SyncArgs, as_json: bool) -> Result<ExitCode, SdkError> {
-    let state = state_file(&args.local);
+    if let Some(local) = &args.conflicts {
+        return list_conflicts(local, as_json);
+    }
+    let (Some(remote), Some(local)) = (args.remote.clone(), args.local.clone()) else {
+        return Ok(ExitCode::from(2));
+    };
+    if args.two_way {
+        return two_way(sandbox, &remote, &local, &args, as_json).await;
+    }
+    let state = state_file(&local);
     let mut rounds = 0u64;
     loop {
         let version = std::fs::read_to_string(&state)
             .ok()
             .map(|v| v.trim().to_string());
-        let report = sandbox
-            .sync(&args.remote, &args.local, version.as_deref())
-            .await?;
+        let report = sandbox.sync(&remote, &local, version.as_deref()).await?;
         std::fs::write(&state, &report.version)?;
         // Following, a round that found nothing to do says nothing (after the first).
         if rounds == 0 || report.mode != "unchanged" {
@@ -40,6 +75,153 @@ pub async fn run(sandbox: &Sandbox, args: SyncArgs, as_json: bool) -> Result<Exi
             None => return Ok(ExitCode::SUCCESS),
         }
     }
+}
+
+async fn two_way(
+    sandbox: &Sandbox,
+    remote: &str,
+    local: &Path,
+    args: &SyncArgs,
+    as_json: bool,
+) -> Result<ExitCode, SdkError> {
+    let options = TwoWayOptions {
+        mode: args.mode,
+        exclude: args.exclude.clone(),
+        default_excludes: !args.no_default_excludes,
+    };
+    let mut sync = TwoWay::open(sandbox.clone(), local, remote, options)?;
+    if !args.no_default_excludes && !as_json {
+        say!(
+            "fsctl sync: leaving out {} (--no-default-excludes to sync them)",
+            fsd_sdk::snapshot::DEFAULT_EXCLUDES.join(", ")
+        );
+    }
+    let Some(every) = args.follow else {
+        let report = sync.pass().await?;
+        print_pass(&report, as_json, true);
+        // Conflicts kept for a person: exit 3, so a script notices.
+        let open = report
+            .conflicts
+            .iter()
+            .any(|c| matches!(c.resolution, Resolution::KeptBoth { .. } | Resolution::Left));
+        return Ok(if open {
+            ExitCode::from(3)
+        } else {
+            ExitCode::SUCCESS
+        });
+    };
+    let interrupt = Interrupt::listen()?;
+    let mut first = true;
+    sync.follow(
+        Duration::from_millis(every),
+        |result| match result {
+            Ok(report) => {
+                print_pass(report, as_json, first);
+                first = false;
+            }
+            Err(err) => say!("fsctl sync: {err} (trying again)"),
+        },
+        interrupt.wait(),
+    )
+    .await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn side(side: Side) -> &'static str {
+    match side {
+        Side::Local => "local",
+        Side::Remote => "remote",
+    }
+}
+
+fn describe(conflict: &Conflict) -> String {
+    match &conflict.resolution {
+        Resolution::KeptBoth { aside, kept } => format!(
+            "both changed {}: the {} version kept there, the other at {aside}",
+            conflict.path,
+            side(*kept)
+        ),
+        Resolution::Won(winner) => format!(
+            "both changed {}: the {} version won",
+            conflict.path,
+            side(*winner)
+        ),
+        Resolution::Left => format!(
+            "both changed {}: each side keeps its own (one-way-safe)",
+            conflict.path
+        ),
+    }
+}
+
+/// A pass's report; a pass that did nothing says nothing unless it is the first.
+fn print_pass(report: &PassReport, as_json: bool, first: bool) {
+    let quiet = report.settled() && report.conflicts.is_empty() && report.skipped.is_empty();
+    if quiet && !first {
+        return;
+    }
+    if as_json {
+        output::json_line(&serde_json::json!({
+            "toLocal": report.to_local,
+            "toRemote": report.to_remote,
+            "conflicts": report.conflicts.iter().map(|c| serde_json::json!({
+                "path": c.path,
+                "description": describe(c),
+                "aside": match &c.resolution {
+                    Resolution::KeptBoth { aside, .. } => Some(aside.clone()),
+                    _ => None,
+                },
+            })).collect::<Vec<_>>(),
+            "changedMeanwhile": report.changed_meanwhile.iter().map(|(s, p)| serde_json::json!({"side": side(*s), "path": p})).collect::<Vec<_>>(),
+            "failed": report.failed.iter().map(|(s, p, why)| serde_json::json!({"side": side(*s), "path": p, "reason": why})).collect::<Vec<_>>(),
+            "skipped": report.skipped,
+        }));
+        return;
+    }
+    let line = |changes: &fsd_sdk::two_way::Changes| {
+        format!(
+            "{} files, {} dirs, {} links, {} moved, {} removed, {} modes",
+            changes.files,
+            changes.dirs,
+            changes.links,
+            changes.renames,
+            changes.removals,
+            changes.modes
+        )
+    };
+    println!("to local: {}", line(&report.to_local));
+    println!("to remote: {}", line(&report.to_remote));
+    for conflict in &report.conflicts {
+        say!("fsctl sync: conflict: {}", describe(conflict));
+    }
+    for (at, path) in &report.changed_meanwhile {
+        say!(
+            "fsctl sync: {path} changed on the {} side while syncing; the next pass takes it",
+            side(*at)
+        );
+    }
+    for (at, path, why) in &report.failed {
+        say!("fsctl sync: {path} ({} side) not changed: {why}", side(*at));
+    }
+    for path in &report.skipped {
+        say!("fsctl sync: not synced (a device, FIFO, socket or a name not UTF-8): {path}");
+    }
+}
+
+fn list_conflicts(local: &Path, as_json: bool) -> Result<ExitCode, SdkError> {
+    let open = fsd_sdk::two_way::conflicts(local)?;
+    if as_json {
+        output::json(&open);
+    } else if open.is_empty() {
+        println!("no open conflicts");
+    } else {
+        for conflict in &open {
+            println!(
+                "{}\t{} version here; the other at {}\t(found {})",
+                conflict.path, conflict.kept, conflict.aside, conflict.found
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn state_file(local: &Path) -> PathBuf {

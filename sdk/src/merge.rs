@@ -116,9 +116,12 @@ pub struct Plan {
     /// Steps for the remote side, in the same order.
     pub remote: Vec<Step>,
     pub conflicts: Vec<Conflict>,
-    /// What the sides agree on once the steps are applied: the next ancestor. A path each
-    /// side left different (one-way-safe) is recorded as the local side has it.
+    /// What the sides agree on once the steps are applied: the next ancestor, and what the
+    /// local side is to hold. A path each side left different (one-way-safe) is recorded as
+    /// the local side has it.
     pub agreed: Snapshot,
+    /// What the remote side is to hold.
+    pub remote_end: Snapshot,
 }
 
 /// Merges `local` and `remote` against `ancestor` in `mode`.
@@ -206,6 +209,7 @@ pub fn merge(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot, mode: Mod
         remote: steps(remote, &to_remote),
         conflicts,
         agreed: to_local,
+        remote_end: to_remote,
     }
 }
 

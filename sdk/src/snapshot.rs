@@ -23,10 +23,13 @@ use crate::merge::{Entry, Snapshot};
 pub const DEFAULT_EXCLUDES: &[&str] = &[".git", "node_modules", ".DS_Store"];
 /// The directory beside the synced files where sync keeps its state.
 pub const STATE_DIR: &str = ".fsd-sync";
+/// Two-way sync's temp files (see `two_way::local`), on either side.
+const TEMP_PATTERN: &str = "*.fsd-sync.tmp";
 /// How recent an mtime must not be for a record of it to be trusted.
 const RACY: Duration = Duration::from_secs(2);
 
 /// `.gitignore`-style patterns, anchored at the synced directory.
+#[derive(Clone)]
 pub struct Ignores {
     matcher: Gitignore,
 }
@@ -35,14 +38,8 @@ impl Ignores {
     /// The defaults (unless `defaults` is false), the state directory, and `patterns`.
     pub fn new(patterns: &[String], defaults: bool) -> Result<Self, ignore::Error> {
         let mut builder = GitignoreBuilder::new("");
-        let defaults = if defaults { DEFAULT_EXCLUDES } else { &[] };
-        for pattern in defaults
-            .iter()
-            .copied()
-            .chain([STATE_DIR])
-            .chain(patterns.iter().map(String::as_str))
-        {
-            builder.add_line(None, pattern)?;
+        for line in exclude_lines(patterns, defaults) {
+            builder.add_line(None, &line)?;
         }
         Ok(Self {
             matcher: builder.build()?,
@@ -55,6 +52,19 @@ impl Ignores {
             .matched_path_or_any_parents(relative, is_dir)
             .is_ignore()
     }
+}
+
+/// The `.gitignore`-style lines sync leaves out: the defaults (unless `defaults` is false),
+/// its state directory and temp files, and `patterns`; the same on both sides.
+pub fn exclude_lines(patterns: &[String], defaults: bool) -> Vec<String> {
+    let defaults = if defaults { DEFAULT_EXCLUDES } else { &[] };
+    defaults
+        .iter()
+        .copied()
+        .chain([STATE_DIR, TEMP_PATTERN])
+        .map(str::to_string)
+        .chain(patterns.iter().cloned())
+        .collect()
 }
 
 /// What a scan knew of a file: enough to tell it unchanged without reading it.
@@ -156,6 +166,11 @@ pub fn hash_file(path: &Path) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
     std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
     Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// Whether a file whose metadata is `meta` is the one `known` recorded, unchanged.
+pub fn unchanged(known: &Seen, meta: &std::fs::Metadata) -> bool {
+    same_file(known, &record(meta, String::new()))
 }
 
 fn same_file(known: &Seen, now: &Seen) -> bool {

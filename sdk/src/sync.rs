@@ -464,13 +464,13 @@ fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError
 }
 
 /// A blocking reader over the chunks an async task receives.
-struct ChannelReader {
+pub(crate) struct ChannelReader {
     receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>,
     current: Bytes,
 }
 
 impl ChannelReader {
-    fn new(receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>) -> Self {
+    pub(crate) fn new(receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>) -> Self {
         Self {
             receiver,
             current: Bytes::new(),

@@ -712,6 +712,7 @@ const INTERFERING_REGRESSIONS: &[(u64, usize)] = &[
     (1_795_727_463_615_478_278, 2),
     (1_795_727_561_435_414_720, 0),
     (1_795_727_885_511_458_243, 3),
+    (1_795_738_739_428_046_368, 0),
 ];
 
 /// How a seed's workload runs: which operations it was found with.

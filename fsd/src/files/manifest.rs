@@ -68,6 +68,10 @@ pub fn walk(root: OwnedFd, exclude: &Gitignore, cache: &HashCache) -> std::io::R
                     .push(format!("{prefix}/{}", name_os.to_string_lossy()));
                 continue;
             };
+            // Another write's temp file (an atomic write in flight): not an entry.
+            if fsd_api::scratch::parse(text).is_some() {
+                continue;
+            }
             let relative = if prefix.is_empty() {
                 text.to_string()
             } else {

@@ -601,6 +601,18 @@ impl Reconciler {
                     .copied()
                     .find(|&id| !self.tree.attached(id))
             });
+        // A directory is one object: the recorded one whose watch the path has is this
+        // one, even recorded at a place still attached (its old directory not read yet,
+        // or found gone and waiting), else a second node would claim its watch.
+        if loose.is_none()
+            && entry.stat.kind == Kind::Dir
+            && let Some(&id) = candidates.first()
+            && !self.tree.within(entry.parent, id)
+            && backend.same_dir(&path, id) == Some(true)
+        {
+            self.moved(id, &entry, batch, backend);
+            return;
+        }
         if let Some(id) = loose
             && !batch.limbo.contains(&id)
             && entry.stat.kind != Kind::Dir

@@ -214,6 +214,19 @@ impl Tree {
         true
     }
 
+    /// Whether `ancestor` is `id` or one of the nodes it hangs from.
+    pub fn within(&self, mut id: NodeId, ancestor: NodeId) -> bool {
+        loop {
+            if id == ancestor {
+                return true;
+            }
+            match self.get(id) {
+                Some(node) if id != ROOT && node.parent != id => id = node.parent,
+                _ => return false,
+            }
+        }
+    }
+
     /// Frees a node and its subtree (already detached or about to be).
     pub fn remove_subtree(&mut self, id: NodeId) -> Vec<NodeId> {
         let mut removed = Vec::new();

@@ -1,0 +1,284 @@
+//! The local side's checked changes: each operation first checks that its path holds what
+//! the merge saw (kind, a link's target, a file's hash: taken from the scan's records when
+//! size, mtime and inode are unchanged, else read), then changes it. New content goes
+//! through a temp file beside its target, renamed over it after a last check.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::merge::Entry;
+use crate::snapshot::{ScanCache, hash_file};
+
+use super::ops::Op;
+
+/// Why an operation was not made.
+#[derive(Debug)]
+pub enum Refused {
+    /// The path holds something else than the merge saw (changed while the sync ran).
+    Changed,
+    /// It could not be made (its content is not here, an I/O error).
+    Failed(String),
+}
+
+impl From<std::io::Error> for Refused {
+    fn from(err: std::io::Error) -> Self {
+        Refused::Failed(err.to_string())
+    }
+}
+
+/// Where a file's content is, by hash, for a put.
+pub trait Contents {
+    /// A local file holding the content `hash` (checked when copied).
+    fn source(&self, hash: &str) -> Option<PathBuf>;
+}
+
+/// The local tree at `root`.
+pub struct LocalTree<'a> {
+    pub root: &'a Path,
+    pub cache: &'a ScanCache,
+}
+
+static NEXT: AtomicU64 = AtomicU64::new(0);
+
+/// The suffix of the sync's temp files (left out of scans).
+pub const TEMP_SUFFIX: &str = ".fsd-sync.tmp";
+
+fn temp_beside(path: &Path) -> PathBuf {
+    let name = path
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    path.with_file_name(format!(
+        ".{name}.{}-{}{TEMP_SUFFIX}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
+impl LocalTree<'_> {
+    fn path(&self, relative: &str) -> PathBuf {
+        self.root.join(relative)
+    }
+
+    /// What `relative` holds now, as the merge would see it (`None`: nothing, or what
+    /// the merge does not hold).
+    pub fn held(&self, relative: &str) -> std::io::Result<Option<Entry>> {
+        let path = self.path(relative);
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(err) => return Err(err),
+        };
+        let mode = mode_of(&meta);
+        let kind = meta.file_type();
+        Ok(if kind.is_dir() {
+            Some(Entry::Dir { mode })
+        } else if kind.is_symlink() {
+            let target = std::fs::read_link(&path)?;
+            target.to_str().map(|target| Entry::Link {
+                target: target.to_string(),
+            })
+        } else if kind.is_file() {
+            let hash = match self.cache.get(relative) {
+                Some(seen) if crate::snapshot::unchanged(seen, &meta) => seen.hash.clone(),
+                _ => match hash_file(&path) {
+                    Ok(hash) => hash,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(err) => return Err(err),
+                },
+            };
+            Some(Entry::File { hash, mode })
+        } else {
+            None
+        })
+    }
+
+    /// Checks that `relative` holds `expect` (modes aside).
+    fn check(&self, relative: &str, expect: Option<&Entry>) -> Result<Option<Entry>, Refused> {
+        let found = self.held(relative)?;
+        let same = match (&found, expect) {
+            (None, None) => true,
+            (Some(Entry::Dir { .. }), Some(Entry::Dir { .. })) => true,
+            (Some(Entry::File { hash: a, .. }), Some(Entry::File { hash: b, .. })) => a == b,
+            (Some(Entry::Link { target: a }), Some(Entry::Link { target: b })) => a == b,
+            _ => false,
+        };
+        if !same {
+            return Err(Refused::Changed);
+        }
+        // Something the merge cannot hold (a FIFO, a device) reads as nothing: never
+        // replaced.
+        if found.is_none() && std::fs::symlink_metadata(self.path(relative)).is_ok() {
+            return Err(Refused::Changed);
+        }
+        Ok(found)
+    }
+
+    /// Makes `op`, taking new files' content from `contents`.
+    pub fn apply(&self, op: &Op, contents: &dyn Contents) -> Result<(), Refused> {
+        match op {
+            Op::Rename { from, to, expect } => {
+                self.check(from, Some(expect))?;
+                if std::fs::symlink_metadata(self.path(to)).is_ok() {
+                    return Err(Refused::Changed);
+                }
+                std::fs::rename(self.path(from), self.path(to))?;
+            }
+            Op::Remove { path, expect } => {
+                self.check(path, Some(expect))?;
+                let at = self.path(path);
+                if expect.is_dir() {
+                    std::fs::remove_dir(&at).map_err(|err| not_empty(err, Refused::Changed))?;
+                } else {
+                    std::fs::remove_file(&at)?;
+                }
+            }
+            Op::Chmod { path, expect, mode } => {
+                self.check(path, Some(expect))?;
+                set_mode(&self.path(path), *mode)?;
+            }
+            Op::Put {
+                path,
+                expect,
+                entry,
+            } => self.put(path, expect.as_ref(), entry, contents)?,
+        }
+        Ok(())
+    }
+
+    fn put(
+        &self,
+        relative: &str,
+        expect: Option<&Entry>,
+        entry: &Entry,
+        contents: &dyn Contents,
+    ) -> Result<(), Refused> {
+        let at = self.path(relative);
+        match entry {
+            Entry::Dir { mode } => {
+                let found = self.check(relative, expect)?;
+                if found.is_some() {
+                    std::fs::remove_file(&at)?;
+                }
+                std::fs::create_dir(&at)?;
+                set_mode(&at, *mode)?;
+            }
+            Entry::Link { target } => {
+                let temp = temp_beside(&at);
+                make_link(target, &temp)?;
+                self.place(relative, expect, &temp)?;
+            }
+            Entry::File { hash, mode } => {
+                let source = contents
+                    .source(hash)
+                    .ok_or_else(|| Refused::Failed(format!("{relative}: its content is not here")))?;
+                let temp = temp_beside(&at);
+                let copied = copy_checked(&source, &temp, hash).and_then(|()| {
+                    set_mode(&temp, *mode).map_err(|err| Refused::Failed(err.to_string()))
+                });
+                if let Err(refused) = copied {
+                    let _ = std::fs::remove_file(&temp);
+                    return Err(refused);
+                }
+                self.place(relative, expect, &temp)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Renames `temp` over `relative` if it still holds `expect` (an empty directory is
+    /// removed first); else `temp` goes.
+    fn place(&self, relative: &str, expect: Option<&Entry>, temp: &Path) -> Result<(), Refused> {
+        let at = self.path(relative);
+        let placed = self.check(relative, expect).and_then(|found| {
+            if found.as_ref().is_some_and(Entry::is_dir) {
+                std::fs::remove_dir(&at).map_err(|err| not_empty(err, Refused::Changed))?;
+            }
+            std::fs::rename(temp, &at)?;
+            Ok(())
+        });
+        if placed.is_err() {
+            let _ = std::fs::remove_file(temp);
+        }
+        placed
+    }
+}
+
+/// Copies `source` to `temp`, refusing content whose hash is not `hash`.
+fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(), Refused> {
+    use sha2::{Digest, Sha256};
+    let mut input = std::fs::File::open(source)?;
+    let mut output = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temp)?;
+    let mut hasher = Sha256::new();
+    let mut tee = Tee {
+        out: &mut output,
+        hasher: &mut hasher,
+    };
+    std::io::copy(&mut input, &mut tee)?;
+    if format!("{:x}", hasher.finalize()) != hash {
+        return Err(Refused::Changed);
+    }
+    Ok(())
+}
+
+struct Tee<'a, W: Write> {
+    out: &'a mut W,
+    hasher: &'a mut sha2::Sha256,
+}
+
+impl<W: Write> Write for Tee<'_, W> {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        use sha2::Digest;
+        let written = self.out.write(bytes)?;
+        self.hasher.update(&bytes[..written]);
+        Ok(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
+fn not_empty(err: std::io::Error, refused: Refused) -> Refused {
+    if err.kind() == std::io::ErrorKind::DirectoryNotEmpty {
+        refused
+    } else {
+        Refused::Failed(err.to_string())
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))
+}
+
+#[cfg(not(unix))]
+fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
+#[cfg(unix)]
+fn mode_of(meta: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    meta.permissions().mode() & 0o777
+}
+
+#[cfg(not(unix))]
+fn mode_of(meta: &std::fs::Metadata) -> u32 {
+    if meta.is_dir() { 0o755 } else { 0o644 }
+}
+
+#[cfg(unix)]
+fn make_link(target: &str, path: &Path) -> std::io::Result<()> {
+    std::os::unix::fs::symlink(target, path)
+}
+
+#[cfg(not(unix))]
+fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
+    Err(std::io::Error::other("symlinks are not made on this system"))
+}

@@ -1,0 +1,325 @@
+//! The sandbox side: its tree from the daemon's manifest (hashes read there, no content
+//! moved), its changes sent in batches to `POST /api/files/apply` (the check before each
+//! change made by the daemon, files raw in the body), and content brought here in one tar
+//! stream for many files.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use fsd_api::files::{
+    ApplyRequest, ApplyResponse, ApplyStep, FileType, Held, ManifestResponse, StepOutcome,
+};
+use futures_util::StreamExt;
+use reqwest::Method;
+
+use crate::merge::{Entry, Snapshot};
+use crate::{Sandbox, SdkError};
+
+use super::local::{Contents, Refused};
+use super::ops::Op;
+
+/// Steps in one apply request at most.
+const BATCH_STEPS: usize = 2000;
+/// Content in one apply request at most (one larger file goes alone).
+const BATCH_BYTES: u64 = 32 * 1024 * 1024;
+
+/// The sandbox tree at `remote`, leaving out what `exclude` matches; and what it holds that
+/// the merge cannot (devices, FIFOs, sockets, names not UTF-8).
+pub async fn snapshot(
+    sandbox: &Sandbox,
+    remote: &str,
+    exclude: &[String],
+) -> Result<(Snapshot, Vec<String>), SdkError> {
+    let manifest: ManifestResponse = sandbox.manifest(remote, exclude).await?;
+    let mut tree = Snapshot::new();
+    let mut skipped = manifest.skipped;
+    for entry in manifest.entries {
+        let held = match (entry.file_type, entry.sha256, entry.target) {
+            (FileType::Directory, _, _) => Entry::Dir { mode: entry.mode },
+            (FileType::File, Some(hash), _) => Entry::File {
+                hash,
+                mode: entry.mode,
+            },
+            (FileType::Symlink, _, Some(target)) => Entry::Link { target },
+            _ => {
+                skipped.push(entry.path);
+                continue;
+            }
+        };
+        tree.insert(entry.path, held);
+    }
+    // What lies under something left out is left out with it.
+    let paths: Vec<String> = tree.keys().cloned().collect();
+    for path in paths {
+        if let Some((up, _)) = path.rsplit_once('/')
+            && !tree.get(up).is_some_and(Entry::is_dir)
+        {
+            tree.remove(&path);
+        }
+    }
+    Ok((tree, skipped))
+}
+
+fn held(entry: Option<&Entry>) -> Held {
+    match entry {
+        None => Held::Absent,
+        Some(Entry::Dir { .. }) => Held::Directory,
+        Some(Entry::File { hash, .. }) => Held::File {
+            sha256: hash.clone(),
+        },
+        Some(Entry::Link { target }) => Held::Symlink {
+            target: target.clone(),
+        },
+    }
+}
+
+/// An apply step and, for a file, where its content is read from and how long it is.
+struct Prepared {
+    step: ApplyStep,
+    content: Option<(PathBuf, u64)>,
+}
+
+fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
+    let plain = |step| Prepared {
+        step,
+        content: None,
+    };
+    Ok(match op {
+        Op::Rename { from, to, expect } => plain(ApplyStep::Rename {
+            path: from.clone(),
+            expect: held(Some(expect)),
+            to: to.clone(),
+        }),
+        Op::Remove { path, expect } => plain(ApplyStep::Remove {
+            path: path.clone(),
+            expect: held(Some(expect)),
+        }),
+        Op::Chmod { path, expect, mode } => plain(ApplyStep::Chmod {
+            path: path.clone(),
+            expect: held(Some(expect)),
+            mode: *mode,
+        }),
+        Op::Put {
+            path,
+            expect,
+            entry,
+        } => {
+            let expect = held(expect.as_ref());
+            match entry {
+                Entry::Dir { mode } => plain(ApplyStep::Mkdir {
+                    path: path.clone(),
+                    expect,
+                    mode: *mode,
+                }),
+                Entry::Link { target } => plain(ApplyStep::Symlink {
+                    path: path.clone(),
+                    expect,
+                    target: target.clone(),
+                }),
+                Entry::File { hash, mode } => {
+                    let source = contents
+                        .source(hash)
+                        .ok_or_else(|| Refused::Failed(format!("{path}: its content is not here")))?;
+                    let size = std::fs::metadata(&source)?.len();
+                    Prepared {
+                        step: ApplyStep::PutFile {
+                            path: path.clone(),
+                            expect,
+                            size,
+                            sha256: hash.clone(),
+                            mode: *mode,
+                        },
+                        content: Some((source, size)),
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// Makes `ops` in the sandbox under `remote`, in batches; answers each one's result.
+pub async fn apply(
+    sandbox: &Sandbox,
+    remote: &str,
+    ops: &[Op],
+    contents: &dyn Contents,
+) -> Result<Vec<Result<(), Refused>>, SdkError> {
+    let mut results: Vec<Option<Result<(), Refused>>> = Vec::with_capacity(ops.len());
+    let mut batch: Vec<(usize, Prepared)> = Vec::new();
+    let mut batch_bytes = 0u64;
+    for (index, op) in ops.iter().enumerate() {
+        results.push(None);
+        let prepared = match prepare(op, contents) {
+            Ok(prepared) => prepared,
+            Err(refused) => {
+                results[index] = Some(Err(refused));
+                continue;
+            }
+        };
+        let size = prepared.content.as_ref().map_or(0, |(_, size)| *size);
+        if !batch.is_empty() && (batch.len() >= BATCH_STEPS || batch_bytes + size > BATCH_BYTES) {
+            send(sandbox, remote, std::mem::take(&mut batch), &mut results).await?;
+            batch_bytes = 0;
+        }
+        batch_bytes += size;
+        batch.push((index, prepared));
+    }
+    if !batch.is_empty() {
+        send(sandbox, remote, batch, &mut results).await?;
+    }
+    Ok(results
+        .into_iter()
+        .map(|result| result.unwrap_or_else(|| Err(Refused::Failed("not sent".into()))))
+        .collect())
+}
+
+async fn send(
+    sandbox: &Sandbox,
+    remote: &str,
+    batch: Vec<(usize, Prepared)>,
+    results: &mut [Option<Result<(), Refused>>],
+) -> Result<(), SdkError> {
+    let request = ApplyRequest {
+        path: remote.to_string(),
+        steps: batch.iter().map(|(_, p)| p.step.clone()).collect(),
+        session_id: None,
+    };
+    let header = serde_json::to_vec(&request).map_err(std::io::Error::other)?;
+    let mut head = Vec::with_capacity(4 + header.len());
+    head.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    head.extend_from_slice(&header);
+    let sources: Vec<(PathBuf, u64)> = batch.iter().filter_map(|(_, p)| p.content.clone()).collect();
+    let total: u64 = head.len() as u64 + sources.iter().map(|(_, size)| size).sum::<u64>();
+    let body = futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) })
+        .chain(content_stream(sources));
+    let response = sandbox
+        .request(Method::POST, "/api/files/apply")
+        .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
+        .header(reqwest::header::CONTENT_LENGTH, total)
+        .body(reqwest::Body::wrap_stream(body))
+        .send()
+        .await?;
+    let answer: ApplyResponse = crate::client::decode(response).await?;
+    for ((index, _), outcome) in batch.iter().zip(answer.outcomes) {
+        results[*index] = Some(match outcome {
+            StepOutcome::Applied => Ok(()),
+            StepOutcome::Changed { .. } => Err(Refused::Changed),
+            StepOutcome::Failed { reason } => Err(Refused::Failed(reason)),
+        });
+    }
+    Ok(())
+}
+
+/// The files' content, each exactly its announced size (cut, or padded with zeros if it
+/// shrank: the daemon's hash check then refuses it, and the body stays aligned).
+fn content_stream(
+    sources: Vec<(PathBuf, u64)>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
+    tokio::task::spawn_blocking(move || {
+        let mut buffer = vec![0u8; 256 * 1024];
+        for (path, size) in sources {
+            let file: Box<dyn Read> = match std::fs::File::open(&path) {
+                Ok(file) => Box::new(file),
+                Err(_) => Box::new(std::io::empty()),
+            };
+            let mut exact = file.take(size).chain(std::io::repeat(0)).take(size);
+            loop {
+                match exact.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(read) => {
+                        if sender
+                            .blocking_send(Ok(Bytes::copy_from_slice(&buffer[..read])))
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(err) => {
+                        let _ = sender.blocking_send(Err(err));
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    })
+}
+
+/// Brings the files `wanted` (hash → a sandbox path holding it) into `into`, each named by
+/// its hash once its content matched it; answers the hashes brought.
+pub async fn fetch(
+    sandbox: &Sandbox,
+    remote: &str,
+    wanted: BTreeMap<String, String>,
+    into: &Path,
+) -> Result<BTreeMap<String, PathBuf>, SdkError> {
+    let mut brought = BTreeMap::new();
+    if wanted.is_empty() {
+        return Ok(brought);
+    }
+    std::fs::create_dir_all(into)?;
+    let by_path: BTreeMap<String, String> = wanted
+        .iter()
+        .map(|(hash, path)| (path.clone(), hash.clone()))
+        .collect();
+    let files: Vec<String> = wanted.values().cloned().collect();
+    let mut stream = Box::pin(sandbox.download_files(remote, files).await?);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<std::io::Result<Bytes>>(8);
+    let dir = into.to_path_buf();
+    let unpacking = tokio::task::spawn_blocking(move || {
+        unpack_by_hash(crate::sync::ChannelReader::new(receiver), &dir, &by_path)
+    });
+    while let Some(chunk) = stream.next().await {
+        let item = chunk.map_err(|err| std::io::Error::other(err.to_string()));
+        let failed = item.is_err();
+        if sender.send(item).is_err() || failed {
+            break;
+        }
+    }
+    drop(sender);
+    for (hash, path) in unpacking.await.map_err(std::io::Error::other)?? {
+        brought.insert(hash, path);
+    }
+    Ok(brought)
+}
+
+fn unpack_by_hash(
+    reader: impl Read,
+    dir: &Path,
+    by_path: &BTreeMap<String, String>,
+) -> std::io::Result<Vec<(String, PathBuf)>> {
+    use sha2::{Digest, Sha256};
+    let mut archive = tar::Archive::new(reader);
+    let mut out = Vec::new();
+    for entry in archive.entries()? {
+        let mut entry = entry?;
+        let name = entry.path()?.to_string_lossy().into_owned();
+        let Some(hash) = by_path.get(&name) else {
+            continue;
+        };
+        let path = dir.join(hash);
+        let mut file = std::fs::File::create(&path)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 256 * 1024];
+        loop {
+            let read = entry.read(&mut buffer)?;
+            if read == 0 {
+                break;
+            }
+            hasher.update(&buffer[..read]);
+            std::io::Write::write_all(&mut file, &buffer[..read])?;
+        }
+        if format!("{:x}", hasher.finalize()) == *hash {
+            out.push((hash.clone(), path));
+        } else {
+            // Changed in the sandbox since the manifest: the put waits for the next pass.
+            let _ = std::fs::remove_file(&path);
+        }
+    }
+    Ok(out)
+}
