@@ -339,9 +339,13 @@ pub struct ApplyRequest {
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Held {
     Absent,
-    File { sha256: String },
+    File {
+        sha256: String,
+    },
     Directory,
-    Symlink { target: String },
+    Symlink {
+        target: String,
+    },
     /// A device, FIFO or socket: never matches a step's expectation, so never replaced.
     Other,
 }
@@ -362,7 +366,11 @@ pub enum ApplyStep {
         mode: u32,
     },
     /// The path becomes a directory with `mode` (a file or link there is replaced).
-    Mkdir { path: String, expect: Held, mode: u32 },
+    Mkdir {
+        path: String,
+        expect: Held,
+        mode: u32,
+    },
     /// The path becomes a symlink to `target`, verbatim.
     Symlink {
         path: String,
@@ -370,7 +378,11 @@ pub enum ApplyStep {
         target: String,
     },
     /// The permission bits of the file or directory at the path become `mode`.
-    Chmod { path: String, expect: Held, mode: u32 },
+    Chmod {
+        path: String,
+        expect: Held,
+        mode: u32,
+    },
     /// What is at the path goes (a directory only when empty).
     Remove { path: String, expect: Held },
     /// What is at `path` moves to `to`, which must be free.
@@ -403,10 +415,14 @@ pub enum StepOutcome {
     /// The path did not hold what the step expected (or a rename's destination was taken,
     /// or a directory to replace was not empty): nothing was changed. `found` is what it
     /// held.
-    Changed { found: Held },
+    Changed {
+        found: Held,
+    },
     /// The step could not be made (a parent missing, content that did not match its hash,
     /// an I/O error); nothing was changed.
-    Failed { reason: String },
+    Failed {
+        reason: String,
+    },
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

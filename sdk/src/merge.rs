@@ -396,4 +396,4 @@ fn steps(now: &Snapshot, end: &Snapshot) -> Vec<Step> {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

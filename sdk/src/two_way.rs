@@ -190,7 +190,8 @@ impl TwoWay {
     pub async fn pass(&mut self) -> Result<PassReport, SdkError> {
         let mut state = read_state(&self.local)?;
         state.remote = self.remote.clone();
-        let cache: ScanCache = read_json(&self.local.join(STATE_DIR).join(CACHE_FILE))?.unwrap_or_default();
+        let cache: ScanCache =
+            read_json(&self.local.join(STATE_DIR).join(CACHE_FILE))?.unwrap_or_default();
         // The sandbox first: a change there during the local scan is seen next pass.
         if let Err(err) = self.sandbox.mkdir(&self.remote, true).await
             && err.code() != Some(&fsd_api::ErrorCode::FileExists)
@@ -348,22 +349,19 @@ impl TwoWay {
         let (wake, mut woken) = tokio::sync::mpsc::channel::<()>(1);
         let local_wake = wake.clone();
         let state_dir = self.local.join(STATE_DIR);
-        let mut watcher = notify::recommended_watcher(
-            move |event: notify::Result<notify::Event>| {
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
                 let ours = event.as_ref().is_ok_and(|event| {
                     event.paths.iter().all(|path| {
                         path.starts_with(&state_dir)
-                            || path
-                                .to_string_lossy()
-                                .ends_with(local::TEMP_SUFFIX)
+                            || path.to_string_lossy().ends_with(local::TEMP_SUFFIX)
                     })
                 });
                 if !ours {
                     let _ = local_wake.try_send(());
                 }
-            },
-        )
-        .map_err(|err| std::io::Error::other(err.to_string()))?;
+            })
+            .map_err(|err| std::io::Error::other(err.to_string()))?;
         watcher
             .watch(&self.local, notify::RecursiveMode::Recursive)
             .map_err(|err| std::io::Error::other(err.to_string()))?;
@@ -493,9 +491,7 @@ fn tally(
                 }
                 match refused {
                     Refused::Changed => report.changed_meanwhile.push((side, op.path().into())),
-                    Refused::Failed(reason) => {
-                        report.failed.push((side, op.path().into(), reason))
-                    }
+                    Refused::Failed(reason) => report.failed.push((side, op.path().into(), reason)),
                 }
             }
         }
@@ -519,7 +515,10 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, S
 /// Written through a temp file and renamed: a crash leaves the old state or the new.
 fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), SdkError> {
     let temp = path.with_extension("json.tmp");
-    std::fs::write(&temp, serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
+    std::fs::write(
+        &temp,
+        serde_json::to_vec(value).map_err(std::io::Error::other)?,
+    )?;
     std::fs::rename(&temp, path)?;
     Ok(())
 }

@@ -250,7 +250,9 @@ impl Tree<'_> {
         let (dir, name) = self.parent(path)?;
         let found = self.check(&dir, name, expect)?;
         if !matches!(found, Held::File { .. } | Held::Directory) {
-            return Err(Refusal::Failed(format!("{path}: only a file or directory has a mode")));
+            return Err(Refusal::Failed(format!(
+                "{path}: only a file or directory has a mode"
+            )));
         }
         fchmodat(
             &dir,
@@ -318,8 +320,10 @@ impl Tree<'_> {
         let (dir, name, temp, mut file) = match prepared {
             Ok(prepared) => prepared,
             Err(refusal) => {
-                io::copy(&mut content, &mut io::sink())
-                    .map_err(|source| ApplyError::Body { step: index, source })?;
+                io::copy(&mut content, &mut io::sink()).map_err(|source| ApplyError::Body {
+                    step: index,
+                    source,
+                })?;
                 return Ok(outcome(Err(refusal)));
             }
         };
@@ -336,7 +340,10 @@ impl Tree<'_> {
                 Ok(read) => read,
                 Err(source) => {
                     discard(&dir, &temp);
-                    return Err(ApplyError::Body { step: index, source });
+                    return Err(ApplyError::Body {
+                        step: index,
+                        source,
+                    });
                 }
             };
             hasher.update(&buffer[..read]);

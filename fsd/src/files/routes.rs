@@ -10,10 +10,11 @@ use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
-    ApplyRequest, ApplyResponse, ChmodRequest, ChownRequest, Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse,
-    ManifestRequest, ManifestResponse, MkdirRequest, MkdirResponse, MoveRequest, PathRequest,
-    PathResponse, PermissionsResponse, ReadRequest, ReadResponse, RenameRequest, RenameResponse,
-    StatRequest, StatResponse, WriteResponse, mode_digits,
+    ApplyRequest, ApplyResponse, ChmodRequest, ChownRequest, Encoding, ExistsResponse,
+    ListFilesRequest, ListFilesResponse, ManifestRequest, ManifestResponse, MkdirRequest,
+    MkdirResponse, MoveRequest, PathRequest, PathResponse, PermissionsResponse, ReadRequest,
+    ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse, WriteResponse,
+    mode_digits,
 };
 
 use super::error::FileError;

@@ -170,9 +170,9 @@ impl LocalTree<'_> {
                 self.place(relative, expect, &temp)?;
             }
             Entry::File { hash, mode } => {
-                let source = contents
-                    .source(hash)
-                    .ok_or_else(|| Refused::Failed(format!("{relative}: its content is not here")))?;
+                let source = contents.source(hash).ok_or_else(|| {
+                    Refused::Failed(format!("{relative}: its content is not here"))
+                })?;
                 let temp = temp_beside(&at);
                 let copied = copy_checked(&source, &temp, hash).and_then(|()| {
                     set_mode(&temp, *mode).map_err(|err| Refused::Failed(err.to_string()))
@@ -280,5 +280,7 @@ fn make_link(target: &str, path: &Path) -> std::io::Result<()> {
 
 #[cfg(not(unix))]
 fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
-    Err(std::io::Error::other("symlinks are not made on this system"))
+    Err(std::io::Error::other(
+        "symlinks are not made on this system",
+    ))
 }

@@ -119,9 +119,9 @@ fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
                     target: target.clone(),
                 }),
                 Entry::File { hash, mode } => {
-                    let source = contents
-                        .source(hash)
-                        .ok_or_else(|| Refused::Failed(format!("{path}: its content is not here")))?;
+                    let source = contents.source(hash).ok_or_else(|| {
+                        Refused::Failed(format!("{path}: its content is not here"))
+                    })?;
                     let size = std::fs::metadata(&source)?.len();
                     Prepared {
                         step: ApplyStep::PutFile {
@@ -190,10 +190,14 @@ async fn send(
     let mut head = Vec::with_capacity(4 + header.len());
     head.extend_from_slice(&(header.len() as u32).to_be_bytes());
     head.extend_from_slice(&header);
-    let sources: Vec<(PathBuf, u64)> = batch.iter().filter_map(|(_, p)| p.content.clone()).collect();
+    let sources: Vec<(PathBuf, u64)> = batch
+        .iter()
+        .filter_map(|(_, p)| p.content.clone())
+        .collect();
     let total: u64 = head.len() as u64 + sources.iter().map(|(_, size)| size).sum::<u64>();
-    let body = futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) })
-        .chain(content_stream(sources));
+    let body =
+        futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) })
+            .chain(content_stream(sources));
     let response = sandbox
         .request(Method::POST, "/api/files/apply")
         .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")

@@ -46,6 +46,7 @@ mod system;
 mod terminal;
 mod time_machine;
 mod tunnels;
+mod two_way;
 mod watch;
 mod watch_overflow;
 mod worker_stack;

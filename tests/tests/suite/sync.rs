@@ -8,7 +8,7 @@ use fsd_tests::{Daemon, Options};
 use workload::{Api, BARRIER, Rng, Workload};
 
 #[path = "sync/workload.rs"]
-mod workload;
+pub(crate) mod workload;
 
 /// Relative path → what is there: a directory and its mode, a file's bytes and mode, or a
 /// link's target; leaving out what the watch ignores. Links are never followed.

@@ -4,22 +4,7 @@
 //! removed only when empty); the result must be the end tree. `FSD_OPS_SEED` replays one.
 
 use super::*;
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+use crate::merge::tests::Rng;
 
 const NAMES: &[&str] = &["a", "b", "c", "a.b"];
 
@@ -250,7 +235,10 @@ fn random_edits_are_reached_by_checked_operations() {
         }
     }
     // The workload moves things: the plans carry many of them as renames.
-    assert!(plans < 100 || renames * 4 > plans, "{renames} renames in {plans} plans");
+    assert!(
+        plans < 100 || renames * 4 > plans,
+        "{renames} renames in {plans} plans"
+    );
 }
 
 #[test]

@@ -1,0 +1,668 @@
+//! Two-way sync against the real daemon: each conflict class and mode through `fsctl sync
+//! --two-way`, an edit made while the sync changes the same file, and a seeded two-sided
+//! property test (both sides edited at random, some edits made while a pass runs, the
+//! daemon restarted and crashed, the sync reopened) after which both trees are equal and
+//! every edit is on both sides. `FSD_TWO_WAY_SEED` replays one seed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use fsd_sdk::merge::Mode;
+use fsd_sdk::two_way::{TwoWay, TwoWayOptions};
+use fsd_tests::{Daemon, binary};
+
+use crate::sync::workload::Rng;
+
+/// Relative path → (kind, content or target, mode), links never followed; the sync's own
+/// state left out.
+fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
+    let mut out = BTreeMap::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap().display().to_string();
+            if relative == ".fsd-sync" {
+                continue;
+            }
+            let Ok(meta) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let mode = meta.permissions().mode() & 0o777;
+            let entry = if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                ('l', target.display().to_string(), 0)
+            } else if meta.is_dir() {
+                pending.push(path);
+                ('d', String::new(), mode)
+            } else {
+                let content = std::fs::read(&path).unwrap_or_default();
+                ('f', String::from_utf8_lossy(&content).into_owned(), mode)
+            };
+            out.insert(relative, entry);
+        }
+    }
+    out
+}
+
+fn fsctl(daemon: &Daemon, args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(binary("fsctl"))
+        .args(["--url", &daemon.url(""), "sync"])
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn write(path: &Path, content: &str) {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
+    std::fs::write(path, content).unwrap();
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+/// A daemon, its workspace directory `project` (the remote side) and a local directory.
+struct Pair {
+    daemon: Daemon,
+    local_dir: tempfile::TempDir,
+}
+
+impl Pair {
+    fn new() -> Self {
+        let daemon = Daemon::start();
+        std::fs::create_dir_all(daemon.path("project")).unwrap();
+        Self {
+            daemon,
+            local_dir: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn local(&self, relative: &str) -> PathBuf {
+        self.local_dir.path().join("work").join(relative)
+    }
+
+    fn remote(&self, relative: &str) -> PathBuf {
+        self.daemon.path("project").join(relative)
+    }
+
+    /// `fsctl sync --two-way project LOCAL` with `more` flags.
+    fn sync(&self, more: &[&str]) -> (i32, String, String) {
+        let local = self.local("");
+        let mut args = vec!["--two-way", "project", local.to_str().unwrap()];
+        args.extend_from_slice(more);
+        fsctl(&self.daemon, &args)
+    }
+
+    fn assert_equal(&self, when: &str) {
+        let (local, remote) = (tree(&self.local("")), tree(&self.remote("")));
+        assert_eq!(local, remote, "{when}: the two sides differ");
+    }
+}
+
+#[test]
+fn each_change_and_conflict_class_is_carried_or_kept_and_listed() {
+    let pair = Pair::new();
+    // A first sync of a remote tree with links, modes and an empty directory into an
+    // empty local directory, and of a local file the other way.
+    write(&pair.remote("src/main.rs"), "fn main() {}\n");
+    write(&pair.remote("run.sh"), "#!/bin/sh\n");
+    std::fs::set_permissions(
+        pair.remote("run.sh"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::create_dir_all(pair.remote("empty")).unwrap();
+    std::os::unix::fs::symlink("src/main.rs", pair.remote("main-link")).unwrap();
+    write(&pair.remote("node_modules/x/index.js"), "left out\n");
+    write(&pair.local("notes.md"), "local notes\n");
+    let (code, out, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("leaving out .git, node_modules"), "{err}");
+    assert!(!pair.local("node_modules").exists(), "default excludes");
+    std::fs::remove_dir_all(pair.remote("node_modules")).unwrap();
+    pair.assert_equal("after the first sync");
+    assert_eq!(read(&pair.remote("notes.md")), "local notes\n");
+    assert_eq!(
+        std::fs::read_link(pair.local("main-link")).unwrap(),
+        Path::new("src/main.rs"),
+        "a link as a link"
+    );
+
+    // One side's change goes to the other: content, mode, a move of a directory (carried as
+    // a move), a delete.
+    write(&pair.local("src/main.rs"), "fn main() { run() }\n");
+    std::fs::set_permissions(
+        pair.remote("run.sh"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    std::fs::rename(pair.remote("src"), pair.remote("lib")).unwrap();
+    let (code, out, err) = pair.sync(&["--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    // The local edit inside src and the remote move of src: the edit comes back at src
+    // (a delete loses to a change) and lib has the old content.
+    let report: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(
+        report["toRemote"]["files"], 1,
+        "src/main.rs restored: {report}"
+    );
+    pair.assert_equal("after changes on both sides");
+    assert_eq!(
+        std::fs::symlink_metadata(pair.local("run.sh"))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    assert_eq!(read(&pair.local("src/main.rs")), "fn main() { run() }\n");
+    assert_eq!(read(&pair.local("lib/main.rs")), "fn main() {}\n");
+    // A directory moved on one side is moved on the other, not sent again.
+    std::fs::rename(pair.remote("lib"), pair.remote("empty/lib")).unwrap();
+    let (code, out, err) = pair.sync(&["--json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+    assert_eq!(report["toLocal"]["renames"], 1, "{report}");
+    assert_eq!(report["toLocal"]["files"], 0, "{report}");
+    pair.assert_equal("after a move");
+    std::fs::remove_dir_all(pair.local("empty/lib")).unwrap();
+    std::fs::remove_file(pair.local("main-link")).unwrap();
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!pair.remote("empty/lib").exists() && !pair.remote("main-link").exists());
+    pair.assert_equal("after deletes");
+
+    // The same change on both sides is no conflict.
+    write(&pair.local("same.txt"), "same\n");
+    write(&pair.remote("same.txt"), "same\n");
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("conflict"), "{err}");
+
+    // A side that only deleted loses to a side that changed.
+    std::fs::remove_file(pair.local("notes.md")).unwrap();
+    write(&pair.remote("notes.md"), "remote notes\n");
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read(&pair.local("notes.md")), "remote notes\n");
+
+    // Both changed a file differently: two-way-safe keeps both, reports and lists it.
+    write(&pair.local("notes.md"), "local edit\n");
+    write(&pair.remote("notes.md"), "remote edit\n");
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 3, "a conflict kept for a person: {err}");
+    assert!(err.contains("conflict: both changed notes.md"), "{err}");
+    let aside = "notes.md.sync-conflict-remote";
+    for side in [pair.local(""), pair.remote("")] {
+        assert_eq!(read(&side.join("notes.md")), "local edit\n");
+        assert_eq!(read(&side.join(aside)), "remote edit\n");
+    }
+    let local = pair.local("");
+    let (code, out, _) = fsctl(&pair.daemon, &["--conflicts", local.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("notes.md") && out.contains(aside), "{out}");
+    // Removing the copy set aside resolves it (and the removal is synced).
+    std::fs::remove_file(pair.local(aside)).unwrap();
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!pair.remote(aside).exists());
+    let (_, out, _) = fsctl(&pair.daemon, &["--conflicts", local.to_str().unwrap()]);
+    assert!(out.contains("no open conflicts"), "{out}");
+
+    // A file one side changed, which the other replaced with a directory: the directory
+    // keeps the path, the file goes beside it.
+    write(&pair.local("same.txt"), "changed\n");
+    std::fs::remove_file(pair.remote("same.txt")).unwrap();
+    write(&pair.remote("same.txt/inside"), "in a directory\n");
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 3, "{err}");
+    assert_eq!(read(&pair.local("same.txt/inside")), "in a directory\n");
+    assert_eq!(
+        read(&pair.remote("same.txt.sync-conflict-local")),
+        "changed\n"
+    );
+    pair.assert_equal("after a type conflict");
+
+    // two-way-resolved: the local version wins, reported.
+    write(&pair.local("notes.md"), "local wins\n");
+    write(&pair.remote("notes.md"), "remote loses\n");
+    let (code, _, err) = pair.sync(&["--mode", "two-way-resolved"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("the local version won"), "{err}");
+    assert_eq!(read(&pair.remote("notes.md")), "local wins\n");
+
+    // one-way-safe: local changes go, the sandbox's own change stays, its deletion is
+    // restored.
+    write(&pair.local("notes.md"), "pushed\n");
+    write(&pair.remote("own.txt"), "sandbox's own\n");
+    std::fs::remove_file(pair.remote("run.sh")).unwrap();
+    let (code, _, err) = pair.sync(&["--mode", "one-way-safe"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(read(&pair.remote("notes.md")), "pushed\n");
+    assert_eq!(read(&pair.remote("own.txt")), "sandbox's own\n");
+    assert!(!pair.local("own.txt").exists());
+    assert!(
+        pair.remote("run.sh").exists(),
+        "a deletion in the sandbox restored"
+    );
+
+    // one-way-replica: the sandbox becomes what the local side holds.
+    let (code, _, err) = pair.sync(&["--mode", "one-way-replica"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!pair.remote("own.txt").exists());
+    pair.assert_equal("after a replica pass");
+
+    // Refusals: a bad pattern, a mode that is not one, a second sync of the same directory
+    // with another sandbox directory.
+    let (code, _, err) = pair.sync(&["--exclude", "[z-a]"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("exclude"), "{err}");
+    let (code, _, err) = pair.sync(&["--mode", "three-way"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("unknown mode"), "{err}");
+    std::fs::create_dir_all(pair.daemon.path("other")).unwrap();
+    let local = pair.local("");
+    let (code, _, err) = fsctl(
+        &pair.daemon,
+        &["--two-way", "other", local.to_str().unwrap()],
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("is synced with \"project\""), "{err}");
+}
+
+const NAMES: &[&str] = &["a", "b", "c.txt", "d"];
+
+/// A random existing path under `root` (files, links and directories), or `None`.
+fn pick(rng: &mut Rng, root: &Path) -> Option<String> {
+    let paths: Vec<String> = tree(root).into_keys().collect();
+    (!paths.is_empty()).then(|| paths[rng.below(paths.len())].clone())
+}
+
+fn random_path(rng: &mut Rng, root: &Path) -> String {
+    let dirs: Vec<String> = std::iter::once(String::new())
+        .chain(
+            tree(root)
+                .into_iter()
+                .filter(|(_, (kind, _, _))| *kind == 'd')
+                .map(|(path, _)| path),
+        )
+        .collect();
+    let dir = &dirs[rng.below(dirs.len())];
+    let name = NAMES[rng.below(NAMES.len())];
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}
+
+/// One random edit of the tree at `root` by `side`; a content written is unique
+/// (`<side><n>`) and returned.
+fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
+    *n += 1;
+    let token = format!("{side}{n}\n");
+    let remove = |path: &Path| {
+        let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir_all(path));
+    };
+    match rng.below(10) {
+        0..=2 => {
+            // A create or a rewrite (what is there replaced).
+            let path = root.join(random_path(rng, root));
+            if path.is_dir() && !path.is_symlink() {
+                return None;
+            }
+            remove(&path);
+            std::fs::write(&path, &token).ok()?;
+            Some(token)
+        }
+        3 => {
+            // An append to a file.
+            let path = root.join(pick(rng, root)?);
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            if !meta.is_file() {
+                return None;
+            }
+            let mut content = std::fs::read_to_string(&path).ok()?;
+            content.push_str(&token);
+            std::fs::write(&path, &content).ok()?;
+            Some(content)
+        }
+        4 => {
+            // A move of a file or directory to a free name.
+            let from = pick(rng, root)?;
+            let to = random_path(rng, root);
+            if to == from
+                || to.starts_with(&format!("{from}/"))
+                || root.join(&to).symlink_metadata().is_ok()
+            {
+                return None;
+            }
+            std::fs::rename(root.join(&from), root.join(&to)).ok();
+            None
+        }
+        5 => {
+            remove(&root.join(pick(rng, root)?));
+            None
+        }
+        6 => {
+            let path = root.join(pick(rng, root)?);
+            let meta = std::fs::symlink_metadata(&path).ok()?;
+            if meta.file_type().is_symlink() {
+                return None;
+            }
+            let mode = if meta.is_dir() {
+                0o700 + rng.below(2) as u32 * 0o55
+            } else {
+                0o600 + rng.below(2) as u32 * 0o155
+            };
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).ok();
+            None
+        }
+        7 => {
+            // A type change: a file or link replaced by a directory holding a new file.
+            let path = root.join(pick(rng, root)?);
+            if path.is_dir() && !path.is_symlink() {
+                return None;
+            }
+            remove(&path);
+            std::fs::create_dir(&path).ok()?;
+            std::fs::write(path.join("x"), &token).ok()?;
+            Some(token)
+        }
+        8 => {
+            let path = root.join(random_path(rng, root));
+            if path.symlink_metadata().is_ok() {
+                return None;
+            }
+            std::os::unix::fs::symlink(format!("t{n}"), &path).ok();
+            None
+        }
+        _ => {
+            let path = root.join(random_path(rng, root));
+            std::fs::create_dir(&path).ok();
+            None
+        }
+    }
+}
+
+/// Every file content on the side.
+fn contents(root: &Path) -> BTreeSet<String> {
+    tree(root)
+        .into_values()
+        .filter(|(kind, _, _)| *kind == 'f')
+        .map(|(_, content, _)| content)
+        .collect()
+}
+
+/// Passes until one changes nothing; answers how many changes the passes made and how
+/// many conflicts they found.
+async fn settle(sync: &mut TwoWay, when: &str) -> (usize, usize) {
+    let (mut changes, mut conflicts) = (0, 0);
+    for _ in 0..6 {
+        match sync.pass().await {
+            Ok(report) if report.settled() => return (changes, conflicts),
+            Ok(report) => {
+                conflicts += report.conflicts.len();
+                for side in [&report.to_local, &report.to_remote] {
+                    changes += side.files
+                        + side.dirs
+                        + side.links
+                        + side.renames
+                        + side.removals
+                        + side.modes;
+                }
+            }
+            Err(err) => panic!("{when}: a pass failed: {err}"),
+        }
+    }
+    panic!("{when}: six passes did not settle");
+}
+
+fn open(daemon: &Daemon, local: &Path) -> TwoWay {
+    let options = TwoWayOptions {
+        mode: Mode::TwoWaySafe,
+        ..TwoWayOptions::default()
+    };
+    TwoWay::open(daemon.sandbox(), local, "project", options).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn random_edits_on_both_sides_through_restarts_end_equal_and_lose_nothing() {
+    let seeds: Vec<u64> = match std::env::var("FSD_TWO_WAY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => {
+            let base = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64;
+            let count: u64 = std::env::var("FSD_TWO_WAY_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(4);
+            (0..count).map(|i| base.wrapping_add(i * 7919)).collect()
+        }
+    };
+    for seed in seeds {
+        println!("two-way: FSD_TWO_WAY_SEED={seed}");
+        run_seed(seed).await;
+    }
+}
+
+async fn run_seed(seed: u64) {
+    let mut rng = Rng::new(seed);
+    let mut daemon = Daemon::start();
+    let remote = daemon.path("project");
+    std::fs::create_dir_all(&remote).unwrap();
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = local_dir.path().join("work");
+    std::fs::create_dir_all(&local).unwrap();
+    let mut n = 0u64;
+    let (mut changes, mut conflicts) = (0, 0);
+    let mut sync = open(&daemon, &local);
+    for epoch in 0..12 {
+        let when = format!("FSD_TWO_WAY_SEED={seed} epoch {epoch}");
+        // Edits on both sides, some made while a pass runs.
+        let mut written: Vec<(char, String)> = Vec::new();
+        for _ in 0..1 + rng.below(6) {
+            let (side, root) = if rng.below(2) == 0 {
+                ('l', &local)
+            } else {
+                ('r', &remote)
+            };
+            if let Some(content) = edit(&mut rng, root, side, &mut n) {
+                written.push((side, content));
+            }
+        }
+        // What each side holds of what was written: its own later edits may have replaced
+        // some, which is not a loss.
+        let mut present = contents(&local);
+        present.extend(contents(&remote));
+        let mut expected: BTreeSet<String> = written
+            .into_iter()
+            .map(|(_, content)| content)
+            .filter(|content| present.contains(content))
+            .collect();
+        if rng.below(3) == 0 {
+            // New files made on one side while a pass runs (in directories the pass may be
+            // removing or moving): each must survive.
+            let root = if rng.below(2) == 0 {
+                local.clone()
+            } else {
+                remote.clone()
+            };
+            let mut during = Rng::new(rng.next());
+            let first = n;
+            n += 3;
+            let editing = tokio::task::spawn_blocking(move || {
+                let mut made = Vec::new();
+                for m in first..first + 3 {
+                    std::thread::sleep(std::time::Duration::from_millis(during.below(15) as u64));
+                    let at = random_path(&mut during, &root);
+                    let parent = Path::new(&at).parent().unwrap_or(Path::new(""));
+                    let content = format!("during{m}\n");
+                    if std::fs::write(root.join(parent).join(format!("n{m}")), &content).is_ok() {
+                        made.push(content);
+                    }
+                }
+                made
+            });
+            let _ = sync.pass().await;
+            expected.extend(editing.await.unwrap());
+        }
+        // Interruptions: the daemon restarted or killed, the sync reopened.
+        match rng.below(6) {
+            0 => daemon.restart(),
+            1 => {
+                daemon.crash();
+                daemon.resume();
+            }
+            2 => {
+                drop(sync);
+                sync = open(&daemon, &local);
+            }
+            _ => {}
+        }
+        // A daemon on a new port: a new client.
+        drop(sync);
+        sync = open(&daemon, &local);
+        let (made, found) = settle(&mut sync, &when).await;
+        changes += made;
+        conflicts += found;
+        let (local_tree, remote_tree) = (tree(&local), tree(&remote));
+        if local_tree != remote_tree {
+            let differ: Vec<_> = local_tree
+                .keys()
+                .chain(remote_tree.keys())
+                .filter(|k| local_tree.get(*k) != remote_tree.get(*k))
+                .collect();
+            panic!(
+                "{when}: the sides differ at {differ:?}\nlocal {local_tree:#?}\nremote {remote_tree:#?}"
+            );
+        }
+        let held = contents(&local);
+        let lost: Vec<&String> = expected.iter().filter(|c| !held.contains(*c)).collect();
+        assert!(
+            lost.is_empty(),
+            "{when}: edits lost: {lost:?}\nlocal {local_tree:#?}"
+        );
+    }
+    println!("two-way: seed {seed}: {changes} changes made, {conflicts} conflicts");
+    assert!(changes > 0, "the workload changes the trees");
+}
+
+/// An apply body: the length, the request, the files' content.
+fn apply_body(request: &serde_json::Value, contents: &[&[u8]]) -> Vec<u8> {
+    let header = serde_json::to_vec(request).unwrap();
+    let mut body = (header.len() as u32).to_be_bytes().to_vec();
+    body.extend_from_slice(&header);
+    for content in contents {
+        body.extend_from_slice(content);
+    }
+    body
+}
+
+async fn apply(daemon: &Daemon, body: Vec<u8>) -> (reqwest::StatusCode, serde_json::Value) {
+    fsd_tests::reply(
+        daemon
+            .request(reqwest::Method::POST, "/api/files/apply")
+            .body(body),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let root = daemon.path("project");
+    write(&root.join("edited.txt"), "the agent's edit\n");
+    write(&root.join("keep/inside.txt"), "kept\n");
+    let old = fsd_tests::sha256_hex(b"what the sync saw\n");
+    let new = b"the sync's version\n";
+    // The sync saw other content at edited.txt: the put is refused, the edit stays. The
+    // removal of a directory that is not empty is refused too; the rest is made.
+    let request = json!({"path": "project", "steps": [
+        {"op": "putFile", "path": "edited.txt", "expect": {"kind": "file", "sha256": old},
+         "size": new.len(), "sha256": fsd_tests::sha256_hex(new), "mode": 0o644},
+        {"op": "remove", "path": "keep", "expect": {"kind": "directory"}},
+        {"op": "putFile", "path": "new/file.txt", "expect": {"kind": "absent"},
+         "size": new.len(), "sha256": fsd_tests::sha256_hex(new), "mode": 0o600},
+        {"op": "mkdir", "path": "new", "expect": {"kind": "absent"}, "mode": 0o750},
+        {"op": "putFile", "path": "new/file.txt", "expect": {"kind": "absent"},
+         "size": new.len(), "sha256": fsd_tests::sha256_hex(b"not this"), "mode": 0o600},
+        {"op": "putFile", "path": "new/file.txt", "expect": {"kind": "absent"},
+         "size": new.len(), "sha256": fsd_tests::sha256_hex(new), "mode": 0o600},
+        {"op": "symlink", "path": "new/link", "expect": {"kind": "absent"}, "target": "../x"},
+        {"op": "rename", "path": "new/file.txt", "expect": {"kind": "file",
+         "sha256": fsd_tests::sha256_hex(new)}, "to": "keep/inside.txt"},
+    ]});
+    let body = apply_body(&request, &[new, new, new, new]);
+    let (status, answer) = apply(&daemon, body).await;
+    assert_eq!(status, 200, "{answer}");
+    let outcomes: Vec<&str> = answer["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            "changed", "changed", "failed", "applied", "failed", "applied", "applied", "changed"
+        ],
+        "{answer}"
+    );
+    assert_eq!(answer["outcomes"][0]["found"]["kind"], "file");
+    assert_eq!(read(&root.join("edited.txt")), "the agent's edit\n");
+    assert_eq!(read(&root.join("keep/inside.txt")), "kept\n");
+    assert_eq!(read(&root.join("new/file.txt")), "the sync's version\n");
+    let mode = |path: &Path| {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777
+    };
+    assert_eq!(mode(&root.join("new")), 0o750);
+    assert_eq!(mode(&root.join("new/file.txt")), 0o600);
+    assert_eq!(
+        std::fs::read_link(root.join("new/link")).unwrap(),
+        Path::new("../x")
+    );
+    // Nothing left behind by the refused puts.
+    let names: Vec<String> = std::fs::read_dir(root.join("new"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+
+    // Refusals: a path leaving the tree, a body cut inside a file's content, no length.
+    let request = json!({"path": "project", "steps": [
+        {"op": "remove", "path": "../etc", "expect": {"kind": "directory"}}]});
+    let (status, answer) = apply(&daemon, apply_body(&request, &[])).await;
+    fsd_tests::assert_validation(status, &answer, "steps[0].path");
+    let request = json!({"path": "project", "steps": [
+        {"op": "putFile", "path": "cut.txt", "expect": {"kind": "absent"},
+         "size": 100, "sha256": old, "mode": 0o644}]});
+    let (status, answer) = apply(&daemon, apply_body(&request, &[b"short"])).await;
+    fsd_tests::assert_error(status, &answer, 400, "VALIDATION_FAILED");
+    assert!(!root.join("cut.txt").exists());
+    let (status, answer) = apply(&daemon, vec![0, 0]).await;
+    fsd_tests::assert_validation(status, &answer, "body");
+}
