@@ -336,35 +336,24 @@ impl TwoWay {
 
 impl TwoWay {
     /// Passes until `stop` resolves: one at once, then one whenever either side changes
-    /// (local changes from the `notify` crate's watcher, the sandbox's from a watch of the
-    /// directory), and at least every `every` as a safety net. A pass that failed (the
-    /// sandbox unreachable, the daemon restarting) is told to `on_pass` and tried again.
+    /// (the local side's changes told through `local_changes` by the caller's watcher,
+    /// e.g. the `notify` crate's; the sandbox's from a watch of the directory), and at least
+    /// every `every` as a safety net. A pass that failed (the sandbox unreachable, the
+    /// daemon restarting) is told to `on_pass` and tried again.
     pub async fn follow(
         &mut self,
         every: std::time::Duration,
+        mut local_changes: tokio::sync::mpsc::Receiver<()>,
         mut on_pass: impl FnMut(Result<&PassReport, &SdkError>),
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<(), SdkError> {
-        use notify::Watcher;
         let (wake, mut woken) = tokio::sync::mpsc::channel::<()>(1);
         let local_wake = wake.clone();
-        let state_dir = self.local.join(STATE_DIR);
-        let mut watcher =
-            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                let ours = event.as_ref().is_ok_and(|event| {
-                    event.paths.iter().all(|path| {
-                        path.starts_with(&state_dir)
-                            || path.to_string_lossy().ends_with(local::TEMP_SUFFIX)
-                    })
-                });
-                if !ours {
-                    let _ = local_wake.try_send(());
-                }
-            })
-            .map_err(|err| std::io::Error::other(err.to_string()))?;
-        watcher
-            .watch(&self.local, notify::RecursiveMode::Recursive)
-            .map_err(|err| std::io::Error::other(err.to_string()))?;
+        let forward = tokio::spawn(async move {
+            while local_changes.recv().await.is_some() {
+                let _ = local_wake.try_send(());
+            }
+        });
         let remote_watch = tokio::spawn(wake_on_remote_changes(
             self.sandbox.clone(),
             self.remote.clone(),
@@ -396,8 +385,15 @@ impl TwoWay {
             () = stop => {}
         }
         remote_watch.abort();
+        forward.abort();
         Ok(())
     }
+}
+
+/// Whether a local path is the sync's own (its state directory, its temp files): a
+/// watcher waking [`TwoWay::follow`] leaves those out.
+pub fn is_own_path(local: &Path, path: &Path) -> bool {
+    path.starts_with(local.join(STATE_DIR)) || path.to_string_lossy().ends_with(local::TEMP_SUFFIX)
 }
 
 /// Wakes a following sync on every change the sandbox reports under `remote` (and when
