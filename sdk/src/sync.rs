@@ -107,23 +107,9 @@ impl Sandbox {
         local: &Path,
         version: String,
     ) -> Result<SyncReport, SdkError> {
-        let mut stream = Box::pin(self.download_archive(remote, SKIPPED).await?);
-        let (sender, receiver) = std::sync::mpsc::sync_channel::<std::io::Result<Bytes>>(8);
+        let stream = self.download_archive(remote, SKIPPED).await?;
         let mirror = local.to_path_buf();
-        let unpacking =
-            tokio::task::spawn_blocking(move || unpack(ChannelReader::new(receiver), &mirror));
-        while let Some(chunk) = stream.next().await {
-            let item = chunk.map_err(|err| std::io::Error::other(err.to_string()));
-            let failed = item.is_err();
-            // The unpacker stopped (it failed): its error is the one to answer.
-            if sender.send(item).is_err() || failed {
-                break;
-            }
-        }
-        drop(sender);
-        let unpacked = unpacking
-            .await
-            .map_err(|err| SdkError::Io(std::io::Error::other(err.to_string())))??;
+        let unpacked = read_on_a_thread(stream, move |reader| unpack(reader, &mirror)).await??;
         let deleted = remove_unwanted(local, &unpacked.wanted)?;
         set_dir_modes(local, &unpacked.dir_modes)?;
         Ok(SyncReport {
@@ -464,6 +450,33 @@ fn unpack(reader: impl std::io::Read, local: &Path) -> Result<Unpacked, SdkError
 }
 
 /// A blocking reader over the chunks an async task receives.
+/// Feeds `stream` to `read` on a blocking thread (a tar unpacker, say), through a bounded
+/// channel; a stream error reaches `read` as a read error, and `read`'s answer is returned
+/// (when it stops early, its error is the one to answer).
+pub(crate) async fn read_on_a_thread<T, E>(
+    stream: impl futures_util::Stream<Item = Result<Bytes, SdkError>>,
+    read: impl FnOnce(ChannelReader) -> Result<T, E> + Send + 'static,
+) -> Result<Result<T, E>, SdkError>
+where
+    T: Send + 'static,
+    E: Send + 'static,
+{
+    let mut stream = Box::pin(stream);
+    let (sender, receiver) = std::sync::mpsc::sync_channel::<std::io::Result<Bytes>>(8);
+    let reading = tokio::task::spawn_blocking(move || read(ChannelReader::new(receiver)));
+    while let Some(chunk) = stream.next().await {
+        let item = chunk.map_err(|err| std::io::Error::other(err.to_string()));
+        let failed = item.is_err();
+        if sender.send(item).is_err() || failed {
+            break;
+        }
+    }
+    drop(sender);
+    reading
+        .await
+        .map_err(|err| SdkError::Io(std::io::Error::other(err.to_string())))
+}
+
 pub(crate) struct ChannelReader {
     receiver: std::sync::mpsc::Receiver<std::io::Result<Bytes>>,
     current: Bytes,

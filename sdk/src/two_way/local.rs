@@ -225,9 +225,10 @@ fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(), Refused> {
     Ok(())
 }
 
-struct Tee<'a, W: Write> {
-    out: &'a mut W,
-    hasher: &'a mut sha2::Sha256,
+/// Writes through to `out`, hashing what was written.
+pub(crate) struct Tee<'a, W: Write> {
+    pub out: &'a mut W,
+    pub hasher: &'a mut sha2::Sha256,
 }
 
 impl<W: Write> Write for Tee<'_, W> {

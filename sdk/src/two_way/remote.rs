@@ -272,21 +272,12 @@ pub async fn fetch(
         .map(|(hash, path)| (path.clone(), hash.clone()))
         .collect();
     let files: Vec<String> = wanted.values().cloned().collect();
-    let mut stream = Box::pin(sandbox.download_files(remote, files).await?);
-    let (sender, receiver) = std::sync::mpsc::sync_channel::<std::io::Result<Bytes>>(8);
+    let stream = sandbox.download_files(remote, files).await?;
     let dir = into.to_path_buf();
-    let unpacking = tokio::task::spawn_blocking(move || {
-        unpack_by_hash(crate::sync::ChannelReader::new(receiver), &dir, &by_path)
-    });
-    while let Some(chunk) = stream.next().await {
-        let item = chunk.map_err(|err| std::io::Error::other(err.to_string()));
-        let failed = item.is_err();
-        if sender.send(item).is_err() || failed {
-            break;
-        }
-    }
-    drop(sender);
-    for (hash, path) in unpacking.await.map_err(std::io::Error::other)?? {
+    let unpacked =
+        crate::sync::read_on_a_thread(stream, move |reader| unpack_by_hash(reader, &dir, &by_path))
+            .await?;
+    for (hash, path) in unpacked? {
         brought.insert(hash, path);
     }
     Ok(brought)
@@ -309,15 +300,13 @@ fn unpack_by_hash(
         let path = dir.join(hash);
         let mut file = std::fs::File::create(&path)?;
         let mut hasher = Sha256::new();
-        let mut buffer = vec![0u8; 256 * 1024];
-        loop {
-            let read = entry.read(&mut buffer)?;
-            if read == 0 {
-                break;
-            }
-            hasher.update(&buffer[..read]);
-            std::io::Write::write_all(&mut file, &buffer[..read])?;
-        }
+        std::io::copy(
+            &mut entry,
+            &mut super::local::Tee {
+                out: &mut file,
+                hasher: &mut hasher,
+            },
+        )?;
         if format!("{:x}", hasher.finalize()) == *hash {
             out.push((hash.clone(), path));
         } else {
