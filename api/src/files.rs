@@ -282,6 +282,11 @@ pub struct ManifestRequest {
     /// `path`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude: Vec<String>,
+    /// Only these paths (relative to `path`) and what is below them: what a sync reads
+    /// again where a change list says something changed. A path that is not there (or is
+    /// under a link or a file) has no entry. Absent or empty: the whole directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paths: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
 }

@@ -2,5 +2,7 @@
 //! one-machine trusted side it runs: the embedded S3-compatible store, backups through
 //! presigned URLs with their metadata and TTLs, and bucket mounts through a credential
 //! proxy. This is the code that holds object-store credentials; the daemon never does.
+//! [`local_watch`] is the local side's watcher of a following two-way sync.
 
+pub mod local_watch;
 pub mod trusted;

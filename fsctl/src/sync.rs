@@ -111,27 +111,11 @@ async fn two_way(
         });
     };
     let interrupt = Interrupt::listen()?;
-    // Local changes wake a pass (the sync's own files aside).
-    let (changed, local_changes) = tokio::sync::mpsc::channel::<()>(1);
-    let root = local.to_path_buf();
-    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let ours = event.as_ref().is_ok_and(|event| {
-            event
-                .paths
-                .iter()
-                .all(|path| fsd_sdk::two_way::is_own_path(&root, path))
-        });
-        if !ours {
-            let _ = changed.try_send(());
-        }
-    })
-    .map_err(|err| std::io::Error::other(err.to_string()))?;
-    notify::Watcher::watch(&mut watcher, local, notify::RecursiveMode::Recursive)
-        .map_err(|err| std::io::Error::other(err.to_string()))?;
+    let mut watch = fsctl::local_watch::Watched::start(local, &sync.watch_excludes())?;
     let mut first = true;
     sync.follow(
         Duration::from_millis(every),
-        local_changes,
+        &mut watch,
         |result| match result {
             Ok(report) => {
                 print_pass(report, as_json, first);

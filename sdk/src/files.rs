@@ -216,6 +216,25 @@ impl Sandbox {
         let request = ManifestRequest {
             path: path.into(),
             exclude: exclude.to_vec(),
+            paths: None,
+            session_id: None,
+        };
+        self.post_json("/api/files/manifest", &request).await
+    }
+
+    /// [`Sandbox::manifest`] of only the entries at `paths` (relative to `path`) and below
+    /// them: what a sync reads again where a change list named something. A path not there
+    /// has no entry.
+    pub async fn manifest_of(
+        &self,
+        path: &str,
+        exclude: &[String],
+        paths: Vec<String>,
+    ) -> Result<ManifestResponse, SdkError> {
+        let request = ManifestRequest {
+            path: path.into(),
+            exclude: exclude.to_vec(),
+            paths: Some(paths),
             session_id: None,
         };
         self.post_json("/api/files/manifest", &request).await

@@ -126,6 +126,69 @@ pub struct Plan {
 
 /// Merges `local` and `remote` against `ancestor` in `mode`.
 pub fn merge(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot, mode: Mode) -> Plan {
+    merge_trees(ancestor, local, remote, mode, &|_| false)
+}
+
+/// [`merge`] of only the paths in `scope`, what is above them and what is below them:
+/// the same plan a whole merge makes when every path outside the scope holds the same on
+/// all three trees (a sync that knows what changed since its last pass merges just that).
+/// Answers the plan (its trees hold the merged paths, and the names it chose beside them
+/// for conflicts) and the paths merged; what else the trees hold is left as it is.
+pub fn merge_within(
+    ancestor: &Snapshot,
+    local: &Snapshot,
+    remote: &Snapshot,
+    mode: Mode,
+    scope: &BTreeSet<String>,
+) -> (Plan, BTreeSet<String>) {
+    let trees = [ancestor, local, remote];
+    let mut merged = BTreeSet::new();
+    for path in scope {
+        let mut up = parent(path);
+        while let Some(dir) = up {
+            if !merged.insert(dir.to_string()) {
+                break;
+            }
+            up = parent(dir);
+        }
+        merged.insert(path.clone());
+        for tree in trees {
+            merged.extend(within(tree, path).map(|(below, _)| below.clone()));
+        }
+    }
+    let part = |tree: &Snapshot| -> Snapshot {
+        merged
+            .iter()
+            .filter_map(|path| tree.get(path).map(|entry| (path.clone(), entry.clone())))
+            .collect()
+    };
+    let taken_elsewhere = |name: &str| trees.iter().any(|tree| tree.contains_key(name));
+    let plan = merge_trees(
+        &part(ancestor),
+        &part(local),
+        &part(remote),
+        mode,
+        &taken_elsewhere,
+    );
+    (plan, merged)
+}
+
+/// What `tree` holds below `dir` (not `dir` itself).
+pub fn within<'a>(tree: &'a Snapshot, dir: &str) -> impl Iterator<Item = (&'a String, &'a Entry)> {
+    let prefix = format!("{dir}/");
+    tree.range(prefix.clone()..)
+        .take_while(move |(path, _)| path.starts_with(&prefix))
+}
+
+/// The merge; `taken_elsewhere` tells names held outside the trees given (a scoped
+/// merge's), which a conflict's copy must not take.
+fn merge_trees(
+    ancestor: &Snapshot,
+    local: &Snapshot,
+    remote: &Snapshot,
+    mode: Mode,
+    taken_elsewhere: &dyn Fn(&str) -> bool,
+) -> Plan {
     let paths: BTreeSet<&String> = ancestor
         .keys()
         .chain(local.keys())
@@ -182,7 +245,9 @@ pub fn merge(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot, mode: Mod
                 if (kept == Side::Local && l.is_some_and(Entry::is_dir)) || kept == Side::Remote {
                     kept_dirs.push((path.clone(), kept));
                 }
-                let aside = free_name(path, label, &taken);
+                let aside = free_name(path, label, &|name: &str| {
+                    taken.contains(name) || taken_elsewhere(name)
+                });
                 taken.insert(aside.clone());
                 if let Some(other) = other {
                     to_local.insert(aside.clone(), other.clone());
@@ -307,14 +372,14 @@ fn changed_inside<'a>(ancestor: &'a Snapshot, side: &'a Snapshot) -> BTreeSet<&'
 }
 
 /// A name beside `path` for the other version of a conflict, not taken by anything.
-fn free_name(path: &str, label: &str, taken: &BTreeSet<String>) -> String {
+fn free_name(path: &str, label: &str, taken: &dyn Fn(&str) -> bool) -> String {
     let base = format!("{path}.sync-conflict-{label}");
-    if !taken.contains(&base) {
+    if !taken(&base) {
         return base;
     }
     (2..)
         .map(|n| format!("{base}-{n}"))
-        .find(|name| !taken.contains(name))
+        .find(|name| !taken(name))
         .unwrap_or(base)
 }
 

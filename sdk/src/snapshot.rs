@@ -9,8 +9,8 @@
 //! seconds of the file's mtime is not trusted later (a write in the same clock tick keeps
 //! size and mtime), as git does with racy entries.
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
@@ -93,72 +93,181 @@ pub struct Scan {
 
 /// Scans the directory `root`.
 pub fn scan(root: &Path, ignores: &Ignores, cache: &ScanCache) -> std::io::Result<Scan> {
-    let mut out = Scan::default();
-    let now = SystemTime::now();
-    let mut pending = vec![(root.to_path_buf(), String::new())];
-    while let Some((dir, prefix)) = pending.pop() {
-        let mut entries: Vec<std::fs::DirEntry> = std::fs::read_dir(&dir)?.flatten().collect();
-        entries.sort_by_key(std::fs::DirEntry::file_name);
-        for entry in entries {
-            let path = entry.path();
-            let Some(name) = entry.file_name().to_str().map(str::to_string) else {
-                out.skipped.push(path.display().to_string());
-                continue;
-            };
-            let relative = if prefix.is_empty() {
-                name
-            } else {
-                format!("{prefix}/{name}")
-            };
-            // Gone since the listing: not there.
-            let Ok(meta) = std::fs::symlink_metadata(&path) else {
-                continue;
-            };
-            let kind = meta.file_type();
-            if ignores.ignored(&relative, kind.is_dir()) {
-                continue;
-            }
-            let mode = permissions(&meta);
-            if kind.is_dir() {
-                out.snapshot.insert(relative.clone(), Entry::Dir { mode });
-                pending.push((path, relative));
-            } else if kind.is_symlink() {
-                let target = std::fs::read_link(&path)?;
-                match target.to_str() {
-                    Some(target) => {
-                        out.snapshot.insert(
-                            relative,
-                            Entry::Link {
-                                target: target.to_string(),
-                            },
-                        );
-                    }
-                    None => out.skipped.push(relative),
-                }
-            } else if kind.is_file() {
-                let seen = record(&meta, String::new());
-                let hash = match cache.get(&relative) {
-                    Some(known) if same_file(known, &seen) => known.hash.clone(),
-                    _ => match hash_file(&path) {
-                        Ok(hash) => {
-                            out.hashed += 1;
-                            hash
-                        }
-                        Err(error) if error.kind() == std::io::ErrorKind::NotFound => continue,
-                        Err(error) => return Err(error),
-                    },
-                };
-                if !racy(&meta, now) {
-                    out.cache
-                        .insert(relative.clone(), record(&meta, hash.clone()));
-                }
-                out.snapshot.insert(relative, Entry::File { hash, mode });
-            } else {
-                out.skipped.push(relative);
-            }
+    let mut scanner = Scanner {
+        ignores,
+        cache,
+        now: SystemTime::now(),
+        out: Scan::default(),
+    };
+    scanner.below(vec![(root.to_path_buf(), String::new())])?;
+    Ok(scanner.out)
+}
+
+/// The entries at `paths` (relative to `root`) and below those that are directories, as
+/// [`scan`] finds them: what a sync reads again where a watcher said something changed. A
+/// path that is not there, or lies under something that is not a directory (a link is
+/// never followed), has none.
+pub fn scan_paths(
+    root: &Path,
+    paths: &BTreeSet<String>,
+    ignores: &Ignores,
+    cache: &ScanCache,
+) -> std::io::Result<Scan> {
+    let mut scanner = Scanner {
+        ignores,
+        cache,
+        now: SystemTime::now(),
+        out: Scan::default(),
+    };
+    for path in tops(paths) {
+        // Each directory above it a directory, not a link to one elsewhere.
+        let mut at = root.to_path_buf();
+        let mut names: Vec<&str> = path.split('/').collect();
+        let Some(last) = names.pop() else { continue };
+        let through_dirs = names.iter().all(|name| {
+            at.push(name);
+            std::fs::symlink_metadata(&at).is_ok_and(|meta| meta.is_dir())
+        });
+        if !through_dirs {
+            continue;
+        }
+        at.push(last);
+        if let Some(below) = scanner.entry(at, path.clone())? {
+            scanner.below(vec![below])?;
         }
     }
-    Ok(out)
+    Ok(scanner.out)
+}
+
+/// `paths` less those under another one of them: each of these is read with what is
+/// below it.
+pub fn tops(paths: &BTreeSet<String>) -> Vec<&String> {
+    let mut out: Vec<&String> = Vec::new();
+    for path in paths {
+        if out
+            .last()
+            .is_some_and(|top| path.starts_with(top.as_str()) && path[top.len()..].starts_with('/'))
+        {
+            continue;
+        }
+        out.push(path);
+    }
+    out
+}
+
+/// One scan's entries as they are found.
+struct Scanner<'a> {
+    ignores: &'a Ignores,
+    cache: &'a ScanCache,
+    now: SystemTime,
+    out: Scan,
+}
+
+impl Scanner<'_> {
+    /// What the directories `pending` hold (each with its relative path), all the way down.
+    fn below(&mut self, mut pending: Vec<(PathBuf, String)>) -> std::io::Result<()> {
+        while let Some((dir, prefix)) = pending.pop() {
+            let mut entries: Vec<std::fs::DirEntry> = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries.flatten().collect(),
+                // Gone, or no longer a directory, since it was found: not there (what is
+                // there now is told again). Anything else fails the scan: a directory
+                // read as empty would be its content deleted.
+                Err(error)
+                    if !prefix.is_empty()
+                        && matches!(
+                            error.kind(),
+                            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                        ) =>
+                {
+                    continue;
+                }
+                Err(error) => return Err(error),
+            };
+            entries.sort_by_key(std::fs::DirEntry::file_name);
+            for entry in entries {
+                let path = entry.path();
+                let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+                    self.out.skipped.push(path.display().to_string());
+                    continue;
+                };
+                let relative = if prefix.is_empty() {
+                    name
+                } else {
+                    format!("{prefix}/{name}")
+                };
+                if let Some(below) = self.entry(path, relative)? {
+                    pending.push(below);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records what is at `path` (`relative` in the tree); a directory is answered, to be
+    /// scanned.
+    fn entry(
+        &mut self,
+        path: PathBuf,
+        relative: String,
+    ) -> std::io::Result<Option<(PathBuf, String)>> {
+        // Gone since the listing: not there.
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            return Ok(None);
+        };
+        let kind = meta.file_type();
+        if self.ignores.ignored(&relative, kind.is_dir()) {
+            return Ok(None);
+        }
+        let mode = permissions(&meta);
+        if kind.is_dir() {
+            self.out
+                .snapshot
+                .insert(relative.clone(), Entry::Dir { mode });
+            return Ok(Some((path, relative)));
+        }
+        if kind.is_symlink() {
+            let target = match std::fs::read_link(&path) {
+                Ok(target) => target,
+                Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                Err(error) => return Err(error),
+            };
+            match target.to_str() {
+                Some(target) => {
+                    self.out.snapshot.insert(
+                        relative,
+                        Entry::Link {
+                            target: target.to_string(),
+                        },
+                    );
+                }
+                None => self.out.skipped.push(relative),
+            }
+        } else if kind.is_file() {
+            let seen = record(&meta, String::new());
+            let hash = match self.cache.get(&relative) {
+                Some(known) if same_file(known, &seen) => known.hash.clone(),
+                _ => match hash_file(&path) {
+                    Ok(hash) => {
+                        self.out.hashed += 1;
+                        hash
+                    }
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(error) => return Err(error),
+                },
+            };
+            if !racy(&meta, self.now) {
+                self.out
+                    .cache
+                    .insert(relative.clone(), record(&meta, hash.clone()));
+            }
+            self.out
+                .snapshot
+                .insert(relative, Entry::File { hash, mode });
+        } else {
+            self.out.skipped.push(relative);
+        }
+        Ok(None)
+    }
 }
 
 /// The SHA-256 of a file's content, as lowercase hex.
@@ -286,6 +395,36 @@ mod tests {
         assert_eq!(again.hashed, 1, "the cached file is not read");
         assert!(
             matches!(&again.snapshot["src/main.rs"], Entry::File { hash, .. } if hash == "cached")
+        );
+    }
+
+    #[test]
+    fn chosen_paths_are_read_with_what_is_below_them_and_never_through_a_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/f"), "f").unwrap();
+        std::fs::write(root.join("a/g"), "g").unwrap();
+        std::fs::write(root.join("h"), "h").unwrap();
+        std::fs::create_dir_all(root.join("outside")).unwrap();
+        std::fs::write(root.join("outside/secret"), "s").unwrap();
+        std::os::unix::fs::symlink("outside", root.join("link")).unwrap();
+        let ignores = Ignores::new(&[], true).unwrap();
+        let paths: BTreeSet<String> = ["a", "a/b/f", "gone", "link/secret", "h/under"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        let scan = scan_paths(root, &paths, &ignores, &ScanCache::new()).unwrap();
+        let found: Vec<&str> = scan.snapshot.keys().map(String::as_str).collect();
+        assert_eq!(found, ["a", "a/b", "a/b/f", "a/g"]);
+        assert_eq!(
+            tops(&paths),
+            ["a", "gone", "h/under", "link/secret"]
+                .iter()
+                .map(|p| p.to_string())
+                .collect::<Vec<_>>()
+                .iter()
+                .collect::<Vec<_>>()
         );
     }
 

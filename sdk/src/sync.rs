@@ -84,7 +84,7 @@ impl Sandbox {
     }
 
     /// The absolute path the daemon reports changes under.
-    async fn remote_root(&self, remote: &str) -> Result<PathBuf, SdkError> {
+    pub(crate) async fn remote_root(&self, remote: &str) -> Result<PathBuf, SdkError> {
         let workspace = PathBuf::from(self.capabilities().await?.workspace);
         let mut root = PathBuf::new();
         for component in workspace.join(remote).components() {

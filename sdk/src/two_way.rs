@@ -7,22 +7,34 @@
 //!
 //! A pass is safe to cut anywhere (a disconnect, a crash, a reboot): the ancestor is
 //! written only after both sides were changed, and a pass made again from the old one finds
-//! the same changes on both sides, which are no conflict. Conflicts are settled by the
+//! the same changes on both sides, which are no conflict.
+//!
+//! A sync kept open ([`TwoWay::follow`]) reads each side whole once, then only what
+//! changed: the sandbox's paths from its change token (the daemon's exact change list),
+//! the local ones from a [`LocalWatch`] (fsctl's is fsd-watch's engine, the same one), each
+//! read again from the disk, since events say where to look, not what is there. The merge
+//! then takes just those paths, and the state is kept as a log of what each pass changed
+//! ([`journal`]), so a pass costs what changed, not the size of the tree. Conflicts are settled by the
 //! [`Mode`] and reported; those that leave something for a person to look at (both
 //! versions kept) are listed by [`conflicts`] until the copy set aside is removed.
 
+mod journal;
 pub mod local;
 pub mod ops;
 mod remote;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+
+use futures_util::future::BoxFuture;
 
 use serde::{Deserialize, Serialize};
 
 use crate::merge::{self, Conflict, Entry, Mode, Resolution, Snapshot};
-use crate::snapshot::{self, Ignores, STATE_DIR, ScanCache};
+use crate::snapshot::{self, Ignores, STATE_DIR};
+
 use crate::{Sandbox, SdkError};
+use journal::{Journal, State};
 
 use local::{Contents, LocalTree, Refused};
 use ops::Op;
@@ -81,6 +93,8 @@ pub struct PassReport {
     pub failed: Vec<(merge::Side, String, String)>,
     /// What neither side can carry (devices, FIFOs, sockets, names not UTF-8).
     pub skipped: Vec<String>,
+    /// Whether the pass merged both trees whole (else only the paths that changed).
+    pub whole: bool,
 }
 
 impl PassReport {
@@ -105,18 +119,6 @@ pub struct OpenConflict {
     pub found: String,
 }
 
-/// What is kept between passes, beside the local tree.
-#[derive(Debug, Default, Serialize, Deserialize)]
-struct State {
-    /// The sandbox directory this local directory is synced with.
-    remote: String,
-    ancestor: Snapshot,
-    #[serde(default)]
-    conflicts: Vec<OpenConflict>,
-}
-
-const STATE_FILE: &str = "state.json";
-const CACHE_FILE: &str = "scan-cache.json";
 const LOCK_FILE: &str = "lock";
 const INCOMING_DIR: &str = "incoming";
 
@@ -128,8 +130,39 @@ pub struct TwoWay {
     remote: String,
     options: TwoWayOptions,
     ignores: Ignores,
+    state: State,
+    journal: Journal,
+    /// Both sides as the last pass left them, while they are followed.
+    known: Option<Known>,
+    /// Where the daemon reports the remote directory's changes.
+    remote_root: Option<PathBuf>,
     _lock: std::fs::File,
 }
+
+/// What a following sync knows of both sides since its last pass, so the next one reads
+/// only what changed.
+struct Known {
+    local: Snapshot,
+    remote: Snapshot,
+    /// The sandbox's change token, taken before its side was last read.
+    version: String,
+    /// Paths whose change the last pass did not make: read again on both sides.
+    dirty: BTreeSet<String>,
+}
+
+/// Where a following sync learns what changed in the local tree: a watcher that tells
+/// every change (fsctl's is fsd-watch's engine). What it tells are hints, where to look:
+/// the paths are read again from the disk.
+pub trait LocalWatch: Send {
+    /// Resolves when something in the local tree may have changed.
+    fn changed(&mut self) -> BoxFuture<'_, ()>;
+    /// The paths (absolute) changed since the last call, every change made before this
+    /// call among them; `None` when changes were lost (the tree is then read whole).
+    fn take(&mut self) -> BoxFuture<'_, Option<Vec<PathBuf>>>;
+}
+
+/// Changed paths told beyond this many read the side whole.
+const MOST_PATHS: usize = 20_000;
 
 fn invalid(message: String) -> SdkError {
     SdkError::coded(
@@ -150,8 +183,10 @@ impl TwoWay {
     ) -> Result<Self, SdkError> {
         let ignores = Ignores::new(&options.exclude, options.default_excludes)
             .map_err(|err| invalid(format!("exclude: {err}")))?;
+        std::fs::create_dir_all(local.join(STATE_DIR))?;
+        // Watchers tell canonical paths.
+        let local = &std::fs::canonicalize(local)?;
         let state_dir = local.join(STATE_DIR);
-        std::fs::create_dir_all(&state_dir)?;
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -163,7 +198,7 @@ impl TwoWay {
                 local.display()
             )));
         }
-        let state = read_state(local)?;
+        let (state, journal) = Journal::read(local)?;
         if !state.remote.is_empty() && state.remote != remote {
             return Err(invalid(format!(
                 "{} is synced with {:?}, not {remote:?} (remove {} to start again)",
@@ -178,6 +213,10 @@ impl TwoWay {
             remote: remote.to_string(),
             options,
             ignores,
+            state,
+            journal,
+            known: None,
+            remote_root: None,
             _lock: lock,
         })
     }
@@ -186,132 +225,386 @@ impl TwoWay {
         &self.local
     }
 
-    /// One pass: both sides read, merged, and changed.
+    /// One pass: both sides read whole, merged, and changed.
     pub async fn pass(&mut self) -> Result<PassReport, SdkError> {
-        let mut state = read_state(&self.local)?;
-        state.remote = self.remote.clone();
-        let cache: ScanCache =
-            read_json(&self.local.join(STATE_DIR).join(CACHE_FILE))?.unwrap_or_default();
-        // The sandbox first: a change there during the local scan is seen next pass.
-        if let Err(err) = self.sandbox.mkdir(&self.remote, true).await
+        self.known = None;
+        self.run(None, false).await
+    }
+
+    /// One pass that reads only what changed since the last pass of this sync: the
+    /// sandbox's side from its change token, the local side's paths from `local_changed`
+    /// (absolute paths a watcher told, every change since the last pass among them;
+    /// `None`: not known, read whole). The first pass, and one after the sandbox's change
+    /// list was lost, reads that side whole.
+    pub async fn pass_changed(
+        &mut self,
+        local_changed: Option<Vec<PathBuf>>,
+    ) -> Result<PassReport, SdkError> {
+        let local_changed = local_changed.and_then(|paths| self.relative_paths(paths));
+        self.run(local_changed, true).await
+    }
+
+    /// Paths under the local directory, relative, the sync's own left out; `None` when
+    /// there are too many to read one by one.
+    fn relative_paths(&self, paths: Vec<PathBuf>) -> Option<BTreeSet<String>> {
+        let mut out = BTreeSet::new();
+        for path in paths {
+            if is_own_path(&self.local, &path) {
+                continue;
+            }
+            let Ok(relative) = path.strip_prefix(&self.local) else {
+                continue;
+            };
+            // A name that is not UTF-8: the nearest directory above it that is.
+            let mut relative = relative;
+            while relative.to_str().is_none() {
+                relative = relative.parent()?;
+            }
+            match relative.to_str() {
+                Some("") => return None,
+                Some(text) => out.insert(text.replace(std::path::MAIN_SEPARATOR, "/")),
+                None => return None,
+            };
+        }
+        (out.len() <= MOST_PATHS).then_some(out)
+    }
+
+    /// The globs the change watches on both sides leave out: the defaults (when the sync
+    /// leaves them out) and the sync's own files. What the sync's own patterns leave out
+    /// is still told, and dropped when read.
+    pub fn watch_excludes(&self) -> Vec<String> {
+        let defaults = if self.options.default_excludes {
+            snapshot::DEFAULT_EXCLUDES
+        } else {
+            &[]
+        };
+        defaults
+            .iter()
+            .chain(&[STATE_DIR, "*.fsd-sync.tmp"])
+            .map(|glob| glob.to_string())
+            .collect()
+    }
+
+    /// A pass. `track`: keep the sandbox's change token and both trees for the next pass,
+    /// and read only what changed where they are known.
+    async fn run(
+        &mut self,
+        local_changed: Option<BTreeSet<String>>,
+        track: bool,
+    ) -> Result<PassReport, SdkError> {
+        // Whatever fails below, the next pass reads both sides whole.
+        let known = self.known.take();
+        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
+        if known.is_none()
+            && let Err(err) = self.sandbox.mkdir(&self.remote, true).await
             && err.code() != Some(&fsd_api::ErrorCode::FileExists)
         {
             return Err(err);
         }
-        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
-        let (remote_now, remote_skipped) =
-            remote::snapshot(&self.sandbox, &self.remote, &exclude).await?;
+        // The sandbox first (its token before its tree): a change there during the local
+        // scan is seen next pass.
+        let mut version = None;
+        let mut remote_changed = None;
+        if track {
+            let root = match &self.remote_root {
+                Some(root) => root.clone(),
+                None => {
+                    let root = self.sandbox.remote_root(&self.remote).await?;
+                    self.remote_root = Some(root.clone());
+                    root
+                }
+            };
+            let since = known.as_ref().map(|known| known.version.as_str());
+            let (next, changed) = remote::changes_since(
+                &self.sandbox,
+                &self.remote,
+                &root,
+                since,
+                &self.watch_excludes(),
+            )
+            .await?;
+            version = Some(next);
+            remote_changed = changed.filter(|paths| paths.len() <= MOST_PATHS);
+        }
+        let (mut known, local_changed, remote_changed) = match known {
+            Some(known) if track => (Some(known), local_changed, remote_changed),
+            _ => (None, None, None),
+        };
+        let dirty = known
+            .as_mut()
+            .map(|known| std::mem::take(&mut known.dirty))
+            .unwrap_or_default();
+        let with_dirty = |paths: BTreeSet<String>| -> BTreeSet<String> {
+            paths.into_iter().chain(dirty.iter().cloned()).collect()
+        };
+        // A pass that merges everything keeps what the state was, to journal the change.
+        let whole = !(known.is_some() && local_changed.is_some() && remote_changed.is_some());
+        let old_state = whole.then(|| self.state.clone());
+
+        let (remote_now, remote_skipped) = match (remote_changed.clone(), known.as_mut()) {
+            (Some(paths), Some(known)) => {
+                let paths = with_dirty(paths);
+                let (part, skipped) =
+                    remote::snapshot_of(&self.sandbox, &self.remote, &exclude, &paths).await?;
+                let mut tree = std::mem::take(&mut known.remote);
+                patch(&mut tree, &paths, part);
+                (tree, skipped)
+            }
+            _ => remote::snapshot(&self.sandbox, &self.remote, &exclude).await?,
+        };
+        // The local side: only the paths a watcher told, where the tree is known.
         let root = self.local.clone();
         let ignores = self.ignores.clone();
-        let scanned = tokio::task::spawn_blocking(move || snapshot::scan(&root, &ignores, &cache))
-            .await
-            .map_err(std::io::Error::other)??;
-        let local_now = scanned.snapshot;
-        let mut cache = scanned.cache;
-        let plan = merge::merge(&state.ancestor, &local_now, &remote_now, self.options.mode);
-        let mut report = PassReport {
-            conflicts: plan.conflicts.clone(),
-            skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
-            ..PassReport::default()
+        let mut cache = std::mem::take(&mut self.state.cache);
+        let mut old_cache = BTreeMap::new();
+        let local_paths = match (local_changed.clone(), known.as_ref()) {
+            (Some(paths), Some(_)) => Some(with_dirty(paths)),
+            _ => None,
         };
-        let local_ops = ops::operations(&local_now, &plan.agreed);
-        let remote_ops = ops::operations(&remote_now, &plan.remote_end);
-        // Paths whose change did not happen: they keep their old ancestor.
-        let mut undone: Vec<String> = Vec::new();
-
-        // The local side first: what it needs from the sandbox is fetched while the
-        // sandbox still holds it.
-        let incoming = self.local.join(STATE_DIR).join(INCOMING_DIR);
-        let _ = std::fs::remove_dir_all(&incoming);
-        let mut wanted = BTreeMap::new();
-        let remote_by_hash = by_hash(&remote_now);
-        let local_by_hash = by_hash(&local_now);
-        for op in &local_ops {
-            if let Op::Put {
-                entry: Entry::File { hash, .. },
-                ..
-            } = op
-                && !local_by_hash.contains_key(hash)
-                && let Some(path) = remote_by_hash.get(hash)
-            {
-                wanted.insert(hash.clone(), path.clone());
-            }
-        }
-        let fetched = remote::fetch(&self.sandbox, &self.remote, wanted, &incoming).await?;
-        let local_sources = Sources {
-            root: self.local.clone(),
-            by_hash: local_by_hash,
-            fetched,
-        };
-        let root = self.local.clone();
-        let cache_for_apply = cache.clone();
-        let local_results = {
-            let ops = local_ops.clone();
+        let scanned = {
+            let paths = local_paths.clone();
             tokio::task::spawn_blocking(move || {
-                let tree = LocalTree {
-                    root: &root,
-                    cache: &cache_for_apply,
+                let scanned = match &paths {
+                    Some(paths) => snapshot::scan_paths(&root, paths, &ignores, &cache),
+                    None => snapshot::scan(&root, &ignores, &cache),
                 };
-                ops.iter()
-                    .map(|op| tree.apply(op, &local_sources))
-                    .collect::<Vec<_>>()
+                (scanned, cache)
             })
             .await
             .map_err(std::io::Error::other)?
         };
-        let _ = std::fs::remove_dir_all(&incoming);
-        let mut to_local = Changes::default();
-        tally(
-            merge::Side::Local,
-            &local_ops,
-            local_results,
-            &mut to_local,
-            &mut report,
-            &mut undone,
-        );
-        report.to_local = to_local;
-
-        // Then the sandbox, its new content read from the local side as it is now.
-        let remote_sources = Sources {
-            root: self.local.clone(),
-            by_hash: by_hash(&plan.agreed),
-            fetched: BTreeMap::new(),
+        let (scanned, taken_back) = scanned;
+        cache = taken_back;
+        let scanned = match scanned {
+            Ok(scanned) => scanned,
+            Err(err) => {
+                self.state.cache = cache;
+                return Err(err.into());
+            }
         };
-        let remote_results =
-            remote::apply(&self.sandbox, &self.remote, &remote_ops, &remote_sources).await?;
-        let mut to_remote = Changes::default();
-        tally(
-            merge::Side::Remote,
-            &remote_ops,
-            remote_results,
-            &mut to_remote,
-            &mut report,
-            &mut undone,
-        );
-        report.to_remote = to_remote;
+        let (local_now, local_skipped) = match (&local_paths, known.as_mut()) {
+            (Some(paths), Some(known)) => {
+                // The records of what was read again, kept for the journal.
+                for top in snapshot::tops(paths) {
+                    for key in under_and_at(&cache, top) {
+                        if let Some(seen) = cache.remove(&key) {
+                            old_cache.insert(key, Some(seen));
+                        }
+                    }
+                }
+                for (path, seen) in scanned.cache {
+                    old_cache.entry(path.clone()).or_insert(None);
+                    cache.insert(path, seen);
+                }
+                let mut tree = std::mem::take(&mut known.local);
+                patch(&mut tree, paths, scanned.snapshot);
+                (tree, scanned.skipped)
+            }
+            _ => {
+                cache = scanned.cache;
+                (scanned.snapshot, scanned.skipped)
+            }
+        };
+        self.state.cache = cache;
+
+        // What to merge: everything, or (both sides read in part) what either side told.
+        let scope = match (&local_paths, &remote_changed) {
+            (Some(local), Some(remote)) if known.is_some() => Some(
+                local
+                    .iter()
+                    .chain(remote)
+                    .chain(&dirty)
+                    .cloned()
+                    .collect::<BTreeSet<String>>(),
+            ),
+            _ => None,
+        };
+        let (plan, merged) = match &scope {
+            Some(scope) => {
+                let (plan, merged) = merge::merge_within(
+                    &self.state.ancestor,
+                    &local_now,
+                    &remote_now,
+                    self.options.mode,
+                    scope,
+                );
+                (plan, Some(merged))
+            }
+            None => (
+                merge::merge(
+                    &self.state.ancestor,
+                    &local_now,
+                    &remote_now,
+                    self.options.mode,
+                ),
+                None,
+            ),
+        };
+        let mut report = PassReport {
+            conflicts: plan.conflicts.clone(),
+            skipped: local_skipped.into_iter().chain(remote_skipped).collect(),
+            whole,
+            ..PassReport::default()
+        };
+        let (local_part, remote_part) = match &merged {
+            Some(merged) => (
+                Some(part(&local_now, merged)),
+                Some(part(&remote_now, merged)),
+            ),
+            None => (None, None),
+        };
+        let local_base = local_part.as_ref().unwrap_or(&local_now);
+        let remote_base = remote_part.as_ref().unwrap_or(&remote_now);
+        let local_ops = ops::operations(local_base, &plan.agreed);
+        let remote_ops = ops::operations(remote_base, &plan.remote_end);
+        // Paths whose change did not happen: they keep their old ancestor.
+        let mut undone: Vec<String> = Vec::new();
+
+        if !local_ops.is_empty() {
+            // The local side first: what it needs from the sandbox is fetched while the
+            // sandbox still holds it.
+            let wanted_hashes = put_hashes(&local_ops);
+            let skip = merged.as_ref();
+            let local_has = holders(&[(local_base, None), (&local_now, skip)], &wanted_hashes);
+            let remote_has = holders(&[(remote_base, None), (&remote_now, skip)], &wanted_hashes);
+            let wanted: BTreeMap<String, String> = remote_has
+                .into_iter()
+                .filter(|(hash, _)| !local_has.contains_key(hash))
+                .collect();
+            let incoming = self.local.join(STATE_DIR).join(INCOMING_DIR);
+            let _ = std::fs::remove_dir_all(&incoming);
+            let fetched = remote::fetch(&self.sandbox, &self.remote, wanted, &incoming).await?;
+            let local_sources = Sources {
+                root: self.local.clone(),
+                by_hash: local_has,
+                fetched,
+            };
+            let root = self.local.clone();
+            let cache = std::mem::take(&mut self.state.cache);
+            let ops = local_ops.clone();
+            let (local_results, cache) = tokio::task::spawn_blocking(move || {
+                let tree = LocalTree {
+                    root: &root,
+                    cache: &cache,
+                };
+                let results = ops
+                    .iter()
+                    .map(|op| tree.apply(op, &local_sources))
+                    .collect::<Vec<_>>();
+                (results, cache)
+            })
+            .await
+            .map_err(std::io::Error::other)?;
+            self.state.cache = cache;
+            let _ = std::fs::remove_dir_all(&incoming);
+            tally(
+                merge::Side::Local,
+                &local_ops,
+                local_results,
+                &mut report,
+                &mut undone,
+            );
+        }
+
+        if !remote_ops.is_empty() {
+            // Then the sandbox, its new content read from the local side as it is now.
+            let skip = merged.as_ref();
+            let remote_sources = Sources {
+                root: self.local.clone(),
+                by_hash: holders(
+                    &[(&plan.agreed, None), (&local_now, skip)],
+                    &put_hashes(&remote_ops),
+                ),
+                fetched: BTreeMap::new(),
+            };
+            let remote_results =
+                remote::apply(&self.sandbox, &self.remote, &remote_ops, &remote_sources).await?;
+            tally(
+                merge::Side::Remote,
+                &remote_ops,
+                remote_results,
+                &mut report,
+                &mut undone,
+            );
+        }
 
         // The next ancestor: what both agree on, except where a change did not happen.
-        let mut ancestor = plan.agreed.clone();
+        let touched: Option<BTreeSet<String>> = merged.as_ref().map(|merged| {
+            merged
+                .iter()
+                .chain(plan.agreed.keys())
+                .chain(plan.remote_end.keys())
+                .chain(old_cache.keys())
+                .cloned()
+                .collect()
+        });
+        let old_part = touched.as_ref().map(|touched| State {
+            remote: self.state.remote.clone(),
+            ancestor: touched
+                .iter()
+                .filter_map(|path| {
+                    self.state
+                        .ancestor
+                        .get(path)
+                        .map(|entry| (path.clone(), entry.clone()))
+                })
+                .collect(),
+            conflicts: self.state.conflicts.clone(),
+            cache: old_cache
+                .iter()
+                .filter_map(|(path, seen)| seen.clone().map(|seen| (path.clone(), seen)))
+                .chain(touched.iter().filter_map(|path| {
+                    (!old_cache.contains_key(path))
+                        .then(|| {
+                            self.state
+                                .cache
+                                .get(path)
+                                .map(|s| (path.clone(), s.clone()))
+                        })
+                        .flatten()
+                }))
+                .collect(),
+            ..State::default()
+        });
+        let mut next: BTreeMap<String, Option<Entry>> = match &merged {
+            Some(merged) => merged
+                .iter()
+                .chain(plan.agreed.keys())
+                .map(|path| (path.clone(), plan.agreed.get(path).cloned()))
+                .collect(),
+            None => self
+                .state
+                .ancestor
+                .keys()
+                .chain(plan.agreed.keys())
+                .map(|path| (path.clone(), plan.agreed.get(path).cloned()))
+                .collect(),
+        };
         for path in &undone {
             let prefix = format!("{path}/");
-            let keys: Vec<String> = ancestor
-                .keys()
-                .chain(state.ancestor.keys())
-                .filter(|key| *key == path || key.starts_with(&prefix))
-                .cloned()
-                .collect();
-            for key in keys {
-                match state.ancestor.get(&key) {
-                    Some(entry) => ancestor.insert(key, entry.clone()),
-                    None => ancestor.remove(&key),
-                };
+            for (key, entry) in next.iter_mut() {
+                if key == path || key.starts_with(&prefix) {
+                    *entry = self.state.ancestor.get(key).cloned();
+                }
             }
         }
-        state.ancestor = ancestor;
+        for (path, entry) in next {
+            match entry {
+                Some(entry) => {
+                    self.state.ancestor.insert(path, entry);
+                }
+                None => {
+                    self.state.ancestor.remove(&path);
+                    // Records of what is gone go with it.
+                    self.state.cache.remove(&path);
+                }
+            }
+        }
+        self.state.remote = self.remote.clone();
         let found = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         for conflict in &plan.conflicts {
             if let Resolution::KeptBoth { aside, kept } = &conflict.resolution {
-                state.conflicts.push(OpenConflict {
+                self.state.conflicts.push(OpenConflict {
                     path: conflict.path.clone(),
                     aside: aside.clone(),
                     kept: match kept {
@@ -323,59 +616,183 @@ impl TwoWay {
             }
         }
         // A conflict is open while the copy set aside is there.
-        state
+        let local = self.local.clone();
+        self.state
             .conflicts
-            .retain(|open| self.local.join(&open.aside).symlink_metadata().is_ok());
-        // Records of files the pass wrote are taken by the next scan.
-        cache.retain(|path, _| state.ancestor.contains_key(path));
-        write_json(&self.local.join(STATE_DIR).join(CACHE_FILE), &cache)?;
-        write_json(&self.local.join(STATE_DIR).join(STATE_FILE), &state)?;
+            .retain(|open| local.join(&open.aside).symlink_metadata().is_ok());
+        match (&old_state, &old_part) {
+            (Some(old), _) => {
+                // Records of files the pass wrote are taken by the next scan.
+                let ancestor = &self.state.ancestor;
+                self.state
+                    .cache
+                    .retain(|path, _| ancestor.contains_key(path));
+                self.journal.save(old, &self.state, None)?;
+            }
+            (None, Some(old)) => self.journal.save(old, &self.state, touched.as_ref())?,
+            (None, None) => {}
+        }
+
+        // Both sides as this pass left them, for the next.
+        if let Some(version) = version {
+            let (mut local_end, mut remote_end) = (local_now, remote_now);
+            match &merged {
+                Some(merged) => {
+                    for path in merged {
+                        local_end.remove(path);
+                        remote_end.remove(path);
+                    }
+                    local_end.extend(plan.agreed);
+                    remote_end.extend(plan.remote_end);
+                }
+                None => {
+                    local_end = plan.agreed;
+                    remote_end = plan.remote_end;
+                }
+            }
+            self.known = Some(Known {
+                local: local_end,
+                remote: remote_end,
+                version,
+                dirty: undone.into_iter().collect(),
+            });
+        }
         Ok(report)
     }
 }
 
+/// Replaces what `tree` holds at and below each of `paths` by what `read` found there;
+/// what `read` found under something that is not a directory is not kept.
+fn patch(tree: &mut Snapshot, paths: &BTreeSet<String>, read: Snapshot) {
+    for top in snapshot::tops(paths) {
+        for key in under_and_at(tree, top) {
+            tree.remove(&key);
+        }
+    }
+    for (path, entry) in read {
+        let placed = match path.rsplit_once('/') {
+            Some((up, _)) => tree.get(up).is_some_and(Entry::is_dir),
+            None => true,
+        };
+        if placed {
+            tree.insert(path, entry);
+        }
+    }
+}
+
+/// The keys of `map` at `path` and below it.
+fn under_and_at<T>(map: &BTreeMap<String, T>, path: &str) -> Vec<String> {
+    let prefix = format!("{path}/");
+    map.get_key_value(path)
+        .map(|(key, _)| key.clone())
+        .into_iter()
+        .chain(
+            map.range(prefix.clone()..)
+                .take_while(|(key, _)| key.starts_with(&prefix))
+                .map(|(key, _)| key.clone()),
+        )
+        .collect()
+}
+
+/// `tree`'s entries at `paths`.
+fn part(tree: &Snapshot, paths: &BTreeSet<String>) -> Snapshot {
+    paths
+        .iter()
+        .filter_map(|path| tree.get(path).map(|entry| (path.clone(), entry.clone())))
+        .collect()
+}
+
+/// The content hashes `ops` put.
+fn put_hashes(ops: &[Op]) -> BTreeSet<String> {
+    ops.iter()
+        .filter_map(|op| match op {
+            Op::Put {
+                entry: Entry::File { hash, .. },
+                ..
+            } => Some(hash.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A path holding each of `hashes`, looked for in `trees` in order (each without the
+/// paths of its skip set, whose entries may be out of date).
+fn holders(
+    trees: &[(&Snapshot, Option<&BTreeSet<String>>)],
+    hashes: &BTreeSet<String>,
+) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (tree, skip) in trees {
+        if out.len() == hashes.len() {
+            break;
+        }
+        for (path, entry) in tree.iter() {
+            if let Entry::File { hash, .. } = entry
+                && hashes.contains(hash)
+                && !out.contains_key(hash)
+                && !skip.is_some_and(|skip| skip.contains(path))
+            {
+                out.insert(hash.clone(), path.clone());
+            }
+        }
+    }
+    out
+}
+
 impl TwoWay {
-    /// Passes until `stop` resolves: one at once, then one whenever either side changes
-    /// (the local side's changes told through `local_changes` by the caller's watcher,
-    /// e.g. the `notify` crate's; the sandbox's from a watch of the directory), and at least
-    /// every `every` as a safety net. A pass that failed (the sandbox unreachable, the
-    /// daemon restarting) is told to `on_pass` and tried again.
+    /// Passes until `stop` resolves: one reading both sides whole at once, then one
+    /// whenever either side changes, reading only what changed (the local side's changes
+    /// told by `watch`, started before this is called; the sandbox's by its change token,
+    /// and woken by a watch of the directory), and one reading both whole at least every
+    /// `every` as a safety net. A pass that failed (the sandbox unreachable, the daemon
+    /// restarting) is told to `on_pass`, and the next reads both sides whole.
     pub async fn follow(
         &mut self,
         every: std::time::Duration,
-        mut local_changes: tokio::sync::mpsc::Receiver<()>,
+        watch: &mut dyn LocalWatch,
         mut on_pass: impl FnMut(Result<&PassReport, &SdkError>),
         stop: impl std::future::Future<Output = ()>,
     ) -> Result<(), SdkError> {
         let (wake, mut woken) = tokio::sync::mpsc::channel::<()>(1);
-        let local_wake = wake.clone();
-        let forward = tokio::spawn(async move {
-            while local_changes.recv().await.is_some() {
-                let _ = local_wake.try_send(());
-            }
-        });
         let remote_watch = tokio::spawn(wake_on_remote_changes(
             self.sandbox.clone(),
             self.remote.clone(),
+            self.watch_excludes(),
             wake,
         ));
         let passes = async {
+            let mut whole = true;
             loop {
-                let settled = match self.pass().await {
+                // What the watcher told before a whole read is in it.
+                let changed = watch.take().await;
+                let result = match whole {
+                    true => {
+                        self.known = None;
+                        self.run(None, true).await
+                    }
+                    false => self.pass_changed(changed).await,
+                };
+                let settled = match result {
                     Ok(report) => {
                         on_pass(Ok(&report));
+                        whole = false;
                         report.settled()
                     }
                     Err(err) => {
                         on_pass(Err(&err));
                         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                        whole = true;
                         false
                     }
                 };
                 if settled {
-                    let _ = tokio::time::timeout(every, woken.recv()).await;
+                    tokio::select! {
+                        () = watch.changed() => {}
+                        _ = woken.recv() => {}
+                        () = tokio::time::sleep(every) => whole = true,
+                    }
                     // Changes come in bursts (a save is several events): one pass for them.
-                    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                     while woken.try_recv().is_ok() {}
                 }
             }
@@ -385,7 +802,6 @@ impl TwoWay {
             () = stop => {}
         }
         remote_watch.abort();
-        forward.abort();
         Ok(())
     }
 }
@@ -401,12 +817,14 @@ pub fn is_own_path(local: &Path, path: &Path) -> bool {
 async fn wake_on_remote_changes(
     sandbox: Sandbox,
     remote: String,
+    exclude: Vec<String>,
     wake: tokio::sync::mpsc::Sender<()>,
 ) {
     use futures_util::StreamExt;
     loop {
         let request = fsd_api::watch::WatchRequest {
             path: remote.clone(),
+            exclude: Some(exclude.clone()),
             ..Default::default()
         };
         if let Ok(mut events) = sandbox.watch(&request).await {
@@ -424,23 +842,12 @@ async fn wake_on_remote_changes(
 
 /// The conflicts of the sync of `local` that are still open (both versions there).
 pub fn conflicts(local: &Path) -> Result<Vec<OpenConflict>, SdkError> {
-    let state = read_state(local)?;
+    let (state, _) = Journal::read(local)?;
     Ok(state
         .conflicts
         .into_iter()
         .filter(|open| local.join(&open.aside).symlink_metadata().is_ok())
         .collect())
-}
-
-/// A file path per content hash.
-fn by_hash(tree: &Snapshot) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    for (path, entry) in tree {
-        if let Entry::File { hash, .. } = entry {
-            out.entry(hash.clone()).or_insert_with(|| path.clone());
-        }
-    }
-    out
 }
 
 /// Where content is for puts: fetched from the sandbox, or a local file that had it.
@@ -464,11 +871,14 @@ fn tally(
     side: merge::Side,
     ops: &[Op],
     results: Vec<Result<(), Refused>>,
-    changes: &mut Changes,
     report: &mut PassReport,
     undone: &mut Vec<String>,
 ) {
     for (op, result) in ops.iter().zip(results) {
+        let changes = match side {
+            merge::Side::Local => &mut report.to_local,
+            merge::Side::Remote => &mut report.to_remote,
+        };
         match result {
             Ok(()) => match op {
                 Op::Rename { .. } => changes.renames += 1,
@@ -492,29 +902,4 @@ fn tally(
             }
         }
     }
-}
-
-fn read_state(local: &Path) -> Result<State, SdkError> {
-    Ok(read_json(&local.join(STATE_DIR).join(STATE_FILE))?.unwrap_or_default())
-}
-
-fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>, SdkError> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|err| invalid(format!("{}: {err}", path.display()))),
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(err) => Err(err.into()),
-    }
-}
-
-/// Written through a temp file and renamed: a crash leaves the old state or the new.
-fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<(), SdkError> {
-    let temp = path.with_extension("json.tmp");
-    std::fs::write(
-        &temp,
-        serde_json::to_vec(value).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::rename(&temp, path)?;
-    Ok(())
 }

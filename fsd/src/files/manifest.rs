@@ -1,6 +1,7 @@
 //! The manifest of a directory (`POST /api/files/manifest`): every entry below it with its
 //! kind, mode, size, mtime, a file's SHA-256 and a link's target, for a two-way sync to
-//! compare both sides without moving content. The walk is relative to each directory's
+//! compare both sides without moving content; or only the entries at chosen paths and
+//! below them, for a sync that reads again only what a change list named. The walk is relative to each directory's
 //! descriptor and follows no symlink, so it stays inside the directory it was given (and
 //! inside the roots under `--confine`, where that directory was opened beneath them).
 //! Hashes are kept by device, inode, size and mtime, so a later manifest reads only what
@@ -43,95 +44,169 @@ pub struct Manifest {
 
 /// Walks the directory `root` (opened), leaving out what `exclude` matches.
 pub fn walk(root: OwnedFd, exclude: &Gitignore, cache: &HashCache) -> std::io::Result<Manifest> {
-    let now_ns = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_nanos() as i128);
-    let mut out = Manifest {
-        entries: Vec::new(),
-        skipped: Vec::new(),
-    };
-    let mut pending: Vec<(OwnedFd, String)> = vec![(root, String::new())];
-    while let Some((dir_fd, prefix)) = pending.pop() {
-        let mut dir = Dir::from_fd(dir_fd).map_err(std::io::Error::from)?;
-        let mut names: Vec<Vec<u8>> = dir
-            .iter()
-            .flatten()
-            .map(|entry| entry.file_name().to_bytes().to_vec())
-            .filter(|name| name != b"." && name != b"..")
-            .collect();
-        names.sort();
-        let mut below = Vec::new();
-        for name in names {
-            let name_os = OsStr::from_bytes(&name);
-            let Some(text) = name_os.to_str() else {
-                out.skipped
-                    .push(format!("{prefix}/{}", name_os.to_string_lossy()));
-                continue;
-            };
-            // Another write's temp file (an atomic write in flight): not an entry.
-            if fsd_api::scratch::parse(text).is_some() {
-                continue;
-            }
-            let relative = if prefix.is_empty() {
-                text.to_string()
-            } else {
-                format!("{prefix}/{text}")
-            };
-            // Gone since the listing: not there.
-            let Ok(stat) = fstatat(dir.as_fd(), name_os, AtFlags::AT_SYMLINK_NOFOLLOW) else {
-                continue;
-            };
-            let format = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
-            let file_type = if format == SFlag::S_IFDIR {
-                FileType::Directory
-            } else if format == SFlag::S_IFREG {
-                FileType::File
-            } else if format == SFlag::S_IFLNK {
-                FileType::Symlink
-            } else {
-                FileType::Other
-            };
-            if exclude
-                .matched_path_or_any_parents(&relative, file_type == FileType::Directory)
-                .is_ignore()
-            {
-                continue;
-            }
-            let mut entry = ManifestEntry {
-                path: relative.clone(),
-                file_type,
-                mode: stat.st_mode & 0o777,
-                size: stat.st_size as u64,
-                modified_ms: stat.st_mtime * 1000 + stat.st_mtime_nsec / 1_000_000,
-                sha256: None,
-                target: None,
-            };
-            match file_type {
-                FileType::Directory => {
-                    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
-                    if let Ok(fd) = openat(dir.as_fd(), name_os, flags, Mode::empty()) {
-                        below.push((fd, relative));
-                    }
-                }
-                FileType::Symlink => {
-                    let Ok(target) = readlinkat(dir.as_fd(), name_os) else {
-                        continue;
-                    };
-                    entry.target = Some(target.to_string_lossy().into_owned());
-                }
-                FileType::File => match file_hash_at(&dir, name_os, &stat, now_ns, cache) {
-                    Some(sha256) => entry.sha256 = Some(sha256),
-                    None => continue,
-                },
-                FileType::Other => {}
-            }
-            out.entries.push(entry);
+    let mut walk = Walk::new(exclude, cache);
+    walk.below(vec![(root, String::new())])?;
+    Ok(walk.finish())
+}
+
+/// The entries at `paths` (plain relative paths below `root`) and below those that are
+/// directories: what a sync reads again where a change list says something changed. A
+/// path that is not there, or lies under something that is not a directory (a link is
+/// never followed), has no entry.
+pub fn walk_paths(
+    root: OwnedFd,
+    paths: &[String],
+    exclude: &Gitignore,
+    cache: &HashCache,
+) -> std::io::Result<Manifest> {
+    let mut sorted: Vec<&String> = paths.iter().collect();
+    sorted.sort();
+    sorted.dedup();
+    // A path under another one asked for is read with it.
+    let mut tops: Vec<&String> = Vec::new();
+    for path in sorted {
+        if tops
+            .last()
+            .is_some_and(|top| path.starts_with(top.as_str()) && path[top.len()..].starts_with('/'))
+        {
+            continue;
         }
-        // Depth first, in name order: parents come before what they hold.
-        pending.extend(below.into_iter().rev());
+        tops.push(path);
     }
-    out.entries.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(out)
+    let mut walk = Walk::new(exclude, cache);
+    for path in tops {
+        // Not there, or under a link or a file: nothing.
+        let Ok((parent, name)) = super::apply::open_parent(&root, path) else {
+            continue;
+        };
+        let parent = Dir::from_fd(parent).map_err(std::io::Error::from)?;
+        if let Some(below) = walk.entry(&parent, name, path.clone()) {
+            walk.below(vec![below])?;
+        }
+    }
+    Ok(walk.finish())
+}
+
+/// One walk's entries as they are found.
+struct Walk<'a> {
+    exclude: &'a Gitignore,
+    cache: &'a HashCache,
+    now_ns: i128,
+    out: Manifest,
+}
+
+impl<'a> Walk<'a> {
+    fn new(exclude: &'a Gitignore, cache: &'a HashCache) -> Self {
+        Self {
+            exclude,
+            cache,
+            now_ns: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |since| since.as_nanos() as i128),
+            out: Manifest {
+                entries: Vec::new(),
+                skipped: Vec::new(),
+            },
+        }
+    }
+
+    /// What the opened directories `pending` hold (each with its relative path), all the
+    /// way down.
+    fn below(&mut self, mut pending: Vec<(OwnedFd, String)>) -> std::io::Result<()> {
+        while let Some((dir_fd, prefix)) = pending.pop() {
+            let mut dir = Dir::from_fd(dir_fd).map_err(std::io::Error::from)?;
+            let mut names: Vec<Vec<u8>> = dir
+                .iter()
+                .flatten()
+                .map(|entry| entry.file_name().to_bytes().to_vec())
+                .filter(|name| name != b"." && name != b"..")
+                .collect();
+            names.sort();
+            let mut below = Vec::new();
+            for name in names {
+                let name_os = OsStr::from_bytes(&name);
+                let Some(text) = name_os.to_str() else {
+                    self.out
+                        .skipped
+                        .push(format!("{prefix}/{}", name_os.to_string_lossy()));
+                    continue;
+                };
+                let relative = if prefix.is_empty() {
+                    text.to_string()
+                } else {
+                    format!("{prefix}/{text}")
+                };
+                below.extend(self.entry(&dir, name_os, relative));
+            }
+            // Depth first, in name order: parents come before what they hold.
+            pending.extend(below.into_iter().rev());
+        }
+        Ok(())
+    }
+
+    /// Records the entry `name` of `dir` (at `relative`); a directory is answered opened,
+    /// to be walked.
+    fn entry(&mut self, dir: &Dir, name: &OsStr, relative: String) -> Option<(OwnedFd, String)> {
+        // Another write's temp file (an atomic write in flight): not an entry.
+        if name
+            .to_str()
+            .is_some_and(|text| fsd_api::scratch::parse(text).is_some())
+        {
+            return None;
+        }
+        // Gone since the listing: not there.
+        let stat = fstatat(dir.as_fd(), name, AtFlags::AT_SYMLINK_NOFOLLOW).ok()?;
+        let format = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+        let file_type = if format == SFlag::S_IFDIR {
+            FileType::Directory
+        } else if format == SFlag::S_IFREG {
+            FileType::File
+        } else if format == SFlag::S_IFLNK {
+            FileType::Symlink
+        } else {
+            FileType::Other
+        };
+        if self
+            .exclude
+            .matched_path_or_any_parents(&relative, file_type == FileType::Directory)
+            .is_ignore()
+        {
+            return None;
+        }
+        let mut entry = ManifestEntry {
+            path: relative.clone(),
+            file_type,
+            mode: stat.st_mode & 0o777,
+            size: stat.st_size as u64,
+            modified_ms: stat.st_mtime * 1000 + stat.st_mtime_nsec / 1_000_000,
+            sha256: None,
+            target: None,
+        };
+        let mut below = None;
+        match file_type {
+            FileType::Directory => {
+                let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW;
+                if let Ok(fd) = openat(dir.as_fd(), name, flags, Mode::empty()) {
+                    below = Some((fd, relative));
+                }
+            }
+            FileType::Symlink => {
+                let target = readlinkat(dir.as_fd(), name).ok()?;
+                entry.target = Some(target.to_string_lossy().into_owned());
+            }
+            FileType::File => {
+                entry.sha256 = Some(file_hash_at(dir, name, &stat, self.now_ns, self.cache)?);
+            }
+            FileType::Other => {}
+        }
+        self.out.entries.push(entry);
+        below
+    }
+
+    fn finish(mut self) -> Manifest {
+        self.out.entries.sort_by(|a, b| a.path.cmp(&b.path));
+        self.out
+    }
 }
 
 /// The SHA-256 of the regular file `name` in `dir` (kept or read); `None` when it is gone

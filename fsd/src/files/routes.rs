@@ -319,7 +319,12 @@ pub async fn manifest(
 ) -> Reply<ManifestResponse> {
     let manifest = state
         .files
-        .manifest(req.session_id.as_deref(), &req.path, &req.exclude)
+        .manifest(
+            req.session_id.as_deref(),
+            &req.path,
+            &req.exclude,
+            req.paths,
+        )
         .await
         .op(Operation::DirectoryList)?;
     Ok(Json(ManifestResponse {

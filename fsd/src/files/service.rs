@@ -489,13 +489,21 @@ impl FileService {
     }
 
     /// Every entry below the directory `raw` with its hash or target (see `manifest`),
-    /// leaving out what the `.gitignore`-style lines of `exclude` match.
+    /// leaving out what the `.gitignore`-style lines of `exclude` match; with `paths`, only
+    /// the entries at those relative paths and below them.
     pub async fn manifest(
         &self,
         session: Option<&str>,
         raw: &str,
         exclude: &[String],
+        paths: Option<Vec<String>>,
     ) -> Result<super::manifest::Manifest, FileError> {
+        for (index, path) in paths.iter().flatten().enumerate() {
+            super::apply::relative(path).map_err(|reason| FileError::InvalidStep {
+                field: format!("paths[{index}]"),
+                reason,
+            })?;
+        }
         let mut patterns = ignore::gitignore::GitignoreBuilder::new("");
         for line in exclude {
             patterns
@@ -508,8 +516,13 @@ impl FileService {
         let (root, path) = self.tree_root(session, raw).await?;
         let hashes = Arc::clone(&self.hashes);
         blocking(move || {
-            super::manifest::walk(root, &patterns, &hashes)
-                .map_err(FileError::io("manifest", &path))
+            match paths {
+                Some(paths) if !paths.is_empty() => {
+                    super::manifest::walk_paths(root, &paths, &patterns, &hashes)
+                }
+                _ => super::manifest::walk(root, &patterns, &hashes),
+            }
+            .map_err(FileError::io("manifest", &path))
         })
         .await
     }

@@ -219,6 +219,34 @@ fn run(seed: u64) -> Result<(), String> {
             )
         };
         let plan = merge(&ancestor, &local, &remote, mode);
+        // A merge of only what changed (and an unchanged path or none) makes the same plan.
+        let mut scope: BTreeSet<String> = ancestor
+            .keys()
+            .chain(local.keys())
+            .chain(remote.keys())
+            .filter(|p| ancestor.get(*p) != local.get(*p) || ancestor.get(*p) != remote.get(*p))
+            .cloned()
+            .collect();
+        if let Some(extra) = ancestor.keys().nth(rng.below(ancestor.len() + 1)) {
+            scope.insert(extra.clone());
+        }
+        let (scoped, merged) = merge_within(&ancestor, &local, &remote, mode, &scope);
+        let patched = |whole: &Snapshot, part: &Snapshot| {
+            let mut out = whole.clone();
+            out.retain(|path, _| !merged.contains(path));
+            out.extend(part.clone());
+            out
+        };
+        if patched(&local, &scoped.agreed) != plan.agreed
+            || patched(&remote, &scoped.remote_end) != plan.remote_end
+            || scoped.conflicts != plan.conflicts
+            || scoped.local != plan.local
+            || scoped.remote != plan.remote
+        {
+            return Err(fail(format!(
+                "the merge within {scope:?} differs: {scoped:?}, whole: {plan:?}"
+            )));
+        }
         let (mut l, mut r) = (local.clone(), remote.clone());
         let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             apply(&mut l, &plan.local);

@@ -285,3 +285,75 @@ fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
         "symlinks are not made on this system",
     ))
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    /// Content for a put, read from `source`; the user saves `target` while it is copied.
+    struct EditedWhileCopied {
+        source: PathBuf,
+        target: PathBuf,
+    }
+
+    impl Contents for EditedWhileCopied {
+        fn source(&self, _hash: &str) -> Option<PathBuf> {
+            std::fs::write(&self.target, "the user's edit\n").unwrap();
+            Some(self.source.clone())
+        }
+    }
+
+    #[test]
+    fn an_edit_made_while_the_sync_writes_the_same_file_is_kept_and_the_write_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("main.rs"), "old\n").unwrap();
+        std::fs::write(root.join("incoming"), "from the sandbox\n").unwrap();
+        let tree = LocalTree {
+            root,
+            cache: &ScanCache::new(),
+        };
+        let op = Op::Put {
+            path: "main.rs".into(),
+            expect: tree.held("main.rs").unwrap(),
+            entry: Entry::File {
+                hash: hash_file(&root.join("incoming")).unwrap(),
+                mode: 0o644,
+            },
+        };
+        let contents = EditedWhileCopied {
+            source: root.join("incoming"),
+            target: root.join("main.rs"),
+        };
+        assert!(matches!(tree.apply(&op, &contents), Err(Refused::Changed)));
+        assert_eq!(
+            std::fs::read_to_string(root.join("main.rs")).unwrap(),
+            "the user's edit\n"
+        );
+        let left: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(TEMP_SUFFIX))
+            .collect();
+        assert!(left.is_empty(), "no temp file left: {left:?}");
+        // Nothing in the way: the same put is made.
+        let op = Op::Put {
+            path: "main.rs".into(),
+            expect: tree.held("main.rs").unwrap(),
+            entry: Entry::File {
+                hash: hash_file(&root.join("incoming")).unwrap(),
+                mode: 0o600,
+            },
+        };
+        let plain = EditedWhileCopied {
+            source: root.join("incoming"),
+            target: root.join("elsewhere"),
+        };
+        tree.apply(&op, &plain).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.join("main.rs")).unwrap(),
+            "from the sandbox\n"
+        );
+    }
+}

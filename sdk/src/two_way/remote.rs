@@ -3,7 +3,7 @@
 //! change made by the daemon, files raw in the body), and content brought here in one tar
 //! stream for many files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use fsd_api::files::{
     ApplyRequest, ApplyResponse, ApplyStep, FileType, Held, ManifestResponse, StepOutcome,
 };
+use fsd_api::watch::{CheckChangesRequest, CheckChangesResponse};
 use futures_util::StreamExt;
 use reqwest::Method;
 
@@ -33,6 +34,37 @@ pub async fn snapshot(
     exclude: &[String],
 ) -> Result<(Snapshot, Vec<String>), SdkError> {
     let manifest: ManifestResponse = sandbox.manifest(remote, exclude).await?;
+    let (mut tree, skipped) = entries(manifest);
+    // What lies under something left out is left out with it.
+    let paths: Vec<String> = tree.keys().cloned().collect();
+    for path in paths {
+        if let Some((up, _)) = path.rsplit_once('/')
+            && !tree.get(up).is_some_and(Entry::is_dir)
+        {
+            tree.remove(&path);
+        }
+    }
+    Ok((tree, skipped))
+}
+
+/// What the sandbox holds at `paths` (relative to `remote`) and below them, as
+/// [`snapshot`] reads it: the parts of the tree a change list named.
+pub async fn snapshot_of(
+    sandbox: &Sandbox,
+    remote: &str,
+    exclude: &[String],
+    paths: &BTreeSet<String>,
+) -> Result<(Snapshot, Vec<String>), SdkError> {
+    if paths.is_empty() {
+        return Ok(Default::default());
+    }
+    let manifest = sandbox
+        .manifest_of(remote, exclude, paths.iter().cloned().collect())
+        .await?;
+    Ok(entries(manifest))
+}
+
+fn entries(manifest: ManifestResponse) -> (Snapshot, Vec<String>) {
     let mut tree = Snapshot::new();
     let mut skipped = manifest.skipped;
     for entry in manifest.entries {
@@ -50,16 +82,47 @@ pub async fn snapshot(
         };
         tree.insert(entry.path, held);
     }
-    // What lies under something left out is left out with it.
-    let paths: Vec<String> = tree.keys().cloned().collect();
-    for path in paths {
-        if let Some((up, _)) = path.rsplit_once('/')
-            && !tree.get(up).is_some_and(Entry::is_dir)
-        {
-            tree.remove(&path);
+    (tree, skipped)
+}
+
+/// What the sandbox says changed under `remote` since `version` (`None`: a baseline): the
+/// next version, and the changed paths relative to `remote` (`None` when the change list
+/// is lost: everything is read again). `exclude` are the watch's globs.
+pub async fn changes_since(
+    sandbox: &Sandbox,
+    remote: &str,
+    root: &Path,
+    version: Option<&str>,
+    exclude: &[String],
+) -> Result<(String, Option<BTreeSet<String>>), SdkError> {
+    let request = CheckChangesRequest {
+        path: remote.to_string(),
+        exclude: Some(exclude.to_vec()),
+        since: version.map(str::to_string),
+        paths: Some(version.is_some()),
+        ..CheckChangesRequest::default()
+    };
+    let answer: CheckChangesResponse = sandbox.post_json("/api/watch/check", &request).await?;
+    let changed = match (version, answer.status.as_str(), answer.changes) {
+        (None, _, _) => None,
+        (Some(_), "unchanged", _) => Some(BTreeSet::new()),
+        (Some(_), "changed", Some(changes)) => {
+            let mut paths = BTreeSet::new();
+            for change in changes {
+                for path in std::iter::once(change.path).chain(change.from) {
+                    if let Ok(relative) = Path::new(&path).strip_prefix(root)
+                        && let Some(relative) = relative.to_str()
+                        && !relative.is_empty()
+                    {
+                        paths.insert(relative.to_string());
+                    }
+                }
+            }
+            Some(paths)
         }
-    }
-    Ok((tree, skipped))
+        _ => None,
+    };
+    Ok((answer.version, changed))
 }
 
 fn held(entry: Option<&Entry>) -> Held {

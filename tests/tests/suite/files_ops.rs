@@ -370,7 +370,8 @@ async fn stat_files_directories_and_links() {
 
 /// A manifest: every entry below a directory with its hash or target, computed in the
 /// sandbox (two-way sync compares both sides with it), excludes applied, links never
-/// followed, a FIFO listed without being opened, and a changed file hashed again.
+/// followed, a FIFO listed without being opened, a changed file hashed again; and one of
+/// chosen paths only.
 #[tokio::test]
 async fn a_manifest_lists_hashes_links_and_modes_and_follows_changes() {
     use sha2::{Digest, Sha256};
@@ -453,4 +454,37 @@ async fn a_manifest_lists_hashes_links_and_modes_and_follows_changes() {
         .post("/api/files/manifest", json!({"path": "missing"}))
         .await;
     assert_error(status, &body, 404, "FILE_NOT_FOUND");
+
+    // Chosen paths only (what a sync reads again where a change list named something):
+    // each with what is below it, one not there or under a link or a file left out.
+    let chosen = json!({
+        "path": "m",
+        "exclude": ["*.log"],
+        "paths": ["src", "src/main.rs", "run.sh", "gone", "src/out/passwd", "run.sh/x", "build.log"],
+    });
+    let (status, body) = daemon.post("/api/files/manifest", chosen).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let paths: Vec<&str> = body["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        ["run.sh", "src", "src/empty", "src/main.rs", "src/out"]
+    );
+    for (index, bad) in ["../m", "/etc", "src//main.rs"].iter().enumerate() {
+        let mut paths = vec!["src"; index];
+        paths.push(bad);
+        let (status, body) = daemon
+            .post("/api/files/manifest", json!({"path": "m", "paths": paths}))
+            .await;
+        assert_error(status, &body, 400, "VALIDATION_FAILED");
+        assert_eq!(
+            body["context"]["validationErrors"][0]["field"],
+            format!("paths[{index}]"),
+            "{body}"
+        );
+    }
 }

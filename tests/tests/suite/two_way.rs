@@ -2,13 +2,17 @@
 //! --two-way`, an edit made while the sync changes the same file, and a seeded two-sided
 //! property test (both sides edited at random, some edits made while a pass runs, the
 //! daemon restarted and crashed, the sync reopened) after which both trees are equal and
-//! every edit is on both sides. `FSD_TWO_WAY_SEED` replays one seed.
+//! every edit is on both sides, run twice per seed: with every pass reading both sides
+//! whole, and with the sync kept open reading only what changed (the sandbox's change
+//! token, the local side's fsd-watch engine), as `--follow` does. `FSD_TWO_WAY_SEED`
+//! replays one seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use fsctl::local_watch::Watched;
 use fsd_sdk::merge::Mode;
 use fsd_sdk::two_way::{TwoWay, TwoWayOptions};
 use fsd_tests::{Daemon, binary};
@@ -398,6 +402,95 @@ fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
     }
 }
 
+/// Waits (20 s at most: a liveness bound, not a measure of speed) until `done` holds.
+fn arrives(what: &str, mut done: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{what} never arrived"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn following_carries_each_sides_changes_as_they_happen() {
+    use std::io::BufRead;
+    let pair = Pair::new();
+    write(&pair.remote("src/main.rs"), "fn main() {}\n");
+    std::fs::create_dir_all(pair.local("")).unwrap();
+    write(&pair.local("notes.md"), "local notes\n");
+    // A timer of ten minutes: what arrives below was carried by passes changes woke.
+    let local = pair.local("");
+    let mut child = Command::new(binary("fsctl"))
+        .args([
+            "--url",
+            &pair.daemon.url(""),
+            "sync",
+            "--two-way",
+            "--follow",
+            "600000",
+        ])
+        .args(["project", local.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        if line.unwrap().starts_with("to remote:") {
+            break;
+        }
+    }
+    std::thread::spawn(move || lines.for_each(drop));
+    assert_eq!(read(&pair.local("src/main.rs")), "fn main() {}\n");
+    assert_eq!(read(&pair.remote("notes.md")), "local notes\n");
+
+    // A save in the editor (a temp file renamed over the file) reaches the sandbox.
+    write(&pair.local("src/main.rs.swp"), "fn main() { run() }\n");
+    std::fs::rename(pair.local("src/main.rs.swp"), pair.local("src/main.rs")).unwrap();
+    arrives("a local save", || {
+        std::fs::read_to_string(pair.remote("src/main.rs")).is_ok_and(|c| c.contains("run()"))
+    });
+    // A write in the sandbox comes here.
+    write(&pair.remote("src/lib.rs"), "pub fn run() {}\n");
+    arrives("a sandbox write", || pair.local("src/lib.rs").exists());
+    // A subtree made at once, before any watch of it could be in place.
+    for i in 0..20 {
+        write(
+            &pair.local(&format!("gen/a/b/c/f{i}.txt")),
+            &format!("{i}\n"),
+        );
+    }
+    arrives("a local subtree", || {
+        pair.remote("gen/a/b/c/f19.txt").exists()
+    });
+    // A directory moved in the sandbox is moved here; a link and a mode come along.
+    std::fs::rename(pair.remote("gen/a"), pair.remote("gen/moved")).unwrap();
+    std::os::unix::fs::symlink("../src/lib.rs", pair.remote("gen/link")).unwrap();
+    std::fs::set_permissions(
+        pair.remote("src/lib.rs"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    arrives("a move, a link and a mode from the sandbox", || {
+        pair.local("gen/moved/b/c/f7.txt").exists()
+            && !pair.local("gen/a").exists()
+            && std::fs::read_link(pair.local("gen/link")).is_ok()
+            && std::fs::metadata(pair.local("src/lib.rs"))
+                .is_ok_and(|meta| meta.permissions().mode() & 0o777 == 0o700)
+    });
+    // A local delete of a directory reaches the sandbox.
+    std::fs::remove_dir_all(pair.local("gen/moved")).unwrap();
+    arrives("a local delete", || !pair.remote("gen/moved").exists());
+    // Quiet now: both sides the same, with nothing left for a timer pass to find.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let _ = child.kill();
+    let _ = child.wait();
+    pair.assert_equal("after following");
+}
+
 /// Every file content on the side.
 fn contents(root: &Path) -> BTreeSet<String> {
     tree(root)
@@ -407,13 +500,36 @@ fn contents(root: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// Passes until one changes nothing; answers how many changes the passes made and how
-/// many conflicts they found.
-async fn settle(sync: &mut TwoWay, when: &str) -> (usize, usize) {
-    let (mut changes, mut conflicts) = (0, 0);
+/// One pass: reading both sides whole, or (following) only what changed.
+async fn pass(
+    sync: &mut TwoWay,
+    watch: Option<&mut Watched>,
+) -> Result<fsd_sdk::two_way::PassReport, fsd_sdk::SdkError> {
+    use fsd_sdk::two_way::LocalWatch;
+    match watch {
+        Some(watch) => {
+            let changed = watch.take().await;
+            sync.pass_changed(changed).await
+        }
+        None => sync.pass().await,
+    }
+}
+
+/// Passes until one changes nothing; answers how many changes the passes made, how many
+/// conflicts they found, and how many merged only what changed.
+async fn settle(
+    sync: &mut TwoWay,
+    mut watch: Option<&mut Watched>,
+    when: &str,
+) -> (usize, usize, usize) {
+    let (mut changes, mut conflicts, mut in_part) = (0, 0, 0);
     for _ in 0..6 {
-        match sync.pass().await {
-            Ok(report) if report.settled() => return (changes, conflicts),
+        let result = pass(sync, watch.as_deref_mut()).await;
+        if result.as_ref().is_ok_and(|report| !report.whole) {
+            in_part += 1;
+        }
+        match result {
+            Ok(report) if report.settled() => return (changes, conflicts, in_part),
             Ok(report) => {
                 conflicts += report.conflicts.len();
                 for side in [&report.to_local, &report.to_remote] {
@@ -459,12 +575,14 @@ async fn random_edits_on_both_sides_through_restarts_end_equal_and_lose_nothing(
         }
     };
     for seed in seeds {
-        println!("two-way: FSD_TWO_WAY_SEED={seed}");
-        run_seed(seed).await;
+        for following in [false, true] {
+            println!("two-way: FSD_TWO_WAY_SEED={seed} following={following}");
+            run_seed(seed, following).await;
+        }
     }
 }
 
-async fn run_seed(seed: u64) {
+async fn run_seed(seed: u64, following: bool) {
     let mut rng = Rng::new(seed);
     let mut daemon = Daemon::start();
     let remote = daemon.path("project");
@@ -473,10 +591,12 @@ async fn run_seed(seed: u64) {
     let local = local_dir.path().join("work");
     std::fs::create_dir_all(&local).unwrap();
     let mut n = 0u64;
-    let (mut changes, mut conflicts) = (0, 0);
+    let (mut changes, mut conflicts, mut in_part) = (0, 0, 0);
     let mut sync = open(&daemon, &local);
+    // Following: the local side's watcher, started before the first pass reads the tree.
+    let mut watch = following.then(|| Watched::start(&local, &sync.watch_excludes()).unwrap());
     for epoch in 0..12 {
-        let when = format!("FSD_TWO_WAY_SEED={seed} epoch {epoch}");
+        let when = format!("FSD_TWO_WAY_SEED={seed} following={following} epoch {epoch}");
         // Edits on both sides, some made while a pass runs.
         let mut written: Vec<(char, String)> = Vec::new();
         for _ in 0..1 + rng.below(6) {
@@ -522,28 +642,33 @@ async fn run_seed(seed: u64) {
                 }
                 made
             });
-            let _ = sync.pass().await;
+            let _ = pass(&mut sync, watch.as_mut()).await;
             expected.extend(editing.await.unwrap());
         }
-        // Interruptions: the daemon restarted or killed, the sync reopened.
-        match rng.below(6) {
-            0 => daemon.restart(),
+        // Interruptions: the daemon restarted or killed, the sync reopened (a daemon on a
+        // new port needs a new client). Following, the sync stays open otherwise, so its
+        // passes read only what changed across epochs.
+        let reopen = match rng.below(6) {
+            0 => {
+                daemon.restart();
+                true
+            }
             1 => {
                 daemon.crash();
                 daemon.resume();
+                true
             }
-            2 => {
-                drop(sync);
-                sync = open(&daemon, &local);
-            }
-            _ => {}
+            2 => true,
+            _ => !following,
+        };
+        if reopen {
+            drop(sync);
+            sync = open(&daemon, &local);
         }
-        // A daemon on a new port: a new client.
-        drop(sync);
-        sync = open(&daemon, &local);
-        let (made, found) = settle(&mut sync, &when).await;
+        let (made, found, partial) = settle(&mut sync, watch.as_mut(), &when).await;
         changes += made;
         conflicts += found;
+        in_part += partial;
         let (local_tree, remote_tree) = (tree(&local), tree(&remote));
         if local_tree != remote_tree {
             let differ: Vec<_> = local_tree
@@ -562,8 +687,16 @@ async fn run_seed(seed: u64) {
             "{when}: edits lost: {lost:?}\nlocal {local_tree:#?}"
         );
     }
-    println!("two-way: seed {seed}: {changes} changes made, {conflicts} conflicts");
+    println!(
+        "two-way: seed {seed}: {changes} changes made, {conflicts} conflicts, \
+         {in_part} passes merged only what changed"
+    );
     assert!(changes > 0, "the workload changes the trees");
+    if following {
+        assert!(in_part > 0, "a sync kept open reads only what changed");
+    } else {
+        assert_eq!(in_part, 0, "every pass reads both sides whole");
+    }
 }
 
 /// An apply body: the length, the request, the files' content.

@@ -1,0 +1,333 @@
+//! What a two-way sync keeps between passes, beside the local tree: a base written whole
+//! now and then (`state.json`) and a log of what each pass changed since (`state.log`, one
+//! JSON line a pass), so a pass over a large tree that changed a few paths writes a few
+//! lines, not the tree.
+//!
+//! A base and the log lines written after it share a generation; lines of another (a log
+//! left by a crash between the two writes) are not read. A line cut short by a crash ends
+//! the log: that pass's changes are made again by the next, and the same change found on
+//! both sides is no conflict.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::SdkError;
+use crate::merge::{Entry, Snapshot};
+use crate::snapshot::{STATE_DIR, ScanCache, Seen};
+
+use super::OpenConflict;
+
+const BASE_FILE: &str = "state.json";
+const LOG_FILE: &str = "state.log";
+/// The log is folded into a new base once it is this long and half the base's size.
+const LOG_FOLD_BYTES: u64 = 1 << 20;
+
+/// The state: what both sides last agreed on and what the next scan may trust.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct State {
+    /// The sandbox directory this local directory is synced with.
+    pub remote: String,
+    pub ancestor: Snapshot,
+    #[serde(default)]
+    pub conflicts: Vec<OpenConflict>,
+    /// The local scan's records (size, mtime, inode, hash) by path.
+    #[serde(default)]
+    pub cache: ScanCache,
+    /// The base's generation (see [`Journal`]); only the base's own is read.
+    #[serde(default)]
+    pub generation: u64,
+}
+
+/// One pass's changes to the state.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Record {
+    generation: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    remote: Option<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    ancestor: BTreeMap<String, Option<Entry>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    cache: BTreeMap<String, Option<Seen>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    conflicts: Option<Vec<OpenConflict>>,
+}
+
+impl Record {
+    fn is_empty(&self) -> bool {
+        self.remote.is_none()
+            && self.ancestor.is_empty()
+            && self.cache.is_empty()
+            && self.conflicts.is_none()
+    }
+}
+
+/// The state's files for one local directory.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    /// The base's generation, which the lines written after it carry.
+    generation: u64,
+    base_bytes: u64,
+    log_bytes: u64,
+}
+
+fn invalid(path: &Path, err: impl std::fmt::Display) -> SdkError {
+    SdkError::coded(
+        fsd_api::ErrorCode::ValidationFailed,
+        format!("{}: {err}", path.display()),
+        serde_json::Value::Null,
+    )
+}
+
+impl Journal {
+    /// Reads the state kept beside `local` (none yet: an empty one).
+    pub fn read(local: &Path) -> Result<(State, Journal), SdkError> {
+        let dir = local.join(STATE_DIR);
+        let base_path = dir.join(BASE_FILE);
+        let (mut state, base_bytes) = match std::fs::read(&base_path) {
+            Ok(bytes) => (
+                serde_json::from_slice::<State>(&bytes).map_err(|err| invalid(&base_path, err))?,
+                bytes.len() as u64,
+            ),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => (State::default(), 0),
+            Err(err) => return Err(err.into()),
+        };
+        let log_path = dir.join(LOG_FILE);
+        let log_bytes = match std::fs::read(&log_path) {
+            Ok(bytes) => {
+                let mut whole = 0;
+                for line in bytes.split_inclusive(|byte| *byte == b'\n') {
+                    // A line cut short by a crash ends what was written.
+                    let Some(json) = line.strip_suffix(b"\n") else {
+                        break;
+                    };
+                    let Ok(record) = serde_json::from_slice::<Record>(json) else {
+                        break;
+                    };
+                    if record.generation == state.generation {
+                        replay(&mut state, record);
+                    }
+                    whole += line.len();
+                }
+                // Lines written next follow the last whole one.
+                if whole < bytes.len() {
+                    std::fs::OpenOptions::new()
+                        .write(true)
+                        .open(&log_path)?
+                        .set_len(whole as u64)?;
+                }
+                whole as u64
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(err) => return Err(err.into()),
+        };
+        let generation = state.generation;
+        Ok((
+            state,
+            Journal {
+                dir,
+                generation,
+                base_bytes,
+                log_bytes,
+            },
+        ))
+    }
+
+    /// Keeps `new` in place of `old`. `touched`: the only paths whose ancestor entries
+    /// and scan records may differ (`None`: any may).
+    pub fn save(
+        &mut self,
+        old: &State,
+        new: &State,
+        touched: Option<&BTreeSet<String>>,
+    ) -> Result<(), SdkError> {
+        let record = Record {
+            generation: self.generation,
+            remote: (old.remote != new.remote).then(|| new.remote.clone()),
+            ancestor: diff(&old.ancestor, &new.ancestor, touched),
+            cache: diff(&old.cache, &new.cache, touched),
+            conflicts: (old.conflicts != new.conflicts).then(|| new.conflicts.clone()),
+        };
+        if record.is_empty() {
+            return Ok(());
+        }
+        let line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
+        let fold = self.base_bytes == 0
+            || self.log_bytes + line.len() as u64 > LOG_FOLD_BYTES.max(self.base_bytes / 2);
+        if !fold {
+            let mut log = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(self.dir.join(LOG_FILE))?;
+            let mut bytes = line;
+            bytes.push(b'\n');
+            log.write_all(&bytes)?;
+            self.log_bytes += bytes.len() as u64;
+            return Ok(());
+        }
+        // A new base, of the next generation: the log's lines are of the last.
+        let mut base = new.clone();
+        base.generation = self.generation + 1;
+        let bytes = serde_json::to_vec(&base).map_err(std::io::Error::other)?;
+        let temp = self.dir.join(format!("{BASE_FILE}.tmp"));
+        std::fs::write(&temp, &bytes)?;
+        std::fs::rename(&temp, self.dir.join(BASE_FILE))?;
+        match std::fs::remove_file(self.dir.join(LOG_FILE)) {
+            Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err.into()),
+            _ => {}
+        }
+        self.generation = base.generation;
+        self.base_bytes = bytes.len() as u64;
+        self.log_bytes = 0;
+        Ok(())
+    }
+}
+
+/// What `new` holds otherwise than `old`, among `touched` paths (all of them: `None`).
+fn diff<T: Clone + PartialEq>(
+    old: &BTreeMap<String, T>,
+    new: &BTreeMap<String, T>,
+    touched: Option<&BTreeSet<String>>,
+) -> BTreeMap<String, Option<T>> {
+    let mut out = BTreeMap::new();
+    let mut compare = |path: &String| {
+        let (was, now) = (old.get(path), new.get(path));
+        if was != now {
+            out.insert(path.clone(), now.cloned());
+        }
+    };
+    match touched {
+        Some(paths) => paths.iter().for_each(&mut compare),
+        None => {
+            old.keys().for_each(&mut compare);
+            new.keys()
+                .filter(|path| !old.contains_key(*path))
+                .for_each(&mut compare);
+        }
+    }
+    out
+}
+
+fn replay(state: &mut State, record: Record) {
+    if let Some(remote) = record.remote {
+        state.remote = remote;
+    }
+    for (path, entry) in record.ancestor {
+        match entry {
+            Some(entry) => state.ancestor.insert(path, entry),
+            None => state.ancestor.remove(&path),
+        };
+    }
+    for (path, seen) in record.cache {
+        match seen {
+            Some(seen) => state.cache.insert(path, seen),
+            None => state.cache.remove(&path),
+        };
+    }
+    if let Some(conflicts) = record.conflicts {
+        state.conflicts = conflicts;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(hash: &str) -> Entry {
+        Entry::File {
+            hash: hash.into(),
+            mode: 0o644,
+        }
+    }
+
+    fn state_with(entries: &[(&str, &str)]) -> State {
+        State {
+            remote: "project".into(),
+            ancestor: entries
+                .iter()
+                .map(|(path, hash)| (path.to_string(), file(hash)))
+                .collect(),
+            ..State::default()
+        }
+    }
+
+    #[test]
+    fn passes_are_lines_after_a_base_and_read_back_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(STATE_DIR)).unwrap();
+        let (empty, mut journal) = Journal::read(dir.path()).unwrap();
+        let first = state_with(&[("a", "1"), ("b", "2")]);
+        journal.save(&empty, &first, None).unwrap();
+        assert!(dir.path().join(STATE_DIR).join(BASE_FILE).exists());
+        // Two small passes: lines, not a new base.
+        let second = state_with(&[("a", "1"), ("b", "3"), ("c", "4")]);
+        let touched = BTreeSet::from(["b".to_string(), "c".to_string()]);
+        journal.save(&first, &second, Some(&touched)).unwrap();
+        let third = state_with(&[("b", "3"), ("c", "4")]);
+        journal
+            .save(&second, &third, Some(&BTreeSet::from(["a".to_string()])))
+            .unwrap();
+        let log = std::fs::read_to_string(dir.path().join(STATE_DIR).join(LOG_FILE)).unwrap();
+        assert_eq!(log.lines().count(), 2);
+        let (read, _) = Journal::read(dir.path()).unwrap();
+        assert_eq!(read.ancestor, third.ancestor);
+        // A pass that changed nothing writes nothing.
+        let mut journal = journal;
+        journal.save(&third, &third, None).unwrap();
+        let again = std::fs::read_to_string(dir.path().join(STATE_DIR).join(LOG_FILE)).unwrap();
+        assert_eq!(again, log);
+    }
+
+    #[test]
+    fn a_line_cut_short_ends_the_log_and_later_lines_follow_the_last_whole_one() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(STATE_DIR)).unwrap();
+        let (empty, mut journal) = Journal::read(dir.path()).unwrap();
+        let first = state_with(&[("a", "1")]);
+        journal.save(&empty, &first, None).unwrap();
+        let second = state_with(&[("a", "2")]);
+        journal.save(&first, &second, None).unwrap();
+        // A crash in the middle of the next line.
+        let log_path = dir.path().join(STATE_DIR).join(LOG_FILE);
+        let mut log = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&log_path)
+            .unwrap();
+        log.write_all(br#"{"generation":0,"ancestor":{"a":{"ki"#)
+            .unwrap();
+        let (read, mut journal) = Journal::read(dir.path()).unwrap();
+        assert_eq!(read.ancestor, second.ancestor, "the torn pass is not taken");
+        let third = state_with(&[("a", "3")]);
+        journal.save(&read, &third, None).unwrap();
+        let (read, _) = Journal::read(dir.path()).unwrap();
+        assert_eq!(
+            read.ancestor, third.ancestor,
+            "a pass after the tear is read"
+        );
+    }
+
+    #[test]
+    fn a_log_left_by_a_crash_during_a_fold_is_not_read_over_the_new_base() {
+        let dir = tempfile::tempdir().unwrap();
+        let state_dir = dir.path().join(STATE_DIR);
+        std::fs::create_dir_all(&state_dir).unwrap();
+        let (empty, mut journal) = Journal::read(dir.path()).unwrap();
+        let first = state_with(&[("a", "1")]);
+        journal.save(&empty, &first, None).unwrap();
+        let second = state_with(&[("a", "2")]);
+        journal.save(&first, &second, None).unwrap();
+        let stale_log = std::fs::read(state_dir.join(LOG_FILE)).unwrap();
+        // A fold: a base of the next generation; then the old log put back, as a crash
+        // between the base's rename and the log's removal leaves it.
+        journal.base_bytes = 1;
+        journal.log_bytes = LOG_FOLD_BYTES;
+        let third = state_with(&[("a", "3")]);
+        journal.save(&second, &third, None).unwrap();
+        std::fs::write(state_dir.join(LOG_FILE), stale_log).unwrap();
+        let (read, _) = Journal::read(dir.path()).unwrap();
+        assert_eq!(read.ancestor, third.ancestor);
+    }
+}
