@@ -90,6 +90,8 @@ async fn two_way(
         default_excludes: !args.no_default_excludes,
     };
     let mut sync = TwoWay::open(sandbox.clone(), local, remote, options)?;
+    let bar = progress_bar(as_json);
+    sync.set_progress(bar.as_ref().map(|(progress, _)| progress.clone()));
     if !args.no_default_excludes && !as_json {
         say!(
             "fsctl sync: leaving out {} (--no-default-excludes to sync them)",
@@ -97,7 +99,11 @@ async fn two_way(
         );
     }
     let Some(every) = args.follow else {
-        let report = sync.pass().await?;
+        let report = sync.pass().await;
+        if let Some((_, bar)) = &bar {
+            bar.finish_and_clear();
+        }
+        let report = report?;
         print_pass(&report, as_json, true);
         // Conflicts kept for a person: exit 3, so a script notices.
         let open = report
@@ -118,6 +124,9 @@ async fn two_way(
         &mut watch,
         |result| match result {
             Ok(report) => {
+                if let Some((_, bar)) = &bar {
+                    bar.finish_and_clear();
+                }
                 print_pass(report, as_json, first);
                 first = false;
             }
@@ -127,6 +136,38 @@ async fn two_way(
     )
     .await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A progress bar on stderr for a pass's changes, when stderr is a terminal and the output
+/// is not JSON; it shows once a pass has more than a few hundred changes to make.
+fn progress_bar(as_json: bool) -> Option<(fsd_sdk::two_way::Progress, indicatif::ProgressBar)> {
+    use std::io::IsTerminal;
+    if as_json || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::hidden();
+    let style =
+        indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} {per_sec}")
+            .map(|style| style.progress_chars("=> "))
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    let shown = bar.clone();
+    let progress: fsd_sdk::two_way::Progress =
+        std::sync::Arc::new(move |phase: &str, done: u64, total: u64| {
+            if total < 500 {
+                return;
+            }
+            if shown.is_hidden() {
+                shown.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+            if shown.message() != phase {
+                shown.set_message(phase.to_string());
+                shown.reset();
+            }
+            shown.set_length(total);
+            shown.set_position(done);
+        });
+    Some((progress, bar))
 }
 
 fn side(side: Side) -> &'static str {

@@ -14,9 +14,11 @@
 //! the local ones from a [`LocalWatch`] (fsctl's is fsd-watch's engine, the same one), each
 //! read again from the disk, since events say where to look, not what is there. The merge
 //! then takes just those paths, and the state is kept as a log of what each pass changed
-//! ([`journal`]), so a pass costs what changed, not the size of the tree. Conflicts are settled by the
-//! [`Mode`] and reported; those that leave something for a person to look at (both
-//! versions kept) are listed by [`conflicts`] until the copy set aside is removed.
+//! (`journal`), so a pass costs what changed, not the size of the tree.
+//!
+//! Conflicts are settled by the [`Mode`] and reported; those that leave something for a
+//! person to look at (both versions kept) are listed by [`conflicts`] until the copy set
+//! aside is removed.
 
 mod journal;
 pub mod local;
@@ -136,6 +138,7 @@ pub struct TwoWay {
     known: Option<Known>,
     /// Where the daemon reports the remote directory's changes.
     remote_root: Option<PathBuf>,
+    progress: Option<Progress>,
     _lock: std::fs::File,
 }
 
@@ -160,6 +163,10 @@ pub trait LocalWatch: Send {
     /// call among them; `None` when changes were lost (the tree is then read whole).
     fn take(&mut self) -> BoxFuture<'_, Option<Vec<PathBuf>>>;
 }
+
+/// Told how far a pass has come: the phase (`to local`, `to sandbox`), changes made, and
+/// changes in all.
+pub type Progress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 
 /// Changed paths told beyond this many read the side whole.
 const MOST_PATHS: usize = 20_000;
@@ -217,8 +224,14 @@ impl TwoWay {
             journal,
             known: None,
             remote_root: None,
+            progress: None,
             _lock: lock,
         })
+    }
+
+    /// Tells `progress` how far each pass's changes have come (a long first sync).
+    pub fn set_progress(&mut self, progress: Option<Progress>) {
+        self.progress = progress;
     }
 
     pub fn local(&self) -> &Path {
@@ -341,6 +354,11 @@ impl TwoWay {
         let whole = !(known.is_some() && local_changed.is_some() && remote_changed.is_some());
         let old_state = whole.then(|| self.state.clone());
 
+        // The sandbox's change list tells what changed since the token, against the tree
+        // at the token: a path this pass reads or changes after it, and that changes back
+        // before the next token, would not be in the next list. Those are read again by
+        // the next pass.
+        let mut read_again: BTreeSet<String> = remote_changed.clone().unwrap_or_default();
         let (remote_now, remote_skipped) = match (remote_changed.clone(), known.as_mut()) {
             (Some(paths), Some(known)) => {
                 let paths = with_dirty(paths);
@@ -474,22 +492,27 @@ impl TwoWay {
             let incoming = self.local.join(STATE_DIR).join(INCOMING_DIR);
             let _ = std::fs::remove_dir_all(&incoming);
             let fetched = remote::fetch(&self.sandbox, &self.remote, wanted, &incoming).await?;
-            let local_sources = Sources {
-                root: self.local.clone(),
-                by_hash: local_has,
-                fetched,
-            };
+            let local_sources = Sources::new(self.local.clone(), local_has, fetched, &local_ops);
             let root = self.local.clone();
             let cache = std::mem::take(&mut self.state.cache);
             let ops = local_ops.clone();
+            let progress = self.progress.clone();
             let (local_results, cache) = tokio::task::spawn_blocking(move || {
                 let tree = LocalTree {
                     root: &root,
                     cache: &cache,
                 };
+                let total = ops.len() as u64;
                 let results = ops
                     .iter()
-                    .map(|op| tree.apply(op, &local_sources))
+                    .enumerate()
+                    .map(|(done, op)| {
+                        let result = tree.apply(op, &local_sources);
+                        if let Some(progress) = &progress {
+                            progress("to local", done as u64 + 1, total);
+                        }
+                        result
+                    })
                     .collect::<Vec<_>>();
                 (results, cache)
             })
@@ -509,16 +532,36 @@ impl TwoWay {
         if !remote_ops.is_empty() {
             // Then the sandbox, its new content read from the local side as it is now.
             let skip = merged.as_ref();
-            let remote_sources = Sources {
-                root: self.local.clone(),
-                by_hash: holders(
+            let remote_sources = Sources::new(
+                self.local.clone(),
+                holders(
                     &[(&plan.agreed, None), (&local_now, skip)],
                     &put_hashes(&remote_ops),
                 ),
-                fetched: BTreeMap::new(),
+                BTreeMap::new(),
+                &[],
+            );
+            for op in &remote_ops {
+                read_again.insert(op.path().to_string());
+                if let Op::Rename { to, .. } = op {
+                    read_again.insert(to.clone());
+                }
+            }
+            let total = remote_ops.len() as u64;
+            let progress = self.progress.clone();
+            let sent = move |done: usize| {
+                if let Some(progress) = &progress {
+                    progress("to sandbox", done as u64, total);
+                }
             };
-            let remote_results =
-                remote::apply(&self.sandbox, &self.remote, &remote_ops, &remote_sources).await?;
+            let remote_results = remote::apply(
+                &self.sandbox,
+                &self.remote,
+                &remote_ops,
+                &remote_sources,
+                &sent,
+            )
+            .await?;
             tally(
                 merge::Side::Remote,
                 &remote_ops,
@@ -654,7 +697,7 @@ impl TwoWay {
                 local: local_end,
                 remote: remote_end,
                 version,
-                dirty: undone.into_iter().collect(),
+                dirty: undone.into_iter().chain(read_again).collect(),
             });
         }
         Ok(report)
@@ -855,6 +898,35 @@ struct Sources {
     root: PathBuf,
     by_hash: BTreeMap<String, String>,
     fetched: BTreeMap<String, PathBuf>,
+    /// Puts still to come of each fetched content: the last one takes the file.
+    uses: std::sync::Mutex<BTreeMap<String, usize>>,
+}
+
+impl Sources {
+    fn new(
+        root: PathBuf,
+        by_hash: BTreeMap<String, String>,
+        fetched: BTreeMap<String, PathBuf>,
+        ops: &[Op],
+    ) -> Self {
+        let mut uses = BTreeMap::new();
+        for op in ops {
+            if let Op::Put {
+                entry: Entry::File { hash, .. },
+                ..
+            } = op
+                && fetched.contains_key(hash)
+            {
+                *uses.entry(hash.clone()).or_insert(0) += 1;
+            }
+        }
+        Self {
+            root,
+            by_hash,
+            fetched,
+            uses: std::sync::Mutex::new(uses),
+        }
+    }
 }
 
 impl Contents for Sources {
@@ -863,6 +935,20 @@ impl Contents for Sources {
             .get(hash)
             .cloned()
             .or_else(|| self.by_hash.get(hash).map(|path| self.root.join(path)))
+    }
+
+    fn take(&self, hash: &str) -> Option<PathBuf> {
+        let mut uses = self
+            .uses
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let left = uses.get_mut(hash)?;
+        *left -= 1;
+        if *left > 0 {
+            return None;
+        }
+        uses.remove(hash);
+        self.fetched.get(hash).cloned()
     }
 }
 

@@ -191,7 +191,7 @@ async fn two_way(
     // A pass after a 10-file change: in the sync kept open, then in a new one.
     let dirs = total / 100;
     let mut round = 0;
-    let mut edit = |round: &mut usize| {
+    let edit = |round: &mut usize| {
         for i in 0..10 {
             let file = tree.join(format!(
                 "pkg{}/src/m{}.ts",

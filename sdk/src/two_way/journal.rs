@@ -275,7 +275,6 @@ mod tests {
         let (read, _) = Journal::read(dir.path()).unwrap();
         assert_eq!(read.ancestor, third.ancestor);
         // A pass that changed nothing writes nothing.
-        let mut journal = journal;
         journal.save(&third, &third, None).unwrap();
         let again = std::fs::read_to_string(dir.path().join(STATE_DIR).join(LOG_FILE)).unwrap();
         assert_eq!(again, log);

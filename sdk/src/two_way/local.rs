@@ -31,6 +31,12 @@ impl From<std::io::Error> for Refused {
 pub trait Contents {
     /// A local file holding the content `hash` (checked when copied).
     fn source(&self, hash: &str) -> Option<PathBuf>;
+
+    /// A file holding `hash` that the put may move into place instead of copying: its
+    /// content checked already, and wanted by no other put. Called once per put.
+    fn take(&self, _hash: &str) -> Option<PathBuf> {
+        None
+    }
 }
 
 /// The local tree at `root`.
@@ -170,11 +176,21 @@ impl LocalTree<'_> {
                 self.place(relative, expect, &temp)?;
             }
             Entry::File { hash, mode } => {
-                let source = contents.source(hash).ok_or_else(|| {
-                    Refused::Failed(format!("{relative}: its content is not here"))
-                })?;
                 let temp = temp_beside(&at);
-                let copied = copy_checked(&source, &temp, hash).and_then(|()| {
+                // Content fetched for this put alone is moved, not written again.
+                let moved = contents
+                    .take(hash)
+                    .is_some_and(|taken| std::fs::rename(taken, &temp).is_ok());
+                let copied = match moved {
+                    true => Ok(()),
+                    false => contents
+                        .source(hash)
+                        .ok_or_else(|| {
+                            Refused::Failed(format!("{relative}: its content is not here"))
+                        })
+                        .and_then(|source| copy_checked(&source, &temp, hash)),
+                }
+                .and_then(|()| {
                     set_mode(&temp, *mode).map_err(|err| Refused::Failed(err.to_string()))
                 });
                 if let Err(refused) = copied {

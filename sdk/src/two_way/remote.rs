@@ -203,11 +203,13 @@ fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
 }
 
 /// Makes `ops` in the sandbox under `remote`, in batches; answers each one's result.
+/// `sent` is told how many have been answered after each batch.
 pub async fn apply(
     sandbox: &Sandbox,
     remote: &str,
     ops: &[Op],
     contents: &dyn Contents,
+    sent: &(dyn Fn(usize) + Send + Sync),
 ) -> Result<Vec<Result<(), Refused>>, SdkError> {
     let mut results: Vec<Option<Result<(), Refused>>> = Vec::with_capacity(ops.len());
     let mut batch: Vec<(usize, Prepared)> = Vec::new();
@@ -224,6 +226,7 @@ pub async fn apply(
         let size = prepared.content.as_ref().map_or(0, |(_, size)| *size);
         if !batch.is_empty() && (batch.len() >= BATCH_STEPS || batch_bytes + size > BATCH_BYTES) {
             send(sandbox, remote, std::mem::take(&mut batch), &mut results).await?;
+            sent(index);
             batch_bytes = 0;
         }
         batch_bytes += size;
@@ -232,6 +235,7 @@ pub async fn apply(
     if !batch.is_empty() {
         send(sandbox, remote, batch, &mut results).await?;
     }
+    sent(ops.len());
     Ok(results
         .into_iter()
         .map(|result| result.unwrap_or_else(|| Err(Refused::Failed("not sent".into()))))
