@@ -30,12 +30,13 @@ use std::path::{Path, PathBuf};
 
 use futures_util::future::BoxFuture;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::merge::{self, Conflict, Entry, Mode, Resolution, Snapshot};
 use crate::snapshot::{self, Ignores, STATE_DIR};
 
 use crate::{Sandbox, SdkError};
+pub use journal::OpenConflict;
 use journal::{Journal, State};
 
 use local::{Contents, LocalTree, Refused};
@@ -107,18 +108,6 @@ impl PassReport {
             && self.changed_meanwhile.is_empty()
             && self.failed.is_empty()
     }
-}
-
-/// A conflict kept for `fsctl sync --conflicts`: both versions are there to look at.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OpenConflict {
-    pub path: String,
-    /// Where the other version is, on both sides.
-    pub aside: String,
-    /// Which side's version stayed at the path (`local` or `remote`).
-    pub kept: String,
-    /// When it was found (RFC 3339).
-    pub found: String,
 }
 
 const LOCK_FILE: &str = "lock";

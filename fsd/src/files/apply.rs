@@ -15,7 +15,6 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use fsd_api::files::{ApplyStep, Held, StepOutcome};
@@ -27,7 +26,7 @@ use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstatat, mkdirat};
 use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
 use sha2::{Digest, Sha256};
 
-use super::manifest::{HashCache, file_hash};
+use super::manifest::{HashCache, file_hash, open_parent};
 use super::scratch_log::ScratchLog;
 
 /// Why a batch stopped before its end.
@@ -392,21 +391,6 @@ impl Tree<'_> {
         };
         scratch_path(Path::new(name), kind)
     }
-}
-
-/// The directory holding `path` (a plain relative path, see [`invalid_step`]) below
-/// `root`, opened through no symlink, and the last name.
-pub fn open_parent<'p>(root: &OwnedFd, path: &'p str) -> nix::Result<(OwnedFd, &'p OsStr)> {
-    let (dirs, name) = match path.rsplit_once('/') {
-        Some((dirs, name)) => (Some(dirs), name),
-        None => (None, path),
-    };
-    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let mut dir = openat(root, ".", flags, Mode::empty())?;
-    for component in dirs.into_iter().flat_map(|dirs| dirs.split('/')) {
-        dir = openat(&dir, component, flags, Mode::empty())?;
-    }
-    Ok((dir, OsStr::from_bytes(name.as_bytes())))
 }
 
 /// Removes the empty directory `name`; one that is not empty is a change.

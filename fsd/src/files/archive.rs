@@ -180,7 +180,7 @@ fn write_files<W: Write>(
     use nix::fcntl::{OFlag, openat};
     let root: std::os::fd::OwnedFd = std::fs::File::open(dir)?.into();
     for relative in files {
-        let Ok((parent, name)) = super::apply::open_parent(&root, relative) else {
+        let Ok((parent, name)) = super::manifest::open_parent(&root, relative) else {
             continue;
         };
         let flags = OFlag::O_RDONLY | OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;

@@ -76,7 +76,7 @@ pub fn walk_paths(
     let mut walk = Walk::new(exclude, cache);
     for path in tops {
         // Not there, or under a link or a file: nothing.
-        let Ok((parent, name)) = super::apply::open_parent(&root, path) else {
+        let Ok((parent, name)) = open_parent(&root, path) else {
             continue;
         };
         let parent = Dir::from_fd(parent).map_err(std::io::Error::from)?;
@@ -85,6 +85,21 @@ pub fn walk_paths(
         }
     }
     Ok(walk.finish())
+}
+
+/// The directory holding `path` (a plain relative path, see `apply::invalid_step`) below
+/// `root`, opened through no symlink, and the last name.
+pub fn open_parent<'p>(root: &OwnedFd, path: &'p str) -> nix::Result<(OwnedFd, &'p OsStr)> {
+    let (dirs, name) = match path.rsplit_once('/') {
+        Some((dirs, name)) => (Some(dirs), name),
+        None => (None, path),
+    };
+    let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let mut dir = openat(root, ".", flags, Mode::empty())?;
+    for component in dirs.into_iter().flat_map(|dirs| dirs.split('/')) {
+        dir = openat(&dir, component, flags, Mode::empty())?;
+    }
+    Ok((dir, OsStr::from_bytes(name.as_bytes())))
 }
 
 /// One walk's entries as they are found.

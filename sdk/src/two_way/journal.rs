@@ -18,12 +18,22 @@ use crate::SdkError;
 use crate::merge::{Entry, Snapshot};
 use crate::snapshot::{STATE_DIR, ScanCache, Seen};
 
-use super::OpenConflict;
-
 const BASE_FILE: &str = "state.json";
 const LOG_FILE: &str = "state.log";
 /// The log is folded into a new base once it is this long and half the base's size.
 const LOG_FOLD_BYTES: u64 = 1 << 20;
+
+/// A conflict kept for `fsctl sync --conflicts`: both versions are there to look at.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenConflict {
+    pub path: String,
+    /// Where the other version is, on both sides.
+    pub aside: String,
+    /// Which side's version stayed at the path (`local` or `remote`).
+    pub kept: String,
+    /// When it was found (RFC 3339).
+    pub found: String,
+}
 
 /// The state: what both sides last agreed on and what the next scan may trust.
 #[derive(Debug, Default, Clone, Serialize, Deserialize)]

@@ -224,6 +224,7 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
             "fsd-backup",
             "fsd-control",
             "fsd-mounts",
+            "fsd-watch",
             "fsd-s3",
             "fsd-sdk",
         ],
