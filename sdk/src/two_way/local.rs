@@ -304,7 +304,12 @@ fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
 
 #[cfg(all(test, unix))]
 mod tests {
-    use super::*;
+    use std::path::PathBuf;
+
+    use crate::merge::Entry;
+    use crate::snapshot::{ScanCache, hash_file};
+    use crate::two_way::local::{Contents, LocalTree, Refused, TEMP_SUFFIX};
+    use crate::two_way::ops::Op;
 
     /// Content for a put, read from `source`; the user saves `target` while it is copied.
     struct EditedWhileCopied {
