@@ -343,22 +343,6 @@ impl TwoWay {
         let whole = !(known.is_some() && local_changed.is_some() && remote_changed.is_some());
         let old_state = whole.then(|| self.state.clone());
 
-        // The sandbox's change list tells what changed since the token, against the tree
-        // at the token: a path this pass reads or changes after it, and that changes back
-        // before the next token, would not be in the next list. Those are read again by
-        // the next pass.
-        let mut read_again: BTreeSet<String> = remote_changed.clone().unwrap_or_default();
-        let (remote_now, remote_skipped) = match (remote_changed.clone(), known.as_mut()) {
-            (Some(paths), Some(known)) => {
-                let paths = with_dirty(paths);
-                let (part, skipped) =
-                    remote::snapshot_of(&self.sandbox, &self.remote, &exclude, &paths).await?;
-                let mut tree = std::mem::take(&mut known.remote);
-                patch(&mut tree, &paths, part);
-                (tree, skipped)
-            }
-            _ => remote::snapshot(&self.sandbox, &self.remote, &exclude).await?,
-        };
         // The local side: only the paths a watcher told, where the tree is known.
         let root = self.local.clone();
         let ignores = self.ignores.clone();
@@ -368,7 +352,8 @@ impl TwoWay {
             (Some(paths), Some(_)) => Some(with_dirty(paths)),
             _ => None,
         };
-        let scanned = {
+        // Scanned while the sandbox's side is read.
+        let scanning = {
             let paths = local_paths.clone();
             tokio::task::spawn_blocking(move || {
                 let scanned = match &paths {
@@ -377,9 +362,26 @@ impl TwoWay {
                 };
                 (scanned, cache)
             })
-            .await
-            .map_err(std::io::Error::other)?
         };
+        // The sandbox's change list tells what changed since the token, against the tree
+        // at the token: a path this pass reads or changes after it, and that changes back
+        // before the next token, would not be in the next list. Those are read again by
+        // the next pass.
+        let mut read_again: BTreeSet<String> = remote_changed.clone().unwrap_or_default();
+        let remote_read = match (remote_changed.clone(), known.as_mut()) {
+            (Some(paths), Some(known)) => {
+                let paths = with_dirty(paths);
+                remote::snapshot_of(&self.sandbox, &self.remote, &exclude, &paths)
+                    .await
+                    .map(|(part, skipped)| {
+                        let mut tree = std::mem::take(&mut known.remote);
+                        patch(&mut tree, &paths, part);
+                        (tree, skipped)
+                    })
+            }
+            _ => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
+        };
+        let scanned = scanning.await.map_err(std::io::Error::other)?;
         let (scanned, taken_back) = scanned;
         cache = taken_back;
         let scanned = match scanned {
@@ -387,6 +389,13 @@ impl TwoWay {
             Err(err) => {
                 self.state.cache = cache;
                 return Err(err.into());
+            }
+        };
+        let (remote_now, remote_skipped) = match remote_read {
+            Ok(read) => read,
+            Err(err) => {
+                self.state.cache = cache;
+                return Err(err);
             }
         };
         let (local_now, local_skipped) = match (&local_paths, known.as_mut()) {
@@ -474,19 +483,39 @@ impl TwoWay {
             let skip = merged.as_ref();
             let local_has = holders(&[(local_base, None), (&local_now, skip)], &wanted_hashes);
             let remote_has = holders(&[(remote_base, None), (&remote_now, skip)], &wanted_hashes);
-            let wanted: BTreeMap<String, String> = remote_has
-                .into_iter()
-                .filter(|(hash, _)| !local_has.contains_key(hash))
-                .collect();
+            // What the sandbox sends, in the order the puts need it.
+            let mut wanted: Vec<(String, String)> = Vec::new();
+            let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+            for hash in local_ops.iter().filter_map(|op| match op {
+                Op::Put {
+                    entry: Entry::File { hash, .. },
+                    ..
+                } => Some(hash),
+                _ => None,
+            }) {
+                let Some(path) = remote_has
+                    .get(hash)
+                    .filter(|_| !local_has.contains_key(hash))
+                else {
+                    continue;
+                };
+                let count = uses.entry(hash.clone()).or_insert(0);
+                if *count == 0 {
+                    wanted.push((hash.clone(), path.clone()));
+                }
+                *count += 1;
+            }
             let incoming = self.local.join(STATE_DIR).join(INCOMING_DIR);
             let _ = std::fs::remove_dir_all(&incoming);
-            let fetched = remote::fetch(&self.sandbox, &self.remote, wanted, &incoming).await?;
-            let local_sources = Sources::new(self.local.clone(), local_has, fetched, &local_ops);
+            let local_sources = Sources {
+                root: self.local.clone(),
+                by_hash: local_has,
+            };
             let root = self.local.clone();
             let cache = std::mem::take(&mut self.state.cache);
             let ops = local_ops.clone();
             let progress = self.progress.clone();
-            let (local_results, cache) = tokio::task::spawn_blocking(move || {
+            let apply = move |fetching: &dyn Contents| {
                 let tree = LocalTree {
                     root: &root,
                     cache: &cache,
@@ -496,7 +525,7 @@ impl TwoWay {
                     .iter()
                     .enumerate()
                     .map(|(done, op)| {
-                        let result = tree.apply(op, &local_sources);
+                        let result = tree.apply(op, fetching);
                         if let Some(progress) = &progress {
                             progress("to local", done as u64 + 1, total);
                         }
@@ -504,9 +533,27 @@ impl TwoWay {
                     })
                     .collect::<Vec<_>>();
                 (results, cache)
-            })
-            .await
-            .map_err(std::io::Error::other)?;
+            };
+            let (local_results, cache) = if wanted.is_empty() {
+                tokio::task::spawn_blocking(move || apply(&local_sources))
+                    .await
+                    .map_err(std::io::Error::other)?
+            } else {
+                remote::with_incoming(
+                    &self.sandbox,
+                    &self.remote,
+                    wanted,
+                    uses,
+                    incoming.clone(),
+                    move |incoming| {
+                        apply(&Fetching {
+                            sources: &local_sources,
+                            incoming,
+                        })
+                    },
+                )
+                .await?
+            };
             self.state.cache = cache;
             let _ = std::fs::remove_dir_all(&incoming);
             tally(
@@ -521,15 +568,13 @@ impl TwoWay {
         if !remote_ops.is_empty() {
             // Then the sandbox, its new content read from the local side as it is now.
             let skip = merged.as_ref();
-            let remote_sources = Sources::new(
-                self.local.clone(),
-                holders(
+            let remote_sources = Sources {
+                root: self.local.clone(),
+                by_hash: holders(
                     &[(&plan.agreed, None), (&local_now, skip)],
                     &put_hashes(&remote_ops),
                 ),
-                BTreeMap::new(),
-                &[],
-            );
+            };
             for op in &remote_ops {
                 read_again.insert(op.path().to_string());
                 if let Op::Rename { to, .. } = op {
@@ -882,62 +927,34 @@ pub fn conflicts(local: &Path) -> Result<Vec<OpenConflict>, SdkError> {
         .collect())
 }
 
-/// Where content is for puts: fetched from the sandbox, or a local file that had it.
+/// Where content is for puts: a local file that had it.
 struct Sources {
     root: PathBuf,
     by_hash: BTreeMap<String, String>,
-    fetched: BTreeMap<String, PathBuf>,
-    /// Puts still to come of each fetched content: the last one takes the file.
-    uses: std::sync::Mutex<BTreeMap<String, usize>>,
-}
-
-impl Sources {
-    fn new(
-        root: PathBuf,
-        by_hash: BTreeMap<String, String>,
-        fetched: BTreeMap<String, PathBuf>,
-        ops: &[Op],
-    ) -> Self {
-        let mut uses = BTreeMap::new();
-        for op in ops {
-            if let Op::Put {
-                entry: Entry::File { hash, .. },
-                ..
-            } = op
-                && fetched.contains_key(hash)
-            {
-                *uses.entry(hash.clone()).or_insert(0) += 1;
-            }
-        }
-        Self {
-            root,
-            by_hash,
-            fetched,
-            uses: std::sync::Mutex::new(uses),
-        }
-    }
 }
 
 impl Contents for Sources {
     fn source(&self, hash: &str) -> Option<PathBuf> {
-        self.fetched
-            .get(hash)
-            .cloned()
-            .or_else(|| self.by_hash.get(hash).map(|path| self.root.join(path)))
+        self.by_hash.get(hash).map(|path| self.root.join(path))
+    }
+}
+
+/// Content for puts while the sandbox's stream comes: written from it where it is needed,
+/// else a local file's.
+struct Fetching<'s, 'a> {
+    sources: &'s Sources,
+    incoming: &'s remote::Incoming<'a>,
+}
+
+impl Contents for Fetching<'_, '_> {
+    fn source(&self, hash: &str) -> Option<PathBuf> {
+        self.incoming
+            .stashed(hash)
+            .or_else(|| self.sources.source(hash))
     }
 
-    fn take(&self, hash: &str) -> Option<PathBuf> {
-        let mut uses = self
-            .uses
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let left = uses.get_mut(hash)?;
-        *left -= 1;
-        if *left > 0 {
-            return None;
-        }
-        uses.remove(hash);
-        self.fetched.get(hash).cloned()
+    fn write(&self, hash: &str, temp: &Path) -> Option<Result<(), Refused>> {
+        self.incoming.write(hash, temp)
     }
 }
 

@@ -32,9 +32,11 @@ pub trait Contents {
     /// A local file holding the content `hash` (checked when copied).
     fn source(&self, hash: &str) -> Option<PathBuf>;
 
-    /// A file holding `hash` that the put may move into place instead of copying: its
-    /// content checked already, and wanted by no other put. Called once per put.
-    fn take(&self, _hash: &str) -> Option<PathBuf> {
+    /// Writes the content `hash` into `temp` (made new), checked against its hash, when
+    /// it comes from elsewhere than a file (a stream); `None`: take it from [`source`].
+    ///
+    /// [`source`]: Contents::source
+    fn write(&self, _hash: &str, _temp: &Path) -> Option<Result<(), Refused>> {
         None
     }
 }
@@ -177,13 +179,9 @@ impl LocalTree<'_> {
             }
             Entry::File { hash, mode } => {
                 let temp = temp_beside(&at);
-                // Content fetched for this put alone is moved, not written again.
-                let moved = contents
-                    .take(hash)
-                    .is_some_and(|taken| std::fs::rename(taken, &temp).is_ok());
-                let copied = match moved {
-                    true => Ok(()),
-                    false => contents
+                let copied = match contents.write(hash, &temp) {
+                    Some(written) => written,
+                    None => contents
                         .source(hash)
                         .ok_or_else(|| {
                             Refused::Failed(format!("{relative}: its content is not here"))
@@ -222,7 +220,7 @@ impl LocalTree<'_> {
 }
 
 /// Copies `source` to `temp`, refusing content whose hash is not `hash`.
-fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(), Refused> {
+pub(super) fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(), Refused> {
     use sha2::{Digest, Sha256};
     let mut input = std::fs::File::open(source)?;
     let mut output = std::fs::OpenOptions::new()

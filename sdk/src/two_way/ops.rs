@@ -140,6 +140,17 @@ impl Planner<'_> {
             .filter(|(path, entry)| entry.is_dir() && !self.cur.contains_key(*path))
             .map(|(path, _)| path.clone())
             .collect();
+        if targets.is_empty() {
+            return;
+        }
+        // Directories leaving their path: what a target may have come from (found once;
+        // one moved already is no longer in `cur` at its path, or is `used`).
+        let leaving: Vec<String> = self
+            .cur
+            .iter()
+            .filter(|(path, entry)| entry.is_dir() && self.leaving(path))
+            .map(|(path, _)| path.clone())
+            .collect();
         let mut used = BTreeSet::new();
         for target in targets {
             // Inside a directory moved already.
@@ -151,8 +162,11 @@ impl Planner<'_> {
                 continue;
             }
             let mut best: Option<(usize, String)> = None;
-            for (path, entry) in &self.cur {
-                if !entry.is_dir() || used.contains(path) || !self.leaving(path) {
+            for path in &leaving {
+                if used.contains(path)
+                    || !self.cur.get(path).is_some_and(Entry::is_dir)
+                    || !self.leaving(path)
+                {
                     continue;
                 }
                 if target.starts_with(&format!("{path}/"))

@@ -3,6 +3,7 @@
 //! change made by the daemon, files raw in the body), and content brought here in one tar
 //! stream for many files.
 
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -16,6 +17,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 
 use crate::merge::{Entry, Snapshot};
+use crate::sync::ChannelReader;
 use crate::{Sandbox, SdkError};
 
 use super::local::{Contents, Refused};
@@ -321,65 +323,129 @@ fn content_stream(
     })
 }
 
-/// Brings the files `wanted` (hash → a sandbox path holding it) into `into`, each named by
-/// its hash once its content matched it; answers the hashes brought.
-pub async fn fetch(
+/// Streams the files `wanted` (a hash and a sandbox path holding it, in the order the puts
+/// need them) and runs `apply` on a thread with an [`Incoming`] that hands each one's
+/// content to the put that needs it as the stream reaches it: written once, where it goes.
+pub async fn with_incoming<T: Send + 'static>(
     sandbox: &Sandbox,
     remote: &str,
-    wanted: BTreeMap<String, String>,
-    into: &Path,
-) -> Result<BTreeMap<String, PathBuf>, SdkError> {
-    let mut brought = BTreeMap::new();
-    if wanted.is_empty() {
-        return Ok(brought);
-    }
-    std::fs::create_dir_all(into)?;
-    let by_path: BTreeMap<String, String> = wanted
-        .iter()
-        .map(|(hash, path)| (path.clone(), hash.clone()))
-        .collect();
-    let files: Vec<String> = wanted.values().cloned().collect();
+    wanted: Vec<(String, String)>,
+    uses: BTreeMap<String, usize>,
+    stash: PathBuf,
+    apply: impl FnOnce(&Incoming<'_>) -> T + Send + 'static,
+) -> Result<T, SdkError> {
+    let files: Vec<String> = wanted.iter().map(|(_, path)| path.clone()).collect();
     let stream = sandbox.download_files(remote, files).await?;
-    let dir = into.to_path_buf();
-    let unpacked =
-        crate::sync::read_on_a_thread(stream, move |reader| unpack_by_hash(reader, &dir, &by_path))
-            .await?;
-    for (hash, path) in unpacked? {
-        brought.insert(hash, path);
-    }
-    Ok(brought)
+    let applied = crate::sync::read_on_a_thread(stream, move |reader| {
+        let mut archive = tar::Archive::new(reader);
+        let entries = archive.entries()?;
+        let incoming = Incoming {
+            entries: RefCell::new(entries),
+            ahead: RefCell::new(None),
+            coming: RefCell::new(
+                wanted
+                    .iter()
+                    .map(|(hash, path)| (path.clone(), hash.clone()))
+                    .collect(),
+            ),
+            wanted: RefCell::new(wanted.into_iter().collect()),
+            uses,
+            stash,
+            stashed: RefCell::new(BTreeMap::new()),
+        };
+        Ok::<T, std::io::Error>(apply(&incoming))
+    })
+    .await?;
+    Ok(applied?)
 }
 
-fn unpack_by_hash(
-    reader: impl Read,
-    dir: &Path,
-    by_path: &BTreeMap<String, String>,
-) -> std::io::Result<Vec<(String, PathBuf)>> {
-    use sha2::{Digest, Sha256};
-    let mut archive = tar::Archive::new(reader);
-    let mut out = Vec::new();
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        let name = entry.path()?.to_string_lossy().into_owned();
-        let Some(hash) = by_path.get(&name) else {
-            continue;
-        };
-        let path = dir.join(hash);
-        let mut file = std::fs::File::create(&path)?;
-        let mut hasher = Sha256::new();
-        std::io::copy(
-            &mut entry,
-            &mut super::local::Tee {
-                out: &mut file,
-                hasher: &mut hasher,
-            },
-        )?;
-        if format!("{:x}", hasher.finalize()) == *hash {
-            out.push((hash.clone(), path));
-        } else {
-            // Changed in the sandbox since the manifest: the put waits for the next pass.
-            let _ = std::fs::remove_file(&path);
+/// Files coming from the sandbox in one tar stream, in the order the puts need them.
+pub struct Incoming<'a> {
+    entries: RefCell<tar::Entries<'a, ChannelReader>>,
+    /// An entry read ahead: a later put's (the one looked for was left out, gone since).
+    ahead: RefCell<Option<tar::Entry<'a, ChannelReader>>>,
+    /// Sandbox path → hash, of what is still to come.
+    coming: RefCell<BTreeMap<String, String>>,
+    /// Hash → sandbox path, of what is still to come.
+    wanted: RefCell<BTreeMap<String, String>>,
+    /// How many puts want each content: one wanted by more is kept in `stash` for them.
+    uses: BTreeMap<String, usize>,
+    stash: PathBuf,
+    stashed: RefCell<BTreeMap<String, PathBuf>>,
+}
+
+impl<'a> Incoming<'a> {
+    /// Writes the content `hash` into `temp` (made new), checked against its hash; `None`
+    /// when it is not coming (not asked for, taken already, or left out of the stream).
+    pub fn write(&self, hash: &str, temp: &Path) -> Option<Result<(), Refused>> {
+        let path = self.wanted.borrow_mut().remove(hash)?;
+        self.coming.borrow_mut().remove(&path);
+        let mut entry = self.entry_for(&path)?;
+        if self.uses.get(hash).copied().unwrap_or(0) > 1 {
+            let kept = self.stash.join(hash);
+            let stashed = std::fs::create_dir_all(&self.stash)
+                .map_err(Refused::from)
+                .and_then(|()| write_checked(&mut entry, &kept, hash));
+            if let Err(refused) = stashed {
+                let _ = std::fs::remove_file(&kept);
+                return Some(Err(refused));
+            }
+            self.stashed
+                .borrow_mut()
+                .insert(hash.to_string(), kept.clone());
+            return Some(super::local::copy_checked(&kept, temp, hash));
+        }
+        Some(write_checked(&mut entry, temp, hash))
+    }
+
+    /// A file holding `hash` kept for the puts after the first.
+    pub fn stashed(&self, hash: &str) -> Option<PathBuf> {
+        self.stashed.borrow().get(hash).cloned()
+    }
+
+    /// The stream's entry for `path`; `None` when the daemon left it out.
+    fn entry_for(&self, path: &str) -> Option<tar::Entry<'a, ChannelReader>> {
+        loop {
+            let next = match self.ahead.borrow_mut().take() {
+                Some(entry) => Some(entry),
+                None => self.entries.borrow_mut().next().and_then(Result::ok),
+            };
+            let entry = next?;
+            let name = entry
+                .path()
+                .ok()
+                .map(|name| name.to_string_lossy().into_owned());
+            match name {
+                Some(name) if name == path => return Some(entry),
+                // A later put's: the one looked for was left out.
+                Some(name) if self.coming.borrow().contains_key(&name) => {
+                    *self.ahead.borrow_mut() = Some(entry);
+                    return None;
+                }
+                _ => {}
+            }
         }
     }
-    Ok(out)
+}
+
+/// Writes `content` into `path` (made new), refusing content whose hash is not `hash`.
+fn write_checked(content: &mut impl Read, path: &Path, hash: &str) -> Result<(), Refused> {
+    use sha2::{Digest, Sha256};
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
+    let mut hasher = Sha256::new();
+    std::io::copy(
+        content,
+        &mut super::local::Tee {
+            out: &mut file,
+            hasher: &mut hasher,
+        },
+    )?;
+    if format!("{:x}", hasher.finalize()) != hash {
+        // Changed in the sandbox since the manifest: the put waits for the next pass.
+        return Err(Refused::Changed);
+    }
+    Ok(())
 }

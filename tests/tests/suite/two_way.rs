@@ -402,6 +402,30 @@ fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
     }
 }
 
+#[test]
+fn content_many_paths_share_is_sent_once_and_placed_at_each() {
+    let pair = Pair::new();
+    for i in 0..5 {
+        write(&pair.remote(&format!("pkg{i}/__init__.py")), "");
+        write(&pair.remote(&format!("copies/same{i}.txt")), "the same\n");
+    }
+    write(&pair.remote("copies/other.txt"), "other\n");
+    let (code, _, stderr) = pair.sync(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    pair.assert_equal("after the first sync");
+    assert!(
+        !pair.local(".fsd-sync/incoming").exists(),
+        "nothing is left where content waited"
+    );
+    // And the other way: one content at many new local paths.
+    for i in 0..4 {
+        write(&pair.local(&format!("more/copy{i}.txt")), "the same\n");
+    }
+    let (code, _, stderr) = pair.sync(&[]);
+    assert_eq!(code, 0, "{stderr}");
+    pair.assert_equal("after local copies");
+}
+
 /// Waits (20 s at most: a liveness bound, not a measure of speed) until `done` holds.
 fn arrives(what: &str, mut done: impl FnMut() -> bool) {
     let started = std::time::Instant::now();
