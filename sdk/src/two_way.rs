@@ -20,6 +20,7 @@
 //! person to look at (both versions kept) are listed by [`conflicts`] until the copy set
 //! aside is removed.
 
+mod first;
 mod journal;
 pub mod local;
 pub mod ops;
@@ -327,6 +328,41 @@ impl TwoWay {
             .await?;
             version = Some(next);
             remote_changed = changed.filter(|paths| paths.len() <= MOST_PATHS);
+        }
+        // A first sync into an empty directory has nothing to merge: the sandbox's tree
+        // comes in one stream, hashed as it is written (two-way modes only: one-way ones
+        // make the sandbox what the local side holds).
+        if known.is_none()
+            && self.state.ancestor.is_empty()
+            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved)
+            && first::is_empty(&self.local)?
+        {
+            let brought = first::bring(
+                &self.sandbox,
+                &self.remote,
+                &self.local,
+                &self.ignores,
+                self.options.default_excludes,
+            )
+            .await?;
+            let old = self.state.clone();
+            self.state.ancestor = brought.tree.clone();
+            self.state.remote = self.remote.clone();
+            self.journal.save(&old, &self.state, None)?;
+            if let Some(version) = version {
+                self.known = Some(Known {
+                    local: brought.tree.clone(),
+                    remote: brought.tree,
+                    version,
+                    dirty: BTreeSet::new(),
+                });
+            }
+            return Ok(PassReport {
+                to_local: brought.changes,
+                skipped: brought.skipped,
+                whole: true,
+                ..PassReport::default()
+            });
         }
         let (mut known, local_changed, remote_changed) = match known {
             Some(known) if track => (Some(known), local_changed, remote_changed),

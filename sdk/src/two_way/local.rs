@@ -267,13 +267,13 @@ fn not_empty(err: std::io::Error, refused: Refused) -> Refused {
 }
 
 #[cfg(unix)]
-fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
+pub(super) fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode & 0o7777))
 }
 
 #[cfg(not(unix))]
-fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
+pub(super) fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
@@ -289,12 +289,12 @@ fn mode_of(meta: &std::fs::Metadata) -> u32 {
 }
 
 #[cfg(unix)]
-fn make_link(target: &str, path: &Path) -> std::io::Result<()> {
+pub(super) fn make_link(target: &str, path: &Path) -> std::io::Result<()> {
     std::os::unix::fs::symlink(target, path)
 }
 
 #[cfg(not(unix))]
-fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
+pub(super) fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
     Err(std::io::Error::other(
         "symlinks are not made on this system",
     ))

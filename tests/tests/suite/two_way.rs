@@ -404,12 +404,16 @@ fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
 
 #[test]
 fn content_many_paths_share_is_sent_once_and_placed_at_each() {
+    // (Checked by its effect: every path holds it, and nothing waits in the state.)
     let pair = Pair::new();
     for i in 0..5 {
         write(&pair.remote(&format!("pkg{i}/__init__.py")), "");
         write(&pair.remote(&format!("copies/same{i}.txt")), "the same\n");
     }
     write(&pair.remote("copies/other.txt"), "other\n");
+    // Something here already: the first sync merges (an empty directory is filled from
+    // one stream instead).
+    write(&pair.local("README.md"), "local\n");
     let (code, _, stderr) = pair.sync(&[]);
     assert_eq!(code, 0, "{stderr}");
     pair.assert_equal("after the first sync");
