@@ -97,7 +97,7 @@ pub struct PassReport {
     pub failed: Vec<(merge::Side, String, String)>,
     /// What neither side can carry (devices, FIFOs, sockets, names not UTF-8).
     pub skipped: Vec<String>,
-    /// Whether the pass merged both trees whole (else only the paths that changed).
+    /// Whether the pass read both sides whole (else only the paths that changed).
     pub whole: bool,
 }
 
@@ -469,7 +469,12 @@ impl TwoWay {
                     .cloned()
                     .collect::<BTreeSet<String>>(),
             ),
-            _ => None,
+            // Read whole: the paths where the three trees differ (a few, mostly), merged
+            // alone; the same plan as merging everything, at the cost of a comparison.
+            _ => {
+                let differ = differing(&self.state.ancestor, &local_now, &remote_now);
+                (differ.len() * 2 < local_now.len().max(remote_now.len())).then_some(differ)
+            }
         };
         let (plan, merged) = match &scope {
             Some(scope) => {
@@ -772,6 +777,22 @@ impl TwoWay {
         }
         Ok(report)
     }
+}
+
+/// The paths where `ancestor`, `local` and `remote` do not all hold the same.
+fn differing(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (path, entry) in local {
+        if ancestor.get(path) != Some(entry) || remote.get(path) != Some(entry) {
+            out.insert(path.clone());
+        }
+    }
+    for path in ancestor.keys().chain(remote.keys()) {
+        if !local.contains_key(path) {
+            out.insert(path.clone());
+        }
+    }
+    out
 }
 
 /// Replaces what `tree` holds at and below each of `paths` by what `read` found there;
