@@ -172,7 +172,7 @@ async fn two_way(
     };
     println!("two-way sync");
     println!(
-        "  first full sync (manifest, one tar stream) {:>7.1} ms",
+        "  first full sync (one tar stream, hashed)   {:>7.1} ms",
         ms(full)
     );
     if let Some(anchor) = anchor_full {
