@@ -291,6 +291,26 @@ pub struct ManifestRequest {
     pub session_id: Option<String>,
 }
 
+/// Of `paths`, those under none of the others, in their order: a manifest of chosen paths
+/// reads each of these with what is below it.
+pub fn topmost<'a>(paths: impl IntoIterator<Item = &'a String>) -> Vec<&'a String> {
+    let paths: std::collections::BTreeSet<&String> = paths.into_iter().collect();
+    paths
+        .iter()
+        .copied()
+        .filter(|path| {
+            let mut at = path.as_str();
+            while let Some((up, _)) = at.rsplit_once('/') {
+                if paths.contains(&up.to_string()) {
+                    return false;
+                }
+                at = up;
+            }
+            true
+        })
+        .collect()
+}
+
 /// One entry of a manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -142,17 +142,7 @@ pub fn scan_paths(
 /// `paths` less those under another one of them: each of these is read with what is
 /// below it.
 pub fn tops(paths: &BTreeSet<String>) -> Vec<&String> {
-    let mut out: Vec<&String> = Vec::new();
-    for path in paths {
-        if out
-            .last()
-            .is_some_and(|top| path.starts_with(top.as_str()) && path[top.len()..].starts_with('/'))
-        {
-            continue;
-        }
-        out.push(path);
-    }
-    out
+    fsd_api::files::topmost(paths)
 }
 
 /// One scan's entries as they are found.
@@ -410,16 +400,17 @@ mod tests {
         std::fs::write(root.join("outside/secret"), "s").unwrap();
         std::os::unix::fs::symlink("outside", root.join("link")).unwrap();
         let ignores = Ignores::new(&[], true).unwrap();
-        let paths: BTreeSet<String> = ["a", "a/b/f", "gone", "link/secret", "h/under"]
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        let paths: BTreeSet<String> =
+            ["a", "a/b/f", "a-z", "a/g", "gone", "link/secret", "h/under"]
+                .into_iter()
+                .map(str::to_string)
+                .collect();
         let scan = scan_paths(root, &paths, &ignores, &ScanCache::new()).unwrap();
         let found: Vec<&str> = scan.snapshot.keys().map(String::as_str).collect();
         assert_eq!(found, ["a", "a/b", "a/b/f", "a/g"]);
         assert_eq!(
             tops(&paths),
-            ["a", "gone", "h/under", "link/secret"]
+            ["a", "a-z", "gone", "h/under", "link/secret"]
                 .iter()
                 .map(|p| p.to_string())
                 .collect::<Vec<_>>()

@@ -59,20 +59,8 @@ pub fn walk_paths(
     exclude: &Gitignore,
     cache: &HashCache,
 ) -> std::io::Result<Manifest> {
-    let mut sorted: Vec<&String> = paths.iter().collect();
-    sorted.sort();
-    sorted.dedup();
     // A path under another one asked for is read with it.
-    let mut tops: Vec<&String> = Vec::new();
-    for path in sorted {
-        if tops
-            .last()
-            .is_some_and(|top| path.starts_with(top.as_str()) && path[top.len()..].starts_with('/'))
-        {
-            continue;
-        }
-        tops.push(path);
-    }
+    let tops = fsd_api::files::topmost(paths);
     let mut walk = Walk::new(exclude, cache);
     for path in tops {
         // Not there, or under a link or a file: nothing.

@@ -221,19 +221,28 @@ impl LocalTree<'_> {
 
 /// Copies `source` to `temp`, refusing content whose hash is not `hash`.
 pub(super) fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(), Refused> {
+    write_checked(&mut std::fs::File::open(source)?, temp, hash)
+}
+
+/// Writes `content` into `path` (made new), refusing content whose hash is not `hash`.
+pub(super) fn write_checked(
+    content: &mut impl std::io::Read,
+    path: &Path,
+    hash: &str,
+) -> Result<(), Refused> {
     use sha2::{Digest, Sha256};
-    let mut input = std::fs::File::open(source)?;
     let mut output = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .open(temp)?;
+        .open(path)?;
     let mut hasher = Sha256::new();
     let mut tee = Tee {
         out: &mut output,
         hasher: &mut hasher,
     };
-    std::io::copy(&mut input, &mut tee)?;
+    std::io::copy(content, &mut tee)?;
     if format!("{:x}", hasher.finalize()) != hash {
+        // Changed since it was looked at: the change waits for the next pass.
         return Err(Refused::Changed);
     }
     Ok(())

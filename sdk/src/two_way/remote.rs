@@ -385,7 +385,7 @@ impl<'a> Incoming<'a> {
             let kept = self.stash.join(hash);
             let stashed = std::fs::create_dir_all(&self.stash)
                 .map_err(Refused::from)
-                .and_then(|()| write_checked(&mut entry, &kept, hash));
+                .and_then(|()| super::local::write_checked(&mut entry, &kept, hash));
             if let Err(refused) = stashed {
                 let _ = std::fs::remove_file(&kept);
                 return Some(Err(refused));
@@ -395,7 +395,7 @@ impl<'a> Incoming<'a> {
                 .insert(hash.to_string(), kept.clone());
             return Some(super::local::copy_checked(&kept, temp, hash));
         }
-        Some(write_checked(&mut entry, temp, hash))
+        Some(super::local::write_checked(&mut entry, temp, hash))
     }
 
     /// A file holding `hash` kept for the puts after the first.
@@ -426,26 +426,4 @@ impl<'a> Incoming<'a> {
             }
         }
     }
-}
-
-/// Writes `content` into `path` (made new), refusing content whose hash is not `hash`.
-fn write_checked(content: &mut impl Read, path: &Path, hash: &str) -> Result<(), Refused> {
-    use sha2::{Digest, Sha256};
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
-    let mut hasher = Sha256::new();
-    std::io::copy(
-        content,
-        &mut super::local::Tee {
-            out: &mut file,
-            hasher: &mut hasher,
-        },
-    )?;
-    if format!("{:x}", hasher.finalize()) != hash {
-        // Changed in the sandbox since the manifest: the put waits for the next pass.
-        return Err(Refused::Changed);
-    }
-    Ok(())
 }
