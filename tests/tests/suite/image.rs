@@ -252,20 +252,30 @@ async fn standalone_image_runs_its_own_command() {
     )
     .unwrap();
     let tag = "localhost/fsd-standalone:test";
-    let built = podman(&[
-        "build",
-        "--quiet",
-        "-t",
-        tag,
-        context.path().to_str().unwrap(),
-    ]);
-    assert!(
-        built.status.success(),
-        "{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let started = Instant::now();
-    let (container, url) = serving(tag, &[]).await;
+    // Another test's `podman image prune` (scripts/build-image, run beside this one) can
+    // take an image between its commit and its tag, and `run` then looks for it in a
+    // registry: the image is built again (podman's race, not the image's).
+    let mut tries = 0;
+    let (container, url, started) = loop {
+        let built = podman(&[
+            "build",
+            "--quiet",
+            "-t",
+            tag,
+            context.path().to_str().unwrap(),
+        ]);
+        assert!(
+            built.status.success(),
+            "{}",
+            String::from_utf8_lossy(&built.stderr)
+        );
+        let started = Instant::now();
+        match try_serving(tag, &[]).await {
+            Ok((container, url)) => break (container, url, started),
+            Err(why) if tries < 2 && why.contains("initializing source") => tries += 1,
+            Err(why) => panic!("{why}"),
+        }
+    };
     let sandbox = fsd_sdk::Sandbox::connect(&url, None).unwrap();
     let mut seen = String::new();
     while seen != "ran\n" {
@@ -286,17 +296,22 @@ async fn standalone_image_runs_its_own_command() {
 /// Runs `image` detached on the host's network (with `extra` options) on a free port and
 /// waits up to 30 s for its `/api/ping`; the container and its URL.
 async fn serving(image: &str, extra: &[&str]) -> (Container, String) {
+    try_serving(image, extra)
+        .await
+        .unwrap_or_else(|why| panic!("{why}"))
+}
+
+/// [`serving`], answering why `podman run` failed instead of failing.
+async fn try_serving(image: &str, extra: &[&str]) -> Result<(Container, String), String> {
     let port = free_port();
     let listen = format!("FSD_LISTEN=127.0.0.1:{port}");
     let mut args = vec!["run", "-d", "--network", "host", "-e", &listen];
     args.extend_from_slice(extra);
     args.push(image);
     let run = podman(&args);
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    if !run.status.success() {
+        return Err(String::from_utf8_lossy(&run.stderr).into_owned());
+    }
     let container = Container(String::from_utf8(run.stdout).unwrap().trim().to_string());
     let url = format!("http://127.0.0.1:{port}");
     let http = reqwest::Client::new();
@@ -308,7 +323,7 @@ async fn serving(image: &str, extra: &[&str]) -> (Container, String) {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    (container, url)
+    Ok((container, url))
 }
 
 /// The text result of `code` run in a fresh `language` context of `sandbox`.
