@@ -42,6 +42,13 @@ pub struct CheckChangesRequest {
     /// fsd extension: also list what changed since `since`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paths: Option<bool>,
+    /// fsd extension: also list every path an event named since `since`, in path order:
+    /// with those a coalesced list leaves out (made and gone again, changed and changed
+    /// back), for a client that read the tree meanwhile and may have seen them. Events are
+    /// what the watch saw: a file made and gone before its directory was read again is in
+    /// neither list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touched: Option<bool>,
 }
 
 /// One coalesced change since a token (fsd extension).
@@ -69,6 +76,9 @@ pub struct CheckChangesResponse {
     pub version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<Vec<PathChange>>,
+    /// With `touched`: every path an event named since the token (absolute, as `changes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub touched: Option<Vec<String>>,
     pub timestamp: String,
 }
 

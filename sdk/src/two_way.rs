@@ -399,11 +399,9 @@ impl TwoWay {
                 (scanned, cache)
             })
         };
-        // The sandbox's change list tells what changed since the token, against the tree
-        // at the token: a path this pass reads or changes after it, and that changes back
-        // before the next token, would not be in the next list. Those are read again by
-        // the next pass.
-        let mut read_again: BTreeSet<String> = remote_changed.clone().unwrap_or_default();
+        // What this pass changes in the sandbox is read again by the next (its events
+        // name it too; this does not wait on them).
+        let mut read_again: BTreeSet<String> = BTreeSet::new();
         let remote_read = match (remote_changed.clone(), known.as_mut()) {
             (Some(paths), Some(known)) => {
                 let paths = with_dirty(paths);

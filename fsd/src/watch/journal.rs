@@ -91,6 +91,28 @@ impl Journal {
     /// What changed after cursor `since` (see [`fsd_watch::changes`]), or `None` when
     /// the history cannot say.
     pub fn changes_since(&self, since: u64) -> Option<Vec<Listed>> {
+        changes::list(self.window(since)?, self.max_changes)
+    }
+
+    /// Every path an event after cursor `since` named (a rename's both), in path order,
+    /// or `None` when the history cannot say (or names more than a change list may).
+    pub fn touched_since(&self, since: u64) -> Option<Vec<std::path::PathBuf>> {
+        let mut touched = std::collections::BTreeSet::new();
+        for event in self.window(since)? {
+            if event.kind == EventKind::Overflow {
+                return None;
+            }
+            touched.insert(event.path.clone());
+            touched.extend(event.from.clone());
+            if touched.len() > self.max_changes {
+                return None;
+            }
+        }
+        Some(touched.into_iter().collect())
+    }
+
+    /// The events after cursor `since`, or `None` when the history does not hold them all.
+    fn window(&self, since: u64) -> Option<impl Iterator<Item = &Event>> {
         let in_unknown = self
             .unknown
             .is_some_and(|(lo, hi)| since > lo && since < hi);
@@ -98,12 +120,12 @@ impl Journal {
         {
             return None;
         }
-        let window = self
-            .events
-            .iter()
-            .filter(|(cursor, _)| *cursor > since)
-            .map(|(_, event)| event);
-        changes::list(window, self.max_changes)
+        Some(
+            self.events
+                .iter()
+                .filter(move |(cursor, _)| *cursor > since)
+                .map(|(_, event)| event),
+        )
     }
 }
 

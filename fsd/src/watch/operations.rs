@@ -183,39 +183,61 @@ pub async fn changes(
     let journal = root.journal();
     let current = journal.cursor();
     let version = format!("{}:{current}", root.id);
-    let answer = |status: &str, reason: Option<&str>, changes: Option<Vec<PathChange>>| {
-        CheckChangesResponse {
-            success: true,
-            status: status.to_string(),
-            reason: reason.map(str::to_string),
-            version: version.clone(),
-            changes,
-            timestamp: now_rfc3339(),
+    let want_touched = req.touched == Some(true);
+    let touched = |cursor: Option<u64>| -> Option<Vec<String>> {
+        if !want_touched {
+            return None;
         }
+        match cursor {
+            None => Some(Vec::new()),
+            Some(cursor) => journal.touched_since(cursor).map(|paths| {
+                paths
+                    .into_iter()
+                    .map(|path| path.display().to_string())
+                    .collect()
+            }),
+        }
+    };
+    let answer = |status: &str,
+                  reason: Option<&str>,
+                  changes: Option<Vec<PathChange>>,
+                  touched: Option<Vec<String>>| CheckChangesResponse {
+        success: true,
+        status: status.to_string(),
+        reason: reason.map(str::to_string),
+        version: version.clone(),
+        changes,
+        touched,
+        timestamp: now_rfc3339(),
     };
     let want_paths = req.paths == Some(true);
     let reply = match since {
-        None => answer("unchanged", None, want_paths.then(Vec::new)),
+        None => answer("unchanged", None, want_paths.then(Vec::new), touched(None)),
         Some((id, _)) if id != root.id => answer(
             "resync",
             Some(if created { "expired" } else { "restarted" }),
+            None,
             None,
         ),
         Some((_, cursor)) if cursor > current => {
             return Err(WatchRequestError::FutureToken.into());
         }
         Some((_, cursor)) if cursor == current => {
-            answer("unchanged", None, want_paths.then(Vec::new))
+            answer("unchanged", None, want_paths.then(Vec::new), touched(None))
         }
-        Some((_, cursor)) if want_paths => match journal.changes_since(cursor) {
-            Some(changes) => answer(
-                "changed",
-                None,
-                Some(changes.into_iter().map(path_change).collect()),
-            ),
-            None => answer("resync", Some("overflow"), None),
-        },
-        Some(_) => answer("changed", None, None),
+        Some((_, cursor)) => {
+            let changes = match want_paths {
+                true => match journal.changes_since(cursor) {
+                    Some(changes) => Some(changes.into_iter().map(path_change).collect()),
+                    None => return Ok(answer("resync", Some("overflow"), None, None)),
+                },
+                false => None,
+            };
+            match (want_touched, touched(Some(cursor))) {
+                (true, None) => answer("resync", Some("overflow"), None, None),
+                (_, touched) => answer("changed", None, changes, touched),
+            }
+        }
     };
     Ok(reply)
 }

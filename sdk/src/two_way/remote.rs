@@ -87,9 +87,12 @@ fn entries(manifest: ManifestResponse) -> (Snapshot, Vec<String>) {
     (tree, skipped)
 }
 
-/// What the sandbox says changed under `remote` since `version` (`None`: a baseline): the
-/// next version, and the changed paths relative to `remote` (`None` when the change list
-/// is lost: everything is read again). `exclude` are the watch's globs.
+/// Where the sandbox says something happened under `remote` since `version` (`None`: a
+/// baseline): the next version, and every path an event named, relative to `remote`
+/// (`None` when the history is lost: everything is read again). Not the coalesced change
+/// list, which is against the tree at the token and leaves out what was made and gone
+/// again, or changed and changed back, since: a pass that read the tree meanwhile may have
+/// seen those. `exclude` are the watch's globs.
 pub async fn changes_since(
     sandbox: &Sandbox,
     remote: &str,
@@ -101,27 +104,22 @@ pub async fn changes_since(
         path: remote.to_string(),
         exclude: Some(exclude.to_vec()),
         since: version.map(str::to_string),
-        paths: Some(version.is_some()),
+        touched: Some(version.is_some()),
         ..CheckChangesRequest::default()
     };
     let answer: CheckChangesResponse = sandbox.post_json("/api/watch/check", &request).await?;
-    let changed = match (version, answer.status.as_str(), answer.changes) {
+    let changed = match (version, answer.status.as_str(), answer.touched) {
         (None, _, _) => None,
         (Some(_), "unchanged", _) => Some(BTreeSet::new()),
-        (Some(_), "changed", Some(changes)) => {
-            let mut paths = BTreeSet::new();
-            for change in changes {
-                for path in std::iter::once(change.path).chain(change.from) {
-                    if let Ok(relative) = Path::new(&path).strip_prefix(root)
-                        && let Some(relative) = relative.to_str()
-                        && !relative.is_empty()
-                    {
-                        paths.insert(relative.to_string());
-                    }
-                }
-            }
-            Some(paths)
-        }
+        (Some(_), "changed", Some(touched)) => Some(
+            touched
+                .iter()
+                .filter_map(|path| {
+                    let relative = Path::new(path).strip_prefix(root).ok()?.to_str()?;
+                    (!relative.is_empty()).then(|| relative.to_string())
+                })
+                .collect(),
+        ),
         _ => None,
     };
     Ok((answer.version, changed))

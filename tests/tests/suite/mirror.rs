@@ -17,7 +17,7 @@ fn assert_same(remote: &Path, local: &Path, step: &str) {
     }
 }
 
-fn git(repo: &Path, args: &[&str]) {
+pub(crate) fn git(repo: &Path, args: &[&str]) {
     let status = Command::new("git")
         .args(["-c", "user.name=fsd", "-c", "user.email=fsd@localhost"])
         .args([
@@ -46,7 +46,7 @@ fn executable(path: &Path) {
 /// A repository with history: packages, a root README and LICENSE that are symlinks into
 /// them, executable scripts, and commits far apart (a package renamed with its forty
 /// files, another added, scripts changed).
-fn make_repository(repo: &Path) -> (String, String) {
+pub(crate) fn make_repository(repo: &Path) -> (String, String) {
     std::fs::create_dir_all(repo).unwrap();
     git(repo, &["init", "-q"]);
     for package in ["sandbox", "shared", "cli"] {

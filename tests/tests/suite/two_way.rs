@@ -430,6 +430,219 @@ fn content_many_paths_share_is_sent_once_and_placed_at_each() {
     pair.assert_equal("after local copies");
 }
 
+/// A named step of a day's work.
+type Step<'a> = (&'static str, Box<dyn Fn() + 'a>);
+
+/// Up to ten paths where two sides' trees differ.
+fn differ(
+    here: &BTreeMap<String, (char, String, u32)>,
+    there: &BTreeMap<String, (char, String, u32)>,
+) -> Vec<String> {
+    here.keys()
+        .chain(there.keys())
+        .filter(|k| here.get(*k) != there.get(*k))
+        .take(10)
+        .cloned()
+        .collect()
+}
+
+/// The steps of an agent's day in the sandbox's repository `repo` (commits `first` and
+/// `last`), with a person's edits in `local` among them.
+fn agents_day<'a>(repo: &'a Path, local: &'a Path, first: &'a str, last: &'a str) -> Vec<Step<'a>> {
+    use crate::mirror::git;
+    vec![
+        (
+            "a checkout far back with git clean",
+            Box::new(move || {
+                git(repo, &["checkout", "-q", first]);
+                git(repo, &["clean", "-q", "-fdx"]);
+            }),
+        ),
+        (
+            "local notes and a local rename",
+            Box::new(move || {
+                write(&local.join("notes/plan.md"), "# plan\n");
+                write(&local.join("notes/todo.md"), "- sync\n");
+                std::fs::rename(local.join("notes/todo.md"), local.join("notes/done.md")).unwrap();
+            }),
+        ),
+        (
+            "a checkout forward again",
+            Box::new(move || git(repo, &["checkout", "-q", last])),
+        ),
+        (
+            "a burst of small packages made",
+            Box::new(move || {
+                for package in 0..300 {
+                    for file in ["index.js", "package.json", "lib/util.js"] {
+                        write(
+                            &repo.join(format!("burst/p{package}/{file}")),
+                            &format!("{package}/{file}\n"),
+                        );
+                    }
+                }
+            }),
+        ),
+        (
+            "the burst removed, a local edit of a tracked file",
+            Box::new(move || {
+                std::fs::remove_dir_all(repo.join("burst")).unwrap();
+                write(
+                    &local.join("packages/web/app/page3.tsx"),
+                    "export default () => 33;\n",
+                );
+            }),
+        ),
+        (
+            "a directory and forty files renamed",
+            Box::new(move || {
+                std::fs::rename(repo.join("packages/cli"), repo.join("packages/tool")).unwrap();
+                for i in 0..40 {
+                    std::fs::rename(
+                        repo.join(format!("packages/sandbox/src/m{i}.ts")),
+                        repo.join(format!("packages/sandbox/src/module{i}.ts")),
+                    )
+                    .unwrap();
+                }
+            }),
+        ),
+        (
+            "build output written to temp names and moved into place",
+            Box::new(move || {
+                std::fs::create_dir_all(repo.join("dist")).unwrap();
+                for i in 0..50 {
+                    let temp = repo.join(format!("dist/.chunk{i}.js.tmp"));
+                    std::fs::write(&temp, format!("chunk {i}\n")).unwrap();
+                    std::fs::rename(&temp, repo.join(format!("dist/chunk{i}.js"))).unwrap();
+                }
+            }),
+        ),
+        (
+            "a link retargeted and a script made plain",
+            Box::new(move || {
+                let temp = repo.join("README.md.new");
+                std::os::unix::fs::symlink("packages/web/app/page1.tsx", &temp).unwrap();
+                std::fs::rename(&temp, repo.join("README.md")).unwrap();
+                std::fs::set_permissions(
+                    repo.join("scripts/build.sh"),
+                    std::fs::Permissions::from_mode(0o644),
+                )
+                .unwrap();
+            }),
+        ),
+        (
+            "a checkout back and a reset",
+            Box::new(move || {
+                git(repo, &["checkout", "-q", "-f", first]);
+                git(repo, &["clean", "-q", "-fdx"]);
+            }),
+        ),
+    ]
+}
+
+/// What a side holds, `.git` left out (two-way sync leaves it out by default).
+fn worktree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
+    let mut held = tree(root);
+    held.retain(|path, _| !path.split('/').any(|name| name == ".git"));
+    held
+}
+
+/// An agent's day in the sandbox on a real repository (checkouts far apart with `git
+/// clean`, a burst of packages made and removed, a directory and forty files renamed,
+/// build output moved into place, a link retargeted, a mode changed) while a person edits
+/// beside it locally, with the sync kept open as `--follow` keeps it (passes reading only
+/// what changed): after every step both sides hold the same, link for link and mode for
+/// mode, and no conflict was found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agents_day_on_a_real_repository_keeps_both_sides_equal_when_following() {
+    use crate::mirror::make_repository;
+    let daemon = Daemon::start();
+    let repo = daemon.path("project");
+    let (first, last) = make_repository(&repo);
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = local_dir.path().join("work");
+    std::fs::create_dir_all(&local).unwrap();
+    let mut sync = open(&daemon, &local);
+    let mut watch = Watched::start(&local, &sync.watch_excludes()).unwrap();
+    let (_, conflicts, _) = settle(&mut sync, Some(&mut watch), "the first sync").await;
+    assert_eq!(conflicts, 0);
+    assert_eq!(worktree(&local), worktree(&repo), "after the first sync");
+    let mut in_part = 0;
+    let steps = agents_day(&repo, &local, &first, &last);
+    for (name, act) in &steps {
+        act();
+        let (_, conflicts, partial) = settle(&mut sync, Some(&mut watch), name).await;
+        in_part += partial;
+        assert_eq!(conflicts, 0, "{name}: no conflict");
+        let (here, there) = (worktree(&local), worktree(&repo));
+        if here != there {
+            panic!(
+                "after {name}: the sides differ at {:?}",
+                differ(&here, &there)
+            );
+        }
+    }
+    assert!(
+        in_part >= steps.len(),
+        "the passes read only what changed ({in_part} did)"
+    );
+}
+
+/// The same day with the real `fsctl sync --two-way --follow` running beside it (passes
+/// woken while git is still changing the tree): after each step both sides come to hold
+/// the same, and no conflict copy is made.
+#[test]
+fn an_agents_day_on_a_real_repository_with_fsctl_following_ends_each_step_equal() {
+    use crate::mirror::make_repository;
+    let daemon = Daemon::start();
+    let repo = daemon.path("project");
+    let (first, last) = make_repository(&repo);
+    let local_dir = tempfile::tempdir().unwrap();
+    let local = local_dir.path().join("work");
+    let mut child = Command::new(binary("fsctl"))
+        .args([
+            "--url",
+            &daemon.url(""),
+            "sync",
+            "--two-way",
+            "--follow",
+            "600000",
+        ])
+        .args(["project", local.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    arrives("the first sync", || {
+        local.exists() && worktree(&local) == worktree(&repo)
+    });
+    for (name, act) in agents_day(&repo, &local, &first, &last) {
+        act();
+        let started = std::time::Instant::now();
+        while worktree(&local) != worktree(&repo) {
+            if started.elapsed() > std::time::Duration::from_secs(20) {
+                let _ = child.kill();
+                let (here, there) = (worktree(&local), worktree(&repo));
+                panic!(
+                    "after {name}: the sides still differ at {:?}",
+                    differ(&here, &there)
+                );
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let copies: Vec<String> = worktree(&local)
+            .into_keys()
+            .filter(|path| path.contains(".sync-conflict-"))
+            .collect();
+        assert!(
+            copies.is_empty(),
+            "after {name}: conflict copies {copies:?}"
+        );
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// Waits (20 s at most: a liveness bound, not a measure of speed) until `done` holds.
 fn arrives(what: &str, mut done: impl FnMut() -> bool) {
     let started = std::time::Instant::now();

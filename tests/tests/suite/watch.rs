@@ -590,3 +590,48 @@ async fn a_burst_of_one_change_collapses_while_a_lone_one_goes_out_at_once() {
         "200 rewrites arrived as {modifies} modify events: {events:?}"
     );
 }
+
+/// `touched` names every path an event named since the token, with those the coalesced
+/// list leaves out (a temp file made and renamed into place is, against the token's tree,
+/// only the file created): what a client that read the tree meanwhile, and may have seen
+/// the temp file, reads again.
+#[tokio::test]
+async fn touched_names_what_a_coalesced_list_leaves_out() {
+    let daemon = Daemon::start();
+    let dir = daemon.path("touched");
+    std::fs::create_dir_all(&dir).unwrap();
+    let base = check(&daemon, json!({"path": "touched"})).await;
+    let since = base["version"].as_str().unwrap().to_string();
+    // A build's output: a temp file (seen by the watch), then renamed into place.
+    std::fs::write(dir.join("passing.tmp"), "x").unwrap();
+    check_until_changed(&daemon, json!({"path": "touched", "since": since})).await;
+    std::fs::rename(dir.join("passing.tmp"), dir.join("kept.txt")).unwrap();
+    let answer = check(
+        &daemon,
+        json!({"path": "touched", "since": since, "paths": true, "touched": true}),
+    )
+    .await;
+    assert_eq!(answer["status"], "changed", "{answer}");
+    let names = |field: &str| -> Vec<String> {
+        answer[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("{field} in {answer}"))
+            .iter()
+            .map(|entry| {
+                let path = entry.get("path").unwrap_or(entry).as_str().unwrap();
+                path.rsplit('/').next().unwrap().to_string()
+            })
+            .collect()
+    };
+    assert_eq!(names("changes"), ["kept.txt"]);
+    assert_eq!(names("touched"), ["kept.txt", "passing.tmp"]);
+    // Nothing since: an empty list.
+    let version = answer["version"].as_str().unwrap();
+    let again = check(
+        &daemon,
+        json!({"path": "touched", "since": version, "touched": true}),
+    )
+    .await;
+    assert_eq!(again["status"], "unchanged");
+    assert_eq!(again["touched"], json!([]));
+}
