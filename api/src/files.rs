@@ -293,15 +293,15 @@ pub struct ManifestRequest {
 
 /// Of `paths`, those under none of the others, in their order: a manifest of chosen paths
 /// reads each of these with what is below it.
-pub fn topmost<'a>(paths: impl IntoIterator<Item = &'a String>) -> Vec<&'a String> {
-    let paths: std::collections::BTreeSet<&String> = paths.into_iter().collect();
+pub fn topmost<'a>(paths: impl IntoIterator<Item = &'a String>) -> Vec<&'a str> {
+    let paths: std::collections::BTreeSet<&str> = paths.into_iter().map(String::as_str).collect();
     paths
         .iter()
         .copied()
         .filter(|path| {
-            let mut at = path.as_str();
+            let mut at = *path;
             while let Some((up, _)) = at.rsplit_once('/') {
-                if paths.contains(&up.to_string()) {
+                if paths.contains(up) {
                     return false;
                 }
                 at = up;

@@ -29,6 +29,15 @@ pub enum SdkError {
 }
 
 impl SdkError {
+    /// A caller's mistake found on the trusted side (`VALIDATION_FAILED`).
+    pub fn invalid(message: impl Into<String>) -> SdkError {
+        SdkError::coded(
+            ErrorCode::ValidationFailed,
+            message,
+            serde_json::Value::Null,
+        )
+    }
+
     /// An error decided on the trusted side, with the code the daemon would use.
     pub fn coded(
         code: ErrorCode,

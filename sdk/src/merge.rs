@@ -156,28 +156,38 @@ pub fn merge_within(
             merged.extend(within(tree, path).map(|(below, _)| below.clone()));
         }
     }
-    let part = |tree: &Snapshot| -> Snapshot {
-        merged
-            .iter()
-            .filter_map(|path| tree.get(path).map(|entry| (path.clone(), entry.clone())))
-            .collect()
-    };
     let taken_elsewhere = |name: &str| trees.iter().any(|tree| tree.contains_key(name));
     let plan = merge_trees(
-        &part(ancestor),
-        &part(local),
-        &part(remote),
+        &part(ancestor, &merged),
+        &part(local, &merged),
+        &part(remote, &merged),
         mode,
         &taken_elsewhere,
     );
     (plan, merged)
 }
 
-/// What `tree` holds below `dir` (not `dir` itself).
-pub fn within<'a>(tree: &'a Snapshot, dir: &str) -> impl Iterator<Item = (&'a String, &'a Entry)> {
+/// What `tree` (a tree's entries or records by path) holds below `dir`, not `dir` itself.
+pub fn within<'a, T>(
+    tree: &'a BTreeMap<String, T>,
+    dir: &str,
+) -> impl Iterator<Item = (&'a String, &'a T)> {
     let prefix = format!("{dir}/");
     tree.range(prefix.clone()..)
         .take_while(move |(path, _)| path.starts_with(&prefix))
+}
+
+/// `tree`'s entries at `paths`.
+pub fn part(tree: &Snapshot, paths: &BTreeSet<String>) -> Snapshot {
+    paths
+        .iter()
+        .filter_map(|path| tree.get(path).map(|entry| (path.clone(), entry.clone())))
+        .collect()
+}
+
+/// Whether `path` has a place in `tree`: at the top, or in a directory `tree` holds.
+pub fn placed(tree: &Snapshot, path: &str) -> bool {
+    parent(path).is_none_or(|up| tree.get(up).is_some_and(Entry::is_dir))
 }
 
 /// The merge; `taken_elsewhere` tells names held outside the trees given (a scoped
@@ -407,10 +417,10 @@ fn settle_structure(tree: &mut Snapshot, sources: &[&Snapshot]) {
             at = parent(dir);
         }
         if blocked {
-            let gone: Vec<String> = tree
-                .range(path.clone()..)
-                .take_while(|(p, _)| **p == path || p.starts_with(&format!("{path}/")))
-                .map(|(p, _)| p.clone())
+            // Not a range from `path` cut at the first name not under it: `a-b` sorts
+            // between `a` and `a/x`.
+            let gone: Vec<String> = std::iter::once(path.clone())
+                .chain(within(tree, &path).map(|(p, _)| p.clone()))
                 .collect();
             for p in gone {
                 tree.remove(&p);

@@ -161,14 +161,6 @@ pub type Progress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 /// Changed paths told beyond this many read the side whole.
 const MOST_PATHS: usize = 20_000;
 
-fn invalid(message: String) -> SdkError {
-    SdkError::coded(
-        fsd_api::ErrorCode::ValidationFailed,
-        message,
-        serde_json::Value::Null,
-    )
-}
-
 impl TwoWay {
     /// Opens the sync of `local` (made if missing) with `remote` (a directory in the
     /// sandbox, made if missing on the first pass).
@@ -179,7 +171,7 @@ impl TwoWay {
         options: TwoWayOptions,
     ) -> Result<Self, SdkError> {
         let ignores = Ignores::new(&options.exclude, options.default_excludes)
-            .map_err(|err| invalid(format!("exclude: {err}")))?;
+            .map_err(|err| SdkError::invalid(format!("exclude: {err}")))?;
         std::fs::create_dir_all(local.join(STATE_DIR))?;
         // Watchers tell canonical paths.
         let local = &std::fs::canonicalize(local)?;
@@ -190,14 +182,14 @@ impl TwoWay {
             .write(true)
             .open(state_dir.join(LOCK_FILE))?;
         if lock.try_lock().is_err() {
-            return Err(invalid(format!(
+            return Err(SdkError::invalid(format!(
                 "another sync of {} is running",
                 local.display()
             )));
         }
         let (state, journal) = Journal::read(local)?;
         if !state.remote.is_empty() && state.remote != remote {
-            return Err(invalid(format!(
+            return Err(SdkError::invalid(format!(
                 "{} is synced with {:?}, not {remote:?} (remove {} to start again)",
                 local.display(),
                 state.remote,
@@ -276,16 +268,8 @@ impl TwoWay {
     /// leaves them out) and the sync's own files. What the sync's own patterns leave out
     /// is still told, and dropped when read.
     pub fn watch_excludes(&self) -> Vec<String> {
-        let defaults = if self.options.default_excludes {
-            snapshot::DEFAULT_EXCLUDES
-        } else {
-            &[]
-        };
-        defaults
-            .iter()
-            .chain(&[STATE_DIR, "*.fsd-sync.tmp"])
-            .map(|glob| glob.to_string())
-            .collect()
+        // Each line is also a glob of one segment, as the watches take them.
+        snapshot::exclude_lines(&[], self.options.default_excludes)
     }
 
     /// A pass. `track`: keep the sandbox's change token and both trees for the next pass,
@@ -503,8 +487,8 @@ impl TwoWay {
         };
         let (local_part, remote_part) = match &merged {
             Some(merged) => (
-                Some(part(&local_now, merged)),
-                Some(part(&remote_now, merged)),
+                Some(merge::part(&local_now, merged)),
+                Some(merge::part(&remote_now, merged)),
             ),
             None => (None, None),
         };
@@ -518,20 +502,14 @@ impl TwoWay {
         if !local_ops.is_empty() {
             // The local side first: what it needs from the sandbox is fetched while the
             // sandbox still holds it.
-            let wanted_hashes = put_hashes(&local_ops);
+            let wanted_hashes = put_hashes(&local_ops).cloned().collect();
             let skip = merged.as_ref();
             let local_has = holders(&[(local_base, None), (&local_now, skip)], &wanted_hashes);
             let remote_has = holders(&[(remote_base, None), (&remote_now, skip)], &wanted_hashes);
             // What the sandbox sends, in the order the puts need it.
             let mut wanted: Vec<(String, String)> = Vec::new();
             let mut uses: BTreeMap<String, usize> = BTreeMap::new();
-            for hash in local_ops.iter().filter_map(|op| match op {
-                Op::Put {
-                    entry: Entry::File { hash, .. },
-                    ..
-                } => Some(hash),
-                _ => None,
-            }) {
+            for hash in put_hashes(&local_ops) {
                 let Some(path) = remote_has
                     .get(hash)
                     .filter(|_| !local_has.contains_key(hash))
@@ -611,7 +589,7 @@ impl TwoWay {
                 root: self.local.clone(),
                 by_hash: holders(
                     &[(&plan.agreed, None), (&local_now, skip)],
-                    &put_hashes(&remote_ops),
+                    &put_hashes(&remote_ops).cloned().collect(),
                 ),
             };
             for op in &remote_ops {
@@ -666,19 +644,16 @@ impl TwoWay {
                 })
                 .collect(),
             conflicts: self.state.conflicts.clone(),
-            cache: old_cache
+            // A record read again was, before, what `old_cache` kept of it.
+            cache: touched
                 .iter()
-                .filter_map(|(path, seen)| seen.clone().map(|seen| (path.clone(), seen)))
-                .chain(touched.iter().filter_map(|path| {
-                    (!old_cache.contains_key(path))
-                        .then(|| {
-                            self.state
-                                .cache
-                                .get(path)
-                                .map(|s| (path.clone(), s.clone()))
-                        })
-                        .flatten()
-                }))
+                .filter_map(|path| {
+                    let was = match old_cache.get(path) {
+                        Some(was) => was.as_ref(),
+                        None => self.state.cache.get(path),
+                    };
+                    was.map(|seen| (path.clone(), seen.clone()))
+                })
                 .collect(),
             ..State::default()
         });
@@ -802,11 +777,7 @@ fn patch(tree: &mut Snapshot, paths: &BTreeSet<String>, read: Snapshot) {
         }
     }
     for (path, entry) in read {
-        let placed = match path.rsplit_once('/') {
-            Some((up, _)) => tree.get(up).is_some_and(Entry::is_dir),
-            None => true,
-        };
-        if placed {
+        if merge::placed(tree, &path) {
             tree.insert(path, entry);
         }
     }
@@ -814,37 +785,22 @@ fn patch(tree: &mut Snapshot, paths: &BTreeSet<String>, read: Snapshot) {
 
 /// The keys of `map` at `path` and below it.
 fn under_and_at<T>(map: &BTreeMap<String, T>, path: &str) -> Vec<String> {
-    let prefix = format!("{path}/");
     map.get_key_value(path)
-        .map(|(key, _)| key.clone())
         .into_iter()
-        .chain(
-            map.range(prefix.clone()..)
-                .take_while(|(key, _)| key.starts_with(&prefix))
-                .map(|(key, _)| key.clone()),
-        )
+        .chain(merge::within(map, path))
+        .map(|(key, _)| key.clone())
         .collect()
 }
 
-/// `tree`'s entries at `paths`.
-fn part(tree: &Snapshot, paths: &BTreeSet<String>) -> Snapshot {
-    paths
-        .iter()
-        .filter_map(|path| tree.get(path).map(|entry| (path.clone(), entry.clone())))
-        .collect()
-}
-
-/// The content hashes `ops` put.
-fn put_hashes(ops: &[Op]) -> BTreeSet<String> {
-    ops.iter()
-        .filter_map(|op| match op {
-            Op::Put {
-                entry: Entry::File { hash, .. },
-                ..
-            } => Some(hash.clone()),
-            _ => None,
-        })
-        .collect()
+/// The content hashes `ops` put, in their order.
+fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &String> {
+    ops.iter().filter_map(|op| match op {
+        Op::Put {
+            entry: Entry::File { hash, .. },
+            ..
+        } => Some(hash),
+        _ => None,
+    })
 }
 
 /// A path holding each of `hashes`, looked for in `trees` in order (each without the

@@ -1,7 +1,8 @@
 //! The manifest of a directory (`POST /api/files/manifest`): every entry below it with its
 //! kind, mode, size, mtime, a file's SHA-256 and a link's target, for a two-way sync to
 //! compare both sides without moving content; or only the entries at chosen paths and
-//! below them, for a sync that reads again only what a change list named. The walk is relative to each directory's
+//! below them, for a sync that reads again only what a change list named. The walk is
+//! relative to each directory's
 //! descriptor and follows no symlink, so it stays inside the directory it was given (and
 //! inside the roots under `--confine`, where that directory was opened beneath them).
 //! Hashes are kept by device, inode, size and mtime, so a later manifest reads only what
@@ -68,7 +69,7 @@ pub fn walk_paths(
             continue;
         };
         let parent = Dir::from_fd(parent).map_err(std::io::Error::from)?;
-        if let Some(below) = walk.entry(&parent, name, path.clone()) {
+        if let Some(below) = walk.entry(&parent, name, path.to_string()) {
             walk.below(vec![below])?;
         }
     }

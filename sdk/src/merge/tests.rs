@@ -27,7 +27,7 @@ impl Rng {
     }
 }
 
-const NAMES: &[&str] = &["a", "b", "c.txt", "d"];
+const NAMES: &[&str] = &["a", "a-b", "b", "c.txt", "d"];
 
 fn file(hash: &str) -> Entry {
     Entry::File {

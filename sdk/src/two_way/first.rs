@@ -12,7 +12,7 @@ use crate::snapshot::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
 use crate::{Sandbox, SdkError};
 
 use super::Changes;
-use super::local::{TEMP_SUFFIX, Tee, make_link, set_mode};
+use super::local::{Tee, make_link, set_mode, temp_beside};
 
 /// What the first sync brought.
 pub struct Brought {
@@ -84,9 +84,7 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
         }
         // What lies under something not made here (left out, or not a directory) is not
         // placed.
-        if let Some((up, _)) = relative.rsplit_once('/')
-            && !brought.tree.get(up).is_some_and(Entry::is_dir)
-        {
+        if !crate::merge::placed(&brought.tree, &relative) {
             continue;
         }
         let mode = entry.header().mode().map_or(0o644, |mode| mode & 0o777);
@@ -139,11 +137,7 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
 /// nothing is there yet; answers its hash (`None`: something was made there meanwhile).
 fn place(content: &mut impl Read, at: &Path, mode: u32) -> std::io::Result<Option<String>> {
     use sha2::{Digest, Sha256};
-    let name = at
-        .file_name()
-        .map(|name| name.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let temp = at.with_file_name(format!(".{name}.{}{TEMP_SUFFIX}", std::process::id()));
+    let temp = temp_beside(at);
     let written = (|| {
         let mut file = std::fs::OpenOptions::new()
             .write(true)

@@ -84,14 +84,6 @@ pub struct Journal {
     log_bytes: u64,
 }
 
-fn invalid(path: &Path, err: impl std::fmt::Display) -> SdkError {
-    SdkError::coded(
-        fsd_api::ErrorCode::ValidationFailed,
-        format!("{}: {err}", path.display()),
-        serde_json::Value::Null,
-    )
-}
-
 impl Journal {
     /// Reads the state kept beside `local` (none yet: an empty one).
     pub fn read(local: &Path) -> Result<(State, Journal), SdkError> {
@@ -99,7 +91,8 @@ impl Journal {
         let base_path = dir.join(BASE_FILE);
         let (mut state, base_bytes) = match std::fs::read(&base_path) {
             Ok(bytes) => (
-                serde_json::from_slice::<State>(&bytes).map_err(|err| invalid(&base_path, err))?,
+                serde_json::from_slice::<State>(&bytes)
+                    .map_err(|err| SdkError::invalid(format!("{}: {err}", base_path.display())))?,
                 bytes.len() as u64,
             ),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => (State::default(), 0),

@@ -52,7 +52,7 @@ static NEXT: AtomicU64 = AtomicU64::new(0);
 /// The suffix of the sync's temp files (left out of scans).
 pub const TEMP_SUFFIX: &str = ".fsd-sync.tmp";
 
-fn temp_beside(path: &Path) -> PathBuf {
+pub(super) fn temp_beside(path: &Path) -> PathBuf {
     let name = path
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
@@ -341,14 +341,16 @@ mod tests {
             root,
             cache: &ScanCache::new(),
         };
-        let op = Op::Put {
+        // The sandbox's content put at main.rs, over what it holds now.
+        let put = |mode| Op::Put {
             path: "main.rs".into(),
             expect: tree.held("main.rs").unwrap(),
             entry: Entry::File {
                 hash: hash_file(&root.join("incoming")).unwrap(),
-                mode: 0o644,
+                mode,
             },
         };
+        let op = put(0o644);
         let contents = EditedWhileCopied {
             source: root.join("incoming"),
             target: root.join("main.rs"),
@@ -366,14 +368,7 @@ mod tests {
             .collect();
         assert!(left.is_empty(), "no temp file left: {left:?}");
         // Nothing in the way: the same put is made.
-        let op = Op::Put {
-            path: "main.rs".into(),
-            expect: tree.held("main.rs").unwrap(),
-            entry: Entry::File {
-                hash: hash_file(&root.join("incoming")).unwrap(),
-                mode: 0o600,
-            },
-        };
+        let op = put(0o600);
         let plain = EditedWhileCopied {
             source: root.join("incoming"),
             target: root.join("elsewhere"),

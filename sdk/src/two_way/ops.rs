@@ -71,11 +71,9 @@ fn parent(path: &str) -> Option<&str> {
     path.rfind('/').map(|at| &path[..at])
 }
 
+/// What `tree` holds below `dir`, by path relative to it.
 fn under<'a>(tree: &'a Snapshot, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a Entry)> {
-    let prefix = format!("{dir}/");
-    tree.range(prefix.clone()..)
-        .take_while(move |(path, _)| path.starts_with(&prefix))
-        .map(move |(path, entry)| (&path[dir.len() + 1..], entry))
+    crate::merge::within(tree, dir).map(move |(path, entry)| (&path[dir.len() + 1..], entry))
 }
 
 impl Planner<'_> {

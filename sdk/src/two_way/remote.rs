@@ -40,9 +40,7 @@ pub async fn snapshot(
     // What lies under something left out is left out with it.
     let paths: Vec<String> = tree.keys().cloned().collect();
     for path in paths {
-        if let Some((up, _)) = path.rsplit_once('/')
-            && !tree.get(up).is_some_and(Entry::is_dir)
-        {
+        if !crate::merge::placed(&tree, &path) {
             tree.remove(&path);
         }
     }
@@ -340,12 +338,7 @@ pub async fn with_incoming<T: Send + 'static>(
         let incoming = Incoming {
             entries: RefCell::new(entries),
             ahead: RefCell::new(None),
-            coming: RefCell::new(
-                wanted
-                    .iter()
-                    .map(|(hash, path)| (path.clone(), hash.clone()))
-                    .collect(),
-            ),
+            coming: RefCell::new(wanted.iter().map(|(_, path)| path.clone()).collect()),
             wanted: RefCell::new(wanted.into_iter().collect()),
             uses,
             stash,
@@ -362,8 +355,8 @@ pub struct Incoming<'a> {
     entries: RefCell<tar::Entries<'a, ChannelReader>>,
     /// An entry read ahead: a later put's (the one looked for was left out, gone since).
     ahead: RefCell<Option<tar::Entry<'a, ChannelReader>>>,
-    /// Sandbox path → hash, of what is still to come.
-    coming: RefCell<BTreeMap<String, String>>,
+    /// The sandbox paths still to come.
+    coming: RefCell<BTreeSet<String>>,
     /// Hash → sandbox path, of what is still to come.
     wanted: RefCell<BTreeMap<String, String>>,
     /// How many puts want each content: one wanted by more is kept in `stash` for them.
@@ -416,7 +409,7 @@ impl<'a> Incoming<'a> {
             match name {
                 Some(name) if name == path => return Some(entry),
                 // A later put's: the one looked for was left out.
-                Some(name) if self.coming.borrow().contains_key(&name) => {
+                Some(name) if self.coming.borrow().contains(&name) => {
                     *self.ahead.borrow_mut() = Some(entry);
                     return None;
                 }

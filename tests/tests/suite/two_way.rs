@@ -599,20 +599,7 @@ fn an_agents_day_on_a_real_repository_with_fsctl_following_ends_each_step_equal(
     let (first, last) = make_repository(&repo);
     let local_dir = tempfile::tempdir().unwrap();
     let local = local_dir.path().join("work");
-    let mut child = Command::new(binary("fsctl"))
-        .args([
-            "--url",
-            &daemon.url(""),
-            "sync",
-            "--two-way",
-            "--follow",
-            "600000",
-        ])
-        .args(["project", local.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = following(&daemon, &local, std::process::Stdio::null());
     arrives("the first sync", || {
         local.exists() && worktree(&local) == worktree(&repo)
     });
@@ -643,6 +630,25 @@ fn an_agents_day_on_a_real_repository_with_fsctl_following_ends_each_step_equal(
     let _ = child.wait();
 }
 
+/// `fsctl sync --two-way --follow` of `project` into `local`, with a timer of ten minutes:
+/// what arrives while it runs was carried by passes that changes woke.
+fn following(daemon: &Daemon, local: &Path, stdout: std::process::Stdio) -> std::process::Child {
+    Command::new(binary("fsctl"))
+        .args([
+            "--url",
+            &daemon.url(""),
+            "sync",
+            "--two-way",
+            "--follow",
+            "600000",
+        ])
+        .args(["project", local.to_str().unwrap()])
+        .stdout(stdout)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Waits (20 s at most: a liveness bound, not a measure of speed) until `done` holds.
 fn arrives(what: &str, mut done: impl FnMut() -> bool) {
     let started = std::time::Instant::now();
@@ -664,20 +670,7 @@ fn following_carries_each_sides_changes_as_they_happen() {
     write(&pair.local("notes.md"), "local notes\n");
     // A timer of ten minutes: what arrives below was carried by passes changes woke.
     let local = pair.local("");
-    let mut child = Command::new(binary("fsctl"))
-        .args([
-            "--url",
-            &pair.daemon.url(""),
-            "sync",
-            "--two-way",
-            "--follow",
-            "600000",
-        ])
-        .args(["project", local.to_str().unwrap()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = following(&pair.daemon, &local, std::process::Stdio::piped());
     let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
     for line in lines.by_ref() {
         if line.unwrap().starts_with("to remote:") {
