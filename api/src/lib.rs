@@ -13,6 +13,7 @@ pub mod files;
 pub mod git;
 pub mod interpreter;
 pub mod metrics;
+pub mod mountinfo;
 pub mod mounts;
 pub mod ports;
 pub mod process;

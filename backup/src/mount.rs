@@ -308,39 +308,15 @@ pub struct MountEntry {
 
 /// This process's mount table.
 pub fn mount_table() -> Vec<MountEntry> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let target = unescape_mountinfo(fields.get(4)?);
-            let dash = fields.iter().position(|f| *f == "-")?;
-            Some(MountEntry {
-                target: PathBuf::from(target),
-                fstype: fields.get(dash + 1)?.to_string(),
-                source: unescape_mountinfo(fields.get(dash + 2)?),
-            })
+    let info = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    fsd_api::mountinfo::parse(&info)
+        .into_iter()
+        .map(|line| MountEntry {
+            target: line.target,
+            fstype: line.fstype,
+            source: line.source,
         })
         .collect()
-}
-
-/// mountinfo writes space, tab, newline and backslash as octal escapes.
-fn unescape_mountinfo(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\'
-            && i + 4 <= bytes.len()
-            && let Ok(value) = u8::from_str_radix(&field[i + 1..i + 4], 8)
-        {
-            out.push(value);
-            i += 4;
-            continue;
-        }
-        out.push(bytes[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Makes mounts under `/` shared, so restores made later reach the mount namespaces of
@@ -363,11 +339,5 @@ mod tests {
     #[test]
     fn escapes_overlay_option_paths() {
         assert_eq!(escape(Path::new("/a,b:c\\d")), "/a\\,b\\:c\\\\d");
-    }
-
-    #[test]
-    fn unescapes_mountinfo_paths() {
-        assert_eq!(unescape_mountinfo("/a\\040b\\134c"), "/a b\\c");
-        assert_eq!(unescape_mountinfo("/plain"), "/plain");
     }
 }

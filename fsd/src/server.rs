@@ -288,6 +288,10 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         )
         .within(workspace),
     );
+    // A restore the last stop took down is mounted again before the watches rescan their
+    // trees, so what a token saw before the stop is compared with what the path shows now
+    // (a mount made after an engine started is read too, but as the whole tree again).
+    let backups = Arc::new(backups.await.map_err(std::io::Error::other)?);
     watches.restore();
     let maintained = Arc::downgrade(&watches);
     tokio::spawn(async move {
@@ -303,7 +307,6 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
             let _ = tokio::task::spawn_blocking(move || watches.save(false)).await;
         }
     });
-    let backups = Arc::new(backups.await.map_err(std::io::Error::other)?);
     let mounts = Arc::new(mounts.await.map_err(std::io::Error::other)?);
     let terminals = Arc::new(TerminalService::new(sessions.clone()));
     let interpreters = InterpreterService::new(InterpreterConfig {

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use crate::WatchError;
 use crate::catch_up::CatchUp;
 use crate::engine::{Engine, Running};
+use crate::mounts::MountTable;
 use crate::reconcile::tree::NodeId;
 use crate::reconcile::{Backend, Reconciler, WatchFailure};
 use crate::report::Reporter;
@@ -85,17 +86,27 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
         && !session.reconciler.reporter().closed()
         && !session.reconciler.root_gone()
     {
-        let (queued, woken) = {
-            let mut fds = [
+        let (queued, woken, remounted) = {
+            let mut fds = vec![
                 PollFd::new(session.inotify.as_fd(), PollFlags::POLLIN),
                 PollFd::new(wake.as_fd(), PollFlags::POLLIN),
             ];
+            if let Some(mounts) = &session.mounts {
+                fds.push(PollFd::new(mounts.fd(), PollFlags::POLLPRI));
+            }
             let _ = poll(&mut fds, PollTimeout::from(100u16));
             let ready = |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
-            (ready(&fds[0]), ready(&fds[1]))
+            let remounted = fds.get(2).is_some_and(crate::mounts::is_change);
+            (ready(&fds[0]), ready(&fds[1]), remounted)
         };
-        if !queued && !woken {
+        if !queued && !woken && !remounted {
             continue;
+        }
+        // Before the queue is read: the watches of what a mount covered or took away are
+        // dropped first, so what the kernel still tells of them is not heard (an unmount's
+        // IN_IGNORED would say the root is gone).
+        if remounted {
+            session.remounted();
         }
         let waiting = if woken {
             let _ = wake.read();
@@ -234,12 +245,19 @@ pub(crate) struct Session {
     pub inotify: Inotify,
     pub backend: InotifyBackend,
     pub reconciler: Reconciler,
+    /// The mount table, read again when the kernel says it changed (`None` where it cannot
+    /// be read: mounts then go unseen, as before).
+    pub mounts: Option<MountTable>,
 }
 
 impl Session {
     /// Watches and records the tree at `root` (canonical).
     pub fn start(root: &Path, recursive: bool, reporter: Reporter) -> Result<Self, WatchError> {
         let inotify = Inotify::init()?;
+        // Read before the tree: a mount made while it is crawled is told after.
+        let mounts = MountTable::open()
+            .inspect_err(|err| tracing::warn!(error = %err, "cannot read the mount table; mounts in watched trees go unseen"))
+            .ok();
         let mut backend = InotifyBackend {
             watches: inotify.watches(),
             by_wd: HashMap::new(),
@@ -253,7 +271,21 @@ impl Session {
             inotify,
             backend,
             reconciler,
+            mounts,
         })
+    }
+
+    /// The mount table changed: what changed in this tree is read again as the mount has
+    /// it (see [`Reconciler::remounted`]).
+    pub fn remounted(&mut self) {
+        let Some(mounts) = &mut self.mounts else {
+            return;
+        };
+        let points = mounts.changed();
+        for path in crate::mounts::affecting(self.reconciler.root_path(), &points) {
+            tracing::debug!(path = %path.display(), "a mount changed what a watched tree shows");
+            self.reconciler.remounted(&path, &mut self.backend);
+        }
     }
 
     /// One read of the kernel's queue (`WouldBlock` when it is empty).
@@ -273,6 +305,12 @@ impl Session {
         if mask.contains(EventMask::Q_OVERFLOW) {
             self.reconciler.overflowed();
             return;
+        }
+        if mask.contains(EventMask::UNMOUNT) {
+            // A filesystem the tree watched went away: the table says where (it changed
+            // before the kernel told this), and the watches of what the mount took away are
+            // dropped before their IN_IGNORED would say a directory is gone.
+            self.remounted();
         }
         let Some(wd) = wd else { return };
         let Some(&node) = self.backend.by_wd.get(&wd) else {

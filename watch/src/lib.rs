@@ -29,6 +29,8 @@ mod event;
 mod filter;
 #[cfg(target_os = "linux")]
 mod inotify;
+#[cfg(target_os = "linux")]
+mod mounts;
 mod portable;
 mod reconcile;
 mod report;

@@ -68,6 +68,11 @@ impl Engine for NotifyEngine {
         recursive: bool,
         reporter: Reporter,
     ) -> Result<Running, WatchError> {
+        // Read before the tree: a mount made while it is crawled is told after.
+        #[cfg(target_os = "linux")]
+        let mounts = crate::mounts::MountTable::open()
+            .inspect_err(|err| tracing::warn!(error = %err, "cannot read the mount table; mounts in watched trees go unseen"))
+            .ok();
         let (sender, events) = std::sync::mpsc::channel::<Message>();
         let config = notify::Config::default().with_follow_symlinks(false);
         let mut watcher = notify::RecommendedWatcher::new(sender.clone(), config)?;
@@ -94,12 +99,15 @@ impl Engine for NotifyEngine {
         let root_object = reconciler.root_object();
         let mut translator = Translator {
             root: root.to_path_buf(),
+            mode,
             reconciler,
             backend,
             late: Vec::new(),
             cookies: Vec::new(),
             catch_up: catch_up.clone(),
-            _watcher: watcher,
+            watcher,
+            #[cfg(target_os = "linux")]
+            mounts,
         };
         // The crate's watcher lives in the translator, on this thread: dropping it ends the
         // crate's watches.
@@ -115,6 +123,7 @@ impl Engine for NotifyEngine {
 /// Turns the crate's events into hints for the reconciler.
 struct Translator {
     root: PathBuf,
+    mode: RecursiveMode,
     reconciler: Reconciler,
     backend: CrateBackend,
     /// New directories to read again, and when.
@@ -123,7 +132,11 @@ struct Translator {
     /// answers.
     cookies: Vec<(PathBuf, SystemTime, bool, Vec<oneshot::Sender<()>>)>,
     catch_up: Arc<CatchUp>,
-    _watcher: notify::RecommendedWatcher,
+    /// The crate's watcher: dropping it ends the crate's watches.
+    watcher: notify::RecommendedWatcher,
+    /// The mount table (see `crate::mounts`), where there is one to read.
+    #[cfg(target_os = "linux")]
+    mounts: Option<crate::mounts::MountTable>,
 }
 
 impl Translator {
@@ -132,6 +145,7 @@ impl Translator {
             && !self.reconciler.reporter().closed()
             && !self.reconciler.root_gone()
         {
+            self.look_at_mounts();
             match events.recv_timeout(TICK) {
                 Ok(event) => {
                     self.handle(event);
@@ -215,12 +229,39 @@ impl Translator {
         }
     }
 
+    /// A mount made or taken away in the tree (see `crate::mounts`): the reconciler reads
+    /// what it changed, and the crate watches the tree again (its watches are of what the
+    /// mount covered or took away). Looked at every tick and before each cookie, so a
+    /// check answers for a mount made before it.
+    fn look_at_mounts(&mut self) {
+        #[cfg(target_os = "linux")]
+        {
+            let Some(mounts) = self.mounts.as_mut().filter(|m| m.polled_changed()) else {
+                return;
+            };
+            let points = mounts.changed();
+            let paths = crate::mounts::affecting(&self.root, &points);
+            if paths.is_empty() {
+                return;
+            }
+            let _ = self.watcher.unwatch(&self.root);
+            if let Err(err) = self.watcher.watch(&self.root, self.mode) {
+                tracing::warn!(error = %err, "cannot watch a tree again after a mount");
+                self.reconciler.overflowed();
+            }
+            for path in paths {
+                self.reconciler.remounted(&path, &mut self.backend);
+            }
+        }
+    }
+
     /// Writes a cookie for the requests waiting now.
     fn write_cookie(&mut self) {
         let waiting = self.catch_up.take();
         if waiting.is_empty() {
             return;
         }
+        self.look_at_mounts();
         let cookie = scratch::scratch_path(&self.root.join(".fsd-cookie"), ScratchKind::Partial);
         let written = SystemTime::now();
         if std::fs::write(&cookie, b"").is_err() {

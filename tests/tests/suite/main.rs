@@ -7,6 +7,7 @@ mod backup_faults;
 mod backup_fuse;
 mod bucket_mount;
 mod cloudflare;
+mod composed;
 mod confine;
 mod exec;
 mod files_errno;

@@ -20,4 +20,7 @@ pub(crate) struct Batch {
     /// Watched directories moved to where the filter prunes them: unwatched, and what they
     /// hold forgotten, once the batch is emitted.
     pub(super) pruned: Vec<NodeId>,
+    /// Directories read this batch as another filesystem's (a mount came or went over
+    /// them): what they hold is matched by name, never by inode.
+    pub(super) rebased: HashSet<NodeId>,
 }

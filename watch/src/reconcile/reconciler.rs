@@ -82,6 +82,9 @@ pub(crate) struct Reconciler {
     racy_nodes: VecDeque<(SystemTime, NodeId)>,
     /// The time of this batch's listings (what `racy` compares with).
     now: SystemTime,
+    /// Directories a mount came or went over since they were read (see `remounted`): read
+    /// next as another filesystem's.
+    rebase: HashSet<NodeId>,
 }
 
 impl Reconciler {
@@ -108,6 +111,7 @@ impl Reconciler {
             unwatched: None,
             racy_nodes: VecDeque::new(),
             now: SystemTime::now(),
+            rebase: HashSet::new(),
         };
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
@@ -130,6 +134,11 @@ impl Reconciler {
 
     pub fn root_gone(&self) -> bool {
         self.root_gone
+    }
+
+    /// The watched directory's path.
+    pub fn root_path(&self) -> &Path {
+        self.tree.root_path()
     }
 
     /// The device and inode number of the directory recorded as the root.
@@ -197,6 +206,58 @@ impl Reconciler {
         } else if let Some((parent, name)) = self.tree.get(node).map(|n| (n.parent, n.name.clone()))
         {
             self.hint(parent, Some(&name), false);
+        }
+    }
+
+    /// A mount was made or taken away at `path` (absolute; at, below or above the root):
+    /// what the tree shows from there down is another filesystem's, and the kernel tells no
+    /// event of it. Every recorded directory from there down loses its watch (that of an
+    /// object no longer at its path) and is read next as another filesystem's: what it
+    /// holds is matched by name, so the change list is the difference between the two
+    /// trees, path by path (`rebase_dir`). A mount above the root does so for the whole
+    /// tree.
+    pub fn remounted(&mut self, path: &Path, backend: &mut dyn Backend) {
+        let node = if self.tree.root_path().starts_with(path) {
+            ROOT
+        } else {
+            match self.tree.nearest(path) {
+                Some((node, None)) => node,
+                // Not recorded (made a moment ago, or below what is watched): whoever
+                // lists it finds it as it is.
+                Some((node, Some(name))) => {
+                    if self.tree.node(node).stat.kind == Kind::Dir && self.tree.node(node).watched {
+                        self.hint(node, Some(name), false);
+                    }
+                    return;
+                }
+                None => return,
+            }
+        };
+        if self.tree.node(node).stat.kind != Kind::Dir {
+            // A file mounted over (a bind mount): another file at the name.
+            let (parent, name) = {
+                let file = self.tree.node(node);
+                (file.parent, file.name.clone())
+            };
+            self.hint(parent, Some(&name), true);
+            return;
+        }
+        if node == ROOT {
+            // The watch of the root that went with an unmount said it was gone: the path
+            // is read again before that is believed.
+            self.root_gone = false;
+        }
+        let dirs: Vec<NodeId> = std::iter::once(node)
+            .chain(self.tree.descendants(node))
+            .filter(|&id| {
+                let dir = self.tree.node(id);
+                dir.stat.kind == Kind::Dir && dir.watched
+            })
+            .collect();
+        for id in dirs {
+            backend.forget(id);
+            self.rebase.insert(id);
+            self.dirty.insert(id);
         }
     }
 
@@ -329,6 +390,10 @@ impl Reconciler {
         backend: &mut dyn Backend,
     ) {
         let path = self.tree.path(dir);
+        if self.rebase.remove(&dir) && !self.rebase_dir(dir, &path, batch, backend) {
+            return;
+        }
+        let rebasing = batch.rebased.contains(&dir);
         // The inode number says which directory is at the path unless it was reused (a
         // directory deleted and another made); the backend's watch tells those apart.
         let opened = list::open_dir(&path, &self.tree.node(dir).stat).and_then(|listing| {
@@ -360,9 +425,13 @@ impl Reconciler {
             }
             let child = children.get(&name).copied();
             let hint = hints.get(&name).copied();
+            // A child in a tree a mount replaced (or the mount point itself, seen from the
+            // directory it is in): the entry at the name, whatever object it is now.
+            let replaced = child.filter(|child| rebasing || self.rebase.contains(child));
             if let Some(child) = child
                 && hint.is_none()
                 && !recrawl
+                && replaced.is_none()
                 && d_ino == self.tree.node(child).stat.ino
             {
                 seen.insert(name);
@@ -372,6 +441,14 @@ impl Reconciler {
             let Ok(stat) = listing.stat(&name) else {
                 continue;
             };
+            if let Some(child) = replaced
+                && self.tree.node(child).stat.kind == stat.kind
+            {
+                seen.insert(name);
+                self.rebase_compare(child, stat, batch);
+                self.ensure_watched(child, backend);
+                continue;
+            }
             let written = hint == Some(true);
             // A directory removed and made again often gets the same inode number back:
             // one looked at again is checked to be the same object.
@@ -442,6 +519,70 @@ impl Reconciler {
             if let Some(at) = racy {
                 self.racy_nodes.push_back((at, link));
             }
+        }
+    }
+
+    /// Takes the directory at `path` as the one recorded as `dir`, whatever object it is
+    /// now (a mount came or went over it): its record and its watch become those of what
+    /// is there, and what it holds is matched by name as it is listed. `false` when no
+    /// directory is at the path (its parent's listing tells what is).
+    fn rebase_dir(
+        &mut self,
+        dir: NodeId,
+        path: &Path,
+        batch: &mut Batch,
+        backend: &mut dyn Backend,
+    ) -> bool {
+        let gone = |this: &mut Self, batch: &mut Batch| {
+            this.hint_gone(dir);
+            if dir != ROOT {
+                batch.waiting.insert(dir);
+            }
+            false
+        };
+        let stat = match list::lstat(path) {
+            Ok(stat) if stat.kind == Kind::Dir => stat,
+            _ => return gone(self, batch),
+        };
+        if dir == ROOT {
+            // The root's own mode and times are not reported (its parent is not watched).
+            self.tree.set_stat(ROOT, stat, None);
+        } else {
+            self.rebase_compare(dir, stat, batch);
+        }
+        backend.forget(dir);
+        match backend.watch(path, dir) {
+            Ok(()) => {}
+            Err(WatchFailure::Gone) => return gone(self, batch),
+            Err(failure) => self.cannot_watch(path, failure),
+        }
+        batch.rebased.insert(dir);
+        true
+    }
+
+    /// A recorded entry found at its name in a tree a mount replaced: the same entry in the
+    /// lists, another object on the disk. Its content is taken as changed unless its size
+    /// and an mtime to the nanosecond agree: an archive keeps whole seconds, so a restored
+    /// file's time says nothing of its bytes, and another file of the same size with the
+    /// same whole-second time would be missed.
+    fn rebase_compare(&mut self, id: NodeId, stat: Stat, batch: &mut Batch) {
+        let node = self.tree.node(id);
+        let old = node.stat;
+        let same_content = stat.kind == Kind::Dir
+            || (old.size == stat.size
+                && old.mtime == stat.mtime
+                && stat.mtime.1 != 0
+                && node.racy.is_none());
+        if !same_content {
+            batch.modified.insert(id);
+        }
+        if old.mode != stat.mode {
+            batch.attrib.insert(id);
+        }
+        let racy = self.racy(&stat);
+        self.tree.set_stat(id, stat, racy);
+        if let Some(at) = racy {
+            self.racy_nodes.push_back((at, id));
         }
     }
 
@@ -563,6 +704,12 @@ impl Reconciler {
             .contains_key(&entry.name)
         {
             // Found already (a retried entry whose name was taken meanwhile).
+            return;
+        }
+        if batch.rebased.contains(&entry.parent) {
+            // In a tree a mount replaced, an inode number says nothing of what was recorded
+            // before (another filesystem's, or a device number that went and came back).
+            self.create(entry.parent, entry.name, entry.stat, batch, backend);
             return;
         }
         let mut candidates: Vec<NodeId> = self
@@ -756,24 +903,26 @@ impl Reconciler {
                 // and the watch made where it is.
                 self.hint_gone(id);
             }
-            Err(failure) => {
-                // What happens inside is not seen: told once per batch as lost events (or,
-                // in the first crawl, as the watch failing to start).
-                if self.unwatched.is_none() {
-                    match &failure {
-                        WatchFailure::Limit => {
-                            tracing::warn!(dir = %path.display(), "the watch limit is reached")
-                        }
-                        other => {
-                            tracing::warn!(dir = %path.display(), error = ?other, "cannot watch a directory")
-                        }
-                    }
-                    if self.reporting {
-                        self.reporter.overflow();
-                    }
-                    self.unwatched = Some(failure);
+            Err(failure) => self.cannot_watch(path, failure),
+        }
+    }
+
+    /// What happens inside the directory at `path` is not seen: told once per batch as lost
+    /// events (or, in the first crawl, as the watch failing to start).
+    fn cannot_watch(&mut self, path: &Path, failure: WatchFailure) {
+        if self.unwatched.is_none() {
+            match &failure {
+                WatchFailure::Limit => {
+                    tracing::warn!(dir = %path.display(), "the watch limit is reached")
+                }
+                other => {
+                    tracing::warn!(dir = %path.display(), error = ?other, "cannot watch a directory")
                 }
             }
+            if self.reporting {
+                self.reporter.overflow();
+            }
+            self.unwatched = Some(failure);
         }
     }
 
@@ -873,6 +1022,7 @@ impl Reconciler {
             self.tree.node_mut(id).watched = false;
             self.hinted.remove(&id);
             self.dirty.remove(&id);
+            self.rebase.remove(&id);
         }
     }
 
@@ -882,6 +1032,7 @@ impl Reconciler {
             backend.forget(removed);
             self.hinted.remove(&removed);
             self.dirty.remove(&removed);
+            self.rebase.remove(&removed);
         }
     }
 }

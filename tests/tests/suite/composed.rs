@@ -1,0 +1,451 @@
+//! Features composed: what one feature does to a directory (a restore's overlay, a release,
+//! a bucket mount, a mount made beside the daemon, a restart that mounts a restore again)
+//! is seen by every feature that watches, snapshots or syncs it, so none of them loses work.
+
+use std::path::Path;
+use std::time::Duration;
+
+use fsctl::trusted::{BackupOptions, Backups, DirectoryBackup};
+use fsd_api::watch::{WatchEvent, WatchRequest};
+use fsd_s3::ObjectStore;
+use fsd_tests::s3::Store;
+use fsd_tests::{Daemon, require_mount_privilege};
+use futures_util::StreamExt;
+
+use super::backup::digest;
+use super::sync::difference;
+
+/// A mirror of `remote` kept by the SDK's `sync`, with the version it holds.
+struct Mirror {
+    remote: String,
+    local: tempfile::TempDir,
+    version: Option<String>,
+}
+
+impl Mirror {
+    fn new(remote: &str) -> Self {
+        Self {
+            remote: remote.into(),
+            local: tempfile::tempdir().unwrap(),
+            version: None,
+        }
+    }
+
+    /// Syncs and checks the mirror equals `tree`; returns the sync's mode.
+    async fn sync_equal(
+        &mut self,
+        sandbox: &fsd_sdk::Sandbox,
+        tree: &Path,
+        when: &str,
+    ) -> &'static str {
+        let report = sandbox
+            .sync(&self.remote, self.local.path(), self.version.as_deref())
+            .await
+            .unwrap_or_else(|err| panic!("{when}: sync: {err}"));
+        self.version = Some(report.version);
+        if let Some(difference) = difference(tree, self.local.path()) {
+            panic!("{when}: {difference} (sync said {})", report.mode);
+        }
+        report.mode
+    }
+}
+
+/// The paths of a change list, as `type path`.
+async fn changes_since(
+    sandbox: &fsd_sdk::Sandbox,
+    remote: &str,
+    since: &str,
+) -> (String, Vec<String>) {
+    let answer = sandbox
+        .check_changes(remote, Some(since), true)
+        .await
+        .unwrap();
+    let lines = answer
+        .changes
+        .unwrap_or_default()
+        .iter()
+        .map(|change| {
+            let name = Path::new(&change.path)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("{} {name}", change.change)
+        })
+        .collect();
+    (answer.status, lines)
+}
+
+/// A snapshot restored from the store alone into a directory of its own equals `expected`.
+async fn restores_to(
+    daemon: &Daemon,
+    backups: &Backups,
+    snapshot: &DirectoryBackup,
+    expected: &std::collections::BTreeMap<String, String>,
+    when: &str,
+) {
+    let target = daemon.path(&format!("check-{}", &snapshot.id[..8]));
+    backups
+        .restore_backup(
+            &daemon.sandbox(),
+            &snapshot.id,
+            target.to_str().unwrap(),
+            None,
+        )
+        .await
+        .unwrap_or_else(|err| panic!("{when}: restore: {err}"));
+    assert_eq!(&digest(&target), expected, "{when}: the snapshot's tree");
+    daemon
+        .sandbox()
+        .release_restore(target.to_str().unwrap())
+        .await
+        .unwrap();
+}
+
+/// An SSE stream of a watch, open.
+type Events = std::pin::Pin<
+    Box<dyn futures_util::Stream<Item = Result<WatchEvent, fsd_sdk::SdkError>> + Send>,
+>;
+
+/// `remote` (the directory `tree`) mirrored, a token of it now, and a stream of its events.
+async fn watched(
+    sandbox: &fsd_sdk::Sandbox,
+    remote: &str,
+    tree: &Path,
+) -> (Mirror, String, Events) {
+    let mut mirror = Mirror::new(remote);
+    mirror.sync_equal(sandbox, tree, "the first sync").await;
+    let base = sandbox
+        .check_changes(remote, None, true)
+        .await
+        .unwrap()
+        .version;
+    let mut events: Events = Box::pin(
+        sandbox
+            .watch(&WatchRequest {
+                path: remote.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+    );
+    assert!(matches!(
+        events.next().await,
+        Some(Ok(WatchEvent::Watching { .. }))
+    ));
+    (mirror, base, events)
+}
+
+/// What an SSE stream tells (`type name`), until every line of `expected` is among it.
+async fn told(events: &mut Events, expected: &[&str]) -> Vec<String> {
+    let mut seen: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !expected.iter().all(|line| seen.iter().any(|s| s == line)) {
+        let event = tokio::time::timeout_at(deadline, events.next())
+            .await
+            .unwrap_or_else(|_| panic!("{expected:?} never all told; told: {seen:?}"))
+            .expect("the stream goes on")
+            .expect("an event");
+        match event {
+            WatchEvent::Event {
+                event_type, path, ..
+            } => {
+                let name = Path::new(&path)
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned();
+                seen.push(format!("{event_type} {name}"));
+            }
+            WatchEvent::Resync { reason } => seen.push(format!("resync {reason}")),
+            other => panic!("unexpected {other:?} after {seen:?}"),
+        }
+    }
+    seen
+}
+
+/// The first failure: a whole-directory restore under a watch. The token, a stream
+/// opened before it, the mirror and the next incremental snapshot all see the restore and
+/// the work after it; then the same for a release, and for a restart of the daemon that
+/// mounts a restore again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_and_a_release_under_a_watch_reach_tokens_streams_mirrors_and_snapshots() {
+    if !require_mount_privilege(
+        "a_restore_and_a_release_under_a_watch_reach_tokens_streams_mirrors_and_snapshots",
+    ) {
+        return;
+    }
+    let mut daemon = Daemon::start();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("r3");
+    let dir_name = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("one.txt"), b"one\n").unwrap();
+    std::fs::write(dir.join("sub/kept.txt"), b"kept\n").unwrap();
+    let (mut mirror, base, mut events) = watched(&sandbox, "r3", &dir).await;
+
+    let s = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    std::fs::write(dir.join("two.txt"), b"two\n").unwrap();
+    mirror
+        .sync_equal(&sandbox, &dir, "before the restore")
+        .await;
+    told(&mut events, &["create two.txt"]).await;
+
+    backups
+        .restore_backup(&sandbox, &s.id, &dir_name, None)
+        .await
+        .unwrap();
+    std::fs::write(dir.join("three.txt"), b"three\n").unwrap();
+    std::fs::write(dir.join("sub/after.txt"), b"after\n").unwrap();
+    told(
+        &mut events,
+        &["delete two.txt", "create three.txt", "create after.txt"],
+    )
+    .await;
+    let (status, lines) = changes_since(&sandbox, "r3", &base).await;
+    assert_eq!(status, "changed");
+    for line in ["created three.txt", "created after.txt"] {
+        assert!(lines.contains(&line.to_string()), "{line} in {lines:?}");
+    }
+    assert!(
+        !lines.iter().any(|l| l.ends_with(" two.txt")),
+        "made and gone since the token: {lines:?}"
+    );
+    let mode = mirror.sync_equal(&sandbox, &dir, "after the restore").await;
+    assert_eq!(mode, "incremental");
+    let after_restore = digest(&dir);
+    let s2 = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        s2.parent.as_deref(),
+        Some(s.id.as_str()),
+        "incremental over S"
+    );
+    assert_eq!(
+        backups.read_file(&s2.id, "three.txt").await.unwrap(),
+        b"three\n"
+    );
+    restores_to(&daemon, &backups, &s2, &after_restore, "S2").await;
+
+    // A release shows what the directory held before the restore.
+    sandbox.release_restore(&dir_name).await.unwrap();
+    std::fs::write(dir.join("four.txt"), b"four\n").unwrap();
+    told(
+        &mut events,
+        &["create two.txt", "delete three.txt", "create four.txt"],
+    )
+    .await;
+    mirror.sync_equal(&sandbox, &dir, "after the release").await;
+    assert!(dir.join("two.txt").exists() && !dir.join("three.txt").exists());
+    let after_release = digest(&dir);
+    let s3 = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    restores_to(
+        &daemon,
+        &backups,
+        &s3,
+        &after_release,
+        "S3, after the release",
+    )
+    .await;
+
+    // A restore the stop takes down and the start mounts again, with writes on both sides.
+    backups
+        .restore_backup(&sandbox, &s2.id, &dir_name, None)
+        .await
+        .unwrap();
+    std::fs::write(dir.join("five.txt"), b"five\n").unwrap();
+    mirror
+        .sync_equal(&sandbox, &dir, "before the restart")
+        .await;
+    drop(events);
+    daemon.restart();
+    let sandbox = daemon.sandbox();
+    std::fs::write(dir.join("six.txt"), b"six\n").unwrap();
+    let mode = mirror.sync_equal(&sandbox, &dir, "after the restart").await;
+    assert_eq!(mode, "incremental", "the token survived the restart");
+    let after_restart = digest(&dir);
+    let s4 = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(s4.parent.as_deref(), Some(s3.id.as_str()));
+    restores_to(
+        &daemon,
+        &backups,
+        &s4,
+        &after_restart,
+        "S4, after the restart",
+    )
+    .await;
+    sandbox.release_restore(&dir_name).await.unwrap();
+}
+
+/// Mounts inside a watched tree that the daemon did not make (a tmpfs mounted beside it) and
+/// a bucket mount it made: each mount and unmount is told to the token, the stream and the
+/// mirror as the difference between what the path showed and what it shows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mounts_made_and_taken_away_inside_a_watched_tree_are_told() {
+    if !require_mount_privilege("mounts_made_and_taken_away_inside_a_watched_tree_are_told")
+        || !fsd_tests::available_or_skip(
+            Path::new("/dev/fuse").exists(),
+            "mounts_made_and_taken_away_inside_a_watched_tree_are_told",
+            "/dev/fuse",
+        )
+    {
+        return;
+    }
+    let daemon = Daemon::start();
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("w");
+    std::fs::create_dir_all(dir.join("data/deep")).unwrap();
+    std::fs::write(dir.join("top.txt"), b"top\n").unwrap();
+    std::fs::write(dir.join("data/old.txt"), b"old\n").unwrap();
+    std::fs::write(dir.join("data/deep/older.txt"), b"older\n").unwrap();
+    let (mut mirror, base, mut events) = watched(&sandbox, "w", &dir).await;
+
+    // A tmpfs over a directory of the tree, and writes into it.
+    let tmpfs = fsd_tests::Mount::tmpfs(&dir.join("data"), "mode=0755");
+    std::fs::write(dir.join("data/new.txt"), b"new\n").unwrap();
+    told(
+        &mut events,
+        &["delete old.txt", "delete deep", "create new.txt"],
+    )
+    .await;
+    let (_, lines) = changes_since(&sandbox, "w", &base).await;
+    for line in ["deleted old.txt", "deleted deep", "created new.txt"] {
+        assert!(lines.contains(&line.to_string()), "{line} in {lines:?}");
+    }
+    mirror.sync_equal(&sandbox, &dir, "over the tmpfs").await;
+    std::fs::create_dir(dir.join("data/made")).unwrap();
+    std::fs::write(dir.join("data/made/inside.txt"), b"inside\n").unwrap();
+    told(&mut events, &["create made", "create inside.txt"]).await;
+    mirror
+        .sync_equal(&sandbox, &dir, "written in the tmpfs")
+        .await;
+    drop(tmpfs);
+    std::fs::write(dir.join("after-umount.txt"), b"x\n").unwrap();
+    told(
+        &mut events,
+        &[
+            "delete new.txt",
+            "delete made",
+            "create old.txt",
+            "create deep",
+            "create after-umount.txt",
+        ],
+    )
+    .await;
+    mirror.sync_equal(&sandbox, &dir, "after the umount").await;
+
+    // A bucket mounted by the daemon inside the tree: what the bucket holds appears.
+    let store = Store::start();
+    fsd_s3::ObjectClient::new(
+        &store.url,
+        fsd_tests::s3::BUCKET,
+        Some(store.object_store(None).upstream()),
+    )
+    .unwrap()
+    .put(
+        "seeded/in-bucket.txt",
+        bytes::Bytes::from_static(b"from the bucket\n"),
+    )
+    .await
+    .unwrap();
+    let proxy = fsd_s3::CredentialProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        fsd_control::Scope {
+            bucket: fsd_tests::s3::BUCKET.into(),
+            prefix: String::new(),
+            read_only: false,
+        },
+        store.object_store(None).upstream(),
+    )
+    .await
+    .unwrap();
+    let bucket = dir.join("bucket");
+    let (status, body) = daemon
+        .post(
+            "/api/mounts",
+            serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": bucket, "proxyUrl": proxy.url()}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    std::fs::write(bucket.join("written.txt"), b"through the mount\n").unwrap();
+    told(
+        &mut events,
+        &[
+            "create bucket",
+            "create in-bucket.txt",
+            "create written.txt",
+        ],
+    )
+    .await;
+    mirror
+        .sync_equal(&sandbox, &dir, "with the bucket mounted")
+        .await;
+    assert_eq!(
+        std::fs::read(mirror.local.path().join("bucket/seeded/in-bucket.txt")).unwrap(),
+        b"from the bucket\n"
+    );
+    let (status, body) = fsd_tests::reply(
+        daemon
+            .request(reqwest::Method::DELETE, "/api/mounts")
+            .json(&serde_json::json!({ "mountPath": bucket })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    std::fs::write(dir.join("after-bucket.txt"), b"x\n").unwrap();
+    told(&mut events, &["delete bucket", "create after-bucket.txt"]).await;
+    mirror
+        .sync_equal(&sandbox, &dir, "after the bucket's unmount")
+        .await;
+}
+
+/// A mount over a directory above a watched one: the watched path shows another tree (or
+/// none), and a token is answered `resync`, never a list that leaves the mount out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mount_above_a_watched_directory_is_never_silence() {
+    if !require_mount_privilege("a_mount_above_a_watched_directory_is_never_silence") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let sandbox = daemon.sandbox();
+    let outer = daemon.path("outer");
+    std::fs::create_dir_all(outer.join("inner")).unwrap();
+    std::fs::write(outer.join("inner/a.txt"), b"a\n").unwrap();
+    let mut mirror = Mirror::new("outer/inner");
+    mirror
+        .sync_equal(&sandbox, &outer.join("inner"), "the first sync")
+        .await;
+    let base = sandbox
+        .check_changes("outer/inner", None, true)
+        .await
+        .unwrap()
+        .version;
+    let tmpfs = fsd_tests::Mount::tmpfs(&outer, "mode=0755");
+    let answer = sandbox
+        .check_changes("outer/inner", Some(&base), true)
+        .await;
+    assert!(
+        answer.is_err() || answer.as_ref().unwrap().status == "resync",
+        "a watched directory a mount took away: {answer:?}"
+    );
+    std::fs::create_dir(outer.join("inner")).unwrap();
+    std::fs::write(outer.join("inner/b.txt"), b"b\n").unwrap();
+    mirror
+        .sync_equal(&sandbox, &outer.join("inner"), "over the mount")
+        .await;
+    drop(tmpfs);
+    mirror
+        .sync_equal(&sandbox, &outer.join("inner"), "after the umount")
+        .await;
+}
