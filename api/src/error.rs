@@ -88,6 +88,8 @@ error_codes! {
     SessionNotFound = "SESSION_NOT_FOUND" => 404,
     OperationInterrupted = "OPERATION_INTERRUPTED" => 409,
     TunnelRunConflict = "TUNNEL_RUN_CONFLICT" => 409,
+    // fsd's own: a delete of a snapshot others are built on (`context.dependents`).
+    BackupHasDependents = "BACKUP_HAS_DEPENDENTS" => 409,
     // fsd's own, for a process's stdin: it has no pipe, it was closed, the process has
     // exited, the pipe stayed full for the write's wait.
     StdinNotPiped = "STDIN_NOT_PIPED" => 409,

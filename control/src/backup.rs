@@ -126,6 +126,51 @@ pub fn incremental_parent<'a>(
     .then_some(newest)
 }
 
+/// The snapshots built on `id` (its layers and incremental snapshots: their `parent`), in
+/// the order given. A snapshot with any is not deleted: they would stop restoring.
+pub fn dependents<'a>(snapshots: &'a [BackupMeta], id: &str) -> Vec<&'a BackupMeta> {
+    snapshots
+        .iter()
+        .filter(|meta| meta.parent.as_deref() == Some(id))
+        .collect()
+}
+
+/// The refusal of a delete of a snapshot others build on: the message names them.
+pub fn dependents_refusal(id: &str, dependents: &[&BackupMeta]) -> String {
+    let ids: Vec<&str> = dependents.iter().map(|meta| meta.id.as_str()).collect();
+    format!(
+        "backup {id} has {} snapshot{} built on it ({}): deleting it would break them; delete \
+         them first (newest first), or let `fsctl backup forget` choose",
+        ids.len(),
+        if ids.len() == 1 { "" } else { "s" },
+        ids.join(", ")
+    )
+}
+
+/// `ids` in an order in which each is deleted before what it is built on (a snapshot before
+/// its parent), so every delete of a retention decision is allowed when it comes.
+pub fn deletion_order(snapshots: &[BackupMeta], ids: &[String]) -> Vec<String> {
+    let depth = |id: &str| {
+        let mut depth = 0usize;
+        let mut at = id.to_string();
+        while let Some(parent) = snapshots
+            .iter()
+            .find(|meta| meta.id == at)
+            .and_then(|meta| meta.parent.clone())
+        {
+            depth += 1;
+            at = parent;
+            if depth > snapshots.len() {
+                break;
+            }
+        }
+        depth
+    };
+    let mut ordered: Vec<(usize, String)> = ids.iter().map(|id| (depth(id), id.clone())).collect();
+    ordered.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    ordered.into_iter().map(|(_, id)| id).collect()
+}
+
 /// The backup ids a `ListObjectsV2` page (prefix `backups/`, delimiter `/`) names in its
 /// common prefixes, and the token of the next page when it is truncated.
 pub fn listed_backups(page: &str) -> (Vec<String>, Option<String>) {
@@ -327,5 +372,37 @@ mod tests {
         assert!(meta("2026-01-01T00:00:00Z", 59).expired(now));
         assert!(meta("2025-12-31T00:00:00Z", 3600).expired(now));
         assert!(meta("not a date", 3600).expired(now));
+    }
+
+    #[test]
+    fn a_snapshot_others_build_on_is_named_with_them_and_deleted_after_them() {
+        let chain = |id: &str, parent: Option<&str>| BackupMeta {
+            id: id.into(),
+            parent: parent.map(str::to_string),
+            ..meta("2026-01-01T00:00:00Z", 3600)
+        };
+        let snapshots = [
+            chain("full", None),
+            chain("l1", Some("full")),
+            chain("l2", Some("l1")),
+            chain("branch", Some("full")),
+            chain("alone", None),
+        ];
+        let named: Vec<&str> = dependents(&snapshots, "full")
+            .iter()
+            .map(|meta| meta.id.as_str())
+            .collect();
+        assert_eq!(named, ["l1", "branch"]);
+        assert!(dependents(&snapshots, "l2").is_empty());
+        let message = dependents_refusal("full", &dependents(&snapshots, "full"));
+        assert!(
+            message.contains("2 snapshots built on it (l1, branch)"),
+            "{message}"
+        );
+        let ids: Vec<String> = ["full", "alone", "l1", "l2"].map(String::from).into();
+        assert_eq!(
+            deletion_order(&snapshots, &ids),
+            ["l2", "l1", "alone", "full"]
+        );
     }
 }

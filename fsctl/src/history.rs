@@ -7,9 +7,25 @@ use serde_json::json;
 
 use crate::output;
 
+/// The timeline, newest first, each snapshot with those built on it (`dependents`: they
+/// stop restoring without it, so it is not deleted while they are there).
 pub fn log(snapshots: &[BackupMeta], as_json: bool) {
+    let dependents = |id: &str| -> Vec<String> {
+        fsd_control::backup::dependents(snapshots, id)
+            .iter()
+            .map(|meta| meta.id.clone())
+            .collect()
+    };
     if as_json {
-        output::json(&json!({ "snapshots": snapshots }));
+        let listed: Vec<serde_json::Value> = snapshots
+            .iter()
+            .map(|meta| {
+                let mut value = json!(meta);
+                value["dependents"] = json!(dependents(&meta.id));
+                value
+            })
+            .collect();
+        output::json(&json!({ "snapshots": listed }));
         return;
     }
     for meta in snapshots {
@@ -22,9 +38,15 @@ pub fn log(snapshots: &[BackupMeta], as_json: bool) {
             .changes
             .map(|c| format!("  +{} ~{} -{}", c.created, c.modified, c.deleted))
             .unwrap_or_default();
+        let built_on = dependents(&meta.id);
+        let built_on = if built_on.is_empty() {
+            String::new()
+        } else {
+            format!("  (built on by {})", built_on.join(", "))
+        };
         println!(
-            "{}  {}  {:>12}  {}{}  {}",
-            meta.id, meta.created_at, meta.size_bytes, kind, changes, meta.dir
+            "{}  {}  {:>12}  {}{}  {}{}",
+            meta.id, meta.created_at, meta.size_bytes, kind, changes, meta.dir, built_on
         );
     }
 }

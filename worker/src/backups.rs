@@ -27,8 +27,9 @@ use fsd_api::backup::{
     ExtractBackupRequest, SnapshotBase, UploadBackupRequest, UploadTarget,
 };
 use fsd_control::backup::{
-    BackupMeta, DEFAULT_TTL_SECS, MIN_PART_SIZE, PART_URLS, archive_path, complete_multipart_body,
-    data_key, incremental_parent, index_key, last_event_data, listed_backups, meta_key, upload_id,
+    self, BackupMeta, DEFAULT_TTL_SECS, MIN_PART_SIZE, PART_URLS, archive_path,
+    complete_multipart_body, data_key, incremental_parent, index_key, last_event_data,
+    listed_backups, meta_key, upload_id,
 };
 use fsd_control::retention::{self, Decision, SnapshotPolicy};
 use fsd_s3::Upstream;
@@ -580,7 +581,8 @@ pub async fn apply_policy(
     };
     let decision = retention::apply(policy, &retention::snapshots_of(&metas, dir), now());
     if !dry_run {
-        for id in &decision.remove {
+        // A removed snapshot's dependents are removed too: each goes before its parent.
+        for id in &backup::deletion_order(&metas, &decision.remove) {
             if let Err(refused) = bucket.delete(id).await? {
                 return Ok(Err(refused));
             }
@@ -599,6 +601,20 @@ pub async fn delete(env: &Env, id: &str) -> Result<Response> {
         Ok(Some(_)) => {}
         Ok(None) => return not_found(id),
         Err(refused) => return Ok(refused),
+    }
+    let metas = match bucket.metas().await? {
+        Ok(metas) => metas,
+        Err(refused) => return Ok(refused),
+    };
+    let dependents = backup::dependents(&metas, id);
+    if !dependents.is_empty() {
+        let ids: Vec<&str> = dependents.iter().map(|meta| meta.id.as_str()).collect();
+        let body = serde_json::json!({
+            "code": "BACKUP_HAS_DEPENDENTS",
+            "message": backup::dependents_refusal(id, &dependents),
+            "context": {"id": id, "dependents": ids},
+        });
+        return Ok(Response::from_json(&body)?.with_status(409));
     }
     match bucket.delete(id).await? {
         Ok(()) => Response::from_json(&serde_json::json!({"success": true, "id": id})),

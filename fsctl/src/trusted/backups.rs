@@ -15,7 +15,7 @@ use serde_json::json;
 
 use super::access::BucketAccess;
 use fsd_control::backup::{
-    ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, incremental_parent, index_key, meta_key,
+    self, ARCHIVE_DIR, MIN_PART_SIZE, PART_URLS, data_key, incremental_parent, index_key, meta_key,
 };
 pub use fsd_control::backup::{BackupMeta, DEFAULT_TTL_SECS, SnapshotChanges};
 use fsd_control::retention::{self, Decision, SnapshotPolicy};
@@ -477,19 +477,39 @@ impl Backups {
         policy: &SnapshotPolicy,
         dry_run: bool,
     ) -> Result<Decision, SdkError> {
-        let snapshots = retention::snapshots_of(&self.list_backups().await?, dir);
+        let all = self.list_backups().await?;
+        let snapshots = retention::snapshots_of(&all, dir);
         let decision = retention::apply(policy, &snapshots, chrono::Utc::now());
         if !dry_run {
-            for id in &decision.remove {
-                self.delete_backup(id).await?;
+            // What is built on a removed snapshot is removed too (a kept one keeps its
+            // parents): each goes before its parent.
+            for id in backup::deletion_order(&all, &decision.remove) {
+                self.remove_backup(&id).await?;
             }
         }
         Ok(decision)
     }
 
-    /// Deletes a backup's archive and metadata (layers on top of it stop restoring).
+    /// Deletes a backup's archive, index and metadata. Refused with
+    /// `BACKUP_HAS_DEPENDENTS` (naming them, in `context.dependents`) while other snapshots
+    /// are built on it: they would stop restoring.
     pub async fn delete_backup(&self, id: &str) -> Result<(), SdkError> {
         self.meta(id).await?;
+        let all = self.list_backups().await?;
+        let dependents = backup::dependents(&all, id);
+        if !dependents.is_empty() {
+            let ids: Vec<&str> = dependents.iter().map(|meta| meta.id.as_str()).collect();
+            return Err(SdkError::coded(
+                ErrorCode::BackupHasDependents,
+                backup::dependents_refusal(id, &dependents),
+                json!({ "id": id, "dependents": ids }),
+            ));
+        }
+        self.remove_backup(id).await
+    }
+
+    /// Removes a backup's objects, the meta document first (a backup without it is none).
+    async fn remove_backup(&self, id: &str) -> Result<(), SdkError> {
         for key in [meta_key(id), data_key(id), index_key(id)] {
             self.s3
                 .delete_object()

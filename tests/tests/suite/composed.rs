@@ -449,3 +449,95 @@ async fn a_mount_above_a_watched_directory_is_never_silence() {
         .sync_equal(&sandbox, &outer.join("inner"), "after the umount")
         .await;
 }
+
+/// `fsctl` with the store's keys.
+fn fsctl_with_store(daemon: &Daemon, store: &Store, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(fsd_tests::binary("fsctl"))
+        .args(["--url", &daemon.url])
+        .args(args)
+        .env_remove("FSD_TOKEN")
+        .env("FSD_S3_ENDPOINT", &store.url)
+        .env("FSD_S3_ACCESS_KEY", fsd_tests::s3::ACCESS_KEY)
+        .env("FSD_S3_SECRET_KEY", fsd_tests::s3::SECRET_KEY)
+        .output()
+        .unwrap()
+}
+
+/// The second failure: a snapshot others build on is never deleted from under
+/// them. The delete is refused naming them (exit 1, `BACKUP_HAS_DEPENDENTS`), the log says
+/// what builds on what, retention keeps the parents and says why, and every snapshot still
+/// restores; deleted newest first, each delete is allowed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_others_build_on_is_not_deleted_from_under_them() {
+    if !require_mount_privilege("a_snapshot_others_build_on_is_not_deleted_from_under_them") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("chain");
+    let dir_name = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut snapshots: Vec<(DirectoryBackup, std::collections::BTreeMap<String, String>)> =
+        Vec::new();
+    for step in 0..3 {
+        std::fs::write(dir.join(format!("step-{step}.txt")), format!("{step}\n")).unwrap();
+        let snapshot = backups
+            .create_backup(&sandbox, &dir_name, BackupOptions::default())
+            .await
+            .unwrap();
+        snapshots.push((snapshot, digest(&dir)));
+    }
+    let ids: Vec<&str> = snapshots.iter().map(|(s, _)| s.id.as_str()).collect();
+    assert_eq!(snapshots[1].0.parent.as_deref(), Some(ids[0]));
+    assert_eq!(snapshots[2].0.parent.as_deref(), Some(ids[1]));
+
+    let refused = fsctl_with_store(&daemon, &store, &["backup", "delete", ids[0]]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("BACKUP_HAS_DEPENDENTS") && stderr.contains(ids[1]),
+        "the refusal names what is built on it: {stderr}"
+    );
+    let err = backups.delete_backup(ids[1]).await.unwrap_err();
+    assert_eq!(err.code(), Some(&fsd_sdk::ErrorCode::BackupHasDependents));
+    let log = fsctl_with_store(&daemon, &store, &["backup", "log", &dir_name]);
+    let log = fsd_tests::succeeded(&log);
+    let line_of = |id: &str| log.lines().find(|l| l.starts_with(id)).unwrap().to_string();
+    assert!(
+        line_of(ids[0]).contains(&format!("built on by {}", ids[1])),
+        "{log}"
+    );
+    assert!(
+        line_of(ids[1]).contains(&format!("built on by {}", ids[2])),
+        "{log}"
+    );
+    assert!(!line_of(ids[2]).contains("built on by"), "{log}");
+
+    let kept = fsctl_with_store(
+        &daemon,
+        &store,
+        &["backup", "forget", &dir_name, "--keep-last", "1"],
+    );
+    let kept = fsd_tests::succeeded(&kept);
+    assert!(
+        kept.contains(&format!(
+            "keep    {}  parent of kept snapshot {}",
+            ids[1], ids[2]
+        )),
+        "{kept}"
+    );
+    assert!(
+        !kept.contains("removed"),
+        "nothing a kept snapshot needs goes: {kept}"
+    );
+    for (snapshot, expected) in &snapshots {
+        restores_to(&daemon, &backups, snapshot, expected, "after the refusals").await;
+    }
+    for id in ids.iter().rev() {
+        let deleted = fsctl_with_store(&daemon, &store, &["backup", "delete", id]);
+        fsd_tests::succeeded(&deleted);
+    }
+    assert!(backups.log(Some(&dir_name)).await.unwrap().is_empty());
+}
