@@ -5,6 +5,7 @@
 //! restored path is replaced, never followed.
 
 use std::collections::HashMap;
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -56,6 +57,10 @@ pub fn extract(
         success: true,
         ..ExtractBackupResponse::default()
     };
+    // Owners are given back where the daemon may give them (as `tar` does as root).
+    let owners = nix::unistd::geteuid().is_root();
+    // A directory's time changes with what is written into it: given last, deepest first.
+    let mut directories: Vec<&IndexEntry> = Vec::new();
     for entry in wanted {
         if !is_plain(&entry.path) {
             return Err(BackupError::Index(format!(
@@ -71,34 +76,42 @@ pub fn extract(
         match entry.kind {
             Kind::Dir => {
                 make_dirs(&target, within)?;
-                set_mode(&target, entry.mode, within)?;
+                set_owner_and_mode(&target, entry, owners, within)?;
+                directories.push(entry);
                 answer.directories += 1;
             }
             Kind::File => {
                 replace_if_not_a_file(&target, within)?;
-                answer.bytes += write_file(&target, entry.mode, within, |out| {
-                    chain.copy_file(entry, out)
-                })?;
+                answer.bytes += write_file(&target, within, |out| chain.copy_file(entry, out))?;
+                set_owner_and_mode(&target, entry, owners, within)?;
+                set_time(&target, entry, within)?;
                 answer.files += 1;
             }
             Kind::Symlink => {
                 let link = chain.symlink_target(entry)?;
                 replace_if_not_a_file(&target, within)?;
                 place_link(&link, &target, within)?;
+                if owners {
+                    set_owner(&target, entry, within)?;
+                }
+                set_time(&target, entry, within)?;
                 answer.symlinks += 1;
             }
             Kind::Special => {}
         }
+    }
+    directories.sort_by_key(|entry| std::cmp::Reverse(entry.path.components().count()));
+    for entry in directories {
+        set_time(&spec.dir.join(&entry.path), entry, spec.within.as_deref())?;
     }
     (answer.requests, answer.fetched_bytes) = chain.fetched();
     Ok(answer)
 }
 
 /// Writes a restored file as any API write (temp file, fsync, rename), its bytes streamed
-/// by `fill`, then gives it the snapshot's mode; returns how many bytes.
+/// by `fill`; returns how many bytes.
 fn write_file(
     target: &Path,
-    mode: u32,
     within: Option<&Within>,
     fill: impl FnOnce(&mut Destination) -> Result<u64, BackupError>,
 ) -> Result<u64, BackupError> {
@@ -108,8 +121,71 @@ fn write_file(
     destination
         .commit()
         .map_err(|e| BackupError::io(target, e))?;
-    set_mode(target, mode, within)?;
     Ok(written)
+}
+
+/// Gives `path` the snapshot's owner (with `owners`) and then its mode: in that order,
+/// since a change of owner clears setuid and setgid bits.
+fn set_owner_and_mode(
+    path: &Path,
+    entry: &IndexEntry,
+    owners: bool,
+    within: Option<&Within>,
+) -> Result<(), BackupError> {
+    if owners {
+        set_owner(path, entry, within)?;
+    }
+    set_mode(path, entry.mode, within)
+}
+
+/// Runs `act` on the entry at `path` itself (a link not followed): its parent's descriptor
+/// opened beneath the roots when confined, else the path.
+fn at_entry(
+    path: &Path,
+    within: Option<&Within>,
+    act: impl FnOnce(Option<&std::os::fd::OwnedFd>, &Path) -> nix::Result<()>,
+) -> Result<(), BackupError> {
+    match within {
+        None => act(None, path).map_err(|errno| BackupError::io(path, errno.into())),
+        Some(within) => {
+            let (dir, name) = within
+                .parent_of(path)
+                .map_err(|refused| refused_at(path, refused))?;
+            act(Some(&dir), Path::new(&name)).map_err(|errno| BackupError::io(path, errno.into()))
+        }
+    }
+}
+
+/// Gives the entry at `path` (a link itself, not what it points to) the snapshot's owner.
+fn set_owner(path: &Path, entry: &IndexEntry, within: Option<&Within>) -> Result<(), BackupError> {
+    at_entry(path, within, |dir, name| {
+        nix::unistd::fchownat(
+            dir.map_or(nix::fcntl::AT_FDCWD, |dir| dir.as_fd()),
+            name,
+            Some(nix::unistd::Uid::from_raw(entry.uid)),
+            Some(nix::unistd::Gid::from_raw(entry.gid)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+    })
+}
+
+/// Gives the entry at `path` (a link itself) the snapshot's modification time, to the
+/// nanosecond the index kept, so the tree compares with the snapshot as it was.
+fn set_time(path: &Path, entry: &IndexEntry, within: Option<&Within>) -> Result<(), BackupError> {
+    use nix::sys::time::TimeSpec;
+    let mtime = TimeSpec::new(
+        entry.mtime_ns.div_euclid(1_000_000_000),
+        entry.mtime_ns.rem_euclid(1_000_000_000),
+    );
+    at_entry(path, within, |dir, name| {
+        nix::sys::stat::utimensat(
+            dir.map_or(nix::fcntl::AT_FDCWD, |dir| dir.as_fd()),
+            name,
+            &TimeSpec::UTIME_OMIT,
+            &mtime,
+            nix::sys::stat::UtimensatFlags::NoFollowSymlink,
+        )
+    })
 }
 
 /// `mkdir -p`; confined, each directory made relative to its parent's descriptor.

@@ -541,3 +541,75 @@ async fn a_snapshot_others_build_on_is_not_deleted_from_under_them() {
     }
     assert!(backups.log(Some(&dir_name)).await.unwrap().is_empty());
 }
+
+/// The seventh failure: a path restore gives back times, modes and (as root)
+/// owners, so the snapshot compared with the live directory right after restoring from it
+/// lists nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_restore_gives_back_times_modes_and_owners() {
+    if !require_mount_privilege("a_path_restore_gives_back_times_modes_and_owners") {
+        return;
+    }
+    use std::os::unix::fs::PermissionsExt;
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let dir = daemon.path("kept");
+    let dir_name = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(dir.join("sub/deeper")).unwrap();
+    std::fs::write(dir.join("a.txt"), b"a\n").unwrap();
+    std::fs::write(dir.join("sub/tool"), b"#!/bin/sh\n").unwrap();
+    std::fs::write(dir.join("sub/deeper/b.txt"), b"b\n").unwrap();
+    std::os::unix::fs::symlink("a.txt", dir.join("sub/link")).unwrap();
+    let mode = |path: &str, mode: u32| {
+        std::fs::set_permissions(dir.join(path), std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    mode("sub/tool", 0o4750);
+    mode("sub", 0o2775);
+    nix::unistd::chown(
+        &dir.join("sub/deeper/b.txt"),
+        Some(nix::unistd::Uid::from_raw(1234)),
+        Some(nix::unistd::Gid::from_raw(1234)),
+    )
+    .unwrap();
+    let made = fsctl_with_store(&daemon, &store, &["backup", "create", &dir_name]);
+    let id = fsd_tests::succeeded(&made).trim().to_string();
+    let unchanged = fsctl_with_store(&daemon, &store, &["backup", "diff", &id]);
+    assert_eq!(fsd_tests::succeeded(&unchanged), "", "nothing changed yet");
+
+    // Edits of content, mode, owner and time, and a delete.
+    std::fs::write(dir.join("a.txt"), b"changed\n").unwrap();
+    mode("sub/tool", 0o755);
+    mode("sub", 0o755);
+    nix::unistd::chown(
+        &dir.join("sub/deeper/b.txt"),
+        Some(nix::unistd::Uid::from_raw(0)),
+        None,
+    )
+    .unwrap();
+    std::fs::remove_file(dir.join("sub/link")).unwrap();
+    std::fs::File::options()
+        .append(true)
+        .open(dir.join("sub/deeper/b.txt"))
+        .unwrap()
+        .set_modified(std::time::SystemTime::now())
+        .unwrap();
+    let changed = fsctl_with_store(&daemon, &store, &["backup", "diff", &id]);
+    assert_ne!(fsd_tests::succeeded(&changed), "");
+
+    let restored = fsctl_with_store(
+        &daemon,
+        &store,
+        &[
+            "backup", "restore", &id, &dir_name, "--path", "a.txt", "--path", "sub",
+        ],
+    );
+    fsd_tests::succeeded(&restored);
+    let after = fsctl_with_store(&daemon, &store, &["backup", "diff", &id]);
+    assert_eq!(
+        fsd_tests::succeeded(&after),
+        "",
+        "the live directory is the snapshot again"
+    );
+    let meta = std::fs::metadata(dir.join("sub/tool")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o4750, "setuid kept");
+}
