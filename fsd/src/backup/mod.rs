@@ -1,11 +1,13 @@
 //! Backups: archives of a directory, presigned transfers and copy-on-write restores, over
 //! the `fsd-backup` crate. `service` owns the restore mounts; `validate` holds the
 //! reference's path rules; `routes` parses and answers; `history` and `extract` serve the
-//! time machine (a live tree's index, paths brought back from a stored snapshot).
+//! time machine (a live tree's index, paths brought back from a stored snapshot);
+//! `pending` removes at start what a create killed half way wrote.
 
 mod extract;
 mod history;
 pub mod operations;
+mod pending;
 mod request;
 mod routes;
 mod service;

@@ -118,6 +118,7 @@ pub async fn create_archive(
     if spec.base.is_some() {
         spec = with_token(state, spec).await;
     }
+    let _creating = state.backups.begin_create(&spec.archive);
     state.backups.create(spec, Progress::none()).await.op(op)
 }
 

@@ -101,6 +101,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
     let (progress, sender, events) = progress_channel();
     let service = state.backups.clone();
     let archive_path = spec.archive.clone();
+    let creating = service.begin_create(&archive_path);
     tokio::spawn(async move {
         let result = async {
             let mut archive = service.create(spec, progress.clone()).await?;
@@ -136,6 +137,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
             service.discard(&archive_path);
         }
         finish(&sender, result, op);
+        drop(creating);
     });
     Ok(sse_response(events))
 }

@@ -18,6 +18,7 @@ use fsd_backup::transfer::{self, PartSpec, Transfer};
 use fsd_backup::{BackupError, Phase, Progress, incremental, layer};
 
 use super::extract::{self, ExtractSpec};
+use super::pending::{Pending, PendingCreates, written_beside};
 use super::validate::{BackupConfigError, UrlRule};
 
 /// S3's and R2's smallest part (all but the last).
@@ -63,6 +64,8 @@ pub struct BackupService {
     restorer: Result<Restorer, String>,
     transfer: Transfer,
     urls: UrlRule,
+    /// Creates in progress (see `pending`).
+    creating: PendingCreates,
 }
 
 impl BackupService {
@@ -99,6 +102,13 @@ impl BackupService {
         if stale > 0 {
             tracing::info!(stale, "removed archive temp files left by a crash");
         }
+        let (creating, unfinished) = PendingCreates::open(state_dir.join("backup-creating"));
+        if unfinished > 0 {
+            tracing::info!(
+                unfinished,
+                "removed the archives (with their indexes) of creates a crash cut short"
+            );
+        }
         if let Err(error) = &restorer {
             tracing::warn!(%error, "restores are unavailable");
         }
@@ -110,7 +120,14 @@ impl BackupService {
             restorer,
             transfer,
             urls,
+            creating,
         }
+    }
+
+    /// Records a create (or create and upload) of `archive` until the answer is dropped:
+    /// what it wrote is removed at the next start if the daemon dies before then.
+    pub fn begin_create(&self, archive: &Path) -> Pending {
+        self.creating.begin(archive)
     }
 
     /// Checks a transfer URL a caller gave (see [`UrlRule`]).
@@ -331,11 +348,7 @@ impl BackupService {
     /// Removes an archive and what is kept beside it (its index and checksum), when an
     /// upload failed and the archive is no backup's.
     pub fn discard(&self, archive: &Path) {
-        for path in [
-            archive.to_path_buf(),
-            fsd_backup::with_suffix(archive, ".index"),
-            sidecar(archive),
-        ] {
+        for path in written_beside(archive) {
             let _ = std::fs::remove_file(path);
         }
     }

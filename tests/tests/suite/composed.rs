@@ -613,3 +613,59 @@ async fn a_path_restore_gives_back_times_modes_and_owners() {
     let meta = std::fs::metadata(dir.join("sub/tool")).unwrap();
     assert_eq!(meta.permissions().mode() & 0o7777, 0o4750, "setuid kept");
 }
+
+/// Files under /var/backups now.
+fn archives_now() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/var/backups")
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The eighth failure: a daemon killed while a snapshot is created and uploaded
+/// leaves nothing of it in /var/backups once it starts again (its archive, the index beside
+/// it and their temp files).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_cut_short_by_a_crash_leaves_nothing() {
+    if !require_mount_privilege("a_create_cut_short_by_a_crash_leaves_nothing") {
+        return;
+    }
+    let mut daemon = Daemon::start();
+    let store = Store::start();
+    let dir = daemon.path("big");
+    std::fs::create_dir_all(&dir).unwrap();
+    for i in 0..40 {
+        std::fs::write(dir.join(format!("f{i}")), fsd_tests::noise(5_000_000, i)).unwrap();
+    }
+    let before = archives_now();
+    let sandbox = daemon.sandbox();
+    let backups = Backups::new(store.object_store(None));
+    let dir_name = dir.to_str().unwrap().to_string();
+    let create = tokio::spawn(async move {
+        backups
+            .create_backup(&sandbox, &dir_name, BackupOptions::default())
+            .await
+    });
+    // Killed once the archive and its index are written, while they are uploaded.
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let new: Vec<String> = archives_now().difference(&before).cloned().collect();
+        if new.iter().any(|name| name.ends_with(".sqsh.index")) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no index written: {new:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    daemon.crash();
+    assert!(create.await.unwrap().is_err(), "the create was cut short");
+    daemon.resume();
+    let left: Vec<String> = archives_now().difference(&before).cloned().collect();
+    assert_eq!(left, Vec::<String>::new(), "what the create wrote is gone");
+}
