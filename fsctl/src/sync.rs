@@ -88,6 +88,7 @@ async fn two_way(
         mode: args.mode,
         exclude: args.exclude.clone(),
         default_excludes: !args.no_default_excludes,
+        state_root: None,
     };
     let mut sync = TwoWay::open(sandbox.clone(), local, remote, options)?;
     let bar = progress_bar(as_json);
@@ -105,12 +106,15 @@ async fn two_way(
         }
         let report = report?;
         print_pass(&report, as_json, true);
-        // Conflicts kept for a person: exit 3, so a script notices.
+        // A change that could not be made: exit 4 (the next pass makes it); conflicts kept
+        // for a person: exit 3, so a script notices either.
         let open = report
             .conflicts
             .iter()
             .any(|c| matches!(c.resolution, Resolution::KeptBoth { .. } | Resolution::Left));
-        return Ok(if open {
+        return Ok(if !report.failed.is_empty() {
+            ExitCode::from(4)
+        } else if open {
             ExitCode::from(3)
         } else {
             ExitCode::SUCCESS
@@ -251,7 +255,7 @@ fn print_pass(report: &PassReport, as_json: bool, first: bool) {
 }
 
 fn list_conflicts(local: &Path, as_json: bool) -> Result<ExitCode, SdkError> {
-    let open = fsd_sdk::two_way::conflicts(local)?;
+    let open = fsd_sdk::two_way::conflicts(local, &fsd_sdk::two_way::state_root())?;
     if as_json {
         output::json(&open);
     } else if open.is_empty() {

@@ -311,14 +311,16 @@ fn record(meta: &std::fs::Metadata, hash: String) -> Seen {
     }
 }
 
+/// The mode a sync compares and carries.
 #[cfg(unix)]
-fn permissions(meta: &std::fs::Metadata) -> u32 {
+pub(crate) fn permissions(meta: &std::fs::Metadata) -> u32 {
     use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o777
+    // Setuid, setgid and sticky bits included: a sync carries them.
+    meta.permissions().mode() & 0o7777
 }
 
 #[cfg(not(unix))]
-fn permissions(meta: &std::fs::Metadata) -> u32 {
+pub(crate) fn permissions(meta: &std::fs::Metadata) -> u32 {
     if meta.is_dir() { 0o755 } else { 0o644 }
 }
 

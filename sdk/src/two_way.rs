@@ -51,6 +51,8 @@ pub struct TwoWayOptions {
     pub exclude: Vec<String>,
     /// Whether [`snapshot::DEFAULT_EXCLUDES`] are left out too.
     pub default_excludes: bool,
+    /// Where the pairs' states are kept; `None`: [`state_root`].
+    pub state_root: Option<PathBuf>,
 }
 
 impl Default for TwoWayOptions {
@@ -59,6 +61,7 @@ impl Default for TwoWayOptions {
             mode: Mode::TwoWaySafe,
             exclude: Vec::new(),
             default_excludes: true,
+            state_root: None,
         }
     }
 }
@@ -124,6 +127,8 @@ pub struct TwoWay {
     ignores: Ignores,
     state: State,
     journal: Journal,
+    /// Where `state` is kept: outside both trees (see [`state_root`]).
+    state_dir: PathBuf,
     /// Both sides as the last pass left them, while they are followed.
     known: Option<Known>,
     /// Where the daemon reports the remote directory's changes.
@@ -172,30 +177,27 @@ impl TwoWay {
     ) -> Result<Self, SdkError> {
         let ignores = Ignores::new(&options.exclude, options.default_excludes)
             .map_err(|err| SdkError::invalid(format!("exclude: {err}")))?;
-        std::fs::create_dir_all(local.join(STATE_DIR))?;
+        std::fs::create_dir_all(local)?;
         // Watchers tell canonical paths.
         let local = &std::fs::canonicalize(local)?;
-        let state_dir = local.join(STATE_DIR);
+        let root = options.state_root.clone().unwrap_or_else(state_root);
+        let own = local_state(&root, local);
+        std::fs::create_dir_all(&own)?;
         let lock = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(state_dir.join(LOCK_FILE))?;
+            .open(own.join(LOCK_FILE))?;
         if lock.try_lock().is_err() {
             return Err(SdkError::invalid(format!(
                 "another sync of {} is running",
                 local.display()
             )));
         }
-        let (state, journal) = Journal::read(local)?;
-        if !state.remote.is_empty() && state.remote != remote {
-            return Err(SdkError::invalid(format!(
-                "{} is synced with {:?}, not {remote:?} (remove {} to start again)",
-                local.display(),
-                state.remote,
-                state_dir.display()
-            )));
-        }
+        take_over_state_in_the_tree(&own, local)?;
+        let state_dir = pair_state(&own, remote);
+        std::fs::create_dir_all(&state_dir)?;
+        let (state, journal) = Journal::read(&state_dir)?;
         Ok(Self {
             sandbox,
             local: local.to_path_buf(),
@@ -204,11 +206,17 @@ impl TwoWay {
             ignores,
             state,
             journal,
+            state_dir,
             known: None,
             remote_root: None,
             progress: None,
             _lock: lock,
         })
+    }
+
+    /// Where this sync keeps its state (see [`state_root`]).
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
     }
 
     /// Tells `progress` how far each pass's changes have come (a long first sync).
@@ -496,8 +504,9 @@ impl TwoWay {
         let remote_base = remote_part.as_ref().unwrap_or(&remote_now);
         let local_ops = ops::operations(local_base, &plan.agreed);
         let remote_ops = ops::operations(remote_base, &plan.remote_end);
-        // Paths whose change did not happen: they keep their old ancestor.
-        let mut undone: Vec<String> = Vec::new();
+        // Changes that did not happen: their paths keep their old ancestor (a move's, what
+        // is under them too).
+        let mut undone: Vec<Undone> = Vec::new();
 
         if !local_ops.is_empty() {
             // The local side first: what it needs from the sandbox is fetched while the
@@ -522,8 +531,10 @@ impl TwoWay {
                 }
                 *count += 1;
             }
-            let incoming = self.local.join(STATE_DIR).join(INCOMING_DIR);
+            let incoming = self.state_dir.join(INCOMING_DIR);
             let _ = std::fs::remove_dir_all(&incoming);
+            let mut local_has = local_has;
+            let kept = keep_sources(&self.local, &local_ops, &mut local_has);
             let local_sources = Sources {
                 root: self.local.clone(),
                 by_hash: local_has,
@@ -573,6 +584,9 @@ impl TwoWay {
             };
             self.state.cache = cache;
             let _ = std::fs::remove_dir_all(&incoming);
+            for link in kept {
+                let _ = std::fs::remove_file(link);
+            }
             tally(
                 merge::Side::Local,
                 &local_ops,
@@ -671,10 +685,10 @@ impl TwoWay {
                 .map(|path| (path.clone(), plan.agreed.get(path).cloned()))
                 .collect(),
         };
-        for path in &undone {
-            let prefix = format!("{path}/");
+        for undone in &undone {
+            let prefix = format!("{}/", undone.path);
             for (key, entry) in next.iter_mut() {
-                if key == path || key.starts_with(&prefix) {
+                if *key == undone.path || (undone.subtree && key.starts_with(&prefix)) {
                     *entry = self.state.ancestor.get(key).cloned();
                 }
             }
@@ -694,7 +708,9 @@ impl TwoWay {
         self.state.remote = self.remote.clone();
         let found = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         for conflict in &plan.conflicts {
-            if let Resolution::KeptBoth { aside, kept } = &conflict.resolution {
+            if let Resolution::KeptBoth { aside, kept } = &conflict.resolution
+                && !self.state.conflicts.iter().any(|open| open.aside == *aside)
+            {
                 self.state.conflicts.push(OpenConflict {
                     path: conflict.path.clone(),
                     aside: aside.clone(),
@@ -703,14 +719,20 @@ impl TwoWay {
                         merge::Side::Remote => "remote".into(),
                     },
                     found: found.clone(),
+                    made: false,
                 });
             }
         }
-        // A conflict is open while the copy set aside is there.
+        // A conflict is open until the copy set aside has been made and is removed: one
+        // whose copy this pass could not make stays (the next pass makes it).
         let local = self.local.clone();
-        self.state
-            .conflicts
-            .retain(|open| local.join(&open.aside).symlink_metadata().is_ok());
+        self.state.conflicts.retain_mut(|open| {
+            if local.join(&open.aside).symlink_metadata().is_ok() {
+                open.made = true;
+                return true;
+            }
+            !open.made && undone.iter().any(|undone| undone.path == open.aside)
+        });
         match (&old_state, &old_part) {
             (Some(old), _) => {
                 // Records of files the pass wrote are taken by the next scan.
@@ -745,7 +767,11 @@ impl TwoWay {
                 local: local_end,
                 remote: remote_end,
                 version,
-                dirty: undone.into_iter().chain(read_again).collect(),
+                dirty: undone
+                    .into_iter()
+                    .map(|undone| undone.path)
+                    .chain(read_again)
+                    .collect(),
             });
         }
         Ok(report)
@@ -801,6 +827,38 @@ fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &String> {
         } => Some(hash),
         _ => None,
     })
+}
+
+/// Content the local changes take from local files that they themselves replace, remove or
+/// move first (a file and a directory swapped: the file's content goes where the directory
+/// was, after the file's path became a directory): linked aside at the root before any
+/// change is made, and taken from there. Answers the links, removed after the changes.
+fn keep_sources(root: &Path, ops: &[Op], by_hash: &mut BTreeMap<String, String>) -> Vec<PathBuf> {
+    let changed: Vec<&str> = ops.iter().map(Op::path).collect();
+    let touched = |path: &str| {
+        changed.iter().any(|changed| {
+            path == *changed
+                || path
+                    .strip_prefix(*changed)
+                    .is_some_and(|rest| rest.starts_with('/'))
+        })
+    };
+    let mut kept = Vec::new();
+    for holder in by_hash.values_mut() {
+        if !touched(holder) {
+            continue;
+        }
+        let link = local::temp_beside(&root.join(".kept"));
+        let linked = std::fs::hard_link(root.join(&*holder), &link)
+            .or_else(|_| std::fs::copy(root.join(&*holder), &link).map(drop));
+        if linked.is_ok()
+            && let Some(name) = link.file_name().and_then(|name| name.to_str())
+        {
+            *holder = name.to_string();
+            kept.push(link);
+        }
+    }
+    kept
 }
 
 /// A path holding each of `hashes`, looked for in `trees` in order (each without the
@@ -928,14 +986,113 @@ async fn wake_on_remote_changes(
     }
 }
 
-/// The conflicts of the sync of `local` that are still open (both versions there).
-pub fn conflicts(local: &Path) -> Result<Vec<OpenConflict>, SdkError> {
-    let (state, _) = Journal::read(local)?;
-    Ok(state
-        .conflicts
+/// The conflicts of the syncs of `local` that are still open: both versions there, or the
+/// copy set aside not made yet (a pass could not make it; the next does).
+pub fn conflicts(local: &Path, state_root: &Path) -> Result<Vec<OpenConflict>, SdkError> {
+    let local = std::fs::canonicalize(local)?;
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(local_state(state_root, &local))
         .into_iter()
-        .filter(|open| local.join(&open.aside).symlink_metadata().is_ok())
-        .collect())
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| path.is_dir())
+        .collect();
+    // A state still in the tree, not taken over by a pass yet.
+    dirs.push(local.join(STATE_DIR));
+    let mut open = Vec::new();
+    for dir in dirs {
+        let (state, _) = Journal::read(&dir)?;
+        open.extend(
+            state
+                .conflicts
+                .into_iter()
+                .filter(|open| !open.made || local.join(&open.aside).symlink_metadata().is_ok()),
+        );
+    }
+    Ok(open)
+}
+
+/// Where two-way sync keeps the state of each pair of directories it syncs (what both
+/// last agreed on, the scan's records, open conflicts, the lock): outside both trees, so
+/// nothing in the local directory shows it (`git status`) or removes it (`git clean
+/// -fdx`), as mutagen and unison keep theirs. `$FSD_SYNC_STATE_DIR`, else
+/// `$XDG_STATE_HOME/fsd/sync`, else `~/.local/state/fsd/sync`.
+pub fn state_root() -> PathBuf {
+    let set = |name: &str| std::env::var_os(name).filter(|value| !value.is_empty());
+    if let Some(dir) = set("FSD_SYNC_STATE_DIR") {
+        return PathBuf::from(dir);
+    }
+    if let Some(dir) = set("XDG_STATE_HOME") {
+        return PathBuf::from(dir).join("fsd").join("sync");
+    }
+    match set("HOME") {
+        Some(home) => PathBuf::from(home).join(".local/state/fsd/sync"),
+        None => std::env::temp_dir().join("fsd-sync-state"),
+    }
+}
+
+/// The first 16 hex digits of the SHA-256 of `bytes`.
+fn short_hash(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(bytes)
+        .iter()
+        .take(8)
+        .map(|byte| format!("{byte:02x}"))
+        .collect()
+}
+
+/// The state directory (under `root`) of a local directory's syncs (its lock, and a
+/// directory per sandbox directory it is synced with): its name, then a hash of its
+/// canonical path.
+fn local_state(root: &Path, local: &Path) -> PathBuf {
+    let name: String = local
+        .file_name()
+        .map(|name| name.to_string_lossy().into_owned())
+        .unwrap_or_default()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let hash = short_hash(local.as_os_str().as_encoded_bytes());
+    root.join(format!("{name}-{hash}"))
+}
+
+/// The state of a sync with the sandbox directory `remote`, in its local directory's
+/// (`own`): the pair's.
+fn pair_state(own: &Path, remote: &str) -> PathBuf {
+    own.join(format!("with-{}", short_hash(remote.as_bytes())))
+}
+
+/// Takes over a state an earlier version kept in the tree (`LOCAL/.fsd-sync`): its state
+/// and log go to the pair's state directory in `own` (unless that has one), and the
+/// directory in the tree is removed.
+fn take_over_state_in_the_tree(own: &Path, local: &Path) -> Result<(), SdkError> {
+    let old = local.join(STATE_DIR);
+    if !old.is_dir() {
+        return Ok(());
+    }
+    let (state, _) = Journal::read(&old)?;
+    if !state.remote.is_empty() {
+        let new = pair_state(own, &state.remote);
+        std::fs::create_dir_all(&new)?;
+        if !new.join(journal::BASE_FILE).exists() {
+            for file in [journal::BASE_FILE, journal::LOG_FILE] {
+                match std::fs::copy(old.join(file), new.join(file)) {
+                    Ok(_) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => return Err(err.into()),
+                }
+            }
+        }
+    }
+    std::fs::remove_dir_all(&old)?;
+    Ok(())
 }
 
 /// Where content is for puts: a local file that had it.
@@ -969,13 +1126,19 @@ impl Contents for Fetching<'_, '_> {
     }
 }
 
+/// A change not made: its path (with what is under it, for a move) keeps its ancestor.
+struct Undone {
+    path: String,
+    subtree: bool,
+}
+
 /// Counts what was made, and records what was not.
 fn tally(
     side: merge::Side,
     ops: &[Op],
     results: Vec<Result<(), Refused>>,
     report: &mut PassReport,
-    undone: &mut Vec<String>,
+    undone: &mut Vec<Undone>,
 ) {
     for (op, result) in ops.iter().zip(results) {
         let changes = match side {
@@ -994,9 +1157,16 @@ fn tally(
                 },
             },
             Err(refused) => {
-                undone.push(op.path().to_string());
+                let moved = matches!(op, Op::Rename { .. });
+                undone.push(Undone {
+                    path: op.path().to_string(),
+                    subtree: moved,
+                });
                 if let Op::Rename { to, .. } = op {
-                    undone.push(to.clone());
+                    undone.push(Undone {
+                        path: to.clone(),
+                        subtree: true,
+                    });
                 }
                 match refused {
                     Refused::Changed => report.changed_meanwhile.push((side, op.path().into())),

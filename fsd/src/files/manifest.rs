@@ -180,7 +180,7 @@ impl<'a> Walk<'a> {
         let mut entry = ManifestEntry {
             path: relative.clone(),
             file_type,
-            mode: stat.st_mode & 0o777,
+            mode: stat.st_mode & 0o7777,
             size: stat.st_size as u64,
             modified_ms: stat.st_mtime * 1000 + stat.st_mtime_nsec / 1_000_000,
             sha256: None,

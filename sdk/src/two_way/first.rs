@@ -87,7 +87,7 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
         if !crate::merge::placed(&brought.tree, &relative) {
             continue;
         }
-        let mode = entry.header().mode().map_or(0o644, |mode| mode & 0o777);
+        let mode = entry.header().mode().map_or(0o644, |mode| mode & 0o7777);
         let at = root.join(&relative);
         match kind {
             tar::EntryType::Directory => match std::fs::create_dir(&at) {

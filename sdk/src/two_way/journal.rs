@@ -16,10 +16,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::SdkError;
 use crate::merge::{Entry, Snapshot};
-use crate::snapshot::{STATE_DIR, ScanCache, Seen};
+use crate::snapshot::{ScanCache, Seen};
 
-const BASE_FILE: &str = "state.json";
-const LOG_FILE: &str = "state.log";
+pub(super) const BASE_FILE: &str = "state.json";
+pub(super) const LOG_FILE: &str = "state.log";
 /// The log is folded into a new base once it is this long and half the base's size.
 const LOG_FOLD_BYTES: u64 = 1 << 20;
 
@@ -33,6 +33,14 @@ pub struct OpenConflict {
     pub kept: String,
     /// When it was found (RFC 3339).
     pub found: String,
+    /// Whether the copy set aside has been seen made (it is open until then, and then
+    /// until it is removed). Records of earlier versions were kept only once made.
+    #[serde(default = "made_before")]
+    pub made: bool,
+}
+
+fn made_before() -> bool {
+    true
 }
 
 /// The state: what both sides last agreed on and what the next scan may trust.
@@ -85,9 +93,9 @@ pub struct Journal {
 }
 
 impl Journal {
-    /// Reads the state kept beside `local` (none yet: an empty one).
-    pub fn read(local: &Path) -> Result<(State, Journal), SdkError> {
-        let dir = local.join(STATE_DIR);
+    /// Reads the state kept in `dir` (none yet: an empty one).
+    pub fn read(dir: &Path) -> Result<(State, Journal), SdkError> {
+        let dir = dir.to_path_buf();
         let base_path = dir.join(BASE_FILE);
         let (mut state, base_bytes) = match std::fs::read(&base_path) {
             Ok(bytes) => (
@@ -260,11 +268,10 @@ mod tests {
     #[test]
     fn passes_are_lines_after_a_base_and_read_back_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(STATE_DIR)).unwrap();
         let (empty, mut journal) = Journal::read(dir.path()).unwrap();
         let first = state_with(&[("a", "1"), ("b", "2")]);
         journal.save(&empty, &first, None).unwrap();
-        assert!(dir.path().join(STATE_DIR).join(BASE_FILE).exists());
+        assert!(dir.path().join(BASE_FILE).exists());
         // Two small passes: lines, not a new base.
         let second = state_with(&[("a", "1"), ("b", "3"), ("c", "4")]);
         let touched = BTreeSet::from(["b".to_string(), "c".to_string()]);
@@ -273,27 +280,26 @@ mod tests {
         journal
             .save(&second, &third, Some(&BTreeSet::from(["a".to_string()])))
             .unwrap();
-        let log = std::fs::read_to_string(dir.path().join(STATE_DIR).join(LOG_FILE)).unwrap();
+        let log = std::fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
         assert_eq!(log.lines().count(), 2);
         let (read, _) = Journal::read(dir.path()).unwrap();
         assert_eq!(read.ancestor, third.ancestor);
         // A pass that changed nothing writes nothing.
         journal.save(&third, &third, None).unwrap();
-        let again = std::fs::read_to_string(dir.path().join(STATE_DIR).join(LOG_FILE)).unwrap();
+        let again = std::fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
         assert_eq!(again, log);
     }
 
     #[test]
     fn a_line_cut_short_ends_the_log_and_later_lines_follow_the_last_whole_one() {
         let dir = tempfile::tempdir().unwrap();
-        std::fs::create_dir_all(dir.path().join(STATE_DIR)).unwrap();
         let (empty, mut journal) = Journal::read(dir.path()).unwrap();
         let first = state_with(&[("a", "1")]);
         journal.save(&empty, &first, None).unwrap();
         let second = state_with(&[("a", "2")]);
         journal.save(&first, &second, None).unwrap();
         // A crash in the middle of the next line.
-        let log_path = dir.path().join(STATE_DIR).join(LOG_FILE);
+        let log_path = dir.path().join(LOG_FILE);
         let mut log = std::fs::OpenOptions::new()
             .append(true)
             .open(&log_path)
@@ -314,8 +320,7 @@ mod tests {
     #[test]
     fn a_log_left_by_a_crash_during_a_fold_is_not_read_over_the_new_base() {
         let dir = tempfile::tempdir().unwrap();
-        let state_dir = dir.path().join(STATE_DIR);
-        std::fs::create_dir_all(&state_dir).unwrap();
+        let state_dir = dir.path().to_path_buf();
         let (empty, mut journal) = Journal::read(dir.path()).unwrap();
         let first = state_with(&[("a", "1")]);
         journal.save(&empty, &first, None).unwrap();

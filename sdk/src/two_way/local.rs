@@ -78,7 +78,7 @@ impl LocalTree<'_> {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(err),
         };
-        let mode = mode_of(&meta);
+        let mode = crate::snapshot::permissions(&meta);
         let kind = meta.file_type();
         Ok(if kind.is_dir() {
             Some(Entry::Dir { mode })
@@ -284,17 +284,6 @@ pub(super) fn set_mode(path: &Path, mode: u32) -> std::io::Result<()> {
 #[cfg(not(unix))]
 pub(super) fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
     Ok(())
-}
-
-#[cfg(unix)]
-fn mode_of(meta: &std::fs::Metadata) -> u32 {
-    use std::os::unix::fs::PermissionsExt;
-    meta.permissions().mode() & 0o777
-}
-
-#[cfg(not(unix))]
-fn mode_of(meta: &std::fs::Metadata) -> u32 {
-    if meta.is_dir() { 0o755 } else { 0o644 }
 }
 
 #[cfg(unix)]

@@ -19,8 +19,8 @@ use fsd_tests::{Daemon, binary};
 
 use crate::sync::workload::Rng;
 
-/// Relative path → (kind, content or target, mode), links never followed; the sync's own
-/// state left out.
+/// Relative path → (kind, content or target, mode), links never followed (the sync keeps
+/// nothing of its own in the tree).
 fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
     let mut out = BTreeMap::new();
     let mut pending = vec![root.to_path_buf()];
@@ -31,9 +31,6 @@ fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
         for entry in entries.flatten() {
             let path = entry.path();
             let relative = path.strip_prefix(root).unwrap().display().to_string();
-            if relative == ".fsd-sync" {
-                continue;
-            }
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
@@ -54,10 +51,18 @@ fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
     out
 }
 
-fn fsctl(daemon: &Daemon, args: &[&str]) -> (i32, String, String) {
+/// Where the tests' syncs of `local` keep their state: beside it, in the test's own
+/// temporary directory.
+fn state_root(local: &Path) -> PathBuf {
+    local.parent().unwrap().join("sync-state")
+}
+
+/// `fsctl sync ARGS` for the local directory `local` (its state kept by `state_root`).
+fn fsctl(daemon: &Daemon, local: &Path, args: &[&str]) -> (i32, String, String) {
     let output = Command::new(binary("fsctl"))
         .args(["--url", &daemon.url(""), "sync"])
         .args(args)
+        .env("FSD_SYNC_STATE_DIR", state_root(local))
         .output()
         .unwrap();
     (
@@ -107,7 +112,7 @@ impl Pair {
         let local = self.local("");
         let mut args = vec!["--two-way", "project", local.to_str().unwrap()];
         args.extend_from_slice(more);
-        fsctl(&self.daemon, &args)
+        fsctl(&self.daemon, &local, &args)
     }
 
     fn assert_equal(&self, when: &str) {
@@ -215,7 +220,11 @@ fn each_change_and_conflict_class_is_carried_or_kept_and_listed() {
         assert_eq!(read(&side.join(aside)), "remote edit\n");
     }
     let local = pair.local("");
-    let (code, out, _) = fsctl(&pair.daemon, &["--conflicts", local.to_str().unwrap()]);
+    let (code, out, _) = fsctl(
+        &pair.daemon,
+        &local,
+        &["--conflicts", local.to_str().unwrap()],
+    );
     assert_eq!(code, 0);
     assert!(out.contains("notes.md") && out.contains(aside), "{out}");
     // Removing the copy set aside resolves it (and the removal is synced).
@@ -223,7 +232,11 @@ fn each_change_and_conflict_class_is_carried_or_kept_and_listed() {
     let (code, _, err) = pair.sync(&[]);
     assert_eq!(code, 0, "{err}");
     assert!(!pair.remote(aside).exists());
-    let (_, out, _) = fsctl(&pair.daemon, &["--conflicts", local.to_str().unwrap()]);
+    let (_, out, _) = fsctl(
+        &pair.daemon,
+        &local,
+        &["--conflicts", local.to_str().unwrap()],
+    );
     assert!(out.contains("no open conflicts"), "{out}");
 
     // A file one side changed, which the other replaced with a directory: the directory
@@ -269,22 +282,26 @@ fn each_change_and_conflict_class_is_carried_or_kept_and_listed() {
     assert!(!pair.remote("own.txt").exists());
     pair.assert_equal("after a replica pass");
 
-    // Refusals: a bad pattern, a mode that is not one, a second sync of the same directory
-    // with another sandbox directory.
+    // Refusals: a bad pattern, a mode that is not one.
     let (code, _, err) = pair.sync(&["--exclude", "[z-a]"]);
     assert_ne!(code, 0);
     assert!(err.contains("exclude"), "{err}");
     let (code, _, err) = pair.sync(&["--mode", "three-way"]);
     assert_ne!(code, 0);
     assert!(err.contains("unknown mode"), "{err}");
+    // The same directory synced with another sandbox directory is another pair, with a
+    // state of its own: its first pass infers no deletion.
     std::fs::create_dir_all(pair.daemon.path("other")).unwrap();
     let local = pair.local("");
+    let before = tree(&local);
     let (code, _, err) = fsctl(
         &pair.daemon,
+        &local,
         &["--two-way", "other", local.to_str().unwrap()],
     );
-    assert_ne!(code, 0);
-    assert!(err.contains("is synced with \"project\""), "{err}");
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(tree(&pair.daemon.path("other")), before);
+    assert_eq!(tree(&local), before);
 }
 
 const NAMES: &[&str] = &["a", "b", "c.txt", "d"];
@@ -417,9 +434,20 @@ fn content_many_paths_share_is_sent_once_and_placed_at_each() {
     let (code, _, stderr) = pair.sync(&[]);
     assert_eq!(code, 0, "{stderr}");
     pair.assert_equal("after the first sync");
+    let mut waited = Vec::new();
+    let mut dirs = vec![state_root(&pair.local(""))];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_name() == "incoming" {
+                waited.push(entry.path());
+            } else if entry.path().is_dir() {
+                dirs.push(entry.path());
+            }
+        }
+    }
     assert!(
-        !pair.local(".fsd-sync/incoming").exists(),
-        "nothing is left where content waited"
+        waited.is_empty(),
+        "nothing is left where content waited: {waited:?}"
     );
     // And the other way: one content at many new local paths.
     for i in 0..4 {
@@ -643,6 +671,7 @@ fn following(daemon: &Daemon, local: &Path, stdout: std::process::Stdio) -> std:
             "600000",
         ])
         .args(["project", local.to_str().unwrap()])
+        .env("FSD_SYNC_STATE_DIR", state_root(local))
         .stdout(stdout)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -791,6 +820,7 @@ async fn settle(
 fn open(daemon: &Daemon, local: &Path) -> TwoWay {
     let options = TwoWayOptions {
         mode: Mode::TwoWaySafe,
+        state_root: Some(state_root(local)),
         ..TwoWayOptions::default()
     };
     TwoWay::open(daemon.sandbox(), local, "project", options).unwrap()
