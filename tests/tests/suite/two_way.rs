@@ -34,7 +34,7 @@ fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
             let Ok(meta) = std::fs::symlink_metadata(&path) else {
                 continue;
             };
-            let mode = meta.permissions().mode() & 0o777;
+            let mode = meta.permissions().mode() & 0o7777;
             let entry = if meta.file_type().is_symlink() {
                 let target = std::fs::read_link(&path).unwrap();
                 ('l', target.display().to_string(), 0)
@@ -338,7 +338,25 @@ fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
     let remove = |path: &Path| {
         let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir_all(path));
     };
-    match rng.below(10) {
+    match rng.below(11) {
+        10 => {
+            // A file and a directory swapped through a temporary name.
+            let (a, b) = (pick(rng, root)?, pick(rng, root)?);
+            let (a_dir, b_dir) = (root.join(&a).is_dir(), root.join(&b).is_dir());
+            if a_dir == b_dir
+                || a.starts_with(&format!("{b}/"))
+                || b.starts_with(&format!("{a}/"))
+                || root.join(&a).is_symlink()
+                || root.join(&b).is_symlink()
+            {
+                return None;
+            }
+            let temp = root.join(".swap");
+            std::fs::rename(root.join(&a), &temp).ok()?;
+            std::fs::rename(root.join(&b), root.join(&a)).ok()?;
+            std::fs::rename(&temp, root.join(&b)).ok()?;
+            None
+        }
         0..=2 => {
             // A create or a rewrite (what is there replaced).
             let path = root.join(random_path(rng, root));
@@ -384,11 +402,13 @@ fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
             if meta.file_type().is_symlink() {
                 return None;
             }
+            // Now and then with a setuid, setgid or sticky bit.
+            let special = [0, 0, 0o4000, 0o2000, 0o1000][rng.below(5)];
             let mode = if meta.is_dir() {
                 0o700 + rng.below(2) as u32 * 0o55
             } else {
                 0o600 + rng.below(2) as u32 * 0o155
-            };
+            } | special;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).ok();
             None
         }
@@ -798,6 +818,13 @@ async fn settle(
         if result.as_ref().is_ok_and(|report| !report.whole) {
             in_part += 1;
         }
+        if let Ok(report) = &result {
+            assert!(
+                report.failed.is_empty(),
+                "{when}: a pass could not make a change: {:?}",
+                report.failed
+            );
+        }
         match result {
             Ok(report) if report.settled() => return (changes, conflicts, in_part),
             Ok(report) => {
@@ -1069,4 +1096,266 @@ async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
     assert!(!root.join("cut.txt").exists());
     let (status, answer) = apply(&daemon, vec![0, 0]).await;
     fsd_tests::assert_validation(status, &answer, "body");
+}
+
+/// Swaps `a` (a directory) and `c` (a file) under `root` through a temporary name, as
+/// `mv -T a .sw && mv -T c a && mv -T .sw c` does.
+fn swap_kinds(root: &Path) {
+    std::fs::rename(root.join("a"), root.join(".sw")).unwrap();
+    std::fs::rename(root.join("c"), root.join("a")).unwrap();
+    std::fs::rename(root.join(".sw"), root.join("c")).unwrap();
+}
+
+/// The third failure: a directory and a file swapped on one side cross to the other
+/// as made, in one pass with nothing failed and no conflict, in both two-way modes, then
+/// back the other way.
+#[test]
+fn a_file_and_a_directory_swapped_on_either_side_cross_as_made() {
+    for mode in ["two-way-safe", "two-way-resolved"] {
+        let pair = Pair::new();
+        write(&pair.remote("a/u"), "U\n");
+        write(&pair.remote("c"), "C\n");
+        let (code, _, err) = pair.sync(&["--mode", mode]);
+        assert_eq!(code, 0, "{mode}: {err}");
+        swap_kinds(&pair.remote(""));
+        let (code, _, err) = pair.sync(&["--mode", mode]);
+        assert_eq!(code, 0, "{mode}: the sandbox's swap: {err}");
+        assert!(
+            !err.contains("conflict") && !err.contains("not changed"),
+            "{mode}: {err}"
+        );
+        pair.assert_equal(&format!("{mode}: after the sandbox's swap"));
+        assert_eq!(read(&pair.local("a")), "C\n");
+        assert_eq!(read(&pair.local("c/u")), "U\n");
+        let (code, _, err) = pair.sync(&["--mode", mode]);
+        assert_eq!(code, 0, "{mode}: {err}");
+        assert!(
+            !err.contains("conflict"),
+            "{mode}: a later pass finds nothing: {err}"
+        );
+        // And a swap back made locally.
+        swap_kinds(&pair.local(""));
+        let (code, _, err) = pair.sync(&["--mode", mode]);
+        assert_eq!(code, 0, "{mode}: the local swap: {err}");
+        assert!(
+            !err.contains("conflict") && !err.contains("not changed"),
+            "{mode}: {err}"
+        );
+        pair.assert_equal(&format!("{mode}: after the local swap"));
+        assert_eq!(read(&pair.remote("a/u")), "U\n");
+        assert_eq!(read(&pair.remote("c")), "C\n");
+    }
+}
+
+/// The same swap made while `fsctl sync --two-way --follow` runs: both sides end equal, with
+/// nothing of the old shape left on either.
+#[test]
+fn a_swap_of_kinds_crosses_while_following() {
+    let pair = Pair::new();
+    write(&pair.remote("a/u"), "U\n");
+    write(&pair.remote("c"), "C\n");
+    let local = pair.local("");
+    let mut child = following(&pair.daemon, &local, std::process::Stdio::null());
+    let expected = tree(&pair.remote(""));
+    arrives("the first sync", || tree(&local) == expected);
+    swap_kinds(&pair.remote(""));
+    let expected = tree(&pair.remote(""));
+    arrives("the sandbox's swap", || tree(&local) == expected);
+    swap_kinds(&local);
+    let expected = tree(&local);
+    arrives("the local swap", || tree(&pair.remote("")) == expected);
+    let _ = child.kill();
+    let _ = child.wait();
+    pair.assert_equal("after both swaps");
+}
+
+/// Runs `chattr FLAG PATH`; whether it worked (the filesystem may not have the attribute).
+fn chattr(flag: &str, path: &Path) -> bool {
+    Command::new("chattr")
+        .arg(flag)
+        .arg(path)
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The fourth failure: a conflict whose copy a pass could not make (here: the local
+/// directory it goes in is immutable) is listed from that pass on, the pass exits 4, the
+/// next pass makes the copy, and it is listed until the copy is removed.
+#[test]
+fn a_conflict_whose_copy_a_pass_could_not_make_stays_listed() {
+    let pair = Pair::new();
+    write(&pair.remote("d.txt"), "D\n");
+    assert_eq!(pair.sync(&[]).0, 0);
+    // Locally the file goes to u/a; in the sandbox it goes elsewhere and u/a is a tree.
+    std::fs::create_dir(pair.local("u")).unwrap();
+    std::fs::rename(pair.local("d.txt"), pair.local("u/a")).unwrap();
+    std::fs::create_dir(pair.remote("m")).unwrap();
+    std::fs::rename(pair.remote("d.txt"), pair.remote("m/e")).unwrap();
+    write(&pair.remote("u/a/x/f"), "R\n");
+    let immutable = chattr("+i", &pair.local("u"));
+    if !fsd_tests::available_or_skip(
+        immutable,
+        "a_conflict_whose_copy_a_pass_could_not_make_stays_listed",
+        "chattr +i (an ext4-like filesystem under the temporary directory)",
+    ) {
+        return;
+    }
+    let (code, _, err) = pair.sync(&[]);
+    assert!(chattr("-i", &pair.local("u")));
+    assert_eq!(code, 4, "a step could not be made: {err}");
+    assert!(err.contains("conflict: both changed u/a"), "{err}");
+    let local = pair.local("");
+    let conflicts = || {
+        fsctl(
+            &pair.daemon,
+            &local,
+            &["--conflicts", local.to_str().unwrap()],
+        )
+        .1
+    };
+    let listed = conflicts();
+    assert!(
+        listed.contains("u/a.sync-conflict-local"),
+        "listed before its copy is made: {listed}"
+    );
+
+    let (code, _, err) = pair.sync(&[]);
+    assert!(code == 0 || code == 3, "{err}");
+    pair.assert_equal("after the pass that made the copy");
+    assert_eq!(read(&pair.local("u/a.sync-conflict-local")), "D\n");
+    assert!(conflicts().contains("u/a.sync-conflict-local"));
+    std::fs::remove_file(pair.local("u/a.sync-conflict-local")).unwrap();
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!pair.remote("u/a.sync-conflict-local").exists());
+    assert!(conflicts().contains("no open conflicts"));
+}
+
+/// The fifth failure: setuid, setgid and sticky bits go both ways.
+#[test]
+fn setuid_setgid_and_sticky_bits_go_both_ways() {
+    let pair = Pair::new();
+    let mode = |path: PathBuf, mode: u32| {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap()
+    };
+    let mode_of = |path: PathBuf| {
+        std::fs::symlink_metadata(path)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    write(&pair.remote("bin/tool"), "#!/bin/sh\n");
+    mode(pair.remote("bin/tool"), 0o4755);
+    std::fs::create_dir_all(pair.remote("shared")).unwrap();
+    mode(pair.remote("shared"), 0o2775);
+    std::fs::create_dir_all(pair.remote("tmp")).unwrap();
+    mode(pair.remote("tmp"), 0o1777);
+    assert_eq!(pair.sync(&[]).0, 0);
+    assert_eq!(mode_of(pair.local("bin/tool")), 0o4755);
+    assert_eq!(mode_of(pair.local("shared")), 0o2775);
+    assert_eq!(mode_of(pair.local("tmp")), 0o1777);
+    // Made locally, carried to the sandbox: a new file and a mode change.
+    write(&pair.local("bin/other"), "#!/bin/sh\n");
+    mode(pair.local("bin/other"), 0o2755);
+    mode(pair.local("bin/tool"), 0o755);
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(mode_of(pair.remote("bin/other")), 0o2755);
+    assert_eq!(mode_of(pair.remote("bin/tool")), 0o755);
+}
+
+/// The sixth failure: nothing of the sync is in the local tree (git sees nothing,
+/// `git clean -fdx` removes nothing of it); a state that is lost falls back to a pass that
+/// infers no deletion and finds a conflict only where contents differ; a state an earlier
+/// version kept in the tree is taken over.
+#[test]
+fn the_pairs_state_lives_outside_the_tree() {
+    let pair = Pair::new();
+    write(&pair.remote("kept.txt"), "kept\n");
+    write(&pair.remote("gone.txt"), "to be deleted\n");
+    write(&pair.remote("both.txt"), "same\n");
+    let local = pair.local("");
+    assert_eq!(pair.sync(&[]).0, 0);
+    let git = |args: &[&str]| {
+        let output = Command::new("git")
+            .args(args)
+            .current_dir(&local)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "git {args:?}: {output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&[
+        "-c",
+        "user.email=t@t",
+        "-c",
+        "user.name=t",
+        "commit",
+        "-qm",
+        "synced",
+    ]);
+    assert_eq!(
+        git(&["status", "--porcelain", "--ignored"]),
+        "",
+        "git sees nothing of the sync"
+    );
+    git(&["clean", "-fdx"]);
+    // A delete made locally is carried, not undone; an edit is no conflict.
+    std::fs::remove_file(pair.local("gone.txt")).unwrap();
+    write(&pair.local("kept.txt"), "edited\n");
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !pair.remote("gone.txt").exists(),
+        "the local delete is carried"
+    );
+    assert_eq!(read(&pair.remote("kept.txt")), "edited\n");
+    // (.git is not synced: gone, so the trees compare.)
+    std::fs::remove_dir_all(pair.local(".git")).unwrap();
+
+    // The state lost: no deletion inferred (a file deleted in the sandbox comes back), a
+    // conflict only where the contents differ.
+    std::fs::remove_dir_all(state_root(&local)).unwrap();
+    std::fs::remove_file(pair.remote("both.txt")).unwrap();
+    write(&pair.remote("kept.txt"), "edited\n");
+    write(&pair.local("differs.txt"), "local\n");
+    write(&pair.remote("differs.txt"), "remote\n");
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 3, "{err}");
+    assert!(err.contains("conflict: both changed differs.txt"), "{err}");
+    assert!(
+        !err.contains("kept.txt"),
+        "equal contents are no conflict: {err}"
+    );
+    assert_eq!(
+        read(&pair.remote("both.txt")),
+        "same\n",
+        "no deletion inferred"
+    );
+    pair.assert_equal("after a pass without a state");
+
+    // A state in the tree, as an earlier version kept it: taken over by the next pass.
+    let pairs: Vec<PathBuf> = std::fs::read_dir(state_root(&local))
+        .unwrap()
+        .flatten()
+        .flat_map(|own| std::fs::read_dir(own.path()).unwrap().flatten())
+        .map(|entry| entry.path())
+        .filter(|path| path.is_dir())
+        .collect();
+    assert_eq!(pairs.len(), 1, "{pairs:?}");
+    std::fs::create_dir(pair.local(".fsd-sync")).unwrap();
+    for file in ["state.json", "state.log"] {
+        let _ = std::fs::rename(pairs[0].join(file), pair.local(".fsd-sync").join(file));
+    }
+    std::fs::remove_file(pair.remote("both.txt")).unwrap();
+    let (code, _, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!pair.local(".fsd-sync").exists(), "taken over");
+    assert!(
+        !pair.local("both.txt").exists(),
+        "with what both sides agreed on"
+    );
 }
