@@ -257,7 +257,14 @@ impl WatchService {
             .filter(|r| r.retained.load(Ordering::SeqCst))
             .cloned()
             .collect();
+        let runtime = tokio::runtime::Handle::try_current().ok();
         for root in roots {
+            // Everything the engine has seen is journaled first: a change the index scan
+            // below finds but the journal lacks would be in no list after a restart (the
+            // tree would match the index). A restore's whole-tree read is such a change.
+            if let Some(runtime) = &runtime {
+                runtime.block_on(root.caught_up());
+            }
             let cursor = root.journal().cursor();
             if !force && root.saved_cursor.load(Ordering::SeqCst) == cursor {
                 continue;

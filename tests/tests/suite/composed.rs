@@ -669,3 +669,6 @@ async fn a_create_cut_short_by_a_crash_leaves_nothing() {
     let left: Vec<String> = archives_now().difference(&before).cloned().collect();
     assert_eq!(left, Vec::<String>::new(), "what the create wrote is gone");
 }
+
+#[path = "composed/simulation.rs"]
+mod simulation;

@@ -21,7 +21,7 @@ use crate::sync::workload::Rng;
 
 /// Relative path → (kind, content or target, mode), links never followed (the sync keeps
 /// nothing of its own in the tree).
-fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
+pub(crate) fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
     let mut out = BTreeMap::new();
     let mut pending = vec![root.to_path_buf()];
     while let Some(dir) = pending.pop() {
@@ -53,7 +53,7 @@ fn tree(root: &Path) -> BTreeMap<String, (char, String, u32)> {
 
 /// Where the tests' syncs of `local` keep their state: beside it, in the test's own
 /// temporary directory.
-fn state_root(local: &Path) -> PathBuf {
+pub(crate) fn state_root(local: &Path) -> PathBuf {
     local.parent().unwrap().join("sync-state")
 }
 
@@ -332,7 +332,7 @@ fn random_path(rng: &mut Rng, root: &Path) -> String {
 
 /// One random edit of the tree at `root` by `side`; a content written is unique
 /// (`<side><n>`) and returned.
-fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
+pub(crate) fn edit(rng: &mut Rng, root: &Path, side: char, n: &mut u64) -> Option<String> {
     *n += 1;
     let token = format!("{side}{n}\n");
     let remove = |path: &Path| {
@@ -782,7 +782,7 @@ fn following_carries_each_sides_changes_as_they_happen() {
 }
 
 /// Every file content on the side.
-fn contents(root: &Path) -> BTreeSet<String> {
+pub(crate) fn contents(root: &Path) -> BTreeSet<String> {
     tree(root)
         .into_values()
         .filter(|(kind, _, _)| *kind == 'f')
@@ -807,7 +807,7 @@ async fn pass(
 
 /// Passes until one changes nothing; answers how many changes the passes made, how many
 /// conflicts they found, and how many merged only what changed.
-async fn settle(
+pub(crate) async fn settle(
     sync: &mut TwoWay,
     mut watch: Option<&mut Watched>,
     when: &str,
@@ -844,7 +844,7 @@ async fn settle(
     panic!("{when}: six passes did not settle");
 }
 
-fn open(daemon: &Daemon, local: &Path) -> TwoWay {
+pub(crate) fn open(daemon: &Daemon, local: &Path) -> TwoWay {
     let options = TwoWayOptions {
         mode: Mode::TwoWaySafe,
         state_root: Some(state_root(local)),
