@@ -9,8 +9,11 @@ use std::path::PathBuf;
 /// One mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountLine {
-    /// The mount's id (unique while it is mounted; a mount made again gets another).
+    /// The mount's id: unique while it is mounted, and given again once it is not.
     pub id: u64,
+    /// The filesystem's device (`major:minor`; an anonymous one, a tmpfs's or an overlay's,
+    /// is given again too once it is free).
+    pub device: String,
     /// Where it is mounted.
     pub target: PathBuf,
     /// `overlay`, `squashfs`, `fuse.fsd-bucket`, …
@@ -25,11 +28,13 @@ pub fn parse(text: &[u8]) -> Vec<MountLine> {
         .filter_map(|line| {
             let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
             let id = std::str::from_utf8(fields.first()?).ok()?.parse().ok()?;
+            let device = String::from_utf8_lossy(fields.get(2)?).into_owned();
             let target = PathBuf::from(OsString::from_vec(unescape(fields.get(4)?)));
             let dash = fields.iter().position(|f| *f == b"-")?;
             let text = |field: &[u8]| String::from_utf8_lossy(&unescape(field)).into_owned();
             Some(MountLine {
                 id,
+                device,
                 target,
                 fstype: text(fields.get(dash + 1)?),
                 source: text(fields.get(dash + 2)?),
@@ -75,6 +80,7 @@ mod tests {
         let targets: Vec<&str> = lines.iter().map(|l| l.target.to_str().unwrap()).collect();
         assert_eq!(targets, ["/", "/work/a dir", "/work/a dir/back\\slash"]);
         assert_eq!(lines.iter().map(|l| l.id).collect::<Vec<_>>(), [22, 68, 70]);
+        assert_eq!(lines[1].device, "0:40");
         assert_eq!(lines[1].fstype, "overlay");
         assert_eq!(lines[1].source, "fsd-restore");
         assert_eq!(lines[2].source, "none\tx");

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::os::fd::AsFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -91,8 +91,8 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
                 PollFd::new(session.inotify.as_fd(), PollFlags::POLLIN),
                 PollFd::new(wake.as_fd(), PollFlags::POLLIN),
             ];
-            if let Some(mounts) = &session.mounts {
-                fds.push(PollFd::new(mounts.fd(), PollFlags::POLLPRI));
+            if let Some(mounts) = session.mount_table() {
+                fds.push(PollFd::new(mounts, PollFlags::POLLPRI));
             }
             let _ = poll(&mut fds, PollTimeout::from(100u16));
             let ready = |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
@@ -175,6 +175,9 @@ pub(crate) struct InotifyBackend {
     /// later is the same object.
     ended: HashSet<NodeId>,
     count: Arc<AtomicUsize>,
+    /// The mount table and the watched root, for `mounts_changed` (`None` where the table
+    /// cannot be read: mounts then go unseen, as before).
+    mounts: Option<(MountTable, PathBuf)>,
 }
 
 impl InotifyBackend {
@@ -238,6 +241,19 @@ impl Backend for InotifyBackend {
         }
         Some(now == known)
     }
+
+    fn mounts_changed(&mut self) -> Vec<PathBuf> {
+        match &mut self.mounts {
+            Some((table, root)) => crate::mounts::affecting(root, &table.changed()),
+            None => Vec::new(),
+        }
+    }
+
+    fn mount_gone(&mut self, path: &Path) {
+        if let Some((table, _)) = &mut self.mounts {
+            table.forget(path);
+        }
+    }
 }
 
 /// An inotify instance, its watches and the reconciler they feed.
@@ -245,9 +261,6 @@ pub(crate) struct Session {
     pub inotify: Inotify,
     pub backend: InotifyBackend,
     pub reconciler: Reconciler,
-    /// The mount table, read again when the kernel says it changed (`None` where it cannot
-    /// be read: mounts then go unseen, as before).
-    pub mounts: Option<MountTable>,
 }
 
 impl Session {
@@ -264,6 +277,7 @@ impl Session {
             by_node: HashMap::new(),
             ended: HashSet::new(),
             count: Arc::new(AtomicUsize::new(0)),
+            mounts: mounts.map(|table| (table, root.to_path_buf())),
         };
         let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
             .map_err(|failure| failure.starting(root))?;
@@ -271,21 +285,18 @@ impl Session {
             inotify,
             backend,
             reconciler,
-            mounts,
         })
+    }
+
+    /// The descriptor of the mount table, to poll for `POLLPRI`.
+    pub fn mount_table(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.backend.mounts.as_ref().map(|(table, _)| table.fd())
     }
 
     /// The mount table changed: what changed in this tree is read again as the mount has
     /// it (see [`Reconciler::remounted`]).
     pub fn remounted(&mut self) {
-        let Some(mounts) = &mut self.mounts else {
-            return;
-        };
-        let points = mounts.changed();
-        for path in crate::mounts::affecting(self.reconciler.root_path(), &points) {
-            tracing::debug!(path = %path.display(), "a mount changed what a watched tree shows");
-            self.reconciler.remounted(&path, &mut self.backend);
-        }
+        self.reconciler.look_at_mounts(&mut self.backend);
     }
 
     /// One read of the kernel's queue (`WouldBlock` when it is empty).
@@ -316,6 +327,12 @@ impl Session {
         let Some(&node) = self.backend.by_wd.get(&wd) else {
             return;
         };
+        if mask.contains(EventMask::UNMOUNT) {
+            // Still watched: the table showed no change (a mount replaced by another with
+            // the same id and device between two reads).
+            self.reconciler.remounted(&mut self.backend);
+            return;
+        }
         if mask.contains(EventMask::IGNORED) {
             self.backend.unmap(&wd);
             self.backend.ended.insert(node);
@@ -326,9 +343,14 @@ impl Session {
             self.reconciler.hint_gone(node);
             return;
         }
-        if let Some(name) = name {
-            self.reconciler
-                .hint(node, Some(&name), mask.intersects(WRITTEN));
+        match name {
+            Some(name) => self
+                .reconciler
+                .hint(node, Some(&name), mask.intersects(WRITTEN)),
+            // A directory's own mode: told to its parent's watch too, but for the root of
+            // a mounted filesystem, whose parent is itself to the kernel.
+            None if mask.contains(EventMask::ATTRIB) => self.reconciler.hint_own_entry(node),
+            None => {}
         }
     }
 

@@ -14,10 +14,13 @@ use std::path::{Path, PathBuf};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-/// The daemon's mount table as last read: every mount's id and mount point.
+/// The daemon's mount table as last read: every mount's id, device and mount point. Ids
+/// and anonymous devices are given again once free, so a mount replaced by another between
+/// two reads can look the same: the engines also take an unmount the kernel tells (its
+/// `IN_UNMOUNT`) as a change at the mount's top directory.
 pub(crate) struct MountTable {
     file: File,
-    mounts: BTreeSet<(u64, PathBuf)>,
+    mounts: BTreeSet<(u64, String, PathBuf)>,
 }
 
 impl MountTable {
@@ -57,13 +60,18 @@ impl MountTable {
         let points: BTreeSet<PathBuf> = self
             .mounts
             .symmetric_difference(&now)
-            .map(|(_, point)| point.clone())
+            .map(|(_, _, point)| point.clone())
             .collect();
         self.mounts = now;
         points.into_iter().collect()
     }
 
-    fn read(&mut self) -> std::io::Result<BTreeSet<(u64, PathBuf)>> {
+    /// Forgets the mounts read at `point`: one found there at the next read is a change.
+    pub fn forget(&mut self, point: &Path) {
+        self.mounts.retain(|(_, _, at)| at != point);
+    }
+
+    fn read(&mut self) -> std::io::Result<BTreeSet<(u64, String, PathBuf)>> {
         self.file.seek(SeekFrom::Start(0))?;
         let mut text = Vec::new();
         self.file.read_to_end(&mut text)?;
@@ -77,11 +85,11 @@ pub(crate) fn is_change(fd: &PollFd) -> bool {
         .is_some_and(|r| r.intersects(PollFlags::POLLPRI | PollFlags::POLLERR))
 }
 
-/// Every mount's id and mount point in the table's text.
-fn parse(text: &[u8]) -> BTreeSet<(u64, PathBuf)> {
+/// Every mount's id, device and mount point in the table's text.
+fn parse(text: &[u8]) -> BTreeSet<(u64, String, PathBuf)> {
     fsd_api::mountinfo::parse(text)
         .into_iter()
-        .map(|line| (line.id, line.target))
+        .map(|line| (line.id, line.device, line.target))
         .collect()
 }
 

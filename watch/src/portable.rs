@@ -46,6 +46,11 @@ pub(crate) struct NotifyEngine;
 struct CrateBackend {
     /// Directories watched since the last look, to read again later.
     fresh: Vec<NodeId>,
+    /// The mount table and the watched root (see `crate::mounts`), where there is one.
+    #[cfg(target_os = "linux")]
+    mounts: Option<(crate::mounts::MountTable, PathBuf)>,
+    /// A mount changed the tree since the crate last watched it: it watches it again.
+    rewatch: bool,
 }
 
 impl Backend for CrateBackend {
@@ -58,6 +63,23 @@ impl Backend for CrateBackend {
 
     fn same_dir(&mut self, _path: &Path, _node: NodeId) -> Option<bool> {
         None
+    }
+
+    fn mount_gone(&mut self, _path: &Path) {
+        #[cfg(target_os = "linux")]
+        if let Some((table, _)) = &mut self.mounts {
+            table.forget(_path);
+        }
+    }
+
+    fn mounts_changed(&mut self) -> Vec<PathBuf> {
+        #[cfg(target_os = "linux")]
+        if let Some((table, root)) = &mut self.mounts {
+            let paths = crate::mounts::affecting(root, &table.changed());
+            self.rewatch |= !paths.is_empty();
+            return paths;
+        }
+        Vec::new()
     }
 }
 
@@ -87,7 +109,12 @@ impl Engine for NotifyEngine {
             },
             _ => WatchError::Notify(err),
         })?;
-        let mut backend = CrateBackend { fresh: Vec::new() };
+        let mut backend = CrateBackend {
+            fresh: Vec::new(),
+            #[cfg(target_os = "linux")]
+            mounts: mounts.map(|table| (table, root.to_path_buf())),
+            rewatch: false,
+        };
         let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
             .map_err(|failure| failure.starting(root))?;
         backend.fresh.clear();
@@ -106,8 +133,6 @@ impl Engine for NotifyEngine {
             cookies: Vec::new(),
             catch_up: catch_up.clone(),
             watcher,
-            #[cfg(target_os = "linux")]
-            mounts,
         };
         // The crate's watcher lives in the translator, on this thread: dropping it ends the
         // crate's watches.
@@ -134,9 +159,6 @@ struct Translator {
     catch_up: Arc<CatchUp>,
     /// The crate's watcher: dropping it ends the crate's watches.
     watcher: notify::RecommendedWatcher,
-    /// The mount table (see `crate::mounts`), where there is one to read.
-    #[cfg(target_os = "linux")]
-    mounts: Option<crate::mounts::MountTable>,
 }
 
 impl Translator {
@@ -167,6 +189,8 @@ impl Translator {
                 }
             });
             self.reconciler.reconcile(&mut self.backend);
+            // A mount the reconciler found while it read (see `Reconciler::look_at_mounts`).
+            self.rewatch_after_mounts();
             for node in self.backend.fresh.drain(..) {
                 for wait in LATE_READS {
                     self.late.push((now + wait, node));
@@ -235,23 +259,27 @@ impl Translator {
     /// check answers for a mount made before it.
     fn look_at_mounts(&mut self) {
         #[cfg(target_os = "linux")]
+        if self
+            .backend
+            .mounts
+            .as_ref()
+            .is_some_and(|(table, _)| table.polled_changed())
         {
-            let Some(mounts) = self.mounts.as_mut().filter(|m| m.polled_changed()) else {
-                return;
-            };
-            let points = mounts.changed();
-            let paths = crate::mounts::affecting(&self.root, &points);
-            if paths.is_empty() {
-                return;
-            }
-            let _ = self.watcher.unwatch(&self.root);
-            if let Err(err) = self.watcher.watch(&self.root, self.mode) {
-                tracing::warn!(error = %err, "cannot watch a tree again after a mount");
-                self.reconciler.overflowed();
-            }
-            for path in paths {
-                self.reconciler.remounted(&path, &mut self.backend);
-            }
+            self.reconciler.look_at_mounts(&mut self.backend);
+        }
+        self.rewatch_after_mounts();
+    }
+
+    /// The crate's watches are of what a mount covered or took away: it watches the tree
+    /// again (what the reconciler found changed, it reads again as the mount has it).
+    fn rewatch_after_mounts(&mut self) {
+        if !std::mem::take(&mut self.backend.rewatch) {
+            return;
+        }
+        let _ = self.watcher.unwatch(&self.root);
+        if let Err(err) = self.watcher.watch(&self.root, self.mode) {
+            tracing::warn!(error = %err, "cannot watch a tree again after a mount");
+            self.reconciler.overflowed();
         }
     }
 

@@ -12,9 +12,14 @@
 //! Seeds watch through one of a few filters (everything, excludes of one and of two
 //! segments, includes), so moves that hide or show what a directory holds are checked too.
 //!
-//! `FSD_SIM_SEED`, `FSD_SIM_FILTER`, `FSD_SIM_EMPTYING` and `FSD_SIM_INTERFERING` replay one
-//! seed (all printed on failure; seeds found before directories were emptied and replaced,
-//! or before operations were made during reconciliations, run with `0`);
+//! Where the test runs as root, filesystems are mounted over directories of the tree (the
+//! root too) and taken away again, and the mount table is read at any point among the
+//! events, as a restore, a release or a bucket mount changes what the paths show.
+//!
+//! `FSD_SIM_SEED`, `FSD_SIM_FILTER`, `FSD_SIM_EMPTYING`, `FSD_SIM_INTERFERING` and
+//! `FSD_SIM_MOUNTING` replay one seed (all printed on failure; seeds found before
+//! directories were emptied and replaced, before operations were made during
+//! reconciliations, or before mounts, run with `0`);
 //! `FSD_SIM_SEEDS` and `FSD_SIM_STEPS` set how many seeds and how long each runs.
 
 use std::collections::BTreeMap;
@@ -210,6 +215,9 @@ struct Workload {
     emptying: bool,
     /// A directory emptied into another by the last step, which the next renames over it.
     replacing: std::cell::RefCell<Option<(PathBuf, PathBuf)>>,
+    /// Whether tmpfs filesystems are mounted over directories of the tree (filled at
+    /// once) and taken away again: what a restore, a release or a bucket mount does.
+    mounting: bool,
 }
 
 impl Workload {
@@ -257,7 +265,41 @@ impl Workload {
             let ok = std::fs::rename(&into, &emptied).is_ok();
             return format!("mv {} over {} {ok}", rel(&into), rel(&emptied));
         }
-        match rng.below(if self.emptying { 17 } else { 16 }) {
+        let kinds = if self.mounting {
+            19
+        } else if self.emptying {
+            17
+        } else {
+            16
+        };
+        match rng.below(kinds) {
+            17 => {
+                // A filesystem mounted over a directory (the root too), with a file in it.
+                let path = match self.existing(rng) {
+                    Some(path) if !rng.chance(12) => path,
+                    _ => self.root.clone(),
+                };
+                if !path.is_dir() || path.is_symlink() {
+                    return "noop".into();
+                }
+                let ok = mount_tmpfs(&path)
+                    && std::fs::write(path.join(NAMES[rng.below(NAMES.len())]), Self::content(rng))
+                        .is_ok();
+                if ok && rng.chance(50) {
+                    let _ = std::fs::create_dir_all(path.join("b/c"));
+                }
+                format!("mount tmpfs on {} {ok}", rel(&path))
+            }
+            18 => {
+                // One taken away again (lazily, as a busy one would be), wherever it is now.
+                let mounted = mounts_below(&self.root);
+                if mounted.is_empty() {
+                    return "noop".into();
+                }
+                let path = &mounted[rng.below(mounted.len())];
+                let ok = unmount(path);
+                format!("umount {} {ok}", rel(path))
+            }
             16 => {
                 // A directory emptied into another (its children moved there), which the
                 // next step renames over it.
@@ -409,6 +451,48 @@ impl Workload {
     }
 }
 
+/// Takes away every mount the simulation made below a directory when dropped.
+struct Unmounted(PathBuf);
+
+impl Drop for Unmounted {
+    fn drop(&mut self) {
+        for point in mounts_below(&self.0) {
+            unmount(&point);
+        }
+    }
+}
+
+/// Mounts an empty tmpfs at `path`.
+fn mount_tmpfs(path: &Path) -> bool {
+    std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "mode=0755,size=1m", "fsd-sim"])
+        .arg(path)
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// Detaches the mount at `path` (lazily, so a busy one goes too).
+fn unmount(path: &Path) -> bool {
+    std::process::Command::new("umount")
+        .arg("-l")
+        .arg(path)
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// The simulation's mounts at or below `dir`, where they are now (a directory moved takes
+/// its mounts along), deepest first.
+fn mounts_below(dir: &Path) -> Vec<PathBuf> {
+    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let mut points: Vec<PathBuf> = fsd_api::mountinfo::parse(&table)
+        .into_iter()
+        .filter(|line| line.source == "fsd-sim" && line.target.starts_with(dir))
+        .map(|line| line.target)
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    points
+}
+
 /// A backend that now and then changes the tree just before it acts: what a busy tree
 /// does to a reconciler between its listing of a directory and its watch of what it found.
 struct Interfering<'a> {
@@ -444,6 +528,14 @@ impl Backend for Interfering<'_> {
         self.interfere();
         self.inner.same_dir(path, node)
     }
+
+    fn mounts_changed(&mut self) -> Vec<PathBuf> {
+        self.inner.mounts_changed()
+    }
+
+    fn mount_gone(&mut self, path: &Path) {
+        self.inner.mount_gone(path)
+    }
 }
 
 /// The filters a seed's watch may have: everything; a one-segment exclude (`c` and what
@@ -473,6 +565,7 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
     let Variant {
         emptying,
         interfering,
+        mounting,
     } = workload;
     let mut rng = Rng(seed);
     // Operations made during reconciliations draw from their own generator, so a seed
@@ -483,6 +576,8 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
     let outside = std::fs::canonicalize(dir.path()).unwrap().join("outside");
     std::fs::create_dir(&root).unwrap();
     std::fs::create_dir(&outside).unwrap();
+    // Dropped before the directory: what the seed mounted goes first.
+    let _mounts = Unmounted(root.clone());
     let (include, exclude) = FILTERS[filter];
     let workload = Workload {
         root: root.clone(),
@@ -490,6 +585,7 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
         hard_links: exclude.is_empty(),
         emptying,
         replacing: Default::default(),
+        mounting,
     };
     // What the operations made during a reconciliation do: no hard links (a new link is
     // looked at before anything else happens, the known limit `linked` below keeps).
@@ -499,6 +595,9 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
         hard_links: false,
         emptying,
         replacing: Default::default(),
+        // Mounts come and go between reconciliations, at any point among the events (not
+        // between a listing and a watch: the known limit docs/api.md states).
+        mounting: false,
     };
     let chance = if interfering { 15 } else { 0 };
     for _ in 0..rng.below(8) {
@@ -550,6 +649,11 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
                     held.clear();
                     session.reconciler.overflowed();
                 }
+                if mounting && rng.chance(50) {
+                    // The mount table read at any point among the events (the engine polls
+                    // it beside the queue).
+                    session.remounted();
+                }
                 let mut backend = Interfering {
                     inner: &mut session.backend,
                     workload: &interference,
@@ -566,6 +670,7 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
         while let Ok(events) = session.read(&mut buffer) {
             held.extend(events);
         }
+        session.remounted();
         while !held.is_empty() {
             let event = held.swap_remove(rng.below(held.len()));
             session.apply(event);
@@ -577,7 +682,7 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
         }
         let now = reported(&snapshot(&root), &filter);
         if std::env::var_os("FSD_SIM_TRACE").is_some() {
-            eprintln!("step {step}: {done:?}");
+            eprintln!("step {step}: {done:?} mounted: {:?}", mounts_below(&root));
             for event in &journal[seen..] {
                 eprintln!(
                     "  {:?} {} {:?}",
@@ -722,6 +827,8 @@ struct Variant {
     emptying: bool,
     /// Operations made while the reconciler reads the tree.
     interfering: bool,
+    /// Filesystems mounted over directories of the tree and taken away (needs root).
+    mounting: bool,
 }
 
 #[test]
@@ -752,13 +859,19 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
     // Seeds replay with the workload they were found with; new ones empty directories and
     // change the tree while it is read.
     let found = |name: &str| env(name).is_none_or(|on| on != 0);
+    let root = nix::unistd::Uid::effective().is_root();
+    if !root {
+        eprintln!("mounts left out of the simulation: mounting a tmpfs needs root");
+    }
     let new = Variant {
         emptying: found("FSD_SIM_EMPTYING"),
         interfering: found("FSD_SIM_INTERFERING"),
+        mounting: root && found("FSD_SIM_MOUNTING"),
     };
     let before = |emptying| Variant {
         emptying,
         interfering: false,
+        mounting: false,
     };
     let runs = REGRESSIONS
         .iter()
@@ -773,11 +886,16 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
                 .iter()
                 .map(|&(seed, filter)| (seed, filter, before(true))),
         )
-        .chain(
-            INTERFERING_REGRESSIONS
-                .iter()
-                .map(|&(seed, filter)| (seed, filter, new)),
-        )
+        .chain(INTERFERING_REGRESSIONS.iter().map(|&(seed, filter)| {
+            (
+                seed,
+                filter,
+                Variant {
+                    mounting: false,
+                    ..new
+                },
+            )
+        }))
         .filter(|_| !replay)
         .chain(seeds.into_iter().map(|seed| (seed, filter_of(seed), new)));
     for (seed, filter, variant) in runs {
@@ -786,9 +904,11 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
             // prints, after no backtrace, where a CI log's tail keeps it.
             return Err(format!(
                 "FSD_SIM_SEED={seed} FSD_SIM_FILTER={filter} FSD_SIM_EMPTYING={} \
-                 FSD_SIM_INTERFERING={} FSD_SIM_STEPS={steps} (filter {:?}): {failure}",
+                 FSD_SIM_INTERFERING={} FSD_SIM_MOUNTING={} FSD_SIM_STEPS={steps} (filter \
+                 {:?}): {failure}",
                 u8::from(variant.emptying),
                 u8::from(variant.interfering),
+                u8::from(variant.mounting),
                 FILTERS[filter]
             ));
         }

@@ -636,14 +636,21 @@ async fn a_create_cut_short_by_a_crash_leaves_nothing() {
     }
     let mut daemon = Daemon::start();
     let store = Store::start();
+    // The store behind a proxy that never answers a part's upload: the crash comes while
+    // the archive and its index wait to be uploaded.
+    let proxy = fsd_tests::s3::FaultProxy::start(&store.url).await;
+    proxy.set(fsd_tests::s3::Faults {
+        stall: u32::MAX,
+        ..Default::default()
+    });
     let dir = daemon.path("big");
     std::fs::create_dir_all(&dir).unwrap();
-    for i in 0..40 {
-        std::fs::write(dir.join(format!("f{i}")), fsd_tests::noise(5_000_000, i)).unwrap();
+    for i in 0..8 {
+        std::fs::write(dir.join(format!("f{i}")), fsd_tests::noise(1_000_000, i)).unwrap();
     }
     let before = archives_now();
     let sandbox = daemon.sandbox();
-    let backups = Backups::new(store.object_store(None));
+    let backups = Backups::new(store.object_store(Some(&proxy.url)));
     let dir_name = dir.to_str().unwrap().to_string();
     let create = tokio::spawn(async move {
         backups

@@ -44,6 +44,14 @@ pub(crate) trait Backend {
     /// Whether the directory at `path` is the object recorded as `node` (not another one
     /// with its inode number); `None` when the backend cannot tell.
     fn same_dir(&mut self, path: &Path, node: NodeId) -> Option<bool>;
+    /// Where in the tree a mount was made or taken away since the mount table was last
+    /// read (see `crate::mounts`); nothing where it cannot be read.
+    fn mounts_changed(&mut self) -> Vec<std::path::PathBuf> {
+        Vec::new()
+    }
+    /// A mount at `path` is known gone: the table forgets it, so one made there later is
+    /// a change even if the table writes it the same.
+    fn mount_gone(&mut self, _path: &Path) {}
 }
 
 /// How recent an mtime must be, at the moment it is recorded, for a later comparison of
@@ -85,6 +93,10 @@ pub(crate) struct Reconciler {
     /// Directories a mount came or went over since they were read (see `remounted`): read
     /// next as another filesystem's.
     rebase: HashSet<NodeId>,
+    /// Entries recorded from a filesystem a mount has since covered or taken away, not read
+    /// again yet: their inode numbers name nothing at their paths any more (and may be given
+    /// to new files there), so nothing is matched to them by inode.
+    stale: HashSet<NodeId>,
 }
 
 impl Reconciler {
@@ -112,6 +124,7 @@ impl Reconciler {
             racy_nodes: VecDeque::new(),
             now: SystemTime::now(),
             rebase: HashSet::new(),
+            stale: HashSet::new(),
         };
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
@@ -134,11 +147,6 @@ impl Reconciler {
 
     pub fn root_gone(&self) -> bool {
         self.root_gone
-    }
-
-    /// The watched directory's path.
-    pub fn root_path(&self) -> &Path {
-        self.tree.root_path()
     }
 
     /// The device and inode number of the directory recorded as the root.
@@ -202,63 +210,59 @@ impl Reconciler {
     /// re-read.
     pub fn hint_gone(&mut self, node: NodeId) {
         if node == ROOT {
-            self.root_gone = true;
-        } else if let Some((parent, name)) = self.tree.get(node).map(|n| (n.parent, n.name.clone()))
+            // Believed once its path shows another directory or none (see `root_lost`).
+            self.dirty.insert(ROOT);
+        } else {
+            self.hint_own_entry(node);
+        }
+    }
+
+    /// A mount was made or taken away at, below or above the root (the mount table said
+    /// so, or the kernel told an unmount to a watch): what some paths show is another
+    /// filesystem's, and the kernel tells no event of it. Where is read again from the
+    /// whole tree, so that which recorded directory is at a mount point never rests on a
+    /// record a move may have made stale: every directory loses its watch and is watched
+    /// again, and is read by name (`rebase_dir`), an entry that is the object recorded at
+    /// its name compared as always, one that is another object (what a mount covered or
+    /// took away) compared by name, so the change list is the difference between the two
+    /// trees, path by path. Until an entry is found again at its name, nothing is matched
+    /// to it by inode (its number may be another filesystem's, given again).
+    pub fn remounted(&mut self, backend: &mut dyn Backend) {
+        // The watch of the root that went with an unmount may have said it was gone: the
+        // path is read again before that is believed.
+        self.root_gone = false;
+        for id in self.tree.ids().collect::<Vec<_>>() {
+            self.stale.insert(id);
+            let node = self.tree.node(id);
+            if node.stat.kind == Kind::Dir && node.watched && self.tree.attached(id) {
+                backend.forget(id);
+                self.rebase.insert(id);
+                self.dirty.insert(id);
+            }
+        }
+    }
+
+    /// The directory recorded as `node` changed itself (its mode): its entry in its parent
+    /// is looked at again (the root's own mode is not reported).
+    pub fn hint_own_entry(&mut self, node: NodeId) {
+        if node != ROOT
+            && let Some((parent, name)) = self.tree.get(node).map(|n| (n.parent, n.name.clone()))
         {
             self.hint(parent, Some(&name), false);
         }
     }
 
-    /// A mount was made or taken away at `path` (absolute; at, below or above the root):
-    /// what the tree shows from there down is another filesystem's, and the kernel tells no
-    /// event of it. Every recorded directory from there down loses its watch (that of an
-    /// object no longer at its path) and is read next as another filesystem's: what it
-    /// holds is matched by name, so the change list is the difference between the two
-    /// trees, path by path (`rebase_dir`). A mount above the root does so for the whole
-    /// tree.
-    pub fn remounted(&mut self, path: &Path, backend: &mut dyn Backend) {
-        let node = if self.tree.root_path().starts_with(path) {
-            ROOT
-        } else {
-            match self.tree.nearest(path) {
-                Some((node, None)) => node,
-                // Not recorded (made a moment ago, or below what is watched): whoever
-                // lists it finds it as it is.
-                Some((node, Some(name))) => {
-                    if self.tree.node(node).stat.kind == Kind::Dir && self.tree.node(node).watched {
-                        self.hint(node, Some(name), false);
-                    }
-                    return;
-                }
-                None => return,
-            }
-        };
-        if self.tree.node(node).stat.kind != Kind::Dir {
-            // A file mounted over (a bind mount): another file at the name.
-            let (parent, name) = {
-                let file = self.tree.node(node);
-                (file.parent, file.name.clone())
-            };
-            self.hint(parent, Some(&name), true);
-            return;
+    /// Reads what the mount table says changed (see `remounted`); whether a mount changed
+    /// what the tree shows.
+    pub fn look_at_mounts(&mut self, backend: &mut dyn Backend) -> bool {
+        let paths = backend.mounts_changed();
+        for path in &paths {
+            tracing::debug!(path = %path.display(), "a mount changed what a watched tree shows");
         }
-        if node == ROOT {
-            // The watch of the root that went with an unmount said it was gone: the path
-            // is read again before that is believed.
-            self.root_gone = false;
+        if !paths.is_empty() {
+            self.remounted(backend);
         }
-        let dirs: Vec<NodeId> = std::iter::once(node)
-            .chain(self.tree.descendants(node))
-            .filter(|&id| {
-                let dir = self.tree.node(id);
-                dir.stat.kind == Kind::Dir && dir.watched
-            })
-            .collect();
-        for id in dirs {
-            backend.forget(id);
-            self.rebase.insert(id);
-            self.dirty.insert(id);
-        }
+        !paths.is_empty()
     }
 
     /// Events were lost: the next reconciliation re-reads everything.
@@ -404,15 +408,17 @@ impl Reconciler {
         });
         let mut listing = match opened {
             Ok(listing) => listing,
+            Err(_) if dir == ROOT => {
+                self.root_lost(backend);
+                return;
+            }
             Err(_) => {
                 // Not the recorded directory at its recorded path: an ancestor moved, or it
                 // went, or another directory took its name (and perhaps its inode number).
                 // Its name is looked at again in its parent (not passed over for an inode
                 // number that matches), and it is listed once found.
                 self.hint_gone(dir);
-                if dir != ROOT {
-                    batch.waiting.insert(dir);
-                }
+                batch.waiting.insert(dir);
                 return;
             }
         };
@@ -443,6 +449,7 @@ impl Reconciler {
             };
             if let Some(child) = replaced
                 && self.tree.node(child).stat.kind == stat.kind
+                && !self.recorded_elsewhere(&stat, child)
             {
                 seen.insert(name);
                 self.rebase_compare(child, stat, batch);
@@ -466,6 +473,7 @@ impl Reconciler {
                 other => {
                     seen.insert(name.clone());
                     if let Some(child) = other {
+                        self.left_mount_point(child, dir, &path.join(&name), backend);
                         self.disappear(child, written, batch);
                     }
                     appeared.push(Appeared {
@@ -481,6 +489,7 @@ impl Reconciler {
         for (name, child) in children {
             if !seen.contains(&name) {
                 let written = hints.get(&name).copied() == Some(true);
+                self.left_mount_point(child, dir, &path.join(&name), backend);
                 self.disappear(child, written, batch);
             }
         }
@@ -491,6 +500,8 @@ impl Reconciler {
     /// last write is taken as modified: a write in the same tick keeps size and mtime, and
     /// its event names the old name, or was lost.
     fn compare(&mut self, id: NodeId, stat: Stat, written: bool, suspect: bool, batch: &mut Batch) {
+        // Found again: its record is to be trusted (see `stale`).
+        self.stale.remove(&id);
         let node = self.tree.node(id);
         let old = node.stat;
         // A link's content is its target: changed only by a new link, whose inode number
@@ -533,47 +544,97 @@ impl Reconciler {
         batch: &mut Batch,
         backend: &mut dyn Backend,
     ) -> bool {
+        // Without a watch now: watched again where it is found (`ensure_watched`, `moved`).
         let gone = |this: &mut Self, batch: &mut Batch| {
-            this.hint_gone(dir);
-            if dir != ROOT {
+            this.tree.node_mut(dir).watched = false;
+            if dir == ROOT {
+                this.root_gone = true;
+            } else {
+                this.hint_gone(dir);
                 batch.waiting.insert(dir);
             }
             false
         };
-        let stat = match list::lstat(path) {
+        // The watch is of whatever is at the path when it is made: the directory looked at
+        // just before must still be there after it (a mount may have come or gone between;
+        // then the one there now is taken, a few times at most).
+        let mut stat = match list::lstat(path) {
             Ok(stat) if stat.kind == Kind::Dir => stat,
             _ => return gone(self, batch),
         };
+        let mut tries = 0;
+        loop {
+            backend.forget(dir);
+            match backend.watch(path, dir) {
+                Ok(()) => match list::lstat(path) {
+                    Ok(now) if now.same_object(&stat) => break,
+                    Ok(now) if now.kind == Kind::Dir && tries < 3 => {
+                        stat = now;
+                        tries += 1;
+                    }
+                    _ => {
+                        backend.forget(dir);
+                        return gone(self, batch);
+                    }
+                },
+                Err(WatchFailure::Gone) => return gone(self, batch),
+                Err(failure) => {
+                    self.tree.node_mut(dir).watched = false;
+                    self.cannot_watch(path, failure);
+                    break;
+                }
+            }
+        }
         if dir == ROOT {
             // The root's own mode and times are not reported (its parent is not watched).
             self.tree.set_stat(ROOT, stat, None);
+            self.stale.remove(&ROOT);
         } else {
             self.rebase_compare(dir, stat, batch);
-        }
-        backend.forget(dir);
-        match backend.watch(path, dir) {
-            Ok(()) => {}
-            Err(WatchFailure::Gone) => return gone(self, batch),
-            Err(failure) => self.cannot_watch(path, failure),
         }
         batch.rebased.insert(dir);
         true
     }
 
-    /// A recorded entry found at its name in a tree a mount replaced: the same entry in the
-    /// lists, another object on the disk. Its content is taken as changed unless its size
-    /// and an mtime to the nanosecond agree: an archive keeps whole seconds, so a restored
-    /// file's time says nothing of its bytes, and another file of the same size with the
-    /// same whole-second time would be missed.
+    /// The root's path does not show the recorded directory. Where it shows the top of
+    /// another filesystem now, or the one a filesystem that was mounted there covered (a
+    /// mount made or taken away that the table cannot show, as a mount replaced by another
+    /// with the same id and device), the tree is read again as that mount's; otherwise the
+    /// root is gone (deleted, moved away, or made again), and the watch ends.
+    fn root_lost(&mut self, backend: &mut dyn Backend) {
+        if self.look_at_mounts(backend) {
+            return;
+        }
+        let root = self.tree.root_path();
+        let recorded = self.tree.node(ROOT).stat;
+        let remounted = list::lstat(root).is_ok_and(|now| {
+            now.kind == Kind::Dir
+                && (now.dev != recorded.dev
+                    || root
+                        .parent()
+                        .and_then(|parent| list::lstat(parent).ok())
+                        .is_some_and(|parent| parent.dev != now.dev))
+        });
+        if remounted {
+            self.remounted(backend);
+        } else {
+            self.root_gone = true;
+        }
+    }
+
+    /// A recorded entry found at its name as a mount may have changed it: the same entry in
+    /// the lists. The object recorded there is compared as always; another object (what a
+    /// mount covered or took away) is another file, so its content is taken as changed:
+    /// no time tells two files apart (an archive keeps whole seconds, and the kernel's file
+    /// times advance by clock ticks, so two files written in one tick share their mtime).
     fn rebase_compare(&mut self, id: NodeId, stat: Stat, batch: &mut Batch) {
-        let node = self.tree.node(id);
-        let old = node.stat;
-        let same_content = stat.kind == Kind::Dir
-            || (old.size == stat.size
-                && old.mtime == stat.mtime
-                && stat.mtime.1 != 0
-                && node.racy.is_none());
-        if !same_content {
+        let old = self.tree.node(id).stat;
+        if old.same_object(&stat) {
+            self.compare(id, stat, false, false, batch);
+            return;
+        }
+        self.stale.remove(&id);
+        if stat.kind != Kind::Dir {
             batch.modified.insert(id);
         }
         if old.mode != stat.mode {
@@ -586,6 +647,26 @@ impl Reconciler {
         }
     }
 
+    /// Whether `stat` is the object of a recorded entry other than `id` whose record is
+    /// to be trusted: something that moved to where a mount was (matched by inode, not
+    /// taken as the mount's entry at that name).
+    fn recorded_elsewhere(&self, stat: &Stat, id: NodeId) -> bool {
+        self.tree
+            .with_inode(stat.dev, stat.ino)
+            .iter()
+            .any(|&other| {
+                other != id
+                    && self.tree.node(other).stat.kind == stat.kind
+                    && !self.unmatchable(other)
+            })
+    }
+
+    /// Whether a recorded entry's inode number may be another filesystem's now (see
+    /// `stale`).
+    fn unmatchable(&self, id: NodeId) -> bool {
+        self.stale.contains(&id)
+    }
+
     /// The file's other hard links in the tree (none for a directory).
     fn other_names(&self, id: NodeId) -> Vec<NodeId> {
         let stat = self.tree.node(id).stat;
@@ -596,8 +677,23 @@ impl Reconciler {
             .with_inode(stat.dev, stat.ino)
             .iter()
             .copied()
-            .filter(|&other| other != id && self.tree.node(other).stat.kind == stat.kind)
+            .filter(|&other| {
+                other != id
+                    && self.tree.node(other).stat.kind == stat.kind
+                    && !self.unmatchable(other)
+            })
             .collect()
+    }
+
+    /// A recorded directory leaves `path` (in `dir`): where it was the top of another
+    /// filesystem than its parent's, that mount went (or is found gone), and a mount at the
+    /// path from now on is new to the table however it is keyed (an id and a device are
+    /// given again once free).
+    fn left_mount_point(&self, id: NodeId, dir: NodeId, path: &Path, backend: &mut dyn Backend) {
+        let stat = self.tree.node(id).stat;
+        if stat.kind == Kind::Dir && stat.dev != self.tree.node(dir).stat.dev {
+            backend.mount_gone(path);
+        }
     }
 
     /// A recorded entry is no longer at its name: it waits to be found elsewhere.
@@ -706,18 +802,14 @@ impl Reconciler {
             // Found already (a retried entry whose name was taken meanwhile).
             return;
         }
-        if batch.rebased.contains(&entry.parent) {
-            // In a tree a mount replaced, an inode number says nothing of what was recorded
-            // before (another filesystem's, or a device number that went and came back).
-            self.create(entry.parent, entry.name, entry.stat, batch, backend);
-            return;
-        }
         let mut candidates: Vec<NodeId> = self
             .tree
             .with_inode(entry.stat.dev, entry.stat.ino)
             .iter()
             .copied()
-            .filter(|&id| self.tree.node(id).stat.kind == entry.stat.kind)
+            .filter(|&id| {
+                self.tree.node(id).stat.kind == entry.stat.kind && !self.stale.contains(&id)
+            })
             .collect();
         let path = self.tree.path(entry.parent).join(&entry.name);
         if entry.stat.kind == Kind::Dir && candidates.len() > 1 {
@@ -1033,6 +1125,7 @@ impl Reconciler {
             self.hinted.remove(&removed);
             self.dirty.remove(&removed);
             self.rebase.remove(&removed);
+            self.stale.remove(&removed);
         }
     }
 }
