@@ -44,6 +44,14 @@ pub enum MountError {
     Unmount { path: PathBuf, source: io::Error },
 }
 
+impl MountError {
+    /// Whether an unmount failed because something uses the mount (`EBUSY`).
+    pub fn is_busy(&self) -> bool {
+        matches!(self, MountError::Unmount { source, .. }
+            if source.raw_os_error() == Some(nix::libc::EBUSY))
+    }
+}
+
 /// A mounted bucket. Dropping it unmounts (lazily, if the mount is busy).
 pub struct BucketMount {
     path: PathBuf,

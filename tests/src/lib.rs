@@ -638,12 +638,17 @@ pub fn fsctl(daemon: &Daemon, args: &[&str]) -> std::process::Output {
     command.output().unwrap()
 }
 
+/// This process's mount table as text (a mount point that is not UTF-8, another test's,
+/// with U+FFFD in it).
+pub fn mount_table() -> String {
+    String::from_utf8_lossy(&std::fs::read("/proc/self/mountinfo").unwrap_or_default()).into_owned()
+}
+
 /// The mount points in this process's mount table that lie under `dir`, as the table
 /// writes them.
 pub fn mounts_under(dir: &Path) -> Vec<String> {
     let dir = dir.display().to_string();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
+    mount_table()
         .lines()
         .filter_map(|line| line.split(' ').nth(4))
         .filter(|point| point.starts_with(&dir))

@@ -175,9 +175,9 @@ pub(crate) struct InotifyBackend {
     /// later is the same object.
     ended: HashSet<NodeId>,
     count: Arc<AtomicUsize>,
-    /// The mount table and the watched root, for `mounts_changed` (`None` where the table
-    /// cannot be read: mounts then go unseen, as before).
-    mounts: Option<(MountTable, PathBuf)>,
+    /// The mount table, for `mounts_changed` (`None` where it cannot be read: mounts then
+    /// go unseen, as before).
+    mounts: Option<MountTable>,
 }
 
 impl InotifyBackend {
@@ -244,13 +244,13 @@ impl Backend for InotifyBackend {
 
     fn mounts_changed(&mut self) -> Vec<PathBuf> {
         match &mut self.mounts {
-            Some((table, root)) => crate::mounts::affecting(root, &table.changed()),
+            Some(table) => table.changed(),
             None => Vec::new(),
         }
     }
 
     fn mount_gone(&mut self, path: &Path) {
-        if let Some((table, _)) = &mut self.mounts {
+        if let Some(table) = &mut self.mounts {
             table.forget(path);
         }
     }
@@ -268,7 +268,7 @@ impl Session {
     pub fn start(root: &Path, recursive: bool, reporter: Reporter) -> Result<Self, WatchError> {
         let inotify = Inotify::init()?;
         // Read before the tree: a mount made while it is crawled is told after.
-        let mounts = MountTable::open()
+        let mounts = MountTable::open(root)
             .inspect_err(|err| tracing::warn!(error = %err, "cannot read the mount table; mounts in watched trees go unseen"))
             .ok();
         let mut backend = InotifyBackend {
@@ -277,7 +277,7 @@ impl Session {
             by_node: HashMap::new(),
             ended: HashSet::new(),
             count: Arc::new(AtomicUsize::new(0)),
-            mounts: mounts.map(|table| (table, root.to_path_buf())),
+            mounts,
         };
         let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
             .map_err(|failure| failure.starting(root))?;
@@ -290,7 +290,7 @@ impl Session {
 
     /// The descriptor of the mount table, to poll for `POLLPRI`.
     pub fn mount_table(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
-        self.backend.mounts.as_ref().map(|(table, _)| table.fd())
+        self.backend.mounts.as_ref().map(MountTable::fd)
     }
 
     /// The mount table changed: what changed in this tree is read again as the mount has

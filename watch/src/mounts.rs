@@ -6,7 +6,7 @@
 //! `findmnt --poll` and systemd use it); each engine reads it again then and has its
 //! reconciler read what the mount changed ([`crate::reconcile::Reconciler::remounted`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -14,24 +14,34 @@ use std::path::{Path, PathBuf};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-/// The daemon's mount table as last read: every mount's id, device and mount point. Ids
-/// and anonymous devices are given again once free, so a mount replaced by another between
-/// two reads can look the same: the engines also take an unmount the kernel tells (its
-/// `IN_UNMOUNT`) as a change at the mount's top directory.
+/// The daemon's mount table as last read, for one watched tree: every mount's id, device
+/// and mount point, and the object at each mount point that bears on the tree. Ids and
+/// anonymous devices are given again once free, so a mount replaced by another between two
+/// reads (a restore made again over the same directory) can read the same: the object at
+/// the point (its device and inode) tells them apart, and the engines also take an unmount
+/// the kernel tells (`IN_UNMOUNT`) as a change.
 pub(crate) struct MountTable {
     file: File,
+    /// The watched tree's root.
+    root: PathBuf,
     mounts: BTreeSet<(u64, String, PathBuf)>,
+    /// The device and inode at each mount point at, below or above the root.
+    tops: BTreeMap<PathBuf, Option<(u64, u64)>>,
 }
 
 impl MountTable {
-    /// Opens and reads the table; what changes from now on is told by [`MountTable::changed`].
-    pub fn open() -> std::io::Result<Self> {
+    /// Opens and reads the table for the tree at `root`; what changes from now on is told
+    /// by [`MountTable::changed`].
+    pub fn open(root: &Path) -> std::io::Result<Self> {
         let file = File::open("/proc/self/mountinfo")?;
         let mut table = Self {
             file,
+            root: root.to_path_buf(),
             mounts: BTreeSet::new(),
+            tops: BTreeMap::new(),
         };
         table.mounts = table.read()?;
+        table.tops = table.tops_now();
         Ok(table)
     }
 
@@ -47,8 +57,9 @@ impl MountTable {
         matches!(poll(&mut fds, PollTimeout::ZERO), Ok(n) if n > 0) && is_change(&fds[0])
     }
 
-    /// Reads the table again: the mount points where a mount appeared or went since the
-    /// last read (a mount replaced by another at the same point counts: its id differs).
+    /// Reads the table again: the paths of the tree whose view changed since the last read
+    /// (see [`affecting`]): where a mount appeared or went, or another object is at a
+    /// mount point although the table reads the same.
     pub fn changed(&mut self) -> Vec<PathBuf> {
         let now = match self.read() {
             Ok(now) => now,
@@ -57,18 +68,40 @@ impl MountTable {
                 return Vec::new();
             }
         };
-        let points: BTreeSet<PathBuf> = self
+        let mut points: BTreeSet<PathBuf> = self
             .mounts
             .symmetric_difference(&now)
             .map(|(_, _, point)| point.clone())
             .collect();
         self.mounts = now;
-        points.into_iter().collect()
+        let tops = self.tops_now();
+        for (point, top) in &tops {
+            if self.tops.get(point) != Some(top) {
+                points.insert(point.clone());
+            }
+        }
+        self.tops = tops;
+        let points: Vec<PathBuf> = points.into_iter().collect();
+        affecting(&self.root, &points)
     }
 
     /// Forgets the mounts read at `point`: one found there at the next read is a change.
     pub fn forget(&mut self, point: &Path) {
         self.mounts.retain(|(_, _, at)| at != point);
+        self.tops.remove(point);
+    }
+
+    /// The object at each mount point that bears on the tree.
+    fn tops_now(&self) -> BTreeMap<PathBuf, Option<(u64, u64)>> {
+        let points: Vec<PathBuf> = self.mounts.iter().map(|(_, _, at)| at.clone()).collect();
+        points
+            .into_iter()
+            .filter(|point| !affecting(&self.root, std::slice::from_ref(point)).is_empty())
+            .map(|point| {
+                let top = top_of(&point);
+                (point, top)
+            })
+            .collect()
     }
 
     fn read(&mut self) -> std::io::Result<BTreeSet<(u64, String, PathBuf)>> {
@@ -77,6 +110,36 @@ impl MountTable {
         self.file.read_to_end(&mut text)?;
         Ok(parse(&text))
     }
+}
+
+/// Which mount a path shows: the kernel's unique mount id (never given again, Linux 6.8 and
+/// later), else the device and inode of its top (a restore's overlay has a new one; a
+/// tmpfs's or a bucket's top has the same inode number each time).
+fn top_of(path: &Path) -> Option<(u64, u64)> {
+    use nix::libc;
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: zeroed is a valid `statx` (plain integers).
+    let mut found: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a buffer of the type the call fills.
+    let done = unsafe {
+        libc::statx(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            // No round trip to a FUSE server for attributes: the mount is what is asked.
+            libc::AT_SYMLINK_NOFOLLOW | libc::AT_STATX_DONT_SYNC,
+            libc::STATX_INO | libc::STATX_MNT_ID_UNIQUE,
+            &mut found,
+        )
+    };
+    if done != 0 {
+        return None;
+    }
+    if found.stx_mask & libc::STATX_MNT_ID_UNIQUE != 0 {
+        return Some((u64::MAX, found.stx_mnt_id));
+    }
+    let dev = libc::makedev(found.stx_dev_major, found.stx_dev_minor);
+    Some((dev, found.stx_ino))
 }
 
 /// Whether a poll's answer for the table's descriptor says it changed.
@@ -136,24 +199,38 @@ mod tests {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
-        let point = std::fs::canonicalize(dir.path()).unwrap();
-        let mut table = MountTable::open().unwrap();
-        assert!(!table.polled_changed());
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "none"])
-            .arg(&point)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        let point = root.join("m");
+        std::fs::create_dir(&point).unwrap();
+        // (Other mounts in the namespace, the simulation's among them, also make the table
+        // change: only this tree's points are looked at.)
+        let mut table = MountTable::open(&root).unwrap();
+        let mount = || {
+            let status = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "none"])
+                .arg(&point)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        let umount = || {
+            let status = std::process::Command::new("umount")
+                .arg(&point)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        };
+        mount();
         assert!(table.polled_changed(), "the kernel says the table changed");
         assert_eq!(table.changed(), std::slice::from_ref(&point));
-        assert!(!table.polled_changed(), "told once");
-        let status = std::process::Command::new("umount")
-            .arg(&point)
-            .status()
-            .unwrap();
-        assert!(status.success());
+        assert_eq!(table.changed(), Vec::<PathBuf>::new(), "told once");
+        // Taken away and made again before the table is read: the id and the device may
+        // be given again, the object at the point is another.
+        umount();
+        mount();
+        assert_eq!(table.changed(), std::slice::from_ref(&point));
+        umount();
         assert!(table.polled_changed());
-        assert_eq!(table.changed(), [point]);
+        assert_eq!(table.changed(), std::slice::from_ref(&point));
     }
 }

@@ -46,9 +46,9 @@ pub(crate) struct NotifyEngine;
 struct CrateBackend {
     /// Directories watched since the last look, to read again later.
     fresh: Vec<NodeId>,
-    /// The mount table and the watched root (see `crate::mounts`), where there is one.
+    /// The mount table (see `crate::mounts`), where there is one.
     #[cfg(target_os = "linux")]
-    mounts: Option<(crate::mounts::MountTable, PathBuf)>,
+    mounts: Option<crate::mounts::MountTable>,
     /// A mount changed the tree since the crate last watched it: it watches it again.
     rewatch: bool,
 }
@@ -67,15 +67,15 @@ impl Backend for CrateBackend {
 
     fn mount_gone(&mut self, _path: &Path) {
         #[cfg(target_os = "linux")]
-        if let Some((table, _)) = &mut self.mounts {
+        if let Some(table) = &mut self.mounts {
             table.forget(_path);
         }
     }
 
     fn mounts_changed(&mut self) -> Vec<PathBuf> {
         #[cfg(target_os = "linux")]
-        if let Some((table, root)) = &mut self.mounts {
-            let paths = crate::mounts::affecting(root, &table.changed());
+        if let Some(table) = &mut self.mounts {
+            let paths = table.changed();
             self.rewatch |= !paths.is_empty();
             return paths;
         }
@@ -92,7 +92,7 @@ impl Engine for NotifyEngine {
     ) -> Result<Running, WatchError> {
         // Read before the tree: a mount made while it is crawled is told after.
         #[cfg(target_os = "linux")]
-        let mounts = crate::mounts::MountTable::open()
+        let mounts = crate::mounts::MountTable::open(root)
             .inspect_err(|err| tracing::warn!(error = %err, "cannot read the mount table; mounts in watched trees go unseen"))
             .ok();
         let (sender, events) = std::sync::mpsc::channel::<Message>();
@@ -112,7 +112,7 @@ impl Engine for NotifyEngine {
         let mut backend = CrateBackend {
             fresh: Vec::new(),
             #[cfg(target_os = "linux")]
-            mounts: mounts.map(|table| (table, root.to_path_buf())),
+            mounts,
             rewatch: false,
         };
         let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
@@ -263,7 +263,7 @@ impl Translator {
             .backend
             .mounts
             .as_ref()
-            .is_some_and(|(table, _)| table.polled_changed())
+            .is_some_and(|table| table.polled_changed())
         {
             self.reconciler.look_at_mounts(&mut self.backend);
         }

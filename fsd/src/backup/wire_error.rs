@@ -46,6 +46,15 @@ fn wire_error(err: BackupError, failed: ErrorCode) -> ApiError {
             .with_context(json!({ "field": "indexUrl" })),
         BackupError::NotInSnapshot(path) => ApiError::new(ErrorCode::FileNotFound, message)
             .with_context(json!({ "field": "paths", "path": path })),
+        // What the live tree holds in the way of a path restore: a directory where a file
+        // goes, a file where the path's directories go. The caller's to clear, not a
+        // failure of the machine.
+        BackupError::Io { path, source } if source.kind() == std::io::ErrorKind::IsADirectory => {
+            ApiError::new(ErrorCode::IsDirectory, message).with_context(json!({ "path": path }))
+        }
+        BackupError::Io { path, source } if source.kind() == std::io::ErrorKind::NotADirectory => {
+            ApiError::new(ErrorCode::NotDirectory, message).with_context(json!({ "path": path }))
+        }
         BackupError::TransferStatus { status, .. } => {
             ApiError::new(failed, message).with_context(json!({ "upstreamStatus": status }))
         }

@@ -210,16 +210,30 @@ impl MountService {
             return Err(MountServiceError::NotMounted(path.to_path_buf()));
         };
         let created_dir = entry.info.created_dir;
-        if let Err((error, mount)) = entry.mount.unmount().await {
-            // Still mounted (busy): keep it listed, so it can be unmounted later.
-            active.insert(
-                path.to_path_buf(),
-                Active {
-                    mount,
-                    info: entry.info,
-                },
-            );
-            return Err(error.into());
+        let mut mount = entry.mount;
+        // Busy a moment (the daemon's own reads through it: a watch's listing, an archive
+        // being written, a download) is tried again for a second before it is an answer.
+        let mut tries = 0;
+        loop {
+            match mount.unmount().await {
+                Ok(()) => break,
+                Err((error, still)) if error.is_busy() && tries < 10 => {
+                    tries += 1;
+                    mount = still;
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err((error, still)) => {
+                    // Still mounted (busy): keep it listed, so it can be unmounted later.
+                    active.insert(
+                        path.to_path_buf(),
+                        Active {
+                            mount: still,
+                            info: entry.info,
+                        },
+                    );
+                    return Err(error.into());
+                }
+            }
         }
         let removed = created_dir && self.remove_made_dir(path);
         self.write_record(&active);

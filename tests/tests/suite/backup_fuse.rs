@@ -6,7 +6,7 @@ use fsd_tests::{Daemon, Options, available_or_skip, require_mount_privilege};
 use serde_json::json;
 
 fn fuse_mounts_of(dir: &std::path::Path) -> usize {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let info = fsd_tests::mount_table();
     info.lines()
         .filter(|l| l.contains(dir.to_str().unwrap()) && l.contains("fuse"))
         .count()
@@ -94,8 +94,7 @@ async fn fuse_restores_are_copy_on_write_and_released() {
         b"before\n"
     );
     assert_eq!(fuse_mounts_of(&target), 0);
-    let leftover = std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
+    let leftover = fsd_tests::mount_table()
         .lines()
         .filter(|l| l.contains(&format!("fuse-{pid}")))
         .count();

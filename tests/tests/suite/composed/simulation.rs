@@ -4,7 +4,8 @@
 //! shell commands that move, swap and delete), snapshotted (full and incremental), restored
 //! whole and by path, released, its snapshots deleted and pruned, mirrored one way, synced
 //! two ways (its subdirectory `two` with a local directory, edited on both sides, some
-//! edits made while a pass runs), and the daemon restarted or killed. After every step:
+//! edits made while a pass runs), a bucket mounted into it and taken away (where FUSE is
+//! there), and the daemon restarted or killed. After every step:
 //! - each snapshot, restored alone from the store, is the tree `w` was when it was taken,
 //!   and still is after any delete or prune (a snapshot others build on is never deleted);
 //! - a whole restore shows that tree, a release what `w` held before, a path restore that
@@ -42,7 +43,7 @@ struct Taken {
 /// Everything one seed drives.
 struct World {
     daemon: Daemon,
-    _store: Store,
+    store: Store,
     backups: Backups,
     /// `w`, absolute.
     dir: PathBuf,
@@ -59,6 +60,8 @@ struct World {
     checks: usize,
     /// Two-way edits made so far (their contents are unique).
     edits: u64,
+    /// The bucket mounted at `w/bucket` (its proxy), when it is.
+    bucket: Option<fsd_s3::CredentialProxy>,
     _local_dir: tempfile::TempDir,
 }
 
@@ -96,8 +99,9 @@ impl World {
             under_restore: None,
             checks: 0,
             edits: 0,
+            bucket: None,
             daemon,
-            _store: store,
+            store,
             backups,
             _local_dir: local_dir,
         };
@@ -249,6 +253,10 @@ impl World {
         if self.snapshots.is_empty() {
             return "restore: no snapshot".into();
         }
+        if self.bucket.is_some() {
+            // A whole restore of `w` would cover the bucket mounted in it.
+            return self.unmount_bucket().await;
+        }
         let taken = &self.snapshots[rng.below(self.snapshots.len())];
         if self.under_restore.is_none() {
             self.under_restore = Some(tree_of(&self.dir));
@@ -307,7 +315,15 @@ impl World {
             }
             // Refused where the live tree has a directory in the way of a file, or a file
             // where the path's directories go: said, and nothing else is touched.
-            Err(err) => format!("restore {} --path {path}: refused ({err})", &id[..8]),
+            Err(err)
+                if matches!(
+                    err.code(),
+                    Some(fsd_sdk::ErrorCode::IsDirectory | fsd_sdk::ErrorCode::NotDirectory)
+                ) =>
+            {
+                format!("restore {} --path {path}: refused ({err})", &id[..8])
+            }
+            Err(err) => panic!("restore {id} --path {path}: {err}"),
         }
     }
 
@@ -421,8 +437,78 @@ impl World {
         format!("two-way: {changes} changes, {conflicts} conflicts")
     }
 
+    /// The store's bucket (its `files/` prefix) mounted at `w/bucket` through a proxy, or
+    /// taken away; what it holds is in `w` while it is mounted (snapshots, the mirror).
+    async fn bucket(&mut self, rng: &mut Rng) -> String {
+        if !std::path::Path::new("/dev/fuse").exists() {
+            return "bucket: no FUSE here".into();
+        }
+        let path = self.dir.join("bucket");
+        if self.bucket.is_some() {
+            return self.unmount_bucket().await;
+        }
+        if self.under_restore.is_some() || path.symlink_metadata().is_ok() {
+            // A restore covers what is mounted below it; a name taken stays as it is.
+            return "bucket: not now".into();
+        }
+        use fsd_s3::ObjectStore;
+        let seeded = format!("files/seed-{}.txt", rng.below(4));
+        fsd_s3::ObjectClient::new(
+            &self.store.url,
+            fsd_tests::s3::BUCKET,
+            Some(self.store.object_store(None).upstream()),
+        )
+        .unwrap()
+        .put(&seeded, bytes::Bytes::from(format!("{seeded}\n")))
+        .await
+        .unwrap();
+        let proxy = fsd_s3::CredentialProxy::start(
+            "127.0.0.1:0".parse().unwrap(),
+            fsd_control::Scope {
+                bucket: fsd_tests::s3::BUCKET.into(),
+                prefix: "files/".into(),
+                read_only: false,
+            },
+            self.store.object_store(None).upstream(),
+        )
+        .await
+        .unwrap();
+        let (status, body) = self
+            .daemon
+            .post(
+                "/api/mounts",
+                serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": path,
+                    "proxyUrl": proxy.url(), "prefix": "/files"}),
+            )
+            .await;
+        assert_eq!(status, 200, "a bucket mount: {body}");
+        if rng.percent(50) {
+            std::fs::write(path.join("written.txt"), b"through the mount\n").unwrap();
+        }
+        self.bucket = Some(proxy);
+        "mount the bucket".into()
+    }
+
+    async fn unmount_bucket(&mut self) -> String {
+        let path = self.dir.join("bucket");
+        let (status, body) = fsd_tests::reply(
+            self.daemon
+                .request(reqwest::Method::DELETE, "/api/mounts")
+                .json(&serde_json::json!({ "mountPath": path })),
+        )
+        .await;
+        assert_eq!(status, 200, "a bucket unmount: {body}");
+        self.bucket = None;
+        "unmount the bucket".into()
+    }
+
     /// A restart or a crash of the daemon; a restore on `w` stays with its writes.
     fn restart(&mut self, rng: &mut Rng) -> String {
+        if self.bucket.is_some() {
+            // A stop takes bucket mounts away (and a crash leaves them detached at the
+            // next start): taken away first, so the tree compares.
+            return "restart: the bucket first".into();
+        }
         let before = tree_of(&self.dir);
         let how = if rng.percent(50) {
             self.daemon.restart();
@@ -458,7 +544,8 @@ impl World {
             60..=65 => self.restore_path(rng).await,
             66..=72 => self.delete(rng).await,
             73..=82 => self.mirror().await,
-            83..=93 => self.two_way(rng).await,
+            83..=90 => self.two_way(rng).await,
+            91..=94 => self.bucket(rng).await,
             _ => self.restart(rng),
         }
     }
@@ -497,6 +584,10 @@ async fn run_seed(seed: u64, steps: usize) {
         world.check_snapshot(at, "at the end").await;
     }
     world.mirror().await;
+    if world.bucket.is_some() {
+        world.unmount_bucket().await;
+        world.mirror().await;
+    }
     if world.under_restore.is_some() {
         world
             .daemon
