@@ -13,6 +13,8 @@ pub mod files;
 pub mod git;
 pub mod interpreter;
 pub mod metrics;
+/// Linux's mount table: the daemon's side only (the Worker, built for wasm32, has none).
+#[cfg(unix)]
 pub mod mountinfo;
 pub mod mounts;
 pub mod ports;
