@@ -432,12 +432,20 @@ impl Reconciler {
             let child = children.get(&name).copied();
             let hint = hints.get(&name).copied();
             // A child in a tree a mount replaced (or the mount point itself, seen from the
-            // directory it is in): the entry at the name, whatever object it is now.
-            let replaced = child.filter(|child| rebasing || self.rebase.contains(child));
+            // directory it is in): the entry at the name, whatever object it is now, until
+            // it is found once; from then on its record is the object's, matched as always
+            // (what moves while the tree is read again is then a move, and a watch made
+            // anew stays with the directory it was made on).
+            let replaced = child.filter(|child| {
+                (rebasing || self.rebase.contains(child)) && self.stale.contains(child)
+            });
             if let Some(child) = child
                 && hint.is_none()
                 && !recrawl
                 && replaced.is_none()
+                // A record not found again since a mount changed is looked at once: its
+                // directory's watch was made anew, and what changed meanwhile was not told.
+                && !self.stale.contains(&child)
                 && d_ino == self.tree.node(child).stat.ino
             {
                 seen.insert(name);
@@ -583,6 +591,22 @@ impl Reconciler {
                     self.cannot_watch(path, failure);
                     break;
                 }
+            }
+        }
+        // The path is this directory's only while its parent's path still shows the parent
+        // read (and watched anew) before it: a directory above that moved since (a swap
+        // while the tree is read) puts another directory's entry at the path, and its
+        // parent's listing finds where each went.
+        if dir != ROOT {
+            let parent = self.tree.node(dir).parent;
+            let parent_stat = self.tree.node(parent).stat;
+            let in_place = path
+                .parent()
+                .and_then(|parent_path| list::lstat(parent_path).ok())
+                .is_some_and(|now| now.same_object(&parent_stat));
+            if !in_place {
+                backend.forget(dir);
+                return gone(self, batch);
             }
         }
         if dir == ROOT {
