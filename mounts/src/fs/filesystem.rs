@@ -368,13 +368,22 @@ impl<S: ObjectStore> Filesystem for BucketFs<S> {
                     .iter()
                     .map(|entry| (INodeNo(entry.ino), entry.name.as_str(), entry.attr)),
             );
-        for (index, (ino, name, attr)) in all.enumerate().skip(offset as usize) {
-            if reply.add(ino, index as u64 + 1, name, &ttl, &attr, GENERATION) {
+        // The kernel makes a name from every entry handed here, for the TTL: the listing
+        // is the handle's, read when the directory was opened, so a name known gone since
+        // (a `rm -r` racing a reader of the directory) is left out, or a file deleted would
+        // be found again by its name. Answered under the tree's lock, which a removal takes.
+        let mut tree = lock(&self.inner.tree);
+        for (index, (entry_ino, name, attr)) in all.enumerate().skip(offset as usize) {
+            let is_dot = index < dots.len();
+            if !is_dot && tree.known_absent(ino.0, name) {
+                continue;
+            }
+            if reply.add(entry_ino, index as u64 + 1, name, &ttl, &attr, GENERATION) {
                 break;
             }
             // The kernel takes a reference to every entry but `.` and `..`.
-            if index >= dots.len() {
-                self.inner.handed_out(ino.0);
+            if !is_dot {
+                tree.note_lookup(entry_ino.0);
             }
         }
         reply.ok();

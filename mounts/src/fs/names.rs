@@ -57,6 +57,9 @@ impl<S: ObjectStore> Inner<S> {
 
         let prefix = &self.options.prefix;
         let (object_key, dir_prefix) = (file_key(prefix, &path), dir_key(prefix, &path));
+        // A name removed here while the store is asked (an unlink racing a lookup the
+        // kernel or the daemon's own reads made) stays removed whatever the store said.
+        let asked = Instant::now();
         let (object, is_dir) = tokio::join!(
             self.client.head(&object_key),
             self.client.has_keys_under(&dir_prefix),
@@ -77,6 +80,9 @@ impl<S: ObjectStore> Inner<S> {
         };
         let mut tree = lock(&self.tree);
         let now = Instant::now();
+        if entry.is_some() && tree.removed_since(parent, name, asked) {
+            return Err(Errno::ENOENT);
+        }
         let Some(entry) = entry else {
             // A file written here and not uploaded yet is not in the store.
             if let Some(ino) = tree.child(parent, name)
@@ -128,9 +134,10 @@ impl<S: ObjectStore> Inner<S> {
     pub(crate) async fn list_dir(&self, dir: Ino) -> Result<Vec<DirEntry>, Errno> {
         let listed = lock(&self.tree).is_listed(dir, Instant::now());
         if !listed {
+            let asked = Instant::now();
             let (prefix, listing) = self.list_store(dir).await?;
             let entries = keys::entries(&listing, &prefix);
-            lock(&self.tree).apply_listing(dir, &entries, Instant::now());
+            lock(&self.tree).apply_listing(dir, &entries, asked);
         }
         let tree = lock(&self.tree);
         Ok(tree

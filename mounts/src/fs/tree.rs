@@ -220,9 +220,10 @@ impl Tree {
         }
     }
 
-    /// Replaces the children of `dir` with a complete listing; names written here that
-    /// the store does not show yet are kept.
-    pub fn apply_listing(&mut self, dir: Ino, entries: &[Entry], now: Instant) {
+    /// Replaces the children of `dir` with a complete listing the store was asked for at
+    /// `asked`; names written here that the store does not show yet are kept, and names
+    /// removed here since it was asked stay removed (the store answered before the delete).
+    pub fn apply_listing(&mut self, dir: Ino, entries: &[Entry], asked: Instant) {
         let keep: std::collections::HashSet<&str> =
             entries.iter().map(|entry| entry.name.as_str()).collect();
         let stale: Vec<String> = self
@@ -243,10 +244,27 @@ impl Tree {
             self.detach(dir, &name);
         }
         for entry in entries {
-            self.upsert(dir, entry, now);
+            if !self.removed_since(dir, &entry.name, asked) {
+                self.upsert(dir, entry, asked);
+            }
         }
-        self.absent.retain(|(parent, _), _| *parent != dir);
-        self.listed.insert(dir, now);
+        self.absent
+            .retain(|(parent, _), at| *parent != dir || *at >= asked);
+        self.listed.insert(dir, asked);
+    }
+
+    /// Whether `name` under `parent` is known to be gone (removed here, or not found by a
+    /// lookup since the last listing).
+    pub fn known_absent(&self, parent: Ino, name: &str) -> bool {
+        self.child(parent, name).is_none() && self.absent.contains_key(&(parent, name.to_string()))
+    }
+
+    /// Whether `name` under `parent` was removed here at or after `since`: a store's
+    /// answer asked for before then is older than the removal.
+    pub fn removed_since(&self, parent: Ino, name: &str, since: Instant) -> bool {
+        self.absent
+            .get(&(parent, name.to_string()))
+            .is_some_and(|at| *at >= since)
     }
 
     /// The kernel was handed `ino` once more.
@@ -396,6 +414,28 @@ mod tests {
         let b = tree.upsert(a, &file("b.txt", 3), now);
         assert_eq!(tree.path(ROOT).as_deref(), Some(""));
         assert_eq!(tree.path(b).as_deref(), Some("a/b.txt"));
+    }
+
+    #[test]
+    fn a_store_answer_older_than_a_removal_does_not_bring_the_name_back() {
+        let mut tree = Tree::new(Duration::from_secs(60));
+        let asked = Instant::now();
+        tree.upsert(ROOT, &file("gone", 1), asked);
+        let removed = asked + Duration::from_millis(1);
+        tree.remove(ROOT, "gone", removed);
+        assert!(tree.known_absent(ROOT, "gone"));
+        assert!(tree.removed_since(ROOT, "gone", asked));
+        // A listing asked for before the removal still shows the name: it stays removed.
+        tree.apply_listing(ROOT, &[file("gone", 1), file("stays", 1)], asked);
+        assert_eq!(tree.child(ROOT, "gone"), None);
+        assert!(tree.child(ROOT, "stays").is_some());
+        assert!(tree.known_absent(ROOT, "gone"));
+        // One asked for after it is the store's word.
+        let later = removed + Duration::from_millis(1);
+        assert!(!tree.removed_since(ROOT, "gone", later));
+        tree.apply_listing(ROOT, &[file("gone", 1)], later);
+        assert!(tree.child(ROOT, "gone").is_some());
+        assert!(!tree.known_absent(ROOT, "gone"));
     }
 
     #[test]

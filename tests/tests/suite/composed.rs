@@ -348,23 +348,23 @@ async fn mounts_made_and_taken_away_inside_a_watched_tree_are_told() {
 
     // A bucket mounted by the daemon inside the tree: what the bucket holds appears.
     let store = Store::start();
-    fsd_s3::ObjectClient::new(
+    let client = fsd_s3::ObjectClient::new(
         &store.url,
         fsd_tests::s3::BUCKET,
         Some(store.object_store(None).upstream()),
     )
-    .unwrap()
-    .put(
-        "seeded/in-bucket.txt",
-        bytes::Bytes::from_static(b"from the bucket\n"),
-    )
-    .await
     .unwrap();
+    for (key, content) in [
+        ("files/seeded/in-bucket.txt", "from the bucket\n"),
+        ("files/at-top.txt", "at the top\n"),
+    ] {
+        client.put(key, bytes::Bytes::from(content)).await.unwrap();
+    }
     let proxy = fsd_s3::CredentialProxy::start(
         "127.0.0.1:0".parse().unwrap(),
         fsd_control::Scope {
             bucket: fsd_tests::s3::BUCKET.into(),
-            prefix: String::new(),
+            prefix: "files/".into(),
             read_only: false,
         },
         store.object_store(None).upstream(),
@@ -375,7 +375,8 @@ async fn mounts_made_and_taken_away_inside_a_watched_tree_are_told() {
     let (status, body) = daemon
         .post(
             "/api/mounts",
-            serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": bucket, "proxyUrl": proxy.url()}),
+            serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": bucket, "proxyUrl": proxy.url(),
+                "prefix": "/files"}),
         )
         .await;
     assert_eq!(status, 200, "{body}");
@@ -396,6 +397,31 @@ async fn mounts_made_and_taken_away_inside_a_watched_tree_are_told() {
         std::fs::read(mirror.local.path().join("bucket/seeded/in-bucket.txt")).unwrap(),
         b"from the bucket\n"
     );
+    // `rm -r` of the mount point: what the bucket held (what came with the mount too) goes,
+    // the mount point stays (busy), and the deletes are told like any others.
+    let before_delete = mirror.version.clone().unwrap();
+    let removed = std::fs::remove_dir_all(&bucket);
+    assert!(removed.is_err(), "the mount point itself stays");
+    assert!(
+        !bucket.join("at-top.txt").exists(),
+        "a file deleted through the mount is not found again by its name"
+    );
+    told(
+        &mut events,
+        &["delete seeded", "delete at-top.txt", "delete written.txt"],
+    )
+    .await;
+    let (_, lines) = changes_since(&sandbox, "w", &before_delete).await;
+    for line in [
+        "deleted seeded",
+        "deleted at-top.txt",
+        "deleted written.txt",
+    ] {
+        assert!(lines.contains(&line.to_string()), "{line} in {lines:?}");
+    }
+    mirror
+        .sync_equal(&sandbox, &dir, "after deletes through the mount")
+        .await;
     let (status, body) = fsd_tests::reply(
         daemon
             .request(reqwest::Method::DELETE, "/api/mounts")
