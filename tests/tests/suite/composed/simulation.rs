@@ -620,7 +620,7 @@ async fn the_composed_workspace_stays_exact_under_random_steps() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .unwrap()
                 .as_nanos() as u64;
-            let count = env("FSD_COMPOSED_SEEDS").unwrap_or(6);
+            let count = env("FSD_COMPOSED_SEEDS").unwrap_or(20);
             REGRESSIONS
                 .iter()
                 .copied()
