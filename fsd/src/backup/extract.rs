@@ -188,15 +188,23 @@ fn set_time(path: &Path, entry: &IndexEntry, within: Option<&Within>) -> Result<
     })
 }
 
-/// `mkdir -p`; confined, each directory made relative to its parent's descriptor.
+/// `mkdir -p`; confined, each directory made relative to its parent's descriptor. A file
+/// standing where a directory goes (`EEXIST` from the last one) is a file where the path's
+/// directories go: `ENOTDIR`, as the kernel says it for one further up.
 fn make_dirs(dir: &Path, within: Option<&Within>) -> Result<(), BackupError> {
-    match within {
+    let made = match within {
         None => std::fs::create_dir_all(dir).map_err(|e| BackupError::io(dir, e)),
         Some(within) => within
             .create_dir_all(dir)
             .map(drop)
             .map_err(|refused| refused_at(dir, refused)),
-    }
+    };
+    made.map_err(|error| match error {
+        BackupError::Io { path, source } if source.kind() == std::io::ErrorKind::AlreadyExists => {
+            BackupError::io(&path, std::io::Error::from_raw_os_error(nix::libc::ENOTDIR))
+        }
+        other => other,
+    })
 }
 
 /// Places a link to `link` at `target` (a scratch name renamed over it); confined, both

@@ -638,6 +638,32 @@ async fn a_path_restore_gives_back_times_modes_and_owners() {
     );
     let meta = std::fs::metadata(dir.join("sub/tool")).unwrap();
     assert_eq!(meta.permissions().mode() & 0o7777, 0o4750, "setuid kept");
+
+    // What the live tree holds in the way is the caller's: a file where the snapshot's
+    // directory goes, a directory where its file goes, each refused by name (400), and
+    // left as it is.
+    std::fs::remove_dir_all(dir.join("sub/deeper")).unwrap();
+    std::fs::write(dir.join("sub/deeper"), b"in the way\n").unwrap();
+    std::fs::remove_file(dir.join("a.txt")).unwrap();
+    std::fs::create_dir(dir.join("a.txt")).unwrap();
+    for (path, code) in [("sub", "NOT_DIRECTORY"), ("a.txt", "IS_DIRECTORY")] {
+        let refused = fsctl_with_store(
+            &daemon,
+            &store,
+            &["backup", "restore", &id, &dir_name, "--path", path],
+        );
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(
+            !refused.status.success(),
+            "--path {path} over what is in the way"
+        );
+        assert!(said.contains(code), "--path {path}: {code} in {said}");
+    }
+    assert_eq!(
+        std::fs::read(dir.join("sub/deeper")).unwrap(),
+        b"in the way\n"
+    );
+    assert!(dir.join("a.txt").is_dir());
 }
 
 /// Files under /var/backups now.

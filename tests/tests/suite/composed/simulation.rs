@@ -643,10 +643,12 @@ async fn the_composed_workspace_stays_exact_under_random_steps() {
 /// and the next incremental snapshot lacked directories above a new file); a `rm -r` of
 /// the mounted bucket while the daemon's watch read it (the bucket handed the kernel a
 /// deleted file from a listing made before the delete, so the file was found again by its
-/// name and the next incremental snapshot kept it).
+/// name and the next incremental snapshot kept it); a path restore with a file where the
+/// snapshot's directory goes (a 500 where it is the caller's tree, 400 NOT_DIRECTORY now).
 const REGRESSIONS: &[u64] = &[
     1_795_837_181_773_189_552,
     1_795_837_156_384_157_967,
     1_795_844_648_181_567_098,
     1_795_844_728_509_421_383,
+    1_795_845_979_318_902_658,
 ];
