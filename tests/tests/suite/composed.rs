@@ -163,6 +163,35 @@ async fn told(events: &mut Events, expected: &[&str]) -> Vec<String> {
     seen
 }
 
+/// The store's bucket, its `files/` prefix, mounted by the daemon at `path` through a proxy
+/// that holds the keys (kept alive by the caller while the mount is used).
+pub(crate) async fn mount_bucket(
+    daemon: &Daemon,
+    store: &Store,
+    path: &Path,
+) -> fsd_s3::CredentialProxy {
+    let proxy = fsd_s3::CredentialProxy::start(
+        "127.0.0.1:0".parse().unwrap(),
+        fsd_control::Scope {
+            bucket: fsd_tests::s3::BUCKET.into(),
+            prefix: "files/".into(),
+            read_only: false,
+        },
+        store.object_store(None).upstream(),
+    )
+    .await
+    .unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/mounts",
+            serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": path,
+                "proxyUrl": proxy.url(), "prefix": "/files"}),
+        )
+        .await;
+    assert_eq!(status, 200, "a bucket mount: {body}");
+    proxy
+}
+
 /// The first failure: a whole-directory restore under a watch. The token, a stream
 /// opened before it, the mirror and the next incremental snapshot all see the restore and
 /// the work after it; then the same for a release, and for a restart of the daemon that
@@ -360,26 +389,8 @@ async fn mounts_made_and_taken_away_inside_a_watched_tree_are_told() {
     ] {
         client.put(key, bytes::Bytes::from(content)).await.unwrap();
     }
-    let proxy = fsd_s3::CredentialProxy::start(
-        "127.0.0.1:0".parse().unwrap(),
-        fsd_control::Scope {
-            bucket: fsd_tests::s3::BUCKET.into(),
-            prefix: "files/".into(),
-            read_only: false,
-        },
-        store.object_store(None).upstream(),
-    )
-    .await
-    .unwrap();
     let bucket = dir.join("bucket");
-    let (status, body) = daemon
-        .post(
-            "/api/mounts",
-            serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": bucket, "proxyUrl": proxy.url(),
-                "prefix": "/files"}),
-        )
-        .await;
-    assert_eq!(status, 200, "{body}");
+    let _proxy = mount_bucket(&daemon, &store, &bucket).await;
     std::fs::write(bucket.join("written.txt"), b"through the mount\n").unwrap();
     told(
         &mut events,

@@ -462,26 +462,7 @@ impl World {
         .put(&seeded, bytes::Bytes::from(format!("{seeded}\n")))
         .await
         .unwrap();
-        let proxy = fsd_s3::CredentialProxy::start(
-            "127.0.0.1:0".parse().unwrap(),
-            fsd_control::Scope {
-                bucket: fsd_tests::s3::BUCKET.into(),
-                prefix: "files/".into(),
-                read_only: false,
-            },
-            self.store.object_store(None).upstream(),
-        )
-        .await
-        .unwrap();
-        let (status, body) = self
-            .daemon
-            .post(
-                "/api/mounts",
-                serde_json::json!({"bucket": fsd_tests::s3::BUCKET, "mountPath": path,
-                    "proxyUrl": proxy.url(), "prefix": "/files"}),
-            )
-            .await;
-        assert_eq!(status, 200, "a bucket mount: {body}");
+        let proxy = super::mount_bucket(&self.daemon, &self.store, &path).await;
         if rng.percent(50) {
             std::fs::write(path.join("written.txt"), b"through the mount\n").unwrap();
         }
