@@ -362,36 +362,51 @@ async fn api_writes_show_as_creates_and_modifies_of_their_targets() {
         );
     }
 
-    // Every write path: JSON and raw, of a new file and over an existing one.
-    for (path, content) in [("new.txt", "n"), ("old.txt", "o2")] {
-        let (status, body) = daemon
-            .post("/api/write", json!({"path": path, "content": content}))
-            .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+    // Every write path: JSON and raw, of a new file and over an existing one. Each write's
+    // events are awaited before the next is made: two writes the watch reads in one batch
+    // are told in the batch's order (creates before modifies), not the order they came.
+    let writes: [(&str, Option<&str>, &[&str]); 4] = [
+        ("new.txt", Some("n"), &["create", "modify"]),
+        ("old.txt", Some("o2"), &["modify"]),
+        ("raw.bin", None, &["create", "modify"]),
+        ("old.bin", None, &["modify"]),
+    ];
+    for (path, json_content, kinds) in writes {
+        match json_content {
+            Some(content) => {
+                let (status, body) = daemon
+                    .post("/api/write", json!({"path": path, "content": content}))
+                    .await;
+                assert_eq!(status, StatusCode::OK, "{body}");
+            }
+            None => {
+                let response = daemon
+                    .request(Method::PUT, &format!("/api/files/raw?path={path}"))
+                    .body("raw bytes")
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(response.status(), StatusCode::OK);
+            }
+        }
+        let mut events = Vec::new();
+        while kinds_by_path(&events, &root).len() < kinds.len() {
+            let Some(event) = all.next(Duration::from_secs(10)).await else {
+                break;
+            };
+            events.push(event);
+        }
+        events.extend(all.drain(Duration::from_millis(200)).await);
+        let expected: Vec<(String, String)> = kinds
+            .iter()
+            .map(|k| (path.to_string(), k.to_string()))
+            .collect();
+        assert_eq!(
+            kinds_by_path(&events, &root),
+            expected,
+            "unfiltered watch, after writing {path}"
+        );
     }
-    for path in ["raw.bin", "old.bin"] {
-        let response = daemon
-            .request(Method::PUT, &format!("/api/files/raw?path={path}"))
-            .body("raw bytes")
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-    }
-
-    let seen = kinds_by_path(&all.drain(Duration::from_millis(500)).await, &root);
-    let expected: Vec<(String, String)> = [
-        ("new.txt", "create"),
-        ("new.txt", "modify"),
-        ("old.txt", "modify"),
-        ("raw.bin", "create"),
-        ("raw.bin", "modify"),
-        ("old.bin", "modify"),
-    ]
-    .iter()
-    .map(|(p, k)| (p.to_string(), k.to_string()))
-    .collect();
-    assert_eq!(seen, expected, "unfiltered watch");
     let seen = kinds_by_path(&creates.drain(Duration::from_millis(200)).await, &root);
     assert_eq!(
         seen,

@@ -565,7 +565,9 @@ impl Reconciler {
         };
         // The watch is of whatever is at the path when it is made: the directory looked at
         // just before must still be there after it (a mount may have come or gone between;
-        // then the one there now is taken, a few times at most).
+        // then the one there now is taken, a few times at most). What is recorded is what
+        // the look after the watch saw: a mode set before the watch was made is in it, one
+        // set after is told (the top of a mounted filesystem is told to its own watch only).
         let mut stat = match list::lstat(path) {
             Ok(stat) if stat.kind == Kind::Dir => stat,
             _ => return gone(self, batch),
@@ -575,7 +577,10 @@ impl Reconciler {
             backend.forget(dir);
             match backend.watch(path, dir) {
                 Ok(()) => match list::lstat(path) {
-                    Ok(now) if now.same_object(&stat) => break,
+                    Ok(now) if now.same_object(&stat) => {
+                        stat = now;
+                        break;
+                    }
                     Ok(now) if now.kind == Kind::Dir && tries < 3 => {
                         stat = now;
                         tries += 1;
@@ -1001,11 +1006,19 @@ impl Reconciler {
             // The watch is of whatever is at the path now: the object listed a moment ago
             // may have moved on, and another taken its name.
             let stat = self.tree.node(id).stat;
-            if list::lstat(path).is_ok_and(|now| now.same_object(&stat)) {
-                Ok(())
-            } else {
-                backend.forget(id);
-                Err(WatchFailure::Gone)
+            match list::lstat(path) {
+                Ok(now) if now.same_object(&stat) => {
+                    // A mode set between the listing and the watch: the top of a mounted
+                    // filesystem tells it to its own watch only, made too late for it.
+                    if now.mode != stat.mode {
+                        self.hint_own_entry(id);
+                    }
+                    Ok(())
+                }
+                _ => {
+                    backend.forget(id);
+                    Err(WatchFailure::Gone)
+                }
             }
         });
         match watched {
