@@ -20,9 +20,11 @@ pub struct Journal {
     complete_from: u64,
     /// The cursor of the last overflow.
     lost_at: Option<u64>,
-    /// Cursors strictly between `lo` and `hi` may have been handed out before a crash; their
-    /// events were never saved. (`hi` is the first cursor after the restart.)
-    unknown: Option<(u64, u64)>,
+    /// Ranges of cursors (strictly between `lo` and `hi`) that may have been handed out
+    /// before a crash, their events never saved (`hi`: the first cursor after that restart).
+    /// Every restart adds one, and each is kept (saved) until pruning passes it: a token from
+    /// a run that crashed stays unknown through the restarts after it.
+    unknown: Vec<(u64, u64)>,
     /// Lines in one change list; more is a resync.
     max_changes: usize,
 }
@@ -34,6 +36,8 @@ pub struct Saved {
     pub events: Vec<(u64, Event)>,
     pub complete_from: u64,
     pub lost_at: Option<u64>,
+    /// The unknown ranges of earlier restarts (see `Journal::unknown`).
+    pub unknown: Vec<(u64, u64)>,
 }
 
 impl Journal {
@@ -43,7 +47,7 @@ impl Journal {
             events: VecDeque::new(),
             complete_from: 0,
             lost_at: None,
-            unknown: None,
+            unknown: Vec::new(),
             max_changes,
         }
     }
@@ -58,6 +62,7 @@ impl Journal {
             events: self.events.iter().cloned().collect(),
             complete_from: self.complete_from,
             lost_at: self.lost_at,
+            unknown: self.unknown.clone(),
         }
     }
 
@@ -65,13 +70,19 @@ impl Journal {
     /// have been handed out before the daemon stopped without saving; tokens in that range
     /// are answered as unknown (resync). Tokens from the snapshot or before get exact answers.
     pub fn restored(saved: Saved, gap: u64, max_changes: usize) -> Self {
+        let mut unknown: Vec<(u64, u64)> = saved
+            .unknown
+            .into_iter()
+            .filter(|&(_, hi)| hi > saved.complete_from)
+            .collect();
+        unknown.push((saved.cursor, saved.cursor + gap));
         Self {
             max_changes,
             cursor: saved.cursor + gap,
             events: saved.events.into_iter().collect(),
             complete_from: saved.complete_from,
             lost_at: saved.lost_at,
-            unknown: Some((saved.cursor, saved.cursor + gap)),
+            unknown,
         }
     }
 
@@ -115,7 +126,8 @@ impl Journal {
     fn window(&self, since: u64) -> Option<impl Iterator<Item = &Event>> {
         let in_unknown = self
             .unknown
-            .is_some_and(|(lo, hi)| since > lo && since < hi);
+            .iter()
+            .any(|&(lo, hi)| since > lo && since < hi);
         if since < self.complete_from || self.lost_at.is_some_and(|lost| lost > since) || in_unknown
         {
             return None;
@@ -192,6 +204,30 @@ mod tests {
             changes(&restored, old_token + 1001),
             [("/w/c".to_string(), Change::Deleted)]
         );
+    }
+
+    /// Found by the composed simulation (seed 1795856124471679347): a token handed out
+    /// in a run that crashed was answered after a second restart as if its window were
+    /// whole (the second restart had forgotten the first one's unknown range).
+    #[test]
+    fn a_crash_window_stays_unknown_through_later_restarts() {
+        let mut journal = Journal::new(LIMIT);
+        journal.record(event(EventKind::Create, "/w/a"));
+        let old_token = journal.cursor();
+        let mut first_run = Journal::restored(journal.save(), 1000, LIMIT);
+        // What the first run's start saved; the run crashes after handing out a token.
+        let saved_at_start = first_run.save();
+        first_run.record(event(EventKind::Modify, "/w/a"));
+        let lost_token = first_run.cursor();
+        let mut second_run = Journal::restored(saved_at_start, 1000, LIMIT);
+        second_run.record(event(EventKind::Delete, "/w/b"));
+        // A clean stop, and a start again.
+        let third_run = Journal::restored(second_run.save(), 1000, LIMIT);
+        assert!(
+            third_run.changes_since(lost_token).is_none(),
+            "a token from the run that crashed"
+        );
+        assert!(third_run.changes_since(old_token).is_some());
     }
 
     #[test]

@@ -55,6 +55,10 @@ struct SnapshotFile {
     cursor: u64,
     complete_from: u64,
     lost_at: Option<u64>,
+    /// Cursor ranges of earlier restarts that may have been handed out and never saved
+    /// (absent in snapshots of earlier versions).
+    #[serde(default)]
+    unknown: Vec<(u64, u64)>,
     events: Vec<EventRecord>,
     index: Vec<IndexEntry>,
 }
@@ -155,6 +159,7 @@ pub fn save(
         cursor: saved.cursor,
         complete_from: saved.complete_from,
         lost_at: saved.lost_at,
+        unknown: saved.unknown.clone(),
         events: saved
             .events
             .iter()
@@ -222,6 +227,7 @@ pub fn load_all(dir: &Path) -> Vec<Snapshot> {
                 events,
                 complete_from: file.complete_from,
                 lost_at: file.lost_at,
+                unknown: file.unknown,
             },
             index: file.index,
             file: entry.path(),
@@ -515,6 +521,7 @@ mod tests {
             events: vec![(1, renamed.clone())],
             complete_from: 0,
             lost_at: None,
+            unknown: vec![(0, 1)],
         };
         let index = vec![entry("/w/plain", 1, 1), {
             let mut odd_entry = entry("/w", 2, 1);
@@ -527,6 +534,7 @@ mod tests {
         assert_eq!(loaded[0].key.path, odd);
         assert_eq!(loaded[0].index, index);
         assert_eq!(loaded[0].saved.events, vec![(1, renamed)]);
+        assert_eq!(loaded[0].saved.unknown, vec![(0, 1)]);
     }
 
     /// Found by the three loaded mirrors (seed 1795676761747868480, batch 499): while the

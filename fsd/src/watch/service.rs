@@ -15,7 +15,7 @@ use fsd_watch::{EngineKind, Event, Filter, Watcher};
 use nix::fcntl::OFlag;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
-use super::journal::Journal;
+use super::journal::{Journal, Saved};
 use super::key::WatchKey;
 use super::persist;
 
@@ -212,6 +212,7 @@ impl WatchService {
                     continue;
                 }
             };
+            let saved_cursor = snapshot.saved.cursor;
             let journal = Journal::restored(snapshot.saved, RESTART_GAP, self.max_changes);
             let started = start_root(
                 self.engine,
@@ -228,20 +229,25 @@ impl WatchService {
                     continue;
                 }
             };
+            // Saved at once, before anything is journaled: the index loaded, exact at the
+            // journal's saved cursor, with the cursors this run begins after and the
+            // range before them unknown. A crash before the next save then restores this
+            // (not the old snapshot again, which would hand out, after the same gap,
+            // cursors this run already handed out), and its scan finds all that changed
+            // since the index, this run's changes with it.
+            let saved = root.journal().save();
+            save_root(dir, &root, snapshot.index.clone(), saved);
             // The watch is already running, so nothing after this scan is missed.
             let now = persist::scan(&root.path, &root.filter, root.key.recursive);
             let changes = persist::diff(&snapshot.index, &now);
-            tracing::info!(path = %root.path.display(), changes = changes.len(), "restored a watch");
+            tracing::info!(path = %root.path.display(), saved_cursor, changes = changes.len(), "restored a watch");
             {
                 let mut journal = root.journal();
                 for change in changes {
+                    tracing::trace!(root = %root.id, kind = ?change.kind, path = %change.path.display(), from = ?change.from, "journaled from the scan at start");
                     journal.record(change);
                 }
             }
-            // Saved at once (with the index just scanned), so a crash before the next save
-            // does not restore the old snapshot again and hand out, after the same gap,
-            // cursors this run already handed out.
-            save_root(dir, &root, now);
             root.retained.store(true, Ordering::SeqCst);
             self.table().insert(snapshot.key, root);
         }
@@ -259,20 +265,16 @@ impl WatchService {
             .collect();
         let runtime = tokio::runtime::Handle::try_current().ok();
         for root in roots {
-            // Everything the engine has seen is journaled first: a change the index scan
-            // below finds but the journal lacks would be in no list after a restart (the
-            // tree would match the index). A restore's whole-tree read is such a change.
-            if let Some(runtime) = &runtime {
-                runtime.block_on(root.caught_up());
-            }
-            let cursor = root.journal().cursor();
-            if !force && root.saved_cursor.load(Ordering::SeqCst) == cursor {
+            if !force && root.saved_cursor.load(Ordering::SeqCst) == root.journal().cursor() {
                 continue;
             }
-            // Index first, journal second: a change between the two is in the journal, and
-            // one after both shows in the tree on restart.
-            let index = persist::scan(&root.path, &root.filter, root.key.recursive);
-            save_root(dir, &root, index);
+            match quiet_index(&root, runtime.as_ref()) {
+                Some((index, saved)) => save_root(dir, &root, index, saved),
+                None => tracing::info!(
+                    path = %root.path.display(),
+                    "the tree kept changing while it was scanned: its last snapshot is kept"
+                ),
+            }
         }
     }
 
@@ -317,9 +319,37 @@ impl WatchService {
     }
 }
 
-/// Writes `root`'s snapshot: `index`, scanned before this call, and its journal now.
-fn save_root(dir: &Path, root: &Root, index: Vec<persist::IndexEntry>) {
-    let saved = root.journal().save();
+/// Scans of one save before it gives up (a tree that never stops changing).
+const SAVE_SCANS: usize = 3;
+
+/// An index of `root`'s tree and the journal it is exact for: scanned between two
+/// catch-ups that journaled nothing, so no change happened during the scan. A restart
+/// compares the index with the tree and journals the difference after the saved
+/// journal: with an index older than the journal, a change the journal already holds
+/// would be told twice (a file made again over itself, whose later move then keeps the
+/// old one at its name) and a file made and removed after the index would be in the
+/// journal and in no tree. `None` when every scan saw a change (`runtime`: where the
+/// catch-ups run; without one, nothing is known to be journaled).
+fn quiet_index(
+    root: &Root,
+    runtime: Option<&tokio::runtime::Handle>,
+) -> Option<(Vec<persist::IndexEntry>, Saved)> {
+    let runtime = runtime?;
+    for _ in 0..SAVE_SCANS {
+        runtime.block_on(root.caught_up());
+        let before = root.journal().cursor();
+        let index = persist::scan(&root.path, &root.filter, root.key.recursive);
+        runtime.block_on(root.caught_up());
+        let saved = root.journal().save();
+        if saved.cursor == before {
+            return Some((index, saved));
+        }
+    }
+    None
+}
+
+/// Writes `root`'s snapshot: `index`, the tree as it was at `saved`'s cursor.
+fn save_root(dir: &Path, root: &Root, index: Vec<persist::IndexEntry>, saved: Saved) {
     match persist::save(dir, &root.key, &root.id, &saved, index) {
         Ok(()) => root.saved_cursor.store(saved.cursor, Ordering::SeqCst),
         Err(err) => {
