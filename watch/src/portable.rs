@@ -246,7 +246,10 @@ impl Translator {
                 continue;
             }
             if path == &self.root && matches!(event.kind, notify::EventKind::Remove(_)) {
-                self.reconciler.hint_gone(crate::reconcile::tree::ROOT);
+                // The crate tells the root's own deletion and drops its watch: a root made
+                // again at once (perhaps with the same inode number) is watched by nothing,
+                // and a check's cookie written there would never be seen.
+                self.reconciler.root_deleted();
                 continue;
             }
             self.reconciler.hint_path(path, written);

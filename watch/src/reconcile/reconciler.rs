@@ -217,6 +217,13 @@ impl Reconciler {
         }
     }
 
+    /// The backend saw the root itself deleted (its watch of the root ended with it): the
+    /// watch ends whatever is at the path now, even a directory given the same inode
+    /// number, which nothing watches.
+    pub fn root_deleted(&mut self) {
+        self.root_gone = true;
+    }
+
     /// A mount was made or taken away at, below or above the root (the mount table said
     /// so, or the kernel told an unmount to a watch): what some paths show is another
     /// filesystem's, and the kernel tells no event of it. Where is read again from the
