@@ -23,8 +23,16 @@ pub struct SyncArgs {
     #[arg(required_unless_present = "conflicts")]
     local: Option<PathBuf>,
     /// Keep syncing. One-way: pausing this many milliseconds between rounds. Two-way: a
-    /// pass whenever either side changes, and at least every this many milliseconds.
-    #[arg(long, value_name = "MS", num_args = 0..=1, default_missing_value = "2000")]
+    /// pass whenever either side changes, and one reading only what changed at least
+    /// every this many milliseconds (both sides are read whole hourly). The value only
+    /// as `--follow=MS`, so `--follow REMOTE LOCAL` reads as written.
+    #[arg(
+        long,
+        value_name = "MS",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "2000"
+    )]
     follow: Option<u64>,
     /// Sync both ways: local edits go to the sandbox and the sandbox's come here, merged
     /// against what both last agreed on.

@@ -166,6 +166,11 @@ pub type Progress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 /// Changed paths told beyond this many read the side whole.
 const MOST_PATHS: usize = 20_000;
 
+/// How often a following sync reads both sides whole (syncthing rescans hourly too): the
+/// passes between read only what the watchers and the change token name, so an idle
+/// follow reads nothing whole.
+pub const WHOLE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl TwoWay {
     /// Opens the sync of `local` (made if missing) with `remote` (a directory in the
     /// sandbox, made if missing on the first pass).
@@ -594,6 +599,17 @@ impl TwoWay {
                 &mut report,
                 &mut undone,
             );
+            // What came from the sandbox is read there again by the next pass: a file made
+            // and gone before the daemon's watch read its directory is named by no event,
+            // and one read in that moment would stay here (the hourly whole read aside).
+            if local_ops.len() <= MOST_PATHS {
+                for op in &local_ops {
+                    read_again.insert(op.path().to_string());
+                    if let Op::Rename { to, .. } = op {
+                        read_again.insert(to.clone());
+                    }
+                }
+            }
         }
 
         if !remote_ops.is_empty() {
@@ -889,9 +905,11 @@ impl TwoWay {
     /// Passes until `stop` resolves: one reading both sides whole at once, then one
     /// whenever either side changes, reading only what changed (the local side's changes
     /// told by `watch`, started before this is called; the sandbox's by its change token,
-    /// and woken by a watch of the directory), and one reading both whole at least every
-    /// `every` as a safety net. A pass that failed (the sandbox unreachable, the daemon
-    /// restarting) is told to `on_pass`, and the next reads both sides whole.
+    /// and woken by a watch of the directory), one reading only what changed at least
+    /// every `every` (a wake-up lost on the way costs no more than that), and one reading
+    /// both sides whole every [`WHOLE_EVERY`]. A pass that failed (the sandbox
+    /// unreachable, the daemon restarting) is told to `on_pass`, and the next reads both
+    /// sides whole.
     pub async fn follow(
         &mut self,
         every: std::time::Duration,
@@ -908,7 +926,14 @@ impl TwoWay {
         ));
         let passes = async {
             let mut whole = true;
+            let mut read_whole = tokio::time::Instant::now();
             loop {
+                if read_whole.elapsed() >= WHOLE_EVERY {
+                    whole = true;
+                }
+                if whole {
+                    read_whole = tokio::time::Instant::now();
+                }
                 // What the watcher told before a whole read is in it.
                 let changed = watch.take().await;
                 let result = match whole {
@@ -935,7 +960,10 @@ impl TwoWay {
                     tokio::select! {
                         () = watch.changed() => {}
                         _ = woken.recv() => {}
-                        () = tokio::time::sleep(every) => whole = true,
+                        // A pass reading only what changed: what a pass brought from
+                        // the sandbox is read there again (a file gone before the
+                        // daemon's watch saw it is named by no event).
+                        () = tokio::time::sleep(every) => {}
                     }
                     // Changes come in bursts (a save is several events): one pass for them.
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;

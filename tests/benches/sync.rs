@@ -278,7 +278,7 @@ async fn follow_latency(
     let mut command = Command::new(fsd_tests::binary("fsctl"));
     command
         .args(["--url", &daemon.url])
-        .args(["sync", "--two-way", "--follow", "600000", "tree"])
+        .args(["sync", "--two-way", "--follow=600000", "tree"])
         .arg(local)
         .env_remove("FSD_TOKEN")
         .stdout(std::process::Stdio::piped())

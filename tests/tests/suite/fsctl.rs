@@ -856,7 +856,7 @@ fn sync_follow_is_quiet_while_nothing_changes() {
     let local = tempfile::tempdir().unwrap();
     let mirror = local.path().join("m");
     let child = Command::new(binary("fsctl"))
-        .args(["--url", &daemon.url, "sync", "--follow", "20", "."])
+        .args(["--url", &daemon.url, "sync", "--follow=20", "."])
         .arg(&mirror)
         .env_remove("FSD_TOKEN")
         .stdout(Stdio::piped())
