@@ -526,7 +526,7 @@ impl Target for Foreground<'_> {
         self.session.started_since(self.before)
     }
 
-    fn signalled(&mut self, _signal: Signal) {
+    fn signalling(&mut self, _signal: Signal) {
         if !self.done {
             self.session.shell.interrupt();
         }

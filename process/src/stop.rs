@@ -48,8 +48,11 @@ pub trait Target {
     /// The processes that are still alive and must end, parents before children.
     fn living(&mut self) -> Vec<u32>;
 
-    /// Called after each step's signal was sent (a session also interrupts its shell).
-    fn signalled(&mut self, _signal: Signal) {}
+    /// Called before each step's signal goes to the processes (a session interrupts its
+    /// shell first: with the interrupt pending when its child dies of the signal, the shell
+    /// runs its trap, not the next command of the line, which it could start before an
+    /// interrupt sent after the child's).
+    fn signalling(&mut self, _signal: Signal) {}
 
     /// Waits up to `poll` and says whether the target has ended.
     async fn ended(&mut self, poll: Duration) -> bool {
@@ -112,9 +115,9 @@ impl Escalation {
     pub async fn stop(&self, target: &mut impl Target) -> Stopped {
         for step in self.steps {
             let living = target.living();
+            target.signalling(step.signal);
             signal_leaves_first(&living, step.signal);
             let mut signalled: HashSet<u32> = living.into_iter().collect();
-            target.signalled(step.signal);
             let deadline = tokio::time::Instant::now() + step.grace;
             loop {
                 if target.ended(POLL).await {
