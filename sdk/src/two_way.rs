@@ -603,12 +603,7 @@ impl TwoWay {
             // and gone before the daemon's watch read its directory is named by no event,
             // and one read in that moment would stay here (the hourly whole read aside).
             if local_ops.len() <= MOST_PATHS {
-                for op in &local_ops {
-                    read_again.insert(op.path().to_string());
-                    if let Op::Rename { to, .. } = op {
-                        read_again.insert(to.clone());
-                    }
-                }
+                read_again.extend(local_ops.iter().flat_map(Op::paths).map(String::from));
             }
         }
 
@@ -622,12 +617,7 @@ impl TwoWay {
                     &put_hashes(&remote_ops).cloned().collect(),
                 ),
             };
-            for op in &remote_ops {
-                read_again.insert(op.path().to_string());
-                if let Op::Rename { to, .. } = op {
-                    read_again.insert(to.clone());
-                }
-            }
+            read_again.extend(remote_ops.iter().flat_map(Op::paths).map(String::from));
             let total = remote_ops.len() as u64;
             let progress = self.progress.clone();
             let sent = move |done: usize| {

@@ -229,18 +229,18 @@ impl WatchService {
                     continue;
                 }
             };
-            // Saved at once, before anything is journaled: the index loaded, exact at the
+            // The watch is already running, so nothing after this scan is missed.
+            let now = persist::scan(&root.path, &root.filter, root.key.recursive);
+            let changes = persist::diff(&snapshot.index, &now);
+            tracing::info!(path = %root.path.display(), saved_cursor, changes = changes.len(), "restored a watch");
+            // Saved before the difference is journaled: the index loaded, exact at the
             // journal's saved cursor, with the cursors this run begins after and the
             // range before them unknown. A crash before the next save then restores this
             // (not the old snapshot again, which would hand out, after the same gap,
             // cursors this run already handed out), and its scan finds all that changed
             // since the index, this run's changes with it.
             let saved = root.journal().save();
-            save_root(dir, &root, snapshot.index.clone(), saved);
-            // The watch is already running, so nothing after this scan is missed.
-            let now = persist::scan(&root.path, &root.filter, root.key.recursive);
-            let changes = persist::diff(&snapshot.index, &now);
-            tracing::info!(path = %root.path.display(), saved_cursor, changes = changes.len(), "restored a watch");
+            save_root(dir, &root, snapshot.index, saved);
             {
                 let mut journal = root.journal();
                 for change in changes {

@@ -45,6 +45,15 @@ impl Op {
             Op::Put { path, .. } | Op::Chmod { path, .. } | Op::Remove { path, .. } => path,
         }
     }
+
+    /// Every path the operation changes: its path, and a rename's target too.
+    pub fn paths(&self) -> impl Iterator<Item = &str> {
+        let to = match self {
+            Op::Rename { to, .. } => Some(to.as_str()),
+            _ => None,
+        };
+        std::iter::once(self.path()).chain(to)
+    }
 }
 
 /// The changes that make `now` into `end` (both trees).

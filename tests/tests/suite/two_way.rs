@@ -682,19 +682,20 @@ fn an_agents_day_on_a_real_repository_with_fsctl_following_ends_each_step_equal(
     let _ = child.wait();
 }
 
+/// `fsctl sync --two-way FOLLOW project LOCAL`, its state kept by `state_root`.
+fn follow_command(daemon: &Daemon, local: &Path, follow: &str) -> Command {
+    let mut command = Command::new(binary("fsctl"));
+    command
+        .args(["--url", &daemon.url(""), "sync", "--two-way", follow])
+        .args(["project", local.to_str().unwrap()])
+        .env("FSD_SYNC_STATE_DIR", state_root(local));
+    command
+}
+
 /// `fsctl sync --two-way --follow` of `project` into `local`, with a timer of ten minutes:
 /// what arrives while it runs was carried by passes that changes woke.
 fn following(daemon: &Daemon, local: &Path, stdout: std::process::Stdio) -> std::process::Child {
-    Command::new(binary("fsctl"))
-        .args([
-            "--url",
-            &daemon.url(""),
-            "sync",
-            "--two-way",
-            "--follow=600000",
-        ])
-        .args(["project", local.to_str().unwrap()])
-        .env("FSD_SYNC_STATE_DIR", state_root(local))
+    follow_command(daemon, local, "--follow=600000")
         .stdout(stdout)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -715,24 +716,14 @@ fn arrives(what: &str, mut done: impl FnMut() -> bool) {
 
 /// The synopsis as `--help` and docs/api.md write it: `--follow` takes no value unless
 /// written `--follow=MS`, so the directories after it are REMOTE and LOCAL (an optional
-/// value once took REMOTE as its milliseconds). And a change comes over with no timer
-/// set: the default one (2 s) wakes passes that read only what changed.
+/// value once took REMOTE as its milliseconds), and a change in the sandbox comes over.
 #[test]
 fn the_follow_synopsis_runs_as_written() {
     let pair = Pair::new();
     write(&pair.remote("a.txt"), "a\n");
     let local = pair.local("");
     std::fs::create_dir_all(&local).unwrap();
-    let mut child = Command::new(binary("fsctl"))
-        .args([
-            "--url",
-            &pair.daemon.url(""),
-            "sync",
-            "--two-way",
-            "--follow",
-        ])
-        .args(["project", local.to_str().unwrap()])
-        .env("FSD_SYNC_STATE_DIR", state_root(&local))
+    let mut child = follow_command(&pair.daemon, &local, "--follow")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
