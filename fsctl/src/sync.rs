@@ -229,6 +229,11 @@ fn print_pass(report: &PassReport, as_json: bool, first: bool) {
             "changedMeanwhile": report.changed_meanwhile.iter().map(|(s, p)| serde_json::json!({"side": side(*s), "path": p})).collect::<Vec<_>>(),
             "failed": report.failed.iter().map(|(s, p, why)| serde_json::json!({"side": side(*s), "path": p, "reason": why})).collect::<Vec<_>>(),
             "skipped": report.skipped,
+            // What the pass read of each side: `whole`, or only what `changed`.
+            "read": {
+                "local": if report.local_whole { "whole" } else { "changed" },
+                "sandbox": if report.remote_whole { "whole" } else { "changed" },
+            },
         }));
         return;
     }

@@ -67,13 +67,75 @@ pub fn exclude_lines(patterns: &[String], defaults: bool) -> Vec<String> {
         .collect()
 }
 
-/// What a scan knew of a file: enough to tell it unchanged without reading it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// What a scan knew of a file: enough to tell it unchanged without reading it. Kept in a
+/// sync's state as one string, `SIZE:MTIME_NS:INO:HASH` (as [`Entry`] is, for speed); the
+/// map form of earlier states is still read.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     pub size: u64,
     pub mtime_ns: i128,
     pub ino: u64,
     pub hash: String,
+}
+
+impl Seen {
+    fn parse(text: &str) -> Option<Seen> {
+        let mut parts = text.splitn(4, ':');
+        Some(Seen {
+            size: parts.next()?.parse().ok()?,
+            mtime_ns: parts.next()?.parse().ok()?,
+            ino: parts.next()?.parse().ok()?,
+            hash: parts.next()?.to_string(),
+        })
+    }
+}
+
+impl Serialize for Seen {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Seen {
+            size,
+            mtime_ns,
+            ino,
+            hash,
+        } = self;
+        serializer.collect_str(&format_args!("{size}:{mtime_ns}:{ino}:{hash}"))
+    }
+}
+
+/// The map form states were written in before the string form.
+#[derive(Deserialize)]
+struct SeenFields {
+    size: u64,
+    mtime_ns: i128,
+    ino: u64,
+    hash: String,
+}
+
+impl<'de> Deserialize<'de> for Seen {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Seen;
+            fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
+                out.write_str("a file's record (`SIZE:MTIME_NS:INO:HASH`)")
+            }
+            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Seen, E> {
+                Seen::parse(text)
+                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Seen, A::Error> {
+                let fields =
+                    SeenFields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(Seen {
+                    size: fields.size,
+                    mtime_ns: fields.mtime_ns,
+                    ino: fields.ino,
+                    hash: fields.hash,
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 /// Files' records by path, from one scan to the next.
@@ -139,6 +201,177 @@ pub fn scan_paths(
     Ok(scanner.out)
 }
 
+/// The paths under `root` where what is there may differ from `known` (the tree the last
+/// pass left) as `cache`'s records saw it: a stat of each entry, no content read, nothing
+/// kept but the paths. A file differs when its stat differs from its record (or it has
+/// none: new, or written too recently to trust), or its kind, mode or recorded hash
+/// differs from `known`'s; a link when its target does; a directory when its kind or mode
+/// does (one `known` does not hold is named, not walked: reading the path reads it whole);
+/// and what `known` holds that is not there differs. Also answers the names that are not
+/// UTF-8, as [`scan`] tells them.
+pub fn changed_paths(
+    root: &Path,
+    ignores: &Ignores,
+    known: &Snapshot,
+    cache: &ScanCache,
+) -> std::io::Result<(BTreeSet<String>, Vec<String>)> {
+    let walk = ChangeWalk {
+        ignores,
+        known,
+        cache,
+    };
+    // The top of the tree here, until there are directories enough to share, then the
+    // rest on two threads (a stat walk waits on the kernel; the sandbox's side is a token).
+    let mut found = Found::default();
+    let mut frontier = vec![(root.to_path_buf(), String::new())];
+    while !frontier.is_empty() && frontier.len() < 64 {
+        let mut next = Vec::new();
+        for (dir, prefix) in frontier {
+            walk.dir(dir, prefix, &mut found, &mut next)?;
+        }
+        frontier = next;
+    }
+    let taken = std::sync::atomic::AtomicUsize::new(0);
+    let parts: Vec<std::io::Result<Found>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut found = Found::default();
+                    let mut pending = Vec::new();
+                    loop {
+                        let at = taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((dir, prefix)) = frontier.get(at) else {
+                            return Ok(found);
+                        };
+                        pending.push((dir.clone(), prefix.clone()));
+                        while let Some((dir, prefix)) = pending.pop() {
+                            walk.dir(dir, prefix, &mut found, &mut pending)?;
+                        }
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .map(|worker| {
+                worker
+                    .join()
+                    .unwrap_or_else(|_| Err(std::io::Error::other("walk failed")))
+            })
+            .collect()
+    });
+    for part in parts {
+        let part = part?;
+        found.changed.extend(part.changed);
+        found.skipped.extend(part.skipped);
+        found.known.extend(part.known);
+    }
+    let Found {
+        mut changed,
+        skipped,
+        known: seen,
+    } = found;
+    if seen.len() != known.len() {
+        let seen: std::collections::HashSet<&str> = seen.into_iter().collect();
+        changed.extend(
+            known
+                .keys()
+                .filter(|path| !seen.contains(path.as_str()))
+                .cloned(),
+        );
+    }
+    Ok((changed, skipped))
+}
+
+/// What [`changed_paths`] compares against.
+struct ChangeWalk<'a> {
+    ignores: &'a Ignores,
+    known: &'a Snapshot,
+    cache: &'a ScanCache,
+}
+
+/// What a walk found.
+#[derive(Default)]
+struct Found<'a> {
+    changed: BTreeSet<String>,
+    skipped: Vec<String>,
+    /// `known`'s paths found; those not found are gone.
+    known: Vec<&'a str>,
+}
+
+impl<'a> ChangeWalk<'a> {
+    /// Compares what `dir` (`prefix` in the tree) holds; its directories `known` holds
+    /// go to `pending`.
+    fn dir(
+        &self,
+        dir: PathBuf,
+        prefix: String,
+        found: &mut Found<'a>,
+        pending: &mut Vec<(PathBuf, String)>,
+    ) -> std::io::Result<()> {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            // Gone, or no longer a directory, since it was listed: read again.
+            Err(error) if gone_since_listed(&prefix, &error) => {
+                found.changed.insert(prefix);
+                return Ok(());
+            }
+            Err(error) => return Err(error),
+        };
+        let mut relative = prefix;
+        if !relative.is_empty() {
+            relative.push('/');
+        }
+        let base = relative.len();
+        for entry in entries.flatten() {
+            relative.truncate(base);
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                found.skipped.push(entry.path().display().to_string());
+                continue;
+            };
+            relative.push_str(name);
+            // A stat relative to the directory read, not a lookup of the whole path.
+            let Ok(meta) = entry.metadata() else {
+                found.changed.insert(relative.clone());
+                continue;
+            };
+            let kind = meta.file_type();
+            if self.ignores.ignored(&relative, kind.is_dir()) {
+                continue;
+            }
+            let Some((path, held)) = self.known.get_key_value(relative.as_str()) else {
+                found.changed.insert(relative.clone());
+                continue;
+            };
+            found.known.push(path);
+            let mode = permissions(&meta);
+            let same = match held {
+                Entry::Dir { mode: was } => kind.is_dir() && *was == mode,
+                Entry::File { hash, mode: was } => {
+                    kind.is_file()
+                        && *was == mode
+                        && self.cache.get(path).is_some_and(|seen| {
+                            seen.hash == *hash && same_file(seen, &record(&meta, String::new()))
+                        })
+                }
+                Entry::Link { target } => {
+                    kind.is_symlink()
+                        && std::fs::read_link(entry.path())
+                            .is_ok_and(|now| now.to_str() == Some(target.as_str()))
+                }
+            };
+            if !same {
+                found.changed.insert(relative.clone());
+            }
+            if kind.is_dir() && held.is_dir() {
+                pending.push((entry.path(), relative.clone()));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// `paths` less those under another one of them: each of these is read with what is
 /// below it.
 pub fn tops(paths: &BTreeSet<String>) -> Vec<&str> {
@@ -162,15 +395,7 @@ impl Scanner<'_> {
                 // Gone, or no longer a directory, since it was found: not there (what is
                 // there now is told again). Anything else fails the scan: a directory
                 // read as empty would be its content deleted.
-                Err(error)
-                    if !prefix.is_empty()
-                        && matches!(
-                            error.kind(),
-                            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
-                        ) =>
-                {
-                    continue;
-                }
+                Err(error) if gone_since_listed(&prefix, &error) => continue,
                 Err(error) => return Err(error),
             };
             entries.sort_by_key(std::fs::DirEntry::file_name);
@@ -258,6 +483,16 @@ impl Scanner<'_> {
         }
         Ok(None)
     }
+}
+
+/// Whether a directory below the top (`prefix`) failed to list because it is gone, or no
+/// longer a directory, since its parent listed it.
+fn gone_since_listed(prefix: &str, error: &std::io::Error) -> bool {
+    !prefix.is_empty()
+        && matches!(
+            error.kind(),
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+        )
 }
 
 /// The SHA-256 of a file's content, as lowercase hex.
@@ -419,5 +654,122 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
+    }
+
+    #[test]
+    fn a_walk_of_stats_names_exactly_what_differs_from_the_last_scan() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let old = |path: &str| {
+            // Older than the racy window, so the scan keeps a record.
+            let at = std::fs::File::options()
+                .write(true)
+                .open(root.join(path))
+                .unwrap();
+            at.set_modified(SystemTime::now() - Duration::from_secs(60))
+                .unwrap();
+        };
+        for d in ["a", "a/deep", "b", "swap", "gone", "node_modules"] {
+            std::fs::create_dir_all(root.join(d)).unwrap();
+        }
+        for f in [
+            "a/same",
+            "a/edited",
+            "a/chmod",
+            "a/deep/removed",
+            "b/same",
+            "swap/x",
+            "gone/y",
+            "node_modules/z",
+            "top",
+        ] {
+            std::fs::write(root.join(f), f).unwrap();
+            old(f);
+        }
+        std::os::unix::fs::symlink("a/same", root.join("link")).unwrap();
+        let ignores = Ignores::new(&[], true).unwrap();
+        let scan = scan(root, &ignores, &ScanCache::new()).unwrap();
+        let (nothing, _) = changed_paths(root, &ignores, &scan.snapshot, &scan.cache).unwrap();
+        assert!(nothing.is_empty(), "unchanged: {nothing:?}");
+
+        std::fs::write(root.join("a/edited"), "edited, longer").unwrap();
+        std::fs::set_permissions(root.join("a/chmod"), std::fs::Permissions::from_mode(0o600))
+            .unwrap();
+        std::fs::remove_file(root.join("a/deep/removed")).unwrap();
+        std::fs::write(root.join("b/new"), "new").unwrap();
+        std::fs::remove_dir_all(root.join("swap")).unwrap();
+        std::fs::write(root.join("swap"), "a file now").unwrap();
+        std::fs::remove_dir_all(root.join("gone")).unwrap();
+        std::fs::write(root.join("node_modules/more"), "left out").unwrap();
+        std::fs::remove_file(root.join("link")).unwrap();
+        std::os::unix::fs::symlink("b/same", root.join("link")).unwrap();
+        let (changed, _) = changed_paths(root, &ignores, &scan.snapshot, &scan.cache).unwrap();
+        let expected = [
+            "a/chmod",
+            "a/deep/removed",
+            "a/edited",
+            "b/new",
+            "gone",
+            "gone/y",
+            "link",
+            "swap",
+            "swap/x",
+        ];
+        assert_eq!(
+            changed.iter().map(String::as_str).collect::<Vec<_>>(),
+            expected
+        );
+        // A file with no record (written too recently to trust when scanned) is read.
+        let mut cache = scan.cache.clone();
+        cache.remove("b/same");
+        let (unrecorded, _) = changed_paths(root, &ignores, &scan.snapshot, &cache).unwrap();
+        assert!(unrecorded.contains("b/same"));
+    }
+
+    #[test]
+    fn records_and_entries_are_kept_as_strings_and_earlier_maps_still_read() {
+        let seen = Seen {
+            size: 12,
+            mtime_ns: 1_700_000_000_123_456_789,
+            ino: 42,
+            hash: "ab".repeat(32),
+        };
+        let text = serde_json::to_string(&seen).unwrap();
+        assert_eq!(
+            text,
+            format!("\"12:1700000000123456789:42:{}\"", "ab".repeat(32))
+        );
+        assert_eq!(serde_json::from_str::<Seen>(&text).unwrap(), seen);
+        let earlier = r#"{"size":12,"mtime_ns":1700000000123456789,"ino":42,"hash":"h"}"#;
+        assert_eq!(serde_json::from_str::<Seen>(earlier).unwrap().hash, "h");
+        for (entry, text) in [
+            (
+                Entry::File {
+                    hash: "h".into(),
+                    mode: 0o4755,
+                },
+                "\"f4755:h\"",
+            ),
+            (Entry::Dir { mode: 0o700 }, "\"d700\""),
+            (
+                Entry::Link {
+                    target: "a:b/../c".into(),
+                },
+                "\"l:a:b/../c\"",
+            ),
+        ] {
+            assert_eq!(serde_json::to_string(&entry).unwrap(), text);
+            assert_eq!(serde_json::from_str::<Entry>(text).unwrap(), entry);
+        }
+        let earlier = r#"{"kind":"file","hash":"h","mode":420}"#;
+        assert_eq!(
+            serde_json::from_str::<Entry>(earlier).unwrap(),
+            Entry::File {
+                hash: "h".into(),
+                mode: 0o644
+            }
+        );
+        assert!(serde_json::from_str::<Entry>("\"x1\"").is_err());
     }
 }

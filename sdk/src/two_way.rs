@@ -38,7 +38,7 @@ use crate::snapshot::{self, Ignores, STATE_DIR};
 
 use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
-use journal::{Journal, State};
+use journal::{Journal, State, Tracked};
 
 use local::{Contents, LocalTree, Refused};
 use ops::Op;
@@ -100,8 +100,13 @@ pub struct PassReport {
     pub failed: Vec<(merge::Side, String, String)>,
     /// What neither side can carry (devices, FIFOs, sockets, names not UTF-8).
     pub skipped: Vec<String>,
-    /// Whether the pass read both sides whole (else only the paths that changed).
+    /// Whether the pass read both sides whole (else only the paths that changed on one).
     pub whole: bool,
+    /// Whether it read the local side whole (else the paths a watcher told or a walk of
+    /// stats found).
+    pub local_whole: bool,
+    /// Whether it read the sandbox's side whole (else the paths its change token named).
+    pub remote_whole: bool,
 }
 
 impl PassReport {
@@ -140,11 +145,13 @@ pub struct TwoWay {
 /// What a following sync knows of both sides since its last pass, so the next one reads
 /// only what changed.
 struct Known {
-    local: Snapshot,
-    remote: Snapshot,
+    /// The local side; `None`: the ancestor, `dirty` aside.
+    local: Option<Snapshot>,
+    /// The sandbox's side; `None`: the ancestor, `dirty` aside.
+    remote: Option<Snapshot>,
     /// The sandbox's change token, taken before its side was last read.
     version: String,
-    /// Paths whose change the last pass did not make: read again on both sides.
+    /// Paths read again on both sides (see [`Tracked`]).
     dirty: BTreeSet<String>,
 }
 
@@ -233,10 +240,31 @@ impl TwoWay {
         &self.local
     }
 
-    /// One pass: both sides read whole, merged, and changed.
+    /// One pass, as a new process makes it: the local side walked whole (a stat of each
+    /// entry against the last scan's records; only a file whose stat changed is read), the
+    /// sandbox's side from the change token the last pass kept (only what changed there
+    /// since is read; the first pass, and one whose token the daemon no longer knows,
+    /// read it whole). Merged, and changed on both sides.
     pub async fn pass(&mut self) -> Result<PassReport, SdkError> {
+        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
+        self.known = self
+            .state
+            .tracked
+            .clone()
+            .filter(|tracked| tracked.exclude == exclude)
+            .map(|tracked| Known {
+                local: None,
+                remote: None,
+                version: tracked.version,
+                dirty: tracked.dirty,
+            });
+        self.run(None).await
+    }
+
+    /// One pass that reads both sides whole.
+    pub async fn pass_whole(&mut self) -> Result<PassReport, SdkError> {
         self.known = None;
-        self.run(None, false).await
+        self.run(None).await
     }
 
     /// One pass that reads only what changed since the last pass of this sync: the
@@ -249,7 +277,7 @@ impl TwoWay {
         local_changed: Option<Vec<PathBuf>>,
     ) -> Result<PassReport, SdkError> {
         let local_changed = local_changed.and_then(|paths| self.relative_paths(paths));
-        self.run(local_changed, true).await
+        self.run(local_changed).await
     }
 
     /// Paths under the local directory, relative, the sync's own left out; `None` when
@@ -285,17 +313,17 @@ impl TwoWay {
         snapshot::exclude_lines(&[], self.options.default_excludes)
     }
 
-    /// A pass. `track`: keep the sandbox's change token and both trees for the next pass,
-    /// and read only what changed where they are known.
+    /// A pass. It keeps the sandbox's change token and both trees for the next pass, and
+    /// reads only what changed where they are known (`self.known`).
     async fn run(
         &mut self,
         local_changed: Option<BTreeSet<String>>,
-        track: bool,
     ) -> Result<PassReport, SdkError> {
-        // Whatever fails below, the next pass reads both sides whole.
+        // Whatever fails below, the next pass in this process reads both sides whole (a
+        // new one takes the token journaled last).
         let known = self.known.take();
         let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
-        if known.is_none()
+        if known.as_ref().is_none_or(|known| known.local.is_none())
             && let Err(err) = self.sandbox.mkdir(&self.remote, true).await
             && err.code() != Some(&fsd_api::ErrorCode::FileExists)
         {
@@ -303,9 +331,9 @@ impl TwoWay {
         }
         // The sandbox first (its token before its tree): a change there during the local
         // scan is seen next pass.
-        let mut version = None;
-        let mut remote_changed = None;
-        if track {
+        let version;
+        let remote_changed;
+        {
             let root = match &self.remote_root {
                 Some(root) => root.clone(),
                 None => {
@@ -323,7 +351,7 @@ impl TwoWay {
                 &self.watch_excludes(),
             )
             .await?;
-            version = Some(next);
+            version = next;
             remote_changed = changed.filter(|paths| paths.len() <= MOST_PATHS);
         }
         // A first sync into an empty directory has nothing to merge: the sandbox's tree
@@ -343,27 +371,32 @@ impl TwoWay {
             )
             .await?;
             let old = self.state.clone();
-            self.state.ancestor = brought.tree.clone();
+            self.state.ancestor = brought.tree;
             self.state.remote = self.remote.clone();
+            self.state.tracked = Some(Tracked {
+                version: version.clone(),
+                dirty: BTreeSet::new(),
+                exclude: exclude.clone(),
+            });
             self.journal.save(&old, &self.state, None)?;
-            if let Some(version) = version {
-                self.known = Some(Known {
-                    local: brought.tree.clone(),
-                    remote: brought.tree,
-                    version,
-                    dirty: BTreeSet::new(),
-                });
-            }
+            self.known = Some(Known {
+                local: None,
+                remote: None,
+                version,
+                dirty: BTreeSet::new(),
+            });
             return Ok(PassReport {
                 to_local: brought.changes,
                 skipped: brought.skipped,
                 whole: true,
+                local_whole: true,
+                remote_whole: true,
                 ..PassReport::default()
             });
         }
         let (mut known, local_changed, remote_changed) = match known {
-            Some(known) if track => (Some(known), local_changed, remote_changed),
-            _ => (None, None, None),
+            Some(known) => (Some(known), local_changed, remote_changed),
+            None => (None, None, None),
         };
         let dirty = known
             .as_mut()
@@ -373,61 +406,118 @@ impl TwoWay {
             paths.into_iter().chain(dirty.iter().cloned()).collect()
         };
         // A pass that merges everything keeps what the state was, to journal the change.
-        let whole = !(known.is_some() && local_changed.is_some() && remote_changed.is_some());
+        let whole = !(known.is_some() && remote_changed.is_some());
         let old_state = whole.then(|| self.state.clone());
 
-        // The local side: only the paths a watcher told, where the tree is known.
+        // The local side: the paths a watcher told; where none did and the tree is known,
+        // those a walk of stats against the last scan's records finds; else everything.
+        let walk = local_changed.is_none() && known.is_some();
+        if walk && let Some(known) = known.as_mut() {
+            // Outside `dirty`, what the last pass left is the ancestor.
+            known.local = None;
+        }
         let root = self.local.clone();
         let ignores = self.ignores.clone();
-        let mut cache = std::mem::take(&mut self.state.cache);
-        let mut old_cache = BTreeMap::new();
-        let local_paths = match (local_changed.clone(), known.as_ref()) {
+        let told = match (local_changed, known.as_ref()) {
             (Some(paths), Some(_)) => Some(with_dirty(paths)),
             _ => None,
         };
+        let walk_against = walk.then(|| (std::mem::take(&mut self.state.ancestor), dirty.clone()));
+        let mut cache = std::mem::take(&mut self.state.cache);
+        let mut old_cache = BTreeMap::new();
         // Scanned while the sandbox's side is read.
-        let scanning = {
-            let paths = local_paths.clone();
-            tokio::task::spawn_blocking(move || {
-                let scanned = match &paths {
+        let scanning = tokio::task::spawn_blocking(move || {
+            let mut walk_skipped = Vec::new();
+            let paths = match (told, &walk_against) {
+                (Some(paths), _) => Ok(Some(paths)),
+                (None, Some((ancestor, dirty))) => {
+                    snapshot::changed_paths(&root, &ignores, ancestor, &cache).map(
+                        |(changed, skipped)| {
+                            walk_skipped = skipped;
+                            // Most of the tree: read whole.
+                            (changed.len() <= MOST_PATHS)
+                                .then(|| changed.into_iter().chain(dirty.iter().cloned()).collect())
+                        },
+                    )
+                }
+                (None, None) => Ok(None),
+            };
+            let scanned = paths.and_then(|paths| {
+                let mut scanned = match &paths {
                     Some(paths) => snapshot::scan_paths(&root, paths, &ignores, &cache),
                     None => snapshot::scan(&root, &ignores, &cache),
-                };
-                (scanned, cache)
-            })
-        };
+                }?;
+                scanned.skipped.extend(walk_skipped);
+                Ok((paths, scanned))
+            });
+            (scanned, cache, walk_against.map(|(ancestor, _)| ancestor))
+        });
         // What this pass changes in the sandbox is read again by the next (its events
         // name it too; this does not wait on them).
         let mut read_again: BTreeSet<String> = BTreeSet::new();
-        let remote_read = match (remote_changed.clone(), known.as_mut()) {
-            (Some(paths), Some(known)) => {
-                let paths = with_dirty(paths);
-                remote::snapshot_of(&self.sandbox, &self.remote, &exclude, &paths)
-                    .await
-                    .map(|(part, skipped)| {
-                        let mut tree = std::mem::take(&mut known.remote);
-                        patch(&mut tree, &paths, part);
-                        (tree, skipped)
-                    })
-            }
-            _ => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
+        let remote_paths = match (remote_changed, known.is_some()) {
+            (Some(paths), true) => Some(with_dirty(paths)),
+            _ => None,
         };
-        let scanned = scanning.await.map_err(std::io::Error::other)?;
-        let (scanned, taken_back) = scanned;
+        let remote_read = match &remote_paths {
+            Some(paths) => remote::snapshot_of(&self.sandbox, &self.remote, &exclude, paths).await,
+            None => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
+        };
+        let (scanned, taken_back, ancestor) = scanning.await.map_err(std::io::Error::other)?;
         cache = taken_back;
-        let scanned = match scanned {
+        if let Some(ancestor) = ancestor {
+            self.state.ancestor = ancestor;
+        }
+        let (local_paths, scanned) = match scanned {
             Ok(scanned) => scanned,
             Err(err) => {
                 self.state.cache = cache;
                 return Err(err.into());
             }
         };
-        let (remote_now, remote_skipped) = match remote_read {
+        let (remote_read, remote_skipped) = match remote_read {
             Ok(read) => read,
             Err(err) => {
                 self.state.cache = cache;
                 return Err(err);
             }
+        };
+        // Nothing told, found or left on either side: nothing to merge.
+        let nothing = local_paths.as_ref().is_some_and(BTreeSet::is_empty)
+            && remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
+        if nothing && let Some(mut known) = known.take() {
+            self.state.cache = cache;
+            // Only the token moves: journaled when it did.
+            let old = State {
+                remote: self.state.remote.clone(),
+                conflicts: self.state.conflicts.clone(),
+                tracked: self.state.tracked.clone(),
+                ..State::default()
+            };
+            self.state.tracked = Some(Tracked {
+                version: version.clone(),
+                dirty: BTreeSet::new(),
+                exclude,
+            });
+            self.journal
+                .save(&old, &self.state, Some(&BTreeSet::new()))?;
+            known.version = version;
+            self.known = Some(known);
+            return Ok(PassReport {
+                skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
+                ..PassReport::default()
+            });
+        }
+        let remote_now = match (&remote_paths, known.as_mut()) {
+            (Some(paths), Some(known)) => {
+                let mut tree = known
+                    .remote
+                    .take()
+                    .unwrap_or_else(|| self.state.ancestor.clone());
+                patch(&mut tree, paths, remote_read);
+                tree
+            }
+            _ => remote_read,
         };
         let (local_now, local_skipped) = match (&local_paths, known.as_mut()) {
             (Some(paths), Some(known)) => {
@@ -443,7 +533,10 @@ impl TwoWay {
                     old_cache.entry(path.clone()).or_insert(None);
                     cache.insert(path, seen);
                 }
-                let mut tree = std::mem::take(&mut known.local);
+                let mut tree = known
+                    .local
+                    .take()
+                    .unwrap_or_else(|| self.state.ancestor.clone());
                 patch(&mut tree, paths, scanned.snapshot);
                 (tree, scanned.skipped)
             }
@@ -455,12 +548,11 @@ impl TwoWay {
         self.state.cache = cache;
 
         // What to merge: everything, or (both sides read in part) what either side told.
-        let scope = match (&local_paths, &remote_changed) {
+        let scope = match (&local_paths, &remote_paths) {
             (Some(local), Some(remote)) if known.is_some() => Some(
                 local
                     .iter()
                     .chain(remote)
-                    .chain(&dirty)
                     .cloned()
                     .collect::<BTreeSet<String>>(),
             ),
@@ -495,7 +587,9 @@ impl TwoWay {
         let mut report = PassReport {
             conflicts: plan.conflicts.clone(),
             skipped: local_skipped.into_iter().chain(remote_skipped).collect(),
-            whole,
+            whole: local_paths.is_none() && remote_paths.is_none(),
+            local_whole: local_paths.is_none(),
+            remote_whole: remote_paths.is_none(),
             ..PassReport::default()
         };
         let (local_part, remote_part) = match &merged {
@@ -675,6 +769,7 @@ impl TwoWay {
                     was.map(|seen| (path.clone(), seen.clone()))
                 })
                 .collect(),
+            tracked: self.state.tracked.clone(),
             ..State::default()
         });
         let mut next: BTreeMap<String, Option<Entry>> = match &merged {
@@ -739,6 +834,28 @@ impl TwoWay {
             }
             !open.made && undone.iter().any(|undone| undone.path == open.aside)
         });
+        // What the next pass reads again on both sides, journaled with the token.
+        let mut dirty: BTreeSet<String> = undone
+            .into_iter()
+            .map(|undone| undone.path)
+            .chain(read_again)
+            .collect();
+        // A path each side left different (one-way-safe).
+        for (path, entry) in &plan.remote_end {
+            if plan.agreed.get(path) != Some(entry) {
+                dirty.insert(path.clone());
+            }
+        }
+        for path in plan.agreed.keys() {
+            if !plan.remote_end.contains_key(path) {
+                dirty.insert(path.clone());
+            }
+        }
+        self.state.tracked = Some(Tracked {
+            version: version.clone(),
+            dirty: dirty.clone(),
+            exclude,
+        });
         match (&old_state, &old_part) {
             (Some(old), _) => {
                 // Records of files the pass wrote are taken by the next scan.
@@ -753,7 +870,7 @@ impl TwoWay {
         }
 
         // Both sides as this pass left them, for the next.
-        if let Some(version) = version {
+        {
             let (mut local_end, mut remote_end) = (local_now, remote_now);
             match &merged {
                 Some(merged) => {
@@ -770,14 +887,10 @@ impl TwoWay {
                 }
             }
             self.known = Some(Known {
-                local: local_end,
-                remote: remote_end,
+                local: Some(local_end),
+                remote: Some(remote_end),
                 version,
-                dirty: undone
-                    .into_iter()
-                    .map(|undone| undone.path)
-                    .chain(read_again)
-                    .collect(),
+                dirty,
             });
         }
         Ok(report)
@@ -929,7 +1042,7 @@ impl TwoWay {
                 let result = match whole {
                     true => {
                         self.known = None;
-                        self.run(None, true).await
+                        self.run(None).await
                     }
                     false => self.pass_changed(changed).await,
                 };

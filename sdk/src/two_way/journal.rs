@@ -57,6 +57,26 @@ pub struct State {
     /// The base's generation (see [`Journal`]); only the base's own is read.
     #[serde(default)]
     pub generation: u64,
+    /// Where the last pass left the sandbox's change list, so that a pass in a new process
+    /// reads only what changed there since (none: the sandbox's side is read whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tracked: Option<Tracked>,
+}
+
+/// The sandbox's change token after a pass, kept with the ancestor it goes with (one
+/// journal line: a crash keeps both old or both new). Outside `dirty`, both sides held the
+/// ancestor when the token was taken, as far as the pass could tell: the next pass takes
+/// the sandbox's side as the ancestor and reads again only what changed since the token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tracked {
+    pub version: String,
+    /// Paths the next pass reads again on both sides: a change not made, a path each side
+    /// left different, and what the pass wrote (an event for it may be missed).
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub dirty: BTreeSet<String>,
+    /// The exclude lines the sandbox's side was read with: other lines read it whole.
+    #[serde(default)]
+    pub exclude: Vec<String>,
 }
 
 /// One pass's changes to the state.
@@ -71,6 +91,8 @@ struct Record {
     cache: BTreeMap<String, Option<Seen>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     conflicts: Option<Vec<OpenConflict>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tracked: Option<Tracked>,
 }
 
 impl Record {
@@ -79,6 +101,7 @@ impl Record {
             && self.ancestor.is_empty()
             && self.cache.is_empty()
             && self.conflicts.is_none()
+            && self.tracked.is_none()
     }
 }
 
@@ -161,6 +184,8 @@ impl Journal {
             ancestor: diff(&old.ancestor, &new.ancestor, touched),
             cache: diff(&old.cache, &new.cache, touched),
             conflicts: (old.conflicts != new.conflicts).then(|| new.conflicts.clone()),
+            // Once kept, a token is only ever replaced by a newer one.
+            tracked: new.tracked.clone().filter(|_| old.tracked != new.tracked),
         };
         if record.is_empty() {
             return Ok(());
@@ -240,6 +265,9 @@ fn replay(state: &mut State, record: Record) {
     }
     if let Some(conflicts) = record.conflicts {
         state.conflicts = conflicts;
+    }
+    if let Some(tracked) = record.tracked {
+        state.tracked = Some(tracked);
     }
 }
 

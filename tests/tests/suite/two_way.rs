@@ -2,10 +2,11 @@
 //! --two-way`, an edit made while the sync changes the same file, and a seeded two-sided
 //! property test (both sides edited at random, some edits made while a pass runs, the
 //! daemon restarted and crashed, the sync reopened) after which both trees are equal and
-//! every edit is on both sides, run twice per seed: with every pass reading both sides
-//! whole, and with the sync kept open reading only what changed (the sandbox's change
-//! token, the local side's fsd-watch engine), as `--follow` does. `FSD_TWO_WAY_SEED`
-//! replays one seed.
+//! every edit is on both sides, run twice per seed: with passes as single `fsctl sync
+//! --two-way` runs make them (the sandbox's side from the token the last pass journaled,
+//! the local side walked by stat against the records), and with the sync kept open
+//! reading only what changed (the same token, the local side's fsd-watch engine), as
+//! `--follow` does. `FSD_TWO_WAY_SEED` replays one seed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::PermissionsExt;
@@ -1020,11 +1021,10 @@ async fn run_seed(seed: u64, following: bool) {
          {in_part} passes merged only what changed"
     );
     assert!(changes > 0, "the workload changes the trees");
-    if following {
-        assert!(in_part > 0, "a sync kept open reads only what changed");
-    } else {
-        assert_eq!(in_part, 0, "every pass reads both sides whole");
-    }
+    // Kept open or not, a pass after the first reads only what changed: the sandbox's
+    // side from the token the last pass journaled (across reopens and daemon restarts), the
+    // local one from a watcher or a walk of stats.
+    assert!(in_part > 0, "a pass reads only what changed");
 }
 
 /// An apply body: the length, the request, the files' content.
@@ -1388,4 +1388,69 @@ fn the_pairs_state_lives_outside_the_tree() {
         !pair.local("both.txt").exists(),
         "with what both sides agreed on"
     );
+}
+
+/// A single `fsctl sync --two-way` reads only what changed: the sandbox's side from the
+/// token the last pass journaled (also across a daemon restart), the local side by a walk
+/// of stats. Where the token cannot tell (the first pass, other excludes) it reads the
+/// sandbox whole; the sandbox directory removed and made again is carried as it is.
+#[test]
+fn single_passes_read_only_what_changed_and_whole_where_the_token_cannot_tell() {
+    let mut pair = Pair::new();
+    write(&pair.remote("a/x.txt"), "x\n");
+    write(&pair.remote("b/y.txt"), "y\n");
+    let pass = |pair: &Pair, more: &[&str]| -> serde_json::Value {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(more);
+        let (code, out, err) = pair.sync(&args);
+        assert_eq!(code, 0, "{out}\n{err}");
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let read = |report: &serde_json::Value| {
+        (
+            report["read"]["local"].as_str().unwrap().to_string(),
+            report["read"]["sandbox"].as_str().unwrap().to_string(),
+        )
+    };
+    let whole = ("whole".to_string(), "whole".to_string());
+    let changed = ("changed".to_string(), "changed".to_string());
+    assert_eq!(read(&pass(&pair, &[])), whole, "the first pass");
+    pair.assert_equal("after the first pass");
+
+    // An edit on each side, and a new file: carried, reading only those.
+    write(&pair.remote("a/x.txt"), "x, edited in the sandbox\n");
+    write(&pair.local("b/y.txt"), "y, edited locally\n");
+    write(&pair.local("b/new.txt"), "new\n");
+    let report = pass(&pair, &[]);
+    assert_eq!(read(&report), changed, "{report}");
+    assert_eq!(report["toLocal"]["files"], 1, "{report}");
+    assert_eq!(report["toRemote"]["files"], 2, "{report}");
+    pair.assert_equal("after edits on both sides");
+    let report = pass(&pair, &[]);
+    assert_eq!(read(&report), changed, "{report}");
+    assert_eq!(report["toLocal"]["files"], 0, "nothing left: {report}");
+    assert_eq!(report["toRemote"]["files"], 0, "nothing left: {report}");
+
+    // The daemon restarted: its watch, and so the token, survive.
+    pair.daemon.restart();
+    write(
+        &pair.remote("a/after-restart.txt"),
+        "made after a restart\n",
+    );
+    let report = pass(&pair, &[]);
+    assert_eq!(read(&report).1, "changed", "{report}");
+    pair.assert_equal("after a daemon restart");
+
+    // The sandbox directory removed and made again with other content.
+    std::fs::remove_dir_all(pair.remote("")).unwrap();
+    write(&pair.remote("c/z.txt"), "z\n");
+    pass(&pair, &[]);
+    pair.assert_equal("after the sandbox directory was made again");
+    assert!(!pair.local("a").exists() && pair.local("c/z.txt").exists());
+
+    // Other excludes: the sandbox is read whole (the token's tree was read with others).
+    write(&pair.remote("c/log.txt"), "a log\n");
+    let report = pass(&pair, &["--exclude", "*.tmp"]);
+    assert_eq!(read(&report).1, "whole", "{report}");
+    pair.assert_equal("after a pass with other excludes");
 }
