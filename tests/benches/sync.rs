@@ -1,13 +1,16 @@
 //! `sync` beside `rsync -a --delete` on the same tree in the same run: the first full copy
 //! of a 50,000-file tree, then a 10-file change (fsd asks its change token what changed;
-//! rsync scans both trees), the median of 5 rounds. Then two-way sync (`fsctl sync
-//! --two-way`) on the same tree: its first full sync, a pass after a 10-file change (in a
-//! sync kept open, as `--follow` keeps it, and in a new one, as a single `fsctl sync
-//! --two-way` is), each beside rsync one way in the same round, and `--follow`'s latency:
-//! a local save until the sandbox holds it, and a sandbox write until the local side does.
+//! rsync scans both trees), the median of 5 rounds. Then two-way sync at 20,000 and 50,000
+//! files, each pass a new `fsctl sync --two-way` process as agents call it, beside `rsync
+//! -a --delete` and `unison -batch` (two local roots) on the same trees in the same rounds:
+//! the first sync each way, a pass with nothing changed, with 10 files changed and with
+//! 10,000 changed; an idle `--follow`'s CPU (fsctl and fsd) and fsctl's memory; and
+//! `--follow`'s latency: a local save until the sandbox holds it, and a sandbox write until
+//! the local side does.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench sync`
-//! (needs `rsync`: `apt-get install rsync`). `FSD_BENCH_QUICK=1`: 5,000 files.
+//! (needs `rsync` and `unison`: `apt-get install rsync unison`). `FSD_BENCH_QUICK=1`: 5,000
+//! files.
 
 use std::path::Path;
 use std::process::Command;
@@ -23,7 +26,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    runtime.block_on(run(dirs, files));
+    runtime.block_on(run(dirs, files, quick));
 }
 
 fn rsync(from: &Path, to: &Path) -> Option<Duration> {
@@ -38,7 +41,7 @@ fn rsync(from: &Path, to: &Path) -> Option<Duration> {
     status.success().then(|| started.elapsed())
 }
 
-async fn run(dirs: usize, files: usize) {
+async fn run(dirs: usize, files: usize, quick: bool) {
     let daemon = Daemon::start();
     let tree = daemon.path("tree");
     for d in 0..dirs {
@@ -134,142 +137,269 @@ async fn run(dirs: usize, files: usize) {
         );
     }
     println!();
-    two_way(
-        &daemon,
-        &tree,
-        &rsynced,
-        scratch.path(),
-        total,
-        &mut summary,
-    )
-    .await;
+    let sizes: &[usize] = if quick { &[5_000] } else { &[20_000, 50_000] };
+    for &total in sizes {
+        two_way(&daemon, total, scratch.path(), &mut summary).await;
+    }
+    let total = sizes[0];
+    let remote = format!("tw{total}");
+    let local = scratch.path().join(format!("{remote}-local"));
+    follow_latency(&daemon, &remote, &local, total, &mut summary).await;
     summary.print();
 }
 
-/// Two-way sync on the same tree (see the module's doc).
-async fn two_way(
-    daemon: &Daemon,
-    tree: &Path,
-    rsynced: &Path,
-    scratch: &Path,
-    total: usize,
-    summary: &mut Summary,
-) {
-    use fsd_sdk::two_way::{LocalWatch, TwoWay, TwoWayOptions};
-    let local = scratch.join("two-way");
-    let open =
-        || TwoWay::open(daemon.sandbox(), &local, "tree", TwoWayOptions::default()).expect("open");
-    let mut sync = open();
-    nix::unistd::sync();
-    let started = Instant::now();
-    let report = sync.pass().await.expect("first pass");
-    let full = started.elapsed();
-    assert_eq!(report.to_local.files, total);
-    nix::unistd::sync();
-    let anchor_full = {
-        let _ = std::fs::remove_dir_all(rsynced);
-        rsync(tree, rsynced)
-    };
-    println!("two-way sync");
-    println!(
-        "  first full sync (one tar stream, hashed)   {:>7.1} ms",
-        ms(full)
-    );
-    if let Some(anchor) = anchor_full {
-        println!(
-            "  anchor: rsync -a --delete (local)        {:>9.1} ms",
-            ms(anchor)
-        );
-        summary.row(
-            &format!("two-way sync: first sync of {total} files"),
-            format!("{:.0} ms", ms(full)),
-            format!("`rsync -a --delete` {:.0} ms", ms(anchor)),
-            Summary::ratio(ms(full), ms(anchor)),
-            "no slower than rsync",
-        );
-    }
-    // A pass after a 10-file change: in the sync kept open, then in a new one.
+/// Two-way sync of a tree of `total` files in the sandbox, made the way agents call it (a
+/// new `fsctl sync --two-way` process per pass), beside `rsync -a --delete` and `unison
+/// -batch` (two local roots) on the same trees in the same rounds; then an idle `--follow`.
+async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Summary) {
+    let name = format!("tw{total}");
+    let tree = daemon.path(&name);
     let dirs = total / 100;
-    let mut round = 0;
-    let edit = |round: &mut usize| {
+    for d in 0..dirs {
+        let dir = tree.join(format!("pkg{d}/src"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..100 {
+            let body = format!("// file {f} of package {d}\n").repeat(1 + (f % 40));
+            std::fs::write(dir.join(format!("m{f}.ts")), body).expect("write");
+        }
+    }
+    let at = |what: &str| scratch.join(format!("{name}-{what}"));
+    let (local, rsynced, unisoned) = (at("local"), at("rsync"), at("unison"));
+    let fsctl = |remote: &str, local: &Path, more: &[&str]| {
+        let mut command = Command::new(fsd_tests::binary("fsctl"));
+        command
+            .args(["--url", &daemon.url, "sync", "--two-way", remote])
+            .arg(local)
+            .args(more)
+            .env("FSD_SYNC_STATE_DIR", scratch.join("sync-state"))
+            .env_remove("FSD_TOKEN")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        if let Some(token) = &daemon.token {
+            command.args(["--token", token]);
+        }
+        command
+    };
+    let timed = |mut command: Command| {
+        let started = Instant::now();
+        let status = command.status().expect("run");
+        assert!(status.success(), "{command:?}: {status}");
+        started.elapsed()
+    };
+    let rsync = |from: &Path, to: &Path| rsync(from, to);
+    let unison = |from: &Path, to: &Path| unison(from, to, &scratch.join("unison-state"));
+    println!("two-way sync, {total} files in {dirs} directories (each pass a new process)");
+    let mut row = |what: &str,
+                   fsd: Duration,
+                   rsync: Option<Duration>,
+                   unison: Option<Duration>,
+                   target: &str| {
+        let anchor = |name: &str, took: Option<Duration>| match took {
+            Some(took) => format!("{name} {:.0} ms", ms(took)),
+            None => format!("{name} not installed"),
+        };
+        println!(
+            "  {what:<44} fsd {:>8.1} ms   {}   {}",
+            ms(fsd),
+            anchor("rsync", rsync),
+            anchor("unison", unison)
+        );
+        let ratio = |took: Option<Duration>| {
+            took.map_or("—".into(), |took| Summary::ratio(ms(fsd), ms(took)))
+        };
+        summary.row(
+            &format!("two-way sync, {total} files: {what}"),
+            format!("{:.0} ms", ms(fsd)),
+            format!(
+                "{}; {}",
+                anchor("`rsync -a --delete`", rsync),
+                anchor("`unison -batch`", unison)
+            ),
+            format!("{} rsync; {} unison", ratio(rsync), ratio(unison)),
+            target,
+        );
+    };
+
+    // The first sync, sandbox → an empty local directory.
+    nix::unistd::sync();
+    let fsd = timed(fsctl(&name, &local, &[]));
+    nix::unistd::sync();
+    let (r, u) = (rsync(&tree, &rsynced), unison(&tree, &unisoned));
+    row("first sync, sandbox → local", fsd, r, u, "≤ 0.5× rsync");
+    // Past the racy window: a file written in the last 2 s is read again by every pass (its
+    // stat cannot tell a second write in the same tick), and agents' steps are seconds
+    // apart.
+    std::thread::sleep(Duration::from_millis(2500));
+
+    // Passes, each a new process: nothing changed; 10 files changed in the sandbox.
+    let median = |samples: &mut Vec<Duration>| pct(samples, 50.0);
+    let (mut fsd, mut r, mut u) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..5 {
+        fsd.push(timed(fsctl(&name, &local, &[])));
+        r.extend(rsync(&tree, &rsynced));
+        u.extend(unison(&tree, &unisoned));
+    }
+    let some = |samples: &mut Vec<Duration>| (!samples.is_empty()).then(|| median(samples));
+    row(
+        "a pass, nothing changed (median of 5)",
+        median(&mut fsd),
+        some(&mut r),
+        some(&mut u),
+        "≤ 0.2× rsync, < unison",
+    );
+    let (mut fsd, mut r, mut u) = (Vec::new(), Vec::new(), Vec::new());
+    for round in 0..5 {
         for i in 0..10 {
             let file = tree.join(format!(
                 "pkg{}/src/m{}.ts",
-                (*round * 41 + i * 7) % dirs,
+                (round * 41 + i * 7) % dirs,
                 i + 20
             ));
             std::fs::write(&file, format!("// two-way round {round}\n")).expect("edit");
         }
-        *round += 1;
-    };
-    let mut kept = Vec::new();
-    let mut fresh = Vec::new();
-    let mut anchor = Vec::new();
-    // Kept open as `--follow` keeps it: the local side watched, the sandbox's change token
-    // kept; its first pass reads both whole.
-    let mut watch = fsctl::local_watch::Watched::start(&local, &sync.watch_excludes())
-        .expect("watch the local side");
-    let changed = watch.take().await;
-    sync.pass_changed(changed)
-        .await
-        .expect("first following pass");
-    for _ in 0..5 {
-        edit(&mut round);
-        let started = Instant::now();
-        let changed = watch.take().await;
-        let report = sync.pass_changed(changed).await.expect("pass");
-        kept.push(started.elapsed());
-        assert_eq!(report.to_local.files, 10, "{report:?}");
-        if let Some(took) = rsync(tree, rsynced) {
-            anchor.push(took);
-        }
+        fsd.push(timed(fsctl(&name, &local, &[])));
+        r.extend(rsync(&tree, &rsynced));
+        u.extend(unison(&tree, &unisoned));
     }
-    drop(sync);
-    drop(watch);
-    for _ in 0..5 {
-        edit(&mut round);
-        let started = Instant::now();
-        let report = open().pass().await.expect("pass");
-        fresh.push(started.elapsed());
-        assert_eq!(report.to_local.files, 10, "{report:?}");
-        if let Some(took) = rsync(tree, rsynced) {
-            anchor.push(took);
-        }
-    }
-    let kept = pct(&mut kept, 50.0);
-    let fresh = pct(&mut fresh, 50.0);
-    println!(
-        "  a 10-file change, kept open (median of 5) {:>7.1} ms",
-        ms(kept)
+    row(
+        "a pass, 10 files changed (median of 5)",
+        median(&mut fsd),
+        some(&mut r),
+        some(&mut u),
+        "≤ 0.2× rsync, < unison",
     );
-    println!(
-        "  a 10-file change, new sync (median of 5)  {:>7.1} ms",
-        ms(fresh)
-    );
-    if !anchor.is_empty() {
-        let anchor = pct(&mut anchor, 50.0);
-        println!(
-            "  anchor: rsync -a --delete (median of 10)  {:>8.1} ms",
-            ms(anchor)
-        );
-        for (what, took) in [("kept open", kept), ("a new sync", fresh)] {
-            summary.row(
-                &format!("two-way sync: a 10-file change in {total} files, {what}"),
-                format!("{:.1} ms", ms(took)),
-                format!("`rsync -a --delete` one way {:.0} ms", ms(anchor)),
-                Summary::ratio(ms(took), ms(anchor)),
-                "≥ 10× faster than rsync",
-            );
-        }
+    // 10,000 files changed in the sandbox.
+    for i in 0..10_000 {
+        let file = tree.join(format!("pkg{}/src/m{}.ts", i % dirs, (i / dirs) % 100));
+        std::fs::write(&file, format!("// many {i}\n")).expect("edit");
     }
-    follow_latency(daemon, tree, &local, total, summary).await;
+    let fsd = timed(fsctl(&name, &local, &[]));
+    let (r, u) = (rsync(&tree, &rsynced), unison(&tree, &unisoned));
+    row("a pass, 10,000 files changed", fsd, r, u, "< rsync");
+
+    // The first sync the other way: a local tree → an empty sandbox directory.
+    let upload = format!("up{total}");
+    nix::unistd::sync();
+    let fsd = timed(fsctl(&upload, &local, &[]));
+    nix::unistd::sync();
+    // Onto the sandbox's disk, as fsd writes.
+    let (rsync_up, unison_up) = (
+        daemon.path(&format!("{upload}-rsync")),
+        daemon.path(&format!("{upload}-unison")),
+    );
+    let (r, u) = (rsync(&local, &rsync_up), unison(&local, &unison_up));
+    row("first sync, local → sandbox", fsd, r, u, "≤ 0.5× rsync");
+    for dir in [daemon.path(&upload), rsync_up, unison_up] {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    idle_follow(daemon, &name, &local, scratch, total, summary);
     println!();
+}
+
+fn unison(from: &Path, to: &Path, state: &Path) -> Option<Duration> {
+    let started = Instant::now();
+    let status = Command::new("unison")
+        .arg(from)
+        .arg(to)
+        .args(["-batch", "-silent", "-ui", "text"])
+        .env("UNISON", state)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .ok()?;
+    status.success().then(|| started.elapsed())
+}
+
+/// CPU time a process has used (user and system).
+fn cpu_time(pid: u32) -> Duration {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("stat");
+    // The fields after the command's closing parenthesis; utime and stime are the 12th
+    // and 13th of them.
+    let after = stat.rsplit_once(')').expect("stat").1;
+    let fields: Vec<u64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .map(|field| field.parse().expect("ticks"))
+        .collect();
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .ok()
+        .flatten()
+        .unwrap_or(100) as u64;
+    Duration::from_millis((fields[0] + fields[1]) * 1000 / hz)
+}
+
+/// `fsctl sync --two-way --follow` settled on a pair with nothing changing: the CPU it and
+/// the daemon use over 30 s, and fsctl's memory per file.
+fn idle_follow(
+    daemon: &Daemon,
+    remote: &str,
+    local: &Path,
+    scratch: &Path,
+    total: usize,
+    summary: &mut Summary,
+) {
+    use std::io::BufRead;
+    let mut command = Command::new(fsd_tests::binary("fsctl"));
+    command
+        .args([
+            "--url",
+            &daemon.url,
+            "sync",
+            "--two-way",
+            "--follow",
+            remote,
+        ])
+        .arg(local)
+        .env("FSD_SYNC_STATE_DIR", scratch.join("sync-state"))
+        .env_remove("FSD_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if let Some(token) = &daemon.token {
+        command.args(["--token", token]);
+    }
+    let mut child = command.spawn().expect("fsctl sync --follow");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for line in lines.by_ref() {
+        if line.expect("line").starts_with("to remote:") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    std::thread::sleep(Duration::from_secs(5));
+    let window = Duration::from_secs(30);
+    let (fsctl_before, fsd_before) = (cpu_time(child.id()), cpu_time(daemon.pid()));
+    std::thread::sleep(window);
+    let used = (cpu_time(child.id()) - fsctl_before) + (cpu_time(daemon.pid()) - fsd_before);
+    let rss = fsd_tests::status_kib(child.id(), "VmRSS").unwrap_or(0);
+    let _ = child.kill();
+    let _ = child.wait();
+    let share = used.as_secs_f64() / window.as_secs_f64() * 100.0;
+    let per_file = rss as f64 * 1024.0 / total as f64;
+    println!(
+        "  idle --follow: {share:.2} % of a core (fsctl and fsd), fsctl {rss} KiB ({per_file:.0} B a file)"
+    );
+    summary.row(
+        &format!("two-way --follow, idle, {total} files: CPU (fsctl + fsd)"),
+        format!("{share:.2} % of a core"),
+        "—".into(),
+        "—".into(),
+        "≤ 0.5 %",
+    );
+    summary.row(
+        &format!("two-way --follow, idle, {total} files: fsctl memory"),
+        format!("{} MiB, {per_file:.0} B a file", rss / 1024),
+        "—".into(),
+        "—".into(),
+        "≤ 1 KiB a file",
+    );
 }
 
 /// `fsctl sync --two-way --follow`: a save on one side until the other holds it.
 async fn follow_latency(
     daemon: &Daemon,
-    tree: &Path,
+    remote: &str,
     local: &Path,
     total: usize,
     summary: &mut Summary,
@@ -278,14 +408,19 @@ async fn follow_latency(
     let mut command = Command::new(fsd_tests::binary("fsctl"));
     command
         .args(["--url", &daemon.url])
-        .args(["sync", "--two-way", "--follow=600000", "tree"])
+        .args(["sync", "--two-way", "--follow=600000", remote])
         .arg(local)
+        .env(
+            "FSD_SYNC_STATE_DIR",
+            local.parent().unwrap_or(local).join("sync-state"),
+        )
         .env_remove("FSD_TOKEN")
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null());
     if let Some(token) = &daemon.token {
         command.args(["--token", token]);
     }
+    let tree = &daemon.path(remote);
     let mut child = command.spawn().expect("fsctl sync --follow");
     // Its first pass is done when it prints what it did.
     let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
