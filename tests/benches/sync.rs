@@ -293,7 +293,7 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    idle_follow(daemon, &name, &local, scratch, total, summary);
+    idle_follow(daemon, &name, &local, total, summary);
     println!();
 }
 
@@ -309,6 +309,35 @@ fn unison(from: &Path, to: &Path, state: &Path) -> Option<Duration> {
         .status()
         .ok()?;
     status.success().then(|| started.elapsed())
+}
+
+/// `fsctl sync --two-way FOLLOW REMOTE LOCAL` (its state beside `local`), once its first
+/// pass is done (it prints what it did).
+fn following(daemon: &Daemon, remote: &str, local: &Path, follow: &str) -> std::process::Child {
+    use std::io::BufRead;
+    let mut command = Command::new(fsd_tests::binary("fsctl"));
+    command
+        .args(["--url", &daemon.url, "sync", "--two-way", follow, remote])
+        .arg(local)
+        .env(
+            "FSD_SYNC_STATE_DIR",
+            local.parent().unwrap_or(local).join("sync-state"),
+        )
+        .env_remove("FSD_TOKEN")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    if let Some(token) = &daemon.token {
+        command.args(["--token", token]);
+    }
+    let mut child = command.spawn().expect("fsctl sync --follow");
+    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    for line in lines.by_ref() {
+        if line.expect("line").starts_with("to remote:") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    child
 }
 
 /// CPU time a process has used (user and system).
@@ -332,41 +361,8 @@ fn cpu_time(pid: u32) -> Duration {
 
 /// `fsctl sync --two-way --follow` settled on a pair with nothing changing: the CPU it and
 /// the daemon use over 30 s, and fsctl's memory per file.
-fn idle_follow(
-    daemon: &Daemon,
-    remote: &str,
-    local: &Path,
-    scratch: &Path,
-    total: usize,
-    summary: &mut Summary,
-) {
-    use std::io::BufRead;
-    let mut command = Command::new(fsd_tests::binary("fsctl"));
-    command
-        .args([
-            "--url",
-            &daemon.url,
-            "sync",
-            "--two-way",
-            "--follow",
-            remote,
-        ])
-        .arg(local)
-        .env("FSD_SYNC_STATE_DIR", scratch.join("sync-state"))
-        .env_remove("FSD_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    if let Some(token) = &daemon.token {
-        command.args(["--token", token]);
-    }
-    let mut child = command.spawn().expect("fsctl sync --follow");
-    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    for line in lines.by_ref() {
-        if line.expect("line").starts_with("to remote:") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
+fn idle_follow(daemon: &Daemon, remote: &str, local: &Path, total: usize, summary: &mut Summary) {
+    let mut child = following(daemon, remote, local, "--follow");
     std::thread::sleep(Duration::from_secs(5));
     let window = Duration::from_secs(30);
     let (fsctl_before, fsd_before) = (cpu_time(child.id()), cpu_time(daemon.pid()));
@@ -404,32 +400,8 @@ async fn follow_latency(
     total: usize,
     summary: &mut Summary,
 ) {
-    use std::io::BufRead;
-    let mut command = Command::new(fsd_tests::binary("fsctl"));
-    command
-        .args(["--url", &daemon.url])
-        .args(["sync", "--two-way", "--follow=600000", remote])
-        .arg(local)
-        .env(
-            "FSD_SYNC_STATE_DIR",
-            local.parent().unwrap_or(local).join("sync-state"),
-        )
-        .env_remove("FSD_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    if let Some(token) = &daemon.token {
-        command.args(["--token", token]);
-    }
     let tree = &daemon.path(remote);
-    let mut child = command.spawn().expect("fsctl sync --follow");
-    // Its first pass is done when it prints what it did.
-    let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
-    for line in lines.by_ref() {
-        if line.expect("line").starts_with("to remote:") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
+    let mut child = following(daemon, remote, local, "--follow=600000");
     let wait_for = |path: &Path, body: &[u8]| {
         let started = Instant::now();
         loop {
