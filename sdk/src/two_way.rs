@@ -16,6 +16,11 @@
 //! then takes just those paths, and the state is kept as a log of what each pass changed
 //! (`journal`), so a pass costs what changed, not the size of the tree.
 //!
+//! A single pass in a new process ([`TwoWay::pass`]) reads the sandbox's side the same
+//! way, from the change token the last pass journaled with its ancestor, and finds the
+//! local side's changes by a walk of stats against the last scan's records
+//! ([`snapshot::changed_paths`]): it reads no content that did not change.
+//!
 //! Conflicts are settled by the [`Mode`] and reported; those that leave something for a
 //! person to look at (both versions kept) are listed by [`conflicts`] until the copy set
 //! aside is removed.
@@ -120,6 +125,8 @@ impl PassReport {
 }
 
 const LOCK_FILE: &str = "lock";
+/// Tries at the lock, 20 ms apart, before another sync is said to hold it.
+const LOCK_TRIES: u32 = 50;
 const INCOMING_DIR: &str = "incoming";
 
 /// A two-way sync of one local directory with one sandbox directory. Holds the local
@@ -142,13 +149,9 @@ pub struct TwoWay {
     _lock: std::fs::File,
 }
 
-/// What a following sync knows of both sides since its last pass, so the next one reads
-/// only what changed.
+/// What a sync knows of both sides since its last pass, so the next one reads only what
+/// changed: outside `dirty`, both held the ancestor.
 struct Known {
-    /// The local side; `None`: the ancestor, `dirty` aside.
-    local: Option<Snapshot>,
-    /// The sandbox's side; `None`: the ancestor, `dirty` aside.
-    remote: Option<Snapshot>,
     /// The sandbox's change token, taken before its side was last read.
     version: String,
     /// Paths read again on both sides (see [`Tracked`]).
@@ -200,11 +203,18 @@ impl TwoWay {
             .truncate(false)
             .write(true)
             .open(own.join(LOCK_FILE))?;
-        if lock.try_lock().is_err() {
-            return Err(SdkError::invalid(format!(
-                "another sync of {} is running",
-                local.display()
-            )));
+        // A lock a sync that just ended held can outlive it for a moment: a process forked
+        // meanwhile (by another thread) keeps the descriptor until it execs.
+        let mut tries = 0;
+        while lock.try_lock().is_err() {
+            tries += 1;
+            if tries == LOCK_TRIES {
+                return Err(SdkError::invalid(format!(
+                    "another sync of {} is running",
+                    local.display()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
         take_over_state_in_the_tree(&own, local)?;
         let state_dir = pair_state(&own, remote);
@@ -253,8 +263,6 @@ impl TwoWay {
             .clone()
             .filter(|tracked| tracked.exclude == exclude)
             .map(|tracked| Known {
-                local: None,
-                remote: None,
                 version: tracked.version,
                 dirty: tracked.dirty,
             });
@@ -323,7 +331,8 @@ impl TwoWay {
         // new one takes the token journaled last).
         let known = self.known.take();
         let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
-        if known.as_ref().is_none_or(|known| known.local.is_none())
+        // Made if missing, once in a process (a following sync's later passes skip it).
+        if (known.is_none() || self.remote_root.is_none())
             && let Err(err) = self.sandbox.mkdir(&self.remote, true).await
             && err.code() != Some(&fsd_api::ErrorCode::FileExists)
         {
@@ -380,8 +389,6 @@ impl TwoWay {
             });
             self.journal.save(&old, &self.state, None)?;
             self.known = Some(Known {
-                local: None,
-                remote: None,
                 version,
                 dirty: BTreeSet::new(),
             });
@@ -412,10 +419,6 @@ impl TwoWay {
         // The local side: the paths a watcher told; where none did and the tree is known,
         // those a walk of stats against the last scan's records finds; else everything.
         let walk = local_changed.is_none() && known.is_some();
-        if walk && let Some(known) = known.as_mut() {
-            // Outside `dirty`, what the last pass left is the ancestor.
-            known.local = None;
-        }
         let root = self.local.clone();
         let ignores = self.ignores.clone();
         let told = match (local_changed, known.as_ref()) {
@@ -508,19 +511,17 @@ impl TwoWay {
                 ..PassReport::default()
             });
         }
-        let remote_now = match (&remote_paths, known.as_mut()) {
-            (Some(paths), Some(known)) => {
-                let mut tree = known
-                    .remote
-                    .take()
-                    .unwrap_or_else(|| self.state.ancestor.clone());
+        // Read in part only where the tree is known: the ancestor, what was read patched in.
+        let remote_now = match &remote_paths {
+            Some(paths) => {
+                let mut tree = self.state.ancestor.clone();
                 patch(&mut tree, paths, remote_read);
                 tree
             }
-            _ => remote_read,
+            None => remote_read,
         };
-        let (local_now, local_skipped) = match (&local_paths, known.as_mut()) {
-            (Some(paths), Some(known)) => {
+        let (local_now, local_skipped) = match &local_paths {
+            Some(paths) => {
                 // The records of what was read again, kept for the journal.
                 for top in snapshot::tops(paths) {
                     for key in under_and_at(&cache, top) {
@@ -533,14 +534,24 @@ impl TwoWay {
                     old_cache.entry(path.clone()).or_insert(None);
                     cache.insert(path, seen);
                 }
-                let mut tree = known
-                    .local
-                    .take()
-                    .unwrap_or_else(|| self.state.ancestor.clone());
+                let mut tree = self.state.ancestor.clone();
                 patch(&mut tree, paths, scanned.snapshot);
                 (tree, scanned.skipped)
             }
-            _ => {
+            None => {
+                // Journaled by the paths it touched: each record that changed is one.
+                if !whole {
+                    for (path, seen) in &cache {
+                        if scanned.cache.get(path) != Some(seen) {
+                            old_cache.insert(path.clone(), Some(seen.clone()));
+                        }
+                    }
+                    for path in scanned.cache.keys() {
+                        if !cache.contains_key(path) {
+                            old_cache.insert(path.clone(), None);
+                        }
+                    }
+                }
                 cache = scanned.cache;
                 (scanned.snapshot, scanned.skipped)
             }
@@ -869,30 +880,9 @@ impl TwoWay {
             (None, None) => {}
         }
 
-        // Both sides as this pass left them, for the next.
-        {
-            let (mut local_end, mut remote_end) = (local_now, remote_now);
-            match &merged {
-                Some(merged) => {
-                    for path in merged {
-                        local_end.remove(path);
-                        remote_end.remove(path);
-                    }
-                    local_end.extend(plan.agreed);
-                    remote_end.extend(plan.remote_end);
-                }
-                None => {
-                    local_end = plan.agreed;
-                    remote_end = plan.remote_end;
-                }
-            }
-            self.known = Some(Known {
-                local: Some(local_end),
-                remote: Some(remote_end),
-                version,
-                dirty,
-            });
-        }
+        // Outside `dirty`, both sides are left holding the ancestor: the next pass starts
+        // from it (a following sync keeps no copy of either tree).
+        self.known = Some(Known { version, dirty });
         Ok(report)
     }
 }
