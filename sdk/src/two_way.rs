@@ -425,26 +425,26 @@ impl TwoWay {
             (Some(paths), Some(_)) => Some(with_dirty(paths)),
             _ => None,
         };
-        let walk_against = walk.then(|| (std::mem::take(&mut self.state.ancestor), dirty.clone()));
+        // The walk runs here, on threads of its own while this task waits, and borrows the
+        // state in place: a pass dropped at an await never leaves the ancestor taken.
+        let mut walk_skipped = Vec::new();
+        let paths = match told {
+            Some(paths) => Ok(Some(paths)),
+            None if walk => {
+                snapshot::changed_paths(&root, &ignores, &self.state.ancestor, &self.state.cache)
+                    .map(|(changed, skipped)| {
+                        walk_skipped = skipped;
+                        // Most of the tree: read whole.
+                        (changed.len() <= MOST_PATHS)
+                            .then(|| changed.into_iter().chain(dirty.iter().cloned()).collect())
+                    })
+            }
+            None => Ok(None),
+        };
         let mut cache = std::mem::take(&mut self.state.cache);
         let mut old_cache = BTreeMap::new();
         // Scanned while the sandbox's side is read.
         let scanning = tokio::task::spawn_blocking(move || {
-            let mut walk_skipped = Vec::new();
-            let paths = match (told, &walk_against) {
-                (Some(paths), _) => Ok(Some(paths)),
-                (None, Some((ancestor, dirty))) => {
-                    snapshot::changed_paths(&root, &ignores, ancestor, &cache).map(
-                        |(changed, skipped)| {
-                            walk_skipped = skipped;
-                            // Most of the tree: read whole.
-                            (changed.len() <= MOST_PATHS)
-                                .then(|| changed.into_iter().chain(dirty.iter().cloned()).collect())
-                        },
-                    )
-                }
-                (None, None) => Ok(None),
-            };
             let scanned = paths.and_then(|paths| {
                 let mut scanned = match &paths {
                     Some(paths) => snapshot::scan_paths(&root, paths, &ignores, &cache),
@@ -453,7 +453,7 @@ impl TwoWay {
                 scanned.skipped.extend(walk_skipped);
                 Ok((paths, scanned))
             });
-            (scanned, cache, walk_against.map(|(ancestor, _)| ancestor))
+            (scanned, cache)
         });
         // What this pass changes in the sandbox is read again by the next (its events
         // name it too; this does not wait on them).
@@ -466,11 +466,8 @@ impl TwoWay {
             Some(paths) => remote::snapshot_of(&self.sandbox, &self.remote, &exclude, paths).await,
             None => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
         };
-        let (scanned, taken_back, ancestor) = scanning.await.map_err(std::io::Error::other)?;
+        let (scanned, taken_back) = scanning.await.map_err(std::io::Error::other)?;
         cache = taken_back;
-        if let Some(ancestor) = ancestor {
-            self.state.ancestor = ancestor;
-        }
         let (local_paths, scanned) = match scanned {
             Ok(scanned) => scanned,
             Err(err) => {

@@ -244,11 +244,18 @@ impl Daemon {
 
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id();
-        let _ = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status();
+        if !self.exited() {
+            let pid = self.child.id();
+            let _ = Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
         self.child.wait().expect("wait for fsd")
+    }
+
+    /// Whether the daemon has exited and been waited for (its pid free for another).
+    fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 }
 
@@ -256,9 +263,13 @@ impl Drop for Daemon {
     /// SIGTERM first, so the daemon releases what it mounted; SIGKILL after 5 s. Then what
     /// it wrote in /var/backups goes.
     fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        // A daemon already waited for (stopped, crashed) is not signalled: its pid may be
+        // another test's daemon by now.
+        if !self.exited() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+        }
         let mut ended = false;
         for _ in 0..100 {
             if matches!(self.child.try_wait(), Ok(Some(_))) {
