@@ -31,6 +31,7 @@ pub mod local;
 pub mod ops;
 mod remote;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -509,13 +510,15 @@ impl TwoWay {
             });
         }
         // Read in part only where the tree is known: the ancestor, what was read patched in.
-        let remote_now = match &remote_paths {
+        // A side that named nothing is the ancestor itself, not a copy of it.
+        let remote_now: Cow<'_, Snapshot> = match &remote_paths {
+            Some(paths) if paths.is_empty() => Cow::Borrowed(&self.state.ancestor),
             Some(paths) => {
                 let mut tree = self.state.ancestor.clone();
                 patch(&mut tree, paths, remote_read);
-                tree
+                Cow::Owned(tree)
             }
-            None => remote_read,
+            None => Cow::Owned(remote_read),
         };
         let (local_now, local_skipped) = match &local_paths {
             Some(paths) => {
@@ -531,8 +534,14 @@ impl TwoWay {
                     old_cache.entry(path.clone()).or_insert(None);
                     cache.insert(path, seen);
                 }
-                let mut tree = self.state.ancestor.clone();
-                patch(&mut tree, paths, scanned.snapshot);
+                let tree = match paths.is_empty() {
+                    true => Cow::Borrowed(&self.state.ancestor),
+                    false => {
+                        let mut tree = self.state.ancestor.clone();
+                        patch(&mut tree, paths, scanned.snapshot);
+                        Cow::Owned(tree)
+                    }
+                };
                 (tree, scanned.skipped)
             }
             None => {
@@ -550,7 +559,7 @@ impl TwoWay {
                     }
                 }
                 cache = scanned.cache;
-                (scanned.snapshot, scanned.skipped)
+                (Cow::Owned(scanned.snapshot), scanned.skipped)
             }
         };
         self.state.cache = cache;
