@@ -453,7 +453,11 @@ impl std::ops::DerefMut for Up {
 impl Drop for Up {
     /// Stops it, then removes what its daemon wrote in /var/backups (its snapshots).
     fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
+        // One already waited for (through `DerefMut`) is not signalled: its pid may be
+        // another test's daemon by now.
+        if let Some(mut child) = self.0.take()
+            && child.try_wait().ok().flatten().is_none()
+        {
             let pid = nix::unistd::Pid::from_raw(child.id() as i32);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
             let mut ended = false;
