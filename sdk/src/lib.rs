@@ -21,6 +21,7 @@ mod files;
 mod follow;
 mod gateway;
 mod interpreter;
+mod kept;
 pub mod merge;
 mod mounts;
 mod search;

@@ -14,8 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 /// What a side holds at a path. Kept in a sync's state as one short string (`f644:HASH`,
-/// `d755`, `l:TARGET`): a large tree's state is read by every pass, and a string per entry
-/// reads several times faster than a map; the map form of earlier states is still read.
+/// `d755`, `l:TARGET`; see `kept`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
     /// A regular file: its content's hash and its permission bits.
@@ -72,29 +71,23 @@ enum EntryFields {
     Link { target: String },
 }
 
+impl From<EntryFields> for Entry {
+    fn from(fields: EntryFields) -> Entry {
+        match fields {
+            EntryFields::File { hash, mode } => Entry::File { hash, mode },
+            EntryFields::Dir { mode } => Entry::Dir { mode },
+            EntryFields::Link { target } => Entry::Link { target },
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Entry {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Entry;
-            fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
-                out.write_str("an entry (`f644:HASH`, `d755` or `l:TARGET`)")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Entry, E> {
-                Entry::parse(text)
-                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Entry, A::Error> {
-                let fields =
-                    EntryFields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(match fields {
-                    EntryFields::File { hash, mode } => Entry::File { hash, mode },
-                    EntryFields::Dir { mode } => Entry::Dir { mode },
-                    EntryFields::Link { target } => Entry::Link { target },
-                })
-            }
-        }
-        deserializer.deserialize_any(Visitor)
+        crate::kept::string_or_map::<D, Entry, EntryFields>(
+            deserializer,
+            "an entry (`f644:HASH`, `d755` or `l:TARGET`)",
+            Entry::parse,
+        )
     }
 }
 

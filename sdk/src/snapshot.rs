@@ -68,8 +68,7 @@ pub fn exclude_lines(patterns: &[String], defaults: bool) -> Vec<String> {
 }
 
 /// What a scan knew of a file: enough to tell it unchanged without reading it. Kept in a
-/// sync's state as one string, `SIZE:MTIME_NS:INO:HASH` (as [`Entry`] is, for speed); the
-/// map form of earlier states is still read.
+/// sync's state as one string, `SIZE:MTIME_NS:INO:HASH` (as [`Entry`] is; see `kept`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     pub size: u64,
@@ -111,30 +110,30 @@ struct SeenFields {
     hash: String,
 }
 
+impl From<SeenFields> for Seen {
+    fn from(fields: SeenFields) -> Seen {
+        let SeenFields {
+            size,
+            mtime_ns,
+            ino,
+            hash,
+        } = fields;
+        Seen {
+            size,
+            mtime_ns,
+            ino,
+            hash,
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Seen {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Seen;
-            fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
-                out.write_str("a file's record (`SIZE:MTIME_NS:INO:HASH`)")
-            }
-            fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Seen, E> {
-                Seen::parse(text)
-                    .ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(text), &self))
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<Seen, A::Error> {
-                let fields =
-                    SeenFields::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
-                Ok(Seen {
-                    size: fields.size,
-                    mtime_ns: fields.mtime_ns,
-                    ino: fields.ino,
-                    hash: fields.hash,
-                })
-            }
-        }
-        deserializer.deserialize_any(Visitor)
+        crate::kept::string_or_map::<D, Seen, SeenFields>(
+            deserializer,
+            "a file's record (`SIZE:MTIME_NS:INO:HASH`)",
+            Seen::parse,
+        )
     }
 }
 
