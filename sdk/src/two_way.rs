@@ -142,21 +142,14 @@ pub struct TwoWay {
     journal: Journal,
     /// Where `state` is kept: outside both trees (see [`state_root`]).
     state_dir: PathBuf,
-    /// Both sides as the last pass left them, while they are followed.
-    known: Option<Known>,
+    /// Whether the next pass may read the sandbox's side from the token the last pass
+    /// journaled (`state.tracked`; outside its `dirty`, both sides held the ancestor): not
+    /// after a pass that failed, nor in one asked to read whole.
+    token_trusted: bool,
     /// Where the daemon reports the remote directory's changes.
     remote_root: Option<PathBuf>,
     progress: Option<Progress>,
     _lock: std::fs::File,
-}
-
-/// What a sync knows of both sides since its last pass, so the next one reads only what
-/// changed: outside `dirty`, both held the ancestor.
-struct Known {
-    /// The sandbox's change token, taken before its side was last read.
-    version: String,
-    /// Paths read again on both sides (see [`Tracked`]).
-    dirty: BTreeSet<String>,
 }
 
 /// Where a following sync learns what changed in the local tree: a watcher that tells
@@ -230,7 +223,7 @@ impl TwoWay {
             state,
             journal,
             state_dir,
-            known: None,
+            token_trusted: false,
             remote_root: None,
             progress: None,
             _lock: lock,
@@ -257,22 +250,13 @@ impl TwoWay {
     /// since is read; the first pass, and one whose token the daemon no longer knows,
     /// read it whole). Merged, and changed on both sides.
     pub async fn pass(&mut self) -> Result<PassReport, SdkError> {
-        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
-        self.known = self
-            .state
-            .tracked
-            .clone()
-            .filter(|tracked| tracked.exclude == exclude)
-            .map(|tracked| Known {
-                version: tracked.version,
-                dirty: tracked.dirty,
-            });
+        self.token_trusted = true;
         self.run(None).await
     }
 
     /// One pass that reads both sides whole.
     pub async fn pass_whole(&mut self) -> Result<PassReport, SdkError> {
-        self.known = None;
+        self.token_trusted = false;
         self.run(None).await
     }
 
@@ -322,16 +306,20 @@ impl TwoWay {
         snapshot::exclude_lines(&[], self.options.default_excludes)
     }
 
-    /// A pass. It keeps the sandbox's change token and both trees for the next pass, and
-    /// reads only what changed where they are known (`self.known`).
+    /// A pass. It journals the sandbox's change token for the next pass, and reads only
+    /// what changed where the last one's is trusted (`token_trusted`) and was read with the
+    /// same excludes.
     async fn run(
         &mut self,
         local_changed: Option<BTreeSet<String>>,
     ) -> Result<PassReport, SdkError> {
+        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
         // Whatever fails below, the next pass in this process reads both sides whole (a
         // new one takes the token journaled last).
-        let known = self.known.take();
-        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
+        let known = std::mem::take(&mut self.token_trusted)
+            .then(|| self.state.tracked.clone())
+            .flatten()
+            .filter(|tracked| tracked.exclude == exclude);
         // Made if missing, once in a process (a following sync's later passes skip it).
         if (known.is_none() || self.remote_root.is_none())
             && let Err(err) = self.sandbox.mkdir(&self.remote, true).await
@@ -384,15 +372,12 @@ impl TwoWay {
             self.state.ancestor = brought.tree;
             self.state.remote = self.remote.clone();
             self.state.tracked = Some(Tracked {
-                version: version.clone(),
+                version,
                 dirty: BTreeSet::new(),
                 exclude: exclude.clone(),
             });
             self.journal.save(&old, &self.state, None)?;
-            self.known = Some(Known {
-                version,
-                dirty: BTreeSet::new(),
-            });
+            self.token_trusted = true;
             return Ok(PassReport {
                 to_local: brought.changes,
                 skipped: brought.skipped,
@@ -486,7 +471,7 @@ impl TwoWay {
         // Nothing told, found or left on either side: nothing to merge.
         let nothing = local_paths.as_ref().is_some_and(BTreeSet::is_empty)
             && remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
-        if nothing && let Some(mut known) = known.take() {
+        if nothing && known.is_some() {
             self.state.cache = cache;
             // Only the token moves: journaled when it did.
             let old = State {
@@ -496,28 +481,21 @@ impl TwoWay {
                 ..State::default()
             };
             self.state.tracked = Some(Tracked {
-                version: version.clone(),
+                version,
                 dirty: BTreeSet::new(),
                 exclude,
             });
             self.journal
                 .save(&old, &self.state, Some(&BTreeSet::new()))?;
-            known.version = version;
-            self.known = Some(known);
+            self.token_trusted = true;
             return Ok(PassReport {
                 skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
                 ..PassReport::default()
             });
         }
         // Read in part only where the tree is known: the ancestor, what was read patched in.
-        // A side that named nothing is the ancestor itself, not a copy of it.
-        let remote_now: Cow<'_, Snapshot> = match &remote_paths {
-            Some(paths) if paths.is_empty() => Cow::Borrowed(&self.state.ancestor),
-            Some(paths) => {
-                let mut tree = self.state.ancestor.clone();
-                patch(&mut tree, paths, remote_read);
-                Cow::Owned(tree)
-            }
+        let remote_now = match &remote_paths {
+            Some(paths) => patched(&self.state.ancestor, paths, remote_read),
             None => Cow::Owned(remote_read),
         };
         let (local_now, local_skipped) = match &local_paths {
@@ -534,14 +512,7 @@ impl TwoWay {
                     old_cache.entry(path.clone()).or_insert(None);
                     cache.insert(path, seen);
                 }
-                let tree = match paths.is_empty() {
-                    true => Cow::Borrowed(&self.state.ancestor),
-                    false => {
-                        let mut tree = self.state.ancestor.clone();
-                        patch(&mut tree, paths, scanned.snapshot);
-                        Cow::Owned(tree)
-                    }
-                };
+                let tree = patched(&self.state.ancestor, paths, scanned.snapshot);
                 (tree, scanned.skipped)
             }
             None => {
@@ -869,8 +840,8 @@ impl TwoWay {
             }
         }
         self.state.tracked = Some(Tracked {
-            version: version.clone(),
-            dirty: dirty.clone(),
+            version,
+            dirty,
             exclude,
         });
         match (&old_state, &old_part) {
@@ -888,9 +859,24 @@ impl TwoWay {
 
         // Outside `dirty`, both sides are left holding the ancestor: the next pass starts
         // from it (a following sync keeps no copy of either tree).
-        self.known = Some(Known { version, dirty });
+        self.token_trusted = true;
         Ok(report)
     }
+}
+
+/// A side read at `paths` only: `ancestor` with what was `read` there patched in. A side
+/// that named nothing is the ancestor itself, not a copy of it.
+fn patched<'a>(
+    ancestor: &'a Snapshot,
+    paths: &BTreeSet<String>,
+    read: Snapshot,
+) -> Cow<'a, Snapshot> {
+    if paths.is_empty() {
+        return Cow::Borrowed(ancestor);
+    }
+    let mut tree = ancestor.clone();
+    patch(&mut tree, paths, read);
+    Cow::Owned(tree)
 }
 
 /// The paths where `ancestor`, `local` and `remote` do not all hold the same.
@@ -1036,10 +1022,7 @@ impl TwoWay {
                 // What the watcher told before a whole read is in it.
                 let changed = watch.take().await;
                 let result = match whole {
-                    true => {
-                        self.known = None;
-                        self.run(None).await
-                    }
+                    true => self.pass_whole().await,
                     false => self.pass_changed(changed).await,
                 };
                 let settled = match result {
