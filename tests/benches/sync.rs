@@ -44,14 +44,7 @@ fn rsync(from: &Path, to: &Path) -> Option<Duration> {
 async fn run(dirs: usize, files: usize, quick: bool) {
     let daemon = Daemon::start();
     let tree = daemon.path("tree");
-    for d in 0..dirs {
-        let dir = tree.join(format!("pkg{d}/src"));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        for f in 0..files {
-            let body = format!("// file {f} of package {d}\n").repeat(1 + (f % 40));
-            std::fs::write(dir.join(format!("m{f}.ts")), body).expect("write");
-        }
-    }
+    make_tree(&tree, dirs, files);
     let total = dirs * files;
     println!("sync benchmark: {total} files in {dirs} directories (release build, loopback HTTP)");
     println!();
@@ -155,29 +148,12 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
     let name = format!("tw{total}");
     let tree = daemon.path(&name);
     let dirs = total / 100;
-    for d in 0..dirs {
-        let dir = tree.join(format!("pkg{d}/src"));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        for f in 0..100 {
-            let body = format!("// file {f} of package {d}\n").repeat(1 + (f % 40));
-            std::fs::write(dir.join(format!("m{f}.ts")), body).expect("write");
-        }
-    }
+    make_tree(&tree, dirs, 100);
     let at = |what: &str| scratch.join(format!("{name}-{what}"));
     let (local, rsynced, unisoned) = (at("local"), at("rsync"), at("unison"));
-    let fsctl = |remote: &str, local: &Path, more: &[&str]| {
-        let mut command = Command::new(fsd_tests::binary("fsctl"));
-        command
-            .args(["--url", &daemon.url, "sync", "--two-way", remote])
-            .arg(local)
-            .args(more)
-            .env("FSD_SYNC_STATE_DIR", scratch.join("sync-state"))
-            .env_remove("FSD_TOKEN")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null());
-        if let Some(token) = &daemon.token {
-            command.args(["--token", token]);
-        }
+    let fsctl = |remote: &str, local: &Path| {
+        let mut command = fsctl_sync(daemon, remote, local, &[]);
+        command.stdout(std::process::Stdio::null());
         command
     };
     let timed = |mut command: Command| {
@@ -186,7 +162,6 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
         assert!(status.success(), "{command:?}: {status}");
         started.elapsed()
     };
-    let rsync = |from: &Path, to: &Path| rsync(from, to);
     let unison = |from: &Path, to: &Path| unison(from, to, &scratch.join("unison-state"));
     println!("two-way sync, {total} files in {dirs} directories (each pass a new process)");
     let mut row = |what: &str,
@@ -222,7 +197,7 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
 
     // The first sync, sandbox → an empty local directory.
     nix::unistd::sync();
-    let fsd = timed(fsctl(&name, &local, &[]));
+    let fsd = timed(fsctl(&name, &local));
     nix::unistd::sync();
     let (r, u) = (rsync(&tree, &rsynced), unison(&tree, &unisoned));
     row("first sync, sandbox → local", fsd, r, u, "≤ 0.5× rsync");
@@ -235,7 +210,7 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
     let median = |samples: &mut Vec<Duration>| pct(samples, 50.0);
     let (mut fsd, mut r, mut u) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..5 {
-        fsd.push(timed(fsctl(&name, &local, &[])));
+        fsd.push(timed(fsctl(&name, &local)));
         r.extend(rsync(&tree, &rsynced));
         u.extend(unison(&tree, &unisoned));
     }
@@ -257,7 +232,7 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
             ));
             std::fs::write(&file, format!("// two-way round {round}\n")).expect("edit");
         }
-        fsd.push(timed(fsctl(&name, &local, &[])));
+        fsd.push(timed(fsctl(&name, &local)));
         r.extend(rsync(&tree, &rsynced));
         u.extend(unison(&tree, &unisoned));
     }
@@ -273,14 +248,14 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
         let file = tree.join(format!("pkg{}/src/m{}.ts", i % dirs, (i / dirs) % 100));
         std::fs::write(&file, format!("// many {i}\n")).expect("edit");
     }
-    let fsd = timed(fsctl(&name, &local, &[]));
+    let fsd = timed(fsctl(&name, &local));
     let (r, u) = (rsync(&tree, &rsynced), unison(&tree, &unisoned));
     row("a pass, 10,000 files changed", fsd, r, u, "< rsync");
 
     // The first sync the other way: a local tree → an empty sandbox directory.
     let upload = format!("up{total}");
     nix::unistd::sync();
-    let fsd = timed(fsctl(&upload, &local, &[]));
+    let fsd = timed(fsctl(&upload, &local));
     nix::unistd::sync();
     // Onto the sandbox's disk, as fsd writes.
     let (rsync_up, unison_up) = (
@@ -315,20 +290,8 @@ fn unison(from: &Path, to: &Path, state: &Path) -> Option<Duration> {
 /// pass is done (it prints what it did).
 fn following(daemon: &Daemon, remote: &str, local: &Path, follow: &str) -> std::process::Child {
     use std::io::BufRead;
-    let mut command = Command::new(fsd_tests::binary("fsctl"));
-    command
-        .args(["--url", &daemon.url, "sync", "--two-way", follow, remote])
-        .arg(local)
-        .env(
-            "FSD_SYNC_STATE_DIR",
-            local.parent().unwrap_or(local).join("sync-state"),
-        )
-        .env_remove("FSD_TOKEN")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null());
-    if let Some(token) = &daemon.token {
-        command.args(["--token", token]);
-    }
+    let mut command = fsctl_sync(daemon, remote, local, &[follow]);
+    command.stdout(std::process::Stdio::piped());
     let mut child = command.spawn().expect("fsctl sync --follow");
     let mut lines = std::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
     for line in lines.by_ref() {
@@ -338,6 +301,39 @@ fn following(daemon: &Daemon, remote: &str, local: &Path, follow: &str) -> std::
     }
     std::thread::spawn(move || for _ in lines {});
     child
+}
+
+/// `fsctl sync --two-way MORE REMOTE LOCAL` against `daemon`, the pairs' state beside
+/// `local` (the scratch directory's `sync-state`), stderr dropped.
+fn fsctl_sync(daemon: &Daemon, remote: &str, local: &Path, more: &[&str]) -> Command {
+    let mut command = Command::new(fsd_tests::binary("fsctl"));
+    command
+        .args(["--url", &daemon.url, "sync", "--two-way"])
+        .args(more)
+        .arg(remote)
+        .arg(local)
+        .env(
+            "FSD_SYNC_STATE_DIR",
+            local.parent().unwrap_or(local).join("sync-state"),
+        )
+        .env_remove("FSD_TOKEN")
+        .stderr(std::process::Stdio::null());
+    if let Some(token) = &daemon.token {
+        command.args(["--token", token]);
+    }
+    command
+}
+
+/// The tree both benchmarks sync: `dirs` packages of `files` source-like files each.
+fn make_tree(tree: &Path, dirs: usize, files: usize) {
+    for d in 0..dirs {
+        let dir = tree.join(format!("pkg{d}/src"));
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        for f in 0..files {
+            let body = format!("// file {f} of package {d}\n").repeat(1 + (f % 40));
+            std::fs::write(dir.join(format!("m{f}.ts")), body).expect("write");
+        }
+    }
 }
 
 /// CPU time a process has used (user and system).
