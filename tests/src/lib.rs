@@ -244,18 +244,8 @@ impl Daemon {
 
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
-        if !self.exited() {
-            let pid = self.child.id();
-            let _ = Command::new("kill")
-                .args(["-TERM", &pid.to_string()])
-                .status();
-        }
+        term_unless_waited(&mut self.child);
         self.child.wait().expect("wait for fsd")
-    }
-
-    /// Whether the daemon has exited and been waited for (its pid free for another).
-    fn exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
     }
 }
 
@@ -263,29 +253,38 @@ impl Drop for Daemon {
     /// SIGTERM first, so the daemon releases what it mounted; SIGKILL after 5 s. Then what
     /// it wrote in /var/backups goes.
     fn drop(&mut self) {
-        // A daemon already waited for (stopped, crashed) is not signalled: its pid may be
-        // another test's daemon by now.
-        if !self.exited() {
-            let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
-                .status();
-        }
-        let mut ended = false;
-        for _ in 0..100 {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                ended = true;
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        if !ended {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
+        stop_child(&mut self.child);
         for pid in &self.pids {
             archives::remove_written_by(*pid);
         }
     }
+}
+
+/// Sends SIGTERM to `child` unless it was already waited for (stopped, crashed, waited
+/// through another handle): its pid may be another test's process by now. Answers whether
+/// it was sent.
+pub fn term_unless_waited(child: &mut Child) -> bool {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return false;
+    }
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).is_ok()
+}
+
+/// Ends a child a test started: SIGTERM first (a daemon releases what it mounted), SIGKILL
+/// after 5 s; one already waited for is left alone.
+pub fn stop_child(child: &mut Child) {
+    if !term_unless_waited(child) {
+        return;
+    }
+    for _ in 0..100 {
+        if matches!(child.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// Starts `fsd serve` on an ephemeral port and returns it with its URL.

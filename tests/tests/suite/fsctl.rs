@@ -453,25 +453,9 @@ impl std::ops::DerefMut for Up {
 impl Drop for Up {
     /// Stops it, then removes what its daemon wrote in /var/backups (its snapshots).
     fn drop(&mut self) {
-        // One already waited for (through `DerefMut`) is not signalled: its pid may be
-        // another test's daemon by now.
-        if let Some(mut child) = self.0.take()
-            && child.try_wait().ok().flatten().is_none()
-        {
-            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let mut ended = false;
-            for _ in 0..100 {
-                if child.try_wait().ok().flatten().is_some() {
-                    ended = true;
-                    break;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            if !ended {
-                let _ = child.kill();
-                let _ = child.wait();
-            }
+        // One already waited for (through `DerefMut`) is left alone.
+        if let Some(mut child) = self.0.take() {
+            fsd_tests::stop_child(&mut child);
         }
         for daemon in &self.1 {
             fsd_tests::archives::remove_written_by(*daemon);
