@@ -117,10 +117,24 @@ enum Command {
     Run(code::RunArgs),
     /// Clone a git repository into the sandbox (progress on stderr).
     Clone(code::CloneArgs),
+    /// The watcher a two-way sync leaves for its local directory between passes (started
+    /// by `fsctl sync --two-way`, not by hand).
+    #[command(hide = true)]
+    SyncWatcher(fsctl::pair_watch::WatcherArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::SyncWatcher(args) = cli.command {
+        // One thread: it waits on a socket and a watch.
+        return match tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        {
+            Ok(runtime) => runtime.block_on(fsctl::pair_watch::serve(args)),
+            Err(_) => ExitCode::FAILURE,
+        };
+    }
     if !cli.command.serves() {
         end_quietly_in_a_pipe();
     }
@@ -255,5 +269,6 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             top::run(&sandbox, args, cli.json).await
         }
+        Command::SyncWatcher(args) => Ok(fsctl::pair_watch::serve(args).await),
     }
 }

@@ -50,6 +50,11 @@ pub struct SyncArgs {
     /// Two-way: also sync what is left out by default (.git, node_modules, .DS_Store).
     #[arg(long, requires = "two_way")]
     no_default_excludes: bool,
+    /// Two-way: leave no watcher of LOCAL between passes. By default a pass leaves one (a
+    /// process that ends when LOCAL goes or after 30 idle minutes) and the next asks it
+    /// what changed instead of walking LOCAL.
+    #[arg(long, requires = "two_way")]
+    no_watcher: bool,
     /// List the open conflicts of the two-way sync of LOCAL (both versions kept).
     #[arg(long, value_name = "LOCAL", conflicts_with_all = ["two_way", "follow"])]
     conflicts: Option<PathBuf>,
@@ -108,7 +113,18 @@ async fn two_way(
         );
     }
     let Some(every) = args.follow else {
-        let report = sync.pass().await;
+        let report = match std::env::current_exe() {
+            Ok(program) if !args.no_watcher => {
+                let mut watcher = fsctl::pair_watch::PairWatcher::new(
+                    sync.state_dir(),
+                    sync.local(),
+                    sync.watch_excludes(),
+                    program,
+                );
+                sync.pass_watched(&mut watcher).await
+            }
+            _ => sync.pass().await,
+        };
         if let Some((_, bar)) = &bar {
             bar.finish_and_clear();
         }
@@ -234,10 +250,13 @@ fn print_pass(report: &PassReport, as_json: bool, first: bool) {
             "changedMeanwhile": report.changed_meanwhile.iter().map(|(s, p)| serde_json::json!({"side": side(*s), "path": p})).collect::<Vec<_>>(),
             "failed": report.failed.iter().map(|(s, p, why)| serde_json::json!({"side": side(*s), "path": p, "reason": why})).collect::<Vec<_>>(),
             "skipped": report.skipped,
-            // What the pass read of each side: `whole`, or only what `changed`.
+            // What the pass read of each side: `whole`, or only what `changed`; and who
+            // found the local side's changes: a `watcher`, or a `walk` of stats.
             "read": {
                 "local": if report.local_whole { "whole" } else { "changed" },
                 "sandbox": if report.remote_whole { "whole" } else { "changed" },
+                "localFoundBy": (!report.local_whole)
+                    .then_some(if report.local_watched { "watcher" } else { "walk" }),
             },
         }));
         return;

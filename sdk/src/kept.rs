@@ -38,3 +38,31 @@ where
         fields: std::marker::PhantomData::<Fields>,
     })
 }
+
+/// Reads a map kept in key order (as serde writes a `BTreeMap`) by building it from the
+/// sorted pairs at once, not one insert (and a search) per key: a large state's read was
+/// mostly those searches.
+pub(crate) fn sorted_map<'de, D, V>(
+    deserializer: D,
+) -> Result<std::collections::BTreeMap<String, V>, D::Error>
+where
+    D: Deserializer<'de>,
+    V: Deserialize<'de>,
+{
+    struct Pairs<V>(std::marker::PhantomData<V>);
+    impl<'de, V: Deserialize<'de>> Visitor<'de> for Pairs<V> {
+        type Value = std::collections::BTreeMap<String, V>;
+        fn expecting(&self, out: &mut std::fmt::Formatter) -> std::fmt::Result {
+            out.write_str("a map")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut pairs = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some(pair) = map.next_entry::<String, V>()? {
+                pairs.push(pair);
+            }
+            // Sorted already, the sort is one look along it; a later duplicate wins.
+            Ok(pairs.into_iter().collect())
+        }
+    }
+    deserializer.deserialize_map(Pairs(std::marker::PhantomData))
+}

@@ -44,7 +44,7 @@ use crate::snapshot::{self, Ignores, STATE_DIR};
 
 use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
-use journal::{Journal, State, Tracked};
+use journal::{Head, Journal, State, Tracked};
 
 use local::{Contents, LocalTree, Refused};
 use ops::Op;
@@ -111,6 +111,9 @@ pub struct PassReport {
     /// Whether it read the local side whole (else the paths a watcher told or a walk of
     /// stats found).
     pub local_whole: bool,
+    /// Whether a watcher told the local side's changes (else, read in part, a walk of
+    /// stats found them).
+    pub local_watched: bool,
     /// Whether it read the sandbox's side whole (else the paths its change token named).
     pub remote_whole: bool,
 }
@@ -138,8 +141,10 @@ pub struct TwoWay {
     remote: String,
     options: TwoWayOptions,
     ignores: Ignores,
+    /// What the journal holds, once read (the first pass reads it, unless it finds nothing
+    /// changed from the head alone).
     state: State,
-    journal: Journal,
+    journal: Option<Journal>,
     /// Where `state` is kept: outside both trees (see [`state_root`]).
     state_dir: PathBuf,
     /// Whether the next pass may read the sandbox's side from the token the last pass
@@ -161,6 +166,20 @@ pub trait LocalWatch: Send {
     /// The paths (absolute) changed since the last call, every change made before this
     /// call among them; `None` when changes were lost (the tree is then read whole).
     fn take(&mut self) -> BoxFuture<'_, Option<Vec<PathBuf>>>;
+}
+
+/// Where a single pass learns what changed in the local tree since an earlier pass, in
+/// another process: a watcher that outlives passes (fsctl leaves one per pair) and answers
+/// with a change token of its own, as the daemon does for the sandbox's side.
+pub trait LocalSince: Send {
+    /// The watcher's token now, every change made before this call told by tokens up to
+    /// it, and the paths (absolute) changed since `since`, a token it gave earlier; paths
+    /// `None` when it cannot tell (no `since`, another watcher's token, changes lost).
+    /// `None` in all: no watcher answers (the tree is walked).
+    fn since<'a>(
+        &'a mut self,
+        since: Option<&'a str>,
+    ) -> BoxFuture<'a, Option<(String, Option<Vec<PathBuf>>)>>;
 }
 
 /// Told how far a pass has come: the phase (`to local`, `to sandbox`), changes made, and
@@ -213,15 +232,14 @@ impl TwoWay {
         take_over_state_in_the_tree(&own, local)?;
         let state_dir = pair_state(&own, remote);
         std::fs::create_dir_all(&state_dir)?;
-        let (state, journal) = Journal::read(&state_dir)?;
         Ok(Self {
             sandbox,
             local: local.to_path_buf(),
             remote: remote.to_string(),
             options,
             ignores,
-            state,
-            journal,
+            state: State::default(),
+            journal: None,
             state_dir,
             token_trusted: false,
             remote_root: None,
@@ -251,13 +269,60 @@ impl TwoWay {
     /// read it whole). Merged, and changed on both sides.
     pub async fn pass(&mut self) -> Result<PassReport, SdkError> {
         self.token_trusted = true;
-        self.run(None).await
+        self.run(None, None).await
+    }
+
+    /// One pass as [`TwoWay::pass`] makes it, the local side's changes asked of `watcher`
+    /// (since the token the last pass journaled) instead of walking the tree, where it can
+    /// tell them.
+    pub async fn pass_watched(
+        &mut self,
+        watcher: &mut dyn LocalSince,
+    ) -> Result<PassReport, SdkError> {
+        if self.journal.is_none() && self.nothing_changed(watcher).await {
+            return Ok(PassReport {
+                local_watched: true,
+                ..PassReport::default()
+            });
+        }
+        self.token_trusted = true;
+        self.run(None, Some(watcher)).await
+    }
+
+    /// Whether, by the head alone (the state not read), neither side changed since the
+    /// last pass, which left nothing to read again: both tokens it journaled still the
+    /// tokens now. Anything else is for a pass to find.
+    async fn nothing_changed(&mut self, watcher: &mut dyn LocalSince) -> bool {
+        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
+        let Some(head) = Head::read(&self.state_dir) else {
+            return false;
+        };
+        let Some(local) = head.tracked.local.as_deref() else {
+            return false;
+        };
+        if !head.clean || head.tracked.exclude != exclude {
+            return false;
+        }
+        let remote_unchanged = remote::unchanged_since(
+            &self.sandbox,
+            &self.remote,
+            &head.tracked.version,
+            &self.watch_excludes(),
+        )
+        .await;
+        if !remote_unchanged.unwrap_or(false) {
+            return false;
+        }
+        watcher
+            .since(Some(local))
+            .await
+            .is_some_and(|(token, paths)| token == local && paths.is_some())
     }
 
     /// One pass that reads both sides whole.
     pub async fn pass_whole(&mut self) -> Result<PassReport, SdkError> {
         self.token_trusted = false;
-        self.run(None).await
+        self.run(None, None).await
     }
 
     /// One pass that reads only what changed since the last pass of this sync: the
@@ -270,7 +335,7 @@ impl TwoWay {
         local_changed: Option<Vec<PathBuf>>,
     ) -> Result<PassReport, SdkError> {
         let local_changed = local_changed.and_then(|paths| self.relative_paths(paths));
-        self.run(local_changed).await
+        self.run(local_changed, None).await
     }
 
     /// Paths under the local directory, relative, the sync's own left out; `None` when
@@ -312,7 +377,13 @@ impl TwoWay {
     async fn run(
         &mut self,
         local_changed: Option<BTreeSet<String>>,
+        watcher: Option<&mut dyn LocalSince>,
     ) -> Result<PassReport, SdkError> {
+        if self.journal.is_none() {
+            let (state, journal) = Journal::read(&self.state_dir)?;
+            self.state = state;
+            self.journal = Some(journal);
+        }
         let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
         // Whatever fails below, the next pass in this process reads both sides whole (a
         // new one takes the token journaled last).
@@ -352,6 +423,25 @@ impl TwoWay {
             version = next;
             remote_changed = changed.filter(|paths| paths.len() <= MOST_PATHS);
         }
+        // The local watcher's token, taken before the local side is read: what changes
+        // during the read is told to the next pass.
+        let (local_token, watched) = match watcher {
+            Some(watcher) => {
+                let since = known.as_ref().and_then(|known| known.local.as_deref());
+                match watcher.since(since).await {
+                    Some((token, paths)) => {
+                        let paths = paths
+                            .filter(|_| known.is_some())
+                            .and_then(|paths| self.relative_paths(paths));
+                        (Some(token), paths)
+                    }
+                    None => (None, None),
+                }
+            }
+            None => (None, None),
+        };
+        let local_watched = watched.is_some() || local_changed.is_some();
+        let local_changed = local_changed.or(watched);
         // A first sync into an empty directory has nothing to merge: the sandbox's tree
         // comes in one stream, hashed as it is written (two-way modes only: one-way ones
         // make the sandbox what the local side holds).
@@ -375,8 +465,9 @@ impl TwoWay {
                 version,
                 dirty: BTreeSet::new(),
                 exclude: exclude.clone(),
+                local: local_token,
             });
-            self.journal.save(&old, &self.state, None)?;
+            read(&mut self.journal)?.save(&old, &self.state, None)?;
             self.token_trusted = true;
             return Ok(PassReport {
                 to_local: brought.changes,
@@ -484,12 +575,13 @@ impl TwoWay {
                 version,
                 dirty: BTreeSet::new(),
                 exclude,
+                local: local_token,
             });
-            self.journal
-                .save(&old, &self.state, Some(&BTreeSet::new()))?;
+            read(&mut self.journal)?.save(&old, &self.state, Some(&BTreeSet::new()))?;
             self.token_trusted = true;
             return Ok(PassReport {
                 skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
+                local_watched,
                 ..PassReport::default()
             });
         }
@@ -577,6 +669,7 @@ impl TwoWay {
             skipped: local_skipped.into_iter().chain(remote_skipped).collect(),
             whole: local_paths.is_none() && remote_paths.is_none(),
             local_whole: local_paths.is_none(),
+            local_watched: local_watched && local_paths.is_some(),
             remote_whole: remote_paths.is_none(),
             ..PassReport::default()
         };
@@ -843,6 +936,7 @@ impl TwoWay {
             version,
             dirty,
             exclude,
+            local: local_token,
         });
         match (&old_state, &old_part) {
             (Some(old), _) => {
@@ -851,9 +945,11 @@ impl TwoWay {
                 self.state
                     .cache
                     .retain(|path, _| ancestor.contains_key(path));
-                self.journal.save(old, &self.state, None)?;
+                read(&mut self.journal)?.save(old, &self.state, None)?;
             }
-            (None, Some(old)) => self.journal.save(old, &self.state, touched.as_ref())?,
+            (None, Some(old)) => {
+                read(&mut self.journal)?.save(old, &self.state, touched.as_ref())?
+            }
             (None, None) => {}
         }
 
@@ -862,6 +958,13 @@ impl TwoWay {
         self.token_trusted = true;
         Ok(report)
     }
+}
+
+/// The journal, read by the time a pass writes it.
+fn read(journal: &mut Option<Journal>) -> Result<&mut Journal, SdkError> {
+    journal
+        .as_mut()
+        .ok_or_else(|| SdkError::invalid("the sync's state was not read".to_string()))
 }
 
 /// A side read at `paths` only: `ancestor` with what was `read` there patched in. A side

@@ -20,8 +20,11 @@ use crate::snapshot::{ScanCache, Seen};
 
 pub(super) const BASE_FILE: &str = "state.json";
 pub(super) const LOG_FILE: &str = "state.log";
-/// The log is folded into a new base once it is this long and half the base's size.
-const LOG_FOLD_BYTES: u64 = 1 << 20;
+pub(super) const HEAD_FILE: &str = "head.json";
+/// The log is folded into a new base once it is this long and an eighth of the base's
+/// size: each pass reads both, and a line, replayed path by path, reads several times
+/// slower than the base, so a long log cost a pass over a large tree more than the fold.
+const LOG_FOLD_BYTES: u64 = 64 << 10;
 
 /// A conflict kept for `fsctl sync --conflicts`: both versions are there to look at.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -48,11 +51,12 @@ fn made_before() -> bool {
 pub struct State {
     /// The sandbox directory this local directory is synced with.
     pub remote: String,
+    #[serde(deserialize_with = "crate::kept::sorted_map")]
     pub ancestor: Snapshot,
     #[serde(default)]
     pub conflicts: Vec<OpenConflict>,
     /// The local scan's records (size, mtime, inode, hash) by path.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::kept::sorted_map")]
     pub cache: ScanCache,
     /// The base's generation (see [`Journal`]); only the base's own is read.
     #[serde(default)]
@@ -77,6 +81,10 @@ pub struct Tracked {
     /// The exclude lines the sandbox's side was read with: other lines read it whole.
     #[serde(default)]
     pub exclude: Vec<String>,
+    /// The local watcher's token taken before the local side was read (see
+    /// [`super::LocalSince`]); none: the next pass walks the local tree.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<String>,
 }
 
 /// One pass's changes to the state.
@@ -113,6 +121,52 @@ pub struct Journal {
     generation: u64,
     base_bytes: u64,
     log_bytes: u64,
+    /// The head last read or written.
+    head: Option<Head>,
+}
+
+/// What a pass that finds nothing changed on either side needs of the state, so that it
+/// reads no more (`head.json`, written after the state): the tokens the last pass
+/// journaled and whether it left anything for the next. It holds only while the base and
+/// the log are the files it was written after (a pass cut short between the two writes
+/// leaves a head that no longer matches them, and is not taken).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    base: FileMark,
+    log_bytes: u64,
+    pub tracked: Tracked,
+    /// No path to read again, no conflict open.
+    pub clean: bool,
+}
+
+/// Which version of a file: replaced or written, it differs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct FileMark {
+    size: u64,
+    ino: u64,
+    mtime_ns: i128,
+}
+
+impl FileMark {
+    fn of(path: &Path) -> Option<FileMark> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        Some(FileMark {
+            size: meta.len(),
+            ino: meta.ino(),
+            mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        })
+    }
+}
+
+impl Head {
+    /// The head kept in `dir`, if it matches the state's files there.
+    pub fn read(dir: &Path) -> Option<Head> {
+        let head: Head = serde_json::from_slice(&std::fs::read(dir.join(HEAD_FILE)).ok()?).ok()?;
+        let log_bytes = std::fs::metadata(dir.join(LOG_FILE)).map_or(0, |meta| meta.len());
+        (FileMark::of(&dir.join(BASE_FILE)) == Some(head.base) && log_bytes == head.log_bytes)
+            .then_some(head)
+    }
 }
 
 impl Journal {
@@ -159,6 +213,7 @@ impl Journal {
             Err(err) => return Err(err.into()),
         };
         let generation = state.generation;
+        let head = Head::read(&dir);
         Ok((
             state,
             Journal {
@@ -166,8 +221,35 @@ impl Journal {
                 generation,
                 base_bytes,
                 log_bytes,
+                head,
             },
         ))
+    }
+
+    /// Writes the head of `state` (the state as these files now hold it), unless it is
+    /// the one there.
+    fn keep_head(&mut self, state: &State) -> Result<(), SdkError> {
+        let Some(tracked) = &state.tracked else {
+            return Ok(());
+        };
+        let Some(base) = FileMark::of(&self.dir.join(BASE_FILE)) else {
+            return Ok(());
+        };
+        let head = Head {
+            base,
+            log_bytes: self.log_bytes,
+            tracked: tracked.clone(),
+            clean: tracked.dirty.is_empty() && state.conflicts.is_empty(),
+        };
+        if self.head.as_ref() == Some(&head) {
+            return Ok(());
+        }
+        let bytes = serde_json::to_vec(&head).map_err(std::io::Error::other)?;
+        let temp = self.dir.join(format!("{HEAD_FILE}.tmp"));
+        std::fs::write(&temp, bytes)?;
+        std::fs::rename(&temp, self.dir.join(HEAD_FILE))?;
+        self.head = Some(head);
+        Ok(())
     }
 
     /// Keeps `new` in place of `old`. `touched`: the only paths whose ancestor entries
@@ -188,11 +270,11 @@ impl Journal {
             tracked: new.tracked.clone().filter(|_| old.tracked != new.tracked),
         };
         if record.is_empty() {
-            return Ok(());
+            return self.keep_head(new);
         }
         let line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
         let fold = self.base_bytes == 0
-            || self.log_bytes + line.len() as u64 > LOG_FOLD_BYTES.max(self.base_bytes / 2);
+            || self.log_bytes + line.len() as u64 > LOG_FOLD_BYTES.max(self.base_bytes / 8);
         if !fold {
             let mut log = std::fs::OpenOptions::new()
                 .create(true)
@@ -202,7 +284,7 @@ impl Journal {
             bytes.push(b'\n');
             log.write_all(&bytes)?;
             self.log_bytes += bytes.len() as u64;
-            return Ok(());
+            return self.keep_head(new);
         }
         // A new base, of the next generation: the log's lines are of the last.
         let mut base = new.clone();
@@ -218,7 +300,7 @@ impl Journal {
         self.generation = base.generation;
         self.base_bytes = bytes.len() as u64;
         self.log_bytes = 0;
-        Ok(())
+        self.keep_head(new)
     }
 }
 

@@ -123,6 +123,23 @@ pub async fn changes_since(
     Ok((answer.version, changed))
 }
 
+/// Whether nothing changed in `remote` since `version`, and the token is still it.
+pub async fn unchanged_since(
+    sandbox: &Sandbox,
+    remote: &str,
+    version: &str,
+    exclude: &[String],
+) -> Result<bool, SdkError> {
+    let request = CheckChangesRequest {
+        path: remote.to_string(),
+        exclude: Some(exclude.to_vec()),
+        since: Some(version.to_string()),
+        ..CheckChangesRequest::default()
+    };
+    let answer: CheckChangesResponse = sandbox.post_json("/api/watch/check", &request).await?;
+    Ok(answer.status == "unchanged" && answer.version == version)
+}
+
 fn held(entry: Option<&Entry>) -> Held {
     match entry {
         None => Held::Absent,

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use fsctl::local_watch::Watched;
+use fsctl::pair_watch::PairWatcher;
 use fsd_sdk::merge::Mode;
 use fsd_sdk::two_way::{TwoWay, TwoWayOptions};
 use fsd_tests::{Daemon, binary};
@@ -617,14 +618,14 @@ async fn an_agents_day_on_a_real_repository_keeps_both_sides_equal_when_followin
     std::fs::create_dir_all(&local).unwrap();
     let mut sync = open(&daemon, &local);
     let mut watch = Watched::start(&local, &sync.watch_excludes()).unwrap();
-    let (_, conflicts, _) = settle(&mut sync, Some(&mut watch), "the first sync").await;
+    let (_, conflicts, _) = settle(&mut sync, Told::Follow(&mut watch), "the first sync").await;
     assert_eq!(conflicts, 0);
     assert_eq!(worktree(&local), worktree(&repo), "after the first sync");
     let mut in_part = 0;
     let steps = agents_day(&repo, &local, &first, &last);
     for (name, act) in &steps {
         act();
-        let (_, conflicts, partial) = settle(&mut sync, Some(&mut watch), name).await;
+        let (_, conflicts, partial) = settle(&mut sync, Told::Follow(&mut watch), name).await;
         in_part += partial;
         assert_eq!(conflicts, 0, "{name}: no conflict");
         let (here, there) = (worktree(&local), worktree(&repo));
@@ -821,18 +822,40 @@ pub(crate) fn contents(root: &Path) -> BTreeSet<String> {
         .collect()
 }
 
-/// One pass: reading both sides whole, or (following) only what changed.
-async fn pass(
+/// How a test's passes learn what changed on the local side.
+pub(crate) enum Told<'a> {
+    /// A walk of stats against the records, as a pass with no watcher makes it.
+    Walk,
+    /// A watcher kept open, as `--follow` keeps it.
+    Follow(&'a mut Watched),
+    /// The watcher a pass leaves for the next, as `fsctl sync --two-way` leaves it (the
+    /// real `fsctl sync-watcher` process).
+    Watcher(&'a mut PairWatcher),
+}
+
+/// The watcher `fsctl sync --two-way` leaves for `sync`'s pair.
+pub(crate) fn pair_watcher(sync: &TwoWay) -> PairWatcher {
+    PairWatcher::new(
+        sync.state_dir(),
+        sync.local(),
+        sync.watch_excludes(),
+        binary("fsctl"),
+    )
+}
+
+/// One pass, the local side's changes learnt as `told` says.
+pub(crate) async fn pass(
     sync: &mut TwoWay,
-    watch: Option<&mut Watched>,
+    told: &mut Told<'_>,
 ) -> Result<fsd_sdk::two_way::PassReport, fsd_sdk::SdkError> {
     use fsd_sdk::two_way::LocalWatch;
-    match watch {
-        Some(watch) => {
+    match told {
+        Told::Follow(watch) => {
             let changed = watch.take().await;
             sync.pass_changed(changed).await
         }
-        None => sync.pass().await,
+        Told::Watcher(watcher) => sync.pass_watched(&mut **watcher).await,
+        Told::Walk => sync.pass().await,
     }
 }
 
@@ -840,12 +863,12 @@ async fn pass(
 /// conflicts they found, and how many merged only what changed.
 pub(crate) async fn settle(
     sync: &mut TwoWay,
-    mut watch: Option<&mut Watched>,
+    mut told: Told<'_>,
     when: &str,
 ) -> (usize, usize, usize) {
     let (mut changes, mut conflicts, mut in_part) = (0, 0, 0);
     for _ in 0..6 {
-        let result = pass(sync, watch.as_deref_mut()).await;
+        let result = pass(sync, &mut told).await;
         if result.as_ref().is_ok_and(|report| !report.whole) {
             in_part += 1;
         }
@@ -904,14 +927,23 @@ async fn random_edits_on_both_sides_through_restarts_end_equal_and_lose_nothing(
         }
     };
     for seed in seeds {
-        for following in [false, true] {
-            println!("two-way: FSD_TWO_WAY_SEED={seed} following={following}");
-            run_seed(seed, following).await;
+        for local_side in [LocalSide::Walk, LocalSide::Follow, LocalSide::Watcher] {
+            println!("two-way: FSD_TWO_WAY_SEED={seed} {local_side:?}");
+            run_seed(seed, local_side).await;
         }
     }
 }
 
-async fn run_seed(seed: u64, following: bool) {
+/// How the property test's passes learn the local side's changes (see [`Told`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LocalSide {
+    Walk,
+    Follow,
+    Watcher,
+}
+
+async fn run_seed(seed: u64, local_side: LocalSide) {
+    let following = local_side == LocalSide::Follow;
     let mut rng = Rng::new(seed);
     let mut daemon = Daemon::start();
     let remote = daemon.path("project");
@@ -924,8 +956,9 @@ async fn run_seed(seed: u64, following: bool) {
     let mut sync = open(&daemon, &local);
     // Following: the local side's watcher, started before the first pass reads the tree.
     let mut watch = following.then(|| Watched::start(&local, &sync.watch_excludes()).unwrap());
+    let mut watcher = (local_side == LocalSide::Watcher).then(|| pair_watcher(&sync));
     for epoch in 0..12 {
-        let when = format!("FSD_TWO_WAY_SEED={seed} following={following} epoch {epoch}");
+        let when = format!("FSD_TWO_WAY_SEED={seed} {local_side:?} epoch {epoch}");
         // Edits on both sides, some made while a pass runs.
         let mut written: Vec<(char, String)> = Vec::new();
         for _ in 0..1 + rng.below(6) {
@@ -971,7 +1004,7 @@ async fn run_seed(seed: u64, following: bool) {
                 }
                 made
             });
-            let _ = pass(&mut sync, watch.as_mut()).await;
+            let _ = pass(&mut sync, &mut told(&mut watch, &mut watcher)).await;
             expected.extend(editing.await.unwrap());
         }
         // Interruptions: the daemon restarted or killed, the sync reopened (a daemon on a
@@ -994,7 +1027,13 @@ async fn run_seed(seed: u64, following: bool) {
             drop(sync);
             sync = open(&daemon, &local);
         }
-        let (made, found, partial) = settle(&mut sync, watch.as_mut(), &when).await;
+        // The watcher a pass left, killed: the next pass walks and leaves another.
+        if let Some(watcher) = &watcher
+            && rng.below(5) == 0
+        {
+            kill_watcher(watcher);
+        }
+        let (made, found, partial) = settle(&mut sync, told(&mut watch, &mut watcher), &when).await;
         changes += made;
         conflicts += found;
         in_part += partial;
@@ -1025,6 +1064,26 @@ async fn run_seed(seed: u64, following: bool) {
     // side from the token the last pass journaled (across reopens and daemon restarts), the
     // local one from a watcher or a walk of stats.
     assert!(in_part > 0, "a pass reads only what changed");
+}
+
+/// How a pass learns the local side's changes: from the watcher kept open, the one a pass
+/// left, or a walk.
+fn told<'a>(watch: &'a mut Option<Watched>, watcher: &'a mut Option<PairWatcher>) -> Told<'a> {
+    match (watch.as_mut(), watcher.as_mut()) {
+        (Some(watch), _) => Told::Follow(watch),
+        (_, Some(watcher)) => Told::Watcher(watcher),
+        _ => Told::Walk,
+    }
+}
+
+/// Kills the process answering on `watcher`'s socket, as a crash or an OOM kill would.
+fn kill_watcher(watcher: &PairWatcher) {
+    for pid in fsd_tests::host_processes_with(&watcher.socket().display().to_string()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
 }
 
 /// An apply body: the length, the request, the files' content.
@@ -1453,4 +1512,88 @@ fn single_passes_read_only_what_changed_and_whole_where_the_token_cannot_tell() 
     let report = pass(&pair, &["--exclude", "*.tmp"]);
     assert_eq!(read(&report).1, "whole", "{report}");
     pair.assert_equal("after a pass with other excludes");
+}
+
+/// A single pass leaves a watcher of the local directory (the real `fsctl sync-watcher`),
+/// and the next asks it what changed instead of walking: it sees an edit a walk of stats
+/// cannot (same size, its time set back), a killed watcher leaves the next pass walking
+/// and starting another, and a watcher ends with its directory.
+#[test]
+fn a_pass_leaves_a_watcher_that_tells_the_next_what_a_walk_cannot_see() {
+    let pair = Pair::new();
+    write(&pair.remote("a.txt"), "one\n");
+    write(&pair.remote("sub/b.txt"), "two\n");
+    let pass = |more: &[&str]| -> serde_json::Value {
+        let mut args = vec!["--json"];
+        args.extend_from_slice(more);
+        let (code, out, err) = pair.sync(&args);
+        assert_eq!(code, 0, "{out}\n{err}");
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+    };
+    let found_by = |report: &serde_json::Value| report["read"]["localFoundBy"].clone();
+    let local = pair.local("");
+    // The watcher's command line names its socket, in the pair's state.
+    let marker = state_root(&local).display().to_string();
+    let watchers = || fsd_tests::host_processes_with(&marker);
+    pass(&[]);
+    let first = watchers();
+    assert_eq!(first.len(), 1, "the first pass left one watcher: {first:?}");
+
+    let report = pass(&[]);
+    assert_eq!(found_by(&report), "watcher", "{report}");
+    assert_eq!(report["toRemote"]["files"], 0, "{report}");
+
+    // An edit a walk cannot see: the same size, and its time set back.
+    let path = pair.local("a.txt");
+    let mtime = std::fs::metadata(&path).unwrap().modified().unwrap();
+    std::fs::write(&path, "ONE\n").unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    let report = pass(&[]);
+    assert_eq!(found_by(&report), "watcher", "{report}");
+    assert_eq!(report["toRemote"]["files"], 1, "{report}");
+    assert_eq!(read(&pair.remote("a.txt")), "ONE\n");
+    assert_eq!(watchers(), first, "the same watcher answers");
+
+    // Without one, the pass walks.
+    write(&pair.local("sub/b.txt"), "two, edited\n");
+    let report = pass(&["--no-watcher"]);
+    assert_eq!(found_by(&report), "walk", "{report}");
+    assert_eq!(read(&pair.remote("sub/b.txt")), "two, edited\n");
+
+    // The watcher killed: the next pass walks, carries the edit, and leaves another.
+    for pid in &first {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(*pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    write(&pair.local("c.txt"), "three\n");
+    let report = pass(&[]);
+    assert_eq!(found_by(&report), "walk", "{report}");
+    assert_eq!(read(&pair.remote("c.txt")), "three\n");
+    let second = watchers();
+    assert!(
+        second.len() == 1 && second != first,
+        "another watcher: {second:?}"
+    );
+    write(&pair.local("d.txt"), "four\n");
+    let report = pass(&[]);
+    assert_eq!(found_by(&report), "watcher", "{report}");
+    pair.assert_equal("after the watcher was replaced");
+
+    // Its directory gone, the watcher ends.
+    std::fs::remove_dir_all(&local).unwrap();
+    let started = std::time::Instant::now();
+    while !watchers().is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "the watcher outlived its directory"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -407,6 +407,9 @@ impl World {
             .filter(|c| present.contains(c))
             .collect();
         let sync = self.sync.as_mut().unwrap();
+        // Passes as `fsctl sync --two-way` makes them: the local side's changes asked of
+        // the watcher the last pass left.
+        let mut watcher = two_way::pair_watcher(sync);
         if rng.percent(30) {
             // New files made locally while a pass runs.
             let local = self.local.clone();
@@ -422,10 +425,15 @@ impl World {
                     })
                     .collect::<Vec<_>>()
             });
-            let _ = sync.pass().await;
+            let _ = sync.pass_watched(&mut watcher).await;
             expected.extend(during.await.unwrap());
         }
-        let (changes, conflicts, _) = two_way::settle(sync, None, "the two-way pair").await;
+        let (changes, conflicts, _) = two_way::settle(
+            sync,
+            two_way::Told::Watcher(&mut watcher),
+            "the two-way pair",
+        )
+        .await;
         let (local_tree, remote_tree) = (two_way::tree(&self.local), two_way::tree(&remote));
         assert!(
             local_tree == remote_tree,
