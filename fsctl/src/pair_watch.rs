@@ -26,7 +26,7 @@ use tokio::net::{UnixListener, UnixStream};
 pub const IDLE: Duration = Duration::from_secs(30 * 60);
 /// Changed paths kept beyond this many are forgotten: a pass since then reads whole.
 const MOST_PATHS: usize = 20_000;
-/// How long a pass waits for a watcher it started to be in place, and for an answer.
+/// How long a pass waits for a watcher that is starting to answer, and for an answer.
 const READY_WITHIN: Duration = Duration::from_secs(2);
 const ANSWER_WITHIN: Duration = Duration::from_secs(5);
 /// How often the watcher checks that its directory and socket are still its own.
@@ -66,6 +66,8 @@ struct Told {
     changed: HashMap<PathBuf, u64>,
     /// Whether anything was told since the last token.
     fresh: bool,
+    /// Whether changes were forgotten since the heap was last given back.
+    lost: bool,
 }
 
 impl Told {
@@ -84,8 +86,10 @@ impl Told {
 
     /// Everything told so far is forgotten: only tokens from now on know what changed.
     fn lose(&mut self) {
-        self.changed.clear();
+        // Its room too: a burst (a first sync's whole tree) is not kept for the idle hours.
+        self.changed = HashMap::new();
         self.floor = self.seq + 1;
+        self.lost = true;
     }
 
     fn answer(&mut self, since: Option<&str>) -> Answer {
@@ -137,6 +141,16 @@ pub async fn serve(args: WatcherArgs) -> ExitCode {
 }
 
 async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
+    // Held for life: one watcher per socket, and a pass that finds it held knows one is
+    // starting.
+    let life = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(life_lock(&args.socket))?;
+    if life.try_lock().is_err() {
+        return Ok(());
+    }
     let filter = fsd_watch::Filter::new(&[], &args.exclude).map_err(std::io::Error::other)?;
     let (watcher, mut events) =
         fsd_watch::Watcher::start(&args.local, filter, true).map_err(std::io::Error::other)?;
@@ -147,7 +161,10 @@ async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
         .socket
         .with_extension(format!("{}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&temp);
-    let listener = UnixListener::bind(&temp)?;
+    let listener = {
+        let (_dir, reachable) = reachable(&temp)?;
+        UnixListener::bind(reachable)?
+    };
     std::fs::rename(&temp, &args.socket)?;
     let socket_ino = std::fs::metadata(&args.socket)?.ino();
     let epoch = format!(
@@ -164,6 +181,7 @@ async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
         floor: 0,
         changed: HashMap::new(),
         fresh: false,
+        lost: false,
     };
     let still_ours = || {
         let root_here =
@@ -209,6 +227,9 @@ async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
                 .await;
                 // A question cut short or malformed is the asker's: it walks.
                 drop(answered);
+                if std::mem::take(&mut told.lost) {
+                    release_free_memory();
+                }
                 if !root_here {
                     break;
                 }
@@ -229,13 +250,15 @@ async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The pass's side: asks the pair's watcher, starting one when none answers.
+/// The pass's side: asks the pair's watcher, and starts one after a pass none answered.
 pub struct PairWatcher {
     socket: PathBuf,
     local: PathBuf,
     exclude: Vec<String>,
     /// The program run as the watcher (`fsctl`).
     program: PathBuf,
+    /// No watcher was running when asked: one is started once the pass is over.
+    missing: bool,
 }
 
 impl PairWatcher {
@@ -244,11 +267,14 @@ impl PairWatcher {
     pub fn new(state_dir: &Path, local: &Path, exclude: Vec<String>, program: PathBuf) -> Self {
         // One per set of excludes: a watcher leaving out other paths would not tell them.
         let name = format!("watch-{}.sock", short_hash(&exclude.join("\n")));
+        // Absolute: the watcher runs from `/`.
+        let state_dir = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
         Self {
             socket: state_dir.join(name),
             local: local.to_path_buf(),
             exclude,
             program,
+            missing: false,
         }
     }
 
@@ -258,7 +284,10 @@ impl PairWatcher {
     }
 
     async fn ask(&self, since: Option<&str>) -> std::io::Result<Answer> {
-        let stream = UnixStream::connect(&self.socket).await?;
+        let stream = {
+            let (_dir, reachable) = reachable(&self.socket)?;
+            UnixStream::connect(reachable).await?
+        };
         tokio::time::timeout(ANSWER_WITHIN, async {
             let (read, mut write) = stream.into_split();
             let mut question = serde_json::to_vec(&Question {
@@ -274,11 +303,19 @@ impl PairWatcher {
         .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))?
     }
 
+    /// Whether a watcher holds its life lock (running, or still starting).
+    fn alive(&self) -> bool {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(life_lock(&self.socket))
+            .is_ok_and(|lock| lock.try_lock().is_err())
+    }
+
     /// Starts a watcher, detached (its own process group: a Ctrl-C of the pass is not
-    /// its), and waits until it answers.
-    async fn start(&self) -> std::io::Result<Answer> {
-        // A socket left by a watcher that died: its place is taken.
-        let _ = std::fs::remove_file(&self.socket);
+    /// its), not waited for: it outlives this process.
+    fn start(&self) -> std::io::Result<()> {
         let mut command = std::process::Command::new(&self.program);
         command
             .arg("sync-watcher")
@@ -292,18 +329,10 @@ impl PairWatcher {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            // Holding no directory it was started from (one a user may unmount).
+            .current_dir("/")
             .process_group(0);
-        let child = command.spawn()?;
-        // Not waited for: it outlives this process.
-        drop(child);
-        let deadline = tokio::time::Instant::now() + READY_WITHIN;
-        loop {
-            match self.ask(None).await {
-                Ok(answer) => return Ok(answer),
-                Err(err) if tokio::time::Instant::now() >= deadline => return Err(err),
-                Err(_) => tokio::time::sleep(Duration::from_millis(5)).await,
-            }
-        }
+        command.spawn().map(drop)
     }
 }
 
@@ -313,17 +342,69 @@ impl LocalSince for PairWatcher {
         since: Option<&'a str>,
     ) -> BoxFuture<'a, Option<(String, Option<Vec<PathBuf>>)>> {
         Box::pin(async move {
-            let answer = match self.ask(since).await {
-                Ok(answer) => answer,
-                // None answers: one is started; if it cannot be, the pass walks.
-                Err(_) => self.start().await.ok()?,
-            };
-            let paths = answer
-                .paths
-                .map(|paths| paths.into_iter().map(PathBuf::from).collect());
-            Some((answer.token, paths))
+            let mut answer = self.ask(since).await;
+            // One a pass left moments ago may still be reading the tree: it answers soon.
+            let deadline = tokio::time::Instant::now() + READY_WITHIN;
+            while answer.is_err() && self.alive() && tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                answer = self.ask(since).await;
+            }
+            match answer {
+                Ok(answer) => {
+                    let paths = answer
+                        .paths
+                        .map(|paths| paths.into_iter().map(PathBuf::from).collect());
+                    Some((answer.token, paths))
+                }
+                // None runs: the pass walks, and leaves one.
+                Err(_) => {
+                    self.missing = !self.alive();
+                    None
+                }
+            }
         })
     }
+
+    fn passed(&mut self) {
+        // Started after the pass, so that its first read of the tree does not compete
+        // with the pass's (a first sync writes the whole tree the watcher would be told).
+        if std::mem::take(&mut self.missing) {
+            let _ = self.start();
+        }
+    }
+}
+
+/// Returns freed heap pages to the system (glibc keeps them otherwise): after a burst of
+/// events, an idle watcher or follow holds only what it keeps.
+pub fn release_free_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        nix::libc::malloc_trim(0);
+    }
+}
+
+/// The lock a watcher holds while it runs, beside its socket.
+fn life_lock(socket: &Path) -> PathBuf {
+    socket.with_extension("lock")
+}
+
+/// A path by which `socket` can be bound or reached: itself, or, when it is longer than a
+/// socket address holds (108 bytes), the same name through its directory's descriptor
+/// (`/proc/self/fd/N/NAME`), kept open while the path is used.
+fn reachable(socket: &Path) -> std::io::Result<(Option<std::fs::File>, PathBuf)> {
+    use std::os::fd::AsRawFd;
+    if socket.as_os_str().len() < 100 {
+        return Ok((None, socket.to_path_buf()));
+    }
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Ok((None, socket.to_path_buf()));
+    };
+    let dir = std::fs::File::open(dir)?;
+    let path = Path::new("/proc/self/fd")
+        .join(dir.as_raw_fd().to_string())
+        .join(name);
+    Ok((Some(dir), path))
 }
 
 fn short_hash(text: &str) -> String {
@@ -346,6 +427,7 @@ mod tests {
             floor: 0,
             changed: HashMap::new(),
             fresh: false,
+            lost: false,
         }
     }
 
@@ -379,6 +461,21 @@ mod tests {
         let mut again = told.answer(Some(&first.token)).paths.unwrap();
         again.sort();
         assert_eq!(again, ["/l/a", "/l/b"]);
+    }
+
+    #[test]
+    fn a_socket_deeper_than_an_address_holds_is_bound_and_reached() {
+        let temp = tempfile::tempdir().unwrap();
+        let dir = temp.path().join("d".repeat(60)).join("e".repeat(60));
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("watch.sock");
+        assert!(socket.as_os_str().len() > 108);
+        let (_held, bound) = reachable(&socket).unwrap();
+        let listener = std::os::unix::net::UnixListener::bind(&bound).unwrap();
+        assert!(socket.exists(), "made where it was asked");
+        let (_held, reached) = reachable(&socket).unwrap();
+        std::os::unix::net::UnixStream::connect(&reached).unwrap();
+        listener.accept().unwrap();
     }
 
     #[test]

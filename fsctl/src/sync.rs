@@ -160,7 +160,7 @@ async fn two_way(
                 if report.local_whole || report.remote_whole || !report.settled() {
                     // A large pass's trees are freed; what stays is the ancestor and the
                     // records, so an idle follow holds only those.
-                    release_free_memory();
+                    fsctl::pair_watch::release_free_memory();
                 }
             }
             Err(err) => say!("fsctl sync: {err} (trying again)"),
@@ -335,14 +335,5 @@ fn print(report: &SyncReport, as_json: bool) {
         for path in &report.skipped {
             say!("fsctl sync: not mirrored (a device, FIFO or socket): {path}");
         }
-    }
-}
-
-/// Returns freed heap pages to the system (glibc keeps them otherwise).
-fn release_free_memory() {
-    #[cfg(target_env = "gnu")]
-    // SAFETY: malloc_trim only walks the allocator's own free lists.
-    unsafe {
-        nix::libc::malloc_trim(0);
     }
 }

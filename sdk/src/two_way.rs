@@ -180,6 +180,9 @@ pub trait LocalSince: Send {
         &'a mut self,
         since: Option<&'a str>,
     ) -> BoxFuture<'a, Option<(String, Option<Vec<PathBuf>>)>>;
+
+    /// Told when a pass that asked is over (fsctl starts a watcher then, where none ran).
+    fn passed(&mut self) {}
 }
 
 /// Told how far a pass has come: the phase (`to local`, `to sandbox`), changes made, and
@@ -286,7 +289,9 @@ impl TwoWay {
             });
         }
         self.token_trusted = true;
-        self.run(None, Some(watcher)).await
+        let report = self.run(None, Some(&mut *watcher)).await;
+        watcher.passed();
+        report
     }
 
     /// Whether, by the head alone (the state not read), neither side changed since the

@@ -243,6 +243,14 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
         some(&mut u),
         "≤ 0.2× rsync, < unison",
     );
+    // The watcher the passes left for the pair (its socket is in the pairs' state).
+    let marker = local.parent().unwrap_or(&local).join("sync-state");
+    let rss: u64 = fsd_tests::host_processes_with(&marker.display().to_string())
+        .into_iter()
+        .map(fsd_tests::rss_kib)
+        .sum();
+    let per_file = rss as f64 * 1024.0 / total as f64;
+    println!("  the pair's watcher: {rss} KiB ({per_file:.0} B a file)");
     // 10,000 files changed in the sandbox.
     for i in 0..10_000 {
         let file = tree.join(format!("pkg{}/src/m{}.ts", i % dirs, (i / dirs) % 100));
@@ -268,6 +276,13 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    summary.row(
+        &format!("two-way sync, {total} files: the watcher a pass leaves, memory"),
+        format!("{} MiB, {per_file:.0} B a file", rss / 1024),
+        String::new(),
+        String::new(),
+        "",
+    );
     idle_follow(daemon, &name, &local, total, summary);
     println!();
 }

@@ -1515,7 +1515,8 @@ fn single_passes_read_only_what_changed_and_whole_where_the_token_cannot_tell() 
 }
 
 /// A single pass leaves a watcher of the local directory (the real `fsctl sync-watcher`),
-/// and the next asks it what changed instead of walking: it sees an edit a walk of stats
+/// started once the pass is over; the next takes its first token, and the ones after ask
+/// it what changed instead of walking: it sees an edit a walk of stats
 /// cannot (same size, its time set back), a killed watcher leaves the next pass walking
 /// and starting another, and a watcher ends with its directory.
 #[test]
@@ -1538,7 +1539,9 @@ fn a_pass_leaves_a_watcher_that_tells_the_next_what_a_walk_cannot_see() {
     pass(&[]);
     let first = watchers();
     assert_eq!(first.len(), 1, "the first pass left one watcher: {first:?}");
-
+    // The next pass takes the watcher's first token (and walks); the one after asks it.
+    let report = pass(&[]);
+    assert_eq!(found_by(&report), "walk", "{report}");
     let report = pass(&[]);
     assert_eq!(found_by(&report), "watcher", "{report}");
     assert_eq!(report["toRemote"]["files"], 0, "{report}");
@@ -1582,6 +1585,9 @@ fn a_pass_leaves_a_watcher_that_tells_the_next_what_a_walk_cannot_see() {
         "another watcher: {second:?}"
     );
     write(&pair.local("d.txt"), "four\n");
+    let report = pass(&[]);
+    assert_eq!(found_by(&report), "walk", "its first token: {report}");
+    write(&pair.local("e.txt"), "five\n");
     let report = pass(&[]);
     assert_eq!(found_by(&report), "watcher", "{report}");
     pair.assert_equal("after the watcher was replaced");
