@@ -243,9 +243,8 @@ async fn two_way(daemon: &Daemon, total: usize, scratch: &Path, summary: &mut Su
         some(&mut u),
         "≤ 0.2× rsync, < unison",
     );
-    // The watcher the passes left for the pair (its socket is in the pairs' state).
-    let marker = local.parent().unwrap_or(&local).join("sync-state");
-    let rss: u64 = fsd_tests::host_processes_with(&marker.display().to_string())
+    // The watcher the passes left for the pair (its command line names the directory).
+    let rss: u64 = fsd_tests::host_processes_with(&format!("{} ", local.display()))
         .into_iter()
         .map(fsd_tests::rss_kib)
         .sum();
