@@ -19,7 +19,10 @@
 //! A single pass in a new process ([`TwoWay::pass`]) reads the sandbox's side the same
 //! way, from the change token the last pass journaled with its ancestor, and finds the
 //! local side's changes by a walk of stats against the last scan's records
-//! ([`snapshot::changed_paths`]): it reads no content that did not change.
+//! ([`snapshot::changed_paths`]): it reads no content that did not change. Given a watcher
+//! that outlives passes ([`LocalSince`], [`TwoWay::pass_watched`]; fsctl leaves one per
+//! pair), it asks that instead of walking, by a token journaled beside the sandbox's; and a
+//! pass whose two tokens still hold reads only the state's head (`journal::Head`).
 //!
 //! Conflicts are settled by the [`Mode`] and reported; those that leave something for a
 //! person to look at (both versions kept) are listed by [`conflicts`] until the copy set
