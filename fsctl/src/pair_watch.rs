@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{ExitCode, Stdio};
 use std::time::Duration;
 
-use fsd_sdk::two_way::LocalSince;
+use fsd_sdk::two_way::{LocalSince, TwoWay};
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -143,11 +143,7 @@ pub async fn serve(args: WatcherArgs) -> ExitCode {
 async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
     // Held for life: one watcher per socket, and a pass that finds it held knows one is
     // starting.
-    let life = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(life_lock(&args.socket))?;
+    let life = open_life_lock(&args.socket)?;
     if life.try_lock().is_err() {
         return Ok(());
     }
@@ -262,17 +258,15 @@ pub struct PairWatcher {
 }
 
 impl PairWatcher {
-    /// The watcher of `local` for the pair whose state is in `state_dir`, leaving out
-    /// `exclude` (fsd-watch's globs), run as `program sync-watcher`.
-    pub fn new(state_dir: &Path, local: &Path, exclude: Vec<String>, program: PathBuf) -> Self {
-        // One per set of excludes: a watcher leaving out other paths would not tell them.
-        let name = format!("watch-{}.sock", short_hash(&exclude.join("\n")));
-        // Absolute: the watcher runs from `/`.
-        let state_dir = std::path::absolute(state_dir).unwrap_or_else(|_| state_dir.to_path_buf());
+    /// The watcher of `sync`'s local directory, answering where the pair's state says,
+    /// run as `program sync-watcher`.
+    pub fn new(sync: &TwoWay, program: PathBuf) -> Self {
+        let socket = sync.watcher_socket();
         Self {
-            socket: state_dir.join(name),
-            local: local.to_path_buf(),
-            exclude,
+            // Absolute: the watcher runs from `/`.
+            socket: std::path::absolute(&socket).unwrap_or(socket),
+            local: sync.local().to_path_buf(),
+            exclude: sync.watch_excludes(),
             program,
             missing: false,
         }
@@ -305,12 +299,7 @@ impl PairWatcher {
 
     /// Whether a watcher holds its life lock (running, or still starting).
     fn alive(&self) -> bool {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(life_lock(&self.socket))
-            .is_ok_and(|lock| lock.try_lock().is_err())
+        open_life_lock(&self.socket).is_ok_and(|lock| lock.try_lock().is_err())
     }
 
     /// Starts a watcher, detached (its own process group: a Ctrl-C of the pass is not
@@ -384,9 +373,13 @@ pub fn release_free_memory() {
     }
 }
 
-/// The lock a watcher holds while it runs, beside its socket.
-fn life_lock(socket: &Path) -> PathBuf {
-    socket.with_extension("lock")
+/// The lock a watcher holds while it runs, beside its socket (made if missing).
+fn open_life_lock(socket: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(socket.with_extension("lock"))
 }
 
 /// A path by which `socket` can be bound or reached: itself, or, when it is longer than a
@@ -405,15 +398,6 @@ fn reachable(socket: &Path) -> std::io::Result<(Option<std::fs::File>, PathBuf)>
         .join(dir.as_raw_fd().to_string())
         .join(name);
     Ok((Some(dir), path))
-}
-
-fn short_hash(text: &str) -> String {
-    use sha2::Digest;
-    let digest = sha2::Sha256::digest(text.as_bytes());
-    digest[..6]
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
 }
 
 #[cfg(test)]

@@ -115,12 +115,7 @@ async fn two_way(
     let Some(every) = args.follow else {
         let report = match std::env::current_exe() {
             Ok(program) if !args.no_watcher => {
-                let mut watcher = fsctl::pair_watch::PairWatcher::new(
-                    sync.state_dir(),
-                    sync.local(),
-                    sync.watch_excludes(),
-                    program,
-                );
+                let mut watcher = fsctl::pair_watch::PairWatcher::new(&sync, program);
                 sync.pass_watched(&mut watcher).await
             }
             _ => sync.pass().await,

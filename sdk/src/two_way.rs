@@ -379,6 +379,15 @@ impl TwoWay {
         snapshot::exclude_lines(&[], self.options.default_excludes)
     }
 
+    /// Where a watcher of this pair's local directory that outlives passes answers (see
+    /// [`LocalSince`]): in the pair's state, one per set of [`TwoWay::watch_excludes`] (a
+    /// watcher leaving out other paths would not tell them).
+    pub fn watcher_socket(&self) -> PathBuf {
+        let excludes = self.watch_excludes().join("\n");
+        self.state_dir
+            .join(format!("watch-{}.sock", short_hash(excludes.as_bytes())))
+    }
+
     /// A pass. It journals the sandbox's change token for the next pass, and reads only
     /// what changed where the last one's is trusted (`token_trusted`) and was read with the
     /// same excludes.

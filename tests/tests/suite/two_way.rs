@@ -835,12 +835,7 @@ pub(crate) enum Told<'a> {
 
 /// The watcher `fsctl sync --two-way` leaves for `sync`'s pair.
 pub(crate) fn pair_watcher(sync: &TwoWay) -> PairWatcher {
-    PairWatcher::new(
-        sync.state_dir(),
-        sync.local(),
-        sync.watch_excludes(),
-        binary("fsctl"),
-    )
+    PairWatcher::new(sync, binary("fsctl"))
 }
 
 /// One pass, the local side's changes learnt as `told` says.
