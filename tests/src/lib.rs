@@ -56,6 +56,8 @@ pub struct Daemon {
     /// Every pid the daemon has had (it gets a new one when resumed): what they wrote in
     /// /var/backups goes when it is dropped.
     pids: Vec<u32>,
+    /// Whether the test ended the running daemon itself (`crash`, `terminate`).
+    ended_by_test: bool,
 }
 
 /// Options for [`Daemon::start_with`].
@@ -91,6 +93,7 @@ impl Daemon {
             workspace,
             state,
             http: reqwest::Client::new(),
+            ended_by_test: false,
         }
     }
 
@@ -113,6 +116,7 @@ impl Daemon {
         self.pids.push(child.id());
         self.child = child;
         self.url = url;
+        self.ended_by_test = false;
     }
 
     /// A typed client for this daemon (with its token).
@@ -238,12 +242,14 @@ impl Daemon {
 
     /// SIGKILLs the daemon (a crash) and waits for it; `resume` starts it again.
     pub fn crash(&mut self) {
+        self.ended_by_test = true;
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
+        self.ended_by_test = true;
         term_unless_waited(&mut self.child);
         self.child.wait().expect("wait for fsd")
     }
@@ -253,6 +259,16 @@ impl Drop for Daemon {
     /// SIGTERM first, so the daemon releases what it mounted; SIGKILL after 5 s. Then what
     /// it wrote in /var/backups goes.
     fn drop(&mut self) {
+        // A daemon that ended before the test let it go is what a test's "connection
+        // refused" means: say how it ended (a signal names who to look for).
+        if !self.ended_by_test
+            && let Ok(Some(status)) = self.child.try_wait()
+        {
+            eprintln!(
+                "fsd (pid {}) ended before its test let it go: {status}",
+                self.child.id()
+            );
+        }
         stop_child(&mut self.child);
         for pid in &self.pids {
             archives::remove_written_by(*pid);

@@ -1335,7 +1335,8 @@ fn setuid_setgid_and_sticky_bits_go_both_ways() {
     mode(pair.remote("shared"), 0o2775);
     std::fs::create_dir_all(pair.remote("tmp")).unwrap();
     mode(pair.remote("tmp"), 0o1777);
-    assert_eq!(pair.sync(&[]).0, 0);
+    let (code, out, err) = pair.sync(&[]);
+    assert_eq!(code, 0, "{out}{err}");
     assert_eq!(mode_of(pair.local("bin/tool")), 0o4755);
     assert_eq!(mode_of(pair.local("shared")), 0o2775);
     assert_eq!(mode_of(pair.local("tmp")), 0o1777);
