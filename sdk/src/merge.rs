@@ -196,12 +196,12 @@ pub fn merge(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot, mode: Mod
 /// for conflicts) and the paths merged; what else the trees hold is left as it is.
 pub fn merge_within(
     ancestor: &Snapshot,
-    local: &Snapshot,
-    remote: &Snapshot,
+    local: &dyn Tree,
+    remote: &dyn Tree,
     mode: Mode,
     scope: &BTreeSet<String>,
 ) -> (Plan, BTreeSet<String>) {
-    let trees = [ancestor, local, remote];
+    let trees: [&dyn Tree; 3] = [ancestor, local, remote];
     let mut merged = BTreeSet::new();
     for path in scope {
         let mut up = parent(path);
@@ -213,10 +213,10 @@ pub fn merge_within(
         }
         merged.insert(path.clone());
         for tree in trees {
-            merged.extend(within(tree, path).map(|(below, _)| below.clone()));
+            merged.extend(tree.below(path).into_iter().cloned());
         }
     }
-    let taken_elsewhere = |name: &str| trees.iter().any(|tree| tree.contains_key(name));
+    let taken_elsewhere = |name: &str| trees.iter().any(|tree| tree.entry(name).is_some());
     let plan = merge_trees(
         &part(ancestor, &merged),
         &part(local, &merged),
@@ -238,11 +238,35 @@ pub fn within<'a, T>(
 }
 
 /// `tree`'s entries at `paths`.
-pub fn part(tree: &Snapshot, paths: &BTreeSet<String>) -> Snapshot {
+pub fn part(tree: &dyn Tree, paths: &BTreeSet<String>) -> Snapshot {
     paths
         .iter()
-        .filter_map(|path| tree.get(path).map(|entry| (path.clone(), entry.clone())))
+        .filter_map(|path| tree.entry(path).map(|entry| (path.clone(), entry.clone())))
         .collect()
+}
+
+/// A tree of entries by path as a scoped merge reads it: a snapshot, or a side read in
+/// part seen through the ancestor (see `two_way`), which is never copied for it.
+pub trait Tree {
+    fn entry(&self, path: &str) -> Option<&Entry>;
+    /// The paths below `dir`, not `dir` itself, in no particular order.
+    fn below(&self, dir: &str) -> Vec<&String>;
+    /// Each entry, in no particular order.
+    fn each<'t>(&'t self, visit: &mut dyn FnMut(&'t String, &'t Entry));
+}
+
+impl Tree for Snapshot {
+    fn entry(&self, path: &str) -> Option<&Entry> {
+        self.get(path)
+    }
+
+    fn below(&self, dir: &str) -> Vec<&String> {
+        within(self, dir).map(|(path, _)| path).collect()
+    }
+
+    fn each<'t>(&'t self, visit: &mut dyn FnMut(&'t String, &'t Entry)) {
+        self.iter().for_each(|(path, entry)| visit(path, entry));
+    }
 }
 
 /// Whether `path` has a place in `tree`: at the top, or in a directory `tree` holds.

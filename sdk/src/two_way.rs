@@ -33,6 +33,7 @@ mod journal;
 pub mod local;
 pub mod ops;
 mod remote;
+mod side;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,6 +52,7 @@ use journal::{Head, Journal, State, Tracked};
 
 use local::{Contents, LocalTree, Refused};
 use ops::Op;
+use side::SideTree;
 
 /// What a two-way sync is told.
 #[derive(Debug, Clone)]
@@ -603,10 +605,7 @@ impl TwoWay {
             });
         }
         // Read in part only where the tree is known: the ancestor, what was read patched in.
-        let remote_now = match &remote_paths {
-            Some(paths) => patched(&self.state.ancestor, paths, remote_read),
-            None => Cow::Owned(remote_read),
-        };
+        let remote_now = SideTree::new(&self.state.ancestor, remote_paths.as_ref(), remote_read);
         let (local_now, local_skipped) = match &local_paths {
             Some(paths) => {
                 // The records of what was read again, kept for the journal.
@@ -621,7 +620,7 @@ impl TwoWay {
                     old_cache.entry(path.clone()).or_insert(None);
                     cache.insert(path, seen);
                 }
-                let tree = patched(&self.state.ancestor, paths, scanned.snapshot);
+                let tree = SideTree::new(&self.state.ancestor, Some(paths), scanned.snapshot);
                 (tree, scanned.skipped)
             }
             None => {
@@ -639,47 +638,57 @@ impl TwoWay {
                     }
                 }
                 cache = scanned.cache;
-                (Cow::Owned(scanned.snapshot), scanned.skipped)
+                (
+                    SideTree::new(&self.state.ancestor, None, scanned.snapshot),
+                    scanned.skipped,
+                )
             }
         };
         self.state.cache = cache;
 
         // What to merge: everything, or (both sides read in part) what either side told.
-        let scope = match (&local_paths, &remote_paths) {
-            (Some(local), Some(remote)) if known.is_some() => Some(
-                local
-                    .iter()
-                    .chain(remote)
-                    .cloned()
-                    .collect::<BTreeSet<String>>(),
-            ),
+        let (plan, merged, local_now, remote_now) = match (&local_paths, &remote_paths) {
+            (Some(local), Some(remote)) if known.is_some() => {
+                let scope: BTreeSet<String> = local.iter().chain(remote).cloned().collect();
+                let (plan, merged) = merge::merge_within(
+                    &self.state.ancestor,
+                    local_now.tree(),
+                    remote_now.tree(),
+                    self.options.mode,
+                    &scope,
+                );
+                (plan, Some(merged), local_now, remote_now)
+            }
             // Read whole: the paths where the three trees differ (a few, mostly), merged
             // alone; the same plan as merging everything, at the cost of a comparison.
             _ => {
+                let (local_now, remote_now) = (local_now.into_whole(), remote_now.into_whole());
                 let differ = differing(&self.state.ancestor, &local_now, &remote_now);
-                (differ.len() * 2 < local_now.len().max(remote_now.len())).then_some(differ)
+                let (plan, merged) = if differ.len() * 2 < local_now.len().max(remote_now.len()) {
+                    let (plan, merged) = merge::merge_within(
+                        &self.state.ancestor,
+                        &*local_now,
+                        &*remote_now,
+                        self.options.mode,
+                        &differ,
+                    );
+                    (plan, Some(merged))
+                } else {
+                    let plan = merge::merge(
+                        &self.state.ancestor,
+                        &local_now,
+                        &remote_now,
+                        self.options.mode,
+                    );
+                    (plan, None)
+                };
+                (
+                    plan,
+                    merged,
+                    SideTree::Whole(local_now),
+                    SideTree::Whole(remote_now),
+                )
             }
-        };
-        let (plan, merged) = match &scope {
-            Some(scope) => {
-                let (plan, merged) = merge::merge_within(
-                    &self.state.ancestor,
-                    &local_now,
-                    &remote_now,
-                    self.options.mode,
-                    scope,
-                );
-                (plan, Some(merged))
-            }
-            None => (
-                merge::merge(
-                    &self.state.ancestor,
-                    &local_now,
-                    &remote_now,
-                    self.options.mode,
-                ),
-                None,
-            ),
         };
         let mut report = PassReport {
             conflicts: plan.conflicts.clone(),
@@ -690,17 +699,16 @@ impl TwoWay {
             remote_whole: remote_paths.is_none(),
             ..PassReport::default()
         };
-        let (local_part, remote_part) = match &merged {
+        // Each side where the merge went (the whole side where it merged everything).
+        let (local_base, remote_base) = match &merged {
             Some(merged) => (
-                Some(merge::part(&local_now, merged)),
-                Some(merge::part(&remote_now, merged)),
+                Cow::Owned(merge::part(local_now.tree(), merged)),
+                Cow::Owned(merge::part(remote_now.tree(), merged)),
             ),
-            None => (None, None),
+            None => (local_now.whole(), remote_now.whole()),
         };
-        let local_base = local_part.as_ref().unwrap_or(&local_now);
-        let remote_base = remote_part.as_ref().unwrap_or(&remote_now);
-        let local_ops = ops::operations(local_base, &plan.agreed);
-        let remote_ops = ops::operations(remote_base, &plan.remote_end);
+        let local_ops = ops::operations(&local_base, &plan.agreed);
+        let remote_ops = ops::operations(&remote_base, &plan.remote_end);
         // Changes that did not happen: their paths keep their old ancestor (a move's, what
         // is under them too).
         let mut undone: Vec<Undone> = Vec::new();
@@ -710,8 +718,14 @@ impl TwoWay {
             // sandbox still holds it.
             let wanted_hashes = put_hashes(&local_ops).cloned().collect();
             let skip = merged.as_ref();
-            let local_has = holders(&[(local_base, None), (&local_now, skip)], &wanted_hashes);
-            let remote_has = holders(&[(remote_base, None), (&remote_now, skip)], &wanted_hashes);
+            let local_has = holders(
+                &[(&*local_base, None), (local_now.tree(), skip)],
+                &wanted_hashes,
+            );
+            let remote_has = holders(
+                &[(&*remote_base, None), (remote_now.tree(), skip)],
+                &wanted_hashes,
+            );
             // What the sandbox sends, in the order the puts need it.
             let mut wanted: Vec<(String, String)> = Vec::new();
             let mut uses: BTreeMap<String, usize> = BTreeMap::new();
@@ -805,7 +819,7 @@ impl TwoWay {
             let remote_sources = Sources {
                 root: self.local.clone(),
                 by_hash: holders(
-                    &[(&plan.agreed, None), (&local_now, skip)],
+                    &[(&plan.agreed, None), (local_now.tree(), skip)],
                     &put_hashes(&remote_ops).cloned().collect(),
                 ),
             };
@@ -984,21 +998,6 @@ fn read(journal: &mut Option<Journal>) -> Result<&mut Journal, SdkError> {
         .ok_or_else(|| SdkError::invalid("the sync's state was not read".to_string()))
 }
 
-/// A side read at `paths` only: `ancestor` with what was `read` there patched in. A side
-/// that named nothing is the ancestor itself, not a copy of it.
-fn patched<'a>(
-    ancestor: &'a Snapshot,
-    paths: &BTreeSet<String>,
-    read: Snapshot,
-) -> Cow<'a, Snapshot> {
-    if paths.is_empty() {
-        return Cow::Borrowed(ancestor);
-    }
-    let mut tree = ancestor.clone();
-    patch(&mut tree, paths, read);
-    Cow::Owned(tree)
-}
-
 /// The paths where `ancestor`, `local` and `remote` do not all hold the same.
 fn differing(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
@@ -1013,21 +1012,6 @@ fn differing(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot) -> BTreeS
         }
     }
     out
-}
-
-/// Replaces what `tree` holds at and below each of `paths` by what `read` found there;
-/// what `read` found under something that is not a directory is not kept.
-fn patch(tree: &mut Snapshot, paths: &BTreeSet<String>, read: Snapshot) {
-    for top in snapshot::tops(paths) {
-        for key in under_and_at(tree, top) {
-            tree.remove(&key);
-        }
-    }
-    for (path, entry) in read {
-        if merge::placed(tree, &path) {
-            tree.insert(path, entry);
-        }
-    }
 }
 
 /// The keys of `map` at `path` and below it.
@@ -1085,7 +1069,7 @@ fn keep_sources(root: &Path, ops: &[Op], by_hash: &mut BTreeMap<String, String>)
 /// A path holding each of `hashes`, looked for in `trees` in order (each without the
 /// paths of its skip set, whose entries may be out of date).
 fn holders(
-    trees: &[(&Snapshot, Option<&BTreeSet<String>>)],
+    trees: &[(&dyn merge::Tree, Option<&BTreeSet<String>>)],
     hashes: &BTreeSet<String>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
@@ -1093,15 +1077,25 @@ fn holders(
         if out.len() == hashes.len() {
             break;
         }
-        for (path, entry) in tree.iter() {
+        // The first holder in path order, whichever order the tree visits in.
+        let mut found: BTreeMap<&String, String> = BTreeMap::new();
+        tree.each(&mut |path, entry| {
             if let Entry::File { hash, .. } = entry
                 && hashes.contains(hash)
                 && !out.contains_key(hash)
                 && !skip.is_some_and(|skip| skip.contains(path))
             {
-                out.insert(hash.clone(), path.clone());
+                found
+                    .entry(hash)
+                    .and_modify(|held: &mut String| {
+                        if path < held {
+                            *held = path.clone();
+                        }
+                    })
+                    .or_insert_with(|| path.clone());
             }
-        }
+        });
+        out.extend(found.into_iter().map(|(hash, path)| (hash.clone(), path)));
     }
     out
 }
