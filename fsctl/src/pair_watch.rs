@@ -148,8 +148,15 @@ async fn watch_and_answer(args: &WatcherArgs) -> std::io::Result<()> {
         return Ok(());
     }
     let filter = fsd_watch::Filter::new(&[], &args.exclude).map_err(std::io::Error::other)?;
-    let (watcher, mut events) =
-        fsd_watch::Watcher::start(&args.local, filter, true).map_err(std::io::Error::other)?;
+    // Asked once a pass, not followed: what the passes write is reconciled when the next
+    // asks, not while they write (each reconciliation reads the directory written in).
+    let engine = if cfg!(target_os = "linux") {
+        fsd_watch::EngineKind::InotifyWhenAsked
+    } else {
+        fsd_watch::EngineKind::default()
+    };
+    let (watcher, mut events) = fsd_watch::Watcher::start_with(engine, &args.local, filter, true)
+        .map_err(std::io::Error::other)?;
     let root = watcher.root().to_path_buf();
     let root_object = watcher.root_object();
     // In place only once the watch is: a pass that reaches it is told every change after.

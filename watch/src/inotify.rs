@@ -43,7 +43,14 @@ const WRITTEN: EventMask = EventMask::MODIFY
 
 /// The engine on Linux: inotify directly, one watch per directory, excluded directories
 /// not watched at all.
-pub(crate) struct InotifyEngine;
+pub(crate) struct InotifyEngine {
+    /// Reconciles only when asked to catch up, or once events have waited
+    /// [`WHEN_ASKED_AT_MOST`] (`EngineKind::InotifyWhenAsked`).
+    pub when_asked: bool,
+}
+
+/// How long what is read waits to be reconciled when the engine reconciles when asked.
+const WHEN_ASKED_AT_MOST: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Engine for InotifyEngine {
     fn start(
@@ -63,11 +70,12 @@ impl Engine for InotifyEngine {
             let _ = waker.write(1);
         }));
         let requests = catch_up.clone();
+        let when_asked = self.when_asked;
         Ok(Running::spawn(
             session.reconciler.root_object(),
             Some(watched),
             Some(catch_up),
-            move |stop| run(session, &wake, &requests, stop),
+            move |stop| run(session, &wake, &requests, when_asked, stop),
         )?)
     }
 }
@@ -80,8 +88,18 @@ const CATCH_UP_READS: usize = 128;
 /// The watch thread: poll with a short timeout (so stop is noticed), read, reconcile. A
 /// catch-up request (`wake`) reads until the kernel's queue is empty and reconciles before
 /// it is answered: every change that finished before the request is then reported.
-fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBool) {
+/// `when_asked`: what is read is reconciled only then, or once it has waited
+/// [`WHEN_ASKED_AT_MOST`] (the reconciler takes any batch, however long it waited).
+fn run(
+    mut session: Session,
+    wake: &EventFd,
+    catch_up: &CatchUp,
+    when_asked: bool,
+    stop: &AtomicBool,
+) {
     let mut buffer = vec![0u8; 64 * 1024];
+    // Since when what was read has waited to be reconciled (`when_asked`).
+    let mut waiting_since: Option<std::time::Instant> = None;
     while !stop.load(Ordering::SeqCst)
         && !session.reconciler.reporter().closed()
         && !session.reconciler.root_gone()
@@ -99,7 +117,8 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
             let remounted = fds.get(2).is_some_and(crate::mounts::is_change);
             (ready(&fds[0]), ready(&fds[1]), remounted)
         };
-        if !queued && !woken && !remounted {
+        let due = waiting_since.is_some_and(|since| since.elapsed() >= WHEN_ASKED_AT_MOST);
+        if !queued && !woken && !remounted && !due {
             continue;
         }
         // Before the queue is read: the watches of what a mount covered or took away are
@@ -142,6 +161,14 @@ fn run(mut session: Session, wake: &EventFd, catch_up: &CatchUp, stop: &AtomicBo
                 }
             }
         }
+        if when_asked && !woken && !remounted && !due && !failed {
+            // Left for whoever asks next (or for the second to pass).
+            if session.reconciler.pending() && waiting_since.is_none() {
+                waiting_since = Some(std::time::Instant::now());
+            }
+            continue;
+        }
+        waiting_since = None;
         session.reconcile();
         if drained {
             session.reconciler.settled(began);

@@ -44,11 +44,14 @@ impl Watcher {
         let reporter = Reporter::new(root.clone(), filter, sender);
         let running = match engine {
             #[cfg(target_os = "linux")]
-            EngineKind::Inotify => {
-                crate::inotify::InotifyEngine.start(&root, recursive, reporter)?
+            EngineKind::Inotify | EngineKind::InotifyWhenAsked => crate::inotify::InotifyEngine {
+                when_asked: engine == EngineKind::InotifyWhenAsked,
             }
+            .start(&root, recursive, reporter)?,
             #[cfg(not(target_os = "linux"))]
-            EngineKind::Inotify => return Err(WatchError::Unsupported(engine.to_string())),
+            EngineKind::Inotify | EngineKind::InotifyWhenAsked => {
+                return Err(WatchError::Unsupported(engine.to_string()));
+            }
             EngineKind::Notify => {
                 crate::portable::NotifyEngine.start(&root, recursive, reporter)?
             }

@@ -22,13 +22,18 @@ fn start(root: &Path) -> (Watcher, UnboundedReceiver<Event>) {
 /// Asserts how many directories the inotify engine watches (the notify engine does not
 /// count them).
 fn assert_watched(watcher: &Watcher, dirs: usize, why: &str) {
-    if engine() == EngineKind::Inotify {
+    if engine() != EngineKind::Notify {
         assert_eq!(watcher.watched_dirs(), Some(dirs), "{why}");
     }
 }
 
-/// Collects events until none arrive for `quiet`.
+/// Collects events until none arrive for `quiet` (and the second an engine that
+/// reconciles when asked lets what it read wait, where no one asks).
 async fn drain(events: &mut UnboundedReceiver<Event>, quiet: Duration) -> Vec<Event> {
+    let quiet = match engine() {
+        EngineKind::InotifyWhenAsked => quiet + Duration::from_millis(1200),
+        _ => quiet,
+    };
     let mut out = Vec::new();
     while let Ok(Some(event)) = tokio::time::timeout(quiet, events.recv()).await {
         out.push(event);
