@@ -1337,7 +1337,7 @@ fn take_over_state_in_the_tree(own: &Path, local: &Path) -> Result<(), SdkError>
         let new = pair_state(own, &state.remote);
         std::fs::create_dir_all(&new)?;
         if !new.join(journal::BASE_FILE).exists() {
-            for file in [journal::BASE_FILE, journal::LOG_FILE] {
+            for file in [journal::BASE_FILE, journal::CACHE_FILE, journal::LOG_FILE] {
                 match std::fs::copy(old.join(file), new.join(file)) {
                     Ok(_) => {}
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}

@@ -19,6 +19,9 @@ use crate::merge::{Entry, Snapshot};
 use crate::snapshot::{ScanCache, Seen};
 
 pub(super) const BASE_FILE: &str = "state.json";
+/// The base's scan records, in a file of their own, read beside the rest on a second
+/// thread: as long as the ancestor, they were half of what a pass waited to read.
+pub(super) const CACHE_FILE: &str = "cache.json";
 pub(super) const LOG_FILE: &str = "state.log";
 pub(super) const HEAD_FILE: &str = "head.json";
 /// The log is folded into a new base once it is this long and an eighth of the base's
@@ -55,8 +58,13 @@ pub struct State {
     pub ancestor: Snapshot,
     #[serde(default)]
     pub conflicts: Vec<OpenConflict>,
-    /// The local scan's records (size, mtime, inode, hash) by path.
-    #[serde(default, deserialize_with = "crate::kept::sorted_map")]
+    /// The local scan's records (size, mtime, inode, hash) by path. A base keeps them in
+    /// [`CACHE_FILE`]; one an earlier version wrote holds them here.
+    #[serde(
+        default,
+        deserialize_with = "crate::kept::sorted_map",
+        skip_serializing
+    )]
     pub cache: ScanCache,
     /// The base's generation (see [`Journal`]); only the base's own is read.
     #[serde(default)]
@@ -85,6 +93,32 @@ pub struct Tracked {
     /// [`super::LocalSince`]); none: the next pass walks the local tree.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local: Option<String>,
+}
+
+/// [`CACHE_FILE`]: the scan records of the base of one generation (those of another are
+/// not read: a crash between the two files' writes leaves records no base has).
+#[derive(Deserialize)]
+struct Records {
+    generation: u64,
+    #[serde(deserialize_with = "crate::kept::sorted_map")]
+    cache: ScanCache,
+}
+
+#[derive(Serialize)]
+struct RecordsRef<'a> {
+    generation: u64,
+    cache: &'a ScanCache,
+}
+
+/// The base as written: the state but for its records, of `generation`.
+#[derive(Serialize)]
+struct BaseRef<'a> {
+    remote: &'a str,
+    ancestor: &'a Snapshot,
+    conflicts: &'a [OpenConflict],
+    generation: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tracked: &'a Option<Tracked>,
 }
 
 /// One pass's changes to the state.
@@ -174,15 +208,38 @@ impl Journal {
     pub fn read(dir: &Path) -> Result<(State, Journal), SdkError> {
         let dir = dir.to_path_buf();
         let base_path = dir.join(BASE_FILE);
-        let (mut state, base_bytes) = match std::fs::read(&base_path) {
-            Ok(bytes) => (
-                serde_json::from_slice::<State>(&bytes)
+        // The records on a thread of their own, beside the rest.
+        let (base, records) = std::thread::scope(|scope| {
+            let records = scope.spawn(|| {
+                let bytes = std::fs::read(dir.join(CACHE_FILE)).ok()?;
+                let records = serde_json::from_slice::<Records>(&bytes).ok()?;
+                Some((records, bytes.len() as u64))
+            });
+            let base = std::fs::read(&base_path);
+            let base = base.map(|bytes| {
+                let state = serde_json::from_slice::<State>(&bytes);
+                (state, bytes.len() as u64)
+            });
+            (base, records.join().ok().flatten())
+        });
+        let (mut state, mut base_bytes) = match base {
+            Ok((state, bytes)) => (
+                state
                     .map_err(|err| SdkError::invalid(format!("{}: {err}", base_path.display())))?,
-                bytes.len() as u64,
+                bytes,
             ),
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => (State::default(), 0),
             Err(err) => return Err(err.into()),
         };
+        // Records that are not of the base's generation are not read (a record trusted
+        // wrongly would hide a change): the files they describe are hashed again.
+        if let Some((records, bytes)) = records
+            && records.generation == state.generation
+            && base_bytes > 0
+        {
+            state.cache = records.cache;
+            base_bytes += bytes;
+        }
         let log_path = dir.join(LOG_FILE);
         let log_bytes = match std::fs::read(&log_path) {
             Ok(bytes) => {
@@ -286,19 +343,33 @@ impl Journal {
             self.log_bytes += bytes.len() as u64;
             return self.keep_head(new);
         }
-        // A new base, of the next generation: the log's lines are of the last.
-        let mut base = new.clone();
-        base.generation = self.generation + 1;
-        let bytes = serde_json::to_vec(&base).map_err(std::io::Error::other)?;
-        let temp = self.dir.join(format!("{BASE_FILE}.tmp"));
-        std::fs::write(&temp, &bytes)?;
-        std::fs::rename(&temp, self.dir.join(BASE_FILE))?;
+        // A new base, of the next generation: the log's lines are of the last. Its
+        // records first: until the base is in place, they are of a generation no base has.
+        let generation = self.generation + 1;
+        let records = serde_json::to_vec(&RecordsRef {
+            generation,
+            cache: &new.cache,
+        })
+        .map_err(std::io::Error::other)?;
+        let base = serde_json::to_vec(&BaseRef {
+            remote: &new.remote,
+            ancestor: &new.ancestor,
+            conflicts: &new.conflicts,
+            generation,
+            tracked: &new.tracked,
+        })
+        .map_err(std::io::Error::other)?;
+        for (file, bytes) in [(CACHE_FILE, &records), (BASE_FILE, &base)] {
+            let temp = self.dir.join(format!("{file}.tmp"));
+            std::fs::write(&temp, bytes)?;
+            std::fs::rename(&temp, self.dir.join(file))?;
+        }
         match std::fs::remove_file(self.dir.join(LOG_FILE)) {
             Err(err) if err.kind() != std::io::ErrorKind::NotFound => return Err(err.into()),
             _ => {}
         }
-        self.generation = base.generation;
-        self.base_bytes = bytes.len() as u64;
+        self.generation = generation;
+        self.base_bytes = (base.len() + records.len()) as u64;
         self.log_bytes = 0;
         self.keep_head(new)
     }
@@ -398,6 +469,56 @@ mod tests {
         journal.save(&third, &third, None).unwrap();
         let again = std::fs::read_to_string(dir.path().join(LOG_FILE)).unwrap();
         assert_eq!(again, log);
+    }
+
+    fn seen(hash: &str) -> Seen {
+        Seen {
+            size: 1,
+            mtime_ns: 2,
+            ino: 3,
+            hash: hash.into(),
+        }
+    }
+
+    /// The records live beside the base, of its generation only; a base an earlier
+    /// version wrote with its records inside is read with them.
+    #[test]
+    fn records_are_read_with_the_base_of_their_generation_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let (empty, mut journal) = Journal::read(dir.path()).unwrap();
+        let mut first = state_with(&[("a", "1")]);
+        first.cache.insert("a".into(), seen("1"));
+        journal.save(&empty, &first, None).unwrap();
+        assert!(dir.path().join(CACHE_FILE).exists());
+        let base = std::fs::read_to_string(dir.path().join(BASE_FILE)).unwrap();
+        assert!(!base.contains("cache"), "{base}");
+        let (read, _) = Journal::read(dir.path()).unwrap();
+        assert_eq!(read.cache, first.cache);
+        // A crash between the records' write and the base's: records of the next
+        // generation beside this base are not taken.
+        let records = std::fs::read_to_string(dir.path().join(CACHE_FILE)).unwrap();
+        let next = records.replace(
+            &format!("\"generation\":{}", read.generation),
+            &format!("\"generation\":{}", read.generation + 1),
+        );
+        assert_ne!(next, records);
+        std::fs::write(dir.path().join(CACHE_FILE), next).unwrap();
+        let (read, _) = Journal::read(dir.path()).unwrap();
+        assert!(read.cache.is_empty());
+        assert_eq!(read.ancestor, first.ancestor);
+        // An earlier version's base, its records inside.
+        std::fs::remove_file(dir.path().join(CACHE_FILE)).unwrap();
+        let old = base.replacen(
+            "{",
+            &format!(
+                "{{\"cache\":{},",
+                serde_json::to_string(&first.cache).unwrap()
+            ),
+            1,
+        );
+        std::fs::write(dir.path().join(BASE_FILE), old).unwrap();
+        let (read, _) = Journal::read(dir.path()).unwrap();
+        assert_eq!(read.cache, first.cache);
     }
 
     #[test]

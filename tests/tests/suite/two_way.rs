@@ -1435,6 +1435,8 @@ fn the_pairs_state_lives_outside_the_tree() {
     for file in ["state.json", "state.log"] {
         let _ = std::fs::rename(pairs[0].join(file), pair.local(".fsd-sync").join(file));
     }
+    // An earlier version kept its records inside its state.
+    let _ = std::fs::remove_file(pairs[0].join("cache.json"));
     std::fs::remove_file(pair.remote("both.txt")).unwrap();
     let (code, _, err) = pair.sync(&[]);
     assert_eq!(code, 0, "{err}");
