@@ -303,14 +303,53 @@ pub fn stop_child(child: &mut Child) {
     let _ = child.wait();
 }
 
-/// Starts `fsd serve` on an ephemeral port and returns it with its URL.
+/// Starts `fsd serve` and returns it with its URL: on `options.listen`, else on a free
+/// port below the kernel's ephemeral range. Not port 0: podman publishes the Cloudflare
+/// tests' containers on ports the kernel picks from that range, and netavark redirects
+/// 127.0.0.1 at such a port to the container, so a daemon handed the same port by the
+/// kernel was unreachable ("connection refused" from a daemon that was running).
 fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
+    if options.listen.is_some() {
+        return spawn_on(options, workspace, state, None).unwrap_or_else(|line| {
+            panic!("unexpected first line from fsd: {line:?}");
+        });
+    }
+    for _ in 0..50 {
+        // A port another test took first makes fsd exit before it prints its line.
+        if let Ok(started) = spawn_on(options, workspace, state, Some(below_ephemeral())) {
+            return started;
+        }
+    }
+    panic!("fsd found no free port below the ephemeral range in 50 tries");
+}
+
+/// A random port in 20000–32767, below Linux's default ephemeral range (32768–60999).
+fn below_ephemeral() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    20_000 + (random % 12_768) as u16
+}
+
+/// `fsd serve` on `port` (none: `options.listen`); its first line when it is not the
+/// listen line (it could not serve there).
+fn spawn_on(
+    options: &Options,
+    workspace: &Path,
+    state: &Path,
+    port: Option<u16>,
+) -> Result<(Child, String), String> {
+    let listen = match port {
+        Some(port) => format!("127.0.0.1:{port}"),
+        None => options.listen.clone().unwrap_or_default(),
+    };
     let mut command = Command::new(binary("fsd"));
     command
         .args([
             "serve",
             "--listen",
-            options.listen.as_deref().unwrap_or("127.0.0.1:0"),
+            &listen,
             "--log-level",
             // FSD_TEST_LOG (a tracing filter) makes the daemons of a test run talk more.
             &std::env::var("FSD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -337,8 +376,15 @@ fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
     command.args(&options.extra_args);
     command.envs(options.env.iter().map(|(k, v)| (k, v)));
     let mut child = command.spawn().expect("spawn fsd");
-    let url = read_listen_line(&mut child);
-    (child, url)
+    let line = first_line(&mut child, "fsd");
+    match line.strip_prefix("fsd listening on ") {
+        Some(url) => Ok((child, url.to_string())),
+        None => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(line)
+        }
+    }
 }
 
 /// The repository's root (scripts, deploy files, the image's build context).
