@@ -270,8 +270,8 @@ impl Tree for Snapshot {
 }
 
 /// Whether `path` has a place in `tree`: at the top, or in a directory `tree` holds.
-pub fn placed(tree: &Snapshot, path: &str) -> bool {
-    parent(path).is_none_or(|up| tree.get(up).is_some_and(Entry::is_dir))
+pub fn placed(tree: &dyn Tree, path: &str) -> bool {
+    parent(path).is_none_or(|up| tree.entry(up).is_some_and(Entry::is_dir))
 }
 
 /// The merge; `taken_elsewhere` tells names held outside the trees given (a scoped

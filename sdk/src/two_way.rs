@@ -1007,9 +1007,7 @@ impl TwoWay {
         self.token_trusted = true;
         Ok(report)
     }
-}
 
-impl TwoWay {
     /// Takes the state a thread read.
     fn take_journal(
         &mut self,

@@ -309,14 +309,15 @@ pub fn stop_child(child: &mut Child) {
 /// 127.0.0.1 at such a port to the container, so a daemon handed the same port by the
 /// kernel was unreachable ("connection refused" from a daemon that was running).
 fn spawn(options: &Options, workspace: &Path, state: &Path) -> (Child, String) {
-    if options.listen.is_some() {
-        return spawn_on(options, workspace, state, None).unwrap_or_else(|line| {
+    if let Some(listen) = &options.listen {
+        return spawn_on(options, workspace, state, listen).unwrap_or_else(|line| {
             panic!("unexpected first line from fsd: {line:?}");
         });
     }
     for _ in 0..50 {
         // A port another test took first makes fsd exit before it prints its line.
-        if let Ok(started) = spawn_on(options, workspace, state, Some(below_ephemeral())) {
+        let listen = format!("127.0.0.1:{}", below_ephemeral());
+        if let Ok(started) = spawn_on(options, workspace, state, &listen) {
             return started;
         }
     }
@@ -332,24 +333,20 @@ fn below_ephemeral() -> u16 {
     20_000 + (random % 12_768) as u16
 }
 
-/// `fsd serve` on `port` (none: `options.listen`); its first line when it is not the
-/// listen line (it could not serve there).
+/// `fsd serve` on `listen`; its first line when it is not the listen line (it could not
+/// serve there).
 fn spawn_on(
     options: &Options,
     workspace: &Path,
     state: &Path,
-    port: Option<u16>,
+    listen: &str,
 ) -> Result<(Child, String), String> {
-    let listen = match port {
-        Some(port) => format!("127.0.0.1:{port}"),
-        None => options.listen.clone().unwrap_or_default(),
-    };
     let mut command = Command::new(binary("fsd"));
     command
         .args([
             "serve",
             "--listen",
-            &listen,
+            listen,
             "--log-level",
             // FSD_TEST_LOG (a tracing filter) makes the daemons of a test run talk more.
             &std::env::var("FSD_TEST_LOG").unwrap_or_else(|_| "warn".into()),
@@ -377,7 +374,7 @@ fn spawn_on(
     command.envs(options.env.iter().map(|(k, v)| (k, v)));
     let mut child = command.spawn().expect("spawn fsd");
     let line = first_line(&mut child, "fsd");
-    match line.strip_prefix("fsd listening on ") {
+    match line.strip_prefix(LISTEN_LINE) {
         Some(url) => Ok((child, url.to_string())),
         None => {
             let _ = child.kill();
@@ -433,10 +430,13 @@ pub async fn reply(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
     (status, json)
 }
 
+/// What fsd prints first once it serves, before its URL.
+const LISTEN_LINE: &str = "fsd listening on ";
+
 /// Reads `fsd listening on <url>` from the child's stdout (10 s budget).
 pub fn read_listen_line(child: &mut Child) -> String {
     let line = first_line(child, "fsd");
-    line.strip_prefix("fsd listening on ")
+    line.strip_prefix(LISTEN_LINE)
         .unwrap_or_else(|| panic!("unexpected first line from fsd: {line:?}"))
         .to_string()
 }

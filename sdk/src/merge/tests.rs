@@ -29,14 +29,14 @@ impl Rng {
 
 const NAMES: &[&str] = &["a", "a-b", "b", "c.txt", "d"];
 
-fn file(hash: &str) -> Entry {
+pub(crate) fn file(hash: &str) -> Entry {
     Entry::File {
         hash: hash.into(),
         mode: 0o644,
     }
 }
 
-fn dir() -> Entry {
+pub(crate) fn dir() -> Entry {
     Entry::Dir { mode: 0o755 }
 }
 

@@ -427,13 +427,7 @@ fn replay(state: &mut State, record: Record) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn file(hash: &str) -> Entry {
-        Entry::File {
-            hash: hash.into(),
-            mode: 0o644,
-        }
-    }
+    use crate::merge::tests::file;
 
     fn state_with(entries: &[(&str, &str)]) -> State {
         State {

@@ -71,11 +71,7 @@ impl<'a> Patched<'a> {
         };
         // In path order, so a directory is placed before what it holds.
         for (path, entry) in read {
-            let placed = match path.rfind('/') {
-                None => true,
-                Some(at) => patched.entry(&path[..at]).is_some_and(Entry::is_dir),
-            };
-            if placed {
+            if merge::placed(&patched, &path) {
                 patched.read.insert(path, entry);
             }
         }
@@ -153,17 +149,7 @@ impl Tree for Patched<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn file(hash: &str) -> Entry {
-        Entry::File {
-            hash: hash.into(),
-            mode: 0o644,
-        }
-    }
-
-    fn dir() -> Entry {
-        Entry::Dir { mode: 0o755 }
-    }
+    use crate::merge::tests::{dir, file};
 
     /// What the view answers is what the ancestor patched in a copy holds, for every
     /// path, below every directory, and whole.
