@@ -844,17 +844,17 @@ impl TwoWay {
             read_again.extend(remote_ops.iter().flat_map(Op::paths).map(String::from));
             let total = remote_ops.len() as u64;
             let progress = self.progress.clone();
-            let sent = move |done: usize| {
+            let sent: remote::Sent = std::sync::Arc::new(move |done: usize| {
                 if let Some(progress) = &progress {
                     progress("to sandbox", done as u64, total);
                 }
-            };
+            });
             let remote_results = remote::apply(
                 &self.sandbox,
                 &self.remote,
                 &remote_ops,
                 &remote_sources,
-                &sent,
+                sent,
             )
             .await?;
             tally(

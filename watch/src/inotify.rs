@@ -52,6 +52,16 @@ pub(crate) struct InotifyEngine {
 /// How long what is read waits to be reconciled when the engine reconciles when asked.
 const WHEN_ASKED_AT_MOST: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// Events that come within [`BURST_AT_MOST`] of the last reconciliation are a burst (an
+/// upload of 20,000 files, a checkout): they are read on until the queue has been quiet
+/// this long, or until the first of them has waited [`BURST_AT_MOST`], and reconciled once
+/// per such window, not once per event (which listed each busy directory again for every
+/// file made in it). An event after a quiet spell is reconciled at once, as before, and so
+/// is a catch-up.
+const BURST_QUIET: std::time::Duration = std::time::Duration::from_millis(2);
+/// The longest a read event waits to be reconciled while more keep coming.
+const BURST_AT_MOST: std::time::Duration = std::time::Duration::from_millis(20);
+
 impl Engine for InotifyEngine {
     fn start(
         &self,
@@ -89,7 +99,8 @@ const CATCH_UP_READS: usize = 128;
 /// catch-up request (`wake`) reads until the kernel's queue is empty and reconciles before
 /// it is answered: every change that finished before the request is then reported.
 /// `when_asked`: what is read is reconciled only then, or once it has waited
-/// [`WHEN_ASKED_AT_MOST`] (the reconciler takes any batch, however long it waited).
+/// [`WHEN_ASKED_AT_MOST`] (the reconciler takes any batch, however long it waited);
+/// otherwise at once, or once its burst is over (see [`BURST_QUIET`]).
 fn run(
     mut session: Session,
     wake: &EventFd,
@@ -100,22 +111,36 @@ fn run(
     let mut buffer = vec![0u8; 64 * 1024];
     // Since when what was read has waited to be reconciled (`when_asked`).
     let mut waiting_since: Option<std::time::Instant> = None;
+    // Since when what was read has waited for its burst to end (see [`BURST_QUIET`]).
+    let mut burst_since: Option<std::time::Instant> = None;
+    let mut reconciled_at: Option<std::time::Instant> = None;
     while !stop.load(Ordering::SeqCst)
         && !session.reconciler.reporter().closed()
         && !session.reconciler.root_gone()
     {
+        // In a burst the queue is left to fill for the window (a catch-up still wakes
+        // this at once) and then read whole: a poll woken by each event, and a read of
+        // each, cost more than the reconciling they replaced.
+        let in_burst = burst_since.is_some();
+        let timeout = match burst_since {
+            Some(since) => BURST_QUIET.min(BURST_AT_MOST.saturating_sub(since.elapsed())),
+            None => std::time::Duration::from_millis(100),
+        };
         let (queued, woken, remounted) = {
-            let mut fds = vec![
-                PollFd::new(session.inotify.as_fd(), PollFlags::POLLIN),
-                PollFd::new(wake.as_fd(), PollFlags::POLLIN),
-            ];
+            let mut fds = vec![PollFd::new(wake.as_fd(), PollFlags::POLLIN)];
+            if !in_burst {
+                fds.push(PollFd::new(session.inotify.as_fd(), PollFlags::POLLIN));
+            }
+            let mounts_at = fds.len();
             if let Some(mounts) = session.mount_table() {
                 fds.push(PollFd::new(mounts, PollFlags::POLLPRI));
             }
-            let _ = poll(&mut fds, PollTimeout::from(100u16));
+            let millis = u16::try_from(timeout.as_millis()).unwrap_or(u16::MAX);
+            let _ = poll(&mut fds, PollTimeout::from(millis));
             let ready = |fd: &PollFd| fd.revents().is_some_and(|r| r.contains(PollFlags::POLLIN));
-            let remounted = fds.get(2).is_some_and(crate::mounts::is_change);
-            (ready(&fds[0]), ready(&fds[1]), remounted)
+            let remounted = fds.get(mounts_at).is_some_and(crate::mounts::is_change);
+            let queued = in_burst || ready(&fds[1]);
+            (queued, ready(&fds[0]), remounted)
         };
         let due = waiting_since.is_some_and(|since| since.elapsed() >= WHEN_ASKED_AT_MOST);
         if !queued && !woken && !remounted && !due {
@@ -133,7 +158,7 @@ fn run(
         } else {
             Vec::new()
         };
-        let reads = if waiting.is_empty() {
+        let reads = if waiting.is_empty() && !in_burst {
             1
         } else {
             CATCH_UP_READS
@@ -143,10 +168,12 @@ fn run(
         // they began.
         let began = std::time::SystemTime::now();
         let mut drained = false;
+        let mut heard = false;
         for _ in 0..reads {
             match session.read(&mut buffer) {
                 Ok(events) => {
                     for event in events {
+                        heard = true;
                         session.apply(event);
                     }
                 }
@@ -168,8 +195,25 @@ fn run(
             }
             continue;
         }
+        // The burst is over once a window passed with nothing told, or it waited enough.
+        let burst_over =
+            burst_since.is_some_and(|since| !heard || since.elapsed() >= BURST_AT_MOST);
+        if !when_asked && !woken && !remounted && !failed && !burst_over {
+            // Read on while the burst lasts.
+            if session.reconciler.pending()
+                && burst_since.is_none()
+                && reconciled_at.is_some_and(|at| at.elapsed() < BURST_AT_MOST)
+            {
+                burst_since = Some(std::time::Instant::now());
+            }
+            if burst_since.is_some() {
+                continue;
+            }
+        }
         waiting_since = None;
+        burst_since = None;
         session.reconcile();
+        reconciled_at = Some(std::time::Instant::now());
         if drained {
             session.reconciler.settled(began);
         }

@@ -90,23 +90,35 @@ pub fn apply(
         hashes,
         scratch,
     };
-    let mut outcomes = Vec::with_capacity(steps.len());
-    for (index, step) in steps.iter().enumerate() {
-        let outcome = match step {
-            ApplyStep::PutFile {
-                path,
-                expect,
-                size,
-                sha256,
-                mode,
-            } => tree.put_file(path, expect, *size, sha256, *mode, body, index)?,
-            other => tree.step(other),
-        };
-        outcomes.push(outcome);
-    }
-    let wrote = steps
+    let (files, bytes) = steps
         .iter()
-        .any(|step| matches!(step, ApplyStep::PutFile { .. }));
+        .fold((0usize, 0u64), |(files, bytes), step| match step {
+            ApplyStep::PutFile { size, .. } => (files + 1, bytes + size),
+            _ => (files, bytes),
+        });
+    let mut steps_made = || -> Result<Vec<StepOutcome>, ApplyError> {
+        let mut outcomes = Vec::with_capacity(steps.len());
+        for (index, step) in steps.iter().enumerate() {
+            let outcome = match step {
+                ApplyStep::PutFile {
+                    path,
+                    expect,
+                    size,
+                    sha256,
+                    mode,
+                } => tree.put_file(path, expect, *size, sha256, *mode, body, index)?,
+                other => tree.step(other),
+            };
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    };
+    let mut outcomes = if files >= FLUSHED_ALONG_FILES || bytes >= FLUSHED_ALONG_BYTES {
+        flushed_along(root, steps_made)?
+    } else {
+        steps_made()?
+    };
+    let wrote = files > 0;
     if wrote && let Err(err) = nix::unistd::syncfs(root) {
         // Not known to be on the disk: the next pass makes them again.
         for (step, outcome) in steps.iter().zip(outcomes.iter_mut()) {
@@ -119,6 +131,35 @@ pub fn apply(
         }
     }
     Ok(outcomes)
+}
+
+/// A batch this large has what it wrote flushed while it runs (see [`flushed_along`]).
+const FLUSHED_ALONG_FILES: usize = 256;
+const FLUSHED_ALONG_BYTES: u64 = 8 * 1024 * 1024;
+/// How often a large batch's writes are flushed while it runs.
+const FLUSH_EVERY: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Runs `work` while a thread flushes the file system of `root` every [`FLUSH_EVERY`]: the
+/// flush before the answer then finds little left to write, where it found all of a first
+/// upload (80 MB of 20,000 files took 0.6 s after the last of them was written).
+fn flushed_along<T>(root: &OwnedFd, work: impl FnOnce() -> T) -> T {
+    let Ok(fs) = root.try_clone() else {
+        return work();
+    };
+    let (done, stop) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                stop.recv_timeout(FLUSH_EVERY)
+            {
+                // Only a head start: the flush before the answer is the one that counts.
+                let _ = nix::unistd::syncfs(&fs);
+            }
+        });
+        let result = work();
+        drop(done);
+        result
+    })
 }
 
 struct Tree<'a> {
@@ -323,8 +364,9 @@ impl Tree<'_> {
     ) -> Result<StepOutcome, ApplyError> {
         let mut content = body.take(size);
         let prepared = self.parent(path).and_then(|(dir, name)| {
-            let found = self.held(&dir, name)?;
-            let temp = self.scratch_name(name, &found);
+            // Named for what the step expects there: if something else is there, the
+            // check before the rename refuses the step and the scratch file goes.
+            let temp = self.scratch_name(name, expect);
             if let Some(parent) = Path::new(path).parent() {
                 self.scratch.record(&self.root_path.join(parent));
             }

@@ -19,7 +19,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use fsd_api::files::{FileType, ManifestEntry};
 use ignore::gitignore::Gitignore;
 use nix::dir::Dir;
-use nix::fcntl::{AtFlags, OFlag, openat, readlinkat};
+use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 use sha2::{Digest, Sha256};
 
@@ -84,11 +84,22 @@ pub fn open_parent<'p>(root: &OwnedFd, path: &'p str) -> nix::Result<(OwnedFd, &
         None => (None, path),
     };
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let name = OsStr::from_bytes(name.as_bytes());
+    // One call where the kernel refuses the links itself (an upload opens a parent for
+    // each of its files), else a walk that opens each name without following it.
+    if let Some(dirs) = dirs
+        && fsd_search::kernel_confines()
+    {
+        let how = OpenHow::new()
+            .flags(flags)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        return Ok((openat2(root, dirs, how)?, name));
+    }
     let mut dir = openat(root, ".", flags, Mode::empty())?;
     for component in dirs.into_iter().flat_map(|dirs| dirs.split('/')) {
         dir = openat(&dir, component, flags, Mode::empty())?;
     }
-    Ok((dir, OsStr::from_bytes(name.as_bytes())))
+    Ok((dir, name))
 }
 
 /// One walk's entries as they are found.

@@ -24,9 +24,9 @@ use super::local::{Contents, Refused};
 use super::ops::Op;
 
 /// Steps in one apply request at most.
-const BATCH_STEPS: usize = 2000;
+const BATCH_STEPS: usize = 50_000;
 /// Content in one apply request at most (one larger file goes alone).
-const BATCH_BYTES: u64 = 32 * 1024 * 1024;
+const BATCH_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The sandbox tree at `remote`, leaving out what `exclude` matches; and what it holds that
 /// the merge cannot (devices, FIFOs, sockets, names not UTF-8).
@@ -217,14 +217,18 @@ fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
     })
 }
 
+/// Told how many of a pass's changes have been sent.
+pub type Sent = std::sync::Arc<dyn Fn(usize) + Send + Sync>;
+
 /// Makes `ops` in the sandbox under `remote`, in batches; answers each one's result.
-/// `sent` is told how many have been answered after each batch.
+/// `sent` is told how many have been sent as each file's content goes, and after each
+/// batch.
 pub async fn apply(
     sandbox: &Sandbox,
     remote: &str,
     ops: &[Op],
     contents: &dyn Contents,
-    sent: &(dyn Fn(usize) + Send + Sync),
+    sent: Sent,
 ) -> Result<Vec<Result<(), Refused>>, SdkError> {
     let mut results: Vec<Option<Result<(), Refused>>> = Vec::with_capacity(ops.len());
     let mut batch: Vec<(usize, Prepared)> = Vec::new();
@@ -240,7 +244,8 @@ pub async fn apply(
         };
         let size = prepared.content.as_ref().map_or(0, |(_, size)| *size);
         if !batch.is_empty() && (batch.len() >= BATCH_STEPS || batch_bytes + size > BATCH_BYTES) {
-            send(sandbox, remote, std::mem::take(&mut batch), &mut results).await?;
+            let batch = std::mem::take(&mut batch);
+            send(sandbox, remote, batch, &mut results, &sent).await?;
             sent(index);
             batch_bytes = 0;
         }
@@ -248,7 +253,7 @@ pub async fn apply(
         batch.push((index, prepared));
     }
     if !batch.is_empty() {
-        send(sandbox, remote, batch, &mut results).await?;
+        send(sandbox, remote, batch, &mut results, &sent).await?;
     }
     sent(ops.len());
     Ok(results
@@ -262,6 +267,7 @@ async fn send(
     remote: &str,
     batch: Vec<(usize, Prepared)>,
     results: &mut [Option<Result<(), Refused>>],
+    sent: &Sent,
 ) -> Result<(), SdkError> {
     let request = ApplyRequest {
         path: remote.to_string(),
@@ -272,14 +278,20 @@ async fn send(
     let mut head = Vec::with_capacity(4 + header.len());
     head.extend_from_slice(&(header.len() as u32).to_be_bytes());
     head.extend_from_slice(&header);
-    let sources: Vec<(PathBuf, u64)> = batch
+    let sources: Vec<Source> = batch
         .iter()
-        .filter_map(|(_, p)| p.content.clone())
+        .filter_map(|(index, p)| {
+            p.content.clone().map(|(path, size)| Source {
+                path,
+                size,
+                index: *index,
+            })
+        })
         .collect();
-    let total: u64 = head.len() as u64 + sources.iter().map(|(_, size)| size).sum::<u64>();
+    let total: u64 = head.len() as u64 + sources.iter().map(|source| source.size).sum::<u64>();
     let body =
         futures_util::stream::once(async move { Ok::<Bytes, std::io::Error>(Bytes::from(head)) })
-            .chain(content_stream(sources));
+            .chain(content_stream(sources, sent.clone()));
     let response = sandbox
         .request(Method::POST, "/api/files/apply")
         .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
@@ -298,37 +310,56 @@ async fn send(
     Ok(())
 }
 
+/// Bytes of content sent in one piece: small files share one (20,000 files of a first
+/// upload sent one piece each cost a wake-up on both ends for each).
+const PIECE_BYTES: usize = 256 * 1024;
+
+/// A file whose content a batch sends: where it is read, its announced size, and the
+/// index of its change in the pass.
+struct Source {
+    path: PathBuf,
+    size: u64,
+    index: usize,
+}
+
 /// The files' content, each exactly its announced size (cut, or padded with zeros if it
-/// shrank: the daemon's hash check then refuses it, and the body stays aligned).
+/// shrank: the daemon's hash check then refuses it, and the body stays aligned). `sent` is
+/// told of each file as it is read.
 fn content_stream(
-    sources: Vec<(PathBuf, u64)>,
+    sources: Vec<Source>,
+    sent: Sent,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
     let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
     tokio::task::spawn_blocking(move || {
-        let mut buffer = vec![0u8; 256 * 1024];
-        for (path, size) in sources {
+        let mut buffer = vec![0u8; PIECE_BYTES];
+        let mut piece = bytes::BytesMut::with_capacity(PIECE_BYTES);
+        for Source { path, size, index } in sources {
             let file: Box<dyn Read> = match std::fs::File::open(&path) {
                 Ok(file) => Box::new(file),
                 Err(_) => Box::new(std::io::empty()),
             };
             let mut exact = file.take(size).chain(std::io::repeat(0)).take(size);
             loop {
-                match exact.read(&mut buffer) {
+                let room = PIECE_BYTES - piece.len();
+                match exact.read(&mut buffer[..room]) {
                     Ok(0) => break,
-                    Ok(read) => {
-                        if sender
-                            .blocking_send(Ok(Bytes::copy_from_slice(&buffer[..read])))
-                            .is_err()
-                        {
-                            return;
-                        }
-                    }
+                    Ok(read) => piece.extend_from_slice(&buffer[..read]),
                     Err(err) => {
                         let _ = sender.blocking_send(Err(err));
                         return;
                     }
                 }
+                if piece.len() == PIECE_BYTES {
+                    if sender.blocking_send(Ok(piece.split().freeze())).is_err() {
+                        return;
+                    }
+                    piece.reserve(PIECE_BYTES);
+                }
             }
+            sent(index + 1);
+        }
+        if !piece.is_empty() {
+            let _ = sender.blocking_send(Ok(piece.freeze()));
         }
     });
     futures_util::stream::unfold(receiver, |mut receiver| async move {
