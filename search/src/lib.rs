@@ -12,7 +12,7 @@ mod within;
 
 pub use error::SearchError;
 pub use replace::{Change, Replaced, Replacer, unified_diff};
-pub use within::{Attached, NotUnmounted, Refused, Within, is_outside, kernel_confines};
+pub use within::{Attached, NotUnmounted, Refused, Within, is_outside, kernel_confines, resolved};
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -362,7 +362,7 @@ fn beneath(root: &OwnedFd, rest: &Path, flags: OFlag) -> Result<OwnedFd, Refused
 
 /// Opens `rest` beneath `root` by `openat2` (`RESOLVE_BENEATH` and `resolve`), or on a
 /// kernel without it by the walk, which refuses every link.
-fn resolved(
+pub fn resolved(
     root: &OwnedFd,
     rest: &Path,
     flags: OFlag,

@@ -13,13 +13,14 @@ use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fsd_api::files::{FileType, ManifestEntry};
 use ignore::gitignore::Gitignore;
 use nix::dir::Dir;
-use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat, openat2, readlinkat};
+use nix::fcntl::{AtFlags, OFlag, ResolveFlag, openat, readlinkat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstatat};
 use sha2::{Digest, Sha256};
 
@@ -84,22 +85,15 @@ pub fn open_parent<'p>(root: &OwnedFd, path: &'p str) -> nix::Result<(OwnedFd, &
         None => (None, path),
     };
     let flags = OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
-    let name = OsStr::from_bytes(name.as_bytes());
-    // One call where the kernel refuses the links itself (an upload opens a parent for
-    // each of its files), else a walk that opens each name without following it.
-    if let Some(dirs) = dirs
-        && fsd_search::kernel_confines()
-    {
-        let how = OpenHow::new()
-            .flags(flags)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-        return Ok((openat2(root, dirs, how)?, name));
-    }
-    let mut dir = openat(root, ".", flags, Mode::empty())?;
-    for component in dirs.into_iter().flat_map(|dirs| dirs.split('/')) {
-        dir = openat(&dir, component, flags, Mode::empty())?;
-    }
-    Ok((dir, name))
+    // One `openat2` where the kernel refuses the links itself (an upload opens a parent
+    // for each of its files), else a walk that refuses a link at any name.
+    let dir = fsd_search::resolved(
+        root,
+        Path::new(dirs.unwrap_or("")),
+        flags,
+        ResolveFlag::RESOLVE_NO_SYMLINKS,
+    )?;
+    Ok((dir, OsStr::from_bytes(name.as_bytes())))
 }
 
 /// One walk's entries as they are found.
