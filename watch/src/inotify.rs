@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use crate::WatchError;
 use crate::catch_up::CatchUp;
 use crate::engine::{Engine, Running};
 use crate::mounts::MountTable;
 use crate::reconcile::tree::NodeId;
 use crate::reconcile::{Backend, Reconciler, WatchFailure};
 use crate::report::Reporter;
+use crate::{BURST_AT_MOST, WatchError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -59,8 +59,6 @@ const WHEN_ASKED_AT_MOST: std::time::Duration = std::time::Duration::from_secs(1
 /// file made in it). An event after a quiet spell is reconciled at once, as before, and so
 /// is a catch-up.
 const BURST_QUIET: std::time::Duration = std::time::Duration::from_millis(2);
-/// The longest a read event waits to be reconciled while more keep coming.
-const BURST_AT_MOST: std::time::Duration = std::time::Duration::from_millis(20);
 
 impl Engine for InotifyEngine {
     fn start(

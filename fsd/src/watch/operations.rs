@@ -25,8 +25,9 @@ use crate::wire::time::now_rfc3339;
 /// A batch closes after this much quiet, or at [`COALESCE_MAX`]: bursts collapse as in the
 /// reference's 75 ms windows. The first batch after this much quiet goes out at once, with
 /// what is already queued and nothing waited for, so a lone change arrives in well under a
-/// millisecond; the rest of a burst follows in windows.
-const COALESCE_QUIET: Duration = Duration::from_millis(5);
+/// millisecond; the rest of a burst follows in windows. Longer than the engine's own burst
+/// window, whose reports of a burst come that far apart and are not a quiet spell.
+const COALESCE_QUIET: Duration = fsd_watch::BURST_AT_MOST.saturating_mul(2);
 const COALESCE_MAX: Duration = Duration::from_millis(75);
 const EVENT_TYPES: &[&str] = &[
     "create",
