@@ -13,12 +13,14 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use crate::snapshot::ContentHash;
+
 /// What a side holds at a path. Kept in a sync's state as one short string (`f644:HASH`,
 /// `d755`, `l:TARGET`; see `kept`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Entry {
     /// A regular file: its content's hash and its permission bits.
-    File { hash: String, mode: u32 },
+    File { hash: ContentHash, mode: u32 },
     /// A directory and its permission bits (what it holds are entries of their own).
     Dir { mode: u32 },
     /// A symbolic link and its target, verbatim.
@@ -37,7 +39,7 @@ impl Entry {
             ("f", rest) => {
                 let (digits, hash) = rest.split_once(':')?;
                 Some(Entry::File {
-                    hash: hash.to_string(),
+                    hash: ContentHash::parse(hash)?,
                     mode: mode(digits)?,
                 })
             }
@@ -66,7 +68,7 @@ impl Serialize for Entry {
 #[derive(Deserialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 enum EntryFields {
-    File { hash: String, mode: u32 },
+    File { hash: ContentHash, mode: u32 },
     Dir { mode: u32 },
     Link { target: String },
 }

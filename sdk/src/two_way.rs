@@ -44,7 +44,7 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::merge::{self, Conflict, Entry, Mode, Resolution, Snapshot};
-use crate::snapshot::{self, Ignores, STATE_DIR};
+use crate::snapshot::{self, ContentHash, Ignores, STATE_DIR};
 
 use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
@@ -745,8 +745,8 @@ impl TwoWay {
                 &wanted_hashes,
             );
             // What the sandbox sends, in the order the puts need it.
-            let mut wanted: Vec<(String, String)> = Vec::new();
-            let mut uses: BTreeMap<String, usize> = BTreeMap::new();
+            let mut wanted: Vec<(ContentHash, String)> = Vec::new();
+            let mut uses: BTreeMap<ContentHash, usize> = BTreeMap::new();
             for hash in put_hashes(&local_ops) {
                 let Some(path) = remote_has
                     .get(hash)
@@ -754,9 +754,9 @@ impl TwoWay {
                 else {
                     continue;
                 };
-                let count = uses.entry(hash.clone()).or_insert(0);
+                let count = uses.entry(*hash).or_insert(0);
                 if *count == 0 {
-                    wanted.push((hash.clone(), path.clone()));
+                    wanted.push((*hash, path.clone()));
                 }
                 *count += 1;
             }
@@ -1053,7 +1053,7 @@ fn under_and_at<T>(map: &BTreeMap<String, T>, path: &str) -> Vec<String> {
 }
 
 /// The content hashes `ops` put, in their order.
-fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &String> {
+fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
     ops.iter().filter_map(|op| match op {
         Op::Put {
             entry: Entry::File { hash, .. },
@@ -1067,7 +1067,11 @@ fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &String> {
 /// move first (a file and a directory swapped: the file's content goes where the directory
 /// was, after the file's path became a directory): linked aside at the root before any
 /// change is made, and taken from there. Answers the links, removed after the changes.
-fn keep_sources(root: &Path, ops: &[Op], by_hash: &mut BTreeMap<String, String>) -> Vec<PathBuf> {
+fn keep_sources(
+    root: &Path,
+    ops: &[Op],
+    by_hash: &mut BTreeMap<ContentHash, String>,
+) -> Vec<PathBuf> {
     let changed: Vec<&str> = ops.iter().map(Op::path).collect();
     let touched = |path: &str| {
         changed.iter().any(|changed| {
@@ -1099,15 +1103,15 @@ fn keep_sources(root: &Path, ops: &[Op], by_hash: &mut BTreeMap<String, String>)
 /// paths of its skip set, whose entries may be out of date).
 fn holders(
     trees: &[(&dyn merge::Tree, Option<&BTreeSet<String>>)],
-    hashes: &BTreeSet<String>,
-) -> BTreeMap<String, String> {
+    hashes: &BTreeSet<ContentHash>,
+) -> BTreeMap<ContentHash, String> {
     let mut out = BTreeMap::new();
     for (tree, skip) in trees {
         if out.len() == hashes.len() {
             break;
         }
         // The first holder in path order, whichever order the tree visits in.
-        let mut found: BTreeMap<&String, String> = BTreeMap::new();
+        let mut found: BTreeMap<&ContentHash, String> = BTreeMap::new();
         tree.each(&mut |path, entry| {
             if let Entry::File { hash, .. } = entry
                 && hashes.contains(hash)
@@ -1124,7 +1128,7 @@ fn holders(
                     .or_insert_with(|| path.clone());
             }
         });
-        out.extend(found.into_iter().map(|(hash, path)| (hash.clone(), path)));
+        out.extend(found.into_iter().map(|(hash, path)| (*hash, path)));
     }
     out
 }
@@ -1170,6 +1174,11 @@ impl TwoWay {
                 };
                 let settled = match result {
                     Ok(report) => {
+                        if whole {
+                            // What a following sync holds while idle is the state: laid
+                            // out anew, not in the holes the pass's trees leave.
+                            self.state.compact();
+                        }
                         on_pass(Ok(&report));
                         whole = false;
                         report.settled()
@@ -1351,11 +1360,11 @@ fn take_over_state_in_the_tree(own: &Path, local: &Path) -> Result<(), SdkError>
 /// Where content is for puts: a local file that had it.
 struct Sources {
     root: PathBuf,
-    by_hash: BTreeMap<String, String>,
+    by_hash: BTreeMap<ContentHash, String>,
 }
 
 impl Contents for Sources {
-    fn source(&self, hash: &str) -> Option<PathBuf> {
+    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
         self.by_hash.get(hash).map(|path| self.root.join(path))
     }
 }
@@ -1368,13 +1377,13 @@ struct Fetching<'s, 'a> {
 }
 
 impl Contents for Fetching<'_, '_> {
-    fn source(&self, hash: &str) -> Option<PathBuf> {
+    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
         self.incoming
             .stashed(hash)
             .or_else(|| self.sources.source(hash))
     }
 
-    fn write(&self, hash: &str, temp: &Path) -> Option<Result<(), Refused>> {
+    fn write(&self, hash: &ContentHash, temp: &Path) -> Option<Result<(), Refused>> {
         self.incoming.write(hash, temp)
     }
 }

@@ -8,7 +8,7 @@ use std::io::Read;
 use std::path::{Component, Path};
 
 use crate::merge::{Entry, Snapshot};
-use crate::snapshot::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
+use crate::snapshot::{ContentHash, DEFAULT_EXCLUDES, Ignores, STATE_DIR};
 use crate::{Sandbox, SdkError};
 
 use super::Changes;
@@ -135,7 +135,7 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
 
 /// Writes `content` through a temp file beside `at`, hashing it, and renames it there if
 /// nothing is there yet; answers its hash (`None`: something was made there meanwhile).
-fn place(content: &mut impl Read, at: &Path, mode: u32) -> std::io::Result<Option<String>> {
+fn place(content: &mut impl Read, at: &Path, mode: u32) -> std::io::Result<Option<ContentHash>> {
     use sha2::{Digest, Sha256};
     let temp = temp_beside(at);
     let written = (|| {
@@ -152,7 +152,7 @@ fn place(content: &mut impl Read, at: &Path, mode: u32) -> std::io::Result<Optio
             },
         )?;
         set_mode(&temp, mode)?;
-        Ok::<_, std::io::Error>(format!("{:x}", hasher.finalize()))
+        Ok::<_, std::io::Error>(ContentHash::from(hasher))
     })();
     let hash = match written {
         Ok(hash) => hash,

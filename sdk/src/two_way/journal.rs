@@ -75,6 +75,21 @@ pub struct State {
     pub tracked: Option<Tracked>,
 }
 
+impl State {
+    /// Rebuilds the ancestor and the records in fresh allocations and full nodes. A whole
+    /// pass builds them entry by entry among its own trees (half-full nodes, the scan's
+    /// and the sandbox's listings in between); once those are freed, a sync kept open
+    /// would hold their holes for as long as it runs: 75 MB for 50,000 files, 57 compacted.
+    pub fn compact(&mut self) {
+        fn copied<V: Clone>(map: &BTreeMap<String, V>) -> BTreeMap<String, V> {
+            // A sorted collect builds full nodes (inserting one by one leaves them half full).
+            map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+        }
+        self.ancestor = copied(&self.ancestor);
+        self.cache = copied(&self.cache);
+    }
+}
+
 /// The sandbox's change token after a pass, kept with the ancestor it goes with (one
 /// journal line: a crash keeps both old or both new). Outside `dirty`, both sides held the
 /// ancestor when the token was taken, as far as the pass could tell: the next pass takes
@@ -470,7 +485,7 @@ mod tests {
             size: 1,
             mtime_ns: 2,
             ino: 3,
-            hash: hash.into(),
+            hash: crate::snapshot::ContentHash::of(hash.as_bytes()),
         }
     }
 

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::merge::Entry;
-use crate::snapshot::{ScanCache, hash_file};
+use crate::snapshot::{ContentHash, ScanCache, hash_file};
 
 use super::ops::Op;
 
@@ -30,13 +30,13 @@ impl From<std::io::Error> for Refused {
 /// Where a file's content is, by hash, for a put.
 pub trait Contents {
     /// A local file holding the content `hash` (checked when copied).
-    fn source(&self, hash: &str) -> Option<PathBuf>;
+    fn source(&self, hash: &ContentHash) -> Option<PathBuf>;
 
     /// Writes the content `hash` into `temp` (made new), checked against its hash, when
     /// it comes from elsewhere than a file (a stream); `None`: take it from [`source`].
     ///
     /// [`source`]: Contents::source
-    fn write(&self, _hash: &str, _temp: &Path) -> Option<Result<(), Refused>> {
+    fn write(&self, _hash: &ContentHash, _temp: &Path) -> Option<Result<(), Refused>> {
         None
     }
 }
@@ -89,7 +89,7 @@ impl LocalTree<'_> {
             })
         } else if kind.is_file() {
             let hash = match self.cache.get(relative) {
-                Some(seen) if crate::snapshot::unchanged(seen, &meta) => seen.hash.clone(),
+                Some(seen) if crate::snapshot::unchanged(seen, &meta) => seen.hash,
                 _ => match hash_file(&path) {
                     Ok(hash) => hash,
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -220,7 +220,7 @@ impl LocalTree<'_> {
 }
 
 /// Copies `source` to `temp`, refusing content whose hash is not `hash`.
-pub(super) fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(), Refused> {
+pub(super) fn copy_checked(source: &Path, temp: &Path, hash: &ContentHash) -> Result<(), Refused> {
     write_checked(&mut std::fs::File::open(source)?, temp, hash)
 }
 
@@ -228,7 +228,7 @@ pub(super) fn copy_checked(source: &Path, temp: &Path, hash: &str) -> Result<(),
 pub(super) fn write_checked(
     content: &mut impl std::io::Read,
     path: &Path,
-    hash: &str,
+    hash: &ContentHash,
 ) -> Result<(), Refused> {
     use sha2::{Digest, Sha256};
     let mut output = std::fs::OpenOptions::new()
@@ -241,7 +241,7 @@ pub(super) fn write_checked(
         hasher: &mut hasher,
     };
     std::io::copy(content, &mut tee)?;
-    if format!("{:x}", hasher.finalize()) != hash {
+    if ContentHash::from(hasher) != *hash {
         // Changed since it was looked at: the change waits for the next pass.
         return Err(Refused::Changed);
     }
@@ -303,7 +303,7 @@ mod tests {
     use std::path::PathBuf;
 
     use crate::merge::Entry;
-    use crate::snapshot::{ScanCache, hash_file};
+    use crate::snapshot::{ContentHash, ScanCache, hash_file};
     use crate::two_way::local::{Contents, LocalTree, Refused, TEMP_SUFFIX};
     use crate::two_way::ops::Op;
 
@@ -314,7 +314,7 @@ mod tests {
     }
 
     impl Contents for EditedWhileCopied {
-        fn source(&self, _hash: &str) -> Option<PathBuf> {
+        fn source(&self, _hash: &ContentHash) -> Option<PathBuf> {
             std::fs::write(&self.target, "the user's edit\n").unwrap();
             Some(self.source.clone())
         }

@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::merge::{Entry, Snapshot};
+use crate::snapshot::ContentHash;
 
 /// One change to one side. `expect` is what the path holds just before it (`None`:
 /// nothing), given the changes before it.
@@ -202,20 +203,20 @@ impl Planner<'_> {
 
     /// A file `end` has at a free path, whose content a file leaving its path holds.
     fn file_moves(&mut self) {
-        let mut leaving: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut leaving: BTreeMap<ContentHash, Vec<String>> = BTreeMap::new();
         for (path, entry) in &self.cur {
             if let Entry::File { hash, .. } = entry
                 && self.leaving(path)
             {
-                leaving.entry(hash.clone()).or_default().push(path.clone());
+                leaving.entry(*hash).or_default().push(path.clone());
             }
         }
-        let targets: Vec<(String, String)> = self
+        let targets: Vec<(String, ContentHash)> = self
             .end
             .iter()
             .filter_map(|(path, entry)| match entry {
                 Entry::File { hash, .. } if !self.cur.contains_key(path) => {
-                    Some((path.clone(), hash.clone()))
+                    Some((path.clone(), *hash))
                 }
                 _ => None,
             })

@@ -17,6 +17,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 
 use crate::merge::{Entry, Snapshot};
+use crate::snapshot::ContentHash;
 use crate::sync::ChannelReader;
 use crate::{Sandbox, SdkError};
 
@@ -70,9 +71,15 @@ fn entries(manifest: ManifestResponse) -> (Snapshot, Vec<String>) {
     for entry in manifest.entries {
         let held = match (entry.file_type, entry.sha256, entry.target) {
             (FileType::Directory, _, _) => Entry::Dir { mode: entry.mode },
-            (FileType::File, Some(hash), _) => Entry::File {
-                hash,
-                mode: entry.mode,
+            (FileType::File, Some(hash), _) => match ContentHash::parse(&hash) {
+                Some(hash) => Entry::File {
+                    hash,
+                    mode: entry.mode,
+                },
+                None => {
+                    skipped.push(entry.path);
+                    continue;
+                }
             },
             (FileType::Symlink, _, Some(target)) => Entry::Link { target },
             _ => {
@@ -145,7 +152,7 @@ fn held(entry: Option<&Entry>) -> Held {
         None => Held::Absent,
         Some(Entry::Dir { .. }) => Held::Directory,
         Some(Entry::File { hash, .. }) => Held::File {
-            sha256: hash.clone(),
+            sha256: hash.to_string(),
         },
         Some(Entry::Link { target }) => Held::Symlink {
             target: target.clone(),
@@ -206,7 +213,7 @@ fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
                             path: path.clone(),
                             expect,
                             size,
-                            sha256: hash.clone(),
+                            sha256: hash.to_string(),
                             mode: *mode,
                         },
                         content: Some((source, size)),
@@ -373,8 +380,8 @@ fn content_stream(
 pub async fn with_incoming<T: Send + 'static>(
     sandbox: &Sandbox,
     remote: &str,
-    wanted: Vec<(String, String)>,
-    uses: BTreeMap<String, usize>,
+    wanted: Vec<(ContentHash, String)>,
+    uses: BTreeMap<ContentHash, usize>,
     stash: PathBuf,
     apply: impl FnOnce(&Incoming<'_>) -> T + Send + 'static,
 ) -> Result<T, SdkError> {
@@ -406,22 +413,22 @@ pub struct Incoming<'a> {
     /// The sandbox paths still to come.
     coming: RefCell<BTreeSet<String>>,
     /// Hash → sandbox path, of what is still to come.
-    wanted: RefCell<BTreeMap<String, String>>,
+    wanted: RefCell<BTreeMap<ContentHash, String>>,
     /// How many puts want each content: one wanted by more is kept in `stash` for them.
-    uses: BTreeMap<String, usize>,
+    uses: BTreeMap<ContentHash, usize>,
     stash: PathBuf,
-    stashed: RefCell<BTreeMap<String, PathBuf>>,
+    stashed: RefCell<BTreeMap<ContentHash, PathBuf>>,
 }
 
 impl<'a> Incoming<'a> {
     /// Writes the content `hash` into `temp` (made new), checked against its hash; `None`
     /// when it is not coming (not asked for, taken already, or left out of the stream).
-    pub fn write(&self, hash: &str, temp: &Path) -> Option<Result<(), Refused>> {
+    pub fn write(&self, hash: &ContentHash, temp: &Path) -> Option<Result<(), Refused>> {
         let path = self.wanted.borrow_mut().remove(hash)?;
         self.coming.borrow_mut().remove(&path);
         let mut entry = self.entry_for(&path)?;
         if self.uses.get(hash).copied().unwrap_or(0) > 1 {
-            let kept = self.stash.join(hash);
+            let kept = self.stash.join(hash.to_string());
             let stashed = std::fs::create_dir_all(&self.stash)
                 .map_err(Refused::from)
                 .and_then(|()| super::local::write_checked(&mut entry, &kept, hash));
@@ -429,16 +436,14 @@ impl<'a> Incoming<'a> {
                 let _ = std::fs::remove_file(&kept);
                 return Some(Err(refused));
             }
-            self.stashed
-                .borrow_mut()
-                .insert(hash.to_string(), kept.clone());
+            self.stashed.borrow_mut().insert(*hash, kept.clone());
             return Some(super::local::copy_checked(&kept, temp, hash));
         }
         Some(super::local::write_checked(&mut entry, temp, hash))
     }
 
     /// A file holding `hash` kept for the puts after the first.
-    pub fn stashed(&self, hash: &str) -> Option<PathBuf> {
+    pub fn stashed(&self, hash: &ContentHash) -> Option<PathBuf> {
         self.stashed.borrow().get(hash).cloned()
     }
 

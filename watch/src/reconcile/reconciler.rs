@@ -133,6 +133,7 @@ impl Reconciler {
         if let Some(failure) = reconciler.unwatched.take() {
             return Err(failure);
         }
+        reconciler.tree.compact();
         reconciler.reporting = true;
         Ok(reconciler)
     }

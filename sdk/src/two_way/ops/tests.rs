@@ -10,7 +10,7 @@ const NAMES: &[&str] = &["a", "b", "c", "a.b"];
 
 fn file(hash: &str, mode: u32) -> Entry {
     Entry::File {
-        hash: hash.into(),
+        hash: crate::snapshot::ContentHash::of(hash.as_bytes()),
         mode,
     }
 }
@@ -92,7 +92,7 @@ fn edited(rng: &mut Rng, now: &Snapshot) -> Snapshot {
             (2, Some(path)) => {
                 let mode = 0o600 + rng.below(2) as u32 * 0o100;
                 let changed = match out[&path].clone() {
-                    Entry::File { hash, .. } => file(&hash, mode),
+                    Entry::File { hash, mode: _ } => Entry::File { hash, mode },
                     Entry::Dir { .. } => Entry::Dir { mode },
                     link => link,
                 };
@@ -175,7 +175,10 @@ fn apply(fs: &mut Snapshot, op: &Op) -> Result<(), String> {
                 return Err(format!("chmod: {path} is not {expect:?}"));
             }
             let changed = match expect {
-                Entry::File { hash, .. } => file(hash, *mode),
+                Entry::File { hash, .. } => Entry::File {
+                    hash: *hash,
+                    mode: *mode,
+                },
                 Entry::Dir { .. } => Entry::Dir { mode: *mode },
                 Entry::Link { .. } => return Err(format!("chmod of the link {path}")),
             };
