@@ -15,6 +15,7 @@
 
 mod backup;
 mod client;
+pub mod content_hash;
 mod error;
 mod exec;
 mod files;

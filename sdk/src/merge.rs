@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::snapshot::ContentHash;
+use crate::content_hash::ContentHash;
 
 /// What a side holds at a path. Kept in a sync's state as one short string (`f644:HASH`,
 /// `d755`, `l:TARGET`; see `kept`).

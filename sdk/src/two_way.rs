@@ -43,8 +43,9 @@ use futures_util::future::BoxFuture;
 
 use serde::Serialize;
 
+use crate::content_hash::ContentHash;
 use crate::merge::{self, Conflict, Entry, Mode, Resolution, Snapshot};
-use crate::snapshot::{self, ContentHash, Ignores, STATE_DIR};
+use crate::snapshot::{self, Ignores, STATE_DIR};
 
 use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;

@@ -26,43 +26,56 @@ pub fn installed(package: &str) -> bool {
 }
 
 /// Runs `script` with `args` (and `env`) within `limit`; panics if node fails. Each line
-/// it printed is printed again, for the test's log.
+/// it printed is printed again as it comes, for the test's log, so a script that hangs
+/// past `limit` has told which calls it finished (the hung one is the next).
 pub async fn run_script(
     script: &str,
     args: &[String],
     env: &[(&str, &str)],
     limit: Duration,
 ) -> Vec<Reported> {
-    let mut command = tokio::process::Command::new("node");
-    command
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt};
+    let mut child = tokio::process::Command::new("node")
         .current_dir(clients_dir())
         .envs(env.iter().copied())
         .arg("--no-warnings")
         .args(["--import", "./register.mjs", script])
         .args(args)
-        .kill_on_drop(true);
-    let output = tokio::time::timeout(limit, command.output())
-        .await
-        .unwrap_or_else(|_| panic!("{script} finished within {limit:?}"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
         .expect("node runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let reported: Vec<Reported> = stdout
-        .lines()
-        .map(|line| {
-            let result: serde_json::Value = serde_json::from_str(line).expect("a JSON result line");
-            let reported = Reported {
+    let mut stderr = child.stderr.take().expect("stderr");
+    let errors = tokio::spawn(async move {
+        let mut text = String::new();
+        let _ = stderr.read_to_string(&mut text).await;
+        text
+    });
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut reported = Vec::new();
+    let read = async {
+        while let Some(line) = lines.next_line().await.expect("node's output") {
+            let result: serde_json::Value =
+                serde_json::from_str(&line).expect("a JSON result line");
+            let call = Reported {
                 method: result["method"].as_str().unwrap_or_default().to_string(),
                 ok: result["ok"] == true,
                 detail: result["detail"].as_str().unwrap_or_default().to_string(),
             };
-            println!("{}: {} {}", reported.method, reported.ok, reported.detail);
-            reported
-        })
-        .collect();
+            println!("{}: {} {}", call.method, call.ok, call.detail);
+            reported.push(call);
+        }
+        child.wait().await.expect("node exits")
+    };
+    let status = match tokio::time::timeout(limit, read).await {
+        Ok(status) => status,
+        Err(_) => panic!("{script} finished within {limit:?} (the calls it finished are above)"),
+    };
     assert!(
-        output.status.success(),
+        status.success(),
         "node {script} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
+        errors.await.unwrap_or_default()
     );
     reported
 }

@@ -10,6 +10,11 @@ use crate::catch_up::CatchUp;
 use crate::error::WatchError;
 use crate::report::Reporter;
 
+/// The longest an event of a burst waits in the engine before it is reported: while events
+/// keep coming, reports come about this far apart, so a consumer that collapses a burst
+/// waits longer than this between reports before it takes the burst as over.
+pub const BURST_AT_MOST: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// Which engine watches trees.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EngineKind {

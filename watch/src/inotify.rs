@@ -11,13 +11,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use crate::WatchError;
 use crate::catch_up::CatchUp;
-use crate::engine::{Engine, Running};
+use crate::engine::{BURST_AT_MOST, Engine, Running};
 use crate::mounts::MountTable;
 use crate::reconcile::tree::NodeId;
 use crate::reconcile::{Backend, Reconciler, WatchFailure};
 use crate::report::Reporter;
-use crate::{BURST_AT_MOST, WatchError};
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::errno::Errno;
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};

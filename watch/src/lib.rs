@@ -38,13 +38,8 @@ mod report;
 mod simulation;
 mod watcher;
 
-pub use engine::EngineKind;
+pub use engine::{BURST_AT_MOST, EngineKind};
 pub use error::WatchError;
 pub use event::{Event, EventKind};
 pub use filter::{Filter, GlobError};
 pub use watcher::Watcher;
-
-/// The longest an event of a burst waits in the engine before it is reported: while events
-/// keep coming, reports come about this far apart, so a consumer that collapses a burst
-/// waits longer than this between reports before it takes the burst as over.
-pub const BURST_AT_MOST: std::time::Duration = std::time::Duration::from_millis(20);

@@ -31,7 +31,7 @@ const NAMES: &[&str] = &["a", "a-b", "b", "c.txt", "d"];
 
 pub(crate) fn file(hash: &str) -> Entry {
     Entry::File {
-        hash: crate::snapshot::ContentHash::of(hash.as_bytes()),
+        hash: crate::content_hash::ContentHash::of(hash.as_bytes()),
         mode: 0o644,
     }
 }

@@ -7,8 +7,9 @@
 use std::io::Read;
 use std::path::{Component, Path};
 
+use crate::content_hash::ContentHash;
 use crate::merge::{Entry, Snapshot};
-use crate::snapshot::{ContentHash, DEFAULT_EXCLUDES, Ignores, STATE_DIR};
+use crate::snapshot::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
 use crate::{Sandbox, SdkError};
 
 use super::Changes;

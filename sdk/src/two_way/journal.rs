@@ -485,7 +485,7 @@ mod tests {
             size: 1,
             mtime_ns: 2,
             ino: 3,
-            hash: crate::snapshot::ContentHash::of(hash.as_bytes()),
+            hash: crate::content_hash::ContentHash::of(hash.as_bytes()),
         }
     }
 

@@ -7,8 +7,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::content_hash::ContentHash;
 use crate::merge::Entry;
-use crate::snapshot::{ContentHash, ScanCache, hash_file};
+use crate::snapshot::{ScanCache, hash_file};
 
 use super::ops::Op;
 
@@ -302,8 +303,9 @@ pub(super) fn make_link(_target: &str, _path: &Path) -> std::io::Result<()> {
 mod tests {
     use std::path::PathBuf;
 
+    use crate::content_hash::ContentHash;
     use crate::merge::Entry;
-    use crate::snapshot::{ContentHash, ScanCache, hash_file};
+    use crate::snapshot::{ScanCache, hash_file};
     use crate::two_way::local::{Contents, LocalTree, Refused, TEMP_SUFFIX};
     use crate::two_way::ops::Op;
 

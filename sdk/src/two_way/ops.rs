@@ -10,8 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::content_hash::ContentHash;
 use crate::merge::{Entry, Snapshot};
-use crate::snapshot::ContentHash;
 
 /// One change to one side. `expect` is what the path holds just before it (`None`:
 /// nothing), given the changes before it.

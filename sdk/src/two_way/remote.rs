@@ -16,8 +16,8 @@ use fsd_api::watch::{CheckChangesRequest, CheckChangesResponse};
 use futures_util::StreamExt;
 use reqwest::Method;
 
+use crate::content_hash::ContentHash;
 use crate::merge::{Entry, Snapshot};
-use crate::snapshot::ContentHash;
 use crate::sync::ChannelReader;
 use crate::{Sandbox, SdkError};
 

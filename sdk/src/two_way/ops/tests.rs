@@ -10,7 +10,7 @@ const NAMES: &[&str] = &["a", "b", "c", "a.b"];
 
 fn file(hash: &str, mode: u32) -> Entry {
     Entry::File {
-        hash: crate::snapshot::ContentHash::of(hash.as_bytes()),
+        hash: crate::content_hash::ContentHash::of(hash.as_bytes()),
         mode,
     }
 }

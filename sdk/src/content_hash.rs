@@ -1,0 +1,68 @@
+//! Content hashes as two-way sync keeps them: a SHA-256's 32 bytes, written as lowercase
+//! hex where they are stored or sent (the daemon's manifests, a sync's state).
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// A SHA-256 of content, kept as its 32 bytes and written as lowercase hex (as the daemon
+/// and a sync's state write it). A following sync holds two per file (the ancestor's and
+/// the record's); as hex strings they were 200 bytes and two allocations a file.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ContentHash([u8; 32]);
+
+impl ContentHash {
+    /// The hash of `bytes`.
+    pub fn of(bytes: &[u8]) -> ContentHash {
+        ContentHash(Sha256::digest(bytes).into())
+    }
+
+    /// Reads 64 hex digits (either case); anything else is `None`.
+    pub fn parse(hex: &str) -> Option<ContentHash> {
+        let digits = hex.as_bytes();
+        if digits.len() != 64 {
+            return None;
+        }
+        let mut bytes = [0u8; 32];
+        for (byte, pair) in bytes.iter_mut().zip(digits.chunks_exact(2)) {
+            let text = std::str::from_utf8(pair).ok()?;
+            *byte = u8::from_str_radix(text, 16).ok()?;
+        }
+        Some(ContentHash(bytes))
+    }
+}
+
+impl From<Sha256> for ContentHash {
+    fn from(hasher: Sha256) -> ContentHash {
+        ContentHash(hasher.finalize().into())
+    }
+}
+
+impl std::fmt::Display for ContentHash {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(out, "{byte:02x}"))
+    }
+}
+
+impl std::fmt::Debug for ContentHash {
+    fn fmt(&self, out: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, out)
+    }
+}
+
+impl Serialize for ContentHash {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentHash {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        ContentHash::parse(&text).ok_or_else(|| {
+            serde::de::Error::invalid_value(
+                serde::de::Unexpected::Str(&text),
+                &"a SHA-256 in 64 hex digits",
+            )
+        })
+    }
+}
