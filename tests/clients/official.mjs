@@ -33,19 +33,35 @@ function expect(condition, what) {
   if (!condition) throw new Error(what);
 }
 
-/// Reads SSE events from a stream until `done(event)` says so (or the stream ends).
+/// Reads SSE events from a stream until `done(event)` says so (or the stream ends); fails
+/// with what it saw if that takes longer than `limit` ms, so a stream that never ends is
+/// one failed call, not a script that hangs.
 async function eventsUntil(stream, done, limit = 10000) {
+  return readUntil(parseSSEStream(stream), done, limit);
+}
+
+async function readUntil(events, done, limit = 10000) {
   const seen = [];
-  const timer = setTimeout(() => {}, limit);
-  try {
-    for await (const event of parseSSEStream(stream)) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no end within ${limit} ms; saw ${JSON.stringify(seen)}`)),
+      limit,
+    );
+  });
+  const read = (async () => {
+    for await (const event of events) {
       seen.push(event);
       if (done(event)) break;
     }
+    return seen;
+  })();
+  try {
+    return await Promise.race([read, late]);
   } finally {
     clearTimeout(timer);
+    events.return?.().catch?.(() => {});
   }
-  return seen;
 }
 
 async function rejects(body, code) {
@@ -218,13 +234,10 @@ await check('watch.watch', async () => {
   const first = await reader.next();
   expect(first.value?.type === 'watching', JSON.stringify(first.value));
   await client.files.writeFile(`${dir}/watched.txt`, 'w', sid);
-  const seen = [];
-  for await (const event of reader) {
-    seen.push(event);
+  const seen = await readUntil(reader, (event) => {
     expect(!String(event.path ?? '').includes('.fsd-'), `a temp file in the stream: ${JSON.stringify(event)}`);
-    if (event.eventType === 'create' && event.path === `${dir}/watched.txt`) break;
-  }
-  await reader.return?.();
+    return event.eventType === 'create' && event.path === `${dir}/watched.txt`;
+  });
   return seen.map((e) => `${e.eventType} ${e.path}`).join(', ');
 });
 await check('watch.checkChanges', async () => {
