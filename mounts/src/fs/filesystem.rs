@@ -16,6 +16,7 @@ use crate::fs::bucket::{BucketFs, DirEntry, Handle, Inner};
 use crate::fs::files::Content;
 use crate::fs::kernel::name_of;
 use crate::fs::lock::lock;
+use crate::fs::tree::{Entry, Kind};
 
 const GENERATION: Generation = Generation(0);
 
@@ -378,6 +379,39 @@ impl<S: ObjectStore> Filesystem for BucketFs<S> {
             if !is_dot && tree.known_absent(ino.0, name) {
                 continue;
             }
+            // Replaced since (a rename onto the name) or let go by the tree (the kernel
+            // forgot it): the name's inode now, never one nothing answers for, which the
+            // kernel would put in place of the name's (a restore's next step on it failed
+            // with ENOENT).
+            let (entry_ino, attr) = match is_dot {
+                true => (entry_ino, attr),
+                false => match tree.child(ino.0, name) {
+                    Some(current) if current == entry_ino.0 => (entry_ino, attr),
+                    Some(current) => match tree.get(current) {
+                        Some(node) => (INodeNo(current), self.inner.attr(current, node)),
+                        None => continue,
+                    },
+                    None => {
+                        let kind = match attr.kind {
+                            FileType::Directory => Kind::Dir,
+                            _ => Kind::File,
+                        };
+                        let entry = Entry {
+                            name: name.to_string(),
+                            kind,
+                            size: attr.size,
+                            mtime: attr.mtime,
+                            etag: String::new(),
+                        };
+                        // As the kernel would have it for the TTL from the handle's listing.
+                        let current = tree.upsert(ino.0, &entry, std::time::Instant::now());
+                        match tree.get(current) {
+                            Some(node) => (INodeNo(current), self.inner.attr(current, node)),
+                            None => continue,
+                        }
+                    }
+                },
+            };
             if reply.add(entry_ino, index as u64 + 1, name, &ttl, &attr, GENERATION) {
                 break;
             }

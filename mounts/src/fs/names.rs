@@ -106,7 +106,11 @@ impl<S: ObjectStore> Inner<S> {
         let (parent, name) = {
             let tree = lock(&self.tree);
             let node = tree.get(ino).ok_or(Errno::ENOENT)?;
-            if tree.is_fresh(ino, Instant::now()) || lock(&self.spills).contains_key(&ino) {
+            // One the kernel still holds after its name went: what it was.
+            if tree.is_fresh(ino, Instant::now())
+                || lock(&self.spills).contains_key(&ino)
+                || !tree.is_attached(ino)
+            {
                 return Ok(self.attr(ino, node));
             }
             (node.parent, node.name.clone())

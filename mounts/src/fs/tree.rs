@@ -209,10 +209,19 @@ impl Tree {
     }
 
     /// Drops `ino` and everything below it (open handles keep what they need themselves).
+    /// A node the kernel still holds stays, nameless, until the kernel forgets it: a file
+    /// replaced by a rename or removed is still the inode of a name the kernel resolved a
+    /// moment before, and of its open descriptors: asked of, it answers what it was.
     fn forget_subtree(&mut self, ino: Ino) {
         let mut pending = vec![ino];
         while let Some(current) = pending.pop() {
-            self.nodes.remove(&current);
+            if self
+                .nodes
+                .get(&current)
+                .is_none_or(|node| node.lookups == 0)
+            {
+                self.nodes.remove(&current);
+            }
             self.listed.remove(&current);
             if let Some(names) = self.children.remove(&current) {
                 pending.extend(names.into_values());
@@ -233,8 +242,13 @@ impl Tree {
                 names
                     .iter()
                     .filter(|(name, ino)| {
+                        // Kept: written here and not in the store yet, or put here (a
+                        // rename, a lookup) after the listing was asked for.
                         !keep.contains(name.as_str())
-                            && !self.nodes.get(ino).is_some_and(|node| node.local)
+                            && !self
+                                .nodes
+                                .get(ino)
+                                .is_some_and(|node| node.local || node.checked > asked)
                     })
                     .map(|(name, _)| name.clone())
                     .collect()
@@ -265,6 +279,16 @@ impl Tree {
         self.absent
             .get(&(parent, name.to_string()))
             .is_some_and(|at| *at >= since)
+    }
+
+    /// Whether `ino` is at its name still (not replaced, removed or dropped by a listing).
+    pub fn is_attached(&self, ino: Ino) -> bool {
+        ino == ROOT
+            || self.nodes.get(&ino).is_some_and(|node| {
+                self.children
+                    .get(&node.parent)
+                    .is_some_and(|names| names.get(&node.name) == Some(&ino))
+            })
     }
 
     /// The kernel was handed `ino` once more.
@@ -436,6 +460,48 @@ mod tests {
         tree.apply_listing(ROOT, &[file("gone", 1)], later);
         assert!(tree.child(ROOT, "gone").is_some());
         assert!(!tree.known_absent(ROOT, "gone"));
+    }
+
+    /// A file renamed into a directory while a listing of it was on its way (a restore's
+    /// temp file renamed onto its name as the daemon's watch listed the bucket) stays: the
+    /// listing, asked for before the rename, cannot know it. Dropped, its inode answered
+    /// ENOENT to the restore's next step.
+    #[test]
+    fn a_listing_asked_for_before_a_rename_keeps_the_renamed_file() {
+        let mut tree = Tree::new(Duration::from_secs(60));
+        let asked = Instant::now();
+        let temp = tree.upsert(ROOT, &file(".seed.txt.tmp", 1), asked);
+        let renamed = asked + Duration::from_millis(1);
+        tree.rename(temp, ROOT, "seed.txt", renamed);
+        // The listing: the temp's key, not yet the new one.
+        tree.apply_listing(ROOT, &[file(".seed.txt.tmp", 1)], asked);
+        assert_eq!(tree.child(ROOT, "seed.txt"), Some(temp));
+        assert_eq!(tree.child(ROOT, ".seed.txt.tmp"), None);
+        assert!(tree.get(temp).is_some());
+        // A listing asked for after the rename is the store's word.
+        let later = renamed + Duration::from_millis(1);
+        tree.apply_listing(ROOT, &[], later);
+        assert_eq!(tree.child(ROOT, "seed.txt"), None);
+    }
+
+    #[test]
+    fn a_file_replaced_by_a_rename_stays_while_the_kernel_holds_it() {
+        let mut tree = Tree::new(Duration::from_secs(1));
+        let now = Instant::now();
+        let old = tree.upsert(ROOT, &file("seed.txt", 1), now);
+        tree.note_lookup(old);
+        let temp = tree.upsert(ROOT, &file(".seed.txt.tmp", 2), now);
+        tree.rename(temp, ROOT, "seed.txt", now);
+        assert_eq!(tree.child(ROOT, "seed.txt"), Some(temp));
+        assert!(tree.get(old).is_some(), "held by the kernel");
+        assert!(!tree.is_attached(old) && tree.is_attached(temp));
+        tree.forget(old, 1);
+        assert!(tree.get(old).is_none(), "gone once forgotten");
+        assert_eq!(tree.child(ROOT, "seed.txt"), Some(temp));
+        // One the kernel does not hold goes at once.
+        let unheld = tree.upsert(ROOT, &file("other.txt", 1), now);
+        tree.remove(ROOT, "other.txt", now);
+        assert!(tree.get(unheld).is_none());
     }
 
     #[test]
