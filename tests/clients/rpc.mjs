@@ -256,8 +256,15 @@ await check('processes.killAllProcesses', async () => {
   return killed.cleanedCount;
 });
 await check('ports.watchPort', async () => {
-  await api.processes.startProcess('exec python3 -m http.server 38517 --bind 127.0.0.1', sid, { processId: 'rpc-web' });
-  const seen = events(await text(await api.ports.watchPort({ port: 38517, mode: 'http', path: '/', processId: 'rpc-web' })));
+  // A port free now: a fixed one (38517, inside the kernel's ephemeral range) was at times
+  // some connection's, and the server exited before the watch began.
+  const { createServer } = await import('node:net');
+  const probe = createServer();
+  await new Promise((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = probe.address().port;
+  await new Promise((resolve) => probe.close(resolve));
+  await api.processes.startProcess(`exec python3 -m http.server ${port} --bind 127.0.0.1`, sid, { processId: 'rpc-web' });
+  const seen = events(await text(await api.ports.watchPort({ port, mode: 'http', path: '/', processId: 'rpc-web' })));
   const kinds = seen.map((event) => event.data.type);
   await api.processes.killProcess('rpc-web');
   expect(kinds.at(-1) === 'ready', kinds.join(','));
