@@ -649,6 +649,21 @@ async fn a_pid_from_the_api_is_valid_in_every_command() {
         )
         .await;
     let background_pid = background["pid"].as_u64().unwrap();
+    // The background command is a shell that starts `sleep`; it may not have yet (CI under
+    // load counted one sleep): wait until it has, at most 5 s.
+    let started_sleep = format!("pgrep -P {background_pid} -x sleep >/dev/null");
+    let became = exec_in(
+        &daemon,
+        "default",
+        &format!(
+            "for i in $(seq 250); do {started_sleep} && break; sleep 0.02; done; {started_sleep}"
+        ),
+    )
+    .await;
+    assert_eq!(
+        became["exitCode"], 0,
+        "the background command's sleep: {became}"
+    );
     // From a sessionless command, the default session, and sessions that did not start them.
     for session in ["__DISABLE_SESSION__", "default", "watcher", "starter"] {
         let check = format!(
