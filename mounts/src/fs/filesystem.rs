@@ -383,33 +383,33 @@ impl<S: ObjectStore> Filesystem for BucketFs<S> {
             // forgot it): the name's inode now, never one nothing answers for, which the
             // kernel would put in place of the name's (a restore's next step on it failed
             // with ENOENT).
-            let (entry_ino, attr) = match is_dot {
-                true => (entry_ino, attr),
-                false => match tree.child(ino.0, name) {
-                    Some(current) if current == entry_ino.0 => (entry_ino, attr),
-                    Some(current) => match tree.get(current) {
-                        Some(node) => (INodeNo(current), self.inner.attr(current, node)),
-                        None => continue,
-                    },
-                    None => {
-                        let kind = match attr.kind {
-                            FileType::Directory => Kind::Dir,
-                            _ => Kind::File,
-                        };
-                        let entry = Entry {
+            let now_at_name = if is_dot {
+                None
+            } else {
+                match tree.child(ino.0, name) {
+                    Some(current) => (current != entry_ino.0).then_some(current),
+                    // As the kernel would have it for the TTL from the handle's listing.
+                    None => Some(tree.upsert(
+                        ino.0,
+                        &Entry {
                             name: name.to_string(),
-                            kind,
+                            kind: match attr.kind {
+                                FileType::Directory => Kind::Dir,
+                                _ => Kind::File,
+                            },
                             size: attr.size,
                             mtime: attr.mtime,
                             etag: String::new(),
-                        };
-                        // As the kernel would have it for the TTL from the handle's listing.
-                        let current = tree.upsert(ino.0, &entry, std::time::Instant::now());
-                        match tree.get(current) {
-                            Some(node) => (INodeNo(current), self.inner.attr(current, node)),
-                            None => continue,
-                        }
-                    }
+                        },
+                        std::time::Instant::now(),
+                    )),
+                }
+            };
+            let (entry_ino, attr) = match now_at_name {
+                None => (entry_ino, attr),
+                Some(current) => match tree.get(current) {
+                    Some(node) => (INodeNo(current), self.inner.attr(current, node)),
+                    None => continue,
                 },
             };
             if reply.add(entry_ino, index as u64 + 1, name, &ttl, &attr, GENERATION) {
