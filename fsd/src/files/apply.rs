@@ -97,21 +97,64 @@ pub fn apply(
             _ => (files, bytes),
         });
     let mut steps_made = || -> Result<Vec<StepOutcome>, ApplyError> {
-        let mut outcomes = Vec::with_capacity(steps.len());
-        for (index, step) in steps.iter().enumerate() {
-            let outcome = match step {
-                ApplyStep::PutFile {
-                    path,
-                    expect,
-                    size,
-                    sha256,
-                    mode,
-                } => tree.put_file(path, expect, *size, sha256, *mode, body, index)?,
-                other => tree.step(other),
-            };
-            outcomes.push(outcome);
+        if files < SIDE_BY_SIDE_FILES {
+            let mut outcomes = Vec::with_capacity(steps.len());
+            for (index, step) in steps.iter().enumerate() {
+                outcomes.push(tree.make(step, body, index)?);
+            }
+            return Ok(outcomes);
         }
-        Ok(outcomes)
+        std::thread::scope(|scope| {
+            let mut writers = Writers::start(scope, &tree);
+            let mut outcomes: Vec<Option<StepOutcome>> = vec![None; steps.len()];
+            for (index, step) in steps.iter().enumerate() {
+                match step {
+                    ApplyStep::PutFile { path, size, .. } if *size <= HANDED_BYTES => {
+                        if writers.overlaps(path) {
+                            writers.wait(&mut outcomes);
+                        }
+                        let mut content = Vec::with_capacity(*size as usize);
+                        let read = body.take(*size).read_to_end(&mut content);
+                        if let Err(source) = read.and_then(|read| {
+                            (read as u64 == *size)
+                                .then_some(())
+                                .ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
+                        }) {
+                            writers.wait(&mut outcomes);
+                            return Err(ApplyError::Body {
+                                step: index,
+                                source,
+                            });
+                        }
+                        writers.hand(index, step, content);
+                    }
+                    ApplyStep::PutFile { path, .. } => {
+                        if writers.overlaps(path) {
+                            writers.wait(&mut outcomes);
+                        }
+                        let made = tree.make(step, body, index);
+                        if made.is_err() {
+                            writers.wait(&mut outcomes);
+                        }
+                        outcomes[index] = Some(made?);
+                    }
+                    // Whatever else a batch does waits for the files before it.
+                    other => {
+                        writers.wait(&mut outcomes);
+                        outcomes[index] = Some(tree.step(other));
+                    }
+                }
+            }
+            writers.wait(&mut outcomes);
+            Ok(outcomes
+                .into_iter()
+                .map(|outcome| {
+                    outcome.unwrap_or_else(|| StepOutcome::Failed {
+                        reason: "not made".into(),
+                    })
+                })
+                .collect())
+        })
     };
     let mut outcomes = if files >= FLUSHED_ALONG_FILES || bytes >= FLUSHED_ALONG_BYTES {
         flushed_along(root, steps_made)?
@@ -131,6 +174,101 @@ pub fn apply(
         }
     }
     Ok(outcomes)
+}
+
+/// A batch with this many files has them written by a few threads side by side (see
+/// [`Writers`]); a smaller one, one by one.
+const SIDE_BY_SIDE_FILES: usize = 16;
+
+/// Files at most this large are read whole from the body and written by a writer thread
+/// while the body goes on; a larger one is written as it streams.
+const HANDED_BYTES: u64 = 1024 * 1024;
+
+/// Files handed to one writer and not yet written, at most.
+const QUEUED_A_WRITER: usize = 16;
+
+/// Threads that write the small files of a large batch side by side: creating a file is
+/// most of a small file's cost (a first upload of 20,000 files), and creates in different
+/// directories run at once. The batch's order holds: a step that is not a file waits for
+/// the files before it, and a file waits for any file handed before it at its path, above
+/// it or below it.
+struct Writers<'scope> {
+    queues: Vec<std::sync::mpsc::SyncSender<(usize, &'scope ApplyStep, Vec<u8>)>>,
+    made: std::sync::mpsc::Receiver<(usize, StepOutcome)>,
+    /// The paths of the files handed and not yet made.
+    pending: std::collections::BTreeMap<usize, &'scope str>,
+    next: usize,
+}
+
+impl<'scope> Writers<'scope> {
+    fn start<'env>(
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+        tree: &'scope Tree<'env>,
+    ) -> Self {
+        let count = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        let (done, made) = std::sync::mpsc::channel();
+        let queues = (0..count)
+            .map(|_| {
+                let (queue, handed) =
+                    std::sync::mpsc::sync_channel::<(usize, &ApplyStep, Vec<u8>)>(QUEUED_A_WRITER);
+                let done = done.clone();
+                scope.spawn(move || {
+                    for (index, step, content) in handed {
+                        let outcome = tree
+                            .make(step, &mut content.as_slice(), index)
+                            .unwrap_or_else(|err| StepOutcome::Failed {
+                                reason: err.to_string(),
+                            });
+                        if done.send((index, outcome)).is_err() {
+                            return;
+                        }
+                    }
+                });
+                queue
+            })
+            .collect();
+        Writers {
+            queues,
+            made,
+            pending: std::collections::BTreeMap::new(),
+            next: 0,
+        }
+    }
+
+    /// Whether a file handed and not yet made is at `path`, above it or below it.
+    fn overlaps(&self, path: &str) -> bool {
+        self.pending.values().any(|pending| {
+            let (short, long) = if pending.len() <= path.len() {
+                (*pending, path)
+            } else {
+                (path, *pending)
+            };
+            long.strip_prefix(short)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+        })
+    }
+
+    fn hand(&mut self, index: usize, step: &'scope ApplyStep, content: Vec<u8>) {
+        self.pending.insert(index, step.path());
+        let queue = &self.queues[self.next];
+        self.next = (self.next + 1) % self.queues.len();
+        if queue.send((index, step, content)).is_err() {
+            // The writer is gone (it panicked): the step is answered as not made.
+            self.pending.remove(&index);
+        }
+    }
+
+    /// Waits until every file handed is made, writing their outcomes.
+    fn wait(&mut self, outcomes: &mut [Option<StepOutcome>]) {
+        while !self.pending.is_empty() {
+            let Ok((index, outcome)) = self.made.recv() else {
+                self.pending.clear();
+                return;
+            };
+            self.pending.remove(&index);
+            outcomes[index] = Some(outcome);
+        }
+    }
 }
 
 /// A batch this large has what it wrote flushed while it runs (see [`flushed_along`]).
@@ -244,6 +382,25 @@ impl Tree<'_> {
             remove_dir(dir, name)?;
         }
         Ok(())
+    }
+
+    /// Makes one step, a file's content read from `body`.
+    fn make(
+        &self,
+        step: &ApplyStep,
+        body: &mut impl Read,
+        index: usize,
+    ) -> Result<StepOutcome, ApplyError> {
+        match step {
+            ApplyStep::PutFile {
+                path,
+                expect,
+                size,
+                sha256,
+                mode,
+            } => self.put_file(path, expect, *size, sha256, *mode, body, index),
+            other => Ok(self.step(other)),
+        }
     }
 
     fn step(&self, step: &ApplyStep) -> StepOutcome {

@@ -120,22 +120,18 @@ pub fn write_tree<W: Write>(
         };
         let named = prefix.join(relative);
         let relative = named.as_path();
-        let Ok(meta) = entry.metadata() else { continue };
         let mut header = tar::Header::new_gnu();
-        header.set_mode(meta.mode() & 0o7777);
-        header.set_mtime(meta.mtime().max(0) as u64);
         header.set_size(0);
-        let kind = meta.file_type();
-        if kind.is_dir() {
-            header.set_entry_type(tar::EntryType::Directory);
-            builder.append_data(&mut header, relative, std::io::empty())?;
-        } else if kind.is_symlink() {
-            let Ok(target) = std::fs::read_link(entry.path()) else {
-                continue;
-            };
-            header.set_entry_type(tar::EntryType::Symlink);
-            builder.append_link(&mut header, relative, target)?;
-        } else if kind.is_file() {
+        // A regular file by the directory's listing is opened and its stat read through
+        // the open file: one lookup of its path, not two (a 20,000-file archive spent a
+        // fifth of its time in the second).
+        let meta = if entry.file_type().is_file() {
+            None
+        } else {
+            let Ok(meta) = entry.metadata() else { continue };
+            Some(meta)
+        };
+        let Some(meta) = meta.filter(|meta| !meta.is_file()) else {
             // Opened without following a link swapped in, and without blocking on a FIFO
             // swapped in; then checked to be a regular file still.
             let Ok(file) = std::fs::OpenOptions::new()
@@ -153,8 +149,23 @@ pub fn write_tree<W: Write>(
             header.set_entry_type(tar::EntryType::Regular);
             header.set_size(size);
             header.set_mode(now.mode() & 0o7777);
+            header.set_mtime(now.mtime().max(0) as u64);
             let exact = file.take(size).chain(std::io::repeat(0)).take(size);
             builder.append_data(&mut header, relative, exact)?;
+            continue;
+        };
+        header.set_mode(meta.mode() & 0o7777);
+        header.set_mtime(meta.mtime().max(0) as u64);
+        let kind = meta.file_type();
+        if kind.is_dir() {
+            header.set_entry_type(tar::EntryType::Directory);
+            builder.append_data(&mut header, relative, std::io::empty())?;
+        } else if kind.is_symlink() {
+            let Ok(target) = std::fs::read_link(entry.path()) else {
+                continue;
+            };
+            header.set_entry_type(tar::EntryType::Symlink);
+            builder.append_link(&mut header, relative, target)?;
         } else {
             // Told, not carried: a client reports what a copy cannot hold.
             header.set_entry_type(if kind.is_char_device() {

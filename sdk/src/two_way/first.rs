@@ -3,9 +3,18 @@
 //! is hashed as it is written here. What was written is the ancestor: the sandbox held it
 //! when the stream read it, and anything the sandbox changed since is a change of its side
 //! that the next pass carries (a following sync's change token was taken before).
+//!
+//! Each top-level directory is filled under a temp name and renamed to its own once the
+//! stream ended, so nothing half written is ever seen under a synced name, and the files
+//! inside are created where they go, one create each (no temp file and rename a file:
+//! creating a file is most of a small file's cost, and rsync pays two). The files are
+//! written by a few threads while the stream goes on (creates in different directories run
+//! side by side), each relative to its directory opened once. A name made here meanwhile
+//! keeps what was made: the sandbox's version under it is left to the next pass's merge.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Component, Path};
+use std::sync::Arc;
 
 use crate::content_hash::ContentHash;
 use crate::merge::{Entry, Snapshot};
@@ -13,7 +22,7 @@ use crate::snapshot::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
 use crate::{Sandbox, SdkError};
 
 use super::Changes;
-use super::local::{Tee, make_link, set_mode, temp_beside};
+use super::local::{set_file_mode, set_mode, temp_beside};
 
 /// What the first sync brought.
 pub struct Brought {
@@ -66,106 +75,587 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
         changes: Changes::default(),
         skipped: Vec::new(),
     };
+    let mut opened = Opened::new(root)?;
     let mut dir_modes: Vec<(String, u32)> = Vec::new();
+    let placers = Placers::start();
     let mut archive = tar::Archive::new(reader);
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        let path = entry.path()?.into_owned();
-        let plain = path.components().all(|c| matches!(c, Component::Normal(_)));
-        let Some(relative) = path.to_str().filter(|_| plain).map(str::to_string) else {
-            brought.skipped.push(path.display().to_string());
-            continue;
-        };
-        if relative.is_empty() {
-            continue;
-        }
-        let kind = entry.header().entry_type();
-        if ignores.ignored(&relative, kind == tar::EntryType::Directory) {
-            continue;
-        }
-        // What lies under something not made here (left out, or not a directory) is not
-        // placed.
-        if !crate::merge::placed(&brought.tree, &relative) {
-            continue;
-        }
-        let mode = entry.header().mode().map_or(0o644, |mode| mode & 0o7777);
-        let at = root.join(&relative);
-        match kind {
-            tar::EntryType::Directory => match std::fs::create_dir(&at) {
-                Ok(()) => {
+    let read = (|| {
+        for entry in archive.entries()? {
+            let mut entry = entry?;
+            let path = entry.path()?.into_owned();
+            let plain = path.components().all(|c| matches!(c, Component::Normal(_)));
+            let Some(relative) = path.to_str().filter(|_| plain).map(str::to_string) else {
+                brought.skipped.push(path.display().to_string());
+                continue;
+            };
+            if relative.is_empty() {
+                continue;
+            }
+            let kind = entry.header().entry_type();
+            if ignores.ignored(&relative, kind == tar::EntryType::Directory) {
+                continue;
+            }
+            // What lies under something not made here (left out, or not a directory) is
+            // not placed. A file a placer still writes is not in the tree yet: what the
+            // stream has under it is not placed either.
+            if !crate::merge::placed(&brought.tree, &relative) {
+                continue;
+            }
+            let mode = entry.header().mode().map_or(0o644, |mode| mode & 0o7777);
+            let (parent, name) = relative.rsplit_once('/').unwrap_or(("", &relative));
+            let at = opened.dir(parent)?;
+            // Only a top-level name is seen while the stream goes on.
+            let seen = parent.is_empty();
+            match kind {
+                tar::EntryType::Directory => {
+                    let made = if seen {
+                        let staged = temp_name(name);
+                        at.mkdir(&staged)?;
+                        opened.staged.push((name.to_string(), staged.clone()));
+                        staged
+                    } else {
+                        // Beneath a temp name: only the stream makes names here.
+                        match at.mkdir(name) {
+                            Err(err) if err.kind() != std::io::ErrorKind::AlreadyExists => {
+                                return Err(err);
+                            }
+                            _ => name.to_string(),
+                        }
+                    };
+                    opened.enter(&relative, at.child(&made)?);
                     dir_modes.push((relative.clone(), mode));
                     brought.tree.insert(relative, Entry::Dir { mode });
-                    brought.changes.dirs += 1;
                 }
-                // Made here meanwhile: the next pass merges it.
-                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-                Err(err) => return Err(err),
-            },
-            tar::EntryType::Symlink => {
-                let Some(target) = entry
-                    .link_name()?
-                    .and_then(|target| target.to_str().map(str::to_string))
-                else {
-                    brought.skipped.push(relative);
-                    continue;
-                };
-                match make_link(&target, &at) {
-                    Ok(()) => {
-                        brought.tree.insert(relative, Entry::Link { target });
-                        brought.changes.links += 1;
+                tar::EntryType::Symlink => {
+                    let Some(target) = entry
+                        .link_name()?
+                        .and_then(|target| target.to_str().map(str::to_string))
+                    else {
+                        brought.skipped.push(relative);
+                        continue;
+                    };
+                    match at.symlink(&target, name) {
+                        Ok(()) => {
+                            brought.tree.insert(relative, Entry::Link { target });
+                        }
+                        // Made here meanwhile: the next pass merges it.
+                        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                        Err(err) => return Err(err),
                     }
-                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
-                    Err(err) => return Err(err),
                 }
-            }
-            tar::EntryType::Regular | tar::EntryType::Continuous => {
-                if let Some(hash) = place(&mut entry, &at, mode)? {
-                    brought.tree.insert(relative, Entry::File { hash, mode });
-                    brought.changes.files += 1;
+                tar::EntryType::Regular | tar::EntryType::Continuous => {
+                    let placing = Placing {
+                        relative: relative.clone(),
+                        dir: at,
+                        name: name.to_string(),
+                        seen,
+                        mode,
+                    };
+                    if entry.size() <= HANDED_BYTES {
+                        let mut content = Vec::with_capacity(entry.size() as usize);
+                        entry.read_to_end(&mut content)?;
+                        placers.hand(placing, content)?;
+                    } else if let Some(hash) = placing.write(&mut entry)? {
+                        brought.tree.insert(relative, Entry::File { hash, mode });
+                    }
                 }
+                _ => brought.skipped.push(relative),
             }
-            _ => brought.skipped.push(relative),
+        }
+        Ok(())
+    })();
+    // Every placer finishes what it was handed, even when the stream failed.
+    let placed = placers.finish();
+    let staged = std::mem::take(&mut opened.staged);
+    let root_dir = opened.root();
+    if let Err(err) = read.and(placed.as_ref().map(|_| ()).map_err(clone_error)) {
+        for (_, temp) in &staged {
+            let _ = std::fs::remove_dir_all(root.join(temp));
+        }
+        return Err(err);
+    }
+    for (relative, hash, mode) in placed? {
+        brought.tree.insert(relative, Entry::File { hash, mode });
+    }
+    // Each directory under its own name, whole; one made here meanwhile keeps what it
+    // holds, and the sandbox's is not brought.
+    for (name, temp) in staged {
+        if !root_dir.rename_new(&temp, &name)? {
+            let _ = std::fs::remove_dir_all(root.join(&temp));
+            let below = format!("{name}/");
+            brought
+                .tree
+                .retain(|path, _| *path != name && !path.starts_with(&below));
         }
     }
     // Directories' modes last, deepest first: a read-only one does not stop its filling.
     for (relative, mode) in dir_modes.iter().rev() {
-        set_mode(&root.join(relative), *mode)?;
+        if brought.tree.contains_key(relative) {
+            set_mode(&root.join(relative), *mode)?;
+        }
+    }
+    for entry in brought.tree.values() {
+        match entry {
+            Entry::Dir { .. } => brought.changes.dirs += 1,
+            Entry::File { .. } => brought.changes.files += 1,
+            Entry::Link { .. } => brought.changes.links += 1,
+        }
     }
     Ok(brought)
 }
 
-/// Writes `content` through a temp file beside `at`, hashing it, and renames it there if
-/// nothing is there yet; answers its hash (`None`: something was made there meanwhile).
-fn place(content: &mut impl Read, at: &Path, mode: u32) -> std::io::Result<Option<ContentHash>> {
-    use sha2::{Digest, Sha256};
-    let temp = temp_beside(at);
-    let written = (|| {
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&temp)?;
-        let mut hasher = Sha256::new();
-        std::io::copy(
-            content,
-            &mut Tee {
-                out: &mut file,
-                hasher: &mut hasher,
-            },
-        )?;
-        set_mode(&temp, mode)?;
-        Ok::<_, std::io::Error>(ContentHash::from(hasher))
-    })();
-    let hash = match written {
-        Ok(hash) => hash,
-        Err(err) => {
-            let _ = std::fs::remove_file(&temp);
-            return Err(err);
-        }
-    };
-    if std::fs::symlink_metadata(at).is_ok() {
-        let _ = std::fs::remove_file(&temp);
-        return Ok(None);
+fn clone_error(err: &std::io::Error) -> std::io::Error {
+    std::io::Error::new(err.kind(), err.to_string())
+}
+
+/// A temp name beside `name`, which scans leave out.
+fn temp_name(name: &str) -> String {
+    temp_beside(Path::new(name)).to_string_lossy().into_owned()
+}
+
+/// The directories the stream is in, opened: the root and the path down to the directory
+/// it wrote last (the stream gives a directory, then what it holds), and the top-level
+/// directories filled under temp names.
+struct Opened {
+    /// Each directory's path (relative, as the stream names it) and its opened handle,
+    /// the root first.
+    path: Vec<(String, Arc<DirHandle>)>,
+    /// Top-level directories: their names and the temp names they are filled under.
+    staged: Vec<(String, String)>,
+}
+
+impl Opened {
+    fn new(root: &Path) -> std::io::Result<Self> {
+        Ok(Opened {
+            path: vec![(String::new(), Arc::new(DirHandle::open(root)?))],
+            staged: Vec::new(),
+        })
     }
-    std::fs::rename(&temp, at)?;
-    Ok(Some(hash))
+
+    fn root(&self) -> Arc<DirHandle> {
+        self.path[0].1.clone()
+    }
+
+    /// The directory `relative` (one this stream made), opened.
+    fn dir(&mut self, relative: &str) -> std::io::Result<Arc<DirHandle>> {
+        while let Some((last, _)) = self.path.last() {
+            if last.is_empty() || relative == last || relative.starts_with(&format!("{last}/")) {
+                break;
+            }
+            self.path.pop();
+        }
+        let (last, handle) = self
+            .path
+            .last()
+            .cloned()
+            .unwrap_or_else(|| (String::new(), self.root()));
+        if *last == *relative {
+            return Ok(handle);
+        }
+        // Out of the stream's order: down from the nearest open one.
+        let rest = if last.is_empty() {
+            relative
+        } else {
+            &relative[last.len() + 1..]
+        };
+        let mut handle = handle;
+        let mut walked = last;
+        for name in rest.split('/') {
+            let staged = walked.is_empty().then(|| {
+                self.staged
+                    .iter()
+                    .find(|(top, _)| top == name)
+                    .map(|(_, temp)| temp.as_str())
+            });
+            handle = Arc::new(handle.child(staged.flatten().unwrap_or(name))?);
+            walked = if walked.is_empty() {
+                name.to_string()
+            } else {
+                format!("{walked}/{name}")
+            };
+            self.path.push((walked.clone(), handle.clone()));
+        }
+        Ok(handle)
+    }
+
+    fn enter(&mut self, relative: &str, handle: DirHandle) {
+        self.path.push((relative.to_string(), Arc::new(handle)));
+    }
+}
+
+/// Files at most this large are read whole from the stream and written by a placer while
+/// the stream goes on; larger ones are written as they stream, on the stream's thread.
+const HANDED_BYTES: u64 = 1024 * 1024;
+
+/// Files handed to one placer and not yet written, at most (with [`HANDED_BYTES`], the
+/// memory a slow disk can make the stream hold).
+const QUEUED_A_PLACER: usize = 16;
+
+/// A file to write: its path, the directory it goes in (opened), its name there, and
+/// whether that name is seen as the stream goes on (a top-level file, written under a temp
+/// name and renamed: nothing half written is seen under its name).
+struct Placing {
+    relative: String,
+    dir: Arc<DirHandle>,
+    name: String,
+    seen: bool,
+    mode: u32,
+}
+
+impl Placing {
+    /// Writes `content` at its place, hashing it; `None` when the name was taken here
+    /// meanwhile (what was made there stays).
+    fn write(&self, content: &mut impl Read) -> std::io::Result<Option<ContentHash>> {
+        use sha2::{Digest, Sha256};
+        let temp = self.seen.then(|| temp_name(&self.name));
+        let written_at = temp.as_deref().unwrap_or(&self.name);
+        let mut file = match self.dir.create(written_at) {
+            Ok(file) => file,
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && !self.seen => {
+                return Ok(None);
+            }
+            Err(err) => return Err(err),
+        };
+        let written = (|| {
+            let mut hasher = Sha256::new();
+            let mut buffer = [0u8; 64 * 1024];
+            loop {
+                let read = match content.read(&mut buffer) {
+                    Ok(0) => break,
+                    Ok(read) => read,
+                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(err) => return Err(err),
+                };
+                hasher.update(&buffer[..read]);
+                file.write_all(&buffer[..read])?;
+            }
+            set_file_mode(&file, self.mode)?;
+            Ok(ContentHash::from(hasher))
+        })();
+        drop(file);
+        let hash = match written {
+            Ok(hash) => hash,
+            Err(err) => {
+                let _ = self.dir.remove_file(written_at);
+                return Err(err);
+            }
+        };
+        let Some(temp) = temp else {
+            return Ok(Some(hash));
+        };
+        match self.dir.rename_new(&temp, &self.name) {
+            Ok(true) => Ok(Some(hash)),
+            Ok(false) => {
+                let _ = self.dir.remove_file(&temp);
+                Ok(None)
+            }
+            Err(err) => {
+                let _ = self.dir.remove_file(&temp);
+                Err(err)
+            }
+        }
+    }
+}
+
+/// What the placers made: each file's path, hash and mode.
+type Placed = std::io::Result<Vec<(String, ContentHash, u32)>>;
+
+/// Threads that write the small files the stream hands them, one queue each, taken in
+/// turn.
+struct Placers {
+    queues: Vec<std::sync::mpsc::SyncSender<(Placing, Vec<u8>)>>,
+    threads: Vec<std::thread::JoinHandle<Placed>>,
+    next: std::cell::Cell<usize>,
+}
+
+impl Placers {
+    fn start() -> Self {
+        let count = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        let (queues, threads) = (0..count)
+            .map(|_| {
+                let (queue, placings) = std::sync::mpsc::sync_channel(QUEUED_A_PLACER);
+                let thread = std::thread::spawn(move || {
+                    let mut placed = Vec::new();
+                    for (placing, content) in placings {
+                        let placing: Placing = placing;
+                        let content: Vec<u8> = content;
+                        if let Some(hash) = placing.write(&mut content.as_slice())? {
+                            placed.push((placing.relative, hash, placing.mode));
+                        }
+                    }
+                    Ok(placed)
+                });
+                (queue, thread)
+            })
+            .unzip();
+        Placers {
+            queues,
+            threads,
+            next: std::cell::Cell::new(0),
+        }
+    }
+
+    /// Hands a file to the next placer; an error if that placer stopped on one (which
+    /// [`Placers::finish`] answers).
+    fn hand(&self, placing: Placing, content: Vec<u8>) -> std::io::Result<()> {
+        let next = self.next.get();
+        self.next.set((next + 1) % self.queues.len());
+        self.queues[next]
+            .send((placing, content))
+            .map_err(|_| std::io::Error::other("a file writer stopped"))
+    }
+
+    /// Waits for every placer; answers all they made, or the first error one met.
+    fn finish(self) -> Placed {
+        drop(self.queues);
+        let mut all = Vec::new();
+        let mut failed = None;
+        for thread in self.threads {
+            match thread.join() {
+                Ok(Ok(placed)) => all.extend(placed),
+                Ok(Err(err)) => failed = failed.or(Some(err)),
+                Err(_) => failed = failed.or(Some(std::io::Error::other("a file writer panicked"))),
+            }
+        }
+        match failed {
+            Some(err) => Err(err),
+            None => Ok(all),
+        }
+    }
+}
+
+/// A directory opened once, that names inside it are made relative to.
+#[cfg(unix)]
+struct DirHandle(rustix::fd::OwnedFd);
+
+#[cfg(unix)]
+impl DirHandle {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(DirHandle(rustix::fs::open(path, flags, Mode::empty())?))
+    }
+
+    /// The directory `name` in this one, not through a symlink.
+    fn child(&self, name: &str) -> std::io::Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        Ok(DirHandle(rustix::fs::openat(
+            &self.0,
+            name,
+            flags,
+            Mode::empty(),
+        )?))
+    }
+
+    /// A directory only its owner can use until its mode is set at the end.
+    fn mkdir(&self, name: &str) -> std::io::Result<()> {
+        Ok(rustix::fs::mkdirat(&self.0, name, rustix::fs::Mode::RWXU)?)
+    }
+
+    /// A new file `name`; an error of kind `AlreadyExists` if the name is taken.
+    fn create(&self, name: &str) -> std::io::Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags};
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.0, name, flags, Mode::RUSR | Mode::WUSR)?;
+        Ok(std::fs::File::from(fd))
+    }
+
+    fn symlink(&self, target: &str, name: &str) -> std::io::Result<()> {
+        Ok(rustix::fs::symlinkat(target, &self.0, name)?)
+    }
+
+    fn remove_file(&self, name: &str) -> std::io::Result<()> {
+        Ok(rustix::fs::unlinkat(
+            &self.0,
+            name,
+            rustix::fs::AtFlags::empty(),
+        )?)
+    }
+
+    /// Renames `from` to `to` if `to` is free; `false` if it is taken.
+    fn rename_new(&self, from: &str, to: &str) -> std::io::Result<bool> {
+        use rustix::fs::{AtFlags, RenameFlags};
+        use rustix::io::Errno;
+        match rustix::fs::renameat_with(&self.0, from, &self.0, to, RenameFlags::NOREPLACE) {
+            Ok(()) => Ok(true),
+            Err(Errno::EXIST) => Ok(false),
+            // A file system that cannot refuse to replace: look first.
+            Err(Errno::INVAL | Errno::NOSYS | Errno::NOTSUP) => {
+                match rustix::fs::statat(&self.0, to, AtFlags::SYMLINK_NOFOLLOW) {
+                    Ok(_) => Ok(false),
+                    Err(Errno::NOENT) => {
+                        rustix::fs::renameat(&self.0, from, &self.0, to)?;
+                        Ok(true)
+                    }
+                    Err(errno) => Err(errno.into()),
+                }
+            }
+            Err(errno) => Err(errno.into()),
+        }
+    }
+}
+
+/// A directory, by its path where names cannot be made relative to an open one.
+#[cfg(not(unix))]
+struct DirHandle(std::path::PathBuf);
+
+#[cfg(not(unix))]
+impl DirHandle {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        Ok(DirHandle(path.to_path_buf()))
+    }
+
+    fn child(&self, name: &str) -> std::io::Result<Self> {
+        Ok(DirHandle(self.0.join(name)))
+    }
+
+    fn mkdir(&self, name: &str) -> std::io::Result<()> {
+        std::fs::create_dir(self.0.join(name))
+    }
+
+    fn create(&self, name: &str) -> std::io::Result<std::fs::File> {
+        std::fs::File::create_new(self.0.join(name))
+    }
+
+    fn symlink(&self, _target: &str, _name: &str) -> std::io::Result<()> {
+        Err(std::io::Error::other(
+            "symlinks are not made on this system",
+        ))
+    }
+
+    fn remove_file(&self, name: &str) -> std::io::Result<()> {
+        std::fs::remove_file(self.0.join(name))
+    }
+
+    fn rename_new(&self, from: &str, to: &str) -> std::io::Result<bool> {
+        if std::fs::symlink_metadata(self.0.join(to)).is_ok() {
+            return Ok(false);
+        }
+        std::fs::rename(self.0.join(from), self.0.join(to))?;
+        Ok(true)
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    /// A tar stream as the daemon sends one: directories before what they hold.
+    fn stream(entries: &[(&str, Option<&[u8]>, u32)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, content, mode) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_mode(*mode);
+            match content {
+                Some(content) => {
+                    header.set_entry_type(tar::EntryType::Regular);
+                    header.set_size(content.len() as u64);
+                    builder.append_data(&mut header, path, *content).unwrap();
+                }
+                None => {
+                    header.set_entry_type(tar::EntryType::Directory);
+                    header.set_size(0);
+                    builder
+                        .append_data(&mut header, path, std::io::empty())
+                        .unwrap();
+                }
+            }
+        }
+        builder.into_inner().unwrap()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_tree_is_placed_whole_with_its_modes_and_hashes() {
+        let local = tempfile::tempdir().unwrap();
+        let large = vec![7u8; HANDED_BYTES as usize + 5];
+        let mut entries: Vec<(String, Option<Vec<u8>>, u32)> = vec![
+            ("a".into(), None, 0o755),
+            ("a/b".into(), None, 0o555),
+            ("a/b/large.bin".into(), Some(large.clone()), 0o600),
+            ("top.txt".into(), Some(b"top".to_vec()), 0o640),
+        ];
+        for i in 0..100 {
+            entries.push((
+                format!("a/f{i}.txt"),
+                Some(format!("{i}").into_bytes()),
+                0o644,
+            ));
+        }
+        // Out of the stream's usual order: back into a directory left before.
+        entries.push(("a/b/late.txt".into(), Some(b"late".to_vec()), 0o644));
+        let borrowed: Vec<(&str, Option<&[u8]>, u32)> = entries
+            .iter()
+            .map(|(path, content, mode)| (path.as_str(), content.as_deref(), *mode))
+            .collect();
+        let tar = stream(&borrowed);
+        let ignores = Ignores::new(&[], false).unwrap();
+        let brought = unpack(tar.as_slice(), local.path(), &ignores).unwrap();
+        assert_eq!(brought.changes.dirs, 2);
+        assert_eq!(brought.changes.files, 103);
+        assert_eq!(
+            names(local.path()),
+            ["a", "top.txt"],
+            "no temp name is left"
+        );
+        for (path, content, mode) in &entries {
+            let at = local.path().join(path);
+            let meta = std::fs::symlink_metadata(&at).unwrap();
+            assert_eq!(meta.permissions().mode() & 0o7777, *mode, "{path}");
+            match content {
+                Some(content) => {
+                    assert_eq!(&std::fs::read(&at).unwrap(), content, "{path}");
+                    let hash = crate::snapshot::hash_file(&at).unwrap();
+                    assert_eq!(
+                        brought.tree.get(path.as_str()),
+                        Some(&Entry::File { hash, mode: *mode })
+                    );
+                }
+                None => assert!(meta.is_dir(), "{path}"),
+            }
+        }
+        std::fs::set_permissions(
+            local.path().join("a/b"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_name_made_here_meanwhile_keeps_what_was_made() {
+        let local = tempfile::tempdir().unwrap();
+        let tar = stream(&[
+            ("mine", None, 0o755),
+            ("mine/theirs.txt", Some(b"theirs"), 0o644),
+            ("note.txt", Some(b"theirs"), 0o644),
+            ("other", None, 0o755),
+            ("other/x.txt", Some(b"x"), 0o644),
+        ]);
+        // Made here while the stream went on (before it ends, as the renames come last).
+        std::fs::create_dir(local.path().join("mine")).unwrap();
+        std::fs::write(local.path().join("mine/own.txt"), "own").unwrap();
+        std::fs::write(local.path().join("note.txt"), "own").unwrap();
+        let ignores = Ignores::new(&[], false).unwrap();
+        let brought = unpack(tar.as_slice(), local.path(), &ignores).unwrap();
+        assert_eq!(names(local.path()), ["mine", "note.txt", "other"]);
+        assert_eq!(names(&local.path().join("mine")), ["own.txt"]);
+        assert_eq!(
+            std::fs::read_to_string(local.path().join("note.txt")).unwrap(),
+            "own"
+        );
+        let brought: Vec<&String> = brought.tree.keys().collect();
+        assert_eq!(brought, ["other", "other/x.txt"], "only what was placed");
+    }
 }

@@ -287,6 +287,18 @@ pub(super) fn set_mode(_path: &Path, _mode: u32) -> std::io::Result<()> {
     Ok(())
 }
 
+/// [`set_mode`] on a file already open (no lookup of its path again).
+#[cfg(unix)]
+pub(super) fn set_file_mode(file: &std::fs::File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+}
+
+#[cfg(not(unix))]
+pub(super) fn set_file_mode(_file: &std::fs::File, _mode: u32) -> std::io::Result<()> {
+    Ok(())
+}
+
 #[cfg(unix)]
 pub(super) fn make_link(target: &str, path: &Path) -> std::io::Result<()> {
     std::os::unix::fs::symlink(target, path)
