@@ -29,8 +29,9 @@ use nix::dir::Dir;
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag, RenameFlags, openat, readlinkat, renameat, renameat2};
 use nix::sys::stat::{FchmodatFlags, Mode, SFlag, fchmodat, fstatat, mkdirat};
-use nix::unistd::{UnlinkatFlags, symlinkat, unlinkat};
+use nix::unistd::{UnlinkatFlags, linkat, symlinkat, unlinkat};
 use sha2::{Digest, Sha256};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::manifest::{HashCache, file_hash, open_parent};
 use super::scratch_log::ScratchLog;
@@ -508,6 +509,10 @@ impl Tree<'_> {
     /// A file's content from `body` into a scratch file, checked against its hash, then
     /// renamed over the path if the path still holds `expect`. The content is read whole
     /// even when the step cannot be made, so the next step's starts where it should.
+    ///
+    /// A new file (`expect` absent) is written unnamed (`O_TMPFILE`) and linked at its
+    /// name, which fails if the name was taken meanwhile: no scratch name to make, check
+    /// and rename, and a watch sees one create of a whole file.
     #[allow(clippy::too_many_arguments)]
     fn put_file(
         &self,
@@ -521,19 +526,21 @@ impl Tree<'_> {
     ) -> Result<StepOutcome, ApplyError> {
         let mut content = body.take(size);
         let prepared = self.parent(path).and_then(|(dir, name)| {
+            if *expect == Held::Absent
+                && LINKING_WORKS.load(Ordering::Relaxed)
+                && let Ok(fd) = openat(
+                    &dir,
+                    ".",
+                    OFlag::O_WRONLY | OFlag::O_TMPFILE | OFlag::O_CLOEXEC,
+                    Mode::from_bits_truncate(0o600),
+                )
+            {
+                return Ok((dir, name, None, File::from(fd)));
+            }
             // Named for what the step expects there: if something else is there, the
             // check before the rename refuses the step and the scratch file goes.
-            let temp = self.scratch_name(name, expect);
-            if let Some(parent) = Path::new(path).parent() {
-                self.scratch.record(&self.root_path.join(parent));
-            }
-            let fd = openat(
-                &dir,
-                temp.as_os_str(),
-                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
-                Mode::from_bits_truncate(0o600),
-            )?;
-            Ok((dir, name, temp, File::from(fd)))
+            let (temp, file) = self.scratch_file(path, &dir, name, expect)?;
+            Ok((dir, name, Some(temp), file))
         });
         let (dir, name, temp, mut file) = match prepared {
             Ok(prepared) => prepared,
@@ -545,8 +552,10 @@ impl Tree<'_> {
                 return Ok(outcome(Err(refusal)));
             }
         };
-        let discard = |dir: &OwnedFd, temp: &PathBuf| {
-            let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+        let discard = |dir: &OwnedFd, temp: &Option<PathBuf>| {
+            if let Some(temp) = temp {
+                let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
+            }
         };
         let mut hasher = Sha256::new();
         let mut written = 0u64;
@@ -581,6 +590,7 @@ impl Tree<'_> {
                 source: io::ErrorKind::UnexpectedEof.into(),
             });
         }
+        let mut temp = temp;
         let placed = (|| {
             if let Some(err) = write_failed {
                 return Err(err.into());
@@ -592,6 +602,28 @@ impl Tree<'_> {
                 ));
             }
             file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+            if temp.is_none() {
+                match link_unnamed(&file, &dir, name) {
+                    Ok(()) => return Ok(()),
+                    Err(Errno::EEXIST) => return Err(Refusal::Changed(self.held(&dir, name)?)),
+                    // Linking an unnamed file is refused here: copied to a scratch file,
+                    // and never tried again.
+                    Err(_) => {
+                        LINKING_WORKS.store(false, Ordering::Relaxed);
+                        let (named, mut copy) = self.scratch_file(path, &dir, name, expect)?;
+                        temp = Some(named);
+                        let mut unnamed = &file;
+                        io::Seek::seek(&mut unnamed, io::SeekFrom::Start(0))?;
+                        io::copy(&mut unnamed, &mut copy)?;
+                        copy.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(
+                            mode & 0o7777,
+                        ))?;
+                    }
+                }
+            }
+            let Some(temp) = &temp else {
+                return Err(Refusal::Failed("no scratch file".into()));
+            };
             let found = self.check(&dir, name, expect)?;
             self.clear_for_rename(&dir, name, &found)?;
             renameat(&dir, temp.as_os_str(), &dir, name)?;
@@ -603,6 +635,27 @@ impl Tree<'_> {
         Ok(outcome(placed))
     }
 
+    /// A new scratch file beside `name` in `dir` (recorded in the scratch log first).
+    fn scratch_file(
+        &self,
+        path: &str,
+        dir: &OwnedFd,
+        name: &OsStr,
+        expect: &Held,
+    ) -> Result<(PathBuf, File), Refusal> {
+        let temp = self.scratch_name(name, expect);
+        if let Some(parent) = Path::new(path).parent() {
+            self.scratch.record(&self.root_path.join(parent));
+        }
+        let fd = openat(
+            dir,
+            temp.as_os_str(),
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+            Mode::from_bits_truncate(0o600),
+        )?;
+        Ok((temp, File::from(fd)))
+    }
+
     /// A scratch name beside `name` that a watch reports as its create or its modify.
     fn scratch_name(&self, name: &OsStr, found: &Held) -> PathBuf {
         let kind = match found {
@@ -610,6 +663,30 @@ impl Tree<'_> {
             _ => ScratchKind::New,
         };
         scratch_path(Path::new(name), kind)
+    }
+}
+
+/// Whether an unnamed file can be linked at a name here (see [`Tree::put_file`]); cleared
+/// the first time it cannot.
+static LINKING_WORKS: AtomicBool = AtomicBool::new(true);
+
+/// Links the unnamed file `file` as `name` in `dir`; `EEXIST` if the name is taken. By
+/// the descriptor where the kernel lets this process (`CAP_DAC_READ_SEARCH`, or since
+/// Linux 6.10 a file it opened), else through `/proc/self/fd`.
+fn link_unnamed(file: &File, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
+    match linkat(file, "", dir, name, AtFlags::AT_EMPTY_PATH) {
+        Err(Errno::ENOENT | Errno::EPERM | Errno::EINVAL) => {
+            use std::os::fd::AsRawFd;
+            let by_proc = format!("/proc/self/fd/{}", file.as_raw_fd());
+            linkat(
+                nix::fcntl::AT_FDCWD,
+                by_proc.as_str(),
+                dir,
+                name,
+                AtFlags::AT_SYMLINK_FOLLOW,
+            )
+        }
+        other => other,
     }
 }
 

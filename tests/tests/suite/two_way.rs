@@ -1182,6 +1182,101 @@ async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
     fsd_tests::assert_validation(status, &answer, "body");
 }
 
+/// A batch with many files has them written side by side (see `fsd/src/files/apply.rs`,
+/// `Writers`): the batch's order still holds (a directory before the files in it, a rename
+/// after the file it moves, a second put at a path after the first), a name taken
+/// meanwhile is refused, and a body cut inside a file leaves none of the unwritten ones.
+#[tokio::test]
+async fn a_batch_of_many_files_is_made_in_its_order() {
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let root = daemon.path("many");
+    write(&root.join("taken/f7.txt"), "made in the sandbox\n");
+    let content = |i: usize| format!("file {i}\n").into_bytes();
+    let put = |path: String, expect: serde_json::Value, body: &[u8]| {
+        json!({"op": "putFile", "path": path, "expect": expect, "size": body.len(),
+               "sha256": fsd_tests::sha256_hex(body), "mode": 0o640})
+    };
+    let absent = json!({"kind": "absent"});
+    let mut steps = vec![json!({"op": "mkdir", "path": "d", "expect": absent, "mode": 0o755})];
+    let mut bodies: Vec<Vec<u8>> = Vec::new();
+    for i in 0..40 {
+        steps.push(put(format!("d/f{i}.txt"), absent.clone(), &content(i)));
+        bodies.push(content(i));
+        // A file where the batch is sure nothing is: the sandbox made one meanwhile.
+        steps.push(put(format!("taken/f{i}.txt"), absent.clone(), &content(i)));
+        bodies.push(content(i));
+    }
+    // A second put at a path waits for the first; a rename waits for what it moves.
+    let second = b"second\n".to_vec();
+    let first_hash = fsd_tests::sha256_hex(&content(3));
+    steps.push(put(
+        "d/f3.txt".into(),
+        json!({"kind": "file", "sha256": first_hash}),
+        &second,
+    ));
+    bodies.push(second.clone());
+    steps.push(
+        json!({"op": "rename", "path": "d/f5.txt", "expect": {"kind": "file",
+        "sha256": fsd_tests::sha256_hex(&content(5))}, "to": "d/moved.txt"}),
+    );
+    let request = json!({"path": "many", "steps": steps});
+    let borrowed: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+    let (status, answer) = apply(&daemon, apply_body(&request, &borrowed)).await;
+    assert_eq!(status, 200, "{answer}");
+    let outcomes = answer["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), steps.len());
+    for (step, outcome) in steps.iter().zip(outcomes) {
+        let path = step["path"].as_str().unwrap();
+        let wanted = if path == "taken/f7.txt" {
+            "changed"
+        } else {
+            "applied"
+        };
+        assert_eq!(outcome["outcome"], wanted, "{path}: {outcome}");
+    }
+    assert_eq!(read(&root.join("taken/f7.txt")), "made in the sandbox\n");
+    assert_eq!(read(&root.join("d/f3.txt")), "second\n");
+    assert_eq!(read(&root.join("d/moved.txt")), "file 5\n");
+    assert!(!root.join("d/f5.txt").exists());
+    for i in (0..40).filter(|i| ![3, 5].contains(i)) {
+        assert_eq!(
+            read(&root.join(format!("d/f{i}.txt"))),
+            format!("file {i}\n")
+        );
+        let mode = std::fs::metadata(root.join(format!("d/f{i}.txt")))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o640);
+    }
+    let names = |dir: &str| std::fs::read_dir(root.join(dir)).unwrap().count();
+    assert_eq!(
+        (names("d"), names("taken")),
+        (40, 40),
+        "no scratch file is left"
+    );
+
+    // A body cut inside the 30th file: an error, and no file it did not hold is made.
+    let steps: Vec<serde_json::Value> = (0..40)
+        .map(|i| put(format!("cut/f{i}.txt"), absent.clone(), &content(i)))
+        .collect();
+    std::fs::create_dir(root.join("cut")).unwrap();
+    let mut body = apply_body(&json!({"path": "many", "steps": steps}), &[]);
+    for i in 0..30 {
+        body.extend_from_slice(&content(i));
+    }
+    body.extend_from_slice(b"fi");
+    let (status, answer) = apply(&daemon, body).await;
+    fsd_tests::assert_error(status, &answer, 400, "VALIDATION_FAILED");
+    let made: Vec<String> = std::fs::read_dir(root.join("cut"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(made.len() <= 30, "{made:?}");
+    assert!(!made.iter().any(|name| name == "f30.txt"), "{made:?}");
+}
+
 /// Swaps `a` (a directory) and `c` (a file) under `root` through a temporary name, as
 /// `mv -T a .sw && mv -T c a && mv -T .sw c` does.
 fn swap_kinds(root: &Path) {
