@@ -164,17 +164,21 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
         }
         Ok(())
     })();
-    // Every placer finishes what it was handed, even when the stream failed.
-    let placed = placers.finish();
+    // Every placer finishes what it was handed, even when the stream failed. A placer's
+    // own error first: the stream stopped on it (a full disk, not "a writer stopped").
+    let placed = placers.finish().and_then(|placed| read.map(|()| placed));
     let staged = std::mem::take(&mut opened.staged);
     let root_dir = opened.root();
-    if let Err(err) = read.and(placed.as_ref().map(|_| ()).map_err(clone_error)) {
-        for (_, temp) in &staged {
-            let _ = std::fs::remove_dir_all(root.join(temp));
+    let placed = match placed {
+        Ok(placed) => placed,
+        Err(err) => {
+            for (_, temp) in &staged {
+                let _ = std::fs::remove_dir_all(root.join(temp));
+            }
+            return Err(err);
         }
-        return Err(err);
-    }
-    for (relative, hash, mode) in placed? {
+    };
+    for (relative, hash, mode) in placed {
         brought.tree.insert(relative, Entry::File { hash, mode });
     }
     // Each directory under its own name, whole; one made here meanwhile keeps what it
@@ -202,10 +206,6 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
         }
     }
     Ok(brought)
-}
-
-fn clone_error(err: &std::io::Error) -> std::io::Error {
-    std::io::Error::new(err.kind(), err.to_string())
 }
 
 /// A temp name beside `name`, which scans leave out.
@@ -631,6 +631,22 @@ mod tests {
             std::fs::Permissions::from_mode(0o755),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn a_stream_cut_short_is_an_error_and_leaves_no_temp_name() {
+        let local = tempfile::tempdir().unwrap();
+        let big = vec![1u8; 4096];
+        let tar = stream(&[
+            ("a", None, 0o755),
+            ("a/one.txt", Some(b"one"), 0o644),
+            ("a/big.bin", Some(&big), 0o644),
+        ]);
+        // Cut inside the large file's content.
+        let cut = &tar[..tar.len() - 3000];
+        let ignores = Ignores::new(&[], false).unwrap();
+        assert!(unpack(cut, local.path(), &ignores).is_err());
+        assert!(names(local.path()).is_empty(), "{:?}", names(local.path()));
     }
 
     #[test]
