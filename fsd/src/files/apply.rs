@@ -114,13 +114,8 @@ pub fn apply(
                         if writers.overlaps(path) {
                             writers.wait(&mut outcomes);
                         }
-                        let mut content = Vec::with_capacity(*size as usize);
-                        let read = body.take(*size).read_to_end(&mut content);
-                        if let Err(source) = read.and_then(|read| {
-                            (read as u64 == *size)
-                                .then_some(())
-                                .ok_or_else(|| io::ErrorKind::UnexpectedEof.into())
-                        }) {
+                        let mut content = vec![0u8; *size as usize];
+                        if let Err(source) = body.read_exact(&mut content) {
                             writers.wait(&mut outcomes);
                             return Err(ApplyError::Body {
                                 step: index,

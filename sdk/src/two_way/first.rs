@@ -12,7 +12,7 @@
 //! side by side), each relative to its directory opened once. A name made here meanwhile
 //! keeps what was made: the sandbox's version under it is left to the next pass's merge.
 
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Component, Path};
 use std::sync::Arc;
 
@@ -22,7 +22,7 @@ use crate::snapshot::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
 use crate::{Sandbox, SdkError};
 
 use super::Changes;
-use super::local::{set_file_mode, set_mode, temp_beside};
+use super::local::{Tee, set_file_mode, set_mode, temp_beside};
 
 /// What the first sync brought.
 pub struct Brought {
@@ -318,19 +318,15 @@ impl Placing {
         };
         let written = (|| {
             let mut hasher = Sha256::new();
-            let mut buffer = [0u8; 64 * 1024];
-            loop {
-                let read = match content.read(&mut buffer) {
-                    Ok(0) => break,
-                    Ok(read) => read,
-                    Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(err) => return Err(err),
-                };
-                hasher.update(&buffer[..read]);
-                file.write_all(&buffer[..read])?;
-            }
+            std::io::copy(
+                content,
+                &mut Tee {
+                    out: &mut file,
+                    hasher: &mut hasher,
+                },
+            )?;
             set_file_mode(&file, self.mode)?;
-            Ok(ContentHash::from(hasher))
+            Ok::<_, std::io::Error>(ContentHash::from(hasher))
         })();
         drop(file);
         let hash = match written {
@@ -373,12 +369,11 @@ impl Placers {
         let count = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
         let (queues, threads) = (0..count)
             .map(|_| {
-                let (queue, placings) = std::sync::mpsc::sync_channel(QUEUED_A_PLACER);
+                let (queue, placings) =
+                    std::sync::mpsc::sync_channel::<(Placing, Vec<u8>)>(QUEUED_A_PLACER);
                 let thread = std::thread::spawn(move || {
                     let mut placed = Vec::new();
                     for (placing, content) in placings {
-                        let placing: Placing = placing;
-                        let content: Vec<u8> = content;
                         if let Some(hash) = placing.write(&mut content.as_slice())? {
                             placed.push((placing.relative, hash, placing.mode));
                         }
@@ -519,10 +514,8 @@ impl DirHandle {
         std::fs::File::create_new(self.0.join(name))
     }
 
-    fn symlink(&self, _target: &str, _name: &str) -> std::io::Result<()> {
-        Err(std::io::Error::other(
-            "symlinks are not made on this system",
-        ))
+    fn symlink(&self, target: &str, name: &str) -> std::io::Result<()> {
+        super::local::make_link(target, &self.0.join(name))
     }
 
     fn remove_file(&self, name: &str) -> std::io::Result<()> {
