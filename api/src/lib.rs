@@ -11,6 +11,7 @@ pub mod error;
 pub mod exec;
 pub mod files;
 pub mod git;
+pub mod hex;
 pub mod interpreter;
 pub mod metrics;
 /// Linux's mount table: the daemon's side only (the Worker, built for wasm32, has none).

@@ -550,11 +550,7 @@ pub fn sha256_file(path: &Path) -> Result<String, BackupError> {
     let mut file = File::open(path).map_err(|e| BackupError::io(path, e))?;
     let mut hasher = Sha256::new();
     std::io::copy(&mut file, &mut hasher).map_err(|e| BackupError::io(path, e))?;
-    Ok(hex(&hasher.finalize()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    Ok(fsd_api::hex::lower(&hasher.finalize()))
 }
 
 fn truncate(mut body: String) -> String {

@@ -18,9 +18,7 @@ pub fn bytes<const N: usize>() -> [u8; N] {
     bytes
 }
 
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use fsd_api::hex::lower as hex;
 
 /// A UUID version 4, as the reference's context ids.
 pub fn uuid_v4() -> String {

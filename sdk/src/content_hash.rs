@@ -41,12 +41,8 @@ impl ContentHash {
     /// The 64 hex digits, made without the formatter (a sync's state writes one or two a
     /// file: 20,000 through `{:02x}` a byte took a tenth of a first upload's own time).
     fn hex(&self) -> [u8; 64] {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut hex = [0u8; 64];
-        for (pair, byte) in hex.chunks_exact_mut(2).zip(self.0) {
-            pair[0] = DIGITS[usize::from(byte >> 4)];
-            pair[1] = DIGITS[usize::from(byte & 0xf)];
-        }
+        fsd_api::hex::write_lower(&self.0, &mut hex);
         hex
     }
 }

@@ -36,7 +36,7 @@ mod remote;
 mod side;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use futures_util::future::BoxFuture;
@@ -45,7 +45,7 @@ use serde::Serialize;
 
 use crate::content_hash::ContentHash;
 use crate::merge::{self, Conflict, Entry, Mode, Resolution, Snapshot};
-use crate::snapshot::{self, Ignores, STATE_DIR};
+use crate::snapshot::{self, Ignores, STATE_DIR, ScanCache};
 
 use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
@@ -765,10 +765,7 @@ impl TwoWay {
             let _ = std::fs::remove_dir_all(&incoming);
             let mut local_has = local_has;
             let kept = keep_sources(&self.local, &local_ops, &mut local_has);
-            let local_sources = Sources {
-                root: self.local.clone(),
-                by_hash: local_has,
-            };
+            let local_sources = Sources::new(self.local.clone(), local_has, &self.state.cache);
             let root = self.local.clone();
             let cache = std::mem::take(&mut self.state.cache);
             let ops = local_ops.clone();
@@ -835,13 +832,14 @@ impl TwoWay {
         if !remote_ops.is_empty() {
             // Then the sandbox, its new content read from the local side as it is now.
             let skip = merged.as_ref();
-            let remote_sources = Sources {
-                root: self.local.clone(),
-                by_hash: holders(
+            let remote_sources = Sources::new(
+                self.local.clone(),
+                holders(
                     &[(&plan.agreed, None), (local_now.tree(), skip)],
                     &put_hashes(&remote_ops).cloned().collect(),
                 ),
-            };
+                &self.state.cache,
+            );
             read_again.extend(remote_ops.iter().flat_map(Op::paths).map(String::from));
             let total = remote_ops.len() as u64;
             let progress = self.progress.clone();
@@ -1071,16 +1069,16 @@ fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
 fn keep_sources(
     root: &Path,
     ops: &[Op],
-    by_hash: &mut BTreeMap<ContentHash, String>,
+    by_hash: &mut HashMap<ContentHash, String>,
 ) -> Vec<PathBuf> {
-    let changed: Vec<&str> = ops.iter().map(Op::path).collect();
+    let changed: HashSet<&str> = ops.iter().map(Op::path).collect();
+    // The path or a directory above it changed (looked up, not compared with each change:
+    // a pass of 10,000 changes holds about as many holders).
     let touched = |path: &str| {
-        changed.iter().any(|changed| {
-            path == *changed
-                || path
-                    .strip_prefix(*changed)
-                    .is_some_and(|rest| rest.starts_with('/'))
-        })
+        changed.contains(path)
+            || path
+                .match_indices('/')
+                .any(|(end, _)| changed.contains(&path[..end]))
     };
     let mut kept = Vec::new();
     for holder in by_hash.values_mut() {
@@ -1104,15 +1102,15 @@ fn keep_sources(
 /// paths of its skip set, whose entries may be out of date).
 fn holders(
     trees: &[(&dyn merge::Tree, Option<&BTreeSet<String>>)],
-    hashes: &BTreeSet<ContentHash>,
-) -> BTreeMap<ContentHash, String> {
-    let mut out = BTreeMap::new();
+    hashes: &HashSet<ContentHash>,
+) -> HashMap<ContentHash, String> {
+    let mut out = HashMap::new();
     for (tree, skip) in trees {
         if out.len() == hashes.len() {
             break;
         }
         // The first holder in path order, whichever order the tree visits in.
-        let mut found: BTreeMap<&ContentHash, String> = BTreeMap::new();
+        let mut found: HashMap<&ContentHash, String> = HashMap::new();
         tree.each(&mut |path, entry| {
             if let Entry::File { hash, .. } = entry
                 && hashes.contains(hash)
@@ -1361,12 +1359,33 @@ fn take_over_state_in_the_tree(own: &Path, local: &Path) -> Result<(), SdkError>
 /// Where content is for puts: a local file that had it.
 struct Sources {
     root: PathBuf,
-    by_hash: BTreeMap<ContentHash, String>,
+    by_hash: HashMap<ContentHash, String>,
+    /// The size of each content the local scan read (a content has one size).
+    sizes: HashMap<ContentHash, u64>,
+}
+
+impl Sources {
+    fn new(root: PathBuf, by_hash: HashMap<ContentHash, String>, cache: &ScanCache) -> Sources {
+        let sizes = cache
+            .values()
+            .filter(|seen| by_hash.contains_key(&seen.hash))
+            .map(|seen| (seen.hash, seen.size))
+            .collect();
+        Sources {
+            root,
+            by_hash,
+            sizes,
+        }
+    }
 }
 
 impl Contents for Sources {
     fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
         self.by_hash.get(hash).map(|path| self.root.join(path))
+    }
+
+    fn size(&self, hash: &ContentHash) -> Option<u64> {
+        self.sizes.get(hash).copied()
     }
 }
 

@@ -111,7 +111,7 @@ pub fn apply(
             for (index, step) in steps.iter().enumerate() {
                 match step {
                     ApplyStep::PutFile { path, size, .. } if *size <= HANDED_BYTES => {
-                        if writers.overlaps(path) {
+                        if writers.overlaps(path, &mut outcomes) {
                             writers.wait(&mut outcomes);
                         }
                         let mut content = vec![0u8; *size as usize];
@@ -125,7 +125,7 @@ pub fn apply(
                         writers.hand(index, step, content);
                     }
                     ApplyStep::PutFile { path, .. } => {
-                        if writers.overlaps(path) {
+                        if writers.overlaps(path, &mut outcomes) {
                             writers.wait(&mut outcomes);
                         }
                         let made = tree.make(step, body, index);
@@ -231,8 +231,13 @@ impl<'scope> Writers<'scope> {
         }
     }
 
-    /// Whether a file handed and not yet made is at `path`, above it or below it.
-    fn overlaps(&self, path: &str) -> bool {
+    /// Whether a file handed and not yet made is at `path`, above it or below it (the
+    /// files made so far are taken first, so this looks at a few, not at all handed).
+    fn overlaps(&mut self, path: &str, outcomes: &mut [Option<StepOutcome>]) -> bool {
+        while let Ok((index, outcome)) = self.made.try_recv() {
+            self.pending.remove(&index);
+            outcomes[index] = Some(outcome);
+        }
         self.pending.values().any(|pending| {
             let (short, long) = if pending.len() <= path.len() {
                 (*pending, path)
@@ -527,7 +532,7 @@ impl Tree<'_> {
                     &dir,
                     ".",
                     OFlag::O_WRONLY | OFlag::O_TMPFILE | OFlag::O_CLOEXEC,
-                    Mode::from_bits_truncate(0o600),
+                    Mode::from_bits_truncate(mode & 0o777),
                 )
             {
                 return Ok((dir, name, None, File::from(fd)));
@@ -590,13 +595,17 @@ impl Tree<'_> {
             if let Some(err) = write_failed {
                 return Err(err.into());
             }
-            if crate::random::hex(&hasher.finalize()) != sha256 {
+            if fsd_api::hex::lower(&hasher.finalize()) != sha256 {
                 return Err(Refusal::Failed(
                     "the content did not match its hash (the source changed while it was read)"
                         .into(),
                 ));
             }
-            file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+            // An unnamed file was made with its mode, which the umask may have cut; a
+            // scratch file was made private.
+            if temp.is_some() || !made_with_mode(mode) {
+                file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+            }
             if temp.is_none() {
                 match link_unnamed(&file, &dir, name) {
                     Ok(()) => return Ok(()),
@@ -659,6 +668,19 @@ impl Tree<'_> {
         };
         scratch_path(Path::new(name), kind)
     }
+}
+
+/// Whether a file created with `mode` has it whole: no bit above the permissions, none the
+/// umask cuts (a file without its `chmod` is one event less for every watch of it).
+fn made_with_mode(mode: u32) -> bool {
+    static UMASK: std::sync::LazyLock<Option<u32>> = std::sync::LazyLock::new(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let value = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Umask:"))?;
+        u32::from_str_radix(value.trim(), 8).ok()
+    });
+    UMASK.is_some_and(|umask| mode & 0o7777 == mode & 0o777 & !umask)
 }
 
 /// Whether an unnamed file can be linked at a name here (see [`Tree::put_file`]); cleared

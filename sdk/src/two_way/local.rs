@@ -33,6 +33,12 @@ pub trait Contents {
     /// A local file holding the content `hash` (checked when copied).
     fn source(&self, hash: &ContentHash) -> Option<PathBuf>;
 
+    /// The size of the content `hash`, where it is known without a `stat` (a first upload
+    /// of 20,000 files spent a fifth of its own time on one a file).
+    fn size(&self, _hash: &ContentHash) -> Option<u64> {
+        None
+    }
+
     /// Writes the content `hash` into `temp` (made new), checked against its hash, when
     /// it comes from elsewhere than a file (a stream); `None`: take it from [`source`].
     ///

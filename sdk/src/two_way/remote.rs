@@ -207,7 +207,10 @@ fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
                     let source = contents.source(hash).ok_or_else(|| {
                         Refused::Failed(format!("{path}: its content is not here"))
                     })?;
-                    let size = std::fs::metadata(&source)?.len();
+                    let size = match contents.size(hash) {
+                        Some(size) => size,
+                        None => std::fs::metadata(&source)?.len(),
+                    };
                     Prepared {
                         step: ApplyStep::PutFile {
                             path: path.clone(),
