@@ -7,10 +7,34 @@ use sha2::{Digest, Sha256};
 /// A SHA-256 of content, kept as its 32 bytes and written as lowercase hex (as the daemon
 /// and a sync's state write it). A following sync holds two per file (the ancestor's and
 /// the record's); as hex strings they were 200 bytes and two allocations a file.
-#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct ContentHash([u8; 32]);
 
+impl Ord for ContentHash {
+    /// The bytes' order, compared as two big-endian halves: the derived order calls
+    /// `memcmp` for each comparison, a sixth of a 10,000-file pass's writing thread.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.halves().cmp(&other.halves())
+    }
+}
+
+impl PartialOrd for ContentHash {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl ContentHash {
+    fn halves(&self) -> (u128, u128) {
+        let (high, low) = self.0.split_at(16);
+        let half = |bytes: &[u8]| {
+            let mut half = [0u8; 16];
+            half.copy_from_slice(bytes);
+            u128::from_be_bytes(half)
+        };
+        (half(high), half(low))
+    }
+
     /// The hash of `bytes`.
     pub fn of(bytes: &[u8]) -> ContentHash {
         ContentHash(Sha256::digest(bytes).into())
@@ -96,5 +120,23 @@ mod tests {
         assert_eq!(json, format!("\"{by_formatter}\""));
         assert_eq!(serde_json::from_str::<ContentHash>(&json).unwrap(), hash);
         assert_eq!(ContentHash::parse(&by_formatter), Some(hash));
+    }
+
+    #[test]
+    fn hashes_are_ordered_as_their_bytes() {
+        let mut hashes: Vec<ContentHash> = (0u8..64).map(|n| ContentHash::of(&[n])).collect();
+        // Differing only in the last byte, and only in the first.
+        let mut low = [7u8; 32];
+        low[31] = 1;
+        let mut high = low;
+        high[31] = 2;
+        let mut first = low;
+        first[0] = 0xff;
+        hashes.extend([ContentHash(low), ContentHash(high), ContentHash(first)]);
+        let mut by_hash = hashes.clone();
+        by_hash.sort();
+        let mut by_bytes = hashes;
+        by_bytes.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(by_hash, by_bytes);
     }
 }

@@ -747,7 +747,7 @@ impl TwoWay {
             );
             // What the sandbox sends, in the order the puts need it.
             let mut wanted: Vec<(ContentHash, String)> = Vec::new();
-            let mut uses: BTreeMap<ContentHash, usize> = BTreeMap::new();
+            let mut uses: HashMap<ContentHash, usize> = HashMap::new();
             for hash in put_hashes(&local_ops) {
                 let Some(path) = remote_has
                     .get(hash)
@@ -1403,8 +1403,8 @@ impl Contents for Fetching<'_, '_> {
             .or_else(|| self.sources.source(hash))
     }
 
-    fn write(&self, hash: &ContentHash, temp: &Path) -> Option<Result<(), Refused>> {
-        self.incoming.write(hash, temp)
+    fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
+        self.incoming.write(hash, temp, mode)
     }
 }
 

@@ -43,7 +43,7 @@ pub trait Contents {
     /// it comes from elsewhere than a file (a stream); `None`: take it from [`source`].
     ///
     /// [`source`]: Contents::source
-    fn write(&self, _hash: &ContentHash, _temp: &Path) -> Option<Result<(), Refused>> {
+    fn write(&self, _hash: &ContentHash, _temp: &Path, _mode: u32) -> Option<Result<(), Refused>> {
         None
     }
 }
@@ -186,18 +186,15 @@ impl LocalTree<'_> {
             }
             Entry::File { hash, mode } => {
                 let temp = temp_beside(&at);
-                let copied = match contents.write(hash, &temp) {
+                let copied = match contents.write(hash, &temp, *mode) {
                     Some(written) => written,
                     None => contents
                         .source(hash)
                         .ok_or_else(|| {
                             Refused::Failed(format!("{relative}: its content is not here"))
                         })
-                        .and_then(|source| copy_checked(&source, &temp, hash)),
-                }
-                .and_then(|()| {
-                    set_mode(&temp, *mode).map_err(|err| Refused::Failed(err.to_string()))
-                });
+                        .and_then(|source| copy_checked(&source, &temp, hash, *mode)),
+                };
                 if let Err(refused) = copied {
                     let _ = std::fs::remove_file(&temp);
                     return Err(refused);
@@ -227,8 +224,13 @@ impl LocalTree<'_> {
 }
 
 /// Copies `source` to `temp`, refusing content whose hash is not `hash`.
-pub(super) fn copy_checked(source: &Path, temp: &Path, hash: &ContentHash) -> Result<(), Refused> {
-    write_checked(&mut std::fs::File::open(source)?, temp, hash)
+pub(super) fn copy_checked(
+    source: &Path,
+    temp: &Path,
+    hash: &ContentHash,
+    mode: u32,
+) -> Result<(), Refused> {
+    write_checked(&mut std::fs::File::open(source)?, temp, hash, mode)
 }
 
 /// Writes `content` into `path` (made new), refusing content whose hash is not `hash`.
@@ -236,12 +238,14 @@ pub(super) fn write_checked(
     content: &mut impl std::io::Read,
     path: &Path,
     hash: &ContentHash,
+    mode: u32,
 ) -> Result<(), Refused> {
     use sha2::{Digest, Sha256};
-    let mut output = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, mode & 0o777);
+    let mut output = options.open(path)?;
     let mut hasher = Sha256::new();
     let mut tee = Tee {
         out: &mut output,
@@ -251,6 +255,11 @@ pub(super) fn write_checked(
     if ContentHash::from(hasher) != *hash {
         // Changed since it was looked at: the change waits for the next pass.
         return Err(Refused::Changed);
+    }
+    // Made with its mode unless the umask cut it (or it has bits above the permissions):
+    // a `chmod` then, on the open file (a `chmod` a file is an event for every watch).
+    if crate::snapshot::permissions(&output.metadata()?) != mode & 0o7777 {
+        set_file_mode(&output, mode)?;
     }
     Ok(())
 }

@@ -8,7 +8,7 @@
 //! file, link or emptied directory, deepest first. A directory that becomes something else
 //! is replaced once it is empty.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::content_hash::ContentHash;
 use crate::merge::{Entry, Snapshot};
@@ -203,7 +203,7 @@ impl Planner<'_> {
 
     /// A file `end` has at a free path, whose content a file leaving its path holds.
     fn file_moves(&mut self) {
-        let mut leaving: BTreeMap<ContentHash, Vec<String>> = BTreeMap::new();
+        let mut leaving: HashMap<ContentHash, Vec<String>> = HashMap::new();
         for (path, entry) in &self.cur {
             if let Entry::File { hash, .. } = entry
                 && self.leaving(path)

@@ -4,7 +4,7 @@
 //! stream for many files.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -384,7 +384,7 @@ pub async fn with_incoming<T: Send + 'static>(
     sandbox: &Sandbox,
     remote: &str,
     wanted: Vec<(ContentHash, String)>,
-    uses: BTreeMap<ContentHash, usize>,
+    uses: HashMap<ContentHash, usize>,
     stash: PathBuf,
     apply: impl FnOnce(&Incoming<'_>) -> T + Send + 'static,
 ) -> Result<T, SdkError> {
@@ -400,7 +400,7 @@ pub async fn with_incoming<T: Send + 'static>(
             wanted: RefCell::new(wanted.into_iter().collect()),
             uses,
             stash,
-            stashed: RefCell::new(BTreeMap::new()),
+            stashed: RefCell::new(HashMap::new()),
         };
         Ok::<T, std::io::Error>(apply(&incoming))
     })
@@ -416,17 +416,17 @@ pub struct Incoming<'a> {
     /// The sandbox paths still to come.
     coming: RefCell<BTreeSet<String>>,
     /// Hash → sandbox path, of what is still to come.
-    wanted: RefCell<BTreeMap<ContentHash, String>>,
+    wanted: RefCell<HashMap<ContentHash, String>>,
     /// How many puts want each content: one wanted by more is kept in `stash` for them.
-    uses: BTreeMap<ContentHash, usize>,
+    uses: HashMap<ContentHash, usize>,
     stash: PathBuf,
-    stashed: RefCell<BTreeMap<ContentHash, PathBuf>>,
+    stashed: RefCell<HashMap<ContentHash, PathBuf>>,
 }
 
 impl<'a> Incoming<'a> {
     /// Writes the content `hash` into `temp` (made new), checked against its hash; `None`
     /// when it is not coming (not asked for, taken already, or left out of the stream).
-    pub fn write(&self, hash: &ContentHash, temp: &Path) -> Option<Result<(), Refused>> {
+    pub fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
         let path = self.wanted.borrow_mut().remove(hash)?;
         self.coming.borrow_mut().remove(&path);
         let mut entry = self.entry_for(&path)?;
@@ -434,15 +434,15 @@ impl<'a> Incoming<'a> {
             let kept = self.stash.join(hash.to_string());
             let stashed = std::fs::create_dir_all(&self.stash)
                 .map_err(Refused::from)
-                .and_then(|()| super::local::write_checked(&mut entry, &kept, hash));
+                .and_then(|()| super::local::write_checked(&mut entry, &kept, hash, 0o600));
             if let Err(refused) = stashed {
                 let _ = std::fs::remove_file(&kept);
                 return Some(Err(refused));
             }
             self.stashed.borrow_mut().insert(*hash, kept.clone());
-            return Some(super::local::copy_checked(&kept, temp, hash));
+            return Some(super::local::copy_checked(&kept, temp, hash, mode));
         }
-        Some(super::local::write_checked(&mut entry, temp, hash))
+        Some(super::local::write_checked(&mut entry, temp, hash, mode))
     }
 
     /// A file holding `hash` kept for the puts after the first.
