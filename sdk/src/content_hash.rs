@@ -136,7 +136,7 @@ mod tests {
         let mut by_hash = hashes.clone();
         by_hash.sort();
         let mut by_bytes = hashes;
-        by_bytes.sort_by(|a, b| a.0.cmp(&b.0));
+        by_bytes.sort_by_key(|hash| hash.0);
         assert_eq!(by_hash, by_bytes);
     }
 }
