@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -124,7 +124,23 @@ pub struct Process {
     /// Set once a kill has ended the whole tree, with whether SIGKILL was needed.
     killed: watch::Sender<Option<bool>>,
     stdin: StdinPipe,
+    catch_up: CatchUp,
 }
+
+/// A read of a running process's logs asks its follower to copy what its output files hold
+/// first: output is otherwise copied on inotify's wake-ups and a 20 ms tick, and a command
+/// that printed and ended a moment before the read (`echo`, then the logs at once) must
+/// not come back without what it printed.
+struct CatchUp {
+    /// Catch-ups asked for so far.
+    asked: AtomicU64,
+    wake: tokio::sync::Notify,
+    /// The catch-ups done: each copied what the files held when it was asked for.
+    done: watch::Sender<u64>,
+}
+
+/// The longest a read of logs waits for its catch-up (a follower busy copying a flood).
+const CATCH_UP_AT_MOST: Duration = Duration::from_millis(500);
 
 impl Process {
     fn new(
@@ -147,6 +163,11 @@ impl Process {
             kill_requested: AtomicBool::new(false),
             killed: watch::channel(None).0,
             stdin: StdinPipe::new(stdin),
+            catch_up: CatchUp {
+                asked: AtomicU64::new(0),
+                wake: tokio::sync::Notify::new(),
+                done: watch::channel(0).0,
+            },
         })
     }
 
@@ -183,6 +204,28 @@ impl Process {
     /// The output kept from `since` on (lossy text), with the offsets to continue from.
     pub fn logs(&self, since: Since) -> Logs {
         self.lock().read(since)
+    }
+
+    /// [`Process::logs`] once everything the process wrote before this was asked is kept:
+    /// its follower copies what the output files hold (an ended process's was, before it
+    /// was marked ended).
+    pub async fn logs_now(&self, since: Since) -> Logs {
+        let mut finished = self.finished.subscribe();
+        // A record loaded from disk is ended; a command so fast that its supervisor was
+        // gone before it was looked up (0 here) still has its follower.
+        if !*finished.borrow() {
+            let ticket = self.catch_up.asked.fetch_add(1, Ordering::SeqCst) + 1;
+            self.catch_up.wake.notify_one();
+            let mut done = self.catch_up.done.subscribe();
+            let _ = tokio::time::timeout(CATCH_UP_AT_MOST, async {
+                tokio::select! {
+                    _ = done.wait_for(|done| *done >= ticket) => {}
+                    _ = finished.wait_for(|finished| *finished) => {}
+                }
+            })
+            .await;
+        }
+        self.logs(since)
     }
 
     /// Everything a follower sees from `since`: the output kept from there, then live
@@ -597,6 +640,13 @@ async fn follow(
                 out.pump(process);
                 err.pump(process);
             }
+            // A read of the logs asked for what the files hold now.
+            () = process.catch_up.wake.notified() => {
+                let asked = process.catch_up.asked.load(Ordering::SeqCst);
+                out.pump_all(process);
+                err.pump_all(process);
+                process.catch_up.done.send_replace(asked);
+            }
             report = started.reports.recv() => match report {
                 Some(Report::Exit(code)) => break code,
                 Some(Report::Cpu(micros)) => process.lock().info.cpu_seconds = Some(micros as f64 / 1e6),
@@ -632,6 +682,9 @@ async fn follow(
     code
 }
 
+/// Reads of 4 MiB one catch-up makes at most, a stream.
+const CATCH_UP_READS: usize = 16;
+
 /// An output file of a process, copied into its log as it grows.
 struct Tail {
     file: OutputTail,
@@ -660,6 +713,16 @@ impl Tail {
     /// Copies everything that is left, however much the process wrote in its last tick.
     fn drain(&mut self, process: &Process) {
         while self.pump(process) > 0 {}
+    }
+
+    /// Copies what the file holds now, up to [`CATCH_UP_READS`] reads (a process that
+    /// writes faster than it is copied cannot hold a catch-up for ever).
+    fn pump_all(&mut self, process: &Process) {
+        for _ in 0..CATCH_UP_READS {
+            if self.pump(process) == 0 {
+                return;
+            }
+        }
     }
 
     fn finish(&mut self, process: &Process) {

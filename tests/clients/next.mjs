@@ -212,6 +212,23 @@ await check('processes.openLogs since, replay and follow', async () => {
   return [malformed, foreign, future, empty, unknown].join('; ');
 });
 
+await check('processes.openLogs truncated at the kept limit', async () => {
+  // The daemon runs at the reference's limit (1 MiB kept a process, `--process-log-bytes`):
+  // a cursor from before 2 MB of output reads a `truncated` event, then the output kept.
+  const noisy = await api.processes.start(['bash', '-c', 'printf start; sleep 0.5; yes truncate-me | head -c 2000000'], {});
+  const head = await drain(await api.processes.openLogs(noisy.id, { follow: true }), { stopAt: (event) => event.type === 'stdout' });
+  const cursor = head.find((event) => event.type === 'stdout')?.cursor;
+  expect(cursor, JSON.stringify(head));
+  await drain(await api.processes.openLogs(noisy.id, { follow: true, replay: false }));
+  const after = await drain(await api.processes.openLogs(noisy.id, { since: cursor }));
+  const truncated = after.findIndex((event) => event.type === 'truncated');
+  expect(truncated === 0, JSON.stringify(after.slice(0, 2).map((event) => event.type)));
+  const kept = after.filter((event) => event.type === 'stdout').reduce((sum, event) => sum + event.data.length, 0);
+  expect(kept > 0 && kept < 2000000, `kept ${kept} bytes after the truncation`);
+  expect(after.at(-1).type === 'terminal' && after.at(-1).exit.code === 0, JSON.stringify(after.at(-1)));
+  return `truncated, then ${kept} bytes kept`;
+});
+
 await check('processes.kill, timeout and the whole tree', async () => {
   const sleeper = await api.processes.start(['sleep', '30'], {});
   expect(await api.processes.hasActive(), 'hasActive while sleep runs');

@@ -574,6 +574,40 @@ pub fn available_or_skip(available: bool, test: &str, need: &str) -> bool {
     false
 }
 
+/// Threads that keep `count` cores busy until this is dropped: races that a quiet machine
+/// hides (a follower late by a tick, a reader behind its writer) show beside them.
+pub struct BusyCores {
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl BusyCores {
+    pub fn start(count: usize) -> BusyCores {
+        let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let threads = (0..count)
+            .map(|_| {
+                let busy = busy.clone();
+                std::thread::spawn(move || {
+                    let mut spin = 0u64;
+                    while busy.load(std::sync::atomic::Ordering::Relaxed) {
+                        spin = std::hint::black_box(spin.wrapping_mul(31).wrapping_add(7));
+                    }
+                })
+            })
+            .collect();
+        BusyCores { busy, threads }
+    }
+}
+
+impl Drop for BusyCores {
+    fn drop(&mut self) {
+        self.busy.store(false, std::sync::atomic::Ordering::Relaxed);
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// Whether this process runs as uid 0.
 pub fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// One call a script made: whether it went as expected, and what it said.
+#[derive(Debug)]
 pub struct Reported {
     pub method: String,
     pub ok: bool,

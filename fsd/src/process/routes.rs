@@ -218,7 +218,7 @@ pub async fn logs(
 ) -> Result<Json<ProcessLogsResponse>, ApiError> {
     let since = query.since()?;
     let logs = match state.processes.get(&id) {
-        Ok(process) => process.logs(since),
+        Ok(process) => process.logs_now(since).await,
         // Read from the log on disk, off the runtime's workers.
         Err(not_found) => match state.argv_processes.find(&id) {
             Some(process) => {

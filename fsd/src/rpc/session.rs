@@ -23,8 +23,15 @@ use super::wire::{self, Arg, Call, Message};
 pub const MAX_EXPORTS: usize = 1024;
 /// Pipes of ours a connection may have open at once (a pipe outlives the call that made it).
 pub const MAX_PIPES: usize = 256;
-/// Writes a pipe the peer sends us may queue before we have taken them.
-const MAX_QUEUED_WRITES: usize = 256;
+/// Bytes the peer may write to one of its pipes ahead of what the pipe's reader took. The
+/// peer's window is what pushes back: it grows with the rate our acknowledgements come
+/// (each write is acknowledged once the reader has it), so it stays near what the reader
+/// takes in a round trip; writes are many or few within it (a stream in 1 KiB chunks is a
+/// thousand writes a MiB). A peer this far ahead has its pipe refused alone.
+const MAX_QUEUED_BYTES: usize = 256 << 20;
+/// What a write counts for at least against [`MAX_QUEUED_BYTES`] (empty writes are not
+/// free to keep).
+const QUEUED_WRITE_AT_LEAST: usize = 64;
 /// Bytes of one of our pipes' writes the peer has not yet acknowledged.
 const WINDOW_BYTES: usize = 1 << 20;
 /// How long one of our pipes may go without a write before an empty one checks that its
@@ -133,7 +140,9 @@ enum Export {
     /// A pipe the peer writes: its writes go in order to `ingress`; `readable` is handed
     /// to the call that names it.
     Pipe {
-        ingress: mpsc::Sender<(i64, PipeOp)>,
+        ingress: mpsc::UnboundedSender<(i64, PipeOp)>,
+        /// Bytes written to the pipe and not yet taken by its reader.
+        queued: Arc<std::sync::atomic::AtomicUsize>,
         readable: Option<mpsc::Receiver<Result<Bytes, String>>>,
     },
     /// A write to one of the peer's pipes, until it is acknowledged.
@@ -145,6 +154,20 @@ enum PipeOp {
     Write(Bytes),
     Close,
     Abort(String),
+    /// The peer wrote too far ahead (a write this many bytes): the write is refused and
+    /// the pipe ends in an error.
+    Overrun(usize),
+}
+
+impl PipeOp {
+    /// What the op counts for against [`MAX_QUEUED_BYTES`] while it waits.
+    fn queued_bytes(&self) -> usize {
+        match self {
+            PipeOp::Write(bytes) => bytes.len().max(QUEUED_WRITE_AT_LEAST),
+            PipeOp::Overrun(counted) => *counted,
+            _ => QUEUED_WRITE_AT_LEAST,
+        }
+    }
 }
 
 /// A connection's state, shared by its reader, its calls and its pipes.
@@ -489,12 +512,14 @@ impl Session {
     /// A pipe the peer will write: its writes are taken in order by a task of its own,
     /// each acknowledged once the reader has it.
     fn open_incoming_pipe(self: &Arc<Self>, id: i64) {
-        let (ingress, mut ops) = mpsc::channel::<(i64, PipeOp)>(MAX_QUEUED_WRITES);
+        let (ingress, mut ops) = mpsc::unbounded_channel::<(i64, PipeOp)>();
         let (data, readable) = mpsc::channel::<Result<Bytes, String>>(4);
+        let queued = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         lock(&self.exports).insert(
             id,
             Export::Pipe {
                 ingress,
+                queued: queued.clone(),
                 readable: Some(readable),
             },
         );
@@ -503,7 +528,22 @@ impl Session {
             let mut data = Some(data);
             let mut closed = false;
             while let Some((write, op)) = ops.recv().await {
+                let counted = op.queued_bytes();
+                if let PipeOp::Overrun(_) = op {
+                    let overrun = format!(
+                        "the pipe's writer ran more than {MAX_QUEUED_BYTES} bytes ahead of its reader"
+                    );
+                    if let Some(sender) = data.take() {
+                        let _ = sender.send(Err(overrun.clone())).await;
+                    }
+                    queued.fetch_sub(counted, std::sync::atomic::Ordering::SeqCst);
+                    lock(&session.exports).remove(&write);
+                    let error = wire::js_error("RangeError", &overrun);
+                    session.send(Message::Reject(write, error)).await;
+                    continue;
+                }
                 let delivered = match (op, &data) {
+                    (PipeOp::Overrun(_), _) => false,
                     (PipeOp::Write(chunk), Some(sender)) => sender.send(Ok(chunk)).await.is_ok(),
                     (PipeOp::Close, _) => {
                         closed = true;
@@ -517,6 +557,7 @@ impl Session {
                     }
                     (_, None) => false,
                 };
+                queued.fetch_sub(counted, std::sync::atomic::Ordering::SeqCst);
                 let answer = if delivered {
                     Message::Resolve(write, wire::undefined())
                 } else {
@@ -546,19 +587,33 @@ impl Session {
             (Some("abort"), _) => PipeOp::Abort(format!("{args:?}")),
             _ => return Err(format!("{:?} is not a pipe operation", call.path)),
         };
-        let ingress = match lock(&self.exports).get(&call.target) {
-            Some(Export::Pipe { ingress, .. }) => Some(ingress.clone()),
+        let pipe = match lock(&self.exports).get(&call.target) {
+            Some(Export::Pipe {
+                ingress, queued, ..
+            }) => Some((ingress.clone(), queued.clone())),
             _ => None,
         };
-        let Some(ingress) = ingress else {
+        let Some((ingress, queued)) = pipe else {
             // Writes to a pipe already gone are refused, as a reader that left refuses them.
             self.send(Message::Reject(id, wire::undefined())).await;
             return Ok(());
         };
         lock(&self.exports).insert(id, Export::Write);
-        ingress
-            .try_send((id, op))
-            .map_err(|_| format!("more than {MAX_QUEUED_WRITES} writes queued on one pipe"))
+        // Too far ahead of the reader: this pipe alone is refused, the connection goes on.
+        let counted = op.queued_bytes();
+        let before = queued.fetch_add(counted, std::sync::atomic::Ordering::SeqCst);
+        let op = if before + counted > MAX_QUEUED_BYTES {
+            PipeOp::Overrun(counted)
+        } else {
+            op
+        };
+        if ingress.send((id, op)).is_err() {
+            // The pipe's task has ended: refused, as a write to a pipe gone.
+            queued.fetch_sub(counted, std::sync::atomic::Ordering::SeqCst);
+            lock(&self.exports).remove(&id);
+            self.send(Message::Reject(id, wire::undefined())).await;
+        }
+        Ok(())
     }
 
     /// The readable end of the peer's pipe `id`, once.

@@ -108,6 +108,54 @@ async fn a_fast_process_has_its_output_when_it_is_done() {
     assert_eq!(logs["stdout"], "quick\n");
 }
 
+/// Logs read right after a command printed hold what it printed, whether it has ended
+/// or still runs, while both cores are busy: a read copies what the output files hold
+/// first (output is otherwise copied on inotify's wake-ups and a 20 ms tick). Each command
+/// prints, then makes a marker; the marker seen, its logs are read at once.
+#[tokio::test]
+async fn logs_read_right_after_output_hold_it_beside_busy_cores() {
+    const COMMANDS: usize = 1000;
+    const AT_ONCE: usize = 8;
+    let daemon = std::sync::Arc::new(Daemon::start());
+    let busy = fsd_tests::BusyCores::start(2);
+    let markers = daemon.path("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let tasks: Vec<_> = (0..AT_ONCE)
+        .map(|lane| {
+            let daemon = daemon.clone();
+            let markers = markers.clone();
+            tokio::spawn(async move {
+                for i in (lane..COMMANDS).step_by(AT_ONCE) {
+                    let marker = markers.join(format!("m{i}"));
+                    // Every other one still runs when its logs are read.
+                    let rest = if i % 2 == 0 { "" } else { "; sleep 1" };
+                    let command = format!("echo line-{i}; : > {}{rest}", marker.display());
+                    let id = format!("p{i}");
+                    start(&daemon, json!({"command": command, "processId": id})).await;
+                    let waited = Instant::now();
+                    while !marker.exists() {
+                        assert!(waited.elapsed() < Duration::from_secs(30), "{id} never ran");
+                        tokio::time::sleep(Duration::from_millis(1)).await;
+                    }
+                    let (status, logs) = daemon.get(&format!("/api/process/{id}/logs")).await;
+                    assert_eq!(status, StatusCode::OK, "{logs}");
+                    assert_eq!(logs["stdout"], format!("line-{i}\n"), "{id}: {logs}");
+                }
+            })
+        })
+        .collect();
+    let mut failed = None;
+    for task in tasks {
+        if let Err(err) = task.await {
+            failed.get_or_insert(err);
+        }
+    }
+    drop(busy);
+    if let Some(err) = failed {
+        std::panic::resume_unwind(err.into_panic());
+    }
+}
+
 #[tokio::test]
 async fn kill_escalates_and_kills_the_whole_tree() {
     let daemon = Daemon::start();

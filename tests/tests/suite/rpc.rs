@@ -66,6 +66,66 @@ async fn capnwebs_own_client_drives_every_sandbox_api_method() {
     every_check_passes("rpc.mjs", &daemon, &[], limit, RPC_CALLS).await;
 }
 
+/// Large files through the next line's `files.writeFileStream`, each 16 MiB starting with
+/// a burst of 600 writes of 128 B (more writes in flight than were once allowed to queue
+/// on one pipe, which ended the socket), beside busy cores, ten times each: capnweb's
+/// window of bytes pushes back, no number of writes ends the socket, and other calls on
+/// the socket go on meanwhile. Each file is what was sent (its SHA-256).
+#[tokio::test]
+async fn large_streams_of_small_writes_push_back_and_keep_the_socket() {
+    if !fsd_tests::available_or_skip(
+        fsd_tests::node::installed("capnweb"),
+        "large_streams_of_small_writes_push_back_and_keep_the_socket",
+        "node and `npm ci --prefix tests/clients`",
+    ) {
+        return;
+    }
+    const ROUNDS: usize = 10;
+    const SIZES_MIB: [u64; 2] = [40, 400];
+    let daemon = Daemon::start();
+    let busy = fsd_tests::BusyCores::start(2);
+    let sizes = SIZES_MIB.map(|mib| mib.to_string()).join(",");
+    let args = [
+        daemon.url.clone(),
+        daemon.root().display().to_string(),
+        ROUNDS.to_string(),
+        sizes,
+    ];
+    let reported =
+        fsd_tests::node::run_script("stream-writes.mjs", &args, &[], Duration::from_secs(1200))
+            .await;
+    drop(busy);
+    let failed: Vec<String> = reported
+        .iter()
+        .filter(|write| !write.ok)
+        .map(|write| format!("{}: {}", write.method, write.detail))
+        .collect();
+    assert!(failed.is_empty(), "failed:\n{}", failed.join("\n"));
+    assert_eq!(reported.len(), ROUNDS * SIZES_MIB.len(), "{reported:?}");
+    for write in &reported {
+        println!("  {}: {}", write.method, write.detail);
+    }
+    // The last round's files are what it sent.
+    for (mib, write) in SIZES_MIB
+        .iter()
+        .zip(&reported[reported.len() - SIZES_MIB.len()..])
+    {
+        let path = daemon.path(&format!("streamed/{mib}.bin"));
+        let summed = std::process::Command::new("sha256sum")
+            .arg(&path)
+            .output()
+            .expect("sha256sum");
+        let summed = String::from_utf8_lossy(&summed.stdout);
+        let sum = summed.split_whitespace().next().unwrap_or("");
+        assert!(
+            write.detail.ends_with(&format!("sha256 {sum}")),
+            "{}: {sum}, sent {}",
+            path.display(),
+            write.detail
+        );
+    }
+}
+
 /// Runs a Node client against `daemon` and asserts it reported exactly `expected`, in
 /// order, every one passed.
 async fn every_check_passes(
@@ -99,6 +159,7 @@ const NEXT_CHECKS: &[&str] = &[
     "processes.start and its exit",
     "processes env, cwd and the base environment",
     "processes.openLogs since, replay and follow",
+    "processes.openLogs truncated at the kept limit",
     "processes.kill, timeout and the whole tree",
     "processes refusals",
     "subscription protocol",
@@ -132,12 +193,15 @@ async fn capnwebs_own_client_drives_the_next_lines_methods() {
     // extension sidecars run on the clients' Bun (the image has its own).
     let stand_in = fsd_tests::binary("cloudflared-stand-in");
     let bun = fsd_tests::node::clients_dir().join("node_modules/.bin/bun");
+    // At the reference's retention (1 MiB of output a process), as its suite expects.
     let daemon = Daemon::start_with(fsd_tests::Options {
         extra_args: vec![
             "--cloudflared".into(),
             stand_in.display().to_string(),
             "--bun".into(),
             bun.display().to_string(),
+            "--process-log-bytes".into(),
+            "1048576".into(),
         ],
         env: vec![("FSD_STAND_IN".into(), "ok".into())],
         ..fsd_tests::Options::default()
