@@ -94,10 +94,14 @@ ENV FSD_LISTEN=0.0.0.0:3000 \
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["/usr/local/bin/fsd", "serve"]
 
-# A binary built outside the image (FSD_BINARY, relative to the build context).
+# A binary built outside the image (FSD_BINARY, relative to the build context). It is where
+# the reference's image keeps its runtime, /container-server/sandbox (standalone images copy
+# it from there; run under that name with no subcommand it serves as the reference's does),
+# and /usr/local/bin/fsd names it.
 FROM runtime AS prebuilt
 ARG FSD_BINARY=target/release/fsd
-COPY ${FSD_BINARY} /usr/local/bin/fsd
+COPY ${FSD_BINARY} /container-server/sandbox
+RUN ln -s /container-server/sandbox /usr/local/bin/fsd
 
 # The preview gateway of deploy/kubernetes (`fsctl gateway`): the trusted side, so not on
 # the sandbox's image; only CA certificates beside a prebuilt fsctl (FSCTL_BINARY).
@@ -107,6 +111,7 @@ ARG FSCTL_BINARY=target/release/fsctl
 COPY ${FSCTL_BINARY} /usr/local/bin/fsctl
 ENTRYPOINT ["/usr/local/bin/fsctl"]
 
-# The default: fsd built in the Rust stage.
+# The default: fsd built in the Rust stage, where the prebuilt one goes.
 FROM runtime AS release
-COPY --from=build /fsd /usr/local/bin/fsd
+COPY --from=build /fsd /container-server/sandbox
+RUN ln -s /container-server/sandbox /usr/local/bin/fsd

@@ -17,7 +17,48 @@ pub struct Cli {
     pub serve: ServeArgs,
 }
 
+/// The name the reference's runtime has in its images (`/container-server/sandbox`), which
+/// its standalone images copy (`COPY --from=… /container-server/sandbox /sandbox`).
+const REFERENCE_NAME: &str = "sandbox";
+/// Where the reference's runtime listens.
+const REFERENCE_LISTEN: &str = "0.0.0.0:3000";
+
 impl Cli {
+    /// Parses `args` (the program's name first). Run under the reference's name with no
+    /// subcommand, fsd serves as the reference's runtime does: on every interface at port
+    /// 3000 and without a token, unless the flags or the environment say otherwise, so an
+    /// image that copies it where the reference's goes works without fsd's settings.
+    pub fn parse_invoked(
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> Result<Cli, clap::Error> {
+        use clap::parser::ValueSource;
+        use clap::{CommandFactory, FromArgMatches};
+        let args: Vec<std::ffi::OsString> = args.into_iter().collect();
+        let matches = Cli::command().try_get_matches_from(&args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        let as_reference = args
+            .first()
+            .and_then(|program| Path::new(program).file_name())
+            .is_some_and(|name| name == REFERENCE_NAME);
+        if as_reference && cli.command.is_none() {
+            let defaulted = |id: &str| {
+                matches!(
+                    matches.value_source(id),
+                    None | Some(ValueSource::DefaultValue)
+                )
+            };
+            if defaulted("listen")
+                && let Ok(listen) = REFERENCE_LISTEN.parse()
+            {
+                cli.serve.listen = listen;
+            }
+            if defaulted("no_auth") {
+                cli.serve.no_auth = true;
+            }
+        }
+        Ok(cli)
+    }
+
     /// What to run: a subcommand, else serving with the flags and command given at the top.
     pub fn into_command(self) -> Command {
         self.command
@@ -366,6 +407,38 @@ mod tests {
         match Cli::try_parse_from(argv).unwrap().into_command() {
             Command::Serve(args) => *args,
             other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// Under the reference's name and with no subcommand, the reference's defaults (all
+    /// interfaces, port 3000, no token) unless a flag says otherwise; under any other
+    /// name, or with `serve`, fsd's own. (Run where `FSD_LISTEN` and `FSD_NO_AUTH` are
+    /// not set, as CI runs it.)
+    #[test]
+    fn under_the_references_name_fsd_serves_as_the_references_runtime() {
+        if std::env::var_os("FSD_LISTEN").is_some() || std::env::var_os("FSD_NO_AUTH").is_some() {
+            eprintln!("skipped: FSD_LISTEN or FSD_NO_AUTH is set here");
+            return;
+        }
+        let serve = |argv: &[&str]| match Cli::parse_invoked(argv.iter().map(Into::into))
+            .unwrap()
+            .into_command()
+        {
+            Command::Serve(args) => *args,
+            other => panic!("parsed as {other:?}"),
+        };
+        let reference = serve(&["/sandbox"]);
+        assert_eq!(reference.listen.to_string(), "0.0.0.0:3000");
+        assert!(reference.no_auth);
+        let with_command = serve(&["/container-server/sandbox", "sh", "-c", "true"]);
+        assert_eq!(with_command.listen.to_string(), "0.0.0.0:3000");
+        assert_eq!(with_command.command, ["sh", "-c", "true"]);
+        let told = serve(&["/sandbox", "--listen", "127.0.0.1:4000"]);
+        assert_eq!(told.listen.to_string(), "127.0.0.1:4000");
+        for own in [&["/usr/local/bin/fsd"][..], &["/sandbox", "serve"]] {
+            let own = serve(own);
+            assert_eq!(own.listen.to_string(), "127.0.0.1:3000");
+            assert!(!own.no_auth);
         }
     }
 

@@ -39,10 +39,8 @@ mod watch;
 mod wire;
 mod ws;
 
-use clap::Parser;
-
 fn main() -> std::process::ExitCode {
-    let cli = config::Cli::parse();
+    let cli = config::Cli::parse_invoked(std::env::args_os()).unwrap_or_else(|err| err.exit());
     match cli.into_command() {
         config::Command::Supervise(args) => exit_code(fsd_process::supervisor::supervise(args)),
         config::Command::SandboxInit(args) => {

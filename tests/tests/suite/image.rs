@@ -232,23 +232,21 @@ async fn the_python_image_has_the_data_stack(binary: &std::path::Path) {
     drop(container);
 }
 
-/// The reference's standalone way: an image of the user's own, `FROM` another base, with
-/// fsd copied in as the entry point and a `CMD` of its own (no `--`). It starts, serves,
-/// and runs that command.
+/// The reference's standalone way, as its own test image writes it: an image of the user's
+/// own, `FROM` another base, with the runtime copied from where the reference's image keeps
+/// it (`/container-server/sandbox`) to `/sandbox` as the entry point, none of fsd's
+/// settings, and a `CMD` of its own (no `--`). It starts, serves without a token (as the
+/// reference's runtime under its own name), and runs that command.
 async fn standalone_image_runs_its_own_command() {
     let context = tempfile::tempdir().unwrap();
-    std::fs::copy(
-        repo_root().join("target/image/fsd"),
-        context.path().join("fsd"),
-    )
-    .unwrap();
     std::fs::write(
         context.path().join("Containerfile"),
-        "FROM localhost/debian:bookworm-slim\n\
-         COPY fsd /usr/local/bin/fsd\n\
-         ENV FSD_NO_AUTH=true\n\
-         ENTRYPOINT [\"/usr/local/bin/fsd\"]\n\
-         CMD [\"sh\", \"-c\", \"echo ran > /tmp/standalone-command; exec sleep 600\"]\n",
+        format!(
+            "FROM localhost/debian:bookworm-slim\n\
+             COPY --from={TAG} /container-server/sandbox /sandbox\n\
+             ENTRYPOINT [\"/sandbox\"]\n\
+             CMD [\"sh\", \"-c\", \"echo ran > /tmp/standalone-command; exec sleep 600\"]\n"
+        ),
     )
     .unwrap();
     let tag = "localhost/fsd-standalone:test";
