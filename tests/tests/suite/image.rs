@@ -90,6 +90,36 @@ async fn the_image_serves_backs_up_reaps_and_stops_cleanly() {
         .unwrap();
     assert_eq!(restored.stdout, "hello\n1000\n");
 
+    // The control server killed (the next suite's `runtime-incarnation`): the container
+    // ends with it (PID 1 exits with the daemon's 128 + 9), and started again it answers
+    // as a new incarnation of the runtime.
+    let before = runtime_incarnation(&url).await;
+    let killed = podman(&[
+        "exec",
+        &container.0,
+        "sh",
+        "-c",
+        "kill -KILL $(cut -d' ' -f1 /proc/1/task/1/children)",
+    ]);
+    assert!(
+        killed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&killed.stderr)
+    );
+    let waited = podman(&["wait", &container.0]);
+    assert_eq!(String::from_utf8_lossy(&waited.stdout).trim(), "137");
+    let restarted = podman(&["start", &container.0]);
+    assert!(
+        restarted.status.success(),
+        "{}",
+        String::from_utf8_lossy(&restarted.stderr)
+    );
+    let after = runtime_incarnation(&url).await;
+    assert_ne!(
+        before, after,
+        "a new incarnation after the control server ended"
+    );
+
     // SIGTERM (podman stop, 10 s grace before SIGKILL): fsd ends cleanly, exit code 0.
     let stopped = podman(&["stop", "-t", "10", &container.0]);
     assert!(stopped.status.success());
@@ -289,6 +319,41 @@ async fn standalone_image_runs_its_own_command() {
     }
     drop(container);
     let _ = podman(&["rmi", "-f", tag]);
+}
+
+/// The runtime's incarnation, as the next line's object asks for it on a new `/rpc`
+/// socket (`utils.getRuntimeMetadata`), once the API answers (up to 30 s).
+async fn runtime_incarnation(url: &str) -> String {
+    let started = Instant::now();
+    let ws = url.replacen("http", "ws", 1) + "/rpc";
+    let mut socket = loop {
+        match fsd_tests::ws::WsClient::connect_url(&ws, None).await {
+            Ok(socket) => break socket,
+            Err(err) => {
+                assert!(started.elapsed() < Duration::from_secs(30), "{ws}: {err}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    socket
+        .send_json(&serde_json::json!([
+            "push",
+            ["pipeline", 0, ["utils", "getRuntimeMetadata"], []]
+        ]))
+        .await;
+    socket.send_json(&serde_json::json!(["pull", 1])).await;
+    loop {
+        let message = socket
+            .next(Duration::from_secs(10))
+            .await
+            .expect("the runtime's metadata");
+        if message[0] == "resolve" && message[1] == 1 {
+            return message[2]["runtimeIncarnationID"]
+                .as_str()
+                .expect("an incarnation")
+                .to_string();
+        }
+    }
 }
 
 /// Runs `image` detached on the host's network (with `extra` options) on a free port and
