@@ -68,7 +68,7 @@ async fn capnwebs_own_client_drives_every_sandbox_api_method() {
 
 /// Large files through the next line's `files.writeFileStream`, each 16 MiB starting with
 /// a burst of 600 writes of 128 B (more writes in flight than were once allowed to queue
-/// on one pipe, which ended the socket), beside busy cores, ten times each: capnweb's
+/// on one pipe, which ended the socket), beside a busy core, ten times each: capnweb's
 /// window of bytes pushes back, no number of writes ends the socket, and other calls on
 /// the socket go on meanwhile. Each file is what was sent (its SHA-256).
 #[tokio::test]
@@ -83,7 +83,7 @@ async fn large_streams_of_small_writes_push_back_and_keep_the_socket() {
     const ROUNDS: usize = 10;
     const SIZES_MIB: [u64; 2] = [40, 400];
     let daemon = Daemon::start();
-    let busy = fsd_tests::BusyCores::start(2);
+    let busy = fsd_tests::BusyCores::start(1);
     let sizes = SIZES_MIB.map(|mib| mib.to_string()).join(",");
     let args = [
         daemon.url.clone(),
