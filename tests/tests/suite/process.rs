@@ -697,9 +697,12 @@ async fn a_pid_from_the_api_is_valid_in_every_command() {
         )
         .await;
     let background_pid = background["pid"].as_u64().unwrap();
-    // The background command is a shell that starts `sleep`; it may not have yet (CI under
-    // load counted one sleep): wait until it has, at most 5 s.
-    let started_sleep = format!("pgrep -P {background_pid} -x sleep >/dev/null");
+    // The background command and the process are shells that start `sleep`; they may not
+    // have yet (CI under load counted one sleep, and once found no `sleep 3041`): wait until
+    // both have, at most 5 s.
+    let started_sleep = format!(
+        "pgrep -P {background_pid} -x sleep >/dev/null && pgrep -P {pid} -f 'sleep 3041' >/dev/null"
+    );
     let became = exec_in(
         &daemon,
         "default",
@@ -710,7 +713,7 @@ async fn a_pid_from_the_api_is_valid_in_every_command() {
     .await;
     assert_eq!(
         became["exitCode"], 0,
-        "the background command's sleep: {became}"
+        "the background command's and the process's sleep: {became}"
     );
     // From a sessionless command, the default session, and sessions that did not start them.
     for session in ["__DISABLE_SESSION__", "default", "watcher", "starter"] {
