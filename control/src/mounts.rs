@@ -21,7 +21,7 @@ pub fn proxy_url(object_id: &str, token: &str) -> String {
 
 /// A mount's token from 16 random bytes, hex.
 pub fn token(random: [u8; 16]) -> String {
-    random.iter().map(|byte| format!("{byte:02x}")).collect()
+    fsd_api::hex::lower(&random)
 }
 
 /// Splits an intercepted request's path into the object id and the rest (`/<token>/…`),

@@ -276,5 +276,5 @@ fn default_fsd_binary() -> PathBuf {
 fn random_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(fsd_api::hex::lower(&bytes))
 }

@@ -20,8 +20,11 @@ pub struct Cli {
 /// The name the reference's runtime has in its images (`/container-server/sandbox`), which
 /// its standalone images copy (`COPY --from=… /container-server/sandbox /sandbox`).
 const REFERENCE_NAME: &str = "sandbox";
-/// Where the reference's runtime listens.
-const REFERENCE_LISTEN: &str = "0.0.0.0:3000";
+/// Where the reference's runtime listens: every interface, port 3000.
+const REFERENCE_LISTEN: SocketAddr = SocketAddr::V4(std::net::SocketAddrV4::new(
+    std::net::Ipv4Addr::UNSPECIFIED,
+    3000,
+));
 
 impl Cli {
     /// Parses `args` (the program's name first). Run under the reference's name with no
@@ -47,10 +50,8 @@ impl Cli {
                     None | Some(ValueSource::DefaultValue)
                 )
             };
-            if defaulted("listen")
-                && let Ok(listen) = REFERENCE_LISTEN.parse()
-            {
-                cli.serve.listen = listen;
+            if defaulted("listen") {
+                cli.serve.listen = REFERENCE_LISTEN;
             }
             if defaulted("no_auth") {
                 cli.serve.no_auth = true;

@@ -1295,11 +1295,7 @@ pub fn state_root() -> PathBuf {
 /// The first 16 hex digits of the SHA-256 of `bytes`.
 fn short_hash(bytes: &[u8]) -> String {
     use sha2::{Digest, Sha256};
-    Sha256::digest(bytes)
-        .iter()
-        .take(8)
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    fsd_api::hex::lower(&Sha256::digest(bytes)[..8])
 }
 
 /// The state directory (under `root`) of a local directory's syncs (its lock, and a
@@ -1360,16 +1356,20 @@ fn take_over_state_in_the_tree(own: &Path, local: &Path) -> Result<(), SdkError>
 struct Sources {
     root: PathBuf,
     by_hash: HashMap<ContentHash, String>,
-    /// The size of each content the local scan read (a content has one size).
+    /// The size of each content whose holder the local scan recorded holding it.
     sizes: HashMap<ContentHash, u64>,
 }
 
 impl Sources {
+    /// Sizes from the holders' own records (looked up, not a walk of every record); a
+    /// holder without one is `stat`ed when its content is sent.
     fn new(root: PathBuf, by_hash: HashMap<ContentHash, String>, cache: &ScanCache) -> Sources {
-        let sizes = cache
-            .values()
-            .filter(|seen| by_hash.contains_key(&seen.hash))
-            .map(|seen| (seen.hash, seen.size))
+        let sizes = by_hash
+            .iter()
+            .filter_map(|(hash, path)| {
+                let seen = cache.get(path).filter(|seen| seen.hash == *hash)?;
+                Some((*hash, seen.size))
+            })
             .collect();
         Sources {
             root,

@@ -16,7 +16,7 @@ pub fn bytes<const N: usize>() -> worker::Result<[u8; N]> {
 
 /// `N` random bytes as lowercase hex (tokens and ids).
 pub fn hex<const N: usize>() -> worker::Result<String> {
-    Ok(bytes::<N>()?.iter().map(|b| format!("{b:02x}")).collect())
+    Ok(fsd_api::hex::lower(&bytes::<N>()?))
 }
 
 /// A random (version 4) UUID, as backup ids are.
@@ -24,7 +24,7 @@ pub fn uuid() -> worker::Result<String> {
     let mut bytes = bytes::<16>()?;
     bytes[6] = (bytes[6] & 0x0f) | 0x40;
     bytes[8] = (bytes[8] & 0x3f) | 0x80;
-    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let hex = fsd_api::hex::lower(&bytes);
     Ok(format!(
         "{}-{}-{}-{}-{}",
         &hex[..8],

@@ -18,11 +18,7 @@ pub fn derive(key: &str, sandbox_id: &str) -> String {
     };
     mac.update(b"fsd sandbox token\0");
     mac.update(sandbox_id.as_bytes());
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect()
+    fsd_api::hex::lower(&mac.finalize().into_bytes())
 }
 
 #[cfg(test)]

@@ -238,18 +238,10 @@ async fn three_mirrors_at_once_under_load_stay_exact() {
     eprintln!(
         "three_mirrors_at_once_under_load_stay_exact: FSD_SYNC_SEED={seeds:?} FSD_SYNC_BATCHES={batches}"
     );
-    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
-    let spinning = busy.clone();
-    let spinner = std::thread::spawn(move || {
-        let mut x = 0u64;
-        while spinning.load(std::sync::atomic::Ordering::Relaxed) {
-            x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
-        }
-    });
+    let busy = fsd_tests::BusyCores::start(1);
     let runs = seeds.map(|seed| tokio::spawn(mirror_run(seed, batches)));
     let results = futures_util::future::join_all(runs).await;
-    busy.store(false, std::sync::atomic::Ordering::Relaxed);
-    spinner.join().unwrap();
+    drop(busy);
     for result in results {
         if let Err(err) = result {
             std::panic::resume_unwind(err.into_panic());
