@@ -97,6 +97,20 @@ pub fn is_scratch(path: &Path) -> bool {
         .is_some_and(|name| parse(name).is_some())
 }
 
+/// Whether a file created with `mode` has it whole: no bit above the permissions, none the
+/// umask cuts (a file without its `chmod` is one event less for every watch of it, and one
+/// system call less).
+pub fn made_with_mode(mode: u32) -> bool {
+    static UMASK: std::sync::LazyLock<Option<u32>> = std::sync::LazyLock::new(|| {
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        let value = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Umask:"))?;
+        u32::from_str_radix(value.trim(), 8).ok()
+    });
+    UMASK.is_some_and(|umask| mode & 0o7777 == mode & 0o777 & !umask)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -776,17 +776,12 @@ impl TwoWay {
                     cache: &cache,
                 };
                 let total = ops.len() as u64;
-                let results = ops
-                    .iter()
-                    .enumerate()
-                    .map(|(done, op)| {
-                        let result = tree.apply(op, fetching);
-                        if let Some(progress) = &progress {
-                            progress("to local", done as u64 + 1, total);
-                        }
-                        result
-                    })
-                    .collect::<Vec<_>>();
+                let done = |done: usize| {
+                    if let Some(progress) = &progress {
+                        progress("to local", done as u64, total);
+                    }
+                };
+                let results = tree.apply_all(&ops, fetching, &done);
                 (results, cache)
             };
             let (local_results, cache) = if wanted.is_empty() {
@@ -1405,6 +1400,10 @@ impl Contents for Fetching<'_, '_> {
 
     fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
         self.incoming.write(hash, temp, mode)
+    }
+
+    fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+        self.incoming.take(hash, limit)
     }
 }
 

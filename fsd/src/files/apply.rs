@@ -603,7 +603,7 @@ impl Tree<'_> {
             }
             // An unnamed file was made with its mode, which the umask may have cut; a
             // scratch file was made private.
-            if temp.is_some() || !made_with_mode(mode) {
+            if temp.is_some() || !fsd_api::scratch::made_with_mode(mode) {
                 file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
             }
             if temp.is_none() {
@@ -668,19 +668,6 @@ impl Tree<'_> {
         };
         scratch_path(Path::new(name), kind)
     }
-}
-
-/// Whether a file created with `mode` has it whole: no bit above the permissions, none the
-/// umask cuts (a file without its `chmod` is one event less for every watch of it).
-fn made_with_mode(mode: u32) -> bool {
-    static UMASK: std::sync::LazyLock<Option<u32>> = std::sync::LazyLock::new(|| {
-        let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        let value = status
-            .lines()
-            .find_map(|line| line.strip_prefix("Umask:"))?;
-        u32::from_str_radix(value.trim(), 8).ok()
-    });
-    UMASK.is_some_and(|umask| mode & 0o7777 == mode & 0o777 & !umask)
 }
 
 /// Whether an unnamed file can be linked at a name here (see [`Tree::put_file`]); cleared

@@ -309,7 +309,7 @@ impl Placing {
         use sha2::{Digest, Sha256};
         let temp = self.seen.then(|| temp_name(&self.name));
         let written_at = temp.as_deref().unwrap_or(&self.name);
-        let mut file = match self.dir.create(written_at) {
+        let mut file = match self.dir.create(written_at, self.mode) {
             Ok(file) => file,
             Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists && !self.seen => {
                 return Ok(None);
@@ -325,7 +325,10 @@ impl Placing {
                     hasher: &mut hasher,
                 },
             )?;
-            set_file_mode(&file, self.mode)?;
+            // Made with its mode unless the umask cut it: a `chmod` then.
+            if !fsd_api::scratch::made_with_mode(self.mode) {
+                set_file_mode(&file, self.mode)?;
+            }
             Ok::<_, std::io::Error>(ContentHash::from(hasher))
         })();
         drop(file);
@@ -448,12 +451,13 @@ impl DirHandle {
         Ok(rustix::fs::mkdirat(&self.0, name, rustix::fs::Mode::RWXU)?)
     }
 
-    /// A new file `name`; an error of kind `AlreadyExists` if the name is taken.
-    fn create(&self, name: &str) -> std::io::Result<std::fs::File> {
+    /// A new file `name` made with `mode` (as the umask leaves it); an error of kind
+    /// `AlreadyExists` if the name is taken.
+    fn create(&self, name: &str, mode: u32) -> std::io::Result<std::fs::File> {
         use rustix::fs::{Mode, OFlags};
         let flags =
             OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.0, name, flags, Mode::RUSR | Mode::WUSR)?;
+        let fd = rustix::fs::openat(&self.0, name, flags, Mode::from_raw_mode(mode & 0o777))?;
         Ok(std::fs::File::from(fd))
     }
 
@@ -510,7 +514,7 @@ impl DirHandle {
         std::fs::create_dir(self.0.join(name))
     }
 
-    fn create(&self, name: &str) -> std::io::Result<std::fs::File> {
+    fn create(&self, name: &str, _mode: u32) -> std::io::Result<std::fs::File> {
         std::fs::File::create_new(self.0.join(name))
     }
 

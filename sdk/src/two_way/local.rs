@@ -46,7 +46,22 @@ pub trait Contents {
     fn write(&self, _hash: &ContentHash, _temp: &Path, _mode: u32) -> Option<Result<(), Refused>> {
         None
     }
+
+    /// The content `hash` in memory, when it comes from a stream and is at most `limit`
+    /// bytes (taken: the stream moves on to the next), so that a writer thread places it
+    /// while the next is read; `None`: [`write`] or [`source`] gives it.
+    ///
+    /// [`write`]: Contents::write
+    /// [`source`]: Contents::source
+    fn take(&self, _hash: &ContentHash, _limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+        None
+    }
 }
+
+/// Content a put hands to a writer thread at most (larger content is written as it comes).
+const HANDED_AT_MOST: u64 = 1 << 20;
+/// Files queued for one writer thread at most.
+const QUEUED_A_WRITER: usize = 64;
 
 /// The local tree at `root`.
 pub struct LocalTree<'a> {
@@ -64,9 +79,11 @@ pub(super) fn temp_beside(path: &Path) -> PathBuf {
         .file_name()
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
+    // The process's id once (a system call each time it is asked).
+    static PID: std::sync::LazyLock<u32> = std::sync::LazyLock::new(std::process::id);
     path.with_file_name(format!(
         ".{name}.{}-{}{TEMP_SUFFIX}",
-        std::process::id(),
+        *PID,
         NEXT.fetch_add(1, Ordering::Relaxed)
     ))
 }
@@ -128,6 +145,116 @@ impl LocalTree<'_> {
             return Err(Refused::Changed);
         }
         Ok(found)
+    }
+
+    /// Makes `ops` in order, answering each one's result; `done` is told how many have
+    /// been made or handed on. A file whose content the stream brings (small) is handed to
+    /// one of a few writer threads, which write it, check its hash and place it while the
+    /// next is read (on one thread, writing 10,000 files was most of a pass's time); any
+    /// other operation first waits for the writers, so it is made on the tree the ones
+    /// before it left.
+    pub fn apply_all(
+        &self,
+        ops: &[Op],
+        contents: &dyn Contents,
+        done: &dyn Fn(usize),
+    ) -> Vec<Result<(), Refused>> {
+        let mut results: Vec<Option<Result<(), Refused>>> =
+            std::iter::repeat_with(|| None).take(ops.len()).collect();
+        let writers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        std::thread::scope(|scope| {
+            let (made, finished) = std::sync::mpsc::channel::<(usize, Result<(), Refused>)>();
+            let queues: Vec<_> = (0..writers)
+                .map(|_| {
+                    let (queue, handed) =
+                        std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(QUEUED_A_WRITER);
+                    let made = made.clone();
+                    scope.spawn(move || {
+                        for (index, content) in handed {
+                            let result = self.put_content(&ops[index], &content);
+                            if made.send((index, result)).is_err() {
+                                return;
+                            }
+                        }
+                    });
+                    queue
+                })
+                .collect();
+            drop(made);
+            let mut record = |(index, result): (usize, Result<(), Refused>)| {
+                results[index] = Some(result);
+            };
+            let mut handed = 0usize;
+            for (index, op) in ops.iter().enumerate() {
+                if let Op::Put {
+                    entry: Entry::File { hash, .. },
+                    ..
+                } = op
+                {
+                    match contents.take(hash, HANDED_AT_MOST) {
+                        Some(Ok(content)) => {
+                            let queue = &queues[handed % writers];
+                            match queue.send((index, content)) {
+                                Ok(()) => handed += 1,
+                                Err(_) => record((
+                                    index,
+                                    Err(Refused::Failed("a file writer stopped".into())),
+                                )),
+                            }
+                            while let Ok(made) = finished.try_recv() {
+                                handed -= 1;
+                                record(made);
+                            }
+                            done(index + 1);
+                            continue;
+                        }
+                        Some(Err(refused)) => {
+                            record((index, Err(refused)));
+                            done(index + 1);
+                            continue;
+                        }
+                        None => {}
+                    }
+                }
+                while handed > 0 {
+                    match finished.recv() {
+                        Ok(made) => {
+                            handed -= 1;
+                            record(made);
+                        }
+                        Err(_) => break,
+                    }
+                }
+                record((index, self.apply(op, contents)));
+                done(index + 1);
+            }
+            drop(queues);
+            for made in finished {
+                record(made);
+            }
+        });
+        results
+            .into_iter()
+            .map(|result| result.unwrap_or_else(|| Err(Refused::Failed("not made".into()))))
+            .collect()
+    }
+
+    /// A put of a file whose content is here in memory (see [`LocalTree::apply_all`]).
+    fn put_content(&self, op: &Op, content: &[u8]) -> Result<(), Refused> {
+        let Op::Put {
+            path,
+            expect,
+            entry: Entry::File { hash, mode },
+        } = op
+        else {
+            return Err(Refused::Failed("not a file's put".into()));
+        };
+        let temp = temp_beside(&self.path(path));
+        if let Err(refused) = write_checked(&mut &content[..], &temp, hash, *mode) {
+            let _ = std::fs::remove_file(&temp);
+            return Err(refused);
+        }
+        self.place(path, expect.as_ref(), &temp)
     }
 
     /// Makes `op`, taking new files' content from `contents`.
@@ -258,7 +385,7 @@ pub(super) fn write_checked(
     }
     // Made with its mode unless the umask cut it (or it has bits above the permissions):
     // a `chmod` then, on the open file (a `chmod` a file is an event for every watch).
-    if crate::snapshot::permissions(&output.metadata()?) != mode & 0o7777 {
+    if !fsd_api::scratch::made_with_mode(mode) {
         set_file_mode(&output, mode)?;
     }
     Ok(())

@@ -445,6 +445,31 @@ impl<'a> Incoming<'a> {
         Some(super::local::write_checked(&mut entry, temp, hash, mode))
     }
 
+    /// The content `hash` read into memory when it is coming, wanted by one put, and at
+    /// most `limit` bytes; `None` otherwise (a larger one stays next in the stream for
+    /// [`Incoming::write`]).
+    pub fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+        if self.uses.get(hash).copied().unwrap_or(0) > 1 {
+            return None;
+        }
+        let path = self.wanted.borrow().get(hash)?.clone();
+        let mut entry = self.entry_for(&path)?;
+        let size = entry.header().size().unwrap_or(u64::MAX);
+        if size > limit {
+            *self.ahead.borrow_mut() = Some(entry);
+            return None;
+        }
+        self.wanted.borrow_mut().remove(hash);
+        self.coming.borrow_mut().remove(&path);
+        let mut content = Vec::with_capacity(size as usize);
+        Some(
+            entry
+                .read_to_end(&mut content)
+                .map(|_| content)
+                .map_err(Refused::from),
+        )
+    }
+
     /// A file holding `hash` kept for the puts after the first.
     pub fn stashed(&self, hash: &ContentHash) -> Option<PathBuf> {
         self.stashed.borrow().get(hash).cloned()
