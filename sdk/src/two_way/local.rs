@@ -476,6 +476,107 @@ mod tests {
         }
     }
 
+    /// Content from a stream, in memory: taken once each, the large ones left to
+    /// `source` (as the stream leaves them to be written as they come).
+    struct Streamed {
+        taken: std::cell::RefCell<std::collections::HashMap<ContentHash, Vec<u8>>>,
+        large: PathBuf,
+    }
+
+    impl Contents for Streamed {
+        fn source(&self, _hash: &ContentHash) -> Option<PathBuf> {
+            Some(self.large.clone())
+        }
+
+        fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+            let content = self.taken.borrow_mut().remove(hash)?;
+            (content.len() as u64 <= limit).then_some(Ok(content))
+        }
+    }
+
+    /// Puts handed to the writer threads and changes made in order between them end as
+    /// the operations say: files inside a directory made by an earlier operation, content
+    /// too large to hand written as it comes, and a put over a file edited meanwhile
+    /// refused with the edit kept.
+    #[test]
+    fn many_puts_on_writer_threads_end_as_made_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("edited"), "the user's\n").unwrap();
+        let large = vec![7u8; 3 << 20];
+        std::fs::write(root.join("large.src"), &large).unwrap();
+        let tree = LocalTree {
+            root,
+            cache: &ScanCache::new(),
+        };
+        let file = |path: &str, content: &[u8]| Op::Put {
+            path: path.into(),
+            expect: None,
+            entry: Entry::File {
+                hash: ContentHash::of(content),
+                mode: 0o640,
+            },
+        };
+        let mut ops = Vec::new();
+        let mut taken = std::collections::HashMap::new();
+        for i in 0..300 {
+            let content = format!("file {i}\n").into_bytes();
+            ops.push(file(&format!("f{i}"), &content));
+            taken.insert(ContentHash::of(&content), content);
+        }
+        ops.push(Op::Put {
+            path: "d".into(),
+            expect: None,
+            entry: Entry::Dir { mode: 0o755 },
+        });
+        for i in 0..300 {
+            let content = format!("inside {i}\n").into_bytes();
+            ops.push(file(&format!("d/g{i}"), &content));
+            taken.insert(ContentHash::of(&content), content);
+        }
+        ops.push(file("large", &large));
+        taken.insert(ContentHash::of(&large), large.clone());
+        // Over "edited" as if it held nothing: it holds the user's edit now.
+        let incoming = b"from the sandbox\n".to_vec();
+        ops.push(file("edited", &incoming));
+        taken.insert(ContentHash::of(&incoming), incoming);
+        let contents = Streamed {
+            taken: std::cell::RefCell::new(taken),
+            large: root.join("large.src"),
+        };
+        let told = std::cell::Cell::new(0);
+        let results = tree.apply_all(&ops, &contents, &|done| told.set(done));
+        assert_eq!(told.get(), ops.len());
+        let (last, made) = results.split_last().unwrap();
+        assert!(matches!(last, Err(Refused::Changed)), "{last:?}");
+        for (op, result) in ops.iter().zip(made) {
+            assert!(result.is_ok(), "{op:?}: {result:?}");
+        }
+        for i in 0..300 {
+            let read = |path: String| std::fs::read_to_string(root.join(path)).unwrap();
+            assert_eq!(read(format!("f{i}")), format!("file {i}\n"));
+            assert_eq!(read(format!("d/g{i}")), format!("inside {i}\n"));
+        }
+        assert_eq!(std::fs::read(root.join("large")).unwrap(), large);
+        assert_eq!(
+            std::fs::read_to_string(root.join("edited")).unwrap(),
+            "the user's\n"
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(root.join("d/g7"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o640);
+        let left: Vec<_> = std::fs::read_dir(root)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(TEMP_SUFFIX))
+            .collect();
+        assert!(left.is_empty(), "no temp file left: {left:?}");
+    }
+
     #[test]
     fn an_edit_made_while_the_sync_writes_the_same_file_is_kept_and_the_write_refused() {
         let dir = tempfile::tempdir().unwrap();
