@@ -476,6 +476,16 @@ mod tests {
         }
     }
 
+    /// The sync's temp files in `root`.
+    fn temps_left(root: &std::path::Path) -> Vec<String> {
+        std::fs::read_dir(root)
+            .unwrap()
+            .flatten()
+            .map(|entry| entry.file_name().to_string_lossy().into_owned())
+            .filter(|name| name.ends_with(TEMP_SUFFIX))
+            .collect()
+    }
+
     /// Content from a stream, in memory: taken once each, the large ones left to
     /// `source` (as the stream leaves them to be written as they come).
     struct Streamed {
@@ -568,12 +578,7 @@ mod tests {
             .permissions()
             .mode();
         assert_eq!(mode & 0o7777, 0o640);
-        let left: Vec<_> = std::fs::read_dir(root)
-            .unwrap()
-            .flatten()
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.ends_with(TEMP_SUFFIX))
-            .collect();
+        let left = temps_left(root);
         assert!(left.is_empty(), "no temp file left: {left:?}");
     }
 
@@ -606,12 +611,7 @@ mod tests {
             std::fs::read_to_string(root.join("main.rs")).unwrap(),
             "the user's edit\n"
         );
-        let left: Vec<_> = std::fs::read_dir(root)
-            .unwrap()
-            .flatten()
-            .map(|entry| entry.file_name().to_string_lossy().into_owned())
-            .filter(|name| name.ends_with(TEMP_SUFFIX))
-            .collect();
+        let left = temps_left(root);
         assert!(left.is_empty(), "no temp file left: {left:?}");
         // Nothing in the way: the same put is made.
         let op = put(0o600);
