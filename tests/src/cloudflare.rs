@@ -346,22 +346,29 @@ impl Drop for Stack {
 /// its containers as it ends; this is for what a killed one left).
 fn remove_containers(prefix: &str) {
     let podman = repo_root().join("scripts/podman");
-    let Ok(output) = Command::new(&podman)
-        .args(["ps", "-a", "--format", "{{.Names}}"])
-        .args(["--filter", &format!("name=-{prefix}")])
-        .output()
-    else {
-        return;
-    };
-    let names = String::from_utf8_lossy(&output.stdout).into_owned();
-    let names: Vec<&str> = names.lines().collect();
-    if !names.is_empty() {
+    // Looked at again after each removal: a workerd that was ending may have been removing
+    // the same containers (podman's API outlives it), and a removal that met one of its
+    // own leaves a sidecar running.
+    for _ in 0..5 {
+        let Ok(output) = Command::new(&podman)
+            .args(["ps", "-a", "--format", "{{.Names}}"])
+            .args(["--filter", &format!("name=-{prefix}")])
+            .output()
+        else {
+            return;
+        };
+        let names = String::from_utf8_lossy(&output.stdout).into_owned();
+        let names: Vec<&str> = names.lines().collect();
+        if names.is_empty() {
+            return;
+        }
         // `--depend`: a sidecar goes with the container in its network, even one workerd
         // is removing at the same moment.
         let _ = Command::new(&podman)
             .args(["rm", "-f", "-t", "0", "--depend"])
             .args(&names)
             .output();
+        std::thread::sleep(Duration::from_millis(200));
     }
 }
 
