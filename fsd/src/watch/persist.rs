@@ -333,14 +333,7 @@ pub fn diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
 fn plain_diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
     let old: HashMap<&Path, &IndexEntry> = before.iter().map(|e| (e.path.as_path(), e)).collect();
     let new: HashMap<&Path, &IndexEntry> = after.iter().map(|e| (e.path.as_path(), e)).collect();
-    let mut gone: Vec<&IndexEntry> = before
-        .iter()
-        .filter(|e| {
-            new.get(e.path.as_path())
-                .is_none_or(|n| n.is_dir != e.is_dir)
-        })
-        .collect();
-    gone.sort_by(|a, b| a.path.cmp(&b.path));
+    let gone = not_as_in(before, &new);
     let mut events: Vec<Event> = Vec::new();
     let mut deleted: Option<&Path> = None;
     for entry in gone {
@@ -350,19 +343,30 @@ fn plain_diff(before: &[IndexEntry], after: &[IndexEntry]) -> Vec<Event> {
         events.push(event(EventKind::Delete, &entry.path, None, entry.is_dir));
         deleted = Some(&entry.path);
     }
-    let mut appeared: Vec<&IndexEntry> = after
-        .iter()
-        .filter(|e| {
-            old.get(e.path.as_path())
-                .is_none_or(|o| o.is_dir != e.is_dir)
-        })
-        .collect();
-    appeared.sort_by(|a, b| a.path.cmp(&b.path));
+    let appeared = not_as_in(after, &old);
     for entry in appeared {
         events.push(event(EventKind::Create, &entry.path, None, entry.is_dir));
     }
     events.extend(in_place(&old, after));
     events
+}
+
+/// The entries of `entries` the other tree has not at their path, or has as another kind, in
+/// path order (parents first).
+fn not_as_in<'a>(
+    entries: &'a [IndexEntry],
+    other: &HashMap<&Path, &IndexEntry>,
+) -> Vec<&'a IndexEntry> {
+    let mut found: Vec<&IndexEntry> = entries
+        .iter()
+        .filter(|e| {
+            other
+                .get(e.path.as_path())
+                .is_none_or(|o| o.is_dir != e.is_dir)
+        })
+        .collect();
+    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found
 }
 
 /// Whether `events`' change list, applied to `before` as a mirror applies it (what moved
@@ -372,7 +376,7 @@ fn mirrors(before: &[IndexEntry], events: &[Event], after: &[IndexEntry]) -> boo
     let Some(listed) = fsd_watch::changes::list(events, usize::MAX) else {
         return false;
     };
-    let tree: BTreeMap<&Path, &IndexEntry> = before.iter().map(|e| (e.path.as_path(), e)).collect();
+    let tree = before.iter().map(|e| (e.path.clone(), e.clone())).collect();
     let now: HashMap<&Path, &IndexEntry> = after.iter().map(|e| (e.path.as_path(), e)).collect();
     let mirror = mirror_applied(tree, &listed, &now);
     let identity = |e: &IndexEntry| match e.is_dir {
@@ -389,15 +393,11 @@ fn mirrors(before: &[IndexEntry], events: &[Event], after: &[IndexEntry]) -> boo
 /// `tree` with `listed` applied as `fsd-sdk`'s mirror applies a change list; what it fetches
 /// (made or modified) comes from `now`.
 fn mirror_applied(
-    tree: BTreeMap<&Path, &IndexEntry>,
+    mut mirror: BTreeMap<PathBuf, IndexEntry>,
     listed: &[fsd_watch::changes::Listed],
     now: &HashMap<&Path, &IndexEntry>,
 ) -> BTreeMap<PathBuf, IndexEntry> {
     use fsd_watch::changes::Change;
-    let mut mirror: BTreeMap<PathBuf, IndexEntry> = tree
-        .into_iter()
-        .map(|(path, entry)| (path.to_path_buf(), entry.clone()))
-        .collect();
     let subtree = |mirror: &BTreeMap<PathBuf, IndexEntry>, top: &Path| -> Vec<PathBuf> {
         mirror
             .range(top.to_path_buf()..)
@@ -1038,8 +1038,7 @@ mod simulation {
         let events = diff(&old, &new);
         let listed = changes::list(&events, usize::MAX).ok_or("no list")?;
         let now = tree.iter().map(|(p, e)| (p.as_path(), e)).collect();
-        let start = before.iter().map(|(p, e)| (p.as_path(), e)).collect();
-        let mirror = mirror_applied(start, &listed, &now);
+        let mirror = mirror_applied(before.clone(), &listed, &now);
         if shape(&mirror) != shape(&tree) {
             return Err(format!(
                 "before {:?}\nafter {:?}\nevents {events:?}\nmirror {:?}",

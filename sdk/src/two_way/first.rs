@@ -369,7 +369,7 @@ struct Placers {
 
 impl Placers {
     fn start() -> Self {
-        let count = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        let count = super::local::writer_threads();
         let (queues, threads) = (0..count)
             .map(|_| {
                 let (queue, placings) =

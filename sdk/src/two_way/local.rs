@@ -58,6 +58,12 @@ pub trait Contents {
     }
 }
 
+/// Threads that write files handed to them (a pass's puts, a first download's files): a
+/// few, as many as the cores up to 4.
+pub(super) fn writer_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4))
+}
+
 /// Content a put hands to a writer thread at most (larger content is written as it comes).
 const HANDED_AT_MOST: u64 = 1 << 20;
 /// Files queued for one writer thread at most.
@@ -161,7 +167,7 @@ impl LocalTree<'_> {
     ) -> Vec<Result<(), Refused>> {
         let mut results: Vec<Option<Result<(), Refused>>> =
             std::iter::repeat_with(|| None).take(ops.len()).collect();
-        let writers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+        let writers = writer_threads();
         std::thread::scope(|scope| {
             let (made, finished) = std::sync::mpsc::channel::<(usize, Result<(), Refused>)>();
             let queues: Vec<_> = (0..writers)
