@@ -348,6 +348,9 @@ pub struct ManifestResponse {
 /// change, made in the sandbox so nothing changes between the check and the change but a
 /// clock tick). The body is binary: a 4-byte big-endian length, this request as JSON of that
 /// length, then the content of every [`ApplyStep::PutFile`] in order, raw (no base64).
+/// More parts may follow in the same body, each an [`ApplyPart`] framed the same way: a
+/// sender streams a large batch as it reads it, each part's files hashed just before they
+/// go, and the steps of all parts are numbered in one sequence.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplyRequest {
@@ -357,6 +360,14 @@ pub struct ApplyRequest {
     pub steps: Vec<ApplyStep>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
+}
+
+/// A later part of an [`ApplyRequest`]'s body: more steps for the same directory, made
+/// after those before them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplyPart {
+    pub steps: Vec<ApplyStep>,
 }
 
 /// What a path holds, as a step expects or finds it. Modes are not compared.

@@ -23,8 +23,9 @@ pub struct SyncArgs {
     #[arg(required_unless_present = "conflicts")]
     local: Option<PathBuf>,
     /// Keep syncing. One-way: pausing this many milliseconds between rounds. Two-way: a
-    /// pass whenever either side changes, and one reading only what changed at least
-    /// every this many milliseconds (both sides are read whole hourly). The value only
+    /// pass whenever either side changes, and with no change one reading only what
+    /// changed after this many milliseconds, the wait doubled while such looks find
+    /// nothing, up to a minute (both sides are read whole hourly). The value only
     /// as `--follow=MS`, so `--follow REMOTE LOCAL` reads as written.
     #[arg(
         long,

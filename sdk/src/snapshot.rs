@@ -160,6 +160,58 @@ pub fn scan(root: &Path, ignores: &Ignores, cache: &ScanCache) -> std::io::Resul
     scanner.finish()
 }
 
+/// A walk of the tree that reads no file: its directories and links, and its files to be
+/// read by the caller (each once, hashed as it is read: a first upload).
+#[derive(Debug)]
+pub struct Walk {
+    /// The directories and links.
+    pub tree: Snapshot,
+    pub files: Vec<WalkedFile>,
+    /// What the merge cannot hold (devices, FIFOs, sockets, names not UTF-8), by path.
+    pub skipped: Vec<String>,
+    /// When the walk began: a file changed since is too recent to keep a record of.
+    pub began: SystemTime,
+}
+
+/// A file a [`Walk`] found.
+#[derive(Debug)]
+pub struct WalkedFile {
+    pub relative: String,
+    pub path: PathBuf,
+    pub mode: u32,
+}
+
+/// Walks the directory `root` as [`scan`] does, reading no file.
+pub fn walk(root: &Path, ignores: &Ignores) -> std::io::Result<Walk> {
+    let none = ScanCache::new();
+    let mut scanner = Scanner::new(ignores, &none);
+    scanner.below(vec![(root.to_path_buf(), String::new())])?;
+    Ok(Walk {
+        tree: scanner.out.snapshot,
+        files: scanner
+            .unhashed
+            .into_iter()
+            .map(|file| WalkedFile {
+                relative: file.relative,
+                path: file.path,
+                mode: file.mode,
+            })
+            .collect(),
+        skipped: scanner.out.skipped,
+        began: scanner.now,
+    })
+}
+
+/// The record to keep of a file read whole just now (`meta` from its open descriptor),
+/// unless it changed too recently before `began` (see [`scan`]) or since.
+pub fn record_of_read(
+    meta: &std::fs::Metadata,
+    hash: ContentHash,
+    began: SystemTime,
+) -> Option<Seen> {
+    (!racy(meta, began)).then(|| record(meta, hash))
+}
+
 /// The entries at `paths` (relative to `root`) and below those that are directories, as
 /// [`scan`] finds them: what a sync reads again where a watcher said something changed. A
 /// path that is not there, or lies under something that is not a directory (a link is

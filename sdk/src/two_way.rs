@@ -34,6 +34,7 @@ pub mod local;
 pub mod ops;
 mod remote;
 mod side;
+mod upload;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -202,6 +203,10 @@ const MOST_PATHS: usize = 20_000;
 /// passes between read only what the watchers and the change token name, so an idle
 /// follow reads nothing whole.
 pub const WHOLE_EVERY: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The longest a settled follow waits for an event before it looks at both sides' tokens
+/// anyway (see [`TwoWay::follow`]).
+pub const IDLE_LOOK_MOST: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl TwoWay {
     /// Opens the sync of `local` (made if missing) with `remote` (a directory in the
@@ -515,6 +520,58 @@ impl TwoWay {
                 remote_whole: true,
                 ..PassReport::default()
             });
+        }
+        // A first sync into an empty sandbox directory has nothing to merge either: the
+        // local tree goes as it is read (two-way modes, as above).
+        if known.is_none()
+            && self.state.ancestor.is_empty()
+            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved)
+            && upload::is_empty(&self.sandbox, &self.remote).await?
+        {
+            let uploaded = upload::send(
+                &self.sandbox,
+                &self.remote,
+                &self.local,
+                &self.ignores,
+                self.progress.clone(),
+            )
+            .await?;
+            let mut report = PassReport {
+                skipped: uploaded.skipped.clone(),
+                whole: true,
+                local_whole: true,
+                remote_whole: true,
+                ..PassReport::default()
+            };
+            let made = upload::made(&uploaded);
+            let mut undone = Vec::new();
+            // What the pass made in the sandbox is read there again by the next, as below.
+            let dirty = uploaded
+                .ops
+                .iter()
+                .flat_map(Op::paths)
+                .map(String::from)
+                .collect();
+            tally(
+                merge::Side::Remote,
+                &uploaded.ops,
+                uploaded.results,
+                &mut report,
+                &mut undone,
+            );
+            let old = self.state.clone();
+            self.state.ancestor = made;
+            self.state.cache = uploaded.cache;
+            self.state.remote = self.remote.clone();
+            self.state.tracked = Some(Tracked {
+                version,
+                dirty,
+                exclude: exclude.clone(),
+                local: local_token,
+            });
+            read(&mut self.journal)?.save(&old, &self.state, None)?;
+            self.token_trusted = true;
+            return Ok(report);
         }
         let (mut known, local_changed, remote_changed) = match known {
             Some(known) => (Some(known), local_changed, remote_changed),
@@ -1153,6 +1210,10 @@ impl TwoWay {
         let passes = async {
             let mut whole = true;
             let mut read_whole = tokio::time::Instant::now();
+            // How long a settled follow waits for an event before it looks anyway: `every`
+            // after a change, doubled each time a look found nothing, up to
+            // [`IDLE_LOOK_MOST`].
+            let mut idle_wait = every;
             loop {
                 if read_whole.elapsed() >= WHOLE_EVERY {
                     whole = true;
@@ -1175,6 +1236,9 @@ impl TwoWay {
                         }
                         on_pass(Ok(&report));
                         whole = false;
+                        if !report.settled() {
+                            idle_wait = every;
+                        }
                         report.settled()
                     }
                     Err(err) => {
@@ -1185,14 +1249,19 @@ impl TwoWay {
                     }
                 };
                 if settled {
-                    tokio::select! {
-                        () = watch.changed() => {}
-                        _ = woken.recv() => {}
-                        // A pass reading only what changed: what a pass brought from
-                        // the sandbox is read there again (a file gone before the
-                        // daemon's watch saw it is named by no event).
-                        () = tokio::time::sleep(every) => {}
-                    }
+                    let looked = tokio::select! {
+                        () = watch.changed() => false,
+                        _ = woken.recv() => false,
+                        // A pass reading only what changed, though no event came: a
+                        // safety net for an event lost on its way, never a read of
+                        // either side whole. It costs a round trip and a look at both
+                        // tokens, so an idle follow looks ever more rarely.
+                        () = tokio::time::sleep(idle_wait) => true,
+                    };
+                    idle_wait = match looked {
+                        true => (idle_wait * 2).min(IDLE_LOOK_MOST.max(every)),
+                        false => every,
+                    };
                     // Changes come in bursts (a save is several events): one pass for them.
                     tokio::time::sleep(std::time::Duration::from_millis(2)).await;
                     while woken.try_recv().is_ok() {}

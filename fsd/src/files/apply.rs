@@ -46,10 +46,21 @@ pub enum ApplyError {
         #[source]
         source: io::Error,
     },
+    /// What follows a part in the body is not a part (see [`fsd_api::files::ApplyPart`]).
+    #[error("the body's part {part}: {reason}")]
+    Part { part: usize, reason: String },
+    /// A later part's step names no plain path below the tree (`field` counts steps
+    /// across parts).
+    #[error("{field}: {reason}")]
+    Step { field: String, reason: String },
 }
 
-/// A step's path that is not a plain relative path below the root: the field and why.
-pub fn invalid_step(steps: &[ApplyStep]) -> Option<(String, String)> {
+/// The largest JSON part of a body.
+pub const MAX_PART_BYTES: u32 = 64 * 1024 * 1024;
+
+/// A step's path that is not a plain relative path below the root: the field (the step
+/// numbered from `first`) and why.
+pub fn invalid_step(steps: &[ApplyStep], first: usize) -> Option<(String, String)> {
     for (index, step) in steps.iter().enumerate() {
         let mut paths = vec![("path", step.path())];
         if let ApplyStep::Rename { to, .. } = step {
@@ -57,7 +68,7 @@ pub fn invalid_step(steps: &[ApplyStep]) -> Option<(String, String)> {
         }
         for (field, path) in paths {
             if let Err(reason) = relative(path) {
-                return Some((format!("steps[{index}].{field}"), reason));
+                return Some((format!("steps[{}].{field}", first + index), reason));
             }
         }
     }
@@ -75,12 +86,51 @@ pub fn relative(path: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Reads the part after the last one from `body`: its steps (checked, numbered from
+/// `first`), or `None` where the body ends between parts.
+fn next_part(
+    body: &mut impl Read,
+    part: usize,
+    first: usize,
+) -> Result<Option<Vec<ApplyStep>>, ApplyError> {
+    let failed = |reason: String| ApplyError::Part { part, reason };
+    let mut length = [0u8; 4];
+    let mut read = 0;
+    while read < length.len() {
+        match body.read(&mut length[read..]) {
+            Ok(0) if read == 0 => return Ok(None),
+            Ok(0) => return Err(failed("the body ended inside its 4-byte length".into())),
+            Ok(more) => read += more,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(failed(format!("its length: {err}"))),
+        }
+    }
+    let length = u32::from_be_bytes(length);
+    if length > MAX_PART_BYTES {
+        return Err(failed(format!(
+            "a JSON part of {length} bytes is over the limit of {MAX_PART_BYTES}"
+        )));
+    }
+    let mut json = vec![0; length as usize];
+    body.read_exact(&mut json)
+        .map_err(|err| failed(format!("its JSON: {err}")))?;
+    let steps = serde_json::from_slice::<fsd_api::files::ApplyPart>(&json)
+        .map_err(|err| failed(format!("its JSON: {err}")))?
+        .steps;
+    if let Some((field, reason)) = invalid_step(&steps, first) {
+        return Err(ApplyError::Step { field, reason });
+    }
+    Ok(Some(steps))
+}
+
 /// Applies `steps` (checked by [`invalid_step`]) to the tree at `root` (`root_path` is
-/// where it is, for the scratch log), reading the files' content from `body` in order.
+/// where it is, for the scratch log), reading the files' content from `body` in order,
+/// then the steps of each part that follows them in the body (see
+/// [`fsd_api::files::ApplyPart`]).
 pub fn apply(
     root: &OwnedFd,
     root_path: &Path,
-    steps: &[ApplyStep],
+    steps: Vec<ApplyStep>,
     body: &mut impl Read,
     hashes: &HashCache,
     scratch: &ScratchLog,
@@ -90,79 +140,108 @@ pub fn apply(
         root_path,
         hashes,
         scratch,
+        staged: Default::default(),
     };
+    // Whether to flush along is told by the first part: a sender that streams parts sends
+    // a large one first.
     let (files, bytes) = steps
         .iter()
         .fold((0usize, 0u64), |(files, bytes), step| match step {
             ApplyStep::PutFile { size, .. } => (files + 1, bytes + size),
             _ => (files, bytes),
         });
-    let mut steps_made = || -> Result<Vec<StepOutcome>, ApplyError> {
-        if files < SIDE_BY_SIDE_FILES {
-            let mut outcomes = Vec::with_capacity(steps.len());
-            for (index, step) in steps.iter().enumerate() {
-                outcomes.push(tree.make(step, body, index)?);
-            }
-            return Ok(outcomes);
-        }
-        std::thread::scope(|scope| {
-            let mut writers = Writers::start(scope, &tree);
-            let mut outcomes: Vec<Option<StepOutcome>> = vec![None; steps.len()];
-            for (index, step) in steps.iter().enumerate() {
-                match step {
-                    ApplyStep::PutFile { path, size, .. } if *size <= HANDED_BYTES => {
-                        if writers.overlaps(path, &mut outcomes) {
-                            writers.wait(&mut outcomes);
-                        }
-                        let mut content = vec![0u8; *size as usize];
-                        if let Err(source) = body.read_exact(&mut content) {
-                            writers.wait(&mut outcomes);
-                            return Err(ApplyError::Body {
-                                step: index,
-                                source,
-                            });
-                        }
-                        writers.hand(index, step, content);
+    // Which steps put a file, for the flush's verdict, and their paths (for what a new
+    // directory's name taken meanwhile undoes).
+    let mut puts: Vec<bool> = Vec::with_capacity(steps.len());
+    let mut paths: Vec<String> = Vec::with_capacity(steps.len());
+    let steps_made = || -> Result<Vec<StepOutcome>, ApplyError> {
+        let mut outcomes: Vec<Option<StepOutcome>> = Vec::with_capacity(steps.len());
+        let made = std::thread::scope(|scope| {
+            // Started by the first part with many files; a part with few makes its steps
+            // one by one (unless writers run).
+            let mut writers: Option<Writers> = None;
+            let made = (|| {
+                let mut part = Some(steps);
+                let mut parts = 0;
+                while let Some(steps) = part.take() {
+                    let first = outcomes.len();
+                    let files = steps
+                        .iter()
+                        .filter(|step| matches!(step, ApplyStep::PutFile { .. }))
+                        .count();
+                    if writers.is_none() && files >= SIDE_BY_SIDE_FILES {
+                        writers = Some(Writers::start(scope, &tree));
                     }
-                    ApplyStep::PutFile { path, .. } => {
-                        if writers.overlaps(path, &mut outcomes) {
-                            writers.wait(&mut outcomes);
+                    outcomes.resize(first + steps.len(), None);
+                    for (offset, step) in steps.into_iter().enumerate() {
+                        let index = first + offset;
+                        puts.push(matches!(step, ApplyStep::PutFile { .. }));
+                        paths.push(step.path().to_string());
+                        match (&step, writers.as_mut()) {
+                            (ApplyStep::PutFile { path, size, .. }, Some(writers))
+                                if *size <= HANDED_BYTES =>
+                            {
+                                if writers.overlaps(path, &mut outcomes) {
+                                    writers.wait(&mut outcomes);
+                                }
+                                let mut content = vec![0u8; *size as usize];
+                                body.read_exact(&mut content).map_err(|source| {
+                                    ApplyError::Body {
+                                        step: index,
+                                        source,
+                                    }
+                                })?;
+                                writers.hand(index, step, content);
+                            }
+                            (ApplyStep::PutFile { path, .. }, writers) => {
+                                if let Some(writers) = writers
+                                    && writers.overlaps(path, &mut outcomes)
+                                {
+                                    writers.wait(&mut outcomes);
+                                }
+                                outcomes[index] = Some(tree.make(&step, body, index)?);
+                            }
+                            // Whatever else a batch does waits for the files before it.
+                            (other, writers) => {
+                                if let Some(writers) = writers {
+                                    writers.wait(&mut outcomes);
+                                }
+                                outcomes[index] = Some(tree.step(other, index));
+                            }
                         }
-                        let made = tree.make(step, body, index);
-                        if made.is_err() {
-                            writers.wait(&mut outcomes);
-                        }
-                        outcomes[index] = Some(made?);
                     }
-                    // Whatever else a batch does waits for the files before it.
-                    other => {
-                        writers.wait(&mut outcomes);
-                        outcomes[index] = Some(tree.step(other));
-                    }
+                    parts += 1;
+                    part = next_part(body, parts, outcomes.len())?;
                 }
+                Ok(())
+            })();
+            if let Some(writers) = writers.as_mut() {
+                writers.wait(&mut outcomes);
             }
-            writers.wait(&mut outcomes);
-            Ok(outcomes
-                .into_iter()
-                .map(|outcome| {
-                    outcome.unwrap_or_else(|| StepOutcome::Failed {
-                        reason: "not made".into(),
-                    })
+            made
+        });
+        let mut outcomes: Vec<StepOutcome> = outcomes
+            .into_iter()
+            .map(|outcome| {
+                outcome.unwrap_or_else(|| StepOutcome::Failed {
+                    reason: "not made".into(),
                 })
-                .collect())
-        })
+            })
+            .collect();
+        // Whatever ended the batch, what it made is put in place.
+        tree.publish(&mut outcomes, &paths);
+        made.map(|()| outcomes)
     };
     let mut outcomes = if files >= FLUSHED_ALONG_FILES || bytes >= FLUSHED_ALONG_BYTES {
         flushed_along(root, steps_made)?
     } else {
         steps_made()?
     };
-    let wrote = files > 0;
+    let wrote = puts.iter().any(|put| *put);
     if wrote && let Err(err) = nix::unistd::syncfs(root) {
         // Not known to be on the disk: the next pass makes them again.
-        for (step, outcome) in steps.iter().zip(outcomes.iter_mut()) {
-            if matches!(step, ApplyStep::PutFile { .. }) && matches!(outcome, StepOutcome::Applied)
-            {
+        for (put, outcome) in puts.iter().zip(outcomes.iter_mut()) {
+            if *put && matches!(outcome, StepOutcome::Applied) {
                 *outcome = StepOutcome::Failed {
                     reason: format!("written but not flushed to the disk: {err}"),
                 };
@@ -188,16 +267,16 @@ const QUEUED_A_WRITER: usize = 16;
 /// directories run at once. The batch's order holds: a step that is not a file waits for
 /// the files before it, and a file waits for any file handed before it at its path, above
 /// it or below it.
-struct Writers<'scope> {
-    queues: Vec<std::sync::mpsc::SyncSender<(usize, &'scope ApplyStep, Vec<u8>)>>,
+struct Writers {
+    queues: Vec<std::sync::mpsc::SyncSender<(usize, ApplyStep, Vec<u8>)>>,
     made: std::sync::mpsc::Receiver<(usize, StepOutcome)>,
     /// The paths of the files handed and not yet made.
-    pending: std::collections::BTreeMap<usize, &'scope str>,
+    pending: std::collections::BTreeMap<usize, String>,
     next: usize,
 }
 
-impl<'scope> Writers<'scope> {
-    fn start<'env>(
+impl Writers {
+    fn start<'scope, 'env>(
         scope: &'scope std::thread::Scope<'scope, 'env>,
         tree: &'scope Tree<'env>,
     ) -> Self {
@@ -206,12 +285,12 @@ impl<'scope> Writers<'scope> {
         let queues = (0..count)
             .map(|_| {
                 let (queue, handed) =
-                    std::sync::mpsc::sync_channel::<(usize, &ApplyStep, Vec<u8>)>(QUEUED_A_WRITER);
+                    std::sync::mpsc::sync_channel::<(usize, ApplyStep, Vec<u8>)>(QUEUED_A_WRITER);
                 let done = done.clone();
                 scope.spawn(move || {
                     for (index, step, content) in handed {
                         let outcome = tree
-                            .make(step, &mut content.as_slice(), index)
+                            .make(&step, &mut content.as_slice(), index)
                             .unwrap_or_else(|err| StepOutcome::Failed {
                                 reason: err.to_string(),
                             });
@@ -240,17 +319,17 @@ impl<'scope> Writers<'scope> {
         }
         self.pending.values().any(|pending| {
             let (short, long) = if pending.len() <= path.len() {
-                (*pending, path)
+                (pending.as_str(), path)
             } else {
-                (path, *pending)
+                (path, pending.as_str())
             };
             long.strip_prefix(short)
                 .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
         })
     }
 
-    fn hand(&mut self, index: usize, step: &'scope ApplyStep, content: Vec<u8>) {
-        self.pending.insert(index, step.path());
+    fn hand(&mut self, index: usize, step: ApplyStep, content: Vec<u8>) {
+        self.pending.insert(index, step.path().to_string());
         let queue = &self.queues[self.next];
         self.next = (self.next + 1) % self.queues.len();
         if queue.send((index, step, content)).is_err() {
@@ -306,6 +385,22 @@ struct Tree<'a> {
     root_path: &'a Path,
     hashes: &'a HashCache,
     scratch: &'a ScratchLog,
+    /// The batch's new directories under their scratch names, by the paths they take
+    /// when it ends (see [`Staged`]).
+    staged: std::sync::RwLock<std::collections::HashMap<String, Staged>>,
+}
+
+/// A new directory of the batch (one whose parent is not new in it), made under a scratch
+/// name beside its path and renamed into place when the batch ends. Every step of the batch
+/// below its path is made in it, and a file there is created where it goes, one create
+/// (no unnamed file and link each: a first upload of 20,000 files cost the daemon twice as
+/// much made that way); nothing in it is seen until it is whole, and a watch reads it
+/// once when it arrives instead of hearing of each file.
+struct Staged {
+    /// Its scratch path, relative to the tree.
+    scratch: String,
+    /// The step that made it.
+    step: usize,
 }
 
 /// A step that could not be made, as its outcome.
@@ -399,24 +494,136 @@ impl Tree<'_> {
                 size,
                 sha256,
                 mode,
-            } => self.put_file(path, expect, *size, sha256, *mode, body, index),
-            other => Ok(self.step(other)),
+            } => {
+                let staged = self.staged_path(path);
+                let in_staged = staged.is_some();
+                let path = staged.as_deref().unwrap_or(path);
+                self.put_file(path, expect, *size, sha256, *mode, body, index, in_staged)
+            }
+            other => Ok(self.step(other, index)),
         }
     }
 
-    fn step(&self, step: &ApplyStep) -> StepOutcome {
+    /// Makes a step that is not a file; `index` is its place in the batch.
+    fn step(&self, step: &ApplyStep, index: usize) -> StepOutcome {
+        let staged = self.staged_path(step.path());
+        let path = staged.as_deref().unwrap_or(step.path());
         outcome(match step {
-            ApplyStep::Mkdir { path, expect, mode } => self.mkdir(path, expect, *mode),
-            ApplyStep::Symlink {
-                path,
-                expect,
-                target,
-            } => self.symlink(path, expect, target),
-            ApplyStep::Chmod { path, expect, mode } => self.chmod(path, expect, *mode),
-            ApplyStep::Remove { path, expect } => self.remove(path, expect),
-            ApplyStep::Rename { path, expect, to } => self.rename(path, expect, to),
+            ApplyStep::Mkdir { expect, mode, .. }
+                if staged.is_none() && *expect == Held::Absent =>
+            {
+                self.mkdir_staged(path, expect, *mode, index)
+            }
+            ApplyStep::Mkdir { expect, mode, .. } => self.mkdir(path, expect, *mode),
+            ApplyStep::Symlink { expect, target, .. } => self.symlink(path, expect, target),
+            ApplyStep::Chmod { expect, mode, .. } => self.chmod(path, expect, *mode),
+            ApplyStep::Remove { expect, .. } => self.remove(path, expect),
+            ApplyStep::Rename { expect, to, .. } => {
+                let to_staged = self.staged_path(to);
+                self.rename(path, expect, to_staged.as_deref().unwrap_or(to))
+            }
             ApplyStep::PutFile { .. } => Err(Refusal::Failed("a file needs its content".into())),
         })
+    }
+
+    /// Where `path` is while the batch runs: in a new directory's scratch path, if it is
+    /// at or below one (see [`Staged`]).
+    fn staged_path(&self, path: &str) -> Option<String> {
+        let staged = self.staged.read().ok()?;
+        if staged.is_empty() {
+            return None;
+        }
+        let ends = path
+            .match_indices('/')
+            .map(|(end, _)| end)
+            .chain([path.len()]);
+        for end in ends {
+            if let Some(found) = staged.get(&path[..end]) {
+                return Some(format!("{}{}", found.scratch, &path[end..]));
+            }
+        }
+        None
+    }
+
+    /// A new directory at `path` (which nothing new in the batch holds), made under a
+    /// scratch name until the batch ends (see [`Staged`]).
+    fn mkdir_staged(
+        &self,
+        path: &str,
+        expect: &Held,
+        mode: u32,
+        index: usize,
+    ) -> Result<(), Refusal> {
+        let (dir, name) = self.parent(path)?;
+        self.check(&dir, name, expect)?;
+        let scratch = scratch_path(Path::new(path), ScratchKind::New);
+        let Some(scratch_name) = scratch.file_name() else {
+            return Err(Refusal::Failed(format!("{path}: no name")));
+        };
+        if let Some(parent) = Path::new(path).parent() {
+            self.scratch.record(&self.root_path.join(parent));
+        }
+        mkdirat(&dir, scratch_name, Mode::from_bits_truncate(mode))?;
+        set_dir_mode(&dir, scratch_name, mode)?;
+        let Some(scratch) = scratch.to_str() else {
+            return Err(Refusal::Failed(format!("{path}: a scratch name not UTF-8")));
+        };
+        if let Ok(mut staged) = self.staged.write() {
+            staged.insert(
+                path.to_string(),
+                Staged {
+                    scratch: scratch.to_string(),
+                    step: index,
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Puts the batch's new directories in place. One whose name was taken meanwhile is
+    /// `changed`, what the batch made in it `failed` (the next pass merges them), and it
+    /// goes.
+    fn publish(&self, outcomes: &mut [StepOutcome], paths: &[String]) {
+        let staged = match self.staged.write() {
+            Ok(mut staged) => std::mem::take(&mut *staged),
+            Err(_) => return,
+        };
+        for (path, Staged { scratch, step }) in staged {
+            let Ok((dir, name)) = self.parent(&path) else {
+                continue;
+            };
+            let scratch_name = OsStr::new(scratch.rsplit('/').next().unwrap_or(&scratch));
+            match renameat2(
+                &dir,
+                scratch_name,
+                &dir,
+                name,
+                RenameFlags::RENAME_NOREPLACE,
+            ) {
+                // Gone: the batch itself removed or moved it.
+                Ok(()) | Err(Errno::ENOENT) => continue,
+                Err(errno) => {
+                    let found = self.held(&dir, name).unwrap_or(Held::Other);
+                    let was_made = matches!(outcomes.get(step), Some(StepOutcome::Applied));
+                    if was_made && let Some(outcome) = outcomes.get_mut(step) {
+                        *outcome = StepOutcome::Changed { found };
+                    }
+                    let below = format!("{path}/");
+                    for (outcome, at) in outcomes.iter_mut().zip(paths) {
+                        if at.starts_with(&below) && matches!(outcome, StepOutcome::Applied) {
+                            *outcome = StepOutcome::Failed {
+                                reason: format!(
+                                    "made in the new directory {path}, whose name was taken \
+                                     meanwhile ({})",
+                                    errno.desc()
+                                ),
+                            };
+                        }
+                    }
+                    let _ = std::fs::remove_dir_all(self.root_path.join(&scratch));
+                }
+            }
+        }
     }
 
     fn mkdir(&self, path: &str, expect: &Held, mode: u32) -> Result<(), Refusal> {
@@ -430,22 +637,7 @@ impl Tree<'_> {
         if found != Held::Directory {
             mkdirat(&dir, name, Mode::from_bits_truncate(mode))?;
         }
-        // Not as the umask left it.
-        fchmodat(
-            &dir,
-            name,
-            Mode::from_bits_truncate(mode),
-            FchmodatFlags::NoFollowSymlink,
-        )
-        .or_else(|errno| match errno {
-            Errno::EOPNOTSUPP => fchmodat(
-                &dir,
-                name,
-                Mode::from_bits_truncate(mode),
-                FchmodatFlags::FollowSymlink,
-            ),
-            other => Err(other),
-        })?;
+        set_dir_mode(&dir, name, mode)?;
         Ok(())
     }
 
@@ -523,9 +715,23 @@ impl Tree<'_> {
         mode: u32,
         body: &mut impl Read,
         index: usize,
+        in_staged: bool,
     ) -> Result<StepOutcome, ApplyError> {
         let mut content = body.take(size);
         let prepared = self.parent(path).and_then(|(dir, name)| {
+            // In a new directory nobody sees yet: made where it goes (see [`Staged`]).
+            if *expect == Held::Absent && in_staged {
+                return match openat(
+                    &dir,
+                    name,
+                    OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
+                    Mode::from_bits_truncate(mode & 0o777),
+                ) {
+                    Ok(fd) => Ok((dir, name, Some(PathBuf::from(name)), File::from(fd), true)),
+                    Err(Errno::EEXIST) => Err(Refusal::Changed(self.held(&dir, name)?)),
+                    Err(errno) => Err(errno.into()),
+                };
+            }
             if *expect == Held::Absent
                 && LINKING_WORKS.load(Ordering::Relaxed)
                 && let Ok(fd) = openat(
@@ -535,14 +741,15 @@ impl Tree<'_> {
                     Mode::from_bits_truncate(mode & 0o777),
                 )
             {
-                return Ok((dir, name, None, File::from(fd)));
+                return Ok((dir, name, None, File::from(fd), false));
             }
             // Named for what the step expects there: if something else is there, the
             // check before the rename refuses the step and the scratch file goes.
             let (temp, file) = self.scratch_file(path, &dir, name, expect)?;
-            Ok((dir, name, Some(temp), file))
+            Ok((dir, name, Some(temp), file, false))
         });
-        let (dir, name, temp, mut file) = match prepared {
+        // `in_place`: the file is at its name already (`temp` is its name, for `discard`).
+        let (dir, name, temp, mut file, in_place) = match prepared {
             Ok(prepared) => prepared,
             Err(refusal) => {
                 io::copy(&mut content, &mut io::sink()).map_err(|source| ApplyError::Body {
@@ -601,10 +808,13 @@ impl Tree<'_> {
                         .into(),
                 ));
             }
-            // An unnamed file was made with its mode, which the umask may have cut; a
-            // scratch file was made private.
-            if temp.is_some() || !fsd_api::scratch::made_with_mode(mode) {
+            // An unnamed file, or one made in place, was made with its mode, which the
+            // umask may have cut; a scratch file was made private.
+            if (temp.is_some() && !in_place) || !fsd_api::scratch::made_with_mode(mode) {
                 file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
+            }
+            if in_place {
+                return Ok(());
             }
             if temp.is_none() {
                 match link_unnamed(&file, &dir, name) {
@@ -694,6 +904,25 @@ fn link_unnamed(file: &File, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
     }
 }
 
+/// Sets the directory `name`'s mode to `mode` (not as the umask left it).
+fn set_dir_mode(dir: &OwnedFd, name: &OsStr, mode: u32) -> nix::Result<()> {
+    fchmodat(
+        dir,
+        name,
+        Mode::from_bits_truncate(mode),
+        FchmodatFlags::NoFollowSymlink,
+    )
+    .or_else(|errno| match errno {
+        Errno::EOPNOTSUPP => fchmodat(
+            dir,
+            name,
+            Mode::from_bits_truncate(mode),
+            FchmodatFlags::FollowSymlink,
+        ),
+        other => Err(other),
+    })
+}
+
 /// Removes the empty directory `name`; one that is not empty is a change.
 fn remove_dir(dir: &OwnedFd, name: &OsStr) -> Result<(), Refusal> {
     match unlinkat(dir, name, UnlinkatFlags::RemoveDir) {
@@ -713,9 +942,9 @@ mod tests {
             path: path.into(),
             expect: Held::Absent,
         };
-        assert_eq!(invalid_step(&[remove("a/b"), remove(".hidden")]), None);
+        assert_eq!(invalid_step(&[remove("a/b"), remove(".hidden")], 0), None);
         for bad in ["", "/etc", "a/../b", "a//b", "./a", "a/", "a\0b"] {
-            let found = invalid_step(&[remove("ok"), remove(bad)]);
+            let found = invalid_step(&[remove("ok"), remove(bad)], 0);
             assert_eq!(
                 found.map(|(field, _)| field),
                 Some("steps[1].path".to_string()),
@@ -728,7 +957,7 @@ mod tests {
             to: "../b".into(),
         };
         assert_eq!(
-            invalid_step(&[rename]).map(|(field, _)| field),
+            invalid_step(&[rename], 0).map(|(field, _)| field),
             Some("steps[0].to".to_string())
         );
     }

@@ -17,6 +17,7 @@ use fsd_api::files::{
     mode_digits,
 };
 
+use super::apply::MAX_PART_BYTES;
 use super::error::FileError;
 use super::json_write::{self, WriteBody};
 use super::listing::ListOptions;
@@ -336,11 +337,9 @@ pub async fn manifest(
     }))
 }
 
-/// Longest JSON part of an apply body (a step is about 150 bytes).
-const MAX_APPLY_HEADER_BYTES: u32 = 64 * 1024 * 1024;
-
 /// `POST /api/files/apply`: a 4-byte big-endian length, the [`ApplyRequest`] as JSON of
-/// that length, then the files' content in the order of their steps.
+/// that length, then the files' content in the order of their steps; more parts may follow
+/// (see [`fsd_api::files::ApplyPart`]).
 pub async fn apply(State(state): State<AppState>, request: Request) -> Reply<ApplyResponse> {
     use futures_util::TryStreamExt;
     use tokio::io::AsyncReadExt;
@@ -357,10 +356,10 @@ pub async fn apply(State(state): State<AppState>, request: Request) -> Reply<App
         .read_u32()
         .await
         .map_err(|err| cut("the body's 4-byte length of its JSON part", err))?;
-    if length > MAX_APPLY_HEADER_BYTES {
+    if length > MAX_PART_BYTES {
         return Err(ApiError::validation(
             "body",
-            format!("a JSON part of {length} bytes is over the limit of {MAX_APPLY_HEADER_BYTES}"),
+            format!("a JSON part of {length} bytes is over the limit of {MAX_PART_BYTES}"),
             "TOO_LARGE",
         )
         .with_operation(op));

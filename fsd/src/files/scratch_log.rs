@@ -137,7 +137,16 @@ fn remove_orphans(dir: &Path) -> usize {
             continue;
         }
         let writer_gone = found.pid == own || !Path::new(&format!("/proc/{}", found.pid)).exists();
-        if writer_gone && fs::remove_file(entry.path()).is_ok() {
+        if !writer_gone {
+            continue;
+        }
+        // A new directory of an apply batch that never ended goes with what it holds.
+        let is_dir = entry.file_type().is_ok_and(|kind| kind.is_dir());
+        let gone = match is_dir {
+            true => fs::remove_dir_all(entry.path()),
+            false => fs::remove_file(entry.path()),
+        };
+        if gone.is_ok() {
             removed += 1;
         }
     }
@@ -176,8 +185,12 @@ mod tests {
         ] {
             fs::write(dir.join(name), "x").unwrap();
         }
+        // A new directory of an apply batch that never ended, with what it held.
+        let staged = dir.join(".new.fsd-4194305-2.new.tmp");
+        fs::create_dir_all(staged.join("sub")).unwrap();
+        fs::write(staged.join("sub/f"), "x").unwrap();
         let (_log, swept) = ScratchLog::open(Some(log_path.clone()));
-        assert_eq!(swept, Swept { dirs: 1, files: 1 });
+        assert_eq!(swept, Swept { dirs: 1, files: 2 });
         let mut left: Vec<String> = fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

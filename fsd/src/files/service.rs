@@ -567,7 +567,7 @@ impl FileService {
         steps: Vec<ApplyStep>,
         mut body: impl Read + Send + 'static,
     ) -> Result<Vec<StepOutcome>, FileError> {
-        if let Some((field, reason)) = super::apply::invalid_step(&steps) {
+        if let Some((field, reason)) = super::apply::invalid_step(&steps, 0) {
             return Err(FileError::InvalidStep { field, reason });
         }
         let (root, path) = self.tree_root(session, raw).await?;
@@ -575,7 +575,7 @@ impl FileService {
         let scratch = self.scratch.clone();
         blocking(move || {
             Ok(super::apply::apply(
-                &root, &path, &steps, &mut body, &hashes, &scratch,
+                &root, &path, steps, &mut body, &hashes, &scratch,
             )?)
         })
         .await

@@ -4,6 +4,7 @@
 use fsd_api::ErrorCode;
 use serde_json::json;
 
+use super::apply::ApplyError;
 use super::error::FileError;
 use super::special::is_stalled;
 use crate::error::ApiError;
@@ -22,7 +23,15 @@ impl From<FileError> for ApiError {
             FileError::IncompleteBody { .. } => {
                 Self::validation("body", message, "INCOMPLETE_BODY")
             }
-            FileError::ApplyBody(_) => Self::validation("body", message, "INCOMPLETE_BODY"),
+            FileError::ApplyBody(ApplyError::Body { .. }) => {
+                Self::validation("body", message, "INCOMPLETE_BODY")
+            }
+            FileError::ApplyBody(ApplyError::Part { .. }) => {
+                Self::validation("body", message, "INVALID_JSON")
+            }
+            FileError::ApplyBody(ApplyError::Step { field, reason }) => {
+                Self::validation(&field, reason, "INVALID_PATH")
+            }
             FileError::InvalidStep { field, reason } => {
                 Self::validation(&field, reason, "INVALID_PATH")
             }

@@ -332,6 +332,11 @@ impl Journal {
         new: &State,
         touched: Option<&BTreeSet<String>>,
     ) -> Result<(), SdkError> {
+        // No base yet (a first sync): the state is written whole, with no record of what
+        // changed (20,000 entries compared and written as a record only to be dropped).
+        if self.base_bytes == 0 {
+            return self.fold(new);
+        }
         let record = Record {
             generation: self.generation,
             remote: (old.remote != new.remote).then(|| new.remote.clone()),
@@ -345,8 +350,7 @@ impl Journal {
             return self.keep_head(new);
         }
         let line = serde_json::to_vec(&record).map_err(std::io::Error::other)?;
-        let fold = self.base_bytes == 0
-            || self.log_bytes + line.len() as u64 > LOG_FOLD_BYTES.max(self.base_bytes / 8);
+        let fold = self.log_bytes + line.len() as u64 > LOG_FOLD_BYTES.max(self.base_bytes / 8);
         if !fold {
             let mut log = std::fs::OpenOptions::new()
                 .create(true)
@@ -358,6 +362,11 @@ impl Journal {
             self.log_bytes += bytes.len() as u64;
             return self.keep_head(new);
         }
+        self.fold(new)
+    }
+
+    /// Writes `new` as a new base and drops the log.
+    fn fold(&mut self, new: &State) -> Result<(), SdkError> {
         // A new base, of the next generation: the log's lines are of the last. Its
         // records first: until the base is in place, they are of a generation no base has.
         let generation = self.generation + 1;

@@ -1092,6 +1092,26 @@ fn apply_body(request: &serde_json::Value, contents: &[&[u8]]) -> Vec<u8> {
     body
 }
 
+/// Each step's outcome (`applied`, `changed`, `failed`) in an apply answer.
+fn outcomes_of(answer: &serde_json::Value) -> Vec<&str> {
+    answer["outcomes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["outcome"].as_str().unwrap())
+        .collect()
+}
+
+/// The names in `dir`, sorted.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 async fn apply(daemon: &Daemon, body: Vec<u8>) -> (reqwest::StatusCode, serde_json::Value) {
     fsd_tests::reply(
         daemon
@@ -1130,12 +1150,7 @@ async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
     let body = apply_body(&request, &[new, new, new, new]);
     let (status, answer) = apply(&daemon, body).await;
     assert_eq!(status, 200, "{answer}");
-    let outcomes: Vec<&str> = answer["outcomes"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| o["outcome"].as_str().unwrap())
-        .collect();
+    let outcomes = outcomes_of(&answer);
     assert_eq!(
         outcomes,
         [
@@ -1275,6 +1290,188 @@ async fn a_batch_of_many_files_is_made_in_its_order() {
         .collect();
     assert!(made.len() <= 30, "{made:?}");
     assert!(!made.iter().any(|name| name == "f30.txt"), "{made:?}");
+}
+
+/// A body of several parts (as a first upload streams it, see `sdk/src/two_way/upload.rs`):
+/// the steps of all parts are one sequence, a rename in a later part moves a file an
+/// earlier one made, a new directory and what the parts put in it arrive whole (no scratch
+/// name left), and a later part with a bad path is 400 naming the step by its place in the
+/// sequence, what came before it made.
+#[tokio::test]
+async fn a_body_of_parts_is_one_batch() {
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let root = daemon.path("parts");
+    std::fs::create_dir_all(&root).unwrap();
+    let content = |i: usize| format!("part file {i}\n").into_bytes();
+    let put = |path: String, body: &[u8]| {
+        json!({"op": "putFile", "path": path, "expect": {"kind": "absent"},
+               "size": body.len(), "sha256": fsd_tests::sha256_hex(body), "mode": 0o644})
+    };
+    let part = |body: &mut Vec<u8>, json: serde_json::Value, contents: &[Vec<u8>]| {
+        let json = serde_json::to_vec(&json).unwrap();
+        body.extend_from_slice(&(json.len() as u32).to_be_bytes());
+        body.extend_from_slice(&json);
+        for content in contents {
+            body.extend_from_slice(content);
+        }
+    };
+    let mut body = Vec::new();
+    let mut first = vec![
+        json!({"op": "mkdir", "path": "new", "expect": {"kind": "absent"},
+                                "mode": 0o750}),
+    ];
+    let mut first_contents = Vec::new();
+    for i in 0..30 {
+        first.push(put(format!("new/f{i}.txt"), &content(i)));
+        first_contents.push(content(i));
+    }
+    part(
+        &mut body,
+        json!({"path": "parts", "steps": first}),
+        &first_contents,
+    );
+    let second: Vec<serde_json::Value> = (30..60)
+        .map(|i| put(format!("new/f{i}.txt"), &content(i)))
+        .chain([
+            json!({"op": "rename", "path": "new/f0.txt", "expect": {"kind": "file",
+            "sha256": fsd_tests::sha256_hex(&content(0))}, "to": "top.txt"}),
+        ])
+        .collect();
+    part(
+        &mut body,
+        json!({"steps": second}),
+        &(30..60).map(content).collect::<Vec<_>>(),
+    );
+    let (status, answer) = apply(&daemon, body.clone()).await;
+    assert_eq!(status, 200, "{answer}");
+    let outcomes = answer["outcomes"].as_array().unwrap();
+    assert_eq!(outcomes.len(), 1 + 30 + 31);
+    assert!(
+        outcomes.iter().all(|o| o["outcome"] == "applied"),
+        "{answer}"
+    );
+    assert_eq!(read(&root.join("top.txt")), "part file 0\n");
+    for i in 1..60 {
+        assert_eq!(
+            read(&root.join(format!("new/f{i}.txt"))),
+            format!("part file {i}\n")
+        );
+    }
+    let mode = std::fs::metadata(root.join("new"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o750);
+    assert_eq!(
+        names_in(&root),
+        ["new", "top.txt"],
+        "no scratch name is left"
+    );
+
+    // A third part whose second step names no plain path: 400, field by its place.
+    std::fs::create_dir(root.join("more")).unwrap();
+    let mut body = apply_body(
+        &json!({"path": "parts", "steps": [put("more/a.txt".into(), b"a")]}),
+        &[b"a"],
+    );
+    part(
+        &mut body,
+        json!({"steps": [put("more/b.txt".into(), b"b")]}),
+        &[b"b".to_vec()],
+    );
+    part(
+        &mut body,
+        json!({"steps": [put("more/c.txt".into(), b"c"), put("../out.txt".into(), b"x")]}),
+        &[],
+    );
+    let (status, answer) = apply(&daemon, body).await;
+    fsd_tests::assert_error(status, &answer, 400, "VALIDATION_FAILED");
+    assert_eq!(
+        answer["context"]["validationErrors"][0]["field"], "steps[3].path",
+        "{answer}"
+    );
+    assert_eq!(read(&root.join("more/a.txt")), "a");
+    assert_eq!(read(&root.join("more/b.txt")), "b");
+    assert!(!root.join("more/c.txt").exists());
+
+    // What follows a part but is not one: 400, what came before made.
+    let mut body = apply_body(
+        &json!({"path": "parts", "steps": [put("more/d.txt".into(), b"d")]}),
+        &[b"d"],
+    );
+    body.extend_from_slice(&[0, 0]);
+    let (status, answer) = apply(&daemon, body).await;
+    fsd_tests::assert_error(status, &answer, 400, "VALIDATION_FAILED");
+    assert_eq!(read(&root.join("more/d.txt")), "d");
+}
+
+/// A new directory of a batch is made under a scratch name and put in place when the batch
+/// ends (see `fsd/src/files/apply.rs`, `Staged`). If the sandbox makes its name meanwhile,
+/// what the sandbox made stays: the directory's step is `changed`, the files the batch put
+/// in it `failed` (the next pass merges them), and nothing of the batch's is left.
+#[tokio::test]
+async fn a_new_directory_whose_name_is_taken_meanwhile_keeps_what_the_sandbox_made() {
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let root = daemon.path("taken-dir");
+    std::fs::create_dir_all(&root).unwrap();
+    let put = |path: &str, body: &[u8]| {
+        json!({"op": "putFile", "path": path, "expect": {"kind": "absent"},
+               "size": body.len(), "sha256": fsd_tests::sha256_hex(body), "mode": 0o644})
+    };
+    let head = apply_body(
+        &json!({"path": "taken-dir", "steps": [
+            {"op": "mkdir", "path": "n", "expect": {"kind": "absent"}, "mode": 0o755},
+            put("n/a.txt", b"batch a"),
+            put("n/b.txt", b"batch b"),
+            put("elsewhere.txt", b"else"),
+        ]}),
+        &[b"batch a"],
+    );
+    // The body is held open after the first file until the sandbox has made `n`.
+    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Vec<u8>, std::io::Error>>(2);
+    sender.send(Ok(head)).await.unwrap();
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|item| (item, receiver))
+    });
+    let request = daemon
+        .request(reqwest::Method::POST, "/api/files/apply")
+        .body(reqwest::Body::wrap_stream(stream));
+    let answer = tokio::spawn(fsd_tests::reply(request));
+    // The batch's directory is there under its scratch name once the first file is in it.
+    let started = std::time::Instant::now();
+    loop {
+        let staged = std::fs::read_dir(&root).unwrap().flatten().find(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.starts_with(".n.fsd-") && entry.path().join("a.txt").exists()
+        });
+        if staged.is_some() {
+            break;
+        }
+        assert!(started.elapsed().as_secs() < 30, "the batch never began");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(!root.join("n").exists(), "not seen before the batch ends");
+    write(
+        &root.join("n/mine.txt"),
+        "the sandbox's
+",
+    );
+    sender.send(Ok(b"batch belse".to_vec())).await.unwrap();
+    drop(sender);
+    let (status, answer) = answer.await.unwrap();
+    assert_eq!(status, 200, "{answer}");
+    let outcomes = outcomes_of(&answer);
+    assert_eq!(
+        outcomes,
+        ["changed", "failed", "failed", "applied"],
+        "{answer}"
+    );
+    assert_eq!(answer["outcomes"][0]["found"]["kind"], "directory");
+    assert_eq!(read(&root.join("elsewhere.txt")), "else");
+    assert_eq!(names_in(&root), ["elsewhere.txt", "n"]);
+    assert_eq!(names_in(&root.join("n")), ["mine.txt"]);
 }
 
 /// Swaps `a` (a directory) and `c` (a file) under `root` through a temporary name, as
