@@ -254,12 +254,7 @@ fn seed_and_batches(default_batches: usize) -> (u64, usize) {
     let seed: u64 = std::env::var("FSD_SYNC_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-        });
+        .unwrap_or_else(|| fsd_tests::seed_base("sync"));
     let batches: usize = std::env::var("FSD_SYNC_BATCHES")
         .ok()
         .and_then(|s| s.parse().ok())

@@ -910,10 +910,7 @@ async fn random_edits_on_both_sides_through_restarts_end_equal_and_lose_nothing(
     {
         Some(seed) => vec![seed],
         None => {
-            let base = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64;
+            let base = fsd_tests::seed_base("two-way");
             let count: u64 = std::env::var("FSD_TWO_WAY_SEEDS")
                 .ok()
                 .and_then(|s| s.parse().ok())

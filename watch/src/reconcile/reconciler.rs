@@ -97,6 +97,11 @@ pub(crate) struct Reconciler {
     /// again yet: their inode numbers name nothing at their paths any more (and may be given
     /// to new files there), so nothing is matched to them by inode.
     stale: HashSet<NodeId>,
+    /// Directories watched anew since they were listed (a watch lost to a move or a mount
+    /// and made again): what changed in them between their last listing and the new watch
+    /// was told to no watch, so their next listing looks at every entry, not only at those
+    /// whose inode number changed.
+    watched_anew: HashSet<NodeId>,
 }
 
 impl Reconciler {
@@ -125,6 +130,7 @@ impl Reconciler {
             now: SystemTime::now(),
             rebase: HashSet::new(),
             stale: HashSet::new(),
+            watched_anew: HashSet::new(),
         };
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
@@ -406,6 +412,8 @@ impl Reconciler {
             return;
         }
         let rebasing = batch.rebased.contains(&dir);
+        // Every entry looked at, as in a recrawl (see `watched_anew`).
+        let recrawl = self.watched_anew.remove(&dir) || recrawl;
         // The inode number says which directory is at the path unless it was reused (a
         // directory deleted and another made); the backend's watch tells those apart.
         let opened = list::open_dir(&path, &self.tree.node(dir).stat).and_then(|listing| {
@@ -1033,6 +1041,9 @@ impl Reconciler {
             Ok(()) => {
                 self.tree.node_mut(id).watched = true;
                 self.dirty.insert(id);
+                if !self.tree.node(id).children.is_empty() {
+                    self.watched_anew.insert(id);
+                }
             }
             Err(WatchFailure::Gone) => {
                 // Moved or removed since its directory was read (the path was that of a
@@ -1171,6 +1182,7 @@ impl Reconciler {
             self.dirty.remove(&removed);
             self.rebase.remove(&removed);
             self.stale.remove(&removed);
+            self.watched_anew.remove(&removed);
         }
     }
 }

@@ -605,10 +605,7 @@ async fn the_composed_workspace_stays_exact_under_random_steps() {
     let seeds: Vec<u64> = match env("FSD_COMPOSED_SEED") {
         Some(seed) => vec![seed],
         None => {
-            let base = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64;
+            let base = fsd_tests::seed_base("composed");
             let count = env("FSD_COMPOSED_SEEDS").unwrap_or(20);
             REGRESSIONS
                 .iter()
