@@ -102,9 +102,29 @@ pub async fn send(
         .body(reqwest::Body::wrap_stream(stream))
         .send()
         .await;
+    let answer: Result<ApplyResponse, SdkError> = match answer {
+        Ok(response) => crate::client::decode(response).await,
+        Err(err) => Err(err.into()),
+    };
+    // The daemon answers once it has read the whole body. An answer before that (a
+    // refusal, a connection gone) is the pass's error, and the reader stops by itself
+    // once the request's body is dropped.
+    let answer = match answer {
+        Err(err) if !reading.is_finished() => return Err(err),
+        answer => answer,
+    };
     let read = reading.await.map_err(std::io::Error::other)?;
-    let (ops, cache, skipped) = read?;
-    let answer: ApplyResponse = crate::client::decode(answer?).await?;
+    let (ops, cache, skipped) = match read {
+        Ok(read) => read,
+        // A body cut short by the daemon's refusal: the refusal says why.
+        Err(err) => {
+            return Err(match answer {
+                Err(refused @ SdkError::Api { .. }) => refused,
+                _ => err,
+            });
+        }
+    };
+    let answer = answer?;
     let mut outcomes = answer.outcomes.into_iter();
     let results = ops
         .iter()
@@ -163,7 +183,7 @@ impl Body {
 }
 
 /// A file of a part, read: its content held, or (a large one) to be read again as it goes.
-struct Read1 {
+struct ReadFile {
     file: WalkedFile,
     hash: ContentHash,
     size: u64,
@@ -219,7 +239,7 @@ fn read_parts(
     let mut files = walk.files.into_iter().peekable();
     loop {
         // One part: files read until it is full.
-        let mut part: Vec<Read1> = Vec::new();
+        let mut part: Vec<ReadFile> = Vec::new();
         let mut held = 0u64;
         while part.len() < PART_FILES && held < PART_BYTES {
             let Some(file) = files.next() else { break };
@@ -279,7 +299,7 @@ fn read_parts(
 fn read_one(
     file: WalkedFile,
     began: std::time::SystemTime,
-) -> std::io::Result<Option<(Read1, Option<snapshot::Seen>)>> {
+) -> std::io::Result<Option<(ReadFile, Option<snapshot::Seen>)>> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = std::fs::OpenOptions::new()
         .read(true)
@@ -312,7 +332,7 @@ fn read_one(
     // Read after its record's stat: a file written meanwhile is newer than `began`.
     let seen = snapshot::record_of_read(&meta, hash, began);
     Ok(Some((
-        Read1 {
+        ReadFile {
             file,
             hash,
             size,
