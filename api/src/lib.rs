@@ -4,7 +4,8 @@
 //! maps to. The daemon (`fsd`) serializes these; the SDK (`fsd-sdk`) deserializes them. Field
 //! names follow the reference route API (camelCase JSON), so its own clients can drive fsd.
 //!
-//! This crate does no I/O.
+//! This crate does no I/O, but for the umask `scratch` reads and the day `seeds` reads
+//! (the clock, or an environment variable).
 
 pub mod backup;
 pub mod error;
@@ -22,6 +23,9 @@ pub mod ports;
 pub mod process;
 pub mod scratch;
 pub mod search;
+/// The seeded simulations' day: the daemon's side and the tests only.
+#[cfg(unix)]
+pub mod seeds;
 pub mod system;
 pub mod tunnels;
 pub mod watch;

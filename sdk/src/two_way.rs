@@ -485,14 +485,14 @@ impl TwoWay {
         if let Some(read) = reading {
             self.take_journal(read.await)?;
         }
-        // A first sync into an empty directory has nothing to merge: the sandbox's tree
-        // comes in one stream, hashed as it is written (two-way modes only: one-way ones
-        // make the sandbox what the local side holds).
-        if known.is_none()
+        // A first sync (two-way modes only: one-way ones make one side what the other
+        // holds) where one side is empty has nothing to merge.
+        let first_sync = known.is_none()
             && self.state.ancestor.is_empty()
-            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved)
-            && first::is_empty(&self.local)?
-        {
+            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved);
+        // Into an empty local directory: the sandbox's tree comes in one stream, hashed as
+        // it is written.
+        if first_sync && first::is_empty(&self.local)? {
             let brought = first::bring(
                 &self.sandbox,
                 &self.remote,
@@ -501,17 +501,13 @@ impl TwoWay {
                 self.options.default_excludes,
             )
             .await?;
-            let old = self.state.clone();
-            self.state.ancestor = brought.tree;
-            self.state.remote = self.remote.clone();
-            self.state.tracked = Some(Tracked {
+            let tracked = Tracked {
                 version,
                 dirty: BTreeSet::new(),
                 exclude: exclude.clone(),
                 local: local_token,
-            });
-            read(&mut self.journal)?.save(&old, &self.state, None)?;
-            self.token_trusted = true;
+            };
+            self.keep_first_sync(brought.tree, None, tracked)?;
             return Ok(PassReport {
                 to_local: brought.changes,
                 skipped: brought.skipped,
@@ -521,13 +517,8 @@ impl TwoWay {
                 ..PassReport::default()
             });
         }
-        // A first sync into an empty sandbox directory has nothing to merge either: the
-        // local tree goes as it is read (two-way modes, as above).
-        if known.is_none()
-            && self.state.ancestor.is_empty()
-            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved)
-            && upload::is_empty(&self.sandbox, &self.remote).await?
-        {
+        // Into an empty sandbox directory: the local tree goes as it is read.
+        if first_sync && upload::is_empty(&self.sandbox, &self.remote).await? {
             let uploaded = upload::send(
                 &self.sandbox,
                 &self.remote,
@@ -536,15 +527,7 @@ impl TwoWay {
                 self.progress.clone(),
             )
             .await?;
-            let mut report = PassReport {
-                skipped: uploaded.skipped.clone(),
-                whole: true,
-                local_whole: true,
-                remote_whole: true,
-                ..PassReport::default()
-            };
             let made = upload::made(&uploaded);
-            let mut undone = Vec::new();
             // What the pass made in the sandbox is read there again by the next, as below.
             let dirty = uploaded
                 .ops
@@ -552,25 +535,33 @@ impl TwoWay {
                 .flat_map(Op::paths)
                 .map(String::from)
                 .collect();
+            let upload::Uploaded {
+                ops,
+                results,
+                cache,
+                skipped,
+            } = uploaded;
+            let mut report = PassReport {
+                skipped,
+                whole: true,
+                local_whole: true,
+                remote_whole: true,
+                ..PassReport::default()
+            };
             tally(
                 merge::Side::Remote,
-                &uploaded.ops,
-                uploaded.results,
+                &ops,
+                results,
                 &mut report,
-                &mut undone,
+                &mut Vec::new(),
             );
-            let old = self.state.clone();
-            self.state.ancestor = made;
-            self.state.cache = uploaded.cache;
-            self.state.remote = self.remote.clone();
-            self.state.tracked = Some(Tracked {
+            let tracked = Tracked {
                 version,
                 dirty,
                 exclude: exclude.clone(),
                 local: local_token,
-            });
-            read(&mut self.journal)?.save(&old, &self.state, None)?;
-            self.token_trusted = true;
+            };
+            self.keep_first_sync(made, Some(cache), tracked)?;
             return Ok(report);
         }
         let (mut known, local_changed, remote_changed) = match known {
@@ -1057,6 +1048,26 @@ impl TwoWay {
         // from it (a following sync keeps no copy of either tree).
         self.token_trusted = true;
         Ok(report)
+    }
+
+    /// Keeps what a first sync left both sides holding: the ancestor, the records of the
+    /// local files it read (where it read them), and the tokens it was read with.
+    fn keep_first_sync(
+        &mut self,
+        ancestor: Snapshot,
+        cache: Option<snapshot::ScanCache>,
+        tracked: Tracked,
+    ) -> Result<(), SdkError> {
+        let old = self.state.clone();
+        self.state.ancestor = ancestor;
+        if let Some(cache) = cache {
+            self.state.cache = cache;
+        }
+        self.state.remote = self.remote.clone();
+        self.state.tracked = Some(tracked);
+        read(&mut self.journal)?.save(&old, &self.state, None)?;
+        self.token_trusted = true;
+        Ok(())
     }
 
     /// Takes the state a thread read.

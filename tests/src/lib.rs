@@ -502,20 +502,12 @@ pub fn assert_validation(status: StatusCode, body: &Value, field: &str) {
     );
 }
 
-/// Hex sha256 of bytes.
 /// Where a seeded simulation's new seeds start: from the day (UTC), so a run's seeds are
 /// known from its date and run again whole (`FSD_SEED_DAY`, days since 1970, names another
 /// day's), where a CI log that keeps only the head and tail of a failure's output may not
 /// keep its replay line. `what` names the simulation, so each has its own.
 pub fn seed_base(what: &str) -> u64 {
-    let day = std::env::var("FSD_SEED_DAY")
-        .ok()
-        .and_then(|day| day.parse::<u64>().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |since| since.as_secs() / 86_400)
-        });
+    let day = fsd_api::seeds::day();
     eprintln!("{what}: new seeds of day {day} (FSD_SEED_DAY={day} runs them again)");
     // splitmix64 of the day and the name.
     let mut z = what
@@ -527,6 +519,7 @@ pub fn seed_base(what: &str) -> u64 {
     z ^ (z >> 31)
 }
 
+/// Hex sha256 of bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     format!("{:x}", sha2::Sha256::digest(bytes))

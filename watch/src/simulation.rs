@@ -870,11 +870,7 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
         None => {
             // A CI log that keeps only the head and tail of a failure's output may not
             // keep its replay line: the day names the seeds.
-            let day = env("FSD_SEED_DAY").unwrap_or_else(|| {
-                std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |since| since.as_secs() / 86_400)
-            });
+            let day = fsd_api::seeds::day();
             eprintln!("watch: new seeds of day {day} (FSD_SEED_DAY={day} runs them again)");
             let base = Rng(day).next();
             let count = env("FSD_SIM_SEEDS").unwrap_or(2000);

@@ -556,23 +556,22 @@ impl Tree<'_> {
     ) -> Result<(), Refusal> {
         let (dir, name) = self.parent(path)?;
         self.check(&dir, name, expect)?;
-        let scratch = scratch_path(Path::new(path), ScratchKind::New);
-        let Some(scratch_name) = scratch.file_name() else {
-            return Err(Refusal::Failed(format!("{path}: no name")));
-        };
+        // A scratch path of a UTF-8 path is UTF-8: its name is the path's last one, the
+        // pid and a number.
+        let scratch = scratch_path(Path::new(path), ScratchKind::New)
+            .to_string_lossy()
+            .into_owned();
+        let scratch_name = last_name(&scratch);
         if let Some(parent) = Path::new(path).parent() {
             self.scratch.record(&self.root_path.join(parent));
         }
         mkdirat(&dir, scratch_name, Mode::from_bits_truncate(mode))?;
         set_dir_mode(&dir, scratch_name, mode)?;
-        let Some(scratch) = scratch.to_str() else {
-            return Err(Refusal::Failed(format!("{path}: a scratch name not UTF-8")));
-        };
         if let Ok(mut staged) = self.staged.write() {
             staged.insert(
                 path.to_string(),
                 Staged {
-                    scratch: scratch.to_string(),
+                    scratch,
                     step: index,
                 },
             );
@@ -592,7 +591,7 @@ impl Tree<'_> {
             let Ok((dir, name)) = self.parent(&path) else {
                 continue;
             };
-            let scratch_name = OsStr::new(scratch.rsplit('/').next().unwrap_or(&scratch));
+            let scratch_name = last_name(&scratch);
             match renameat2(
                 &dir,
                 scratch_name,
@@ -603,9 +602,8 @@ impl Tree<'_> {
                 // Gone: the batch itself removed or moved it.
                 Ok(()) | Err(Errno::ENOENT) => continue,
                 Err(errno) => {
-                    let found = self.held(&dir, name).unwrap_or(Held::Other);
-                    let was_made = matches!(outcomes.get(step), Some(StepOutcome::Applied));
-                    if was_made && let Some(outcome) = outcomes.get_mut(step) {
+                    if let Some(outcome @ StepOutcome::Applied) = outcomes.get_mut(step) {
+                        let found = self.held(&dir, name).unwrap_or(Held::Other);
                         *outcome = StepOutcome::Changed { found };
                     }
                     let below = format!("{path}/");
@@ -704,7 +702,8 @@ impl Tree<'_> {
     ///
     /// A new file (`expect` absent) is written unnamed (`O_TMPFILE`) and linked at its
     /// name, which fails if the name was taken meanwhile: no scratch name to make, check
-    /// and rename, and a watch sees one create of a whole file.
+    /// and rename, and a watch sees one create of a whole file. In a new directory of the
+    /// batch (`in_staged`), nobody sees it yet: it is created at its name.
     #[allow(clippy::too_many_arguments)]
     fn put_file(
         &self,
@@ -727,7 +726,7 @@ impl Tree<'_> {
                     OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
                     Mode::from_bits_truncate(mode & 0o777),
                 ) {
-                    Ok(fd) => Ok((dir, name, Some(PathBuf::from(name)), File::from(fd), true)),
+                    Ok(fd) => Ok((dir, name, Written::InPlace, File::from(fd))),
                     Err(Errno::EEXIST) => Err(Refusal::Changed(self.held(&dir, name)?)),
                     Err(errno) => Err(errno.into()),
                 };
@@ -741,15 +740,14 @@ impl Tree<'_> {
                     Mode::from_bits_truncate(mode & 0o777),
                 )
             {
-                return Ok((dir, name, None, File::from(fd), false));
+                return Ok((dir, name, Written::Unnamed, File::from(fd)));
             }
             // Named for what the step expects there: if something else is there, the
             // check before the rename refuses the step and the scratch file goes.
             let (temp, file) = self.scratch_file(path, &dir, name, expect)?;
-            Ok((dir, name, Some(temp), file, false))
+            Ok((dir, name, Written::Scratch(temp), file))
         });
-        // `in_place`: the file is at its name already (`temp` is its name, for `discard`).
-        let (dir, name, temp, mut file, in_place) = match prepared {
+        let (dir, name, written_to, mut file) = match prepared {
             Ok(prepared) => prepared,
             Err(refusal) => {
                 io::copy(&mut content, &mut io::sink()).map_err(|source| ApplyError::Body {
@@ -759,10 +757,13 @@ impl Tree<'_> {
                 return Ok(outcome(Err(refusal)));
             }
         };
-        let discard = |dir: &OwnedFd, temp: &Option<PathBuf>| {
-            if let Some(temp) = temp {
-                let _ = unlinkat(dir, temp.as_os_str(), UnlinkatFlags::NoRemoveDir);
-            }
+        let discard = |dir: &OwnedFd, written_to: &Written| {
+            let named = match written_to {
+                Written::Unnamed => return,
+                Written::Scratch(temp) => temp.as_os_str(),
+                Written::InPlace => name,
+            };
+            let _ = unlinkat(dir, named, UnlinkatFlags::NoRemoveDir);
         };
         let mut hasher = Sha256::new();
         let mut written = 0u64;
@@ -775,7 +776,7 @@ impl Tree<'_> {
                 Ok(0) => break,
                 Ok(read) => read,
                 Err(source) => {
-                    discard(&dir, &temp);
+                    discard(&dir, &written_to);
                     return Err(ApplyError::Body {
                         step: index,
                         source,
@@ -791,13 +792,13 @@ impl Tree<'_> {
             }
         }
         if written < size {
-            discard(&dir, &temp);
+            discard(&dir, &written_to);
             return Err(ApplyError::Body {
                 step: index,
                 source: io::ErrorKind::UnexpectedEof.into(),
             });
         }
-        let mut temp = temp;
+        let mut written_to = written_to;
         let placed = (|| {
             if let Some(err) = write_failed {
                 return Err(err.into());
@@ -810,13 +811,14 @@ impl Tree<'_> {
             }
             // An unnamed file, or one made in place, was made with its mode, which the
             // umask may have cut; a scratch file was made private.
-            if (temp.is_some() && !in_place) || !fsd_api::scratch::made_with_mode(mode) {
+            if matches!(written_to, Written::Scratch(_)) || !fsd_api::scratch::made_with_mode(mode)
+            {
                 file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode & 0o7777))?;
             }
-            if in_place {
+            if matches!(written_to, Written::InPlace) {
                 return Ok(());
             }
-            if temp.is_none() {
+            if matches!(written_to, Written::Unnamed) {
                 match link_unnamed(&file, &dir, name) {
                     Ok(()) => return Ok(()),
                     Err(Errno::EEXIST) => return Err(Refusal::Changed(self.held(&dir, name)?)),
@@ -825,7 +827,7 @@ impl Tree<'_> {
                     Err(_) => {
                         LINKING_WORKS.store(false, Ordering::Relaxed);
                         let (named, mut copy) = self.scratch_file(path, &dir, name, expect)?;
-                        temp = Some(named);
+                        written_to = Written::Scratch(named);
                         let mut unnamed = &file;
                         io::Seek::seek(&mut unnamed, io::SeekFrom::Start(0))?;
                         io::copy(&mut unnamed, &mut copy)?;
@@ -835,7 +837,7 @@ impl Tree<'_> {
                     }
                 }
             }
-            let Some(temp) = &temp else {
+            let Written::Scratch(temp) = &written_to else {
                 return Err(Refusal::Failed("no scratch file".into()));
             };
             let found = self.check(&dir, name, expect)?;
@@ -844,7 +846,7 @@ impl Tree<'_> {
             Ok(())
         })();
         if placed.is_err() {
-            discard(&dir, &temp);
+            discard(&dir, &written_to);
         }
         Ok(outcome(placed))
     }
@@ -880,6 +882,16 @@ impl Tree<'_> {
     }
 }
 
+/// Where a put's content is written until it is placed.
+enum Written {
+    /// An unnamed file (`O_TMPFILE`), linked at its name once checked.
+    Unnamed,
+    /// A scratch file beside the name, renamed over it once checked.
+    Scratch(PathBuf),
+    /// The file at its name already, in a new directory nobody sees yet (see [`Staged`]).
+    InPlace,
+}
+
 /// Whether an unnamed file can be linked at a name here (see [`Tree::put_file`]); cleared
 /// the first time it cannot.
 static LINKING_WORKS: AtomicBool = AtomicBool::new(true);
@@ -902,6 +914,11 @@ fn link_unnamed(file: &File, dir: &OwnedFd, name: &OsStr) -> nix::Result<()> {
         }
         other => other,
     }
+}
+
+/// The last name of the relative path `path`.
+fn last_name(path: &str) -> &OsStr {
+    OsStr::new(path.rsplit('/').next().unwrap_or(path))
 }
 
 /// Sets the directory `name`'s mode to `mode` (not as the umask left it).

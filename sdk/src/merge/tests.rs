@@ -328,15 +328,8 @@ fn random_edits_on_both_sides_merge_into_one_tree_and_lose_nothing_unreported() 
     {
         Some(seed) => vec![seed],
         None => {
-            // From the day (UTC), as the other simulations' (`FSD_SEED_DAY` names another).
-            let day = std::env::var("FSD_SEED_DAY")
-                .ok()
-                .and_then(|day| day.parse::<u64>().ok())
-                .unwrap_or_else(|| {
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |since| since.as_secs() / 86_400)
-                });
+            // From the day, as the other simulations' (see `fsd_api::seeds`).
+            let day = fsd_api::seeds::day();
             eprintln!("merge: new seeds of day {day} (FSD_SEED_DAY={day} runs them again)");
             let base = day.wrapping_mul(0x9e37_79b9_7f4a_7c15);
             (0..20_000).map(|i| base.wrapping_add(i * 7919)).collect()

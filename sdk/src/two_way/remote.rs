@@ -332,49 +332,100 @@ struct Source {
     index: usize,
 }
 
-/// The files' content, each exactly its announced size (cut, or padded with zeros if it
-/// shrank: the daemon's hash check then refuses it, and the body stays aligned). `sent` is
-/// told of each file as it is read.
+/// The files' content, each exactly its announced size (see [`BodyWriter::write_exactly`]).
+/// `sent` is told of each file as it is read.
 fn content_stream(
     sources: Vec<Source>,
     sent: Sent,
 ) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(8);
+    let (mut body, stream) = body_writer(8);
     tokio::task::spawn_blocking(move || {
-        let mut buffer = vec![0u8; PIECE_BYTES];
-        let mut piece = bytes::BytesMut::with_capacity(PIECE_BYTES);
         for Source { path, size, index } in sources {
-            let file: Box<dyn Read> = match std::fs::File::open(&path) {
-                Ok(file) => Box::new(file),
-                Err(_) => Box::new(std::io::empty()),
-            };
-            let mut exact = file.take(size).chain(std::io::repeat(0)).take(size);
-            loop {
-                let room = PIECE_BYTES - piece.len();
-                match exact.read(&mut buffer[..room]) {
-                    Ok(0) => break,
-                    Ok(read) => piece.extend_from_slice(&buffer[..read]),
-                    Err(err) => {
-                        let _ = sender.blocking_send(Err(err));
-                        return;
-                    }
-                }
-                if piece.len() == PIECE_BYTES {
-                    if sender.blocking_send(Ok(piece.split().freeze())).is_err() {
-                        return;
-                    }
-                    piece.reserve(PIECE_BYTES);
-                }
+            if let Err(err) = body.write_exactly(&path, size) {
+                body.fail(err);
+                return;
             }
             sent(index + 1);
         }
-        if !piece.is_empty() {
-            let _ = sender.blocking_send(Ok(piece.freeze()));
-        }
+        body.finish();
     });
-    futures_util::stream::unfold(receiver, |mut receiver| async move {
+    stream
+}
+
+/// A request body written on a blocking thread, and the stream that sends it: what is
+/// written runs at most `ahead` pieces ahead of what is sent.
+pub(super) fn body_writer(
+    ahead: usize,
+) -> (
+    BodyWriter,
+    impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static,
+) {
+    let (pieces, receiver) = tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(ahead);
+    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|item| (item, receiver))
-    })
+    });
+    let writer = BodyWriter {
+        pieces,
+        piece: bytes::BytesMut::with_capacity(PIECE_BYTES),
+    };
+    (writer, stream)
+}
+
+/// What a request body is written with: bytes gathered into pieces of [`PIECE_BYTES`],
+/// each sent once full.
+pub(super) struct BodyWriter {
+    pieces: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
+    piece: bytes::BytesMut,
+}
+
+impl BodyWriter {
+    /// Writes `bytes`; an error once the request has ended.
+    pub fn write(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
+        while !bytes.is_empty() {
+            let room = PIECE_BYTES - self.piece.len();
+            let (now, later) = bytes.split_at(room.min(bytes.len()));
+            self.piece.extend_from_slice(now);
+            bytes = later;
+            if self.piece.len() == PIECE_BYTES {
+                let piece = self.piece.split().freeze();
+                self.piece.reserve(PIECE_BYTES);
+                self.pieces
+                    .blocking_send(Ok(piece))
+                    .map_err(|_| std::io::Error::other("the request ended"))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the file at `path` as exactly `size` bytes: cut, or padded with zeros if it
+    /// shrank (the daemon's hash check then refuses it, and the body stays aligned).
+    pub fn write_exactly(&mut self, path: &Path, size: u64) -> std::io::Result<()> {
+        let file: Box<dyn Read> = match std::fs::File::open(path) {
+            Ok(file) => Box::new(file),
+            Err(_) => Box::new(std::io::empty()),
+        };
+        let mut exact = file.take(size).chain(std::io::repeat(0)).take(size);
+        let mut buffer = vec![0u8; PIECE_BYTES.min(size as usize)];
+        loop {
+            let read = exact.read(&mut buffer)?;
+            if read == 0 {
+                return Ok(());
+            }
+            self.write(&buffer[..read])?;
+        }
+    }
+
+    /// Sends what is left: the body is whole.
+    pub fn finish(mut self) {
+        if !self.piece.is_empty() {
+            let _ = self.pieces.blocking_send(Ok(self.piece.split().freeze()));
+        }
+    }
+
+    /// Ends the body with `err`: the request fails.
+    pub fn fail(self, err: std::io::Error) {
+        let _ = self.pieces.blocking_send(Err(err));
+    }
 }
 
 /// Streams the files `wanted` (a hash and a sandbox path holding it, in the order the puts

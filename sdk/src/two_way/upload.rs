@@ -10,7 +10,6 @@
 
 use std::io::Read;
 
-use bytes::Bytes;
 use fsd_api::files::{ApplyPart, ApplyRequest, ApplyResponse, ApplyStep, Held, StepOutcome};
 use reqwest::Method;
 use sha2::{Digest, Sha256};
@@ -24,6 +23,7 @@ use crate::{Sandbox, SdkError};
 use super::Progress;
 use super::local::Refused;
 use super::ops::Op;
+use super::remote::{BodyWriter, body_writer};
 
 /// Files in one part at most.
 const PART_FILES: usize = 1_000;
@@ -33,8 +33,6 @@ const PART_BYTES: u64 = 16 * 1024 * 1024;
 const HELD_BYTES: u64 = 1024 * 1024;
 /// Pieces of the body waiting to be sent: what is read runs at most this far ahead.
 const PIECES_AHEAD: usize = 16;
-/// Bytes in one piece of the body.
-const PIECE_BYTES: usize = 256 * 1024;
 
 /// What a first upload made.
 pub struct Uploaded {
@@ -70,31 +68,21 @@ pub async fn send(
     ignores: &Ignores,
     progress: Option<Progress>,
 ) -> Result<Uploaded, SdkError> {
-    let (pieces, receiver) =
-        tokio::sync::mpsc::channel::<Result<Bytes, std::io::Error>>(PIECES_AHEAD);
+    let (mut body, stream) = body_writer(PIECES_AHEAD);
     let (root, ignores, remote_path) = (local.to_path_buf(), ignores.clone(), remote.to_string());
     let reading = tokio::task::spawn_blocking(move || {
-        let mut body = Body {
-            pieces,
-            piece: bytes::BytesMut::with_capacity(PIECE_BYTES),
-        };
         let read = read_parts(&root, &ignores, &remote_path, &mut body, progress);
         match read {
             Ok(read) => {
-                body.flush();
+                body.finish();
                 Ok(read)
             }
             Err(err) => {
                 // The request fails with the body cut; the pass fails with this error.
-                let _ = body
-                    .pieces
-                    .blocking_send(Err(std::io::Error::other(err.to_string())));
+                body.fail(std::io::Error::other(err.to_string()));
                 Err(err)
             }
         }
-    });
-    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
     });
     let answer = sandbox
         .request(Method::POST, "/api/files/apply")
@@ -143,43 +131,12 @@ pub async fn send(
     })
 }
 
-/// The request's body as it is written: pieces of about [`PIECE_BYTES`], sent as they fill.
-struct Body {
-    pieces: tokio::sync::mpsc::Sender<Result<Bytes, std::io::Error>>,
-    piece: bytes::BytesMut,
-}
-
-impl Body {
-    fn write(&mut self, mut bytes: &[u8]) -> std::io::Result<()> {
-        while !bytes.is_empty() {
-            let room = PIECE_BYTES - self.piece.len();
-            let (now, later) = bytes.split_at(room.min(bytes.len()));
-            self.piece.extend_from_slice(now);
-            bytes = later;
-            if self.piece.len() == PIECE_BYTES {
-                let piece = self.piece.split().freeze();
-                self.piece.reserve(PIECE_BYTES);
-                self.pieces
-                    .blocking_send(Ok(piece))
-                    .map_err(|_| std::io::Error::other("the upload's request ended"))?;
-            }
-        }
-        Ok(())
-    }
-
-    fn flush(&mut self) {
-        if !self.piece.is_empty() {
-            let _ = self.pieces.blocking_send(Ok(self.piece.split().freeze()));
-        }
-    }
-
-    /// A part's JSON, framed by its 4-byte big-endian length.
-    fn frame(&mut self, json: &impl serde::Serialize) -> std::io::Result<()> {
-        let json = serde_json::to_vec(json).map_err(std::io::Error::other)?;
-        let length = u32::try_from(json.len()).map_err(std::io::Error::other)?;
-        self.write(&length.to_be_bytes())?;
-        self.write(&json)
-    }
+/// Writes a part's JSON, framed by its 4-byte big-endian length.
+fn frame(body: &mut BodyWriter, json: &impl serde::Serialize) -> std::io::Result<()> {
+    let json = serde_json::to_vec(json).map_err(std::io::Error::other)?;
+    let length = u32::try_from(json.len()).map_err(std::io::Error::other)?;
+    body.write(&length.to_be_bytes())?;
+    body.write(&json)
 }
 
 /// A file of a part, read: its content held, or (a large one) to be read again as it goes.
@@ -197,7 +154,7 @@ fn read_parts(
     root: &std::path::Path,
     ignores: &Ignores,
     remote: &str,
-    body: &mut Body,
+    body: &mut BodyWriter,
     progress: Option<Progress>,
 ) -> Result<(Vec<Op>, ScanCache, Vec<String>), SdkError> {
     let walk = snapshot::walk(root, ignores)?;
@@ -264,18 +221,19 @@ fn read_parts(
             });
         }
         if first_part {
-            body.frame(&ApplyRequest {
+            let request = ApplyRequest {
                 path: remote.to_string(),
                 steps,
                 session_id: None,
-            })?;
+            };
+            frame(body, &request)?;
         } else {
-            body.frame(&ApplyPart { steps })?;
+            frame(body, &ApplyPart { steps })?;
         }
         for read in part {
             match &read.held {
                 Some(content) => body.write(content)?,
-                None => send_exactly(&read.file.path, read.size, body)?,
+                None => body.write_exactly(&read.file.path, read.size)?,
             }
             ops.push(Op::Put {
                 path: read.file.relative,
@@ -340,24 +298,6 @@ fn read_one(
         },
         seen,
     )))
-}
-
-/// Sends the file at `path` as exactly `size` bytes (cut, or padded with zeros if it shrank:
-/// the daemon's hash check then refuses it, and the body stays aligned).
-fn send_exactly(path: &std::path::Path, size: u64, body: &mut Body) -> std::io::Result<()> {
-    let file: Box<dyn Read> = match std::fs::File::open(path) {
-        Ok(file) => Box::new(file),
-        Err(_) => Box::new(std::io::empty()),
-    };
-    let mut exact = file.take(size).chain(std::io::repeat(0)).take(size);
-    let mut buffer = vec![0u8; PIECE_BYTES];
-    loop {
-        let read = exact.read(&mut buffer)?;
-        if read == 0 {
-            return Ok(());
-        }
-        body.write(&buffer[..read])?;
-    }
 }
 
 /// The tree the upload made: each change that was made.
