@@ -21,6 +21,8 @@ use crate::{binary, repo_root};
 
 /// How long wrangler may take to serve after it starts (image preparation included).
 const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How many of wrangler's last lines a failure's message carries.
+const LOG_TAIL_LINES: usize = 40;
 
 /// Which Worker a stack runs.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -61,11 +63,16 @@ fn script() -> PathBuf {
     repo_root().join("scripts/dev-cloudflare")
 }
 
+/// Where `scripts/dev-cloudflare` keeps its tools, sockets and logs.
+fn cloudflare_home() -> PathBuf {
+    std::env::var("FSD_CLOUDFLARE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| repo_root().join("target/cloudflare"))
+}
+
 /// Whether the toolchain `scripts/dev-cloudflare tools` installs is here; the reason if not.
 fn toolchain() -> Result<(), String> {
-    let home = std::env::var("FSD_CLOUDFLARE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| repo_root().join("target/cloudflare"));
+    let home = cloudflare_home();
     let needed = [
         home.join("bin/node"),
         home.join("bin/docker"),
@@ -191,12 +198,12 @@ impl Stack {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!("wrangler exited with {status}:\n{}", self.logs());
+                panic!("wrangler exited with {status}:\n{}", self.log_tail());
             }
             assert!(
                 started.elapsed() < START_TIMEOUT,
                 "wrangler did not serve within {START_TIMEOUT:?}:\n{}",
-                self.logs()
+                self.log_tail()
             );
             std::thread::sleep(Duration::from_millis(200));
         }
@@ -209,6 +216,19 @@ impl Stack {
         self.launch();
     }
 
+    /// Kills wrangler and workerd outright (SIGKILL, as a crash does: what they started is
+    /// left as it is) and starts them again on the same state.
+    pub fn crash_and_restart(&mut self, meanwhile: impl FnOnce(&Stack)) {
+        if let Some(mut child) = self.child.take() {
+            at_exit::forget(child.id());
+            let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait();
+        }
+        meanwhile(self);
+        self.launch();
+    }
+
     /// Runs a drop-in Worker's `/drive` (`query`: its parameters) and answers each call's
     /// detail by method, after checking every call succeeded.
     pub async fn drive(&self, query: &str) -> serde_json::Map<String, Value> {
@@ -217,11 +237,18 @@ impl Stack {
             .timeout(Duration::from_secs(300))
             .send()
             .await
-            .expect("drive");
-        assert_eq!(response.status(), 200, "{query}");
-        let report: Vec<Value> = response.json().await.expect("report");
+            .unwrap_or_else(|e| panic!("drive: {e}\n{}", self.log_tail()));
+        let status = response.status();
+        let text = response.text().await.unwrap_or_default();
+        assert_eq!(status, 200, "{query}: {text}\n{}", self.log_tail());
+        let report: Vec<Value> = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{query}: the report: {e}: {text}"));
         let failed: Vec<&Value> = report.iter().filter(|call| call["ok"] != true).collect();
-        assert!(failed.is_empty(), "{query}: calls failed: {failed:#?}");
+        assert!(
+            failed.is_empty(),
+            "{query}: calls failed: {failed:#?}\n{}",
+            self.log_tail()
+        );
         report
             .into_iter()
             .map(|call| {
@@ -254,14 +281,14 @@ impl Stack {
         let url = format!("{}{path}", self.url);
         let mut client = crate::ws::WsClient::connect_url(&url, None)
             .await
-            .expect("terminal through the object");
+            .unwrap_or_else(|e| panic!("terminal through the object: {e:?}\n{}", self.log_tail()));
         let mut screen = String::new();
         let mut typed = false;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
         while !screen.contains("drop-42") {
             let frame = tokio::time::timeout_at(deadline, client.socket.next())
                 .await
-                .unwrap_or_else(|_| panic!("no echo; screen: {screen:?}"));
+                .unwrap_or_else(|_| panic!("no echo; screen: {screen:?}\n{}", self.log_tail()));
             match frame {
                 Some(Ok(Message::Binary(bytes))) => {
                     screen.push_str(&String::from_utf8_lossy(&bytes))
@@ -278,7 +305,10 @@ impl Stack {
                     }
                 }
                 Some(Ok(_)) => {}
-                None | Some(Err(_)) => panic!("the terminal closed; screen: {screen:?}"),
+                None | Some(Err(_)) => panic!(
+                    "the terminal closed; screen: {screen:?}\n{}",
+                    self.log_tail()
+                ),
             }
         }
     }
@@ -302,6 +332,24 @@ impl Stack {
     /// What wrangler and workerd printed so far.
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The last lines wrangler and workerd printed, and what the Docker API proxy changed:
+    /// for a failure's message, which a CI log keeps only when it is short.
+    pub fn log_tail(&self) -> String {
+        let logs = self.logs();
+        let lines: Vec<&str> = logs.lines().collect();
+        let mut tail = format!(
+            "wrangler's last lines:\n{}",
+            lines[lines.len().saturating_sub(LOG_TAIL_LINES)..].join("\n")
+        );
+        let proxy = cloudflare_home().join("docker-api-proxy.log");
+        if let Ok(changed) = std::fs::read_to_string(proxy) {
+            let changed: Vec<&str> = changed.lines().collect();
+            tail.push_str("\ndocker-api-proxy's last lines:\n");
+            tail.push_str(&changed[changed.len().saturating_sub(10)..].join("\n"));
+        }
+        tail
     }
 
     /// The names of this stack's containers that podman has (running or not), sidecars

@@ -13,6 +13,8 @@ use std::time::Duration;
 pub mod archives;
 pub mod bench;
 pub mod cloudflare;
+pub mod docker_api;
+pub mod http_head;
 pub mod node;
 pub mod rpc;
 pub mod s3;

@@ -22,6 +22,8 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
+use fsd_tests::http_head::RequestHead;
+
 /// The longest request head read from workerd.
 const MAX_HEAD: usize = 16 * 1024;
 /// What `GET /ca` answers: the first certificate of this bundle.
@@ -61,7 +63,7 @@ async fn serve(mut client: TcpStream) -> io::Result<()> {
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Request::new(&mut headers);
         match parsed.parse(&buffer) {
-            Ok(httparse::Status::Complete(len)) => break (len, Head::of(&parsed)),
+            Ok(httparse::Status::Complete(len)) => break (len, RequestHead::of(&parsed)),
             Ok(httparse::Status::Partial) if buffer.len() < MAX_HEAD => continue,
             _ => return reply(&mut client, "400 Bad Request", "", b"").await,
         }
@@ -146,35 +148,4 @@ fn first_certificate() -> Option<String> {
     let start = bundle.find("-----BEGIN CERTIFICATE-----")?;
     let stop = bundle[start..].find(end)? + start + end.len();
     Some(format!("{}\n", &bundle[start..stop]))
-}
-
-/// The parts of a request head the stand-in reads.
-struct Head {
-    method: String,
-    path: String,
-    headers: Vec<(String, String)>,
-}
-
-impl Head {
-    fn of(parsed: &httparse::Request<'_, '_>) -> Head {
-        Head {
-            method: parsed.method.unwrap_or_default().to_string(),
-            path: parsed.path.unwrap_or_default().to_string(),
-            headers: parsed
-                .headers
-                .iter()
-                .map(|h| {
-                    let value = String::from_utf8_lossy(h.value).into_owned();
-                    (h.name.to_ascii_lowercase(), value)
-                })
-                .collect(),
-        }
-    }
-
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(key, _)| key == name)
-            .map(|(_, value)| value.as_str())
-    }
 }

@@ -84,8 +84,8 @@ async fn a_running_process_keeps_the_next_lines_sandbox_awake_and_then_it_sleeps
         .timeout(Duration::from_secs(120))
         .send()
         .await
-        .expect("start");
-    assert_eq!(response.status(), 200);
+        .unwrap_or_else(|e| panic!("start: {e}\n{}", stack.log_tail()));
+    assert_eq!(response.status(), 200, "{}", stack.log_tail());
     let started = Instant::now();
     let answer: serde_json::Value = response.json().await.expect("start's answer");
     let object = answer["object"].as_str().expect("the object's id");

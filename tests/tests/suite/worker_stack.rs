@@ -891,6 +891,24 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
     let (_, listed) = sandbox.get("/exposed").await;
     assert_eq!(listed["ports"][0]["port"], 8085, "{listed}");
 
+    // A runtime that crashed leaves its container, which then stops (as a machine's restart
+    // leaves it): the next runtime starts the sandbox in a new run beside it (workerd names
+    // its containers per runtime, so the one left holds no name the next one needs).
+    let before = runtime_id(&sandbox).await;
+    stack.crash_and_restart(|stack| {
+        let left = stack.containers();
+        assert_eq!(left.len(), 1, "the crashed runtime's container: {left:?}");
+        fsd_tests::podman(&["stop", "-t", "0", &left[0]]);
+    });
+    let sandbox = Sandbox::new(&stack, "sleepy");
+    assert_ne!(
+        runtime_id(&sandbox).await,
+        before,
+        "not a new run\n{}",
+        stack.log_tail()
+    );
+    assert_eq!(sandbox.run("echo again").await, "again\n");
+
     // Destroy removes the container.
     let (status, body) = sandbox.post("/destroy", json!({})).await;
     assert_eq!(status, 200, "{body}");
@@ -1080,4 +1098,182 @@ async fn scheduled_snapshots_run_from_the_objects_alarm() {
     assert_eq!(status, 200);
     let (_, now) = sandbox.get("/schedule").await;
     assert!(now["schedule"].is_null(), "{now}");
+}
+
+/// One call to a Docker API socket: its status and body (HTTP/1.0, read to the end).
+fn docker_call(socket: &std::path::Path, method: &str, path: &str, body: &Value) -> (u16, String) {
+    use std::io::{Read, Write};
+    let body = if body.is_null() {
+        String::new()
+    } else {
+        body.to_string()
+    };
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).expect("the API's socket");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.0\r\nhost: d\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("request");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("answer");
+    let status = answer
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// A process killed (its group) when dropped.
+struct Service(std::process::Child);
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let group = nix::unistd::Pid::from_raw(-(self.0.id() as i32));
+        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
+        let _ = self.0.wait();
+    }
+}
+
+fn service(
+    program: &std::path::Path,
+    args: &[&std::ffi::OsStr],
+    socket: &std::path::Path,
+) -> Service {
+    use std::os::unix::process::CommandExt;
+    let child = std::process::Command::new(program)
+        .args(args)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    cloudflare::at_exit::stop_group(child.id());
+    let service = Service(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let answers = || {
+        std::os::unix::net::UnixStream::connect(socket).is_ok()
+            && docker_call(socket, "GET", "/_ping", &Value::Null).0 == 200
+    };
+    while !answers() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} does not answer",
+            program.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    service
+}
+
+/// podman's compatible API answers a create under a name in use, a kill of a stopped
+/// container and a forced removal of a container whose network another shares with 500s,
+/// where Docker answers 409, 409 and removes both; workerd reads the 500s as failures (a
+/// sandbox woken right after it slept could not start while podman still held its name).
+/// The stacks' proxy answers as Docker does and passes everything else through.
+#[test]
+fn the_stacks_docker_api_answers_as_docker_does() {
+    if !cloudflare::available("worker_stack::docker_api") {
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let podman_socket = dir.path().join("podman.sock");
+    let docker_socket = dir.path().join("docker.sock");
+    let root = fsd_tests::repo_root();
+    let _podman = service(
+        &root.join("scripts/podman"),
+        &[
+            "system".as_ref(),
+            "service".as_ref(),
+            "--time=0".as_ref(),
+            format!("unix://{}", podman_socket.display()).as_ref(),
+        ],
+        &podman_socket,
+    );
+    let _proxy = service(
+        &fsd_tests::binary("docker-api-proxy"),
+        &[
+            "--listen".as_ref(),
+            docker_socket.as_os_str(),
+            "--upstream".as_ref(),
+            podman_socket.as_os_str(),
+        ],
+        &docker_socket,
+    );
+    // Named as this process's stacks' containers are, so what a failure leaves is removed.
+    let name = format!("docker-api-fsd-test-{}-probe", std::process::id());
+    let sidecar = format!("{name}-proxy");
+    let sleeper = |network: Option<&str>| {
+        let mut config = json!({
+            "Image": "localhost/fsd-egress-stand-in:latest",
+            "Entrypoint": ["/bin/sleep"],
+            "Cmd": ["1000"],
+        });
+        if let Some(network) = network {
+            config["HostConfig"] = json!({"NetworkMode": network, "AutoRemove": true});
+        }
+        config
+    };
+    let call =
+        |method: &str, path: &str, body: Value| docker_call(&docker_socket, method, path, &body);
+    let create = format!("/containers/create?name={name}");
+    let (status, body) = call("POST", &create, sleeper(None));
+    assert_eq!(status, 201, "{body}");
+    // What podman answers as Docker does passes through: a create under a name in use is
+    // 409 (podman: 500).
+    let (status, body) = call("POST", &create, sleeper(None));
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains("already in use"), "{body}");
+    let (status, body) = call("POST", &format!("/containers/{name}/start"), Value::Null);
+    assert_eq!(status, 204, "{body}");
+    let network = format!("container:{name}");
+    let (status, body) = call(
+        "POST",
+        &format!("/containers/create?name={sidecar}"),
+        sleeper(Some(&network)),
+    );
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call("POST", &format!("/containers/{sidecar}/start"), Value::Null);
+    assert_eq!(status, 204, "{body}");
+    // A stop, then another (304, as podman answers too), and a kill of the stopped
+    // container: 409 (podman: 500).
+    let (status, body) = call("POST", &format!("/containers/{name}/stop?t=0"), Value::Null);
+    assert_eq!(status, 204, "{body}");
+    let (status, _) = call(
+        "POST",
+        &format!("/v1.43/containers/{name}/stop?t=0"),
+        Value::Null,
+    );
+    assert_eq!(status, 304);
+    let (status, body) = call(
+        "POST",
+        &format!("/containers/{name}/kill?signal=SIGKILL"),
+        Value::Null,
+    );
+    assert_eq!(status, 409, "{body}");
+    // A forced removal takes the sidecar that shares its network with it (podman: 500).
+    let (status, body) = call(
+        "DELETE",
+        &format!("/containers/{name}?force=true"),
+        Value::Null,
+    );
+    assert_eq!(status, 204, "{body}");
+    for gone in [&name, &sidecar] {
+        let (status, body) = call("GET", &format!("/containers/{gone}/json"), Value::Null);
+        assert_eq!(status, 404, "{gone}: {body}");
+    }
+    // The name is free again.
+    let (status, body) = call("POST", &create, sleeper(None));
+    assert_eq!(status, 201, "{body}");
+    let (status, body) = call(
+        "DELETE",
+        &format!("/containers/{name}?force=true"),
+        Value::Null,
+    );
+    assert_eq!(status, 204, "{body}");
 }

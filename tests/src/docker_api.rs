@@ -1,0 +1,395 @@
+//! Docker's API in front of podman's, for workerd under `wrangler dev`.
+//!
+//! workerd drives a container through the Docker Engine API and reads Docker's status codes:
+//! a create under a name in use is 409 (it then removes the holder and creates again), a stop
+//! of a stopped container is 304 and a kill of one is 409 (both fine to it), and a forced
+//! removal removes the container even when another shares its network (the networking
+//! sidecar does). podman's compatible API answers each of those with a 500, which workerd
+//! takes for a failure: a sandbox woken right after it slept (its container removed and
+//! created again under the same name) failed to start when podman still held the name.
+//!
+//! This proxy passes every call through as it is, bytes both ways, except those four: their
+//! answer is read whole, podman's 500 becomes Docker's answer, and a forced removal that
+//! podman refused for its dependents is done by podman's own call that takes them too.
+//! Nothing else is changed; `scripts/dev-cloudflare` points workerd's `DOCKER_HOST` here.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+
+use crate::http_head::{RequestHead, lowercase_headers};
+
+/// The longest request head read from a client.
+const MAX_HEAD: usize = 64 * 1024;
+/// The longest request body read whole (the calls read whole carry a container's config).
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// A call whose podman answer may differ from Docker's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// `POST /containers/create`.
+    Create,
+    /// `POST /containers/{id}/stop`.
+    Stop,
+    /// `POST /containers/{id}/kill`.
+    Kill,
+    /// `DELETE /containers/{id}?force=true`.
+    ForceRemove { container: String },
+    /// Anything else: passed through untouched.
+    Other,
+}
+
+impl Call {
+    /// The call a request line names; `path` may carry an API version (`/v1.43/…`) and a
+    /// query.
+    pub fn of(method: &str, path: &str) -> Call {
+        let (path, query) = path.split_once('?').unwrap_or((path, ""));
+        let mut segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        if segments.first().is_some_and(|first| is_version(first)) {
+            segments.remove(0);
+        }
+        match (method, segments.as_slice()) {
+            ("POST", ["containers", "create"]) => Call::Create,
+            ("POST", ["containers", _, "stop"]) => Call::Stop,
+            ("POST", ["containers", _, "kill"]) => Call::Kill,
+            ("DELETE", ["containers", container])
+                if query
+                    .split('&')
+                    .any(|pair| pair == "force=true" || pair == "force=1") =>
+            {
+                Call::ForceRemove {
+                    container: container.to_string(),
+                }
+            }
+            _ => Call::Other,
+        }
+    }
+}
+
+/// `v1.43`: an API version prefix.
+fn is_version(segment: &str) -> bool {
+    segment.strip_prefix('v').is_some_and(|rest| {
+        !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit() || c == '.')
+    })
+}
+
+/// What Docker answers where podman answered `status` with `body`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Docker {
+    /// The same answer.
+    Same,
+    /// This status, with podman's body (or none for 304).
+    Status(u16),
+    /// Remove this container with what depends on it (podman's libpod call), as Docker's
+    /// forced removal does.
+    RemoveWithDependents(String),
+}
+
+/// How Docker answers `call` where podman answered `status` with `body`.
+pub fn docker_answer(call: &Call, status: u16, body: &[u8]) -> Docker {
+    if status != 500 {
+        return Docker::Same;
+    }
+    let error: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+    let cause = error["cause"].as_str().unwrap_or_default();
+    let message = error["message"].as_str().unwrap_or_default();
+    match call {
+        Call::Create if cause == "that name is already in use" => Docker::Status(409),
+        Call::Stop if cause == "container state improper" => Docker::Status(304),
+        Call::Kill if cause == "container state improper" => Docker::Status(409),
+        Call::ForceRemove { container } if message.contains("has dependent containers") => {
+            Docker::RemoveWithDependents(container.clone())
+        }
+        _ => Docker::Same,
+    }
+}
+
+/// Serves the proxy on `listen` in front of `upstream` until no client has been connected
+/// for `idle` (never, when `None`).
+pub async fn serve(listen: &Path, upstream: PathBuf, idle: Option<Duration>) -> io::Result<()> {
+    let _ = std::fs::remove_file(listen);
+    let listener = UnixListener::bind(listen)?;
+    let open = Arc::new(AtomicUsize::new(0));
+    let mut last = Instant::now();
+    let upstream = Arc::new(upstream);
+    loop {
+        let tick = tokio::time::sleep(Duration::from_secs(1));
+        tokio::select! {
+            accepted = listener.accept() => {
+                let (client, _) = accepted?;
+                let upstream = Arc::clone(&upstream);
+                let open = Arc::clone(&open);
+                open.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    match proxy(client, &upstream).await {
+                        // A client that went before its answer (a wait it cancelled).
+                        Err(gone) if matches!(
+                            gone.kind(),
+                            io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset
+                        ) => {}
+                        Err(failed) => eprintln!("docker-api-proxy: {failed}"),
+                        Ok(()) => {}
+                    }
+                    open.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+            () = tick => {}
+        }
+        if open.load(Ordering::SeqCst) > 0 {
+            last = Instant::now();
+        } else if idle.is_some_and(|idle| last.elapsed() >= idle) {
+            let _ = std::fs::remove_file(listen);
+            return Ok(());
+        }
+    }
+}
+
+/// One client connection.
+async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
+    let mut buffer = Vec::with_capacity(4096);
+    let (head_len, head) = loop {
+        if read_some(&mut client, &mut buffer).await? == 0 {
+            return Ok(());
+        }
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Request::new(&mut headers);
+        match parsed.parse(&buffer) {
+            Ok(httparse::Status::Complete(len)) => break (len, RequestHead::of(&parsed)),
+            Ok(httparse::Status::Partial) if buffer.len() < MAX_HEAD => continue,
+            _ => return answer(&mut client, 400, &[], b"").await,
+        }
+    };
+    let call = Call::of(&head.method, &head.path);
+    let length = head.header("content-length").and_then(|v| v.parse().ok());
+    let whole = call != Call::Other
+        && head.header("transfer-encoding").is_none()
+        && length.unwrap_or(0) <= MAX_BODY;
+    if !whole {
+        let mut podman = UnixStream::connect(upstream).await?;
+        podman.write_all(&buffer).await?;
+        tokio::io::copy_bidirectional(&mut client, &mut podman).await?;
+        return Ok(());
+    }
+    let mut body = buffer.split_off(head_len);
+    let length = length.unwrap_or(0);
+    while body.len() < length {
+        if read_some(&mut client, &mut body).await? == 0 {
+            return Ok(());
+        }
+    }
+    body.truncate(length);
+    let reply = exchange(upstream, &head.method, &head.path, &head.headers, &body).await?;
+    let reply = match docker_answer(&call, reply.status, &reply.body) {
+        Docker::Same => reply,
+        Docker::Status(status) => {
+            eprintln!(
+                "docker-api-proxy: {} {}: podman's 500 answered as Docker's {status}",
+                head.method, head.path
+            );
+            Reply {
+                status,
+                headers: reply.headers,
+                body: if status == 304 {
+                    Vec::new()
+                } else {
+                    reply.body
+                },
+            }
+        }
+        Docker::RemoveWithDependents(container) => {
+            let path = format!("/v4.0.0/libpod/containers/{container}?force=true&depend=true");
+            let removed = exchange(upstream, "DELETE", &path, &[], b"").await?;
+            eprintln!(
+                "docker-api-proxy: {} {}: removed with what depends on it ({})",
+                head.method, head.path, removed.status
+            );
+            if removed.status == 200 {
+                Reply {
+                    status: 204,
+                    headers: Vec::new(),
+                    body: Vec::new(),
+                }
+            } else {
+                removed
+            }
+        }
+    };
+    answer(&mut client, reply.status, &reply.headers, &reply.body).await
+}
+
+async fn read_some(stream: &mut (impl AsyncRead + Unpin), into: &mut Vec<u8>) -> io::Result<usize> {
+    let mut chunk = [0u8; 8192];
+    let read = stream.read(&mut chunk).await?;
+    into.extend_from_slice(&chunk[..read]);
+    Ok(read)
+}
+
+/// An answer read whole.
+struct Reply {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+/// One request to podman on a connection of its own, its answer read to the end: HTTP/1.0,
+/// so the answer is neither chunked nor kept alive.
+async fn exchange(
+    upstream: &Path,
+    method: &str,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> io::Result<Reply> {
+    let mut podman = UnixStream::connect(upstream).await?;
+    let mut request = format!("{method} {path} HTTP/1.0\r\n");
+    for (name, value) in headers {
+        if !hop_by_hop(name) && name != "content-length" {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    if !headers.iter().any(|(name, _)| name == "host") {
+        request.push_str("host: localhost\r\n");
+    }
+    request.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    podman.write_all(request.as_bytes()).await?;
+    podman.write_all(body).await?;
+    let mut answer = Vec::new();
+    podman.read_to_end(&mut answer).await?;
+    let mut parsed_headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut parsed_headers);
+    let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&answer) else {
+        return Err(io::Error::other(format!(
+            "{method} {path}: podman's answer has no whole head"
+        )));
+    };
+    let status = parsed.code.unwrap_or(502);
+    let headers = lowercase_headers(parsed.headers);
+    let mut body = answer.split_off(head_len);
+    if let Some(length) = headers
+        .iter()
+        .find(|(name, _)| name == "content-length")
+        .and_then(|(_, value)| value.parse::<usize>().ok())
+    {
+        body.truncate(length);
+    }
+    Ok(Reply {
+        status,
+        headers,
+        body,
+    })
+}
+
+/// Writes an answer whole and ends the connection.
+async fn answer(
+    client: &mut UnixStream,
+    status: u16,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> io::Result<()> {
+    let reason = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|code| code.canonical_reason())
+        .unwrap_or("Unknown");
+    let mut head = format!("HTTP/1.1 {status} {reason}\r\n");
+    for (name, value) in headers {
+        if !hop_by_hop(name) && name != "content-length" {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+    }
+    head.push_str(&format!(
+        "content-length: {}\r\nconnection: close\r\n\r\n",
+        body.len()
+    ));
+    client.write_all(head.as_bytes()).await?;
+    client.write_all(body).await?;
+    client.shutdown().await
+}
+
+/// Headers about one connection, which the proxy sets itself.
+fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection" | "keep-alive" | "transfer-encoding" | "upgrade" | "proxy-connection"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calls_are_told_by_method_and_path_with_or_without_a_version() {
+        assert_eq!(Call::of("POST", "/containers/create?name=a"), Call::Create);
+        assert_eq!(Call::of("POST", "/v1.43/containers/create"), Call::Create);
+        assert_eq!(Call::of("POST", "/containers/a%2Fb/stop"), Call::Stop);
+        assert_eq!(
+            Call::of("POST", "/containers/x/kill?signal=SIGTERM"),
+            Call::Kill
+        );
+        assert_eq!(
+            Call::of("DELETE", "/v1.41/containers/x?force=true"),
+            Call::ForceRemove {
+                container: "x".into()
+            }
+        );
+        assert_eq!(Call::of("DELETE", "/containers/x"), Call::Other);
+        assert_eq!(Call::of("DELETE", "/containers/x?force=false"), Call::Other);
+        assert_eq!(Call::of("GET", "/containers/create"), Call::Other);
+        assert_eq!(Call::of("POST", "/containers/x/start"), Call::Other);
+        assert_eq!(Call::of("POST", "/exec/x/start"), Call::Other);
+        assert_eq!(Call::of("POST", "/version/containers/create"), Call::Other);
+    }
+
+    #[test]
+    fn podmans_500s_become_dockers_answers() {
+        let error = |cause: &str, message: &str| {
+            serde_json::to_vec(
+                &serde_json::json!({"cause": cause, "message": message, "response": 500}),
+            )
+            .unwrap()
+        };
+        let in_use = error(
+            "that name is already in use",
+            "creating container storage: the container name \"a\" is already in use",
+        );
+        let improper = error(
+            "container state improper",
+            "can only kill running containers",
+        );
+        let dependents = error(
+            "container already exists",
+            "container 4cb1 has dependent containers which must be removed before it: 4977",
+        );
+        let remove = Call::ForceRemove {
+            container: "a".into(),
+        };
+        assert_eq!(
+            docker_answer(&Call::Create, 500, &in_use),
+            Docker::Status(409)
+        );
+        assert_eq!(
+            docker_answer(&Call::Stop, 500, &improper),
+            Docker::Status(304)
+        );
+        assert_eq!(
+            docker_answer(&Call::Kill, 500, &improper),
+            Docker::Status(409)
+        );
+        assert_eq!(
+            docker_answer(&remove, 500, &dependents),
+            Docker::RemoveWithDependents("a".into())
+        );
+        // Anything else is podman's answer as it is.
+        assert_eq!(docker_answer(&Call::Create, 201, b"{}"), Docker::Same);
+        assert_eq!(docker_answer(&Call::Create, 500, &improper), Docker::Same);
+        assert_eq!(docker_answer(&Call::Stop, 500, &in_use), Docker::Same);
+        assert_eq!(docker_answer(&Call::Other, 500, &improper), Docker::Same);
+        assert_eq!(docker_answer(&remove, 500, &improper), Docker::Same);
+        assert_eq!(docker_answer(&Call::Kill, 500, b"not json"), Docker::Same);
+    }
+}
