@@ -52,6 +52,16 @@ pub struct BackupArgs {
     command: BackupCommand,
 }
 
+impl BackupArgs {
+    /// The exit status of a failure: 2 for `diff`, as diff(1) says trouble, else 1.
+    pub fn failure_status(&self) -> u8 {
+        match self.command {
+            BackupCommand::Diff { .. } => 2,
+            _ => 1,
+        }
+    }
+}
+
 #[derive(Debug, clap::Subcommand)]
 enum BackupCommand {
     /// Archive a directory of the sandbox and upload it; prints the backup id.
@@ -102,7 +112,8 @@ enum BackupCommand {
     Log { dir: Option<String> },
     /// The tree of snapshot ID (under PATH), from its stored index.
     Ls { id: String, path: Option<String> },
-    /// What differs from snapshot A to snapshot B, or to the live directory without B.
+    /// What differs from snapshot A to snapshot B, or to the live directory without B; exits
+    /// as diff does: 0 the same, 1 differences listed, 2 trouble.
     Diff { a: String, b: Option<String> },
     /// Print the file PATH of snapshot ID, read from the store through ranged GETs.
     Cat { id: String, path: String },
@@ -262,7 +273,12 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
             crate::history::ls(&backups.list_snapshot(&id, path.as_deref()).await?, as_json);
         }
         BackupCommand::Diff { a, b } => {
-            crate::history::diff(&backups.diff(&a, b.as_deref(), sandbox).await?, as_json);
+            let differences = backups.diff(&a, b.as_deref(), sandbox).await?;
+            crate::history::diff(&differences, as_json);
+            // As diff(1): 1 when it listed differences, 0 when there were none.
+            if !differences.is_empty() {
+                return Ok(ExitCode::from(1));
+            }
         }
         BackupCommand::Mounts => {
             let mounts = sandbox.restore_mounts().await?;

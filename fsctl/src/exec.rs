@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use fsd_sdk::api::exec::{ExecEvent, ExecuteRequest};
 use fsd_sdk::api::process::{ProcessEvent, ProcessStatus, StartProcessRequest};
-use fsd_sdk::{Sandbox, SdkError};
+use fsd_sdk::{ErrorCode, Sandbox, SdkError};
 use futures_util::StreamExt;
 
 use crate::output;
@@ -115,9 +115,23 @@ pub async fn run(
                 ..ExecuteRequest::default()
             };
             if as_json {
-                let result = sandbox.exec_with(&request).await?;
-                output::json(&result);
-                return Ok(exit_code(result.exit_code));
+                return match sandbox.exec_with(&request).await {
+                    Ok(result) => {
+                        output::json(&result);
+                        Ok(exit_code(result.exit_code))
+                    }
+                    // `exit N` ended the session's shell: N, as the stream exits (the
+                    // daemon's answer is the document).
+                    Err(SdkError::Api { body, .. })
+                        if body.code == ErrorCode::SessionTerminated
+                            && body.context["exitCode"].is_i64() =>
+                    {
+                        output::json(&body);
+                        let status = body.context["exitCode"].as_i64().unwrap_or(1);
+                        Ok(exit_code(i32::try_from(status).unwrap_or(1)))
+                    }
+                    Err(err) => Err(err),
+                };
             }
             stream_in_session(sandbox, &request).await
         }

@@ -18,11 +18,12 @@ impl Interrupt {
         })
     }
 
-    /// Until SIGINT or SIGTERM arrives.
-    pub async fn wait(mut self) {
+    /// Until SIGINT or SIGTERM arrives; answers the exit status of a program that signal
+    /// ended (130, 143), which a command that ends only that way exits with.
+    pub async fn wait(mut self) -> u8 {
         tokio::select! {
-            _ = self.interrupt.recv() => {}
-            _ = self.terminate.recv() => {}
+            _ = self.interrupt.recv() => 128 + 2,
+            _ = self.terminate.recv() => 128 + 15,
         }
     }
 }

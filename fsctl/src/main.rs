@@ -149,16 +149,27 @@ fn main() -> ExitCode {
         }
     };
     let json = cli.json;
+    let failure = cli.command.failure_status();
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(err) => {
             output::error(&err, json);
-            ExitCode::FAILURE
+            ExitCode::from(failure)
         }
     }
 }
 
 impl Command {
+    /// The exit status of a failure, as the tool the command resembles exits on trouble:
+    /// 2 for `ls` (GNU ls: a path it cannot list) and `backup diff` (diff(1)), else 1.
+    fn failure_status(&self) -> u8 {
+        match self {
+            Command::File(files::FileCommand::Ls { .. }) => 2,
+            Command::Backup(args) => args.failure_status(),
+            _ => 1,
+        }
+    }
+
     /// Whether the command is a server that runs until stopped (and keeps Rust's ignored
     /// SIGPIPE, so a peer going away is an error it handles, never its end).
     fn serves(&self) -> bool {

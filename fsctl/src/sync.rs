@@ -145,6 +145,8 @@ async fn two_way(
         });
     };
     let interrupt = Interrupt::listen()?;
+    // Ended only by a signal: its status, as the one-way follow ends (Ctrl-C: 130).
+    let ended_by = std::cell::Cell::new(128 + 2);
     let mut watch = fsctl::local_watch::Watched::start(local, &sync.watch_excludes())?;
     let mut first = true;
     sync.follow(
@@ -165,10 +167,10 @@ async fn two_way(
             }
             Err(err) => say!("fsctl sync: {err} (trying again)"),
         },
-        interrupt.wait(),
+        async { ended_by.set(interrupt.wait().await) },
     )
     .await?;
-    Ok(ExitCode::SUCCESS)
+    Ok(ExitCode::from(ended_by.get()))
 }
 
 /// A progress bar on stderr for a pass's changes, when stderr is a terminal and the output

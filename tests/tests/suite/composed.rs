@@ -631,7 +631,12 @@ async fn a_path_restore_gives_back_times_modes_and_owners() {
         .set_modified(std::time::SystemTime::now())
         .unwrap();
     let changed = fsctl_with_store(&daemon, &store, &["backup", "diff", &id]);
-    assert_ne!(fsd_tests::succeeded(&changed), "");
+    assert_eq!(
+        changed.status.code(),
+        Some(1),
+        "diff(1)'s status: {changed:?}"
+    );
+    assert_ne!(String::from_utf8_lossy(&changed.stdout), "");
 
     let restored = fsctl_with_store(
         &daemon,

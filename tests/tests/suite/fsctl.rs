@@ -108,6 +108,16 @@ fn errors_exit_nonzero_with_the_code() {
     let body: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(body["code"], "FILE_NOT_FOUND");
     assert_eq!(body["httpStatus"], 404);
+
+    // `ls` of what cannot be listed exits 2, as GNU ls does (it exited 1).
+    let output = fsctl(&daemon, &["ls", "missing-dir"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    // A command that ends the session's shell exits with its code, with --json as without
+    // (it exited 1): the daemon's answer is the document.
+    let output = fsctl(&daemon, &["--json", "exec", "--", "exit 4"]);
+    assert_eq!(output.status.code(), Some(4), "{output:?}");
+    let body: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(body["code"], "SESSION_TERMINATED");
 }
 
 #[test]
@@ -226,8 +236,13 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
         );
         let ls = String::from_utf8_lossy(&backup(&["ls", second]).stdout).to_string();
         assert!(ls.contains("a.txt") && ls.contains("b.txt"), "{ls}");
-        let diff = String::from_utf8_lossy(&backup(&["diff", &id, second]).stdout).to_string();
+        // As diff(1): 1 when it lists differences, 2 when it cannot compare.
+        let diff = backup(&["diff", &id, second]);
+        assert_eq!(diff.status.code(), Some(1), "{diff:?}");
+        let diff = String::from_utf8_lossy(&diff.stdout).to_string();
         assert_eq!(diff.trim(), "created   b.txt", "{diff}");
+        let unknown = backup(&["diff", "no-such-backup"]);
+        assert_eq!(unknown.status.code(), Some(2), "{unknown:?}");
         assert_eq!(backup(&["cat", second, "a.txt"]).stdout, b"backed up");
         std::fs::write(workspace.join("proj/a.txt"), "changed").unwrap();
         let back = backup(&["restore", second, proj, "--path", "a.txt"]);
@@ -1146,10 +1161,9 @@ fn a_restore_under_up_survives_its_ctrl_c_and_next_start() {
     // Restored, the tree is what the snapshot holds: a diff says nothing.
     assert_eq!(succeeded(&run(&info, &["backup", "diff", id])), "");
     std::fs::write(target.join("a.txt"), "edited after the restore\n").unwrap();
-    assert_eq!(
-        succeeded(&run(&info, &["backup", "diff", id])),
-        "modified  a.txt\n"
-    );
+    let edited = run(&info, &["backup", "diff", id]);
+    assert_eq!(edited.status.code(), Some(1), "{edited:?}");
+    assert_eq!(String::from_utf8_lossy(&edited.stdout), "modified  a.txt\n");
 
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(first.id() as i32),

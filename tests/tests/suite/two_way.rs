@@ -719,13 +719,14 @@ fn arrives(what: &str, mut done: impl FnMut() -> bool) {
 /// The synopsis as `--help` and docs/api.md write it: `--follow` takes no value unless
 /// written `--follow=MS`, so the directories after it are REMOTE and LOCAL (an optional
 /// value once took REMOTE as its milliseconds), and a change in the sandbox comes over.
+/// Ctrl-C ends it with 130, as it ends the one-way follow (it exited 0).
 #[test]
 fn the_follow_synopsis_runs_as_written() {
     let pair = Pair::new();
     write(&pair.remote("a.txt"), "a\n");
     let local = pair.local("");
     std::fs::create_dir_all(&local).unwrap();
-    let mut child = follow_command(&pair.daemon, &local, "--follow")
+    let child = follow_command(&pair.daemon, &local, "--follow")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -733,8 +734,13 @@ fn the_follow_synopsis_runs_as_written() {
     arrives("the first pass", || pair.local("a.txt").exists());
     write(&pair.remote("b.txt"), "b\n");
     arrives("a sandbox write", || pair.local("b.txt").exists());
-    let _ = child.kill();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
     let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(130), "{output:?}");
     assert!(
         !String::from_utf8_lossy(&output.stderr).contains("invalid value"),
         "{}",
