@@ -71,6 +71,13 @@ pub async fn run(sandbox: &Sandbox, args: SyncArgs, as_json: bool) -> Result<Exi
     if args.two_way {
         return two_way(sandbox, &remote, &local, &args, as_json).await;
     }
+    if !as_json {
+        say!(
+            "fsctl sync: leaving out {} (the sandbox's watch does not report them; \
+             --two-way --no-default-excludes syncs them)",
+            fsd_sdk::MIRROR_SKIPS.join(", ")
+        );
+    }
     let state = state_file(&local);
     let mut rounds = 0u64;
     loop {
@@ -181,10 +188,14 @@ fn progress_bar(as_json: bool) -> Option<(fsd_sdk::two_way::Progress, indicatif:
         return None;
     }
     let bar = indicatif::ProgressBar::hidden();
-    let style =
-        indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} {per_sec}")
-            .map(|style| style.progress_chars("=> "))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    // The rate as a whole number of changes a second (indicatif's `per_sec` printed a
+    // float with four decimals and no unit).
+    let rate = |state: &indicatif::ProgressState, out: &mut dyn std::fmt::Write| {
+        let _ = write!(out, "{:.0} changes/s", state.per_sec());
+    };
+    let style = indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} {rate}")
+        .map(|style| style.progress_chars("=> ").with_key("rate", rate))
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
     bar.set_style(style);
     let shown = bar.clone();
     let progress: fsd_sdk::two_way::Progress =
@@ -306,6 +317,11 @@ fn list_conflicts(local: &Path, as_json: bool) -> Result<ExitCode, SdkError> {
                 conflict.path, conflict.kept, conflict.aside, conflict.found
             );
         }
+        say!(
+            "to resolve one: keep the version you want at its path (copy the other over it, \
+             or merge the two), remove the copy set aside, and sync again (the removal goes \
+             to both sides); `--mode two-way-resolved` settles the next ones for the local side"
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -123,10 +123,20 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     let signals = ShutdownSignals::listen();
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
+    // Bound first: an address another server holds is said before anything starts, with
+    // the address and what changes it.
+    let listener = wire::accept::bind(settings.listen).map_err(|err| {
+        std::io::Error::new(
+            err.kind(),
+            format!(
+                "cannot listen on {}: {err} (another server there? --listen takes another address)",
+                settings.listen
+            ),
+        )
+    })?;
     let state = start_services(&settings).await?;
     let token = auth::ApiToken(settings.token.as_deref().map(Arc::from));
     wire::accept::raise_descriptor_limit(&settings.connections);
-    let listener = wire::accept::bind(settings.listen)?;
     let address = listener.local_addr()?;
     tracing::info!(
         %address,

@@ -28,7 +28,7 @@ use crate::{Sandbox, SdkError};
 /// Downloads in flight at once.
 const PARALLEL_DOWNLOADS: usize = 16;
 /// Names the watch excludes by default, so the mirror leaves them out too.
-const SKIPPED: &[&str] = &[".git", "node_modules", ".DS_Store"];
+pub const MIRROR_SKIPS: &[&str] = &[".git", "node_modules", ".DS_Store"];
 
 /// What one `sync` call did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +107,7 @@ impl Sandbox {
         local: &Path,
         version: String,
     ) -> Result<SyncReport, SdkError> {
-        let stream = self.download_archive(remote, SKIPPED).await?;
+        let stream = self.download_archive(remote, MIRROR_SKIPS).await?;
         let mirror = local.to_path_buf();
         let unpacked = read_on_a_thread(stream, move |reader| unpack(reader, &mirror)).await??;
         let deleted = remove_unwanted(local, &unpacked.wanted)?;
@@ -598,7 +598,7 @@ fn relative_to(root: &Path, path: &str) -> Option<PathBuf> {
 fn skipped(relative: &Path) -> bool {
     relative
         .components()
-        .any(|c| SKIPPED.iter().any(|s| c.as_os_str() == *s))
+        .any(|c| MIRROR_SKIPS.iter().any(|s| c.as_os_str() == *s))
 }
 
 fn remove(path: &Path) -> std::io::Result<()> {

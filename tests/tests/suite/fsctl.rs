@@ -857,7 +857,7 @@ fn a_missing_daemon_is_named_with_what_to_start() {
 }
 
 /// `fsctl sync --follow` prints a line for the first round and for rounds that changed
-/// something, not one for every quiet round.
+/// something, not one for every quiet round, and says what it leaves out (it did not).
 #[test]
 fn sync_follow_is_quiet_while_nothing_changes() {
     let daemon = Daemon::start();
@@ -869,6 +869,7 @@ fn sync_follow_is_quiet_while_nothing_changes() {
         .arg(&mirror)
         .env_remove("FSD_TOKEN")
         .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(1500));
@@ -886,6 +887,12 @@ fn sync_follow_is_quiet_while_nothing_changes() {
         "one line for the first round only: {stdout}"
     );
     assert!(mirror.join("a.txt").is_file());
+    // What the mirror leaves out is said, as the two-way sync says it.
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("leaving out .git, node_modules, .DS_Store"),
+        "{stderr}"
+    );
 }
 
 /// `fsctl rm` of a directory answers in fsctl's words, not the SDK's (`deleteFile()`,
@@ -949,6 +956,38 @@ fn exec_keeps_cd_and_export_in_its_session_and_leaves_no_records() {
     );
     let ps = fsctl(&daemon, &["ps"]);
     assert_eq!(succeeded(&ps).lines().count(), 1, "only the header: {ps:?}");
+}
+
+/// A two-way sync's progress on a terminal gives its rate as a whole number of changes a
+/// second (it printed a raw float with no unit: `98,598,552.8806/s`).
+#[test]
+fn a_sync_shows_its_rate_in_changes_a_second() {
+    let daemon = Daemon::start();
+    std::fs::create_dir(daemon.path("up-4410")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("local");
+    for n in 0..1500 {
+        let sub = local.join(format!("d{}", n % 15));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(sub.join(format!("f{n}.txt")), format!("{n}\n")).unwrap();
+    }
+    let state = dir.path().join("state");
+    let mut terminal = Terminal::spawn_with(
+        &daemon,
+        &[
+            "sync",
+            "--two-way",
+            "--no-watcher",
+            "up-4410",
+            local.to_str().unwrap(),
+        ],
+        &[("FSD_SYNC_STATE_DIR", &state)],
+    );
+    let code = terminal.exit_code();
+    assert_eq!(code, 0, "{}", terminal.text());
+    terminal.wait_for("changes/s");
+    let text = terminal.text();
+    assert!(!text.contains(".0000/s"), "{text}");
 }
 
 /// A terminal's Ctrl-C on `fsctl exec` reaches the command, as ssh passes it on: a program
@@ -1027,6 +1066,11 @@ struct Terminal {
 
 impl Terminal {
     fn spawn(daemon: &Daemon, args: &[&str]) -> Self {
+        Self::spawn_with(daemon, args, &[])
+    }
+
+    /// `fsctl ARGS` on a terminal of its own, with `env` set.
+    fn spawn_with(daemon: &Daemon, args: &[&str], env: &[(&str, &std::path::Path)]) -> Self {
         use std::os::unix::process::CommandExt;
         let pty = nix::pty::openpty(None, None).unwrap();
         let slave = std::fs::File::from(pty.slave);
@@ -1034,6 +1078,7 @@ impl Terminal {
         command
             .args(["--url", &daemon.url])
             .args(args)
+            .envs(env.iter().copied())
             .env_remove("FSD_TOKEN")
             .stdin(slave.try_clone().unwrap())
             .stdout(slave.try_clone().unwrap())

@@ -218,6 +218,29 @@ fn refuses_a_public_address_without_a_token() {
     );
 }
 
+/// An address another server holds is named, with the flag that changes it (the error
+/// said only "Address already in use").
+#[test]
+fn a_busy_address_is_named_with_the_flag_that_changes_it() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let workspace = tempfile::tempdir().unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(binary("fsd"))
+        .args(["serve", "--no-auth", "--listen", &address, "--workspace"])
+        .arg(workspace.path())
+        .arg("--state-dir")
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(&format!("cannot listen on {address}")) && stderr.contains("--listen"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn serves_a_public_address_with_no_auth_when_asked() {
     let workspace = tempfile::tempdir().unwrap();

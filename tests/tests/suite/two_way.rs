@@ -233,6 +233,16 @@ fn each_change_and_conflict_class_is_carried_or_kept_and_listed() {
     );
     assert_eq!(code, 0);
     assert!(out.contains("notes.md") && out.contains(aside), "{out}");
+    // It says how a conflict is resolved (it did not).
+    let (_, _, err) = fsctl(
+        &pair.daemon,
+        &local,
+        &["--conflicts", local.to_str().unwrap()],
+    );
+    assert!(
+        err.contains("to resolve one:") && err.contains("remove the copy"),
+        "{err}"
+    );
     // Removing the copy set aside resolves it (and the removal is synced).
     std::fs::remove_file(pair.local(aside)).unwrap();
     let (code, _, err) = pair.sync(&[]);
