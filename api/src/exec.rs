@@ -4,6 +4,59 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+/// Quotes `value` for bash as printable ASCII: `'…'`, or `$'…'` with escapes when it holds
+/// control characters or anything beyond ASCII. A newline must never split a command line,
+/// and the driver reads a line as a count of characters, which is a count of bytes only
+/// for ASCII (in a UTF-8 locale bash counts characters).
+pub fn quote(value: &str) -> String {
+    if value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+        return format!("'{}'", value.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for byte in value.bytes() {
+        match byte {
+            b'\\' => out.push_str(r"\\"),
+            b'\'' => out.push_str(r"\'"),
+            b'\n' => out.push_str(r"\n"),
+            b'\r' => out.push_str(r"\r"),
+            b'\t' => out.push_str(r"\t"),
+            b' ' => out.push(' '),
+            b if b.is_ascii_graphic() => out.push(char::from(b)),
+            b => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// The line a session shell runs for a command given as words, as `kubectl exec` and
+/// `docker exec` pass them: one word is a shell line as it is (`'cd src && make'`, as ssh
+/// runs it); several are each quoted, so each arrives as written (`python3 -c
+/// 'print("a  b")'` prints `a  b`; joined with spaces, as ssh joins them, it was a syntax
+/// error). A word of only plain characters (`ls`, `-la`, `a/b.txt`) goes bare.
+pub fn command_line(words: &[String]) -> String {
+    if let [line] = words {
+        return line.clone();
+    }
+    let plain = |word: &str| {
+        !word.is_empty()
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_-./=:,+@%^".contains(&b))
+    };
+    words
+        .iter()
+        .map(|word| {
+            if plain(word) {
+                word.clone()
+            } else {
+                quote(word)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateSessionRequest {
@@ -207,4 +260,31 @@ pub struct CommandSignalResponse {
     /// Whether the command was still running (a signal for one that has ended is dropped).
     pub running: bool,
     pub timestamp: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_arrive_as_written_and_one_word_is_a_line() {
+        let words = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(command_line(&words(&["cd src && make"])), "cd src && make");
+        assert_eq!(
+            command_line(&words(&["ls", "-la", "a/b.txt"])),
+            "ls -la a/b.txt"
+        );
+        assert_eq!(
+            command_line(&words(&["python3", "-c", "print(\"a  b\")"])),
+            "python3 -c 'print(\"a  b\")'"
+        );
+        assert_eq!(
+            command_line(&words(&["echo", "it's", "", "a;b"])),
+            r"echo 'it'\''s' '' 'a;b'"
+        );
+        assert_eq!(
+            command_line(&words(&["python3", "-c", "import sys\nprint(1)"])),
+            r"python3 -c $'import sys\nprint(1)'"
+        );
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::process::ExitCode;
 
-use fsd_sdk::api::exec::{ExecEvent, ExecuteRequest};
+use fsd_sdk::api::exec::{ExecEvent, ExecuteRequest, command_line};
 use fsd_sdk::api::process::{ProcessEvent, ProcessStatus, StartProcessRequest};
 use fsd_sdk::{ErrorCode, Sandbox, SdkError};
 use futures_util::StreamExt;
@@ -42,8 +42,10 @@ pub enum ExecCommand {
         /// terminal, is read to its end and given to the command (up to 32 MiB).
         #[arg(short = 'n', long)]
         no_stdin: bool,
-        /// The command's words; one that starts with `-` comes after `--` (a mistyped flag
-        /// of fsctl's is refused, never run as the command).
+        /// The command: one word is a shell line (`'make && ./run'`); several each arrive
+        /// as written, quoted for the shell (`python3 -c 'print("a  b")'`). One that
+        /// starts with `-` comes after `--` (a mistyped flag of fsctl's is refused, never
+        /// run as the command).
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
@@ -58,8 +60,10 @@ pub enum ExecCommand {
         /// Keep a pipe to its stdin.
         #[arg(long)]
         pipe: bool,
-        /// The command's words; one that starts with `-` comes after `--` (a mistyped flag
-        /// of fsctl's is refused, never run as the command).
+        /// The command: one word is a shell line (`'make && ./run'`); several each arrive
+        /// as written, quoted for the shell (`python3 -c 'print("a  b")'`). One that
+        /// starts with `-` comes after `--` (a mistyped flag of fsctl's is refused, never
+        /// run as the command).
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
@@ -105,7 +109,7 @@ pub async fn run(
             command,
         } => {
             let request = ExecuteRequest {
-                command: command.join(" "),
+                command: command_line(&command),
                 env: variables(place.env)?,
                 session_id: place.session,
                 cwd: place.cwd,
@@ -142,7 +146,7 @@ pub async fn run(
             command,
         } => {
             let request = StartProcessRequest {
-                command: command.join(" "),
+                command: command_line(&command),
                 process_id: id,
                 env: variables(place.env)?,
                 session_id: place.session,

@@ -11,30 +11,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// Quotes `value` for bash as printable ASCII: `'…'`, or `$'…'` with escapes when it holds
-/// control characters or anything beyond ASCII. A newline must never split a command line,
-/// and the driver reads a line as a count of characters, which is a count of bytes only
-/// for ASCII (in a UTF-8 locale bash counts characters).
-pub fn quote(value: &str) -> String {
-    if value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
-        return format!("'{}'", value.replace('\'', r"'\''"));
-    }
-    let mut out = String::from("$'");
-    for byte in value.bytes() {
-        match byte {
-            b'\\' => out.push_str(r"\\"),
-            b'\'' => out.push_str(r"\'"),
-            b'\n' => out.push_str(r"\n"),
-            b'\r' => out.push_str(r"\r"),
-            b'\t' => out.push_str(r"\t"),
-            b' ' => out.push(' '),
-            b if b.is_ascii_graphic() => out.push(char::from(b)),
-            b => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('\'');
-    out
-}
+pub use fsd_api::exec::quote;
 
 /// The width of the decimal length that precedes each command line on the commands FIFO.
 const FRAME_DIGITS: usize = 8;

@@ -289,15 +289,23 @@ fn up_serves_a_workspace_with_a_token_and_stops_on_sigterm() {
 #[test]
 fn exec_streams_output_and_exits_with_the_code() {
     let daemon = Daemon::start();
-    let output = fsctl(
-        &daemon,
-        &[
-            "exec", "--", "echo", "out;", "echo", "err", ">&2;", "exit", "5",
-        ],
-    );
+    let output = fsctl(&daemon, &["exec", "--", "echo out; echo err >&2; exit 5"]);
     assert_eq!(output.status.code(), Some(5));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "out\n");
     assert_eq!(String::from_utf8_lossy(&output.stderr), "err\n");
+    // Several words each arrive as written, as kubectl and docker exec pass them (they were
+    // joined with spaces, as ssh joins them: a syntax error here).
+    let program = "import sys\nprint(\"a  b\", sys.argv[1:])";
+    let output = fsctl(
+        &daemon,
+        &["exec", "--", "python3", "-c", program, "it's", "x;y"],
+    );
+    assert_eq!(succeeded(&output), "a  b [\"it's\", 'x;y']\n");
+    let output = fsctl(
+        &daemon,
+        &["exec", "--", "printf", "%s|", "a b", "$HOME", "*"],
+    );
+    assert_eq!(succeeded(&output), "a b|$HOME|*|");
 
     let output = fsctl(
         &daemon,
@@ -847,7 +855,8 @@ fn a_missing_daemon_is_named_with_what_to_start() {
         .env_remove("FSD_TOKEN")
         .output()
         .unwrap();
-    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    // ls's status for trouble, as GNU ls.
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         stderr.contains(&format!("connection refused at http://127.0.0.1:{port}"))
