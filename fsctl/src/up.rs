@@ -53,6 +53,10 @@ pub struct UpArgs {
     /// Do not run the preview gateway.
     #[arg(long)]
     no_gateway: bool,
+    /// Make a new token and new store keys instead of the ones the last start kept in the
+    /// state directory (`fsctl-up.json`), so what was handed out before stops working.
+    #[arg(long)]
+    new_token: bool,
     /// The fsd binary. Default: the one beside fsctl, else `fsd` on PATH.
     #[arg(long, env = "FSD_BIN")]
     fsd: Option<PathBuf>,
@@ -77,25 +81,57 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
     use tokio::signal::unix::{SignalKind, signal};
     let mut terminate = signal(SignalKind::terminate())?;
     let mut interrupt = signal(SignalKind::interrupt())?;
-    let token = match token {
-        Some(token) => token,
-        None => random_token()?,
-    };
-    std::fs::create_dir_all(&args.workspace)?;
-    let (access_key, secret_key) = (random_token()?, random_token()?);
-    let store = EmbeddedStore::start(
-        &args.store_dir,
-        args.store_listen,
-        "fsd",
-        &access_key,
-        &secret_key,
-    )
-    .await?;
-    let store_url = format!("http://{}", store.address);
-    let workspace = std::fs::canonicalize(&args.workspace)?;
-    let binary = args.fsd.unwrap_or_else(default_fsd_binary);
     std::fs::create_dir_all(&args.state_dir)?;
     let state_dir = std::fs::canonicalize(&args.state_dir)?;
+    let kept_file = state_dir.join(KEPT_FILE);
+    let kept = if args.new_token {
+        None
+    } else {
+        Kept::read(&kept_file)
+    };
+    // A token given (--token, FSD_TOKEN) wins; else the one the last start kept; else new.
+    let token = match (token, &kept) {
+        (Some(token), _) => token,
+        (None, Some(kept)) => kept.token.clone(),
+        (None, None) => random_token()?,
+    };
+    std::fs::create_dir_all(&args.workspace)?;
+    let (access_key, secret_key) = match &kept {
+        Some(kept) => (kept.access_key.clone(), kept.secret_key.clone()),
+        None => (random_token()?, random_token()?),
+    };
+    // The store's last address again when none was asked for, unless it is taken now.
+    let last_store = kept
+        .as_ref()
+        .and_then(|kept| kept.store)
+        .filter(|last| args.store_listen.port() == 0 && last.ip() == args.store_listen.ip());
+    let start_store =
+        |listen| EmbeddedStore::start(&args.store_dir, listen, "fsd", &access_key, &secret_key);
+    let store = match last_store {
+        Some(last) => match start_store(last).await {
+            Ok(store) => store,
+            Err(SdkError::Io(err)) if err.kind() == std::io::ErrorKind::AddrInUse => {
+                let store = start_store(args.store_listen).await?;
+                say!(
+                    "fsctl up: the store's last address {last} is taken; it is at {} now",
+                    store.address
+                );
+                store
+            }
+            Err(err) => return Err(err),
+        },
+        None => start_store(args.store_listen).await?,
+    };
+    let store_url = format!("http://{}", store.address);
+    Kept {
+        token: token.clone(),
+        access_key: access_key.clone(),
+        secret_key: secret_key.clone(),
+        store: Some(store.address),
+    }
+    .write(&kept_file)?;
+    let workspace = std::fs::canonicalize(&args.workspace)?;
+    let binary = args.fsd.unwrap_or_else(default_fsd_binary);
     let mut child = Command::new(&binary)
         .args(["serve", "--listen", &args.listen, "--workspace"])
         .arg(&workspace)
@@ -207,7 +243,7 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
     let mount_info = mount.as_ref().map(|m| &m.info);
     if as_json {
         output::json(
-            &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id(),
+            &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id(), "kept": kept_file,
                 "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key},
                 "mount": mount_info, "gateway": gateway_url.as_ref().map(|url| json!({"url": url}))}),
         );
@@ -217,6 +253,11 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         println!("  token:     {token}");
         println!("  workspace: {}", workspace.display());
         println!("  store:     {store_url} (bucket fsd)");
+        println!(
+            "  kept:      {} (the token, the store's keys and address, for the next start; \
+             --new-token makes new ones)",
+            kept_file.display()
+        );
         if let Some(info) = mount_info {
             println!(
                 "  mount:     {} (bucket fsd, prefix {})",
@@ -277,4 +318,43 @@ fn random_token() -> std::io::Result<String> {
     let mut bytes = [0u8; 16];
     std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
     Ok(fsd_api::hex::lower(&bytes))
+}
+
+/// Where `fsctl up` keeps what its next start reuses, in its state directory.
+const KEPT_FILE: &str = "fsctl-up.json";
+
+/// What `fsctl up` keeps between its starts, so that shells given the token and the store's
+/// keys, and a running `fsctl sync --follow`, go on after a restart (each start made new
+/// ones, and every one of them got UNAUTHORIZED).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Kept {
+    token: String,
+    access_key: String,
+    secret_key: String,
+    store: Option<std::net::SocketAddr>,
+}
+
+impl Kept {
+    /// What the last start kept; nothing when there is no file or it cannot be read.
+    fn read(path: &std::path::Path) -> Option<Kept> {
+        let text = std::fs::read(path).ok()?;
+        serde_json::from_slice(&text).ok()
+    }
+
+    /// Written private (0600: it holds secrets) through a temp file renamed into place.
+    fn write(&self, path: &std::path::Path) -> std::io::Result<()> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let temp = path.with_extension("json.tmp");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&temp)?;
+        file.write_all(&serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&temp, path)
+    }
 }

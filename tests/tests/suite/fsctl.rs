@@ -567,6 +567,44 @@ fn up_comes_up_without_its_gateway_when_its_address_is_taken() {
     drop(taken);
 }
 
+/// `fsctl up` started again keeps its token, its store's keys and the store's address (in
+/// its state directory, private), so a shell given them goes on after a restart (each start
+/// made new ones); `--new-token` makes new ones.
+#[test]
+fn up_keeps_its_token_and_store_across_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--no-mount", "--no-gateway"];
+    let (first, info) = up(dir.path(), "127.0.0.1:0", Stdio::null(), &extra);
+    drop(first);
+    let (second, again) = up(dir.path(), "127.0.0.1:0", Stdio::null(), &extra);
+    assert_eq!(again["token"], info["token"], "{again}");
+    assert_eq!(again["store"], info["store"], "{again}");
+    let kept = std::path::Path::new(again["kept"].as_str().unwrap());
+    let mode =
+        std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(kept).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "{}", kept.display());
+    // A shell given the first start's token goes on.
+    let listed = Command::new(binary("fsctl"))
+        .args(["--url", again["url"].as_str().unwrap(), "ls"])
+        .env("FSD_TOKEN", info["token"].as_str().unwrap())
+        .output()
+        .unwrap();
+    succeeded(&listed);
+    drop(second);
+    let (third, fresh) = up(
+        dir.path(),
+        "127.0.0.1:0",
+        Stdio::null(),
+        &["--no-mount", "--no-gateway", "--new-token"],
+    );
+    assert_ne!(fresh["token"], info["token"], "{fresh}");
+    assert_ne!(
+        fresh["store"]["accessKey"], info["store"]["accessKey"],
+        "{fresh}"
+    );
+    drop(third);
+}
+
 /// `fsctl up --snapshot DIR --every 1s --keep-last 2`: snapshots of DIR keep coming (each
 /// incremental over the one before), and the store never holds more than the policy keeps
 /// and what those stack on: no chain is ever broken.
