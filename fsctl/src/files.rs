@@ -146,6 +146,19 @@ pub async fn run(sandbox: &Sandbox, command: FileCommand, as_json: bool) -> Resu
             });
         }
         FileCommand::Mkdir { path, parents } => {
+            // `-p` of a directory that is there already makes nothing: said so, not
+            // "created" (it printed that).
+            let there = parents
+                && sandbox
+                    .stat(&path, true)
+                    .await
+                    .is_ok_and(|stat| stat.file_type == fsd_sdk::api::files::FileType::Directory);
+            if there {
+                report(as_json, json!({"exists": path}), || {
+                    format!("{path} exists already")
+                });
+                return Ok(());
+            }
             sandbox.mkdir(&path, parents).await?;
             report(as_json, json!({"created": path}), || {
                 format!("created {path}")

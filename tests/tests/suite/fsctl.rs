@@ -38,7 +38,15 @@ fn file_commands_round_trip() {
     ));
     assert_eq!(std::fs::read(&copy).unwrap(), payload);
 
-    succeeded(&fsctl(&daemon, &["mkdir", "-p", "a/b"]));
+    assert_eq!(
+        succeeded(&fsctl(&daemon, &["mkdir", "-p", "a/b"])),
+        "created a/b\n"
+    );
+    // -p of a directory that is there makes nothing, and says so (it said "created").
+    assert_eq!(
+        succeeded(&fsctl(&daemon, &["mkdir", "-p", "a/b"])),
+        "a/b exists already\n"
+    );
     assert!(daemon.path("a/b").is_dir());
     succeeded(&fsctl(&daemon, &["mv", "data/in.bin", "a/b/moved.bin"]));
     assert!(daemon.path("a/b/moved.bin").exists());
