@@ -82,7 +82,13 @@ impl Programs {
                 OsStr::new("-u"),
                 self.python_script.as_os_str(),
             ],
-            Kind::Node => vec![self.node.as_os_str(), self.node_script.as_os_str()],
+            // --expose-internals: the executor reaches Node's own REPL transform for a
+            // top-level await when the typescript package is not there.
+            Kind::Node => vec![
+                self.node.as_os_str(),
+                OsStr::new("--expose-internals"),
+                self.node_script.as_os_str(),
+            ],
         }
     }
 }

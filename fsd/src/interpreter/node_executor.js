@@ -15,7 +15,8 @@
 // top-level declarations are hoisted into the context (so they stay for the next call) and
 // the value of its last statement is the result (for a last declaration, the value
 // assigned). The cell is parsed with the `typescript` package's parser, which also
-// transpiles TypeScript (both found through NODE_PATH). SIGINT interrupts the running call
+// transpiles TypeScript (both found through NODE_PATH); without it, with the transform
+// Node's own REPL uses, and TypeScript with Node's own type stripping (22.13 and later). SIGINT interrupts the running call
 // and leaves the context usable.
 'use strict';
 
@@ -68,6 +69,8 @@ sandbox.globalThis = sandbox;
 const context = vm.createContext(sandbox);
 
 let typescript = null;
+// Whether the typescript package is found, once looked for.
+let typescriptFound = null;
 function loadTypescript() {
   if (typescript === null) {
     typescript = require('typescript');
@@ -76,6 +79,19 @@ function loadTypescript() {
 }
 
 function transpile(code) {
+  if (!hasTypescript()) {
+    // Node's own type stripping (22.13 and later), with enums and namespaces transformed.
+    const { stripTypeScriptTypes } = require('module');
+    if (typeof stripTypeScriptTypes === 'function') {
+      return stripTypeScriptTypes(code, { mode: 'transform' });
+    }
+    const error = new Error(
+      `TypeScript cells need Node 22.13 or later (it strips types itself; this is Node ${process.version}) ` +
+        'or the typescript package where FSD_NODE_PATH points',
+    );
+    error.name = 'TranspileError';
+    throw error;
+  }
   loadTypescript();
   const out = typescript.transpileModule(code, {
     reportDiagnostics: true,
@@ -174,6 +190,32 @@ function asyncCell(code) {
   return `(async () => {\n${functions.concat(body).join('\n')}\n})()`;
 }
 
+// Without the typescript package: the transform Node's own REPL runs a top-level await
+// with (`internal/repl/await`, reachable because fsd starts Node with --expose-internals),
+// with the same semantics: declarations hoisted into the context (each declared on its
+// own, so a name an earlier cell declared is assigned), the last statement's value
+// returned. Null when the code has no top-level await.
+function replCell(code) {
+  const { processTopLevelAwait } = require('internal/repl/await');
+  const wrapped = processTopLevelAwait(code);
+  if (wrapped === null) {
+    return null;
+  }
+  const start = wrapped.indexOf('(async () => {');
+  for (const declaration of wrapped.slice(0, start).split(';')) {
+    if (declaration.trim()) {
+      try {
+        vm.runInContext(`${declaration};`, context);
+      } catch (error) {
+        if (!(error instanceof SyntaxError)) {
+          throw error;
+        }
+      }
+    }
+  }
+  return `${wrapped.slice(start)}.then((returned) => returned && returned.value)`;
+}
+
 let interruptCurrent = null;
 process.on('SIGINT', () => {
   // Outside synchronous code (vm's breakOnSigint covers that): a pending await.
@@ -244,7 +286,16 @@ async function run(request) {
     if (!(error instanceof SyntaxError) || !/await/.test(error.message)) {
       throw error;
     }
-    script = new vm.Script(asyncCell(code), { filename, lineOffset: -1 });
+    if (hasTypescript()) {
+      script = new vm.Script(asyncCell(code), { filename, lineOffset: -1 });
+    } else {
+      // A cell Node's REPL would refuse (a top-level `return`) runs as an async function.
+      const cell = replCell(code);
+      script =
+        cell === null
+          ? new vm.Script(`(async () => {\n${code}\n})()`, { filename, lineOffset: -1 })
+          : new vm.Script(cell, { filename });
+    }
   }
   let value = script.runInContext(context, { breakOnSigint: true });
   if (value !== null && typeof value === 'object' && typeof value.then === 'function') {
@@ -333,6 +384,13 @@ requests.on('end', () => process.exit(0));
 send({ type: 'ready', node: process.version, typescript: hasTypescript() });
 
 function hasTypescript() {
+  if (typescriptFound === null) {
+    typescriptFound = findTypescript();
+  }
+  return typescriptFound;
+}
+
+function findTypescript() {
   try {
     require.resolve('typescript');
     return true;

@@ -227,6 +227,62 @@ async fn contexts_are_isolated_serialized_and_parallel() {
     );
 }
 
+/// With nothing installed beside Node (no `typescript` package, as `fsctl up` on a fresh
+/// machine runs it), a JavaScript cell with a top-level `await` runs with Node's own REPL
+/// transform (it failed: `Cannot find module 'typescript'`), and a TypeScript cell says
+/// what it needs where Node cannot strip types itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_level_await_runs_with_node_alone() {
+    if !fsd_tests::available_or_skip(
+        fsd_tests::on_path("node"),
+        "interpreter::a_top_level_await_runs_with_node_alone",
+        "node",
+    ) {
+        return;
+    }
+    let empty = tempfile::tempdir().unwrap();
+    let daemon = Daemon::start_with(Options {
+        extra_args: vec![
+            "--interpreter-pool".into(),
+            "0".into(),
+            "--node-path".into(),
+            empty.path().to_str().unwrap().into(),
+        ],
+        ..Options::default()
+    });
+    let sandbox = daemon.sandbox();
+    let js = context(&sandbox, "javascript").await;
+    for (code, expected) in [
+        ("await Promise.resolve(7)", "7"),
+        ("const x = await Promise.resolve(41);\nx + 1", "42"),
+        ("x", "41"),
+        (
+            "let { a, b: [c] } = await Promise.resolve({ a: 1, b: [2] });\nfunction sum() { return a + c }\nsum()",
+            "3",
+        ),
+        ("[sum(), a, c].join(' ')", "'3 1 2'"),
+        // Node's REPL refuses a top-level return; it runs as an async function.
+        ("await Promise.resolve(); return 'returned'", "'returned'"),
+    ] {
+        let ran = run(&sandbox, &js, code).await;
+        assert!(ran.error.is_none(), "{code}: {ran:?}");
+        assert_eq!(result(&ran, "text"), expected, "{code}");
+    }
+    let ts = context(&sandbox, "typescript").await;
+    let typed = run(&sandbox, &ts, "const n: number = 5;\nn").await;
+    let node = std::process::Command::new("node")
+        .args(["-p", "typeof require('module').stripTypeScriptTypes"])
+        .output()
+        .unwrap();
+    if String::from_utf8_lossy(&node.stdout).trim() == "function" {
+        assert!(typed.error.is_none(), "{typed:?}");
+        assert_eq!(result(&typed, "text"), "5");
+    } else {
+        let (_, message, _) = error_name(&typed).expect("an error event");
+        assert!(message.contains("Node 22.13"), "{message}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn javascript_and_typescript() {
     let Some(daemon) = daemon("interpreter::javascript_and_typescript") else {
