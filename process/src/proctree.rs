@@ -172,7 +172,16 @@ mod tests {
         assert_eq!(kids.len(), 2, "{kids:?}");
         assert_eq!(parent(kids[0]), Some(pid));
         assert_eq!(tree(pid).len(), 3);
-        let usage = usage_below(pid);
+        // A child seen right as it execs `sleep` has no page of its new image resident
+        // yet (its RSS is 0 for that moment): looked at again until it has.
+        let mut usage = usage_below(pid);
+        for _ in 0..100 {
+            if usage.rss_bytes > 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+            usage = usage_below(pid);
+        }
         assert!(usage.rss_bytes > 0, "{usage:?}");
         signal_all(&tree(pid), Signal::SIGKILL);
         child.wait().unwrap();
