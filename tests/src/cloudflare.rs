@@ -219,12 +219,7 @@ impl Stack {
     /// Kills wrangler and workerd outright (SIGKILL, as a crash does: what they started is
     /// left as it is) and starts them again on the same state.
     pub fn crash_and_restart(&mut self, meanwhile: impl FnOnce(&Stack)) {
-        if let Some(mut child) = self.child.take() {
-            at_exit::forget(child.id());
-            let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
-            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait();
-        }
+        self.end(Duration::ZERO);
         meanwhile(self);
         self.launch();
     }
@@ -365,18 +360,26 @@ impl Stack {
     }
 
     fn stop(&mut self) {
+        self.end(Duration::from_secs(15));
+    }
+
+    /// Ends wrangler's process group: SIGTERM and up to `grace` to end by itself (none:
+    /// killed outright, as a crash ends it), then SIGKILL.
+    fn end(&mut self, grace: Duration) {
         let Some(mut child) = self.child.take() else {
             return;
         };
         at_exit::forget(child.id());
         let group = nix::unistd::Pid::from_raw(-(child.id() as i32));
-        let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                break;
+        if !grace.is_zero() {
+            let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + grace;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
             }
-            std::thread::sleep(Duration::from_millis(100));
         }
         let _ = nix::sys::signal::kill(group, nix::sys::signal::Signal::SIGKILL);
         let _ = child.wait();

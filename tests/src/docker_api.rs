@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::http_head::{RequestHead, lowercase_headers};
+use crate::http_head::{HeadRead, lowercase_headers, read_body, read_request_head};
 
 /// The longest request head read from a client.
 const MAX_HEAD: usize = 64 * 1024;
@@ -151,18 +151,10 @@ pub async fn serve(listen: &Path, upstream: PathBuf, idle: Option<Duration>) -> 
 
 /// One client connection.
 async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
-    let mut buffer = Vec::with_capacity(4096);
-    let (head_len, head) = loop {
-        if read_some(&mut client, &mut buffer).await? == 0 {
-            return Ok(());
-        }
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&buffer) {
-            Ok(httparse::Status::Complete(len)) => break (len, RequestHead::of(&parsed)),
-            Ok(httparse::Status::Partial) if buffer.len() < MAX_HEAD => continue,
-            _ => return answer(&mut client, 400, &[], b"").await,
-        }
+    let (head, head_len, mut buffer) = match read_request_head(&mut client, MAX_HEAD).await? {
+        HeadRead::Complete { head, len, read } => (head, len, read),
+        HeadRead::Closed => return Ok(()),
+        HeadRead::Malformed => return answer(&mut client, 400, &[], b"").await,
     };
     let call = Call::of(&head.method, &head.path);
     let length = head.header("content-length").and_then(|v| v.parse().ok());
@@ -175,14 +167,12 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
         tokio::io::copy_bidirectional(&mut client, &mut podman).await?;
         return Ok(());
     }
-    let mut body = buffer.split_off(head_len);
     let length = length.unwrap_or(0);
-    while body.len() < length {
-        if read_some(&mut client, &mut body).await? == 0 {
-            return Ok(());
-        }
+    let body = read_body(&mut client, buffer.split_off(head_len), length).await?;
+    if body.len() < length {
+        // The client ended before its body did.
+        return Ok(());
     }
-    body.truncate(length);
     let reply = exchange(upstream, &head.method, &head.path, &head.headers, &body).await?;
     let reply = match docker_answer(&call, reply.status, &reply.body) {
         Docker::Same => reply,
@@ -222,13 +212,6 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
     answer(&mut client, reply.status, &reply.headers, &reply.body).await
 }
 
-async fn read_some(stream: &mut (impl AsyncRead + Unpin), into: &mut Vec<u8>) -> io::Result<usize> {
-    let mut chunk = [0u8; 8192];
-    let read = stream.read(&mut chunk).await?;
-    into.extend_from_slice(&chunk[..read]);
-    Ok(read)
-}
-
 /// An answer read whole.
 struct Reply {
     status: u16,
@@ -247,10 +230,8 @@ async fn exchange(
 ) -> io::Result<Reply> {
     let mut podman = UnixStream::connect(upstream).await?;
     let mut request = format!("{method} {path} HTTP/1.0\r\n");
-    for (name, value) in headers {
-        if !hop_by_hop(name) && name != "content-length" {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
+    for (name, value) in passed_on(headers) {
+        request.push_str(&format!("{name}: {value}\r\n"));
     }
     if !headers.iter().any(|(name, _)| name == "host") {
         request.push_str("host: localhost\r\n");
@@ -296,10 +277,8 @@ async fn answer(
         .and_then(|code| code.canonical_reason())
         .unwrap_or("Unknown");
     let mut head = format!("HTTP/1.1 {status} {reason}\r\n");
-    for (name, value) in headers {
-        if !hop_by_hop(name) && name != "content-length" {
-            head.push_str(&format!("{name}: {value}\r\n"));
-        }
+    for (name, value) in passed_on(headers) {
+        head.push_str(&format!("{name}: {value}\r\n"));
     }
     head.push_str(&format!(
         "content-length: {}\r\nconnection: close\r\n\r\n",
@@ -310,12 +289,20 @@ async fn answer(
     client.shutdown().await
 }
 
-/// Headers about one connection, which the proxy sets itself.
-fn hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection" | "keep-alive" | "transfer-encoding" | "upgrade" | "proxy-connection"
-    )
+/// The headers passed on from one side to the other: not those about one connection or
+/// the body's length, which the proxy sets itself.
+fn passed_on(headers: &[(String, String)]) -> impl Iterator<Item = &(String, String)> {
+    headers.iter().filter(|(name, _)| {
+        !matches!(
+            name.as_str(),
+            "connection"
+                | "keep-alive"
+                | "transfer-encoding"
+                | "upgrade"
+                | "proxy-connection"
+                | "content-length"
+        )
+    })
 }
 
 #[cfg(test)]

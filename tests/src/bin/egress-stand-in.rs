@@ -19,10 +19,10 @@
 use std::io;
 use std::net::SocketAddr;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
-use fsd_tests::http_head::RequestHead;
+use fsd_tests::http_head::{HeadRead, read_body, read_request_head};
 
 /// The longest request head read from workerd.
 const MAX_HEAD: usize = 16 * 1024;
@@ -52,21 +52,10 @@ async fn main() -> io::Result<()> {
 /// One connection from workerd: a tunnel, the egress update or the CA.
 async fn serve(mut client: TcpStream) -> io::Result<()> {
     client.set_nodelay(true)?;
-    let mut buffer = Vec::with_capacity(1024);
-    let (head_len, request) = loop {
-        let mut chunk = [0u8; 4096];
-        let read = client.read(&mut chunk).await?;
-        if read == 0 {
-            return Ok(());
-        }
-        buffer.extend_from_slice(&chunk[..read]);
-        let mut headers = [httparse::EMPTY_HEADER; 64];
-        let mut parsed = httparse::Request::new(&mut headers);
-        match parsed.parse(&buffer) {
-            Ok(httparse::Status::Complete(len)) => break (len, RequestHead::of(&parsed)),
-            Ok(httparse::Status::Partial) if buffer.len() < MAX_HEAD => continue,
-            _ => return reply(&mut client, "400 Bad Request", "", b"").await,
-        }
+    let (request, head_len, mut buffer) = match read_request_head(&mut client, MAX_HEAD).await? {
+        HeadRead::Complete { head, len, read } => (head, len, read),
+        HeadRead::Closed => return Ok(()),
+        HeadRead::Malformed => return reply(&mut client, "400 Bad Request", "", b"").await,
     };
     match (request.method.as_str(), request.path.as_str()) {
         ("CONNECT", target) => {
@@ -81,15 +70,7 @@ async fn serve(mut client: TcpStream) -> io::Result<()> {
                 .header("content-length")
                 .and_then(|value| value.parse().ok())
                 .unwrap_or(0);
-            let mut body = buffer.split_off(head_len);
-            while body.len() < length {
-                let mut chunk = [0u8; 4096];
-                let read = client.read(&mut chunk).await?;
-                if read == 0 {
-                    break;
-                }
-                body.extend_from_slice(&chunk[..read]);
-            }
+            read_body(&mut client, buffer.split_off(head_len), length).await?;
             reply(&mut client, "204 No Content", "", b"").await
         }
         ("GET", "/ca") => match first_certificate() {
