@@ -85,7 +85,10 @@ EXPOSE 3000
 # container's port, as the reference's is. FSD_TOKEN turns auth on.
 # SANDBOX_VERSION: the SDK release this image stands in for, as the reference's image sets
 # it (`/api/version` answers it).
+# FSD_DURABILITY=atomic: the container's disk goes with the container, so a write waits
+# for no fsync (each is still atomic: a temp file renamed over its target).
 ENV FSD_LISTEN=0.0.0.0:3000 \
+    FSD_DURABILITY=atomic \
     SANDBOX_VERSION=0.12.7 \
     FSD_NODE_PATH=/usr/local/lib/node_modules \
     FSD_NO_AUTH=true \

@@ -24,7 +24,64 @@ pub struct MetricsResponse {
     pub disks: Vec<DiskMetrics>,
     pub connections: ConnectionMetrics,
     pub processes: ProcessMetrics,
+    /// What a write answered as done survives, and the flushes to the disk made for it
+    /// (a daemon before this field flushed every write: `fsync`).
+    #[serde(default)]
+    pub durability: DurabilityMetrics,
     pub timestamp: String,
+}
+
+/// What a write the daemon answered as done survives (`fsd serve --durability`). Either
+/// way a write is atomic: a temp file renamed over the target, so a reader, and the tree
+/// after the daemon's death, holds the old file or the new one, never a torn one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// A power loss or a kernel crash too: each file is flushed to the disk (`fsync`)
+    /// before its rename and its directory after; a batch's files by one flush of the
+    /// file system (`syncfs`) before the answer.
+    #[default]
+    Fsync,
+    /// The daemon's death, not the machine's: nothing waits for the disk, which writes
+    /// back on its own (Linux: within 30 s). For a disk that does not outlive the machine,
+    /// as a container's does not.
+    Atomic,
+}
+
+impl Durability {
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Fsync => "fsync",
+            Durability::Atomic => "atomic",
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        match name {
+            "fsync" => Ok(Durability::Fsync),
+            "atomic" => Ok(Durability::Atomic),
+            _ => Err(format!("unknown durability {name:?} (fsync or atomic)")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DurabilityMetrics {
+    pub mode: Durability,
+    /// Flushes to the disk made for writes since the daemon started: an `fsync` of a file
+    /// or a directory, a `syncfs` of a batch. None under `atomic`.
+    pub flushes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

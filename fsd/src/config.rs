@@ -183,6 +183,13 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_WATCH_ENGINE", default_value_t = fsd_watch::EngineKind::default())]
     pub watch_engine: fsd_watch::EngineKind,
 
+    /// What a write answered as done survives: `fsync` (a power loss too: each file written
+    /// is flushed to the disk before the answer) or `atomic` (the daemon's death: every
+    /// write still whole or not there, nothing waits for the disk; for a disk that dies
+    /// with the machine, as a container's does: the image's default).
+    #[arg(long, env = "FSD_DURABILITY", default_value_t = fsd_api::metrics::Durability::default())]
+    pub durability: fsd_api::metrics::Durability,
+
     /// The cloudflared program tunnels run (found on PATH when it has no `/`).
     #[arg(long, env = "FSD_CLOUDFLARED", default_value = "cloudflared")]
     pub cloudflared: PathBuf,
@@ -273,6 +280,7 @@ pub struct Settings {
     pub http_transfer_hosts: Vec<String>,
     pub restore_driver: RestoreDriver,
     pub watch_engine: fsd_watch::EngineKind,
+    pub durability: fsd_api::metrics::Durability,
     pub ws_stall: std::time::Duration,
     pub cloudflared: PathBuf,
     pub python: PathBuf,
@@ -337,6 +345,7 @@ impl ServeArgs {
             http_transfer_hosts: self.http_transfer_hosts,
             restore_driver: self.restore_driver,
             watch_engine: self.watch_engine,
+            durability: self.durability,
             ws_stall: std::time::Duration::from_secs(self.ws_stall_secs),
             cloudflared: self.cloudflared,
             python: self.python,

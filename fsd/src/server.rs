@@ -123,6 +123,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     let signals = ShutdownSignals::listen();
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
+    crate::files::durability::set(settings.durability);
     // Bound first: an address another server holds is said before anything starts, with
     // the address and what changes it.
     let listener = wire::accept::bind(settings.listen).map_err(|err| {
@@ -143,6 +144,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
         workspace = %settings.workspace.display(),
         auth = settings.token.is_some(),
         confine = settings.confine,
+        durability = %settings.durability,
         capabilities = ?state.capabilities,
         "fsd serving"
     );

@@ -2,7 +2,8 @@
 //!
 //! A regular file (or a path that does not exist yet) is replaced atomically: a temp file
 //! beside the target (under a scratch name, see `fsd_api::scratch`), fsynced, renamed over
-//! the target, the directory fsynced. Readers see the old file or the new one, never a torn
+//! the target, the directory fsynced (the fsyncs only under `--durability fsync`, see
+//! [`super::durability`]). Readers see the old file or the new one, never a torn
 //! one; concurrent writers each win whole; the previous file's mode and owner are kept.
 //! Every step after the target is found works on one open directory, so a directory swapped
 //! in the meantime cannot redirect the rename.
@@ -23,6 +24,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
+use super::durability;
 use super::permissions::ModeSpec;
 use super::scratch_log::ScratchLog;
 use super::special::{self, Patient, Special};
@@ -315,7 +317,7 @@ impl AtomicFile {
         self.file.write_all(bytes)?;
         self.synced = false;
         self.written += bytes.len() as u64;
-        if self.written - self.writeback_from >= WRITEBACK_STEP {
+        if self.written - self.writeback_from >= WRITEBACK_STEP && durability::flushing() {
             start_writeback(&self.file, self.writeback_from, self.written);
             self.writeback_from = self.written;
         }
@@ -323,10 +325,11 @@ impl AtomicFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        if !self.synced {
+        if !self.synced && durability::flushing() {
             self.file.sync_all()?;
-            self.synced = true;
+            durability::flushed();
         }
+        self.synced = true;
         Ok(())
     }
 
@@ -352,7 +355,10 @@ impl AtomicFile {
         )?;
         self.committed = true;
         // Persist the rename itself; failure here loses nothing already visible.
-        let _ = self.dir.sync_all();
+        if durability::flushing() {
+            let _ = self.dir.sync_all();
+            durability::flushed();
+        }
         Ok(())
     }
 }

@@ -8,6 +8,7 @@ mod across;
 mod apply;
 mod archive;
 pub(crate) mod atomic;
+pub mod durability;
 mod error;
 mod json_write;
 mod listing;

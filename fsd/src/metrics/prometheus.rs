@@ -111,6 +111,12 @@ pub fn render(
         &[],
         connections.accepted as f64,
     );
+    out.counter(
+        "fsd_disk_flushes_total",
+        "Flushes to the disk made for writes (none under --durability atomic).",
+        &[("durability", metrics.durability.mode.name())],
+        metrics.durability.flushes as f64,
+    );
     let processes = &metrics.processes;
     out.gauge(
         "fsd_processes",

@@ -6,7 +6,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use axum::{Json, Router};
 use fsd_api::ErrorCode;
-use fsd_api::metrics::{MetricsResponse, ProcessMetrics};
+use fsd_api::metrics::{DurabilityMetrics, MetricsResponse, ProcessMetrics};
 use fsd_api::process::ProcessStatus;
 
 use super::prometheus;
@@ -57,6 +57,10 @@ async fn gather(state: &AppState) -> Result<MetricsResponse, ApiError> {
             total: total as u64,
             background: state.processes.running() as u64,
             sessions: state.sessions.list().await.len() as u64,
+        },
+        durability: DurabilityMetrics {
+            mode: crate::files::durability::mode(),
+            flushes: crate::files::durability::flushes(),
         },
         timestamp: now_rfc3339(),
     })

@@ -1210,6 +1210,101 @@ async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
     fsd_tests::assert_validation(status, &answer, "body");
 }
 
+/// `--durability` (see `fsd/src/files/durability.rs`): under `fsync` (a plain `fsd serve`)
+/// a file write and a batch of files are flushed to the disk before they are answered;
+/// under `atomic` (the image's default) nothing waits for the disk, and each write is
+/// still whole and leaves no scratch file. The figures say which and count the flushes; a
+/// value that is not one is refused at start, the flag named.
+#[tokio::test]
+async fn writes_wait_for_the_disk_only_under_durability_fsync() {
+    use serde_json::json;
+    let writes = async |daemon: &Daemon| -> serde_json::Value {
+        let (status, body) = daemon
+            .post(
+                "/api/write",
+                json!({"path": "w/one.txt", "content": "one\n"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let absent = json!({"kind": "absent"});
+        let mut steps = vec![json!({"op": "mkdir", "path": "d", "expect": absent, "mode": 0o755})];
+        let bodies: Vec<Vec<u8>> = (0..300)
+            .map(|i| format!("file {i}\n").into_bytes())
+            .collect();
+        for (i, body) in bodies.iter().enumerate() {
+            steps.push(json!({"op": "putFile", "path": format!("d/f{i}.txt"),
+                "expect": absent, "size": body.len(),
+                "sha256": fsd_tests::sha256_hex(body), "mode": 0o644}));
+        }
+        let borrowed: Vec<&[u8]> = bodies.iter().map(Vec::as_slice).collect();
+        let request = json!({"path": "w", "steps": steps});
+        let (status, answer) = apply(daemon, apply_body(&request, &borrowed)).await;
+        assert_eq!(status, 200, "{answer}");
+        assert!(
+            outcomes_of(&answer).iter().all(|o| *o == "applied"),
+            "{answer}"
+        );
+        let root = daemon.path("w");
+        assert_eq!(read(&root.join("one.txt")), "one\n");
+        for i in [0, 150, 299] {
+            assert_eq!(
+                read(&root.join(format!("d/f{i}.txt"))),
+                format!("file {i}\n")
+            );
+        }
+        assert_eq!(std::fs::read_dir(root.join("d")).unwrap().count(), 300);
+        assert_eq!(
+            std::fs::read_dir(&root).unwrap().count(),
+            2,
+            "no scratch file is left"
+        );
+        let (status, metrics) = daemon.get("/api/metrics").await;
+        assert_eq!(status, 200, "{metrics}");
+        metrics["durability"].clone()
+    };
+
+    let flushed = writes(&Daemon::start()).await;
+    assert_eq!(flushed["mode"], "fsync", "{flushed}");
+    // The file's fsync and its directory's, the batch's syncfs.
+    assert!(flushed["flushes"].as_u64().unwrap() >= 3, "{flushed}");
+
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--durability".into(), "atomic".into()],
+        ..Default::default()
+    });
+    let atomic = writes(&daemon).await;
+    assert_eq!(atomic, json!({"mode": "atomic", "flushes": 0}));
+    let text = daemon
+        .request(reqwest::Method::GET, "/metrics")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("fsd_disk_flushes_total{durability=\"atomic\"} 0"),
+        "{text}"
+    );
+
+    let refused = std::process::Command::new(fsd_tests::binary("fsd"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--durability",
+            "sometimes",
+        ])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("--durability") && said.contains("fsync or atomic"),
+        "{said}"
+    );
+}
+
 /// A batch with many files has them written side by side (see `fsd/src/files/apply.rs`,
 /// `Writers`): the batch's order still holds (a directory before the files in it, a rename
 /// after the file it moves, a second put at a path after the first), a name taken
