@@ -148,6 +148,11 @@ pub struct ExecuteRequest {
     /// fsd's own: bytes the command reads on stdin, base64; not with `stdin`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stdin_base64: Option<String>,
+    /// fsd's own, with `foreground` on `/api/execute/stream`: the command reads a pipe that
+    /// `POST /api/execute/stdin` writes as the caller's input comes (the `start` event's
+    /// `commandId` addresses it), until it is closed; not with `stdin` or `stdinBase64`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub stdin_pipe: bool,
 }
 
 /// A finished foreground command.
@@ -247,6 +252,32 @@ pub struct CommandSignalRequest {
     pub command_id: String,
     /// By name (`SIGINT`, `INT`, any case) or number.
     pub signal: serde_json::Value,
+}
+
+/// `POST /api/execute/stdin` (fsd's own): bytes for the stdin of the command a
+/// `foreground` stream runs with `stdinPipe`, as `/api/process/{id}/stdin` writes a
+/// background process's.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandStdinRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub command_id: String,
+    #[serde(flatten)]
+    pub write: crate::process::StdinRequest,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommandStdinResponse {
+    pub success: bool,
+    pub session_id: String,
+    pub command_id: String,
+    /// Bytes written.
+    pub written: u64,
+    /// Whether stdin is now closed.
+    pub closed: bool,
+    pub timestamp: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

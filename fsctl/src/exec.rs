@@ -27,8 +27,8 @@ pub struct Placement {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ExecCommand {
-    /// Run a command (its words joined by spaces) in its session's shell, so `cd` and
-    /// `export` last for the session's next command, streaming its output; fsctl exits with
+    /// Run a command in its session's shell, so `cd` and `export` last for the session's
+    /// next command, streaming its output (and fsctl's stdin to it); fsctl exits with
     /// the command's exit code. Ctrl-C interrupts the command, as ssh passes it on; a second
     /// Ctrl-C leaves, and the daemon stops the command.
     Exec {
@@ -39,7 +39,9 @@ pub enum ExecCommand {
         #[arg(long)]
         timeout_ms: Option<u64>,
         /// Give the command no stdin. Without it, fsctl's own stdin, when it is not a
-        /// terminal, is read to its end and given to the command (up to 32 MiB).
+        /// terminal, goes to the command as it comes, as ssh streams it (the command starts
+        /// at once; end of file closes its stdin). With --json, stdin is read to its end
+        /// first and given whole (up to 32 MiB).
         #[arg(short = 'n', long)]
         no_stdin: bool,
         /// The command: one word is a shell line (`'make && ./run'`); several each arrive
@@ -49,8 +51,8 @@ pub enum ExecCommand {
         #[arg(trailing_var_arg = true, required = true)]
         command: Vec<String>,
     },
-    /// Start a background process (its words joined by spaces, run by bash) and print its
-    /// id; with --pipe its stdin stays open for `fsctl send`.
+    /// Start a background process (run by bash) and print its id; with --pipe its stdin
+    /// stays open for `fsctl send`.
     Start {
         /// The process's id (default: one is made).
         #[arg(long)]
@@ -108,17 +110,21 @@ pub async fn run(
             no_stdin,
             command,
         } => {
-            let request = ExecuteRequest {
+            use std::io::IsTerminal;
+            let piped = !no_stdin && !std::io::stdin().is_terminal();
+            let mut request = ExecuteRequest {
                 command: command_line(&command),
                 env: variables(place.env)?,
                 session_id: place.session,
                 cwd: place.cwd,
                 timeout_ms,
-                stdin_base64: if no_stdin { None } else { piped_stdin()? },
                 foreground: Some(true),
                 ..ExecuteRequest::default()
             };
             if as_json {
+                if piped {
+                    request.stdin_base64 = piped_stdin()?;
+                }
                 return match sandbox.exec_with(&request).await {
                     Ok(result) => {
                         output::json(&result);
@@ -137,6 +143,7 @@ pub async fn run(
                     Err(err) => Err(err),
                 };
             }
+            request.stdin_pipe = piped;
             stream_in_session(sandbox, &request).await
         }
         ExecCommand::Start {
@@ -287,7 +294,12 @@ async fn stream_in_session(
                         session_id,
                         command_id,
                         ..
-                    } => running = session_id.zip(command_id),
+                    } => {
+                        running = session_id.zip(command_id);
+                        if let (true, Some((session, command))) = (request.stdin_pipe, &running) {
+                            tokio::spawn(send_stdin(sandbox.clone(), session.clone(), command.clone()));
+                        }
+                    }
                     ExecEvent::Stdout { data, .. } => print_raw(&data, ""),
                     ExecEvent::Stderr { data, .. } => print_raw("", &data),
                     ExecEvent::Complete { exit_code: code, .. } => return Ok(exit_code(code)),
@@ -316,6 +328,64 @@ async fn stream_in_session(
                 }
                 None => return Ok(ExitCode::from(130)),
             },
+        }
+    }
+}
+
+/// The most one stdin write carries: what arrived while the last one was sent, up to this.
+const STDIN_WRITE_BYTES: usize = 1024 * 1024;
+
+/// Copies fsctl's stdin, as it comes, to the command `command` of `session` (run with
+/// `stdinPipe`), then closes the command's stdin at end of file. A command that ended
+/// before reading it all ends this quietly, as ssh drops what its command did not read.
+async fn send_stdin(sandbox: Sandbox, session: String, command: String) {
+    let mut chunks = crate::shell::stdin_chunks(256 * 1024);
+    loop {
+        let Some(mut bytes) = chunks.recv().await else {
+            break;
+        };
+        while bytes.len() < STDIN_WRITE_BYTES
+            && let Ok(more) = chunks.try_recv()
+        {
+            bytes.extend_from_slice(&more);
+        }
+        if !write_all_stdin(&sandbox, &session, &command, &bytes, false).await {
+            return;
+        }
+    }
+    write_all_stdin(&sandbox, &session, &command, &[], true).await;
+}
+
+/// Writes `bytes` whole (again from where a full pipe stopped it); whether the command
+/// still takes input.
+async fn write_all_stdin(
+    sandbox: &Sandbox,
+    session: &str,
+    command: &str,
+    bytes: &[u8],
+    close: bool,
+) -> bool {
+    let mut sent = 0;
+    loop {
+        match sandbox
+            .write_command_stdin(session, command, &bytes[sent..], close)
+            .await
+        {
+            Ok(_) => return true,
+            Err(err) if err.code() == Some(&ErrorCode::StdinFull) => {
+                if let SdkError::Api { body, .. } = &err {
+                    sent += body.context["written"].as_u64().unwrap_or(0) as usize;
+                }
+            }
+            Err(err) => {
+                if !matches!(
+                    err.code(),
+                    Some(ErrorCode::ProcessExited | ErrorCode::StdinClosed)
+                ) {
+                    output::error(&err, false);
+                }
+                return false;
+            }
         }
     }
 }

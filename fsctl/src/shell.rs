@@ -26,7 +26,7 @@ pub async fn run(sandbox: &Sandbox, args: ShellArgs) -> Result<ExitCode, SdkErro
     // A shell that already ran keeps its size until told: this window's is the one now.
     writer.resize(cols, rows).await?;
     let _raw = RawMode::enter();
-    let mut keys = stdin_chunks();
+    let mut keys = stdin_chunks(4096);
     let mut resized = signal(SignalKind::window_change())?;
     let mut stdout = std::io::stdout();
     loop {
@@ -76,14 +76,15 @@ fn window_size() -> (u16, u16) {
     }
 }
 
-/// Reads stdin on a thread of its own (a blocked read must not hold the runtime at exit).
-fn stdin_chunks() -> mpsc::Receiver<Vec<u8>> {
+/// Reads stdin on a thread of its own (a blocked read must not hold the runtime at exit),
+/// up to `chunk` bytes a read; the channel closes at end of file.
+pub fn stdin_chunks(chunk: usize) -> mpsc::Receiver<Vec<u8>> {
     let (sender, receiver) = mpsc::channel(64);
     let _ = std::thread::Builder::new()
         .name("fsctl-stdin".into())
         .spawn(move || {
             let mut stdin = std::io::stdin();
-            let mut buffer = [0u8; 4096];
+            let mut buffer = vec![0u8; chunk];
             loop {
                 match stdin.read(&mut buffer) {
                     Ok(0) | Err(_) => return,

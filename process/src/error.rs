@@ -76,6 +76,15 @@ pub enum StdinError {
     },
 }
 
+/// Why a write to a streamed command's stdin failed: its session, or the write.
+#[derive(Debug, thiserror::Error)]
+pub enum StreamedStdinError {
+    #[error(transparent)]
+    Session(#[from] ExecError),
+    #[error(transparent)]
+    Stdin(#[from] StdinError),
+}
+
 impl StdinError {
     /// How much of the write went in before it stopped.
     pub fn written(&self) -> usize {

@@ -33,7 +33,7 @@ mod wake;
 mod world;
 
 pub use background::{Live, Logs, ProcessService, Since};
-pub use error::{ExecError, ProcessError, StdinError};
+pub use error::{ExecError, ProcessError, StdinError, StreamedStdinError};
 pub use script::valid_env_name;
 pub use session::{CommandSpec, Finished, Session, Started, Streamed};
 pub use sessions::{ExecConfig, SessionManager, SessionOptions, base_env};

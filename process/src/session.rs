@@ -3,19 +3,19 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
-use crate::error::ExecError;
+use crate::error::{ExecError, StdinError};
 use crate::output::{self, Output, read_capped};
 use crate::proctree;
 use crate::script;
 use crate::shell::{Job, JobKind, Report, Shell};
-use crate::stdin::{self, Stdin};
+use crate::stdin::{self, Stdin, StdinPipe, Written};
 use crate::stop::{Escalation, Target};
 use crate::tail::{self, OutputTail, Stream};
 use crate::wake::{OutputWakes, Woken, written};
@@ -61,7 +61,12 @@ pub enum Streamed {
 struct Running {
     job: u64,
     before: HashSet<u32>,
+    stdin: Option<StreamedStdin>,
 }
+
+/// A streamed command's stdin pipe, when it was given one ([`Stdin::Pipe`]), and what
+/// tells a write waiting on it that the command has ended.
+type StreamedStdin = (Arc<StdinPipe>, tokio::sync::watch::Receiver<bool>);
 
 /// A background command that has started.
 pub struct Started {
@@ -160,7 +165,7 @@ impl Session {
     /// stderr) or removed.
     fn end_foreground(&self, job: &Job, spec: &CommandSpec, keep: [bool; 2]) {
         self.shell.unsubscribe(job.id);
-        if matches!(spec.stdin, Stdin::Content(_)) {
+        if matches!(spec.stdin, Stdin::Content(_) | Stdin::Pipe) {
             let _ = std::fs::remove_file(&job.stdin);
         }
         self.shell.retire_foreground_output(job, keep);
@@ -184,9 +189,28 @@ impl Session {
         };
         self.check_alive()?;
         let (job, mut reports) = self.shell.new_job(JobKind::Foreground);
-        let result = self
-            .run_streamed(&job, &mut reports, spec, timeout, wakes, sink)
-            .await;
+        // A pipe the caller writes while the command runs ([`Session::write_streamed_stdin`]).
+        let (ended, running) = tokio::sync::watch::channel(false);
+        let result = match spec.stdin {
+            Stdin::Pipe => stdin::open_pipe(&job.stdin)
+                .map(|sender| Some((Arc::new(StdinPipe::new(Some(sender))), running)))
+                .map_err(ExecError::from),
+            _ => Ok(None),
+        };
+        let result = match result {
+            Ok(stdin) => {
+                let pipe = stdin.as_ref().map(|(pipe, _)| pipe.clone());
+                let result = self
+                    .run_streamed(&job, &mut reports, spec, timeout, wakes, sink, stdin)
+                    .await;
+                let _ = ended.send(true);
+                if let Some(pipe) = pipe {
+                    pipe.shut().await;
+                }
+                result
+            }
+            Err(err) => Err(err),
+        };
         *self.streamed.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let keep = match result {
             Ok(_) => [&job.stdout, &job.stderr]
@@ -197,6 +221,7 @@ impl Session {
         result
     }
 
+    #[allow(clippy::too_many_arguments)]
     async fn run_streamed(
         &self,
         job: &Job,
@@ -205,8 +230,9 @@ impl Session {
         timeout: Option<Duration>,
         wakes: &OutputWakes,
         sink: &mpsc::Sender<Streamed>,
+        stdin: Option<StreamedStdin>,
     ) -> Result<i32, ExecError> {
-        let piped = write_inputs(job, spec).await?;
+        let piped = write_inputs(job, spec).await? || stdin.is_some();
         // The output files exist before the command opens them, so they can be watched.
         for path in [&job.stdout, &job.stderr] {
             std::fs::OpenOptions::new()
@@ -219,6 +245,7 @@ impl Session {
         *self.streamed.lock().unwrap_or_else(|p| p.into_inner()) = Some(Running {
             job: job.id,
             before: before.clone(),
+            stdin,
         });
         let started = self.send_foreground(job, spec, piped).await?;
         let _ = sink.send(Streamed::Started { job: job.id }).await;
@@ -272,6 +299,34 @@ impl Session {
             self.shell.interrupt();
         }
         true
+    }
+
+    /// Writes `bytes` to the stdin pipe of the streamed foreground command `job` (one run
+    /// with [`Stdin::Pipe`]), then closes it when `close` says so; as a background
+    /// process's stdin is written ([`StdinPipe::write`]). A command that is not running
+    /// (ended, or never started here) is [`StdinError::Exited`].
+    pub async fn write_streamed_stdin(
+        &self,
+        job: u64,
+        bytes: &[u8],
+        close: bool,
+        wait: Duration,
+    ) -> Result<Written, StdinError> {
+        let (pipe, mut ended) = match &*self.streamed.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(Running {
+                job: running,
+                stdin,
+                ..
+            }) if *running == job => match stdin {
+                Some((pipe, ended)) => (pipe.clone(), ended.clone()),
+                None => return Err(StdinError::NotPiped),
+            },
+            _ => return Err(StdinError::Exited { written: 0 }),
+        };
+        let ended = async move {
+            let _ = ended.wait_for(|ended| *ended).await;
+        };
+        pipe.write(bytes, close, wait, ended).await
     }
 
     /// The command's result, and whether its stdout and stderr files may serve the next

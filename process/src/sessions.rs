@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use nix::sys::signal::Signal;
 use tokio::sync::mpsc;
 
-use crate::error::ExecError;
+use crate::error::{ExecError, StreamedStdinError};
 use crate::session::{CommandSpec, Finished, Session, Streamed};
 use crate::shell::Shell;
 use crate::stop;
@@ -196,15 +196,34 @@ impl SessionManager {
         job: u64,
         signal: Signal,
     ) -> Result<bool, ExecError> {
-        let session = self
-            .sessions
+        Ok(self.live(id).await?.signal_streamed(job, signal))
+    }
+
+    /// Writes to the stdin pipe of the streamed command `job` of session `id` (see
+    /// [`Session::write_streamed_stdin`]).
+    pub async fn write_streamed_stdin(
+        &self,
+        id: &str,
+        job: u64,
+        bytes: &[u8],
+        close: bool,
+        wait: std::time::Duration,
+    ) -> Result<crate::stdin::Written, StreamedStdinError> {
+        let session = self.live(id).await?;
+        Ok(session
+            .write_streamed_stdin(job, bytes, close, wait)
+            .await?)
+    }
+
+    /// Session `id`, unless it is gone or its shell has died.
+    async fn live(&self, id: &str) -> Result<Arc<Session>, ExecError> {
+        self.sessions
             .lock()
             .await
             .get(id)
             .filter(|s| !s.is_dead())
             .cloned()
-            .ok_or_else(|| ExecError::SessionNotFound { id: id.to_string() })?;
-        Ok(session.signal_streamed(job, signal))
+            .ok_or_else(|| ExecError::SessionNotFound { id: id.to_string() })
     }
 
     /// Drops a session whose shell has exited, so the next call starts a fresh one.

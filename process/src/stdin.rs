@@ -27,8 +27,8 @@ pub enum Stdin {
     Null,
     /// These bytes, then end of file.
     Content(Vec<u8>),
-    /// A pipe the daemon writes on request (background commands; a foreground command
-    /// given one reads `/dev/null`).
+    /// A pipe the daemon writes on request (background commands and streamed foreground
+    /// ones; a foreground command answered whole reads `/dev/null`).
     Pipe,
 }
 

@@ -1,5 +1,6 @@
-//! A process's stdin and signals: writes to a process started with `stdin: "pipe"`, as
-//! calls or as an [`AsyncWrite`], and any signal to its tree.
+//! A process's stdin and signals: writes to a process started with `stdin: "pipe"` (or to
+//! a command a foreground stream runs with `stdinPipe`), as calls or as an [`AsyncWrite`],
+//! and any signal to its tree.
 
 use std::future::Future;
 use std::io;
@@ -9,6 +10,7 @@ use std::task::{Context, Poll, ready};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use fsd_api::ErrorCode;
+use fsd_api::exec::{CommandStdinRequest, CommandStdinResponse};
 use fsd_api::process::{SignalRequest, SignalResponse, StdinRequest, StdinResponse};
 use tokio::io::AsyncWrite;
 
@@ -37,11 +39,47 @@ impl Sandbox {
             .await
     }
 
+    /// Writes `bytes` to the stdin of the command a foreground stream runs with
+    /// `stdinPipe` (`command_id` from its `start` event), then closes it when `close`
+    /// says so; as [`Sandbox::write_stdin`] writes a process's.
+    pub async fn write_command_stdin(
+        &self,
+        session_id: &str,
+        command_id: &str,
+        bytes: &[u8],
+        close: bool,
+    ) -> Result<CommandStdinResponse, SdkError> {
+        let request = CommandStdinRequest {
+            session_id: Some(session_id.into()),
+            command_id: command_id.into(),
+            write: StdinRequest {
+                data: STANDARD.encode(bytes),
+                encoding: Some("base64".into()),
+                close,
+                timeout_ms: None,
+            },
+        };
+        self.post_json("/api/execute/stdin", &request).await
+    }
+
     /// The stdin of process `id` (started with `stdin: "pipe"`) as an [`AsyncWrite`].
     pub fn process_stdin(&self, id: &str) -> ProcessStdin {
+        self.stdin_of(Target::Process(id.to_string()))
+    }
+
+    /// The stdin of the command a foreground stream runs with `stdinPipe` as an
+    /// [`AsyncWrite`].
+    pub fn command_stdin(&self, session_id: &str, command_id: &str) -> ProcessStdin {
+        self.stdin_of(Target::Command {
+            session_id: session_id.to_string(),
+            command_id: command_id.to_string(),
+        })
+    }
+
+    fn stdin_of(&self, target: Target) -> ProcessStdin {
         ProcessStdin {
             sandbox: self.clone(),
-            id: id.to_string(),
+            target,
             pending: None,
             closing: false,
         }
@@ -78,19 +116,42 @@ type Pending = Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>;
 /// `tokio::io::BufWriter` to gather many small writes into fewer.
 pub struct ProcessStdin {
     sandbox: Sandbox,
-    id: String,
+    target: Target,
     pending: Option<Pending>,
     /// Whether the call in flight is the close.
     closing: bool,
 }
 
+/// Whose stdin a [`ProcessStdin`] writes.
+#[derive(Clone)]
+enum Target {
+    Process(String),
+    Command {
+        session_id: String,
+        command_id: String,
+    },
+}
+
 impl ProcessStdin {
     fn send(&self, bytes: Vec<u8>, close: bool) -> Pending {
-        let (sandbox, id) = (self.sandbox.clone(), self.id.clone());
+        let (sandbox, target) = (self.sandbox.clone(), self.target.clone());
         Box::pin(async move {
             loop {
-                match sandbox.write_stdin(&id, &bytes, close).await {
-                    Ok(reply) => return Ok(usize::try_from(reply.written).unwrap_or(bytes.len())),
+                let written = match &target {
+                    Target::Process(id) => sandbox
+                        .write_stdin(id, &bytes, close)
+                        .await
+                        .map(|reply| reply.written),
+                    Target::Command {
+                        session_id,
+                        command_id,
+                    } => sandbox
+                        .write_command_stdin(session_id, command_id, &bytes, close)
+                        .await
+                        .map(|reply| reply.written),
+                };
+                match written {
+                    Ok(written) => return Ok(usize::try_from(written).unwrap_or(bytes.len())),
                     Err(err) => {
                         let written = written_before(&err);
                         match err.code() {

@@ -472,6 +472,53 @@ pub fn succeeded(output: &std::process::Output) -> String {
     String::from_utf8(output.stdout.clone()).expect("UTF-8 stdout")
 }
 
+/// What a child printed and how it ended, once it has ended within `deadline` (a guard
+/// against a hang, not a measure); `None`, the child killed, when it had not.
+pub fn wait_output(
+    mut child: std::process::Child,
+    deadline: std::time::Duration,
+) -> Option<std::process::Output> {
+    use std::io::Read;
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            bytes
+        })
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let until = std::time::Instant::now() + deadline;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if std::time::Instant::now() >= until {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Some(std::process::Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
+
 /// Asserts an error envelope: status, code, and (if given) the validation field.
 pub fn assert_error(status: StatusCode, body: &Value, expected_status: u16, code: &str) {
     assert_eq!(status.as_u16(), expected_status, "status for {body}");

@@ -7,5 +7,5 @@ mod request;
 mod routes;
 mod wire_error;
 
-pub use request::{CommandRequest, DEFAULT_SESSION, signal_named};
+pub use request::{CommandRequest, DEFAULT_SESSION, signal_named, stdin_write};
 pub use routes::router;

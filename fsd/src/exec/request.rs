@@ -5,19 +5,52 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use fsd_api::exec::ExecuteRequest;
-use fsd_api::process::StartProcessRequest;
+use fsd_api::process::{StartProcessRequest, StdinRequest};
 
 use base64_simd::STANDARD as BASE64;
 use fsd_process::{CommandSpec, Stdin, valid_env_name};
 use nix::sys::signal::Signal;
 
 use super::error::RequestError;
+use crate::error::ApiError;
 use crate::paths::{Follow, Paths};
 
 /// The session a request without one runs in.
 pub const DEFAULT_SESSION: &str = "default";
+
+/// How long a stdin write waits for room by default, and at most.
+const STDIN_WAIT_MS: u64 = 10_000;
+const STDIN_WAIT_MAX_MS: u64 = 300_000;
+
+/// A stdin write's bytes (text or base64) and how long it may wait for the pipe to have
+/// room: for a background process's stdin and a streamed command's alike.
+pub fn stdin_write(req: &StdinRequest) -> Result<(Vec<u8>, Duration), ApiError> {
+    let bytes = match req.encoding.as_deref() {
+        None | Some("utf8" | "utf-8") => req.data.clone().into_bytes(),
+        Some("base64") => BASE64
+            .decode_to_vec(req.data.as_bytes())
+            .map_err(|_| ApiError::validation("data", "must be standard base64", "INVALID_DATA"))?,
+        Some(other) => {
+            return Err(ApiError::validation(
+                "encoding",
+                format!("must be \"utf8\" or \"base64\", not {other:?}"),
+                "INVALID_ENCODING",
+            ));
+        }
+    };
+    let wait_ms = req.timeout_ms.unwrap_or(STDIN_WAIT_MS);
+    if wait_ms == 0 || wait_ms > STDIN_WAIT_MAX_MS {
+        return Err(ApiError::validation(
+            "timeoutMs",
+            format!("must be 1 to {STDIN_WAIT_MAX_MS}"),
+            "INVALID_TIMEOUT",
+        ));
+    }
+    Ok((bytes, Duration::from_millis(wait_ms)))
+}
 
 /// A command request, from any route.
 pub struct CommandRequest<'a> {
@@ -28,9 +61,17 @@ pub struct CommandRequest<'a> {
 }
 
 impl<'a> CommandRequest<'a> {
-    /// `/api/execute` and its stream: `stdin` as text or `stdinBase64` as bytes.
+    /// `/api/execute` and its stream: `stdin` as text, `stdinBase64` as bytes, or
+    /// `stdinPipe`.
     pub fn for_execute(req: &'a ExecuteRequest) -> Result<Self, RequestError> {
+        if req.stdin_pipe && (req.stdin.is_some() || req.stdin_base64.is_some()) {
+            return Err(RequestError::Stdin {
+                field: "stdinPipe",
+                reason: "give stdinPipe, stdin or stdinBase64, not two".into(),
+            });
+        }
         let stdin = match (&req.stdin, &req.stdin_base64) {
+            (None, None) if req.stdin_pipe => Stdin::Pipe,
             (None, None) => Stdin::Null,
             (Some(text), None) => Stdin::Content(text.as_bytes().to_vec()),
             (None, Some(encoded)) => Stdin::Content(BASE64.decode_to_vec(encoded).map_err(

@@ -10,9 +10,10 @@ use axum::{Json, Router};
 use base64_simd::STANDARD as BASE64;
 use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
-    BackgroundStarted, CommandSignalRequest, CommandSignalResponse, CreateSessionRequest,
-    CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse, ExecEvent, ExecResult,
-    ExecuteRequest, ListSessionsResponse, SessionInfo,
+    BackgroundStarted, CommandSignalRequest, CommandSignalResponse, CommandStdinRequest,
+    CommandStdinResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
+    DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
+    SessionInfo,
 };
 use futures_util::{StreamExt, stream};
 
@@ -37,6 +38,7 @@ pub fn router() -> Router<AppState> {
         .route("/api/execute", post(execute))
         .route("/api/execute/stream", post(execute_stream))
         .route("/api/execute/signal", post(signal_command))
+        .route("/api/execute/stdin", post(command_stdin))
 }
 
 pub async fn create_session(
@@ -122,6 +124,14 @@ pub async fn execute(
     body: axum::body::Bytes,
 ) -> Result<Response, ApiError> {
     let (req, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
+    if req.stdin_pipe && req.background != Some(true) {
+        return Err(ApiError::validation(
+            "stdinPipe",
+            "a command answered whole cannot be written to while it runs: stream it \
+             (/api/execute/stream with foreground) or start it in the background",
+            "INVALID_STDIN",
+        ));
+    }
     if req.background == Some(true) {
         let info = state
             .processes
@@ -295,6 +305,35 @@ pub async fn signal_command(
         command_id: req.command_id,
         signal: signal.as_str().to_string(),
         running,
+        timestamp: now_rfc3339(),
+    }))
+}
+
+/// `POST /api/execute/stdin`: bytes for the stdin of the command a `foreground` stream
+/// runs with `stdinPipe`, and end of file after them with `close`.
+pub async fn command_stdin(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    uri: Uri,
+    crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<CommandStdinRequest>,
+) -> Result<Json<CommandStdinResponse>, ApiError> {
+    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
+    let job = req
+        .command_id
+        .parse::<u64>()
+        .map_err(|_| RequestError::CommandId)?;
+    let (bytes, wait) = super::stdin_write(&req.write)?;
+    let written = state
+        .sessions
+        .write_streamed_stdin(&session_id, job, &bytes, req.write.close, wait)
+        .await
+        .map_err(|err| super::wire_error::streamed_stdin(err, &session_id, &req.command_id))?;
+    Ok(Json(CommandStdinResponse {
+        success: true,
+        session_id,
+        command_id: req.command_id,
+        written: written.bytes as u64,
+        closed: written.closed,
         timestamp: now_rfc3339(),
     }))
 }

@@ -3,7 +3,7 @@
 use fsd_api::ErrorCode;
 use serde_json::json;
 
-use fsd_process::ExecError;
+use fsd_process::{ExecError, StdinError, StreamedStdinError};
 
 use super::error::RequestError;
 use crate::error::ApiError;
@@ -79,4 +79,38 @@ impl From<ExecError> for ApiError {
             ExecError::Abandoned | ExecError::Spawn(_) | ExecError::Io(_) => Self::new(ErrorCode::CommandExecutionError, message),
         }
     }
+}
+
+/// A write to a streamed command's stdin that failed: its session's error, or the write's
+/// with the codes `/api/process/{id}/stdin` answers (a command that is not running is
+/// `PROCESS_EXITED`), each with the session and command named and what went in.
+pub fn streamed_stdin(err: StreamedStdinError, session_id: &str, command_id: &str) -> ApiError {
+    let source = match err {
+        StreamedStdinError::Session(err) => return err.into(),
+        StreamedStdinError::Stdin(source) => source,
+    };
+    let message = match source {
+        StdinError::NotPiped => format!(
+            "command {command_id} reads no pipe: stream it with stdinPipe to write to its stdin"
+        ),
+        StdinError::Exited { .. } => format!(
+            "command {command_id} of session {session_id} is not running ({} bytes were written)",
+            source.written()
+        ),
+        _ => source.to_string(),
+    };
+    let mut context = json!({
+        "sessionId": session_id, "commandId": command_id, "written": source.written(),
+    });
+    let code = match source {
+        StdinError::NotPiped => ErrorCode::StdinNotPiped,
+        StdinError::Closed => ErrorCode::StdinClosed,
+        StdinError::Exited { .. } => ErrorCode::ProcessExited,
+        StdinError::Full { limit, .. } => {
+            context["pipeBytes"] = json!(limit);
+            ErrorCode::StdinFull
+        }
+        StdinError::Io { .. } => ErrorCode::CommandExecutionError,
+    };
+    ApiError::new(code, message).with_context(context)
 }

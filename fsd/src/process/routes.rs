@@ -9,9 +9,7 @@ use fsd_api::process::{
     ProcessLogsResponse, ProcessStatus, SignalRequest, SignalResponse, StartProcessRequest,
     StartProcessResponse, StdinRequest, StdinResponse,
 };
-use std::time::Duration;
 
-use base64_simd::STANDARD as BASE64;
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
@@ -134,10 +132,6 @@ pub async fn signal(
     }))
 }
 
-/// How long a stdin write waits for room by default, and at most.
-const STDIN_WAIT_MS: u64 = 10_000;
-const STDIN_WAIT_MAX_MS: u64 = 300_000;
-
 /// `POST /api/process/{id}/stdin`: bytes to a process started with `stdin: "pipe"`, and
 /// end of file after them with `close`.
 pub async fn stdin(
@@ -145,30 +139,10 @@ pub async fn stdin(
     Path(id): Path<String>,
     JsonBody(req): JsonBody<StdinRequest>,
 ) -> Result<Json<StdinResponse>, ApiError> {
-    let bytes = match req.encoding.as_deref() {
-        None | Some("utf8" | "utf-8") => req.data.into_bytes(),
-        Some("base64") => BASE64
-            .decode_to_vec(req.data.as_bytes())
-            .map_err(|_| ApiError::validation("data", "must be standard base64", "INVALID_DATA"))?,
-        Some(other) => {
-            return Err(ApiError::validation(
-                "encoding",
-                format!("must be \"utf8\" or \"base64\", not {other:?}"),
-                "INVALID_ENCODING",
-            ));
-        }
-    };
-    let wait_ms = req.timeout_ms.unwrap_or(STDIN_WAIT_MS);
-    if wait_ms == 0 || wait_ms > STDIN_WAIT_MAX_MS {
-        return Err(ApiError::validation(
-            "timeoutMs",
-            format!("must be 1 to {STDIN_WAIT_MAX_MS}"),
-            "INVALID_TIMEOUT",
-        ));
-    }
+    let (bytes, wait) = crate::exec::stdin_write(&req)?;
     let written = state
         .processes
-        .write_stdin(&id, &bytes, req.close, Duration::from_millis(wait_ms))
+        .write_stdin(&id, &bytes, req.close, wait)
         .await?;
     Ok(Json(StdinResponse {
         success: true,

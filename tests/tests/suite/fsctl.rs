@@ -785,6 +785,73 @@ fn exec_gives_the_command_fsctls_stdin_unless_told_not_to() {
     assert_eq!(succeeded(&output).trim(), "0");
 }
 
+/// `fsctl exec` streams a piped stdin as ssh does: the command starts at once (a harness
+/// that leaves its pipe open is not held until it closes: fsctl hung for ever), reads each
+/// line as it is written (a prompt answered after the command asked), and reads end of
+/// file when the pipe closes; `--json` still gives stdin whole.
+#[test]
+fn exec_streams_its_stdin_as_it_comes() {
+    let daemon = Daemon::start();
+    let spawn = |args: &[&str]| {
+        Command::new(binary("fsctl"))
+            .args(["--url", &daemon.url, "exec"])
+            .args(args)
+            .env_remove("FSD_TOKEN")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // The pipe stays open and the command does not read it: fsctl ends with the command.
+    let mut child = spawn(&["--", "echo", "ran"]);
+    let held = child.stdin.take().unwrap();
+    let output = fsd_tests::wait_output(child, std::time::Duration::from_secs(60))
+        .expect("fsctl exec waited for a stdin the command never read");
+    assert_eq!(succeeded(&output), "ran\n");
+    drop(held);
+
+    // A dialogue: the command asks, the answer is written only once the question is read.
+    let mut child = spawn(&[
+        "--",
+        "echo 'name?'; read name; echo \"hello $name\"; od -An -tx1 | tr -d ' \\n'",
+    ]);
+    let mut stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "name?\n");
+    stdin.write_all(b"ada\n").unwrap();
+    line.clear();
+    stdout.read_line(&mut line).unwrap();
+    assert_eq!(line, "hello ada\n");
+    // Bytes, then end of file: `od` ends, and with it the command.
+    stdin.write_all(&[0, 255, b'\n']).unwrap();
+    drop(stdin);
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert_eq!(rest, "00ff0a");
+    assert!(child.wait().unwrap().success());
+
+    // A command that ends before reading everything: fsctl exits with its code, quietly.
+    let mut child = spawn(&["--", "head -c 1 >/dev/null; exit 3"]);
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&vec![b'x'; 4 * 1024 * 1024]);
+    });
+    let output = fsd_tests::wait_output(child, std::time::Duration::from_secs(60)).unwrap();
+    assert_eq!(output.status.code(), Some(3), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    writer.join().unwrap();
+
+    // --json answers whole, so it reads its stdin to the end first, as before.
+    let mut child = spawn(&["--json", "--", "wc", "-c"]);
+    child.stdin.take().unwrap().write_all(b"12345").unwrap();
+    let output = child.wait_with_output().unwrap();
+    let result: serde_json::Value = serde_json::from_str(&succeeded(&output)).unwrap();
+    assert_eq!(result["stdout"].as_str().unwrap().trim(), "5");
+}
+
 #[test]
 fn start_and_send_feed_a_process_its_stdin() {
     use std::io::Write;

@@ -1344,6 +1344,102 @@ async fn a_foreground_stream_is_stopped_at_its_timeout_or_when_its_reader_goes()
     assert!(!marker.exists(), "the abandoned command ran on");
 }
 
+/// `/api/execute/stdin` writes the stdin of the command a foreground stream runs with
+/// `stdinPipe`, as it comes (the command has started and answers each line), and `close`
+/// is its end of file; the errors say which command, session or field.
+#[tokio::test]
+async fn a_foreground_streams_stdin_is_written_as_it_comes() {
+    let daemon = Daemon::start();
+    let mut live = Sse::open(
+        &daemon,
+        "/api/execute/stream",
+        json!({"command": "while read l; do echo \"got $l\"; done; echo eof",
+               "sessionId": "in", "foreground": true, "stdinPipe": true}),
+    )
+    .await;
+    let start = live.next(FRAME_WAIT).await.unwrap();
+    let command_id = start["commandId"].as_str().unwrap().to_string();
+    let write = |data: &str, close: bool| json!({"sessionId": "in", "commandId": command_id, "data": data, "close": close});
+    let (status, reply) = daemon
+        .post("/api/execute/stdin", write("one\n", false))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(
+        (&reply["written"], &reply["closed"]),
+        (&json!(4), &json!(false))
+    );
+    stdout_until(&mut live, "got one").await;
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/stdin",
+            json!({"sessionId": "in", "commandId": command_id, "data": "dHdvCg==",
+                   "encoding": "base64", "close": true}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{reply}");
+    assert_eq!(reply["closed"], true);
+    let told = stdout_until(&mut live, "eof").await;
+    assert_eq!(told, "got two\neof\n");
+    let rest = live.drain(FRAME_WAIT).await;
+    assert_eq!(rest.last().unwrap()["exitCode"], 0, "{rest:?}");
+    // The command has ended: nothing more goes in.
+    let (status, reply) = daemon
+        .post("/api/execute/stdin", write("late", false))
+        .await;
+    assert_error(status, &reply, 409, "PROCESS_EXITED");
+    assert_eq!(
+        reply["context"]["commandId"],
+        command_id.as_str(),
+        "{reply}"
+    );
+
+    // A stream without stdinPipe reads no pipe.
+    let mut live = Sse::open(
+        &daemon,
+        "/api/execute/stream",
+        json!({"command": "echo waiting; sleep 30", "sessionId": "in", "foreground": true}),
+    )
+    .await;
+    let start = live.next(FRAME_WAIT).await.unwrap();
+    let other = start["commandId"].as_str().unwrap().to_string();
+    stdout_until(&mut live, "waiting").await;
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/stdin",
+            json!({"sessionId": "in", "commandId": other, "data": "x"}),
+        )
+        .await;
+    assert_error(status, &reply, 409, "STDIN_NOT_PIPED");
+    drop(live);
+
+    // A command answered whole cannot be written to; a pipe is not also content.
+    let (status, reply) = daemon
+        .post("/api/execute", json!({"command": "cat", "stdinPipe": true}))
+        .await;
+    assert_validation(status, &reply, "stdinPipe");
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/stream",
+            json!({"command": "cat", "foreground": true, "stdinPipe": true, "stdin": "x"}),
+        )
+        .await;
+    assert_validation(status, &reply, "stdinPipe");
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/stdin",
+            json!({"sessionId": "in", "commandId": "1", "data": "x", "encoding": "hex"}),
+        )
+        .await;
+    assert_validation(status, &reply, "encoding");
+    let (status, reply) = daemon
+        .post(
+            "/api/execute/stdin",
+            json!({"sessionId": "none-such", "commandId": "1", "data": "x"}),
+        )
+        .await;
+    assert_error(status, &reply, 404, "SESSION_NOT_FOUND");
+}
+
 /// `/api/execute/signal` reaches the command a foreground stream runs: a program that
 /// handles SIGINT keeps running and printing; a signal for a command that has ended, or a
 /// bad one, is said so.
