@@ -182,6 +182,38 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     row("/rpc (one socket)", &mut write_rpc);
     println!();
 
+    let small = round_trips.min(1000);
+    println!("next line: 1 KiB files.writeFile and files.readFile ({small} each), by --durability");
+    let atomic = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--durability".into(), "atomic".into()],
+        ..Default::default()
+    });
+    for (durability, served) in [("fsync", &daemon), ("atomic", &atomic)] {
+        let next = RpcClient::next_activated(&served.url, served.token.as_deref()).await;
+        let path = served.root().join("bench-1kib.txt").display().to_string();
+        let kib = "k".repeat(1024);
+        let mut writes = timed(small, |_| async {
+            settled(
+                &next
+                    .call("files", "writeFile", json!([path, kib, {}]))
+                    .await,
+            );
+        })
+        .await;
+        let mut reads = timed(small, |_| async {
+            settled(&next.call("files", "readFile", json!([path, {}])).await);
+        })
+        .await;
+        row(&format!("writeFile ({durability})"), &mut writes);
+        row(&format!("readFile ({durability})"), &mut reads);
+        let ratio = ms(pct(&mut writes, 50.0)) / ms(pct(&mut reads, 50.0));
+        println!(
+            "  the write's p50 is {ratio:.2}× the read's (target with the image's atomic: ≤ 1.2×)"
+        );
+    }
+    drop(atomic);
+    println!();
+
     println!("calls per second, one /rpc socket, 64 in flight ({in_flight_calls} `files.exists`)");
     let rpc = Arc::new(rpc);
     let exists = json!([daemon.root().display().to_string(), ["undefined"]]);

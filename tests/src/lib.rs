@@ -74,6 +74,8 @@ pub struct Options {
     pub extra_args: Vec<String>,
     /// More environment variables for the daemon.
     pub env: Vec<(String, String)>,
+    /// Where the workspace and state directories are made (default: the temp directory).
+    pub under: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -83,8 +85,14 @@ impl Daemon {
 
     pub fn start_with(options: Options) -> Self {
         archives::watch();
-        let workspace = tempfile::tempdir().expect("temp workspace");
-        let state = tempfile::tempdir().expect("temp state dir");
+        let made = |what: &str| {
+            match &options.under {
+                Some(under) => tempfile::tempdir_in(under),
+                None => tempfile::tempdir(),
+            }
+            .unwrap_or_else(|err| panic!("temp {what}: {err}"))
+        };
+        let (workspace, state) = (made("workspace"), made("state dir"));
         let (child, url) = spawn(&options, workspace.path(), state.path());
         Self {
             pids: vec![child.id()],

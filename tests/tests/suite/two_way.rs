@@ -1213,8 +1213,9 @@ async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
 /// `--durability` (see `fsd/src/files/durability.rs`): under `fsync` (a plain `fsd serve`)
 /// a file write and a batch of files are flushed to the disk before they are answered;
 /// under `atomic` (the image's default) nothing waits for the disk, and each write is
-/// still whole and leaves no scratch file. The figures say which and count the flushes; a
-/// value that is not one is refused at start, the flag named.
+/// still whole and leaves no scratch file. Either way what was answered survives the
+/// daemon's SIGKILL. The figures say which and count the flushes; a value that is not one
+/// is refused at start, the flag named.
 #[tokio::test]
 async fn writes_wait_for_the_disk_only_under_durability_fsync() {
     use serde_json::json;
@@ -1263,12 +1264,33 @@ async fn writes_wait_for_the_disk_only_under_durability_fsync() {
         metrics["durability"].clone()
     };
 
-    let flushed = writes(&Daemon::start()).await;
+    // What a write answered survives the daemon's SIGKILL under either setting (what
+    // fsync adds, a power loss, is not tried here): the files whole, no scratch file left,
+    // and a daemon started again serves them.
+    let survives_sigkill = async |daemon: &mut Daemon| {
+        daemon.crash();
+        let root = daemon.path("w");
+        assert_eq!(read(&root.join("one.txt")), "one\n");
+        assert_eq!(std::fs::read_dir(root.join("d")).unwrap().count(), 300);
+        assert_eq!(read(&root.join("d/f299.txt")), "file 299\n");
+        daemon.resume();
+        let (status, body) = daemon
+            .post("/api/read", json!({"path": "w/d/f7.txt"}))
+            .await;
+        assert_eq!(
+            (status.as_u16(), &body["content"]),
+            (200, &json!("file 7\n"))
+        );
+    };
+
+    let mut daemon = Daemon::start();
+    let flushed = writes(&daemon).await;
     assert_eq!(flushed["mode"], "fsync", "{flushed}");
     // The file's fsync and its directory's, the batch's syncfs.
     assert!(flushed["flushes"].as_u64().unwrap() >= 3, "{flushed}");
+    survives_sigkill(&mut daemon).await;
 
-    let daemon = Daemon::start_with(fsd_tests::Options {
+    let mut daemon = Daemon::start_with(fsd_tests::Options {
         extra_args: vec!["--durability".into(), "atomic".into()],
         ..Default::default()
     });
@@ -1286,6 +1308,7 @@ async fn writes_wait_for_the_disk_only_under_durability_fsync() {
         text.contains("fsd_disk_flushes_total{durability=\"atomic\"} 0"),
         "{text}"
     );
+    survives_sigkill(&mut daemon).await;
 
     let refused = std::process::Command::new(fsd_tests::binary("fsd"))
         .args([
