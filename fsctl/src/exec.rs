@@ -111,7 +111,7 @@ pub async fn run(
             command,
         } => {
             use std::io::IsTerminal;
-            let piped = !no_stdin && !std::io::stdin().is_terminal();
+            let piped = !no_stdin && !std::io::stdin().is_terminal() && !stdin_is_null();
             let mut request = ExecuteRequest {
                 command: command_line(&command),
                 env: variables(place.env)?,
@@ -378,9 +378,16 @@ async fn write_all_stdin(
                 }
             }
             Err(err) => {
+                // The command, or its session's shell (`exit N`), ended first.
                 if !matches!(
                     err.code(),
-                    Some(ErrorCode::ProcessExited | ErrorCode::StdinClosed)
+                    Some(
+                        ErrorCode::ProcessExited
+                            | ErrorCode::StdinClosed
+                            | ErrorCode::SessionNotFound
+                            | ErrorCode::SessionTerminated
+                            | ErrorCode::SessionDestroyed
+                    )
                 ) {
                     output::error(&err, false);
                 }
@@ -388,6 +395,19 @@ async fn write_all_stdin(
             }
         }
     }
+}
+
+/// Whether fsctl's stdin is `/dev/null` (a harness's default): the command reads it as
+/// it would without a pipe, so none is asked for.
+fn stdin_is_null() -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let (Ok(stdin), Ok(null)) = (
+        std::fs::metadata("/proc/self/fd/0"),
+        std::fs::metadata("/dev/null"),
+    ) else {
+        return false;
+    };
+    stdin.file_type().is_char_device() && stdin.rdev() == null.rdev()
 }
 
 /// `--env NAME=VALUE` flags as the request's variables (`None` when there are none).

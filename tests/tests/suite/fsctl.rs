@@ -844,6 +844,16 @@ fn exec_streams_its_stdin_as_it_comes() {
     assert_eq!(String::from_utf8_lossy(&output.stderr), "");
     writer.join().unwrap();
 
+    // `exit N` ends the session's shell while its stdin's end of file is on its way: fsctl
+    // exits N and says nothing of a session it no longer writes to.
+    for _ in 0..5 {
+        let mut child = spawn(&["--", "exit 4"]);
+        drop(child.stdin.take());
+        let output = child.wait_with_output().unwrap();
+        assert_eq!(output.status.code(), Some(4), "{output:?}");
+        assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    }
+
     // --json answers whole, so it reads its stdin to the end first, as before.
     let mut child = spawn(&["--json", "--", "wc", "-c"]);
     child.stdin.take().unwrap().write_all(b"12345").unwrap();

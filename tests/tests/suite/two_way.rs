@@ -1957,10 +1957,40 @@ fn a_pass_leaves_a_watcher_that_tells_the_next_what_a_walk_cannot_see() {
     // The watcher's command line names its socket, in the pair's state.
     let marker = state_root(&local).display().to_string();
     let watchers = || fsd_tests::host_processes_with(&marker);
+    // A watcher a pass started answers once it has read the tree. A pass that finds it
+    // still starting for longer than it waits (on a loaded machine) walks and takes no
+    // token: the one after it then takes the first. So each pass that is to take the
+    // first token waits for a watcher that answers.
+    let answering = || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let mut sockets = Vec::new();
+            let mut dirs = vec![state_root(&local)];
+            while let Some(dir) = dirs.pop() {
+                for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    let path = entry.path();
+                    match entry.file_type() {
+                        Ok(kind) if kind.is_dir() => dirs.push(path),
+                        _ if path.extension().is_some_and(|e| e == "sock") => sockets.push(path),
+                        _ => {}
+                    }
+                }
+            }
+            if sockets
+                .iter()
+                .any(|socket| std::os::unix::net::UnixStream::connect(socket).is_ok())
+            {
+                return;
+            }
+            assert!(std::time::Instant::now() < until, "no watcher answers");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    };
     pass(&[]);
     let first = watchers();
     assert_eq!(first.len(), 1, "the first pass left one watcher: {first:?}");
     // The next pass takes the watcher's first token (and walks); the one after asks it.
+    answering();
     let report = pass(&[]);
     assert_eq!(found_by(&report), "walk", "{report}");
     let report = pass(&[]);
@@ -2006,6 +2036,7 @@ fn a_pass_leaves_a_watcher_that_tells_the_next_what_a_walk_cannot_see() {
         "another watcher: {second:?}"
     );
     write(&pair.local("d.txt"), "four\n");
+    answering();
     let report = pass(&[]);
     assert_eq!(found_by(&report), "walk", "its first token: {report}");
     write(&pair.local("e.txt"), "five\n");
