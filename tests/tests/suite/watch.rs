@@ -14,6 +14,17 @@ fn has(events: &[Value], kind: &str, path: &std::path::Path) -> bool {
         .any(|e| e["eventType"] == kind && e["path"] == path.display().to_string())
 }
 
+/// Reads events into `events` until one of `kind` at `path` is there (a failure names
+/// what came instead).
+async fn told(sse: &mut Sse, events: &mut Vec<Value>, kind: &str, path: &std::path::Path) {
+    while !has(events, kind, path) {
+        match sse.next(Duration::from_secs(30)).await {
+            Some(event) => events.push(event),
+            None => panic!("no {kind} of {}: {events:#?}", path.display()),
+        }
+    }
+}
+
 #[tokio::test]
 async fn sse_reports_api_and_exec_changes() {
     let daemon = Daemon::start();
@@ -23,9 +34,16 @@ async fn sse_reports_api_and_exec_changes() {
     assert_eq!(watching["path"], daemon.root().display().to_string());
     assert!(watching["watchId"].as_str().unwrap().starts_with("watch-"));
 
+    // Events say what the reconciler found when it read the directory: a change made
+    // before it read there is told with what came before (an append to a file it had not
+    // read yet is in the file's create; a file renamed away before it read is a delete).
+    // So each step waits until what came before it is told.
+    let root = daemon.root();
+    let mut events = Vec::new();
     daemon
         .post("/api/write", json!({"path": "a.txt", "content": "x"}))
         .await;
+    told(&mut sse, &mut events, "create", &root.join("a.txt")).await;
     // A body large enough to be written while it arrives: the same create, no temp name.
     let large = base64::engine::general_purpose::STANDARD.encode(fsd_tests::noise(200_000, 5));
     let response = daemon
@@ -38,17 +56,21 @@ async fn sse_reports_api_and_exec_changes() {
         .await
         .unwrap();
     assert_eq!(response.status(), reqwest::StatusCode::OK);
+    told(&mut sse, &mut events, "create", &root.join("big.bin")).await;
+    let appended = events.len();
     daemon.post("/api/execute", json!({"command": "mkdir -p d0/d1/d2/d3/d4/d5/d6/d7/d8/d9 && touch d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/leaf && echo hi >> a.txt"})).await;
+    let leaf = root.join("d0/d1/d2/d3/d4/d5/d6/d7/d8/d9/leaf");
+    told(&mut sse, &mut events, "create", &leaf).await;
+    let mut after = events.split_off(appended);
+    told(&mut sse, &mut after, "modify", &root.join("a.txt")).await;
+    events.extend(after);
     daemon
         .post("/api/execute", json!({"command": "mv a.txt b.txt"}))
         .await;
-    // Events say what the reconciler found: a rename is told once it has been seen, so the
-    // file is removed only after that (in one command, a busy machine can let the engine
-    // find the file already gone, and a file that left is a delete).
-    let mut events = sse.drain(Duration::from_millis(500)).await;
+    told(&mut sse, &mut events, "move_to", &root.join("b.txt")).await;
+    events.extend(sse.drain(Duration::from_millis(200)).await);
     daemon.post("/api/execute", json!({"command": "mkdir -p node_modules/x .git; touch node_modules/x/i.js .git/HEAD; rm b.txt"})).await;
     events.extend(sse.drain(Duration::from_millis(500)).await);
-    let root = daemon.root();
     // The atomic write lands as the create of a.txt; its temp file is never seen.
     assert!(has(&events, "create", &root.join("a.txt")), "{events:#?}");
     assert!(has(&events, "modify", &root.join("a.txt")), "{events:#?}");
@@ -67,7 +89,10 @@ async fn sse_reports_api_and_exec_changes() {
         ),
         "{events:#?}"
     );
-    assert!(has(&events, "move_from", &root.join("a.txt")));
+    assert!(
+        has(&events, "move_from", &root.join("a.txt")),
+        "{events:#?}"
+    );
     let move_to = events
         .iter()
         .find(|e| {
