@@ -337,63 +337,34 @@ const STDIN_WRITE_BYTES: usize = 1024 * 1024;
 
 /// Copies fsctl's stdin, as it comes, to the command `command` of `session` (run with
 /// `stdinPipe`), then closes the command's stdin at end of file. A command that ended
-/// before reading it all ends this quietly, as ssh drops what its command did not read.
+/// before reading it all (or whose session's shell `exit N` ended) ends this quietly, as
+/// ssh drops what its command did not read.
 async fn send_stdin(sandbox: Sandbox, session: String, command: String) {
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = sandbox.command_stdin(&session, &command);
     let mut chunks = crate::shell::stdin_chunks(256 * 1024);
-    loop {
-        let Some(mut bytes) = chunks.recv().await else {
-            break;
-        };
-        while bytes.len() < STDIN_WRITE_BYTES
-            && let Ok(more) = chunks.try_recv()
-        {
-            bytes.extend_from_slice(&more);
-        }
-        if !write_all_stdin(&sandbox, &session, &command, &bytes, false).await {
-            return;
-        }
-    }
-    write_all_stdin(&sandbox, &session, &command, &[], true).await;
-}
-
-/// Writes `bytes` whole (again from where a full pipe stopped it); whether the command
-/// still takes input.
-async fn write_all_stdin(
-    sandbox: &Sandbox,
-    session: &str,
-    command: &str,
-    bytes: &[u8],
-    close: bool,
-) -> bool {
-    let mut sent = 0;
-    loop {
-        match sandbox
-            .write_command_stdin(session, command, &bytes[sent..], close)
-            .await
-        {
-            Ok(_) => return true,
-            Err(err) if err.code() == Some(&ErrorCode::StdinFull) => {
-                if let SdkError::Api { body, .. } = &err {
-                    sent += body.context["written"].as_u64().unwrap_or(0) as usize;
-                }
+    let sent = async {
+        while let Some(mut bytes) = chunks.recv().await {
+            while bytes.len() < STDIN_WRITE_BYTES
+                && let Ok(more) = chunks.try_recv()
+            {
+                bytes.extend_from_slice(&more);
             }
-            Err(err) => {
-                // The command, or its session's shell (`exit N`), ended first.
-                if !matches!(
-                    err.code(),
-                    Some(
-                        ErrorCode::ProcessExited
-                            | ErrorCode::StdinClosed
-                            | ErrorCode::SessionNotFound
-                            | ErrorCode::SessionTerminated
-                            | ErrorCode::SessionDestroyed
-                    )
-                ) {
-                    output::error(&err, false);
-                }
-                return false;
-            }
+            stdin.write_all(&bytes).await?;
         }
+        stdin.shutdown().await
+    };
+    match sent.await {
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {}
+        // The daemon's refusal as it said it; anything else as the I/O error it is.
+        Err(err) => match err
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<SdkError>())
+        {
+            Some(refused) => output::error(refused, false),
+            None => output::error(&SdkError::Io(err), false),
+        },
+        Ok(()) => {}
     }
 }
 

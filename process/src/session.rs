@@ -65,8 +65,8 @@ struct Running {
 }
 
 /// A streamed command's stdin pipe, when it was given one ([`Stdin::Pipe`]), and what
-/// tells a write waiting on it that the command has ended.
-type StreamedStdin = (Arc<StdinPipe>, tokio::sync::watch::Receiver<bool>);
+/// tells a write waiting on it that the command has ended (its sender gone).
+type StreamedStdin = (Arc<StdinPipe>, tokio::sync::watch::Receiver<()>);
 
 /// A background command that has started.
 pub struct Started {
@@ -189,28 +189,9 @@ impl Session {
         };
         self.check_alive()?;
         let (job, mut reports) = self.shell.new_job(JobKind::Foreground);
-        // A pipe the caller writes while the command runs ([`Session::write_streamed_stdin`]).
-        let (ended, running) = tokio::sync::watch::channel(false);
-        let result = match spec.stdin {
-            Stdin::Pipe => stdin::open_pipe(&job.stdin)
-                .map(|sender| Some((Arc::new(StdinPipe::new(Some(sender))), running)))
-                .map_err(ExecError::from),
-            _ => Ok(None),
-        };
-        let result = match result {
-            Ok(stdin) => {
-                let pipe = stdin.as_ref().map(|(pipe, _)| pipe.clone());
-                let result = self
-                    .run_streamed(&job, &mut reports, spec, timeout, wakes, sink, stdin)
-                    .await;
-                let _ = ended.send(true);
-                if let Some(pipe) = pipe {
-                    pipe.shut().await;
-                }
-                result
-            }
-            Err(err) => Err(err),
-        };
+        let result = self
+            .run_streamed(&job, &mut reports, spec, timeout, wakes, sink)
+            .await;
         *self.streamed.lock().unwrap_or_else(|p| p.into_inner()) = None;
         let keep = match result {
             Ok(_) => [&job.stdout, &job.stderr]
@@ -221,7 +202,6 @@ impl Session {
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn run_streamed(
         &self,
         job: &Job,
@@ -230,9 +210,20 @@ impl Session {
         timeout: Option<Duration>,
         wakes: &OutputWakes,
         sink: &mpsc::Sender<Streamed>,
-        stdin: Option<StreamedStdin>,
     ) -> Result<i32, ExecError> {
-        let piped = write_inputs(job, spec).await? || stdin.is_some();
+        let mut piped = write_inputs(job, spec).await?;
+        // A pipe the caller writes while the command runs ([`Session::write_streamed_stdin`]).
+        // `_running` goes when this returns, which tells a write waiting on it that the
+        // command has ended.
+        let (_running, ended) = tokio::sync::watch::channel(());
+        let stdin = match spec.stdin {
+            Stdin::Pipe => {
+                piped = true;
+                let pipe = StdinPipe::new(Some(stdin::open_pipe(&job.stdin)?));
+                Some((Arc::new(pipe), ended))
+            }
+            _ => None,
+        };
         // The output files exist before the command opens them, so they can be watched.
         for path in [&job.stdout, &job.stderr] {
             std::fs::OpenOptions::new()
@@ -324,7 +315,7 @@ impl Session {
             _ => return Err(StdinError::Exited { written: 0 }),
         };
         let ended = async move {
-            let _ = ended.wait_for(|ended| *ended).await;
+            let _ = ended.changed().await;
         };
         pipe.write(bytes, close, wait, ended).await
     }

@@ -111,7 +111,8 @@ type Pending = Pin<Box<dyn Future<Output = io::Result<usize>> + Send>>;
 
 /// A running process's stdin. A write waits while the process does not read, as a pipe
 /// does (the daemon answers `STDIN_FULL` after its wait and the write is sent again); a
-/// process that has exited, or a stdin already closed, is [`io::ErrorKind::BrokenPipe`].
+/// process that has exited (a command whose session has gone), or a stdin already closed,
+/// is [`io::ErrorKind::BrokenPipe`].
 /// Each write is one request, done when the bytes are in the process's pipe: wrap it in a
 /// `tokio::io::BufWriter` to gather many small writes into fewer.
 pub struct ProcessStdin {
@@ -157,10 +158,15 @@ impl ProcessStdin {
                         match err.code() {
                             Some(ErrorCode::StdinFull) if written > 0 => return Ok(written),
                             Some(ErrorCode::StdinFull) => continue,
+                            // A command's session gone (`exit N` ended its shell) is
+                            // the command gone too.
                             Some(
                                 ErrorCode::ProcessExited
                                 | ErrorCode::StdinClosed
-                                | ErrorCode::StdinNotPiped,
+                                | ErrorCode::StdinNotPiped
+                                | ErrorCode::SessionNotFound
+                                | ErrorCode::SessionTerminated
+                                | ErrorCode::SessionDestroyed,
                             ) => return Err(io::Error::new(io::ErrorKind::BrokenPipe, err)),
                             _ => return Err(io::Error::other(err)),
                         }

@@ -9,3 +9,4 @@ mod wire_error;
 
 pub use request::{CommandRequest, DEFAULT_SESSION, signal_named, stdin_write};
 pub use routes::router;
+pub use wire_error::stdin_refused;

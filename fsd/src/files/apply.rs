@@ -14,15 +14,14 @@
 //! The batch's files are flushed to the disk once, by one `syncfs` before the answer, not
 //! one fsync each (a first upload of 20,000 files paid 20,000): what the answer calls
 //! applied is durable (under `--durability fsync`; under `atomic` nothing waits for the
-//! disk, see [`super::durability`]). A machine that crashes before the flush may keep a renamed file
-//! short; the sync was not answered, so its next pass takes that as a change made in the
-//! sandbox, a conflict with the local version (both kept), never a loss.
+//! disk, see [`super::durability`]). A machine that crashes before the flush may keep a
+//! renamed file short; the sync was not answered, so its next pass takes that as a change
+//! made in the sandbox, a conflict with the local version (both kept), never a loss.
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::os::fd::OwnedFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use fsd_api::files::{ApplyStep, Held, StepOutcome};
@@ -242,10 +241,7 @@ pub fn apply(
         steps_made()?
     };
     let wrote = puts.iter().any(|put| *put);
-    if wrote
-        && flushing
-        && let Err(err) = flush(root)
-    {
+    if wrote && let Err(err) = super::durability::sync_filesystem(root) {
         // Not known to be on the disk: the next pass makes them again.
         for (put, outcome) in puts.iter().zip(outcomes.iter_mut()) {
             if *put && matches!(outcome, StepOutcome::Applied) {
@@ -287,9 +283,9 @@ type Handed = (usize, ApplyStep, Vec<u8>);
 /// directories run at once. Files are handed in runs of one directory, a directory's runs
 /// to the same writer (a new directory to the writer with the least to do): two writers
 /// creating in one directory wait for each other on its lock, and a hand-off of each file
-/// woke a thread each time (the two were a fifth of an upload's time in the daemon). The batch's order holds: a step that is not a file waits
-/// for the files before it, and a file waits for any file handed before it at its path,
-/// above it or below it.
+/// woke a thread each time (the two were a fifth of an upload's time in the daemon). The
+/// batch's order holds: a step that is not a file waits for the files before it, and a
+/// file waits for any file handed before it at its path, above it or below it.
 struct Writers {
     queues: Vec<std::sync::mpsc::SyncSender<Vec<Handed>>>,
     made: std::sync::mpsc::Receiver<Vec<(usize, StepOutcome)>>,
@@ -462,12 +458,6 @@ impl Writers {
     }
 }
 
-/// Flushes the file system of `root` to the disk, counted in the figures.
-fn flush(root: &impl std::os::fd::AsFd) -> nix::Result<()> {
-    super::durability::flushed();
-    nix::unistd::syncfs(root)
-}
-
 /// A batch this large has what it wrote flushed while it runs (see [`flushed_along`]).
 const FLUSHED_ALONG_FILES: usize = 256;
 const FLUSHED_ALONG_BYTES: u64 = 8 * 1024 * 1024;
@@ -488,7 +478,7 @@ fn flushed_along<T>(root: &OwnedFd, work: impl FnOnce() -> T) -> T {
                 stop.recv_timeout(FLUSH_EVERY)
             {
                 // Only a head start: the flush before the answer is the one that counts.
-                let _ = flush(&fs);
+                let _ = super::durability::sync_filesystem(&fs);
             }
         });
         let result = work();
@@ -847,10 +837,7 @@ impl Tree<'_> {
                     source,
                 })
         };
-        let (dir_path, name) = match path.rsplit_once('/') {
-            Some((dir_path, name)) => (dir_path, OsStr::from_bytes(name.as_bytes())),
-            None => ("", OsStr::from_bytes(path.as_bytes())),
-        };
+        let (dir_path, name) = (directory(path), last_name(path));
         if !matches!(parent, Some((opened, _)) if opened == dir_path) {
             *parent = match self.parent(path) {
                 Ok((dir, _)) => Some((dir_path.to_string(), dir)),

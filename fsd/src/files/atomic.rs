@@ -325,11 +325,10 @@ impl AtomicFile {
     }
 
     fn sync(&mut self) -> io::Result<()> {
-        if !self.synced && durability::flushing() {
-            self.file.sync_all()?;
-            durability::flushed();
+        if !self.synced {
+            durability::sync(&self.file)?;
+            self.synced = true;
         }
-        self.synced = true;
         Ok(())
     }
 
@@ -355,10 +354,7 @@ impl AtomicFile {
         )?;
         self.committed = true;
         // Persist the rename itself; failure here loses nothing already visible.
-        if durability::flushing() {
-            let _ = self.dir.sync_all();
-            durability::flushed();
-        }
+        let _ = durability::sync(&self.dir);
         Ok(())
     }
 }

@@ -1,8 +1,10 @@
 //! What a write the daemon answered as done survives: the daemon's death only (`atomic`),
 //! or a power loss too (`fsync`); see [`Durability`]. One policy for the daemon's life,
-//! set once at start before any write (`fsd serve --durability`), read by every place
-//! that would wait for the disk: a file write's fsyncs and a batch's `syncfs`.
+//! set once at start before any write (`fsd serve --durability`); every wait for the disk
+//! goes through [`sync`] or [`sync_filesystem`], which wait only under `fsync` and count
+//! what they flushed.
 
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use fsd_api::metrics::Durability;
@@ -30,9 +32,24 @@ pub fn flushing() -> bool {
     FLUSHING.load(Ordering::Relaxed)
 }
 
-/// Counts a flush made for a write.
-pub fn flushed() {
+/// Flushes a written file (or a directory, for the names in it) to the disk under
+/// `fsync`; nothing under `atomic`.
+pub fn sync(file: &std::fs::File) -> std::io::Result<()> {
+    if !flushing() {
+        return Ok(());
+    }
     FLUSHES.fetch_add(1, Ordering::Relaxed);
+    file.sync_all()
+}
+
+/// Flushes the whole file system holding `fd` (a batch's files at once) under `fsync`;
+/// nothing under `atomic`.
+pub fn sync_filesystem(fd: impl AsFd) -> nix::Result<()> {
+    if !flushing() {
+        return Ok(());
+    }
+    FLUSHES.fetch_add(1, Ordering::Relaxed);
+    nix::unistd::syncfs(fd)
 }
 
 /// Flushes made for writes since the start.
