@@ -9,4 +9,3 @@ mod wire_error;
 
 pub use request::{CommandRequest, DEFAULT_SESSION, signal_named, stdin_write};
 pub use routes::router;
-pub use wire_error::stdin_refused;

@@ -82,8 +82,8 @@ impl From<ExecError> for ApiError {
 }
 
 /// A write to a streamed command's stdin that failed: its session's error, or the write's
-/// (see [`stdin_refused`]; a command that is not running is `PROCESS_EXITED`), with the
-/// session and command named.
+/// with the codes `/api/process/{id}/stdin` answers (a command that is not running is
+/// `PROCESS_EXITED`), each with the session and command named and what went in.
 pub fn streamed_stdin(err: StreamedStdinError, session_id: &str, command_id: &str) -> ApiError {
     let source = match err {
         StreamedStdinError::Session(err) => return err.into(),
@@ -99,20 +99,9 @@ pub fn streamed_stdin(err: StreamedStdinError, session_id: &str, command_id: &st
         ),
         _ => source.to_string(),
     };
-    let context = json!({"sessionId": session_id, "commandId": command_id});
-    stdin_refused(&source, message, context, ErrorCode::CommandExecutionError)
-}
-
-/// A refused stdin write, a background process's or a streamed command's: its code (`io`
-/// for a failed write), and beside `context` how much went in (`written`) and, when the
-/// pipe was full, what it holds (`pipeBytes`).
-pub fn stdin_refused(
-    source: &StdinError,
-    message: String,
-    mut context: serde_json::Value,
-    io: ErrorCode,
-) -> ApiError {
-    context["written"] = json!(source.written());
+    let mut context = json!({
+        "sessionId": session_id, "commandId": command_id, "written": source.written(),
+    });
     let code = match source {
         StdinError::NotPiped => ErrorCode::StdinNotPiped,
         StdinError::Closed => ErrorCode::StdinClosed,
@@ -121,7 +110,7 @@ pub fn stdin_refused(
             context["pipeBytes"] = json!(limit);
             ErrorCode::StdinFull
         }
-        StdinError::Io { .. } => io,
+        StdinError::Io { .. } => ErrorCode::CommandExecutionError,
     };
     ApiError::new(code, message).with_context(context)
 }

@@ -4,7 +4,7 @@ use fsd_api::ErrorCode;
 use serde_json::json;
 
 use crate::error::ApiError;
-use fsd_process::ProcessError;
+use fsd_process::{ProcessError, StdinError};
 
 impl From<ProcessError> for ApiError {
     fn from(err: ProcessError) -> Self {
@@ -23,12 +23,21 @@ impl From<ProcessError> for ApiError {
                 Self::new(ErrorCode::ResourceBusy, message).with_context(json!({ "processId": id }))
             }
             ProcessError::InvalidStatus => Self::validation("status", message, "INVALID_STATUS"),
-            ProcessError::Stdin { id, source } => crate::exec::stdin_refused(
-                &source,
-                message,
-                json!({ "processId": id }),
-                ErrorCode::ProcessError,
-            ),
+            ProcessError::Stdin { id, source } => {
+                let context = json!({ "processId": id, "written": source.written() });
+                let code = match source {
+                    StdinError::NotPiped => ErrorCode::StdinNotPiped,
+                    StdinError::Closed => ErrorCode::StdinClosed,
+                    StdinError::Exited { .. } => ErrorCode::ProcessExited,
+                    StdinError::Full { limit, .. } => {
+                        return Self::new(ErrorCode::StdinFull, message).with_context(json!({
+                            "processId": id, "written": source.written(), "pipeBytes": limit,
+                        }));
+                    }
+                    StdinError::Io { .. } => ErrorCode::ProcessError,
+                };
+                Self::new(code, message).with_context(context)
+            }
             ProcessError::Exec(err) => err.into(),
         }
     }
