@@ -163,12 +163,25 @@ async fn background_leftovers_do_not_hold_a_command_open() {
 async fn output_of_a_process_left_running_never_reaches_a_later_command() {
     let daemon = Daemon::start();
     assert_eq!(run(&daemon, "echo first").await["stdout"], "first\n");
+    // The leftover writes only once a later command has begun: what it printed while its
+    // own command still ran would be that command's output, as in a terminal.
+    let gate = daemon.root().join("leftover-gate");
+    let gate = gate.display();
     let reply = run(
         &daemon,
-        "(for i in $(seq 40); do echo late; echo late >&2; sleep 0.02; done) & echo second",
+        &format!(
+            "(for w in $(seq 2000); do [ -e {gate} ] && break; sleep 0.005; done; \
+             for i in $(seq 40); do echo late; echo late >&2; sleep 0.02; done) & echo second"
+        ),
     )
     .await;
     assert_eq!(reply["stdout"], "second\n", "{reply}");
+    let reply = run(&daemon, &format!("touch {gate}")).await;
+    assert_eq!(
+        (reply["stdout"].as_str(), reply["stderr"].as_str()),
+        (Some(""), Some("")),
+        "{reply}"
+    );
     let started = Instant::now();
     let mut commands = 0;
     while started.elapsed() < Duration::from_millis(1200) {
