@@ -3,8 +3,9 @@
 //! rsync scans both trees), the median of 5 rounds. Then two-way sync at 20,000 and 50,000
 //! files, each pass a new `fsctl sync --two-way` process as agents call it, beside `rsync
 //! -a --delete` and `unison -batch` (two local roots) on the same trees in the same rounds:
-//! the first sync each way, a pass with nothing changed, with 10 files changed and with
-//! 10,000 changed; an idle `--follow`'s CPU (fsctl and fsd) and fsctl's memory; and
+//! the first sync each way (both sides on one fresh ext4, so that the upload and the
+//! download write onto the same filesystem), a pass with nothing changed, with 10 files
+//! changed and with 10,000 changed; an idle `--follow`'s CPU (fsctl and fsd) and fsctl's memory; and
 //! `--follow`'s latency: a local save until the sandbox holds it, and a sandbox write until
 //! the local side does.
 //!
@@ -30,10 +31,16 @@ fn main() {
 }
 
 fn rsync(from: &Path, to: &Path) -> Option<Duration> {
+    rsync_with(from, to, &[])
+}
+
+/// `rsync -a --delete MORE FROM/ TO`.
+fn rsync_with(from: &Path, to: &Path, more: &[&str]) -> Option<Duration> {
     let started = Instant::now();
     let status = Command::new("rsync")
         .arg("-a")
         .arg("--delete")
+        .args(more)
         .arg(format!("{}/", from.display()))
         .arg(to)
         .status()
@@ -141,23 +148,44 @@ async fn run(dirs: usize, files: usize, quick: bool) {
         under: disk.as_ref().map(|disk| disk.mounted.path().to_path_buf()),
         ..Default::default()
     });
-    match &disk {
-        Some(_) => {
-            println!("two-way sync's sandbox side: a fresh ext4 with a journal (loop, in memory)")
+    // The local side on the same disk, outside the daemon's workspace: an upload and a
+    // download then write onto the same filesystem, so that their ratio measures the
+    // sync, not tmpfs beside ext4 (a create and a rename there cost 2.5× tmpfs's).
+    let local_side = match &disk {
+        Some(disk) => {
+            println!(
+                "two-way sync's sandbox side: a fresh ext4 with a journal (loop, in memory); \
+                 its local side: another directory on it"
+            );
+            let dir = disk.mounted.path().join("local-side");
+            std::fs::create_dir_all(&dir).expect("local side");
+            dir
         }
-        None => println!(
-            "two-way sync's sandbox side: this machine's disk (no loop ext4: needs root and mkfs.ext4)"
-        ),
-    }
+        None => {
+            println!(
+                "two-way sync's sandbox side: this machine's disk (no loop ext4: needs root and \
+                 mkfs.ext4); its local side: memory"
+            );
+            scratch.path().to_path_buf()
+        }
+    };
     let sizes: &[usize] = if quick { &[5_000] } else { &[20_000, 50_000] };
     for &total in sizes {
-        two_way(&daemon, total, scratch.path(), disk.as_ref(), &mut summary).await;
+        two_way(&daemon, total, &local_side, disk.as_ref(), &mut summary).await;
     }
     let total = sizes[0];
     let remote = format!("tw{total}");
-    let local = scratch.path().join(format!("{remote}-local"));
+    let local = local_side.join(format!("{remote}-local"));
     follow_latency(&daemon, &remote, &local, total, &mut summary).await;
     drop(daemon);
+    // The watchers the passes left for the pairs hold the local side's disk.
+    for pid in fsd_tests::host_processes_with(&local_side.display().to_string()) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+    }
+    std::thread::sleep(Duration::from_millis(500));
     drop(disk);
     summary.print();
 }
@@ -265,6 +293,7 @@ async fn two_way(
     nix::unistd::sync();
     let (r, u) = (rsync(&tree, &rsynced), unison(&tree, &unisoned));
     row("first sync, sandbox → local", fsd, r, u, "≤ 0.5× rsync");
+    let download = fsd;
     // Past the racy window: a file written in the last 2 s is read again by every pass (its
     // stat cannot tell a second write in the same tick), and agents' steps are seconds
     // apart.
@@ -335,7 +364,8 @@ async fn two_way(
         under: disk.map(|disk| disk.mounted.path().to_path_buf()),
         ..Default::default()
     });
-    let mut made = Vec::new();
+    let (mut made, mut uploads) = (Vec::new(), Vec::new());
+    let mut flushed_anchor = None;
     for (into, how) in [
         (daemon, "--durability fsync"),
         (&atomic, "the image's --durability atomic"),
@@ -361,9 +391,49 @@ async fn two_way(
             u,
             "≤ 0.5× rsync",
         );
+        println!(
+            "  {:<44} {:.2}× the download",
+            "  the upload beside the first download",
+            ms(fsd) / ms(download)
+        );
+        uploads.push((how, fsd));
+        if into.pid() == daemon.pid() {
+            // What fsd's flush buys, rsync gives with --fsync (a flush per file).
+            let flushed = into.path(&format!("{upload}-rsync-fsync"));
+            nix::unistd::sync();
+            let took = rsync_with(&local, &flushed, &["--fsync"]);
+            if let Some(took) = took {
+                println!(
+                    "  {:<44} {:.1} ms (fsd {:.2}×)",
+                    "  anchor: rsync -a --delete --fsync",
+                    ms(took),
+                    ms(fsd) / ms(took)
+                );
+            }
+            flushed_anchor = took.map(|took| (fsd, took));
+            made.push(flushed);
+        }
         made.extend([into.path(&upload), rsync_up, unison_up]);
     }
     drop(atomic);
+    if let Some((fsd, took)) = flushed_anchor {
+        summary.row(
+            &format!("two-way sync, {total} files: first sync, local → sandbox, flushed"),
+            format!("{:.0} ms (`--durability fsync`)", ms(fsd)),
+            format!("`rsync -a --delete --fsync` {:.0} ms", ms(took)),
+            Summary::ratio(ms(fsd), ms(took)),
+            "≤ 0.5× rsync",
+        );
+    }
+    for (how, upload) in uploads {
+        summary.row(
+            &format!("two-way sync, {total} files: the upload ({how}) beside the download"),
+            format!("{:.0} ms", ms(upload)),
+            format!("the download {:.0} ms", ms(download)),
+            Summary::ratio(ms(upload), ms(download)),
+            "≤ 1.2×",
+        );
+    }
     for dir in made {
         let _ = std::fs::remove_dir_all(dir);
     }
