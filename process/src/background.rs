@@ -694,7 +694,7 @@ struct Tail {
 impl Tail {
     fn new(path: &Path, stream: Stream) -> Self {
         Self {
-            file: OutputTail::new(path),
+            file: OutputTail::new(path, stream),
             stream,
         }
     }
@@ -702,6 +702,8 @@ impl Tail {
     /// Copies up to 4 MiB of new output; returns how much there was.
     fn pump(&mut self, process: &Process) -> usize {
         match self.file.read() {
+            // All of it held back (a line's start that may be a script's name).
+            Some(appended) if appended.bytes.is_empty() => 0,
             Some(appended) => {
                 process.append(self.stream, &appended.bytes, appended.text, appended.end);
                 appended.bytes.len()

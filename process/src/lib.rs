@@ -18,6 +18,7 @@ mod output;
 pub mod proctree;
 pub mod reporting;
 mod script;
+mod script_names;
 pub mod seqlog;
 mod session;
 mod sessions;

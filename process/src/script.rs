@@ -92,7 +92,9 @@ pub fn driver(control: &Path, commands: &Path, start_dir: Option<&Path>) -> Stri
             "builtin cd -- {} 2>/dev/null || builtin cd\n",
             quote_path(dir)
         ),
-        None => String::new(),
+        // A line either way: bash numbers the lines of a command's syntax check from the
+        // loop's (see `script_names`).
+        None => ":\n".to_string(),
     };
     format!(
         "__fsd_nl=$'\\n'\n\
@@ -292,6 +294,18 @@ mod tests {
         assert!(!quote("x\u{1}y").contains('\u{1}'));
         assert_eq!(quote("é x"), r"$'\xc3\xa9 x'");
         assert_eq!(frame("true\n"), "00000005true\n");
+    }
+
+    #[test]
+    fn the_driver_evals_on_its_known_line() {
+        for start in [None, Some(Path::new("/w"))] {
+            let text = driver(Path::new("/c"), Path::new("/f"), start);
+            let line = text
+                .lines()
+                .position(|line| line.starts_with("while "))
+                .unwrap();
+            assert_eq!(line as u64 + 1, crate::script_names::DRIVER_EVAL_LINE);
+        }
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::error::{ExecError, StdinError};
 use crate::output::{self, Output, read_capped};
 use crate::proctree;
 use crate::script;
+use crate::script_names::ScriptNames;
 use crate::shell::{Job, JobKind, Report, Shell};
 use crate::stdin::{self, Stdin, StdinPipe, Written};
 use crate::stop::{Escalation, Target};
@@ -361,7 +362,10 @@ impl Session {
         };
         let (stdout, stderr) = (Output::open(&job.stdout), Output::open(&job.stderr));
         let keep = [&stdout, &stderr].map(|output| output.as_ref().is_some_and(Output::reusable));
-        let finished = Finished::from_outputs(exit_code, stdout, stderr, duration).await?;
+        let mut finished = Finished::from_outputs(exit_code, stdout, stderr, duration).await?;
+        if let Some(mut names) = ScriptNames::beside(&job.stderr) {
+            finished.stderr = names.rewrite_all(&finished.stderr);
+        }
         Ok((finished, keep))
     }
 
@@ -600,8 +604,8 @@ impl<'a> StreamedOutput<'a> {
     fn new(job: &Job, wakes: &'a OutputWakes) -> Self {
         Self {
             tails: [
-                (Stream::Stdout, OutputTail::new(&job.stdout)),
-                (Stream::Stderr, OutputTail::new(&job.stderr)),
+                (Stream::Stdout, OutputTail::new(&job.stdout, Stream::Stdout)),
+                (Stream::Stderr, OutputTail::new(&job.stderr, Stream::Stderr)),
             ],
             woken: wakes.watch(&[&job.stdout, &job.stderr]),
         }
@@ -751,7 +755,11 @@ fn timeout_error(
     session_kept: bool,
 ) -> ExecError {
     let (stdout, _) = read_capped(stdout, 64 * 1024);
-    let (stderr, _) = read_capped(stderr, 64 * 1024);
+    let (mut stderr_bytes, _) = read_capped(stderr, 64 * 1024);
+    if let Some(mut names) = ScriptNames::beside(stderr) {
+        stderr_bytes = names.rewrite_all(&stderr_bytes);
+    }
+    let stderr = stderr_bytes;
     ExecError::Timeout {
         timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),

@@ -6,6 +6,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::script_names::ScriptNames;
 use crate::text::Utf8Chunker;
 
 /// Which output stream.
@@ -36,21 +37,31 @@ pub struct OutputTail {
     path: PathBuf,
     /// Opened at the first read and kept: a wake-up per write must not cost an open.
     file: Option<std::fs::File>,
+    /// How far the file has been read.
     offset: u64,
+    /// How many bytes were answered (the file's, but for the script names rewritten).
+    answered: u64,
+    /// For stderr: the session's script names, rewritten as bash's own.
+    names: Option<ScriptNames>,
     text: Utf8Chunker,
 }
 
 impl OutputTail {
-    pub fn new(path: &Path) -> Self {
+    pub fn new(path: &Path, stream: Stream) -> Self {
         Self {
             path: path.to_path_buf(),
             file: None,
             offset: 0,
+            answered: 0,
+            names: match stream {
+                Stream::Stderr => ScriptNames::beside(path),
+                Stream::Stdout => None,
+            },
             text: Utf8Chunker::default(),
         }
     }
 
-    /// Up to 4 MiB appended since the last read; `None` when there is nothing new (or the
+    /// Up to 4 MiB appended since the last read (the end offset counts what was answered); `None` when there is nothing new (or the
     /// file is not there yet).
     pub fn read(&mut self) -> Option<Appended> {
         if self.file.is_none() {
@@ -64,14 +75,29 @@ impl OutputTail {
             return None;
         }
         self.offset += bytes.len() as u64;
+        let bytes = match &mut self.names {
+            Some(names) => names.push(&bytes),
+            None => bytes,
+        };
+        self.answered += bytes.len() as u64;
         let text = self.text.push(&bytes);
-        let end = self.offset - self.text.held() as u64;
+        let end = self.answered - self.text.held() as u64;
         Some(Appended { bytes, text, end })
     }
 
-    /// The rest of a character held back at the end, once nothing more will come (as
-    /// U+FFFD); the offset is the file's end.
+    /// What is held back at the end (a line's start that may have been a script's name,
+    /// the rest of a character, as U+FFFD), once nothing more will come; the offset is the
+    /// end of what was answered.
     pub fn finish(&mut self) -> (String, u64) {
-        (self.text.finish(), self.offset)
+        let held = self.names.as_mut().map(ScriptNames::finish);
+        let mut text = match held {
+            Some(held) if !held.is_empty() => {
+                self.answered += held.len() as u64;
+                self.text.push(&held)
+            }
+            _ => String::new(),
+        };
+        text.push_str(&self.text.finish());
+        (text, self.answered)
     }
 }

@@ -153,6 +153,11 @@ impl Daemon {
         std::fs::canonicalize(self.workspace.path()).expect("canonical workspace")
     }
 
+    /// The daemon's state directory (`--state-dir`).
+    pub fn state_dir(&self) -> PathBuf {
+        self.state.path().to_path_buf()
+    }
+
     /// A path inside the workspace.
     pub fn path(&self, relative: &str) -> PathBuf {
         self.root().join(relative)

@@ -360,6 +360,9 @@ impl Placing {
     }
 }
 
+/// Files of one directory and their content, handed to a placer at once.
+type Run = Vec<(Placing, Vec<u8>)>;
+
 /// What the placers made: each file's path, hash and mode.
 type Placed = std::io::Result<Vec<(String, ContentHash, u32)>>;
 
@@ -369,12 +372,12 @@ type Placed = std::io::Result<Vec<(String, ContentHash, u32)>>;
 /// directory wait for each other on its lock, and a hand-off of each file woke a thread
 /// each time (78,000 futex calls for a 50,000-file download).
 struct Placers {
-    queues: Vec<std::sync::mpsc::SyncSender<Vec<(Placing, Vec<u8>)>>>,
+    queues: Vec<std::sync::mpsc::SyncSender<Run>>,
     threads: Vec<std::thread::JoinHandle<Placed>>,
     /// Each placer's runs handed and not yet written.
     loads: Vec<Arc<std::sync::atomic::AtomicUsize>>,
     /// The run being gathered, and its bytes.
-    run: std::cell::RefCell<(Vec<(Placing, Vec<u8>)>, usize)>,
+    run: std::cell::RefCell<(Run, usize)>,
     /// The directory of the last run handed and its placer, which takes the next run of
     /// the same directory.
     last: std::cell::RefCell<Option<(Arc<DirHandle>, usize)>>,
@@ -389,8 +392,7 @@ impl Placers {
         let (queues, threads) = loads
             .iter()
             .map(|load| {
-                let (queue, runs) =
-                    std::sync::mpsc::sync_channel::<Vec<(Placing, Vec<u8>)>>(QUEUED_A_PLACER);
+                let (queue, runs) = std::sync::mpsc::sync_channel::<Run>(QUEUED_A_PLACER);
                 let load = load.clone();
                 let thread = std::thread::spawn(move || {
                     let mut placed = Vec::new();

@@ -1515,3 +1515,75 @@ async fn a_signal_reaches_the_command_a_foreground_stream_runs() {
         .await;
     assert_error(status, &reply, 404, "SESSION_NOT_FOUND");
 }
+
+/// bash's own errors read as `bash -c` prints them, not naming the files the session ran
+/// the command from (its script, the driver's syntax check), with the command's own line
+/// numbers: in the answer, the stream and a background process's logs.
+#[tokio::test]
+async fn bash_errors_read_as_bash_c_prints_them() {
+    let daemon = Daemon::start();
+    let state = daemon.state_dir().display().to_string();
+    let run = |command: &str| {
+        daemon.post(
+            "/api/execute",
+            json!({"command": command, "sessionId": "names"}),
+        )
+    };
+    let (_, reply) = run("true\nnot_a_command_here").await;
+    assert_eq!(
+        reply["stderr"], "bash: line 2: not_a_command_here: command not found\n",
+        "{reply}"
+    );
+    let (_, reply) = run("echo a\necho b\nif ( ; then").await;
+    assert_eq!(reply["exitCode"], 2, "{reply}");
+    assert_eq!(
+        reply["stderr"],
+        "bash: line 3: syntax error near unexpected token `;'\nbash: line 3: `if ( ; then'\n",
+        "{reply}"
+    );
+    assert_eq!(
+        reply["stdout"], "",
+        "nothing of a command that does not parse runs"
+    );
+    let (_, reply) = run("if ( ; then").await;
+    assert_eq!(
+        reply["stderr"],
+        "bash: line 1: syntax error near unexpected token `;'\nbash: line 1: `if ( ; then'\n",
+        "{reply}"
+    );
+    let (_, reply) = run("f() { missing_in_a_function; }; f").await;
+    assert_eq!(
+        reply["stderr"], "bash: line 1: missing_in_a_function: command not found\n",
+        "{reply}"
+    );
+
+    let mut live = Sse::open(
+        &daemon,
+        "/api/execute/stream",
+        json!({"command": "echo out\nstreamed_missing", "sessionId": "names", "foreground": true}),
+    )
+    .await;
+    let frames = live.drain(FRAME_WAIT).await;
+    let stderr: String = frames
+        .iter()
+        .filter(|f| f["type"] == "stderr")
+        .map(|f| f["data"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        stderr,
+        "bash: line 2: streamed_missing: command not found\n"
+    );
+
+    start(
+        &daemon,
+        json!({"command": "echo x\n\nbackground_missing", "processId": "names-bg"}),
+    )
+    .await;
+    wait_status(&daemon, "names-bg", "failed").await;
+    let (_, logs) = daemon.get("/api/process/names-bg/logs").await;
+    assert_eq!(
+        logs["stderr"], "bash: line 3: background_missing: command not found\n",
+        "{logs}"
+    );
+    assert!(!logs.to_string().contains(&state), "{logs}");
+}
