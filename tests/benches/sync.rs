@@ -360,9 +360,12 @@ async fn two_way(
     let (r, u) = (rsync(&tree, &rsynced), unison(&tree, &unisoned));
     row("a pass, 10,000 files changed", fsd, r, u, "< rsync");
 
-    // The first sync the other way: a local tree → an empty sandbox directory; into this
-    // daemon, then into one as the image runs it (`--durability atomic`: nothing waits for
-    // the disk, and rsync and unison do not either). The trees are removed after both:
+    // The first sync the other way: a local tree → an empty sandbox directory; into a
+    // daemon as the image runs it (`--durability atomic`: nothing waits for the disk, and
+    // rsync and unison do not either), then into this one (`fsync`, beside `rsync
+    // --fsync` too). The image's first: after the flushed rows' 10 s of a flush per file,
+    // a create paid for the journal's catching up (an upload measured 1.34 s there, 0.95–
+    // 1.0 s in three rounds before them). The trees are removed after both:
     // ext4 creates slowly for a while after many deletions (its allocator steps over the
     // inodes just freed), which took the second row to 2.7 s beside rsync's 9.1 s when
     // the first one's went before it.
@@ -375,8 +378,8 @@ async fn two_way(
     let (mut made, mut uploads) = (Vec::new(), Vec::new());
     let mut flushed_anchor = None;
     for (into, how) in [
-        (daemon, "--durability fsync"),
         (&atomic, "the image's --durability atomic"),
+        (daemon, "--durability fsync"),
     ] {
         nix::unistd::sync();
         let mut command = fsctl_sync(into, &upload, &local, &[]);
@@ -550,12 +553,17 @@ fn idle_follow(daemon: &Daemon, remote: &str, local: &Path, total: usize, summar
     std::thread::sleep(window);
     let used = (cpu_time(child.id()) - fsctl_before) + (cpu_time(daemon.pid()) - fsd_before);
     let rss = fsd_tests::status_kib(child.id(), "VmRSS").unwrap_or(0);
+    // What grows with the tree: the heap, not the binary's pages (shared, in the page
+    // cache, the same at any size).
+    let anon = fsd_tests::status_kib(child.id(), "RssAnon").unwrap_or(0);
     let _ = child.kill();
     let _ = child.wait();
     let share = used.as_secs_f64() / window.as_secs_f64() * 100.0;
     let per_file = rss as f64 * 1024.0 / total as f64;
+    let anon_per_file = anon as f64 * 1024.0 / total as f64;
     println!(
-        "  idle --follow: {share:.2} % of a core (fsctl and fsd), fsctl {rss} KiB ({per_file:.0} B a file)"
+        "  idle --follow: {share:.2} % of a core (fsctl and fsd), fsctl {rss} KiB ({per_file:.0} B a file; \
+         its heap {anon} KiB, {anon_per_file:.0} B a file)"
     );
     summary.row(
         &format!("two-way --follow, idle, {total} files: CPU (fsctl + fsd)"),
@@ -566,7 +574,11 @@ fn idle_follow(daemon: &Daemon, remote: &str, local: &Path, total: usize, summar
     );
     summary.row(
         &format!("two-way --follow, idle, {total} files: fsctl memory"),
-        format!("{} MiB, {per_file:.0} B a file", rss / 1024),
+        format!(
+            "{} MiB, {per_file:.0} B a file (heap {} MiB, {anon_per_file:.0} B a file)",
+            rss / 1024,
+            anon / 1024
+        ),
         "—".into(),
         "—".into(),
         "≤ 1 KiB a file",
