@@ -2,7 +2,9 @@
 //! and a 1 MiB text write over HTTP keep-alive, `/ws` and `/rpc` (one call at a time), and
 //! calls per second on one socket with 64 in flight over `/rpc`; the SDK next line's
 //! `processes.start` of `true` to its exit event beside them, and a log line's way from a
-//! running process to a follower of its logs.
+//! running process to a follower of its logs. Then the SDK next line's calls beside the
+//! reference's own next runtime (its `sandbox` binary, `FSD_REFERENCE_NEXT`, by default
+//! where the anchors' `reference-next/setup.sh` builds it), the two servers taking turns.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run.
@@ -234,4 +236,290 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     }
     let rate = in_flight_calls as f64 / start.elapsed().as_secs_f64();
     println!("  /rpc                         {rate:>8.0} calls/s");
+    println!();
+    drop(daemon);
+    // fsd as the image runs it: nothing waits for the disk, as the reference does not.
+    let atomic = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--durability".into(), "atomic".into()],
+        ..Default::default()
+    });
+    beside_the_reference_next(&atomic, if round_trips > 1000 { 500 } else { 50 }).await;
+}
+
+/// The reference's next runtime (its standalone `sandbox` binary), started as its image
+/// runs it: under tini, in a clean environment, on a loopback port; stopped when dropped.
+struct ReferenceNext {
+    child: std::process::Child,
+    url: String,
+}
+
+impl ReferenceNext {
+    fn start() -> Option<ReferenceNext> {
+        let binary = std::env::var_os("FSD_REFERENCE_NEXT")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| "/opt/sandbox-ref-next/container-server/sandbox".into());
+        let dir = binary.parent()?.to_path_buf();
+        if !binary.is_file() {
+            return None;
+        }
+        let version = std::fs::read_to_string(dir.join("VERSION")).unwrap_or_default();
+        let bun = dir.parent()?.join("bun/node_modules/.bin");
+        let port = fsd_tests::free_port();
+        std::fs::create_dir_all("/workspace").ok()?;
+        let child = std::process::Command::new("tini")
+            .args(["-s", "--"])
+            .arg(&binary)
+            .current_dir(&dir)
+            .env_clear()
+            .env(
+                "HOME",
+                std::env::var_os("HOME").unwrap_or_else(|| "/root".into()),
+            )
+            .env(
+                "PATH",
+                format!(
+                    "{}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    bun.display()
+                ),
+            )
+            .env("LANG", "C.UTF-8")
+            .env("SANDBOX_VERSION", version.trim())
+            .env("PYTHON_POOL_MIN_SIZE", "0")
+            .env("JAVASCRIPT_POOL_MIN_SIZE", "0")
+            .env("TYPESCRIPT_POOL_MIN_SIZE", "0")
+            .env("SANDBOX_LISTEN_PORT", port.to_string())
+            .env("SANDBOX_LISTEN_HOST", "127.0.0.1")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .ok()?;
+        let reference = ReferenceNext {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        };
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            if started.elapsed() > Duration::from_secs(30) {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Some(reference)
+    }
+}
+
+impl Drop for ReferenceNext {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
+
+/// One server of the next line: where it is, a socket to it, and where files go.
+struct NextServer {
+    name: &'static str,
+    url: String,
+    token: Option<String>,
+    next: RpcClient,
+    file: String,
+}
+
+/// What the SDK's operations cost on each server, and the calls each makes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum NextOp {
+    /// A new socket and `utils.getRuntimeMetadata`, as the object's probe before each
+    /// waking operation.
+    Probe,
+    /// `processes.start(['true'])`, then the SDK's wait: `get`, `openLogs({replay,
+    /// follow})`, `stream()` to the terminal event, `cancel()`, release.
+    StartAndWait,
+    /// `processes.start(['true'])`, then `get` until it has exited.
+    StartAndPoll,
+    /// `processes.start(['/bin/echo','hi'])` and its logs read to the end.
+    EchoLogs,
+    WriteKib,
+    ReadKib,
+}
+
+impl NextOp {
+    const ALL: [NextOp; 6] = [
+        NextOp::Probe,
+        NextOp::StartAndWait,
+        NextOp::StartAndPoll,
+        NextOp::EchoLogs,
+        NextOp::WriteKib,
+        NextOp::ReadKib,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            NextOp::Probe => "probe socket (connect + getRuntimeMetadata)",
+            NextOp::StartAndWait => "start ['true'] + the SDK's wait",
+            NextOp::StartAndPoll => "start ['true'] + get until exited",
+            NextOp::EchoLogs => "start ['/bin/echo','hi'] + its logs to the end",
+            NextOp::WriteKib => "files.writeFile 1 KiB",
+            NextOp::ReadKib => "files.readFile 1 KiB",
+        }
+    }
+
+    /// The calls the SDK makes for it at least (its floor: that many 1 KiB reads).
+    fn calls(self) -> f64 {
+        match self {
+            NextOp::StartAndWait => 5.0,
+            NextOp::EchoLogs => 4.0,
+            NextOp::StartAndPoll => 2.0,
+            NextOp::Probe | NextOp::WriteKib | NextOp::ReadKib => 1.0,
+        }
+    }
+
+    async fn run(self, server: &NextServer) {
+        let next = &server.next;
+        match self {
+            NextOp::Probe => {
+                let probe = RpcClient::connect(&server.url, server.token.as_deref()).await;
+                settled(&probe.call("utils", "getRuntimeMetadata", json!([])).await);
+                probe.close();
+            }
+            NextOp::StartAndWait => {
+                let id = started(next, json!(["true"])).await;
+                settled(&next.call("processes", "get", json!([id])).await);
+                logs_to_the_end(next, &id).await;
+            }
+            NextOp::StartAndPoll => {
+                let id = started(next, json!(["true"])).await;
+                loop {
+                    let status = next.call("processes", "get", json!([id])).await;
+                    settled(&status);
+                    if status[2]["state"] != "running" {
+                        break;
+                    }
+                }
+            }
+            NextOp::EchoLogs => {
+                let id = started(next, json!(["/bin/echo", "hi"])).await;
+                let printed = logs_to_the_end(next, &id).await;
+                assert_eq!(printed, 1, "{}: echo's output", server.name);
+            }
+            NextOp::WriteKib => {
+                let kib = "x".repeat(1024);
+                settled(
+                    &next
+                        .call("files", "writeFile", json!([server.file, kib, {}]))
+                        .await,
+                );
+            }
+            NextOp::ReadKib => {
+                settled(
+                    &next
+                        .call("files", "readFile", json!([server.file, {}]))
+                        .await,
+                );
+            }
+        }
+    }
+}
+
+/// `processes.start(argv, {})`: the process's id (an array literal goes in one more array,
+/// as capnweb writes it).
+async fn started(next: &RpcClient, argv: Value) -> Value {
+    let started = next.call("processes", "start", json!([[argv], {}])).await;
+    settled(&started);
+    started[2]["id"].clone()
+}
+
+/// The SDK's read of a process's logs to its end: `openLogs({replay, follow})`, `stream()`
+/// to the terminal event, `cancel()`, release. Answers how many output events came.
+async fn logs_to_the_end(next: &RpcClient, id: &Value) -> usize {
+    let logs = next
+        .call(
+            "processes",
+            "openLogs",
+            json!([id, {"replay": true, "follow": true}]),
+        )
+        .await;
+    settled(&logs);
+    let export = logs[2][1].as_i64().expect("a subscription");
+    settled(&next.call_on(export, "stream", json!([])).await);
+    let mut printed = 0;
+    while let Some(event) = next.next_write().await {
+        if event["type"] == "terminal" {
+            break;
+        }
+        printed += 1;
+    }
+    settled(&next.call_on(export, "cancel", json!([])).await);
+    next.release(export, 1);
+    printed
+}
+
+/// The SDK next line's operations on fsd and on the reference's next runtime, taking
+/// turns: two rounds, each `rounds` measured calls after 30 unmeasured, p50 of both rounds.
+async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
+    println!(
+        "the SDK's next line beside the reference's next runtime ({rounds} calls × 2 rounds, p50)"
+    );
+    let Some(reference) = ReferenceNext::start() else {
+        println!(
+            "  the reference's next runtime is not built: the anchors' reference-next/setup.sh \
+             builds it (FSD_REFERENCE_NEXT names another binary)"
+        );
+        return;
+    };
+    let servers = [
+        NextServer {
+            name: "fsd",
+            url: daemon.url.clone(),
+            token: daemon.token.clone(),
+            next: RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await,
+            file: daemon.path("next-1k.txt").display().to_string(),
+        },
+        NextServer {
+            name: "reference",
+            url: reference.url.clone(),
+            token: None,
+            next: RpcClient::next_activated(&reference.url, None).await,
+            file: "/workspace/fsd-bench-next-1k.txt".into(),
+        },
+    ];
+    let mut samples: Vec<[Vec<Duration>; 2]> =
+        NextOp::ALL.iter().map(|_| Default::default()).collect();
+    for _round in 0..2 {
+        for (op, taken) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+            for (server, taken) in servers.iter().zip(taken.iter_mut()) {
+                // 30 unmeasured in all (`timed` leaves out 20).
+                taken.extend(
+                    timed(rounds + 10, |_| op.run(server))
+                        .await
+                        .into_iter()
+                        .skip(10),
+                );
+            }
+        }
+    }
+    let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
+    let read = samples[NextOp::ALL
+        .iter()
+        .position(|op| *op == NextOp::ReadKib)
+        .unwrap_or(0)]
+    .each_mut()
+    .map(&p50);
+    println!(
+        "  {:<48} {:>9} {:>11} {:>8} {:>12}",
+        "operation", "fsd ms", "reference", "fsd/ref", "fsd's floor"
+    );
+    for (op, [fsd, reference]) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+        let (fsd, reference) = (p50(fsd), p50(reference));
+        println!(
+            "  {:<48} {fsd:>9.2} {reference:>11.2} {:>7.2}× {:>12.2}",
+            op.name(),
+            fsd / reference,
+            op.calls() * read[0],
+        );
+    }
+    let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt");
+    drop(servers);
+    drop(reference);
 }

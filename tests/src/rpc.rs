@@ -32,7 +32,9 @@ impl RpcClient {
             let value = format!("Bearer {token}").parse().expect("header value");
             request.headers_mut().insert("authorization", value);
         }
-        let (socket, _) = tokio_tungstenite::connect_async(request)
+        // Without Nagle, as a Worker's socket: a call is two frames (`push`, `pull`), and
+        // the second would wait for the first's ACK, which a server may delay 40 ms.
+        let (socket, _) = tokio_tungstenite::connect_async_with_config(request, None, true)
             .await
             .expect("the /rpc upgrade");
         let (mut sink, mut stream) = socket.split();
@@ -91,6 +93,12 @@ impl RpcClient {
             pending,
             writes: tokio::sync::Mutex::new(writes),
         }
+    }
+
+    /// Ends the socket (a close frame; the server's answer ends the reader).
+    pub fn close(self) {
+        let outgoing = self.outgoing.lock().unwrap();
+        let _ = outgoing.1.send(Message::Close(None));
     }
 
     /// The next pipe write the daemon sent (an event object of a subscription's stream).
