@@ -140,7 +140,17 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     let Some((program, rest)) = args.program.split_first() else {
         return 125;
     };
-    let mut command = std::process::Command::new(program);
+    let mut command = match on_path(program, args.env.as_deref()) {
+        // Found where an exec would find it, and run from there under its own name: the
+        // child's search tried an `execve` in each directory before it (eight failed ones
+        // for `true` on a long PATH, a tenth of a start).
+        Some(found) => {
+            let mut command = std::process::Command::new(found);
+            std::os::unix::process::CommandExt::arg0(&mut command, program);
+            command
+        }
+        None => std::process::Command::new(program),
+    };
     command.args(rest);
     if let Some(env) = &args.env {
         command
@@ -338,6 +348,38 @@ fn kill_below_me() {
     reap();
 }
 
+/// Where a search of PATH (the program's, else this process's) finds `program`: the first
+/// executable regular file named so in its directories. `None` leaves the search to the
+/// exec: a name with a slash, a PATH with a relative directory (which the child's working
+/// directory resolves), nothing found (the exec then says why).
+fn on_path(
+    program: &std::ffi::OsStr,
+    env: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
+) -> Option<std::path::PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    if program.is_empty() || program.as_bytes().contains(&b'/') {
+        return None;
+    }
+    let path = match env {
+        Some(env) => env
+            .iter()
+            .find(|(name, _)| name == "PATH")
+            .map(|(_, value)| value.clone())?,
+        None => std::env::var_os("PATH")?,
+    };
+    for dir in std::env::split_paths(&path) {
+        if !dir.is_absolute() {
+            return None;
+        }
+        let candidate = dir.join(program);
+        let executable = nix::unistd::access(&candidate, nix::unistd::AccessFlags::X_OK).is_ok();
+        if executable && candidate.metadata().is_ok_and(|meta| meta.is_file()) {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
 /// The pipe `--status-fd` names, kept from the program (close-on-exec).
 struct StatusPipe(std::fs::File);
 
@@ -374,5 +416,45 @@ fn report(args: &SuperviseArgs, line: &str) {
         .open(path);
     if let Ok(mut file) = file {
         let _ = file.write_all(line.as_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::{OsStr, OsString};
+
+    fn path(value: &str) -> Vec<(OsString, OsString)> {
+        vec![("PATH".into(), value.into())]
+    }
+
+    #[test]
+    fn a_program_is_found_as_an_exec_would_find_it() {
+        let found = on_path(OsStr::new("sh"), Some(&path("/nonexistent:/usr/bin:/bin"))).unwrap();
+        assert!(found.is_absolute() && found.ends_with("sh"), "{found:?}");
+        // A directory of that name is passed over.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sh")).unwrap();
+        let searched = format!("{}:/usr/bin:/bin", dir.path().display());
+        let found = on_path(OsStr::new("sh"), Some(&path(&searched))).unwrap();
+        assert!(!found.starts_with(dir.path()), "{found:?}");
+    }
+
+    #[test]
+    fn what_only_the_exec_can_tell_is_left_to_it() {
+        for (program, searched) in [
+            ("./sh", "/usr/bin:/bin"),
+            ("sh", "bin:/usr/bin:/bin"),
+            ("sh", ":/usr/bin:/bin"),
+            ("no-such-program-here", "/usr/bin:/bin"),
+            ("", "/usr/bin"),
+        ] {
+            assert_eq!(
+                on_path(OsStr::new(program), Some(&path(searched))),
+                None,
+                "{program} in {searched}"
+            );
+        }
+        assert_eq!(on_path(OsStr::new("sh"), Some(&[])), None);
     }
 }
