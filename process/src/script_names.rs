@@ -78,17 +78,16 @@ impl ScriptNames {
         let mut at = 0;
         while at < input.len() {
             if self.at_line_start {
-                let rest = &input[at..];
-                match self.rewrite(rest) {
-                    Some((replacement, taken)) => {
+                match self.classify(&input[at..]) {
+                    LineStart::Rewritten(replacement, taken) => {
                         out.extend_from_slice(&replacement);
                         at += taken;
                     }
-                    None if self.undecided(rest) => {
-                        self.held = rest.to_vec();
+                    LineStart::Wait => {
+                        self.held = input[at..].to_vec();
                         return out;
                     }
-                    None => {}
+                    LineStart::Pass => {}
                 }
             }
             match input[at..].iter().position(|&byte| byte == b'\n') {
@@ -120,16 +119,28 @@ impl ScriptNames {
         out
     }
 
-    /// The replacement for a script's name at the start of `line`, and how many bytes it
-    /// replaces.
-    fn rewrite(&self, line: &[u8]) -> Option<(Vec<u8>, usize)> {
-        let after = line.strip_prefix(self.dir.as_slice())?;
-        let dir = self.dir.len();
+    /// What a session's stderr file `stderr` held, read whole, rewritten.
+    pub fn rewrite_read(stderr: &Path, bytes: Vec<u8>) -> Vec<u8> {
+        match Self::beside(stderr) {
+            Some(mut names) => names.rewrite_all(&bytes),
+            None => bytes,
+        }
+    }
+
+    /// What the start of `line` is: a script's name (its replacement and how many bytes
+    /// it replaces), the start of one that may still come (no newline yet), or neither.
+    fn classify(&self, line: &[u8]) -> LineStart {
+        let Some(after) = line.strip_prefix(self.dir.as_slice()) else {
+            return match self.dir.starts_with(line) {
+                true => LineStart::Wait,
+                false => LineStart::Pass,
+            };
+        };
         for (shape, replaced) in SHAPES {
             // The shapes are tried longest first: one that may still come waits.
             let (taken, number) = match fit(after, shape) {
                 Fit::Whole(taken, number) => (taken, number),
-                Fit::Partly => return None,
+                Fit::Partly => return LineStart::Wait,
                 Fit::No => continue,
             };
             let replacement = match (replaced, number) {
@@ -138,28 +149,20 @@ impl ScriptNames {
                 (Replaced::EvalLine(after), Some(line)) if line >= DRIVER_EVAL_LINE => {
                     format!("bash: line {}: {after}", line - DRIVER_EVAL_LINE + 1).into_bytes()
                 }
-                (Replaced::EvalLine(_), _) => return None,
+                (Replaced::EvalLine(_), _) => return LineStart::Pass,
                 (Replaced::Shell, _) => SHELL.to_vec(),
             };
-            return Some((replacement, dir + taken));
+            return LineStart::Rewritten(replacement, self.dir.len() + taken);
         }
-        None
+        LineStart::Pass
     }
+}
 
-    /// Whether `line` (no newline seen yet) may still start with a script's name.
-    fn undecided(&self, line: &[u8]) -> bool {
-        if line.contains(&b'\n') {
-            return false;
-        }
-        if line.len() < self.dir.len() {
-            return self.dir.starts_with(line);
-        }
-        line.strip_prefix(self.dir.as_slice()).is_some_and(|after| {
-            SHAPES
-                .iter()
-                .any(|(shape, _)| matches!(fit(after, shape), Fit::Partly))
-        })
-    }
+/// What the start of a line is (see [`ScriptNames::classify`]).
+enum LineStart {
+    Rewritten(Vec<u8>, usize),
+    Wait,
+    Pass,
 }
 
 /// What a shape's text becomes.

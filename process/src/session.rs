@@ -363,9 +363,7 @@ impl Session {
         let (stdout, stderr) = (Output::open(&job.stdout), Output::open(&job.stderr));
         let keep = [&stdout, &stderr].map(|output| output.as_ref().is_some_and(Output::reusable));
         let mut finished = Finished::from_outputs(exit_code, stdout, stderr, duration).await?;
-        if let Some(mut names) = ScriptNames::beside(&job.stderr) {
-            finished.stderr = names.rewrite_all(&finished.stderr);
-        }
+        finished.stderr = ScriptNames::rewrite_read(&job.stderr, finished.stderr);
         Ok((finished, keep))
     }
 
@@ -755,11 +753,7 @@ fn timeout_error(
     session_kept: bool,
 ) -> ExecError {
     let (stdout, _) = read_capped(stdout, 64 * 1024);
-    let (mut stderr_bytes, _) = read_capped(stderr, 64 * 1024);
-    if let Some(mut names) = ScriptNames::beside(stderr) {
-        stderr_bytes = names.rewrite_all(&stderr_bytes);
-    }
-    let stderr = stderr_bytes;
+    let stderr = ScriptNames::rewrite_read(stderr, read_capped(stderr, 64 * 1024).0);
     ExecError::Timeout {
         timeout_ms: timeout.map_or(0, |t| t.as_millis() as u64),
         stdout: String::from_utf8_lossy(&stdout).into_owned(),

@@ -61,8 +61,8 @@ impl OutputTail {
         }
     }
 
-    /// Up to 4 MiB appended since the last read (the end offset counts what was answered); `None` when there is nothing new (or the
-    /// file is not there yet).
+    /// Up to 4 MiB appended since the last read (the end offset counts what was
+    /// answered); `None` when there is nothing new (or the file is not there yet).
     pub fn read(&mut self) -> Option<Appended> {
         if self.file.is_none() {
             self.file = std::fs::File::open(&self.path).ok();

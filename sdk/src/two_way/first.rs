@@ -77,7 +77,7 @@ fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<
     };
     let mut opened = Opened::new(root)?;
     let mut dir_modes: Vec<(String, u32)> = Vec::new();
-    let placers = Placers::start();
+    let mut placers = Placers::start();
     let mut archive = tar::Archive::new(reader);
     let read = (|| {
         for entry in archive.entries()? {
@@ -377,10 +377,11 @@ struct Placers {
     /// Each placer's runs handed and not yet written.
     loads: Vec<Arc<std::sync::atomic::AtomicUsize>>,
     /// The run being gathered, and its bytes.
-    run: std::cell::RefCell<(Run, usize)>,
+    run: Run,
+    run_bytes: usize,
     /// The directory of the last run handed and its placer, which takes the next run of
     /// the same directory.
-    last: std::cell::RefCell<Option<(Arc<DirHandle>, usize)>>,
+    last: Option<(Arc<DirHandle>, usize)>,
 }
 
 impl Placers {
@@ -413,47 +414,43 @@ impl Placers {
             queues,
             threads,
             loads,
-            run: Default::default(),
-            last: Default::default(),
+            run: Vec::new(),
+            run_bytes: 0,
+            last: None,
         }
     }
 
     /// Adds a file to the run, handing the run first if the file is of another directory
     /// or the run is full; an error if the placer handed to stopped on one (which
     /// [`Placers::finish`] answers).
-    fn hand(&self, placing: Placing, content: Vec<u8>) -> std::io::Result<()> {
-        let full = {
-            let run = self.run.borrow();
-            run.0.last().is_some_and(|(last, _)| {
-                !Arc::ptr_eq(&last.dir, &placing.dir)
-                    || run.0.len() >= RUN_FILES
-                    || run.1 >= RUN_BYTES
-            })
-        };
-        if full {
+    fn hand(&mut self, placing: Placing, content: Vec<u8>) -> std::io::Result<()> {
+        if self.run.last().is_some_and(|(last, _)| {
+            !Arc::ptr_eq(&last.dir, &placing.dir)
+                || self.run.len() >= RUN_FILES
+                || self.run_bytes >= RUN_BYTES
+        }) {
             self.send_run()?;
         }
-        let mut run = self.run.borrow_mut();
-        run.1 += content.len();
-        run.0.push((placing, content));
+        self.run_bytes += content.len();
+        self.run.push((placing, content));
         Ok(())
     }
 
     /// Hands the run gathered to the placer of its directory.
-    fn send_run(&self) -> std::io::Result<()> {
+    fn send_run(&mut self) -> std::io::Result<()> {
         use std::sync::atomic::Ordering;
-        let (run, _) = std::mem::take(&mut *self.run.borrow_mut());
+        let run = std::mem::take(&mut self.run);
+        self.run_bytes = 0;
         let Some((first, _)) = run.first() else {
             return Ok(());
         };
-        let mut last = self.last.borrow_mut();
-        let placer = match &*last {
+        let placer = match &self.last {
             Some((dir, placer)) if Arc::ptr_eq(dir, &first.dir) => *placer,
             _ => (0..self.loads.len())
                 .min_by_key(|placer| self.loads[*placer].load(Ordering::Relaxed))
                 .unwrap_or(0),
         };
-        *last = Some((first.dir.clone(), placer));
+        self.last = Some((first.dir.clone(), placer));
         self.loads[placer].fetch_add(1, Ordering::Relaxed);
         self.queues[placer]
             .send(run)
@@ -461,7 +458,7 @@ impl Placers {
     }
 
     /// Waits for every placer; answers all they made, or the first error one met.
-    fn finish(self) -> Placed {
+    fn finish(mut self) -> Placed {
         // A placer that stopped answers its own error below.
         let _ = self.send_run();
         drop(self.queues);
