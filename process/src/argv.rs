@@ -429,12 +429,6 @@ impl ArgvProcesses {
         self.table()
             .processes
             .insert(id.clone(), Arc::clone(&process));
-        let readers = output.map(|(stdout, stderr)| {
-            [
-                tokio::spawn(drain(stdout, Kind::Stdout, Arc::clone(&process.log))),
-                tokio::spawn(drain(stderr, Kind::Stderr, Arc::clone(&process.log))),
-            ]
-        });
         if let Some(limit) = spec.timeout {
             let process = Arc::clone(&process);
             tokio::spawn(async move {
@@ -450,11 +444,27 @@ impl ArgvProcesses {
         }
         let processes = Arc::clone(self);
         tokio::spawn(async move {
-            let exit = exit_report(&mut status_lines).await;
-            // The status pipe ends with the supervisor, once nothing is left below it.
-            for reader in readers.into_iter().flatten() {
-                let _ = tokio::time::timeout(DRAIN_LIMIT, reader).await;
-            }
+            // Output and status are read by this one task, so that the end of a process
+            // is not handed between tasks (each hand-off a wake of another thread).
+            let log = &process.log;
+            let mut drained = std::pin::pin!(async {
+                if let Some((stdout, stderr)) = output {
+                    tokio::join!(
+                        drain(stdout, Kind::Stdout, log),
+                        drain(stderr, Kind::Stderr, log)
+                    );
+                }
+            });
+            let mut reported = std::pin::pin!(exit_report(&mut status_lines));
+            let exit = tokio::select! {
+                exit = &mut reported => {
+                    // The status pipe ends with the supervisor, once nothing is left below
+                    // it; output held open elsewhere is read a little longer.
+                    let _ = tokio::time::timeout(DRAIN_LIMIT, &mut drained).await;
+                    exit
+                }
+                () = &mut drained => reported.await,
+            };
             let timed_out = process.timed_out.load(Ordering::Acquire);
             let outcome = match exit {
                 Some((code, signal)) => Outcome::Exited(Exit {
@@ -601,7 +611,7 @@ fn check_cwd(cwd: &Path, world: &World) -> Result<(), StartError> {
 }
 
 /// Reads one output pipe into the log, one event per read, until its end.
-async fn drain(mut pipe: impl AsyncRead + Unpin, kind: Kind, log: Arc<SequencedLog>) {
+async fn drain(mut pipe: impl AsyncRead + Unpin, kind: Kind, log: &SequencedLog) {
     let mut buffer = vec![0u8; READ_BYTES];
     loop {
         match pipe.read(&mut buffer).await {

@@ -14,8 +14,9 @@
 //! All run before any async runtime or thread exists (namespace changes need a
 //! single-threaded process) and ignore the polite signals a user's `pkill` sends.
 
-use std::ffi::OsString;
+use std::ffi::{CString, OsStr, OsString};
 use std::io::Write;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
@@ -140,24 +141,9 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     let Some((program, rest)) = args.program.split_first() else {
         return 125;
     };
-    let mut command = match on_path(program, args.env.as_deref()) {
-        // Found where an exec would find it, and run from there under its own name: the
-        // child's search tried an `execve` in each directory before it (eight failed ones
-        // for `true` on a long PATH, a tenth of a start).
-        Some(found) => {
-            let mut command = std::process::Command::new(found);
-            std::os::unix::process::CommandExt::arg0(&mut command, program);
-            command
-        }
-        None => std::process::Command::new(program),
-    };
-    command.args(rest);
-    if let Some(env) = &args.env {
-        command
-            .env_clear()
-            .envs(env.iter().map(|(name, value)| (name, value)));
-    }
-    if !args.within.is_empty() {
+    let cwd = if args.within.is_empty() {
+        args.cwd.as_deref()
+    } else {
         // The supervisor enters the directory itself; the program inherits it.
         if let Err(err) = enter_within(&args.within, args.cwd.as_deref()) {
             let cwd = args.cwd.as_deref().unwrap_or(std::path::Path::new("."));
@@ -168,31 +154,21 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
             }
             return 126;
         }
-    } else if let Some(cwd) = &args.cwd {
-        command.current_dir(cwd);
-    }
-    // The child starts with no signal blocked (std resets SIGPIPE, not always the mask),
-    // and dies with its supervisor: a `kill -9 -1` from inside spares its caller (say, a
-    // session's shell) but not the supervisor, and a program whose supervisor is gone would
-    // run on where the daemon can no longer find it.
-    let terminal = args.terminal;
-    // SAFETY: sigprocmask, prctl, setsid and ioctl are async-signal-safe.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
-            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
-                .map_err(std::io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(std::io::Error::from)?;
-            if terminal {
-                nix::unistd::setsid().map_err(std::io::Error::from)?;
-                if nix::libc::ioctl(0, nix::libc::TIOCSCTTY, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            }
-            Ok(())
-        });
-    }
-    let main = match command.spawn() {
-        Ok(child) => child.id(),
+        None
+    };
+    let wanted = Wanted {
+        program,
+        rest,
+        env: args.env.as_deref(),
+        cwd,
+        terminal: args.terminal,
+    };
+    let started = match Launch::new(&wanted) {
+        Some(launch) => launch.start(),
+        None => spawn_searching(&wanted),
+    };
+    let main = match started {
+        Ok(pid) => pid,
         Err(err) => {
             eprintln!("fsd supervise: {}: {err}", program.to_string_lossy());
             let code = if err.kind() == std::io::ErrorKind::NotFound {
@@ -248,6 +224,181 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
         }
     }
     0
+}
+
+/// The program a supervisor is to start, as it was asked for.
+#[derive(Clone, Copy)]
+struct Wanted<'a> {
+    program: &'a OsStr,
+    rest: &'a [OsString],
+    /// Its whole environment; `None`: the supervisor's own.
+    env: Option<&'a [(OsString, OsString)]>,
+    cwd: Option<&'a std::path::Path>,
+    terminal: bool,
+}
+
+/// A program ready to start as `posix_spawn` starts one: a child that shares the
+/// supervisor's memory until it execs (`CLONE_VM | CLONE_VFORK`), so nothing is copied for
+/// it and it faults in nothing of the supervisor's. Everything the child touches is made
+/// here, before it exists: it only makes system calls.
+struct Launch {
+    path: CString,
+    /// `argv` and `envp` as `execve` takes them (null-terminated, pointing into the two
+    /// vectors after them).
+    argv: Vec<*const nix::libc::c_char>,
+    envp: Vec<*const nix::libc::c_char>,
+    _args: Vec<CString>,
+    _env: Vec<CString>,
+    cwd: Option<CString>,
+    /// Make the child a session leader with its stdin as its controlling terminal.
+    terminal: bool,
+}
+
+/// The child's stack: its few system calls need a fraction of it.
+const LAUNCH_STACK: usize = 64 * 1024;
+
+impl Launch {
+    /// `None` when only a search of PATH from the child can tell what to run (see
+    /// [`on_path`]), or a string holds a NUL.
+    fn new(wanted: &Wanted<'_>) -> Option<Self> {
+        let (program, env) = (wanted.program, wanted.env);
+        let path = if program.as_bytes().contains(&b'/') {
+            program.to_owned()
+        } else {
+            on_path(program, env)?.into_os_string()
+        };
+        let args: Vec<CString> = std::iter::once(program)
+            .chain(wanted.rest.iter().map(OsString::as_os_str))
+            .map(|arg| CString::new(arg.as_bytes()).ok())
+            .collect::<Option<_>>()?;
+        let pair = |name: &OsStr, value: &OsStr| {
+            let mut joined = name.as_bytes().to_vec();
+            joined.push(b'=');
+            joined.extend_from_slice(value.as_bytes());
+            CString::new(joined).ok()
+        };
+        let env: Vec<CString> = match env {
+            Some(env) => env
+                .iter()
+                .map(|(name, value)| pair(name, value))
+                .collect::<Option<_>>(),
+            None => std::env::vars_os()
+                .map(|(name, value)| pair(&name, &value))
+                .collect::<Option<_>>(),
+        }?;
+        let pointers = |strings: &[CString]| {
+            strings
+                .iter()
+                .map(|string| string.as_ptr())
+                .chain(std::iter::once(std::ptr::null()))
+                .collect()
+        };
+        Some(Self {
+            path: CString::new(path.into_vec()).ok()?,
+            argv: pointers(&args),
+            envp: pointers(&env),
+            _args: args,
+            _env: env,
+            cwd: match wanted.cwd {
+                Some(cwd) => Some(CString::new(cwd.as_os_str().as_bytes()).ok()?),
+                None => None,
+            },
+            terminal: wanted.terminal,
+        })
+    }
+
+    /// Starts the program; its pid once it runs, or why it could not (the errno of the
+    /// step that failed, as a failed `Command::spawn` says it). The program starts with no
+    /// signal blocked and SIGPIPE at its default, and dies with its supervisor: a
+    /// `kill -9 -1` from inside spares its caller (say, a session's shell) but not the
+    /// supervisor, and a program whose supervisor is gone would run on where the daemon
+    /// can no longer find it.
+    fn start(&self) -> std::io::Result<u32> {
+        use nix::libc;
+        use std::sync::atomic::{AtomicI32, Ordering};
+        let failed = AtomicI32::new(0);
+        let mut stack = vec![0u8; LAUNCH_STACK];
+        let child = || -> isize {
+            // In the child, on its own stack and the supervisor's memory: system calls only.
+            // SAFETY: every pointer was made before the clone and outlives the child's use
+            // of it (the supervisor is suspended until the child execs or exits).
+            unsafe {
+                let step = || {
+                    if let Some(cwd) = &self.cwd
+                        && libc::chdir(cwd.as_ptr()) != 0
+                    {
+                        return;
+                    }
+                    if become_program(self.terminal).is_ok() {
+                        libc::execve(self.path.as_ptr(), self.argv.as_ptr(), self.envp.as_ptr());
+                    }
+                };
+                step();
+                failed.store(Errno::last_raw().max(1), Ordering::Release);
+                libc::_exit(127)
+            }
+        };
+        // SAFETY: the child only makes system calls on its own stack (see above); the
+        // supervisor is single-threaded and waits, suspended, until the child execs or exits.
+        let pid = unsafe {
+            nix::sched::clone(
+                Box::new(child),
+                &mut stack,
+                CloneFlags::CLONE_VM | CloneFlags::CLONE_VFORK,
+                Some(libc::SIGCHLD),
+            )
+        }?;
+        match failed.load(Ordering::Acquire) {
+            0 => Ok(pid.as_raw() as u32),
+            errno => {
+                let _ = waitpid(pid, None);
+                Err(std::io::Error::from_raw_os_error(errno))
+            }
+        }
+    }
+}
+
+/// In a program's child before its exec: no signal blocked, SIGPIPE at its default, killed
+/// when its supervisor dies, and on a terminal a session leader that controls it. System
+/// calls only (it runs in a `vfork`'s child, which shares the supervisor's memory).
+fn become_program(terminal: bool) -> Result<(), Errno> {
+    use nix::libc;
+    // SAFETY: plain system calls on this process's own state; no memory is allocated.
+    unsafe {
+        let mut none: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut none);
+        if libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut()) != 0
+            || libc::signal(libc::SIGPIPE, libc::SIG_DFL) == libc::SIG_ERR
+            || libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0
+            || (terminal && (libc::setsid() == -1 || libc::ioctl(0, libc::TIOCSCTTY, 0) != 0))
+        {
+            return Err(Errno::last());
+        }
+    }
+    Ok(())
+}
+
+/// Starts `program` as `std` does when only the child's search of PATH can find it (a
+/// relative directory in PATH, or nothing found: the exec says why).
+fn spawn_searching(wanted: &Wanted<'_>) -> std::io::Result<u32> {
+    let terminal = wanted.terminal;
+    let mut command = std::process::Command::new(wanted.program);
+    command.args(wanted.rest);
+    if let Some(env) = wanted.env {
+        command
+            .env_clear()
+            .envs(env.iter().map(|(name, value)| (name, value)));
+    }
+    if let Some(cwd) = wanted.cwd {
+        command.current_dir(cwd);
+    }
+    // SAFETY: `become_program` makes async-signal-safe system calls only.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+            become_program(terminal).map_err(std::io::Error::from)
+        });
+    }
+    command.spawn().map(|child| child.id())
 }
 
 /// Enters `cwd` (or stays where it is) by a descriptor opened beneath one of `roots`
@@ -356,7 +507,6 @@ fn on_path(
     program: &std::ffi::OsStr,
     env: Option<&[(std::ffi::OsString, std::ffi::OsString)]>,
 ) -> Option<std::path::PathBuf> {
-    use std::os::unix::ffi::OsStrExt;
     if program.is_empty() || program.as_bytes().contains(&b'/') {
         return None;
     }
@@ -438,6 +588,42 @@ mod tests {
         let searched = format!("{}:/usr/bin:/bin", dir.path().display());
         let found = on_path(OsStr::new("sh"), Some(&path(&searched))).unwrap();
         assert!(!found.starts_with(dir.path()), "{found:?}");
+    }
+
+    #[test]
+    fn a_launch_runs_the_program_where_asked_or_says_why_not() {
+        let env = path("/usr/bin:/bin");
+        let dir = tempfile::tempdir().unwrap();
+        let script = [OsString::from("-c"), OsString::from("pwd > out; exit 3")];
+        let wanted = |program: &'static str, cwd| Wanted {
+            program: OsStr::new(program),
+            rest: &script,
+            env: Some(&env),
+            cwd,
+            terminal: false,
+        };
+        let pid = Launch::new(&wanted("sh", Some(dir.path())))
+            .unwrap()
+            .start()
+            .unwrap();
+        let pid = Pid::from_raw(pid as i32);
+        assert_eq!(waitpid(pid, None).unwrap(), WaitStatus::Exited(pid, 3));
+        let out = std::fs::read_to_string(dir.path().join("out")).unwrap();
+        assert_eq!(out.trim_end(), dir.path().to_str().unwrap());
+        let missing = dir.path().join("missing");
+        for (program, cwd) in [("/nonexistent/sh", None), ("sh", Some(missing.as_path()))] {
+            let error = Launch::new(&wanted(program, cwd))
+                .unwrap()
+                .start()
+                .unwrap_err();
+            assert_eq!(
+                error.kind(),
+                std::io::ErrorKind::NotFound,
+                "{program} {cwd:?}"
+            );
+        }
+        // A program found nowhere is left to the search in the child.
+        assert!(Launch::new(&wanted("no-such-program-here", None)).is_none());
     }
 
     #[test]
