@@ -18,7 +18,9 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, OwnedFd, RawF
 use std::path::PathBuf;
 
 use nix::sys::signal::{SigHandler, Signal, signal};
-use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
+use nix::sys::socket::{
+    ControlMessage, ControlMessageOwned, MsgFlags, UnixCredentials, recvmsg, sendmsg,
+};
 use nix::unistd::{ForkResult, fork};
 use serde::{Deserialize, Serialize};
 
@@ -120,18 +122,39 @@ pub fn serve(args: SpawnerArgs) -> i32 {
             (Ok(request), Some(fds)) => spawn(request, fds, socket.as_raw_fd()),
             _ => -(nix::libc::EINVAL),
         };
-        if sendmsg::<()>(
-            socket.as_raw_fd(),
-            &[IoSlice::new(&answer.to_le_bytes())],
-            &[],
-            MsgFlags::empty(),
-            None,
-        )
-        .is_err()
-        {
+        if send_answer(socket.as_fd(), answer).is_err() {
             return 1;
         }
     }
+}
+
+/// Answers a request: the pid (or negative errno) as the sandbox sees it, and for a pid the
+/// same process as the sender's credentials, which the kernel gives the daemon as the
+/// daemon sees it (a pid of a child namespace is translated on its way out). Without the
+/// privilege to name another process there (`CAP_SYS_ADMIN` in the sandbox's namespace)
+/// the answer goes alone, and the daemon looks the pid up in /proc.
+fn send_answer(socket: BorrowedFd<'_>, answer: i32) -> nix::Result<()> {
+    let bytes = answer.to_le_bytes();
+    let payload = [IoSlice::new(&bytes)];
+    if answer > 0 {
+        let credentials = UnixCredentials::from(nix::libc::ucred {
+            pid: answer,
+            uid: nix::unistd::getuid().as_raw(),
+            gid: nix::unistd::getgid().as_raw(),
+        });
+        let named = [ControlMessage::ScmCredentials(&credentials)];
+        match sendmsg::<()>(
+            socket.as_raw_fd(),
+            &payload,
+            &named,
+            MsgFlags::empty(),
+            None,
+        ) {
+            Err(nix::errno::Errno::EPERM) => {}
+            sent => return sent.map(drop),
+        }
+    }
+    sendmsg::<()>(socket.as_raw_fd(), &payload, &[], MsgFlags::empty(), None).map(drop)
 }
 
 /// One request's message: its length and its descriptors (`None` unless all four came);
@@ -219,7 +242,7 @@ pub(crate) fn request(
     socket: BorrowedFd<'_>,
     request: &SpawnRequest,
     fds: [BorrowedFd<'_>; DESCRIPTORS],
-) -> std::io::Result<i32> {
+) -> std::io::Result<Answer> {
     let json = serde_json::to_vec(request).map_err(std::io::Error::other)?;
     if json.len() > MAX_REQUEST {
         return Err(std::io::Error::other(
@@ -236,7 +259,17 @@ pub(crate) fn request(
     )?;
     let mut answer = [0u8; 4];
     let mut iov = [IoSliceMut::new(&mut answer)];
-    let received = recvmsg::<()>(socket.as_raw_fd(), &mut iov, None, MsgFlags::empty())?;
+    let mut space = nix::cmsg_space!(UnixCredentials);
+    let received = recvmsg::<()>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(&mut space),
+        MsgFlags::empty(),
+    )?;
+    let sender = received.cmsgs()?.find_map(|control| match control {
+        ControlMessageOwned::ScmCredentials(credentials) => u32::try_from(credentials.pid()).ok(),
+        _ => None,
+    });
     if received.bytes != 4 {
         return Err(std::io::Error::other("the spawner ended"));
     }
@@ -244,5 +277,16 @@ pub(crate) fn request(
     if answer < 0 {
         return Err(std::io::Error::from_raw_os_error(-answer));
     }
-    Ok(answer)
+    Ok(Answer {
+        pid: answer,
+        sender: sender.unwrap_or(0),
+    })
+}
+
+/// The spawner's answer: the supervisor's pid in the sandbox, and the pid the credentials
+/// of the answer name as the daemon sees it (with `SO_PASSCRED` on the daemon's end: the
+/// supervisor's, or the spawner's own when it could not name another; 0 without them).
+pub(crate) struct Answer {
+    pub pid: i32,
+    pub sender: u32,
 }

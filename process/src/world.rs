@@ -142,11 +142,15 @@ impl World {
                 return Err(std::io::Error::other("the spawner did not start"));
             };
             match crate::spawner::request(current.socket.as_fd(), request, fds) {
-                Ok(pid) => {
+                Ok(answer) => {
                     return Ok(match self.init_pid() {
                         // Without a namespace the sandbox's pids are the daemon's.
-                        None => u32::try_from(pid).unwrap_or(0),
-                        Some(_) => current.host_pid_of(pid),
+                        None => u32::try_from(answer.pid).unwrap_or(0),
+                        // The kernel translated the supervisor's pid for the daemon.
+                        Some(_) if answer.sender != 0 && answer.sender != current.host => {
+                            answer.sender
+                        }
+                        Some(_) => current.host_pid_of(answer.pid),
                     });
                 }
                 // A spawner killed from inside the sandbox (it lives there) fails the
@@ -337,6 +341,9 @@ impl Spawner {
         }
         let mut started = command.spawn()?;
         drop(theirs);
+        // Answers carry their sender's credentials, which the spawner sets to the
+        // supervisor's: its pid as the daemon sees it, without a walk of /proc.
+        nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::PassCred, &true)?;
         let host = match namespace {
             None => started.id(),
             // The spawner proper is the child of the one started, once it has forked.

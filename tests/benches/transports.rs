@@ -7,7 +7,8 @@
 //! where the anchors' `reference-next/setup.sh` builds it), the two servers taking turns.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
-//! Set `FSD_BENCH_QUICK=1` for a short smoke run.
+//! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_NEXT_ONLY=1` for the part
+//! beside the reference's next runtime alone.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -124,6 +125,11 @@ async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
 }
 
 async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
+    let next_rounds = if round_trips > 1000 { 500 } else { 50 };
+    if std::env::var_os("FSD_BENCH_NEXT_ONLY").is_some() {
+        beside_the_reference_next(&Daemon::start_with(image_durability()), next_rounds).await;
+        return;
+    }
     let daemon = Daemon::start();
     let http = reqwest::Client::new();
     let mut ws = WsClient::connect(&daemon, "/ws").await;
@@ -238,12 +244,16 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     println!("  /rpc                         {rate:>8.0} calls/s");
     println!();
     drop(daemon);
-    // fsd as the image runs it: nothing waits for the disk, as the reference does not.
-    let atomic = Daemon::start_with(fsd_tests::Options {
+    let atomic = Daemon::start_with(image_durability());
+    beside_the_reference_next(&atomic, next_rounds).await;
+}
+
+/// fsd as the image runs it: nothing waits for the disk, as the reference does not.
+fn image_durability() -> fsd_tests::Options {
+    fsd_tests::Options {
         extra_args: vec!["--durability".into(), "atomic".into()],
         ..Default::default()
-    });
-    beside_the_reference_next(&atomic, if round_trips > 1000 { 500 } else { 50 }).await;
+    }
 }
 
 /// The reference's next runtime (its standalone `sandbox` binary), started as its image
@@ -342,16 +352,20 @@ enum NextOp {
     EchoLogs,
     WriteKib,
     ReadKib,
+    WriteMib,
+    ReadMib,
 }
 
 impl NextOp {
-    const ALL: [NextOp; 6] = [
+    const ALL: [NextOp; 8] = [
         NextOp::Probe,
         NextOp::StartAndWait,
         NextOp::StartAndPoll,
         NextOp::EchoLogs,
         NextOp::WriteKib,
         NextOp::ReadKib,
+        NextOp::WriteMib,
+        NextOp::ReadMib,
     ];
 
     fn name(self) -> &'static str {
@@ -362,6 +376,16 @@ impl NextOp {
             NextOp::EchoLogs => "start ['/bin/echo','hi'] + its logs to the end",
             NextOp::WriteKib => "files.writeFile 1 KiB",
             NextOp::ReadKib => "files.readFile 1 KiB",
+            NextOp::WriteMib => "files.writeFile 1 MiB",
+            NextOp::ReadMib => "files.readFile 1 MiB",
+        }
+    }
+
+    /// The file a write or read goes to, and its size.
+    fn file(self, server: &NextServer) -> (String, usize) {
+        match self {
+            NextOp::WriteMib | NextOp::ReadMib => (format!("{}-mib", server.file), 1 << 20),
+            _ => (server.file.clone(), 1024),
         }
     }
 
@@ -371,7 +395,11 @@ impl NextOp {
             NextOp::StartAndWait => 5.0,
             NextOp::EchoLogs => 4.0,
             NextOp::StartAndPoll => 2.0,
-            NextOp::Probe | NextOp::WriteKib | NextOp::ReadKib => 1.0,
+            NextOp::Probe
+            | NextOp::WriteKib
+            | NextOp::ReadKib
+            | NextOp::WriteMib
+            | NextOp::ReadMib => 1.0,
         }
     }
 
@@ -403,20 +431,18 @@ impl NextOp {
                 let printed = logs_to_the_end(next, &id).await;
                 assert_eq!(printed, 1, "{}: echo's output", server.name);
             }
-            NextOp::WriteKib => {
-                let kib = "x".repeat(1024);
+            NextOp::WriteKib | NextOp::WriteMib => {
+                let (file, size) = self.file(server);
+                let text = "x".repeat(size);
                 settled(
                     &next
-                        .call("files", "writeFile", json!([server.file, kib, {}]))
+                        .call("files", "writeFile", json!([file, text, {}]))
                         .await,
                 );
             }
-            NextOp::ReadKib => {
-                settled(
-                    &next
-                        .call("files", "readFile", json!([server.file, {}]))
-                        .await,
-                );
+            NextOp::ReadKib | NextOp::ReadMib => {
+                let (file, _) = self.file(server);
+                settled(&next.call("files", "readFile", json!([file, {}])).await);
             }
         }
     }
@@ -520,6 +546,7 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         );
     }
     let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt");
+    let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt-mib");
     drop(servers);
     drop(reference);
 }

@@ -121,6 +121,14 @@ impl Destination {
         }
     }
 
+    /// Says that `len` bytes are to be written, before the first: a replacement that
+    /// nothing waits for takes its blocks now (see [`AtomicFile::reserve`]).
+    pub fn reserve(&mut self, len: u64) {
+        if let Self::Replace(file) = self {
+            file.reserve(len);
+        }
+    }
+
     pub fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
         match self {
             Self::Replace(file) => file.write_all(bytes),
@@ -189,6 +197,8 @@ pub struct AtomicFile {
     /// Everything written is durable (see [`AtomicFile::sync`]).
     synced: bool,
     committed: bool,
+    /// The target existed: the rename replaces a file.
+    replacing: bool,
 }
 
 /// Written bytes are handed to the disk in steps of this size while a write goes on, so that
@@ -300,6 +310,7 @@ impl AtomicFile {
             writeback_from: 0,
             synced: false,
             committed: false,
+            replacing: previous.is_some(),
         };
         let mode = previous.map_or(NEW_FILE_MODE, |(mode, _, _)| mode);
         atomic
@@ -311,6 +322,27 @@ impl AtomicFile {
             std::os::unix::fs::fchown(&atomic.file, Some(uid), Some(gid))?;
         }
         Ok(atomic)
+    }
+
+    /// Allocates the file's `len` bytes before they are written, when it is to replace a
+    /// file and nothing waits for the disk. ext4 (without `noauto_da_alloc`) otherwise
+    /// starts writing out a file renamed over another at the rename, and the rename waits
+    /// for that start: 0.79 ms of a 1 MiB replacement on this project's machine, 0.2 ms
+    /// with the blocks taken first (0.11 and 0.075 ms for 1 KiB). That flush is a guard
+    /// against a power loss, which `--durability atomic` does not promise; under `fsync`
+    /// the data is on the disk before the rename anyway. A filesystem that cannot
+    /// allocate ahead is written as before.
+    fn reserve(&mut self, len: u64) {
+        if !self.replacing || self.written > 0 || len == 0 || durability::flushing() {
+            return;
+        }
+        let Ok(len) = i64::try_from(len) else { return };
+        let _ = nix::fcntl::fallocate(
+            self.file.as_fd(),
+            nix::fcntl::FallocateFlags::empty(),
+            0,
+            len,
+        );
     }
 
     fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
@@ -408,6 +440,7 @@ pub fn write_bytes(
     log: Option<&ScratchLog>,
 ) -> Result<(), AtomicWriteError> {
     let mut destination = Destination::open(target, log, None)?;
+    destination.reserve(bytes.len() as u64);
     destination.write_all(bytes)?;
     destination.commit()?;
     Ok(())

@@ -249,6 +249,7 @@ impl FileService {
             let mut destination =
                 Destination::open(&path, Some(&scratch), beneath.as_deref()).map_err(failed)?;
             let io_failed = |err: io::Error| write_error(err.into(), &path, &raw);
+            destination.reserve(len);
             destination.write_all(&bytes).map_err(io_failed)?;
             destination.commit_with_mode(mode).map_err(io_failed)
         })

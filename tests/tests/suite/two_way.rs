@@ -1213,9 +1213,9 @@ async fn a_change_is_refused_where_the_path_changed_since_the_sync_looked() {
 /// `--durability` (see `fsd/src/files/durability.rs`): under `fsync` (a plain `fsd serve`)
 /// a file write and a batch of files are flushed to the disk before they are answered;
 /// under `atomic` (the image's default) nothing waits for the disk, and each write is
-/// still whole and leaves no scratch file. Either way what was answered survives the
-/// daemon's SIGKILL. The figures say which and count the flushes; a value that is not one
-/// is refused at start, the flag named.
+/// still whole and leaves no scratch file, a replacement exact. Either way what was
+/// answered survives the daemon's SIGKILL. The figures say which and count the flushes;
+/// a value that is not one is refused at start, the flag named.
 #[tokio::test]
 async fn writes_wait_for_the_disk_only_under_durability_fsync() {
     use serde_json::json;
@@ -1227,6 +1227,18 @@ async fn writes_wait_for_the_disk_only_under_durability_fsync() {
             )
             .await;
         assert_eq!(status, 200, "{body}");
+        // A file replaced (under `atomic` its blocks taken before they are written) holds
+        // exactly what was written, longer or shorter than before.
+        for content in ["x".repeat(1 << 20), "shorter\n".to_string()] {
+            let (status, body) = daemon
+                .post(
+                    "/api/write",
+                    json!({"path": "r/replaced.txt", "content": content}),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+            assert!(read(&daemon.path("r/replaced.txt")) == content);
+        }
         let absent = json!({"kind": "absent"});
         let mut steps = vec![json!({"op": "mkdir", "path": "d", "expect": absent, "mode": 0o755})];
         let bodies: Vec<Vec<u8>> = (0..300)

@@ -23,6 +23,14 @@ pub fn string(args: &[Arg], index: usize, name: &str) -> Result<String, Value> {
     }
 }
 
+/// The string argument at `index`, taken out of `args` (a file's content is not copied).
+pub fn take_string(args: &mut [Arg], index: usize, name: &str) -> Result<String, Value> {
+    match args.get_mut(index) {
+        Some(Arg::Json(Value::String(text))) => Ok(std::mem::take(text)),
+        _ => Err(invalid(name, "must be a string")),
+    }
+}
+
 /// The options object at `index`: empty when absent or `undefined`; `None` when it is
 /// something else.
 pub fn options(args: &[Arg], index: usize) -> Option<Map<String, Value>> {

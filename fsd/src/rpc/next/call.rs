@@ -20,7 +20,7 @@ pub async fn call(
     raw: Vec<serde_json::Value>,
 ) -> Option<Answer> {
     match domain {
-        "files" => files::call(state, session, method, &args).await,
+        "files" => files::call(state, session, method, args).await,
         "backup" => backup::call(state, method, &args).await,
         "mounts" => mounts::call(state, method, &args).await,
         "extensions" => extensions::call(state, session, method, &args, raw).await,

@@ -13,7 +13,7 @@ use fsd_api::files::{
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::args::{Answer, api_error, flag, options, string, value};
+use super::args::{Answer, api_error, flag, options, string, take_string, value};
 use crate::error::{ApiError, OperationExt};
 use crate::files::ListOptions;
 use crate::rpc::api::invalid;
@@ -28,8 +28,9 @@ pub async fn call(
     state: &AppState,
     session: &Arc<Session>,
     method: &str,
-    args: &[Arg],
+    mut args: Vec<Arg>,
 ) -> Option<Answer> {
+    let args = &mut args[..];
     Some(match method {
         "readFile" => read(state, session, args).await,
         "readFileStream" => read_stream(state, session, args).await,
@@ -101,9 +102,9 @@ async fn read_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> 
 }
 
 /// `writeFile(path, content, {encoding})`: atomic, base64 decoded when asked.
-async fn write(state: &AppState, args: &[Arg]) -> Answer {
+async fn write(state: &AppState, args: &mut [Arg]) -> Answer {
     let path = string(args, 0, "path")?;
-    let content = string(args, 1, "content")?;
+    let content = take_string(args, 1, "content")?;
     let options = options(args, 2).unwrap_or_default();
     let bytes = match options.get("encoding").and_then(Value::as_str) {
         Some("base64") => BASE64
