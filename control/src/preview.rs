@@ -1,6 +1,6 @@
 //! Preview URLs: which ports may be exposed, the tokens that guard them, the URL a port
 //! gets, how a request's host names a sandbox, port and token, and whether a preview
-//! request may be forwarded now. The reference's rules (reference-api-2.md §6.2–§6.4), in
+//! request may be forwarded now. The reference's rules (docs/api.md, Preview URLs), in
 //! plain Rust: the gateway and the Worker decide the same way.
 //!
 //! Nothing here does I/O or draws randomness: a generated token is made from bytes the

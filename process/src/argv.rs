@@ -1,4 +1,4 @@
-//! Processes started from an argv (the SDK's next line, `reference-next.md` §4.3): no
+//! Processes started from an argv (the SDK's next line's `processes`, docs/api.md, RPC): no
 //! shell, no session, the base environment overlaid with the caller's, stdin closed,
 //! stdout and stderr into a [`SequencedLog`] on disk. Each runs under its own supervisor in
 //! the sandbox's process world, so it is `running` until everything it started has ended

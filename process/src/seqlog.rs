@@ -639,7 +639,7 @@ mod tests {
     #[test]
     fn cursors_are_the_references_and_checked() {
         let id = "0b6e2c1a-7d3f-4c8e-9a51-2f4d6b8e0c13";
-        // The reference's own example (reference-next.md §5.2).
+        // The reference's own example of a cursor (their form: docs/api.md, RPC, logs).
         assert_eq!(
             cursor(id, 1),
             "djEuTUdJMlpUSmpNV0V0TjJRelppMDBZemhsTFRsaE5URXRNbVkwWkRaaU9HVXdZekV6LjE"

@@ -1,5 +1,5 @@
 //! `fsd-tunnels`: public tunnels to sandbox ports through cloudflared, as the reference
-//! runs them (reference-api-2.md §9).
+//! runs them (docs/api.md, Tunnels).
 //!
 //! `process` runs one cloudflared (the reference's argv, readiness from its metrics
 //! server, SIGTERM then SIGKILL); `output` reads its lines and masks tokens; `runs` keeps

@@ -1,4 +1,5 @@
-//! The reference's path rules for backups (reference-api.md §6.1), and the request fields.
+//! The reference's path rules for backups (docs/api.md, Backups and restores), and the
+//! request fields.
 
 use std::path::{Path, PathBuf};
 

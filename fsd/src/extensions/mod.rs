@@ -1,4 +1,4 @@
-//! Extensions (`reference-next.md` §4.11): packages the object sends as tarballs,
+//! Extensions (docs/api.md, RPC: `extensions`): packages the object sends as tarballs,
 //! provisioned with Bun (`package`), each run as one sidecar shared by every connection and
 //! reached over capnweb on a unix socket (`sidecar`). The interpreter's package is not
 //! run this way: fsd serves it on its own code contexts (`rpc::next::extensions`).

@@ -1,4 +1,4 @@
-//! Provisioning one extension package (`reference-next.md` §4.11): the tarball checked
+//! Provisioning one extension package (docs/api.md, RPC: `extensions`): the tarball checked
 //! against its hash, its `package.json` read, `bun add` into a directory of its own, the
 //! entry found inside the package, and a manifest written last, so a provisioned package
 //! (also after a restart) is one whose manifest is there.

@@ -1,5 +1,5 @@
 //! The workspace as one tar file and back (the next line's `workspace` domain,
-//! `reference-next.md` §4.9): the object moves a sandbox's workspace between runtimes with
+//! docs/api.md, RPC: `workspace`): the object moves a sandbox's workspace between runtimes with
 //! these. Members are named `./<path>` as `tar -C /workspace .` names them; excludes are
 //! paths relative to the workspace, each leaving out what is under it; links are archived
 //! as links and never followed; extraction refuses members that would land outside its

@@ -33,7 +33,7 @@ pub struct MetricsService {
 
 /// What the service reads from the machine at once (the process figures are the process
 /// world's, added by the caller).
-pub struct Snapshot {
+pub struct Reading {
     pub uptime_seconds: f64,
     pub cpu: CpuMetrics,
     pub memory: MemoryMetrics,
@@ -92,9 +92,9 @@ impl MetricsService {
 
     /// The figures now. Blocking (it reads `/proc`, `/sys` and statvfs). The cgroup is
     /// looked up each time: a daemon may be moved into another (a service manager does).
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> Reading {
         let cgroup = Cgroup::of_self();
-        Snapshot {
+        Reading {
             uptime_seconds: self.started.elapsed().as_secs_f64(),
             cpu: self.cpu(cgroup.as_ref()),
             memory: Self::memory(cgroup.as_ref()),

@@ -1,4 +1,4 @@
-//! The reference's rules for mount requests (reference-api.md §7): INVALID_MOUNT_CONFIG
+//! The reference's rules for mount requests (docs/api.md, Bucket mounts): INVALID_MOUNT_CONFIG
 //! naming the field, MISSING_CREDENTIALS when nothing can sign.
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (`reference-rpc.md` §3), served by the
+//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by the
 //! same routes as HTTP: each method becomes one request through the router (auth,
 //! validation, session fallbacks, errors and fsd's improvements are the route's own), and
 //! its answer is reshaped where RPC's differs. What RPC alone allows (file reads and writes

@@ -1,5 +1,5 @@
 //! Which line of the Sandbox SDK a `/rpc` socket speaks, and the next line's handshake and
-//! gate (`reference-next.md` §3, §8). A socket is the 0.12 line's until it calls
+//! gate (docs/api.md, RPC: the SDK's next line). A socket is the 0.12 line's until it calls
 //! `utils.getRuntimeMetadata` or `utils.activateControlSession`, which only the next line
 //! sends; from then on it is the next line's, and every domain but `utils` is refused
 //! until `activateControlSession` named this daemon's incarnation. 0.12 sockets are served

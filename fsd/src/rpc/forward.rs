@@ -1,4 +1,4 @@
-//! Objects that live in another capnweb session, passed along (`reference-next.md` §2.4):
+//! Objects that live in another capnweb session, passed along (docs/api.md, RPC: `extensions`):
 //! an extension's sidecar main handed to the object as a stub, the object's callbacks
 //! handed to the sidecar, and whatever either returns. A call on a [`Forward`] goes to the
 //! session the object lives in, its arguments and its result translated between the two

@@ -1,5 +1,5 @@
 //! capnweb over a unix stream socket, each message a 4-byte big-endian length and UTF-8
-//! JSON (`reference-next.md` §4.11): the daemon's side of an extension's sidecar. The
+//! JSON (docs/api.md, RPC: `extensions`): the daemon's side of an extension's sidecar. The
 //! daemon is the client: the sidecar's main object is its import 0, and the daemon exports
 //! no main object of its own there, only the objects it passes along (callbacks).
 

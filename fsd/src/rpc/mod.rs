@@ -1,5 +1,5 @@
 //! `/rpc`: the control plane of the official Sandbox object over capnweb (0.8) on one
-//! WebSocket (`reference-rpc.md`). `wire` reads and writes the protocol's messages and
+//! WebSocket (docs/api.md, RPC). `wire` reads and writes the protocol's messages and
 //! expressions, `session` keeps one connection's tables, pipes and limits, `api` serves the
 //! `SandboxAPI` methods through the same routes as HTTP, `control` tells the SDK's lines
 //! apart per socket (the next line's handshake and gate), `next` serves the next line's

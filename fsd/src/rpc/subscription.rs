@@ -1,4 +1,4 @@
-//! The next line's subscriptions (`reference-next.md` §2.3): an object we export whose
+//! The next line's subscriptions (docs/api.md, RPC: subscriptions): an object we export whose
 //! `stream()` opens one pipe over its source, whose `cancel()` stops the source and closes
 //! that pipe, and whose release does what `cancel()` does. A source is never started
 //! twice, and one released without `stream()` is dropped unread (so it stops).

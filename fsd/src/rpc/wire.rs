@@ -1,4 +1,4 @@
-//! capnweb 0.8's wire, as the official Sandbox object speaks it (`reference-rpc.md` §2): the
+//! capnweb 0.8's wire, as the official Sandbox object speaks it (docs/api.md, RPC): the
 //! seven messages, and expressions turned into plain JSON for the methods and back. Pure;
 //! the session (`session.rs`) does the I/O.
 
@@ -276,7 +276,7 @@ pub fn date(epoch_ms: i64) -> Value {
     json!(["date", epoch_ms])
 }
 
-/// An Error as the Sandbox object maps it to its typed errors (`reference-rpc.md` §3.12):
+/// An Error as the Sandbox object maps it to its typed errors (docs/api.md, RPC: errors):
 /// name `Error`, and the code and details as properties.
 pub fn sandbox_error(message: &str, code: &str, details: &Value) -> Value {
     json!(["error", "Error", message, null, { "code": code, "details": from_json(details) }])

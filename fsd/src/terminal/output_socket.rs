@@ -1,4 +1,4 @@
-//! `GET /ws/terminal` (the SDK next line's, `reference-next.md` §4.6): a WebSocket on one
+//! `GET /ws/terminal` (the SDK next line's, docs/api.md, RPC: `terminals`): a WebSocket on one
 //! terminal of `table`, by id. Output goes out as a `chunk` text frame (cursor and length)
 //! followed by one binary frame of those bytes, from the terminal's log (from after the
 //! asked cursor, or everything kept), live until the terminal ends with `exit` and close

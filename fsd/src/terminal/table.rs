@@ -1,4 +1,4 @@
-//! The SDK next line's terminals (`reference-next.md` §4.6): PTYs by id, each running the
+//! The SDK next line's terminals (docs/api.md, RPC: `terminals`): PTYs by id, each running the
 //! argv it was created with (no implied shell) under a supervisor in the sandbox's process
 //! world, its output in a [`SequencedLog`] read by cursor like a process's. A terminal is
 //! `running` until its program has exited and nothing holds the PTY open any more; ended
@@ -58,7 +58,7 @@ pub struct TerminalExit {
 
 /// A terminal as `get` and `list` report it.
 #[derive(Debug, Clone)]
-pub struct Snapshot {
+pub struct TerminalStatus {
     pub id: String,
     pub pid: u32,
     pub command: Vec<String>,
@@ -91,7 +91,7 @@ fn control(operation: &'static str, reason: impl Into<String>) -> TableError {
 
 /// One terminal.
 pub struct NextTerminal {
-    snapshot: Mutex<Snapshot>,
+    snapshot: Mutex<TerminalStatus>,
     log: Arc<SequencedLog>,
     master: Arc<OwnedFd>,
     supervisor: u32,
@@ -100,7 +100,7 @@ pub struct NextTerminal {
 }
 
 impl NextTerminal {
-    pub fn snapshot(&self) -> Snapshot {
+    pub fn snapshot(&self) -> TerminalStatus {
         self.snapshot
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -155,8 +155,8 @@ impl TerminalTable {
         self.table().terminals.get(id).cloned()
     }
 
-    pub fn list(&self) -> Vec<Snapshot> {
-        let mut all: Vec<Snapshot> = self
+    pub fn list(&self) -> Vec<TerminalStatus> {
+        let mut all: Vec<TerminalStatus> = self
             .table()
             .terminals
             .values()
@@ -175,7 +175,7 @@ impl TerminalTable {
         self: &Arc<Self>,
         id: String,
         spec: TerminalSpec,
-    ) -> Result<Snapshot, TableError> {
+    ) -> Result<TerminalStatus, TableError> {
         if spec.cols == 0 || spec.rows == 0 {
             return Err(control("create", "Invalid dimensions"));
         }
@@ -233,7 +233,7 @@ impl TerminalTable {
             .map_err(|error| control("create", error.to_string()))?;
         let master = Arc::new(master);
         let (input, keystrokes) = mpsc::channel(INPUT_QUEUE);
-        let snapshot = Snapshot {
+        let snapshot = TerminalStatus {
             id: id.clone(),
             pid: program_pid,
             command: spec.argv.clone(),

@@ -50,7 +50,7 @@ struct EventRecord {
 
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct SnapshotFile {
+struct SavedWatchFile {
     #[serde(with = "os_path")]
     path: PathBuf,
     recursive: bool,
@@ -122,8 +122,8 @@ mod os_path {
     }
 }
 
-/// A loaded snapshot.
-pub struct Snapshot {
+/// A watch as a daemon before this one saved it.
+pub struct SavedWatch {
     pub key: WatchKey,
     pub id: String,
     pub saved: Saved,
@@ -158,7 +158,7 @@ pub fn save(
     index: Vec<IndexEntry>,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let file = SnapshotFile {
+    let file = SavedWatchFile {
         path: key.path.clone(),
         recursive: key.recursive,
         include: key.include.clone(),
@@ -190,7 +190,7 @@ pub fn save(
     std::fs::rename(&temp, &target)
 }
 
-pub fn load_all(dir: &Path) -> Vec<Snapshot> {
+pub fn load_all(dir: &Path) -> Vec<SavedWatch> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
@@ -201,7 +201,7 @@ pub fn load_all(dir: &Path) -> Vec<Snapshot> {
     {
         let parsed = std::fs::read(entry.path())
             .ok()
-            .and_then(|bytes| serde_json::from_slice::<SnapshotFile>(&bytes).ok());
+            .and_then(|bytes| serde_json::from_slice::<SavedWatchFile>(&bytes).ok());
         let Some(file) = parsed else {
             tracing::warn!(path = %entry.path().display(), "ignoring an unreadable watch snapshot");
             let _ = std::fs::remove_file(entry.path());
@@ -222,7 +222,7 @@ pub fn load_all(dir: &Path) -> Vec<Snapshot> {
                 ))
             })
             .collect();
-        out.push(Snapshot {
+        out.push(SavedWatch {
             key: WatchKey {
                 path: file.path,
                 recursive: file.recursive,

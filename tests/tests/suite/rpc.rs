@@ -404,8 +404,8 @@ async fn calls_settle_as_the_object_expects_and_mistakes_are_per_call() {
     assert_eq!(commands, json!(["resolve", 6, [[]]]));
 }
 
-/// The SDK's next line on its own sockets (`reference-next.md` §3, §8): a socket that asks
-/// for the runtime's metadata is the next line's, gated until `activateControlSession`
+/// The SDK's next line on its own sockets (docs/api.md, RPC: the SDK's next line): a socket
+/// that asks for the runtime's metadata is the next line's, gated until `activateControlSession`
 /// names this daemon's incarnation, the same on every socket and new after a restart; a
 /// 0.12 socket beside it is served as before.
 #[tokio::test]

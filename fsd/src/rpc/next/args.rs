@@ -1,6 +1,6 @@
 //! Reading the next line's arguments and shaping its results and errors: positional
 //! arguments, option objects whose absent members may be `undefined`, results with every
-//! array wrapped, errors as `Error`s with `code` and `details` (`reference-next.md` §2.5).
+//! array wrapped, errors as `Error`s with `code` and `details` (docs/api.md, RPC: errors).
 
 use std::sync::Arc;
 

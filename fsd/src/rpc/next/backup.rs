@@ -1,4 +1,4 @@
-//! The next line's `backup` (`reference-next.md` §4.7): 0.12's `createArchive`,
+//! The next line's `backup` (docs/api.md, RPC: `backup`): 0.12's `createArchive`,
 //! `restoreArchive` and `uploadParts` without `sessionId`, and the steps the object used to
 //! run as shell commands (`uploadArchive`, `prepareRestore`, `downloadArchive`,
 //! `extractArchive`, `cleanupArchive`), all on the backup domain's typed operations.

@@ -1,4 +1,4 @@
-//! The next line's `extensions` (`reference-next.md` §4.11). A package the object sends is
+//! The next line's `extensions` (docs/api.md, RPC: `extensions`). A package the object sends is
 //! provisioned with Bun and run as a sidecar (`crate::extensions`), and `connect` answers a
 //! stub that forwards each call, callback and release across the two capnweb sessions
 //! (`rpc::forward`). The object's code interpreter is the one package not run that way:

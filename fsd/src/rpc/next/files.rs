@@ -1,4 +1,4 @@
-//! The next line's `files` (`reference-next.md` §4.2): 0.12's methods without `sessionId`,
+//! The next line's `files` (docs/api.md, RPC: `files`): 0.12's methods without `sessionId`,
 //! on the file service, its streamed reads and writes included. Relative paths are taken
 //! from the workspace, as the next line's runtime takes them from `/workspace`.
 

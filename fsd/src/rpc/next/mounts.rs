@@ -1,4 +1,4 @@
-//! The next line's `mounts` (`reference-next.md` §4.8): the shell strings the 0.12 object
+//! The next line's `mounts` (docs/api.md, RPC: `mounts`): the shell strings the 0.12 object
 //! ran to mount buckets with s3fs, as methods. fsd serves bucket mounts itself with its own
 //! FUSE filesystem, so `mountS3FS` translates the object's s3fs options onto a mount of
 //! fsd's (`source` → bucket and prefix, `url` → endpoint, `passwd_file` → the credentials

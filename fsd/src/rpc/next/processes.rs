@@ -1,4 +1,4 @@
-//! The next line's `processes` (`reference-next.md` §4.3) on the argv engine
+//! The next line's `processes` (docs/api.md, RPC: `processes`) on the argv engine
 //! (`fsd_process::argv`): start, get, list, kill, hasActive, and logs as a subscription of
 //! event objects read from the process's log on disk by cursor. The engine's errors are
 //! mapped to the next registry's codes and details here.

@@ -1,4 +1,4 @@
-//! The next line's `ports.openWatch` and `watch` (`reference-next.md` §4.4, §4.5): port
+//! The next line's `ports.openWatch` and `watch` (docs/api.md, RPC: `ports` and `watch`): port
 //! readiness as a subscription of event objects, a watch as a subscription of 0.12's SSE
 //! bytes, and `checkChanges` as in 0.12, on the same calls the HTTP routes make.
 

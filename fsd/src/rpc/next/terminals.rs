@@ -1,4 +1,4 @@
-//! The next line's `terminals` (`reference-next.md` §4.6) on `terminal::table`: create,
+//! The next line's `terminals` (docs/api.md, RPC: `terminals`) on `terminal::table`: create,
 //! get, list, output as a subscription read by cursor, write, resize, interrupt,
 //! terminate, hasActive, with the next registry's codes and details.
 
@@ -13,7 +13,7 @@ use super::logs;
 use crate::rpc::session::Session;
 use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
-use crate::terminal::table::{Snapshot, TableError, TerminalSpec};
+use crate::terminal::table::{TableError, TerminalSpec, TerminalStatus};
 
 /// The output a terminal keeps when `bufferSize` does not say (the reference's).
 const DEFAULT_BUFFER: u64 = 262_144;
@@ -181,7 +181,7 @@ fn output_event(terminal_id: &str, log: &SequencedLog, entry: Entry) -> Value {
 }
 
 /// `TerminalSnapshot` as the object reads it.
-fn snapshot(snapshot: &Snapshot) -> Value {
+fn snapshot(snapshot: &TerminalStatus) -> Value {
     let mut fields = json!({
         "id": snapshot.id,
         "pid": snapshot.pid,

@@ -1,4 +1,4 @@
-//! The next line's `tunnels` (`reference-next.md` §4.10): `ensureTunnelRun` with
+//! The next line's `tunnels` (docs/api.md, RPC: `tunnels`): `ensureTunnelRun` with
 //! `cloudflaredToken`, `stopTunnelRun`, and every cloudflared exit told to the latest
 //! activated socket's object as `onTunnelRunExit`.
 

@@ -1,4 +1,4 @@
-//! The next line's `workspace` (`reference-next.md` §4.9): the workspace archived to a tar
+//! The next line's `workspace` (docs/api.md, RPC: `workspace`): the workspace archived to a tar
 //! file with excludes, extracted back, and cleaned up. Its failures are plain `Error`s
 //! without a code, as the reference's.
 
