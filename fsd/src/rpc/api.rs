@@ -16,8 +16,8 @@ use http_body_util::BodyExt;
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
+use super::capnweb::{self, Arg};
 use super::session::Session;
-use super::wire::{self, Arg};
 use crate::state::AppState;
 use crate::wire::sse::sse_frame;
 use crate::wire::sse_parse::SseParser;
@@ -73,7 +73,7 @@ impl Args {
 
 /// A caller mistake in the arguments themselves, as the routes name one.
 pub(super) fn invalid(field: &str, message: &str) -> Value {
-    wire::sandbox_error(
+    capnweb::sandbox_error(
         &format!("{field}: {message}"),
         "VALIDATION_FAILED",
         &json!({ "validationErrors": [{ "field": field, "message": message, "code": "INVALID_ARGUMENT" }] }),
@@ -133,7 +133,7 @@ impl Api {
     /// Runs `path` (`[domain, method]`) with `args`.
     pub async fn call(&self, session: &Arc<Session>, path: &[String], args: Vec<Arg>) -> Answer {
         let [domain, method] = path else {
-            return Err(wire::js_error(
+            return Err(capnweb::js_error(
                 "TypeError",
                 &format!("'{}' is not a function.", path.join(".")),
             ));
@@ -180,7 +180,7 @@ impl Api {
                     );
                     fields.remove("data");
                 }
-                Ok(wire::from_json(&answer))
+                Ok(capnweb::from_json(&answer))
             }
             ("utils", "deleteSession") => {
                 let body = json!({ "sessionId": args.string(0, "sessionId")? });
@@ -192,7 +192,7 @@ impl Api {
                     .json(Method::GET, "/api/session/list".into(), None)
                     .await?;
                 let sessions = answer.get("data").cloned().unwrap_or(json!([]));
-                Ok(wire::from_json(&json!({ "sessions": sessions })))
+                Ok(capnweb::from_json(&json!({ "sessions": sessions })))
             }
             ("commands", "execute") => {
                 let body = self.command(&args)?;
@@ -203,7 +203,7 @@ impl Api {
                     fields.remove("duration");
                     fields.remove("sessionId");
                 }
-                Ok(wire::from_json(&answer))
+                Ok(capnweb::from_json(&answer))
             }
             ("commands", "executeStream") => {
                 let body = self.command(&args)?;
@@ -257,7 +257,7 @@ impl Api {
                 if let Some(fields) = answer.as_object_mut() {
                     fields.insert("oldPath".into(), json!(old));
                 }
-                Ok(wire::from_json(&answer))
+                Ok(capnweb::from_json(&answer))
             }
             ("files", "moveFile") => {
                 let body = json!({
@@ -381,7 +381,7 @@ impl Api {
                 let id = query_value(&args.string(0, "contextId")?);
                 self.json(Method::DELETE, format!("/api/contexts/{id}"), None)
                     .await?;
-                Ok(wire::undefined())
+                Ok(capnweb::undefined())
             }
             ("interpreter", "streamCode") => {
                 let body = json!({
@@ -458,7 +458,11 @@ impl Api {
                 let Some(run) = runs.iter().find(|run| run["tunnelId"] == id.as_str()) else {
                     let message = format!("Tunnel {id} is not running");
                     let details = json!({ "tunnelId": id });
-                    return Err(wire::sandbox_error(&message, "TUNNEL_NOT_FOUND", &details));
+                    return Err(capnweb::sandbox_error(
+                        &message,
+                        "TUNNEL_NOT_FOUND",
+                        &details,
+                    ));
                 };
                 let body = json!({ "tunnelId": id, "runId": run["runId"] });
                 self.json(Method::POST, "/api/tunnels/stop".into(), Some(body))
@@ -468,14 +472,14 @@ impl Api {
             ("tunnels", "listTunnels") => {
                 let runs = self.tunnel_runs().await?;
                 let infos: Vec<Value> = runs.iter().map(tunnel_info).collect();
-                Ok(wire::from_json(&Value::Array(infos)))
+                Ok(capnweb::from_json(&Value::Array(infos)))
             }
             ("watch", "checkChanges") => {
                 let body = Value::Object(args.object(0));
                 self.reply(Method::POST, "/api/watch/check", Some(body))
                     .await
             }
-            _ => Err(wire::js_error(
+            _ => Err(capnweb::js_error(
                 "TypeError",
                 &format!("'{domain}.{method}' is not a function."),
             )),
@@ -495,7 +499,7 @@ impl Api {
         if answer["started"] == false {
             let message = format!("Tunnel {id} is already running");
             let details = json!({ "tunnelId": id });
-            return Err(wire::sandbox_error(
+            return Err(capnweb::sandbox_error(
                 &message,
                 "TUNNEL_ALREADY_RUNNING",
                 &details,
@@ -507,7 +511,7 @@ impl Api {
             info["url"] = json!("");
             info["hostname"] = json!("");
         }
-        Ok(wire::from_json(&info))
+        Ok(capnweb::from_json(&info))
     }
 
     async fn tunnel_runs(&self) -> Result<Vec<Value>, Value> {
@@ -593,7 +597,7 @@ impl Api {
     async fn reply(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
         self.json(method, path.to_string(), body)
             .await
-            .map(|answer| wire::from_json(&answer))
+            .map(|answer| capnweb::from_json(&answer))
     }
 
     /// A streaming route's body as a pipe of SSE bytes (only the events `keep` keeps).
@@ -610,7 +614,7 @@ impl Api {
         if !is_event_stream(&response) {
             return read_json(response)
                 .await
-                .map(|answer| wire::from_json(&answer));
+                .map(|answer| capnweb::from_json(&answer));
         }
         let body = chunks(response.into_body());
         let pipe = match keep {
@@ -622,7 +626,7 @@ impl Api {
                 session.open_outgoing_pipe(kept).await?
             }
         };
-        Ok(wire::readable(pipe))
+        Ok(capnweb::readable(pipe))
     }
 
     /// `executeStream`: the command as a background process (the route's own), each event
@@ -647,7 +651,7 @@ impl Api {
             let pipe = session
                 .open_outgoing_pipe(futures_util::stream::once(async move { Ok(frame) }))
                 .await?;
-            return Ok(wire::readable(pipe));
+            return Ok(capnweb::readable(pipe));
         }
         let framed = reframe(chunks(response.into_body()), |event| {
             let kind = event
@@ -656,7 +660,7 @@ impl Api {
                 .unwrap_or("message");
             Some(sse_frame(Some(kind), event))
         });
-        Ok(wire::readable(session.open_outgoing_pipe(framed).await?))
+        Ok(capnweb::readable(session.open_outgoing_pipe(framed).await?))
     }
 
     /// `readFile(…, {encoding: "none"})`: the file's bytes as a pipe, no cap.
@@ -681,7 +685,7 @@ impl Api {
         let pipe = session.open_outgoing_pipe(chunks(body)).await?;
         Ok(json!({
             "success": true,
-            "content": wire::readable(pipe),
+            "content": capnweb::readable(pipe),
             "path": path,
             "size": size,
             "mimeType": mime_type,
@@ -714,7 +718,7 @@ impl Api {
         if let Some(fields) = answer.as_object_mut() {
             fields.insert("path".into(), json!(path));
         }
-        Ok(wire::from_json(&answer))
+        Ok(capnweb::from_json(&answer))
     }
 
     /// `runCodeStream`: the code's events, each handed to the caller's callback in order
@@ -724,7 +728,7 @@ impl Api {
         let stub = |name: &str| {
             callbacks
                 .get(name)
-                .and_then(|value| value.get(wire::EXPORT_KEY))
+                .and_then(|value| value.get(capnweb::EXPORT_KEY))
                 .and_then(Value::as_i64)
         };
         let stubs = [
@@ -759,12 +763,12 @@ impl Api {
             )
             .await;
         if !is_event_stream(&response) {
-            return read_json(response).await.map(|_| wire::undefined());
+            return read_json(response).await.map(|_| capnweb::undefined());
         }
         let mut body = chunks(response.into_body());
         let mut parser = SseParser::default();
         while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|error| wire::js_error("Error", &error))?;
+            let chunk = chunk.map_err(|error| capnweb::js_error("Error", &error))?;
             for event in parser.push(&chunk) {
                 let Ok(event) = serde_json::from_str::<Value>(&event.data) else {
                     continue;
@@ -789,7 +793,7 @@ impl Api {
                         let mut fields = Map::new();
                         for key in RESULT_KEYS {
                             let value = event.get(key).cloned().unwrap_or(Value::Null);
-                            fields.insert(key.to_string(), wire::from_json(&value));
+                            fields.insert(key.to_string(), capnweb::from_json(&value));
                         }
                         Value::Object(fields)
                     }
@@ -801,14 +805,14 @@ impl Api {
                 };
                 let argument = match kind {
                     "result" => undefined_for_null(argument),
-                    _ => wire::from_json(&argument),
+                    _ => capnweb::from_json(&argument),
                 };
                 session
                     .call_peer(target, Vec::new(), vec![argument])
                     .await?;
             }
         }
-        Ok(wire::undefined())
+        Ok(capnweb::undefined())
     }
 }
 
@@ -834,7 +838,7 @@ fn undefined_for_null(value: Value) -> Value {
                 .into_iter()
                 .map(|(key, value)| {
                     let value = if value.is_null() {
-                        wire::undefined()
+                        capnweb::undefined()
                     } else {
                         value
                     };
@@ -868,7 +872,7 @@ fn context(info: &Value) -> Value {
                 || chrono::Utc::now().timestamp_millis(),
                 |at| at.timestamp_millis(),
             );
-        wire::date(millis)
+        capnweb::date(millis)
     };
     json!({
         "id": info.get("id"),
@@ -913,7 +917,7 @@ async fn read_json(response: Response<Body>) -> Answer {
     let body = match response.into_body().collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(error) => {
-            return Err(wire::js_error(
+            return Err(capnweb::js_error(
                 "Error",
                 &format!("reading the answer: {error}"),
             ));
@@ -937,5 +941,5 @@ async fn read_json(response: Response<Body>) -> Answer {
         .or_else(|| value.get("details"))
         .cloned()
         .unwrap_or(json!({}));
-    Err(wire::sandbox_error(message, code, &details))
+    Err(capnweb::sandbox_error(message, code, &details))
 }

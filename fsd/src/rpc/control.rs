@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::{Value, json};
 
+use super::capnweb::Arg;
 use super::session::Session;
-use super::wire::Arg;
 
 /// The wire code of a call the control protocol refuses.
 const INCOMPATIBLE: &str = "CONTROL_PROTOCOL_INCOMPATIBLE";

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::capnweb;
 use super::session::{Session, Settling, Target};
-use super::wire;
 
 /// How deep a forwarded expression may nest.
 const MAX_DEPTH: usize = 64;
@@ -43,7 +43,10 @@ impl Target for Forward {
     ) -> Settling {
         Box::pin(async move {
             if self.home.is_closed() {
-                return Err(wire::js_error("Error", "the extension's connection ended"));
+                return Err(capnweb::js_error(
+                    "Error",
+                    "the extension's connection ended",
+                ));
             }
             let args = args
                 .into_iter()
@@ -75,7 +78,10 @@ pub fn translate(
     depth: usize,
 ) -> Result<Value, Value> {
     if depth > MAX_DEPTH {
-        return Err(wire::js_error("RangeError", "the value nests too deeply"));
+        return Err(capnweb::js_error(
+            "RangeError",
+            "the value nests too deeply",
+        ));
     }
     match expr {
         Value::Array(items) => {
@@ -95,7 +101,7 @@ pub fn translate(
                     let import = items
                         .get(1)
                         .and_then(Value::as_i64)
-                        .ok_or_else(|| wire::js_error("TypeError", "an export without an id"))?;
+                        .ok_or_else(|| capnweb::js_error("TypeError", "an export without an id"))?;
                     to.export(Arc::new(Forward {
                         home: Arc::clone(from),
                         import,
@@ -104,14 +110,14 @@ pub fn translate(
                 }
                 Some(
                     tag @ ("promise" | "pipeline" | "remap" | "import" | "readable" | "writable"),
-                ) => Err(wire::js_error(
+                ) => Err(capnweb::js_error(
                     "TypeError",
                     &format!("a '{tag}' cannot be passed through an extension's connection"),
                 )),
                 // Errors keep their properties as sent; other special forms carry no
                 // references.
                 Some(_) => Ok(Value::Array(items)),
-                None => Err(wire::js_error("TypeError", "not a capnweb expression")),
+                None => Err(capnweb::js_error("TypeError", "not a capnweb expression")),
             }
         }
         Value::Object(fields) => {

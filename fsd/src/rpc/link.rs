@@ -9,8 +9,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
+use super::capnweb::{self, Message};
 use super::session::{Dispatch, Session};
-use super::wire::{self, Message};
 
 /// The largest message either side may send.
 const MAX_MESSAGE: usize = 16 << 20;
@@ -27,7 +27,7 @@ pub fn connect(stream: UnixStream) -> Arc<Session> {
     let (mut sink, mut frames) = Framed::new(stream, codec).split();
     let refuse: Dispatch = Arc::new(|_, _, _| {
         Box::pin(async {
-            Err(wire::js_error(
+            Err(capnweb::js_error(
                 "Error",
                 "This connection has no main object.",
             ))

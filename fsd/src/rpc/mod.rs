@@ -1,5 +1,5 @@
 //! `/rpc`: the control plane of the official Sandbox object over capnweb (0.8) on one
-//! WebSocket (docs/api.md, RPC). `wire` reads and writes the protocol's messages and
+//! WebSocket (docs/api.md, RPC). `capnweb` reads and writes the protocol's messages and
 //! expressions, `session` keeps one connection's tables, pipes and limits, `api` serves the
 //! `SandboxAPI` methods through the same routes as HTTP, `control` tells the SDK's lines
 //! apart per socket (the next line's handshake and gate), `next` serves the next line's
@@ -8,6 +8,7 @@
 //! `forward` passes objects between two sessions.
 
 mod api;
+mod capnweb;
 mod control;
 mod forward;
 pub mod link;
@@ -15,7 +16,6 @@ mod next;
 mod routes;
 pub mod session;
 mod subscription;
-mod wire;
 
 pub use control::incarnation;
 pub use routes::router;

@@ -9,10 +9,10 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::api::Api;
+use super::capnweb;
 use super::control::{self, Control, Route};
 use super::next;
 use super::session::{self, Dispatch};
-use super::wire;
 use crate::state::AppState;
 use crate::wire::json::MAX_JSON_BODY_BYTES;
 use crate::wire::upgrade::{ApiSocket, SocketApi};
@@ -50,12 +50,12 @@ async fn upgrade(
         };
         let args = match raw
             .into_iter()
-            .map(wire::decode)
+            .map(capnweb::decode)
             .collect::<Result<Vec<_>, _>>()
         {
             Ok(args) => args,
             Err(error) => {
-                let error = wire::js_error("TypeError", &error.to_string());
+                let error = capnweb::js_error("TypeError", &error.to_string());
                 return Box::pin(std::future::ready(Err(error)));
             }
         };
@@ -75,7 +75,7 @@ async fn upgrade(
                     next::call(&state, &session, &domain, &method, args, kept)
                         .await
                         .unwrap_or_else(|| {
-                            Err(wire::js_error(
+                            Err(capnweb::js_error(
                                 "TypeError",
                                 &format!("'{domain}.{method}' is not served on the next line yet."),
                             ))

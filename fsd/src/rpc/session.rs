@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::wire::{self, Arg, Call, Message};
+use super::capnweb::{self, Arg, Call, Message};
 
 /// Calls, pipes and stream writes the peer may have open on one connection at once.
 pub const MAX_EXPORTS: usize = 1024;
@@ -55,7 +55,7 @@ pub trait Target: Send + Sync + 'static {
     /// Serves `method(args)` called on this object (none, unless it says).
     fn call(self: Arc<Self>, session: Arc<Session>, method: String, args: Vec<Arg>) -> Settling {
         let _ = (session, args);
-        let error = wire::js_error("TypeError", &format!("'{method}' is not a method"));
+        let error = capnweb::js_error("TypeError", &format!("'{method}' is not a method"));
         Box::pin(async move { Err(error) })
     }
     /// The peer holds it no more: whatever it runs stops.
@@ -72,17 +72,17 @@ pub trait Target: Send + Sync + 'static {
     ) -> Settling {
         let decoded = args
             .into_iter()
-            .map(wire::decode)
+            .map(capnweb::decode)
             .collect::<Result<Vec<Arg>, _>>();
         let method = <[String; 1]>::try_from(path);
         match (method, decoded) {
             (Ok([method]), Ok(args)) => self.call(session, method, args),
             (Err(path), _) => {
-                let error = wire::js_error("TypeError", &format!("{path:?} is not a method"));
+                let error = capnweb::js_error("TypeError", &format!("{path:?} is not a method"));
                 Box::pin(async move { Err(error) })
             }
             (_, Err(error)) => {
-                let error = wire::js_error("TypeError", &error.to_string());
+                let error = capnweb::js_error("TypeError", &error.to_string());
                 Box::pin(async move { Err(error) })
             }
         }
@@ -99,7 +99,7 @@ struct OwnExport {
 }
 
 /// What serves the calls of a session's main object: `(session, [domain, method],
-/// arguments)`, the arguments' expressions as sent (see [`wire::decode`]).
+/// arguments)`, the arguments' expressions as sent (see [`capnweb::decode`]).
 pub type Dispatch = Arc<dyn Fn(Arc<Session>, Vec<String>, Vec<Value>) -> Settling + Send + Sync>;
 
 /// One write of one of our pipes: its expression, and what it weighs against the window.
@@ -121,7 +121,7 @@ where
         let writes: Vec<Result<PipeWrite, String>> = match chunk {
             Ok(chunk) => chunk
                 .chunks(CHUNK_BYTES)
-                .map(|piece| Ok((wire::bytes_expr(piece), piece.len())))
+                .map(|piece| Ok((capnweb::bytes_expr(piece), piece.len())))
                 .collect(),
             Err(reason) => vec![Err(reason)],
         };
@@ -347,18 +347,21 @@ impl Session {
                 Some(export) => Some(Arc::clone(&export.target)),
                 None => {
                     let message = format!("no export {id}: it was never given or is released");
-                    return Err(wire::js_error("RangeError", &message));
+                    return Err(capnweb::js_error("RangeError", &message));
                 }
             },
             _ => {
-                return Err(wire::js_error(
+                return Err(capnweb::js_error(
                     "TypeError",
                     "calls go to the main object or an object it returned",
                 ));
             }
         };
         let Some(args) = call.args else {
-            return Err(wire::js_error("TypeError", "property reads are not served"));
+            return Err(capnweb::js_error(
+                "TypeError",
+                "property reads are not served",
+            ));
         };
         match own {
             Some(target) => target.call_raw(Arc::clone(self), call.path, args).await,
@@ -400,7 +403,7 @@ impl Session {
         if own.1.len() >= MAX_OWN_EXPORTS {
             let message =
                 format!("more than {MAX_OWN_EXPORTS} objects exported on this connection");
-            return Err(wire::js_error("RangeError", &message));
+            return Err(capnweb::js_error("RangeError", &message));
         }
         let id = own.0;
         own.0 -= 1;
@@ -484,7 +487,7 @@ impl Session {
             None if !lock(&self.exports).contains_key(&id) => {
                 self.send(Message::Reject(
                     id,
-                    wire::js_error("RangeError", &format!("no export {id} to pull")),
+                    capnweb::js_error("RangeError", &format!("no export {id} to pull")),
                 ))
                 .await;
             }
@@ -538,7 +541,7 @@ impl Session {
                     }
                     queued.fetch_sub(counted, std::sync::atomic::Ordering::SeqCst);
                     lock(&session.exports).remove(&write);
-                    let error = wire::js_error("RangeError", &overrun);
+                    let error = capnweb::js_error("RangeError", &overrun);
                     session.send(Message::Reject(write, error)).await;
                     continue;
                 }
@@ -559,9 +562,9 @@ impl Session {
                 };
                 queued.fetch_sub(counted, std::sync::atomic::Ordering::SeqCst);
                 let answer = if delivered {
-                    Message::Resolve(write, wire::undefined())
+                    Message::Resolve(write, capnweb::undefined())
                 } else {
-                    Message::Reject(write, wire::undefined())
+                    Message::Reject(write, capnweb::undefined())
                 };
                 lock(&session.exports).remove(&write);
                 session.send(answer).await;
@@ -578,7 +581,7 @@ impl Session {
     async fn stream_write(&self, id: i64, call: Call) -> Result<(), String> {
         let mut args = call.args.unwrap_or_default();
         let op = match (call.path.first().map(String::as_str), args.len()) {
-            (Some("write"), 1) => match args.pop().map(wire::decode) {
+            (Some("write"), 1) => match args.pop().map(capnweb::decode) {
                 Some(Ok(Arg::Bytes(bytes))) => PipeOp::Write(Bytes::from(bytes)),
                 Some(Ok(Arg::Json(Value::String(text)))) => PipeOp::Write(Bytes::from(text)),
                 _ => return Err("a pipe write carries bytes or a string".into()),
@@ -595,7 +598,7 @@ impl Session {
         };
         let Some((ingress, queued)) = pipe else {
             // Writes to a pipe already gone are refused, as a reader that left refuses them.
-            self.send(Message::Reject(id, wire::undefined())).await;
+            self.send(Message::Reject(id, capnweb::undefined())).await;
             return Ok(());
         };
         lock(&self.exports).insert(id, Export::Write);
@@ -611,7 +614,7 @@ impl Session {
             // The pipe's task has ended: refused, as a write to a pipe gone.
             queued.fetch_sub(counted, std::sync::atomic::Ordering::SeqCst);
             lock(&self.exports).remove(&id);
-            self.send(Message::Reject(id, wire::undefined())).await;
+            self.send(Message::Reject(id, capnweb::undefined())).await;
         }
         Ok(())
     }
@@ -711,7 +714,7 @@ impl Session {
         if self.pipes.fetch_add(1, Ordering::AcqRel) >= MAX_PIPES {
             self.pipes.fetch_sub(1, Ordering::AcqRel);
             let message = format!("more than {MAX_PIPES} streams open on this connection");
-            return Err(wire::js_error("RangeError", &message));
+            return Err(capnweb::js_error("RangeError", &message));
         }
         let (pipe, _) = self.send_allocating(|_| Message::Pipe, false).await;
         let session = Arc::clone(self);
@@ -755,7 +758,7 @@ impl Session {
                     let probe = Call {
                         target: pipe,
                         path: vec!["write".into()],
-                        args: Some(vec![wire::bytes_expr(&[])]),
+                        args: Some(vec![capnweb::bytes_expr(&[])]),
                     };
                     let (_, waiter) = self
                         .send_allocating(|_| Message::Stream(probe.to_expr()), true)
@@ -771,7 +774,7 @@ impl Session {
                 Ok(write) => write,
                 Err(reason) => {
                     end = json!(["abort"]);
-                    end_args = json!([wire::js_error("Error", &reason)]);
+                    end_args = json!([capnweb::js_error("Error", &reason)]);
                     break;
                 }
             };
@@ -868,8 +871,8 @@ impl Session {
         let settlement = match waiter {
             Some(waiter) => waiter
                 .await
-                .unwrap_or_else(|_| Err(wire::js_error("Error", "the connection closed"))),
-            None => Err(wire::undefined()),
+                .unwrap_or_else(|_| Err(capnweb::js_error("Error", "the connection closed"))),
+            None => Err(capnweb::undefined()),
         };
         self.send(Message::Release(id, 1)).await;
         settlement
@@ -882,7 +885,7 @@ impl Session {
 
     pub async fn abort(&self, reason: &str) {
         tracing::debug!(reason, "rpc: aborting the session");
-        self.send(Message::Abort(wire::js_error("Error", reason)))
+        self.send(Message::Abort(capnweb::js_error("Error", reason)))
             .await;
     }
 

@@ -11,8 +11,8 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use super::capnweb::{self, Arg};
 use super::session::{Session, Settling, Target};
-use super::wire::{self, Arg};
 
 /// What a subscription carries.
 pub enum Source {
@@ -41,7 +41,7 @@ impl Subscription {
 
     async fn stream(&self, session: &Arc<Session>) -> Result<Value, Value> {
         if self.opened.swap(true, Ordering::AcqRel) {
-            return Err(wire::js_error(
+            return Err(capnweb::js_error(
                 "Error",
                 "Subscription stream already opened",
             ));
@@ -61,7 +61,7 @@ impl Subscription {
                 session.open_byte_pipe(empty, stop).await?
             }
         };
-        Ok(wire::readable(pipe))
+        Ok(capnweb::readable(pipe))
     }
 
     fn cancel(&self) {
@@ -78,9 +78,9 @@ impl Target for Subscription {
                 "stream" => self.stream(&session).await,
                 "cancel" => {
                     self.cancel();
-                    Ok(wire::undefined())
+                    Ok(capnweb::undefined())
                 }
-                _ => Err(wire::js_error(
+                _ => Err(capnweb::js_error(
                     "TypeError",
                     &format!("'{method}' is not a method of a subscription."),
                 )),

@@ -1,6 +1,6 @@
-//! Snapshots of retained watches, so change tokens survive a daemon restart.
+//! Retained watches saved to disk, so change tokens survive a daemon restart.
 //!
-//! A snapshot holds the watch's key, journal id and journal, and an index of the tree (path,
+//! A saved watch holds the watch's key, journal id and journal, and an index of the tree (path,
 //! type, size, mtime, inode). After a restart the tree is scanned again and compared with the
 //! index; the differences (a path gone and another appeared with the same inode: a rename)
 //! are journaled, so a token from before the restart gets the real changes.
@@ -25,10 +25,10 @@ pub struct IndexEntry {
     pub inode: u64,
     /// The device the object's inode number is of: an overlay over several layers (a
     /// restore) reports the layers' own numbers, so two objects can share one inode number
-    /// and only the pair names one (absent in snapshots of earlier versions).
+    /// and only the pair names one (absent in watches saved by earlier versions).
     #[serde(default)]
     pub dev: Option<u64>,
-    /// Permission bits (absent in snapshots of earlier versions: no mode change is told).
+    /// Permission bits (absent in watches saved by earlier versions: no mode change is told).
     #[serde(default)]
     pub mode: Option<u32>,
 }
@@ -61,14 +61,14 @@ struct SavedWatchFile {
     complete_from: u64,
     lost_at: Option<u64>,
     /// Cursor ranges of earlier restarts that may have been handed out and never saved
-    /// (absent in snapshots of earlier versions).
+    /// (absent in watches saved by earlier versions).
     #[serde(default)]
     unknown: Vec<(u64, u64)>,
     events: Vec<EventRecord>,
     index: Vec<IndexEntry>,
 }
 
-/// Paths in snapshots: a string when they are UTF-8 (as every snapshot wrote them before),
+/// Paths in saved watches: a string when they are UTF-8 (as every saved watch had them before),
 /// else their bytes, so a tree with a name that is not UTF-8 is still saved exactly.
 mod os_path {
     use std::ffi::OsString;
@@ -131,7 +131,7 @@ pub struct SavedWatch {
     pub file: PathBuf,
 }
 
-/// The file a watch's snapshot lives in.
+/// The file a saved watch lives in.
 pub fn file_for(dir: &Path, key: &WatchKey) -> PathBuf {
     let text = format!(
         "{}\\0{}\\0{:?}\\0{:?}",
@@ -203,7 +203,7 @@ pub fn load_all(dir: &Path) -> Vec<SavedWatch> {
             .ok()
             .and_then(|bytes| serde_json::from_slice::<SavedWatchFile>(&bytes).ok());
         let Some(file) = parsed else {
-            tracing::warn!(path = %entry.path().display(), "ignoring an unreadable watch snapshot");
+            tracing::warn!(path = %entry.path().display(), "ignoring an unreadable saved watch");
             let _ = std::fs::remove_file(entry.path());
             continue;
         };
@@ -666,7 +666,7 @@ mod tests {
     }
 
     /// A mode changed while the daemon was down is an `attrib` (a mirror sets it); a
-    /// snapshot from before modes were kept tells none.
+    /// watch saved before modes were kept tells none.
     #[test]
     fn a_mode_changed_while_down_is_told() {
         let before = vec![entry("/w/a", 1, 1), entry("/w/b", 2, 1)];
@@ -1026,7 +1026,7 @@ mod simulation {
         for _ in 0..rng.below(12) {
             step(&mut rng, &mut tree, &mut next_inode, &mut freed);
         }
-        // Inode numbers of the tree at the snapshot are not reused while it is still
+        // Inode numbers of the tree when it was saved are not reused while it is still
         // recorded: only what is freed from now on.
         freed.clear();
         let before = tree.clone();

@@ -24,7 +24,7 @@ pub const IDLE_TTL: Duration = Duration::from_secs(600);
 /// How long a token check waits for the watch to catch up with the tree before it answers
 /// from what the journal holds.
 const CATCH_UP_WAIT: Duration = Duration::from_secs(5);
-/// Cursors skipped after a restart: tokens handed out after the last snapshot fall in the
+/// Cursors skipped after a restart: tokens handed out after the last save fall in the
 /// gap and are answered with a resync.
 const RESTART_GAP: u64 = 1_000_000;
 
@@ -33,7 +33,7 @@ pub struct Root {
     pub path: PathBuf,
     key: WatchKey,
     filter: Filter,
-    /// The journal cursor at the last snapshot (`u64::MAX`: never saved).
+    /// The journal cursor at the last save (`u64::MAX`: never saved).
     saved_cursor: AtomicU64,
     journal: Mutex<Journal>,
     live: broadcast::Sender<Event>,
@@ -127,8 +127,8 @@ impl Drop for Subscription {
 pub struct WatchService {
     roots: Mutex<HashMap<WatchKey, Arc<Root>>>,
     counter: AtomicU64,
-    /// Where snapshots of retained roots go; `None`: tokens do not survive restarts.
-    snapshots: Option<PathBuf>,
+    /// Where retained roots are saved; `None`: tokens do not survive restarts.
+    saved_dir: Option<PathBuf>,
     /// Lines in one change list; more is a resync.
     max_changes: usize,
     /// What watches the trees.
@@ -143,9 +143,9 @@ impl WatchService {
         self.roots.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn new(snapshots: Option<PathBuf>, max_changes: usize, engine: EngineKind) -> Self {
+    pub fn new(saved_dir: Option<PathBuf>, max_changes: usize, engine: EngineKind) -> Self {
         Self {
-            snapshots,
+            saved_dir,
             max_changes,
             engine,
             ..Self::default()
@@ -203,44 +203,44 @@ impl WatchService {
     /// Restarts the retained watches of the last run under their ids and journals what
     /// changed while the daemon was down.
     pub fn restore(&self) {
-        let Some(dir) = &self.snapshots else { return };
-        for snapshot in persist::load_all(dir) {
-            let filter = match Filter::new(&snapshot.key.include, &snapshot.key.exclude) {
-                Ok(filter) if snapshot.key.path.is_dir() => filter,
+        let Some(dir) = &self.saved_dir else { return };
+        for saved_watch in persist::load_all(dir) {
+            let filter = match Filter::new(&saved_watch.key.include, &saved_watch.key.exclude) {
+                Ok(filter) if saved_watch.key.path.is_dir() => filter,
                 _ => {
-                    let _ = std::fs::remove_file(&snapshot.file);
+                    let _ = std::fs::remove_file(&saved_watch.file);
                     continue;
                 }
             };
-            let saved_cursor = snapshot.saved.cursor;
-            let journal = Journal::restored(snapshot.saved, RESTART_GAP, self.max_changes);
+            let saved_cursor = saved_watch.saved.cursor;
+            let journal = Journal::restored(saved_watch.saved, RESTART_GAP, self.max_changes);
             let started = start_root(
                 self.engine,
-                &snapshot.key,
+                &saved_watch.key,
                 filter,
-                snapshot.id,
+                saved_watch.id,
                 journal,
                 self.workspace.as_deref(),
             );
             let root = match started {
                 Ok(root) => root,
                 Err(err) => {
-                    tracing::warn!(path = %snapshot.key.path.display(), error = %err, "cannot restore a watch");
+                    tracing::warn!(path = %saved_watch.key.path.display(), error = %err, "cannot restore a watch");
                     continue;
                 }
             };
             // The watch is already running, so nothing after this scan is missed.
             let now = persist::scan(&root.path, &root.filter, root.key.recursive);
-            let changes = persist::diff(&snapshot.index, &now);
+            let changes = persist::diff(&saved_watch.index, &now);
             tracing::info!(path = %root.path.display(), saved_cursor, changes = changes.len(), "restored a watch");
             // Saved before the difference is journaled: the index loaded, exact at the
             // journal's saved cursor, with the cursors this run begins after and the
             // range before them unknown. A crash before the next save then restores this
-            // (not the old snapshot again, which would hand out, after the same gap,
+            // (not the old saved watch again, which would hand out, after the same gap,
             // cursors this run already handed out), and its scan finds all that changed
             // since the index, this run's changes with it.
             let saved = root.journal().save();
-            save_root(dir, &root, snapshot.index, saved);
+            save_root(dir, &root, saved_watch.index, saved);
             {
                 let mut journal = root.journal();
                 for change in changes {
@@ -249,14 +249,14 @@ impl WatchService {
                 }
             }
             root.retained.store(true, Ordering::SeqCst);
-            self.table().insert(snapshot.key, root);
+            self.table().insert(saved_watch.key, root);
         }
     }
 
-    /// Snapshots retained roots whose journal moved since the last snapshot (all of them
+    /// Saves retained roots whose journal moved since the last save (all of them
     /// with `force`). Blocking: scans the trees.
     pub fn save(&self, force: bool) {
-        let Some(dir) = &self.snapshots else { return };
+        let Some(dir) = &self.saved_dir else { return };
         let roots: Vec<Arc<Root>> = self
             .table()
             .values()
@@ -272,7 +272,7 @@ impl WatchService {
                 Some((index, saved)) => save_root(dir, &root, index, saved),
                 None => tracing::info!(
                     path = %root.path.display(),
-                    "the tree kept changing while it was scanned: its last snapshot is kept"
+                    "the tree kept changing while it was scanned: its last save is kept"
                 ),
             }
         }
@@ -297,15 +297,15 @@ impl WatchService {
         }
     }
 
-    /// Drops retained roots idle past the TTL, and their snapshots (run periodically).
+    /// Drops retained roots idle past the TTL, and their saved files (run periodically).
     pub fn expire_idle(&self) {
         let now = Instant::now();
-        let snapshots = self.snapshots.clone();
+        let saved_dir = self.saved_dir.clone();
         self.table().retain(|key, root| {
             let idle =
                 now.duration_since(*root.last_used.lock().unwrap_or_else(|p| p.into_inner()));
             let keep = root.subscribers.load(Ordering::SeqCst) > 0 || idle < IDLE_TTL;
-            if !keep && let Some(dir) = &snapshots {
+            if !keep && let Some(dir) = &saved_dir {
                 let _ = std::fs::remove_file(persist::file_for(dir, key));
             }
             keep
@@ -348,12 +348,12 @@ fn quiet_index(
     None
 }
 
-/// Writes `root`'s snapshot: `index`, the tree as it was at `saved`'s cursor.
+/// Saves `root`: `index`, the tree as it was at `saved`'s cursor.
 fn save_root(dir: &Path, root: &Root, index: Vec<persist::IndexEntry>, saved: Saved) {
     match persist::save(dir, &root.key, &root.id, &saved, index) {
         Ok(()) => root.saved_cursor.store(saved.cursor, Ordering::SeqCst),
         Err(err) => {
-            tracing::warn!(path = %root.path.display(), error = %err, "cannot save a watch snapshot")
+            tracing::warn!(path = %root.path.display(), error = %err, "cannot save a watch")
         }
     }
 }

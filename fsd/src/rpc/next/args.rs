@@ -9,9 +9,9 @@ use serde_json::{Map, Value};
 
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::{Session, Target};
 use crate::rpc::subscription::{Source, Subscription};
-use crate::rpc::wire::{self, Arg};
 
 pub type Answer = Result<Value, Value>;
 
@@ -51,17 +51,17 @@ pub fn flag(args: &[Arg], index: usize, name: &str) -> bool {
 /// A result as the wire carries it.
 pub fn value(result: impl Serialize) -> Value {
     let json = serde_json::to_value(result).unwrap_or_else(|_| Value::Object(Map::new()));
-    wire::from_json(&json)
+    capnweb::from_json(&json)
 }
 
 /// A failure of the service layer as the next line's object maps it.
 pub fn api_error(error: &ApiError) -> Value {
-    wire::sandbox_error(&error.message, error.code.as_str(), &error.context)
+    capnweb::sandbox_error(&error.message, error.code.as_str(), &error.context)
 }
 
 /// An error with a registry `code` and its `details`.
 pub fn coded(code: &str, message: &str, details: Value) -> Value {
-    wire::sandbox_error(message, code, &details)
+    capnweb::sandbox_error(message, code, &details)
 }
 
 /// Exports a subscription over `source` and answers with it.

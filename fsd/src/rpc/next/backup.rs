@@ -13,7 +13,7 @@ use super::args::{Answer, api_error, options, string, value};
 use crate::backup::operations::{self, DownloadPart};
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
-use crate::rpc::wire::{self, Arg};
+use crate::rpc::capnweb::{self, Arg};
 use crate::state::AppState;
 
 /// How long a transfer may take when the object gives no `timeoutMs`.
@@ -37,7 +37,7 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
                 timeout(&options),
             )
             .await
-            .map(|()| wire::undefined())
+            .map(|()| capnweb::undefined())
         }
         "prepareRestore" => {
             let options = options(args, 0).unwrap_or_default();
@@ -58,14 +58,14 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
             };
             operations::extract_archive(state, &dir, &archive)
                 .await
-                .map(|()| wire::undefined())
+                .map(|()| capnweb::undefined())
         }
         "cleanupArchive" => {
             let archive = match string(args, 0, "archivePath") {
                 Ok(archive) => archive,
                 Err(refused) => return Some(Err(refused)),
             };
-            operations::cleanup_archive(state, &archive).map(|()| wire::undefined())
+            operations::cleanup_archive(state, &archive).map(|()| capnweb::undefined())
         }
         _ => return None,
     };
@@ -148,5 +148,5 @@ async fn download(state: &AppState, args: &[Arg]) -> Result<Value, ApiError> {
         timeout(&options),
     )
     .await
-    .map(|()| wire::undefined())
+    .map(|()| capnweb::undefined())
 }

@@ -17,9 +17,9 @@ use tokio::sync::{mpsc, oneshot};
 use super::args::{Answer, options};
 use crate::extensions::{ConnectOptions, ExtensionError};
 use crate::interpreter::InterpreterService;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::forward::Forward;
 use crate::rpc::session::{Session, Settling, Target};
-use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 
 /// The shipped interpreter sidecar (`@cloudflare/sandbox-interpreter-sidecar`
@@ -44,7 +44,7 @@ pub async fn call(
     Some(match method {
         "connect" => {
             let Some(fields) = options(args, 0) else {
-                return Some(Err(wire::js_error(
+                return Some(Err(capnweb::js_error(
                     "TypeError",
                     "connect takes an options object",
                 )));
@@ -103,7 +103,7 @@ pub async fn call(
         }
         "stop" => {
             state.extensions.stop(&hash_arg()).await;
-            Ok(wire::undefined())
+            Ok(capnweb::undefined())
         }
         _ => return None,
     })
@@ -113,11 +113,14 @@ pub async fn call(
 /// from the decoded object.
 fn connect_options(fields: &Map<String, Value>, raw: Vec<Value>) -> Result<ConnectOptions, Value> {
     let tarball = match raw.into_iter().next() {
-        Some(Value::Object(mut sent)) => match sent.remove("tarball").map(wire::decode) {
+        Some(Value::Object(mut sent)) => match sent.remove("tarball").map(capnweb::decode) {
             None | Some(Ok(Arg::Undefined)) => None,
             Some(Ok(Arg::Bytes(bytes))) => Some(bytes),
             Some(_) => {
-                return Err(wire::js_error("TypeError", "tarball must be a Uint8Array"));
+                return Err(capnweb::js_error(
+                    "TypeError",
+                    "tarball must be a Uint8Array",
+                ));
             }
         },
         _ => None,
@@ -128,7 +131,7 @@ fn connect_options(fields: &Map<String, Value>, raw: Vec<Value>) -> Result<Conne
         Some(value) => match value.as_u64() {
             Some(ms) if ms > 0 => Some(ms),
             _ => {
-                return Err(wire::js_error(
+                return Err(capnweb::js_error(
                     "TypeError",
                     "readinessTimeoutMs must be a positive number of milliseconds",
                 ));
@@ -160,7 +163,7 @@ fn rpc_error(error: &ExtensionError, hash: &str) -> Value {
             null,
             { "packageHash": hash }
         ]),
-        other => wire::js_error("Error", &other.to_string()),
+        other => capnweb::js_error("Error", &other.to_string()),
     }
 }
 
@@ -177,7 +180,7 @@ impl Target for Interpreter {
                 _ => None,
             };
             let failed = |error: crate::interpreter::InterpreterError| {
-                wire::js_error("Error", &error.to_string())
+                capnweb::js_error("Error", &error.to_string())
             };
             match method.as_str() {
                 "__ping__" => Ok(json!("pong")),
@@ -205,16 +208,16 @@ impl Target for Interpreter {
                 "deleteContext" => {
                     let id = text(0).unwrap_or_default();
                     self.service.delete(&id).await.map_err(failed)?;
-                    Ok(wire::undefined())
+                    Ok(capnweb::undefined())
                 }
                 "interruptContext" => {
                     let id = text(0).unwrap_or_default();
                     self.service.interrupt(&id).map_err(failed)?;
-                    Ok(wire::undefined())
+                    Ok(capnweb::undefined())
                 }
                 "runCode" => {
                     let Some(Arg::Export(on_event)) = args.get(3) else {
-                        return Err(wire::js_error("TypeError", "onEvent must be a function"));
+                        return Err(capnweb::js_error("TypeError", "onEvent must be a function"));
                     };
                     let on_event = *on_event;
                     let answer = self
@@ -229,7 +232,7 @@ impl Target for Interpreter {
                     session.release_peer(on_event, 1).await;
                     answer
                 }
-                _ => Err(wire::js_error(
+                _ => Err(capnweb::js_error(
                     "TypeError",
                     &format!("'{method}' is not a method of the interpreter."),
                 )),
@@ -254,7 +257,7 @@ impl Interpreter {
         let context = self
             .service
             .get(context.as_deref().unwrap_or_default())
-            .map_err(|error| wire::js_error("Error", &error.to_string()))?;
+            .map_err(|error| capnweb::js_error("Error", &error.to_string()))?;
         let (events, mut received) = mpsc::channel(64);
         let (started, starting) = oneshot::channel();
         let service = Arc::clone(&self.service);
@@ -264,7 +267,7 @@ impl Interpreter {
                 .await;
         });
         if let Ok(Err(error)) = starting.await {
-            return Err(wire::js_error("Error", &error.to_string()));
+            return Err(capnweb::js_error("Error", &error.to_string()));
         }
         while let Some(event) = received.recv().await {
             let value = serde_json::to_value(&event).unwrap_or(Value::Null);
@@ -272,14 +275,14 @@ impl Interpreter {
                 Value::Object(fields) => Value::Object(
                     fields
                         .into_iter()
-                        .map(|(key, value)| (key, wire::from_json(&value)))
+                        .map(|(key, value)| (key, capnweb::from_json(&value)))
                         .collect::<Map<String, Value>>(),
                 ),
                 other => other,
             };
             session.call_peer(on_event, Vec::new(), vec![value]).await?;
         }
-        Ok(wire::undefined())
+        Ok(capnweb::undefined())
     }
 }
 

@@ -17,8 +17,8 @@ use super::args::{Answer, api_error, flag, options, string, take_string, value};
 use crate::error::{ApiError, OperationExt};
 use crate::files::ListOptions;
 use crate::rpc::api::invalid;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::Session;
-use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 use crate::wire::sse::sse_frame;
 use crate::wire::time::now_rfc3339;
@@ -59,9 +59,9 @@ async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer 
             let pipe = session.open_outgoing_pipe(chunks).await?;
             return Ok(json!({
                 "success": true,
-                "content": wire::readable(pipe),
+                "content": capnweb::readable(pipe),
                 "path": path,
-                "size": read.size.map_or_else(wire::undefined, Value::from),
+                "size": read.size.map_or_else(capnweb::undefined, Value::from),
                 "mimeType": read.mime_type,
                 "timestamp": now_rfc3339(),
             }));
@@ -98,7 +98,7 @@ async fn read_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> 
         .op(Operation::FileRead)
         .map_err(|error| api_error(&error))?;
     let frames = crate::files::read_events(opened).map(|event| Ok(sse_frame(None, &event)));
-    Ok(wire::readable(session.open_outgoing_pipe(frames).await?))
+    Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
 }
 
 /// `writeFile(path, content, {encoding})`: atomic, base64 decoded when asked.

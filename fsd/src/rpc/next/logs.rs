@@ -12,9 +12,9 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::args::{Answer, subscription};
+use crate::rpc::capnweb;
 use crate::rpc::session::Session;
 use crate::rpc::subscription::Source;
-use crate::rpc::wire;
 
 /// `{since, replay = true, follow = false}` over `log`, each entry shaped by `event`;
 /// a cursor that is not this log's is refused with `cursor_error(cursor, reason)`.
@@ -103,10 +103,10 @@ pub fn event(
     if kind == Kind::Terminal {
         let end: Map<String, Value> = serde_json::from_slice(&record.data).unwrap_or_default();
         for (key, value) in end {
-            event.insert(key, wire::from_json(&value));
+            event.insert(key, capnweb::from_json(&value));
         }
     } else {
-        event.insert("data".into(), wire::bytes_expr(&record.data));
+        event.insert("data".into(), capnweb::bytes_expr(&record.data));
     }
     Value::Object(event)
 }

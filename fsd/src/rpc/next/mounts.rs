@@ -13,7 +13,7 @@ use serde_json::{Map, Value, json};
 
 use super::args::Answer;
 use crate::error::ApiError;
-use crate::rpc::wire::{self, Arg};
+use crate::rpc::capnweb::{self, Arg};
 use crate::state::AppState;
 
 /// Serves `mounts.method`; `None` when it is not one of the next line's.
@@ -22,15 +22,15 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
         "pathExists" => path(args).map(|p| Value::Bool(Path::new(&p).is_dir())),
         "ensureDirectory" => path(args).map(|p| {
             let _ = std::fs::create_dir_all(p);
-            wire::undefined()
+            capnweb::undefined()
         }),
         "chmodOwnerOnly" => path(args).map(|p| {
             let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o600));
-            wire::undefined()
+            capnweb::undefined()
         }),
         "deleteFile" => path(args).map(|p| {
             let _ = std::fs::remove_file(p);
-            wire::undefined()
+            capnweb::undefined()
         }),
         "isMountpoint" => path(args).map(|p| Value::Bool(is_mountpoint(Path::new(&p)))),
         "unmountFuse" => match path(args) {
@@ -42,7 +42,7 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
                 if is_mountpoint(Path::new(&p)) {
                     unmount(state, &p).await;
                 }
-                Ok(wire::undefined())
+                Ok(capnweb::undefined())
             }
             Err(refused) => Err(refused),
         },
@@ -61,7 +61,7 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
 
 /// A `TypeError`, as the reference's validation throws.
 fn type_error(message: &str) -> Value {
-    wire::js_error("TypeError", message)
+    capnweb::js_error("TypeError", message)
 }
 
 fn checked_path(value: Option<&Value>) -> Result<String, Value> {

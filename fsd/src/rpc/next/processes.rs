@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::args::{Answer, coded, options};
 use super::logs;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::Session;
-use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 
 /// Serves `processes.method`; `None` when it is not one of the next line's.
@@ -171,7 +171,7 @@ fn kill(state: &AppState, args: &[Arg]) -> Answer {
             Some(_) => Err(KillError::Signal),
         },
     };
-    result.map(|()| wire::undefined()).map_err(|error| {
+    result.map(|()| capnweb::undefined()).map_err(|error| {
         let message = error.to_string();
         match error {
             KillError::NotFound(_) => {
@@ -248,5 +248,5 @@ fn status_value(status: &ArgvStatus) -> Value {
     if let (Some(fields), Value::Object(extra)) = (fields.as_object_mut(), extra) {
         fields.extend(extra);
     }
-    wire::from_json(&fields)
+    capnweb::from_json(&fields)
 }

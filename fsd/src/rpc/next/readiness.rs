@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 
 use super::args::{Answer, api_error, options, subscription, value};
 use crate::rpc::api::invalid;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::Session;
 use crate::rpc::subscription::Source;
-use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 use crate::wire::sse::sse_frame;
 
@@ -96,7 +96,7 @@ fn port_event(event: PortWatchEvent) -> Value {
         PortWatchEvent::Ready { port, status_code } => json!({
             "type": "ready",
             "port": port,
-            "statusCode": status_code.map_or_else(wire::undefined, Value::from),
+            "statusCode": status_code.map_or_else(capnweb::undefined, Value::from),
         }),
         PortWatchEvent::ProcessExited { port, .. } => {
             json!({ "type": "error", "port": port, "error": "the process exited" })

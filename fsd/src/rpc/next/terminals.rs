@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::args::{Answer, coded, options};
 use super::logs;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::Session;
-use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 use crate::terminal::table::{TableError, TerminalSpec, TerminalStatus};
 
@@ -46,12 +46,12 @@ pub async fn call(
             let bytes = match args.get(1) {
                 Some(Arg::Bytes(bytes)) => Bytes::from(bytes.clone()),
                 Some(Arg::Json(Value::String(text))) => Bytes::from(text.clone()),
-                _ => return Some(Err(wire::js_error("TypeError", "data must be bytes"))),
+                _ => return Some(Err(capnweb::js_error("TypeError", "data must be bytes"))),
             };
             table
                 .write(&id, bytes)
                 .await
-                .map(|()| wire::undefined())
+                .map(|()| capnweb::undefined())
                 .map_err(failed)
         }
         "resize" => {
@@ -61,17 +61,17 @@ pub async fn call(
             };
             table
                 .resize(&id, size(1).unwrap_or(0), size(2).unwrap_or(0))
-                .map(|()| wire::undefined())
+                .map(|()| capnweb::undefined())
                 .map_err(failed)
         }
         "interrupt" => table
             .interrupt(&id)
-            .map(|()| wire::undefined())
+            .map(|()| capnweb::undefined())
             .map_err(failed),
         "terminate" => table
             .terminate(&id)
             .await
-            .map(|()| wire::undefined())
+            .map(|()| capnweb::undefined())
             .map_err(failed),
         "output" => output(state, session, &id, args),
         _ => return None,
@@ -192,7 +192,7 @@ fn snapshot(snapshot: &TerminalStatus) -> Value {
     if let (Some(exit), Some(fields)) = (&snapshot.exit, fields.as_object_mut()) {
         fields.insert("exit".into(), json!(exit));
     }
-    wire::from_json(&fields)
+    capnweb::from_json(&fields)
 }
 
 fn table_error(id: &str, error: &TableError) -> Value {

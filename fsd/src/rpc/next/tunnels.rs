@@ -11,8 +11,8 @@ use tokio::sync::broadcast::error::RecvError;
 use super::args::{Answer, api_error, options};
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
+use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::control;
-use crate::rpc::wire::{self, Arg};
 use crate::state::AppState;
 
 /// Serves `tunnels.ensureTunnelRun` and `tunnels.stopTunnelRun`.
@@ -78,7 +78,7 @@ async fn ensure(state: &AppState, request: EnsureTunnelRequest) -> Answer {
         shown.insert("hostname".into(), json!(run.hostname));
     }
     shown.insert("startedAt".into(), json!(run.started_at));
-    Ok(wire::from_json(
+    Ok(capnweb::from_json(
         &json!({ "run": shown, "started": started }),
     ))
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::args::{Answer, options};
 use crate::files::workspace_archive;
-use crate::rpc::wire::{self, Arg};
+use crate::rpc::capnweb::{self, Arg};
 use crate::state::AppState;
 
 /// Serves `workspace.createArchive`, `extractArchive` and `cleanupArchive`.
@@ -20,7 +20,7 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
             .to_string()
     };
     let plain = |error: workspace_archive::WorkspaceArchiveError| {
-        wire::js_error("Error", &error.to_string())
+        capnweb::js_error("Error", &error.to_string())
     };
     Some(match method {
         "createArchive" => {
@@ -33,11 +33,14 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
                 {
                     Some(excludes) => excludes,
                     None => {
-                        return Some(Err(wire::js_error("TypeError", "excludes must be strings")));
+                        return Some(Err(capnweb::js_error(
+                            "TypeError",
+                            "excludes must be strings",
+                        )));
                     }
                 },
                 Some(_) => {
-                    return Some(Err(wire::js_error(
+                    return Some(Err(capnweb::js_error(
                         "TypeError",
                         "excludes must be an array",
                     )));
@@ -50,7 +53,7 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
         }
         "extractArchive" => workspace_archive::extract(&text("root"), &text("archivePath"))
             .await
-            .map(|()| wire::undefined())
+            .map(|()| capnweb::undefined())
             .map_err(plain),
         "cleanupArchive" => {
             let path = match args.first() {
@@ -59,7 +62,7 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
             };
             workspace_archive::cleanup(&path)
                 .await
-                .map(|()| wire::undefined())
+                .map(|()| capnweb::undefined())
                 .map_err(plain)
         }
         _ => return None,

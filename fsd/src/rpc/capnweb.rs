@@ -1,4 +1,4 @@
-//! capnweb 0.8's wire, as the official Sandbox object speaks it (docs/api.md, RPC): the
+//! capnweb 0.8's messages, as the official Sandbox object speaks it (docs/api.md, RPC): the
 //! seven messages, and expressions turned into plain JSON for the methods and back. Pure;
 //! the session (`session.rs`) does the I/O.
 
