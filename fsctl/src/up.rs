@@ -13,6 +13,7 @@ use fsctl::trusted::{
     Backups, BucketAccess, EmbeddedStore, MountOptions, Round, Schedule, mount_bucket,
     start_schedule,
 };
+use fsd_api::mounts::BucketMountInfo;
 use fsd_sdk::{Sandbox, SdkError};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -73,6 +74,74 @@ pub struct UpArgs {
 
 fn every(text: &str) -> Result<std::time::Duration, String> {
     fsd_control::sandbox::parse_sleep_after(text).map_err(|error| error.to_string())
+}
+
+/// What `fsctl up` started, as it tells the user.
+struct Started<'a> {
+    url: &'a str,
+    token: &'a str,
+    workspace: &'a Path,
+    pid: Option<u32>,
+    kept: &'a Path,
+    store_url: &'a str,
+    access_key: &'a str,
+    secret_key: &'a str,
+    mount: Option<&'a BucketMountInfo>,
+    gateway: Option<&'a str>,
+}
+
+impl Started<'_> {
+    /// The document (`--json`), or what to type next in another shell.
+    fn print(&self, as_json: bool) {
+        let Started {
+            url,
+            token,
+            workspace,
+            pid,
+            kept,
+            store_url,
+            access_key,
+            secret_key,
+            mount,
+            gateway,
+        } = self;
+        if as_json {
+            output::json(
+                &json!({"url": url, "token": token, "workspace": workspace, "pid": pid, "kept": kept,
+                    "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key},
+                    "mount": mount, "gateway": gateway.map(|url| json!({"url": url}))}),
+            );
+            return;
+        }
+        println!("fsd is up");
+        println!("  url:       {url}");
+        println!("  token:     {token}");
+        println!("  workspace: {}", workspace.display());
+        println!("  store:     {store_url} (bucket fsd)");
+        println!(
+            "  kept:      {} (the token, the store's keys and address, for the next start; \
+             --new-token makes new ones)",
+            kept.display()
+        );
+        if let Some(info) = mount {
+            println!(
+                "  mount:     {} (bucket fsd, prefix {})",
+                info.mount_path, info.prefix
+            );
+        }
+        if let Some(url) = gateway {
+            println!("  gateway:   {url} (fsctl expose PORT --gateway {url})");
+        }
+        println!();
+        println!("In another shell:");
+        println!("  export FSD_URL={url} FSD_TOKEN={token}");
+        println!(
+            "  export FSD_S3_ENDPOINT={store_url} FSD_S3_BUCKET=fsd FSD_S3_ACCESS_KEY={access_key} FSD_S3_SECRET_KEY={secret_key}"
+        );
+        println!("  fsctl ls");
+        println!("  fsctl backup create {}", workspace.display());
+        println!("Stop with Ctrl-C.");
+    }
 }
 
 pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<ExitCode, SdkError> {
@@ -239,44 +308,19 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         }
         _ => None,
     };
-    let gateway_url = gateway.as_ref().map(|g| g.url.clone());
-    let mount_info = mount.as_ref().map(|m| &m.info);
-    if as_json {
-        output::json(
-            &json!({"url": url, "token": token, "workspace": workspace, "pid": child.id(), "kept": kept_file,
-                "store": {"endpoint": store_url, "bucket": "fsd", "accessKey": access_key, "secretKey": secret_key},
-                "mount": mount_info, "gateway": gateway_url.as_ref().map(|url| json!({"url": url}))}),
-        );
-    } else {
-        println!("fsd is up");
-        println!("  url:       {url}");
-        println!("  token:     {token}");
-        println!("  workspace: {}", workspace.display());
-        println!("  store:     {store_url} (bucket fsd)");
-        println!(
-            "  kept:      {} (the token, the store's keys and address, for the next start; \
-             --new-token makes new ones)",
-            kept_file.display()
-        );
-        if let Some(info) = mount_info {
-            println!(
-                "  mount:     {} (bucket fsd, prefix {})",
-                info.mount_path, info.prefix
-            );
-        }
-        if let Some(url) = &gateway_url {
-            println!("  gateway:   {url} (fsctl expose PORT --gateway {url})");
-        }
-        println!();
-        println!("In another shell:");
-        println!("  export FSD_URL={url} FSD_TOKEN={token}");
-        println!(
-            "  export FSD_S3_ENDPOINT={store_url} FSD_S3_BUCKET=fsd FSD_S3_ACCESS_KEY={access_key} FSD_S3_SECRET_KEY={secret_key}"
-        );
-        println!("  fsctl ls");
-        println!("  fsctl backup create {}", workspace.display());
-        println!("Stop with Ctrl-C.");
+    Started {
+        url: &url,
+        token: &token,
+        workspace: &workspace,
+        pid: child.id(),
+        kept: &kept_file,
+        store_url: &store_url,
+        access_key: &access_key,
+        secret_key: &secret_key,
+        mount: mount.as_ref().map(|m| &m.info),
+        gateway: gateway.as_ref().map(|g| g.url.as_str()),
     }
+    .print(as_json);
     // Keep draining the daemon's stdout so it never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     let status = tokio::select! {

@@ -121,6 +121,14 @@ fn chunks(body: Body) -> impl Stream<Item = Result<Bytes, String>> + Send + 'sta
         .map(|chunk| chunk.map_err(|error| error.to_string()))
 }
 
+/// What capnweb answers for a method the object does not have, as the reference does.
+fn not_a_function(domain: &str, method: &str) -> Value {
+    capnweb::js_error(
+        "TypeError",
+        &format!("'{domain}.{method}' is not a function."),
+    )
+}
+
 impl Api {
     pub fn new(router: Router, token: Option<(HeaderName, HeaderValue)>, state: AppState) -> Self {
         Self {
@@ -138,29 +146,32 @@ impl Api {
                 &format!("'{}' is not a function.", path.join(".")),
             ));
         };
-        let mut args = Args(args);
-        if (domain.as_str(), method.as_str()) == ("files", "writeFile") {
-            let (path, session_id) = (args.string(0, "path")?, args.optional_string(2));
-            let content = args.take_string(1, "content")?;
-            let body = with(
-                args.object(3),
-                [
-                    ("path", Some(json!(path))),
-                    ("content", Some(Value::String(content))),
-                    ("sessionId", session_id.map(Value::from)),
-                ],
-            );
-            return self.reply(Method::POST, "/api/write", Some(body)).await;
+        let args = Args(args);
+        match domain.as_str() {
+            "utils" => self.utils(method, args).await,
+            "commands" => self.commands(session, method, args).await,
+            "files" => self.files(session, method, args).await,
+            "processes" => self.processes(session, method, args).await,
+            "ports" => self.ports(session, method, args).await,
+            "git" => self.git(method, args).await,
+            "interpreter" => self.interpreter(session, method, args).await,
+            "backup" => self.backup(method, args).await,
+            "watch" => self.watch(session, method, args).await,
+            "tunnels" => self.tunnels(session, method, args).await,
+            _ => Err(not_a_function(domain, method)),
         }
-        let sid = |index: usize| args.optional_string(index);
-        match (domain.as_str(), method.as_str()) {
-            ("utils", "ping") => Ok(json!("healthy")),
-            ("utils", "getVersion") => {
+    }
+
+    /// `utils`: health, version, sessions.
+    async fn utils(&self, method: &str, args: Args) -> Answer {
+        match method {
+            "ping" => Ok(json!("healthy")),
+            "getVersion" => {
                 let answer = self.json(Method::GET, "/api/version".into(), None).await?;
                 Ok(answer.get("version").cloned().unwrap_or(json!("unknown")))
             }
-            ("utils", "getCommands") => Ok(json!([[]])),
-            ("utils", "createSession") => {
+            "getCommands" => Ok(json!([[]])),
+            "createSession" => {
                 let options = args.object(0);
                 let mut answer = self
                     .json(
@@ -182,19 +193,26 @@ impl Api {
                 }
                 Ok(capnweb::from_json(&answer))
             }
-            ("utils", "deleteSession") => {
+            "deleteSession" => {
                 let body = json!({ "sessionId": args.string(0, "sessionId")? });
                 self.reply(Method::POST, "/api/session/delete", Some(body))
                     .await
             }
-            ("utils", "listSessions") => {
+            "listSessions" => {
                 let answer = self
                     .json(Method::GET, "/api/session/list".into(), None)
                     .await?;
                 let sessions = answer.get("data").cloned().unwrap_or(json!([]));
                 Ok(capnweb::from_json(&json!({ "sessions": sessions })))
             }
-            ("commands", "execute") => {
+            _ => Err(not_a_function("utils", method)),
+        }
+    }
+
+    /// `commands`: a command run to its end, or streamed.
+    async fn commands(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
+        match method {
+            "execute" => {
                 let body = self.command(&args)?;
                 let mut answer = self
                     .json(Method::POST, "/api/execute".into(), Some(body))
@@ -205,12 +223,33 @@ impl Api {
                 }
                 Ok(capnweb::from_json(&answer))
             }
-            ("commands", "executeStream") => {
+            "executeStream" => {
                 let body = self.command(&args)?;
                 let command = args.string(0, "command")?;
                 self.execute_stream(session, body, command).await
             }
-            ("files", "readFile") => {
+            _ => Err(not_a_function("commands", method)),
+        }
+    }
+
+    /// `files`: the file routes.
+    async fn files(&self, session: &Arc<Session>, method: &str, mut args: Args) -> Answer {
+        if method == "writeFile" {
+            let (path, session_id) = (args.string(0, "path")?, args.optional_string(2));
+            let content = args.take_string(1, "content")?;
+            let body = with(
+                args.object(3),
+                [
+                    ("path", Some(json!(path))),
+                    ("content", Some(Value::String(content))),
+                    ("sessionId", session_id.map(Value::from)),
+                ],
+            );
+            return self.reply(Method::POST, "/api/write", Some(body)).await;
+        }
+        let sid = |index: usize| args.optional_string(index);
+        match method {
+            "readFile" => {
                 let path = args.string(0, "path")?;
                 let options = args.object(2);
                 if options.get("encoding").and_then(Value::as_str) == Some("none") {
@@ -225,7 +264,7 @@ impl Api {
                 );
                 self.reply(Method::POST, "/api/read", Some(body)).await
             }
-            ("files", "readFileStream") => {
+            "readFileStream" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
                 self.stream(
                     session,
@@ -236,7 +275,7 @@ impl Api {
                 )
                 .await
             }
-            ("files", "writeFileStream") => {
+            "writeFileStream" => {
                 let path = args.string(0, "path")?;
                 let Some(Arg::Readable(pipe)) = args.0.get(1) else {
                     return Err(invalid("stream", "must be a ReadableStream"));
@@ -244,11 +283,11 @@ impl Api {
                 self.write_raw(session, &path, *pipe, sid(2).as_deref())
                     .await
             }
-            ("files", "deleteFile") => {
+            "deleteFile" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
                 self.reply(Method::POST, "/api/delete", Some(body)).await
             }
-            ("files", "renameFile") => {
+            "renameFile" => {
                 let (old, new) = (args.string(0, "oldPath")?, args.string(1, "newPath")?);
                 let body = json!({ "oldPath": old, "newPath": new, "sessionId": sid(2) });
                 let mut answer = self
@@ -259,7 +298,7 @@ impl Api {
                 }
                 Ok(capnweb::from_json(&answer))
             }
-            ("files", "moveFile") => {
+            "moveFile" => {
                 let body = json!({
                     "sourcePath": args.string(0, "sourcePath")?,
                     "destinationPath": args.string(1, "destinationPath")?,
@@ -267,7 +306,7 @@ impl Api {
                 });
                 self.reply(Method::POST, "/api/move", Some(body)).await
             }
-            ("files", "mkdir") => {
+            "mkdir" => {
                 let body = with(
                     args.object(2),
                     [
@@ -277,7 +316,7 @@ impl Api {
                 );
                 self.reply(Method::POST, "/api/mkdir", Some(body)).await
             }
-            ("files", "listFiles") => {
+            "listFiles" => {
                 let body = json!({
                     "path": args.string(0, "path")?,
                     "sessionId": sid(1),
@@ -286,11 +325,19 @@ impl Api {
                 self.reply(Method::POST, "/api/list-files", Some(body))
                     .await
             }
-            ("files", "exists") => {
+            "exists" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
                 self.reply(Method::POST, "/api/exists", Some(body)).await
             }
-            ("processes", "startProcess") => {
+            _ => Err(not_a_function("files", method)),
+        }
+    }
+
+    /// `processes`: background processes and their logs.
+    async fn processes(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
+        let sid = |index: usize| args.optional_string(index);
+        match method {
+            "startProcess" => {
                 let body = with(
                     args.object(2),
                     [
@@ -301,29 +348,27 @@ impl Api {
                 self.reply(Method::POST, "/api/process/start", Some(body))
                     .await
             }
-            ("processes", "listProcesses") => {
-                self.reply(Method::GET, "/api/process/list", None).await
-            }
-            ("processes", "getProcess") => {
+            "listProcesses" => self.reply(Method::GET, "/api/process/list", None).await,
+            "getProcess" => {
                 let id = query_value(&args.string(0, "id")?);
                 self.reply(Method::GET, &format!("/api/process/{id}"), None)
                     .await
             }
-            ("processes", "killProcess") => {
+            "killProcess" => {
                 let id = query_value(&args.string(0, "id")?);
                 self.reply(Method::DELETE, &format!("/api/process/{id}"), None)
                     .await
             }
-            ("processes", "killAllProcesses") => {
+            "killAllProcesses" => {
                 self.reply(Method::DELETE, "/api/process/kill-all", None)
                     .await
             }
-            ("processes", "getProcessLogs") => {
+            "getProcessLogs" => {
                 let id = query_value(&args.string(0, "id")?);
                 self.reply(Method::GET, &format!("/api/process/{id}/logs"), None)
                     .await
             }
-            ("processes", "streamProcessLogs") => {
+            "streamProcessLogs" => {
                 let id = query_value(&args.string(0, "id")?);
                 let path = format!("/api/process/{id}/stream");
                 // RPC's stream has no `process_info` event.
@@ -333,7 +378,14 @@ impl Api {
                 self.stream(session, Method::GET, path, None, Some(keep))
                     .await
             }
-            ("ports", "watchPort") => {
+            _ => Err(not_a_function("processes", method)),
+        }
+    }
+
+    /// `ports`: a port watched until it is ready.
+    async fn ports(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
+        match method {
+            "watchPort" => {
                 let body = Value::Object(args.object(0));
                 self.stream(
                     session,
@@ -344,7 +396,15 @@ impl Api {
                 )
                 .await
             }
-            ("git", "checkout") => {
+            _ => Err(not_a_function("ports", method)),
+        }
+    }
+
+    /// `git`: a checkout.
+    async fn git(&self, method: &str, args: Args) -> Answer {
+        let sid = |index: usize| args.optional_string(index);
+        match method {
+            "checkout" => {
                 let body = with(
                     args.object(2),
                     [
@@ -355,7 +415,14 @@ impl Api {
                 self.reply(Method::POST, "/api/git/checkout", Some(body))
                     .await
             }
-            ("interpreter", "createCodeContext") => {
+            _ => Err(not_a_function("git", method)),
+        }
+    }
+
+    /// `interpreter`: code contexts and code run in them.
+    async fn interpreter(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
+        match method {
+            "createCodeContext" => {
                 let answer = self
                     .json(
                         Method::POST,
@@ -371,19 +438,19 @@ impl Api {
                     "lastUsed": answer.get("createdAt"),
                 })))
             }
-            ("interpreter", "listCodeContexts") => {
+            "listCodeContexts" => {
                 let answer = self.json(Method::GET, "/api/contexts".into(), None).await?;
                 let contexts = answer.get("contexts").and_then(Value::as_array);
                 let contexts: Vec<Value> = contexts.into_iter().flatten().map(context).collect();
                 Ok(json!([contexts]))
             }
-            ("interpreter", "deleteCodeContext") => {
+            "deleteCodeContext" => {
                 let id = query_value(&args.string(0, "contextId")?);
                 self.json(Method::DELETE, format!("/api/contexts/{id}"), None)
                     .await?;
                 Ok(capnweb::undefined())
             }
-            ("interpreter", "streamCode") => {
+            "streamCode" => {
                 let body = json!({
                     "context_id": args.optional_string(0),
                     "code": args.string(1, "code")?,
@@ -398,8 +465,16 @@ impl Api {
                 )
                 .await
             }
-            ("interpreter", "runCodeStream") => self.run_code_stream(session, &args).await,
-            ("backup", "createArchive") => {
+            "runCodeStream" => self.run_code_stream(session, &args).await,
+            _ => Err(not_a_function("interpreter", method)),
+        }
+    }
+
+    /// `backup`: archives made, restored and uploaded.
+    async fn backup(&self, method: &str, args: Args) -> Answer {
+        let sid = |index: usize| args.optional_string(index);
+        match method {
+            "createArchive" => {
                 let body = with(
                     args.object(3),
                     [
@@ -411,7 +486,7 @@ impl Api {
                 self.reply(Method::POST, "/api/backup/create", Some(body))
                     .await
             }
-            ("backup", "restoreArchive") => {
+            "restoreArchive" => {
                 let body = json!({
                     "dir": args.string(0, "dir")?,
                     "archivePath": args.string(1, "archivePath")?,
@@ -420,39 +495,58 @@ impl Api {
                 self.reply(Method::POST, "/api/backup/restore", Some(body))
                     .await
             }
-            ("backup", "uploadParts") => {
+            "uploadParts" => {
                 let body = Value::Object(args.object(0));
                 self.reply(Method::POST, "/api/backup/upload-parts", Some(body))
                     .await
             }
-            ("watch", "watch") => {
+            _ => Err(not_a_function("backup", method)),
+        }
+    }
+
+    /// `watch`: a watch's events and a check of a change token.
+    async fn watch(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
+        match method {
+            "watch" => {
                 let body = Value::Object(args.object(0));
                 self.stream(session, Method::POST, "/api/watch".into(), Some(body), None)
                     .await
             }
-            ("tunnels", "ensureTunnelRun") => {
+            "checkChanges" => {
+                let body = Value::Object(args.object(0));
+                self.reply(Method::POST, "/api/watch/check", Some(body))
+                    .await
+            }
+            _ => Err(not_a_function("watch", method)),
+        }
+    }
+
+    /// `tunnels`: runs of cloudflared and their exits.
+    async fn tunnels(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
+        match method {
+            "ensureTunnelRun" => {
                 self.follow_tunnel_exits(session);
                 let body = Value::Object(args.object(0));
                 self.reply(Method::POST, "/api/tunnels", Some(body)).await
             }
-            ("tunnels", "stopTunnelRun") => {
+            "stopTunnelRun" => {
                 let body = Value::Object(args.object(0));
                 self.reply(Method::POST, "/api/tunnels/stop", Some(body))
                     .await
             }
-            ("tunnels", "runQuickTunnel") => {
+            "runQuickTunnel" => {
                 let id = args.string(0, "id")?;
                 let port = args.json(1).cloned().unwrap_or(Value::Null);
                 self.run_tunnel(session, id, json!({ "mode": "quick", "port": port }))
                     .await
             }
-            ("tunnels", "runNamedTunnel") => {
+            "runNamedTunnel" => {
                 let (id, token) = (args.string(0, "id")?, args.string(1, "token")?);
                 let port = args.json(2).cloned().unwrap_or(Value::Null);
                 let body = json!({ "mode": "named", "token": token, "port": port });
                 self.run_tunnel(session, id, body).await
             }
-            ("tunnels", "destroyTunnel") => {
+            "destroyTunnel" => {
                 let id = args.string(0, "id")?;
                 let runs = self.tunnel_runs().await?;
                 let Some(run) = runs.iter().find(|run| run["tunnelId"] == id.as_str()) else {
@@ -469,20 +563,12 @@ impl Api {
                     .await?;
                 Ok(json!({ "success": true, "id": id }))
             }
-            ("tunnels", "listTunnels") => {
+            "listTunnels" => {
                 let runs = self.tunnel_runs().await?;
                 let infos: Vec<Value> = runs.iter().map(tunnel_info).collect();
                 Ok(capnweb::from_json(&Value::Array(infos)))
             }
-            ("watch", "checkChanges") => {
-                let body = Value::Object(args.object(0));
-                self.reply(Method::POST, "/api/watch/check", Some(body))
-                    .await
-            }
-            _ => Err(capnweb::js_error(
-                "TypeError",
-                &format!("'{domain}.{method}' is not a function."),
-            )),
+            _ => Err(not_a_function("tunnels", method)),
         }
     }
 
