@@ -404,6 +404,204 @@ impl TwoWay {
         local_changed: Option<BTreeSet<String>>,
         watcher: Option<&mut dyn LocalSince>,
     ) -> Result<PassReport, SdkError> {
+        let Asked {
+            known,
+            exclude,
+            version,
+            remote_changed,
+            local_token,
+            local_watched,
+            local_changed,
+        } = self.ask_sides(local_changed, watcher).await?;
+        // A first sync (two-way modes only: one-way ones make one side what the other
+        // holds) where one side is empty has nothing to merge.
+        let first_sync = known.is_none()
+            && self.state.ancestor.is_empty()
+            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved);
+        if first_sync
+            && let Some(report) = self.first_pass(&version, &exclude, &local_token).await?
+        {
+            return Ok(report);
+        }
+        let (mut known, local_changed, remote_changed) = match known {
+            Some(known) => (Some(known), local_changed, remote_changed),
+            None => (None, None, None),
+        };
+        let dirty = known
+            .as_mut()
+            .map(|known| std::mem::take(&mut known.dirty))
+            .unwrap_or_default();
+        let with_dirty = |paths: BTreeSet<String>| -> BTreeSet<String> {
+            paths.into_iter().chain(dirty.iter().cloned()).collect()
+        };
+        // A pass that merges everything keeps what the state was, to journal the change.
+        let whole = !(known.is_some() && remote_changed.is_some());
+        let old_state = whole.then(|| self.state.clone());
+
+        let (root, ignores) = (self.local.clone(), self.ignores.clone());
+        let (paths, walk_skipped) = self.local_paths(local_changed, known.is_some(), &dirty);
+        let cache = std::mem::take(&mut self.state.cache);
+        let mut old_cache = BTreeMap::new();
+        // Scanned while the sandbox's side is read.
+        let scanning = tokio::task::spawn_blocking(move || {
+            let scanned = paths.and_then(|paths| {
+                let mut scanned = match &paths {
+                    Some(paths) => snapshot::scan_paths(&root, paths, &ignores, &cache),
+                    None => snapshot::scan(&root, &ignores, &cache),
+                }?;
+                scanned.skipped.extend(walk_skipped);
+                Ok((paths, scanned))
+            });
+            (scanned, cache)
+        });
+        // What this pass changes in the sandbox is read again by the next (its events
+        // name it too; this does not wait on them).
+        let mut read_again: BTreeSet<String> = BTreeSet::new();
+        let remote_paths = match (remote_changed, known.is_some()) {
+            (Some(paths), true) => Some(with_dirty(paths)),
+            _ => None,
+        };
+        let remote_read = match &remote_paths {
+            Some(paths) => remote::snapshot_of(&self.sandbox, &self.remote, &exclude, paths).await,
+            None => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
+        };
+        // The records go back to the state before either side's failure is answered.
+        let (scanned, taken_back) = scanning.await.map_err(std::io::Error::other)?;
+        self.state.cache = taken_back;
+        let (local_paths, scanned) = scanned?;
+        let (remote_read, remote_skipped) = remote_read?;
+        let mut cache = std::mem::take(&mut self.state.cache);
+        // Nothing told, found or left on either side: nothing to merge.
+        let nothing = local_paths.as_ref().is_some_and(BTreeSet::is_empty)
+            && remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
+        if nothing && known.is_some() {
+            self.state.cache = cache;
+            self.keep_token(Tracked {
+                version,
+                dirty: BTreeSet::new(),
+                exclude,
+                local: local_token,
+            })?;
+            return Ok(PassReport {
+                skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
+                local_watched,
+                ..PassReport::default()
+            });
+        }
+        // Read in part only where the tree is known: the ancestor, what was read patched in.
+        let remote_now = SideTree::new(&self.state.ancestor, remote_paths.as_ref(), remote_read);
+        keep_records(
+            &mut cache,
+            &mut old_cache,
+            local_paths.as_ref(),
+            scanned.cache,
+            whole,
+        );
+        let local_now = SideTree::new(&self.state.ancestor, local_paths.as_ref(), scanned.snapshot);
+        let local_skipped = scanned.skipped;
+        self.state.cache = cache;
+
+        let scope = match (&local_paths, &remote_paths) {
+            (Some(local), Some(remote)) if known.is_some() => {
+                Some(local.iter().chain(remote).cloned().collect())
+            }
+            _ => None,
+        };
+        let (plan, merged, local_now, remote_now) = merge_sides(
+            &self.state.ancestor,
+            local_now,
+            remote_now,
+            scope,
+            self.options.mode,
+        );
+        let mut report = PassReport {
+            conflicts: plan.conflicts.clone(),
+            skipped: local_skipped.into_iter().chain(remote_skipped).collect(),
+            whole: local_paths.is_none() && remote_paths.is_none(),
+            local_whole: local_paths.is_none(),
+            local_watched: local_watched && local_paths.is_some(),
+            remote_whole: remote_paths.is_none(),
+            ..PassReport::default()
+        };
+        // Each side where the merge went (the whole side where it merged everything).
+        let (local_base, remote_base) = match &merged {
+            Some(merged) => (
+                Cow::Owned(merge::part(local_now.tree(), merged)),
+                Cow::Owned(merge::part(remote_now.tree(), merged)),
+            ),
+            None => (local_now.whole(), remote_now.whole()),
+        };
+        let local_ops = ops::operations(&local_base, &plan.agreed);
+        let remote_ops = ops::operations(&remote_base, &plan.remote_end);
+        // Changes that did not happen: their paths keep their old ancestor (a move's, what
+        // is under them too).
+        let mut undone: Vec<Undone> = Vec::new();
+
+        let pair = Pair {
+            sandbox: &self.sandbox,
+            remote: &self.remote,
+            local: &self.local,
+            state_dir: &self.state_dir,
+            progress: self.progress.as_ref(),
+        };
+        if !local_ops.is_empty() {
+            apply_to_local(
+                &pair,
+                &mut self.state.cache,
+                ToLocal {
+                    ops: &local_ops,
+                    base: &local_base,
+                    now: &local_now,
+                    remote_base: &remote_base,
+                    remote_now: &remote_now,
+                    merged: merged.as_ref(),
+                },
+                &mut report,
+                &mut undone,
+                &mut read_again,
+            )
+            .await?;
+        }
+
+        if !remote_ops.is_empty() {
+            let (ops, now) = (&remote_ops, &local_now);
+            let sources = (&plan.agreed, now, merged.as_ref());
+            let results = apply_to_sandbox(&pair, &self.state.cache, ops, sources).await?;
+            read_again.extend(remote_ops.iter().flat_map(Op::paths).map(String::from));
+            tally(
+                merge::Side::Remote,
+                &remote_ops,
+                results,
+                &mut report,
+                &mut undone,
+            );
+        }
+
+        self.keep_pass(PassEnd {
+            plan: &plan,
+            merged: merged.as_ref(),
+            old_cache,
+            old_state,
+            undone,
+            read_again,
+            version,
+            exclude,
+            local_token,
+        })?;
+        // Outside `dirty`, both sides are left holding the ancestor: the next pass starts
+        // from it (a following sync keeps no copy of either tree).
+        self.token_trusted = true;
+        Ok(report)
+    }
+
+    /// The start of a pass: the state read, and both sides asked what changed since the
+    /// last pass's tokens where those are trusted (the sandbox first, its token before its
+    /// tree: a change there during the local scan is seen next pass).
+    async fn ask_sides(
+        &mut self,
+        local_changed: Option<BTreeSet<String>>,
+        watcher: Option<&mut dyn LocalSince>,
+    ) -> Result<Asked, SdkError> {
         // The state is read on a thread of its own while both sides are asked what changed
         // (its head holds the tokens they are asked with): at 50,000 paths the read is a
         // quarter of a pass that changed ten.
@@ -485,14 +683,66 @@ impl TwoWay {
         if let Some(read) = reading {
             self.take_journal(read.await)?;
         }
-        // A first sync (two-way modes only: one-way ones make one side what the other
-        // holds) where one side is empty has nothing to merge.
-        let first_sync = known.is_none()
-            && self.state.ancestor.is_empty()
-            && matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved);
+        Ok(Asked {
+            known,
+            exclude,
+            version,
+            remote_changed,
+            local_token,
+            local_watched,
+            local_changed,
+        })
+    }
+
+    /// Where to read the local side: the paths a watcher told; where none did and the tree
+    /// is known (`known`), those a walk of stats against the last scan's records finds;
+    /// else everything (`None`), also when the walk finds most of the tree. `dirty` is read
+    /// again either way. With what the walk passed over.
+    fn local_paths(
+        &self,
+        told: Option<BTreeSet<String>>,
+        known: bool,
+        dirty: &BTreeSet<String>,
+    ) -> (std::io::Result<Option<BTreeSet<String>>>, Vec<String>) {
+        let with_dirty = |paths: BTreeSet<String>| -> BTreeSet<String> {
+            paths.into_iter().chain(dirty.iter().cloned()).collect()
+        };
+        if !known {
+            return (Ok(None), Vec::new());
+        }
+        if let Some(told) = told {
+            return (Ok(Some(with_dirty(told))), Vec::new());
+        }
+        // The walk runs here, on threads of its own while the pass waits, and borrows the
+        // state in place: a pass dropped at an await never leaves the ancestor taken.
+        let walked = snapshot::changed_paths(
+            &self.local,
+            &self.ignores,
+            &self.state.ancestor,
+            &self.state.cache,
+        );
+        match walked {
+            // Most of the tree: read whole.
+            Ok((changed, skipped)) => (
+                (Ok((changed.len() <= MOST_PATHS).then(|| with_dirty(changed)))),
+                skipped,
+            ),
+            Err(err) => (Err(err), Vec::new()),
+        }
+    }
+
+    /// A first sync into an empty side (two-way modes only: one-way ones make one side what
+    /// the other holds) has nothing to merge: the other side's tree is copied whole. Answers
+    /// `None` when neither side is empty.
+    async fn first_pass(
+        &mut self,
+        version: &str,
+        exclude: &[String],
+        local_token: &Option<String>,
+    ) -> Result<Option<PassReport>, SdkError> {
         // Into an empty local directory: the sandbox's tree comes in one stream, hashed as
         // it is written.
-        if first_sync && first::is_empty(&self.local)? {
+        if first::is_empty(&self.local)? {
             let brought = first::bring(
                 &self.sandbox,
                 &self.remote,
@@ -502,23 +752,23 @@ impl TwoWay {
             )
             .await?;
             let tracked = Tracked {
-                version,
+                version: version.to_string(),
                 dirty: BTreeSet::new(),
-                exclude: exclude.clone(),
-                local: local_token,
+                exclude: exclude.to_vec(),
+                local: local_token.clone(),
             };
             self.keep_first_sync(brought.tree, None, tracked)?;
-            return Ok(PassReport {
+            return Ok(Some(PassReport {
                 to_local: brought.changes,
                 skipped: brought.skipped,
                 whole: true,
                 local_whole: true,
                 remote_whole: true,
                 ..PassReport::default()
-            });
+            }));
         }
         // Into an empty sandbox directory: the local tree goes as it is read.
-        if first_sync && upload::is_empty(&self.sandbox, &self.remote).await? {
+        if upload::is_empty(&self.sandbox, &self.remote).await? {
             let uploaded = upload::send(
                 &self.sandbox,
                 &self.remote,
@@ -556,360 +806,48 @@ impl TwoWay {
                 &mut Vec::new(),
             );
             let tracked = Tracked {
-                version,
+                version: version.to_string(),
                 dirty,
-                exclude: exclude.clone(),
-                local: local_token,
+                exclude: exclude.to_vec(),
+                local: local_token.clone(),
             };
             self.keep_first_sync(made, Some(cache), tracked)?;
-            return Ok(report);
+            return Ok(Some(report));
         }
-        let (mut known, local_changed, remote_changed) = match known {
-            Some(known) => (Some(known), local_changed, remote_changed),
-            None => (None, None, None),
-        };
-        let dirty = known
-            .as_mut()
-            .map(|known| std::mem::take(&mut known.dirty))
-            .unwrap_or_default();
-        let with_dirty = |paths: BTreeSet<String>| -> BTreeSet<String> {
-            paths.into_iter().chain(dirty.iter().cloned()).collect()
-        };
-        // A pass that merges everything keeps what the state was, to journal the change.
-        let whole = !(known.is_some() && remote_changed.is_some());
-        let old_state = whole.then(|| self.state.clone());
+        Ok(None)
+    }
 
-        // The local side: the paths a watcher told; where none did and the tree is known,
-        // those a walk of stats against the last scan's records finds; else everything.
-        let walk = local_changed.is_none() && known.is_some();
-        let root = self.local.clone();
-        let ignores = self.ignores.clone();
-        let told = match (local_changed, known.as_ref()) {
-            (Some(paths), Some(_)) => Some(with_dirty(paths)),
-            _ => None,
+    /// Ends a pass that found nothing to merge: only the tokens move, journaled.
+    fn keep_token(&mut self, tracked: Tracked) -> Result<(), SdkError> {
+        let old = State {
+            remote: self.state.remote.clone(),
+            conflicts: self.state.conflicts.clone(),
+            tracked: self.state.tracked.clone(),
+            ..State::default()
         };
-        // The walk runs here, on threads of its own while this task waits, and borrows the
-        // state in place: a pass dropped at an await never leaves the ancestor taken.
-        let mut walk_skipped = Vec::new();
-        let paths = match told {
-            Some(paths) => Ok(Some(paths)),
-            None if walk => {
-                snapshot::changed_paths(&root, &ignores, &self.state.ancestor, &self.state.cache)
-                    .map(|(changed, skipped)| {
-                        walk_skipped = skipped;
-                        // Most of the tree: read whole.
-                        (changed.len() <= MOST_PATHS)
-                            .then(|| changed.into_iter().chain(dirty.iter().cloned()).collect())
-                    })
-            }
-            None => Ok(None),
-        };
-        let mut cache = std::mem::take(&mut self.state.cache);
-        let mut old_cache = BTreeMap::new();
-        // Scanned while the sandbox's side is read.
-        let scanning = tokio::task::spawn_blocking(move || {
-            let scanned = paths.and_then(|paths| {
-                let mut scanned = match &paths {
-                    Some(paths) => snapshot::scan_paths(&root, paths, &ignores, &cache),
-                    None => snapshot::scan(&root, &ignores, &cache),
-                }?;
-                scanned.skipped.extend(walk_skipped);
-                Ok((paths, scanned))
-            });
-            (scanned, cache)
-        });
-        // What this pass changes in the sandbox is read again by the next (its events
-        // name it too; this does not wait on them).
-        let mut read_again: BTreeSet<String> = BTreeSet::new();
-        let remote_paths = match (remote_changed, known.is_some()) {
-            (Some(paths), true) => Some(with_dirty(paths)),
-            _ => None,
-        };
-        let remote_read = match &remote_paths {
-            Some(paths) => remote::snapshot_of(&self.sandbox, &self.remote, &exclude, paths).await,
-            None => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
-        };
-        let (scanned, taken_back) = scanning.await.map_err(std::io::Error::other)?;
-        cache = taken_back;
-        let (local_paths, scanned) = match scanned {
-            Ok(scanned) => scanned,
-            Err(err) => {
-                self.state.cache = cache;
-                return Err(err.into());
-            }
-        };
-        let (remote_read, remote_skipped) = match remote_read {
-            Ok(read) => read,
-            Err(err) => {
-                self.state.cache = cache;
-                return Err(err);
-            }
-        };
-        // Nothing told, found or left on either side: nothing to merge.
-        let nothing = local_paths.as_ref().is_some_and(BTreeSet::is_empty)
-            && remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
-        if nothing && known.is_some() {
-            self.state.cache = cache;
-            // Only the token moves: journaled when it did.
-            let old = State {
-                remote: self.state.remote.clone(),
-                conflicts: self.state.conflicts.clone(),
-                tracked: self.state.tracked.clone(),
-                ..State::default()
-            };
-            self.state.tracked = Some(Tracked {
-                version,
-                dirty: BTreeSet::new(),
-                exclude,
-                local: local_token,
-            });
-            read(&mut self.journal)?.save(&old, &self.state, Some(&BTreeSet::new()))?;
-            self.token_trusted = true;
-            return Ok(PassReport {
-                skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
-                local_watched,
-                ..PassReport::default()
-            });
-        }
-        // Read in part only where the tree is known: the ancestor, what was read patched in.
-        let remote_now = SideTree::new(&self.state.ancestor, remote_paths.as_ref(), remote_read);
-        let (local_now, local_skipped) = match &local_paths {
-            Some(paths) => {
-                // The records of what was read again, kept for the journal.
-                for top in snapshot::tops(paths) {
-                    for key in under_and_at(&cache, top) {
-                        if let Some(seen) = cache.remove(&key) {
-                            old_cache.insert(key, Some(seen));
-                        }
-                    }
-                }
-                for (path, seen) in scanned.cache {
-                    old_cache.entry(path.clone()).or_insert(None);
-                    cache.insert(path, seen);
-                }
-                let tree = SideTree::new(&self.state.ancestor, Some(paths), scanned.snapshot);
-                (tree, scanned.skipped)
-            }
-            None => {
-                // Journaled by the paths it touched: each record that changed is one.
-                if !whole {
-                    for (path, seen) in &cache {
-                        if scanned.cache.get(path) != Some(seen) {
-                            old_cache.insert(path.clone(), Some(seen.clone()));
-                        }
-                    }
-                    for path in scanned.cache.keys() {
-                        if !cache.contains_key(path) {
-                            old_cache.insert(path.clone(), None);
-                        }
-                    }
-                }
-                cache = scanned.cache;
-                (
-                    SideTree::new(&self.state.ancestor, None, scanned.snapshot),
-                    scanned.skipped,
-                )
-            }
-        };
-        self.state.cache = cache;
+        self.state.tracked = Some(tracked);
+        read(&mut self.journal)?.save(&old, &self.state, Some(&BTreeSet::new()))?;
+        self.token_trusted = true;
+        Ok(())
+    }
 
-        // What to merge: everything, or (both sides read in part) what either side told.
-        let (plan, merged, local_now, remote_now) = match (&local_paths, &remote_paths) {
-            (Some(local), Some(remote)) if known.is_some() => {
-                let scope: BTreeSet<String> = local.iter().chain(remote).cloned().collect();
-                let (plan, merged) = merge::merge_within(
-                    &self.state.ancestor,
-                    local_now.tree(),
-                    remote_now.tree(),
-                    self.options.mode,
-                    &scope,
-                );
-                (plan, Some(merged), local_now, remote_now)
-            }
-            // Read whole: the paths where the three trees differ (a few, mostly), merged
-            // alone; the same plan as merging everything, at the cost of a comparison.
-            _ => {
-                let (local_now, remote_now) = (local_now.into_whole(), remote_now.into_whole());
-                let differ = differing(&self.state.ancestor, &local_now, &remote_now);
-                let (plan, merged) = if differ.len() * 2 < local_now.len().max(remote_now.len()) {
-                    let (plan, merged) = merge::merge_within(
-                        &self.state.ancestor,
-                        &*local_now,
-                        &*remote_now,
-                        self.options.mode,
-                        &differ,
-                    );
-                    (plan, Some(merged))
-                } else {
-                    let plan = merge::merge(
-                        &self.state.ancestor,
-                        &local_now,
-                        &remote_now,
-                        self.options.mode,
-                    );
-                    (plan, None)
-                };
-                (
-                    plan,
-                    merged,
-                    SideTree::Whole(local_now),
-                    SideTree::Whole(remote_now),
-                )
-            }
-        };
-        let mut report = PassReport {
-            conflicts: plan.conflicts.clone(),
-            skipped: local_skipped.into_iter().chain(remote_skipped).collect(),
-            whole: local_paths.is_none() && remote_paths.is_none(),
-            local_whole: local_paths.is_none(),
-            local_watched: local_watched && local_paths.is_some(),
-            remote_whole: remote_paths.is_none(),
-            ..PassReport::default()
-        };
-        // Each side where the merge went (the whole side where it merged everything).
-        let (local_base, remote_base) = match &merged {
-            Some(merged) => (
-                Cow::Owned(merge::part(local_now.tree(), merged)),
-                Cow::Owned(merge::part(remote_now.tree(), merged)),
-            ),
-            None => (local_now.whole(), remote_now.whole()),
-        };
-        let local_ops = ops::operations(&local_base, &plan.agreed);
-        let remote_ops = ops::operations(&remote_base, &plan.remote_end);
-        // Changes that did not happen: their paths keep their old ancestor (a move's, what
-        // is under them too).
-        let mut undone: Vec<Undone> = Vec::new();
-
-        if !local_ops.is_empty() {
-            // The local side first: what it needs from the sandbox is fetched while the
-            // sandbox still holds it.
-            let wanted_hashes = put_hashes(&local_ops).cloned().collect();
-            let skip = merged.as_ref();
-            let local_has = holders(
-                &[(&*local_base, None), (local_now.tree(), skip)],
-                &wanted_hashes,
-            );
-            let remote_has = holders(
-                &[(&*remote_base, None), (remote_now.tree(), skip)],
-                &wanted_hashes,
-            );
-            // What the sandbox sends, in the order the puts need it.
-            let mut wanted: Vec<(ContentHash, String)> = Vec::new();
-            let mut uses: HashMap<ContentHash, usize> = HashMap::new();
-            for hash in put_hashes(&local_ops) {
-                let Some(path) = remote_has
-                    .get(hash)
-                    .filter(|_| !local_has.contains_key(hash))
-                else {
-                    continue;
-                };
-                let count = uses.entry(*hash).or_insert(0);
-                if *count == 0 {
-                    wanted.push((*hash, path.clone()));
-                }
-                *count += 1;
-            }
-            let incoming = self.state_dir.join(INCOMING_DIR);
-            let _ = std::fs::remove_dir_all(&incoming);
-            let mut local_has = local_has;
-            let kept = keep_sources(&self.local, &local_ops, &mut local_has);
-            let local_sources = Sources::new(self.local.clone(), local_has, &self.state.cache);
-            let root = self.local.clone();
-            let cache = std::mem::take(&mut self.state.cache);
-            let ops = local_ops.clone();
-            let progress = self.progress.clone();
-            let apply = move |fetching: &dyn Contents| {
-                let tree = LocalTree {
-                    root: &root,
-                    cache: &cache,
-                };
-                let total = ops.len() as u64;
-                let done = |done: usize| {
-                    if let Some(progress) = &progress {
-                        progress("to local", done as u64, total);
-                    }
-                };
-                let results = tree.apply_all(&ops, fetching, &done);
-                (results, cache)
-            };
-            let (local_results, cache) = if wanted.is_empty() {
-                tokio::task::spawn_blocking(move || apply(&local_sources))
-                    .await
-                    .map_err(std::io::Error::other)?
-            } else {
-                remote::with_incoming(
-                    &self.sandbox,
-                    &self.remote,
-                    wanted,
-                    uses,
-                    incoming.clone(),
-                    move |incoming| {
-                        apply(&Fetching {
-                            sources: &local_sources,
-                            incoming,
-                        })
-                    },
-                )
-                .await?
-            };
-            self.state.cache = cache;
-            let _ = std::fs::remove_dir_all(&incoming);
-            for link in kept {
-                let _ = std::fs::remove_file(link);
-            }
-            tally(
-                merge::Side::Local,
-                &local_ops,
-                local_results,
-                &mut report,
-                &mut undone,
-            );
-            // What came from the sandbox is read there again by the next pass: a file made
-            // and gone before the daemon's watch read its directory is named by no event,
-            // and one read in that moment would stay here (the hourly whole read aside).
-            if local_ops.len() <= MOST_PATHS {
-                read_again.extend(local_ops.iter().flat_map(Op::paths).map(String::from));
-            }
-        }
-
-        if !remote_ops.is_empty() {
-            // Then the sandbox, its new content read from the local side as it is now.
-            let skip = merged.as_ref();
-            let remote_sources = Sources::new(
-                self.local.clone(),
-                holders(
-                    &[(&plan.agreed, None), (local_now.tree(), skip)],
-                    &put_hashes(&remote_ops).cloned().collect(),
-                ),
-                &self.state.cache,
-            );
-            read_again.extend(remote_ops.iter().flat_map(Op::paths).map(String::from));
-            let total = remote_ops.len() as u64;
-            let progress = self.progress.clone();
-            let sent: remote::Sent = std::sync::Arc::new(move |done: usize| {
-                if let Some(progress) = &progress {
-                    progress("to sandbox", done as u64, total);
-                }
-            });
-            let remote_results = remote::apply(
-                &self.sandbox,
-                &self.remote,
-                &remote_ops,
-                &remote_sources,
-                sent,
-            )
-            .await?;
-            tally(
-                merge::Side::Remote,
-                &remote_ops,
-                remote_results,
-                &mut report,
-                &mut undone,
-            );
-        }
-
+    /// Ends a pass that merged: the next ancestor (what both sides agree on, except where
+    /// a change did not happen), the conflicts left open, what the next pass reads again,
+    /// and the state journaled with the sandbox's token.
+    fn keep_pass(&mut self, end: PassEnd<'_>) -> Result<(), SdkError> {
+        let PassEnd {
+            plan,
+            merged,
+            old_cache,
+            old_state,
+            undone,
+            read_again,
+            version,
+            exclude,
+            local_token,
+        } = end;
         // The next ancestor: what both agree on, except where a change did not happen.
-        let touched: Option<BTreeSet<String>> = merged.as_ref().map(|merged| {
+        let touched: Option<BTreeSet<String>> = merged.map(|merged| {
             merged
                 .iter()
                 .chain(plan.agreed.keys())
@@ -944,7 +882,7 @@ impl TwoWay {
             tracked: self.state.tracked.clone(),
             ..State::default()
         });
-        let mut next: BTreeMap<String, Option<Entry>> = match &merged {
+        let mut next: BTreeMap<String, Option<Entry>> = match merged {
             Some(merged) => merged
                 .iter()
                 .chain(plan.agreed.keys())
@@ -1044,10 +982,7 @@ impl TwoWay {
             (None, None) => {}
         }
 
-        // Outside `dirty`, both sides are left holding the ancestor: the next pass starts
-        // from it (a following sync keeps no copy of either tree).
-        self.token_trusted = true;
-        Ok(report)
+        Ok(())
     }
 
     /// Keeps what a first sync left both sides holding: the ancestor, the records of the
@@ -1491,6 +1426,268 @@ impl Contents for Fetching<'_, '_> {
 struct Undone {
     path: String,
     subtree: bool,
+}
+
+/// The local scan's records taken into `cache`, what they replaced kept in `old_cache` for
+/// the journal (`None`: there was none): at `paths` and under them when the side was read
+/// there, else each record that changed (none kept when the pass merges everything and
+/// journals the whole state).
+fn keep_records(
+    cache: &mut ScanCache,
+    old_cache: &mut BTreeMap<String, Option<snapshot::Seen>>,
+    paths: Option<&BTreeSet<String>>,
+    scanned: ScanCache,
+    whole: bool,
+) {
+    match paths {
+        Some(paths) => {
+            for top in snapshot::tops(paths) {
+                for key in under_and_at(cache, top) {
+                    if let Some(seen) = cache.remove(&key) {
+                        old_cache.insert(key, Some(seen));
+                    }
+                }
+            }
+            for (path, seen) in scanned {
+                old_cache.entry(path.clone()).or_insert(None);
+                cache.insert(path, seen);
+            }
+        }
+        None => {
+            if !whole {
+                for (path, seen) in cache.iter() {
+                    if scanned.get(path) != Some(seen) {
+                        old_cache.insert(path.clone(), Some(seen.clone()));
+                    }
+                }
+                for path in scanned.keys() {
+                    if !cache.contains_key(path) {
+                        old_cache.insert(path.clone(), None);
+                    }
+                }
+            }
+            *cache = scanned;
+        }
+    }
+}
+
+/// What to merge: what either side told (`scope`, both sides read in part), or everything.
+/// Read whole, the paths where the three trees differ (a few, mostly) are merged alone: the
+/// same plan as merging everything, at the cost of a comparison. Answers the plan, the
+/// paths merged when the merge was scoped, and both sides (whole when read whole).
+fn merge_sides<'a>(
+    ancestor: &'a Snapshot,
+    local_now: SideTree<'a>,
+    remote_now: SideTree<'a>,
+    scope: Option<BTreeSet<String>>,
+    mode: Mode,
+) -> (
+    merge::Plan,
+    Option<BTreeSet<String>>,
+    SideTree<'a>,
+    SideTree<'a>,
+) {
+    if let Some(scope) = scope {
+        let (plan, merged) =
+            merge::merge_within(ancestor, local_now.tree(), remote_now.tree(), mode, &scope);
+        return (plan, Some(merged), local_now, remote_now);
+    }
+    let (local_now, remote_now) = (local_now.into_whole(), remote_now.into_whole());
+    let differ = differing(ancestor, &local_now, &remote_now);
+    let (plan, merged) = if differ.len() * 2 < local_now.len().max(remote_now.len()) {
+        let (plan, merged) =
+            merge::merge_within(ancestor, &*local_now, &*remote_now, mode, &differ);
+        (plan, Some(merged))
+    } else {
+        (merge::merge(ancestor, &local_now, &remote_now, mode), None)
+    };
+    (
+        plan,
+        merged,
+        SideTree::Whole(local_now),
+        SideTree::Whole(remote_now),
+    )
+}
+
+/// What both sides said at the start of a pass (see [`TwoWay::ask_sides`]).
+struct Asked {
+    /// The last pass's tokens, when they are trusted and were read with the same excludes.
+    known: Option<Tracked>,
+    exclude: Vec<String>,
+    /// The sandbox's token now.
+    version: String,
+    /// What changed in the sandbox since `known`'s token (`None`: read it whole).
+    remote_changed: Option<BTreeSet<String>>,
+    /// The local watcher's token now, and whether it told what changed.
+    local_token: Option<String>,
+    local_watched: bool,
+    /// What changed locally, as the caller or the watcher told it.
+    local_changed: Option<BTreeSet<String>>,
+}
+
+/// The two sides of a pair and what a pass reports to, borrowed from [`TwoWay`] beside its
+/// state.
+struct Pair<'a> {
+    sandbox: &'a Sandbox,
+    remote: &'a str,
+    local: &'a Path,
+    state_dir: &'a Path,
+    progress: Option<&'a Progress>,
+}
+
+/// Applies a pass's steps on the local side, first: what they need from the sandbox is
+/// fetched while the sandbox still holds it.
+async fn apply_to_local(
+    pair: &Pair<'_>,
+    scan_cache: &mut ScanCache,
+    side: ToLocal<'_>,
+    report: &mut PassReport,
+    undone: &mut Vec<Undone>,
+    read_again: &mut BTreeSet<String>,
+) -> Result<(), SdkError> {
+    let ToLocal {
+        ops: local_ops,
+        base: local_base,
+        now: local_now,
+        remote_base,
+        remote_now,
+        merged,
+    } = side;
+    let wanted_hashes = put_hashes(local_ops).cloned().collect();
+    let skip = merged;
+    let local_has = holders(
+        &[(local_base, None), (local_now.tree(), skip)],
+        &wanted_hashes,
+    );
+    let remote_has = holders(
+        &[(remote_base, None), (remote_now.tree(), skip)],
+        &wanted_hashes,
+    );
+    // What the sandbox sends, in the order the puts need it.
+    let mut wanted: Vec<(ContentHash, String)> = Vec::new();
+    let mut uses: HashMap<ContentHash, usize> = HashMap::new();
+    for hash in put_hashes(local_ops) {
+        let Some(path) = remote_has
+            .get(hash)
+            .filter(|_| !local_has.contains_key(hash))
+        else {
+            continue;
+        };
+        let count = uses.entry(*hash).or_insert(0);
+        if *count == 0 {
+            wanted.push((*hash, path.clone()));
+        }
+        *count += 1;
+    }
+    let incoming = pair.state_dir.join(INCOMING_DIR);
+    let _ = std::fs::remove_dir_all(&incoming);
+    let mut local_has = local_has;
+    let kept = keep_sources(pair.local, local_ops, &mut local_has);
+    let local_sources = Sources::new(pair.local.to_path_buf(), local_has, scan_cache);
+    let root = pair.local.to_path_buf();
+    let cache = std::mem::take(scan_cache);
+    let ops = local_ops.to_vec();
+    let progress = pair.progress.cloned();
+    let apply = move |fetching: &dyn Contents| {
+        let tree = LocalTree {
+            root: &root,
+            cache: &cache,
+        };
+        let total = ops.len() as u64;
+        let done = |done: usize| {
+            if let Some(progress) = &progress {
+                progress("to local", done as u64, total);
+            }
+        };
+        let results = tree.apply_all(&ops, fetching, &done);
+        (results, cache)
+    };
+    let (local_results, cache) = if wanted.is_empty() {
+        tokio::task::spawn_blocking(move || apply(&local_sources))
+            .await
+            .map_err(std::io::Error::other)?
+    } else {
+        remote::with_incoming(
+            pair.sandbox,
+            pair.remote,
+            wanted,
+            uses,
+            incoming.clone(),
+            move |incoming| {
+                apply(&Fetching {
+                    sources: &local_sources,
+                    incoming,
+                })
+            },
+        )
+        .await?
+    };
+    *scan_cache = cache;
+    let _ = std::fs::remove_dir_all(&incoming);
+    for link in kept {
+        let _ = std::fs::remove_file(link);
+    }
+    tally(merge::Side::Local, local_ops, local_results, report, undone);
+    // What came from the sandbox is read there again by the next pass: a file made
+    // and gone before the daemon's watch read its directory is named by no event,
+    // and one read in that moment would stay here (the hourly whole read aside).
+    if local_ops.len() <= MOST_PATHS {
+        read_again.extend(local_ops.iter().flat_map(Op::paths).map(String::from));
+    }
+    Ok(())
+}
+
+/// Applies a pass's steps in the sandbox, after the local side's: new content is read from
+/// the local side as it is now (`agreed`, else the local tree outside the merged paths).
+async fn apply_to_sandbox(
+    pair: &Pair<'_>,
+    scan_cache: &ScanCache,
+    ops: &[Op],
+    (agreed, local_now, merged): (&Snapshot, &SideTree<'_>, Option<&BTreeSet<String>>),
+) -> Result<Vec<Result<(), Refused>>, SdkError> {
+    let sources = Sources::new(
+        pair.local.to_path_buf(),
+        holders(
+            &[(agreed, None), (local_now.tree(), merged)],
+            &put_hashes(ops).cloned().collect(),
+        ),
+        scan_cache,
+    );
+    let total = ops.len() as u64;
+    let progress = pair.progress.cloned();
+    let sent: remote::Sent = std::sync::Arc::new(move |done: usize| {
+        if let Some(progress) = &progress {
+            progress("to sandbox", done as u64, total);
+        }
+    });
+    remote::apply(pair.sandbox, pair.remote, ops, &sources, sent).await
+}
+
+/// The local side of a pass, for [`apply_to_local`]: its steps, the side as the
+/// merge saw it, and the sandbox's.
+struct ToLocal<'a> {
+    ops: &'a [Op],
+    base: &'a Snapshot,
+    now: &'a SideTree<'a>,
+    remote_base: &'a Snapshot,
+    remote_now: &'a SideTree<'a>,
+    merged: Option<&'a BTreeSet<String>>,
+}
+
+/// What a pass that merged leaves for [`TwoWay::keep_pass`].
+struct PassEnd<'a> {
+    plan: &'a merge::Plan,
+    /// The paths merged, when the merge was scoped.
+    merged: Option<&'a BTreeSet<String>>,
+    /// The scan records the pass replaced, as they were (`None`: there was none).
+    old_cache: BTreeMap<String, Option<snapshot::Seen>>,
+    /// The whole state before the pass, when it merged everything.
+    old_state: Option<State>,
+    undone: Vec<Undone>,
+    read_again: BTreeSet<String>,
+    version: String,
+    exclude: Vec<String>,
+    local_token: Option<String>,
 }
 
 /// Counts what was made, and records what was not.
