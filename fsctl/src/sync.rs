@@ -117,7 +117,7 @@ async fn two_way(
     if !args.no_default_excludes && !as_json {
         say!(
             "fsctl sync: leaving out {} (--no-default-excludes to sync them)",
-            fsd_sdk::snapshot::DEFAULT_EXCLUDES.join(", ")
+            fsd_sdk::scan::DEFAULT_EXCLUDES.join(", ")
         );
     }
     let Some(every) = args.follow else {

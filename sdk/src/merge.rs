@@ -95,7 +95,7 @@ impl<'de> Deserialize<'de> for Entry {
 
 /// A tree: relative paths (`/` between names, no leading `/`) to entries; every path's
 /// parent directory is in it too.
-pub type Snapshot = BTreeMap<String, Entry>;
+pub type Entries = BTreeMap<String, Entry>;
 
 /// Who wins what, in mutagen's words.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -181,13 +181,13 @@ pub struct Plan {
     /// What the sides agree on once the steps are applied: the next ancestor, and what the
     /// local side is to hold. A path each side left different (one-way-safe) is recorded as
     /// the local side has it.
-    pub agreed: Snapshot,
+    pub agreed: Entries,
     /// What the remote side is to hold.
-    pub remote_end: Snapshot,
+    pub remote_end: Entries,
 }
 
 /// Merges `local` and `remote` against `ancestor` in `mode`.
-pub fn merge(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot, mode: Mode) -> Plan {
+pub fn merge(ancestor: &Entries, local: &Entries, remote: &Entries, mode: Mode) -> Plan {
     merge_trees(ancestor, local, remote, mode, &|_| false)
 }
 
@@ -197,7 +197,7 @@ pub fn merge(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot, mode: Mod
 /// Answers the plan (its trees hold the merged paths, and the names it chose beside them
 /// for conflicts) and the paths merged; what else the trees hold is left as it is.
 pub fn merge_within(
-    ancestor: &Snapshot,
+    ancestor: &Entries,
     local: &dyn Tree,
     remote: &dyn Tree,
     mode: Mode,
@@ -240,14 +240,14 @@ pub fn within<'a, T>(
 }
 
 /// `tree`'s entries at `paths`.
-pub fn part(tree: &dyn Tree, paths: &BTreeSet<String>) -> Snapshot {
+pub fn part(tree: &dyn Tree, paths: &BTreeSet<String>) -> Entries {
     paths
         .iter()
         .filter_map(|path| tree.entry(path).map(|entry| (path.clone(), entry.clone())))
         .collect()
 }
 
-/// A tree of entries by path as a scoped merge reads it: a snapshot, or a side read in
+/// A tree of entries by path as a scoped merge reads it: entries held whole, or a side read in
 /// part seen through the ancestor (see `two_way`), which is never copied for it.
 pub trait Tree {
     fn entry(&self, path: &str) -> Option<&Entry>;
@@ -257,7 +257,7 @@ pub trait Tree {
     fn each<'t>(&'t self, visit: &mut dyn FnMut(&'t String, &'t Entry));
 }
 
-impl Tree for Snapshot {
+impl Tree for Entries {
     fn entry(&self, path: &str) -> Option<&Entry> {
         self.get(path)
     }
@@ -279,9 +279,9 @@ pub fn placed(tree: &dyn Tree, path: &str) -> bool {
 /// The merge; `taken_elsewhere` tells names held outside the trees given (a scoped
 /// merge's), which a conflict's copy must not take.
 fn merge_trees(
-    ancestor: &Snapshot,
-    local: &Snapshot,
-    remote: &Snapshot,
+    ancestor: &Entries,
+    local: &Entries,
+    remote: &Entries,
     mode: Mode,
     taken_elsewhere: &dyn Fn(&str) -> bool,
 ) -> Plan {
@@ -291,8 +291,8 @@ fn merge_trees(
         .chain(remote.keys())
         .collect();
     // What each side is to hold at the end.
-    let mut to_local = Snapshot::new();
-    let mut to_remote = Snapshot::new();
+    let mut to_local = Entries::new();
+    let mut to_remote = Entries::new();
     let mut conflicts = Vec::new();
     let mut taken: BTreeSet<String> = paths.iter().map(|path| (*path).clone()).collect();
     // Directories a conflict kept at their path (and the side whose they are): what the
@@ -318,7 +318,7 @@ fn merge_trees(
             r != a || changed_inside_remote.contains(path.as_str()),
         );
         let (end_local, end_remote, conflict) = decide(l, r, changed, mode);
-        let put = |end: Option<&Entry>, into: &mut Snapshot| {
+        let put = |end: Option<&Entry>, into: &mut Entries| {
             if let Some(entry) = end {
                 into.insert(path.clone(), entry.clone());
             }
@@ -443,7 +443,7 @@ fn decide<'a>(
 
 /// The directories (as paths) with something inside that `side` holds otherwise than
 /// `ancestor`.
-fn changed_inside<'a>(ancestor: &'a Snapshot, side: &'a Snapshot) -> BTreeSet<&'a str> {
+fn changed_inside<'a>(ancestor: &'a Entries, side: &'a Entries) -> BTreeSet<&'a str> {
     let mut out = BTreeSet::new();
     let changed = side
         .iter()
@@ -482,7 +482,7 @@ fn free_name(path: &str, label: &str, taken: &dyn Fn(&str) -> bool) -> String {
 /// Makes `tree` a tree: what a side keeps inside a directory the merge dropped brings the
 /// directory back (taken from the first of `sources` that has it as one); what is left
 /// inside something that is no longer a directory goes.
-fn settle_structure(tree: &mut Snapshot, sources: &[&Snapshot]) {
+fn settle_structure(tree: &mut Entries, sources: &[&Entries]) {
     let paths: Vec<String> = tree.keys().cloned().collect();
     for path in paths {
         if !tree.contains_key(&path) {
@@ -529,7 +529,7 @@ fn parent(path: &str) -> Option<&str> {
 
 /// The steps that make `now` into `end`: removals of what goes (the topmost only), then
 /// puts of what is new or different, parents first.
-fn steps(now: &Snapshot, end: &Snapshot) -> Vec<Step> {
+fn steps(now: &Entries, end: &Entries) -> Vec<Step> {
     let mut out = Vec::new();
     let mut removed: BTreeSet<&str> = BTreeSet::new();
     for path in now.keys() {

@@ -19,7 +19,7 @@
 //! A single pass in a new process ([`TwoWay::pass`]) reads the sandbox's side the same
 //! way, from the change token the last pass journaled with its ancestor, and finds the
 //! local side's changes by a walk of stats against the last scan's records
-//! ([`snapshot::changed_paths`]): it reads no content that did not change. Given a watcher
+//! ([`scan::changed_paths`]): it reads no content that did not change. Given a watcher
 //! that outlives passes ([`LocalSince`], [`TwoWay::pass_watched`]; fsctl leaves one per
 //! pair), it asks that instead of walking, by a token journaled beside the sandbox's; and a
 //! pass whose two tokens still hold reads only the state's head (`journal::Head`).
@@ -45,8 +45,8 @@ use futures_util::future::BoxFuture;
 use serde::Serialize;
 
 use crate::content_hash::ContentHash;
-use crate::merge::{self, Conflict, Entry, Mode, Resolution, Snapshot};
-use crate::snapshot::{self, Ignores, STATE_DIR, ScanCache};
+use crate::merge::{self, Conflict, Entries, Entry, Mode, Resolution};
+use crate::scan::{self, Ignores, STATE_DIR, ScanCache};
 
 use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
@@ -62,7 +62,7 @@ pub struct TwoWayOptions {
     pub mode: Mode,
     /// `.gitignore`-style lines of what to leave out, on both sides.
     pub exclude: Vec<String>,
-    /// Whether [`snapshot::DEFAULT_EXCLUDES`] are left out too.
+    /// Whether [`scan::DEFAULT_EXCLUDES`] are left out too.
     pub default_excludes: bool,
     /// Where the pairs' states are kept; `None`: [`state_root`].
     pub state_root: Option<PathBuf>,
@@ -309,7 +309,7 @@ impl TwoWay {
     /// last pass, which left nothing to read again: both tokens it journaled still the
     /// tokens now. Anything else is for a pass to find.
     async fn nothing_changed(&mut self, watcher: &mut dyn LocalSince) -> bool {
-        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
+        let exclude = scan::exclude_lines(&self.options.exclude, self.options.default_excludes);
         let Some(head) = Head::read(&self.state_dir) else {
             return false;
         };
@@ -384,7 +384,7 @@ impl TwoWay {
     /// is still told, and dropped when read.
     pub fn watch_excludes(&self) -> Vec<String> {
         // Each line is also a glob of one segment, as the watches take them.
-        snapshot::exclude_lines(&[], self.options.default_excludes)
+        scan::exclude_lines(&[], self.options.default_excludes)
     }
 
     /// Where a watcher of this pair's local directory that outlives passes answers (see
@@ -446,8 +446,8 @@ impl TwoWay {
         let scanning = tokio::task::spawn_blocking(move || {
             let scanned = paths.and_then(|paths| {
                 let mut scanned = match &paths {
-                    Some(paths) => snapshot::scan_paths(&root, paths, &ignores, &cache),
-                    None => snapshot::scan(&root, &ignores, &cache),
+                    Some(paths) => scan::scan_paths(&root, paths, &ignores, &cache),
+                    None => scan::scan(&root, &ignores, &cache),
                 }?;
                 scanned.skipped.extend(walk_skipped);
                 Ok((paths, scanned))
@@ -462,8 +462,8 @@ impl TwoWay {
             _ => None,
         };
         let remote_read = match &remote_paths {
-            Some(paths) => remote::snapshot_of(&self.sandbox, &self.remote, &exclude, paths).await,
-            None => remote::snapshot(&self.sandbox, &self.remote, &exclude).await,
+            Some(paths) => remote::tree_of(&self.sandbox, &self.remote, &exclude, paths).await,
+            None => remote::tree(&self.sandbox, &self.remote, &exclude).await,
         };
         // The records go back to the state before either side's failure is answered.
         let (scanned, taken_back) = scanning.await.map_err(std::io::Error::other)?;
@@ -497,7 +497,7 @@ impl TwoWay {
             scanned.cache,
             whole,
         );
-        let local_now = SideTree::new(&self.state.ancestor, local_paths.as_ref(), scanned.snapshot);
+        let local_now = SideTree::new(&self.state.ancestor, local_paths.as_ref(), scanned.entries);
         let local_skipped = scanned.skipped;
         self.state.cache = cache;
 
@@ -622,7 +622,7 @@ impl TwoWay {
                 }
             }
         };
-        let exclude = snapshot::exclude_lines(&self.options.exclude, self.options.default_excludes);
+        let exclude = scan::exclude_lines(&self.options.exclude, self.options.default_excludes);
         // Whatever fails below, the next pass in this process reads both sides whole (a
         // new one takes the token journaled last).
         let known = std::mem::take(&mut self.token_trusted)
@@ -715,7 +715,7 @@ impl TwoWay {
         }
         // The walk runs here, on threads of its own while the pass waits, and borrows the
         // state in place: a pass dropped at an await never leaves the ancestor taken.
-        let walked = snapshot::changed_paths(
+        let walked = scan::changed_paths(
             &self.local,
             &self.ignores,
             &self.state.ancestor,
@@ -989,8 +989,8 @@ impl TwoWay {
     /// local files it read (where it read them), and the tokens it was read with.
     fn keep_first_sync(
         &mut self,
-        ancestor: Snapshot,
-        cache: Option<snapshot::ScanCache>,
+        ancestor: Entries,
+        cache: Option<scan::ScanCache>,
         tracked: Tracked,
     ) -> Result<(), SdkError> {
         let old = self.state.clone();
@@ -1025,7 +1025,7 @@ fn read(journal: &mut Option<Journal>) -> Result<&mut Journal, SdkError> {
 }
 
 /// The paths where `ancestor`, `local` and `remote` do not all hold the same.
-fn differing(ancestor: &Snapshot, local: &Snapshot, remote: &Snapshot) -> BTreeSet<String> {
+fn differing(ancestor: &Entries, local: &Entries, remote: &Entries) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for (path, entry) in local {
         if ancestor.get(path) != Some(entry) || remote.get(path) != Some(entry) {
@@ -1434,14 +1434,14 @@ struct Undone {
 /// journals the whole state).
 fn keep_records(
     cache: &mut ScanCache,
-    old_cache: &mut BTreeMap<String, Option<snapshot::Seen>>,
+    old_cache: &mut BTreeMap<String, Option<scan::Seen>>,
     paths: Option<&BTreeSet<String>>,
     scanned: ScanCache,
     whole: bool,
 ) {
     match paths {
         Some(paths) => {
-            for top in snapshot::tops(paths) {
+            for top in scan::tops(paths) {
                 for key in under_and_at(cache, top) {
                     if let Some(seen) = cache.remove(&key) {
                         old_cache.insert(key, Some(seen));
@@ -1476,7 +1476,7 @@ fn keep_records(
 /// same plan as merging everything, at the cost of a comparison. Answers the plan, the
 /// paths merged when the merge was scoped, and both sides (whole when read whole).
 fn merge_sides<'a>(
-    ancestor: &'a Snapshot,
+    ancestor: &'a Entries,
     local_now: SideTree<'a>,
     remote_now: SideTree<'a>,
     scope: Option<BTreeSet<String>>,
@@ -1643,7 +1643,7 @@ async fn apply_to_sandbox(
     pair: &Pair<'_>,
     scan_cache: &ScanCache,
     ops: &[Op],
-    (agreed, local_now, merged): (&Snapshot, &SideTree<'_>, Option<&BTreeSet<String>>),
+    (agreed, local_now, merged): (&Entries, &SideTree<'_>, Option<&BTreeSet<String>>),
 ) -> Result<Vec<Result<(), Refused>>, SdkError> {
     let sources = Sources::new(
         pair.local.to_path_buf(),
@@ -1667,9 +1667,9 @@ async fn apply_to_sandbox(
 /// merge saw it, and the sandbox's.
 struct ToLocal<'a> {
     ops: &'a [Op],
-    base: &'a Snapshot,
+    base: &'a Entries,
     now: &'a SideTree<'a>,
-    remote_base: &'a Snapshot,
+    remote_base: &'a Entries,
     remote_now: &'a SideTree<'a>,
     merged: Option<&'a BTreeSet<String>>,
 }
@@ -1680,7 +1680,7 @@ struct PassEnd<'a> {
     /// The paths merged, when the merge was scoped.
     merged: Option<&'a BTreeSet<String>>,
     /// The scan records the pass replaced, as they were (`None`: there was none).
-    old_cache: BTreeMap<String, Option<snapshot::Seen>>,
+    old_cache: BTreeMap<String, Option<scan::Seen>>,
     /// The whole state before the pass, when it merged everything.
     old_state: Option<State>,
     undone: Vec<Undone>,

@@ -1,7 +1,7 @@
 //! Change tokens for snapshots: a snapshot records a token of its directory, and the next
 //! snapshot asks what changed since it, so it looks only at those paths. The watch includes
 //! every path (`**`: no default excludes; a backup leaves out only what its own excludes
-//! say) and is kept like any token's watch (10 idle minutes, snapshotted across restarts).
+//! say) and is kept like any token's watch (10 idle minutes, saved across restarts).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

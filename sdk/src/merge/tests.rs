@@ -53,14 +53,14 @@ fn random_entry(rng: &mut Rng, n: &mut u64) -> Entry {
 }
 
 /// Puts `entry` at `path`, replacing what is there (and what a replaced directory held).
-fn put(tree: &mut Snapshot, path: &str, entry: Entry) {
+fn put(tree: &mut Entries, path: &str, entry: Entry) {
     if !entry.is_dir() || !tree.get(path).is_some_and(Entry::is_dir) {
         remove(tree, path);
     }
     tree.insert(path.to_string(), entry);
 }
 
-fn remove(tree: &mut Snapshot, path: &str) {
+fn remove(tree: &mut Entries, path: &str) {
     let gone: Vec<String> = tree
         .keys()
         .filter(|p| *p == path || p.starts_with(&format!("{path}/")))
@@ -71,7 +71,7 @@ fn remove(tree: &mut Snapshot, path: &str) {
     }
 }
 
-fn apply(tree: &mut Snapshot, steps: &[Step]) {
+fn apply(tree: &mut Entries, steps: &[Step]) {
     for step in steps {
         match step {
             Step::Remove { path } => {
@@ -94,14 +94,14 @@ fn apply(tree: &mut Snapshot, steps: &[Step]) {
     }
 }
 
-fn is_tree(tree: &Snapshot) -> bool {
+fn is_tree(tree: &Entries) -> bool {
     tree.keys()
         .all(|path| parent(path).is_none_or(|up| tree.get(up).is_some_and(Entry::is_dir)))
 }
 
 /// A random tree of a few levels.
-fn random_tree(rng: &mut Rng, n: &mut u64) -> Snapshot {
-    let mut tree = Snapshot::new();
+fn random_tree(rng: &mut Rng, n: &mut u64) -> Entries {
+    let mut tree = Entries::new();
     let mut dirs = vec![String::new()];
     while let Some(at) = dirs.pop() {
         let depth = at.matches('/').count() + usize::from(!at.is_empty());
@@ -125,7 +125,7 @@ fn random_tree(rng: &mut Rng, n: &mut u64) -> Snapshot {
 }
 
 /// A few random edits of `tree`.
-fn edit(rng: &mut Rng, tree: &Snapshot, n: &mut u64) -> Snapshot {
+fn edit(rng: &mut Rng, tree: &Entries, n: &mut u64) -> Entries {
     let mut out = tree.clone();
     for _ in 0..rng.below(5) {
         let paths: Vec<String> = out.keys().cloned().collect();
@@ -189,7 +189,7 @@ fn edit(rng: &mut Rng, tree: &Snapshot, n: &mut u64) -> Snapshot {
 
 /// Whether `entry` (a side's edit) survives in `end`: at its path, or beside it where a
 /// conflict kept it. Files compare by content (a mode is not content).
-fn survives(entry: &Entry, path: &str, end: &Snapshot, conflicts: &[Conflict]) -> bool {
+fn survives(entry: &Entry, path: &str, end: &Entries, conflicts: &[Conflict]) -> bool {
     let same = |other: Option<&Entry>| match (entry, other) {
         (Entry::File { hash, .. }, Some(Entry::File { hash: other, .. })) => hash == other,
         (Entry::Dir { .. }, Some(Entry::Dir { .. })) => true,
@@ -231,7 +231,7 @@ fn run(seed: u64) -> Result<(), String> {
             scope.insert(extra.clone());
         }
         let (scoped, merged) = merge_within(&ancestor, &local, &remote, mode, &scope);
-        let patched = |whole: &Snapshot, part: &Snapshot| {
+        let patched = |whole: &Entries, part: &Entries| {
             let mut out = whole.clone();
             out.retain(|path, _| !merged.contains(path));
             out.extend(part.clone());
@@ -344,7 +344,7 @@ fn random_edits_on_both_sides_merge_into_one_tree_and_lose_nothing_unreported() 
 
 #[test]
 fn each_class_of_change_is_carried_or_reported() {
-    let tree = |entries: &[(&str, Entry)]| -> Snapshot {
+    let tree = |entries: &[(&str, Entry)]| -> Entries {
         entries
             .iter()
             .map(|(p, e)| (p.to_string(), e.clone()))

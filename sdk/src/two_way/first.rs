@@ -17,8 +17,8 @@ use std::path::{Component, Path};
 use std::sync::Arc;
 
 use crate::content_hash::ContentHash;
-use crate::merge::{Entry, Snapshot};
-use crate::snapshot::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
+use crate::merge::{Entries, Entry};
+use crate::scan::{DEFAULT_EXCLUDES, Ignores, STATE_DIR};
 use crate::{Sandbox, SdkError};
 
 use super::Changes;
@@ -26,7 +26,7 @@ use super::local::{Tee, set_file_mode, set_mode, temp_beside};
 
 /// What the first sync brought.
 pub struct Brought {
-    pub tree: Snapshot,
+    pub tree: Entries,
     pub changes: Changes,
     /// What a sync cannot carry (devices, FIFOs, sockets, names or targets not UTF-8).
     pub skipped: Vec<String>,
@@ -71,7 +71,7 @@ pub async fn bring(
 
 fn unpack(reader: impl Read, root: &Path, ignores: &Ignores) -> std::io::Result<Brought> {
     let mut brought = Brought {
-        tree: Snapshot::new(),
+        tree: Entries::new(),
         changes: Changes::default(),
         skipped: Vec::new(),
     };
@@ -670,7 +670,7 @@ mod tests {
             match content {
                 Some(content) => {
                     assert_eq!(&std::fs::read(&at).unwrap(), content, "{path}");
-                    let hash = crate::snapshot::hash_file(&at).unwrap();
+                    let hash = crate::scan::hash_file(&at).unwrap();
                     assert_eq!(
                         brought.tree.get(path.as_str()),
                         Some(&Entry::File { hash, mode: *mode })

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::SdkError;
-use crate::merge::{Entry, Snapshot};
-use crate::snapshot::{ScanCache, Seen};
+use crate::merge::{Entries, Entry};
+use crate::scan::{ScanCache, Seen};
 
 pub(super) const BASE_FILE: &str = "state.json";
 /// The base's scan records, in a file of their own, read beside the rest on a second
@@ -55,7 +55,7 @@ pub struct State {
     /// The sandbox directory this local directory is synced with.
     pub remote: String,
     #[serde(deserialize_with = "crate::kept::sorted_map")]
-    pub ancestor: Snapshot,
+    pub ancestor: Entries,
     #[serde(default)]
     pub conflicts: Vec<OpenConflict>,
     /// The local scan's records (size, mtime, inode, hash) by path. A base keeps them in
@@ -129,7 +129,7 @@ struct RecordsRef<'a> {
 #[derive(Serialize)]
 struct BaseRef<'a> {
     remote: &'a str,
-    ancestor: &'a Snapshot,
+    ancestor: &'a Entries,
     conflicts: &'a [OpenConflict],
     generation: u64,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::content_hash::ContentHash;
 use crate::merge::Entry;
-use crate::snapshot::{ScanCache, hash_file};
+use crate::scan::{ScanCache, hash_file};
 
 use super::ops::Op;
 
@@ -108,7 +108,7 @@ impl LocalTree<'_> {
             Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(err) => return Err(err),
         };
-        let mode = crate::snapshot::permissions(&meta);
+        let mode = crate::scan::permissions(&meta);
         let kind = meta.file_type();
         Ok(if kind.is_dir() {
             Some(Entry::Dir { mode })
@@ -119,7 +119,7 @@ impl LocalTree<'_> {
             })
         } else if kind.is_file() {
             let hash = match self.cache.get(relative) {
-                Some(seen) if crate::snapshot::unchanged(seen, &meta) => seen.hash,
+                Some(seen) if crate::scan::unchanged(seen, &meta) => seen.hash,
                 _ => match hash_file(&path) {
                     Ok(hash) => hash,
                     Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -465,7 +465,7 @@ mod tests {
 
     use crate::content_hash::ContentHash;
     use crate::merge::Entry;
-    use crate::snapshot::{ScanCache, hash_file};
+    use crate::scan::{ScanCache, hash_file};
     use crate::two_way::local::{Contents, LocalTree, Refused, TEMP_SUFFIX};
     use crate::two_way::ops::Op;
 

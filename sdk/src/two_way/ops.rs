@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::content_hash::ContentHash;
-use crate::merge::{Entry, Snapshot};
+use crate::merge::{Entries, Entry};
 
 /// One change to one side. `expect` is what the path holds just before it (`None`:
 /// nothing), given the changes before it.
@@ -58,7 +58,7 @@ impl Op {
 }
 
 /// The changes that make `now` into `end` (both trees).
-pub fn operations(now: &Snapshot, end: &Snapshot) -> Vec<Op> {
+pub fn operations(now: &Entries, end: &Entries) -> Vec<Op> {
     let mut plan = Planner {
         cur: now.clone(),
         end,
@@ -72,8 +72,8 @@ pub fn operations(now: &Snapshot, end: &Snapshot) -> Vec<Op> {
 
 struct Planner<'a> {
     /// What the side holds after the changes so far.
-    cur: Snapshot,
-    end: &'a Snapshot,
+    cur: Entries,
+    end: &'a Entries,
     ops: Vec<Op>,
 }
 
@@ -82,7 +82,7 @@ fn parent(path: &str) -> Option<&str> {
 }
 
 /// What `tree` holds below `dir`, by path relative to it.
-fn under<'a>(tree: &'a Snapshot, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a Entry)> {
+fn under<'a>(tree: &'a Entries, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a Entry)> {
     crate::merge::within(tree, dir).map(move |(path, entry)| (&path[dir.len() + 1..], entry))
 }
 

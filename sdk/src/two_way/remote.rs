@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 use reqwest::Method;
 
 use crate::content_hash::ContentHash;
-use crate::merge::{Entry, Snapshot};
+use crate::merge::{Entries, Entry};
 use crate::sync::ChannelReader;
 use crate::{Sandbox, SdkError};
 
@@ -31,11 +31,11 @@ const BATCH_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The sandbox tree at `remote`, leaving out what `exclude` matches; and what it holds that
 /// the merge cannot (devices, FIFOs, sockets, names not UTF-8).
-pub async fn snapshot(
+pub async fn tree(
     sandbox: &Sandbox,
     remote: &str,
     exclude: &[String],
-) -> Result<(Snapshot, Vec<String>), SdkError> {
+) -> Result<(Entries, Vec<String>), SdkError> {
     let manifest: ManifestResponse = sandbox.manifest(remote, exclude).await?;
     let (mut tree, skipped) = entries(manifest);
     // What lies under something left out is left out with it.
@@ -49,13 +49,13 @@ pub async fn snapshot(
 }
 
 /// What the sandbox holds at `paths` (relative to `remote`) and below them, as
-/// [`snapshot`] reads it: the parts of the tree a change list named.
-pub async fn snapshot_of(
+/// [`tree`] reads it: the parts of the tree a change list named.
+pub async fn tree_of(
     sandbox: &Sandbox,
     remote: &str,
     exclude: &[String],
     paths: &BTreeSet<String>,
-) -> Result<(Snapshot, Vec<String>), SdkError> {
+) -> Result<(Entries, Vec<String>), SdkError> {
     if paths.is_empty() {
         return Ok(Default::default());
     }
@@ -65,8 +65,8 @@ pub async fn snapshot_of(
     Ok(entries(manifest))
 }
 
-fn entries(manifest: ManifestResponse) -> (Snapshot, Vec<String>) {
-    let mut tree = Snapshot::new();
+fn entries(manifest: ManifestResponse) -> (Entries, Vec<String>) {
+    let mut tree = Entries::new();
     let mut skipped = manifest.skipped;
     for entry in manifest.entries {
         let held = match (entry.file_type, entry.sha256, entry.target) {

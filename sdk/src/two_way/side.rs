@@ -5,10 +5,10 @@
 use std::borrow::Cow;
 use std::collections::BTreeSet;
 
-use crate::merge::{self, Entry, Snapshot, Tree};
+use crate::merge::{self, Entries, Entry, Tree};
 
 pub(super) enum SideTree<'a> {
-    Whole(Cow<'a, Snapshot>),
+    Whole(Cow<'a, Entries>),
     Patched(Patched<'a>),
 }
 
@@ -16,19 +16,19 @@ pub(super) enum SideTree<'a> {
 /// ancestor holds there; what was read under something that is not a directory is not
 /// held.
 pub(super) struct Patched<'a> {
-    ancestor: &'a Snapshot,
+    ancestor: &'a Entries,
     /// The topmost paths read: what the ancestor holds at and below them is not this side's.
     tops: BTreeSet<String>,
     /// What was read, where it has a place.
-    read: Snapshot,
+    read: Entries,
 }
 
 impl<'a> SideTree<'a> {
     /// A side read at `paths` (`None`: read whole, and `read` is the tree).
     pub(super) fn new(
-        ancestor: &'a Snapshot,
+        ancestor: &'a Entries,
         paths: Option<&BTreeSet<String>>,
-        read: Snapshot,
+        read: Entries,
     ) -> SideTree<'a> {
         match paths {
             None => SideTree::Whole(Cow::Owned(read)),
@@ -45,8 +45,8 @@ impl<'a> SideTree<'a> {
         }
     }
 
-    /// The side as one snapshot (a copy only where it was read in part).
-    pub(super) fn into_whole(self) -> Cow<'a, Snapshot> {
+    /// The side as its entries whole (a copy only where it was read in part).
+    pub(super) fn into_whole(self) -> Cow<'a, Entries> {
         match self {
             SideTree::Whole(tree) => tree,
             SideTree::Patched(patched) => Cow::Owned(patched.copy()),
@@ -54,7 +54,7 @@ impl<'a> SideTree<'a> {
     }
 
     /// [`Self::into_whole`], borrowed.
-    pub(super) fn whole(&self) -> Cow<'_, Snapshot> {
+    pub(super) fn whole(&self) -> Cow<'_, Entries> {
         match self {
             SideTree::Whole(tree) => Cow::Borrowed(&**tree),
             SideTree::Patched(patched) => Cow::Owned(patched.copy()),
@@ -63,11 +63,11 @@ impl<'a> SideTree<'a> {
 }
 
 impl<'a> Patched<'a> {
-    fn new(ancestor: &'a Snapshot, paths: &BTreeSet<String>, read: Snapshot) -> Patched<'a> {
+    fn new(ancestor: &'a Entries, paths: &BTreeSet<String>, read: Entries) -> Patched<'a> {
         let mut patched = Patched {
             ancestor,
             tops: topmost(paths),
-            read: Snapshot::new(),
+            read: Entries::new(),
         };
         // In path order, so a directory is placed before what it holds.
         for (path, entry) in read {
@@ -97,8 +97,8 @@ impl<'a> Patched<'a> {
         !self.covered(path) && !self.read.contains_key(path)
     }
 
-    fn copy(&self) -> Snapshot {
-        let mut out = Snapshot::new();
+    fn copy(&self) -> Entries {
+        let mut out = Entries::new();
         self.each(&mut |path, entry| {
             out.insert(path.clone(), entry.clone());
         });
@@ -107,7 +107,7 @@ impl<'a> Patched<'a> {
 }
 
 fn topmost(paths: &BTreeSet<String>) -> BTreeSet<String> {
-    crate::snapshot::tops(paths)
+    crate::scan::tops(paths)
         .into_iter()
         .map(String::from)
         .collect()
@@ -155,7 +155,7 @@ mod tests {
     /// path, below every directory, and whole.
     #[test]
     fn a_side_read_in_part_is_the_ancestor_patched_without_a_copy() {
-        let ancestor: Snapshot = [
+        let ancestor: Entries = [
             ("a", dir()),
             ("a/x", file("1")),
             ("a/y", file("2")),
@@ -171,7 +171,7 @@ mod tests {
         // Read again: `a` (now a file), `b/c` (gone), `f` (new directory with a file), and
         // `e/z`, found under what is not a directory.
         let paths: BTreeSet<String> = ["a", "b/c", "f", "e/z"].map(String::from).into();
-        let read: Snapshot = [("a", file("6")), ("f", dir()), ("f/g", file("7"))]
+        let read: Entries = [("a", file("6")), ("f", dir()), ("f/g", file("7"))]
             .into_iter()
             .chain([("a/x", file("8")), ("e/z", file("9"))])
             .map(|(path, entry)| (path.to_string(), entry))
@@ -207,7 +207,7 @@ mod tests {
             assert_eq!(below, wanted, "below {dir}");
         }
         assert_eq!(
-            SideTree::new(&ancestor, Some(&BTreeSet::new()), Snapshot::new())
+            SideTree::new(&ancestor, Some(&BTreeSet::new()), Entries::new())
                 .whole()
                 .into_owned(),
             ancestor

@@ -16,8 +16,8 @@ use sha2::{Digest, Sha256};
 
 use crate::content_hash::ContentHash;
 use crate::files::ListOptions;
-use crate::merge::{Entry, Snapshot};
-use crate::snapshot::{self, Ignores, ScanCache, WalkedFile};
+use crate::merge::{Entries, Entry};
+use crate::scan::{self, Ignores, ScanCache, WalkedFile};
 use crate::{Sandbox, SdkError};
 
 use super::Progress;
@@ -157,7 +157,7 @@ fn read_parts(
     body: &mut BodyWriter,
     progress: Option<Progress>,
 ) -> Result<(Vec<Op>, ScanCache, Vec<String>), SdkError> {
-    let walk = snapshot::walk(root, ignores)?;
+    let walk = scan::walk(root, ignores)?;
     let total = (walk.tree.len() + walk.files.len()) as u64;
     let sent = |done: usize| {
         if let Some(progress) = &progress {
@@ -257,7 +257,7 @@ fn read_parts(
 fn read_one(
     file: WalkedFile,
     began: std::time::SystemTime,
-) -> std::io::Result<Option<(ReadFile, Option<snapshot::Seen>)>> {
+) -> std::io::Result<Option<(ReadFile, Option<scan::Seen>)>> {
     use std::os::unix::fs::OpenOptionsExt;
     let opened = std::fs::OpenOptions::new()
         .read(true)
@@ -288,7 +288,7 @@ fn read_one(
     };
     let hash = ContentHash::from(hasher);
     // Read after its record's stat: a file written meanwhile is newer than `began`.
-    let seen = snapshot::record_of_read(&meta, hash, began);
+    let seen = scan::record_of_read(&meta, hash, began);
     Ok(Some((
         ReadFile {
             file,
@@ -301,7 +301,7 @@ fn read_one(
 }
 
 /// The tree the upload made: each change that was made.
-pub fn made(uploaded: &Uploaded) -> Snapshot {
+pub fn made(uploaded: &Uploaded) -> Entries {
     uploaded
         .ops
         .iter()

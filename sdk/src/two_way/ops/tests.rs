@@ -15,8 +15,8 @@ fn file(hash: &str, mode: u32) -> Entry {
     }
 }
 
-fn random_tree(rng: &mut Rng) -> Snapshot {
-    let mut tree = Snapshot::new();
+fn random_tree(rng: &mut Rng) -> Entries {
+    let mut tree = Entries::new();
     let mut dirs = vec![String::new()];
     while let Some(at) = dirs.pop() {
         let depth = at.matches('/').count() + usize::from(!at.is_empty());
@@ -45,7 +45,7 @@ fn random_tree(rng: &mut Rng) -> Snapshot {
     tree
 }
 
-fn subtree(tree: &Snapshot, path: &str) -> Vec<(String, Entry)> {
+fn subtree(tree: &Entries, path: &str) -> Vec<(String, Entry)> {
     tree.iter()
         .filter(|(p, _)| *p == path || p.starts_with(&format!("{path}/")))
         .map(|(p, e)| (p.clone(), e.clone()))
@@ -53,7 +53,7 @@ fn subtree(tree: &Snapshot, path: &str) -> Vec<(String, Entry)> {
 }
 
 /// `end`: `now` with some moves, puts, mode changes and removals.
-fn edited(rng: &mut Rng, now: &Snapshot) -> Snapshot {
+fn edited(rng: &mut Rng, now: &Entries) -> Entries {
     let mut out = now.clone();
     for _ in 0..1 + rng.below(5) {
         let paths: Vec<String> = out.keys().cloned().collect();
@@ -136,11 +136,11 @@ fn edited(rng: &mut Rng, now: &Snapshot) -> Snapshot {
 }
 
 /// Applies `op` as a filesystem would, refusing what one would refuse.
-fn apply(fs: &mut Snapshot, op: &Op) -> Result<(), String> {
-    let parent_is_dir = |fs: &Snapshot, path: &str| {
+fn apply(fs: &mut Entries, op: &Op) -> Result<(), String> {
+    let parent_is_dir = |fs: &Entries, path: &str| {
         parent(path).is_none_or(|up| fs.get(up).is_some_and(Entry::is_dir))
     };
-    let empty = |fs: &Snapshot, path: &str| under(fs, path).next().is_none();
+    let empty = |fs: &Entries, path: &str| under(fs, path).next().is_none();
     match op {
         Op::Rename { from, to, expect } => {
             if fs.get(from) != Some(expect) {
@@ -247,13 +247,13 @@ fn random_edits_are_reached_by_checked_operations() {
 #[test]
 fn a_moved_directory_is_renamed_and_a_moved_file_too() {
     let dir = Entry::Dir { mode: 0o755 };
-    let now = Snapshot::from([
+    let now = Entries::from([
         ("src".to_string(), dir.clone()),
         ("src/a.rs".to_string(), file("h1", 0o644)),
         ("src/b.rs".to_string(), file("h2", 0o644)),
         ("notes.txt".to_string(), file("h3", 0o644)),
     ]);
-    let end = Snapshot::from([
+    let end = Entries::from([
         ("lib".to_string(), dir.clone()),
         ("lib/core".to_string(), dir.clone()),
         ("lib/core/a.rs".to_string(), file("h1", 0o644)),

@@ -1,4 +1,4 @@
-//! A local directory as the merge sees it ([`crate::merge::Snapshot`]): each entry's kind,
+//! A local directory as the merge sees it ([`crate::merge::Entries`]): each entry's kind,
 //! permission bits and content hash (SHA-256), symlinks as links with their targets
 //! (never followed), and what sync leaves out skipped: the default excludes and
 //! `.gitignore`-style patterns. What the merge cannot hold is named, never dropped
@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::content_hash::ContentHash;
-use crate::merge::{Entry, Snapshot};
+use crate::merge::{Entries, Entry};
 
 /// What two-way sync leaves out unless told otherwise (and its own state, always).
 pub const DEFAULT_EXCLUDES: &[&str] = &[".git", "node_modules", ".DS_Store"];
@@ -144,7 +144,7 @@ pub type ScanCache = BTreeMap<String, Seen>;
 /// One scan's result.
 #[derive(Debug, Default)]
 pub struct Scan {
-    pub snapshot: Snapshot,
+    pub entries: Entries,
     /// Records for the next scan.
     pub cache: ScanCache,
     /// What the merge cannot hold (devices, FIFOs, sockets, names not UTF-8), by path.
@@ -165,7 +165,7 @@ pub fn scan(root: &Path, ignores: &Ignores, cache: &ScanCache) -> std::io::Resul
 #[derive(Debug)]
 pub struct Walk {
     /// The directories and links.
-    pub tree: Snapshot,
+    pub tree: Entries,
     pub files: Vec<WalkedFile>,
     /// What the merge cannot hold (devices, FIFOs, sockets, names not UTF-8), by path.
     pub skipped: Vec<String>,
@@ -187,7 +187,7 @@ pub fn walk(root: &Path, ignores: &Ignores) -> std::io::Result<Walk> {
     let mut scanner = Scanner::new(ignores, &none);
     scanner.below(vec![(root.to_path_buf(), String::new())])?;
     Ok(Walk {
-        tree: scanner.out.snapshot,
+        tree: scanner.out.entries,
         files: scanner
             .unhashed
             .into_iter()
@@ -254,7 +254,7 @@ pub fn scan_paths(
 pub fn changed_paths(
     root: &Path,
     ignores: &Ignores,
-    known: &Snapshot,
+    known: &Entries,
     cache: &ScanCache,
 ) -> std::io::Result<(BTreeSet<String>, Vec<String>)> {
     let walk = ChangeWalk {
@@ -328,7 +328,7 @@ pub fn changed_paths(
 /// What [`changed_paths`] compares against.
 struct ChangeWalk<'a> {
     ignores: &'a Ignores,
-    known: &'a Snapshot,
+    known: &'a Entries,
     cache: &'a ScanCache,
 }
 
@@ -501,7 +501,7 @@ impl<'a> Scanner<'a> {
                     .cache
                     .insert(file.relative.clone(), Seen { hash, ..seen });
             }
-            self.out.snapshot.insert(
+            self.out.entries.insert(
                 file.relative,
                 Entry::File {
                     hash,
@@ -561,7 +561,7 @@ impl<'a> Scanner<'a> {
         let mode = permissions(&meta);
         if kind.is_dir() {
             self.out
-                .snapshot
+                .entries
                 .insert(relative.clone(), Entry::Dir { mode });
             return Ok(Some((path, relative)));
         }
@@ -573,7 +573,7 @@ impl<'a> Scanner<'a> {
             };
             match target.to_str() {
                 Some(target) => {
-                    self.out.snapshot.insert(
+                    self.out.entries.insert(
                         relative,
                         Entry::Link {
                             target: target.to_string(),
@@ -601,7 +601,7 @@ impl<'a> Scanner<'a> {
                 self.out.cache.insert(relative.clone(), record(&meta, hash));
             }
             self.out
-                .snapshot
+                .entries
                 .insert(relative, Entry::File { hash, mode });
         } else {
             self.out.skipped.push(relative);
@@ -711,7 +711,7 @@ mod tests {
 
         let first = scan(root.path(), &ignores, &ScanCache::new()).expect("scan");
         let files: Vec<(&String, &ContentHash)> = first
-            .snapshot
+            .entries
             .iter()
             .filter_map(|(path, entry)| match entry {
                 Entry::File { hash, .. } => Some((path, hash)),
@@ -739,7 +739,7 @@ mod tests {
             second.hashed, 1,
             "only the file without a record is read again"
         );
-        assert_eq!(second.snapshot, first.snapshot);
+        assert_eq!(second.entries, first.entries);
     }
 
     #[test]
@@ -759,24 +759,24 @@ mod tests {
         nix_fifo(&root.join("pipe"));
         let ignores = Ignores::new(&["*.log".to_string()], true).unwrap();
         let scan = scan(root, &ignores, &ScanCache::new()).unwrap();
-        let paths: Vec<&str> = scan.snapshot.keys().map(String::as_str).collect();
+        let paths: Vec<&str> = scan.entries.keys().map(String::as_str).collect();
         assert_eq!(
             paths,
             ["run.sh", "src", "src/empty", "src/link", "src/main.rs"],
             "defaults, the state directory and the pattern left out"
         );
         assert_eq!(
-            scan.snapshot["src/link"],
+            scan.entries["src/link"],
             Entry::Link {
                 target: "../outside".into()
             }
         );
         assert!(matches!(
-            scan.snapshot["run.sh"],
+            scan.entries["run.sh"],
             Entry::File { mode: 0o755, .. }
         ));
         assert_eq!(
-            scan.snapshot["src/main.rs"],
+            scan.entries["src/main.rs"],
             Entry::File {
                 hash: hash_file(&root.join("src/main.rs")).unwrap(),
                 mode: 0o644
@@ -800,7 +800,7 @@ mod tests {
         let again = super::scan(root, &ignores, &aged).unwrap();
         assert_eq!(again.hashed, 1, "the cached file is not read");
         assert!(
-            matches!(&again.snapshot["src/main.rs"], Entry::File { hash, .. } if *hash == ContentHash::of(b"cached"))
+            matches!(&again.entries["src/main.rs"], Entry::File { hash, .. } if *hash == ContentHash::of(b"cached"))
         );
     }
 
@@ -822,7 +822,7 @@ mod tests {
                 .map(str::to_string)
                 .collect();
         let scan = scan_paths(root, &paths, &ignores, &ScanCache::new()).unwrap();
-        let found: Vec<&str> = scan.snapshot.keys().map(String::as_str).collect();
+        let found: Vec<&str> = scan.entries.keys().map(String::as_str).collect();
         assert_eq!(found, ["a", "a/b", "a/b/f", "a/g"]);
         assert_eq!(tops(&paths), ["a", "a-z", "gone", "h/under", "link/secret"]);
     }
@@ -869,7 +869,7 @@ mod tests {
         std::os::unix::fs::symlink("a/same", root.join("link")).unwrap();
         let ignores = Ignores::new(&[], true).unwrap();
         let scan = scan(root, &ignores, &ScanCache::new()).unwrap();
-        let (nothing, _) = changed_paths(root, &ignores, &scan.snapshot, &scan.cache).unwrap();
+        let (nothing, _) = changed_paths(root, &ignores, &scan.entries, &scan.cache).unwrap();
         assert!(nothing.is_empty(), "unchanged: {nothing:?}");
 
         std::fs::write(root.join("a/edited"), "edited, longer").unwrap();
@@ -883,7 +883,7 @@ mod tests {
         std::fs::write(root.join("node_modules/more"), "left out").unwrap();
         std::fs::remove_file(root.join("link")).unwrap();
         std::os::unix::fs::symlink("b/same", root.join("link")).unwrap();
-        let (changed, _) = changed_paths(root, &ignores, &scan.snapshot, &scan.cache).unwrap();
+        let (changed, _) = changed_paths(root, &ignores, &scan.entries, &scan.cache).unwrap();
         let expected = [
             "a/chmod",
             "a/deep/removed",
@@ -902,7 +902,7 @@ mod tests {
         // A file with no record (written too recently to trust when scanned) is read.
         let mut cache = scan.cache.clone();
         cache.remove("b/same");
-        let (unrecorded, _) = changed_paths(root, &ignores, &scan.snapshot, &cache).unwrap();
+        let (unrecorded, _) = changed_paths(root, &ignores, &scan.entries, &cache).unwrap();
         assert!(unrecorded.contains("b/same"));
     }
 
