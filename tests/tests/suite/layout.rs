@@ -346,6 +346,172 @@ fn a_re_export_counts_as_the_file_that_defines_it() {
     assert!(cycles[0].contains("a.rs") && cycles[0].contains("b.rs"));
 }
 
+/// The longest a production function may be: one longer is several steps that want names.
+const MAX_FUNCTION_LINES: usize = 200;
+
+/// No production function runs over 200 lines (docs/architecture.md). Test code is left
+/// out: inline test modules, files of a `tests` module, and the test crate.
+#[test]
+fn no_production_function_is_over_200_lines() {
+    let mut long = Vec::new();
+    for src in crate_sources() {
+        if src.parent().and_then(Path::file_name) == Some(std::ffi::OsStr::new("tests")) {
+            continue;
+        }
+        for (module, path) in modules(&src) {
+            if module.iter().any(|part| part == "tests") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (name, line, lines) in function_lengths(without_test_module(&text)) {
+                if lines > MAX_FUNCTION_LINES {
+                    long.push(format!("{}:{line} {name}: {lines} lines", path.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "functions over {MAX_FUNCTION_LINES} lines: {long:#?}"
+    );
+}
+
+#[test]
+fn a_function_is_measured_past_braces_in_literals_and_comments() {
+    let text = r##"
+fn short() -> char {
+    let open = '{';
+    let s = "}}}{";
+    let r = r#"}"#;
+    // }
+    /* } /* nested } */ */
+    let b = b'}';
+    open
+}
+
+trait T {
+    fn declared(&self);
+}
+
+pub async fn outer<'a>(x: &'a str) -> &'a str {
+    fn inner() {}
+    x
+}
+"##;
+    let found = function_lengths(text);
+    assert_eq!(
+        found,
+        vec![
+            ("short".to_string(), 2, 9),
+            ("inner".to_string(), 17, 1),
+            ("outer".to_string(), 16, 4),
+        ]
+    );
+}
+
+/// Every function with a body in `text`: its name, the line of its `fn` and how many lines
+/// it spans to its closing brace. Braces in strings, characters and comments are passed
+/// over.
+fn function_lengths(text: &str) -> Vec<(String, usize, usize)> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut found = Vec::new();
+    // Open braces: the function each opened, if it opened one's body.
+    let mut open: Vec<Option<(String, usize)>> = Vec::new();
+    let mut pending: Option<(String, usize)> = None;
+    let (mut at, mut line) = (0, 1);
+    let ident = |c: char| c.is_alphanumeric() || c == '_';
+    while at < chars.len() {
+        let c = chars[at];
+        let next = chars.get(at + 1).copied();
+        match c {
+            '\n' => line += 1,
+            '/' if next == Some('/') => {
+                while at < chars.len() && chars[at] != '\n' {
+                    at += 1;
+                }
+                continue;
+            }
+            '/' if next == Some('*') => {
+                let mut depth = 0;
+                while at < chars.len() {
+                    if chars[at] == '/' && chars.get(at + 1) == Some(&'*') {
+                        depth += 1;
+                        at += 2;
+                    } else if chars[at] == '*' && chars.get(at + 1) == Some(&'/') {
+                        depth -= 1;
+                        at += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        line += usize::from(chars[at] == '\n');
+                        at += 1;
+                    }
+                }
+                continue;
+            }
+            'r' if (next == Some('#') || next == Some('"'))
+                && (at == 0 || !ident(chars[at - 1])) =>
+            {
+                let hashes = chars[at + 1..].iter().take_while(|&&h| h == '#').count();
+                if chars.get(at + 1 + hashes) == Some(&'"') {
+                    at += 2 + hashes;
+                    while at < chars.len() {
+                        let closes = chars[at] == '"'
+                            && (0..hashes).all(|h| chars.get(at + 1 + h) == Some(&'#'));
+                        line += usize::from(chars[at] == '\n');
+                        at += 1;
+                        if closes {
+                            at += hashes;
+                            break;
+                        }
+                    }
+                    continue;
+                }
+            }
+            '"' => {
+                at += 1;
+                while at < chars.len() && chars[at] != '"' {
+                    line += usize::from(chars[at] == '\n');
+                    at += if chars[at] == '\\' { 2 } else { 1 };
+                }
+            }
+            '\'' => {
+                // A character ('x', '\n', '{'); else a lifetime ('a), passed as a name.
+                if next == Some('\\') {
+                    at += 2;
+                    while at < chars.len() && chars[at] != '\'' {
+                        at += 1;
+                    }
+                } else if chars.get(at + 2) == Some(&'\'') {
+                    at += 2;
+                }
+            }
+            '{' => open.push(pending.take()),
+            '}' => {
+                if let Some(Some((name, start))) = open.pop() {
+                    found.push((name, start, line - start + 1));
+                }
+            }
+            ';' => pending = None,
+            'f' if next == Some('n')
+                && (at == 0 || !ident(chars[at - 1]))
+                && chars.get(at + 2).is_some_and(|c| c.is_whitespace()) =>
+            {
+                let name: String = chars[at + 2..]
+                    .iter()
+                    .skip_while(|c| c.is_whitespace())
+                    .take_while(|&&c| ident(c))
+                    .collect();
+                pending = Some((name, line));
+            }
+            _ => {}
+        }
+        at += 1;
+    }
+    found
+}
+
 /// The project's root.
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
