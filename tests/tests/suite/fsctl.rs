@@ -775,7 +775,10 @@ fn exec_gives_the_command_fsctls_stdin_unless_told_not_to() {
             .spawn()
             .unwrap();
         child.stdin.take().unwrap().write_all(input).unwrap();
-        child.wait_with_output().unwrap()
+        // A command that never saw its end of file fails here, fsctl's stderr above it,
+        // instead of holding the suite.
+        fsd_tests::wait_output(child, std::time::Duration::from_secs(60))
+            .unwrap_or_else(|| panic!("fsctl {args:?} did not end within 60 s"))
     };
     let output = run(&["exec", "--", "wc", "-l"], b"a\nb\nc\n");
     assert_eq!(succeeded(&output).trim(), "3");
