@@ -281,6 +281,8 @@ async fn stream_in_session(
         _ = interrupts.recv() => return Ok(ExitCode::from(130)),
     };
     let mut running: Option<(String, String)> = None;
+    // Sending stdin stops when fsctl does: a write cut by fsctl's end says nothing.
+    let mut _sending: Option<AbortOnDrop> = None;
     loop {
         tokio::select! {
             event = events.next() => {
@@ -297,7 +299,8 @@ async fn stream_in_session(
                     } => {
                         running = session_id.zip(command_id);
                         if let (true, Some((session, command))) = (request.stdin_pipe, &running) {
-                            tokio::spawn(send_stdin(sandbox.clone(), session.clone(), command.clone()));
+                            let task = send_stdin(sandbox.clone(), session.clone(), command.clone());
+                            _sending = Some(AbortOnDrop(tokio::spawn(task)));
                         }
                     }
                     ExecEvent::Stdout { data, .. } => print_raw(&data, ""),
@@ -332,6 +335,18 @@ async fn stream_in_session(
     }
 }
 
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// How many more times the end of a command's stdin is sent when its request failed.
+const CLOSE_ATTEMPTS: usize = 3;
+
 /// The most one stdin write carries: what arrived while the last one was sent, up to this.
 const STDIN_WRITE_BYTES: usize = 1024 * 1024;
 
@@ -352,7 +367,20 @@ async fn send_stdin(sandbox: Sandbox, session: String, command: String) {
             }
             stdin.write_all(&bytes).await?;
         }
-        stdin.shutdown().await
+        // The end of file is sent again when its request did not go through (closing twice
+        // is a closed stdin, which is quiet): a command reading to its end would otherwise
+        // wait for ever.
+        let mut closed = stdin.shutdown().await;
+        for _ in 0..CLOSE_ATTEMPTS {
+            match &closed {
+                Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => {
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                    closed = sandbox.command_stdin(&session, &command).shutdown().await;
+                }
+                _ => break,
+            }
+        }
+        closed
     };
     match sent.await {
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => {}

@@ -147,7 +147,7 @@ impl Process {
         info: ProcessInfo,
         supervisor: u32,
         [stdout, stderr]: [OutputLog; 2],
-        stdin: Option<tokio::net::unix::pipe::Sender>,
+        stdin: Option<crate::stdin::OpenPipe>,
     ) -> Arc<Self> {
         let done = info.status.is_terminal();
         Arc::new(Self {

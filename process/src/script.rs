@@ -126,9 +126,41 @@ pub struct JobFiles<'a> {
 }
 
 impl JobFiles<'_> {
-    fn stdin(&self) -> String {
-        self.stdin
-            .map_or_else(|| "/dev/null".to_string(), quote_path)
+    /// The stdin redirection of a command the session's shell execs (a background one's
+    /// supervisor): a file the daemon gave is opened read-write on a descriptor of its own
+    /// first and that one closed at once. For a FIFO, the read-only open beside it then
+    /// never waits for a writer (the daemon may have closed its end already; what it wrote
+    /// waits in the pipe), and the command's end of file still comes when the daemon's end
+    /// closes (an exec's redirections are not undone, so the shell keeps no copy).
+    fn exec_stdin(&self) -> String {
+        match self.stdin {
+            Some(path) => {
+                let path = quote_path(path);
+                format!("7<>{path} <{path} 7>&-")
+            }
+            None => "</dev/null".to_string(),
+        }
+    }
+
+    /// The same for a command the shell runs itself, in three parts: opened before (the
+    /// shell's own descriptor 60, read-only; the read-write one that kept its open from
+    /// waiting is closed at once), the command's redirection from it, and closed after. A
+    /// redirection on the command itself would keep a copy of the read-write descriptor in
+    /// the shell, to restore it afterwards, and the command would never see end of file.
+    /// (`command exec`, not `builtin exec`: a builtin's redirections are undone after it,
+    /// an exec's are not, and `command` passes over a function named `exec`.)
+    fn shell_stdin(&self) -> (String, String, &'static str) {
+        match self.stdin {
+            Some(path) => {
+                let path = quote_path(path);
+                (
+                    format!("command exec 61<>{path} 60<{path} 61>&-; "),
+                    "<&60 60<&-".to_string(),
+                    "command exec 60<&-; ",
+                )
+            }
+            None => (String::new(), "</dev/null".to_string(), ""),
+        }
     }
 }
 
@@ -187,15 +219,15 @@ pub fn foreground(
     // One set of redirections for the check, the `cd` and the command: bash saves and
     // restores every descriptor a redirection touches (about ten system calls each), and
     // they were most of its system calls per command.
+    let (open_stdin, stdin, close_stdin) = files.shell_stdin();
     format!(
         "builtin trap \"$__fsd_on_int\" INT; __fsd_job={job}; __fsd_e=${{-//[^e]/}}; \
-         __fsd_c={text}; __fsd_c=\"__fsd_check() {{ $__fsd_c${{__fsd_nl}}}}\"; \
+         __fsd_c={text}; __fsd_c=\"__fsd_check() {{ $__fsd_c${{__fsd_nl}}}}\"; {open_stdin}\
          {{ if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }}; \
          then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; }} \
-         <{stdin} 1<>{out} 2>>{err} 9>&- 8<&-; \
+         {stdin} 1<>{out} 2>>{err} 9>&- 8<&-; {close_stdin}\
          __fsd_job=0; builtin printf 'done {job} %d\\n' \"$__fsd_r\" >&9\n",
         out = quote_path(files.stdout),
-        stdin = files.stdin(),
     )
 }
 
@@ -246,10 +278,10 @@ pub fn background(
          {{ builtin declare -p; builtin declare -f; builtin alias -p; builtin shopt -p; builtin set +o; }} >{state} 2>/dev/null; \
          builtin shopt -s execfail; \
          builtin exec {exe} supervise --report {control} --job {job} --on-exit linger -- \
-         bash --norc --noprofile -c {load} bash {state} {script} <{stdin} >{out} 2>>{err}; \
+         bash --norc --noprofile -c {load} bash {state} {script} {stdin} >{out} 2>>{err}; \
          builtin printf 'exit {job} 127\\n' >>{control}; }} 8<&- 9>&- &\n",
         exe = quote_path(supervision.exe),
-        stdin = files.stdin(),
+        stdin = files.exec_stdin(),
         script = quote_path(files.script),
         out = quote_path(files.stdout),
     )
@@ -350,7 +382,10 @@ mod tests {
         };
         let line = background(4, &piped, None, &env, &supervision);
         assert_eq!(line.matches('\n').count(), 1, "{line}");
-        assert!(line.contains("<'/s/in-4' >'/s/out-3'"), "{line}");
+        assert!(
+            line.contains("7<>'/s/in-4' <'/s/in-4' 7>&- >'/s/out-3'"),
+            "{line}"
+        );
         assert!(line.contains("--report '/s/control' --job 4"), "{line}");
         assert!(line.contains("exit 4 127"), "{line}");
     }

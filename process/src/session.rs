@@ -80,7 +80,7 @@ pub struct Started {
     pub supervisor: u32,
     pub reports: mpsc::UnboundedReceiver<Report>,
     /// The writing end of its stdin, when it was started with [`Stdin::Pipe`].
-    pub stdin: Option<tokio::net::unix::pipe::Sender>,
+    pub stdin: Option<stdin::OpenPipe>,
 }
 
 pub struct Session {

@@ -45,19 +45,35 @@ pub async fn write_content(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     file.flush().await
 }
 
-/// Makes the FIFO at `path` and opens its writing end (read-write, so the command's open
-/// does not wait for a writer, and writes never fail for want of a reader).
-pub fn open_pipe(path: &Path) -> std::io::Result<pipe::Sender> {
+/// A command's stdin FIFO as the daemon holds it: the end it writes, and a reading end it
+/// never reads, which keeps the pipe (and what was written into it) while the command has
+/// not opened it yet. Without it, a caller that writes and closes before the command opens
+/// its stdin (a fast one, a loaded machine) would take the pipe and its bytes away, and the
+/// command's open would wait for a writer for ever.
+pub struct OpenPipe {
+    sender: pipe::Sender,
+    keeper: std::fs::File,
+}
+
+/// Makes the FIFO at `path` and opens its writing end (read-write, so writes never fail for
+/// want of a reader) and its keeper. The command's side opens it read-write on a descriptor
+/// of its own first (see `script`), so its open does not wait for the daemon's end either.
+pub fn open_pipe(path: &Path) -> std::io::Result<OpenPipe> {
+    use std::os::unix::fs::OpenOptionsExt;
     let _ = std::fs::remove_file(path);
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))?;
     let sender = pipe::OpenOptions::new()
         .read_write(true)
         .open_sender(path)?;
+    let keeper = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NONBLOCK)
+        .open(path)?;
     let size = i32::try_from(PIPE_BYTES).unwrap_or(i32::MAX);
     if let Err(err) = nix::fcntl::fcntl(&sender, nix::fcntl::FcntlArg::F_SETPIPE_SZ(size)) {
         tracing::debug!(error = %err, "cannot grow a stdin pipe; it keeps the kernel's size");
     }
-    Ok(sender)
+    Ok(OpenPipe { sender, keeper })
 }
 
 /// What `pipe` holds: [`PIPE_BYTES`], or less where the kernel would not grow it (a daemon
@@ -75,6 +91,8 @@ pub struct StdinPipe {
     /// What the pipe holds, which the daemon keeps for a process that does not read.
     capacity: usize,
     sender: tokio::sync::Mutex<Option<pipe::Sender>>,
+    /// The pipe's keeper (see [`OpenPipe`]), until the process has ended.
+    keeper: std::sync::Mutex<Option<std::fs::File>>,
 }
 
 /// What one write did.
@@ -85,11 +103,16 @@ pub struct Written {
 }
 
 impl StdinPipe {
-    pub fn new(sender: Option<pipe::Sender>) -> Self {
+    pub fn new(opened: Option<OpenPipe>) -> Self {
+        let (sender, keeper) = match opened {
+            Some(OpenPipe { sender, keeper }) => (Some(sender), Some(keeper)),
+            None => (None, None),
+        };
         Self {
             piped: sender.is_some(),
             capacity: sender.as_ref().map_or(0, capacity),
             sender: tokio::sync::Mutex::new(sender),
+            keeper: std::sync::Mutex::new(keeper),
         }
     }
 
@@ -140,5 +163,6 @@ impl StdinPipe {
     /// Closes the pipe for good (the process has ended), once no write holds it.
     pub async fn shut(&self) {
         self.sender.lock().await.take();
+        self.keeper.lock().unwrap_or_else(|p| p.into_inner()).take();
     }
 }
