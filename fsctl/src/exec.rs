@@ -8,6 +8,7 @@ use fsd_sdk::api::exec::{ExecEvent, ExecuteRequest, command_line};
 use fsd_sdk::api::process::{ProcessEvent, ProcessStatus, StartProcessRequest};
 use fsd_sdk::{ErrorCode, Sandbox, SdkError};
 use futures_util::StreamExt;
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::output;
 
@@ -282,7 +283,7 @@ async fn stream_in_session(
     };
     let mut running: Option<(String, String)> = None;
     // Sending stdin stops when fsctl does: a write cut by fsctl's end says nothing.
-    let mut _sending: Option<AbortOnDrop> = None;
+    let mut _sending: Option<AbortOnDropHandle<()>> = None;
     loop {
         tokio::select! {
             event = events.next() => {
@@ -300,7 +301,7 @@ async fn stream_in_session(
                         running = session_id.zip(command_id);
                         if let (true, Some((session, command))) = (request.stdin_pipe, &running) {
                             let task = send_stdin(sandbox.clone(), session.clone(), command.clone());
-                            _sending = Some(AbortOnDrop(tokio::spawn(task)));
+                            _sending = Some(AbortOnDropHandle::new(tokio::spawn(task)));
                         }
                     }
                     ExecEvent::Stdout { data, .. } => print_raw(&data, ""),
@@ -332,15 +333,6 @@ async fn stream_in_session(
                 None => return Ok(ExitCode::from(130)),
             },
         }
-    }
-}
-
-/// Aborts a task when dropped.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

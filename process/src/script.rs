@@ -136,7 +136,7 @@ impl JobFiles<'_> {
         match self.stdin {
             Some(path) => {
                 let path = quote_path(path);
-                format!("7<>{path} <{path} 7>&-")
+                format!("61<>{path} <{path} 61>&-")
             }
             None => "</dev/null".to_string(),
         }
@@ -383,7 +383,7 @@ mod tests {
         let line = background(4, &piped, None, &env, &supervision);
         assert_eq!(line.matches('\n').count(), 1, "{line}");
         assert!(
-            line.contains("7<>'/s/in-4' <'/s/in-4' 7>&- >'/s/out-3'"),
+            line.contains("61<>'/s/in-4' <'/s/in-4' 61>&- >'/s/out-3'"),
             "{line}"
         );
         assert!(line.contains("--report '/s/control' --job 4"), "{line}");

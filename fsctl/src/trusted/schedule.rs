@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use fsd_control::retention::SnapshotPolicy;
 use fsd_sdk::Sandbox;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::backups::{BackupOptions, Backups};
 
@@ -32,13 +32,7 @@ pub enum Round {
 
 /// A running schedule; stops when dropped.
 pub struct Scheduled {
-    task: JoinHandle<()>,
-}
-
-impl Drop for Scheduled {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: AbortOnDropHandle<()>,
 }
 
 /// Starts `schedule`: the first snapshot after one interval. `report` hears each round.
@@ -58,7 +52,9 @@ pub fn start(
             report(&round(&sandbox, &backups, &schedule).await);
         }
     });
-    Scheduled { task }
+    Scheduled {
+        _task: AbortOnDropHandle::new(task),
+    }
 }
 
 async fn round(sandbox: &Sandbox, backups: &Backups, schedule: &Schedule) -> Round {

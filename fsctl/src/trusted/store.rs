@@ -10,7 +10,7 @@ use hyper_util::server::conn::auto::Builder as ConnBuilder;
 use s3s::auth::SimpleAuth;
 use s3s::service::S3ServiceBuilder;
 use tokio::net::TcpListener;
-use tokio::task::JoinHandle;
+use tokio_util::task::AbortOnDropHandle;
 
 use super::access::BucketAccess;
 use fsd_sdk::SdkError;
@@ -19,7 +19,7 @@ use fsd_sdk::SdkError;
 pub struct EmbeddedStore {
     pub address: SocketAddr,
     pub store: BucketAccess,
-    task: JoinHandle<()>,
+    _task: AbortOnDropHandle<()>,
 }
 
 impl EmbeddedStore {
@@ -61,13 +61,7 @@ impl EmbeddedStore {
         Ok(EmbeddedStore {
             address,
             store,
-            task,
+            _task: AbortOnDropHandle::new(task),
         })
-    }
-}
-
-impl Drop for EmbeddedStore {
-    fn drop(&mut self) {
-        self.task.abort();
     }
 }
