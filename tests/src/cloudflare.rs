@@ -19,8 +19,12 @@ use serde_json::Value;
 
 use crate::{binary, repo_root};
 
-/// How long wrangler may take to serve after it starts (image preparation included).
-const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// How long wrangler may take to serve after it starts (image preparation included): a guard
+/// against a stack that never serves, not a measure of speed. Alone it serves in about 10 s;
+/// beside the rest of the suite on a loaded 2-core CI machine it once needed more than 180.
+const START_TIMEOUT: Duration = Duration::from_secs(420);
+/// What wrangler prints once its server listens (requests may still wait for the Worker).
+const READY: &str = "Ready on http";
 /// How many of wrangler's last lines a failure's message carries.
 const LOG_TAIL_LINES: usize = 40;
 
@@ -191,9 +195,18 @@ impl Stack {
         at_exit::stop_group(child.id());
         self.child = Some(child);
         let started = Instant::now();
+        let readies_before = self.logs().matches(READY).count();
+        let mut ready_after = None;
         loop {
             if answers(self.port) {
+                eprintln!(
+                    "wrangler served after {:?} (said ready after {ready_after:?})",
+                    started.elapsed()
+                );
                 return;
+            }
+            if ready_after.is_none() && self.logs().matches(READY).count() > readies_before {
+                ready_after = Some(started.elapsed());
             }
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -202,7 +215,8 @@ impl Stack {
             }
             assert!(
                 started.elapsed() < START_TIMEOUT,
-                "wrangler did not serve within {START_TIMEOUT:?}:\n{}",
+                "wrangler did not serve within {START_TIMEOUT:?} (said ready after \
+                 {ready_after:?}):\n{}",
                 self.log_tail()
             );
             std::thread::sleep(Duration::from_millis(200));
