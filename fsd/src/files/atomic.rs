@@ -17,6 +17,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use fsd_api::scratch::{ScratchKind, scratch_path};
 use nix::errno::Errno;
@@ -220,20 +221,67 @@ fn existing(dir: &File, name: &OsStr) -> Result<Existing, AtomicWriteError> {
         Err(Errno::ENOENT) => return Ok(Existing::Nothing),
         Err(errno) => return Err(errno.into()),
     };
-    let kind = SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits());
-    Ok(if kind == SFlag::S_IFDIR {
-        Existing::Directory
-    } else if kind == SFlag::S_IFLNK {
-        Existing::Symlink
-    } else if let Some(special) = Special::of_mode(stat.st_mode) {
-        Existing::Special(special)
-    } else {
-        Existing::Regular {
-            mode: stat.st_mode & 0o7777,
-            uid: stat.st_uid,
-            gid: stat.st_gid,
+    Ok(Existing::of(&stat))
+}
+
+impl Existing {
+    fn of(stat: &nix::sys::stat::FileStat) -> Self {
+        let kind = SFlag::from_bits_truncate(stat.st_mode & SFlag::S_IFMT.bits());
+        if kind == SFlag::S_IFDIR {
+            Existing::Directory
+        } else if kind == SFlag::S_IFLNK {
+            Existing::Symlink
+        } else if let Some(special) = Special::of_mode(stat.st_mode) {
+            Existing::Special(special)
+        } else {
+            Existing::Regular {
+                mode: stat.st_mode & 0o7777,
+                uid: stat.st_uid,
+                gid: stat.st_gid,
+            }
         }
-    })
+    }
+}
+
+/// What is at `name` in `dir`, and a descriptor that holds it (`O_PATH`, which reads and
+/// writes nothing) when it is there.
+fn held(dir: &File, name: &OsStr) -> Result<(Existing, Option<OwnedFd>), AtomicWriteError> {
+    let fd = match openat(
+        dir.as_fd(),
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) => return Ok((Existing::Nothing, None)),
+        Err(errno) => return Err(errno.into()),
+    };
+    let stat = nix::sys::stat::fstat(&fd)?;
+    Ok((Existing::of(&stat), Some(fd)))
+}
+
+/// Lets go of a file that a rename has just replaced, on a thread of its own. The last
+/// reference to an unlinked inode frees it and its blocks, and when that reference is the
+/// directory entry, the rename does it before it returns: 50 µs of a 1 KiB replacement's
+/// 120 on this project's ext4 (`rename` with the old file held open: 5 µs). Held here, the
+/// replaced file is freed while the caller already has its answer. A thread that cannot
+/// start leaves it to the caller, as before. (Held a moment, it keeps its mount busy a
+/// moment: a bucket's unmount tries a busy mount again.)
+fn release_later(replaced: OwnedFd) {
+    use std::sync::mpsc::{Sender, channel};
+    static RELEASER: OnceLock<Option<Sender<OwnedFd>>> = OnceLock::new();
+    let releaser = RELEASER.get_or_init(|| {
+        let (sender, receiver) = channel::<OwnedFd>();
+        std::thread::Builder::new()
+            .name("fsd-release".into())
+            .spawn(move || receiver.into_iter().for_each(drop))
+            .ok()
+            .map(|_| sender)
+    });
+    if let Some(releaser) = releaser {
+        // Refused (the thread gone), the descriptor comes back and is dropped here.
+        let _ = releaser.send(replaced);
+    }
 }
 
 impl AtomicFile {
@@ -266,10 +314,14 @@ impl AtomicFile {
         // Confined, the directories are made and opened beneath the roots, each relative
         // to its parent's descriptor; the temp file and the rename are relative to `dir`.
         let dir = match beneath {
-            None => {
-                fs::create_dir_all(parent).map_err(blocked)?;
-                open_dir(parent)?
-            }
+            // Most writes go to a directory that is there: opened first, made only if not.
+            None => match open_dir(parent) {
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {
+                    fs::create_dir_all(parent).map_err(blocked)?;
+                    open_dir(parent)?
+                }
+                opened => opened.map_err(blocked)?,
+            },
             Some(within) => within
                 .create_dir_all(parent)
                 .map_err(|refused| match refused {
@@ -368,16 +420,17 @@ impl AtomicFile {
     /// other than a regular file meanwhile: a device or FIFO is never replaced.
     pub fn commit(mut self) -> io::Result<()> {
         self.sync()?;
-        match existing(&self.dir, &self.name) {
-            Ok(Existing::Special(kind)) => {
+        let replaced = match held(&self.dir, &self.name) {
+            Ok((Existing::Special(kind), _)) => {
                 return Err(io::Error::other(format!(
                     "the target became {} during the write; it was left alone",
                     kind.described()
                 )));
             }
-            Ok(Existing::Directory) => return Err(Errno::EISDIR.into()),
-            _ => {}
-        }
+            Ok((Existing::Directory, _)) => return Err(Errno::EISDIR.into()),
+            Ok((_, replaced)) => replaced,
+            Err(_) => None,
+        };
         renameat(
             self.dir.as_fd(),
             self.temp.as_os_str(),
@@ -385,6 +438,9 @@ impl AtomicFile {
             self.name.as_os_str(),
         )?;
         self.committed = true;
+        if let Some(replaced) = replaced {
+            release_later(replaced);
+        }
         // Persist the rename itself; failure here loses nothing already visible.
         let _ = durability::sync(&self.dir);
         Ok(())
@@ -448,16 +504,13 @@ pub fn write_bytes(
 
 /// The path a write to `target` goes to (symlinks followed), and what special file is there.
 fn followed(target: &Path) -> io::Result<(PathBuf, Option<Special>)> {
-    let target = through_symlink(target)?;
-    let special = match fs::symlink_metadata(&target) {
-        Ok(meta) => Special::of(meta.file_type()),
-        Err(_) => None,
-    };
-    Ok((target, special))
+    let (target, found) = through_symlink(target)?;
+    Ok((target, found.and_then(|meta| Special::of(meta.file_type()))))
 }
 
-/// Follows a chain of symlinks at `path` (even dangling ones) to the path to write.
-fn through_symlink(path: &Path) -> io::Result<PathBuf> {
+/// Follows a chain of symlinks at `path` (even dangling ones) to the path to write, with
+/// what is there (`None`: nothing).
+fn through_symlink(path: &Path) -> io::Result<(PathBuf, Option<fs::Metadata>)> {
     let mut current = path.to_path_buf();
     for _ in 0..40 {
         match fs::symlink_metadata(&current) {
@@ -468,7 +521,8 @@ fn through_symlink(path: &Path) -> io::Result<PathBuf> {
                     None => link,
                 };
             }
-            _ => return Ok(current),
+            Ok(meta) => return Ok((current, Some(meta))),
+            Err(_) => return Ok((current, None)),
         }
     }
     Err(io::Error::from_raw_os_error(Errno::ELOOP as i32))
@@ -497,6 +551,44 @@ mod tests {
             1,
             "temp file left behind"
         );
+    }
+
+    #[test]
+    fn replaced_files_are_let_go_of_after_the_rename() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("often.txt");
+        let mut reader = None;
+        for round in 0..100u32 {
+            write_bytes(&target, round.to_string().as_bytes(), None).unwrap();
+            if round == 50 {
+                reader = Some(File::open(&target).unwrap());
+            }
+        }
+        assert_eq!(fs::read(&target).unwrap(), b"99");
+        // A reader of a replaced version still reads that version.
+        let mut held = String::new();
+        std::io::Read::read_to_string(&mut reader.take().unwrap(), &mut held).unwrap();
+        assert_eq!(held, "50");
+        // No descriptor of this process keeps a replaced version once the releaser is done.
+        let replaced = format!("{} (deleted)", target.display());
+        let started = std::time::Instant::now();
+        let holding = || {
+            fs::read_dir("/proc/self/fd")
+                .unwrap()
+                .flatten()
+                .filter(|fd| {
+                    fs::read_link(fd.path()).is_ok_and(|to| to.as_os_str() == replaced.as_str())
+                })
+                .count()
+        };
+        while holding() > 0 {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "replaced versions still held: {}",
+                holding()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     #[test]

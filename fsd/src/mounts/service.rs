@@ -212,7 +212,8 @@ impl MountService {
         let created_dir = entry.info.created_dir;
         let mut mount = entry.mount;
         // Busy a moment (the daemon's own reads through it: a watch's listing, an archive
-        // being written, a download) is tried again for a second before it is an answer.
+        // being written, a download, a file just replaced through it and not yet let go of by
+        // the files' releaser) is tried again for a second before it is an answer.
         let mut tries = 0;
         loop {
             match mount.unmount().await {
