@@ -109,6 +109,16 @@ impl ApiError {
             .with_suggestion("Send `Authorization: Bearer <token>` or `X-Fsd-Token: <token>`")
     }
 
+    /// Logs the error as it is answered, whichever transport answers it: the daemon's
+    /// failures as errors, a caller's mistakes at debug.
+    pub fn log(&self) {
+        if self.http_status >= 500 {
+            tracing::error!(code = %self.code, message = %self.message, "request failed");
+        } else {
+            tracing::debug!(code = %self.code, message = %self.message, "request refused");
+        }
+    }
+
     pub fn body(&self) -> ErrorBody {
         ErrorBody {
             code: self.code.clone(),
@@ -126,11 +136,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status =
             StatusCode::from_u16(self.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        if status.is_server_error() {
-            tracing::error!(code = %self.code, message = %self.message, "request failed");
-        } else {
-            tracing::debug!(code = %self.code, message = %self.message, "request refused");
-        }
+        self.log();
         let mut response = (status, axum::Json(self.body())).into_response();
         if self.code == ErrorCode::Unauthorized {
             response

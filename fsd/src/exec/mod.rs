@@ -1,8 +1,9 @@
 //! Sessions and commands: `/api/session/*` and `/api/execute`, over the process world of
 //! `fsd-process`. `request` checks what a command request says, whichever route brought it;
-//! `routes` parses and answers; `wire_error` gives the wire codes.
+//! `ops` are its typed operations, `routes` parses and answers; `wire_error` gives the wire codes.
 
 mod error;
+pub mod ops;
 mod request;
 mod routes;
 mod wire_error;

@@ -4,23 +4,20 @@ use std::time::Duration;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, Uri, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use base64_simd::STANDARD as BASE64;
 use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
-    BackgroundStarted, CommandSignalRequest, CommandSignalResponse, CommandStdinRequest,
-    CommandStdinResponse, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
-    DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
-    SessionInfo,
+    CommandSignalRequest, CommandSignalResponse, CommandStdinRequest, CommandStdinResponse,
+    CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse,
+    ExecEvent, ExecuteRequest, ListSessionsResponse, SessionInfo,
 };
 use futures_util::{StreamExt, stream};
 
 use super::error::RequestError;
-use super::request::{
-    CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir, signal_named,
-};
+use super::ops::{self, Executed};
+use super::request::{CommandRequest, checked_env, checked_session_id, existing_dir, signal_named};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::{parse, read_body};
@@ -122,52 +119,10 @@ pub async fn execute(
     headers: HeaderMap,
     uri: Uri,
     body: axum::body::Bytes,
-) -> Result<Response, ApiError> {
-    let (req, session_id, spec) = prepare(&state, &headers, &uri, &body).await?;
-    if req.stdin_pipe && req.background != Some(true) {
-        return Err(ApiError::validation(
-            "stdinPipe",
-            "a command answered whole cannot be written to while it runs: stream it \
-             (/api/execute/stream with foreground) or start it in the background",
-            "INVALID_STDIN",
-        ));
-    }
-    if req.background == Some(true) {
-        let info = state
-            .processes
-            .start(&session_id, &spec, None)
-            .await?
-            .info();
-        return Ok(Json(BackgroundStarted {
-            success: true,
-            process_id: info.id,
-            pid: info.pid,
-            command: info.command,
-            timestamp: info.start_time,
-        })
-        .into_response());
-    }
-    let timeout = req
-        .timeout_ms
-        .filter(|ms| *ms > 0)
-        .map(Duration::from_millis);
-    let finished = state.sessions.exec(&session_id, &spec, timeout).await?;
-    let (stdout, stdout_base64) = text_and_exact(finished.stdout);
-    let (stderr, stderr_base64) = text_and_exact(finished.stderr);
-    Ok(Json(ExecResult {
-        success: finished.exit_code == 0,
-        exit_code: finished.exit_code,
-        stdout,
-        stderr,
-        stdout_base64,
-        stderr_base64,
-        truncated: finished.truncated,
-        command: req.command,
-        duration: finished.duration.as_millis() as u64,
-        timestamp: now_rfc3339(),
-        session_id,
-    })
-    .into_response())
+) -> Result<Json<Executed>, ApiError> {
+    let req: ExecuteRequest = parse(&body)?;
+    let session_id = session_from(&state, req.session_id.as_deref(), &headers, &uri)?;
+    Ok(Json(ops::execute(&state, req, session_id).await?))
 }
 
 /// `start` (with pid, session and process ids), the output as it comes, then `complete`
@@ -361,20 +316,6 @@ async fn prepare(
     Ok((req, session_id, spec))
 }
 
-/// UTF-8 output as is; anything else as its lossy text plus the exact bytes in base64.
-fn text_and_exact(bytes: Vec<u8>) -> (String, Option<String>) {
-    match String::from_utf8(bytes) {
-        Ok(text) => (text, None),
-        Err(err) => {
-            let exact = BASE64.encode_to_string(err.as_bytes());
-            (
-                String::from_utf8_lossy(err.as_bytes()).into_owned(),
-                Some(exact),
-            )
-        }
-    }
-}
-
 fn generated_id() -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -421,11 +362,5 @@ pub fn session_from(
         })
         .or(from_query)
         .or(from_bearer);
-    match chosen {
-        Some(id) => {
-            checked_session_id(&id, "sessionId")?;
-            Ok(id)
-        }
-        None => Ok(DEFAULT_SESSION.to_string()),
-    }
+    ops::session_of(chosen.as_deref())
 }

@@ -1,6 +1,6 @@
 //! Files: the reference's file routes and fsd's raw transfer and stat extensions.
 //!
-//! `routes` and `raw` parse and answer; [`FileService`] does the work (its paths resolved by
+//! `ops` are its typed JSON operations; `routes` and `raw` parse and answer; [`FileService`] does the work (its paths resolved by
 //! `crate::paths`), `transfer` its streamed writes and reads for every transport; `atomic` makes every write all-or-nothing; `special` keeps FIFOs, devices and procfs
 //! files from holding a request forever.
 
@@ -14,6 +14,7 @@ mod json_write;
 mod listing;
 mod manifest;
 mod mime;
+pub mod ops;
 mod permissions;
 mod raw;
 mod routes;
@@ -25,7 +26,6 @@ mod transfer;
 mod wire_error;
 pub mod workspace_archive;
 
-pub use listing::ListOptions;
 pub use routes::router;
 pub use scratch_log::ScratchLog;
 pub use service::FileService;

@@ -6,7 +6,6 @@ use axum::extract::{Request, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
@@ -14,13 +13,12 @@ use fsd_api::files::{
     ListFilesRequest, ListFilesResponse, ManifestRequest, ManifestResponse, MkdirRequest,
     MkdirResponse, MoveRequest, PathRequest, PathResponse, PermissionsResponse, ReadRequest,
     ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse, WriteResponse,
-    mode_digits,
 };
 
 use super::apply::MAX_PART_BYTES;
 use super::error::FileError;
 use super::json_write::{self, WriteBody};
-use super::listing::ListOptions;
+use super::ops;
 use super::permissions::{self, ModeSpec, parsed_mode};
 use super::raw;
 use super::stream;
@@ -59,21 +57,7 @@ pub async fn read(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<ReadRequest>,
 ) -> Reply<ReadResponse> {
-    let file = state
-        .files
-        .read(req.session_id.as_deref(), &req.path, req.encoding)
-        .await
-        .op(Operation::FileRead)?;
-    Ok(Json(ReadResponse {
-        success: true,
-        path: req.path,
-        content: file.content,
-        timestamp: now_rfc3339(),
-        is_binary: file.encoding == Encoding::Base64,
-        encoding: file.encoding,
-        mime_type: file.mime_type,
-        size: file.size,
-    }))
+    Ok(Json(ops::read(&state, req).await?))
 }
 
 pub async fn read_stream(
@@ -124,7 +108,7 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
     let bytes = match content {
         Content::InBody(range) => {
             let len = if base64 {
-                decode_base64_in_place(&mut body[range.clone()]).op(Operation::FileWrite)?
+                ops::decode_base64_in_place(&mut body[range.clone()]).op(Operation::FileWrite)?
             } else {
                 range.len()
             };
@@ -132,167 +116,57 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
         }
         Content::Copied(mut text) => {
             if base64 {
-                let len = decode_base64_in_place(&mut text).op(Operation::FileWrite)?;
+                let len = ops::decode_base64_in_place(&mut text).op(Operation::FileWrite)?;
                 text.truncate(len);
             }
             Bytes::from(text)
         }
     };
-    let (bytes_written, mode) = state
-        .files
-        .write(session_id.as_deref(), &path, bytes, mode)
-        .await
-        .op(Operation::FileWrite)?;
-    Ok(Json(WriteResponse {
-        success: true,
-        path,
-        bytes_written,
-        mode: mode.map(mode_digits),
-        timestamp: now_rfc3339(),
-    }))
-}
-
-/// Decodes standard padded base64 in place and returns the decoded length; whitespace
-/// (line-wrapped base64) is ignored. Content is checked before it is overwritten, so only
-/// content with whitespace or garbage pays for a second pass.
-fn decode_base64_in_place(data: &mut [u8]) -> Result<usize, FileError> {
-    let len = if BASE64.check(data).is_ok() {
-        data.len()
-    } else {
-        let mut kept = 0;
-        for index in 0..data.len() {
-            if !data[index].is_ascii_whitespace() {
-                data[kept] = data[index];
-                kept += 1;
-            }
-        }
-        BASE64
-            .check(&data[..kept])
-            .map_err(|_| FileError::InvalidBase64)?;
-        kept
-    };
-    BASE64
-        .decode_inplace(&mut data[..len])
-        .map(|decoded| decoded.len())
-        .map_err(|_| FileError::InvalidBase64)
+    Ok(Json(
+        ops::write_bytes(&state, path, session_id.as_deref(), bytes, mode).await?,
+    ))
 }
 
 pub async fn delete(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<PathRequest>,
 ) -> Reply<PathResponse> {
-    state
-        .files
-        .delete(req.session_id.as_deref(), &req.path)
-        .await
-        .op(Operation::FileDelete)?;
-    Ok(Json(PathResponse {
-        success: true,
-        path: req.path,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::delete(&state, req).await?))
 }
 
 pub async fn rename(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<RenameRequest>,
 ) -> Reply<RenameResponse> {
-    state
-        .files
-        .rename(
-            req.session_id.as_deref(),
-            ("oldPath", &req.old_path),
-            ("newPath", &req.new_path),
-        )
-        .await
-        .op(Operation::FileRename)?;
-    Ok(Json(RenameResponse {
-        success: true,
-        path: req.old_path,
-        new_path: req.new_path,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::rename(&state, req).await?))
 }
 
 pub async fn move_file(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<MoveRequest>,
 ) -> Reply<RenameResponse> {
-    state
-        .files
-        .rename(
-            req.session_id.as_deref(),
-            ("sourcePath", &req.source_path),
-            ("destinationPath", &req.destination_path),
-        )
-        .await
-        .op(Operation::FileMove)?;
-    Ok(Json(RenameResponse {
-        success: true,
-        path: req.source_path,
-        new_path: req.destination_path,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::move_file(&state, req).await?))
 }
 
 pub async fn mkdir(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<MkdirRequest>,
 ) -> Reply<MkdirResponse> {
-    let recursive = req.recursive.unwrap_or(false);
-    let mode = parsed_mode(req.mode.as_deref()).op(Operation::DirectoryCreate)?;
-    let mode = state
-        .files
-        .mkdir(req.session_id.as_deref(), &req.path, recursive, mode)
-        .await
-        .op(Operation::DirectoryCreate)?;
-    Ok(Json(MkdirResponse {
-        success: true,
-        path: req.path,
-        recursive,
-        mode: mode.map(mode_digits),
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::mkdir(&state, req).await?))
 }
 
 pub async fn list_files(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<ListFilesRequest>,
 ) -> Reply<ListFilesResponse> {
-    let options = req.options.unwrap_or_default();
-    let options = ListOptions {
-        recursive: options.recursive.unwrap_or(false),
-        include_hidden: options.include_hidden.unwrap_or(false),
-    };
-    let files = state
-        .files
-        .list(req.session_id.as_deref(), &req.path, options)
-        .await
-        .op(Operation::DirectoryList)?;
-    Ok(Json(ListFilesResponse {
-        success: true,
-        path: req.path,
-        count: files.len(),
-        files,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::list(&state, req).await?))
 }
 
 pub async fn exists(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<PathRequest>,
 ) -> Reply<ExistsResponse> {
-    let exists = state
-        .files
-        .exists(req.session_id.as_deref(), &req.path)
-        .await
-        .op(Operation::FileStat)?;
-    Ok(Json(ExistsResponse {
-        success: true,
-        path: req.path,
-        exists,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::exists(&state, req).await?))
 }
 
 pub async fn stat(
@@ -461,7 +335,7 @@ mod tests {
 
     fn decoded(text: &str) -> Result<Vec<u8>, FileError> {
         let mut data = text.as_bytes().to_vec();
-        let len = decode_base64_in_place(&mut data)?;
+        let len = ops::decode_base64_in_place(&mut data)?;
         data.truncate(len);
         Ok(data)
     }

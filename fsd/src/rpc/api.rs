@@ -1,7 +1,9 @@
-//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by the
-//! same routes as HTTP: each method becomes one request through the router (auth,
-//! validation, session fallbacks, errors and fsd's improvements are the route's own), and
-//! its answer is reshaped where RPC's differs. What RPC alone allows (file reads and writes
+//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
+//! HTTP: `commands.execute` and the JSON file methods call their domain's typed operations
+//! (`exec::ops`, `files::ops`), as the routes do, with the routes' validation and errors; the
+//! other methods are still one request each through the router (auth, validation, session
+//! fallbacks, errors and fsd's improvements the route's own). An answer is reshaped where
+//! RPC's differs. What RPC alone allows (file reads and writes
 //! as byte streams without the 32 MiB cap, code output to callbacks) is built here on the
 //! same routes' raw and streaming forms.
 
@@ -11,14 +13,21 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Response, header};
 use bytes::Bytes;
+use fsd_api::exec::ExecuteRequest;
 use futures_util::{Stream, StreamExt};
 use http_body_util::BodyExt;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tower::ServiceExt;
 
 use super::capnweb::{self, Arg};
 use super::session::Session;
+use crate::error::ApiError;
+use crate::exec;
+use crate::files;
 use crate::state::AppState;
+use crate::wire::json::parse_value;
 use crate::wire::sse::sse_frame;
 use crate::wire::sse_parse::SseParser;
 
@@ -213,10 +222,11 @@ impl Api {
     async fn commands(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
         match method {
             "execute" => {
-                let body = self.command(&args)?;
-                let mut answer = self
-                    .json(Method::POST, "/api/execute".into(), Some(body))
-                    .await?;
+                let req: ExecuteRequest = typed_body(self.command(&args)?)?;
+                let session_id =
+                    exec::ops::session_of(req.session_id.as_deref()).map_err(refused)?;
+                let executed = exec::ops::execute(&self.state, req, session_id).await;
+                let mut answer = json_of(executed.map_err(refused)?)?;
                 if let Some(fields) = answer.as_object_mut() {
                     fields.remove("duration");
                     fields.remove("sessionId");
@@ -245,7 +255,7 @@ impl Api {
                     ("sessionId", session_id.map(Value::from)),
                 ],
             );
-            return self.reply(Method::POST, "/api/write", Some(body)).await;
+            return typed(body, |req| files::ops::write(&self.state, req)).await;
         }
         let sid = |index: usize| args.optional_string(index);
         match method {
@@ -262,7 +272,7 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                self.reply(Method::POST, "/api/read", Some(body)).await
+                typed(body, |req| files::ops::read(&self.state, req)).await
             }
             "readFileStream" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
@@ -285,14 +295,14 @@ impl Api {
             }
             "deleteFile" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
-                self.reply(Method::POST, "/api/delete", Some(body)).await
+                typed(body, |req| files::ops::delete(&self.state, req)).await
             }
             "renameFile" => {
                 let (old, new) = (args.string(0, "oldPath")?, args.string(1, "newPath")?);
                 let body = json!({ "oldPath": old, "newPath": new, "sessionId": sid(2) });
-                let mut answer = self
-                    .json(Method::POST, "/api/rename".into(), Some(body))
-                    .await?;
+                let renamed = typed_body(body)?;
+                let renamed = files::ops::rename(&self.state, renamed).await;
+                let mut answer = json_of(renamed.map_err(refused)?)?;
                 if let Some(fields) = answer.as_object_mut() {
                     fields.insert("oldPath".into(), json!(old));
                 }
@@ -304,7 +314,7 @@ impl Api {
                     "destinationPath": args.string(1, "destinationPath")?,
                     "sessionId": sid(2),
                 });
-                self.reply(Method::POST, "/api/move", Some(body)).await
+                typed(body, |req| files::ops::move_file(&self.state, req)).await
             }
             "mkdir" => {
                 let body = with(
@@ -314,7 +324,7 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                self.reply(Method::POST, "/api/mkdir", Some(body)).await
+                typed(body, |req| files::ops::mkdir(&self.state, req)).await
             }
             "listFiles" => {
                 let body = json!({
@@ -322,12 +332,11 @@ impl Api {
                     "sessionId": sid(1),
                     "options": Value::Object(args.object(2)),
                 });
-                self.reply(Method::POST, "/api/list-files", Some(body))
-                    .await
+                typed(body, |req| files::ops::list(&self.state, req)).await
             }
             "exists" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
-                self.reply(Method::POST, "/api/exists", Some(body)).await
+                typed(body, |req| files::ops::exists(&self.state, req)).await
             }
             _ => Err(not_a_function("files", method)),
         }
@@ -998,6 +1007,34 @@ fn reframe(
 
 /// A route's JSON answer; its error envelope as the Error the object maps to its typed
 /// errors (`code`, and the envelope's `context` as `details`).
+/// Runs a typed operation on a call's body: its answer as the object gets it, or its error.
+async fn typed<Req, Res, Op>(body: Value, operation: impl FnOnce(Req) -> Op) -> Answer
+where
+    Req: DeserializeOwned,
+    Res: Serialize,
+    Op: std::future::Future<Output = Result<Res, ApiError>>,
+{
+    let answer = operation(typed_body(body)?).await.map_err(refused)?;
+    json_of(answer).map(|answer| capnweb::from_json(&answer))
+}
+
+/// A call's body as the typed request of its operation, refused as its route refuses it.
+fn typed_body<T: DeserializeOwned>(body: Value) -> Result<T, Value> {
+    parse_value(body).map_err(|error| refused(ApiError::from(error)))
+}
+
+/// An operation's answer as the JSON its route answers.
+fn json_of(answer: impl Serialize) -> Answer {
+    serde_json::to_value(answer)
+        .map_err(|error| capnweb::js_error("Error", &format!("encoding the answer: {error}")))
+}
+
+/// An operation's error as the Error the object maps, as [`read_json`] reads a route's.
+fn refused(error: ApiError) -> Value {
+    error.log();
+    capnweb::sandbox_error(&error.message, error.code.as_str(), &error.context)
+}
+
 async fn read_json(response: Response<Body>) -> Answer {
     let status = response.status();
     let body = match response.into_body().collect().await {

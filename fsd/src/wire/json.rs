@@ -67,28 +67,39 @@ pub fn parse<'de, T: Deserialize<'de>>(bytes: &'de [u8]) -> Result<T, BodyError>
         return Err(BodyError::NotObject);
     }
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-        let inner = err.inner();
-        if inner.is_syntax() || inner.is_eof() {
-            return BodyError::Syntax(inner.to_string());
-        }
-        let path = err.path().to_string();
-        let message = inner.to_string();
-        let field = match missing_field(&message) {
-            Some(name) if path == "." => name.to_string(),
-            Some(name) => format!("{path}.{name}"),
-            None if path == "." => "body".to_string(),
-            None => path,
-        };
-        BodyError::Field {
-            field,
-            message: strip_position(&message),
-        }
-    })?;
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(field_error)?;
     deserializer
         .end()
         .map_err(|err| BodyError::Syntax(err.to_string()))?;
     Ok(value)
+}
+
+/// [`parse`] of a body already decoded (an RPC call's arguments), with the same errors.
+pub fn parse_value<T: DeserializeOwned>(value: serde_json::Value) -> Result<T, BodyError> {
+    if !value.is_object() {
+        return Err(BodyError::NotObject);
+    }
+    serde_path_to_error::deserialize(value).map_err(field_error)
+}
+
+/// A field missing or of the wrong type, named by its path.
+fn field_error(err: serde_path_to_error::Error<serde_json::Error>) -> BodyError {
+    let inner = err.inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return BodyError::Syntax(inner.to_string());
+    }
+    let path = err.path().to_string();
+    let message = inner.to_string();
+    let field = match missing_field(&message) {
+        Some(name) if path == "." => name.to_string(),
+        Some(name) => format!("{path}.{name}"),
+        None if path == "." => "body".to_string(),
+        None => path,
+    };
+    BodyError::Field {
+        field,
+        message: strip_position(&message),
+    }
 }
 
 /// `missing field `path`` → `path`.

@@ -368,6 +368,185 @@ impl Peer {
     }
 }
 
+/// The 0.12 `/rpc` and the routes are codecs over the same operations: a call refused
+/// over one is refused over the other with the same code, message and details, and what
+/// one answers the other answers.
+#[tokio::test]
+async fn the_rpc_and_the_routes_answer_and_refuse_alike() {
+    let daemon = Daemon::start();
+    let mut peer = Peer::connect(&daemon).await;
+    let dir = daemon.path("alike");
+    std::fs::create_dir_all(dir.join("made")).unwrap();
+    std::fs::write(dir.join("there.txt"), "there").unwrap();
+    let d = dir.display();
+    let cases = [
+        // (domain, method, rpc arguments, route, the route's body)
+        (
+            "files",
+            "readFile",
+            json!([format!("{d}/missing.txt"), "s"]),
+            "/api/read",
+            json!({"path": format!("{d}/missing.txt"), "sessionId": "s"}),
+        ),
+        (
+            "files",
+            "readFile",
+            json!([format!("{d}/there.txt")]),
+            "/api/read",
+            json!({"path": format!("{d}/there.txt")}),
+        ),
+        (
+            "files",
+            "writeFile",
+            json!([format!("{d}/b.bin"), "not base64!", null, {"encoding": "base64"}]),
+            "/api/write",
+            json!({"path": format!("{d}/b.bin"), "content": "not base64!", "encoding": "base64"}),
+        ),
+        (
+            "files",
+            "writeFile",
+            json!([format!("{d}/made"), "x"]),
+            "/api/write",
+            json!({"path": format!("{d}/made"), "content": "x"}),
+        ),
+        (
+            "files",
+            "writeFile",
+            json!([format!("{d}/m.sh"), "x", null, {"mode": "9z"}]),
+            "/api/write",
+            json!({"path": format!("{d}/m.sh"), "content": "x", "mode": "9z"}),
+        ),
+        (
+            "files",
+            "mkdir",
+            json!([format!("{d}/made"), null]),
+            "/api/mkdir",
+            json!({"path": format!("{d}/made")}),
+        ),
+        (
+            "files",
+            "mkdir",
+            json!([format!("{d}/a/b/c"), null, {"recursive": "yes"}]),
+            "/api/mkdir",
+            json!({"path": format!("{d}/a/b/c"), "recursive": "yes"}),
+        ),
+        (
+            "files",
+            "renameFile",
+            json!([format!("{d}/gone"), format!("{d}/new")]),
+            "/api/rename",
+            json!({"oldPath": format!("{d}/gone"), "newPath": format!("{d}/new")}),
+        ),
+        (
+            "files",
+            "moveFile",
+            json!([format!("{d}/gone"), format!("{d}/new")]),
+            "/api/move",
+            json!({"sourcePath": format!("{d}/gone"), "destinationPath": format!("{d}/new")}),
+        ),
+        (
+            "files",
+            "deleteFile",
+            json!([format!("{d}/made")]),
+            "/api/delete",
+            json!({"path": format!("{d}/made")}),
+        ),
+        (
+            "files",
+            "listFiles",
+            json!([format!("{d}/missing")]),
+            "/api/list-files",
+            json!({"path": format!("{d}/missing"), "options": {}}),
+        ),
+        (
+            "files",
+            "listFiles",
+            json!([format!("{d}/made"), null, {"recursive": 3}]),
+            "/api/list-files",
+            json!({"path": format!("{d}/made"), "options": {"recursive": 3}}),
+        ),
+        (
+            "files",
+            "exists",
+            json!([format!("{d}/there.txt")]),
+            "/api/exists",
+            json!({"path": format!("{d}/there.txt")}),
+        ),
+        (
+            "commands",
+            "execute",
+            json!(["true", "bad id!"]),
+            "/api/execute",
+            json!({"command": "true", "sessionId": "bad id!"}),
+        ),
+        (
+            "commands",
+            "execute",
+            json!(["cat", null, {"stdinPipe": true}]),
+            "/api/execute",
+            json!({"command": "cat", "stdinPipe": true}),
+        ),
+        (
+            "commands",
+            "execute",
+            json!(["true", null, {"timeoutMs": "soon"}]),
+            "/api/execute",
+            json!({"command": "true", "timeoutMs": "soon"}),
+        ),
+        (
+            "commands",
+            "execute",
+            json!(["printf 'a\\377'", "alike"]),
+            "/api/execute",
+            json!({"command": "printf 'a\\377'", "sessionId": "alike"}),
+        ),
+    ];
+    for (index, (domain, method, args, route, body)) in cases.into_iter().enumerate() {
+        let id = index as i64 + 1;
+        let over_rpc = peer.call(id, domain, method, args).await;
+        let (status, over_http) = daemon.post(route, body).await;
+        let case = format!("{domain}.{method} and {route}: {over_rpc} / {over_http}");
+        if status.is_success() {
+            assert_eq!(over_rpc[0], "resolve", "{case}");
+            for field in [
+                "success",
+                "path",
+                "content",
+                "exists",
+                "exitCode",
+                "stdout",
+                "stdoutBase64",
+            ] {
+                assert_eq!(over_rpc[2][field], over_http[field], "{field}: {case}");
+            }
+        } else {
+            assert_eq!(over_rpc[0], "reject", "{case}");
+            let error = &over_rpc[2];
+            assert_eq!(error[4]["code"], over_http["code"], "{case}");
+            assert_eq!(error[2], over_http["message"], "{case}");
+            assert_eq!(plain(&error[4]["details"]), over_http["context"], "{case}");
+        }
+    }
+}
+
+/// A value as capnweb carried it, back as JSON: capnweb sends an array `[a, b]` as
+/// `[[a, b]]` (its escape), and everything else as it is.
+fn plain(value: &Value) -> Value {
+    match value {
+        Value::Array(escaped) => match escaped.as_slice() {
+            [Value::Array(items)] => Value::Array(items.iter().map(plain).collect()),
+            _ => value.clone(),
+        },
+        Value::Object(fields) => Value::Object(
+            fields
+                .iter()
+                .map(|(name, field)| (name.clone(), plain(field)))
+                .collect(),
+        ),
+        _ => value.clone(),
+    }
+}
+
 #[tokio::test]
 async fn calls_settle_as_the_object_expects_and_mistakes_are_per_call() {
     let daemon = Daemon::start();

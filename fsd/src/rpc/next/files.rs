@@ -7,15 +7,14 @@ use std::sync::Arc;
 use base64_simd::STANDARD as BASE64;
 use fsd_api::Operation;
 use fsd_api::files::{
-    Encoding, ExistsResponse, ListFilesResponse, MkdirResponse, PathResponse, ReadResponse,
-    RenameResponse, WriteResponse,
+    Encoding, ListFilesOptions, ListFilesRequest, MkdirRequest, MoveRequest, PathRequest,
+    ReadRequest, RenameRequest,
 };
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::args::{Answer, api_error, flag, options, string, take_string, value};
-use crate::error::{ApiError, OperationExt};
-use crate::files::ListOptions;
+use crate::error::OperationExt;
 use crate::rpc::api::invalid;
 use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::Session;
@@ -70,22 +69,13 @@ async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer 
         Some("utf-8" | "utf8") => Some(Encoding::Utf8),
         Some(_) => return Err(invalid("encoding", "must be utf-8, base64 or none")),
     };
-    let file = state
-        .files
-        .read(None, &path, encoding)
-        .await
-        .op(Operation::FileRead)
-        .map_err(|error| api_error(&error))?;
-    Ok(value(ReadResponse {
-        success: true,
+    let request = ReadRequest {
         path,
-        content: file.content,
-        timestamp: now_rfc3339(),
-        is_binary: file.encoding == Encoding::Base64,
-        encoding: file.encoding,
-        mime_type: file.mime_type,
-        size: file.size,
-    }))
+        encoding,
+        session_id: None,
+    };
+    let read = crate::files::ops::read(state, request).await;
+    Ok(value(read.map_err(|error| api_error(&error))?))
 }
 
 /// `readFileStream(path)`: 0.12's SSE stream of the file (`metadata`, `chunk`s, `complete`).
@@ -112,19 +102,9 @@ async fn write(state: &AppState, args: &mut [Arg]) -> Answer {
             .map_err(|_| invalid("content", "is not valid base64"))?,
         _ => content.into_bytes(),
     };
-    let written = state
-        .files
-        .write(None, &path, bytes::Bytes::from(bytes), None)
-        .await
-        .op(Operation::FileWrite)
-        .map_err(|error| api_error(&error))?;
-    Ok(value(WriteResponse {
-        success: true,
-        path,
-        bytes_written: written.0,
-        mode: None,
-        timestamp: now_rfc3339(),
-    }))
+    let written =
+        crate::files::ops::write_bytes(state, path, None, bytes::Bytes::from(bytes), None).await;
+    Ok(value(written.map_err(|error| api_error(&error))?))
 }
 
 /// `writeFileStream(path, stream)`: the caller's pipe written to a temp file and renamed
@@ -161,25 +141,29 @@ async fn write_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) ->
 /// `renameFile(oldPath, newPath)` and `moveFile(sourcePath, destinationPath)`, with `mv`'s
 /// rules; a rename also answers `oldPath`.
 async fn rename(state: &AppState, moving: bool, args: &[Arg]) -> Answer {
-    let (from_field, to_field, operation) = if moving {
-        ("sourcePath", "destinationPath", Operation::FileMove)
+    let (from_field, to_field) = if moving {
+        ("sourcePath", "destinationPath")
     } else {
-        ("oldPath", "newPath", Operation::FileRename)
+        ("oldPath", "newPath")
     };
     let from = string(args, 0, from_field)?;
     let to = string(args, 1, to_field)?;
-    state
-        .files
-        .rename(None, (from_field, &from), (to_field, &to))
-        .await
-        .op(operation)
-        .map_err(|error: ApiError| api_error(&error))?;
-    let answer = value(RenameResponse {
-        success: true,
-        path: from.clone(),
-        new_path: to,
-        timestamp: now_rfc3339(),
-    });
+    let renamed = if moving {
+        let request = MoveRequest {
+            source_path: from.clone(),
+            destination_path: to,
+            session_id: None,
+        };
+        crate::files::ops::move_file(state, request).await
+    } else {
+        let request = RenameRequest {
+            old_path: from.clone(),
+            new_path: to,
+            session_id: None,
+        };
+        crate::files::ops::rename(state, request).await
+    };
+    let answer = value(renamed.map_err(|error| api_error(&error))?);
     Ok(match answer {
         Value::Object(mut fields) if !moving => {
             fields.insert("oldPath".into(), json!(from));
@@ -210,70 +194,45 @@ impl FilesMethod {
     }
 }
 
-/// One `files` method: each takes its path first, then its options.
+/// One `files` method: each takes its path first, then its options; each is its route's
+/// typed operation.
 async fn files(state: &AppState, method: FilesMethod, args: &[Arg]) -> Answer {
-    let files = &state.files;
+    use crate::files::ops;
     let path = string(args, 0, "path")?;
     let answer = match method {
         FilesMethod::Exists => {
-            files
-                .exists(None, &path)
-                .await
-                .op(Operation::FileStat)
-                .map(|exists| {
-                    value(ExistsResponse {
-                        success: true,
-                        path,
-                        exists,
-                        timestamp: now_rfc3339(),
-                    })
-                })
+            let request = PathRequest {
+                path,
+                session_id: None,
+            };
+            ops::exists(state, request).await.map(value)
         }
         FilesMethod::Mkdir => {
-            let recursive = flag(args, 1, "recursive");
-            files
-                .mkdir(None, &path, recursive, None)
-                .await
-                .op(Operation::DirectoryCreate)
-                .map(|_| {
-                    value(MkdirResponse {
-                        success: true,
-                        path,
-                        recursive,
-                        mode: None,
-                        timestamp: now_rfc3339(),
-                    })
-                })
-        }
-        FilesMethod::DeleteFile => files
-            .delete(None, &path)
-            .await
-            .op(Operation::FileDelete)
-            .map(|()| {
-                value(PathResponse {
-                    success: true,
-                    path,
-                    timestamp: now_rfc3339(),
-                })
-            }),
-        FilesMethod::ListFiles => {
-            let options = ListOptions {
-                recursive: flag(args, 1, "recursive"),
-                include_hidden: flag(args, 1, "includeHidden"),
+            let request = MkdirRequest {
+                path,
+                recursive: Some(flag(args, 1, "recursive")),
+                session_id: None,
+                mode: None,
             };
-            files
-                .list(None, &path, options)
-                .await
-                .op(Operation::DirectoryList)
-                .map(|files| {
-                    value(ListFilesResponse {
-                        success: true,
-                        path,
-                        count: files.len(),
-                        files,
-                        timestamp: now_rfc3339(),
-                    })
-                })
+            ops::mkdir(state, request).await.map(value)
+        }
+        FilesMethod::DeleteFile => {
+            let request = PathRequest {
+                path,
+                session_id: None,
+            };
+            ops::delete(state, request).await.map(value)
+        }
+        FilesMethod::ListFiles => {
+            let request = ListFilesRequest {
+                path,
+                options: Some(ListFilesOptions {
+                    recursive: Some(flag(args, 1, "recursive")),
+                    include_hidden: Some(flag(args, 1, "includeHidden")),
+                }),
+                session_id: None,
+            };
+            ops::list(state, request).await.map(value)
         }
     };
     answer.map_err(|error| api_error(&error))

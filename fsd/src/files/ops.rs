@@ -1,0 +1,198 @@
+//! The domain's typed operations over JSON: a request in, a response or an [`ApiError`] out,
+//! no HTTP. The routes and the 0.12 `/rpc` are codecs over these (the byte-stream forms,
+//! raw transfers and streams, are the transports' own, over [`super::FileService`]).
+
+use base64_simd::STANDARD as BASE64;
+use bytes::Bytes;
+use fsd_api::Operation;
+use fsd_api::files::{
+    Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse,
+    MoveRequest, PathRequest, PathResponse, ReadRequest, ReadResponse, RenameRequest,
+    RenameResponse, WriteRequest, WriteResponse, mode_digits,
+};
+
+use super::error::FileError;
+use super::listing::ListOptions;
+use super::permissions::{ModeSpec, parsed_mode};
+use crate::error::{ApiError, OperationExt};
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+type Reply<T> = Result<T, ApiError>;
+
+pub async fn read(state: &AppState, req: ReadRequest) -> Reply<ReadResponse> {
+    let file = state
+        .files
+        .read(req.session_id.as_deref(), &req.path, req.encoding)
+        .await
+        .op(Operation::FileRead)?;
+    Ok(ReadResponse {
+        success: true,
+        path: req.path,
+        content: file.content,
+        timestamp: now_rfc3339(),
+        is_binary: file.encoding == Encoding::Base64,
+        encoding: file.encoding,
+        mime_type: file.mime_type,
+        size: file.size,
+    })
+}
+
+/// A write whose content is already in memory: base64 decoded in place, then written.
+pub async fn write(state: &AppState, req: WriteRequest) -> Reply<WriteResponse> {
+    let mode = parsed_mode(req.mode.as_deref()).op(Operation::FileWrite)?;
+    let mut content = req.content.into_bytes();
+    if req.encoding == Some(Encoding::Base64) {
+        let len = decode_base64_in_place(&mut content).op(Operation::FileWrite)?;
+        content.truncate(len);
+    }
+    let bytes = Bytes::from(content);
+    write_bytes(state, req.path, req.session_id.as_deref(), bytes, mode).await
+}
+
+/// Writes `bytes` (decoded) to `path`, with `mode` when given.
+pub async fn write_bytes(
+    state: &AppState,
+    path: String,
+    session_id: Option<&str>,
+    bytes: Bytes,
+    mode: Option<ModeSpec>,
+) -> Reply<WriteResponse> {
+    let (bytes_written, mode) = state
+        .files
+        .write(session_id, &path, bytes, mode)
+        .await
+        .op(Operation::FileWrite)?;
+    Ok(WriteResponse {
+        success: true,
+        path,
+        bytes_written,
+        mode: mode.map(mode_digits),
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn delete(state: &AppState, req: PathRequest) -> Reply<PathResponse> {
+    state
+        .files
+        .delete(req.session_id.as_deref(), &req.path)
+        .await
+        .op(Operation::FileDelete)?;
+    Ok(PathResponse {
+        success: true,
+        path: req.path,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn rename(state: &AppState, req: RenameRequest) -> Reply<RenameResponse> {
+    state
+        .files
+        .rename(
+            req.session_id.as_deref(),
+            ("oldPath", &req.old_path),
+            ("newPath", &req.new_path),
+        )
+        .await
+        .op(Operation::FileRename)?;
+    Ok(RenameResponse {
+        success: true,
+        path: req.old_path,
+        new_path: req.new_path,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn move_file(state: &AppState, req: MoveRequest) -> Reply<RenameResponse> {
+    state
+        .files
+        .rename(
+            req.session_id.as_deref(),
+            ("sourcePath", &req.source_path),
+            ("destinationPath", &req.destination_path),
+        )
+        .await
+        .op(Operation::FileMove)?;
+    Ok(RenameResponse {
+        success: true,
+        path: req.source_path,
+        new_path: req.destination_path,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn mkdir(state: &AppState, req: MkdirRequest) -> Reply<MkdirResponse> {
+    let recursive = req.recursive.unwrap_or(false);
+    let mode = parsed_mode(req.mode.as_deref()).op(Operation::DirectoryCreate)?;
+    let mode = state
+        .files
+        .mkdir(req.session_id.as_deref(), &req.path, recursive, mode)
+        .await
+        .op(Operation::DirectoryCreate)?;
+    Ok(MkdirResponse {
+        success: true,
+        path: req.path,
+        recursive,
+        mode: mode.map(mode_digits),
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn list(state: &AppState, req: ListFilesRequest) -> Reply<ListFilesResponse> {
+    let options = req.options.unwrap_or_default();
+    let options = ListOptions {
+        recursive: options.recursive.unwrap_or(false),
+        include_hidden: options.include_hidden.unwrap_or(false),
+    };
+    let files = state
+        .files
+        .list(req.session_id.as_deref(), &req.path, options)
+        .await
+        .op(Operation::DirectoryList)?;
+    Ok(ListFilesResponse {
+        success: true,
+        path: req.path,
+        count: files.len(),
+        files,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn exists(state: &AppState, req: PathRequest) -> Reply<ExistsResponse> {
+    let exists = state
+        .files
+        .exists(req.session_id.as_deref(), &req.path)
+        .await
+        .op(Operation::FileStat)?;
+    Ok(ExistsResponse {
+        success: true,
+        path: req.path,
+        exists,
+        timestamp: now_rfc3339(),
+    })
+}
+
+/// Decodes standard padded base64 in place and returns the decoded length; whitespace
+/// (line-wrapped base64) is ignored. Content is checked before it is overwritten, so only
+/// content with whitespace or garbage pays for a second pass.
+pub fn decode_base64_in_place(data: &mut [u8]) -> Result<usize, FileError> {
+    let len = if BASE64.check(data).is_ok() {
+        data.len()
+    } else {
+        let mut kept = 0;
+        for index in 0..data.len() {
+            if !data[index].is_ascii_whitespace() {
+                data[kept] = data[index];
+                kept += 1;
+            }
+        }
+        BASE64
+            .check(&data[..kept])
+            .map_err(|_| FileError::InvalidBase64)?;
+        kept
+    };
+    BASE64
+        .decode_inplace(&mut data[..len])
+        .map(|decoded| decoded.len())
+        .map_err(|_| FileError::InvalidBase64)
+}
