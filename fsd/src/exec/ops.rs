@@ -4,10 +4,17 @@
 use std::time::Duration;
 
 use base64_simd::STANDARD as BASE64;
-use fsd_api::exec::{BackgroundStarted, ExecResult, ExecuteRequest};
+use fsd_api::exec::{
+    BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
+    DeleteSessionResponse, ExecResult, ExecuteRequest, ListSessionsResponse, SessionInfo,
+};
+use fsd_process::SessionOptions;
 use serde::Serialize;
 
-use super::request::{CommandRequest, DEFAULT_SESSION, checked_session_id};
+use super::error::RequestError;
+use super::request::{
+    CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir,
+};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
@@ -72,6 +79,89 @@ pub async fn execute(
         timestamp: now_rfc3339(),
         session_id,
     }))
+}
+
+/// Makes a session (its id given or generated) with its environment, directory and
+/// command timeout.
+pub async fn create_session(
+    state: &AppState,
+    req: CreateSessionRequest,
+) -> Result<CreateSessionResponse, ApiError> {
+    let id = match req.id {
+        Some(id) => {
+            checked_session_id(&id, "id")?;
+            id
+        }
+        None => generated_id(),
+    };
+    let env = match req.env {
+        Some(env) => checked_env(env.into_iter().map(|(k, v)| (k, Some(v))))?,
+        None => Vec::new(),
+    };
+    let cwd = match req.cwd {
+        Some(cwd) => Some(existing_dir(&state.paths, None, &cwd).await?),
+        None => None,
+    };
+    let options = SessionOptions {
+        env,
+        cwd,
+        command_timeout: req
+            .command_timeout_ms
+            .filter(|ms| *ms > 0)
+            .map(Duration::from_millis),
+    };
+    let session = state.sessions.create(id.clone(), options).await?;
+    Ok(CreateSessionResponse {
+        success: true,
+        id: id.clone(),
+        data: SessionInfo {
+            id,
+            cwd: session
+                .cwd()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            shell_pid: session.shell_pid(),
+            command_timeout_ms: session.command_timeout.map(|t| t.as_millis() as u64),
+            created_at: session.created_at.clone(),
+        },
+        container_placement_id: crate::config::environment().placement_id.clone(),
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn list_sessions(state: &AppState) -> ListSessionsResponse {
+    ListSessionsResponse {
+        success: true,
+        data: state.sessions.list().await,
+        timestamp: now_rfc3339(),
+    }
+}
+
+/// Ends a session, its shell and its terminal.
+pub async fn delete_session(
+    state: &AppState,
+    req: DeleteSessionRequest,
+) -> Result<DeleteSessionResponse, ApiError> {
+    checked_session_id(&req.session_id, "sessionId").map_err(|_| RequestError::SessionToDelete)?;
+    state.sessions.delete(&req.session_id).await?;
+    // The session's terminal ends with it.
+    state.terminals.end(&req.session_id).await;
+    Ok(DeleteSessionResponse {
+        success: true,
+        session_id: req.session_id,
+        timestamp: now_rfc3339(),
+    })
+}
+
+fn generated_id() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    format!(
+        "session_{}_{:012x}",
+        nanos.as_millis(),
+        nanos.as_nanos() as u64 & 0xffff_ffff_ffff
+    )
 }
 
 /// The session a command names (checked), or the default session.

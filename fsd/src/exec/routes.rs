@@ -11,19 +11,19 @@ use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
     CommandSignalRequest, CommandSignalResponse, CommandStdinRequest, CommandStdinResponse,
     CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest, DeleteSessionResponse,
-    ExecEvent, ExecuteRequest, ListSessionsResponse, SessionInfo,
+    ExecEvent, ExecuteRequest, ListSessionsResponse,
 };
 use futures_util::{StreamExt, stream};
 
 use super::error::RequestError;
 use super::ops::{self, Executed};
-use super::request::{CommandRequest, checked_env, checked_session_id, existing_dir, signal_named};
+use super::request::{CommandRequest, signal_named};
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
-use fsd_process::{CommandSpec, ExecError, Live, SessionOptions, Since, Stream, Streamed};
+use fsd_process::{CommandSpec, ExecError, Live, Since, Stream, Streamed};
 use tokio::sync::{mpsc, oneshot};
 
 /// The domain's routes.
@@ -49,69 +49,18 @@ pub async fn create_session(
     } else {
         parse(&bytes)?
     };
-    let id = match req.id {
-        Some(id) => {
-            checked_session_id(&id, "id")?;
-            id
-        }
-        None => generated_id(),
-    };
-    let env = match req.env {
-        Some(env) => checked_env(env.into_iter().map(|(k, v)| (k, Some(v))))?,
-        None => Vec::new(),
-    };
-    let cwd = match req.cwd {
-        Some(cwd) => Some(existing_dir(&state.paths, None, &cwd).await?),
-        None => None,
-    };
-    let options = SessionOptions {
-        env,
-        cwd,
-        command_timeout: req
-            .command_timeout_ms
-            .filter(|ms| *ms > 0)
-            .map(Duration::from_millis),
-    };
-    let session = state.sessions.create(id.clone(), options).await?;
-    Ok(Json(CreateSessionResponse {
-        success: true,
-        id: id.clone(),
-        data: SessionInfo {
-            id,
-            cwd: session
-                .cwd()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            shell_pid: session.shell_pid(),
-            command_timeout_ms: session.command_timeout.map(|t| t.as_millis() as u64),
-            created_at: session.created_at.clone(),
-        },
-        container_placement_id: crate::config::environment().placement_id.clone(),
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::create_session(&state, req).await?))
 }
 
 pub async fn list_sessions(State(state): State<AppState>) -> Json<ListSessionsResponse> {
-    Json(ListSessionsResponse {
-        success: true,
-        data: state.sessions.list().await,
-        timestamp: now_rfc3339(),
-    })
+    Json(ops::list_sessions(&state).await)
 }
 
 pub async fn delete_session(
     State(state): State<AppState>,
     crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<DeleteSessionRequest>,
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
-    checked_session_id(&req.session_id, "sessionId").map_err(|_| RequestError::SessionToDelete)?;
-    state.sessions.delete(&req.session_id).await?;
-    // The session's terminal ends with it.
-    state.terminals.end(&req.session_id).await;
-    Ok(Json(DeleteSessionResponse {
-        success: true,
-        session_id: req.session_id,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::delete_session(&state, req).await?))
 }
 
 pub async fn execute(
@@ -314,17 +263,6 @@ async fn prepare(
         .spec(&state.paths, &session_id)
         .await?;
     Ok((req, session_id, spec))
-}
-
-fn generated_id() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    format!(
-        "session_{}_{:012x}",
-        nanos.as_millis(),
-        nanos.as_nanos() as u64 & 0xffff_ffff_ffff
-    )
 }
 
 /// The session a command targets: the body's `sessionId`, else the reference's fallbacks

@@ -13,12 +13,11 @@ use fsd_api::process::{
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
-use fsd_process::background::OUTPUT_CAP_BYTES;
-use fsd_process::{Live, ProcessError, Since, Stream};
+use fsd_process::{Live, Since, Stream};
 
-use super::next_records;
+use super::ops;
 use crate::error::ApiError;
-use crate::exec::{CommandRequest, signal_named};
+use crate::exec::signal_named;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -41,25 +40,7 @@ pub async fn start(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<StartProcessRequest>,
 ) -> Result<Json<StartProcessResponse>, ApiError> {
-    let session_id = req
-        .session_id
-        .clone()
-        .unwrap_or_else(|| crate::exec::DEFAULT_SESSION.to_string());
-    let spec = CommandRequest::for_process(&req)?
-        .spec(&state.paths, &session_id)
-        .await?;
-    let process = state
-        .processes
-        .start(&session_id, &spec, req.process_id)
-        .await?;
-    let info = process.info();
-    Ok(Json(StartProcessResponse {
-        success: true,
-        process_id: info.id,
-        pid: info.pid,
-        command: info.command,
-        timestamp: info.start_time,
-    }))
+    Ok(Json(ops::start(&state, req).await?))
 }
 
 #[derive(Deserialize)]
@@ -71,48 +52,21 @@ pub async fn list(
     State(state): State<AppState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<ListProcessesResponse>, ApiError> {
-    let status = match query.status.as_deref() {
-        None | Some("") => None,
-        Some(value) => Some(
-            serde_json::from_value::<ProcessStatus>(serde_json::Value::String(value.to_string()))
-                .map_err(|_| ProcessError::InvalidStatus)?,
-        ),
-    };
-    Ok(Json(ListProcessesResponse {
-        success: true,
-        processes: state.processes.list(status),
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::list(&state, query.status.as_deref())?))
 }
 
 pub async fn get(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<GetProcessResponse>, ApiError> {
-    let process = match state.processes.get(&id) {
-        Ok(process) => process.described(),
-        Err(not_found) => match state.argv_processes.find(&id) {
-            Some(process) => next_records::info(&process),
-            None => return Err(not_found.into()),
-        },
-    };
-    Ok(Json(GetProcessResponse {
-        success: true,
-        process,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::get(&state, &id)?))
 }
 
 pub async fn kill(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<KillProcessResponse>, ApiError> {
-    state.processes.kill(&id).await?;
-    Ok(Json(KillProcessResponse {
-        success: true,
-        process_id: id,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::kill(&state, id).await?))
 }
 
 /// `POST /api/process/{id}/signal`: any signal, by name or number, to the process's tree.
@@ -154,11 +108,7 @@ pub async fn stdin(
 }
 
 pub async fn kill_all(State(state): State<AppState>) -> Json<KillAllResponse> {
-    Json(KillAllResponse {
-        success: true,
-        cleaned_count: state.processes.kill_all().await,
-        timestamp: now_rfc3339(),
-    })
+    Json(ops::kill_all(&state).await)
 }
 
 /// `?stdoutSince=&stderrSince=`: absolute byte offsets to read each stream from.
@@ -190,37 +140,7 @@ pub async fn logs(
     Path(id): Path<String>,
     Query(query): Query<SinceQuery>,
 ) -> Result<Json<ProcessLogsResponse>, ApiError> {
-    let since = query.since()?;
-    let logs = match state.processes.get(&id) {
-        Ok(process) => process.logs_now(since).await,
-        // Read from the log on disk, off the runtime's workers.
-        Err(not_found) => match state.argv_processes.find(&id) {
-            Some(process) => {
-                tokio::task::spawn_blocking(move || next_records::logs(&process, since))
-                    .await
-                    .map_err(|err| {
-                        ApiError::new(
-                            fsd_api::ErrorCode::InternalError,
-                            format!("cannot read the process's log: {err}"),
-                        )
-                    })?
-            }
-            None => return Err(not_found.into()),
-        },
-    };
-    Ok(Json(ProcessLogsResponse {
-        success: true,
-        process_id: id,
-        stdout: logs.stdout.text,
-        stderr: logs.stderr.text,
-        truncated: logs.truncated,
-        output_cap_bytes: OUTPUT_CAP_BYTES,
-        stdout_offset: logs.stdout.end,
-        stderr_offset: logs.stderr.end,
-        stdout_skipped: logs.stdout.skipped,
-        stderr_skipped: logs.stderr.skipped,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::logs(&state, id, query.since()?).await?))
 }
 
 /// `process_info`, the output kept (from the offsets asked for), live output, then `exit`

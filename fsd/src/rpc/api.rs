@@ -1,6 +1,6 @@
 //! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
-//! HTTP: `commands.execute` and the JSON file methods call their domain's typed operations
-//! (`exec::ops`, `files::ops`), as the routes do, with the routes' validation and errors; the
+//! HTTP: `commands.execute`, the sessions', the JSON file methods and the processes' call their
+//! domain's typed operations (`exec::ops`, `files::ops`, `process::ops`), as the routes do, with the routes' validation and errors; the
 //! other methods are still one request each through the router (auth, validation, session
 //! fallbacks, errors and fsd's improvements the route's own). An answer is reshaped where
 //! RPC's differs. What RPC alone allows (file reads and writes
@@ -14,6 +14,7 @@ use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Response, header};
 use bytes::Bytes;
 use fsd_api::exec::ExecuteRequest;
+use fsd_process::Since;
 use futures_util::{Stream, StreamExt};
 use http_body_util::BodyExt;
 use serde::Serialize;
@@ -26,6 +27,7 @@ use super::session::Session;
 use crate::error::ApiError;
 use crate::exec;
 use crate::files;
+use crate::process;
 use crate::state::AppState;
 use crate::wire::json::parse_value;
 use crate::wire::sse::sse_frame;
@@ -181,14 +183,9 @@ impl Api {
             }
             "getCommands" => Ok(json!([[]])),
             "createSession" => {
-                let options = args.object(0);
-                let mut answer = self
-                    .json(
-                        Method::POST,
-                        "/api/session/create".into(),
-                        Some(Value::Object(options)),
-                    )
-                    .await?;
+                let req = typed_body(Value::Object(args.object(0)))?;
+                let created = exec::ops::create_session(&self.state, req).await;
+                let mut answer = json_of(created.map_err(refused)?)?;
                 let id = answer.get("id").cloned().unwrap_or(Value::Null);
                 if let Some(fields) = answer.as_object_mut() {
                     fields.insert(
@@ -204,13 +201,10 @@ impl Api {
             }
             "deleteSession" => {
                 let body = json!({ "sessionId": args.string(0, "sessionId")? });
-                self.reply(Method::POST, "/api/session/delete", Some(body))
-                    .await
+                typed(body, |req| exec::ops::delete_session(&self.state, req)).await
             }
             "listSessions" => {
-                let answer = self
-                    .json(Method::GET, "/api/session/list".into(), None)
-                    .await?;
+                let answer = json_of(exec::ops::list_sessions(&self.state).await)?;
                 let sessions = answer.get("data").cloned().unwrap_or(json!([]));
                 Ok(capnweb::from_json(&json!({ "sessions": sessions })))
             }
@@ -354,28 +348,18 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                self.reply(Method::POST, "/api/process/start", Some(body))
-                    .await
+                typed(body, |req| process::ops::start(&self.state, req)).await
             }
-            "listProcesses" => self.reply(Method::GET, "/api/process/list", None).await,
-            "getProcess" => {
-                let id = query_value(&args.string(0, "id")?);
-                self.reply(Method::GET, &format!("/api/process/{id}"), None)
-                    .await
-            }
+            "listProcesses" => answer(process::ops::list(&self.state, None)),
+            "getProcess" => answer(process::ops::get(&self.state, &args.string(0, "id")?)),
             "killProcess" => {
-                let id = query_value(&args.string(0, "id")?);
-                self.reply(Method::DELETE, &format!("/api/process/{id}"), None)
-                    .await
+                let id = args.string(0, "id")?;
+                answer(process::ops::kill(&self.state, id).await)
             }
-            "killAllProcesses" => {
-                self.reply(Method::DELETE, "/api/process/kill-all", None)
-                    .await
-            }
+            "killAllProcesses" => answer(Ok(process::ops::kill_all(&self.state).await)),
             "getProcessLogs" => {
-                let id = query_value(&args.string(0, "id")?);
-                self.reply(Method::GET, &format!("/api/process/{id}/logs"), None)
-                    .await
+                let id = args.string(0, "id")?;
+                answer(process::ops::logs(&self.state, id, Since::default()).await)
             }
             "streamProcessLogs" => {
                 let id = query_value(&args.string(0, "id")?);
@@ -1014,8 +998,12 @@ where
     Res: Serialize,
     Op: std::future::Future<Output = Result<Res, ApiError>>,
 {
-    let answer = operation(typed_body(body)?).await.map_err(refused)?;
-    json_of(answer).map(|answer| capnweb::from_json(&answer))
+    answer(operation(typed_body(body)?).await)
+}
+
+/// An operation's result as the object gets it.
+fn answer(result: Result<impl Serialize, ApiError>) -> Answer {
+    json_of(result.map_err(refused)?).map(|answer| capnweb::from_json(&answer))
 }
 
 /// A call's body as the typed request of its operation, refused as its route refuses it.

@@ -1,0 +1,127 @@
+//! The domain's typed operations: a request in, a response or an [`ApiError`] out, no HTTP.
+//! The routes and the 0.12 `/rpc` are codecs over these (a process's live stream is the
+//! transports' own).
+
+use fsd_api::process::{
+    GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse,
+    ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
+};
+use fsd_process::background::OUTPUT_CAP_BYTES;
+use fsd_process::{ProcessError, Since};
+
+use super::next_records;
+use crate::error::ApiError;
+use crate::exec::CommandRequest;
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+pub async fn start(
+    state: &AppState,
+    req: StartProcessRequest,
+) -> Result<StartProcessResponse, ApiError> {
+    let session_id = req
+        .session_id
+        .clone()
+        .unwrap_or_else(|| crate::exec::DEFAULT_SESSION.to_string());
+    let spec = CommandRequest::for_process(&req)?
+        .spec(&state.paths, &session_id)
+        .await?;
+    let process = state
+        .processes
+        .start(&session_id, &spec, req.process_id)
+        .await?;
+    let info = process.info();
+    Ok(StartProcessResponse {
+        success: true,
+        process_id: info.id,
+        pid: info.pid,
+        command: info.command,
+        timestamp: info.start_time,
+    })
+}
+
+/// The processes, those with `status` only when given (`""`: all).
+pub fn list(state: &AppState, status: Option<&str>) -> Result<ListProcessesResponse, ApiError> {
+    let status = match status {
+        None | Some("") => None,
+        Some(value) => Some(
+            serde_json::from_value::<ProcessStatus>(serde_json::Value::String(value.to_string()))
+                .map_err(|_| ProcessError::InvalidStatus)?,
+        ),
+    };
+    Ok(ListProcessesResponse {
+        success: true,
+        processes: state.processes.list(status),
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub fn get(state: &AppState, id: &str) -> Result<GetProcessResponse, ApiError> {
+    let process = match state.processes.get(id) {
+        Ok(process) => process.described(),
+        Err(not_found) => match state.argv_processes.find(id) {
+            Some(process) => next_records::info(&process),
+            None => return Err(not_found.into()),
+        },
+    };
+    Ok(GetProcessResponse {
+        success: true,
+        process,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn kill(state: &AppState, id: String) -> Result<KillProcessResponse, ApiError> {
+    state.processes.kill(&id).await?;
+    Ok(KillProcessResponse {
+        success: true,
+        process_id: id,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub async fn kill_all(state: &AppState) -> KillAllResponse {
+    KillAllResponse {
+        success: true,
+        cleaned_count: state.processes.kill_all().await,
+        timestamp: now_rfc3339(),
+    }
+}
+
+/// What process `id` printed from `since`, and the offsets to read on from.
+pub async fn logs(
+    state: &AppState,
+    id: String,
+    since: Since,
+) -> Result<ProcessLogsResponse, ApiError> {
+    let logs = match state.processes.get(&id) {
+        Ok(process) => process.logs_now(since).await,
+        // Read from the log on disk, off the runtime's workers.
+        Err(not_found) => match state.argv_processes.find(&id) {
+            Some(process) => {
+                tokio::task::spawn_blocking(move || next_records::logs(&process, since))
+                    .await
+                    .map_err(|err| {
+                        ApiError::new(
+                            fsd_api::ErrorCode::InternalError,
+                            format!("cannot read the process's log: {err}"),
+                        )
+                    })?
+            }
+            None => return Err(not_found.into()),
+        },
+    };
+    Ok(ProcessLogsResponse {
+        success: true,
+        process_id: id,
+        stdout: logs.stdout.text,
+        stderr: logs.stderr.text,
+        truncated: logs.truncated,
+        output_cap_bytes: OUTPUT_CAP_BYTES,
+        stdout_offset: logs.stdout.end,
+        stderr_offset: logs.stderr.end,
+        stdout_skipped: logs.stdout.skipped,
+        stderr_skipped: logs.stderr.skipped,
+        timestamp: now_rfc3339(),
+    })
+}
