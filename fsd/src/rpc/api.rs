@@ -1,11 +1,11 @@
 //! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
-//! HTTP: `commands.execute`, the sessions', the JSON file methods and the processes' call their
-//! domain's typed operations (`exec::ops`, `files::ops`, `process::ops`), as the routes do, with the routes' validation and errors; the
-//! other methods are still one request each through the router (auth, validation, session
-//! fallbacks, errors and fsd's improvements the route's own). An answer is reshaped where
-//! RPC's differs. What RPC alone allows (file reads and writes
-//! as byte streams without the 32 MiB cap, code output to callbacks) is built here on the
-//! same routes' raw and streaming forms.
+//! HTTP: `commands.execute`, the sessions', the JSON file methods and the processes' call
+//! their domain's typed operations (`exec::ops`, `files::ops`, `process::ops`), as the routes
+//! do, with the routes' validation and errors; the other methods are still one request each
+//! through the router (auth, validation, session fallbacks, errors and fsd's improvements
+//! the route's own). An answer is reshaped where RPC's differs. What RPC alone allows (file
+//! reads and writes as byte streams without the 32 MiB cap, code output to callbacks) is
+//! built here on the same routes' raw and streaming forms.
 
 use std::sync::Arc;
 
