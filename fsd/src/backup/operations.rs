@@ -108,6 +108,14 @@ pub fn invalid_request(field: &str, reason: &str) -> ApiError {
     ApiError::from(invalid(field, reason))
 }
 
+/// A backup request read from a call's decoded body, refused as its route refuses one.
+pub fn request<T: serde::de::DeserializeOwned>(
+    body: serde_json::Value,
+    operation: Operation,
+) -> Result<T, ApiError> {
+    crate::wire::json::parse_value_as(body, fsd_api::ErrorCode::InvalidBackupConfig, operation)
+}
+
 /// Archives a directory (0.12's `createArchive`, and the next line's).
 pub async fn create_archive(
     state: &AppState,

@@ -1,7 +1,8 @@
 //! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
-//! HTTP: `commands.execute`, the sessions', the JSON file methods and the processes' call
-//! their domain's typed operations (`exec::ops`, `files::ops`, `process::ops`), as the routes
-//! do, with the routes' validation and errors; the other methods are still one request each
+//! HTTP: `commands.execute`, the sessions', the JSON file methods, the processes', the
+//! backups' and `checkChanges` call their domain's typed operations (`exec::ops`,
+//! `files::ops`, `process::ops`, `backup::operations`, `watch::changes`), as the routes do,
+//! with the routes' validation and errors; the other methods are still one request each
 //! through the router (auth, validation, session fallbacks, errors and fsd's improvements
 //! the route's own). An answer is reshaped where RPC's differs. What RPC alone allows (file
 //! reads and writes as byte streams without the 32 MiB cap, code output to callbacks) is
@@ -13,6 +14,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderName, HeaderValue, Method, Request, Response, header};
 use bytes::Bytes;
+use fsd_api::Operation;
 use fsd_api::exec::ExecuteRequest;
 use fsd_process::Since;
 use futures_util::{Stream, StreamExt};
@@ -24,11 +26,13 @@ use tower::ServiceExt;
 
 use super::capnweb::{self, Arg};
 use super::session::Session;
+use crate::backup;
 use crate::error::ApiError;
 use crate::exec;
 use crate::files;
 use crate::process;
 use crate::state::AppState;
+use crate::watch;
 use crate::wire::json::parse_value;
 use crate::wire::sse::sse_frame;
 use crate::wire::sse_parse::SseParser;
@@ -476,8 +480,9 @@ impl Api {
                         ("sessionId", sid(2).map(Value::from)),
                     ],
                 );
-                self.reply(Method::POST, "/api/backup/create", Some(body))
-                    .await
+                let req =
+                    backup::operations::request(body, Operation::BackupCreate).map_err(refused)?;
+                answer(backup::operations::create_archive(&self.state, &req).await)
             }
             "restoreArchive" => {
                 let body = json!({
@@ -485,13 +490,15 @@ impl Api {
                     "archivePath": args.string(1, "archivePath")?,
                     "sessionId": sid(2),
                 });
-                self.reply(Method::POST, "/api/backup/restore", Some(body))
-                    .await
+                let req =
+                    backup::operations::request(body, Operation::BackupRestore).map_err(refused)?;
+                answer(backup::operations::restore_archive(&self.state, &req).await)
             }
             "uploadParts" => {
                 let body = Value::Object(args.object(0));
-                self.reply(Method::POST, "/api/backup/upload-parts", Some(body))
-                    .await
+                let req =
+                    backup::operations::request(body, Operation::BackupCreate).map_err(refused)?;
+                answer(backup::operations::upload_parts(&self.state, &req).await)
             }
             _ => Err(not_a_function("backup", method)),
         }
@@ -507,8 +514,8 @@ impl Api {
             }
             "checkChanges" => {
                 let body = Value::Object(args.object(0));
-                self.reply(Method::POST, "/api/watch/check", Some(body))
-                    .await
+                let req = typed_body(body)?;
+                answer(watch::changes(&self.state, &req).await)
             }
             _ => Err(not_a_function("watch", method)),
         }

@@ -122,14 +122,26 @@ pub fn parse_as<T: serde::de::DeserializeOwned>(
     code: ErrorCode,
     operation: Operation,
 ) -> Result<T, ApiError> {
-    parse(body).map_err(|error| {
-        let mut error = ApiError::from(error);
-        if error.code == ErrorCode::ValidationFailed {
-            error.http_status = code.http_status();
-            error.code = code;
-        }
-        error.with_operation(operation)
-    })
+    parse(body).map_err(|error| recoded(error, code, operation))
+}
+
+/// [`parse_as`] of a body already decoded (an RPC call's arguments), with the same errors.
+pub fn parse_value_as<T: DeserializeOwned>(
+    value: serde_json::Value,
+    code: ErrorCode,
+    operation: Operation,
+) -> Result<T, ApiError> {
+    parse_value(value).map_err(|error| recoded(error, code, operation))
+}
+
+/// A body's refusal under the domain's own code for a bad field.
+fn recoded(error: BodyError, code: ErrorCode, operation: Operation) -> ApiError {
+    let mut error = ApiError::from(error);
+    if error.code == ErrorCode::ValidationFailed {
+        error.http_status = code.http_status();
+        error.code = code;
+    }
+    error.with_operation(operation)
 }
 
 /// Bodies that are not JSON are `body` errors; a bad field is named by its path.
