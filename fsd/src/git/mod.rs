@@ -3,6 +3,7 @@
 //! answer too).
 
 mod classify;
+pub mod ops;
 mod redact;
 mod routes;
 mod service;

@@ -7,16 +7,14 @@ use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
-use fsd_api::git::{GitCheckoutEvent, GitCheckoutRequest, GitCheckoutResponse};
+use fsd_api::git::{GitCheckoutEvent, GitCheckoutRequest};
 
-use super::redact::redact;
-use super::service::{self, ClonePlan};
+use super::ops;
+use super::service;
 use crate::error::ApiError;
-use crate::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
-use crate::wire::time::now_rfc3339;
 
 pub fn router() -> Router<AppState> {
     Router::new().route("/api/git/checkout", post(checkout))
@@ -27,17 +25,16 @@ pub async fn checkout(
     headers: HeaderMap,
     JsonBody(req): JsonBody<GitCheckoutRequest>,
 ) -> Result<Response, ApiError> {
-    let plan = checked(&state, &req).await?;
-    let world = state.sessions.config().world.clone();
-    let env = state.sessions.config().base_env.clone();
     let streaming = headers
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
     if !streaming {
-        let cloned = service::clone(&world, &env, &plan, None).await?;
-        return Ok(Json(answer(&plan, cloned.branch)).into_response());
+        return Ok(Json(ops::checkout(&state, &req).await?).into_response());
     }
+    let plan = ops::checked(&state, &req).await?;
+    let world = state.sessions.config().world.clone();
+    let env = state.sessions.config().base_env.clone();
     let (progress, mut lines) = tokio::sync::mpsc::channel(64);
     let (events, receiver) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
@@ -52,7 +49,7 @@ pub async fn checkout(
         let (cloned, ()) =
             tokio::join!(service::clone(&world, &env, &plan, Some(progress)), forward);
         let last = match cloned {
-            Ok(cloned) => GitCheckoutEvent::Complete(answer(&plan, cloned.branch)),
+            Ok(cloned) => GitCheckoutEvent::Complete(ops::answer(&plan, cloned.branch)),
             Err(error) => GitCheckoutEvent::Error(ApiError::from(error).body()),
         };
         let _ = events.send(last).await;
@@ -61,38 +58,4 @@ pub async fn checkout(
         receiver.recv().await.map(|event| (event, receiver))
     });
     Ok(sse_response(stream).into_response())
-}
-
-/// The request checked, its target resolved against the session's directory.
-async fn checked(state: &AppState, req: &GitCheckoutRequest) -> Result<ClonePlan, ApiError> {
-    let workspace = state.sessions.config().workspace.clone();
-    let target = match req.target_dir.as_deref() {
-        Some(dir) if !dir.is_empty() => {
-            let session = req.session_id.as_deref();
-            let target = state.paths.in_session(session, "targetDir", dir).await;
-            state
-                .paths
-                .in_workspace("targetDir", &target, Follow::Final)?;
-            Some(target)
-        }
-        _ => None,
-    };
-    Ok(service::plan(
-        &req.repo_url,
-        req.branch.as_deref(),
-        req.depth.as_ref(),
-        target.as_deref(),
-        req.timeout_ms.as_ref(),
-        &workspace,
-    )?)
-}
-
-fn answer(plan: &ClonePlan, branch: String) -> GitCheckoutResponse {
-    GitCheckoutResponse {
-        success: true,
-        repo_url: redact(&plan.url),
-        branch,
-        target_dir: plan.target.display().to_string(),
-        timestamp: now_rfc3339(),
-    }
 }

@@ -5,6 +5,7 @@
 mod error;
 mod executor;
 mod kind;
+pub mod ops;
 mod output;
 mod routes;
 mod service;

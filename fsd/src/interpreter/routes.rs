@@ -1,7 +1,6 @@
 //! Code context routes: `/api/contexts` (create, list, delete), `POST /api/execute/code`
 //! (SSE) and `GET /api/interpreter/health`.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use axum::extract::{Path, State};
@@ -13,9 +12,9 @@ use fsd_api::interpreter::{
     ListContextsResponse,
 };
 
+use super::ops;
 use super::wire_error::CodeExecutionFailure;
 use crate::error::ApiError;
-use crate::paths::Follow;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
@@ -36,45 +35,18 @@ pub async fn create(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<CreateContextRequest>,
 ) -> Result<Json<CreateContextResponse>, ApiError> {
-    if let Some(cwd) = req.cwd.as_deref().filter(|cwd| !cwd.is_empty()) {
-        state.paths.in_workspace("cwd", cwd, Follow::Final)?;
-    }
-    let context = state
-        .interpreters
-        .create(
-            req.language.as_deref(),
-            req.cwd.as_deref(),
-            req.env_vars.unwrap_or_else(BTreeMap::new),
-        )
-        .await?;
-    Ok(Json(CreateContextResponse {
-        success: true,
-        context_id: context.id.clone(),
-        language: context.language.name().to_string(),
-        cwd: context.cwd.display().to_string(),
-        created_at: context.created_at.clone(),
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::create_context(&state, req).await?))
 }
 
 pub async fn list(State(state): State<AppState>) -> Json<ListContextsResponse> {
-    Json(ListContextsResponse {
-        success: true,
-        contexts: state.interpreters.list(),
-        timestamp: now_rfc3339(),
-    })
+    Json(ops::list_contexts(&state))
 }
 
 pub async fn remove(
     State(state): State<AppState>,
     Path(id): Path<String>,
 ) -> Result<Json<DeleteContextResponse>, ApiError> {
-    state.interpreters.delete(&id).await?;
-    Ok(Json(DeleteContextResponse {
-        success: true,
-        context_id: id,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::delete_context(&state, id).await?))
 }
 
 /// Streams the call's events as they come; failures before the call starts answer the

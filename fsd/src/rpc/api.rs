@@ -1,12 +1,13 @@
 //! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
 //! HTTP: `commands.execute`, the sessions', the JSON file methods, the processes', the
-//! backups' and `checkChanges` call their domain's typed operations (`exec::ops`,
-//! `files::ops`, `process::ops`, `backup::operations`, `watch::changes`), as the routes do,
-//! with the routes' validation and errors; the other methods are still one request each
-//! through the router (auth, validation, session fallbacks, errors and fsd's improvements
-//! the route's own). An answer is reshaped where RPC's differs. What RPC alone allows (file
-//! reads and writes as byte streams without the 32 MiB cap, code output to callbacks) is
-//! built here on the same routes' raw and streaming forms.
+//! backups', `checkChanges`, git's `checkout` and the code contexts' call their domain's
+//! typed operations (`exec::ops`, `files::ops`, `process::ops`, `backup::operations`,
+//! `watch::changes`, `git::ops`, `interpreter::ops`), as the routes do, with the routes'
+//! validation and errors; the other methods (streams, raw transfers, tunnels, the version)
+//! are still one request each through the router (auth, validation, session fallbacks,
+//! errors and fsd's improvements the route's own). An answer is reshaped where RPC's
+//! differs. What RPC alone allows (file reads and writes as byte streams without the 32 MiB
+//! cap, code output to callbacks) is built here on the same routes' raw and streaming forms.
 
 use std::sync::Arc;
 
@@ -30,6 +31,8 @@ use crate::backup;
 use crate::error::ApiError;
 use crate::exec;
 use crate::files;
+use crate::git;
+use crate::interpreter;
 use crate::process;
 use crate::state::AppState;
 use crate::watch;
@@ -409,8 +412,8 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                self.reply(Method::POST, "/api/git/checkout", Some(body))
-                    .await
+                let req = typed_body(body)?;
+                answer(git::ops::checkout(&self.state, &req).await)
             }
             _ => Err(not_a_function("git", method)),
         }
@@ -420,13 +423,9 @@ impl Api {
     async fn interpreter(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
         match method {
             "createCodeContext" => {
-                let answer = self
-                    .json(
-                        Method::POST,
-                        "/api/contexts".into(),
-                        Some(Value::Object(args.object(0))),
-                    )
-                    .await?;
+                let req = typed_body(Value::Object(args.object(0)))?;
+                let created = interpreter::ops::create_context(&self.state, req).await;
+                let answer = json_of(created.map_err(refused)?)?;
                 Ok(context(&json!({
                     "id": answer.get("contextId"),
                     "language": answer.get("language"),
@@ -436,15 +435,16 @@ impl Api {
                 })))
             }
             "listCodeContexts" => {
-                let answer = self.json(Method::GET, "/api/contexts".into(), None).await?;
+                let answer = json_of(interpreter::ops::list_contexts(&self.state))?;
                 let contexts = answer.get("contexts").and_then(Value::as_array);
                 let contexts: Vec<Value> = contexts.into_iter().flatten().map(context).collect();
                 Ok(json!([contexts]))
             }
             "deleteCodeContext" => {
-                let id = query_value(&args.string(0, "contextId")?);
-                self.json(Method::DELETE, format!("/api/contexts/{id}"), None)
-                    .await?;
+                let id = args.string(0, "contextId")?;
+                interpreter::ops::delete_context(&self.state, id)
+                    .await
+                    .map_err(refused)?;
                 Ok(capnweb::undefined())
             }
             "streamCode" => {
