@@ -1,13 +1,11 @@
 //! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
-//! HTTP: `commands.execute`, the sessions', the JSON file methods, the processes', the
-//! backups', `checkChanges`, git's `checkout` and the code contexts' call their domain's
-//! typed operations (`exec::ops`, `files::ops`, `process::ops`, `backup::operations`,
-//! `watch::changes`, `git::ops`, `interpreter::ops`), as the routes do, with the routes'
-//! validation and errors; the other methods (streams, raw transfers, tunnels, the version)
-//! are still one request each through the router (auth, validation, session fallbacks,
-//! errors and fsd's improvements the route's own). An answer is reshaped where RPC's
-//! differs. What RPC alone allows (file reads and writes as byte streams without the 32 MiB
-//! cap, code output to callbacks) is built here on the same routes' raw and streaming forms.
+//! HTTP. Every method answered whole calls its domain's typed operation (`exec::ops`,
+//! `files::ops`, `process::ops`, `backup::operations`, `watch::changes`, `git::ops`,
+//! `interpreter::ops`, `tunnels::ops`, `system::ops`) as the routes do, with the routes'
+//! validation and errors. The streams and the raw transfers are still one request each
+//! through the router (their framing is the route's), reshaped where RPC's differs. What
+//! RPC alone allows (file reads and writes as byte streams without the 32 MiB cap, code
+//! output to callbacks) is built here on the same routes' raw and streaming forms.
 
 use std::sync::Arc;
 
@@ -17,12 +15,14 @@ use axum::http::{HeaderName, HeaderValue, Method, Request, Response, header};
 use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::exec::ExecuteRequest;
+use fsd_api::tunnels::StopTunnelRequest;
 use fsd_process::Since;
 use futures_util::{Stream, StreamExt};
 use http_body_util::BodyExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
+use tokio::sync::broadcast::error::RecvError;
 use tower::ServiceExt;
 
 use super::capnweb::{self, Arg};
@@ -35,6 +35,7 @@ use crate::git;
 use crate::interpreter;
 use crate::process;
 use crate::state::AppState;
+use crate::tunnels;
 use crate::watch;
 use crate::wire::json::parse_value;
 use crate::wire::sse::sse_frame;
@@ -184,10 +185,7 @@ impl Api {
     async fn utils(&self, method: &str, args: Args) -> Answer {
         match method {
             "ping" => Ok(json!("healthy")),
-            "getVersion" => {
-                let answer = self.json(Method::GET, "/api/version".into(), None).await?;
-                Ok(answer.get("version").cloned().unwrap_or(json!("unknown")))
-            }
+            "getVersion" => Ok(json!(crate::system::ops::version().version)),
             "getCommands" => Ok(json!([[]])),
             "createSession" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
@@ -527,12 +525,12 @@ impl Api {
             "ensureTunnelRun" => {
                 self.follow_tunnel_exits(session);
                 let body = Value::Object(args.object(0));
-                self.reply(Method::POST, "/api/tunnels", Some(body)).await
+                typed(body, |req| tunnels::ops::ensure(&self.state, req)).await
             }
             "stopTunnelRun" => {
                 let body = Value::Object(args.object(0));
-                self.reply(Method::POST, "/api/tunnels/stop", Some(body))
-                    .await
+                let req = typed_body(body)?;
+                answer(Ok(tunnels::ops::stop(&self.state, req).await))
             }
             "runQuickTunnel" => {
                 let id = args.string(0, "id")?;
@@ -558,9 +556,11 @@ impl Api {
                         &details,
                     ));
                 };
-                let body = json!({ "tunnelId": id, "runId": run["runId"] });
-                self.json(Method::POST, "/api/tunnels/stop".into(), Some(body))
-                    .await?;
+                let req = StopTunnelRequest {
+                    tunnel_id: id.clone(),
+                    run_id: run["runId"].as_str().unwrap_or_default().to_string(),
+                };
+                tunnels::ops::stop(&self.state, req).await;
                 Ok(json!({ "success": true, "id": id }))
             }
             "listTunnels" => {
@@ -579,9 +579,9 @@ impl Api {
         body["tunnelId"] = json!(id);
         body["runId"] = json!(id);
         let named = body["mode"] == "named";
-        let answer = self
-            .json(Method::POST, "/api/tunnels".into(), Some(body))
-            .await?;
+        let req = typed_body(body)?;
+        let ensured = tunnels::ops::ensure(&self.state, req).await;
+        let answer = json_of(ensured.map_err(refused)?)?;
         if answer["started"] == false {
             let message = format!("Tunnel {id} is already running");
             let details = json!({ "tunnelId": id });
@@ -601,7 +601,7 @@ impl Api {
     }
 
     async fn tunnel_runs(&self) -> Result<Vec<Value>, Value> {
-        let answer = self.json(Method::GET, "/api/tunnels".into(), None).await?;
+        let answer = json_of(tunnels::ops::list(&self.state))?;
         Ok(answer["tunnels"].as_array().cloned().unwrap_or_default())
     }
 
@@ -610,29 +610,22 @@ impl Api {
     /// `run*Tunnel` (their run id is their tunnel id), `(tunnelId, port, exitCode, runId)`
     /// for `ensureTunnelRun`'s.
     fn follow_tunnel_exits(&self, session: &Arc<Session>) {
-        let (api, peer) = (self.clone(), Arc::clone(session));
+        let (mut exits, peer) = (self.state.tunnels.exits(), Arc::clone(session));
         session.hold_once("tunnel exits", async move {
-            let response = api.request(Method::GET, "/api/tunnels/events", None).await;
-            let mut body = chunks(response.into_body());
-            let mut parser = SseParser::default();
-            while let Some(Ok(chunk)) = body.next().await {
-                for event in parser.push(&chunk) {
-                    let Ok(event) = serde_json::from_str::<Value>(&event.data) else {
-                        continue;
-                    };
-                    let (tunnel, run) = (&event["tunnelId"], &event["runId"]);
-                    let mut args = vec![
-                        tunnel.clone(),
-                        event["port"].clone(),
-                        event["exitCode"].clone(),
-                    ];
-                    if tunnel != run {
-                        args.push(run.clone());
-                    }
-                    let path = vec!["onTunnelExit".to_string()];
-                    // Fire and forget, as the reference: an object that fails is not retried.
-                    let _ = peer.call_peer(0, path, args).await;
+            loop {
+                let exit = match exits.recv().await {
+                    Ok(exit) => exit,
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => return,
+                };
+                let (tunnel, run) = (json!(exit.tunnel_id), json!(exit.run_id));
+                let mut args = vec![tunnel.clone(), json!(exit.port), json!(exit.exit_code)];
+                if tunnel != run {
+                    args.push(run);
                 }
+                let path = vec!["onTunnelExit".to_string()];
+                // Fire and forget, as the reference: an object that fails is not retried.
+                let _ = peer.call_peer(0, path, args).await;
             }
         });
     }
@@ -670,20 +663,6 @@ impl Api {
         };
         let Ok(response) = self.router.clone().oneshot(request).await;
         response
-    }
-
-    /// A JSON route's answer, or its error envelope as the Error the object maps.
-    async fn json(&self, method: Method, path: String, body: Option<Value>) -> Answer {
-        let body = body.map(|body| Body::from(body.to_string()));
-        let response = self.request(method, &path, body).await;
-        read_json(response).await
-    }
-
-    /// [`json`](Self::json), as a result.
-    async fn reply(&self, method: Method, path: &str, body: Option<Value>) -> Answer {
-        self.json(method, path.to_string(), body)
-            .await
-            .map(|answer| capnweb::from_json(&answer))
     }
 
     /// A streaming route's body as a pipe of SSE bytes (only the events `keep` keeps).

@@ -33,16 +33,7 @@ async fn ping() -> Json<PingResponse> {
 /// The SDK version fsd is compatible with (the image's `SANDBOX_VERSION` when it sets one),
 /// and fsd's own beside it.
 async fn version() -> Json<VersionResponse> {
-    let version = crate::config::environment()
-        .sandbox_version
-        .clone()
-        .unwrap_or_else(|| fsd_api::system::COMPATIBLE_SDK_VERSION.to_string());
-    Json(VersionResponse {
-        success: true,
-        version,
-        fsd_version: Some(env!("CARGO_PKG_VERSION").to_string()),
-        timestamp: now_rfc3339(),
-    })
+    Json(super::ops::version())
 }
 
 async fn capabilities(State(state): State<AppState>) -> Json<CapabilitiesResponse> {

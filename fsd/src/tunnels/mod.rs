@@ -4,6 +4,7 @@
 //! only; these routes are fsd's own. `fsd-tunnels` supervises the processes.
 
 mod error;
+pub mod ops;
 mod requests;
 mod routes;
 mod wire_error;

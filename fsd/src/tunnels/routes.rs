@@ -11,7 +11,7 @@ use fsd_api::tunnels::{
 use futures_util::{StreamExt, stream};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::requests::{run_spec, tunnel_run};
+use super::ops;
 use crate::error::ApiError;
 use crate::state::AppState;
 use crate::wire::json::JsonBody;
@@ -30,34 +30,18 @@ async fn ensure(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<EnsureTunnelRequest>,
 ) -> Result<Json<EnsureTunnelResponse>, ApiError> {
-    let spec = run_spec(req)?;
-    let (info, started) = state.tunnels.ensure(spec).await?;
-    Ok(Json(EnsureTunnelResponse {
-        success: true,
-        run: tunnel_run(info),
-        started,
-        timestamp: now_rfc3339(),
-    }))
+    Ok(Json(ops::ensure(&state, req).await?))
 }
 
 async fn list(State(state): State<AppState>) -> Json<ListTunnelsResponse> {
-    Json(ListTunnelsResponse {
-        success: true,
-        tunnels: state.tunnels.list().into_iter().map(tunnel_run).collect(),
-        timestamp: now_rfc3339(),
-    })
+    Json(ops::list(&state))
 }
 
 async fn stop(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<StopTunnelRequest>,
 ) -> Json<StopTunnelResponse> {
-    let stopped = state.tunnels.stop(&req.tunnel_id, &req.run_id).await;
-    Json(StopTunnelResponse {
-        success: true,
-        stopped,
-        timestamp: now_rfc3339(),
-    })
+    Json(ops::stop(&state, req).await)
 }
 
 /// Tunnel exits as they happen, for the trusted side (a tunnel whose cloudflared died is

@@ -628,6 +628,27 @@ async fn the_rpc_and_the_routes_answer_and_refuse_alike() {
             json!(null),
         ),
         (
+            "tunnels",
+            "ensureTunnelRun",
+            json!([{"mode": "weird", "port": 8080}]),
+            "POST /api/tunnels",
+            json!({"mode": "weird", "port": 8080}),
+        ),
+        (
+            "tunnels",
+            "ensureTunnelRun",
+            json!([{"mode": "quick", "port": "x"}]),
+            "POST /api/tunnels",
+            json!({"mode": "quick", "port": "x"}),
+        ),
+        (
+            "tunnels",
+            "stopTunnelRun",
+            json!([{"tunnelId": "nobody", "runId": "nobody"}]),
+            "POST /api/tunnels/stop",
+            json!({"tunnelId": "nobody", "runId": "nobody"}),
+        ),
+        (
             "processes",
             "startProcess",
             json!(["", null]),
@@ -707,6 +728,9 @@ async fn the_rpc_and_the_routes_answer_and_refuse_alike() {
                 "exitCode",
                 "stdout",
                 "stdoutBase64",
+                "command",
+                "processId",
+                "stopped",
             ] {
                 assert_eq!(over_rpc[2][field], over_http[field], "{field}: {case}");
             }

@@ -1,0 +1,46 @@
+//! The domain's typed operations: a request in, a response or an [`ApiError`] out, no HTTP.
+//! The routes and the 0.12 `/rpc` are codecs over these (exits are each transport's own
+//! follow of `fsd_tunnels::Runs::exits`).
+
+use fsd_api::tunnels::{
+    EnsureTunnelRequest, EnsureTunnelResponse, ListTunnelsResponse, StopTunnelRequest,
+    StopTunnelResponse,
+};
+
+use super::requests::{run_spec, tunnel_run};
+use crate::error::ApiError;
+use crate::state::AppState;
+use crate::wire::time::now_rfc3339;
+
+/// Starts the run `req` names unless it runs already (`started: false`).
+pub async fn ensure(
+    state: &AppState,
+    req: EnsureTunnelRequest,
+) -> Result<EnsureTunnelResponse, ApiError> {
+    let spec = run_spec(req)?;
+    let (info, started) = state.tunnels.ensure(spec).await?;
+    Ok(EnsureTunnelResponse {
+        success: true,
+        run: tunnel_run(info),
+        started,
+        timestamp: now_rfc3339(),
+    })
+}
+
+pub fn list(state: &AppState) -> ListTunnelsResponse {
+    ListTunnelsResponse {
+        success: true,
+        tunnels: state.tunnels.list().into_iter().map(tunnel_run).collect(),
+        timestamp: now_rfc3339(),
+    }
+}
+
+/// Stops a run (`stopped: false` when it was not running).
+pub async fn stop(state: &AppState, req: StopTunnelRequest) -> StopTunnelResponse {
+    let stopped = state.tunnels.stop(&req.tunnel_id, &req.run_id).await;
+    StopTunnelResponse {
+        success: true,
+        stopped,
+        timestamp: now_rfc3339(),
+    }
+}
