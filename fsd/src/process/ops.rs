@@ -3,11 +3,13 @@
 //! transports' own).
 
 use fsd_api::process::{
-    GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse,
+    GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
     ProcessLogsResponse, ProcessStatus, StartProcessRequest, StartProcessResponse,
 };
 use fsd_process::background::OUTPUT_CAP_BYTES;
-use fsd_process::{ProcessError, Since};
+use fsd_process::{Live, ProcessError, Since, Stream as Output};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 
 use super::next_records;
 use crate::error::ApiError;
@@ -124,4 +126,55 @@ pub async fn logs(
         stderr_skipped: logs.stderr.skipped,
         timestamp: now_rfc3339(),
     })
+}
+
+/// A process's `process_info` event, then what it prints from `since` on as it prints it
+/// (each output event with the offset to reconnect from), then its `exit`.
+pub fn log_events(
+    state: &AppState,
+    id: &str,
+    since: Since,
+) -> Result<(ProcessEvent, BoxStream<'static, ProcessEvent>), ApiError> {
+    let process = state.processes.get(id)?;
+    let (info, events) = process.events(since);
+    let info_event = ProcessEvent::ProcessInfo {
+        process_id: info.id.clone(),
+        command: info.command.clone(),
+        status: info.status,
+        timestamp: now_rfc3339(),
+    };
+    let process_id = info.id;
+    let live = events.map(move |event| match event {
+        Live::Output(stream, data, end) => output_event(stream, data, end, &process_id),
+        Live::Exit(code) => exit_event(&process_id, code, process.info().status),
+    });
+    // Boxed: the stream's type names the borrow it was made from, which it outlives.
+    Ok((info_event, live.boxed()))
+}
+fn output_event(stream: Output, data: String, end: u64, process_id: &str) -> ProcessEvent {
+    let (process_id, timestamp, offset) = (process_id.to_string(), now_rfc3339(), Some(end));
+    match stream {
+        Output::Stdout => ProcessEvent::Stdout {
+            data,
+            process_id,
+            offset,
+            timestamp,
+        },
+        Output::Stderr => ProcessEvent::Stderr {
+            data,
+            process_id,
+            offset,
+            timestamp,
+        },
+    }
+}
+
+fn exit_event(process_id: &str, exit_code: i32, status: ProcessStatus) -> ProcessEvent {
+    let status = status.as_str();
+    ProcessEvent::Exit {
+        process_id: process_id.to_string(),
+        exit_code,
+        data: format!("Process {status} with exit code {exit_code}"),
+        timestamp: now_rfc3339(),
+    }
 }

@@ -5,15 +5,15 @@ use axum::response::Response;
 use axum::routing;
 use axum::{Json, Router};
 use fsd_api::process::{
-    GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse, ProcessEvent,
-    ProcessLogsResponse, ProcessStatus, SignalRequest, SignalResponse, StartProcessRequest,
-    StartProcessResponse, StdinRequest, StdinResponse,
+    GetProcessResponse, KillAllResponse, KillProcessResponse, ListProcessesResponse,
+    ProcessLogsResponse, SignalRequest, SignalResponse, StartProcessRequest, StartProcessResponse,
+    StdinRequest, StdinResponse,
 };
 
 use futures_util::{StreamExt, stream};
 use serde::Deserialize;
 
-use fsd_process::{Live, Since, Stream};
+use fsd_process::Since;
 
 use super::ops;
 use crate::error::ApiError;
@@ -150,47 +150,6 @@ pub async fn stream(
     Path(id): Path<String>,
     Query(query): Query<SinceQuery>,
 ) -> Result<Response, ApiError> {
-    let since = query.since()?;
-    let process = state.processes.get(&id)?;
-    let (info, events) = process.events(since);
-    let info_event = ProcessEvent::ProcessInfo {
-        process_id: info.id.clone(),
-        command: info.command.clone(),
-        status: info.status,
-        timestamp: now_rfc3339(),
-    };
-    let process_id = info.id;
-    let wire = events.map(move |event| match event {
-        Live::Output(stream, data, end) => output_event(stream, data, end, &process_id),
-        Live::Exit(code) => exit_event(&process_id, code, process.info().status),
-    });
-    Ok(sse_response(stream::once(async { info_event }).chain(wire)))
-}
-
-fn output_event(stream: Stream, data: String, end: u64, process_id: &str) -> ProcessEvent {
-    let (process_id, timestamp, offset) = (process_id.to_string(), now_rfc3339(), Some(end));
-    match stream {
-        Stream::Stdout => ProcessEvent::Stdout {
-            data,
-            process_id,
-            offset,
-            timestamp,
-        },
-        Stream::Stderr => ProcessEvent::Stderr {
-            data,
-            process_id,
-            offset,
-            timestamp,
-        },
-    }
-}
-
-fn exit_event(process_id: &str, exit_code: i32, status: ProcessStatus) -> ProcessEvent {
-    let status = status.as_str();
-    ProcessEvent::Exit {
-        process_id: process_id.to_string(),
-        exit_code,
-        data: format!("Process {status} with exit code {exit_code}"),
-        timestamp: now_rfc3339(),
-    }
+    let (info_event, live) = ops::log_events(&state, &id, query.since()?)?;
+    Ok(sse_response(stream::once(async { info_event }).chain(live)))
 }

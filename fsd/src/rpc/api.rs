@@ -2,8 +2,9 @@
 //! HTTP. Every method answered whole calls its domain's typed operation (`exec::ops`,
 //! `files::ops`, `process::ops`, `backup::operations`, `watch::changes`, `git::ops`,
 //! `interpreter::ops`, `tunnels::ops`, `system::ops`) as the routes do, with the routes'
-//! validation and errors. The streams and the raw transfers are still one request each
-//! through the router (their framing is the route's), reshaped where RPC's differs. What
+//! validation and errors; so do `readFileStream` and `streamProcessLogs`. The other streams
+//! and the raw transfers are still one request each through the router (their framing is
+//! the route's), reshaped where RPC's differs. What
 //! RPC alone allows (file reads and writes as byte streams without the 32 MiB cap, code
 //! output to callbacks) is built here on the same routes' raw and streaming forms.
 
@@ -28,7 +29,7 @@ use tower::ServiceExt;
 use super::capnweb::{self, Arg};
 use super::session::Session;
 use crate::backup;
-use crate::error::ApiError;
+use crate::error::{ApiError, OperationExt};
 use crate::exec;
 use crate::files;
 use crate::git;
@@ -274,15 +275,15 @@ impl Api {
                 typed(body, |req| files::ops::read(&self.state, req)).await
             }
             "readFileStream" => {
-                let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
-                self.stream(
-                    session,
-                    Method::POST,
-                    "/api/read/stream".into(),
-                    Some(body),
-                    None,
-                )
-                .await
+                let path = args.string(0, "path")?;
+                let opened = self
+                    .state
+                    .files
+                    .open_for_stream(sid(1).as_deref(), &path)
+                    .await;
+                let opened = opened.op(Operation::FileRead).map_err(refused)?;
+                let frames = files::read_events(opened).map(|event| Ok(sse_frame(None, &event)));
+                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
             }
             "writeFileStream" => {
                 let path = args.string(0, "path")?;
@@ -367,14 +368,12 @@ impl Api {
                 answer(process::ops::logs(&self.state, id, Since::default()).await)
             }
             "streamProcessLogs" => {
-                let id = query_value(&args.string(0, "id")?);
-                let path = format!("/api/process/{id}/stream");
+                let id = args.string(0, "id")?;
                 // RPC's stream has no `process_info` event.
-                let keep = |event: &Value| {
-                    event.get("type").and_then(Value::as_str) != Some("process_info")
-                };
-                self.stream(session, Method::GET, path, None, Some(keep))
-                    .await
+                let (_, live) = process::ops::log_events(&self.state, &id, Since::default())
+                    .map_err(refused)?;
+                let frames = live.map(|event| Ok(sse_frame(None, &event)));
+                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
             }
             _ => Err(not_a_function("processes", method)),
         }

@@ -649,6 +649,20 @@ async fn the_rpc_and_the_routes_answer_and_refuse_alike() {
             json!({"tunnelId": "nobody", "runId": "nobody"}),
         ),
         (
+            "files",
+            "readFileStream",
+            json!([format!("{d}/missing.txt")]),
+            "POST /api/read/stream",
+            json!({"path": format!("{d}/missing.txt")}),
+        ),
+        (
+            "processes",
+            "streamProcessLogs",
+            json!(["nobody"]),
+            "GET /api/process/nobody/stream",
+            json!(null),
+        ),
+        (
             "processes",
             "startProcess",
             json!(["", null]),
