@@ -4,9 +4,9 @@
 //! `interpreter::ops`, `tunnels::ops`, `system::ops`) as the routes do, with the routes'
 //! validation and errors; so do `readFileStream` and `streamProcessLogs`. The other streams
 //! and the raw transfers are still one request each through the router (their framing is
-//! the route's), reshaped where RPC's differs. What
-//! RPC alone allows (file reads and writes as byte streams without the 32 MiB cap, code
-//! output to callbacks) is built here on the same routes' raw and streaming forms.
+//! the route's), reshaped where RPC's differs. What RPC alone allows (file reads and writes
+//! as byte streams without the 32 MiB cap, code output to callbacks) is built here on the
+//! same routes' raw and streaming forms.
 
 use std::sync::Arc;
 
