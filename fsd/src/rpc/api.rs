@@ -2,11 +2,11 @@
 //! HTTP. Every method answered whole calls its domain's typed operation (`exec::ops`,
 //! `files::ops`, `process::ops`, `backup::operations`, `watch::changes`, `git::ops`,
 //! `interpreter::ops`, `tunnels::ops`, `system::ops`) as the routes do, with the routes'
-//! validation and errors; so do `readFileStream` and `streamProcessLogs`. The other streams
-//! and the raw transfers are still one request each through the router (their framing is
-//! the route's), reshaped where RPC's differs. What RPC alone allows (file reads and writes
-//! as byte streams without the 32 MiB cap, code output to callbacks) is built here on the
-//! same routes' raw and streaming forms.
+//! validation and errors; so do the streams of files, process logs, watches and ports. The
+//! code and command streams and the raw transfers are still one request each through the
+//! router (their framing is the route's), reshaped where RPC's differs. What RPC alone
+//! allows (file reads and writes as byte streams without the 32 MiB cap, code output to
+//! callbacks) is built here on the same routes' raw and streaming forms.
 
 use std::sync::Arc;
 
@@ -383,15 +383,10 @@ impl Api {
     async fn ports(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
         match method {
             "watchPort" => {
-                let body = Value::Object(args.object(0));
-                self.stream(
-                    session,
-                    Method::POST,
-                    "/api/port-watch".into(),
-                    Some(body),
-                    None,
-                )
-                .await
+                let req = typed_body(Value::Object(args.object(0)))?;
+                let events = crate::ports::readiness(&self.state, req).map_err(refused)?;
+                let frames = events.map(|event| Ok(sse_frame(None, &event)));
+                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
             }
             _ => Err(not_a_function("ports", method)),
         }
@@ -505,9 +500,10 @@ impl Api {
     async fn watch(&self, session: &Arc<Session>, method: &str, args: Args) -> Answer {
         match method {
             "watch" => {
-                let body = Value::Object(args.object(0));
-                self.stream(session, Method::POST, "/api/watch".into(), Some(body), None)
-                    .await
+                let req = typed_body(Value::Object(args.object(0)))?;
+                let events = watch::events(&self.state, &req).await.map_err(refused)?;
+                let frames = events.map(|event| Ok(sse_frame(None, &event)));
+                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
             }
             "checkChanges" => {
                 let body = Value::Object(args.object(0));
