@@ -41,13 +41,17 @@ pub async fn read(state: &AppState, req: ReadRequest) -> Reply<ReadResponse> {
 /// A write whose content is already in memory: base64 decoded in place, then written.
 pub async fn write(state: &AppState, req: WriteRequest) -> Reply<WriteResponse> {
     let mode = parsed_mode(req.mode.as_deref()).op(Operation::FileWrite)?;
-    let mut content = req.content.into_bytes();
-    if req.encoding == Some(Encoding::Base64) {
+    let bytes = decoded(req.content.into_bytes(), req.encoding)?;
+    write_bytes(state, req.path, req.session_id.as_deref(), bytes, mode).await
+}
+
+/// A write's content as bytes: base64 decoded in place when its encoding says so.
+pub fn decoded(mut content: Vec<u8>, encoding: Option<Encoding>) -> Reply<Bytes> {
+    if encoding == Some(Encoding::Base64) {
         let len = decode_base64_in_place(&mut content).op(Operation::FileWrite)?;
         content.truncate(len);
     }
-    let bytes = Bytes::from(content);
-    write_bytes(state, req.path, req.session_id.as_deref(), bytes, mode).await
+    Ok(Bytes::from(content))
 }
 
 /// Writes `bytes` (decoded) to `path`, with `mode` when given.

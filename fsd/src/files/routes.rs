@@ -114,13 +114,7 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
             };
             Bytes::from(body).slice(range.start..range.start + len)
         }
-        Content::Copied(mut text) => {
-            if base64 {
-                let len = ops::decode_base64_in_place(&mut text).op(Operation::FileWrite)?;
-                text.truncate(len);
-            }
-            Bytes::from(text)
-        }
+        Content::Copied(text) => ops::decoded(text, encoding)?,
     };
     Ok(Json(
         ops::write_bytes(&state, path, session_id.as_deref(), bytes, mode).await?,

@@ -282,8 +282,7 @@ impl Api {
                     .open_for_stream(sid(1).as_deref(), &path)
                     .await;
                 let opened = opened.op(Operation::FileRead).map_err(refused)?;
-                let frames = files::read_events(opened).map(|event| Ok(sse_frame(None, &event)));
-                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
+                session.open_sse_pipe(files::read_events(opened)).await
             }
             "writeFileStream" => {
                 let path = args.string(0, "path")?;
@@ -372,8 +371,7 @@ impl Api {
                 // RPC's stream has no `process_info` event.
                 let (_, live) = process::ops::log_events(&self.state, &id, Since::default())
                     .map_err(refused)?;
-                let frames = live.map(|event| Ok(sse_frame(None, &event)));
-                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
+                session.open_sse_pipe(live).await
             }
             _ => Err(not_a_function("processes", method)),
         }
@@ -385,8 +383,7 @@ impl Api {
             "watchPort" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
                 let events = crate::ports::readiness(&self.state, req).map_err(refused)?;
-                let frames = events.map(|event| Ok(sse_frame(None, &event)));
-                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
+                session.open_sse_pipe(events).await
             }
             _ => Err(not_a_function("ports", method)),
         }
@@ -445,14 +442,7 @@ impl Api {
                     "code": args.string(1, "code")?,
                     "language": args.optional_string(2),
                 });
-                self.stream(
-                    session,
-                    Method::POST,
-                    "/api/execute/code".into(),
-                    Some(body),
-                    None,
-                )
-                .await
+                self.stream(session, "/api/execute/code", body).await
             }
             "runCodeStream" => self.run_code_stream(session, &args).await,
             _ => Err(not_a_function("interpreter", method)),
@@ -502,8 +492,7 @@ impl Api {
             "watch" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
                 let events = watch::events(&self.state, &req).await.map_err(refused)?;
-                let frames = events.map(|event| Ok(sse_frame(None, &event)));
-                Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
+                session.open_sse_pipe(events).await
             }
             "checkChanges" => {
                 let body = Value::Object(args.object(0));
@@ -660,32 +649,19 @@ impl Api {
         response
     }
 
-    /// A streaming route's body as a pipe of SSE bytes (only the events `keep` keeps).
-    async fn stream(
-        &self,
-        session: &Arc<Session>,
-        method: Method,
-        path: String,
-        body: Option<Value>,
-        keep: Option<fn(&Value) -> bool>,
-    ) -> Answer {
-        let body = body.map(|body| Body::from(body.to_string()));
-        let response = self.request(method, &path, body).await;
+    /// A streaming route's body (`POST` of `body`), its SSE bytes as a pipe as they come.
+    async fn stream(&self, session: &Arc<Session>, path: &str, body: Value) -> Answer {
+        let response = self
+            .request(Method::POST, path, Some(Body::from(body.to_string())))
+            .await;
         if !is_event_stream(&response) {
             return read_json(response)
                 .await
                 .map(|answer| capnweb::from_json(&answer));
         }
-        let body = chunks(response.into_body());
-        let pipe = match keep {
-            None => session.open_outgoing_pipe(body).await?,
-            Some(keep) => {
-                let kept = reframe(body, move |event| {
-                    keep(event).then(|| sse_frame(None, event))
-                });
-                session.open_outgoing_pipe(kept).await?
-            }
-        };
+        let pipe = session
+            .open_outgoing_pipe(chunks(response.into_body()))
+            .await?;
         Ok(capnweb::readable(pipe))
     }
 
@@ -970,8 +946,6 @@ fn reframe(
     .filter(|chunk| std::future::ready(!matches!(chunk, Ok(chunk) if chunk.is_empty())))
 }
 
-/// A route's JSON answer; its error envelope as the Error the object maps to its typed
-/// errors (`code`, and the envelope's `context` as `details`).
 /// Runs a typed operation on a call's body: its answer as the object gets it, or its error.
 async fn typed<Req, Res, Op>(body: Value, operation: impl FnOnce(Req) -> Op) -> Answer
 where
@@ -998,12 +972,21 @@ fn json_of(answer: impl Serialize) -> Answer {
         .map_err(|error| capnweb::js_error("Error", &format!("encoding the answer: {error}")))
 }
 
-/// An operation's error as the Error the object maps, as [`read_json`] reads a route's.
+/// An operation's error as the Error the object maps, as [`read_json`] reads a route's;
+/// logged as the routes log theirs.
 fn refused(error: ApiError) -> Value {
     error.log();
+    api_error(&error)
+}
+
+/// A failure of an operation as either SDK line's object maps it: its `code`, and its
+/// context as `details`.
+pub fn api_error(error: &ApiError) -> Value {
     capnweb::sandbox_error(&error.message, error.code.as_str(), &error.context)
 }
 
+/// A route's JSON answer; its error envelope as the Error the object maps to its typed
+/// errors (`code`, and the envelope's `context` as `details`).
 async fn read_json(response: Response<Body>) -> Answer {
     let status = response.status();
     let body = match response.into_body().collect().await {

@@ -18,6 +18,7 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::capnweb::{self, Arg, Call, Message};
+use crate::wire::sse::sse_frame;
 
 /// Calls, pipes and stream writes the peer may have open on one connection at once.
 pub const MAX_EXPORTS: usize = 1024;
@@ -666,6 +667,17 @@ impl Session {
     {
         self.open_pipe(byte_writes(chunks), true, CancellationToken::new())
             .await
+    }
+
+    /// Sends `events` to the peer as a new pipe of SSE bytes, one `data:` frame each (how
+    /// 0.12's streams come), and answers the pipe as a result names it.
+    pub async fn open_sse_pipe<S>(self: &Arc<Self>, events: S) -> Result<Value, Value>
+    where
+        S: Stream + Send + 'static,
+        S::Item: serde::Serialize,
+    {
+        let frames = events.map(|event| Ok(sse_frame(None, &event)));
+        Ok(capnweb::readable(self.open_outgoing_pipe(frames).await?))
     }
 
     /// Sends `items` to the peer as a new pipe of values, one write each (event objects:

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::error::ApiError;
+pub use crate::rpc::api::api_error;
 use crate::rpc::api::invalid;
 use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::{Session, Target};
@@ -52,11 +52,6 @@ pub fn flag(args: &[Arg], index: usize, name: &str) -> bool {
 pub fn value(result: impl Serialize) -> Value {
     let json = serde_json::to_value(result).unwrap_or_else(|_| Value::Object(Map::new()));
     capnweb::from_json(&json)
-}
-
-/// A failure of the service layer as the next line's object maps it.
-pub fn api_error(error: &ApiError) -> Value {
-    capnweb::sandbox_error(&error.message, error.code.as_str(), &error.context)
 }
 
 /// An error with a registry `code` and its `details`.

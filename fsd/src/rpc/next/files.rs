@@ -19,7 +19,6 @@ use crate::rpc::api::invalid;
 use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::session::Session;
 use crate::state::AppState;
-use crate::wire::sse::sse_frame;
 use crate::wire::time::now_rfc3339;
 
 /// Serves `files.method`; `None` when it is not one of the next line's.
@@ -87,8 +86,9 @@ async fn read_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> 
         .await
         .op(Operation::FileRead)
         .map_err(|error| api_error(&error))?;
-    let frames = crate::files::read_events(opened).map(|event| Ok(sse_frame(None, &event)));
-    Ok(capnweb::readable(session.open_outgoing_pipe(frames).await?))
+    session
+        .open_sse_pipe(crate::files::read_events(opened))
+        .await
 }
 
 /// `writeFile(path, content, {encoding})`: atomic, base64 decoded when asked.
