@@ -268,13 +268,23 @@ fn held(dir: &File, name: &OsStr) -> Result<(Existing, Option<OwnedFd>), AtomicW
 /// start leaves it to the caller, as before. (Held a moment, it keeps its mount busy a
 /// moment: a bucket's unmount tries a busy mount again.)
 fn release_later(replaced: OwnedFd) {
+    const RELEASE_GATHER: std::time::Duration = std::time::Duration::from_millis(2);
     use std::sync::mpsc::{Sender, channel};
     static RELEASER: OnceLock<Option<Sender<OwnedFd>>> = OnceLock::new();
     let releaser = RELEASER.get_or_init(|| {
         let (sender, receiver) = channel::<OwnedFd>();
         std::thread::Builder::new()
             .name("fsd-release".into())
-            .spawn(move || receiver.into_iter().for_each(drop))
+            .spawn(move || {
+                // Woken once for a run of writes, not once per write: a moment's wait
+                // gathers the files replaced meanwhile (each wake costs the writers a core
+                // on a small machine).
+                while let Ok(first) = receiver.recv() {
+                    std::thread::sleep(RELEASE_GATHER);
+                    drop(first);
+                    receiver.try_iter().for_each(drop);
+                }
+            })
             .ok()
             .map(|_| sender)
     });
