@@ -203,7 +203,7 @@ impl Api {
                     );
                     fields.remove("data");
                 }
-                Ok(capnweb::from_json(&answer))
+                Ok(capnweb::from_json(answer))
             }
             "deleteSession" => {
                 let body = json!({ "sessionId": args.string(0, "sessionId")? });
@@ -212,7 +212,7 @@ impl Api {
             "listSessions" => {
                 let answer = json_of(exec::ops::list_sessions(&self.state).await)?;
                 let sessions = answer.get("data").cloned().unwrap_or(json!([]));
-                Ok(capnweb::from_json(&json!({ "sessions": sessions })))
+                Ok(capnweb::from_json(json!({ "sessions": sessions })))
             }
             _ => Err(not_a_function("utils", method)),
         }
@@ -231,7 +231,7 @@ impl Api {
                     fields.remove("duration");
                     fields.remove("sessionId");
                 }
-                Ok(capnweb::from_json(&answer))
+                Ok(capnweb::from_json(answer))
             }
             "executeStream" => {
                 let body = self.command(&args)?;
@@ -305,7 +305,7 @@ impl Api {
                 if let Some(fields) = answer.as_object_mut() {
                     fields.insert("oldPath".into(), json!(old));
                 }
-                Ok(capnweb::from_json(&answer))
+                Ok(capnweb::from_json(answer))
             }
             "moveFile" => {
                 let body = json!({
@@ -550,7 +550,7 @@ impl Api {
             "listTunnels" => {
                 let runs = self.tunnel_runs().await?;
                 let infos: Vec<Value> = runs.iter().map(tunnel_info).collect();
-                Ok(capnweb::from_json(&Value::Array(infos)))
+                Ok(capnweb::from_json(Value::Array(infos)))
             }
             _ => Err(not_a_function("tunnels", method)),
         }
@@ -581,7 +581,7 @@ impl Api {
             info["url"] = json!("");
             info["hostname"] = json!("");
         }
-        Ok(capnweb::from_json(&info))
+        Ok(capnweb::from_json(info))
     }
 
     async fn tunnel_runs(&self) -> Result<Vec<Value>, Value> {
@@ -657,7 +657,7 @@ impl Api {
         if !is_event_stream(&response) {
             return read_json(response)
                 .await
-                .map(|answer| capnweb::from_json(&answer));
+                .map(|answer| capnweb::from_json(answer));
         }
         let pipe = session
             .open_outgoing_pipe(chunks(response.into_body()))
@@ -754,7 +754,7 @@ impl Api {
         if let Some(fields) = answer.as_object_mut() {
             fields.insert("path".into(), json!(path));
         }
-        Ok(capnweb::from_json(&answer))
+        Ok(capnweb::from_json(answer))
     }
 
     /// `runCodeStream`: the code's events, each handed to the caller's callback in order
@@ -829,7 +829,7 @@ impl Api {
                         let mut fields = Map::new();
                         for key in RESULT_KEYS {
                             let value = event.get(key).cloned().unwrap_or(Value::Null);
-                            fields.insert(key.to_string(), capnweb::from_json(&value));
+                            fields.insert(key.to_string(), capnweb::from_json(value));
                         }
                         Value::Object(fields)
                     }
@@ -841,7 +841,7 @@ impl Api {
                 };
                 let argument = match kind {
                     "result" => undefined_for_null(argument),
-                    _ => capnweb::from_json(&argument),
+                    _ => capnweb::from_json(argument),
                 };
                 session
                     .call_peer(target, Vec::new(), vec![argument])
@@ -958,7 +958,7 @@ where
 
 /// An operation's result as the object gets it.
 fn answer(result: Result<impl Serialize, ApiError>) -> Answer {
-    json_of(result.map_err(refused)?).map(|answer| capnweb::from_json(&answer))
+    json_of(result.map_err(refused)?).map(|answer| capnweb::from_json(answer))
 }
 
 /// A call's body as the typed request of its operation, refused as its route refuses it.

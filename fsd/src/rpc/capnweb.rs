@@ -48,47 +48,58 @@ impl Message {
         let value: Value =
             serde_json::from_str(text).map_err(|error| WireError::NotJson(error.to_string()))?;
         let not_message = || WireError::NotMessage(truncated(text));
-        let items = value.as_array().ok_or_else(not_message)?;
-        let tag = items
-            .first()
-            .and_then(Value::as_str)
-            .ok_or_else(not_message)?;
-        let id = |index: usize| {
+        let Value::Array(mut items) = value else {
+            return Err(not_message());
+        };
+        let id = |items: &[Value], index: usize| {
             items
                 .get(index)
                 .and_then(Value::as_i64)
                 .ok_or_else(not_message)
         };
-        let arg = |index: usize| items.get(index).cloned().ok_or_else(not_message);
-        let message = match (tag, items.len()) {
-            ("push", 2) => Message::Push(arg(1)?),
-            ("pull", 2) => Message::Pull(id(1)?),
-            ("resolve", 3) => Message::Resolve(id(1)?, arg(2)?),
-            ("reject", 3) => Message::Reject(id(1)?, arg(2)?),
+        // Taken, not copied: a push carries a write's whole content.
+        let arg = |items: &mut [Value], index: usize| {
+            items
+                .get_mut(index)
+                .map(Value::take)
+                .ok_or_else(not_message)
+        };
+        let tag = match items.first_mut() {
+            Some(Value::String(tag)) => std::mem::take(tag),
+            _ => return Err(not_message()),
+        };
+        let message = match (tag.as_str(), items.len()) {
+            ("push", 2) => Message::Push(arg(&mut items, 1)?),
+            ("pull", 2) => Message::Pull(id(&items, 1)?),
+            ("resolve", 3) => Message::Resolve(id(&items, 1)?, arg(&mut items, 2)?),
+            ("reject", 3) => Message::Reject(id(&items, 1)?, arg(&mut items, 2)?),
             ("release", 3) => {
                 let count = items[2].as_u64().ok_or_else(not_message)?;
-                Message::Release(id(1)?, count)
+                Message::Release(id(&items, 1)?, count)
             }
-            ("stream", 2) => Message::Stream(arg(1)?),
+            ("stream", 2) => Message::Stream(arg(&mut items, 1)?),
             ("pipe", 1) => Message::Pipe,
-            ("abort", 2) => Message::Abort(arg(1)?),
+            ("abort", 2) => Message::Abort(arg(&mut items, 1)?),
             _ => return Err(not_message()),
         };
         Ok(message)
     }
 
+    /// The message as its frame's text. Serialized where it lies: a `resolve` can carry a
+    /// read's whole content.
     pub fn to_text(&self) -> String {
-        let value = match self {
-            Message::Push(expr) => json!(["push", expr]),
-            Message::Pull(id) => json!(["pull", id]),
-            Message::Resolve(id, expr) => json!(["resolve", id, expr]),
-            Message::Reject(id, expr) => json!(["reject", id, expr]),
-            Message::Release(id, count) => json!(["release", id, count]),
-            Message::Stream(expr) => json!(["stream", expr]),
-            Message::Pipe => json!(["pipe"]),
-            Message::Abort(expr) => json!(["abort", expr]),
+        let text = match self {
+            Message::Push(expr) => serde_json::to_string(&("push", expr)),
+            Message::Pull(id) => serde_json::to_string(&("pull", id)),
+            Message::Resolve(id, expr) => serde_json::to_string(&("resolve", id, expr)),
+            Message::Reject(id, expr) => serde_json::to_string(&("reject", id, expr)),
+            Message::Release(id, count) => serde_json::to_string(&("release", id, count)),
+            Message::Stream(expr) => serde_json::to_string(&("stream", expr)),
+            Message::Pipe => serde_json::to_string(&("pipe",)),
+            Message::Abort(expr) => serde_json::to_string(&("abort", expr)),
         };
-        value.to_string()
+        // A `Value` always serializes (its map keys are strings).
+        text.unwrap_or_default()
     }
 }
 
@@ -247,16 +258,19 @@ fn bytes(text: &str) -> Result<Vec<u8>, WireError> {
 }
 
 /// Plain JSON as an expression: every literal array wrapped (`[1,2]` → `[[1,2]]`).
-pub fn from_json(value: &Value) -> Value {
+pub fn from_json(value: Value) -> Value {
+    // Taken apart, so long strings (a read's content) move rather than copy.
     match value {
-        Value::Array(items) => json!([items.iter().map(from_json).collect::<Vec<_>>()]),
+        Value::Array(items) => Value::Array(vec![Value::Array(
+            items.into_iter().map(from_json).collect(),
+        )]),
         Value::Object(fields) => Value::Object(
             fields
-                .iter()
-                .map(|(key, value)| (key.clone(), from_json(value)))
+                .into_iter()
+                .map(|(key, value)| (key, from_json(value)))
                 .collect(),
         ),
-        other => other.clone(),
+        other => other,
     }
 }
 
@@ -279,7 +293,7 @@ pub fn date(epoch_ms: i64) -> Value {
 /// An Error as the Sandbox object maps it to its typed errors (docs/api.md, RPC: errors):
 /// name `Error`, and the code and details as properties.
 pub fn sandbox_error(message: &str, code: &str, details: &Value) -> Value {
-    json!(["error", "Error", message, null, { "code": code, "details": from_json(details) }])
+    json!(["error", "Error", message, null, { "code": code, "details": from_json(details.clone()) }])
 }
 
 /// A plain JS error of `name` (`TypeError` for calls that name no method).
@@ -371,10 +385,10 @@ mod tests {
     #[test]
     fn results_wrap_every_array() {
         assert_eq!(
-            from_json(&json!({"files": [{"n": [1]}], "count": 1})),
+            from_json(json!({"files": [{"n": [1]}], "count": 1})),
             json!({"files": [[{"n": [[1]]}]], "count": 1})
         );
-        assert_eq!(from_json(&json!([])), json!([[]]));
+        assert_eq!(from_json(json!([])), json!([[]]));
         assert_eq!(
             sandbox_error("gone", "FILE_NOT_FOUND", &json!({"path": "/x"})),
             json!(["error", "Error", "gone", null, {"code": "FILE_NOT_FOUND", "details": {"path": "/x"}}])

@@ -51,7 +51,7 @@ pub fn flag(args: &[Arg], index: usize, name: &str) -> bool {
 /// A result as the wire carries it.
 pub fn value(result: impl Serialize) -> Value {
     let json = serde_json::to_value(result).unwrap_or_else(|_| Value::Object(Map::new()));
-    capnweb::from_json(&json)
+    capnweb::from_json(json)
 }
 
 /// An error with a registry `code` and its `details`.

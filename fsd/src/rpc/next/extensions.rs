@@ -275,7 +275,7 @@ impl Interpreter {
                 Value::Object(fields) => Value::Object(
                     fields
                         .into_iter()
-                        .map(|(key, value)| (key, capnweb::from_json(&value)))
+                        .map(|(key, value)| (key, capnweb::from_json(value)))
                         .collect::<Map<String, Value>>(),
                 ),
                 other => other,

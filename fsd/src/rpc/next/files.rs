@@ -73,8 +73,16 @@ async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer 
         encoding,
         session_id: None,
     };
-    let read = crate::files::ops::read(state, request).await;
-    Ok(value(read.map_err(|error| api_error(&error))?))
+    let mut read = crate::files::ops::read(state, request)
+        .await
+        .map_err(|error| api_error(&error))?;
+    // The content moves into the answer rather than being copied with the rest.
+    let content = std::mem::take(&mut read.content);
+    let mut answer = value(read);
+    if let Some(fields) = answer.as_object_mut() {
+        fields.insert("content".into(), Value::String(content));
+    }
+    Ok(answer)
 }
 
 /// `readFileStream(path)`: 0.12's SSE stream of the file (`metadata`, `chunk`s, `complete`).

@@ -103,7 +103,7 @@ pub fn event(
     if kind == Kind::Terminal {
         let end: Map<String, Value> = serde_json::from_slice(&record.data).unwrap_or_default();
         for (key, value) in end {
-            event.insert(key, capnweb::from_json(&value));
+            event.insert(key, capnweb::from_json(value));
         }
     } else {
         event.insert("data".into(), capnweb::bytes_expr(&record.data));

@@ -248,5 +248,5 @@ fn status_value(status: &ArgvStatus) -> Value {
     if let (Some(fields), Value::Object(extra)) = (fields.as_object_mut(), extra) {
         fields.extend(extra);
     }
-    capnweb::from_json(&fields)
+    capnweb::from_json(fields)
 }

@@ -192,7 +192,7 @@ fn snapshot(snapshot: &TerminalStatus) -> Value {
     if let (Some(exit), Some(fields)) = (&snapshot.exit, fields.as_object_mut()) {
         fields.insert("exit".into(), json!(exit));
     }
-    capnweb::from_json(&fields)
+    capnweb::from_json(fields)
 }
 
 fn table_error(id: &str, error: &TableError) -> Value {

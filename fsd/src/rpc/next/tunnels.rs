@@ -79,7 +79,7 @@ async fn ensure(state: &AppState, request: EnsureTunnelRequest) -> Answer {
     }
     shown.insert("startedAt".into(), json!(run.started_at));
     Ok(capnweb::from_json(
-        &json!({ "run": shown, "started": started }),
+        json!({ "run": shown, "started": started }),
     ))
 }
 
