@@ -37,10 +37,10 @@ use fsd_process::{ExecConfig, ProcessService, SessionManager, World, base_env};
 /// Ended next-line processes kept with their logs (the reference keeps 64).
 const NEXT_PROCESSES_RETAINED: usize = 64;
 
-/// The whole API: the HTTP routes, and the WebSocket routes whose messages go through them.
+/// The whole API: the HTTP routes, `/ws` (whose messages go through them) and `/rpc`.
 pub fn router(state: AppState, token: auth::ApiToken, ws_stall: std::time::Duration) -> Router {
     let api = http_router(state.clone(), token.clone());
-    let sockets = ws::router(api.clone(), ws_stall).merge(rpc::router(api.clone(), ws_stall));
+    let sockets = ws::router(api.clone(), ws_stall).merge(rpc::router(ws_stall));
     guarded(sockets.with_state(state), token).merge(api)
 }
 

@@ -1,15 +1,21 @@
 //! The domain's typed operations: a request in, a result or an [`ApiError`] out, no HTTP.
-//! The routes and the 0.12 `/rpc` are codecs over these.
+//! The routes and the 0.12 `/rpc` are codecs over these; a stream's events are framed by
+//! each transport its own way.
 
 use std::time::Duration;
 
 use base64_simd::STANDARD as BASE64;
+use fsd_api::DISABLE_SESSION_TOKEN;
 use fsd_api::exec::{
     BackgroundStarted, CreateSessionRequest, CreateSessionResponse, DeleteSessionRequest,
-    DeleteSessionResponse, ExecResult, ExecuteRequest, ListSessionsResponse, SessionInfo,
+    DeleteSessionResponse, ExecEvent, ExecResult, ExecuteRequest, ListSessionsResponse,
+    SessionInfo,
 };
-use fsd_process::SessionOptions;
+use fsd_process::{CommandSpec, ExecError, Live, SessionOptions, Since, Stream, Streamed};
+use futures_util::StreamExt;
+use futures_util::stream::{self, BoxStream};
 use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
 
 use super::error::RequestError;
 use super::request::{
@@ -25,6 +31,129 @@ use crate::wire::time::now_rfc3339;
 pub enum Executed {
     Started(BackgroundStarted),
     Finished(ExecResult),
+}
+
+/// `start` (with pid, session and process ids), the output as it comes, then `complete`
+/// with the real exit code once the process has exited. The command runs as a background
+/// process of the session, so it does not hold the session, and is listed with processes.
+/// With `foreground`, it runs in the session's shell instead (see [`stream_in_shell`]).
+pub async fn execute_stream(
+    state: &AppState,
+    req: ExecuteRequest,
+    session_id: String,
+) -> Result<BoxStream<'static, ExecEvent>, ApiError> {
+    let spec = CommandRequest::for_execute(&req)?
+        .spec(&state.paths, &session_id)
+        .await?;
+    // A sessionless command has no shell state to keep: it streams as the reference's.
+    if req.foreground == Some(true) && session_id != DISABLE_SESSION_TOKEN {
+        return stream_in_shell(state, req, session_id, spec).await;
+    }
+    let process = state.processes.start(&session_id, &spec, None).await?;
+    let (info, events) = process.events(Since::default());
+    let start = ExecEvent::Start {
+        command: info.command,
+        timestamp: now_rfc3339(),
+        pid: Some(info.pid),
+        session_id: Some(session_id),
+        process_id: Some(info.id),
+        command_id: None,
+    };
+    let wire = events.map(|event| match event {
+        Live::Output(stream, data, _) => output_event(stream, data),
+        Live::Exit(code) => ExecEvent::Complete {
+            exit_code: code,
+            timestamp: now_rfc3339(),
+        },
+    });
+    Ok(stream::once(async { start }).chain(wire).boxed())
+}
+
+/// A `foreground` stream: the command runs in the session's shell on a task of its own,
+/// which stops it if the stream's reader goes away (the session must not stay busy with a
+/// command nobody reads). Events: `start` once the command has its turn (with its
+/// `commandId`), its output as it is written, then `complete`, or `error` with the code
+/// `/api/execute` would have answered.
+async fn stream_in_shell(
+    state: &AppState,
+    req: ExecuteRequest,
+    session_id: String,
+    spec: CommandSpec,
+) -> Result<BoxStream<'static, ExecEvent>, ApiError> {
+    // A session that cannot be had is an error of the request, before any event.
+    state.sessions.get_or_create(&session_id).await?;
+    let timeout = req
+        .timeout_ms
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    let (sink, receiver) = mpsc::channel::<Streamed>(16);
+    let (ended, end) = oneshot::channel();
+    let sessions = state.sessions.clone();
+    let session = session_id.clone();
+    tokio::spawn(async move {
+        let result = sessions
+            .exec_streamed(&session, &spec, timeout, &sink)
+            .await;
+        drop(sink);
+        let _ = ended.send(result);
+    });
+    let command = req.command;
+    let events = stream::unfold(receiver, |mut receiver| async move {
+        let event = receiver.recv().await?;
+        Some((event, receiver))
+    })
+    .map(move |event| match event {
+        Streamed::Started { job } => ExecEvent::Start {
+            command: command.clone(),
+            timestamp: now_rfc3339(),
+            pid: None,
+            session_id: Some(session_id.clone()),
+            process_id: None,
+            command_id: Some(job.to_string()),
+        },
+        Streamed::Output(stream, data) => output_event(stream, data),
+    });
+    let last = stream::once(async move {
+        let timestamp = now_rfc3339();
+        match end.await {
+            Ok(Ok(exit_code)) => ExecEvent::Complete {
+                exit_code,
+                timestamp,
+            },
+            Ok(Err(err)) => {
+                let timed_out = matches!(err, ExecError::Timeout { .. });
+                let exit_code = match &err {
+                    ExecError::ShellExited { code, .. } => Some(*code),
+                    _ => None,
+                };
+                let error = ApiError::from(err);
+                ExecEvent::Error {
+                    code: Some(error.code.as_str().to_string()),
+                    error: error.message,
+                    timestamp,
+                    timed_out,
+                    exit_code,
+                }
+            }
+            Err(_) => ExecEvent::Error {
+                error: "the command's runner ended without a result".into(),
+                timestamp,
+                code: None,
+                timed_out: false,
+                exit_code: None,
+            },
+        }
+    });
+    Ok(events.chain(last).boxed())
+}
+
+/// A line of output as its event.
+fn output_event(stream: Stream, data: String) -> ExecEvent {
+    let timestamp = now_rfc3339();
+    match stream {
+        Stream::Stdout => ExecEvent::Stdout { data, timestamp },
+        Stream::Stderr => ExecEvent::Stderr { data, timestamp },
+    }
 }
 
 /// Runs `req` in `session_id` to its end (its output whole), or starts it in the

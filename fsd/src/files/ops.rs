@@ -1,19 +1,21 @@
-//! The domain's typed operations over JSON: a request in, a response or an [`ApiError`] out,
-//! no HTTP. The routes and the 0.12 `/rpc` are codecs over these (the byte-stream forms,
-//! raw transfers and streams, are the transports' own, over [`super::FileService`]).
+//! The domain's typed operations: a request in, a response or an [`ApiError`] out, no HTTP.
+//! The routes and both `/rpc` lines are codecs over these; the byte-stream forms take and
+//! give streams of chunks, which each transport frames its own way.
 
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::files::{
     Encoding, ExistsResponse, ListFilesRequest, ListFilesResponse, MkdirRequest, MkdirResponse,
-    MoveRequest, PathRequest, PathResponse, ReadRequest, ReadResponse, RenameRequest,
-    RenameResponse, WriteRequest, WriteResponse, mode_digits,
+    MoveRequest, PathRequest, PathResponse, RawWriteResponse, ReadRequest, ReadResponse,
+    RenameRequest, RenameResponse, WriteRequest, WriteResponse, mode_digits,
 };
+use futures_util::Stream;
 
 use super::error::FileError;
 use super::listing::ListOptions;
 use super::permissions::{ModeSpec, parsed_mode};
+use super::transfer::ReadChunks;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
 use crate::wire::time::now_rfc3339;
@@ -68,6 +70,46 @@ pub async fn write_bytes(
         .await
         .op(Operation::FileWrite)?;
     Ok(WriteResponse {
+        success: true,
+        path,
+        bytes_written,
+        mode: mode.map(mode_digits),
+        timestamp: now_rfc3339(),
+    })
+}
+
+/// The file at `path` (in `session_id`'s directory when relative) as a stream of its
+/// bytes, uncapped: a raw download, or a read without encoding.
+pub async fn read_chunks(
+    state: &AppState,
+    path: &str,
+    session_id: Option<&str>,
+) -> Reply<ReadChunks> {
+    let path = state.paths.in_session(session_id, "path", path).await;
+    state.files.read_chunks(&path).await.op(Operation::FileRead)
+}
+
+/// Replaces the file at `path` (in `session_id`'s directory when relative) with what
+/// `chunks` carries, atomically, uncapped: a raw upload, or a write fed by a pipe. A
+/// source that fails leaves the old file.
+pub async fn write_chunks<S, E>(
+    state: &AppState,
+    path: String,
+    session_id: Option<&str>,
+    chunks: S,
+    mode: Option<ModeSpec>,
+) -> Reply<RawWriteResponse>
+where
+    S: Stream<Item = Result<Bytes, E>> + Unpin,
+    E: std::fmt::Display,
+{
+    let path = state.paths.in_session(session_id, "path", &path).await;
+    let (bytes_written, mode) = state
+        .files
+        .write_stream(&path, chunks, mode)
+        .await
+        .op(Operation::FileWrite)?;
+    Ok(RawWriteResponse {
         success: true,
         path,
         bytes_written,

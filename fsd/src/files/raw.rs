@@ -12,7 +12,6 @@ use axum::extract::{Request, State};
 use axum::http::{Uri, header};
 use axum::response::{IntoResponse, Response};
 use fsd_api::Operation;
-use fsd_api::files::{RawWriteResponse, mode_digits};
 use serde::Deserialize;
 use tower::ServiceExt;
 use tower_http::services::ServeFile;
@@ -25,7 +24,6 @@ use super::transfer::read_in_chunks;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::PathError;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
 
 /// Chunk size for reading a file being downloaded.
 const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
@@ -93,17 +91,6 @@ pub async fn upload(State(state): State<AppState>, request: Request) -> Result<R
     let raw = path_param(request.uri())?;
     let mode = parsed_mode(query(request.uri())?.mode.as_deref()).op(Operation::FileWrite)?;
     let body = request.into_body().into_data_stream();
-    let (written, mode) = state
-        .files
-        .write_stream(&raw, body, mode)
-        .await
-        .op(Operation::FileWrite)?;
-    Ok(axum::Json(RawWriteResponse {
-        success: true,
-        path: raw,
-        bytes_written: written,
-        mode: mode.map(mode_digits),
-        timestamp: now_rfc3339(),
-    })
-    .into_response())
+    let written = super::ops::write_chunks(&state, raw, None, body, mode).await?;
+    Ok(axum::Json(written).into_response())
 }

@@ -1,11 +1,17 @@
 //! The domain's typed operations: a request in, a response or an [`ApiError`] out, no HTTP.
-//! The routes and the 0.12 `/rpc` are codecs over these (a call's event stream is the
-//! transports' own).
+//! The routes and the 0.12 `/rpc` are codecs over these; a call's events are framed by each
+//! transport its own way.
+
+use std::time::Duration;
 
 use fsd_api::interpreter::{
-    CreateContextRequest, CreateContextResponse, DeleteContextResponse, ListContextsResponse,
+    CodeEvent, CreateContextRequest, CreateContextResponse, DeleteContextResponse,
+    ExecuteCodeRequest, ListContextsResponse,
 };
+use futures_util::stream::{BoxStream, StreamExt};
 
+use super::error::InterpreterError;
+use super::wire_error::code_execution_error;
 use crate::error::ApiError;
 use crate::paths::Follow;
 use crate::state::AppState;
@@ -55,4 +61,52 @@ pub async fn delete_context(
         context_id: id,
         timestamp: now_rfc3339(),
     })
+}
+
+/// Events buffered between a call and its reader.
+const EVENT_QUEUE: usize = 256;
+
+/// Runs code in its context: the call's events as they come (output as it is produced,
+/// then exactly one `execution_complete` or `error`). A call that cannot start is an error
+/// (see [`code_execution_error`]). The call goes on if the reader leaves, so its context
+/// stays consistent.
+pub async fn execute_code(
+    state: &AppState,
+    req: ExecuteCodeRequest,
+) -> Result<BoxStream<'static, CodeEvent>, ApiError> {
+    let context = state
+        .interpreters
+        .get(&req.context_id)
+        .map_err(code_execution_error)?;
+    let (sender, receiver) = tokio::sync::mpsc::channel(EVENT_QUEUE);
+    let (started, start) = tokio::sync::oneshot::channel();
+    let service = state.interpreters.clone();
+    let timeout = req
+        .timeout_ms
+        .filter(|ms| *ms > 0)
+        .map(Duration::from_millis);
+    tokio::spawn(async move {
+        service
+            .execute(
+                context,
+                req.code,
+                req.language.as_deref(),
+                timeout,
+                sender,
+                started,
+            )
+            .await;
+    });
+    let started = start.await.unwrap_or_else(|_| {
+        Err(InterpreterError::Protocol(
+            "the call ended before it started".into(),
+        ))
+    });
+    started.map_err(code_execution_error)?;
+    Ok(
+        futures_util::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|event| (event, receiver))
+        })
+        .boxed(),
+    )
 }

@@ -1,8 +1,6 @@
 //! Code context routes: `/api/contexts` (create, list, delete), `POST /api/execute/code`
 //! (SSE) and `GET /api/interpreter/health`.
 
-use std::time::Duration;
-
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
@@ -19,9 +17,6 @@ use crate::state::AppState;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 use crate::wire::time::now_rfc3339;
-
-/// Events buffered between a call and its client.
-const EVENT_QUEUE: usize = 256;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -55,42 +50,9 @@ pub async fn execute(
     State(state): State<AppState>,
     JsonBody(req): JsonBody<ExecuteCodeRequest>,
 ) -> Response {
-    let context = match state.interpreters.get(&req.context_id) {
-        Ok(context) => context,
-        Err(error) => return CodeExecutionFailure(error).into_response(),
-    };
-    let (sender, receiver) = tokio::sync::mpsc::channel(EVENT_QUEUE);
-    let (started, start) = tokio::sync::oneshot::channel();
-    let service = state.interpreters.clone();
-    let timeout = req
-        .timeout_ms
-        .filter(|ms| *ms > 0)
-        .map(Duration::from_millis);
-    tokio::spawn(async move {
-        // The call goes on if the client leaves: its context stays consistent.
-        service
-            .execute(
-                context,
-                req.code,
-                req.language.as_deref(),
-                timeout,
-                sender,
-                started,
-            )
-            .await;
-    });
-    match start.await {
-        Ok(Ok(())) => {
-            let events = futures_util::stream::unfold(receiver, |mut receiver| async move {
-                receiver.recv().await.map(|event| (event, receiver))
-            });
-            sse_response(events).into_response()
-        }
-        Ok(Err(error)) => CodeExecutionFailure(error).into_response(),
-        Err(_) => CodeExecutionFailure(crate::interpreter::InterpreterError::Protocol(
-            "the call ended before it started".into(),
-        ))
-        .into_response(),
+    match ops::execute_code(&state, req).await {
+        Ok(events) => sse_response(events).into_response(),
+        Err(error) => CodeExecutionFailure(error).into_response(),
     }
 }
 

@@ -43,26 +43,32 @@ impl From<InterpreterError> for ApiError {
     }
 }
 
+/// A code call that could not start, as its error: a missing context is said as the
+/// reference says it (`Context ID not found`).
+pub fn code_execution_error(err: InterpreterError) -> ApiError {
+    let not_found = match &err {
+        InterpreterError::NotFound(id) => Some(format!("Context {id} not found")),
+        _ => None,
+    };
+    let mut api = ApiError::from(err);
+    if let Some(message) = not_found {
+        api.message = message;
+    }
+    api
+}
+
 /// A failure of `POST /api/execute/code`, which answers in the reference's own body,
 /// `{error, code, details}`, not the envelope (its clients read those fields).
-pub struct CodeExecutionFailure(pub InterpreterError);
+pub struct CodeExecutionFailure(pub ApiError);
 
 impl IntoResponse for CodeExecutionFailure {
     fn into_response(self) -> Response {
-        let err = self.0;
-        let not_found = match &err {
-            InterpreterError::NotFound(id) => Some(id.clone()),
-            _ => None,
-        };
-        let api = ApiError::from(err);
-        let message = match not_found {
-            Some(id) => format!("Context {id} not found"),
-            None => api.message.clone(),
-        };
+        let api = self.0;
+        api.log();
         let status =
             StatusCode::from_u16(api.http_status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = fsd_api::interpreter::CodeErrorBody {
-            error: message,
+            error: api.message,
             code: api.code,
             details: api.context,
         };

@@ -1,30 +1,23 @@
-//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), served by what serves
-//! HTTP. Every method answered whole calls its domain's typed operation (`exec::ops`,
-//! `files::ops`, `process::ops`, `backup::operations`, `watch::changes`, `git::ops`,
-//! `interpreter::ops`, `tunnels::ops`, `system::ops`) as the routes do, with the routes'
-//! validation and errors; so do the streams of files, process logs, watches and ports. The
-//! code and command streams and the raw transfers are still one request each through the
-//! router (their framing is the route's), reshaped where RPC's differs. What RPC alone
+//! The `SandboxAPI` of `@cloudflare/sandbox` 0.12 (docs/api.md, RPC), a codec over the
+//! domains' typed operations (`exec::ops`, `files::ops`, `process::ops`,
+//! `backup::operations`, `watch::changes`, `git::ops`, `interpreter::ops`, `tunnels::ops`,
+//! `system::ops`), which the routes call too: the same validation and errors, reshaped where
+//! RPC's answers differ. Streams (files, process logs, commands, code, watches, ports) are
+//! the same operations' events framed as the routes frame them, as pipes. What RPC alone
 //! allows (file reads and writes as byte streams without the 32 MiB cap, code output to
-//! callbacks) is built here on the same routes' raw and streaming forms.
+//! callbacks) is built here on the same operations.
 
 use std::sync::Arc;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, Method, Request, Response, header};
-use bytes::Bytes;
 use fsd_api::Operation;
 use fsd_api::exec::ExecuteRequest;
 use fsd_api::tunnels::StopTunnelRequest;
 use fsd_process::Since;
-use futures_util::{Stream, StreamExt};
-use http_body_util::BodyExt;
+use futures_util::StreamExt;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
-use tower::ServiceExt;
 
 use super::capnweb::{self, Arg};
 use super::session::Session;
@@ -40,14 +33,10 @@ use crate::tunnels;
 use crate::watch;
 use crate::wire::json::parse_value;
 use crate::wire::sse::sse_frame;
-use crate::wire::sse_parse::SseParser;
 
 /// How one connection reaches the routes.
 #[derive(Clone)]
 pub struct Api {
-    router: Router,
-    /// The token the upgrade presented, sent with every request it makes (with auth on).
-    token: Option<(HeaderName, HeaderValue)>,
     state: AppState,
 }
 
@@ -113,34 +102,6 @@ fn with<const N: usize>(
     Value::Object(fields)
 }
 
-/// A query value, percent-encoded.
-fn query_value(raw: &str) -> String {
-    let mut out = String::with_capacity(raw.len());
-    for byte in raw.bytes() {
-        match byte {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => {
-                out.push(byte as char)
-            }
-            _ => out.push_str(&format!("%{byte:02X}")),
-        }
-    }
-    out
-}
-
-fn is_event_stream(response: &Response<Body>) -> bool {
-    response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .and_then(|value| value.to_str().ok())
-        .is_some_and(|value| value.starts_with("text/event-stream"))
-}
-
-/// A response body as a stream of chunks.
-fn chunks(body: Body) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
-    body.into_data_stream()
-        .map(|chunk| chunk.map_err(|error| error.to_string()))
-}
-
 /// What capnweb answers for a method the object does not have, as the reference does.
 fn not_a_function(domain: &str, method: &str) -> Value {
     capnweb::js_error(
@@ -150,12 +111,8 @@ fn not_a_function(domain: &str, method: &str) -> Value {
 }
 
 impl Api {
-    pub fn new(router: Router, token: Option<(HeaderName, HeaderValue)>, state: AppState) -> Self {
-        Self {
-            router,
-            token,
-            state,
-        }
+    pub fn new(state: AppState) -> Self {
+        Self { state }
     }
 
     /// Runs `path` (`[domain, method]`) with `args`.
@@ -442,7 +399,9 @@ impl Api {
                     "code": args.string(1, "code")?,
                     "language": args.optional_string(2),
                 });
-                self.stream(session, "/api/execute/code", body).await
+                let req = typed_body(body)?;
+                let events = interpreter::ops::execute_code(&self.state, req).await;
+                session.open_sse_pipe(events.map_err(refused)?).await
             }
             "runCodeStream" => self.run_code_stream(session, &args).await,
             _ => Err(not_a_function("interpreter", method)),
@@ -625,111 +584,56 @@ impl Api {
         ))
     }
 
-    async fn request(&self, method: Method, path: &str, body: Option<Body>) -> Response<Body> {
-        let mut request = Request::builder().method(method).uri(path);
-        if let Some((name, value)) = &self.token {
-            request = request.header(name, value);
-        }
-        let request = match body {
-            Some(body) => request.body(body),
-            None => request.body(Body::empty()),
-        };
-        let request = match request {
-            Ok(request) => request,
-            Err(error) => {
-                let mut response = Response::new(Body::from(
-                    json!({"code": "INTERNAL_ERROR", "message": error.to_string(), "context": {}})
-                        .to_string(),
-                ));
-                *response.status_mut() = axum::http::StatusCode::INTERNAL_SERVER_ERROR;
-                return response;
-            }
-        };
-        let Ok(response) = self.router.clone().oneshot(request).await;
-        response
-    }
-
-    /// A streaming route's body (`POST` of `body`), its SSE bytes as a pipe as they come.
-    async fn stream(&self, session: &Arc<Session>, path: &str, body: Value) -> Answer {
-        let response = self
-            .request(Method::POST, path, Some(Body::from(body.to_string())))
-            .await;
-        if !is_event_stream(&response) {
-            return read_json(response)
-                .await
-                .map(|answer| capnweb::from_json(answer));
-        }
-        let pipe = session
-            .open_outgoing_pipe(chunks(response.into_body()))
-            .await?;
-        Ok(capnweb::readable(pipe))
-    }
-
     /// `executeStream`: the command as a background process (the route's own), each event
     /// framed with its `event:` line; a command that cannot start is one `error` event.
     async fn execute_stream(&self, session: &Arc<Session>, body: Value, command: String) -> Answer {
-        let response = self
-            .request(
-                Method::POST,
-                "/api/execute/stream",
-                Some(Body::from(body.to_string())),
-            )
-            .await;
-        if !is_event_stream(&response) {
-            let error = read_json(response).await.err().unwrap_or(Value::Null);
-            let message = error
-                .get(2)
-                .and_then(Value::as_str)
-                .unwrap_or("failed")
-                .to_string();
-            let event = json!({ "type": "error", "error": message, "command": command, "timestamp": now() });
-            let frame = sse_frame(Some("error"), &event);
-            let pipe = session
-                .open_outgoing_pipe(futures_util::stream::once(async move { Ok(frame) }))
-                .await?;
-            return Ok(capnweb::readable(pipe));
-        }
-        let framed = reframe(chunks(response.into_body()), |event| {
+        let started = async {
+            let req: ExecuteRequest = parse_value(body).map_err(ApiError::from)?;
+            let session_id = exec::ops::session_of(req.session_id.as_deref())?;
+            exec::ops::execute_stream(&self.state, req, session_id).await
+        };
+        let events = match started.await {
+            Ok(events) => events,
+            Err(error) => {
+                error.log();
+                let event = json!({ "type": "error", "error": error.message, "command": command, "timestamp": now() });
+                let frame = sse_frame(Some("error"), &event);
+                let pipe = session
+                    .open_outgoing_pipe(futures_util::stream::once(async move { Ok(frame) }))
+                    .await?;
+                return Ok(capnweb::readable(pipe));
+            }
+        };
+        let framed = events.map(|event| {
+            let event = serde_json::to_value(&event).unwrap_or_default();
             let kind = event
                 .get("type")
                 .and_then(Value::as_str)
                 .unwrap_or("message");
-            Some(sse_frame(Some(kind), event))
+            Ok(sse_frame(Some(kind), &event))
         });
         Ok(capnweb::readable(session.open_outgoing_pipe(framed).await?))
     }
 
     /// `readFile(…, {encoding: "none"})`: the file's bytes as a pipe, no cap.
     async fn read_raw(&self, session: &Arc<Session>, path: &str, sid: Option<&str>) -> Answer {
-        let resolved = self.state.paths.in_session(sid, "path", path).await;
-        let uri = format!("/api/files/raw?path={}", query_value(&resolved));
-        let response = self.request(Method::GET, &uri, None).await;
-        if !response.status().is_success() {
-            return read_json(response).await;
-        }
-        let (parts, body) = response.into_parts();
-        let header = |name: header::HeaderName| {
-            parts
-                .headers
-                .get(name)
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_string)
-        };
-        let size = header(header::CONTENT_LENGTH).and_then(|size| size.parse::<u64>().ok());
-        let mime_type =
-            header(header::CONTENT_TYPE).unwrap_or_else(|| "application/octet-stream".into());
-        let pipe = session.open_outgoing_pipe(chunks(body)).await?;
+        let read = files::ops::read_chunks(&self.state, path, sid).await;
+        let read = read.map_err(refused)?;
+        let chunks = read
+            .chunks
+            .map(|chunk| chunk.map_err(|error| error.to_string()));
+        let pipe = session.open_outgoing_pipe(chunks).await?;
         Ok(json!({
             "success": true,
             "content": capnweb::readable(pipe),
             "path": path,
-            "size": size,
-            "mimeType": mime_type,
+            "size": read.size,
+            "mimeType": read.mime_type,
             "timestamp": now(),
         }))
     }
 
-    /// `writeFileStream`: the caller's pipe written atomically (the raw upload route).
+    /// `writeFileStream`: the caller's pipe written atomically (as a raw upload).
     async fn write_raw(
         &self,
         session: &Arc<Session>,
@@ -743,14 +647,13 @@ impl Api {
                 "names no pipe of this session, or one already read",
             ));
         };
-        let stream = futures_util::stream::unfold(readable, |mut readable| async move {
-            readable.recv().await.map(|chunk| (chunk, readable))
-        });
-        let resolved = self.state.paths.in_session(sid, "path", path).await;
-        let uri = format!("/api/files/raw?path={}", query_value(&resolved));
-        let body = Body::from_stream(stream.map(|chunk| chunk.map_err(std::io::Error::other)));
-        let response = self.request(Method::PUT, &uri, Some(body)).await;
-        let mut answer = read_json(response).await?;
+        let chunks = Box::pin(futures_util::stream::unfold(
+            readable,
+            |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
+        ));
+        let written = files::ops::write_chunks(&self.state, path.to_string(), sid, chunks, None);
+        let mut answer = json_of(written.await.map_err(refused)?)?;
+        // The path as the caller gave it, not as its session resolved it.
         if let Some(fields) = answer.as_object_mut() {
             fields.insert("path".into(), json!(path));
         }
@@ -791,62 +694,51 @@ impl Api {
             "code": args.string(1, "code")?,
             "language": args.optional_string(2),
         });
-        let response = self
-            .request(
-                Method::POST,
-                "/api/execute/code",
-                Some(Body::from(body.to_string())),
-            )
-            .await;
-        if !is_event_stream(&response) {
-            return read_json(response).await.map(|_| capnweb::undefined());
-        }
-        let mut body = chunks(response.into_body());
-        let mut parser = SseParser::default();
-        while let Some(chunk) = body.next().await {
-            let chunk = chunk.map_err(|error| capnweb::js_error("Error", &error))?;
-            for event in parser.push(&chunk) {
-                let Ok(event) = serde_json::from_str::<Value>(&event.data) else {
-                    continue;
-                };
-                let kind = event
-                    .get("type")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let Some(target) = stubs
-                    .iter()
-                    .find(|(name, _)| *name == kind)
-                    .and_then(|(_, id)| *id)
-                else {
-                    continue;
-                };
-                let argument = match kind {
-                    "stdout" | "stderr" => json!({
-                        "text": event.get("text"),
-                        "timestamp": chrono::Utc::now().timestamp_millis(),
-                    }),
-                    "result" => {
-                        let mut fields = Map::new();
-                        for key in RESULT_KEYS {
-                            let value = event.get(key).cloned().unwrap_or(Value::Null);
-                            fields.insert(key.to_string(), capnweb::from_json(value));
-                        }
-                        Value::Object(fields)
+        let req = typed_body(body)?;
+        let mut events = interpreter::ops::execute_code(&self.state, req)
+            .await
+            .map_err(refused)?;
+        while let Some(event) = events.next().await {
+            let Ok(event) = serde_json::to_value(&event) else {
+                continue;
+            };
+            let kind = event
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let Some(target) = stubs
+                .iter()
+                .find(|(name, _)| *name == kind)
+                .and_then(|(_, id)| *id)
+            else {
+                continue;
+            };
+            let argument = match kind {
+                "stdout" | "stderr" => json!({
+                    "text": event.get("text"),
+                    "timestamp": chrono::Utc::now().timestamp_millis(),
+                }),
+                "result" => {
+                    let mut fields = Map::new();
+                    for key in RESULT_KEYS {
+                        let value = event.get(key).cloned().unwrap_or(Value::Null);
+                        fields.insert(key.to_string(), capnweb::from_json(value));
                     }
-                    _ => json!({
-                        "name": event.get("ename"),
-                        "message": event.get("evalue"),
-                        "traceback": event.get("traceback"),
-                    }),
-                };
-                let argument = match kind {
-                    "result" => undefined_for_null(argument),
-                    _ => capnweb::from_json(argument),
-                };
-                session
-                    .call_peer(target, Vec::new(), vec![argument])
-                    .await?;
-            }
+                    Value::Object(fields)
+                }
+                _ => json!({
+                    "name": event.get("ename"),
+                    "message": event.get("evalue"),
+                    "traceback": event.get("traceback"),
+                }),
+            };
+            let argument = match kind {
+                "result" => undefined_for_null(argument),
+                _ => capnweb::from_json(argument),
+            };
+            session
+                .call_peer(target, Vec::new(), vec![argument])
+                .await?;
         }
         Ok(capnweb::undefined())
     }
@@ -923,29 +815,6 @@ fn now() -> String {
     crate::wire::time::now_rfc3339()
 }
 
-/// An SSE body read back into events and framed again by `frame` (events it maps to `None`
-/// are dropped).
-fn reframe(
-    body: impl Stream<Item = Result<Bytes, String>> + Send + 'static,
-    frame: impl Fn(&Value) -> Option<Bytes> + Send + 'static,
-) -> impl Stream<Item = Result<Bytes, String>> + Send + 'static {
-    let mut parser = SseParser::default();
-    body.map(move |chunk| {
-        chunk.map(|chunk| {
-            let mut out = Vec::new();
-            for event in parser.push(&chunk) {
-                if let Ok(value) = serde_json::from_str::<Value>(&event.data)
-                    && let Some(framed) = frame(&value)
-                {
-                    out.extend_from_slice(&framed);
-                }
-            }
-            Bytes::from(out)
-        })
-    })
-    .filter(|chunk| std::future::ready(!matches!(chunk, Ok(chunk) if chunk.is_empty())))
-}
-
 /// Runs a typed operation on a call's body: its answer as the object gets it, or its error.
 async fn typed<Req, Res, Op>(body: Value, operation: impl FnOnce(Req) -> Op) -> Answer
 where
@@ -958,7 +827,7 @@ where
 
 /// An operation's result as the object gets it.
 fn answer(result: Result<impl Serialize, ApiError>) -> Answer {
-    json_of(result.map_err(refused)?).map(|answer| capnweb::from_json(answer))
+    json_of(result.map_err(refused)?).map(capnweb::from_json)
 }
 
 /// A call's body as the typed request of its operation, refused as its route refuses it.
@@ -972,8 +841,8 @@ fn json_of(answer: impl Serialize) -> Answer {
         .map_err(|error| capnweb::js_error("Error", &format!("encoding the answer: {error}")))
 }
 
-/// An operation's error as the Error the object maps, as [`read_json`] reads a route's;
-/// logged as the routes log theirs.
+/// An operation's error as the Error the object maps (its `code`, and its context as
+/// `details`); logged as the routes log theirs.
 fn refused(error: ApiError) -> Value {
     error.log();
     api_error(&error)
@@ -983,38 +852,4 @@ fn refused(error: ApiError) -> Value {
 /// context as `details`.
 pub fn api_error(error: &ApiError) -> Value {
     capnweb::sandbox_error(&error.message, error.code.as_str(), &error.context)
-}
-
-/// A route's JSON answer; its error envelope as the Error the object maps to its typed
-/// errors (`code`, and the envelope's `context` as `details`).
-async fn read_json(response: Response<Body>) -> Answer {
-    let status = response.status();
-    let body = match response.into_body().collect().await {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) => {
-            return Err(capnweb::js_error(
-                "Error",
-                &format!("reading the answer: {error}"),
-            ));
-        }
-    };
-    let value: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if status.is_success() {
-        return Ok(value);
-    }
-    let code = value
-        .get("code")
-        .and_then(Value::as_str)
-        .unwrap_or("INTERNAL_ERROR");
-    let message = value
-        .get("message")
-        .or_else(|| value.get("error"))
-        .and_then(Value::as_str)
-        .unwrap_or("the request failed");
-    let details = value
-        .get("context")
-        .or_else(|| value.get("details"))
-        .cloned()
-        .unwrap_or(json!({}));
-    Err(capnweb::sandbox_error(message, code, &details))
 }

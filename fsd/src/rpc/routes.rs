@@ -15,31 +15,29 @@ use super::next;
 use super::session::{self, Dispatch};
 use crate::state::AppState;
 use crate::wire::json::MAX_JSON_BODY_BYTES;
-use crate::wire::upgrade::{ApiSocket, SocketApi};
+use crate::wire::upgrade::ApiSocket;
 
 /// The largest frame read: a `writeFile` of the largest JSON body, with room for the call.
 const MAX_FRAME_BYTES: usize = MAX_JSON_BODY_BYTES + (1 << 20);
 
-/// The `/rpc` route; `api` is the router its calls are served by.
-pub fn router(api: Router, send_stall: Duration) -> Router<AppState> {
-    Router::new()
-        .route("/rpc", get(upgrade))
-        .layer(axum::Extension(SocketApi {
-            router: api,
-            send_stall,
-        }))
+/// The `/rpc` route; a peer that stops reading for `send_stall` is let go.
+pub fn router(send_stall: Duration) -> Router<AppState> {
+    Router::new().route(
+        "/rpc",
+        get(move |state: State<AppState>, request: Request| upgrade(state, request, send_stall)),
+    )
 }
 
 async fn upgrade(
     State(state): State<AppState>,
-    axum::Extension(routes): axum::Extension<SocketApi>,
     request: Request,
+    send_stall: Duration,
 ) -> Response {
     let socket = match ApiSocket::accept(request, &state, state.auth_enabled).await {
         Ok(socket) => socket,
         Err(refused) => return refused,
     };
-    let api = Api::new(routes.router, socket.token, state.clone());
+    let api = Api::new(state.clone());
     let control = std::sync::Arc::new(Control::default());
     let dispatch: Dispatch = std::sync::Arc::new(move |session, path, raw| {
         // Extensions take their arguments as sent (a tarball's bytes inside an object).
@@ -88,5 +86,5 @@ async fn upgrade(
         .upgrade
         .max_message_size(MAX_FRAME_BYTES)
         .max_frame_size(MAX_FRAME_BYTES)
-        .on_upgrade(move |socket| session::serve(socket, dispatch, routes.send_stall))
+        .on_upgrade(move |socket| session::serve(socket, dispatch, send_stall))
 }

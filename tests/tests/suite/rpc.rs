@@ -656,6 +656,34 @@ async fn the_rpc_and_the_routes_answer_and_refuse_alike() {
             json!({"path": format!("{d}/missing.txt")}),
         ),
         (
+            "files",
+            "readFile",
+            json!([format!("{d}/missing.txt"), null, {"encoding": "none"}]),
+            &*format!("GET /api/files/raw?path={d}/missing.txt"),
+            json!(null),
+        ),
+        (
+            "interpreter",
+            "streamCode",
+            json!(["nobody", "1 + 1", "python"]),
+            "POST /api/execute/code",
+            json!({"context_id": "nobody", "code": "1 + 1", "language": "python"}),
+        ),
+        (
+            "interpreter",
+            "runCodeStream",
+            json!(["nobody", "1 + 1", "python", {}]),
+            "POST /api/execute/code",
+            json!({"context_id": "nobody", "code": "1 + 1", "language": "python"}),
+        ),
+        (
+            "interpreter",
+            "streamCode",
+            json!([null, "1 + 1"]),
+            "POST /api/execute/code",
+            json!({"context_id": null, "code": "1 + 1"}),
+        ),
+        (
             "processes",
             "streamProcessLogs",
             json!(["nobody"]),
@@ -780,8 +808,11 @@ async fn the_rpc_and_the_routes_answer_and_refuse_alike() {
             assert_eq!(over_rpc[0], "reject", "{case}");
             let error = &over_rpc[2];
             assert_eq!(error[4]["code"], over_http["code"], "{case}");
-            assert_eq!(error[2], over_http["message"], "{case}");
-            assert_eq!(plain(&error[4]["details"]), over_http["context"], "{case}");
+            // The code route answers the reference's own body: `error` and `details`.
+            let message = over_http.get("message").or(over_http.get("error"));
+            let context = over_http.get("context").or(over_http.get("details"));
+            assert_eq!(Some(&error[2]), message, "{case}");
+            assert_eq!(Some(&plain(&error[4]["details"])), context, "{case}");
         }
     }
 }

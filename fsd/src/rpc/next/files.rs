@@ -47,11 +47,8 @@ async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer 
     let encoding = match options.get("encoding").and_then(Value::as_str) {
         None => None,
         Some("none") => {
-            let read = state
-                .files
-                .read_chunks(&path)
+            let read = crate::files::ops::read_chunks(state, &path, None)
                 .await
-                .op(Operation::FileRead)
                 .map_err(|error| api_error(&error))?;
             let chunks = read.chunks.map(|chunk| chunk.map_err(|e| e.to_string()));
             let pipe = session.open_outgoing_pipe(chunks).await?;
@@ -132,18 +129,8 @@ async fn write_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) ->
         readable,
         |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
     ));
-    let (written, _) = state
-        .files
-        .write_stream(&path, chunks, None)
-        .await
-        .op(Operation::FileWrite)
-        .map_err(|error| api_error(&error))?;
-    Ok(value(json!({
-        "success": true,
-        "path": path,
-        "bytesWritten": written,
-        "timestamp": now_rfc3339(),
-    })))
+    let written = crate::files::ops::write_chunks(state, path, None, chunks, None).await;
+    Ok(value(written.map_err(|error| api_error(&error))?))
 }
 
 /// `renameFile(oldPath, newPath)` and `moveFile(sourcePath, destinationPath)`, with `mv`'s
