@@ -9,7 +9,7 @@ use axum::response::{IntoResponse, Response};
 use fsd_api::{ErrorBody, ErrorCode, Operation, ValidationIssue};
 use serde_json::{Value, json};
 
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// An error on its way to the caller as the reference's error envelope.
 #[derive(Debug)]

@@ -13,6 +13,7 @@ macro_rules! say {
 }
 
 mod backup;
+mod capnweb;
 mod config;
 mod error;
 mod exec;
@@ -34,6 +35,7 @@ mod server;
 mod state;
 mod system;
 mod terminal;
+mod time;
 mod tunnels;
 mod watch;
 mod wire;

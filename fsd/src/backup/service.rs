@@ -280,7 +280,7 @@ impl BackupService {
                 dir: r.dir.display().to_string(),
                 archive_paths: r.archives.iter().map(|p| p.display().to_string()).collect(),
                 driver: r.driver.as_str().to_string(),
-                mounted_at: crate::wire::time::unix_rfc3339(
+                mounted_at: crate::time::unix_rfc3339(
                     (r.mounted_at / 1000) as i64,
                     ((r.mounted_at % 1000) * 1_000_000) as i64,
                 ),

@@ -23,7 +23,7 @@ use super::request::{
 };
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// What `execute` answers: a command started in the background, or one run to its end.
 #[derive(Serialize)]

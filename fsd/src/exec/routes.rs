@@ -16,9 +16,9 @@ use super::ops::{self, Executed};
 use super::request::signal_named;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::time::now_rfc3339;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
-use crate::wire::time::now_rfc3339;
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {

@@ -12,7 +12,7 @@ use super::package::ConnectOptions;
 use super::sidecar::Sidecar;
 use super::{ExtensionError, package};
 
-use crate::rpc::session::Session;
+use crate::capnweb::session::Session;
 
 /// How long a health check waits for `__ping__`.
 const PING_LIMIT: Duration = Duration::from_secs(5);

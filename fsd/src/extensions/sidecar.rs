@@ -10,8 +10,8 @@ use tokio::net::UnixStream;
 
 use super::ExtensionError;
 use super::package::Manifest;
-use crate::rpc::link;
-use crate::rpc::session::Session;
+use crate::capnweb::link;
+use crate::capnweb::session::Session;
 
 /// How often the socket is tried while the sidecar starts.
 const RETRY: Duration = Duration::from_millis(50);

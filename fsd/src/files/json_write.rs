@@ -25,8 +25,8 @@ use super::permissions::ModeSpec;
 use super::service::blocking;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::time::now_rfc3339;
 use crate::wire::json::{BodyError, MAX_JSON_BODY_BYTES, body_read_error};
-use crate::wire::time::now_rfc3339;
 
 /// Bodies smaller than this are parsed whole: there is little transfer to overlap.
 const STREAM_FROM_BYTES: usize = 64 * 1024;

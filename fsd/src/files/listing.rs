@@ -15,7 +15,7 @@ use nix::sys::stat::Mode;
 use fsd_api::files::{FileInfo, FileStat, FileType, Permissions};
 use walkdir::WalkDir;
 
-use crate::wire::time::unix_rfc3339;
+use crate::time::unix_rfc3339;
 
 /// What to list.
 #[derive(Debug, Clone, Copy, Default)]

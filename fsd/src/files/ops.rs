@@ -18,7 +18,7 @@ use super::permissions::{ModeSpec, parsed_mode};
 use super::transfer::ReadChunks;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 type Reply<T> = Result<T, ApiError>;
 

@@ -25,9 +25,9 @@ use super::stream;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::Follow;
 use crate::state::AppState;
+use crate::time::now_rfc3339;
 use crate::wire::json::{JsonBody, parse};
 use crate::wire::sse::sse_response;
-use crate::wire::time::now_rfc3339;
 use fsd_search::Within;
 
 /// The domain's routes.

@@ -9,7 +9,7 @@ use super::service::{self, ClonePlan};
 use crate::error::ApiError;
 use crate::paths::Follow;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// Clones `req`'s repository, answering when the clone is done.
 pub async fn checkout(

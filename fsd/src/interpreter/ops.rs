@@ -15,7 +15,7 @@ use super::wire_error::code_execution_error;
 use crate::error::ApiError;
 use crate::paths::Follow;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// Starts a code context in its language, directory and environment.
 pub async fn create_context(

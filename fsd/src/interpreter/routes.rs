@@ -14,9 +14,9 @@ use super::ops;
 use super::wire_error::CodeExecutionFailure;
 use crate::error::ApiError;
 use crate::state::AppState;
+use crate::time::now_rfc3339;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
-use crate::wire::time::now_rfc3339;
 
 pub fn router() -> Router<AppState> {
     Router::new()

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::error::InterpreterError;
 use super::executor::{CallEnd, Executor, Programs};
 use super::kind::Kind;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 use fsd_process::World;
 
 /// How long after startup the pools start filling.

@@ -12,7 +12,7 @@ use fsd_api::process::ProcessStatus;
 use super::prometheus;
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 pub fn router() -> Router<AppState> {
     Router::new()

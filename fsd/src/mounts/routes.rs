@@ -14,7 +14,7 @@ use super::validate;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::Follow;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {

@@ -168,7 +168,7 @@ impl MountService {
             provider: plan.provider,
             via_proxy,
             created_dir,
-            mounted_at: crate::wire::time::now_rfc3339(),
+            mounted_at: crate::time::now_rfc3339(),
         };
         active.insert(
             path,

@@ -15,7 +15,7 @@ use super::next_records;
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 pub async fn start(
     state: &AppState,

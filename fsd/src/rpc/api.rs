@@ -19,9 +19,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use super::capnweb::{self, Arg};
-use super::session::Session;
 use crate::backup;
+use crate::capnweb::protocol::{self as capnweb, Arg};
+use crate::capnweb::session::Session;
 use crate::error::{ApiError, OperationExt};
 use crate::exec;
 use crate::files;
@@ -812,7 +812,7 @@ fn context(info: &Value) -> Value {
 }
 
 fn now() -> String {
-    crate::wire::time::now_rfc3339()
+    crate::time::now_rfc3339()
 }
 
 /// Runs a typed operation on a call's body: its answer as the object gets it, or its error.

@@ -9,22 +9,15 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use serde_json::{Value, json};
 
-use super::capnweb::Arg;
-use super::session::Session;
+use crate::capnweb::protocol::Arg;
+use crate::capnweb::session::Session;
+use crate::system::ops::incarnation;
 
 /// The wire code of a call the control protocol refuses.
 const INCOMPATIBLE: &str = "CONTROL_PROTOCOL_INCOMPATIBLE";
 
 /// The version of the control protocol the next line's object checks for.
 const CONTROL_PROTOCOL_VERSION: u64 = 1;
-
-/// This daemon's runtime incarnation: made once per process start and the same for every
-/// socket, so a restarted daemon is a new runtime to the object (its old handles are gone)
-/// and a reconnect to the same daemon is not.
-pub fn incarnation() -> &'static str {
-    static ID: OnceLock<String> = OnceLock::new();
-    ID.get_or_init(crate::random::uuid_v4)
-}
 
 /// The latest activated next socket: its object's main is the control callback the daemon
 /// tells of tunnel exits (`onTunnelRunExit`). A socket that closes clears it by going.

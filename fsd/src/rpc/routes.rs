@@ -9,10 +9,10 @@ use axum::response::Response;
 use axum::routing::get;
 
 use super::api::Api;
-use super::capnweb;
 use super::control::{self, Control, Route};
 use super::next;
-use super::session::{self, Dispatch};
+use crate::capnweb::protocol as capnweb;
+use crate::capnweb::session::{self, Dispatch};
 use crate::state::AppState;
 use crate::wire::json::MAX_JSON_BODY_BYTES;
 use crate::wire::upgrade::ApiSocket;

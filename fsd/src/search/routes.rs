@@ -19,9 +19,9 @@ use tokio::sync::mpsc;
 use super::request;
 use crate::error::{ApiError, OperationExt};
 use crate::state::AppState;
+use crate::time::now_rfc3339;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
-use crate::wire::time::now_rfc3339;
 
 /// The domain's routes.
 pub fn router() -> Router<AppState> {

@@ -6,7 +6,7 @@ use axum::{Json, Router};
 use fsd_api::system::{CapabilitiesResponse, PingResponse, VersionResponse};
 
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 pub fn router() -> Router<AppState> {
     Router::new()

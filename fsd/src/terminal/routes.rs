@@ -55,7 +55,7 @@ async fn next_upgrade(State(state): State<AppState>, request: Request) -> Respon
         )
             .into_response();
     };
-    if query.runtime_incarnation_id.as_deref() != Some(crate::rpc::incarnation()) {
+    if query.runtime_incarnation_id.as_deref() != Some(crate::system::ops::incarnation()) {
         return (StatusCode::CONFLICT, "Runtime incarnation mismatch").into_response();
     }
     let dimension =

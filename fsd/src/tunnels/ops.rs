@@ -10,7 +10,7 @@ use fsd_api::tunnels::{
 use super::requests::{run_spec, tunnel_run};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// Starts the run `req` names unless it runs already (`started: false`).
 pub async fn ensure(

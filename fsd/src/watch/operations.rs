@@ -20,7 +20,7 @@ use super::key::WatchKey;
 use super::service::{Hold, Root};
 use crate::error::ApiError;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// A batch closes after this much quiet, or at [`COALESCE_MAX`]: bursts collapse as in the
 /// reference's 75 ms windows. The first batch after this much quiet goes out at once, with

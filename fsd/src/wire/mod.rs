@@ -1,5 +1,5 @@
 //! HTTP plumbing shared by every route module: accepting connections (and acknowledging
-//! what they send at once), the JSON body extractor, timestamps, SSE responses, and auth.
+//! what they send at once), the JSON body extractor, SSE responses, and auth.
 
 pub mod accept;
 pub mod auth;
@@ -9,6 +9,5 @@ pub mod memory;
 pub mod quickack;
 pub mod sse;
 pub mod sse_parse;
-pub mod time;
 pub mod unread;
 pub mod upgrade;

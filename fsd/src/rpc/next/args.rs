@@ -7,11 +7,11 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
+use crate::capnweb::protocol::{self as capnweb, Arg};
+use crate::capnweb::session::{Session, Target};
+use crate::capnweb::subscription::{Source, Subscription};
 pub use crate::rpc::api::api_error;
 use crate::rpc::api::invalid;
-use crate::rpc::capnweb::{self, Arg};
-use crate::rpc::session::{Session, Target};
-use crate::rpc::subscription::{Source, Subscription};
 
 pub type Answer = Result<Value, Value>;
 

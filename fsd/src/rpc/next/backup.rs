@@ -11,9 +11,9 @@ use serde_json::{Map, Value, json};
 
 use super::args::{Answer, api_error, options, string, value};
 use crate::backup::operations::{self, DownloadPart};
+use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
-use crate::rpc::capnweb::{self, Arg};
 use crate::state::AppState;
 
 /// How long a transfer may take when the object gives no `timeoutMs`.

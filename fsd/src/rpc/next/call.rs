@@ -6,8 +6,8 @@ use super::args::Answer;
 use super::{
     backup, extensions, files, mounts, processes, readiness, terminals, tunnels, workspace,
 };
-use crate::rpc::capnweb::Arg;
-use crate::rpc::session::Session;
+use crate::capnweb::protocol::Arg;
+use crate::capnweb::session::Session;
 use crate::state::AppState;
 
 /// Serves `domain.method` for an activated next socket; `None` when it is not served.

@@ -15,11 +15,11 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::args::{Answer, options};
+use crate::capnweb::forward::Forward;
+use crate::capnweb::protocol::{self as capnweb, Arg};
+use crate::capnweb::session::{Session, Settling, Target};
 use crate::extensions::{ConnectOptions, ExtensionError};
 use crate::interpreter::InterpreterService;
-use crate::rpc::capnweb::{self, Arg};
-use crate::rpc::forward::Forward;
-use crate::rpc::session::{Session, Settling, Target};
 use crate::state::AppState;
 
 /// The shipped interpreter sidecar (`@cloudflare/sandbox-interpreter-sidecar`

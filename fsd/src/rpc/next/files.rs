@@ -14,12 +14,12 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::args::{Answer, api_error, flag, options, string, take_string, value};
+use crate::capnweb::protocol::{self as capnweb, Arg};
+use crate::capnweb::session::Session;
 use crate::error::OperationExt;
 use crate::rpc::api::invalid;
-use crate::rpc::capnweb::{self, Arg};
-use crate::rpc::session::Session;
 use crate::state::AppState;
-use crate::wire::time::now_rfc3339;
+use crate::time::now_rfc3339;
 
 /// Serves `files.method`; `None` when it is not one of the next line's.
 pub async fn call(

@@ -12,9 +12,9 @@ use futures_util::StreamExt;
 use serde_json::{Map, Value, json};
 
 use super::args::{Answer, subscription};
-use crate::rpc::capnweb;
-use crate::rpc::session::Session;
-use crate::rpc::subscription::Source;
+use crate::capnweb::protocol as capnweb;
+use crate::capnweb::session::Session;
+use crate::capnweb::subscription::Source;
 
 /// `{since, replay = true, follow = false}` over `log`, each entry shaped by `event`;
 /// a cursor that is not this log's is refused with `cursor_error(cursor, reason)`.
@@ -75,7 +75,7 @@ pub fn event(
     let record = match entry {
         Entry::Truncated => {
             event.insert("type".into(), json!("truncated"));
-            event.insert("timestamp".into(), json!(crate::wire::time::now_rfc3339()));
+            event.insert("timestamp".into(), json!(crate::time::now_rfc3339()));
             if let Some((key, id)) = owner {
                 event.insert(key.into(), json!(id));
             }

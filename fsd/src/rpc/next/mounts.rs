@@ -12,8 +12,8 @@ use fsd_api::mounts::{MountBucketRequest, MountCredentials};
 use serde_json::{Map, Value, json};
 
 use super::args::Answer;
+use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::error::ApiError;
-use crate::rpc::capnweb::{self, Arg};
 use crate::state::AppState;
 
 /// Serves `mounts.method`; `None` when it is not one of the next line's.

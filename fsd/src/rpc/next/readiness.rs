@@ -10,10 +10,10 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::args::{Answer, api_error, options, subscription, value};
+use crate::capnweb::protocol::{self as capnweb, Arg};
+use crate::capnweb::session::Session;
+use crate::capnweb::subscription::Source;
 use crate::rpc::api::invalid;
-use crate::rpc::capnweb::{self, Arg};
-use crate::rpc::session::Session;
-use crate::rpc::subscription::Source;
 use crate::state::AppState;
 use crate::wire::sse::sse_frame;
 

@@ -10,8 +10,8 @@ use serde_json::{Value, json};
 
 use super::args::{Answer, coded, options};
 use super::logs;
-use crate::rpc::capnweb::{self, Arg};
-use crate::rpc::session::Session;
+use crate::capnweb::protocol::{self as capnweb, Arg};
+use crate::capnweb::session::Session;
 use crate::state::AppState;
 use crate::terminal::table::{TableError, TerminalSpec, TerminalStatus};
 

@@ -9,9 +9,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::args::{Answer, api_error, options};
+use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
-use crate::rpc::capnweb::{self, Arg};
 use crate::rpc::control;
 use crate::state::AppState;
 

@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 
 use super::args::{Answer, options};
+use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::files::workspace_archive;
-use crate::rpc::capnweb::{self, Arg};
 use crate::state::AppState;
 
 /// Serves `workspace.createArchive`, `extractArchive` and `cleanupArchive`.

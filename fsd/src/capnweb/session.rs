@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::capnweb::{self, Arg, Call, Message};
+use super::protocol::{self as capnweb, Arg, Call, Message};
 use crate::wire::sse::sse_frame;
 
 /// Calls, pipes and stream writes the peer may have open on one connection at once.

@@ -11,7 +11,7 @@ use futures_util::stream::BoxStream;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::capnweb::{self, Arg};
+use super::protocol::{self as capnweb, Arg};
 use super::session::{Session, Settling, Target};
 
 /// What a subscription carries.

@@ -9,7 +9,7 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::net::UnixStream;
 use tokio_util::codec::{Framed, LengthDelimitedCodec};
 
-use super::capnweb::{self, Message};
+use super::protocol::{self as capnweb, Message};
 use super::session::{Dispatch, Session};
 
 /// The largest message either side may send.

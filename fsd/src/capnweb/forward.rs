@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::capnweb;
+use super::protocol as capnweb;
 use super::session::{Session, Settling, Target};
 
 /// How deep a forwarded expression may nest.
