@@ -1,6 +1,11 @@
-//! The state every handler shares: one service per domain.
+//! The state the server holds: one service per domain. A handler takes only the services
+//! it uses (`State<Arc<FileService>>`, …: each field below is its own substate), so no
+//! domain depends on this file; the server and the transports, which call every domain,
+//! hold the whole.
 
 use std::sync::Arc;
+
+use axum::extract::FromRef;
 
 use fsd_api::system::Capabilities;
 
@@ -39,4 +44,44 @@ pub struct AppState {
     pub metrics: Arc<MetricsService>,
     /// An API token is configured, so `Authorization: Bearer` is never a session id.
     pub auth_enabled: bool,
+}
+
+/// Each field a substate a handler can take by itself.
+macro_rules! substates {
+    ($($field:ident: $type:ty),* $(,)?) => {
+        $(impl FromRef<AppState> for $type {
+            fn from_ref(state: &AppState) -> Self {
+                state.$field.clone()
+            }
+        })*
+    };
+}
+
+substates! {
+    paths: Paths,
+    files: Arc<FileService>,
+    sessions: Arc<SessionManager>,
+    processes: Arc<ProcessService>,
+    argv_processes: Arc<fsd_process::argv::ArgvProcesses>,
+    terminals: Arc<TerminalService>,
+    next_terminals: Arc<crate::terminal::table::TerminalTable>,
+    tunnels: Arc<fsd_tunnels::Runs>,
+    watches: Arc<WatchService>,
+    backups: Arc<BackupService>,
+    mounts: Arc<MountService>,
+    interpreters: Arc<InterpreterService>,
+    extensions: Arc<crate::extensions::ExtensionHost>,
+    capabilities: Arc<Capabilities>,
+    metrics: Arc<MetricsService>,
+}
+
+impl FromRef<AppState> for crate::backup::BackupState {
+    fn from_ref(state: &AppState) -> Self {
+        crate::backup::BackupState {
+            service: state.backups.clone(),
+            paths: state.paths.clone(),
+            watches: state.watches.clone(),
+            capabilities: state.capabilities.clone(),
+        }
+    }
 }

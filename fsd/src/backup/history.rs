@@ -16,14 +16,17 @@ use fsd_backup::ArchiveOptions;
 
 use fsd_backup::stored::ChainSource;
 
+use super::BackupState;
 use super::extract::is_plain;
 use super::request::{backup_dir, parse_backup_request};
 use super::validate::invalid;
 use super::wire_error::Restoring;
 use crate::error::{ApiError, OperationExt};
-use crate::state::AppState;
 
-pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn tree_index(
+    State(state): State<BackupState>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;
     let req: TreeIndexRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
@@ -33,7 +36,7 @@ pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Re
         reader: super::request::tree_reader(&state),
         ..ArchiveOptions::default()
     };
-    let encoded = state.backups.tree_index(dir, options).await.op(op)?;
+    let encoded = state.service.tree_index(dir, options).await.op(op)?;
     Ok((
         [(header::CONTENT_TYPE, "application/octet-stream")],
         Body::from(encoded),
@@ -42,20 +45,20 @@ pub async fn tree_index(State(state): State<AppState>, body: Bytes) -> Result<Re
 }
 
 pub async fn extract(
-    State(state): State<AppState>,
+    State(state): State<BackupState>,
     body: Bytes,
 ) -> Result<Json<ExtractBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
     let req: ExtractBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
-    state.backups.check_url("indexUrl", &req.index_url).op(op)?;
+    state.service.check_url("indexUrl", &req.index_url).op(op)?;
     if req.archives.is_empty() {
         return Err(invalid("archives", "must not be empty")).op(op);
     }
     let mut archives = HashMap::new();
     for (i, archive) in req.archives.iter().enumerate() {
         state
-            .backups
+            .service
             .check_url(&format!("archives[{i}].url"), &archive.url)
             .op(op)?;
         let source = ChainSource {
@@ -86,7 +89,7 @@ pub async fn extract(
         paths.push(path);
     }
     let answer = state
-        .backups
+        .service
         .extract(
             dir,
             &req.index_url,

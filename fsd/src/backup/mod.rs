@@ -11,9 +11,11 @@ mod pending;
 mod request;
 mod routes;
 mod service;
+mod substate;
 mod validate;
 mod wire_error;
 
 pub use routes::router;
 pub use service::BackupService;
+pub use substate::BackupState;
 pub use validate::UrlRule;

@@ -18,14 +18,14 @@ use fsd_backup::transfer::{PartSpec, RangedPart};
 use fsd_backup::{ArchiveOptions, Codec, Progress};
 use serde_json::json;
 
+use super::BackupState;
 use super::request::backup_dir;
 use super::service::{CreateSpec, MAX_DEPTH};
 use super::validate::{self, invalid};
 use super::wire_error::Restoring;
 use crate::error::{ApiError, OperationExt};
-use crate::state::AppState;
 
-pub fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
+pub fn create_spec(state: &BackupState, req: &CreateBackupRequest) -> Result<CreateSpec, ApiError> {
     let op = Operation::BackupCreate;
     let dir = backup_dir(state, &req.dir, op)?;
     let archive = validate::archive("archivePath", &req.archive_path).op(op)?;
@@ -54,7 +54,7 @@ pub fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<Create
             return Err(invalid("base", "cannot be combined with layer")).op(op);
         }
         state
-            .backups
+            .service
             .check_url("base.indexUrl", &base.index_url)
             .op(op)?;
         if base.depth >= MAX_DEPTH {
@@ -79,7 +79,7 @@ pub fn create_spec(state: &AppState, req: &CreateBackupRequest) -> Result<Create
 /// Records the directory's change token with the snapshot, and for an incremental one what
 /// changed since its parent's token (not for gitignore snapshots: a changed `.gitignore`
 /// changes what is left out anywhere, so those compare the whole tree).
-pub async fn with_token(state: &AppState, mut spec: CreateSpec) -> CreateSpec {
+pub async fn with_token(state: &BackupState, mut spec: CreateSpec) -> CreateSpec {
     let since = spec.base.as_ref().and_then(|base| base.token.clone());
     let (token, changed) =
         crate::watch::token_and_changes(&state.watches, &spec.dir, since.as_deref()).await;
@@ -118,7 +118,7 @@ pub fn request<T: serde::de::DeserializeOwned>(
 
 /// Archives a directory (0.12's `createArchive`, and the next line's).
 pub async fn create_archive(
-    state: &AppState,
+    state: &BackupState,
     req: &CreateBackupRequest,
 ) -> Result<CreateBackupResponse, ApiError> {
     let op = Operation::BackupCreate;
@@ -126,13 +126,13 @@ pub async fn create_archive(
     if spec.base.is_some() {
         spec = with_token(state, spec).await;
     }
-    let _creating = state.backups.begin_create(&spec.archive);
-    state.backups.create(spec, Progress::none()).await.op(op)
+    let _creating = state.service.begin_create(&spec.archive);
+    state.service.create(spec, Progress::none()).await.op(op)
 }
 
 /// Restores an archive (and its parents) onto a directory, copy-on-write.
 pub async fn restore_archive(
-    state: &AppState,
+    state: &BackupState,
     req: &RestoreBackupRequest,
 ) -> Result<RestoreBackupResponse, ApiError> {
     let op = Operation::BackupRestore;
@@ -142,7 +142,7 @@ pub async fn restore_archive(
         archives.push(validate::archive(&format!("parentArchivePaths[{i}]"), parent).op(op)?);
     }
     let restore = state
-        .backups
+        .service
         .restore(dir, archives)
         .await
         .map_err(Restoring)
@@ -152,7 +152,7 @@ pub async fn restore_archive(
 
 /// PUTs an archive's parts to their presigned URLs.
 pub async fn upload_parts(
-    state: &AppState,
+    state: &BackupState,
     req: &UploadPartsRequest,
 ) -> Result<UploadPartsResponse, ApiError> {
     let op = Operation::BackupCreate;
@@ -173,7 +173,7 @@ pub async fn upload_parts(
             return Err(invalid(&format!("parts[{i}].size"), "must be at least 1")).op(op);
         }
         state
-            .backups
+            .service
             .check_url(&format!("parts[{i}].url"), &part.url)
             .op(op)?;
         parts.push(PartSpec {
@@ -184,7 +184,7 @@ pub async fn upload_parts(
         });
     }
     let parts = state
-        .backups
+        .service
         .upload_parts(&archive, parts, Progress::none())
         .await
         .op(op)?;
@@ -196,14 +196,14 @@ pub async fn upload_parts(
 
 /// One PUT of the whole archive to `url`, within `timeout`.
 pub async fn upload_archive(
-    state: &AppState,
+    state: &BackupState,
     archive_path: &str,
     url: &str,
     timeout: Duration,
 ) -> Result<(), ApiError> {
     let op = Operation::BackupCreate;
     let archive = validate::archive("archivePath", archive_path).op(op)?;
-    state.backups.check_url("url", url).op(op)?;
+    state.service.check_url("url", url).op(op)?;
     let failed = |reason: String| {
         ApiError::new(
             ErrorCode::BackupCreateFailed,
@@ -212,7 +212,7 @@ pub async fn upload_archive(
         .with_context(json!({ "archivePath": archive_path }))
         .with_operation(op)
     };
-    let upload = state.backups.upload(
+    let upload = state.service.upload(
         &archive,
         Some(url.to_string()),
         Vec::new(),
@@ -234,7 +234,7 @@ pub async fn upload_archive(
 /// answers the size of the archive already there (0 when none), so the caller downloads
 /// only what it does not have.
 pub async fn prepare_restore(
-    state: &AppState,
+    state: &BackupState,
     dir: &str,
     backup_id: &str,
     archive_path: &str,
@@ -257,9 +257,9 @@ pub async fn prepare_restore(
         ))
         .op(op);
     }
-    if state.backups.is_restored(&dir) {
+    if state.service.is_restored(&dir) {
         state
-            .backups
+            .service
             .release(dir.clone())
             .await
             .map_err(Restoring)
@@ -287,7 +287,7 @@ pub struct DownloadPart {
 /// Downloads `expected` bytes into `archive_path` from parts that cover it exactly and in
 /// order, all at once, within `timeout`.
 pub async fn download_archive(
-    state: &AppState,
+    state: &BackupState,
     archive_path: &str,
     expected: u64,
     parts: Vec<DownloadPart>,
@@ -298,7 +298,7 @@ pub async fn download_archive(
     let ranges = download_ranges(&parts, expected).op(op)?;
     for (i, part) in parts.iter().enumerate() {
         state
-            .backups
+            .service
             .check_url(&format!("parts[{i}].url"), &part.url)
             .op(op)?;
     }
@@ -310,7 +310,7 @@ pub async fn download_archive(
         .with_context(json!({ "archivePath": archive_path }))
         .with_operation(op)
     };
-    let download = state.backups.download_parts(ranges, &archive, expected);
+    let download = state.service.download_parts(ranges, &archive, expected);
     match tokio::time::timeout(timeout, download).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(error)) => Err(failed(error.to_string())),
@@ -383,7 +383,7 @@ fn download_ranges(
 
 /// Writes the archive out under `dir` as a plain tree (no mount).
 pub async fn extract_archive(
-    state: &AppState,
+    state: &BackupState,
     dir: &str,
     archive_path: &str,
 ) -> Result<(), ApiError> {
@@ -402,10 +402,10 @@ pub async fn extract_archive(
 }
 
 /// Removes an archive and what fsd keeps beside it (its index and checksum).
-pub fn cleanup_archive(state: &AppState, archive_path: &str) -> Result<(), ApiError> {
+pub fn cleanup_archive(state: &BackupState, archive_path: &str) -> Result<(), ApiError> {
     let archive: PathBuf =
         validate::archive("archivePath", archive_path).op(Operation::BackupCreate)?;
-    state.backups.discard(&archive);
+    state.service.discard(&archive);
     Ok(())
 }
 

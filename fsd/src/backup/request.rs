@@ -6,10 +6,10 @@ use std::path::PathBuf;
 
 use fsd_api::{ErrorCode, Operation};
 
+use super::BackupState;
 use super::validate;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::{Follow, PathError};
-use crate::state::AppState;
 
 /// `dir` checked against the daemon's path policy, then the reference's rules (with this
 /// daemon's workspace allowed too). A path the policy refuses (outside `--confine`'s roots,
@@ -17,7 +17,11 @@ use crate::state::AppState;
 /// other route, so a client that handles confinement by its code sees it here too; what
 /// the policy leaves to the reference's rules (empty, NUL, too long, relative) keeps the
 /// reference's codes.
-pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<PathBuf, ApiError> {
+pub(super) fn backup_dir(
+    state: &BackupState,
+    dir: &str,
+    op: Operation,
+) -> Result<PathBuf, ApiError> {
     checked_dir(state, dir, op, Follow::Final)
 }
 
@@ -25,7 +29,7 @@ pub(super) fn backup_dir(state: &AppState, dir: &str, op: Operation) -> Result<P
 /// its restore by the path it was made on and detaches it by descriptor, wherever the
 /// directory has moved since, even when a link now stands at that name.
 pub(super) fn restored_dir(
-    state: &AppState,
+    state: &BackupState,
     dir: &str,
     op: Operation,
 ) -> Result<PathBuf, ApiError> {
@@ -33,7 +37,7 @@ pub(super) fn restored_dir(
 }
 
 fn checked_dir(
-    state: &AppState,
+    state: &BackupState,
     dir: &str,
     op: Operation,
     follow: Follow,
@@ -57,7 +61,7 @@ pub(super) fn parse_backup_request<T: serde::de::DeserializeOwned>(
 }
 
 /// How a backup reads its tree: confined, beneath the roots by descriptor.
-pub(super) fn tree_reader(state: &AppState) -> fsd_backup::reader::Reader {
+pub(super) fn tree_reader(state: &BackupState) -> fsd_backup::reader::Reader {
     state
         .paths
         .policy()

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use axum::extract::FromRef;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -19,6 +20,7 @@ use fsd_api::backup::{
 use fsd_backup::{Phase, Progress};
 use tokio::sync::mpsc;
 
+use super::BackupState;
 use super::history;
 use super::operations;
 use super::request::{backup_dir, parse_backup_request};
@@ -26,11 +28,14 @@ use super::service::{MIN_PART_SIZE, Source};
 use super::validate::{self, invalid};
 use super::wire_error::Restoring;
 use crate::error::{ApiError, OperationExt};
-use crate::state::AppState;
 use crate::wire::sse::sse_response;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    BackupState: FromRef<S>,
+{
     Router::new()
         .route("/api/backup/create", post(create))
         .route("/api/backup/restore", post(restore))
@@ -47,7 +52,7 @@ pub fn router() -> Router<AppState> {
 const PROGRESS_EVERY: Duration = Duration::from_millis(100);
 
 pub async fn create(
-    State(state): State<AppState>,
+    State(state): State<BackupState>,
     body: Bytes,
 ) -> Result<Json<CreateBackupResponse>, ApiError> {
     let req: CreateBackupRequest = parse_backup_request(&body, Operation::BackupCreate)?;
@@ -55,7 +60,7 @@ pub async fn create(
 }
 
 pub async fn restore(
-    State(state): State<AppState>,
+    State(state): State<BackupState>,
     body: Bytes,
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let req: RestoreBackupRequest = parse_backup_request(&body, Operation::BackupRestore)?;
@@ -63,7 +68,7 @@ pub async fn restore(
 }
 
 pub async fn upload_parts(
-    State(state): State<AppState>,
+    State(state): State<BackupState>,
     body: Bytes,
 ) -> Result<Json<UploadPartsResponse>, ApiError> {
     let req: UploadPartsRequest = parse_backup_request(&body, Operation::BackupCreate)?;
@@ -71,18 +76,18 @@ pub async fn upload_parts(
 }
 
 /// `POST /api/backup/upload`: create, then upload, with progress events.
-pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn upload(State(state): State<BackupState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupCreate;
     let req: UploadBackupRequest = parse_backup_request(&body, op)?;
     let mut spec = operations::create_spec(&state, &req.create)?;
     let target = req.upload;
     let part_urls = target.part_urls.clone().unwrap_or_default();
     match (&target.url, part_urls.is_empty()) {
-        (Some(url), true) => state.backups.check_url("upload.url", url).op(op)?,
+        (Some(url), true) => state.service.check_url("upload.url", url).op(op)?,
         (None, false) => {
             for (i, url) in part_urls.iter().enumerate() {
                 state
-                    .backups
+                    .service
                     .check_url(&format!("upload.partUrls[{i}]"), url)
                     .op(op)?;
             }
@@ -92,14 +97,14 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
         }
     }
     if let Some(url) = &target.index_url {
-        state.backups.check_url("upload.indexUrl", url).op(op)?;
+        state.service.check_url("upload.indexUrl", url).op(op)?;
     }
     let min_part = target.min_part_size.unwrap_or(MIN_PART_SIZE).max(1);
     if !spec.layer {
         spec = operations::with_token(&state, spec).await;
     }
     let (progress, sender, events) = progress_channel();
-    let service = state.backups.clone();
+    let service = state.service.clone();
     let archive_path = spec.archive.clone();
     let creating = service.begin_create(&archive_path);
     tokio::spawn(async move {
@@ -143,7 +148,7 @@ pub async fn upload(State(state): State<AppState>, body: Bytes) -> Result<Respon
 }
 
 /// `POST /api/backup/download`: fetch what is missing, then restore, with progress events.
-pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn download(State(state): State<BackupState>, body: Bytes) -> Result<Response, ApiError> {
     let op = Operation::BackupRestore;
     let req: DownloadBackupRequest = parse_backup_request(&body, op)?;
     let dir = backup_dir(&state, &req.dir, op)?;
@@ -156,7 +161,7 @@ pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Resp
             validate::archive(&format!("archives[{i}].archivePath"), &source.archive_path)
                 .op(op)?;
         state
-            .backups
+            .service
             .check_url(&format!("archives[{i}].url"), &source.url)
             .op(op)?;
         sources.push(Source {
@@ -167,7 +172,7 @@ pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Resp
         });
     }
     let (progress, sender, events) = progress_channel();
-    let service = state.backups.clone();
+    let service = state.service.clone();
     tokio::spawn(async move {
         let result =
             service
@@ -186,15 +191,15 @@ pub async fn download(State(state): State<AppState>, body: Bytes) -> Result<Resp
     Ok(sse_response(events))
 }
 
-pub async fn mounts(State(state): State<AppState>) -> Json<RestoreMountsResponse> {
+pub async fn mounts(State(state): State<BackupState>) -> Json<RestoreMountsResponse> {
     Json(RestoreMountsResponse {
         success: true,
-        mounts: state.backups.mounts(),
+        mounts: state.service.mounts(),
     })
 }
 
 pub async fn unmount(
-    State(state): State<AppState>,
+    State(state): State<BackupState>,
     body: Bytes,
 ) -> Result<Json<RestoreBackupResponse>, ApiError> {
     let op = Operation::BackupRestore;
@@ -203,11 +208,11 @@ pub async fn unmount(
     // moved (a link may stand at the name now); any other path is checked as every route
     // checks it (403 when it leads outside a confined workspace).
     let named = super::request::restored_dir(&state, &req.dir, op)?;
-    let dir = match state.backups.is_restored(&named) {
+    let dir = match state.service.is_restored(&named) {
         true => named,
         false => backup_dir(&state, &req.dir, op)?,
     };
-    let restore = state.backups.release(dir).await.map_err(Restoring).op(op)?;
+    let restore = state.service.release(dir).await.map_err(Restoring).op(op)?;
     Ok(Json(operations::restored(&restore)))
 }
 

@@ -6,6 +6,8 @@
 //! the size it had when its header was written (cut or padded with zeros): the client took
 //! a change token before asking, so the next incremental sync brings it whole.
 
+use std::sync::Arc;
+
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
@@ -19,10 +21,10 @@ use fsd_api::Operation;
 use fsd_api::files::ArchiveRequest;
 use tokio::sync::mpsc;
 
+use super::FileService;
 use super::stream::receiver_stream;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::PathError;
-use crate::state::AppState;
 use crate::wire::json::JsonBody;
 
 /// Bytes gathered before a chunk goes to the body.
@@ -31,7 +33,7 @@ const CHUNK_BYTES: usize = 256 * 1024;
 const QUEUE_CHUNKS: usize = 8;
 
 pub async fn archive(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(request): JsonBody<ArchiveRequest>,
 ) -> Result<Response, ApiError> {
     for name in &request.exclude {
@@ -52,8 +54,7 @@ pub async fn archive(
             ));
         }
     }
-    let dir = state
-        .files
+    let dir = files
         .directory(request.session_id.as_deref(), &request.path)
         .await
         .op(Operation::FileRead)?;

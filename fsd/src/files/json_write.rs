@@ -10,6 +10,8 @@
 //! order, a device or FIFO as target) drops the temp file and hands the whole body to the
 //! ordinary path, so answers and errors are always the ones that path gives.
 
+use std::sync::Arc;
+
 use axum::extract::Request;
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
@@ -20,11 +22,11 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 use tokio::sync::mpsc;
 
+use super::FileService;
 use super::atomic::Destination;
 use super::permissions::ModeSpec;
 use super::service::blocking;
 use crate::error::ApiError;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 use crate::wire::json::{BodyError, MAX_JSON_BODY_BYTES, body_read_error};
 
@@ -47,7 +49,7 @@ pub enum Received {
 }
 
 /// Reads the body of a write, writing base64 content as it arrives where it can.
-pub async fn receive(state: &AppState, request: Request) -> Result<Received, ApiError> {
+pub async fn receive(files: &Arc<FileService>, request: Request) -> Result<Received, ApiError> {
     let declared = request
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
@@ -71,7 +73,7 @@ pub async fn receive(state: &AppState, request: Request) -> Result<Received, Api
             return Err(BodyError::TooLarge.into());
         }
         chunks.push(chunk.clone());
-        phase = phase.advance(state, chunk).await;
+        phase = phase.advance(files, chunk).await;
     }
     if let Phase::Ended {
         head,
@@ -79,7 +81,7 @@ pub async fn receive(state: &AppState, request: Request) -> Result<Received, Api
         target,
         writer,
     } = phase
-        && let Some(response) = finish(state, &head, &tail, target, writer).await
+        && let Some(response) = finish(files, &head, &tail, target, writer).await
     {
         return Ok(Received::Written(response));
     }
@@ -116,11 +118,11 @@ enum Phase {
 
 impl Phase {
     /// Takes in the next chunk of the body.
-    async fn advance(self, state: &AppState, chunk: Bytes) -> Self {
+    async fn advance(self, files: &Arc<FileService>, chunk: Bytes) -> Self {
         match self {
             Self::Locating { mut head } => {
                 head.extend_from_slice(&chunk);
-                Self::start(state, head).await
+                Self::start(files, head).await
             }
             Self::Streaming {
                 head,
@@ -153,7 +155,7 @@ impl Phase {
 
     /// Starts streaming once `content` is found, its target known and its first bytes look
     /// like base64; keeps looking while the body is too short to tell.
-    async fn start(state: &AppState, mut head: Vec<u8>) -> Self {
+    async fn start(files: &Arc<FileService>, mut head: Vec<u8>) -> Self {
         let start = match locate_content(&head) {
             Locate::NeedMore if head.len() <= PREFIX_LIMIT => return Self::Locating { head },
             Locate::Found(start) => start,
@@ -171,12 +173,12 @@ impl Phase {
         let Some(prefix) = PrefixFields::of(&head, start) else {
             return Self::Off;
         };
-        let target = state
-            .paths
+        let target = files
+            .paths()
             .in_session(prefix.session_id.as_deref(), "path", &prefix.path)
             .await;
         let (sender, receiver) = mpsc::channel(WRITER_QUEUE_CHUNKS);
-        let writer = spawn_writer(state, target.clone(), receiver);
+        let writer = spawn_writer(files, target.clone(), receiver);
         let content = Bytes::copy_from_slice(&seen[..quote.unwrap_or(seen.len())]);
         let tail = quote.map(|at| seen[at..].to_vec());
         head.truncate(start);
@@ -215,8 +217,12 @@ impl Phase {
 
 /// Decodes what the reader sends into the temp file of `target`; `None` if the target is not
 /// a regular file or the content is not plain base64.
-fn spawn_writer(state: &AppState, target: String, mut receiver: mpsc::Receiver<Bytes>) -> Writer {
-    let files = state.files.clone();
+fn spawn_writer(
+    files: &Arc<FileService>,
+    target: String,
+    mut receiver: mpsc::Receiver<Bytes>,
+) -> Writer {
+    let files = files.clone();
     tokio::task::spawn_blocking(move || {
         let mut decoder = Base64Decoder::new(files.open_replacement(&target)?);
         while let Some(chunk) = receiver.blocking_recv() {
@@ -249,7 +255,7 @@ pub(super) struct WriteBody<'a> {
 /// Commits the streamed write if the rest of the body (`head`, the content, `tail`)
 /// confirms it.
 async fn finish(
-    state: &AppState,
+    files: &Arc<FileService>,
     head: &[u8],
     tail: &[u8],
     target: String,
@@ -262,8 +268,8 @@ async fn finish(
     if fields.encoding != Some(Encoding::Base64) {
         return None;
     }
-    let confirmed = state
-        .paths
+    let confirmed = files
+        .paths()
         .in_session(fields.session_id.as_deref(), "path", &fields.path)
         .await;
     if confirmed != target {

@@ -2,6 +2,8 @@
 //! The routes and both `/rpc` lines are codecs over these; the byte-stream forms take and
 //! give streams of chunks, which each transport frames its own way.
 
+use std::sync::Arc;
+
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
@@ -12,19 +14,18 @@ use fsd_api::files::{
 };
 use futures_util::Stream;
 
+use super::FileService;
 use super::error::FileError;
 use super::listing::ListOptions;
 use super::permissions::{ModeSpec, parsed_mode};
 use super::transfer::ReadChunks;
 use crate::error::{ApiError, OperationExt};
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 
 type Reply<T> = Result<T, ApiError>;
 
-pub async fn read(state: &AppState, req: ReadRequest) -> Reply<ReadResponse> {
-    let file = state
-        .files
+pub async fn read(files: &Arc<FileService>, req: ReadRequest) -> Reply<ReadResponse> {
+    let file = files
         .read(req.session_id.as_deref(), &req.path, req.encoding)
         .await
         .op(Operation::FileRead)?;
@@ -41,10 +42,10 @@ pub async fn read(state: &AppState, req: ReadRequest) -> Reply<ReadResponse> {
 }
 
 /// A write whose content is already in memory: base64 decoded in place, then written.
-pub async fn write(state: &AppState, req: WriteRequest) -> Reply<WriteResponse> {
+pub async fn write(files: &Arc<FileService>, req: WriteRequest) -> Reply<WriteResponse> {
     let mode = parsed_mode(req.mode.as_deref()).op(Operation::FileWrite)?;
     let bytes = decoded(req.content.into_bytes(), req.encoding)?;
-    write_bytes(state, req.path, req.session_id.as_deref(), bytes, mode).await
+    write_bytes(files, req.path, req.session_id.as_deref(), bytes, mode).await
 }
 
 /// A write's content as bytes: base64 decoded in place when its encoding says so.
@@ -58,14 +59,13 @@ pub fn decoded(mut content: Vec<u8>, encoding: Option<Encoding>) -> Reply<Bytes>
 
 /// Writes `bytes` (decoded) to `path`, with `mode` when given.
 pub async fn write_bytes(
-    state: &AppState,
+    files: &Arc<FileService>,
     path: String,
     session_id: Option<&str>,
     bytes: Bytes,
     mode: Option<ModeSpec>,
 ) -> Reply<WriteResponse> {
-    let (bytes_written, mode) = state
-        .files
+    let (bytes_written, mode) = files
         .write(session_id, &path, bytes, mode)
         .await
         .op(Operation::FileWrite)?;
@@ -81,19 +81,19 @@ pub async fn write_bytes(
 /// The file at `path` (in `session_id`'s directory when relative) as a stream of its
 /// bytes, uncapped: a raw download, or a read without encoding.
 pub async fn read_chunks(
-    state: &AppState,
+    files: &Arc<FileService>,
     path: &str,
     session_id: Option<&str>,
 ) -> Reply<ReadChunks> {
-    let path = state.paths.in_session(session_id, "path", path).await;
-    state.files.read_chunks(&path).await.op(Operation::FileRead)
+    let path = files.paths().in_session(session_id, "path", path).await;
+    files.read_chunks(&path).await.op(Operation::FileRead)
 }
 
 /// Replaces the file at `path` (in `session_id`'s directory when relative) with what
 /// `chunks` carries, atomically, uncapped: a raw upload, or a write fed by a pipe. A
 /// source that fails leaves the old file.
 pub async fn write_chunks<S, E>(
-    state: &AppState,
+    files: &Arc<FileService>,
     path: String,
     session_id: Option<&str>,
     chunks: S,
@@ -103,9 +103,8 @@ where
     S: Stream<Item = Result<Bytes, E>> + Unpin,
     E: std::fmt::Display,
 {
-    let path = state.paths.in_session(session_id, "path", &path).await;
-    let (bytes_written, mode) = state
-        .files
+    let path = files.paths().in_session(session_id, "path", &path).await;
+    let (bytes_written, mode) = files
         .write_stream(&path, chunks, mode)
         .await
         .op(Operation::FileWrite)?;
@@ -118,9 +117,8 @@ where
     })
 }
 
-pub async fn delete(state: &AppState, req: PathRequest) -> Reply<PathResponse> {
-    state
-        .files
+pub async fn delete(files: &Arc<FileService>, req: PathRequest) -> Reply<PathResponse> {
+    files
         .delete(req.session_id.as_deref(), &req.path)
         .await
         .op(Operation::FileDelete)?;
@@ -131,9 +129,8 @@ pub async fn delete(state: &AppState, req: PathRequest) -> Reply<PathResponse> {
     })
 }
 
-pub async fn rename(state: &AppState, req: RenameRequest) -> Reply<RenameResponse> {
-    state
-        .files
+pub async fn rename(files: &Arc<FileService>, req: RenameRequest) -> Reply<RenameResponse> {
+    files
         .rename(
             req.session_id.as_deref(),
             ("oldPath", &req.old_path),
@@ -149,9 +146,8 @@ pub async fn rename(state: &AppState, req: RenameRequest) -> Reply<RenameRespons
     })
 }
 
-pub async fn move_file(state: &AppState, req: MoveRequest) -> Reply<RenameResponse> {
-    state
-        .files
+pub async fn move_file(files: &Arc<FileService>, req: MoveRequest) -> Reply<RenameResponse> {
+    files
         .rename(
             req.session_id.as_deref(),
             ("sourcePath", &req.source_path),
@@ -167,11 +163,10 @@ pub async fn move_file(state: &AppState, req: MoveRequest) -> Reply<RenameRespon
     })
 }
 
-pub async fn mkdir(state: &AppState, req: MkdirRequest) -> Reply<MkdirResponse> {
+pub async fn mkdir(files: &Arc<FileService>, req: MkdirRequest) -> Reply<MkdirResponse> {
     let recursive = req.recursive.unwrap_or(false);
     let mode = parsed_mode(req.mode.as_deref()).op(Operation::DirectoryCreate)?;
-    let mode = state
-        .files
+    let mode = files
         .mkdir(req.session_id.as_deref(), &req.path, recursive, mode)
         .await
         .op(Operation::DirectoryCreate)?;
@@ -184,14 +179,13 @@ pub async fn mkdir(state: &AppState, req: MkdirRequest) -> Reply<MkdirResponse> 
     })
 }
 
-pub async fn list(state: &AppState, req: ListFilesRequest) -> Reply<ListFilesResponse> {
+pub async fn list(files: &Arc<FileService>, req: ListFilesRequest) -> Reply<ListFilesResponse> {
     let options = req.options.unwrap_or_default();
     let options = ListOptions {
         recursive: options.recursive.unwrap_or(false),
         include_hidden: options.include_hidden.unwrap_or(false),
     };
-    let files = state
-        .files
+    let files = files
         .list(req.session_id.as_deref(), &req.path, options)
         .await
         .op(Operation::DirectoryList)?;
@@ -204,9 +198,8 @@ pub async fn list(state: &AppState, req: ListFilesRequest) -> Reply<ListFilesRes
     })
 }
 
-pub async fn exists(state: &AppState, req: PathRequest) -> Reply<ExistsResponse> {
-    let exists = state
-        .files
+pub async fn exists(files: &Arc<FileService>, req: PathRequest) -> Reply<ExistsResponse> {
+    let exists = files
         .exists(req.session_id.as_deref(), &req.path)
         .await
         .op(Operation::FileStat)?;

@@ -5,6 +5,8 @@
 //! uploads stream through a bounded channel to a writer thread that fills a temp file, fsyncs
 //! and renames it over the target.
 
+use std::sync::Arc;
+
 use std::os::fd::AsRawFd;
 
 use axum::body::Body;
@@ -16,6 +18,7 @@ use serde::Deserialize;
 use tower::ServiceExt;
 use tower_http::services::ServeFile;
 
+use super::FileService;
 use super::error::FileError;
 use super::permissions::parsed_mode;
 use super::service::Download;
@@ -23,7 +26,6 @@ use super::special::Patient;
 use super::transfer::read_in_chunks;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::PathError;
-use crate::state::AppState;
 
 /// Chunk size for reading a file being downloaded.
 const DOWNLOAD_CHUNK_BYTES: usize = 1024 * 1024;
@@ -51,12 +53,11 @@ fn path_param(uri: &Uri) -> Result<String, ApiError> {
 }
 
 pub async fn download(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     request: Request,
 ) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
-    let download = state
-        .files
+    let download = files
         .open_for_download(&raw)
         .await
         .op(Operation::FileRead)?;
@@ -87,10 +88,13 @@ fn stream_unsized(path: &std::path::Path, reader: Patient) -> Response {
     ([(header::CONTENT_TYPE, mime.to_string())], body).into_response()
 }
 
-pub async fn upload(State(state): State<AppState>, request: Request) -> Result<Response, ApiError> {
+pub async fn upload(
+    State(files): State<Arc<FileService>>,
+    request: Request,
+) -> Result<Response, ApiError> {
     let raw = path_param(request.uri())?;
     let mode = parsed_mode(query(request.uri())?.mode.as_deref()).op(Operation::FileWrite)?;
     let body = request.into_body().into_data_stream();
-    let written = super::ops::write_chunks(&state, raw, None, body, mode).await?;
+    let written = super::ops::write_chunks(&files, raw, None, body, mode).await?;
     Ok(axum::Json(written).into_response())
 }

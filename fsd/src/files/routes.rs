@@ -1,8 +1,10 @@
 //! The JSON file routes of the reference API, plus `POST /api/stat`.
 
+use std::sync::Arc;
+
 use std::borrow::Cow;
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -15,6 +17,7 @@ use fsd_api::files::{
     ReadResponse, RenameRequest, RenameResponse, StatRequest, StatResponse, WriteResponse,
 };
 
+use super::FileService;
 use super::apply::MAX_PART_BYTES;
 use super::error::FileError;
 use super::json_write::{self, WriteBody};
@@ -24,14 +27,17 @@ use super::raw;
 use super::stream;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::Follow;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 use crate::wire::json::{JsonBody, parse};
 use crate::wire::sse::sse_response;
 use fsd_search::Within;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<FileService>: FromRef<S>,
+{
     Router::new()
         .route("/api/read", post(read))
         .route("/api/read/stream", post(read_stream))
@@ -54,18 +60,17 @@ pub fn router() -> Router<AppState> {
 type Reply<T> = Result<Json<T>, ApiError>;
 
 pub async fn read(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<ReadRequest>,
 ) -> Reply<ReadResponse> {
-    Ok(Json(ops::read(&state, req).await?))
+    Ok(Json(ops::read(&files, req).await?))
 }
 
 pub async fn read_stream(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<PathRequest>,
 ) -> Result<Response, ApiError> {
-    let opened = state
-        .files
+    let opened = files
         .open_for_stream(req.session_id.as_deref(), &req.path)
         .await
         .op(Operation::FileRead)?;
@@ -81,8 +86,11 @@ enum Content {
 /// Writes without copying the content: base64 is decoded in place inside the request body,
 /// and the file is written from a slice of it (a 1 MiB write allocates only its body).
 /// Large base64 content is written while it arrives instead (see `json_write`).
-pub async fn write(State(state): State<AppState>, request: Request) -> Reply<WriteResponse> {
-    let mut body = match json_write::receive(&state, request).await? {
+pub async fn write(
+    State(files): State<Arc<FileService>>,
+    request: Request,
+) -> Reply<WriteResponse> {
+    let mut body = match json_write::receive(&files, request).await? {
         json_write::Received::Written(response) => return Ok(Json(response)),
         json_write::Received::Body(body) => body,
     };
@@ -117,59 +125,58 @@ pub async fn write(State(state): State<AppState>, request: Request) -> Reply<Wri
         Content::Copied(text) => ops::decoded(text, encoding)?,
     };
     Ok(Json(
-        ops::write_bytes(&state, path, session_id.as_deref(), bytes, mode).await?,
+        ops::write_bytes(&files, path, session_id.as_deref(), bytes, mode).await?,
     ))
 }
 
 pub async fn delete(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<PathRequest>,
 ) -> Reply<PathResponse> {
-    Ok(Json(ops::delete(&state, req).await?))
+    Ok(Json(ops::delete(&files, req).await?))
 }
 
 pub async fn rename(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<RenameRequest>,
 ) -> Reply<RenameResponse> {
-    Ok(Json(ops::rename(&state, req).await?))
+    Ok(Json(ops::rename(&files, req).await?))
 }
 
 pub async fn move_file(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<MoveRequest>,
 ) -> Reply<RenameResponse> {
-    Ok(Json(ops::move_file(&state, req).await?))
+    Ok(Json(ops::move_file(&files, req).await?))
 }
 
 pub async fn mkdir(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<MkdirRequest>,
 ) -> Reply<MkdirResponse> {
-    Ok(Json(ops::mkdir(&state, req).await?))
+    Ok(Json(ops::mkdir(&files, req).await?))
 }
 
 pub async fn list_files(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<ListFilesRequest>,
 ) -> Reply<ListFilesResponse> {
-    Ok(Json(ops::list(&state, req).await?))
+    Ok(Json(ops::list(&files, req).await?))
 }
 
 pub async fn exists(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<PathRequest>,
 ) -> Reply<ExistsResponse> {
-    Ok(Json(ops::exists(&state, req).await?))
+    Ok(Json(ops::exists(&files, req).await?))
 }
 
 pub async fn stat(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<StatRequest>,
 ) -> Reply<StatResponse> {
     let follow = req.follow_symlinks.unwrap_or(false);
-    let stat = state
-        .files
+    let stat = files
         .stat(req.session_id.as_deref(), &req.path, follow)
         .await
         .op(Operation::FileStat)?;
@@ -183,11 +190,10 @@ pub async fn stat(
 
 /// `POST /api/files/manifest`: every entry below a directory with its hash or target.
 pub async fn manifest(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<ManifestRequest>,
 ) -> Reply<ManifestResponse> {
-    let manifest = state
-        .files
+    let manifest = files
         .manifest(
             req.session_id.as_deref(),
             &req.path,
@@ -208,7 +214,10 @@ pub async fn manifest(
 /// `POST /api/files/apply`: a 4-byte big-endian length, the [`ApplyRequest`] as JSON of
 /// that length, then the files' content in the order of their steps; more parts may follow
 /// (see [`fsd_api::files::ApplyPart`]).
-pub async fn apply(State(state): State<AppState>, request: Request) -> Reply<ApplyResponse> {
+pub async fn apply(
+    State(files): State<Arc<FileService>>,
+    request: Request,
+) -> Reply<ApplyResponse> {
     use futures_util::TryStreamExt;
     use tokio::io::AsyncReadExt;
     let op = Operation::FileWrite;
@@ -239,8 +248,7 @@ pub async fn apply(State(state): State<AppState>, request: Request) -> Reply<App
         .map_err(|err| cut("the body's JSON part", err))?;
     let request: ApplyRequest =
         parse(&header).map_err(|err| ApiError::from(err).with_operation(op))?;
-    let outcomes = state
-        .files
+    let outcomes = files
         .apply(
             request.session_id.as_deref(),
             &request.path,
@@ -260,18 +268,18 @@ pub async fn apply(State(state): State<AppState>, request: Request) -> Reply<App
 /// Resolves the path a permissions request names, runs `change` on it off the async
 /// threads, and answers the path's resulting mode and owner.
 async fn change_permissions(
-    state: &AppState,
+    files: &Arc<FileService>,
     session: Option<&str>,
     raw: String,
     change: impl FnOnce(&std::path::Path, Option<&Within>) -> Result<u64, FileError> + Send + 'static,
 ) -> Reply<PermissionsResponse> {
     let op = Operation::FileWrite;
-    let path = state
-        .paths
+    let path = files
+        .paths()
         .resolve(session, "path", &raw, Follow::Final)
         .await
         .op(op)?;
-    let beneath = state.paths.policy().beneath().cloned();
+    let beneath = files.paths().policy().beneath().cloned();
     let (mode, uid, gid, changed) = super::service::blocking(move || {
         let changed = change(&path, beneath.as_deref())?;
         let (mode, uid, gid) = permissions::described(&path, beneath.as_deref())?;
@@ -291,7 +299,7 @@ async fn change_permissions(
 }
 
 pub async fn chmod(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<ChmodRequest>,
 ) -> Reply<PermissionsResponse> {
     let spec = ModeSpec::parse(&req.mode)
@@ -299,7 +307,7 @@ pub async fn chmod(
         .op(Operation::FileWrite)?;
     let recursive = req.recursive.unwrap_or(false);
     change_permissions(
-        &state,
+        &files,
         req.session_id.as_deref(),
         req.path,
         move |path, beneath| permissions::chmod(path, &spec, recursive, beneath),
@@ -308,14 +316,14 @@ pub async fn chmod(
 }
 
 pub async fn chown(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<ChownRequest>,
 ) -> Reply<PermissionsResponse> {
     let (uid, gid) = permissions::owner_ids(req.owner.as_deref(), req.group.as_deref())
         .op(Operation::FileWrite)?;
     let recursive = req.recursive.unwrap_or(false);
     change_permissions(
-        &state,
+        &files,
         req.session_id.as_deref(),
         req.path,
         move |path, beneath| permissions::chown(path, uid, gid, recursive, beneath),

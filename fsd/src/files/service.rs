@@ -71,6 +71,11 @@ pub struct FileService {
 }
 
 impl FileService {
+    /// What a path in a request means here (a session's directory, the policy).
+    pub fn paths(&self) -> &Paths {
+        &self.paths
+    }
+
     pub fn new(paths: Paths, scratch: ScratchLog) -> Self {
         Self {
             policy: paths.policy().clone(),

@@ -2,6 +2,7 @@
 //! The routes and the 0.12 `/rpc` are codecs over these; a call's events are framed by each
 //! transport its own way.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use fsd_api::interpreter::{
@@ -10,23 +11,23 @@ use fsd_api::interpreter::{
 };
 use futures_util::stream::{BoxStream, StreamExt};
 
+use super::InterpreterService;
 use super::error::InterpreterError;
 use super::wire_error::code_execution_error;
 use crate::error::ApiError;
-use crate::paths::Follow;
-use crate::state::AppState;
+use crate::paths::{Follow, Paths};
 use crate::time::now_rfc3339;
 
 /// Starts a code context in its language, directory and environment.
 pub async fn create_context(
-    state: &AppState,
+    interpreters: &Arc<InterpreterService>,
+    paths: &Paths,
     req: CreateContextRequest,
 ) -> Result<CreateContextResponse, ApiError> {
     if let Some(cwd) = req.cwd.as_deref().filter(|cwd| !cwd.is_empty()) {
-        state.paths.in_workspace("cwd", cwd, Follow::Final)?;
+        paths.in_workspace("cwd", cwd, Follow::Final)?;
     }
-    let context = state
-        .interpreters
+    let context = interpreters
         .create(
             req.language.as_deref(),
             req.cwd.as_deref(),
@@ -43,19 +44,19 @@ pub async fn create_context(
     })
 }
 
-pub fn list_contexts(state: &AppState) -> ListContextsResponse {
+pub fn list_contexts(interpreters: &InterpreterService) -> ListContextsResponse {
     ListContextsResponse {
         success: true,
-        contexts: state.interpreters.list(),
+        contexts: interpreters.list(),
         timestamp: now_rfc3339(),
     }
 }
 
 pub async fn delete_context(
-    state: &AppState,
+    interpreters: &InterpreterService,
     id: String,
 ) -> Result<DeleteContextResponse, ApiError> {
-    state.interpreters.delete(&id).await?;
+    interpreters.delete(&id).await?;
     Ok(DeleteContextResponse {
         success: true,
         context_id: id,
@@ -71,16 +72,15 @@ const EVENT_QUEUE: usize = 256;
 /// (see [`code_execution_error`]). The call goes on if the reader leaves, so its context
 /// stays consistent.
 pub async fn execute_code(
-    state: &AppState,
+    interpreters: &Arc<InterpreterService>,
     req: ExecuteCodeRequest,
 ) -> Result<BoxStream<'static, CodeEvent>, ApiError> {
-    let context = state
-        .interpreters
+    let context = interpreters
         .get(&req.context_id)
         .map_err(code_execution_error)?;
     let (sender, receiver) = tokio::sync::mpsc::channel(EVENT_QUEUE);
     let (started, start) = tokio::sync::oneshot::channel();
-    let service = state.interpreters.clone();
+    let service = Arc::clone(interpreters);
     let timeout = req
         .timeout_ms
         .filter(|ms| *ms > 0)

@@ -1,7 +1,9 @@
 //! Code context routes: `/api/contexts` (create, list, delete), `POST /api/execute/code`
 //! (SSE) and `GET /api/interpreter/health`.
 
-use axum::extract::{Path, State};
+use std::sync::Arc;
+
+use axum::extract::{FromRef, Path, State};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
@@ -10,15 +12,21 @@ use fsd_api::interpreter::{
     ListContextsResponse,
 };
 
+use super::InterpreterService;
 use super::ops;
 use super::wire_error::CodeExecutionFailure;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::paths::Paths;
 use crate::time::now_rfc3339;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<InterpreterService>: FromRef<S>,
+    Paths: FromRef<S>,
+{
     Router::new()
         .route("/api/contexts", post(create).get(list))
         .route("/api/contexts/{id}", delete(remove))
@@ -27,30 +35,33 @@ pub fn router() -> Router<AppState> {
 }
 
 pub async fn create(
-    State(state): State<AppState>,
+    State(interpreters): State<Arc<InterpreterService>>,
+    State(paths): State<Paths>,
     JsonBody(req): JsonBody<CreateContextRequest>,
 ) -> Result<Json<CreateContextResponse>, ApiError> {
-    Ok(Json(ops::create_context(&state, req).await?))
+    Ok(Json(ops::create_context(&interpreters, &paths, req).await?))
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<ListContextsResponse> {
-    Json(ops::list_contexts(&state))
+pub async fn list(
+    State(interpreters): State<Arc<InterpreterService>>,
+) -> Json<ListContextsResponse> {
+    Json(ops::list_contexts(&interpreters))
 }
 
 pub async fn remove(
-    State(state): State<AppState>,
+    State(interpreters): State<Arc<InterpreterService>>,
     Path(id): Path<String>,
 ) -> Result<Json<DeleteContextResponse>, ApiError> {
-    Ok(Json(ops::delete_context(&state, id).await?))
+    Ok(Json(ops::delete_context(&interpreters, id).await?))
 }
 
 /// Streams the call's events as they come; failures before the call starts answer the
 /// reference's `{error, code, details}` body.
 pub async fn execute(
-    State(state): State<AppState>,
+    State(interpreters): State<Arc<InterpreterService>>,
     JsonBody(req): JsonBody<ExecuteCodeRequest>,
 ) -> Response {
-    match ops::execute_code(&state, req).await {
+    match ops::execute_code(&interpreters, req).await {
         Ok(events) => sse_response(events).into_response(),
         Err(error) => CodeExecutionFailure(error).into_response(),
     }

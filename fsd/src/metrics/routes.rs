@@ -1,6 +1,8 @@
 //! `GET /api/metrics` and `GET /metrics`.
 
-use axum::extract::State;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, State};
 use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::get;
@@ -8,35 +10,60 @@ use axum::{Json, Router};
 use fsd_api::ErrorCode;
 use fsd_api::metrics::{DurabilityMetrics, MetricsResponse, ProcessMetrics};
 use fsd_api::process::ProcessStatus;
+use fsd_process::{ProcessService, SessionManager};
 
+use super::MetricsService;
 use super::prometheus;
 use crate::error::ApiError;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<MetricsService>: FromRef<S>,
+    Arc<SessionManager>: FromRef<S>,
+    Arc<ProcessService>: FromRef<S>,
+{
     Router::new()
         .route("/api/metrics", get(metrics))
         .route("/metrics", get(prometheus_text))
 }
 
-async fn metrics(State(state): State<AppState>) -> Result<Json<MetricsResponse>, ApiError> {
-    Ok(Json(gather(&state).await?))
+/// What the figures are read from.
+type Sources = (
+    State<Arc<MetricsService>>,
+    State<Arc<SessionManager>>,
+    State<Arc<ProcessService>>,
+);
+
+async fn metrics(
+    service: State<Arc<MetricsService>>,
+    sessions: State<Arc<SessionManager>>,
+    processes: State<Arc<ProcessService>>,
+) -> Result<Json<MetricsResponse>, ApiError> {
+    Ok(Json(gather(&(service, sessions, processes)).await?))
 }
 
 /// The same figures for scrapers, with each running process's and the request statistics.
-async fn prometheus_text(State(state): State<AppState>) -> Result<impl IntoResponse, ApiError> {
-    let metrics = gather(&state).await?;
-    let running = state.processes.list(Some(ProcessStatus::Running));
-    let requests = state.metrics.requests.snapshot();
+async fn prometheus_text(
+    service: State<Arc<MetricsService>>,
+    sessions: State<Arc<SessionManager>>,
+    processes: State<Arc<ProcessService>>,
+) -> Result<impl IntoResponse, ApiError> {
+    let sources = (service, sessions, processes);
+    let metrics = gather(&sources).await?;
+    let running = sources.2.list(Some(ProcessStatus::Running));
+    let requests = sources.0.requests.snapshot();
     let text = prometheus::render(&metrics, &running, &requests);
     Ok(([(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)], text))
 }
 
 /// The machine's figures (read off the runtime's threads) and the process world's.
-async fn gather(state: &AppState) -> Result<MetricsResponse, ApiError> {
-    let service = state.metrics.clone();
-    let world = state.sessions.config().world.clone();
+async fn gather(
+    (State(service), State(sessions), State(processes)): &Sources,
+) -> Result<MetricsResponse, ApiError> {
+    let service = service.clone();
+    let world = sessions.config().world.clone();
     let (snapshot, total) =
         tokio::task::spawn_blocking(move || (service.snapshot(), world.process_count()))
             .await
@@ -55,8 +82,8 @@ async fn gather(state: &AppState) -> Result<MetricsResponse, ApiError> {
         connections: snapshot.connections,
         processes: ProcessMetrics {
             total: total as u64,
-            background: state.processes.running() as u64,
-            sessions: state.sessions.list().await.len() as u64,
+            background: processes.running() as u64,
+            sessions: sessions.list().await.len() as u64,
         },
         durability: DurabilityMetrics {
             mode: crate::files::durability::mode(),

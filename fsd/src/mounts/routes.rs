@@ -1,7 +1,9 @@
 //! `/api/mounts`: parse (INVALID_MOUNT_CONFIG naming the field), call the service, answer.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
-use axum::extract::{Query, State};
+use axum::extract::{FromRef, Query, State};
 use axum::routing::get;
 use axum::{Json, Router};
 use fsd_api::mounts::{
@@ -10,28 +12,32 @@ use fsd_api::mounts::{
 };
 use fsd_api::{ErrorCode, Operation};
 
+use super::MountService;
 use super::validate;
 use crate::error::{ApiError, OperationExt};
-use crate::paths::Follow;
-use crate::state::AppState;
+use crate::paths::{Follow, Paths};
 use crate::time::now_rfc3339;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<MountService>: FromRef<S>,
+    Paths: FromRef<S>,
+{
     Router::new().route("/api/mounts", get(list).post(mount).delete(unmount))
 }
 
 pub async fn mount(
-    State(state): State<AppState>,
+    State(mounts): State<Arc<MountService>>,
+    State(paths): State<Paths>,
     body: Bytes,
 ) -> Result<Json<MountBucketResponse>, ApiError> {
     let op = Operation::BucketMount;
     let req: MountBucketRequest = parse_mount_request(&body, op)?;
-    state
-        .paths
-        .in_workspace("mountPath", &req.mount_path, Follow::Final)?;
+    paths.in_workspace("mountPath", &req.mount_path, Follow::Final)?;
     let plan = validate::plan(&req, |name| crate::config::environment().credential(name)).op(op)?;
-    let mount = state.mounts.mount(plan).await.op(op)?;
+    let mount = mounts.mount(plan).await.op(op)?;
     Ok(Json(MountBucketResponse {
         success: true,
         mount,
@@ -41,7 +47,8 @@ pub async fn mount(
 
 /// The mount path comes in the JSON body or as `?mountPath=`.
 pub async fn unmount(
-    State(state): State<AppState>,
+    State(mounts): State<Arc<MountService>>,
+    State(paths): State<Paths>,
     Query(query): Query<std::collections::HashMap<String, String>>,
     body: Bytes,
 ) -> Result<Json<UnmountBucketResponse>, ApiError> {
@@ -54,12 +61,10 @@ pub async fn unmount(
     // A bucket mounted at this path is unmounted by name beneath its parent's descriptor
     // (or by its root, if it moved with a parent), even when a link now stands on the way;
     // any other path is checked as every route checks it.
-    if !state.mounts.is_mounted(&path).await {
-        state
-            .paths
-            .in_workspace("mountPath", &mount_path, Follow::Parent)?;
+    if !mounts.is_mounted(&path).await {
+        paths.in_workspace("mountPath", &mount_path, Follow::Parent)?;
     }
-    let removed_dir = state.mounts.unmount(&path).await.op(op)?;
+    let removed_dir = mounts.unmount(&path).await.op(op)?;
     Ok(Json(UnmountBucketResponse {
         success: true,
         mount_path: path.display().to_string(),
@@ -68,10 +73,10 @@ pub async fn unmount(
     }))
 }
 
-pub async fn list(State(state): State<AppState>) -> Json<ListMountsResponse> {
+pub async fn list(State(mounts): State<Arc<MountService>>) -> Json<ListMountsResponse> {
     Json(ListMountsResponse {
         success: true,
-        mounts: state.mounts.list().await,
+        mounts: mounts.list().await,
         timestamp: now_rfc3339(),
     })
 }

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 
+use axum::extract::FromRef;
 use fsd_api::Operation;
 use fsd_api::exec::ExecuteRequest;
 use fsd_api::tunnels::StopTunnelRequest;
@@ -212,7 +213,7 @@ impl Api {
                     ("sessionId", session_id.map(Value::from)),
                 ],
             );
-            return typed(body, |req| files::ops::write(&self.state, req)).await;
+            return typed(body, |req| files::ops::write(&self.state.files, req)).await;
         }
         let sid = |index: usize| args.optional_string(index);
         match method {
@@ -229,7 +230,7 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                typed(body, |req| files::ops::read(&self.state, req)).await
+                typed(body, |req| files::ops::read(&self.state.files, req)).await
             }
             "readFileStream" => {
                 let path = args.string(0, "path")?;
@@ -251,13 +252,13 @@ impl Api {
             }
             "deleteFile" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
-                typed(body, |req| files::ops::delete(&self.state, req)).await
+                typed(body, |req| files::ops::delete(&self.state.files, req)).await
             }
             "renameFile" => {
                 let (old, new) = (args.string(0, "oldPath")?, args.string(1, "newPath")?);
                 let body = json!({ "oldPath": old, "newPath": new, "sessionId": sid(2) });
                 let renamed = typed_body(body)?;
-                let renamed = files::ops::rename(&self.state, renamed).await;
+                let renamed = files::ops::rename(&self.state.files, renamed).await;
                 let mut answer = json_of(renamed.map_err(refused)?)?;
                 if let Some(fields) = answer.as_object_mut() {
                     fields.insert("oldPath".into(), json!(old));
@@ -270,7 +271,7 @@ impl Api {
                     "destinationPath": args.string(1, "destinationPath")?,
                     "sessionId": sid(2),
                 });
-                typed(body, |req| files::ops::move_file(&self.state, req)).await
+                typed(body, |req| files::ops::move_file(&self.state.files, req)).await
             }
             "mkdir" => {
                 let body = with(
@@ -280,7 +281,7 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                typed(body, |req| files::ops::mkdir(&self.state, req)).await
+                typed(body, |req| files::ops::mkdir(&self.state.files, req)).await
             }
             "listFiles" => {
                 let body = json!({
@@ -288,11 +289,11 @@ impl Api {
                     "sessionId": sid(1),
                     "options": Value::Object(args.object(2)),
                 });
-                typed(body, |req| files::ops::list(&self.state, req)).await
+                typed(body, |req| files::ops::list(&self.state.files, req)).await
             }
             "exists" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
-                typed(body, |req| files::ops::exists(&self.state, req)).await
+                typed(body, |req| files::ops::exists(&self.state.files, req)).await
             }
             _ => Err(not_a_function("files", method)),
         }
@@ -370,7 +371,12 @@ impl Api {
         match method {
             "createCodeContext" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
-                let created = interpreter::ops::create_context(&self.state, req).await;
+                let created = interpreter::ops::create_context(
+                    &self.state.interpreters,
+                    &self.state.paths,
+                    req,
+                )
+                .await;
                 let answer = json_of(created.map_err(refused)?)?;
                 Ok(context(&json!({
                     "id": answer.get("contextId"),
@@ -381,14 +387,14 @@ impl Api {
                 })))
             }
             "listCodeContexts" => {
-                let answer = json_of(interpreter::ops::list_contexts(&self.state))?;
+                let answer = json_of(interpreter::ops::list_contexts(&self.state.interpreters))?;
                 let contexts = answer.get("contexts").and_then(Value::as_array);
                 let contexts: Vec<Value> = contexts.into_iter().flatten().map(context).collect();
                 Ok(json!([contexts]))
             }
             "deleteCodeContext" => {
                 let id = args.string(0, "contextId")?;
-                interpreter::ops::delete_context(&self.state, id)
+                interpreter::ops::delete_context(&self.state.interpreters, id)
                     .await
                     .map_err(refused)?;
                 Ok(capnweb::undefined())
@@ -400,7 +406,7 @@ impl Api {
                     "language": args.optional_string(2),
                 });
                 let req = typed_body(body)?;
-                let events = interpreter::ops::execute_code(&self.state, req).await;
+                let events = interpreter::ops::execute_code(&self.state.interpreters, req).await;
                 session.open_sse_pipe(events.map_err(refused)?).await
             }
             "runCodeStream" => self.run_code_stream(session, &args).await,
@@ -423,7 +429,13 @@ impl Api {
                 );
                 let req =
                     backup::operations::request(body, Operation::BackupCreate).map_err(refused)?;
-                answer(backup::operations::create_archive(&self.state, &req).await)
+                answer(
+                    backup::operations::create_archive(
+                        &backup::BackupState::from_ref(&self.state),
+                        &req,
+                    )
+                    .await,
+                )
             }
             "restoreArchive" => {
                 let body = json!({
@@ -433,13 +445,25 @@ impl Api {
                 });
                 let req =
                     backup::operations::request(body, Operation::BackupRestore).map_err(refused)?;
-                answer(backup::operations::restore_archive(&self.state, &req).await)
+                answer(
+                    backup::operations::restore_archive(
+                        &backup::BackupState::from_ref(&self.state),
+                        &req,
+                    )
+                    .await,
+                )
             }
             "uploadParts" => {
                 let body = Value::Object(args.object(0));
                 let req =
                     backup::operations::request(body, Operation::BackupCreate).map_err(refused)?;
-                answer(backup::operations::upload_parts(&self.state, &req).await)
+                answer(
+                    backup::operations::upload_parts(
+                        &backup::BackupState::from_ref(&self.state),
+                        &req,
+                    )
+                    .await,
+                )
             }
             _ => Err(not_a_function("backup", method)),
         }
@@ -450,13 +474,15 @@ impl Api {
         match method {
             "watch" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
-                let events = watch::events(&self.state, &req).await.map_err(refused)?;
+                let events = watch::events(&self.state.watches, &self.state.paths, &req)
+                    .await
+                    .map_err(refused)?;
                 session.open_sse_pipe(events).await
             }
             "checkChanges" => {
                 let body = Value::Object(args.object(0));
                 let req = typed_body(body)?;
-                answer(watch::changes(&self.state, &req).await)
+                answer(watch::changes(&self.state.watches, &self.state.paths, &req).await)
             }
             _ => Err(not_a_function("watch", method)),
         }
@@ -617,7 +643,7 @@ impl Api {
 
     /// `readFile(…, {encoding: "none"})`: the file's bytes as a pipe, no cap.
     async fn read_raw(&self, session: &Arc<Session>, path: &str, sid: Option<&str>) -> Answer {
-        let read = files::ops::read_chunks(&self.state, path, sid).await;
+        let read = files::ops::read_chunks(&self.state.files, path, sid).await;
         let read = read.map_err(refused)?;
         let chunks = read
             .chunks
@@ -651,7 +677,8 @@ impl Api {
             readable,
             |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
         ));
-        let written = files::ops::write_chunks(&self.state, path.to_string(), sid, chunks, None);
+        let written =
+            files::ops::write_chunks(&self.state.files, path.to_string(), sid, chunks, None);
         let mut answer = json_of(written.await.map_err(refused)?)?;
         // The path as the caller gave it, not as its session resolved it.
         if let Some(fields) = answer.as_object_mut() {
@@ -695,7 +722,7 @@ impl Api {
             "language": args.optional_string(2),
         });
         let req = typed_body(body)?;
-        let mut events = interpreter::ops::execute_code(&self.state, req)
+        let mut events = interpreter::ops::execute_code(&self.state.interpreters, req)
             .await
             .map_err(refused)?;
         while let Some(event) = events.next().await {

@@ -1,14 +1,21 @@
 //! `GET /`, `GET /api/ping`, `GET /api/version`, `GET /api/capabilities`.
 
-use axum::extract::State;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, State};
 use axum::routing::get;
 use axum::{Json, Router};
-use fsd_api::system::{CapabilitiesResponse, PingResponse, VersionResponse};
+use fsd_api::system::{Capabilities, CapabilitiesResponse, PingResponse, VersionResponse};
+use fsd_process::SessionManager;
 
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<Capabilities>: FromRef<S>,
+    Arc<SessionManager>: FromRef<S>,
+{
     Router::new()
         .route("/", get(root))
         .route("/api/ping", get(ping))
@@ -36,10 +43,13 @@ async fn version() -> Json<VersionResponse> {
     Json(super::ops::version())
 }
 
-async fn capabilities(State(state): State<AppState>) -> Json<CapabilitiesResponse> {
-    let mut capabilities = (*state.capabilities).clone();
+async fn capabilities(
+    State(known): State<Arc<Capabilities>>,
+    State(sessions): State<Arc<SessionManager>>,
+) -> Json<CapabilitiesResponse> {
+    let mut capabilities = (*known).clone();
     // Known at once unless the daemon has only just started (then its init is waited for).
-    let world = state.sessions.config().world.clone();
+    let world = sessions.config().world.clone();
     capabilities.command_isolation = tokio::task::spawn_blocking(move || world.isolation())
         .await
         .map_or("none", |isolation| isolation.name())

@@ -1,17 +1,24 @@
 //! The terminal routes: `GET /ws/pty` upgrades to a WebSocket on the session's PTY, and
 //! `GET /ws/terminal` to one on a terminal of the SDK next line's, by id.
 
+use std::sync::Arc;
+
 use axum::Router;
-use axum::extract::{FromRequestParts, Query, Request, State, ws::WebSocketUpgrade};
+use axum::extract::{FromRef, FromRequestParts, Query, Request, State, ws::WebSocketUpgrade};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::Deserialize;
 
-use super::{connection, output_socket, pty};
+use super::table::TerminalTable;
+use super::{TerminalService, connection, output_socket, pty};
 use crate::error::ApiError;
-use crate::state::AppState;
 
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<TerminalService>: FromRef<S>,
+    Arc<TerminalTable>: FromRef<S>,
+{
     Router::new()
         .route("/ws/pty", get(upgrade))
         .route("/ws/terminal", get(next_upgrade))
@@ -31,13 +38,13 @@ struct TerminalQuery {
 
 /// `GET /ws/terminal`: refusals are plain text, as the reference's (400 without a
 /// terminal id, 409 for another runtime's socket).
-async fn next_upgrade(State(state): State<AppState>, request: Request) -> Response {
+async fn next_upgrade(State(table): State<Arc<TerminalTable>>, request: Request) -> Response {
     use axum::http::StatusCode;
     if !crate::wire::upgrade::asks_for_websocket(request.headers()) {
         return ApiError::not_found_route().into_response();
     }
     let (mut parts, _) = request.into_parts();
-    let query = Query::<TerminalQuery>::from_request_parts(&mut parts, &state)
+    let query = Query::<TerminalQuery>::from_request_parts(&mut parts, &())
         .await
         .map(|Query(query)| query)
         .ok();
@@ -61,13 +68,12 @@ async fn next_upgrade(State(state): State<AppState>, request: Request) -> Respon
     let dimension =
         |value: Option<String>| value.and_then(|v| v.parse::<u16>().ok()).filter(|&v| v > 0);
     let size = dimension(query.cols).zip(dimension(query.rows));
-    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
         Ok(upgrade) => upgrade,
         Err(_) => {
             return (StatusCode::SERVICE_UNAVAILABLE, "WebSocket upgrade failed").into_response();
         }
     };
-    let table = state.next_terminals.clone();
     let opening = output_socket::Opening {
         terminal_id,
         cursor: query.cursor.filter(|cursor| !cursor.is_empty()),
@@ -86,12 +92,12 @@ struct PtyQuery {
     shell: Option<String>,
 }
 
-async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
+async fn upgrade(State(terminals): State<Arc<TerminalService>>, request: Request) -> Response {
     if !crate::wire::upgrade::asks_for_websocket(request.headers()) {
         return ApiError::not_found_route().into_response();
     }
     let (mut parts, _) = request.into_parts();
-    let Ok(Query(query)) = Query::<PtyQuery>::from_request_parts(&mut parts, &state).await else {
+    let Ok(Query(query)) = Query::<PtyQuery>::from_request_parts(&mut parts, &()).await else {
         return ApiError::terminal_query("the query is not readable").into_response();
     };
     let Some(session_id) = query.session_id.filter(|id| !id.is_empty()) else {
@@ -111,11 +117,10 @@ async fn upgrade(State(state): State<AppState>, request: Request) -> Response {
         .shell
         .filter(|shell| !shell.is_empty())
         .unwrap_or_else(|| "bash".into());
-    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &state).await {
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
         Ok(upgrade) => upgrade,
         Err(rejection) => return ApiError::bad_upgrade(rejection.body_text()).into_response(),
     };
-    let terminals = state.terminals.clone();
     upgrade.on_upgrade(move |socket| async move {
         match terminals.get_or_start(&session_id, size, &shell).await {
             Ok(terminal) => connection::serve(socket, terminal).await,

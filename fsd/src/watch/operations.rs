@@ -17,9 +17,9 @@ use tokio::sync::broadcast::error::{RecvError, TryRecvError};
 
 use super::error::WatchRequestError;
 use super::key::WatchKey;
-use super::service::{Hold, Root};
+use super::service::{Hold, Root, WatchService};
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::paths::Paths;
 use crate::time::now_rfc3339;
 
 /// A batch closes after this much quiet, or at [`COALESCE_MAX`]: bursts collapse as in the
@@ -42,11 +42,12 @@ const DEFAULT_EVENT_TYPES: &[&str] = &["create", "modify", "delete", "move_from"
 /// A watch's events: `watching` once its root is watched, then batches of changes as they
 /// come, for as long as the stream is read. Every transport's watch is this call.
 pub async fn events(
-    state: &AppState,
+    watches: &Arc<WatchService>,
+    paths: &Paths,
     req: &WatchRequest,
 ) -> Result<impl futures_util::Stream<Item = WatchEvent> + Send + 'static, ApiError> {
-    let (key, filter, wanted) = checked(state, req)?;
-    let watches = state.watches.clone();
+    let (key, filter, wanted) = checked(paths, req)?;
+    let watches = Arc::clone(watches);
     // The subscription is made where the root is got, so a caller gone in between drops
     // it (and its count) with the task's output.
     let subscription = tokio::task::spawn_blocking(move || {
@@ -165,21 +166,22 @@ fn to_wire(batch: Vec<Event>, wanted: &HashSet<String>) -> Vec<WatchEvent> {
 /// What changed under a path since a token (`unchanged`, `changed` with the paths when
 /// asked, or `resync` with why). Every transport's check is this call.
 pub async fn changes(
-    state: &AppState,
+    watches: &Arc<WatchService>,
+    paths: &Paths,
     req: &CheckChangesRequest,
 ) -> Result<CheckChangesResponse, ApiError> {
     let since = match &req.since {
         None => None,
         Some(token) => Some(parse_token(token)?),
     };
-    let (key, filter, _) = checked(state, &req.watch())?;
-    let (mut root, mut created) = root_for(state, key.clone(), filter.clone()).await?;
+    let (key, filter, _) = checked(paths, &req.watch())?;
+    let (mut root, mut created) = root_for(watches, key.clone(), filter.clone()).await?;
     root.caught_up().await;
     if root.ended() {
         // The watched directory was deleted or moved away before this call: the key
         // watches what is at the path now (404 when nothing is), and the token, from the
         // old directory, is answered `resync`.
-        (root, created) = root_for(state, key, filter).await?;
+        (root, created) = root_for(watches, key, filter).await?;
     }
     let journal = root.journal();
     let current = journal.cursor();
@@ -280,7 +282,7 @@ fn parse_token(token: &str) -> Result<(String, u64), ApiError> {
 /// The reference's checks: a path inside the workspace that exists, globs of the supported
 /// kind, not both include and exclude, known event types.
 fn checked(
-    state: &AppState,
+    paths: &Paths,
     req: &WatchRequest,
 ) -> Result<(WatchKey, Filter, HashSet<String>), ApiError> {
     let raw = req.path.trim();
@@ -314,7 +316,7 @@ fn checked(
         }
         None => DEFAULT_EVENT_TYPES.iter().map(|s| s.to_string()).collect(),
     };
-    let path = resolve_inside(state.paths.workspace(), raw)?;
+    let path = resolve_inside(paths.workspace(), raw)?;
     let mut include = include;
     let mut exclude = exclude;
     include.sort();
@@ -360,11 +362,11 @@ fn resolve_inside(workspace: &Path, raw: &str) -> Result<PathBuf, ApiError> {
 /// 100,000 of them), so it runs on the blocking pool, not on an async worker.
 /// The root for a token check, retained.
 async fn root_for(
-    state: &AppState,
+    watches: &Arc<WatchService>,
     key: WatchKey,
     filter: Filter,
 ) -> Result<(Arc<Root>, bool), ApiError> {
-    let watches = state.watches.clone();
+    let watches = Arc::clone(watches);
     tokio::task::spawn_blocking(move || watches.get_or_start(&key, filter, Hold::Retain))
         .await
         .map_err(|err| WatchRequestError::Start(err.to_string()))?

@@ -10,17 +10,20 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::args::{Answer, api_error, options, string, value};
+use crate::backup::BackupState;
 use crate::backup::operations::{self, DownloadPart};
 use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
 use crate::state::AppState;
+use axum::extract::FromRef;
 
 /// How long a transfer may take when the object gives no `timeoutMs`.
 const DEFAULT_TRANSFER: Duration = Duration::from_secs(1810);
 
 /// Serves `backup.method`; `None` when it is not one of the next line's.
 pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer> {
+    let state = &BackupState::from_ref(state);
     let answer = match method {
         "createArchive" => create(state, args).await,
         "restoreArchive" => restore(state, args).await,
@@ -95,7 +98,7 @@ fn request<T: DeserializeOwned>(options: Option<Map<String, Value>>) -> Result<T
 }
 
 /// `createArchive(dir, archivePath, {excludes, gitignore, compression})`.
-async fn create(state: &AppState, args: &[Arg]) -> Result<Value, ApiError> {
+async fn create(state: &BackupState, args: &[Arg]) -> Result<Value, ApiError> {
     let mut body = options(args, 2).unwrap_or_default();
     if let (Ok(dir), Ok(archive)) = (string(args, 0, "dir"), string(args, 1, "archivePath")) {
         body.insert("dir".into(), json!(dir));
@@ -109,7 +112,7 @@ async fn create(state: &AppState, args: &[Arg]) -> Result<Value, ApiError> {
 }
 
 /// `restoreArchive(dir, archivePath)`.
-async fn restore(state: &AppState, args: &[Arg]) -> Result<Value, ApiError> {
+async fn restore(state: &BackupState, args: &[Arg]) -> Result<Value, ApiError> {
     let body = json!({
         "dir": string(args, 0, "dir").unwrap_or_default(),
         "archivePath": string(args, 1, "archivePath").unwrap_or_default(),
@@ -120,7 +123,7 @@ async fn restore(state: &AppState, args: &[Arg]) -> Result<Value, ApiError> {
 }
 
 /// `downloadArchive({archivePath, expectedSize, parts: [{url, offset, range?}], timeoutMs})`.
-async fn download(state: &AppState, args: &[Arg]) -> Result<Value, ApiError> {
+async fn download(state: &BackupState, args: &[Arg]) -> Result<Value, ApiError> {
     let options = options(args, 0).unwrap_or_default();
     let parts = options
         .get("parts")

@@ -47,7 +47,7 @@ async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer 
     let encoding = match options.get("encoding").and_then(Value::as_str) {
         None => None,
         Some("none") => {
-            let read = crate::files::ops::read_chunks(state, &path, None)
+            let read = crate::files::ops::read_chunks(&state.files, &path, None)
                 .await
                 .map_err(|error| api_error(&error))?;
             let chunks = read.chunks.map(|chunk| chunk.map_err(|e| e.to_string()));
@@ -70,7 +70,7 @@ async fn read(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer 
         encoding,
         session_id: None,
     };
-    let mut read = crate::files::ops::read(state, request)
+    let mut read = crate::files::ops::read(&state.files, request)
         .await
         .map_err(|error| api_error(&error))?;
     // The content moves into the answer rather than being copied with the rest.
@@ -108,7 +108,8 @@ async fn write(state: &AppState, args: &mut [Arg]) -> Answer {
         _ => content.into_bytes(),
     };
     let written =
-        crate::files::ops::write_bytes(state, path, None, bytes::Bytes::from(bytes), None).await;
+        crate::files::ops::write_bytes(&state.files, path, None, bytes::Bytes::from(bytes), None)
+            .await;
     Ok(value(written.map_err(|error| api_error(&error))?))
 }
 
@@ -129,7 +130,7 @@ async fn write_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) ->
         readable,
         |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
     ));
-    let written = crate::files::ops::write_chunks(state, path, None, chunks, None).await;
+    let written = crate::files::ops::write_chunks(&state.files, path, None, chunks, None).await;
     Ok(value(written.map_err(|error| api_error(&error))?))
 }
 
@@ -149,14 +150,14 @@ async fn rename(state: &AppState, moving: bool, args: &[Arg]) -> Answer {
             destination_path: to,
             session_id: None,
         };
-        crate::files::ops::move_file(state, request).await
+        crate::files::ops::move_file(&state.files, request).await
     } else {
         let request = RenameRequest {
             old_path: from.clone(),
             new_path: to,
             session_id: None,
         };
-        crate::files::ops::rename(state, request).await
+        crate::files::ops::rename(&state.files, request).await
     };
     let answer = value(renamed.map_err(|error| api_error(&error))?);
     Ok(match answer {
@@ -200,7 +201,7 @@ async fn files(state: &AppState, method: FilesMethod, args: &[Arg]) -> Answer {
                 path,
                 session_id: None,
             };
-            ops::exists(state, request).await.map(value)
+            ops::exists(&state.files, request).await.map(value)
         }
         FilesMethod::Mkdir => {
             let request = MkdirRequest {
@@ -209,14 +210,14 @@ async fn files(state: &AppState, method: FilesMethod, args: &[Arg]) -> Answer {
                 session_id: None,
                 mode: None,
             };
-            ops::mkdir(state, request).await.map(value)
+            ops::mkdir(&state.files, request).await.map(value)
         }
         FilesMethod::DeleteFile => {
             let request = PathRequest {
                 path,
                 session_id: None,
             };
-            ops::delete(state, request).await.map(value)
+            ops::delete(&state.files, request).await.map(value)
         }
         FilesMethod::ListFiles => {
             let request = ListFilesRequest {
@@ -227,7 +228,7 @@ async fn files(state: &AppState, method: FilesMethod, args: &[Arg]) -> Answer {
                 }),
                 session_id: None,
             };
-            ops::list(state, request).await.map(value)
+            ops::list(&state.files, request).await.map(value)
         }
     };
     answer.map_err(|error| api_error(&error))

@@ -31,7 +31,7 @@ pub async fn call(
         ("watch", "checkChanges") => {
             let request = options(&args, 0).map(Value::Object).unwrap_or(Value::Null);
             match serde_json::from_value::<CheckChangesRequest>(request) {
-                Ok(request) => crate::watch::changes(state, &request)
+                Ok(request) => crate::watch::changes(&state.watches, &state.paths, &request)
                     .await
                     .map(value)
                     .map_err(|error| api_error(&error)),
@@ -113,7 +113,7 @@ async fn watch(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer
     let request = options(args, 0).map(Value::Object).unwrap_or(Value::Null);
     let request: WatchRequest =
         serde_json::from_value(request).map_err(|error| invalid("options", &error.to_string()))?;
-    let events = crate::watch::events(state, &request)
+    let events = crate::watch::events(&state.watches, &state.paths, &request)
         .await
         .map_err(|error| api_error(&error))?;
     let frames = events.map(|event| sse_frame(None, &event));
