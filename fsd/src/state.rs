@@ -85,3 +85,25 @@ impl FromRef<AppState> for crate::backup::BackupState {
         }
     }
 }
+
+impl FromRef<AppState> for crate::process::ProcessState {
+    fn from_ref(state: &AppState) -> Self {
+        crate::process::ProcessState {
+            processes: state.processes.clone(),
+            argv_processes: state.argv_processes.clone(),
+            paths: state.paths.clone(),
+        }
+    }
+}
+
+impl FromRef<AppState> for crate::exec::ExecState {
+    fn from_ref(state: &AppState) -> Self {
+        crate::exec::ExecState {
+            sessions: state.sessions.clone(),
+            processes: state.processes.clone(),
+            terminals: state.terminals.clone(),
+            paths: state.paths.clone(),
+            auth_enabled: state.auth_enabled,
+        }
+    }
+}

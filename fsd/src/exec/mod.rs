@@ -6,7 +6,9 @@ mod error;
 pub mod ops;
 mod request;
 mod routes;
+mod substate;
 mod wire_error;
 
 pub use request::{CommandRequest, DEFAULT_SESSION, signal_named, stdin_write};
 pub use routes::router;
+pub use substate::ExecState;

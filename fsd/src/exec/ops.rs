@@ -17,12 +17,12 @@ use futures_util::stream::{self, BoxStream};
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+use super::ExecState;
 use super::error::RequestError;
 use super::request::{
     CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir,
 };
 use crate::error::ApiError;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 
 /// What `execute` answers: a command started in the background, or one run to its end.
@@ -38,7 +38,7 @@ pub enum Executed {
 /// process of the session, so it does not hold the session, and is listed with processes.
 /// With `foreground`, it runs in the session's shell instead (see [`stream_in_shell`]).
 pub async fn execute_stream(
-    state: &AppState,
+    state: &ExecState,
     req: ExecuteRequest,
     session_id: String,
 ) -> Result<BoxStream<'static, ExecEvent>, ApiError> {
@@ -75,7 +75,7 @@ pub async fn execute_stream(
 /// `commandId`), its output as it is written, then `complete`, or `error` with the code
 /// `/api/execute` would have answered.
 async fn stream_in_shell(
-    state: &AppState,
+    state: &ExecState,
     req: ExecuteRequest,
     session_id: String,
     spec: CommandSpec,
@@ -159,7 +159,7 @@ fn output_event(stream: Stream, data: String) -> ExecEvent {
 /// Runs `req` in `session_id` to its end (its output whole), or starts it in the
 /// background with `background: true`.
 pub async fn execute(
-    state: &AppState,
+    state: &ExecState,
     req: ExecuteRequest,
     session_id: String,
 ) -> Result<Executed, ApiError> {
@@ -213,7 +213,7 @@ pub async fn execute(
 /// Makes a session (its id given or generated) with its environment, directory and
 /// command timeout.
 pub async fn create_session(
-    state: &AppState,
+    state: &ExecState,
     req: CreateSessionRequest,
 ) -> Result<CreateSessionResponse, ApiError> {
     let id = match req.id {
@@ -258,7 +258,7 @@ pub async fn create_session(
     })
 }
 
-pub async fn list_sessions(state: &AppState) -> ListSessionsResponse {
+pub async fn list_sessions(state: &ExecState) -> ListSessionsResponse {
     ListSessionsResponse {
         success: true,
         data: state.sessions.list().await,
@@ -268,7 +268,7 @@ pub async fn list_sessions(state: &AppState) -> ListSessionsResponse {
 
 /// Ends a session, its shell and its terminal.
 pub async fn delete_session(
-    state: &AppState,
+    state: &ExecState,
     req: DeleteSessionRequest,
 ) -> Result<DeleteSessionResponse, ApiError> {
     checked_session_id(&req.session_id, "sessionId").map_err(|_| RequestError::SessionToDelete)?;

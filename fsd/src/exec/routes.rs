@@ -1,6 +1,6 @@
 //! `/api/session/*`, `/api/execute`, its stream and `/api/execute/signal`.
 
-use axum::extract::{Request, State};
+use axum::extract::{FromRef, Request, State};
 use axum::http::{HeaderMap, Uri, header};
 use axum::response::Response;
 use axum::routing::{get, post};
@@ -11,17 +11,21 @@ use fsd_api::exec::{
     ExecuteRequest, ListSessionsResponse,
 };
 
+use super::ExecState;
 use super::error::RequestError;
 use super::ops::{self, Executed};
 use super::request::signal_named;
 use crate::error::ApiError;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 use crate::wire::json::{parse, read_body};
 use crate::wire::sse::sse_response;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ExecState: FromRef<S>,
+{
     Router::new()
         .route("/api/session/create", post(create_session))
         .route("/api/session/list", get(list_sessions))
@@ -33,7 +37,7 @@ pub fn router() -> Router<AppState> {
 }
 
 pub async fn create_session(
-    State(state): State<AppState>,
+    State(state): State<ExecState>,
     request: Request,
 ) -> Result<Json<CreateSessionResponse>, ApiError> {
     let bytes = read_body(request).await?;
@@ -46,19 +50,19 @@ pub async fn create_session(
     Ok(Json(ops::create_session(&state, req).await?))
 }
 
-pub async fn list_sessions(State(state): State<AppState>) -> Json<ListSessionsResponse> {
+pub async fn list_sessions(State(state): State<ExecState>) -> Json<ListSessionsResponse> {
     Json(ops::list_sessions(&state).await)
 }
 
 pub async fn delete_session(
-    State(state): State<AppState>,
+    State(state): State<ExecState>,
     crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<DeleteSessionRequest>,
 ) -> Result<Json<DeleteSessionResponse>, ApiError> {
     Ok(Json(ops::delete_session(&state, req).await?))
 }
 
 pub async fn execute(
-    State(state): State<AppState>,
+    State(state): State<ExecState>,
     headers: HeaderMap,
     uri: Uri,
     body: axum::body::Bytes,
@@ -70,7 +74,7 @@ pub async fn execute(
 
 /// `POST /api/execute/stream`: [`ops::execute_stream`]'s events as SSE.
 pub async fn execute_stream(
-    State(state): State<AppState>,
+    State(state): State<ExecState>,
     headers: HeaderMap,
     uri: Uri,
     body: axum::body::Bytes,
@@ -84,7 +88,7 @@ pub async fn execute_stream(
 
 /// `POST /api/execute/signal`: a signal for the command a `foreground` stream runs.
 pub async fn signal_command(
-    State(state): State<AppState>,
+    State(state): State<ExecState>,
     headers: HeaderMap,
     uri: Uri,
     crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<CommandSignalRequest>,
@@ -112,7 +116,7 @@ pub async fn signal_command(
 /// `POST /api/execute/stdin`: bytes for the stdin of the command a `foreground` stream
 /// runs with `stdinPipe`, and end of file after them with `close`.
 pub async fn command_stdin(
-    State(state): State<AppState>,
+    State(state): State<ExecState>,
     headers: HeaderMap,
     uri: Uri,
     crate::wire::json::JsonBody(req): crate::wire::json::JsonBody<CommandStdinRequest>,
@@ -142,7 +146,7 @@ pub async fn command_stdin(
 /// (`X-Session-Id`, `?session=`/`?sessionId=`, and `Authorization: Bearer` when no API token
 /// is configured), else the default session.
 pub fn session_from(
-    state: &AppState,
+    state: &ExecState,
     body: Option<&str>,
     headers: &HeaderMap,
     uri: &Uri,

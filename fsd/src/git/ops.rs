@@ -4,34 +4,38 @@
 
 use fsd_api::git::{GitCheckoutRequest, GitCheckoutResponse};
 
+use fsd_process::SessionManager;
+
 use super::redact::redact;
 use super::service::{self, ClonePlan};
 use crate::error::ApiError;
-use crate::paths::Follow;
-use crate::state::AppState;
+use crate::paths::{Follow, Paths};
 use crate::time::now_rfc3339;
 
 /// Clones `req`'s repository, answering when the clone is done.
 pub async fn checkout(
-    state: &AppState,
+    sessions: &SessionManager,
+    paths: &Paths,
     req: &GitCheckoutRequest,
 ) -> Result<GitCheckoutResponse, ApiError> {
-    let plan = checked(state, req).await?;
-    let config = state.sessions.config();
+    let plan = checked(sessions, paths, req).await?;
+    let config = sessions.config();
     let cloned = service::clone(&config.world, &config.base_env, &plan, None).await?;
     Ok(answer(&plan, cloned.branch))
 }
 
 /// The request checked, its target resolved against the session's directory.
-pub async fn checked(state: &AppState, req: &GitCheckoutRequest) -> Result<ClonePlan, ApiError> {
-    let workspace = state.sessions.config().workspace.clone();
+pub async fn checked(
+    sessions: &SessionManager,
+    paths: &Paths,
+    req: &GitCheckoutRequest,
+) -> Result<ClonePlan, ApiError> {
+    let workspace = sessions.config().workspace.clone();
     let target = match req.target_dir.as_deref() {
         Some(dir) if !dir.is_empty() => {
             let session = req.session_id.as_deref();
-            let target = state.paths.in_session(session, "targetDir", dir).await;
-            state
-                .paths
-                .in_workspace("targetDir", &target, Follow::Final)?;
+            let target = paths.in_session(session, "targetDir", dir).await;
+            paths.in_workspace("targetDir", &target, Follow::Final)?;
             Some(target)
         }
         _ => None,

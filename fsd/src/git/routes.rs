@@ -2,26 +2,35 @@
 //! `Accept: text/event-stream`, git's progress as it comes (`progress` events with `line`)
 //! ending in `complete` (the JSON answer's fields) or `error` (the error envelope).
 
-use axum::extract::State;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, State};
 use axum::http::HeaderMap;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
 use fsd_api::git::{GitCheckoutEvent, GitCheckoutRequest};
+use fsd_process::SessionManager;
 
 use super::ops;
 use super::service;
 use crate::error::ApiError;
-use crate::state::AppState;
+use crate::paths::Paths;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<SessionManager>: FromRef<S>,
+    Paths: FromRef<S>,
+{
     Router::new().route("/api/git/checkout", post(checkout))
 }
 
 pub async fn checkout(
-    State(state): State<AppState>,
+    State(sessions): State<Arc<SessionManager>>,
+    State(paths): State<Paths>,
     headers: HeaderMap,
     JsonBody(req): JsonBody<GitCheckoutRequest>,
 ) -> Result<Response, ApiError> {
@@ -30,11 +39,11 @@ pub async fn checkout(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.contains("text/event-stream"));
     if !streaming {
-        return Ok(Json(ops::checkout(&state, &req).await?).into_response());
+        return Ok(Json(ops::checkout(&sessions, &paths, &req).await?).into_response());
     }
-    let plan = ops::checked(&state, &req).await?;
-    let world = state.sessions.config().world.clone();
-    let env = state.sessions.config().base_env.clone();
+    let plan = ops::checked(&sessions, &paths, &req).await?;
+    let world = sessions.config().world.clone();
+    let env = sessions.config().base_env.clone();
     let (progress, mut lines) = tokio::sync::mpsc::channel(64);
     let (events, receiver) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {

@@ -9,14 +9,14 @@ use futures_util::{Stream, StreamExt, stream};
 use super::error::PortWatchRequestError;
 use super::probe;
 use crate::error::ApiError;
-use crate::state::AppState;
+use fsd_process::ProcessService;
 
 /// Probes a port until it answers as `req` asks: `watching` at once, then `ready` (or
 /// `process_exited` when the named process ends first), after which the stream ends. It
 /// never gives up on its own; dropping the stream stops the polling. Every transport's
 /// port watch is this call.
 pub fn readiness(
-    state: &AppState,
+    processes: &ProcessService,
     req: PortWatchRequest,
 ) -> Result<impl Stream<Item = PortWatchEvent> + Send + 'static, ApiError> {
     let port = u16::try_from(req.port)
@@ -32,7 +32,7 @@ pub fn readiness(
         return Err(PortWatchRequestError::StatusRange.into());
     }
     let process = match &req.process_id {
-        Some(id) => Some(state.processes.get(id)?),
+        Some(id) => Some(processes.get(id)?),
         None => None,
     };
     let interval = Duration::from_millis(req.interval.unwrap_or(500).clamp(100, 10_000));

@@ -9,6 +9,8 @@
 mod next_records;
 pub mod ops;
 mod routes;
+mod substate;
 mod wire_error;
 
 pub use routes::router;
+pub use substate::ProcessState;

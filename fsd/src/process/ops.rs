@@ -11,14 +11,14 @@ use fsd_process::{Live, ProcessError, Since, Stream as Output};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
+use super::ProcessState;
 use super::next_records;
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 
 pub async fn start(
-    state: &AppState,
+    state: &ProcessState,
     req: StartProcessRequest,
 ) -> Result<StartProcessResponse, ApiError> {
     let session_id = req
@@ -43,7 +43,7 @@ pub async fn start(
 }
 
 /// The processes, those with `status` only when given (`""`: all).
-pub fn list(state: &AppState, status: Option<&str>) -> Result<ListProcessesResponse, ApiError> {
+pub fn list(state: &ProcessState, status: Option<&str>) -> Result<ListProcessesResponse, ApiError> {
     let status = match status {
         None | Some("") => None,
         Some(value) => Some(
@@ -58,7 +58,7 @@ pub fn list(state: &AppState, status: Option<&str>) -> Result<ListProcessesRespo
     })
 }
 
-pub fn get(state: &AppState, id: &str) -> Result<GetProcessResponse, ApiError> {
+pub fn get(state: &ProcessState, id: &str) -> Result<GetProcessResponse, ApiError> {
     let process = match state.processes.get(id) {
         Ok(process) => process.described(),
         Err(not_found) => match state.argv_processes.find(id) {
@@ -73,7 +73,7 @@ pub fn get(state: &AppState, id: &str) -> Result<GetProcessResponse, ApiError> {
     })
 }
 
-pub async fn kill(state: &AppState, id: String) -> Result<KillProcessResponse, ApiError> {
+pub async fn kill(state: &ProcessState, id: String) -> Result<KillProcessResponse, ApiError> {
     state.processes.kill(&id).await?;
     Ok(KillProcessResponse {
         success: true,
@@ -82,7 +82,7 @@ pub async fn kill(state: &AppState, id: String) -> Result<KillProcessResponse, A
     })
 }
 
-pub async fn kill_all(state: &AppState) -> KillAllResponse {
+pub async fn kill_all(state: &ProcessState) -> KillAllResponse {
     KillAllResponse {
         success: true,
         cleaned_count: state.processes.kill_all().await,
@@ -92,7 +92,7 @@ pub async fn kill_all(state: &AppState) -> KillAllResponse {
 
 /// What process `id` printed from `since`, and the offsets to read on from.
 pub async fn logs(
-    state: &AppState,
+    state: &ProcessState,
     id: String,
     since: Since,
 ) -> Result<ProcessLogsResponse, ApiError> {
@@ -131,7 +131,7 @@ pub async fn logs(
 /// A process's `process_info` event, then what it prints from `since` on as it prints it
 /// (each output event with the offset to reconnect from), then its `exit`.
 pub fn log_events(
-    state: &AppState,
+    state: &ProcessState,
     id: &str,
     since: Since,
 ) -> Result<(ProcessEvent, BoxStream<'static, ProcessEvent>), ApiError> {

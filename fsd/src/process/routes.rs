@@ -1,6 +1,6 @@
 //! Route handlers for `/api/process/*`.
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{FromRef, Path, Query, State};
 use axum::response::Response;
 use axum::routing;
 use axum::{Json, Router};
@@ -15,16 +15,20 @@ use serde::Deserialize;
 
 use fsd_process::Since;
 
+use super::ProcessState;
 use super::ops;
 use crate::error::ApiError;
 use crate::exec::signal_named;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    ProcessState: FromRef<S>,
+{
     Router::new()
         .route("/api/process/start", routing::post(start))
         .route("/api/process/list", routing::get(list))
@@ -37,7 +41,7 @@ pub fn router() -> Router<AppState> {
 }
 
 pub async fn start(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     JsonBody(req): JsonBody<StartProcessRequest>,
 ) -> Result<Json<StartProcessResponse>, ApiError> {
     Ok(Json(ops::start(&state, req).await?))
@@ -49,21 +53,21 @@ pub struct ListQuery {
 }
 
 pub async fn list(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Query(query): Query<ListQuery>,
 ) -> Result<Json<ListProcessesResponse>, ApiError> {
     Ok(Json(ops::list(&state, query.status.as_deref())?))
 }
 
 pub async fn get(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Path(id): Path<String>,
 ) -> Result<Json<GetProcessResponse>, ApiError> {
     Ok(Json(ops::get(&state, &id)?))
 }
 
 pub async fn kill(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Path(id): Path<String>,
 ) -> Result<Json<KillProcessResponse>, ApiError> {
     Ok(Json(ops::kill(&state, id).await?))
@@ -71,7 +75,7 @@ pub async fn kill(
 
 /// `POST /api/process/{id}/signal`: any signal, by name or number, to the process's tree.
 pub async fn signal(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<SignalRequest>,
 ) -> Result<Json<SignalResponse>, ApiError> {
@@ -89,7 +93,7 @@ pub async fn signal(
 /// `POST /api/process/{id}/stdin`: bytes to a process started with `stdin: "pipe"`, and
 /// end of file after them with `close`.
 pub async fn stdin(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Path(id): Path<String>,
     JsonBody(req): JsonBody<StdinRequest>,
 ) -> Result<Json<StdinResponse>, ApiError> {
@@ -107,7 +111,7 @@ pub async fn stdin(
     }))
 }
 
-pub async fn kill_all(State(state): State<AppState>) -> Json<KillAllResponse> {
+pub async fn kill_all(State(state): State<ProcessState>) -> Json<KillAllResponse> {
     Json(ops::kill_all(&state).await)
 }
 
@@ -136,7 +140,7 @@ impl SinceQuery {
 }
 
 pub async fn logs(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Path(id): Path<String>,
     Query(query): Query<SinceQuery>,
 ) -> Result<Json<ProcessLogsResponse>, ApiError> {
@@ -146,7 +150,7 @@ pub async fn logs(
 /// `process_info`, the output kept (from the offsets asked for), live output, then `exit`
 /// and the end of the stream. Output events carry the offset to reconnect from.
 pub async fn stream(
-    State(state): State<AppState>,
+    State(state): State<ProcessState>,
     Path(id): Path<String>,
     Query(query): Query<SinceQuery>,
 ) -> Result<Response, ApiError> {

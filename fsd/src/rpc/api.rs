@@ -39,6 +39,10 @@ use crate::wire::sse::sse_frame;
 #[derive(Clone)]
 pub struct Api {
     state: AppState,
+    /// The substates the domains' operations take, made once per connection.
+    exec: exec::ExecState,
+    process: process::ProcessState,
+    backup: backup::BackupState,
 }
 
 type Answer = Result<Value, Value>;
@@ -113,7 +117,12 @@ fn not_a_function(domain: &str, method: &str) -> Value {
 
 impl Api {
     pub fn new(state: AppState) -> Self {
-        Self { state }
+        Self {
+            exec: FromRef::from_ref(&state),
+            process: FromRef::from_ref(&state),
+            backup: FromRef::from_ref(&state),
+            state,
+        }
     }
 
     /// Runs `path` (`[domain, method]`) with `args`.
@@ -148,7 +157,7 @@ impl Api {
             "getCommands" => Ok(json!([[]])),
             "createSession" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
-                let created = exec::ops::create_session(&self.state, req).await;
+                let created = exec::ops::create_session(&self.exec, req).await;
                 let mut answer = json_of(created.map_err(refused)?)?;
                 let id = answer.get("id").cloned().unwrap_or(Value::Null);
                 if let Some(fields) = answer.as_object_mut() {
@@ -165,10 +174,10 @@ impl Api {
             }
             "deleteSession" => {
                 let body = json!({ "sessionId": args.string(0, "sessionId")? });
-                typed(body, |req| exec::ops::delete_session(&self.state, req)).await
+                typed(body, |req| exec::ops::delete_session(&self.exec, req)).await
             }
             "listSessions" => {
-                let answer = json_of(exec::ops::list_sessions(&self.state).await)?;
+                let answer = json_of(exec::ops::list_sessions(&self.exec).await)?;
                 let sessions = answer.get("data").cloned().unwrap_or(json!([]));
                 Ok(capnweb::from_json(json!({ "sessions": sessions })))
             }
@@ -183,7 +192,7 @@ impl Api {
                 let req: ExecuteRequest = typed_body(self.command(&args)?)?;
                 let session_id =
                     exec::ops::session_of(req.session_id.as_deref()).map_err(refused)?;
-                let executed = exec::ops::execute(&self.state, req, session_id).await;
+                let executed = exec::ops::execute(&self.exec, req, session_id).await;
                 let mut answer = json_of(executed.map_err(refused)?)?;
                 if let Some(fields) = answer.as_object_mut() {
                     fields.remove("duration");
@@ -311,23 +320,23 @@ impl Api {
                         ("sessionId", sid(1).map(Value::from)),
                     ],
                 );
-                typed(body, |req| process::ops::start(&self.state, req)).await
+                typed(body, |req| process::ops::start(&self.process, req)).await
             }
-            "listProcesses" => answer(process::ops::list(&self.state, None)),
-            "getProcess" => answer(process::ops::get(&self.state, &args.string(0, "id")?)),
+            "listProcesses" => answer(process::ops::list(&self.process, None)),
+            "getProcess" => answer(process::ops::get(&self.process, &args.string(0, "id")?)),
             "killProcess" => {
                 let id = args.string(0, "id")?;
-                answer(process::ops::kill(&self.state, id).await)
+                answer(process::ops::kill(&self.process, id).await)
             }
-            "killAllProcesses" => answer(Ok(process::ops::kill_all(&self.state).await)),
+            "killAllProcesses" => answer(Ok(process::ops::kill_all(&self.process).await)),
             "getProcessLogs" => {
                 let id = args.string(0, "id")?;
-                answer(process::ops::logs(&self.state, id, Since::default()).await)
+                answer(process::ops::logs(&self.process, id, Since::default()).await)
             }
             "streamProcessLogs" => {
                 let id = args.string(0, "id")?;
                 // RPC's stream has no `process_info` event.
-                let (_, live) = process::ops::log_events(&self.state, &id, Since::default())
+                let (_, live) = process::ops::log_events(&self.process, &id, Since::default())
                     .map_err(refused)?;
                 session.open_sse_pipe(live).await
             }
@@ -340,7 +349,8 @@ impl Api {
         match method {
             "watchPort" => {
                 let req = typed_body(Value::Object(args.object(0)))?;
-                let events = crate::ports::readiness(&self.state, req).map_err(refused)?;
+                let events =
+                    crate::ports::readiness(&self.state.processes, req).map_err(refused)?;
                 session.open_sse_pipe(events).await
             }
             _ => Err(not_a_function("ports", method)),
@@ -360,7 +370,7 @@ impl Api {
                     ],
                 );
                 let req = typed_body(body)?;
-                answer(git::ops::checkout(&self.state, &req).await)
+                answer(git::ops::checkout(&self.state.sessions, &self.state.paths, &req).await)
             }
             _ => Err(not_a_function("git", method)),
         }
@@ -429,13 +439,7 @@ impl Api {
                 );
                 let req =
                     backup::operations::request(body, Operation::BackupCreate).map_err(refused)?;
-                answer(
-                    backup::operations::create_archive(
-                        &backup::BackupState::from_ref(&self.state),
-                        &req,
-                    )
-                    .await,
-                )
+                answer(backup::operations::create_archive(&self.backup, &req).await)
             }
             "restoreArchive" => {
                 let body = json!({
@@ -445,25 +449,13 @@ impl Api {
                 });
                 let req =
                     backup::operations::request(body, Operation::BackupRestore).map_err(refused)?;
-                answer(
-                    backup::operations::restore_archive(
-                        &backup::BackupState::from_ref(&self.state),
-                        &req,
-                    )
-                    .await,
-                )
+                answer(backup::operations::restore_archive(&self.backup, &req).await)
             }
             "uploadParts" => {
                 let body = Value::Object(args.object(0));
                 let req =
                     backup::operations::request(body, Operation::BackupCreate).map_err(refused)?;
-                answer(
-                    backup::operations::upload_parts(
-                        &backup::BackupState::from_ref(&self.state),
-                        &req,
-                    )
-                    .await,
-                )
+                answer(backup::operations::upload_parts(&self.backup, &req).await)
             }
             _ => Err(not_a_function("backup", method)),
         }
@@ -494,12 +486,12 @@ impl Api {
             "ensureTunnelRun" => {
                 self.follow_tunnel_exits(session);
                 let body = Value::Object(args.object(0));
-                typed(body, |req| tunnels::ops::ensure(&self.state, req)).await
+                typed(body, |req| tunnels::ops::ensure(&self.state.tunnels, req)).await
             }
             "stopTunnelRun" => {
                 let body = Value::Object(args.object(0));
                 let req = typed_body(body)?;
-                answer(Ok(tunnels::ops::stop(&self.state, req).await))
+                answer(Ok(tunnels::ops::stop(&self.state.tunnels, req).await))
             }
             "runQuickTunnel" => {
                 let id = args.string(0, "id")?;
@@ -529,7 +521,7 @@ impl Api {
                     tunnel_id: id.clone(),
                     run_id: run["runId"].as_str().unwrap_or_default().to_string(),
                 };
-                tunnels::ops::stop(&self.state, req).await;
+                tunnels::ops::stop(&self.state.tunnels, req).await;
                 Ok(json!({ "success": true, "id": id }))
             }
             "listTunnels" => {
@@ -549,7 +541,7 @@ impl Api {
         body["runId"] = json!(id);
         let named = body["mode"] == "named";
         let req = typed_body(body)?;
-        let ensured = tunnels::ops::ensure(&self.state, req).await;
+        let ensured = tunnels::ops::ensure(&self.state.tunnels, req).await;
         let answer = json_of(ensured.map_err(refused)?)?;
         if answer["started"] == false {
             let message = format!("Tunnel {id} is already running");
@@ -570,7 +562,7 @@ impl Api {
     }
 
     async fn tunnel_runs(&self) -> Result<Vec<Value>, Value> {
-        let answer = json_of(tunnels::ops::list(&self.state))?;
+        let answer = json_of(tunnels::ops::list(&self.state.tunnels))?;
         Ok(answer["tunnels"].as_array().cloned().unwrap_or_default())
     }
 
@@ -616,7 +608,7 @@ impl Api {
         let started = async {
             let req: ExecuteRequest = parse_value(body).map_err(ApiError::from)?;
             let session_id = exec::ops::session_of(req.session_id.as_deref())?;
-            exec::ops::execute_stream(&self.state, req, session_id).await
+            exec::ops::execute_stream(&self.exec, req, session_id).await
         };
         let events = match started.await {
             Ok(events) => events,

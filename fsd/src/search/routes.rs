@@ -2,7 +2,7 @@
 //! (SSE: each result as it is found, then `complete`). The engine runs on the blocking
 //! pool; a client that goes away stops it.
 
-use axum::extract::State;
+use axum::extract::{FromRef, State};
 use axum::response::Response;
 use axum::routing::post;
 use axum::{Json, Router};
@@ -14,17 +14,22 @@ use fsd_api::search::{
 use fsd_search::{Found, Query, Refused, Replacer, Stopped, Summary, Within};
 use futures_util::StreamExt;
 use std::io::Read;
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::request;
 use crate::error::{ApiError, OperationExt};
-use crate::state::AppState;
+use crate::files::FileService;
 use crate::time::now_rfc3339;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<FileService>: FromRef<S>,
+{
     Router::new()
         .route("/api/search", post(search))
         .route("/api/search/stream", post(search_stream))
@@ -86,11 +91,11 @@ fn start(
 }
 
 pub async fn search(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<SearchRequest>,
 ) -> Result<Json<SearchResponse>, ApiError> {
     let op = Operation::FileRead;
-    let query = request::query(&state.paths, &req).await?;
+    let query = request::query(files.paths(), &req).await?;
     let (sender, mut receiver) = mpsc::channel(256);
     let task = start(query, sender);
     let (mut files, mut matches) = (Vec::new(), Vec::new());
@@ -120,10 +125,10 @@ pub async fn search(
 }
 
 pub async fn search_stream(
-    State(state): State<AppState>,
+    State(files): State<Arc<FileService>>,
     JsonBody(req): JsonBody<SearchRequest>,
 ) -> Result<Response, ApiError> {
-    let query = request::query(&state.paths, &req).await?;
+    let query = request::query(files.paths(), &req).await?;
     // A pattern or glob that does not compile is an error before the stream, not in it.
     fsd_search::check(&query)?;
     let (sender, receiver) = mpsc::channel(256);
@@ -160,7 +165,7 @@ pub async fn search_stream(
 /// `POST /api/replace`: the files the search finds, each rewritten atomically through the
 /// file service (or, on a dry run, its diff).
 pub async fn replace(
-    State(state): State<AppState>,
+    State(service): State<Arc<FileService>>,
     JsonBody(req): JsonBody<ReplaceRequest>,
 ) -> Result<Json<ReplaceResponse>, ApiError> {
     let op = Operation::FileWrite;
@@ -177,7 +182,7 @@ pub async fn replace(
         context: None,
         ..req.search.clone()
     };
-    let query = request::query(&state.paths, &search).await?;
+    let query = request::query(service.paths(), &search).await?;
     let within = query.within.clone();
     let max_files = request::bounded(
         "maxFiles",
@@ -232,7 +237,7 @@ pub async fn replace(
             Some(fsd_search::unified_diff(&raw, &replaced.changes))
         } else {
             let bytes = bytes::Bytes::from(replaced.content);
-            state.files.write(None, &raw, bytes, None).await.op(op)?;
+            service.write(None, &raw, bytes, None).await.op(op)?;
             None
         };
         files.push(ReplacedFile {

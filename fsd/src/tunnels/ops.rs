@@ -2,6 +2,8 @@
 //! The routes and the 0.12 `/rpc` are codecs over these (exits are each transport's own
 //! follow of `fsd_tunnels::Runs::exits`).
 
+use std::sync::Arc;
+
 use fsd_api::tunnels::{
     EnsureTunnelRequest, EnsureTunnelResponse, ListTunnelsResponse, StopTunnelRequest,
     StopTunnelResponse,
@@ -9,16 +11,15 @@ use fsd_api::tunnels::{
 
 use super::requests::{run_spec, tunnel_run};
 use crate::error::ApiError;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 
 /// Starts the run `req` names unless it runs already (`started: false`).
 pub async fn ensure(
-    state: &AppState,
+    tunnels: &Arc<fsd_tunnels::Runs>,
     req: EnsureTunnelRequest,
 ) -> Result<EnsureTunnelResponse, ApiError> {
     let spec = run_spec(req)?;
-    let (info, started) = state.tunnels.ensure(spec).await?;
+    let (info, started) = tunnels.ensure(spec).await?;
     Ok(EnsureTunnelResponse {
         success: true,
         run: tunnel_run(info),
@@ -27,17 +28,17 @@ pub async fn ensure(
     })
 }
 
-pub fn list(state: &AppState) -> ListTunnelsResponse {
+pub fn list(tunnels: &fsd_tunnels::Runs) -> ListTunnelsResponse {
     ListTunnelsResponse {
         success: true,
-        tunnels: state.tunnels.list().into_iter().map(tunnel_run).collect(),
+        tunnels: tunnels.list().into_iter().map(tunnel_run).collect(),
         timestamp: now_rfc3339(),
     }
 }
 
 /// Stops a run (`stopped: false` when it was not running).
-pub async fn stop(state: &AppState, req: StopTunnelRequest) -> StopTunnelResponse {
-    let stopped = state.tunnels.stop(&req.tunnel_id, &req.run_id).await;
+pub async fn stop(tunnels: &fsd_tunnels::Runs, req: StopTunnelRequest) -> StopTunnelResponse {
+    let stopped = tunnels.stop(&req.tunnel_id, &req.run_id).await;
     StopTunnelResponse {
         success: true,
         stopped,

@@ -1,6 +1,8 @@
 //! The tunnel routes: thin over `fsd_tunnels::Runs`.
 
-use axum::extract::State;
+use std::sync::Arc;
+
+use axum::extract::{FromRef, State};
 use axum::response::Response;
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -13,13 +15,16 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::ops;
 use crate::error::ApiError;
-use crate::state::AppState;
 use crate::time::now_rfc3339;
 use crate::wire::json::JsonBody;
 use crate::wire::sse::sse_response;
 
 /// The domain's routes.
-pub fn router() -> Router<AppState> {
+pub fn router<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    Arc<fsd_tunnels::Runs>: FromRef<S>,
+{
     Router::new()
         .route("/api/tunnels", post(ensure).get(list))
         .route("/api/tunnels/stop", post(stop))
@@ -27,27 +32,27 @@ pub fn router() -> Router<AppState> {
 }
 
 async fn ensure(
-    State(state): State<AppState>,
+    State(tunnels): State<Arc<fsd_tunnels::Runs>>,
     JsonBody(req): JsonBody<EnsureTunnelRequest>,
 ) -> Result<Json<EnsureTunnelResponse>, ApiError> {
-    Ok(Json(ops::ensure(&state, req).await?))
+    Ok(Json(ops::ensure(&tunnels, req).await?))
 }
 
-async fn list(State(state): State<AppState>) -> Json<ListTunnelsResponse> {
-    Json(ops::list(&state))
+async fn list(State(tunnels): State<Arc<fsd_tunnels::Runs>>) -> Json<ListTunnelsResponse> {
+    Json(ops::list(&tunnels))
 }
 
 async fn stop(
-    State(state): State<AppState>,
+    State(tunnels): State<Arc<fsd_tunnels::Runs>>,
     JsonBody(req): JsonBody<StopTunnelRequest>,
 ) -> Json<StopTunnelResponse> {
-    Json(ops::stop(&state, req).await)
+    Json(ops::stop(&tunnels, req).await)
 }
 
 /// Tunnel exits as they happen, for the trusted side (a tunnel whose cloudflared died is
 /// gone and must be ensured again).
-async fn events(State(state): State<AppState>) -> Response {
-    let exits = state.tunnels.exits();
+async fn events(State(tunnels): State<Arc<fsd_tunnels::Runs>>) -> Response {
+    let exits = tunnels.exits();
     let events = stream::unfold(exits, |mut exits| async move {
         loop {
             match exits.recv().await {

@@ -223,6 +223,36 @@ fn no_domain_imports_a_transport() {
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
+/// Handlers and operations take only the services they use (`State<Arc<FileService>>`, a
+/// domain's own substate such as `BackupState`), given by the server's `AppState` through
+/// `FromRef`: only the server and the transports, which reach every domain, hold the whole,
+/// so no domain depends on every other through it.
+#[test]
+fn only_the_server_and_the_transports_hold_the_whole_state() {
+    const HOLDERS: [&str; 4] = ["rpc", "ws", "server", "state"];
+    let src = workspace().join("fsd/src");
+    let daemon = Crate::read(&src);
+    let mut found = Vec::new();
+    for (module, targets) in daemon.imports() {
+        if module
+            .first()
+            .is_none_or(|top| HOLDERS.contains(&top.as_str()))
+        {
+            continue;
+        }
+        for target in targets {
+            if target.first().is_some_and(|first| first == "state") {
+                found.push(format!(
+                    "{} imports {}",
+                    module.join("::"),
+                    target.join("::")
+                ));
+            }
+        }
+    }
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
 /// Which of the project's crates each crate may depend on (docs/architecture.md has the
 /// reasons): engines sit on the wire contract and on each other, never on a transport or
 /// on the trusted side; the daemon and the trusted side sit on engines, never on each other.

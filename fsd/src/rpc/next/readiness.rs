@@ -84,7 +84,8 @@ fn open_port_watch(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> An
         process_id: None,
         interval: options.get("interval").and_then(Value::as_u64),
     };
-    let events = crate::ports::readiness(state, request).map_err(|error| api_error(&error))?;
+    let events =
+        crate::ports::readiness(&state.processes, request).map_err(|error| api_error(&error))?;
     subscription(session, Source::Objects(events.map(port_event).boxed()))
 }
 
