@@ -131,8 +131,9 @@ pub fn serve(args: SpawnerArgs) -> i32 {
 /// Answers a request: the pid (or negative errno) as the sandbox sees it, and for a pid the
 /// same process as the sender's credentials, which the kernel gives the daemon as the
 /// daemon sees it (a pid of a child namespace is translated on its way out). Without the
-/// privilege to name another process there (`CAP_SYS_ADMIN` in the sandbox's namespace)
-/// the answer goes alone, and the daemon looks the pid up in /proc.
+/// privilege to name another process there (`CAP_SYS_ADMIN` in the sandbox's namespace),
+/// or once the process is gone, the answer goes alone, and the daemon looks the pid up in
+/// /proc.
 fn send_answer(socket: BorrowedFd<'_>, answer: i32) -> nix::Result<()> {
     let bytes = answer.to_le_bytes();
     let payload = [IoSlice::new(&bytes)];
@@ -150,7 +151,9 @@ fn send_answer(socket: BorrowedFd<'_>, answer: i32) -> nix::Result<()> {
             MsgFlags::empty(),
             None,
         ) {
-            Err(nix::errno::Errno::EPERM) => {}
+            // Not allowed to name another process, or the supervisor is already gone (its
+            // program was quick, and the kernel reaps it at once): the answer goes alone.
+            Err(nix::errno::Errno::EPERM | nix::errno::Errno::ESRCH) => {}
             sent => return sent.map(drop),
         }
     }
@@ -289,4 +292,26 @@ pub(crate) fn request(
 pub(crate) struct Answer {
     pub pid: i32,
     pub sender: u32,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    /// A supervisor whose program was quick can be gone before its pid is answered (the
+    /// kernel reaps it at once): the answer still goes, without the credentials, and the
+    /// spawner serves on.
+    #[test]
+    fn an_answer_naming_a_process_already_gone_is_still_sent() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        nix::sys::socket::setsockopt(&theirs, nix::sys::socket::sockopt::PassCred, &true).unwrap();
+        let mut gone = std::process::Command::new("true").spawn().unwrap();
+        let pid = i32::try_from(gone.id()).unwrap();
+        gone.wait().unwrap();
+        send_answer(ours.as_fd(), pid).unwrap();
+        let mut answer = [0u8; 4];
+        std::io::Read::read_exact(&mut &theirs, &mut answer).unwrap();
+        assert_eq!(i32::from_le_bytes(answer), pid);
+    }
 }
