@@ -901,6 +901,18 @@ async fn an_idle_sandbox_sleeps_wakes_and_survives_a_runtime_restart() {
         fsd_tests::podman(&["stop", "-t", "0", &left[0]]);
     });
     let sandbox = Sandbox::new(&stack, "sleepy");
+    // The first call after the restart starts a container: when it does not come, the
+    // stack's log says why.
+    let answered = sandbox
+        .request(Method::GET, "/api/capabilities")
+        .send()
+        .await;
+    if let Err(error) = answered {
+        panic!(
+            "the first call after the restart: {error}\n{}",
+            stack.log_tail()
+        );
+    }
     assert_ne!(
         runtime_id(&sandbox).await,
         before,
