@@ -171,6 +171,9 @@ impl PipeOp {
     }
 }
 
+/// The chunks of a pipe the peer writes (an error ends it, as the peer aborted it).
+pub type PipeChunks = std::pin::Pin<Box<dyn Stream<Item = Result<Bytes, String>> + Send>>;
+
 /// A connection's state, shared by its reader, its calls and its pipes.
 pub struct Session {
     outbox: tokio::sync::Mutex<Outbox>,
@@ -620,12 +623,16 @@ impl Session {
         Ok(())
     }
 
-    /// The readable end of the peer's pipe `id`, once.
-    pub fn take_readable(&self, id: i64) -> Option<mpsc::Receiver<Result<Bytes, String>>> {
-        match lock(&self.exports).get_mut(&id) {
+    /// What the peer writes into its pipe `id`, as a stream of chunks, once.
+    pub fn take_readable(&self, id: i64) -> Option<PipeChunks> {
+        let receiver = match lock(&self.exports).get_mut(&id) {
             Some(Export::Pipe { readable, .. }) => readable.take(),
             _ => None,
-        }
+        }?;
+        Some(Box::pin(futures_util::stream::unfold(
+            receiver,
+            |mut receiver| async move { receiver.recv().await.map(|chunk| (chunk, receiver)) },
+        )))
     }
 
     async fn send(&self, message: Message) {

@@ -6,11 +6,10 @@
 //! the size it had when its header was written (cut or padded with zeros): the client took
 //! a change token before asking, so the next incremental sync brings it whole.
 
-use std::sync::Arc;
-
 use std::io::{Read, Write};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::Path;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;

@@ -10,8 +10,6 @@
 //! order, a device or FIFO as target) drops the temp file and hands the whole body to the
 //! ordinary path, so answers and errors are always the ones that path gives.
 
-use std::sync::Arc;
-
 use axum::extract::Request;
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
@@ -20,6 +18,7 @@ use futures_util::StreamExt;
 use serde::Deserialize;
 use std::borrow::Cow;
 use std::io::{self, Write};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::FileService;

@@ -2,8 +2,6 @@
 //! The routes and both `/rpc` lines are codecs over these; the byte-stream forms take and
 //! give streams of chunks, which each transport frames its own way.
 
-use std::sync::Arc;
-
 use base64_simd::STANDARD as BASE64;
 use bytes::Bytes;
 use fsd_api::Operation;
@@ -24,7 +22,7 @@ use crate::time::now_rfc3339;
 
 type Reply<T> = Result<T, ApiError>;
 
-pub async fn read(files: &Arc<FileService>, req: ReadRequest) -> Reply<ReadResponse> {
+pub async fn read(files: &FileService, req: ReadRequest) -> Reply<ReadResponse> {
     let file = files
         .read(req.session_id.as_deref(), &req.path, req.encoding)
         .await
@@ -42,7 +40,7 @@ pub async fn read(files: &Arc<FileService>, req: ReadRequest) -> Reply<ReadRespo
 }
 
 /// A write whose content is already in memory: base64 decoded in place, then written.
-pub async fn write(files: &Arc<FileService>, req: WriteRequest) -> Reply<WriteResponse> {
+pub async fn write(files: &FileService, req: WriteRequest) -> Reply<WriteResponse> {
     let mode = parsed_mode(req.mode.as_deref()).op(Operation::FileWrite)?;
     let bytes = decoded(req.content.into_bytes(), req.encoding)?;
     write_bytes(files, req.path, req.session_id.as_deref(), bytes, mode).await
@@ -59,7 +57,7 @@ pub fn decoded(mut content: Vec<u8>, encoding: Option<Encoding>) -> Reply<Bytes>
 
 /// Writes `bytes` (decoded) to `path`, with `mode` when given.
 pub async fn write_bytes(
-    files: &Arc<FileService>,
+    files: &FileService,
     path: String,
     session_id: Option<&str>,
     bytes: Bytes,
@@ -81,7 +79,7 @@ pub async fn write_bytes(
 /// The file at `path` (in `session_id`'s directory when relative) as a stream of its
 /// bytes, uncapped: a raw download, or a read without encoding.
 pub async fn read_chunks(
-    files: &Arc<FileService>,
+    files: &FileService,
     path: &str,
     session_id: Option<&str>,
 ) -> Reply<ReadChunks> {
@@ -93,7 +91,7 @@ pub async fn read_chunks(
 /// `chunks` carries, atomically, uncapped: a raw upload, or a write fed by a pipe. A
 /// source that fails leaves the old file.
 pub async fn write_chunks<S, E>(
-    files: &Arc<FileService>,
+    files: &FileService,
     path: String,
     session_id: Option<&str>,
     chunks: S,
@@ -117,7 +115,7 @@ where
     })
 }
 
-pub async fn delete(files: &Arc<FileService>, req: PathRequest) -> Reply<PathResponse> {
+pub async fn delete(files: &FileService, req: PathRequest) -> Reply<PathResponse> {
     files
         .delete(req.session_id.as_deref(), &req.path)
         .await
@@ -129,7 +127,7 @@ pub async fn delete(files: &Arc<FileService>, req: PathRequest) -> Reply<PathRes
     })
 }
 
-pub async fn rename(files: &Arc<FileService>, req: RenameRequest) -> Reply<RenameResponse> {
+pub async fn rename(files: &FileService, req: RenameRequest) -> Reply<RenameResponse> {
     files
         .rename(
             req.session_id.as_deref(),
@@ -146,7 +144,7 @@ pub async fn rename(files: &Arc<FileService>, req: RenameRequest) -> Reply<Renam
     })
 }
 
-pub async fn move_file(files: &Arc<FileService>, req: MoveRequest) -> Reply<RenameResponse> {
+pub async fn move_file(files: &FileService, req: MoveRequest) -> Reply<RenameResponse> {
     files
         .rename(
             req.session_id.as_deref(),
@@ -163,7 +161,7 @@ pub async fn move_file(files: &Arc<FileService>, req: MoveRequest) -> Reply<Rena
     })
 }
 
-pub async fn mkdir(files: &Arc<FileService>, req: MkdirRequest) -> Reply<MkdirResponse> {
+pub async fn mkdir(files: &FileService, req: MkdirRequest) -> Reply<MkdirResponse> {
     let recursive = req.recursive.unwrap_or(false);
     let mode = parsed_mode(req.mode.as_deref()).op(Operation::DirectoryCreate)?;
     let mode = files
@@ -179,7 +177,7 @@ pub async fn mkdir(files: &Arc<FileService>, req: MkdirRequest) -> Reply<MkdirRe
     })
 }
 
-pub async fn list(files: &Arc<FileService>, req: ListFilesRequest) -> Reply<ListFilesResponse> {
+pub async fn list(files: &FileService, req: ListFilesRequest) -> Reply<ListFilesResponse> {
     let options = req.options.unwrap_or_default();
     let options = ListOptions {
         recursive: options.recursive.unwrap_or(false),
@@ -198,7 +196,7 @@ pub async fn list(files: &Arc<FileService>, req: ListFilesRequest) -> Reply<List
     })
 }
 
-pub async fn exists(files: &Arc<FileService>, req: PathRequest) -> Reply<ExistsResponse> {
+pub async fn exists(files: &FileService, req: PathRequest) -> Reply<ExistsResponse> {
     let exists = files
         .exists(req.session_id.as_deref(), &req.path)
         .await

@@ -5,9 +5,8 @@
 //! uploads stream through a bounded channel to a writer thread that fills a temp file, fsyncs
 //! and renames it over the target.
 
-use std::sync::Arc;
-
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{Request, State};

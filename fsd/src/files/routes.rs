@@ -1,8 +1,7 @@
 //! The JSON file routes of the reference API, plus `POST /api/stat`.
 
-use std::sync::Arc;
-
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use axum::extract::{FromRef, Request, State};
 use axum::response::Response;
@@ -268,7 +267,7 @@ pub async fn apply(
 /// Resolves the path a permissions request names, runs `change` on it off the async
 /// threads, and answers the path's resulting mode and owner.
 async fn change_permissions(
-    files: &Arc<FileService>,
+    files: &FileService,
     session: Option<&str>,
     raw: String,
     change: impl FnOnce(&std::path::Path, Option<&Within>) -> Result<u64, FileError> + Send + 'static,

@@ -29,40 +29,34 @@ where
         .route("/metrics", get(prometheus_text))
 }
 
-/// What the figures are read from.
-type Sources = (
-    State<Arc<MetricsService>>,
-    State<Arc<SessionManager>>,
-    State<Arc<ProcessService>>,
-);
-
 async fn metrics(
-    service: State<Arc<MetricsService>>,
-    sessions: State<Arc<SessionManager>>,
-    processes: State<Arc<ProcessService>>,
+    State(service): State<Arc<MetricsService>>,
+    State(sessions): State<Arc<SessionManager>>,
+    State(processes): State<Arc<ProcessService>>,
 ) -> Result<Json<MetricsResponse>, ApiError> {
-    Ok(Json(gather(&(service, sessions, processes)).await?))
+    Ok(Json(gather(&service, &sessions, &processes).await?))
 }
 
 /// The same figures for scrapers, with each running process's and the request statistics.
 async fn prometheus_text(
-    service: State<Arc<MetricsService>>,
-    sessions: State<Arc<SessionManager>>,
-    processes: State<Arc<ProcessService>>,
+    State(service): State<Arc<MetricsService>>,
+    State(sessions): State<Arc<SessionManager>>,
+    State(processes): State<Arc<ProcessService>>,
 ) -> Result<impl IntoResponse, ApiError> {
-    let sources = (service, sessions, processes);
-    let metrics = gather(&sources).await?;
-    let running = sources.2.list(Some(ProcessStatus::Running));
-    let requests = sources.0.requests.snapshot();
+    let metrics = gather(&service, &sessions, &processes).await?;
+    let running = processes.list(Some(ProcessStatus::Running));
+    let requests = service.requests.snapshot();
     let text = prometheus::render(&metrics, &running, &requests);
     Ok(([(header::CONTENT_TYPE, prometheus::CONTENT_TYPE)], text))
 }
 
 /// The machine's figures (read off the runtime's threads) and the process world's.
 async fn gather(
-    (State(service), State(sessions), State(processes)): &Sources,
+    service: &Arc<MetricsService>,
+    sessions: &SessionManager,
+    processes: &ProcessService,
 ) -> Result<MetricsResponse, ApiError> {
-    let service = service.clone();
+    let service = Arc::clone(service);
     let world = sessions.config().world.clone();
     let (snapshot, total) =
         tokio::task::spawn_blocking(move || (service.snapshot(), world.process_count()))

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 use fsd_api::Operation;
 use fsd_api::exec::ExecuteRequest;
+use fsd_api::interpreter::CodeEvent;
 use fsd_api::tunnels::StopTunnelRequest;
 use fsd_process::Since;
 use futures_util::StreamExt;
@@ -22,7 +23,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use crate::backup;
 use crate::capnweb::protocol::{self as capnweb, Arg};
-use crate::capnweb::session::Session;
+use crate::capnweb::session::{PipeChunks, Session};
 use crate::error::{ApiError, OperationExt};
 use crate::exec;
 use crate::files;
@@ -35,7 +36,7 @@ use crate::watch;
 use crate::wire::json::parse_value;
 use crate::wire::sse::sse_frame;
 
-/// How one connection reaches the routes.
+/// How one connection reaches the domains' operations.
 #[derive(Clone)]
 pub struct Api {
     state: AppState,
@@ -92,6 +93,20 @@ pub(super) fn invalid(field: &str, message: &str) -> Value {
         "VALIDATION_FAILED",
         &json!({ "validationErrors": [{ "field": field, "message": message, "code": "INVALID_ARGUMENT" }] }),
     )
+}
+
+/// The pipe a call passes as `arg`, as the chunks the caller writes into it; refused (field
+/// `stream`) when it is no pipe, or not one of this connection's still unread.
+pub(super) fn pipe_chunks(session: &Session, arg: Option<&Arg>) -> Result<PipeChunks, Value> {
+    let Some(Arg::Readable(pipe)) = arg else {
+        return Err(invalid("stream", "must be a ReadableStream"));
+    };
+    session.take_readable(*pipe).ok_or_else(|| {
+        invalid(
+            "stream",
+            "names no pipe of this session, or one already read",
+        )
+    })
 }
 
 /// `fields` with `extra` set (absent values left out).
@@ -253,11 +268,8 @@ impl Api {
             }
             "writeFileStream" => {
                 let path = args.string(0, "path")?;
-                let Some(Arg::Readable(pipe)) = args.0.get(1) else {
-                    return Err(invalid("stream", "must be a ReadableStream"));
-                };
-                self.write_raw(session, &path, *pipe, sid(2).as_deref())
-                    .await
+                let chunks = pipe_chunks(session, args.0.get(1))?;
+                self.write_raw(&path, chunks, sid(2).as_deref()).await
             }
             "deleteFile" => {
                 let body = json!({ "path": args.string(0, "path")?, "sessionId": sid(1) });
@@ -409,16 +421,7 @@ impl Api {
                     .map_err(refused)?;
                 Ok(capnweb::undefined())
             }
-            "streamCode" => {
-                let body = json!({
-                    "context_id": args.optional_string(0),
-                    "code": args.string(1, "code")?,
-                    "language": args.optional_string(2),
-                });
-                let req = typed_body(body)?;
-                let events = interpreter::ops::execute_code(&self.state.interpreters, req).await;
-                session.open_sse_pipe(events.map_err(refused)?).await
-            }
+            "streamCode" => session.open_sse_pipe(self.code_events(&args).await?).await,
             "runCodeStream" => self.run_code_stream(session, &args).await,
             _ => Err(not_a_function("interpreter", method)),
         }
@@ -652,23 +655,7 @@ impl Api {
     }
 
     /// `writeFileStream`: the caller's pipe written atomically (as a raw upload).
-    async fn write_raw(
-        &self,
-        session: &Arc<Session>,
-        path: &str,
-        pipe: i64,
-        sid: Option<&str>,
-    ) -> Answer {
-        let Some(readable) = session.take_readable(pipe) else {
-            return Err(invalid(
-                "stream",
-                "names no pipe of this session, or one already read",
-            ));
-        };
-        let chunks = Box::pin(futures_util::stream::unfold(
-            readable,
-            |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
-        ));
+    async fn write_raw(&self, path: &str, chunks: PipeChunks, sid: Option<&str>) -> Answer {
         let written =
             files::ops::write_chunks(&self.state.files, path.to_string(), sid, chunks, None);
         let mut answer = json_of(written.await.map_err(refused)?)?;
@@ -702,21 +689,30 @@ impl Api {
         answer
     }
 
-    async fn run_code_events(
+    /// The events of `(contextId, code, language)` run in its context (`streamCode` and
+    /// `runCodeStream` alike).
+    async fn code_events(
         &self,
-        session: &Arc<Session>,
         args: &Args,
-        stubs: &[(&str, Option<i64>)],
-    ) -> Answer {
+    ) -> Result<futures_util::stream::BoxStream<'static, CodeEvent>, Value> {
         let body = json!({
             "context_id": args.optional_string(0),
             "code": args.string(1, "code")?,
             "language": args.optional_string(2),
         });
         let req = typed_body(body)?;
-        let mut events = interpreter::ops::execute_code(&self.state.interpreters, req)
+        interpreter::ops::execute_code(&self.state.interpreters, req)
             .await
-            .map_err(refused)?;
+            .map_err(refused)
+    }
+
+    async fn run_code_events(
+        &self,
+        session: &Arc<Session>,
+        args: &Args,
+        stubs: &[(&str, Option<i64>)],
+    ) -> Answer {
+        let mut events = self.code_events(args).await?;
         while let Some(event) = events.next().await {
             let Ok(event) = serde_json::to_value(&event) else {
                 continue;

@@ -165,20 +165,13 @@ fn the_wire_error_imports_no_domain() {
     }
 }
 
-/// Domains sit side by side on services: none imports another's routes (the server alone
-/// assembles them), so a transport can reach any operation through its service.
-#[test]
-fn no_domain_imports_another_domains_routes() {
-    let src = workspace().join("fsd/src");
-    let daemon = Crate::read(&src);
+/// The daemon's imports `forbidden(module, target)` picks, each as `module imports target`.
+fn daemon_imports_where(forbidden: impl Fn(&Module, &Module) -> bool) -> Vec<String> {
+    let daemon = Crate::read(&workspace().join("fsd/src"));
     let mut found = Vec::new();
     for (module, targets) in daemon.imports() {
-        let Some(domain) = module.first().filter(|_| module.len() > 1) else {
-            continue;
-        };
         for target in targets {
-            if target.first() != Some(domain) && target.last().is_some_and(|name| name == "routes")
-            {
+            if forbidden(&module, &target) {
                 found.push(format!(
                     "{} imports {}",
                     module.join("::"),
@@ -187,6 +180,18 @@ fn no_domain_imports_another_domains_routes() {
             }
         }
     }
+    found
+}
+
+/// Domains sit side by side on services: none imports another's routes (the server alone
+/// assembles them), so a transport can reach any operation through its service.
+#[test]
+fn no_domain_imports_another_domains_routes() {
+    let found = daemon_imports_where(|module, target| {
+        module.len() > 1
+            && target.first() != module.first()
+            && target.last().is_some_and(|name| name == "routes")
+    });
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -197,29 +202,13 @@ fn no_domain_imports_another_domains_routes() {
 #[test]
 fn no_domain_imports_a_transport() {
     const TRANSPORTS: [&str; 3] = ["rpc", "ws", "server"];
-    let src = workspace().join("fsd/src");
-    let daemon = Crate::read(&src);
-    let mut found = Vec::new();
-    for (module, targets) in daemon.imports() {
-        let Some(top) = module.first() else {
-            continue;
-        };
-        if TRANSPORTS.contains(&top.as_str()) {
-            continue;
-        }
-        for target in targets {
-            if target
-                .first()
-                .is_some_and(|first| TRANSPORTS.contains(&first.as_str()))
-            {
-                found.push(format!(
-                    "{} imports {}",
-                    module.join("::"),
-                    target.join("::")
-                ));
-            }
-        }
-    }
+    let transport = |path: &Module| {
+        path.first()
+            .is_some_and(|top| TRANSPORTS.contains(&top.as_str()))
+    };
+    let found = daemon_imports_where(|module, target| {
+        !module.is_empty() && !transport(module) && transport(target)
+    });
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 
@@ -230,26 +219,12 @@ fn no_domain_imports_a_transport() {
 #[test]
 fn only_the_server_and_the_transports_hold_the_whole_state() {
     const HOLDERS: [&str; 4] = ["rpc", "ws", "server", "state"];
-    let src = workspace().join("fsd/src");
-    let daemon = Crate::read(&src);
-    let mut found = Vec::new();
-    for (module, targets) in daemon.imports() {
-        if module
+    let found = daemon_imports_where(|module, target| {
+        module
             .first()
-            .is_none_or(|top| HOLDERS.contains(&top.as_str()))
-        {
-            continue;
-        }
-        for target in targets {
-            if target.first().is_some_and(|first| first == "state") {
-                found.push(format!(
-                    "{} imports {}",
-                    module.join("::"),
-                    target.join("::")
-                ));
-            }
-        }
-    }
+            .is_some_and(|top| !HOLDERS.contains(&top.as_str()))
+            && target.first().is_some_and(|first| first == "state")
+    });
     assert!(found.is_empty(), "{}", found.join("\n"));
 }
 

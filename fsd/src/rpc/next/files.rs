@@ -17,7 +17,7 @@ use super::args::{Answer, api_error, flag, options, string, take_string, value};
 use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::capnweb::session::Session;
 use crate::error::OperationExt;
-use crate::rpc::api::invalid;
+use crate::rpc::api::{invalid, pipe_chunks};
 use crate::state::AppState;
 use crate::time::now_rfc3339;
 
@@ -117,19 +117,7 @@ async fn write(state: &AppState, args: &mut [Arg]) -> Answer {
 /// over the target once it closes; one that aborts leaves the old file.
 async fn write_stream(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
     let path = string(args, 0, "path")?;
-    let Some(Arg::Readable(pipe)) = args.get(1) else {
-        return Err(invalid("stream", "must be a ReadableStream"));
-    };
-    let Some(readable) = session.take_readable(*pipe) else {
-        return Err(invalid(
-            "stream",
-            "names no pipe of this session, or one already read",
-        ));
-    };
-    let chunks = Box::pin(futures_util::stream::unfold(
-        readable,
-        |mut readable| async move { readable.recv().await.map(|chunk| (chunk, readable)) },
-    ));
+    let chunks = pipe_chunks(session, args.get(1))?;
     let written = crate::files::ops::write_chunks(&state.files, path, None, chunks, None).await;
     Ok(value(written.map_err(|error| api_error(&error))?))
 }
