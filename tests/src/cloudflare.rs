@@ -98,6 +98,34 @@ fn toolchain() -> Result<(), String> {
     if !crate::is_root() {
         return Err("podman here needs root".into());
     }
+    podman_locks_left()
+}
+
+/// How many of podman's locks (`num_locks`, 2,048 unless configured) the stacks' tests may
+/// need: a stack creates two containers per sandbox, each with two anonymous volumes, and
+/// the suite runs about twenty stacks, several at once.
+const LOCKS_NEEDED: usize = 300;
+
+/// Whether podman has locks left for the stacks' containers. Every container, pod and
+/// volume holds one; once they are used up no container can be created, and workerd retries
+/// a sandbox's start for minutes before the test sees anything. Said here at once instead.
+fn podman_locks_left() -> Result<(), String> {
+    let count = |args: &[&str]| {
+        let output = crate::podman(args);
+        String::from_utf8_lossy(&output.stdout).lines().count()
+    };
+    let volumes = count(&["volume", "ls", "-q"]);
+    let containers = count(&["ps", "-a", "-q"]);
+    let pods = count(&["pod", "ls", "-q"]);
+    let held = volumes + containers + pods;
+    if held + LOCKS_NEEDED > 2048 {
+        return Err(format!(
+            "podman holds {held} of its 2048 locks ({volumes} volumes, {containers} \
+             containers, {pods} pods), too few left to create the stacks' containers; \
+             `podman volume ls -f dangling=true` lists the volumes no container uses (the \
+             anonymous ones earlier containers left), `podman volume prune` removes them"
+        ));
+    }
     Ok(())
 }
 
@@ -430,7 +458,7 @@ fn remove_containers(prefix: &str) {
         // `--depend`: a sidecar goes with the container in its network, even one workerd
         // is removing at the same moment.
         let _ = Command::new(&podman)
-            .args(["rm", "-f", "-t", "0", "--depend"])
+            .args(["rm", "-f", "-v", "-t", "0", "--depend"])
             .args(&names)
             .output();
         std::thread::sleep(Duration::from_millis(200));

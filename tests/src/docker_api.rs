@@ -11,6 +11,15 @@
 //! This proxy passes every call through as it is, bytes both ways, except those four: their
 //! answer is read whole, podman's 500 becomes Docker's answer, and a forced removal that
 //! podman refused for its dependents is done by podman's own call that takes them too.
+//!
+//! And a removal takes the container's anonymous volumes with it (`v=true`). fsd's image
+//! declares `/workspace` and `/var/lib/fsd` volumes (overlay mounts need a workspace that
+//! is not itself on overlayfs), so each container workerd creates has two; workerd removes
+//! containers without `v`, and nothing can reach such a volume once its container is gone
+//! (a container made again under the same name gets new ones, as a Cloudflare container
+//! gets a new disk). Left behind, they used podman's 2,048 locks up on a machine that ran
+//! the suite a few dozen times, and then no container could be created at all.
+//!
 //! Nothing else is changed; `scripts/dev-cloudflare` points workerd's `DOCKER_HOST` here.
 
 use std::io;
@@ -22,7 +31,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::http_head::{HeadRead, lowercase_headers, read_body, read_request_head};
+use crate::http_head::{
+    HeadRead, lowercase_headers, read_body, read_chunked_body, read_request_head,
+};
 
 /// The longest request head read from a client.
 const MAX_HEAD: usize = 64 * 1024;
@@ -38,8 +49,8 @@ pub enum Call {
     Stop,
     /// `POST /containers/{id}/kill`.
     Kill,
-    /// `DELETE /containers/{id}?force=true`.
-    ForceRemove { container: String },
+    /// `DELETE /containers/{id}`, forced (`force=true`) or not.
+    Remove { container: String, force: bool },
     /// Anything else: passed through untouched.
     Other,
 }
@@ -57,17 +68,24 @@ impl Call {
             ("POST", ["containers", "create"]) => Call::Create,
             ("POST", ["containers", _, "stop"]) => Call::Stop,
             ("POST", ["containers", _, "kill"]) => Call::Kill,
-            ("DELETE", ["containers", container])
-                if query
+            ("DELETE", ["containers", container]) => Call::Remove {
+                container: container.to_string(),
+                force: query
                     .split('&')
-                    .any(|pair| pair == "force=true" || pair == "force=1") =>
-            {
-                Call::ForceRemove {
-                    container: container.to_string(),
-                }
-            }
+                    .any(|pair| pair == "force=true" || pair == "force=1"),
+            },
             _ => Call::Other,
         }
+    }
+}
+
+/// The path of a container removal that also removes the container's anonymous volumes:
+/// `path` with `v=true` added, unless it says `v` itself.
+pub fn with_volumes(path: &str) -> String {
+    match path.split_once('?') {
+        Some((_, query)) if query.split('&').any(|pair| pair.starts_with("v=")) => path.to_string(),
+        Some(_) => format!("{path}&v=true"),
+        None => format!("{path}?v=true"),
     }
 }
 
@@ -102,7 +120,10 @@ pub fn docker_answer(call: &Call, status: u16, body: &[u8]) -> Docker {
         Call::Create if cause == "that name is already in use" => Docker::Status(409),
         Call::Stop if cause == "container state improper" => Docker::Status(304),
         Call::Kill if cause == "container state improper" => Docker::Status(409),
-        Call::ForceRemove { container } if message.contains("has dependent containers") => {
+        Call::Remove {
+            container,
+            force: true,
+        } if message.contains("has dependent containers") => {
             Docker::RemoveWithDependents(container.clone())
         }
         _ => Docker::Same,
@@ -158,8 +179,12 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
     };
     let call = Call::of(&head.method, &head.path);
     let length = head.header("content-length").and_then(|v| v.parse().ok());
+    // workerd sends its removals chunked, with an empty body.
+    let chunked = head
+        .header("transfer-encoding")
+        .is_some_and(|coding| coding.eq_ignore_ascii_case("chunked"));
     let whole = call != Call::Other
-        && head.header("transfer-encoding").is_none()
+        && (chunked || head.header("transfer-encoding").is_none())
         && length.unwrap_or(0) <= MAX_BODY;
     if !whole {
         let mut podman = UnixStream::connect(upstream).await?;
@@ -167,13 +192,27 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
         tokio::io::copy_bidirectional(&mut client, &mut podman).await?;
         return Ok(());
     }
-    let length = length.unwrap_or(0);
-    let body = read_body(&mut client, buffer.split_off(head_len), length).await?;
-    if body.len() < length {
-        // The client ended before its body did.
-        return Ok(());
-    }
-    let reply = exchange(upstream, &head.method, &head.path, &head.headers, &body).await?;
+    let after_head = buffer.split_off(head_len);
+    let body = if chunked {
+        match read_chunked_body(&mut client, after_head, MAX_BODY).await? {
+            Some(body) => body,
+            // The client ended before its body did, or sent one too long to read whole.
+            None => return Ok(()),
+        }
+    } else {
+        let length = length.unwrap_or(0);
+        let body = read_body(&mut client, after_head, length).await?;
+        if body.len() < length {
+            // The client ended before its body did.
+            return Ok(());
+        }
+        body
+    };
+    let path = match call {
+        Call::Remove { .. } => with_volumes(&head.path),
+        _ => head.path.clone(),
+    };
+    let reply = exchange(upstream, &head.method, &path, &head.headers, &body).await?;
     let reply = match docker_answer(&call, reply.status, &reply.body) {
         Docker::Same => reply,
         Docker::Status(status) => {
@@ -192,7 +231,10 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
             }
         }
         Docker::RemoveWithDependents(container) => {
-            let path = format!("/v4.0.0/libpod/containers/{container}?force=true&depend=true");
+            // libpod's name for Docker's `v`.
+            let path = format!(
+                "/v4.0.0/libpod/containers/{container}?force=true&depend=true&volumes=true"
+            );
             let removed = exchange(upstream, "DELETE", &path, &[], b"").await?;
             eprintln!(
                 "docker-api-proxy: {} {}: removed with what depends on it ({})",
@@ -320,12 +362,26 @@ mod tests {
         );
         assert_eq!(
             Call::of("DELETE", "/v1.41/containers/x?force=true"),
-            Call::ForceRemove {
-                container: "x".into()
+            Call::Remove {
+                container: "x".into(),
+                force: true
             }
         );
-        assert_eq!(Call::of("DELETE", "/containers/x"), Call::Other);
-        assert_eq!(Call::of("DELETE", "/containers/x?force=false"), Call::Other);
+        assert_eq!(
+            Call::of("DELETE", "/containers/x"),
+            Call::Remove {
+                container: "x".into(),
+                force: false
+            }
+        );
+        assert_eq!(
+            Call::of("DELETE", "/containers/x?force=false"),
+            Call::Remove {
+                container: "x".into(),
+                force: false
+            }
+        );
+        assert_eq!(Call::of("DELETE", "/containers/x/y"), Call::Other);
         assert_eq!(Call::of("GET", "/containers/create"), Call::Other);
         assert_eq!(Call::of("POST", "/containers/x/start"), Call::Other);
         assert_eq!(Call::of("POST", "/exec/x/start"), Call::Other);
@@ -352,8 +408,9 @@ mod tests {
             "container already exists",
             "container 4cb1 has dependent containers which must be removed before it: 4977",
         );
-        let remove = Call::ForceRemove {
+        let remove = Call::Remove {
             container: "a".into(),
+            force: true,
         };
         assert_eq!(
             docker_answer(&Call::Create, 500, &in_use),
@@ -378,5 +435,25 @@ mod tests {
         assert_eq!(docker_answer(&Call::Other, 500, &improper), Docker::Same);
         assert_eq!(docker_answer(&remove, 500, &improper), Docker::Same);
         assert_eq!(docker_answer(&Call::Kill, 500, b"not json"), Docker::Same);
+        // Only a forced removal takes what depends on the container.
+        let unforced = Call::Remove {
+            container: "a".into(),
+            force: false,
+        };
+        assert_eq!(docker_answer(&unforced, 500, &dependents), Docker::Same);
+    }
+
+    #[test]
+    fn a_removal_takes_the_containers_anonymous_volumes() {
+        assert_eq!(
+            with_volumes("/v1.41/containers/x?force=true"),
+            "/v1.41/containers/x?force=true&v=true"
+        );
+        assert_eq!(with_volumes("/containers/x"), "/containers/x?v=true");
+        // A caller that says `v` is left as it said.
+        assert_eq!(
+            with_volumes("/containers/x?v=false&force=true"),
+            "/containers/x?v=false&force=true"
+        );
     }
 }

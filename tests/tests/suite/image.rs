@@ -13,12 +13,13 @@ use fsd_tests::{available_or_skip, free_port, is_root, on_path, podman, repo_roo
 
 const TAG: &str = "localhost/fsd:test";
 
-/// A container that is removed when the test ends.
+/// A container that is removed when the test ends, with its anonymous volumes (the image
+/// declares two).
 struct Container(String);
 
 impl Drop for Container {
     fn drop(&mut self) {
-        let _ = podman(&["rm", "-f", "-t", "0", &self.0]);
+        let _ = podman(&["rm", "-f", "-v", "-t", "0", &self.0]);
     }
 }
 

@@ -90,6 +90,15 @@ struct Played(Vec<String>);
 impl Drop for Played {
     fn drop(&mut self) {
         for pod in &self.0 {
+            // The pod's containers first, with their anonymous volumes (`pod rm` leaves
+            // them, and each one holds one of podman's locks).
+            let listed = podman(&["ps", "-a", "-q", "--filter", &format!("pod={pod}")]);
+            let containers = String::from_utf8_lossy(&listed.stdout).into_owned();
+            let mut remove = vec!["rm", "-f", "-v", "-t", "0", "--depend"];
+            remove.extend(containers.lines());
+            if remove.len() > 6 {
+                let _ = podman(&remove);
+            }
             let _ = podman(&["pod", "rm", "-f", "-t", "0", pod]);
         }
         for secret in SECRETS {
