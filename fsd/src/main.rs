@@ -14,6 +14,7 @@ macro_rules! say {
 
 mod backup;
 mod capnweb;
+mod channel;
 mod config;
 mod error;
 mod exec;

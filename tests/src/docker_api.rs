@@ -8,9 +8,11 @@
 //! takes for a failure: a sandbox woken right after it slept (its container removed and
 //! created again under the same name) failed to start when podman still held the name.
 //!
-//! This proxy passes every call through as it is, bytes both ways, except those four: their
-//! answer is read whole, podman's 500 becomes Docker's answer, and a forced removal that
-//! podman refused for its dependents is done by podman's own call that takes them too.
+//! This proxy passes every call through as it is, bytes both ways, except those four when
+//! sent with a length: their answer is read whole, podman's 500 becomes Docker's answer, and
+//! a forced removal that podman refused for its dependents is done by podman's own call that
+//! takes them too. (workerd sends its kills, stops and removals with an empty chunked body:
+//! they pass through.)
 //!
 //! And a removal takes the container's anonymous volumes with it (`v=true`). fsd's image
 //! declares `/workspace` and `/var/lib/fsd` volumes (overlay mounts need a workspace that
@@ -31,9 +33,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{UnixListener, UnixStream};
 
-use crate::http_head::{
-    HeadRead, lowercase_headers, read_body, read_chunked_body, read_request_head,
-};
+use crate::http_head::{HeadRead, lowercase_headers, read_body, read_request_head};
 
 /// The longest request head read from a client.
 const MAX_HEAD: usize = 64 * 1024;
@@ -87,6 +87,22 @@ pub fn with_volumes(path: &str) -> String {
         Some(_) => format!("{path}&v=true"),
         None => format!("{path}?v=true"),
     }
+}
+
+/// `read` (a request's head and what followed it) with `path` in its request line.
+pub fn with_request_path(read: &[u8], method: &str, path: &str) -> Vec<u8> {
+    let line_end = read
+        .windows(2)
+        .position(|pair| pair == b"\r\n")
+        .unwrap_or(read.len());
+    let version = read[..line_end]
+        .rsplit(|&byte| byte == b' ')
+        .next()
+        .unwrap_or(b"HTTP/1.1");
+    let mut rewritten = format!("{method} {path} ").into_bytes();
+    rewritten.extend_from_slice(version);
+    rewritten.extend_from_slice(&read[line_end..]);
+    rewritten
 }
 
 /// `v1.43`: an API version prefix.
@@ -179,35 +195,26 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
     };
     let call = Call::of(&head.method, &head.path);
     let length = head.header("content-length").and_then(|v| v.parse().ok());
-    // workerd sends its removals chunked, with an empty body.
-    let chunked = head
-        .header("transfer-encoding")
-        .is_some_and(|coding| coding.eq_ignore_ascii_case("chunked"));
     let whole = call != Call::Other
-        && (chunked || head.header("transfer-encoding").is_none())
+        && head.header("transfer-encoding").is_none()
         && length.unwrap_or(0) <= MAX_BODY;
     if !whole {
+        // Passed through as it is (workerd sends its kills, stops and removals with an
+        // empty chunked body), a removal with its volumes.
+        if let Call::Remove { .. } = call {
+            buffer = with_request_path(&buffer, &head.method, &with_volumes(&head.path));
+        }
         let mut podman = UnixStream::connect(upstream).await?;
         podman.write_all(&buffer).await?;
         tokio::io::copy_bidirectional(&mut client, &mut podman).await?;
         return Ok(());
     }
-    let after_head = buffer.split_off(head_len);
-    let body = if chunked {
-        match read_chunked_body(&mut client, after_head, MAX_BODY).await? {
-            Some(body) => body,
-            // The client ended before its body did, or sent one too long to read whole.
-            None => return Ok(()),
-        }
-    } else {
-        let length = length.unwrap_or(0);
-        let body = read_body(&mut client, after_head, length).await?;
-        if body.len() < length {
-            // The client ended before its body did.
-            return Ok(());
-        }
-        body
-    };
+    let length = length.unwrap_or(0);
+    let body = read_body(&mut client, buffer.split_off(head_len), length).await?;
+    if body.len() < length {
+        // The client ended before its body did.
+        return Ok(());
+    }
     let path = match call {
         Call::Remove { .. } => with_volumes(&head.path),
         _ => head.path.clone(),
@@ -454,6 +461,12 @@ mod tests {
         assert_eq!(
             with_volumes("/containers/x?v=false&force=true"),
             "/containers/x?v=false&force=true"
+        );
+        // A request passed through gets the path in its request line, the rest as it was.
+        let sent = b"DELETE /containers/x?force=true HTTP/1.1\r\nHost: d\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n";
+        assert_eq!(
+            with_request_path(sent, "DELETE", "/containers/x?force=true&v=true"),
+            b"DELETE /containers/x?force=true&v=true HTTP/1.1\r\nHost: d\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n"
         );
     }
 }

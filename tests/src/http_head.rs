@@ -92,56 +92,6 @@ pub async fn read_body(
     Ok(body)
 }
 
-/// Reads a chunked body from `stream` (`raw`: what came after the head) and answers it
-/// decoded; `None` when the peer ended before the last chunk, the encoding is broken, or the
-/// body is longer than `max`.
-pub async fn read_chunked_body(
-    stream: &mut (impl AsyncRead + Unpin),
-    mut raw: Vec<u8>,
-    max: usize,
-) -> std::io::Result<Option<Vec<u8>>> {
-    let mut body = Vec::new();
-    let mut at = 0;
-    loop {
-        let (start, size) = match httparse::parse_chunk_size(&raw[at..]) {
-            Ok(httparse::Status::Complete((used, size))) => (at + used, size),
-            Ok(httparse::Status::Partial) if raw.len() - at < 1024 => {
-                if read_some(stream, &mut raw).await? == 0 {
-                    return Ok(None);
-                }
-                continue;
-            }
-            _ => return Ok(None),
-        };
-        let Some(size) = usize::try_from(size)
-            .ok()
-            .filter(|size| body.len() + size <= max)
-        else {
-            return Ok(None);
-        };
-        if size == 0 {
-            // The last chunk: then trailers, if any, and an empty line.
-            loop {
-                let rest = &raw[start..];
-                if rest.starts_with(b"\r\n") || rest.windows(4).any(|w| w == b"\r\n\r\n") {
-                    return Ok(Some(body));
-                }
-                if rest.len() > 64 * 1024 || read_some(stream, &mut raw).await? == 0 {
-                    return Ok(None);
-                }
-            }
-        }
-        // The chunk and the line end after it.
-        while raw.len() < start + size + 2 {
-            if read_some(stream, &mut raw).await? == 0 {
-                return Ok(None);
-            }
-        }
-        body.extend_from_slice(&raw[start..start + size]);
-        at = start + size + 2;
-    }
-}
-
 /// One read from `stream`, appended to `into`; how many bytes came (0: the peer ended).
 async fn read_some(
     stream: &mut (impl AsyncRead + Unpin),
@@ -151,43 +101,4 @@ async fn read_some(
     let read = stream.read(&mut chunk).await?;
     into.extend_from_slice(&chunk[..read]);
     Ok(read)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Decodes `sent`, of which `first` bytes came with the head and the rest later.
-    async fn chunked(sent: &[u8], first: usize, max: usize) -> Option<Vec<u8>> {
-        let mut later = &sent[first..];
-        read_chunked_body(&mut later, sent[..first].to_vec(), max)
-            .await
-            .unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_chunked_body_is_decoded_however_it_arrives() {
-        let sent = b"5\r\nhello\r\n7;ext=1\r\n, world\r\n0\r\n\r\n";
-        for first in 0..sent.len() {
-            assert_eq!(
-                chunked(sent, first, 64).await.as_deref(),
-                Some(&b"hello, world"[..]),
-                "{first} bytes with the head"
-            );
-        }
-        // An empty body (workerd's removals), and one with a trailer.
-        assert_eq!(chunked(b"0\r\n\r\n", 0, 64).await, Some(Vec::new()));
-        assert_eq!(
-            chunked(b"2\r\nab\r\n0\r\nx-t: 1\r\n\r\n", 3, 64).await,
-            Some(b"ab".to_vec())
-        );
-    }
-
-    #[tokio::test]
-    async fn a_chunked_body_cut_short_broken_or_too_long_is_none() {
-        assert_eq!(chunked(b"5\r\nhel", 0, 64).await, None);
-        assert_eq!(chunked(b"5\r\nhello\r\n", 0, 64).await, None);
-        assert_eq!(chunked(b"zz\r\nhello\r\n0\r\n\r\n", 0, 64).await, None);
-        assert_eq!(chunked(b"5\r\nhello\r\n0\r\n\r\n", 0, 4).await, None);
-    }
 }

@@ -629,10 +629,7 @@ impl Session {
             Some(Export::Pipe { readable, .. }) => readable.take(),
             _ => None,
         }?;
-        Some(Box::pin(futures_util::stream::unfold(
-            receiver,
-            |mut receiver| async move { receiver.recv().await.map(|chunk| (chunk, receiver)) },
-        )))
+        Some(Box::pin(crate::channel::receiver_stream(receiver)))
     }
 
     async fn send(&self, message: Message) {

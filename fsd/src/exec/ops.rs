@@ -22,6 +22,7 @@ use super::error::RequestError;
 use super::request::{
     CommandRequest, DEFAULT_SESSION, checked_env, checked_session_id, existing_dir,
 };
+use crate::channel::receiver_stream;
 use crate::error::ApiError;
 use crate::time::now_rfc3339;
 
@@ -98,11 +99,7 @@ async fn stream_in_shell(
         let _ = ended.send(result);
     });
     let command = req.command;
-    let events = stream::unfold(receiver, |mut receiver| async move {
-        let event = receiver.recv().await?;
-        Some((event, receiver))
-    })
-    .map(move |event| match event {
+    let events = receiver_stream(receiver).map(move |event| match event {
         Streamed::Started { job } => ExecEvent::Start {
             command: command.clone(),
             timestamp: now_rfc3339(),

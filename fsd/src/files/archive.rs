@@ -21,7 +21,7 @@ use fsd_api::files::ArchiveRequest;
 use tokio::sync::mpsc;
 
 use super::FileService;
-use super::stream::receiver_stream;
+use crate::channel::receiver_stream;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::PathError;
 use crate::wire::json::JsonBody;

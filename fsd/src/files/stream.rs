@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::service::{OpenedFile, read_full};
 use super::special::{Patience, Patient};
+use crate::channel::receiver_stream;
 use fsd_process::text::Utf8Chunker;
 
 /// Events for an opened file. Reading happens on a blocking thread, a few chunks ahead.
@@ -89,15 +90,6 @@ pub fn events(opened: OpenedFile) -> impl Stream<Item = FileStreamEvent> + Send 
         }
     });
     stream::once(async { metadata }).chain(receiver_stream(receiver))
-}
-
-/// What a channel receives, as a stream.
-pub fn receiver_stream<T: Send + 'static>(
-    receiver: mpsc::Receiver<T>,
-) -> impl Stream<Item = T> + Send + 'static {
-    stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|item| (item, receiver))
-    })
 }
 
 #[cfg(test)]

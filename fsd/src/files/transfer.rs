@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::error::FileError;
 use super::permissions::ModeSpec;
 use super::service::{Download, FileService, blocking};
-use super::stream::receiver_stream;
+use crate::channel::receiver_stream;
 
 /// Chunks buffered between the source and the writer thread.
 const UPLOAD_QUEUE_CHUNKS: usize = 64;

@@ -14,6 +14,7 @@ use fsd_process::SessionManager;
 
 use super::ops;
 use super::service;
+use crate::channel::receiver_stream;
 use crate::error::ApiError;
 use crate::paths::Paths;
 use crate::wire::json::JsonBody;
@@ -63,8 +64,5 @@ pub async fn checkout(
         };
         let _ = events.send(last).await;
     });
-    let stream = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|event| (event, receiver))
-    });
-    Ok(sse_response(stream).into_response())
+    Ok(sse_response(receiver_stream(receiver)).into_response())
 }

@@ -14,6 +14,7 @@ use futures_util::stream::{BoxStream, StreamExt};
 use super::InterpreterService;
 use super::error::InterpreterError;
 use super::wire_error::code_execution_error;
+use crate::channel::receiver_stream;
 use crate::error::ApiError;
 use crate::paths::{Follow, Paths};
 use crate::time::now_rfc3339;
@@ -103,10 +104,5 @@ pub async fn execute_code(
         ))
     });
     started.map_err(code_execution_error)?;
-    Ok(
-        futures_util::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|event| (event, receiver))
-        })
-        .boxed(),
-    )
+    Ok(receiver_stream(receiver).boxed())
 }

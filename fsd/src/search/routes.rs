@@ -18,6 +18,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use super::request;
+use crate::channel::receiver_stream;
 use crate::error::{ApiError, OperationExt};
 use crate::files::FileService;
 use crate::time::now_rfc3339;
@@ -133,15 +134,11 @@ pub async fn search_stream(
     fsd_search::check(&query)?;
     let (sender, receiver) = mpsc::channel(256);
     let task = start(query, sender);
-    let results = futures_util::stream::unfold(receiver, |mut receiver| async move {
-        let found = receiver.recv().await?;
-        let event = match found {
-            Found::File(path) => SearchEvent::File {
-                path: display(&path),
-            },
-            Found::Line(line) => SearchEvent::Match(wire_match(line)),
-        };
-        Some((event, receiver))
+    let results = receiver_stream(receiver).map(|found| match found {
+        Found::File(path) => SearchEvent::File {
+            path: display(&path),
+        },
+        Found::Line(line) => SearchEvent::Match(wire_match(line)),
     });
     let complete = futures_util::stream::once(async move {
         let summary = task.await.ok().and_then(Result::ok).unwrap_or(Summary {
