@@ -16,6 +16,7 @@ use tokio::sync::{broadcast, watch};
 use crate::error::{ProcessError, StdinError};
 use crate::log::{OutputLog, Slice};
 use crate::proctree;
+use crate::script;
 use crate::session::{CommandSpec, Session, Started};
 use crate::sessions::SessionManager;
 use crate::shell::Report;
@@ -125,6 +126,9 @@ pub struct Process {
     killed: watch::Sender<Option<bool>>,
     stdin: StdinPipe,
     catch_up: CatchUp,
+    /// Where the daemon tells the command's shell that a signal came while it ran no
+    /// command (`script::signal_flag`); `None` for records loaded from disk.
+    signal_flag: Option<PathBuf>,
 }
 
 /// A read of a running process's logs asks its follower to copy what its output files hold
@@ -148,6 +152,7 @@ impl Process {
         supervisor: u32,
         [stdout, stderr]: [OutputLog; 2],
         stdin: Option<crate::stdin::OpenPipe>,
+        signal_flag: Option<PathBuf>,
     ) -> Arc<Self> {
         let done = info.status.is_terminal();
         Arc::new(Self {
@@ -168,6 +173,7 @@ impl Process {
                 wake: tokio::sync::Notify::new(),
                 done: watch::channel(0).0,
             },
+            signal_flag,
         })
     }
 
@@ -383,6 +389,7 @@ impl ProcessService {
                     OutputLog::restored(record.stderr.into_bytes(), record.stderr_dropped),
                 ],
                 None,
+                None,
             );
             processes.insert(process.id.clone(), process);
         }
@@ -468,6 +475,7 @@ impl ProcessService {
             started.supervisor,
             [OutputLog::default(), OutputLog::default()],
             started.stdin.take(),
+            Some(script::signal_flag(&started.job.state)),
         );
         self.table().insert(id, process.clone());
         let service = self.clone();
@@ -528,8 +536,16 @@ impl ProcessService {
                 session_id: info.session_id,
             });
         }
+        let held = match &process.signal_flag {
+            Some(flag) if script::TRAPPED_SIGNALS.iter().any(|&(_, s)| s == signal) => {
+                held_shells(process.supervisor, flag, signal)
+            }
+            _ => Vec::new(),
+        };
+        // Looked at once the shells are held: a command one started a moment before is in.
         let pids = proctree::living_below(process.supervisor);
         proctree::signal_all(&pids, signal);
+        proctree::signal_all(&held, Signal::SIGCONT);
         Ok(pids.len())
     }
 
@@ -680,6 +696,50 @@ async fn follow(
     session.background_ended(&started);
     started.job.remove_files();
     code
+}
+
+/// How long the daemon waits for what it stops to stop before it signals the tree.
+const HOLD_AT_MOST: Duration = Duration::from_millis(50);
+
+/// Holds still the shells that run `supervisor`'s command (its children) and the commands
+/// each runs (their children), and, for a shell that runs no command then, writes
+/// `signal`'s number in its signal flag. Held, a shell can neither start a command nor
+/// reap one, and its command can neither end nor start another, so what the shell does
+/// with the signal follows from what it was doing when the signal came (see
+/// `script::signal_traps`). Answers what it stopped, to continue once the signal is sent:
+/// the commands first, then their shells. What was stopped already is left as it was.
+fn held_shells(supervisor: u32, flag: &Path, signal: Signal) -> Vec<u32> {
+    let mut held = Vec::new();
+    for shell in proctree::children(supervisor) {
+        if !hold(shell) {
+            continue;
+        }
+        let commands: Vec<u32> = proctree::children(shell)
+            .into_iter()
+            .filter(|&command| hold(command))
+            .collect();
+        let idle = !proctree::children(shell).into_iter().any(proctree::alive);
+        if idle && let Err(error) = std::fs::write(flag, format!("{}\n", signal as i32)) {
+            tracing::warn!(%error, flag = %flag.display(), "a signal flag could not be written");
+        }
+        held.extend(commands);
+        held.push(shell);
+    }
+    held
+}
+
+/// Stops `pid` and waits (a moment at most) until it is stopped; `false` when it is not
+/// alive or was stopped already (it is not to be continued then).
+fn hold(pid: u32) -> bool {
+    if !proctree::alive(pid) || proctree::stopped(pid) {
+        return false;
+    }
+    proctree::signal_all(&[pid], Signal::SIGSTOP);
+    let asked = std::time::Instant::now();
+    while !proctree::stopped(pid) && proctree::alive(pid) && asked.elapsed() < HOLD_AT_MOST {
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    true
 }
 
 /// Reads of 4 MiB one catch-up makes at most, a stream.

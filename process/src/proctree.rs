@@ -47,6 +47,15 @@ pub fn alive(pid: u32) -> bool {
     })
 }
 
+/// Whether `pid` is stopped (by a signal or a tracer).
+pub fn stopped(pid: u32) -> bool {
+    after_name(pid).is_some_and(|stat| {
+        stat.split_whitespace()
+            .next()
+            .is_some_and(|state| state == "T" || state == "t")
+    })
+}
+
 /// The host pid of the process that has pid `ns_pid` in its own (innermost) PID namespace,
 /// searched among `root` and its descendants. Without a namespace the two are the same.
 pub fn host_pid(ns_pid: u32, root: u32) -> Option<u32> {

@@ -9,6 +9,7 @@
 //! content (a file) or asked for a pipe (a FIFO the daemon writes).
 //! Reports go to the control FIFO (fd 9); the command never sees fds 8 and 9.
 
+use nix::sys::signal::Signal;
 use std::path::{Path, PathBuf};
 
 pub use fsd_api::exec::quote;
@@ -270,7 +271,7 @@ pub fn background(
         .map(|(name, value)| format!("export {name}={}; ", quote(value)))
         .collect();
     let load = quote(&format!(
-        "builtin source \"$1\" 2>/dev/null || :; __fsd_s=$2; builtin set --; {}builtin source \"$__fsd_s\"",
+        "builtin source \"$1\" 2>/dev/null || :; __fsd_s=$2; __fsd_g=$1{SIGNAL_FLAG}; builtin set --; {}builtin source \"$__fsd_s\"",
         signal_traps()
     ));
     format!(
@@ -287,31 +288,53 @@ pub fn background(
     )
 }
 
+/// The polite signals the shell that runs a background command traps (see
+/// [`signal_traps`]).
+pub const TRAPPED_SIGNALS: [(&str, Signal); 6] = [
+    ("HUP", Signal::SIGHUP),
+    ("INT", Signal::SIGINT),
+    ("QUIT", Signal::SIGQUIT),
+    ("USR1", Signal::SIGUSR1),
+    ("USR2", Signal::SIGUSR2),
+    ("TERM", Signal::SIGTERM),
+];
+
+/// What is added to a background job's state file's path to name its signal flag.
+const SIGNAL_FLAG: &str = ".signalled";
+
+/// The file a background command's shell reads when a trapped signal comes: the number of a
+/// signal sent while the shell ran no command, which it is to die of (see
+/// [`signal_traps`]).
+pub fn signal_flag(state: &Path) -> PathBuf {
+    let mut path = state.as_os_str().to_owned();
+    path.push(SIGNAL_FLAG);
+    PathBuf::from(path)
+}
+
 /// Traps for the polite signals in the shell that runs a background command: a signal sent
 /// to the command's tree reaches the shell too, and a shell without a trap dies of it even
 /// when the program it waits for handled it and runs on (out of reach of its record). With
-/// these, the shell acts on the signal only once its command has ended, and only as the
-/// command did: when the command died of that same signal, the shell dies of it too (a
-/// `while` loop of `sleep`s ends on TERM, as before); otherwise it carries on. A trap the
+/// these, a signal that comes while the shell runs a command is acted on once that command
+/// has ended, and only as the command did: when the command died of that same signal, the
+/// shell dies of it too (a `while` loop of `sleep`s ends on TERM, as before); otherwise it
+/// carries on. One that comes while it runs no command (between two of a loop's commands)
+/// it dies of, as any shell does: the daemon, which holds the shell still while it looks,
+/// says so in the signal flag first (bash runs the trap at once then, with the status of a
+/// command that ended before the signal, which alone would read as handled). A trap the
 /// command sets itself replaces these.
 fn signal_traps() -> String {
-    use nix::sys::signal::Signal;
-    [
-        ("HUP", Signal::SIGHUP),
-        ("INT", Signal::SIGINT),
-        ("QUIT", Signal::SIGQUIT),
-        ("USR1", Signal::SIGUSR1),
-        ("USR2", Signal::SIGUSR2),
-        ("TERM", Signal::SIGTERM),
-    ]
-    .iter()
-    .map(|&(name, signal)| {
-        format!(
-            "builtin trap '__fsd_t=$?; if (( __fsd_t == {} )); then builtin trap - {name}; builtin kill -s {name} $$; fi' {name}; ",
-            128 + signal as i32
-        )
-    })
-    .collect()
+    TRAPPED_SIGNALS
+        .iter()
+        .map(|&(name, signal)| {
+            format!(
+                "builtin trap '__fsd_t=$?; __fsd_n=; builtin read -r __fsd_n 2>/dev/null <\"$__fsd_g\"; \
+                 if (( __fsd_t == {} )) || [[ $__fsd_n == {} ]]; then builtin trap - {name}; \
+                 builtin kill -s {name} $$; fi' {name}; ",
+                128 + signal as i32,
+                signal as i32
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -91,6 +91,7 @@ impl Job {
             &self.stdout,
             &self.stderr,
             &self.state,
+            &script::signal_flag(&self.state),
             &self.stdin,
         ] {
             let _ = std::fs::remove_file(path);

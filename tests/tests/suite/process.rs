@@ -1023,6 +1023,42 @@ async fn signals_reach_the_process_by_name_or_number() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// A polite signal that comes while the command's shell runs no command (between two of a
+/// loop's commands) ends it, as it ends any shell: the shell's traps, which follow the
+/// command's fate, took the status of the command that had ended before the signal for a
+/// signal handled, and the loop ran on (about one TERM in ten, with 1 ms sleeps).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_term_between_a_loops_commands_ends_it_every_time() {
+    let daemon = Daemon::start();
+    for round in 0..20 {
+        let id = format!("loop-{round}");
+        let command = "echo ready; while :; do sleep 0.001; done";
+        start(&daemon, json!({"command": command, "processId": id})).await;
+        for _ in 0..250 {
+            if stdout_of(&daemon, &id).await.contains("ready") {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let (status, reply) = daemon
+            .post(
+                &format!("/api/process/{id}/signal"),
+                json!({"signal": "TERM"}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{reply}");
+        let mut body = Value::Null;
+        for _ in 0..250 {
+            body = daemon.get(&format!("/api/process/{id}")).await.1;
+            if body["process"]["status"] != "running" {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(body["process"]["exitCode"], 143, "round {round}: {body}");
+    }
+}
+
 /// A program that handles a signal keeps running, and so does its record: the shell fsd runs
 /// it in no longer dies of the signal the program handled (before, the record ended as
 /// `failed 138` while the program ran on out of reach), and the program is still the
