@@ -22,6 +22,13 @@
 //! gets a new disk). Left behind, they used podman's 2,048 locks up on a machine that ran
 //! the suite a few dozen times, and then no container could be created at all.
 //!
+//! And a container's wait is answered by the proxy: podman's Docker-compatible wait polls
+//! the container without a pause, a whole core for each call that waits (12 s of CPU in
+//! 10 s, measured), and workerd keeps one waiting for every container it runs, so the stacks
+//! took a core from the rest of the suite. libpod's own wait polls at an interval; a wait
+//! for the removal polls the container's inspection. The answer is Docker's, at the end, as
+//! podman's was.
+//!
 //! Nothing else is changed; `scripts/dev-cloudflare` points workerd's `DOCKER_HOST` here.
 
 use std::io;
@@ -51,6 +58,9 @@ pub enum Call {
     Kill,
     /// `DELETE /containers/{id}`, forced (`force=true`) or not.
     Remove { container: String, force: bool },
+    /// `POST /containers/{id}/wait`, until the container is not running or, with
+    /// `condition=removed`, until it is gone.
+    Wait { container: String, removed: bool },
     /// Anything else: passed through untouched.
     Other,
 }
@@ -73,6 +83,10 @@ impl Call {
                 force: query
                     .split('&')
                     .any(|pair| pair == "force=true" || pair == "force=1"),
+            },
+            ("POST", ["containers", container, "wait"]) => Call::Wait {
+                container: container.to_string(),
+                removed: query.split('&').any(|pair| pair == "condition=removed"),
             },
             _ => Call::Other,
         }
@@ -194,6 +208,9 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
         HeadRead::Malformed => return answer(&mut client, 400, &[], b"").await,
     };
     let call = Call::of(&head.method, &head.path);
+    if let Call::Wait { container, removed } = &call {
+        return wait(&mut client, upstream, container, *removed).await;
+    }
     let length = head.header("content-length").and_then(|v| v.parse().ok());
     let whole = call != Call::Other
         && head.header("transfer-encoding").is_none()
@@ -259,6 +276,91 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
         }
     };
     answer(&mut client, reply.status, &reply.headers, &reply.body).await
+}
+
+/// How often a wait looks at its container.
+const WAIT_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Answers a container's wait as Docker does (`{"StatusCode", "Error"}` once it holds),
+/// without podman's busy wait; gives up when the client goes.
+async fn wait(
+    client: &mut UnixStream,
+    upstream: &Path,
+    container: &str,
+    removed: bool,
+) -> io::Result<()> {
+    let reply = {
+        let waited = async {
+            match removed {
+                true => wait_removed(upstream, container).await,
+                false => wait_stopped(upstream, container).await,
+            }
+        };
+        tokio::select! {
+            reply = waited => reply?,
+            () = gone(client) => return Ok(()),
+        }
+    };
+    answer(client, reply.status, &reply.headers, &reply.body).await
+}
+
+/// Until the container is not running: libpod's wait, which polls at an interval.
+async fn wait_stopped(upstream: &Path, container: &str) -> io::Result<Reply> {
+    let path = format!(
+        "/v4.0.0/libpod/containers/{container}/wait?condition=created&condition=exited\
+         &condition=stopped&interval={}ms",
+        WAIT_INTERVAL.as_millis()
+    );
+    let reply = exchange(upstream, "POST", &path, &[], b"").await?;
+    Ok(match (reply.status, exit_code(&reply.body)) {
+        (200, Some(code)) => waited(code),
+        _ => reply,
+    })
+}
+
+/// Until the container is gone: its inspection, at an interval.
+async fn wait_removed(upstream: &Path, container: &str) -> io::Result<Reply> {
+    let path = format!("/v1.41/containers/{container}/json");
+    let mut code = 0;
+    loop {
+        let reply = exchange(upstream, "GET", &path, &[], b"").await?;
+        match reply.status {
+            404 => return Ok(waited(code)),
+            200 => {
+                let inspected: serde_json::Value =
+                    serde_json::from_slice(&reply.body).unwrap_or_default();
+                code = inspected["State"]["ExitCode"].as_i64().unwrap_or(code);
+            }
+            _ => return Ok(reply),
+        }
+        tokio::time::sleep(WAIT_INTERVAL).await;
+    }
+}
+
+/// The exit code libpod's wait answers (a bare number).
+pub fn exit_code(body: &[u8]) -> Option<i64> {
+    std::str::from_utf8(body).ok()?.trim().parse().ok()
+}
+
+/// Docker's answer to a wait that ended with `code`.
+fn waited(code: i64) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: serde_json::json!({"StatusCode": code, "Error": null})
+            .to_string()
+            .into_bytes(),
+    }
+}
+
+/// Ends when the client's side of the connection does (what it sends is dropped).
+async fn gone(client: &mut UnixStream) {
+    let mut dropped = [0u8; 512];
+    while let Ok(read) = client.read(&mut dropped).await {
+        if read == 0 {
+            return;
+        }
+    }
 }
 
 /// An answer read whole.
@@ -360,39 +462,33 @@ mod tests {
 
     #[test]
     fn calls_are_told_by_method_and_path_with_or_without_a_version() {
-        assert_eq!(Call::of("POST", "/containers/create?name=a"), Call::Create);
-        assert_eq!(Call::of("POST", "/v1.43/containers/create"), Call::Create);
-        assert_eq!(Call::of("POST", "/containers/a%2Fb/stop"), Call::Stop);
-        assert_eq!(
-            Call::of("POST", "/containers/x/kill?signal=SIGTERM"),
-            Call::Kill
-        );
-        assert_eq!(
-            Call::of("DELETE", "/v1.41/containers/x?force=true"),
-            Call::Remove {
-                container: "x".into(),
-                force: true
-            }
-        );
-        assert_eq!(
-            Call::of("DELETE", "/containers/x"),
-            Call::Remove {
-                container: "x".into(),
-                force: false
-            }
-        );
-        assert_eq!(
-            Call::of("DELETE", "/containers/x?force=false"),
-            Call::Remove {
-                container: "x".into(),
-                force: false
-            }
-        );
-        assert_eq!(Call::of("DELETE", "/containers/x/y"), Call::Other);
-        assert_eq!(Call::of("GET", "/containers/create"), Call::Other);
-        assert_eq!(Call::of("POST", "/containers/x/start"), Call::Other);
-        assert_eq!(Call::of("POST", "/exec/x/start"), Call::Other);
-        assert_eq!(Call::of("POST", "/version/containers/create"), Call::Other);
+        let remove = |force| Call::Remove {
+            container: "x".into(),
+            force,
+        };
+        let wait = |removed| Call::Wait {
+            container: "x".into(),
+            removed,
+        };
+        for (method, path, call) in [
+            ("POST", "/containers/create?name=a", Call::Create),
+            ("POST", "/v1.43/containers/create", Call::Create),
+            ("POST", "/containers/a%2Fb/stop", Call::Stop),
+            ("POST", "/containers/x/kill?signal=SIGTERM", Call::Kill),
+            ("DELETE", "/v1.41/containers/x?force=true", remove(true)),
+            ("DELETE", "/containers/x", remove(false)),
+            ("DELETE", "/containers/x?force=false", remove(false)),
+            ("POST", "/v1.43/containers/x/wait", wait(false)),
+            ("POST", "/containers/x/wait?condition=removed", wait(true)),
+            ("DELETE", "/containers/x/y", Call::Other),
+            ("GET", "/containers/create", Call::Other),
+            ("POST", "/containers/x/start", Call::Other),
+            ("POST", "/exec/x/start", Call::Other),
+            ("GET", "/containers/x/wait", Call::Other),
+            ("POST", "/version/containers/create", Call::Other),
+        ] {
+            assert_eq!(Call::of(method, path), call, "{method} {path}");
+        }
     }
 
     #[test]
@@ -448,6 +544,15 @@ mod tests {
             force: false,
         };
         assert_eq!(docker_answer(&unforced, 500, &dependents), Docker::Same);
+    }
+
+    #[test]
+    fn libpods_wait_answer_is_read_as_an_exit_code() {
+        assert_eq!(exit_code(b"137"), Some(137));
+        assert_eq!(exit_code(b"0\n"), Some(0));
+        assert_eq!(exit_code(b"-1"), Some(-1));
+        assert_eq!(exit_code(br#"{"cause":"no such container"}"#), None);
+        assert_eq!(waited(3).body, br#"{"Error":null,"StatusCode":3}"#.to_vec());
     }
 
     #[test]
