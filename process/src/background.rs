@@ -714,11 +714,10 @@ fn held_shells(supervisor: u32, flag: &Path, signal: Signal) -> Vec<u32> {
         if !hold(shell) {
             continue;
         }
-        let commands: Vec<u32> = proctree::children(shell)
-            .into_iter()
-            .filter(|&command| hold(command))
-            .collect();
-        let idle = !proctree::children(shell).into_iter().any(proctree::alive);
+        // Held, the shell makes no new child: its children are read once.
+        let children = proctree::children(shell);
+        let commands: Vec<u32> = children.iter().copied().filter(|&c| hold(c)).collect();
+        let idle = !children.into_iter().any(proctree::alive);
         if idle && let Err(error) = std::fs::write(flag, format!("{}\n", signal as i32)) {
             tracing::warn!(%error, flag = %flag.display(), "a signal flag could not be written");
         }

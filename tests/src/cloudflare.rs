@@ -122,8 +122,8 @@ fn podman_locks_left() -> Result<(), String> {
         return Err(format!(
             "podman holds {held} of its 2048 locks ({volumes} volumes, {containers} \
              containers, {pods} pods), too few left to create the stacks' containers; \
-             `podman volume ls -f dangling=true` lists the volumes no container uses (the \
-             anonymous ones earlier containers left), `podman volume prune` removes them"
+             the anonymous volumes no container uses (earlier containers left them) are what \
+             `.ci/run` removes before the tests"
         ));
     }
     Ok(())

@@ -211,6 +211,11 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
     if let Call::Wait { container, removed } = &call {
         return wait(&mut client, upstream, container, *removed).await;
     }
+    // A removal takes the container's anonymous volumes, whichever way it goes.
+    let path = match call {
+        Call::Remove { .. } => with_volumes(&head.path),
+        _ => head.path.clone(),
+    };
     let length = head.header("content-length").and_then(|v| v.parse().ok());
     let whole = call != Call::Other
         && head.header("transfer-encoding").is_none()
@@ -218,8 +223,8 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
     if !whole {
         // Passed through as it is (workerd sends its kills, stops and removals with an
         // empty chunked body), a removal with its volumes.
-        if let Call::Remove { .. } = call {
-            buffer = with_request_path(&buffer, &head.method, &with_volumes(&head.path));
+        if path != head.path {
+            buffer = with_request_path(&buffer, &head.method, &path);
         }
         let mut podman = UnixStream::connect(upstream).await?;
         podman.write_all(&buffer).await?;
@@ -232,10 +237,6 @@ async fn proxy(mut client: UnixStream, upstream: &Path) -> io::Result<()> {
         // The client ended before its body did.
         return Ok(());
     }
-    let path = match call {
-        Call::Remove { .. } => with_volumes(&head.path),
-        _ => head.path.clone(),
-    };
     let reply = exchange(upstream, &head.method, &path, &head.headers, &body).await?;
     let reply = match docker_answer(&call, reply.status, &reply.body) {
         Docker::Same => reply,
