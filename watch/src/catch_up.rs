@@ -7,10 +7,35 @@ use std::sync::Mutex;
 
 use tokio::sync::oneshot;
 
+use crate::reconcile::{Reconciler, RecordedEntry};
+
+/// One request waiting for the engine's thread.
+pub(crate) enum Waiter {
+    /// Answered once what was queued before it has been reported.
+    CaughtUp(oneshot::Sender<()>),
+    /// The same, with the reconciler's record as those reports leave it (what a daemon
+    /// saves of a watch to start it again from).
+    Record(oneshot::Sender<Vec<RecordedEntry>>),
+}
+
+impl Waiter {
+    /// Answers it (the thread's side), everything queued before it reported.
+    pub fn answer(self, reconciler: &Reconciler) {
+        match self {
+            Waiter::CaughtUp(done) => {
+                let _ = done.send(());
+            }
+            Waiter::Record(done) => {
+                let _ = done.send(reconciler.recorded());
+            }
+        }
+    }
+}
+
 /// The requests waiting for the engine's thread, and how to wake it.
 pub(crate) struct CatchUp {
     /// `None` once the thread has ended: requests are answered at once.
-    waiting: Mutex<Option<Vec<oneshot::Sender<()>>>>,
+    waiting: Mutex<Option<Vec<Waiter>>>,
     wake: Box<dyn Fn() + Send + Sync>,
 }
 
@@ -23,7 +48,7 @@ impl CatchUp {
         }
     }
 
-    fn waiting(&self) -> std::sync::MutexGuard<'_, Option<Vec<oneshot::Sender<()>>>> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Option<Vec<Waiter>>> {
         self.waiting.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -31,9 +56,22 @@ impl CatchUp {
     /// ended, having reported all it will).
     pub fn request(&self) -> oneshot::Receiver<()> {
         let (done, answer) = oneshot::channel();
+        self.queue(Waiter::CaughtUp(done));
+        answer
+    }
+
+    /// [`request`](Self::request), answered with the reconciler's record then (an error
+    /// once the thread has ended).
+    pub fn record(&self) -> oneshot::Receiver<Vec<RecordedEntry>> {
+        let (done, answer) = oneshot::channel();
+        self.queue(Waiter::Record(done));
+        answer
+    }
+
+    fn queue(&self, waiter: Waiter) {
         let queued = match self.waiting().as_mut() {
             Some(waiting) => {
-                waiting.push(done);
+                waiting.push(waiter);
                 true
             }
             None => false,
@@ -41,11 +79,10 @@ impl CatchUp {
         if queued {
             (self.wake)();
         }
-        answer
     }
 
     /// The requests to answer once what is queued now has been reported (the thread's side).
-    pub fn take(&self) -> Vec<oneshot::Sender<()>> {
+    pub fn take(&self) -> Vec<Waiter> {
         self.waiting()
             .as_mut()
             .map(std::mem::take)
@@ -74,7 +111,10 @@ mod tests {
         let mut first = catch_up.request();
         assert_eq!(woken.load(Ordering::SeqCst), 1);
         assert!(first.try_recv().is_err(), "not answered yet");
-        for done in catch_up.take() {
+        for waiter in catch_up.take() {
+            let Waiter::CaughtUp(done) = waiter else {
+                panic!("a catch-up was asked")
+            };
             let _ = done.send(());
         }
         assert_eq!(first.try_recv(), Ok(()));

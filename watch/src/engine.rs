@@ -8,6 +8,7 @@ use std::thread::JoinHandle;
 
 use crate::catch_up::CatchUp;
 use crate::error::WatchError;
+use crate::reconcile::RecordedEntry;
 use crate::report::Reporter;
 
 /// The longest an event of a burst waits in the engine before it is reported: while events
@@ -70,13 +71,15 @@ impl std::fmt::Display for EngineKind {
 /// A way of watching a tree.
 pub(crate) trait Engine {
     /// Watches `root` (canonical, a directory; recursively unless `recursive` is false)
-    /// and reports what happens through `reporter`, from a thread of its own. Returns once
+    /// and reports what happens through `reporter`, from a thread of its own; given the
+    /// record of an earlier watch (`recorded`), first what changed since it. Returns once
     /// every watch is in place.
     fn start(
         &self,
         root: &Path,
         recursive: bool,
         reporter: Reporter,
+        recorded: Option<&[RecordedEntry]>,
     ) -> Result<Running, WatchError>;
 }
 

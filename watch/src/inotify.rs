@@ -16,7 +16,7 @@ use crate::catch_up::CatchUp;
 use crate::engine::{BURST_AT_MOST, Engine, Running};
 use crate::mounts::MountTable;
 use crate::reconcile::tree::NodeId;
-use crate::reconcile::{Backend, Reconciler, WatchFailure};
+use crate::reconcile::{Backend, Reconciler, RecordedEntry, WatchFailure};
 use crate::report::Reporter;
 use inotify::{EventMask, Inotify, WatchDescriptor, WatchMask, Watches};
 use nix::errno::Errno;
@@ -66,8 +66,9 @@ impl Engine for InotifyEngine {
         root: &Path,
         recursive: bool,
         reporter: Reporter,
+        recorded: Option<&[RecordedEntry]>,
     ) -> Result<Running, WatchError> {
-        let session = Session::start(root, recursive, reporter)?;
+        let session = Session::start(root, recursive, reporter, recorded)?;
         let watched = session.backend.count.clone();
         let wake = Arc::new(
             EventFd::from_flags(EfdFlags::EFD_CLOEXEC | EfdFlags::EFD_NONBLOCK)
@@ -225,8 +226,8 @@ fn run(
             return;
         }
         // Everything read is on the consumer's channel now, ahead of these answers.
-        for done in waiting {
-            let _ = done.send(());
+        for waiter in waiting {
+            waiter.answer(&session.reconciler);
         }
     }
     catch_up.end();
@@ -333,8 +334,14 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Watches and records the tree at `root` (canonical).
-    pub fn start(root: &Path, recursive: bool, reporter: Reporter) -> Result<Self, WatchError> {
+    /// Watches and records the tree at `root` (canonical), or reads it against `recorded`
+    /// (see [`Reconciler::start`]).
+    pub fn start(
+        root: &Path,
+        recursive: bool,
+        reporter: Reporter,
+        recorded: Option<&[RecordedEntry]>,
+    ) -> Result<Self, WatchError> {
         let inotify = Inotify::init()?;
         // Read before the tree: a mount made while it is crawled is told after.
         let mounts = MountTable::open(root)
@@ -348,7 +355,7 @@ impl Session {
             count: Arc::new(AtomicUsize::new(0)),
             mounts,
         };
-        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
+        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend, recorded)
             .map_err(|failure| failure.starting(root))?;
         Ok(Self {
             inotify,

@@ -42,4 +42,5 @@ pub use engine::{BURST_AT_MOST, EngineKind};
 pub use error::WatchError;
 pub use event::{Event, EventKind};
 pub use filter::{Filter, GlobError};
+pub use reconcile::{EntryKind, RecordedEntry};
 pub use watcher::Watcher;

@@ -19,13 +19,12 @@ use std::time::{Duration, Instant, SystemTime};
 
 use fsd_api::scratch::{self, ScratchKind};
 use notify::{RecursiveMode, Watcher as _};
-use tokio::sync::oneshot;
 
 use crate::WatchError;
-use crate::catch_up::CatchUp;
+use crate::catch_up::{CatchUp, Waiter};
 use crate::engine::{Engine, Running};
 use crate::reconcile::tree::NodeId;
-use crate::reconcile::{Backend, Reconciler, WatchFailure};
+use crate::reconcile::{Backend, Reconciler, RecordedEntry, WatchFailure};
 use crate::report::Reporter;
 
 /// When a new directory is read again after it appeared.
@@ -89,6 +88,7 @@ impl Engine for NotifyEngine {
         root: &Path,
         recursive: bool,
         reporter: Reporter,
+        recorded: Option<&[RecordedEntry]>,
     ) -> Result<Running, WatchError> {
         // Read before the tree: a mount made while it is crawled is told after.
         #[cfg(target_os = "linux")]
@@ -115,7 +115,7 @@ impl Engine for NotifyEngine {
             mounts,
             rewatch: false,
         };
-        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend)
+        let reconciler = Reconciler::start(root, reporter, recursive, &mut backend, recorded)
             .map_err(|failure| failure.starting(root))?;
         backend.fresh.clear();
         let wake = Mutex::new(sender);
@@ -155,7 +155,7 @@ struct Translator {
     late: Vec<(Instant, NodeId)>,
     /// Cookies written (and when), whether each has been seen, and the requests each
     /// answers.
-    cookies: Vec<(PathBuf, SystemTime, bool, Vec<oneshot::Sender<()>>)>,
+    cookies: Vec<(PathBuf, SystemTime, bool, Vec<Waiter>)>,
     catch_up: Arc<CatchUp>,
     /// The crate's watcher: dropping it ends the crate's watches.
     watcher: notify::RecommendedWatcher,
@@ -298,8 +298,8 @@ impl Translator {
         if std::fs::write(&cookie, b"").is_err() {
             // A root that cannot be written to: answered from what has been seen.
             self.reconciler.reconcile(&mut self.backend);
-            for done in waiting {
-                let _ = done.send(());
+            for waiter in waiting {
+                waiter.answer(&self.reconciler);
             }
             return;
         }
@@ -331,8 +331,8 @@ impl Translator {
             // Everything before the cookie has been handed over and reconciled.
             self.reconciler.settled(written);
             let _ = std::fs::remove_file(&cookie);
-            for done in waiting {
-                let _ = done.send(());
+            for waiter in waiting {
+                waiter.answer(&self.reconciler);
             }
         }
     }

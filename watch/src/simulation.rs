@@ -16,10 +16,14 @@
 //! root too) and taken away again, and the mount table is read at any point among the
 //! events, as a restore, a release or a bucket mount changes what the paths show.
 //!
-//! `FSD_SIM_SEED`, `FSD_SIM_FILTER`, `FSD_SIM_EMPTYING`, `FSD_SIM_INTERFERING` and
-//! `FSD_SIM_MOUNTING` replay one seed (all printed on failure; seeds found before
-//! directories were emptied and replaced, before operations were made during
-//! reconciliations, or before mounts, run with `0`);
+//! The watch is also stopped now and then, its record of the tree kept, the tree changed
+//! while nothing watches, and a new watch started from that record (a daemon's restart):
+//! the change lists since tokens taken before the restart must stay exact across it.
+//!
+//! `FSD_SIM_SEED`, `FSD_SIM_FILTER`, `FSD_SIM_EMPTYING`, `FSD_SIM_INTERFERING`,
+//! `FSD_SIM_MOUNTING` and `FSD_SIM_RESTARTING` replay one seed (all printed on failure;
+//! seeds found before directories were emptied and replaced, before operations were made
+//! during reconciliations, before mounts, or before restarts, run with `0`);
 //! `FSD_SIM_SEEDS` and `FSD_SIM_STEPS` set how many seeds and how long each runs. New
 //! seeds follow from the day (UTC), so a run's are known from its date and can be run
 //! again whole (`FSD_SEED_DAY`, days since 1970, names another day's); each day explores
@@ -576,11 +580,14 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
         emptying,
         interfering,
         mounting,
+        restarting,
     } = workload;
     let mut rng = Rng(seed);
     // Operations made during reconciliations draw from their own generator, so a seed
     // replays the same steps with them or without.
     let mut during = Rng(seed ^ 0x6475_7269_6e67);
+    // Restarts, and what changes while the watch is down, draw from theirs.
+    let mut restarts = Rng(seed ^ 0x7265_7374_6172_7473);
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let root = std::fs::canonicalize(dir.path()).unwrap().join("w");
     let outside = std::fs::canonicalize(dir.path()).unwrap().join("outside");
@@ -620,7 +627,8 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
     let mut session = Session::start(
         &root,
         true,
-        Reporter::new(root.clone(), filter.clone(), sender),
+        Reporter::new(root.clone(), filter.clone(), sender.clone()),
+        None,
     )
     .map_err(|e| e.to_string())?;
     let mut journal: Vec<Event> = Vec::new();
@@ -632,6 +640,26 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
     let mut seen = 0;
     for step in 0..steps {
         done.clear();
+        if restarting && restarts.chance(20) {
+            // The daemon stops: its record of the tree saved, the engine and what the
+            // kernel queued gone. The tree changes while nothing watches, and a new engine
+            // starts from the record, which tells what changed meanwhile.
+            let recorded = session.reconciler.recorded();
+            drop(session);
+            held.clear();
+            for _ in 0..1 + restarts.below(6) {
+                let op = workload.step(&mut restarts);
+                done.push(format!("(down) {op}"));
+            }
+            done.push("(restarted)".to_string());
+            session = Session::start(
+                &root,
+                true,
+                Reporter::new(root.clone(), filter.clone(), sender.clone()),
+                Some(&recorded),
+            )
+            .map_err(|e| format!("step {step} ({done:?}): the restart failed: {e}"))?;
+        }
         for _ in 0..1 + rng.below(6) {
             let op = workload.step(&mut rng);
             // The one known limit: a write through a hard link that is made and removed
@@ -859,6 +887,9 @@ struct Variant {
     interfering: bool,
     /// Filesystems mounted over directories of the tree and taken away (needs root).
     mounting: bool,
+    /// The watch stopped, the tree changed, and a watch started again from its record (a
+    /// daemon's restart).
+    restarting: bool,
 }
 
 #[test]
@@ -898,11 +929,13 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
         emptying: found("FSD_SIM_EMPTYING"),
         interfering: found("FSD_SIM_INTERFERING"),
         mounting: root && found("FSD_SIM_MOUNTING"),
+        restarting: found("FSD_SIM_RESTARTING"),
     };
     let before = |emptying| Variant {
         emptying,
         interfering: false,
         mounting: false,
+        restarting: false,
     };
     let runs = REGRESSIONS
         .iter()
@@ -923,6 +956,7 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
                 filter,
                 Variant {
                     mounting: false,
+                    restarting: false,
                     ..new
                 },
             )
@@ -936,6 +970,7 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
                         emptying: true,
                         interfering: true,
                         mounting: true,
+                        restarting: false,
                     };
                     (seed, filter, all)
                 }),
@@ -948,11 +983,12 @@ fn random_operations_with_delayed_shuffled_and_lost_events_give_exact_lists() ->
             // prints, after no backtrace, where a CI log's tail keeps it.
             return Err(format!(
                 "FSD_SIM_SEED={seed} FSD_SIM_FILTER={filter} FSD_SIM_EMPTYING={} \
-                 FSD_SIM_INTERFERING={} FSD_SIM_MOUNTING={} FSD_SIM_STEPS={steps} (filter \
-                 {:?}): {failure}",
+                 FSD_SIM_INTERFERING={} FSD_SIM_MOUNTING={} FSD_SIM_RESTARTING={} \
+                 FSD_SIM_STEPS={steps} (filter {:?}): {failure}",
                 u8::from(variant.emptying),
                 u8::from(variant.interfering),
                 u8::from(variant.mounting),
+                u8::from(variant.restarting),
                 FILTERS[filter]
             ));
         }

@@ -9,6 +9,7 @@ use crate::engine::{Engine, EngineKind, Running};
 use crate::error::WatchError;
 use crate::event::Event;
 use crate::filter::Filter;
+use crate::reconcile::RecordedEntry;
 use crate::report::Reporter;
 
 /// A running watch; stops when dropped.
@@ -35,6 +36,20 @@ impl Watcher {
         filter: Filter,
         recursive: bool,
     ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), WatchError> {
+        Self::resume_with(engine, root, filter, recursive, None)
+    }
+
+    /// [`start_with`](Self::start_with), from the record of an earlier watch of the same
+    /// root ([`Watcher::record`], saved by a daemon that stopped): the first events are
+    /// what changed since that record, told as any batch of changes is (moves as moves),
+    /// so a change list from a token of the earlier watch continues exact across the gap.
+    pub fn resume_with(
+        engine: EngineKind,
+        root: &Path,
+        filter: Filter,
+        recursive: bool,
+        recorded: Option<&[RecordedEntry]>,
+    ) -> Result<(Self, mpsc::UnboundedReceiver<Event>), WatchError> {
         let meta = std::fs::metadata(root).map_err(|_| WatchError::NotFound(root.to_path_buf()))?;
         if !meta.is_dir() {
             return Err(WatchError::NotDirectory(root.to_path_buf()));
@@ -47,13 +62,13 @@ impl Watcher {
             EngineKind::Inotify | EngineKind::InotifyWhenAsked => crate::inotify::InotifyEngine {
                 when_asked: engine == EngineKind::InotifyWhenAsked,
             }
-            .start(&root, recursive, reporter)?,
+            .start(&root, recursive, reporter, recorded)?,
             #[cfg(not(target_os = "linux"))]
             EngineKind::Inotify | EngineKind::InotifyWhenAsked => {
                 return Err(WatchError::Unsupported(engine.to_string()));
             }
             EngineKind::Notify => {
-                crate::portable::NotifyEngine.start(&root, recursive, reporter)?
+                crate::portable::NotifyEngine.start(&root, recursive, reporter, recorded)?
             }
         };
         Ok((Self { root, running }, receiver))
@@ -74,6 +89,17 @@ impl Watcher {
                 let _ = answer.await;
             }
         }
+    }
+
+    /// The watch's record of its tree once every change made before this call has been
+    /// sent on the event channel: the tree those events leave, for a later watch of the
+    /// same root to start from ([`Watcher::resume_with`]). `None` from an engine that cannot
+    /// catch up, or once the watch has ended.
+    pub fn record(
+        &self,
+    ) -> impl std::future::Future<Output = Option<Vec<RecordedEntry>>> + Send + 'static {
+        let answer = self.running.catch_up().map(|catch_up| catch_up.record());
+        async move { answer?.await.ok() }
     }
 
     /// The device and inode number of the directory this watch recorded as its root when

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use fsd_search::{Refused, Within};
-use fsd_watch::{EngineKind, Event, Filter, Watcher};
+use fsd_watch::{EngineKind, Event, Filter, RecordedEntry, Watcher};
 use nix::fcntl::OFlag;
 use tokio::sync::{broadcast, mpsc, oneshot};
 
@@ -32,7 +32,6 @@ pub struct Root {
     pub id: String,
     pub path: PathBuf,
     key: WatchKey,
-    filter: Filter,
     /// The journal cursor at the last save (`u64::MAX`: never saved).
     saved_cursor: AtomicU64,
     journal: Mutex<Journal>,
@@ -194,6 +193,7 @@ impl WatchService {
             format!("watch-{number}-{millis}"),
             Journal::new(self.max_changes),
             self.workspace.as_deref(),
+            None,
         )?;
         hold.apply(&root);
         roots.insert(key.clone(), root.clone());
@@ -214,6 +214,17 @@ impl WatchService {
             };
             let saved_cursor = saved_watch.saved.cursor;
             let journal = Journal::restored(saved_watch.saved, RESTART_GAP, self.max_changes);
+            // Saved once the watch runs, as it is before the restart's changes are
+            // journaled: the record loaded, exact at the journal's saved cursor, with the
+            // cursors this run begins after and the range before them unknown. A crash
+            // before the next save then restores this (not the old saved watch again, which
+            // would hand out, after the same gap, cursors this run already handed out),
+            // and the engine finds all that changed since the record, this run's changes
+            // with it.
+            let gap = journal.save();
+            let recorded = persist::recorded(&saved_watch.index, &saved_watch.key.path);
+            // The engine starts from the record: its first events, journaled in order
+            // before any later one, are what changed while the daemon was down.
             let started = start_root(
                 self.engine,
                 &saved_watch.key,
@@ -221,6 +232,7 @@ impl WatchService {
                 saved_watch.id,
                 journal,
                 self.workspace.as_deref(),
+                Some(&recorded),
             );
             let root = match started {
                 Ok(root) => root,
@@ -229,32 +241,15 @@ impl WatchService {
                     continue;
                 }
             };
-            // The watch is already running, so nothing after this scan is missed.
-            let now = persist::scan(&root.path, &root.filter, root.key.recursive);
-            let changes = persist::diff(&saved_watch.index, &now);
-            tracing::info!(path = %root.path.display(), saved_cursor, changes = changes.len(), "restored a watch");
-            // Saved before the difference is journaled: the index loaded, exact at the
-            // journal's saved cursor, with the cursors this run begins after and the
-            // range before them unknown. A crash before the next save then restores this
-            // (not the old saved watch again, which would hand out, after the same gap,
-            // cursors this run already handed out), and its scan finds all that changed
-            // since the index, this run's changes with it.
-            let saved = root.journal().save();
-            save_root(dir, &root, saved_watch.index, saved);
-            {
-                let mut journal = root.journal();
-                for change in changes {
-                    tracing::trace!(root = %root.id, kind = ?change.kind, path = %change.path.display(), from = ?change.from, "journaled from the scan at start");
-                    journal.record(change);
-                }
-            }
+            tracing::info!(path = %root.path.display(), saved_cursor, entries = recorded.len(), "restored a watch");
+            save_root(dir, &root, saved_watch.index, gap);
             root.retained.store(true, Ordering::SeqCst);
             self.table().insert(saved_watch.key, root);
         }
     }
 
     /// Saves retained roots whose journal moved since the last save (all of them
-    /// with `force`). Blocking: scans the trees.
+    /// with `force`). Blocking: waits for each engine's record of its tree.
     pub fn save(&self, force: bool) {
         let Some(dir) = &self.saved_dir else { return };
         let roots: Vec<Arc<Root>> = self
@@ -272,7 +267,7 @@ impl WatchService {
                 Some((index, saved)) => save_root(dir, &root, index, saved),
                 None => tracing::info!(
                     path = %root.path.display(),
-                    "the tree kept changing while it was scanned: its last save is kept"
+                    "the tree kept changing while its record was taken: its last save is kept"
                 ),
             }
         }
@@ -319,30 +314,30 @@ impl WatchService {
     }
 }
 
-/// Scans of one save before it gives up (a tree that never stops changing).
-const SAVE_SCANS: usize = 3;
+/// Records of one save taken before it gives up (a tree that never stops changing).
+const SAVE_TRIES: usize = 3;
 
-/// An index of `root`'s tree and the journal it is exact for: scanned between two
-/// catch-ups that journaled nothing, so no change happened during the scan. A restart
-/// compares the index with the tree and journals the difference after the saved
-/// journal: with an index older than the journal, a change the journal already holds
-/// would be told twice (a file made again over itself, whose later move then keeps the
-/// old one at its name) and a file made and removed after the index would be in the
-/// journal and in no tree. `None` when every scan saw a change (`runtime`: where the
+/// The engine's record of `root`'s tree and the journal it is exact for: taken between
+/// two catch-ups that journaled nothing, so the record is the tree the journal's events
+/// leave. A restart starts the engine from the record and journals what it tells after
+/// the saved journal: with a record older than the journal, a change the journal already
+/// holds would be told twice (a file made again over itself, whose later move then keeps
+/// the old one at its name) and a file made and removed after the record would be in the
+/// journal and in no tree. `None` when every try saw a change (`runtime`: where the
 /// catch-ups run; without one, nothing is known to be journaled).
 fn quiet_index(
     root: &Root,
     runtime: Option<&tokio::runtime::Handle>,
 ) -> Option<(Vec<persist::IndexEntry>, Saved)> {
     let runtime = runtime?;
-    for _ in 0..SAVE_SCANS {
+    for _ in 0..SAVE_TRIES {
         runtime.block_on(root.caught_up());
         let before = root.journal().cursor();
-        let index = persist::scan(&root.path, &root.filter, root.key.recursive);
+        let recorded = runtime.block_on(root.watcher.record())?;
         runtime.block_on(root.caught_up());
         let saved = root.journal().save();
         if saved.cursor == before {
-            return Some((index, saved));
+            return Some((persist::index(recorded, &root.path), saved));
         }
     }
     None
@@ -369,6 +364,7 @@ fn start_root(
     id: String,
     journal: Journal,
     workspace: Option<&Within>,
+    recorded: Option<&[RecordedEntry]>,
 ) -> Result<Arc<Root>, fsd_watch::WatchError> {
     let inside = |watcher: &Watcher| {
         let Some(within) = workspace else {
@@ -380,7 +376,7 @@ fn start_root(
             .is_ok_and(|meta| (meta.dev(), meta.ino()) == watcher.root_object())
     };
     let (watcher, mut events) =
-        Watcher::start_with(engine, &key.path, filter.clone(), key.recursive)?;
+        Watcher::resume_with(engine, &key.path, filter, key.recursive, recorded)?;
     if !inside(&watcher) {
         return Err(fsd_watch::WatchError::Elsewhere(key.path.clone()));
     }
@@ -389,7 +385,6 @@ fn start_root(
         id,
         path: key.path.clone(),
         key: key.clone(),
-        filter,
         saved_cursor: AtomicU64::new(u64::MAX),
         journal: Mutex::new(journal),
         live: broadcast::channel(4096).0,

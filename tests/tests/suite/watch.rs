@@ -215,8 +215,17 @@ async fn check_changes_tokens_and_change_lists() {
 #[tokio::test]
 async fn tokens_survive_a_restart_with_the_exact_changes() {
     let mut daemon = Daemon::start();
+    // Written an hour ago: a file the watch records in the clock tick of its last write
+    // (and saves before that tick is known to be over) is taken as modified after the
+    // restart, since a write in that tick keeps its size and mtime.
+    let hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     for name in ["b.txt", "c.txt", "d.txt"] {
         std::fs::write(daemon.path(name), "old").unwrap();
+        let file = std::fs::File::options()
+            .write(true)
+            .open(daemon.path(name))
+            .unwrap();
+        file.set_modified(hour_ago).unwrap();
     }
     let token = check(&daemon, json!({"path": "."})).await["version"]
         .as_str()

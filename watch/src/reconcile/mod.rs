@@ -28,6 +28,10 @@ mod batch;
 mod emit;
 mod list;
 mod reconciler;
+mod record;
 pub(crate) mod tree;
+
+pub use record::RecordedEntry;
+pub use tree::Kind as EntryKind;
 
 pub(crate) use reconciler::{Backend, Reconciler, WatchFailure};

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use super::batch::Batch;
+use super::record::{self, RecordedEntry};
 use super::tree::{Kind, NodeId, ROOT, Stat, Tree};
 use super::{emit, list};
 use crate::report::Reporter;
@@ -105,12 +106,15 @@ pub(crate) struct Reconciler {
 }
 
 impl Reconciler {
-    /// Records the tree at `root` (watched through `backend` first) without reporting it.
+    /// Records the tree at `root` (watched through `backend` first) without reporting it;
+    /// or, given the record of an earlier watch of it (`recorded`, see [`Self::recorded`]),
+    /// reads it whole against that record and reports what changed since.
     pub fn start(
         root: &Path,
         reporter: Reporter,
         recursive: bool,
         backend: &mut dyn Backend,
+        recorded: Option<&[RecordedEntry]>,
     ) -> Result<Self, WatchFailure> {
         let stat = list::lstat(root).map_err(|err| match err.kind() {
             std::io::ErrorKind::NotFound => WatchFailure::Gone,
@@ -135,6 +139,22 @@ impl Reconciler {
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
         reconciler.dirty.insert(ROOT);
+        if let Some(entries) = recorded {
+            // The record as the tree, none of its directories watched: each is watched
+            // where its parent's listing finds it (or where it moved, found by its inode),
+            // then listed entry by entry, as a directory watched anew is. What changed
+            // while nothing watched is then one batch of this reconciler's changes.
+            let racy = record::load(&mut reconciler.tree, entries, reconciler.now);
+            reconciler.racy_nodes.extend(racy);
+            reconciler.watched_anew.insert(ROOT);
+            reconciler.reporting = true;
+            reconciler.reconcile(backend);
+            if reconciler.root_gone {
+                return Err(WatchFailure::Gone);
+            }
+            reconciler.tree.compact();
+            return Ok(reconciler);
+        }
         reconciler.reconcile(backend);
         if let Some(failure) = reconciler.unwatched.take() {
             return Err(failure);
@@ -142,6 +162,12 @@ impl Reconciler {
         reconciler.tree.compact();
         reconciler.reporting = true;
         Ok(reconciler)
+    }
+
+    /// The record of the tree as the changes reported so far leave it, for a later watch
+    /// of the same root to start from (see [`Self::start`]).
+    pub fn recorded(&self) -> Vec<RecordedEntry> {
+        record::export(&self.tree)
     }
 
     pub fn reporter(&self) -> &Reporter {

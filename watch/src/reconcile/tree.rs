@@ -14,7 +14,7 @@ pub(crate) const ROOT: NodeId = 0;
 
 /// What an entry is. Devices, FIFOs and sockets are `Other`: tracked, reported as files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
+pub enum Kind {
     File,
     Dir,
     Symlink,
