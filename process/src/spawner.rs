@@ -1,16 +1,18 @@
-//! A resident spawner: one small process in the sandbox's process world that forks a
-//! supervisor for each next-line process, instead of the daemon executing `fsd supervise`
-//! for each. Starting the fsd binary is most of a process's start (a large executable's
+//! A resident spawner: one small process in the sandbox's process world that forks the
+//! supervisors of next-line processes, instead of the daemon executing `fsd supervise` for
+//! each. Starting the fsd binary is most of a process's start (a large executable's
 //! mapping and relocations: about 3 ms against a fork's tenth of that); the spawner pays it
 //! once. It is single-threaded, so a fork of it is an ordinary process, which then runs the
-//! supervisor's code as `fsd supervise` would.
+//! supervisor's code as `fsd supervise` would. It keeps one fork ready (a spare) that
+//! reads the next request itself, answers it and becomes its supervisor, while the spawner
+//! forks the next spare: no fork is on a start's way.
 //!
 //! The daemon sends one request per message on a `SOCK_SEQPACKET` socket: the request as
 //! JSON, and the program's stdin, stdout and stderr and the supervisor's status pipe as
 //! passed descriptors. The answer is the supervisor's pid as the sandbox sees it (or a
-//! negative errno). The spawner ends when the daemon's end of the socket closes; its
-//! children are reaped by the kernel (it ignores SIGCHLD), and each supervisor tells the
-//! daemon how its program ended on the status pipe.
+//! negative errno), sent by the supervisor. The spawner ends when the daemon's end of the
+//! socket closes; its children are reaped by the kernel (it ignores SIGCHLD), and each
+//! supervisor tells the daemon how its program ended on the status pipe.
 
 use std::ffi::OsString;
 use std::io::{IoSlice, IoSliceMut};
@@ -103,6 +105,49 @@ pub fn serve(args: SpawnerArgs) -> i32 {
     unsafe {
         let _ = signal(Signal::SIGCHLD, SigHandler::SigIgn);
     }
+    // A spare is forked before its request comes and takes it itself: the fork is not on
+    // a start's way (the request is read, answered and started by a process already there),
+    // and the next spare is forked while this one starts its program.
+    loop {
+        let (taken, told) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+            Ok(pipe) => pipe,
+            Err(err) => {
+                eprintln!("fsd spawner: pipe: {err}");
+                return 1;
+            }
+        };
+        // SAFETY: this process is single-threaded.
+        match unsafe { fork() } {
+            Ok(ForkResult::Parent { .. }) => {
+                drop(told);
+                // A byte: the spare took a request (another is forked). The end without
+                // one: it ended, on the daemon's end closing (or a failure of its socket,
+                // or a kill), and the spawner ends with it (the daemon starts another).
+                let mut byte = [0u8; 1];
+                loop {
+                    match nix::unistd::read(&taken, &mut byte) {
+                        Ok(1) => break,
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        _ => return 0,
+                    }
+                }
+            }
+            Ok(ForkResult::Child) => {
+                drop(taken);
+                std::process::exit(spare(&socket, told));
+            }
+            Err(err) => {
+                eprintln!("fsd spawner: fork: {err}");
+                return 1;
+            }
+        }
+    }
+}
+
+/// A forked spare: reads requests until one is valid, answers it with its own pid, tells
+/// the spawner (`told`) it took one, and becomes that request's supervisor. Returns when
+/// the daemon's end closes.
+fn spare(socket: &OwnedFd, told: OwnedFd) -> i32 {
     let mut buffer = vec![0u8; MAX_REQUEST];
     loop {
         let (length, fds) = match receive(socket.as_fd(), &mut buffer) {
@@ -115,25 +160,26 @@ pub fn serve(args: SpawnerArgs) -> i32 {
                 return 1;
             }
         };
-        let answer = match (
-            serde_json::from_slice::<SpawnRequest>(&buffer[..length]),
-            fds,
-        ) {
-            (Ok(request), Some(fds)) => spawn(request, fds, socket.as_raw_fd()),
-            _ => -(nix::libc::EINVAL),
+        let request = serde_json::from_slice::<SpawnRequest>(&buffer[..length]);
+        let (Ok(request), Some(fds)) = (request, fds) else {
+            if send_answer(socket.as_fd(), -(nix::libc::EINVAL)).is_err() {
+                return 1;
+            }
+            continue;
         };
-        if send_answer(socket.as_fd(), answer).is_err() {
+        let answered = send_answer(socket.as_fd(), std::process::id() as i32);
+        let _ = nix::unistd::write(&told, &[1]);
+        drop((told, buffer));
+        if answered.is_err() {
             return 1;
         }
+        return supervise(request, fds, socket.as_raw_fd());
     }
 }
 
 /// Answers a request: the pid (or negative errno) as the sandbox sees it, and for a pid the
-/// same process as the sender's credentials, which the kernel gives the daemon as the
-/// daemon sees it (a pid of a child namespace is translated on its way out). Without the
-/// privilege to name another process there (`CAP_SYS_ADMIN` in the sandbox's namespace),
-/// or once the process is gone, the answer goes alone, and the daemon looks the pid up in
-/// /proc.
+/// sender's credentials, which the kernel gives the daemon as the daemon sees them (a pid of
+/// a child namespace is translated on its way out): the supervisor answers for itself.
 fn send_answer(socket: BorrowedFd<'_>, answer: i32) -> nix::Result<()> {
     let bytes = answer.to_le_bytes();
     let payload = [IoSlice::new(&bytes)];
@@ -151,8 +197,9 @@ fn send_answer(socket: BorrowedFd<'_>, answer: i32) -> nix::Result<()> {
             MsgFlags::empty(),
             None,
         ) {
-            // Not allowed to name another process, or the supervisor is already gone (its
-            // program was quick, and the kernel reaps it at once): the answer goes alone.
+            // Not allowed to name the process (another than the sender, without the
+            // privilege), or it is gone: the answer goes alone, and the daemon looks the
+            // pid up in /proc.
             Err(nix::errno::Errno::EPERM | nix::errno::Errno::ESRCH) => {}
             sent => return sent.map(drop),
         }
@@ -192,17 +239,7 @@ fn receive(
     Ok(Some((length, fds.try_into().ok())))
 }
 
-/// Forks a supervisor for `request`; its pid, or a negative errno.
-fn spawn(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) -> i32 {
-    // SAFETY: this process is single-threaded.
-    match unsafe { fork() } {
-        Ok(ForkResult::Parent { child }) => child.as_raw(),
-        Ok(ForkResult::Child) => std::process::exit(supervise(request, fds, socket)),
-        Err(err) => -(err as i32),
-    }
-}
-
-/// In the forked child: becomes the supervisor of `request`'s program.
+/// In the spare that took it: becomes the supervisor of `request`'s program.
 fn supervise(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) -> i32 {
     // The supervisor waits for its program: its children are not reaped for it.
     // SAFETY: setting a signal's disposition; no handler runs.
