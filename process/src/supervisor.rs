@@ -187,6 +187,7 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     if let Some(pipe) = &status_pipe {
         pipe.line(&format!("pid {main}"));
     }
+    release_stdio();
     let main = Pid::from_raw(main as i32);
     let mut status = None;
     loop {
@@ -531,6 +532,26 @@ fn on_path(
 }
 
 /// The pipe `--status-fd` names, kept from the program (close-on-exec).
+/// The program holds its own stdin, stdout and stderr: the supervisor lets go of its
+/// copies (`/dev/null` in their place), so the output's readers see its end (and a
+/// terminal hangs up) once the program's tree lets go of them, not once the supervisor's
+/// exit has torn down its memory, which the kernel does before it closes descriptors.
+fn release_stdio() {
+    let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    else {
+        return;
+    };
+    for target in 0..=2 {
+        // SAFETY: dup2 onto the standard descriptors, which this process owns.
+        unsafe {
+            nix::libc::dup2(std::os::fd::AsRawFd::as_raw_fd(&null), target);
+        }
+    }
+}
+
 struct StatusPipe(std::fs::File);
 
 impl StatusPipe {
