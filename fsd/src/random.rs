@@ -1,9 +1,17 @@
-//! Random bytes for ids (`/dev/urandom`; the clock and pid where it cannot be read).
+//! Random bytes for ids (`getrandom`, else `/dev/urandom`; the clock and pid where neither
+//! answers).
 
 use std::io::Read;
 
 pub fn bytes<const N: usize>() -> [u8; N] {
     let mut bytes = [0u8; N];
+    // One system call where opening, reading and closing `/dev/urandom` were three (a
+    // process's start takes an id).
+    // SAFETY: getrandom writes at most `N` bytes into the buffer of `N` it is given.
+    let got = unsafe { nix::libc::getrandom(bytes.as_mut_ptr().cast(), N, 0) };
+    if usize::try_from(got).ok() == Some(N) {
+        return bytes;
+    }
     let random = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
     if random.is_err() {
         let nanos = std::time::SystemTime::now()

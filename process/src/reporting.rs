@@ -70,17 +70,17 @@ pub async fn spawn_reporting(
         }
     };
     let spawner = Arc::clone(world);
-    let supervisor = tokio::task::spawn_blocking(move || {
+    // A task of its own: a request to the spawner is answered whole even if this call is
+    // dropped (the next request would read its answer otherwise).
+    let supervisor = tokio::spawn(async move {
         let [stdin, stdout, stderr] = &stdio;
-        spawner.spawn(
-            &request,
-            [
-                stdin.as_fd(),
-                stdout.as_fd(),
-                stderr.as_fd(),
-                status_write.as_fd(),
-            ],
-        )
+        let fds = [
+            stdin.as_fd(),
+            stdout.as_fd(),
+            stderr.as_fd(),
+            status_write.as_fd(),
+        ];
+        spawner.spawn(&request, fds).await
     })
     .await
     .map_err(|error| NotStarted::Failed(error.to_string()))?

@@ -25,6 +25,7 @@ use nix::sys::socket::{
 };
 use nix::unistd::{ForkResult, fork};
 use serde::{Deserialize, Serialize};
+use tokio::io::unix::AsyncFd;
 
 use crate::supervisor::{self, OnExit, SuperviseArgs};
 
@@ -277,9 +278,11 @@ fn supervise(request: SpawnRequest, fds: [OwnedFd; DESCRIPTORS], socket: RawFd) 
     })
 }
 
-/// The daemon's end: sends a request with its descriptors and reads the answer.
-pub(crate) fn request(
-    socket: BorrowedFd<'_>,
+/// The daemon's end: sends a request with its descriptors and reads the answer, waiting on
+/// the socket (which does not block) rather than on a thread. Dropped between the two, the
+/// answer would be read by the next request: callers run it in a task of its own.
+pub(crate) async fn request(
+    socket: &AsyncFd<OwnedFd>,
     request: &SpawnRequest,
     fds: [BorrowedFd<'_>; DESCRIPTORS],
 ) -> std::io::Result<Answer> {
@@ -290,22 +293,41 @@ pub(crate) fn request(
         ));
     }
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-    sendmsg::<()>(
-        socket.as_raw_fd(),
-        &[IoSlice::new(&json)],
-        &[ControlMessage::ScmRights(&raw)],
-        MsgFlags::empty(),
-        None,
-    )?;
+    loop {
+        let mut ready = socket.writable().await?;
+        let sent = ready.try_io(|socket| {
+            sendmsg::<()>(
+                socket.as_raw_fd(),
+                &[IoSlice::new(&json)],
+                &[ControlMessage::ScmRights(&raw)],
+                MsgFlags::empty(),
+                None,
+            )
+            .map_err(std::io::Error::from)
+        });
+        match sent {
+            Ok(sent) => {
+                sent?;
+                break;
+            }
+            Err(_would_block) => continue,
+        }
+    }
+    loop {
+        let mut ready = socket.readable().await?;
+        match ready.try_io(|socket| read_answer(socket.as_raw_fd())) {
+            Ok(answer) => return answer,
+            Err(_would_block) => continue,
+        }
+    }
+}
+
+/// One answer from the spawner's socket.
+fn read_answer(socket: RawFd) -> std::io::Result<Answer> {
     let mut answer = [0u8; 4];
     let mut iov = [IoSliceMut::new(&mut answer)];
     let mut space = nix::cmsg_space!(UnixCredentials);
-    let received = recvmsg::<()>(
-        socket.as_raw_fd(),
-        &mut iov,
-        Some(&mut space),
-        MsgFlags::empty(),
-    )?;
+    let received = recvmsg::<()>(socket, &mut iov, Some(&mut space), MsgFlags::empty())?;
     let sender = received.cmsgs()?.find_map(|control| match control {
         ControlMessageOwned::ScmCredentials(credentials) => u32::try_from(credentials.pid()).ok(),
         _ => None,

@@ -16,15 +16,16 @@
 //! (still under supervisors), and the capabilities say so.
 
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use tokio::io::unix::AsyncFd;
 
 use crate::proctree;
 use crate::spawner::SpawnRequest;
@@ -58,13 +59,17 @@ pub struct World {
     within: Vec<PathBuf>,
     /// The resident spawner (see `spawner`), started on first use and again if it ended.
     spawner: std::sync::Mutex<Option<Spawner>>,
+    /// One request at a time on the spawner's socket: each is answered before the next
+    /// goes.
+    requests: tokio::sync::Mutex<()>,
 }
 
 /// The resident spawner, as the daemon holds it.
 #[derive(Debug)]
 struct Spawner {
-    /// The daemon's end of its socket: closing it ends the spawner.
-    socket: OwnedFd,
+    /// The daemon's end of its socket, read and written without blocking: closing it ends
+    /// the spawner.
+    socket: Arc<AsyncFd<OwnedFd>>,
     /// The process the daemon started: the spawner, or (in a namespace) the one outside
     /// that waits for it.
     started: std::process::Child,
@@ -113,51 +118,49 @@ impl World {
             init,
             within: Vec::new(),
             spawner: std::sync::Mutex::new(None),
+            requests: tokio::sync::Mutex::new(()),
         }
     }
 
     /// Starts `request`'s program under a supervisor forked by the resident spawner (started
     /// on first use), with `fds` as its stdin, stdout and stderr and the supervisor's status
     /// pipe (see `supervise --status-fd`). Answers the supervisor's pid as the daemon sees
-    /// it (0 when it has already gone). Blocks for a fork's time: call it off the runtime's
-    /// workers.
-    pub fn spawn(&self, request: &SpawnRequest, fds: [BorrowedFd<'_>; 4]) -> std::io::Result<u32> {
-        let mut spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
+    /// it (0 when it has already gone). The request and its answer are not cut in two: a
+    /// caller that may be dropped runs it in a task of its own.
+    pub async fn spawn(
+        self: &Arc<Self>,
+        request: &SpawnRequest,
+        fds: [BorrowedFd<'_>; 4],
+    ) -> std::io::Result<u32> {
+        let _turn = self.requests.lock().await;
         let mut retried = false;
         loop {
-            let running = match spawner.as_mut() {
-                Some(current) => current
-                    .started
-                    .try_wait()
-                    .is_ok_and(|ended| ended.is_none()),
-                None => false,
-            };
-            if !running {
-                if let Some(old) = spawner.take() {
-                    old.end();
-                }
-                *spawner = Some(Spawner::start(self)?);
-            }
-            let Some(current) = spawner.as_ref() else {
-                return Err(std::io::Error::other("the spawner did not start"));
-            };
-            match crate::spawner::request(current.socket.as_fd(), request, fds) {
+            let (socket, host) = self.running_spawner().await?;
+            match crate::spawner::request(&socket, request, fds).await {
                 Ok(answer) => {
                     return Ok(match self.init_pid() {
                         // Without a namespace the sandbox's pids are the daemon's.
                         None => u32::try_from(answer.pid).unwrap_or(0),
                         // The kernel translated the supervisor's pid for the daemon.
-                        Some(_) if answer.sender != 0 && answer.sender != current.host => {
-                            answer.sender
+                        Some(_) if answer.sender != 0 && answer.sender != host => answer.sender,
+                        Some(_) => {
+                            let spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
+                            spawner
+                                .as_ref()
+                                .map_or(0, |current| current.host_pid_of(answer.pid))
                         }
-                        Some(_) => current.host_pid_of(answer.pid),
                     });
                 }
                 // A spawner killed from inside the sandbox (it lives there) fails the
                 // request it was killed under: another one takes it, once.
                 Err(error) if !retried => {
                     tracing::warn!(%error, "the spawner failed; starting another");
-                    if let Some(old) = spawner.take() {
+                    let old = self
+                        .spawner
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .take();
+                    if let Some(old) = old {
                         old.end();
                     }
                     retried = true;
@@ -165,6 +168,35 @@ impl World {
                 Err(error) => return Err(error),
             }
         }
+    }
+
+    /// The spawner's socket and its pid as the daemon sees it, started first (on a
+    /// blocking thread: a start waits for the process) if none runs.
+    async fn running_spawner(self: &Arc<Self>) -> std::io::Result<(Arc<AsyncFd<OwnedFd>>, u32)> {
+        let ended = {
+            let mut spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(current) = spawner.as_mut()
+                && current
+                    .started
+                    .try_wait()
+                    .is_ok_and(|ended| ended.is_none())
+            {
+                return Ok((Arc::clone(&current.socket), current.host));
+            }
+            spawner.take()
+        };
+        let world = Arc::clone(self);
+        let started = tokio::task::spawn_blocking(move || {
+            if let Some(old) = ended {
+                old.end();
+            }
+            Spawner::start(&world)
+        })
+        .await
+        .map_err(std::io::Error::other)??;
+        let running = (Arc::clone(&started.socket), started.host);
+        *self.spawner.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
+        Ok(running)
     }
 
     /// Confines every command's working directory to `roots` (canonical directories):
@@ -341,6 +373,10 @@ impl Spawner {
         }
         let mut started = command.spawn()?;
         drop(theirs);
+        nix::fcntl::fcntl(
+            &ours,
+            nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
+        )?;
         // Answers carry their sender's credentials, which the spawner sets to the
         // supervisor's: its pid as the daemon sees it, without a walk of /proc.
         nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::PassCred, &true)?;
@@ -368,8 +404,11 @@ impl Spawner {
                 }
             }
         };
+        // SAFETY: `ours` owns its descriptor, which stays open and the same for as long as
+        // the `AsyncFd` that takes it.
+        let socket = unsafe { AsyncFd::register(ours) }.map_err(|failed| failed.into_parts().1)?;
         Ok(Self {
-            socket: ours,
+            socket: Arc::new(socket),
             started,
             host,
         })

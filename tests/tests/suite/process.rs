@@ -438,28 +438,50 @@ async fn next_line_records_survive_a_restart_for_the_routes() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// What a next-line process of `argv` wrote to its stdout, run to its exit.
+async fn next_stdout(next: &fsd_tests::rpc::RpcClient, argv: Value) -> String {
+    let events = next.run_to_exit(json!([argv])).await;
+    let bytes: Vec<u8> = events
+        .iter()
+        .filter(|event| event["type"] == "stdout")
+        .flat_map(|event| {
+            let text = event["data"][1].as_str().unwrap_or_default();
+            base64_simd::forgiving_decode_to_vec(text.as_bytes()).unwrap_or_default()
+        })
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 /// The spawner that forks the next line's supervisors lives in the sandbox, where a
 /// command can kill it: the next start gets a new one, and what the old one started runs on.
 #[tokio::test]
 async fn a_spawner_killed_from_inside_the_sandbox_is_replaced() {
+    part_of_the_spawner_killed_is_replaced("pkill -9 -o -f 'fsd [s]pawner' && echo killed").await;
+}
+
+/// The spawner keeps a fork of itself ready (its spare) that takes the next start: a
+/// spare killed from inside the sandbox ends the spawner with it, and the next start gets
+/// a new one, what the old one started running on.
+#[tokio::test]
+async fn a_spare_killed_from_inside_the_sandbox_is_replaced() {
+    // The spare: the spawner's child still named `fsd` (the supervisors it becomes are
+    // named `fsd-supervise`); waited for, as the spawner forks it after the start before.
+    part_of_the_spawner_killed_is_replaced(
+        "spawner=$(pgrep -o -f 'fsd [s]pawner'); for i in $(seq 100); do \
+         p=$(pgrep -n -x -P \"$spawner\" fsd) && kill -9 \"$p\" && echo killed && exit 0; \
+         sleep 0.05; done",
+    )
+    .await;
+}
+
+/// Starts a sleeper, runs `kill` (a shell script that prints `killed` once it has killed
+/// a part of the spawner), then three more processes: each runs, under a new spawner, and
+/// the sleeper runs on.
+async fn part_of_the_spawner_killed_is_replaced(kill: &str) {
     use fsd_tests::rpc::{RpcClient, settled};
     let daemon = Daemon::start();
     let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
-    let stdout = |argv: Value| {
-        let next = &next;
-        async move {
-            let events = next.run_to_exit(json!([argv])).await;
-            let bytes: Vec<u8> = events
-                .iter()
-                .filter(|event| event["type"] == "stdout")
-                .flat_map(|event| {
-                    let text = event["data"][1].as_str().unwrap_or_default();
-                    base64_simd::forgiving_decode_to_vec(text.as_bytes()).unwrap_or_default()
-                })
-                .collect();
-            String::from_utf8_lossy(&bytes).into_owned()
-        }
-    };
+    let stdout = |argv: Value| next_stdout(&next, argv);
     let sleeper = next
         .call("processes", "start", json!([[["sleep", "30"]], {}]))
         .await;
@@ -470,7 +492,7 @@ async fn a_spawner_killed_from_inside_the_sandbox_is_replaced() {
     let spawner = || stdout(json!(["pgrep", "-o", "-f", "fsd [s]pawner"]));
     let before = spawner().await;
     assert!(!before.trim().is_empty(), "no spawner in the sandbox");
-    stdout(json!(["sh", "-c", "pkill -9 -o -f 'fsd [s]pawner'; true"])).await;
+    assert_eq!(stdout(json!(["sh", "-c", kill])).await, "killed\n");
     for round in 0..3 {
         let out = stdout(json!(["echo", format!("again {round}")])).await;
         assert_eq!(out, format!("again {round}\n"));
