@@ -35,6 +35,8 @@ mod portable;
 mod reconcile;
 mod report;
 #[cfg(all(test, target_os = "linux"))]
+mod restarts;
+#[cfg(all(test, target_os = "linux"))]
 mod simulation;
 mod watcher;
 
