@@ -41,7 +41,7 @@ use crate::inotify::{RawEvent, Session};
 use crate::reconcile::tree::NodeId;
 use crate::reconcile::{Backend, WatchFailure};
 use crate::report::Reporter;
-use crate::{Event, Filter};
+use crate::{Event, Filter, WatchError};
 
 /// A small, fast, seedable generator (splitmix64).
 struct Rng(u64);
@@ -641,22 +641,15 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
     for step in 0..steps {
         done.clear();
         if restarting && restarts.chance(20) {
-            // The daemon stops: its record of the tree saved, the engine and what the
-            // kernel queued gone. The tree changes while nothing watches, and a new engine
-            // starts from the record, which tells what changed meanwhile.
-            let recorded = session.reconciler.recorded();
-            drop(session);
             held.clear();
-            for _ in 0..1 + restarts.below(6) {
-                let op = workload.step(&mut restarts);
-                done.push(format!("(down) {op}"));
-            }
-            done.push("(restarted)".to_string());
-            session = Session::start(
+            let reporter = Reporter::new(root.clone(), filter.clone(), sender.clone());
+            session = restarted(
+                session,
                 &root,
-                true,
-                Reporter::new(root.clone(), filter.clone(), sender.clone()),
-                Some(&recorded),
+                reporter,
+                &workload,
+                &mut restarts,
+                &mut done,
             )
             .map_err(|e| format!("step {step} ({done:?}): the restart failed: {e}"))?;
         }
@@ -776,6 +769,27 @@ fn run_seed(seed: u64, steps: usize, filter: usize, workload: Variant) -> Result
         }
     }
     Ok(())
+}
+
+/// The daemon stops: its record of the tree saved, the engine and what the kernel queued
+/// gone. The tree changes while nothing watches (what `workload` does, told in `done`), and
+/// a new engine starts from the record, which tells what changed meanwhile.
+fn restarted(
+    session: Session,
+    root: &Path,
+    reporter: Reporter,
+    workload: &Workload,
+    rng: &mut Rng,
+    done: &mut Vec<String>,
+) -> Result<Session, WatchError> {
+    let recorded = session.reconciler.recorded();
+    drop(session);
+    for _ in 0..1 + rng.below(6) {
+        let op = workload.step(rng);
+        done.push(format!("(down) {op}"));
+    }
+    done.push("(restarted)".to_string());
+    Session::start(root, true, reporter, Some(&recorded))
 }
 
 /// Seeds that once failed (on this kind of machine: inode numbers are reused as the
