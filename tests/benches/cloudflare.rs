@@ -161,7 +161,8 @@ async fn run(rounds: usize, starts: usize) {
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
         podman_start.push(started.elapsed());
-        podman(&["rm", "-f", "-t", "0", &id]);
+        // With its anonymous volumes (the image declares two): each holds a podman lock.
+        podman(&["rm", "-f", "-v", "-t", "0", &id]);
     }
     let image_size: Value = serde_json::from_str(&podman(&[
         "image",
