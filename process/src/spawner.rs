@@ -178,34 +178,20 @@ fn spare(socket: &OwnedFd, told: OwnedFd) -> i32 {
     }
 }
 
-/// Answers a request: the pid (or negative errno) as the sandbox sees it, and for a pid the
-/// sender's credentials, which the kernel gives the daemon as the daemon sees them (a pid of
-/// a child namespace is translated on its way out): the supervisor answers for itself.
+/// Answers a request: the pid (or negative errno) as the sandbox sees it. Sent by the
+/// supervisor itself, it carries its credentials without naming them: the daemon's end
+/// asks for them (`SO_PASSCRED`), and the kernel gives them as the daemon sees them (a pid
+/// of a child namespace translated on its way out).
 fn send_answer(socket: BorrowedFd<'_>, answer: i32) -> nix::Result<()> {
     let bytes = answer.to_le_bytes();
-    let payload = [IoSlice::new(&bytes)];
-    if answer > 0 {
-        let credentials = UnixCredentials::from(nix::libc::ucred {
-            pid: answer,
-            uid: nix::unistd::getuid().as_raw(),
-            gid: nix::unistd::getgid().as_raw(),
-        });
-        let named = [ControlMessage::ScmCredentials(&credentials)];
-        match sendmsg::<()>(
-            socket.as_raw_fd(),
-            &payload,
-            &named,
-            MsgFlags::empty(),
-            None,
-        ) {
-            // Not allowed to name the process (another than the sender, without the
-            // privilege), or it is gone: the answer goes alone, and the daemon looks the
-            // pid up in /proc.
-            Err(nix::errno::Errno::EPERM | nix::errno::Errno::ESRCH) => {}
-            sent => return sent.map(drop),
-        }
-    }
-    sendmsg::<()>(socket.as_raw_fd(), &payload, &[], MsgFlags::empty(), None).map(drop)
+    sendmsg::<()>(
+        socket.as_raw_fd(),
+        &[IoSlice::new(&bytes)],
+        &[],
+        MsgFlags::empty(),
+        None,
+    )
+    .map(drop)
 }
 
 /// One request's message: its length and its descriptors (`None` unless all four came);
@@ -358,19 +344,16 @@ mod tests {
     use super::*;
     use std::os::unix::net::UnixStream;
 
-    /// A supervisor whose program was quick can be gone before its pid is answered (the
-    /// kernel reaps it at once): the answer still goes, without the credentials, and the
-    /// spawner serves on.
+    /// The answer names its sender to a daemon that asks for credentials, without the
+    /// sender naming them: the supervisor's pid as the daemon sees it.
     #[test]
-    fn an_answer_naming_a_process_already_gone_is_still_sent() {
+    fn an_answer_carries_its_senders_pid() {
+        use std::os::fd::AsFd;
         let (ours, theirs) = UnixStream::pair().unwrap();
         nix::sys::socket::setsockopt(&theirs, nix::sys::socket::sockopt::PassCred, &true).unwrap();
-        let mut gone = std::process::Command::new("true").spawn().unwrap();
-        let pid = i32::try_from(gone.id()).unwrap();
-        gone.wait().unwrap();
+        let pid = i32::try_from(std::process::id()).unwrap();
         send_answer(ours.as_fd(), pid).unwrap();
-        let mut answer = [0u8; 4];
-        std::io::Read::read_exact(&mut &theirs, &mut answer).unwrap();
-        assert_eq!(i32::from_le_bytes(answer), pid);
+        let answer = read_answer(theirs.as_fd().as_raw_fd()).unwrap();
+        assert_eq!((answer.pid, answer.sender), (pid, std::process::id()));
     }
 }

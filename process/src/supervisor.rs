@@ -531,7 +531,6 @@ fn on_path(
     None
 }
 
-/// The pipe `--status-fd` names, kept from the program (close-on-exec).
 /// The program holds its own stdin, stdout and stderr: the supervisor lets go of its
 /// copies (`/dev/null` in their place), so the output's readers see its end (and a
 /// terminal hangs up) once the program's tree lets go of them, not once the supervisor's
@@ -552,6 +551,7 @@ fn release_stdio() {
     }
 }
 
+/// The pipe `--status-fd` names, kept from the program (close-on-exec).
 struct StatusPipe(std::fs::File);
 
 impl StatusPipe {

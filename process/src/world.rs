@@ -73,8 +73,6 @@ struct Spawner {
     /// The process the daemon started: the spawner, or (in a namespace) the one outside
     /// that waits for it.
     started: std::process::Child,
-    /// The spawner proper as the daemon sees it: the supervisors are its children.
-    host: u32,
 }
 
 /// The namespace's init, as the daemon sees it.
@@ -135,20 +133,15 @@ impl World {
         let _turn = self.requests.lock().await;
         let mut retried = false;
         loop {
-            let (socket, host) = self.running_spawner().await?;
+            let socket = self.running_spawner().await?;
             match crate::spawner::request(&socket, request, fds).await {
                 Ok(answer) => {
                     return Ok(match self.init_pid() {
                         // Without a namespace the sandbox's pids are the daemon's.
                         None => u32::try_from(answer.pid).unwrap_or(0),
-                        // The kernel translated the supervisor's pid for the daemon.
-                        Some(_) if answer.sender != 0 && answer.sender != host => answer.sender,
-                        Some(_) => {
-                            let spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
-                            spawner
-                                .as_ref()
-                                .map_or(0, |current| current.host_pid_of(answer.pid))
-                        }
+                        // The supervisor answered itself: the kernel translated its pid
+                        // for the daemon in the answer's credentials.
+                        Some(_) => answer.sender,
                     });
                 }
                 // A spawner killed from inside the sandbox (it lives there) fails the
@@ -170,9 +163,9 @@ impl World {
         }
     }
 
-    /// The spawner's socket and its pid as the daemon sees it, started first (on a
-    /// blocking thread: a start waits for the process) if none runs.
-    async fn running_spawner(self: &Arc<Self>) -> std::io::Result<(Arc<AsyncFd<OwnedFd>>, u32)> {
+    /// The spawner's socket, the spawner started first (on a blocking thread: a start
+    /// waits for the process) if none runs.
+    async fn running_spawner(self: &Arc<Self>) -> std::io::Result<Arc<AsyncFd<OwnedFd>>> {
         let ended = {
             let mut spawner = self.spawner.lock().unwrap_or_else(|p| p.into_inner());
             if let Some(current) = spawner.as_mut()
@@ -181,7 +174,7 @@ impl World {
                     .try_wait()
                     .is_ok_and(|ended| ended.is_none())
             {
-                return Ok((Arc::clone(&current.socket), current.host));
+                return Ok(Arc::clone(&current.socket));
             }
             spawner.take()
         };
@@ -194,7 +187,7 @@ impl World {
         })
         .await
         .map_err(std::io::Error::other)??;
-        let running = (Arc::clone(&started.socket), started.host);
+        let running = Arc::clone(&started.socket);
         *self.spawner.lock().unwrap_or_else(|p| p.into_inner()) = Some(started);
         Ok(running)
     }
@@ -371,46 +364,21 @@ impl Spawner {
                 Ok(())
             });
         }
-        let mut started = command.spawn()?;
+        let started = command.spawn()?;
         drop(theirs);
         nix::fcntl::fcntl(
             &ours,
             nix::fcntl::FcntlArg::F_SETFL(nix::fcntl::OFlag::O_NONBLOCK),
         )?;
-        // Answers carry their sender's credentials, which the spawner sets to the
-        // supervisor's: its pid as the daemon sees it, without a walk of /proc.
+        // Answers carry their sender's credentials: the supervisor's pid as the daemon sees
+        // it, without a walk of /proc.
         nix::sys::socket::setsockopt(&ours, nix::sys::socket::sockopt::PassCred, &true)?;
-        let host = match namespace {
-            None => started.id(),
-            // The spawner proper is the child of the one started, once it has forked.
-            Some(_) => {
-                let mut found = None;
-                for _ in 0..5000 {
-                    found = proctree::children(started.id()).first().copied();
-                    if found.is_some() || started.try_wait()?.is_some() {
-                        break;
-                    }
-                    std::thread::sleep(Duration::from_micros(200));
-                }
-                match found {
-                    Some(pid) => pid,
-                    None => {
-                        let _ = started.kill();
-                        let _ = started.wait();
-                        return Err(std::io::Error::other(
-                            "the spawner did not enter the sandbox",
-                        ));
-                    }
-                }
-            }
-        };
         // SAFETY: `ours` owns its descriptor, which stays open and the same for as long as
         // the `AsyncFd` that takes it.
         let socket = unsafe { AsyncFd::register(ours) }.map_err(|failed| failed.into_parts().1)?;
         Ok(Self {
             socket: Arc::new(socket),
             started,
-            host,
         })
     }
 
@@ -419,29 +387,10 @@ impl Spawner {
         let Self {
             socket,
             mut started,
-            ..
         } = self;
         drop(socket);
         let _ = started.kill();
         let _ = started.wait();
-    }
-
-    /// The daemon's pid of the spawner's child whose pid in the sandbox is `pid` (0 when it
-    /// has already gone).
-    fn host_pid_of(&self, pid: i32) -> u32 {
-        proctree::children(self.host)
-            .into_iter()
-            .find(|&child| {
-                std::fs::read_to_string(format!("/proc/{child}/status")).is_ok_and(|status| {
-                    status
-                        .lines()
-                        .find_map(|line| line.strip_prefix("NSpid:"))
-                        .and_then(|pids| pids.split_whitespace().last())
-                        .and_then(|inner| inner.parse::<i32>().ok())
-                        == Some(pid)
-                })
-            })
-            .unwrap_or(0)
     }
 }
 
