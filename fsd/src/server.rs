@@ -25,7 +25,7 @@ use crate::rpc;
 use crate::search;
 use crate::state::AppState;
 use crate::system::{self, capabilities};
-use crate::terminal::{self, TerminalService};
+use crate::terminal::{self, SessionTerminals};
 use crate::tunnels;
 use crate::watch::{self, WatchService};
 use crate::wire::{self, auth};
@@ -259,9 +259,9 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         world = world.confined(roots.to_vec());
     }
     let world = Arc::new(world);
-    let next_terminals = terminal::table::TerminalTable::new(terminal::table::TableConfig {
+    let terminals = terminal::table::TerminalTable::new(terminal::table::TableConfig {
         world: world.clone(),
-        dir: settings.state_dir.join("next-terminals"),
+        dir: settings.state_dir.join("terminals"),
         base_env: base_env(&settings.pass_env),
         workspace: settings.workspace.clone(),
     });
@@ -320,7 +320,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         }
     });
     let mounts = Arc::new(mounts.await.map_err(std::io::Error::other)?);
-    let terminals = Arc::new(TerminalService::new(sessions.clone()));
+    let session_terminals = Arc::new(SessionTerminals::new(sessions.clone(), terminals.clone()));
     let interpreters = InterpreterService::new(InterpreterConfig {
         programs: interpreter::Programs::install(
             &settings.state_dir,
@@ -348,7 +348,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         processes,
         argv_processes,
         terminals,
-        next_terminals,
+        session_terminals,
         tunnels,
         watches,
         backups: backups.clone(),
@@ -380,7 +380,7 @@ async fn stop_services(state: &AppState) {
     let watches = state.watches.clone();
     tokio::task::block_in_place(|| watches.shutdown());
     state.processes.kill_all().await;
-    state.terminals.shutdown().await;
+    state.session_terminals.shutdown().await;
     state.tunnels.shutdown().await;
     state.mounts.release_all().await;
     let backups = state.backups.clone();

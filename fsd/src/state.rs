@@ -15,7 +15,8 @@ use crate::interpreter::InterpreterService;
 use crate::metrics::MetricsService;
 use crate::mounts::MountService;
 use crate::paths::Paths;
-use crate::terminal::TerminalService;
+use crate::terminal::SessionTerminals;
+use crate::terminal::table::TerminalTable;
 use crate::watch::WatchService;
 use fsd_process::ProcessService;
 use fsd_process::SessionManager;
@@ -29,9 +30,10 @@ pub struct AppState {
     pub processes: Arc<ProcessService>,
     /// The next line's processes (argv, sequenced logs).
     pub argv_processes: Arc<fsd_process::argv::ArgvProcesses>,
-    pub terminals: Arc<TerminalService>,
-    /// The next line's terminals, by id.
-    pub next_terminals: Arc<crate::terminal::table::TerminalTable>,
+    /// The terminals of both SDK lines, by id.
+    pub terminals: Arc<TerminalTable>,
+    /// 0.12's terminals, one per session.
+    pub session_terminals: Arc<SessionTerminals>,
     pub tunnels: Arc<fsd_tunnels::Runs>,
     pub watches: Arc<WatchService>,
     pub backups: Arc<BackupService>,
@@ -63,8 +65,8 @@ substates! {
     sessions: Arc<SessionManager>,
     processes: Arc<ProcessService>,
     argv_processes: Arc<fsd_process::argv::ArgvProcesses>,
-    terminals: Arc<TerminalService>,
-    next_terminals: Arc<crate::terminal::table::TerminalTable>,
+    terminals: Arc<TerminalTable>,
+    session_terminals: Arc<SessionTerminals>,
     tunnels: Arc<fsd_tunnels::Runs>,
     watches: Arc<WatchService>,
     backups: Arc<BackupService>,
@@ -101,7 +103,7 @@ impl FromRef<AppState> for crate::exec::ExecState {
         crate::exec::ExecState {
             sessions: state.sessions.clone(),
             processes: state.processes.clone(),
-            terminals: state.terminals.clone(),
+            terminals: state.session_terminals.clone(),
             paths: state.paths.clone(),
             auth_enabled: state.auth_enabled,
         }

@@ -237,27 +237,8 @@ impl World {
         cwd: &Path,
         program: &[&OsStr],
     ) -> tokio::process::Command {
-        self.supervised(on_exit, cwd, program, false)
-    }
-
-    /// As [`World::command`], for a program whose stdin is a terminal it is to control (a
-    /// shell on a PTY); it ends with everything it started.
-    pub fn terminal_command(&self, cwd: &Path, program: &[&OsStr]) -> tokio::process::Command {
-        self.supervised(OnExit::Kill, cwd, program, true)
-    }
-
-    fn supervised(
-        &self,
-        on_exit: OnExit,
-        cwd: &Path,
-        program: &[&OsStr],
-        terminal: bool,
-    ) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(&self.exe);
         command.arg("supervise");
-        if terminal {
-            command.arg("--terminal");
-        }
         if let Some(pid) = self.init_pid() {
             command.arg("--join").arg(pid.to_string());
         }

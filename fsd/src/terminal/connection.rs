@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use axum::extract::ws::{Message, WebSocket};
-use serde_json::json;
-use tokio::sync::broadcast::error::RecvError;
+use fsd_process::seqlog::{Entry, Kind, Until, follow};
+use futures_util::StreamExt;
+use serde_json::{Value, json};
 
 use super::frames::{Control, close, text};
-use super::pty::Size;
-use super::service::{Exit, Terminal};
+use super::table::{Terminal, TerminalTable};
 
 /// Close codes: normal (the shell exited) and internal error (as the reference).
 const CLOSE_NORMAL: u16 = 1000;
@@ -25,28 +25,36 @@ pub async fn refuse(mut socket: WebSocket, message: String) {
 }
 
 /// Serves one connection until the client leaves, the shell exits, or the client falls
-/// too far behind the output (it reconnects and gets the replay).
-pub async fn serve(mut socket: WebSocket, terminal: Arc<Terminal>) {
-    let (replay, mut output) = terminal.join();
+/// further behind the output than the terminal keeps (it reconnects and gets the replay).
+pub async fn serve(mut socket: WebSocket, table: Arc<TerminalTable>, terminal: Arc<Terminal>) {
+    let id = terminal.snapshot().id;
+    let log = Arc::clone(terminal.log());
+    // What the terminal keeps, as one frame (older output dropped is not missed here).
+    let kept = log.end();
+    let mut replay = Vec::new();
+    let mut entries = std::pin::pin!(follow(Arc::clone(&log), 1, Until::Seq(kept)));
+    while let Some(entry) = entries.next().await {
+        if let Entry::Record(record) = entry
+            && record.kind != Kind::Terminal
+        {
+            replay.extend_from_slice(&record.data);
+        }
+    }
     if !replay.is_empty() && socket.send(Message::Binary(replay.into())).await.is_err() {
         return;
     }
     if socket.send(text(json!({"type": "ready"}))).await.is_err() {
         return;
     }
-    let mut exit = terminal.exit();
+    let mut output = std::pin::pin!(follow(Arc::clone(&log), kept + 1, Until::Terminal));
     loop {
         tokio::select! {
             frame = socket.recv() => match frame {
                 None | Some(Err(_)) | Some(Ok(Message::Close(_))) => return,
-                Some(Ok(Message::Binary(bytes))) => {
-                    if !terminal.write(bytes).await {
-                        // The shell is gone; its exit is on its way.
-                        continue;
-                    }
-                }
+                // Refused once the shell is gone; its exit is on its way.
+                Some(Ok(Message::Binary(bytes))) => drop(table.write(&id, bytes).await),
                 Some(Ok(Message::Text(control))) => {
-                    if let Some(reply) = control_message(&terminal, control.as_str())
+                    if let Some(reply) = control_message(&table, &id, control.as_str())
                         && socket.send(reply).await.is_err()
                     {
                         return;
@@ -54,41 +62,41 @@ pub async fn serve(mut socket: WebSocket, terminal: Arc<Terminal>) {
                 }
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
             },
-            chunk = output.recv() => match chunk {
-                Ok(chunk) => {
-                    if socket.send(Message::Binary(chunk)).await.is_err() {
-                        return;
-                    }
+            entry = output.next() => match entry {
+                None => {
+                    close(&mut socket, CLOSE_NORMAL, "shell exited").await;
+                    return;
                 }
-                Err(RecvError::Lagged(_)) => {
+                Some(Entry::Truncated) => {
                     close(&mut socket, CLOSE_ERROR, "Send failed: the client fell behind").await;
                     return;
                 }
-                Err(RecvError::Closed) => {}
-            },
-            // Copied out at once: the watch's guard must not live across an await.
-            ended = async { exit.wait_for(Option::is_some).await.map(|guard| *guard) } => {
-                let Ok(ended) = ended else { return };
-                // What the shell printed last comes before its exit.
-                while let Ok(chunk) = output.try_recv() {
-                    let _ = socket.send(Message::Binary(chunk)).await;
-                }
-                if let Some(Exit { code, signal }) = ended {
-                    let mut message = json!({"type": "exit", "code": code});
-                    if let Some(signal) = signal.and_then(signal_name) {
+                Some(Entry::Record(record)) if record.kind == Kind::Terminal => {
+                    let end: Value = serde_json::from_slice(&record.data).unwrap_or_default();
+                    let mut message = json!({"type": "exit", "code": end["exit"]["code"]});
+                    if let Some(signal) = end["exit"]["signal"]
+                        .as_i64()
+                        .and_then(|number| i32::try_from(number).ok())
+                        .and_then(signal_name)
+                    {
                         message["signal"] = json!(signal);
                     }
                     let _ = socket.send(text(message)).await;
+                    close(&mut socket, CLOSE_NORMAL, "shell exited").await;
+                    return;
                 }
-                close(&mut socket, CLOSE_NORMAL, "shell exited").await;
-                return;
-            }
+                Some(Entry::Record(record)) => {
+                    if socket.send(Message::Binary(record.data.into())).await.is_err() {
+                        return;
+                    }
+                }
+            },
         }
     }
 }
 
 /// A control message from the client; returns the reply to send, if any.
-fn control_message(terminal: &Terminal, control: &str) -> Option<Message> {
+fn control_message(table: &TerminalTable, id: &str, control: &str) -> Option<Message> {
     let error = |message: &str| Some(text(json!({"type": "error", "message": message})));
     let Ok(control) = serde_json::from_str::<Control>(control) else {
         return error("Invalid control message");
@@ -106,7 +114,7 @@ fn control_message(terminal: &Terminal, control: &str) -> Option<Message> {
     if cols == 0 || rows == 0 {
         return error("Invalid dimensions: cols and rows must be positive");
     }
-    match terminal.resize(Size { cols, rows }) {
+    match table.resize(id, cols, rows) {
         Ok(()) => None,
         Err(_) => error("Invalid control message"),
     }

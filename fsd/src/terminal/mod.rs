@@ -1,20 +1,16 @@
-//! Terminals: `GET /ws/pty?sessionId=…[&cols&rows&shell]` upgrades to a WebSocket on the
-//! session's PTY (one per session, started on first connect), as the reference's xterm
-//! addon expects it.
-//!
-//! `ring` keeps what a terminal showed for the replay; `pty` opens PTYs and starts shells
-//! on them in the sandbox's process world; `service` owns the terminals; `connection`
-//! serves one socket; `table` holds the SDK next line's terminals, by id, and
-//! `output_socket` serves `/ws/terminal` on them.
+//! Terminals: PTYs running a program under a supervisor, their output in a log read by
+//! cursor. `table` owns them, for both SDK lines: the next line's by id (`/ws/terminal`,
+//! served by `output_socket`), and 0.12's one per session (`GET /ws/pty?sessionId=…[&cols&rows&shell]`,
+//! started on first connect, as the reference's xterm addon expects it), which `sessions`
+//! keeps and `connection` serves. `pty` opens PTYs.
 
 mod connection;
 mod frames;
 mod output_socket;
 mod pty;
-mod ring;
 mod routes;
-mod service;
+mod sessions;
 pub mod table;
 
 pub use routes::router;
-pub use service::TerminalService;
+pub use sessions::SessionTerminals;

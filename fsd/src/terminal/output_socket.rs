@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use serde_json::{Value, json};
 
 use super::frames::{Control, close, text};
-use super::table::{NextTerminal, TerminalTable};
+use super::table::{Terminal, TerminalTable};
 
 const CLOSE_NORMAL: u16 = 1000;
 const CLOSE_POLICY: u16 = 1008;
@@ -136,7 +136,7 @@ pub async fn serve(mut socket: WebSocket, table: Arc<TerminalTable>, opening: Op
 /// A control message from the client: the reply to send, if any.
 async fn control_message(
     table: &TerminalTable,
-    terminal: &NextTerminal,
+    terminal: &Terminal,
     id: &str,
     control: &str,
 ) -> Option<Message> {

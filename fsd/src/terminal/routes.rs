@@ -10,13 +10,13 @@ use axum::routing::get;
 use serde::Deserialize;
 
 use super::table::TerminalTable;
-use super::{TerminalService, connection, output_socket, pty};
+use super::{SessionTerminals, connection, output_socket, pty};
 use crate::error::ApiError;
 
 pub fn router<S>() -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
-    Arc<TerminalService>: FromRef<S>,
+    Arc<SessionTerminals>: FromRef<S>,
     Arc<TerminalTable>: FromRef<S>,
 {
     Router::new()
@@ -92,7 +92,7 @@ struct PtyQuery {
     shell: Option<String>,
 }
 
-async fn upgrade(State(terminals): State<Arc<TerminalService>>, request: Request) -> Response {
+async fn upgrade(State(terminals): State<Arc<SessionTerminals>>, request: Request) -> Response {
     if !crate::wire::upgrade::asks_for_websocket(request.headers()) {
         return ApiError::not_found_route().into_response();
     }
@@ -123,7 +123,7 @@ async fn upgrade(State(terminals): State<Arc<TerminalService>>, request: Request
     };
     upgrade.on_upgrade(move |socket| async move {
         match terminals.get_or_start(&session_id, size, &shell).await {
-            Ok(terminal) => connection::serve(socket, terminal).await,
+            Ok(terminal) => connection::serve(socket, terminals.table().clone(), terminal).await,
             Err(error) => connection::refuse(socket, error.to_string()).await,
         }
     })

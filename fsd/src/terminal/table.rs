@@ -1,13 +1,14 @@
-//! The SDK next line's terminals (docs/api.md, RPC: `terminals`): PTYs by id, each running the
-//! argv it was created with (no implied shell) under a supervisor in the sandbox's process
-//! world, its output in a [`SequencedLog`] read by cursor like a process's. A terminal is
-//! `running` until its program has exited and nothing holds the PTY open any more; ended
-//! ones are kept up to a bound, oldest dropped first. 0.12's session terminals
-//! (`/ws/pty`) are `service.rs`'s; these share only the PTY plumbing.
+//! The terminals of both SDK lines: PTYs by id, each running the argv it was created with
+//! (no implied shell) under a supervisor in the sandbox's process world, its output in a
+//! [`SequencedLog`] read by cursor like a process's. A terminal is `running` until its
+//! program has exited and nothing holds the PTY open any more; ended ones are kept up to a
+//! bound, oldest dropped first. The next line's are created and listed by id (docs/api.md,
+//! RPC: `terminals`); a 0.12 session's (`/ws/pty`, see `sessions.rs`) is not listed.
 
 use std::collections::{HashMap, VecDeque};
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +22,6 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use super::pty::{self, Size};
-use super::service::spawn_writer;
 
 /// Ended terminals kept (the reference's).
 const RETAINED: usize = 25;
@@ -44,6 +44,11 @@ pub struct TerminalSpec {
     pub cols: u16,
     pub rows: u16,
     pub buffer_bytes: u64,
+    /// `env` is the whole environment (a 0.12 session's, read from its shell), not
+    /// additions to the daemon's.
+    pub whole_env: bool,
+    /// The 0.12 session whose terminal this is, if it is one.
+    pub session: Option<String>,
 }
 
 /// How a terminal's program ended, as the wire carries it.
@@ -90,16 +95,20 @@ fn control(operation: &'static str, reason: impl Into<String>) -> TableError {
 }
 
 /// One terminal.
-pub struct NextTerminal {
+pub struct Terminal {
     snapshot: Mutex<TerminalStatus>,
     log: Arc<SequencedLog>,
     master: Arc<OwnedFd>,
     supervisor: u32,
     input: mpsc::Sender<Bytes>,
     ended: watch::Sender<bool>,
+    session: Option<String>,
+    /// Ended by [`TerminalTable::end`]: its supervisor was killed before it could say how
+    /// the program ended, which was by SIGKILL.
+    killed: AtomicBool,
 }
 
-impl NextTerminal {
+impl Terminal {
     pub fn snapshot(&self) -> TerminalStatus {
         self.snapshot
             .lock()
@@ -113,6 +122,12 @@ impl NextTerminal {
 
     pub fn running(&self) -> bool {
         !*self.ended.borrow()
+    }
+
+    /// Resolves once the terminal has ended (its end is in the log by then).
+    pub async fn ended(&self) {
+        let mut ended = self.ended.subscribe();
+        drop(ended.wait_for(|ended| *ended).await);
     }
 }
 
@@ -133,7 +148,7 @@ pub struct TerminalTable {
 
 #[derive(Default)]
 struct Table {
-    terminals: HashMap<String, Arc<NextTerminal>>,
+    terminals: HashMap<String, Arc<Terminal>>,
     /// Ids of ended terminals, oldest end first.
     ended: VecDeque<String>,
 }
@@ -151,7 +166,7 @@ impl TerminalTable {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn get(&self, id: &str) -> Option<Arc<NextTerminal>> {
+    pub fn get(&self, id: &str) -> Option<Arc<Terminal>> {
         self.table().terminals.get(id).cloned()
     }
 
@@ -160,6 +175,7 @@ impl TerminalTable {
             .table()
             .terminals
             .values()
+            .filter(|t| t.session.is_none())
             .map(|t| t.snapshot())
             .collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
@@ -209,10 +225,12 @@ impl TerminalTable {
         let failed = |error: std::io::Error| control("create", error.to_string());
         let (master, slave) = pty::open(size).map_err(failed)?;
         let term = ("TERM".to_string(), "xterm-256color".to_string());
-        let env = overlaid(
-            &self.config.base_env,
-            spec.env.iter().chain(std::iter::once(&term)),
-        );
+        let base: &[(String, String)] = if spec.whole_env {
+            &[]
+        } else {
+            &self.config.base_env
+        };
+        let env = overlaid(base, spec.env.iter().chain(std::iter::once(&term)));
         // The supervisor says whether the program started, and its pid.
         let world = &self.config.world;
         let request = SpawnRequest {
@@ -240,13 +258,15 @@ impl TerminalTable {
             cwd,
             exit: None,
         };
-        let terminal = Arc::new(NextTerminal {
+        let terminal = Arc::new(Terminal {
             snapshot: Mutex::new(snapshot.clone()),
             log,
             master: Arc::clone(&master),
             supervisor,
             input,
             ended: watch::channel(false).0,
+            session: spec.session,
+            killed: AtomicBool::new(false),
         });
         self.table().terminals.insert(id, Arc::clone(&terminal));
         spawn_writer(Arc::clone(&master), keystrokes);
@@ -254,9 +274,17 @@ impl TerminalTable {
         spawn_reader(Arc::clone(&master), Arc::clone(&terminal.log), drained_tx);
         let table = Arc::clone(self);
         tokio::spawn(async move {
-            // A supervisor killed before it said how the program ended: -1, as a wait that
-            // failed was told.
-            let (code, signal) = exit_report(&mut reports).await.unwrap_or((-1, 0));
+            // A supervisor killed before it said how the program ended: SIGKILL when this
+            // table killed it, else -1, as a wait that failed was told.
+            let sigkill = nix::sys::signal::Signal::SIGKILL as i32;
+            let killed = (128 + sigkill, sigkill);
+            let (code, signal) = exit_report(&mut reports).await.unwrap_or(
+                if terminal.killed.load(Ordering::Relaxed) {
+                    killed
+                } else {
+                    (-1, 0)
+                },
+            );
             let exit = TerminalExit {
                 code,
                 signal: (signal > 0).then_some(signal),
@@ -268,7 +296,7 @@ impl TerminalTable {
         Ok(snapshot)
     }
 
-    fn finish(&self, terminal: &Arc<NextTerminal>, exit: TerminalExit) {
+    fn finish(&self, terminal: &Arc<Terminal>, exit: TerminalExit) {
         let event = serde_json::json!({ "state": "exited", "exit": exit });
         let at_ms = chrono::Utc::now().timestamp_millis();
         if let Err(error) = terminal
@@ -290,13 +318,26 @@ impl TerminalTable {
                 && let Some(dropped) = table.terminals.remove(&old)
             {
                 let dir = self.config.dir.join(dropped.log.store());
-
                 tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir));
             }
         }
     }
 
-    fn running(&self, id: &str, operation: &'static str) -> Result<Arc<NextTerminal>, TableError> {
+    /// Ends terminal `id` at once, its program and everything it started, without waiting
+    /// (a 0.12 session deleted, or the daemon stopping).
+    pub async fn end(&self, id: &str) {
+        let Some(terminal) = self.get(id) else {
+            return;
+        };
+        if !terminal.running() {
+            return;
+        }
+        terminal.killed.store(true, Ordering::Relaxed);
+        let supervisor = terminal.supervisor;
+        let _ = tokio::task::spawn_blocking(move || stop::kill_supervised(supervisor)).await;
+    }
+
+    fn running(&self, id: &str, operation: &'static str) -> Result<Arc<Terminal>, TableError> {
         let terminal = self
             .get(id)
             .ok_or_else(|| TableError::NotFound(id.to_string()))?;
@@ -350,11 +391,7 @@ impl TerminalTable {
                 &proctree::living_below(supervisor),
                 nix::sys::signal::Signal::SIGTERM,
             );
-            let mut ended = terminal.ended.subscribe();
-            let waited = tokio::time::timeout(TERMINATE_GRACE, async {
-                drop(ended.wait_for(|ended| *ended).await);
-            })
-            .await;
+            let waited = tokio::time::timeout(TERMINATE_GRACE, terminal.ended()).await;
             if waited.is_err() {
                 let _ = tokio::task::spawn_blocking(move || {
                     stop::kill_until_gone(|| proctree::living_below(supervisor), || {})
@@ -362,10 +399,28 @@ impl TerminalTable {
                 .await;
             }
         }
-        let mut ended = terminal.ended.subscribe();
-        drop(ended.wait_for(|ended| *ended).await);
+        terminal.ended().await;
         Ok(())
     }
+}
+
+/// Writes queued keystrokes to the terminal on a thread of its own (a full terminal input
+/// queue blocks the writer, not the runtime).
+fn spawn_writer(master: Arc<OwnedFd>, mut keystrokes: mpsc::Receiver<Bytes>) {
+    let _ = std::thread::Builder::new()
+        .name("fsd-pty-write".into())
+        .spawn(move || {
+            while let Some(bytes) = keystrokes.blocking_recv() {
+                let mut rest = &bytes[..];
+                while !rest.is_empty() {
+                    match nix::unistd::write(&*master, rest) {
+                        Ok(written) => rest = &rest[written..],
+                        Err(nix::errno::Errno::EINTR) => {}
+                        Err(_) => return,
+                    }
+                }
+            }
+        });
 }
 
 /// Reads the PTY's output into the log on a thread of its own until nothing holds the

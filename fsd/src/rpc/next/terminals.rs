@@ -25,7 +25,7 @@ pub async fn call(
     method: &str,
     args: &[Arg],
 ) -> Option<Answer> {
-    let table = &state.next_terminals;
+    let table = &state.terminals;
     let id = match args.first() {
         Some(Arg::Json(Value::String(id))) => id.clone(),
         _ => String::new(),
@@ -138,9 +138,11 @@ async fn create(state: &AppState, args: &[Arg]) -> Answer {
             .get("bufferSize")
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_BUFFER),
+        whole_env: false,
+        session: None,
     };
     state
-        .next_terminals
+        .terminals
         .create(id.clone(), spec)
         .await
         .map(|created| snapshot(&created))
@@ -156,7 +158,7 @@ fn control_create(reason: &str) -> TableError {
 
 /// `output(id, {since, replay, follow})`.
 fn output(state: &AppState, session: &Arc<Session>, id: &str, args: &[Arg]) -> Answer {
-    let Some(terminal) = state.next_terminals.get(id) else {
+    let Some(terminal) = state.terminals.get(id) else {
         return Err(table_error(id, &TableError::NotFound(id.to_string())));
     };
     let options = options(args, 1).unwrap_or_default();
