@@ -336,3 +336,52 @@ async fn the_sdk_terminal_handle() {
     assert!(screen.contains("sdk-16"), "{screen:?}");
     assert_eq!(exit, Some((9, None)));
 }
+
+/// A session's terminal is one of the terminals the SDK's next line sees: it keeps the
+/// sandbox active while its shell runs, but is not listed, since no next-line caller made
+/// it; a next-line terminal beside it is listed alone.
+#[tokio::test]
+async fn a_sessions_terminal_keeps_the_sandbox_active_but_is_not_listed_on_the_next_line() {
+    let daemon = Daemon::start();
+    let next =
+        fsd_tests::rpc::RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
+    let active = |answer: Value| answer[2].as_bool();
+    assert_eq!(
+        active(next.call("terminals", "hasActive", json!([])).await),
+        Some(false)
+    );
+    let mut term = Term::open(&daemon, "listed").await;
+    term.run("echo one-$((2+3))", "one-5").await;
+    assert_eq!(
+        active(next.call("terminals", "hasActive", json!([])).await),
+        Some(true)
+    );
+    let created = next
+        .call(
+            "terminals",
+            "create",
+            json!([{"command": [["sleep", "30"]], "cols": 80, "rows": 24}]),
+        )
+        .await;
+    fsd_tests::rpc::settled(&created);
+    let listed = next.call("terminals", "list", json!([])).await;
+    let ids: Vec<&Value> = listed[2][0]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|terminal| &terminal["id"])
+        .collect();
+    assert_eq!(ids, [&created[2]["id"]], "{listed}");
+    term.keys("exit 4\r").await;
+    term.until(|t| t.closed.is_some()).await;
+    assert_eq!(
+        term.control.iter().find(|c| c["type"] == "exit"),
+        Some(&json!({"type": "exit", "code": 4}))
+    );
+    let id = created[2]["id"].clone();
+    fsd_tests::rpc::settled(&next.call("terminals", "terminate", json!([id])).await);
+    assert_eq!(
+        active(next.call("terminals", "hasActive", json!([])).await),
+        Some(false)
+    );
+}
