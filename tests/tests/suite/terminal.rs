@@ -385,3 +385,32 @@ async fn a_sessions_terminal_keeps_the_sandbox_active_but_is_not_listed_on_the_n
         Some(false)
     );
 }
+
+/// Under `--confine` a session that moved out of the workspace opens its terminal in the
+/// workspace, where a confined command may start; one inside opens where it is.
+#[tokio::test]
+async fn a_confined_sessions_terminal_starts_inside() {
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        confine: true,
+        ..fsd_tests::Options::default()
+    });
+    std::fs::create_dir(daemon.root().join("inside")).unwrap();
+    let moved = |id: &str, to: &str| json!({"command": format!("cd {to}"), "sessionId": id});
+    for (id, to) in [("out", "/tmp"), ("in", "inside")] {
+        let (status, body) = daemon.post("/api/execute", moved(id, to)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["exitCode"], 0, "{body}");
+    }
+    let workspace = std::fs::canonicalize(daemon.root()).unwrap();
+    let mut out = Term::open(&daemon, "out").await;
+    out.run("echo at:$PWD:", "at:").await;
+    out.until(|t| t.screen.contains(&format!("at:{}:", workspace.display())))
+        .await;
+    let mut inside = Term::open(&daemon, "in").await;
+    inside
+        .run(
+            "echo at:$PWD:",
+            &format!("at:{}:", workspace.join("inside").display()),
+        )
+        .await;
+}
