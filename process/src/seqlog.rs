@@ -25,6 +25,10 @@ const SEGMENTS: u64 = 4;
 const READ_RECORDS: usize = 256;
 /// The most data bytes one read returns.
 const READ_BYTES: usize = 1 << 20;
+/// Data of the newest records a log also keeps in memory (at least the newest record): a
+/// reader at the end of the log, one following it live, gets what was just written without
+/// a file read on a blocking thread (a terminal's keystroke echo: 0.03 ms of 0.17).
+const RECENT_BYTES: usize = 32 * 1024;
 
 /// What an event is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,6 +108,9 @@ struct Inner {
     segments: VecDeque<Segment>,
     writer: Option<File>,
     next_seq: u64,
+    /// The newest records, up to [`RECENT_BYTES`] of data, oldest first.
+    recent: VecDeque<Record>,
+    recent_bytes: usize,
 }
 
 /// One store's log.
@@ -134,6 +141,8 @@ impl SequencedLog {
                 segments: VecDeque::new(),
                 writer: None,
                 next_seq: 1,
+                recent: VecDeque::new(),
+                recent_bytes: 0,
             }),
             written: watch::channel(0).0,
         })
@@ -190,6 +199,8 @@ impl SequencedLog {
                 segments,
                 writer,
                 next_seq,
+                recent: VecDeque::new(),
+                recent_bytes: 0,
             }),
             written: watch::channel(next_seq - 1).0,
         })
@@ -256,6 +267,18 @@ impl SequencedLog {
         if let Some(last) = inner.segments.back_mut() {
             last.len += record.len() as u64;
         }
+        inner.recent_bytes += length;
+        inner.recent.push_back(Record {
+            seq,
+            kind,
+            at_ms,
+            data: data[..length].to_vec(),
+        });
+        while inner.recent_bytes > RECENT_BYTES && inner.recent.len() > 1 {
+            if let Some(old) = inner.recent.pop_front() {
+                inner.recent_bytes -= old.data.len();
+            }
+        }
         inner.next_seq += 1;
         drop(inner);
         self.written.send_replace(seq);
@@ -277,9 +300,40 @@ impl SequencedLog {
         self.written.subscribe()
     }
 
+    /// Entries from sequence `from` on as [`SequencedLog::read_from`] answers them, when the
+    /// records kept in memory hold them (the newest, which no eviction has reached): no file
+    /// is read, so it may be called on the runtime. `None` when `from` is older.
+    pub fn read_recent(&self, from: u64) -> Option<Vec<Entry>> {
+        let from = from.max(1);
+        let inner = self.lock();
+        if from >= inner.next_seq {
+            return Some(Vec::new());
+        }
+        if inner.recent.front().is_none_or(|oldest| oldest.seq > from) {
+            return None;
+        }
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        for record in inner.recent.iter().skip_while(|record| record.seq < from) {
+            bytes += record.data.len();
+            entries.push(Entry::Record(record.clone()));
+            if entries.len() >= READ_RECORDS || bytes >= READ_BYTES {
+                break;
+            }
+        }
+        Some(entries)
+    }
+
     /// Kept entries from sequence `from` on (at most a batch; empty when there is nothing
-    /// after `from` yet). Blocking file reads: call it off the runtime's workers.
+    /// after `from` yet). Blocking file reads, unless the newest records in memory hold
+    /// them: call it off the runtime's workers.
     pub fn read_from(&self, from: u64) -> Vec<Entry> {
+        self.read_recent(from)
+            .unwrap_or_else(|| self.read_segments(from))
+    }
+
+    /// [`SequencedLog::read_from`] from the segment files.
+    fn read_segments(&self, from: u64) -> Vec<Entry> {
         let from = from.max(1);
         for _ in 0..3 {
             // Which segments to read, and how far, as they are now.
@@ -472,10 +526,15 @@ pub fn follow(
                 {
                     return None;
                 }
-                let reader = Arc::clone(&log);
-                let batch = tokio::task::spawn_blocking(move || reader.read_from(next))
-                    .await
-                    .unwrap_or_default();
+                let batch = match log.read_recent(next) {
+                    Some(batch) => batch,
+                    None => {
+                        let reader = Arc::clone(&log);
+                        tokio::task::spawn_blocking(move || reader.read_from(next))
+                            .await
+                            .unwrap_or_default()
+                    }
+                };
                 if batch.is_empty() {
                     written.mark_unchanged();
                     if log.end() >= next {
@@ -598,6 +657,30 @@ mod tests {
         );
         assert_eq!(records(&log.read_from(10)), [10, 11]);
         assert!(log.read_from(12).is_empty());
+    }
+
+    #[test]
+    fn the_newest_records_are_read_from_memory_as_from_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = SequencedLog::create(&dir.path().join("p"), "p", 1 << 20).unwrap();
+        for i in 0..200u32 {
+            let kind = [Kind::Stdout, Kind::Stderr][i as usize % 2];
+            log.append(kind, i64::from(i), &vec![i as u8; 100 + i as usize * 3])
+                .unwrap();
+        }
+        log.append(Kind::Terminal, 9, b"{}").unwrap();
+        let mut in_memory = 0;
+        for from in 1..=202 {
+            let Some(recent) = log.read_recent(from) else {
+                continue;
+            };
+            in_memory += 1;
+            assert_eq!(recent, log.read_segments(from), "from {from}");
+        }
+        // What the memory holds: the newest 32 KiB of data, then nothing past the end.
+        assert!((40..100).contains(&in_memory), "{in_memory}");
+        assert_eq!(log.read_recent(202), Some(Vec::new()));
+        assert_eq!(log.read_recent(1), None);
     }
 
     #[test]
