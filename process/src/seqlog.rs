@@ -529,8 +529,9 @@ pub fn follow(
                 let batch = match log.read_recent(next) {
                     Some(batch) => batch,
                     None => {
+                        // Older than the memory holds, which only moves on: the files.
                         let reader = Arc::clone(&log);
-                        tokio::task::spawn_blocking(move || reader.read_from(next))
+                        tokio::task::spawn_blocking(move || reader.read_segments(next))
                             .await
                             .unwrap_or_default()
                     }

@@ -70,7 +70,7 @@ impl SessionTerminals {
             rows: size.rows,
             buffer_bytes: REPLAY_BYTES,
             whole_env: true,
-            session: Some(session_id.to_string()),
+            listed: false,
         };
         self.table.create(id.clone(), spec).await?;
         let terminal = self

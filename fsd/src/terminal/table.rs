@@ -47,8 +47,9 @@ pub struct TerminalSpec {
     /// `env` is the whole environment (a 0.12 session's, read from its shell), not
     /// additions to the daemon's.
     pub whole_env: bool,
-    /// The 0.12 session whose terminal this is, if it is one.
-    pub session: Option<String>,
+    /// Listed to the next line (`list`): false for a 0.12 session's, which no next-line
+    /// caller made.
+    pub listed: bool,
 }
 
 /// How a terminal's program ended, as the wire carries it.
@@ -102,7 +103,7 @@ pub struct Terminal {
     supervisor: u32,
     input: mpsc::Sender<Bytes>,
     ended: watch::Sender<bool>,
-    session: Option<String>,
+    listed: bool,
     /// Ended by [`TerminalTable::end`]: its supervisor was killed before it could say how
     /// the program ended, which was by SIGKILL.
     killed: AtomicBool,
@@ -175,7 +176,7 @@ impl TerminalTable {
             .table()
             .terminals
             .values()
-            .filter(|t| t.session.is_none())
+            .filter(|t| t.listed)
             .map(|t| t.snapshot())
             .collect();
         all.sort_by(|a, b| a.id.cmp(&b.id));
@@ -265,7 +266,7 @@ impl TerminalTable {
             supervisor,
             input,
             ended: watch::channel(false).0,
-            session: spec.session,
+            listed: spec.listed,
             killed: AtomicBool::new(false),
         });
         self.table().terminals.insert(id, Arc::clone(&terminal));

@@ -139,7 +139,7 @@ async fn create(state: &AppState, args: &[Arg]) -> Answer {
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_BUFFER),
         whole_env: false,
-        session: None,
+        listed: true,
     };
     state
         .terminals
