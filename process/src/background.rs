@@ -14,9 +14,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::{broadcast, watch};
 
 use crate::error::{ProcessError, StdinError};
-use crate::log::{OutputLog, Slice};
+use crate::log::{Slice, capped_start, slice};
 use crate::proctree;
 use crate::script;
+use crate::seqlog::{Kind, SequencedLog};
 use crate::session::{CommandSpec, Session, Started};
 use crate::sessions::SessionManager;
 use crate::shell::Report;
@@ -26,8 +27,13 @@ use crate::tail::{OutputTail, POLL, Stream};
 use crate::time::now_rfc3339;
 use crate::wake::{OutputWakes, written};
 
-/// Output kept per stream of one process (the latest), in memory and in its record.
+/// Output answered per stream of one process at most (the latest).
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
+/// Output kept of one process, both streams together, in its log on disk: a stream keeps
+/// its cap whenever the other wrote less than that meanwhile.
+const OUTPUT_LOG_BYTES: u64 = 2 * OUTPUT_CAP_BYTES;
+/// The file beside a process's log that holds its record, written when it ends.
+const RECORD: &str = "record.json";
 /// Live events a follower may fall behind by; output is read every 20 ms, at most two
 /// events a tick, so this is seconds of slack.
 const LIVE_EVENTS: usize = 256;
@@ -68,48 +74,48 @@ pub struct Logs {
     pub truncated: bool,
 }
 
-/// A process's lasting state: what the record on disk holds.
+/// A process's lasting state: what the record beside its log holds.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Record {
     pub info: ProcessInfo,
-    /// The kept output (the latest, up to the cap), lossy text.
-    pub stdout: String,
-    pub stderr: String,
-    pub truncated: bool,
-    /// Bytes dropped before the kept output, so offsets stay absolute after a restart.
+}
+
+/// A record as daemons before the log kept it (`<id>.json`, its output inside), read once
+/// to move it into the log's form.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RecordWithOutput {
+    info: ProcessInfo,
+    stdout: String,
+    stderr: String,
     #[serde(default)]
-    pub stdout_dropped: u64,
+    stdout_dropped: u64,
     #[serde(default)]
-    pub stderr_dropped: u64,
+    stderr_dropped: u64,
 }
 
 struct State {
     info: ProcessInfo,
-    stdout: OutputLog,
-    stderr: OutputLog,
 }
 
-impl State {
-    fn log(&self, stream: Stream) -> &OutputLog {
-        match stream {
-            Stream::Stdout => &self.stdout,
-            Stream::Stderr => &self.stderr,
-        }
+fn kind(stream: Stream) -> Kind {
+    match stream {
+        Stream::Stdout => Kind::Stdout,
+        Stream::Stderr => Kind::Stderr,
     }
+}
 
-    fn truncated(&self) -> bool {
-        self.stdout.dropped() > 0 || self.stderr.dropped() > 0
-    }
-
-    /// Output from `since`; while the process runs, a character cut at the end waits.
-    fn read(&self, since: Since) -> Logs {
-        let whole = self.info.status.is_terminal();
-        Logs {
-            stdout: self.stdout.since(since.stdout, whole),
-            stderr: self.stderr.since(since.stderr, whole),
-            truncated: self.truncated(),
-        }
+/// Output from `since` as a process's log keeps it (either line's); while the process runs
+/// (`whole` false), a character cut at the end waits. Reads files when `since` is older
+/// than the log's memory.
+pub fn read_logs(log: &SequencedLog, since: Since, whole: bool) -> Logs {
+    let [stdout, stderr] = log.streams_from([since.stdout, since.stderr]);
+    let (kept, ends) = (log.kept_from(), log.stream_ends());
+    Logs {
+        stdout: slice(stdout, since.stdout, whole, OUTPUT_CAP_BYTES),
+        stderr: slice(stderr, since.stderr, whole, OUTPUT_CAP_BYTES),
+        truncated: (0..2).any(|i| capped_start(kept[i], ends[i], OUTPUT_CAP_BYTES) > 0),
     }
 }
 
@@ -119,6 +125,9 @@ pub struct Process {
     /// below it. 0 for records loaded from disk, which never run again.
     supervisor: u32,
     state: Mutex<State>,
+    /// Its output, both streams, on disk; written under the state's lock, so a follower
+    /// that reads it and subscribes to `live` under that lock misses nothing.
+    log: Arc<SequencedLog>,
     live: broadcast::Sender<Live>,
     finished: watch::Sender<bool>,
     kill_requested: AtomicBool,
@@ -150,7 +159,7 @@ impl Process {
     fn new(
         info: ProcessInfo,
         supervisor: u32,
-        [stdout, stderr]: [OutputLog; 2],
+        log: SequencedLog,
         stdin: Option<crate::stdin::OpenPipe>,
         signal_flag: Option<PathBuf>,
     ) -> Arc<Self> {
@@ -158,11 +167,8 @@ impl Process {
         Arc::new(Self {
             id: info.id.clone(),
             supervisor,
-            state: Mutex::new(State {
-                info,
-                stdout,
-                stderr,
-            }),
+            state: Mutex::new(State { info }),
+            log: Arc::new(log),
             live: broadcast::channel(LIVE_EVENTS).0,
             finished: watch::channel(done).0,
             kill_requested: AtomicBool::new(false),
@@ -208,14 +214,17 @@ impl Process {
     }
 
     /// The output kept from `since` on (lossy text), with the offsets to continue from.
+    /// Reads files when `since` is older than the log's memory: off the runtime's workers.
     pub fn logs(&self, since: Since) -> Logs {
-        self.lock().read(since)
+        // Not under the lock: the follower's appends go on meanwhile.
+        let whole = self.lock().info.status.is_terminal();
+        read_logs(&self.log, since, whole)
     }
 
     /// [`Process::logs`] once everything the process wrote before this was asked is kept:
     /// its follower copies what the output files hold (an ended process's was, before it
-    /// was marked ended).
-    pub async fn logs_now(&self, since: Since) -> Logs {
+    /// was marked ended). The log is read on a blocking thread.
+    pub async fn logs_now(self: &Arc<Self>, since: Since) -> Logs {
         let mut finished = self.finished.subscribe();
         // A record loaded from disk is ended; a command so fast that its supervisor was
         // gone before it was looked up (0 here) still has its follower.
@@ -231,7 +240,11 @@ impl Process {
             })
             .await;
         }
-        self.logs(since)
+        let process = Arc::clone(self);
+        match tokio::task::spawn_blocking(move || process.logs(since)).await {
+            Ok(logs) => logs,
+            Err(_) => self.logs(since),
+        }
     }
 
     /// Everything a follower sees from `since`: the output kept from there, then live
@@ -256,7 +269,7 @@ impl Process {
                 pending: std::collections::VecDeque::new(),
                 done: state.info.status.is_terminal(),
             };
-            follower.catch_up(&state);
+            follower.catch_up(follower.done);
             if follower.done {
                 let exit = state.info.exit_code.unwrap_or(-1);
                 follower.pending.push_back(Live::Exit(exit));
@@ -278,11 +291,11 @@ impl Process {
 
     /// Keeps `bytes` and tells followers `text`, which ends at the stream's offset `end`.
     fn append(&self, stream: Stream, bytes: &[u8], text: String, end: u64) {
-        let mut state = self.lock();
-        let cap = usize::try_from(OUTPUT_CAP_BYTES).unwrap_or(usize::MAX);
-        match stream {
-            Stream::Stdout => state.stdout.push(bytes, cap),
-            Stream::Stderr => state.stderr.push(bytes, cap),
+        let _state = self.lock();
+        if !bytes.is_empty()
+            && let Err(error) = self.log.append(kind(stream), now_ms(), bytes)
+        {
+            tracing::warn!(process = %self.id, %error, "output could not be kept");
         }
         if !text.is_empty() {
             let _ = self.live.send(Live::Output(stream, text, end));
@@ -295,18 +308,23 @@ impl Process {
         state.info.status = ProcessStatus::from_exit(exit_code, killed);
         state.info.exit_code = Some(exit_code);
         state.info.end_time = Some(now_rfc3339());
+        let terminal = serde_json::json!({ "exitCode": exit_code }).to_string();
+        if let Err(error) = self
+            .log
+            .append(Kind::Terminal, now_ms(), terminal.as_bytes())
+        {
+            tracing::warn!(process = %self.id, %error, "the end of the output could not be kept");
+        }
         let _ = self.live.send(Live::Exit(exit_code));
         self.finished.send_replace(true);
-        let logs = state.read(Since::default());
         Record {
             info: state.info.clone(),
-            stdout: logs.stdout.text,
-            stderr: logs.stderr.text,
-            truncated: logs.truncated,
-            stdout_dropped: state.log(Stream::Stdout).dropped(),
-            stderr_dropped: state.log(Stream::Stderr).dropped(),
         }
     }
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
 }
 
 /// One follower of a process: what it has been given, and what is queued for it.
@@ -321,9 +339,10 @@ struct Follower {
 }
 
 impl Follower {
-    /// Queues the kept output after what was given (under the process's lock).
-    fn catch_up(&mut self, state: &State) {
-        let logs = state.read(self.seen);
+    /// Queues the kept output after what was given (under the process's lock, held by
+    /// the caller or taken here, so the log and the live events agree).
+    fn catch_up(&mut self, whole: bool) {
+        let logs = read_logs(&self.process.log, self.seen, whole);
         for (stream, slice) in [(Stream::Stdout, logs.stdout), (Stream::Stderr, logs.stderr)] {
             if slice.skipped > 0 {
                 tracing::warn!(process = %self.process.id, skipped = slice.skipped, "a follower fell behind past the kept output");
@@ -359,7 +378,7 @@ impl Follower {
                     tracing::debug!(process = %self.process.id, missed, "a follower fell behind the live events: caught up from the kept output");
                     let process = self.process.clone();
                     let state = process.lock();
-                    self.catch_up(&state);
+                    self.catch_up(state.info.status.is_terminal());
                 }
                 Err(RecvError::Closed) => return None,
             }
@@ -380,17 +399,8 @@ impl ProcessService {
         let records_dir = state_dir.join("processes");
         let _ = std::fs::create_dir_all(&records_dir);
         let mut processes = HashMap::new();
-        for record in load_records(&records_dir) {
-            let process = Process::new(
-                record.info,
-                0,
-                [
-                    OutputLog::restored(record.stdout.into_bytes(), record.stdout_dropped),
-                    OutputLog::restored(record.stderr.into_bytes(), record.stderr_dropped),
-                ],
-                None,
-                None,
-            );
+        for (record, log) in load_records(&records_dir) {
+            let process = Process::new(record.info, 0, log, None, None);
             processes.insert(process.id.clone(), process);
         }
         let service = Self {
@@ -458,7 +468,15 @@ impl ProcessService {
             session_id
         };
         let session = self.sessions.get_or_create(host).await?;
-        let mut started = session.start_background(spec).await?;
+        let log_dir = self.records_dir.join(&id);
+        let log = SequencedLog::create(&log_dir, &id, OUTPUT_LOG_BYTES)?;
+        let mut started = match session.start_background(spec).await {
+            Ok(started) => started,
+            Err(error) => {
+                let _ = std::fs::remove_dir_all(&log_dir);
+                return Err(error.into());
+            }
+        };
         let process = Process::new(
             ProcessInfo {
                 id: id.clone(),
@@ -473,7 +491,7 @@ impl ProcessService {
                 rss_bytes: None,
             },
             started.supervisor,
-            [OutputLog::default(), OutputLog::default()],
+            log,
             started.stdin.take(),
             Some(script::signal_flag(&started.job.state)),
         );
@@ -598,11 +616,13 @@ impl ProcessService {
             .count()
     }
 
+    /// Writes `record` beside the process's log (a new file renamed over the old one).
     fn save(&self, record: &Record) {
-        let path = self.records_dir.join(format!("{}.json", record.info.id));
+        let dir = self.records_dir.join(&record.info.id);
+        let path = dir.join(RECORD);
         match serde_json::to_vec(record) {
             Ok(bytes) => {
-                let temp = path.with_extension("json.tmp");
+                let temp = dir.join(format!(".{RECORD}.new"));
                 if let Err(err) =
                     std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, &path))
                 {
@@ -630,7 +650,7 @@ impl ProcessService {
         let excess = finished.len() - self.max_records;
         for (_, id) in finished.into_iter().take(excess) {
             table.remove(&id);
-            let _ = std::fs::remove_file(self.records_dir.join(format!("{id}.json")));
+            let _ = std::fs::remove_dir_all(self.records_dir.join(&id));
         }
     }
 }
@@ -787,31 +807,77 @@ impl Tail {
     }
 
     fn finish(&mut self, process: &Process) {
-        let (text, end) = self.file.finish();
-        if !text.is_empty() {
-            let _ = process.live.send(Live::Output(self.stream, text, end));
-        }
+        let (bytes, text, end) = self.file.finish();
+        process.append(self.stream, &bytes, text, end);
     }
 }
 
-fn load_records(dir: &Path) -> Vec<Record> {
+/// The finished processes a daemon before this one left in `dir`, each with its log. What
+/// holds no finished record (a process that ran when that daemon stopped) is removed; a
+/// record of the form before the logs (`<id>.json`, its output inside) is moved into a log.
+fn load_records(dir: &Path) -> Vec<(Record, SequencedLog)> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
     };
-    entries
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|ext| ext == "json"))
-        .filter_map(|e| {
-            let bytes = std::fs::read(e.path()).ok()?;
-            match serde_json::from_slice::<Record>(&bytes) {
-                Ok(record) if record.info.status.is_terminal() => Some(record),
-                _ => {
-                    tracing::warn!(path = %e.path().display(), "ignoring an unreadable process record");
-                    None
-                }
+    let mut loaded = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let found = if path.extension().is_some_and(|ext| ext == "json") {
+            let moved = moved_into_log(dir, &path);
+            let _ = std::fs::remove_file(&path);
+            moved
+        } else {
+            opened(&path)
+        };
+        match found {
+            Some(found) => loaded.push(found),
+            None => {
+                tracing::warn!(path = %path.display(), "ignoring an unreadable or unfinished process record");
+                let _ = std::fs::remove_dir_all(&path);
             }
-        })
-        .collect()
+        }
+    }
+    loaded
+}
+
+/// A process's finished record and its log, from its directory.
+fn opened(dir: &Path) -> Option<(Record, SequencedLog)> {
+    let bytes = std::fs::read(dir.join(RECORD)).ok()?;
+    let record = serde_json::from_slice::<Record>(&bytes).ok()?;
+    let named = dir.file_name()? == std::ffi::OsStr::new(&record.info.id);
+    if !named || !record.info.status.is_terminal() {
+        return None;
+    }
+    let log = SequencedLog::open(dir, &record.info.id, OUTPUT_LOG_BYTES).ok()?;
+    Some((record, log))
+}
+
+/// A record of the form before the logs, moved into a log of its own beside it.
+fn moved_into_log(dir: &Path, path: &Path) -> Option<(Record, SequencedLog)> {
+    let old = serde_json::from_slice::<RecordWithOutput>(&std::fs::read(path).ok()?).ok()?;
+    let id = old.info.id.clone();
+    if validate_id(&id).is_err() || !old.info.status.is_terminal() {
+        return None;
+    }
+    let log_dir = dir.join(&id);
+    let before = [old.stdout_dropped, old.stderr_dropped];
+    let log = SequencedLog::create_after(&log_dir, &id, OUTPUT_LOG_BYTES, before).ok()?;
+    let at_ms = now_ms();
+    for (kind, text) in [(Kind::Stdout, &old.stdout), (Kind::Stderr, &old.stderr)] {
+        for chunk in text.as_bytes().chunks(1 << 20) {
+            log.append(kind, at_ms, chunk).ok()?;
+        }
+    }
+    let exit_code = old.info.exit_code.unwrap_or(-1);
+    let terminal = serde_json::json!({ "exitCode": exit_code }).to_string();
+    log.append(Kind::Terminal, at_ms, terminal.as_bytes())
+        .ok()?;
+    let record = Record { info: old.info };
+    let json = serde_json::to_vec(&record).ok()?;
+    let temp = log_dir.join(format!(".{RECORD}.new"));
+    std::fs::write(&temp, json).ok()?;
+    std::fs::rename(&temp, log_dir.join(RECORD)).ok()?;
+    Some((record, log))
 }
 
 /// Process ids name record files, so they are kept to a safe alphabet.
@@ -859,5 +925,54 @@ mod tests {
             assert!(validate_id(bad).is_err(), "{bad}");
         }
         assert!(generated_id().starts_with("proc_"));
+    }
+
+    #[test]
+    fn records_with_their_output_inside_move_into_logs() {
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path();
+        let info = |id: &str, status: &str| {
+            serde_json::json!({
+                "id": id, "pid": 7, "command": "seq 3", "status": status,
+                "startTime": "2026-01-01T00:00:00Z", "endTime": "2026-01-01T00:00:01Z",
+                "exitCode": 0, "sessionId": "s",
+            })
+        };
+        let old = serde_json::json!({
+            "info": info("old", "completed"), "stdout": "€ 2\n3\n", "stderr": "e",
+            "truncated": true, "stdoutDropped": 10, "stderrDropped": 0,
+        });
+        std::fs::write(dir.join("old.json"), old.to_string()).unwrap();
+        // A process that ran when its daemon stopped: no finished record, removed.
+        std::fs::create_dir(dir.join("cut")).unwrap();
+        std::fs::write(dir.join("cut/00000000000000000001.0.0.log"), b"x").unwrap();
+
+        let loaded = load_records(dir);
+        assert_eq!(loaded.len(), 1);
+        let (record, log) = &loaded[0];
+        assert_eq!(record.info.id, "old");
+        assert!(!dir.join("old.json").exists() && !dir.join("cut").exists());
+        let logs = read_logs(log, Since::default(), true);
+        assert_eq!(
+            (logs.stdout.text.as_str(), logs.stdout.end),
+            ("€ 2\n3\n", 18)
+        );
+        assert_eq!((logs.stdout.skipped, logs.stderr.text.as_str()), (10, "e"));
+        assert!(logs.truncated && log.ended());
+        // Read again as this daemon's own form, after another restart.
+        drop(loaded);
+        let again = load_records(dir);
+        let logs = read_logs(
+            &again[0].1,
+            Since {
+                stdout: 14,
+                stderr: 1,
+            },
+            true,
+        );
+        assert_eq!(
+            (logs.stdout.text.as_str(), logs.stderr.text.as_str()),
+            ("2\n3\n", "")
+        );
     }
 }

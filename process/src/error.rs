@@ -53,6 +53,9 @@ pub enum ProcessError {
     Stdin { id: String, source: StdinError },
     #[error(transparent)]
     Exec(#[from] ExecError),
+    /// Its output log could not be made (the state directory's disk).
+    #[error(transparent)]
+    Log(#[from] crate::seqlog::LogError),
 }
 
 /// Why a write to a process's stdin stopped; `written` says how much of it went in.

@@ -1,18 +1,10 @@
-//! One output stream of a background process as it is kept: the latest bytes up to a cap,
+//! One output stream of a process as 0.12's logs answer it: the latest bytes up to a cap,
 //! addressed by absolute offsets (bytes since the process started writing), so a client
-//! can ask for what came after the offset it last saw.
+//! can ask for what came after the offset it last saw. The bytes are the process's
+//! [`SequencedLog`](crate::seqlog::SequencedLog)'s; this turns them into text.
 
-use std::collections::VecDeque;
-
+use crate::seqlog::StreamBytes;
 use crate::text::incomplete_tail;
-
-/// The kept tail of one output stream.
-#[derive(Debug, Default)]
-pub struct OutputLog {
-    bytes: VecDeque<u8>,
-    /// The absolute offset of `bytes[0]`: how much was dropped from the front.
-    start: u64,
-}
 
 /// Output read from an offset.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,65 +17,43 @@ pub struct Slice {
     pub skipped: u64,
 }
 
-impl OutputLog {
-    /// A log restored from a record: `bytes` kept after `start` dropped ones.
-    pub fn restored(bytes: Vec<u8>, start: u64) -> Self {
-        Self {
-            bytes: bytes.into(),
-            start,
-        }
-    }
+/// Where the latest `cap` bytes of a stream that ends at `end` and is kept from `kept`
+/// start: what a reader is given at most.
+pub fn capped_start(kept: u64, end: u64, cap: u64) -> u64 {
+    kept.max(end.saturating_sub(cap))
+}
 
-    /// The absolute offset where the stream ends now.
-    pub fn end(&self) -> u64 {
-        self.start + self.bytes.len() as u64
+/// `read`, the bytes a log keeps of a stream from `since`, as text: the latest `cap` of
+/// them, starting with a whole character where older ones were dropped. While the stream
+/// may still grow (`whole` false), a character cut at the end is left for the next read.
+pub fn slice(read: StreamBytes, since: u64, whole: bool, cap: u64) -> Slice {
+    let StreamBytes {
+        mut bytes,
+        mut start,
+    } = read;
+    let end = start + bytes.len() as u64;
+    let from = capped_start(start, end, cap);
+    if from > start {
+        bytes.drain(..(from - start) as usize);
+        start = from;
     }
-
-    /// Bytes dropped from the front so far.
-    pub fn dropped(&self) -> u64 {
-        self.start
+    if start > since {
+        // Dropped in the middle of a character: the rest of it goes too.
+        let cut = bytes
+            .iter()
+            .take(3)
+            .take_while(|&&byte| byte & 0b1100_0000 == 0b1000_0000)
+            .count();
+        bytes.drain(..cut);
+        start += cut as u64;
     }
-
-    /// Appends `bytes`, dropping the oldest beyond `cap` (and the rest of a character cut
-    /// there, so the kept text starts whole).
-    pub fn push(&mut self, bytes: &[u8], cap: usize) {
-        self.bytes.extend(bytes);
-        if self.bytes.len() <= cap {
-            return;
-        }
-        let mut excess = self.bytes.len() - cap;
-        for _ in 0..3 {
-            match self.bytes.get(excess) {
-                Some(byte) if byte & 0b1100_0000 == 0b1000_0000 => excess += 1,
-                _ => break,
-            }
-        }
-        self.bytes.drain(..excess);
-        self.start += excess as u64;
+    if !whole {
+        bytes.truncate(bytes.len() - incomplete_tail(&bytes));
     }
-
-    /// What was written from `since` on. While the stream may still grow (`whole` false),
-    /// a character cut at the end is left for the next read.
-    pub fn since(&self, since: u64, whole: bool) -> Slice {
-        let from = since.max(self.start).min(self.end());
-        let skipped = from.saturating_sub(since);
-        let offset = usize::try_from(from - self.start).unwrap_or(usize::MAX);
-        let (front, back) = self.bytes.as_slices();
-        let mut bytes = Vec::with_capacity(self.bytes.len() - offset);
-        if offset < front.len() {
-            bytes.extend_from_slice(&front[offset..]);
-            bytes.extend_from_slice(back);
-        } else {
-            bytes.extend_from_slice(&back[offset - front.len()..]);
-        }
-        if !whole {
-            bytes.truncate(bytes.len() - incomplete_tail(&bytes));
-        }
-        Slice {
-            end: from + bytes.len() as u64,
-            text: String::from_utf8_lossy(&bytes).into_owned(),
-            skipped,
-        }
+    Slice {
+        end: start + bytes.len() as u64,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        skipped: start.saturating_sub(since),
     }
 }
 
@@ -91,39 +61,46 @@ impl OutputLog {
 mod tests {
     use super::*;
 
+    fn kept(bytes: &[u8], start: u64) -> StreamBytes {
+        StreamBytes {
+            bytes: bytes.to_vec(),
+            start,
+        }
+    }
+
     #[test]
-    fn keeps_the_latest_bytes_at_absolute_offsets() {
-        let mut log = OutputLog::default();
-        log.push(b"0123456789", 8);
-        assert_eq!((log.dropped(), log.end()), (2, 10));
-        let all = log.since(0, true);
+    fn gives_the_latest_bytes_at_absolute_offsets() {
+        let all = slice(kept(b"0123456789", 0), 0, true, 8);
         assert_eq!(
             (all.text.as_str(), all.end, all.skipped),
             ("23456789", 10, 2)
         );
-        let tail = log.since(7, true);
+        let tail = slice(kept(b"789", 7), 7, true, 8);
         assert_eq!((tail.text.as_str(), tail.end, tail.skipped), ("789", 10, 0));
-        let none = log.since(10, true);
+        let none = slice(kept(b"", 10), 10, true, 8);
         assert_eq!((none.text.as_str(), none.end), ("", 10));
-        log.push(b"ab", 8);
-        assert_eq!(log.since(10, true).text, "ab");
+        // Dropped by the log before the asked offset.
+        let late = slice(kept(b"56789", 5), 2, true, 8);
+        assert_eq!(
+            (late.text.as_str(), late.end, late.skipped),
+            ("56789", 10, 3)
+        );
     }
 
     #[test]
     fn never_cuts_a_character() {
-        let mut log = OutputLog::default();
         let euro = "€".as_bytes();
-        log.push(b"a", 8);
-        log.push(&euro[..2], 8);
+        let mut bytes = b"a".to_vec();
+        bytes.extend_from_slice(&euro[..2]);
         // Running: the cut character waits for its last byte.
-        let first = log.since(0, false);
+        let first = slice(kept(&bytes, 0), 0, false, 8);
         assert_eq!((first.text.as_str(), first.end), ("a", 1));
-        log.push(&euro[2..], 8);
-        assert_eq!(log.since(first.end, false).text, "€");
+        assert_eq!(slice(kept(euro, 1), 1, false, 8).text, "€");
         // Dropping the front drops a whole character: "€" is three bytes.
-        let mut log = OutputLog::default();
-        log.push("€€€".as_bytes(), 7);
-        assert_eq!(log.since(0, true).text, "€€");
-        assert_eq!(log.dropped(), 3);
+        let capped = slice(kept("€€€".as_bytes(), 0), 0, true, 7);
+        assert_eq!((capped.text.as_str(), capped.skipped), ("€€", 3));
+        // And so does a log that dropped part of one.
+        let dropped = slice(kept(&"€€".as_bytes()[1..], 1), 0, true, 8);
+        assert_eq!((dropped.text.as_str(), dropped.skipped), ("€", 3));
     }
 }

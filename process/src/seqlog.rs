@@ -97,6 +97,9 @@ pub struct LogError {
 
 struct Segment {
     first_seq: u64,
+    /// Bytes of stdout and of stderr written before its first record (in its name, so
+    /// offsets in each stream stay absolute after older segments go and after a restart).
+    before: [u64; 2],
     path: PathBuf,
     /// Bytes written to it (records are written whole under the lock, so a reader that
     /// stops here never sees half of one).
@@ -111,6 +114,45 @@ struct Inner {
     /// The newest records, up to [`RECENT_BYTES`] of data, oldest first.
     recent: VecDeque<Record>,
     recent_bytes: usize,
+    /// Bytes of stdout and of stderr written so far, and before the oldest of `recent`.
+    totals: [u64; 2],
+    recent_before: [u64; 2],
+}
+
+/// What a log holds of one output stream from an offset on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StreamBytes {
+    pub bytes: Vec<u8>,
+    /// The stream's offset of `bytes[0]` (bytes of it written before): past the offset
+    /// asked for when what was between is no longer kept.
+    pub start: u64,
+}
+
+/// The index of a stream's byte counts (`None` for the terminal event).
+fn stream_index(kind: Kind) -> Option<usize> {
+    match kind {
+        Kind::Stdout => Some(0),
+        Kind::Stderr => Some(1),
+        Kind::Terminal => None,
+    }
+}
+
+/// A segment's file name: its first sequence and the bytes of each stream before it.
+fn segment_name(first_seq: u64, before: [u64; 2]) -> String {
+    format!("{first_seq:020}.{}.{}.log", before[0], before[1])
+}
+
+/// The first sequence and the streams' bytes before it that a segment's name holds (a
+/// name of only the sequence, as logs written before the counts had: none before).
+fn parse_segment_name(name: &str) -> Option<(u64, [u64; 2])> {
+    let mut parts = name.strip_suffix(".log")?.split('.');
+    let first = parts.next()?.parse().ok()?;
+    let before = match (parts.next(), parts.next(), parts.next()) {
+        (None, _, _) => [0, 0],
+        (Some(out), Some(err), None) => [out.parse().ok()?, err.parse().ok()?],
+        _ => return None,
+    };
+    Some((first, before))
 }
 
 /// One store's log.
@@ -127,6 +169,17 @@ impl SequencedLog {
     /// A new, empty log in `dir` (made; what was there is removed) for the store `store`,
     /// keeping about the latest `cap` bytes.
     pub fn create(dir: &Path, store: &str, cap: u64) -> Result<Self, LogError> {
+        Self::create_after(dir, store, cap, [0, 0])
+    }
+
+    /// [`SequencedLog::create`] for output that continues streams of which `before` bytes
+    /// (stdout, stderr) were written and are not kept (a log moved from another form).
+    pub fn create_after(
+        dir: &Path,
+        store: &str,
+        cap: u64,
+        before: [u64; 2],
+    ) -> Result<Self, LogError> {
         let failed = |source| LogError {
             path: dir.to_path_buf(),
             source,
@@ -143,6 +196,8 @@ impl SequencedLog {
                 next_seq: 1,
                 recent: VecDeque::new(),
                 recent_bytes: 0,
+                totals: before,
+                recent_before: before,
             }),
             written: watch::channel(0).0,
         })
@@ -156,25 +211,27 @@ impl SequencedLog {
             path: dir.to_path_buf(),
             source,
         };
-        let mut found: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        let mut found: Vec<(u64, [u64; 2], PathBuf)> = std::fs::read_dir(dir)
             .map_err(failed)?
             .flatten()
             .filter_map(|entry| {
-                let name = entry.file_name();
-                let first = name.to_str()?.strip_suffix(".log")?.parse::<u64>().ok()?;
-                Some((first, entry.path()))
+                let (first, before) = parse_segment_name(entry.file_name().to_str()?)?;
+                Some((first, before, entry.path()))
             })
             .collect();
         found.sort();
         let mut segments = VecDeque::new();
         let mut next_seq = 1;
-        for (first_seq, path) in found {
-            let (len, last) = whole_records(&path).map_err(failed)?;
+        let mut totals = [0, 0];
+        for (first_seq, before, path) in found {
+            let (len, last, streams) = whole_records(&path).map_err(failed)?;
             if let Some(last) = last {
                 next_seq = last + 1;
             }
+            totals = [before[0] + streams[0], before[1] + streams[1]];
             segments.push_back(Segment {
                 first_seq,
+                before,
                 path,
                 len,
             });
@@ -201,6 +258,8 @@ impl SequencedLog {
                 next_seq,
                 recent: VecDeque::new(),
                 recent_bytes: 0,
+                totals,
+                recent_before: totals,
             }),
             written: watch::channel(next_seq - 1).0,
         })
@@ -230,7 +289,8 @@ impl SequencedLog {
             Some(last) => last.len >= segment_cap,
         };
         if roll {
-            let path = self.dir.join(format!("{seq:020}.log"));
+            let before = inner.totals;
+            let path = self.dir.join(segment_name(seq, before));
             let file = File::create(&path).map_err(|source| LogError {
                 path: path.clone(),
                 source,
@@ -238,6 +298,7 @@ impl SequencedLog {
             inner.writer = Some(file);
             inner.segments.push_back(Segment {
                 first_seq: seq,
+                before,
                 path,
                 len: 0,
             });
@@ -267,6 +328,9 @@ impl SequencedLog {
         if let Some(last) = inner.segments.back_mut() {
             last.len += record.len() as u64;
         }
+        if let Some(stream) = stream_index(kind) {
+            inner.totals[stream] += length as u64;
+        }
         inner.recent_bytes += length;
         inner.recent.push_back(Record {
             seq,
@@ -277,6 +341,9 @@ impl SequencedLog {
         while inner.recent_bytes > RECENT_BYTES && inner.recent.len() > 1 {
             if let Some(old) = inner.recent.pop_front() {
                 inner.recent_bytes -= old.data.len();
+                if let Some(stream) = stream_index(old.kind) {
+                    inner.recent_before[stream] += old.data.len() as u64;
+                }
             }
         }
         inner.next_seq += 1;
@@ -378,6 +445,90 @@ impl SequencedLog {
         vec![Entry::Truncated]
     }
 
+    /// Bytes of stdout and of stderr written so far (what was dropped included).
+    pub fn stream_ends(&self) -> [u64; 2] {
+        self.lock().totals
+    }
+
+    /// Where what is kept of stdout and of stderr starts (bytes of each dropped before).
+    pub fn kept_from(&self) -> [u64; 2] {
+        let inner = self.lock();
+        inner
+            .segments
+            .front()
+            .map_or(inner.totals, |oldest| oldest.before)
+    }
+
+    /// What is kept of stdout and of stderr from the offsets `since` on (each stream's
+    /// bytes counted from its first). Blocking file reads, unless the newest records in
+    /// memory hold it all: call it off the runtime's workers.
+    pub fn streams_from(&self, since: [u64; 2]) -> [StreamBytes; 2] {
+        let empty = |totals: [u64; 2]| {
+            [0, 1].map(|stream| StreamBytes {
+                bytes: Vec::new(),
+                start: since[stream].min(totals[stream]),
+            })
+        };
+        {
+            let inner = self.lock();
+            if (0..2).all(|stream| since[stream] >= inner.recent_before[stream]) {
+                let mut out = empty(inner.totals);
+                let records = inner.recent.iter().map(|r| (r.kind, r.data.as_slice()));
+                gather(records, inner.recent_before, since, &mut out);
+                return out;
+            }
+        }
+        self.streams_from_segments(since)
+    }
+
+    /// [`SequencedLog::streams_from`] from the segment files.
+    fn streams_from_segments(&self, since: [u64; 2]) -> [StreamBytes; 2] {
+        let empty = |totals: [u64; 2]| {
+            [0, 1].map(|stream| StreamBytes {
+                bytes: Vec::new(),
+                start: since[stream].min(totals[stream]),
+            })
+        };
+        for _ in 0..3 {
+            // The segments to read, from the last one that starts at or before `since` in
+            // both streams (or the oldest kept), as they are now.
+            let (plan, totals) = {
+                let inner = self.lock();
+                let start = inner
+                    .segments
+                    .iter()
+                    .rposition(|s| (0..2).all(|i| s.before[i] <= since[i]))
+                    .unwrap_or(0);
+                let plan: Vec<(PathBuf, u64, [u64; 2])> = inner
+                    .segments
+                    .iter()
+                    .skip(start)
+                    .map(|s| (s.path.clone(), s.len, s.before))
+                    .collect();
+                (plan, inner.totals)
+            };
+            let mut out = empty(totals);
+            let Some(&(_, _, first_before)) = plan.first() else {
+                return out;
+            };
+            // What is kept starts at the first segment: older bytes asked for are gone.
+            for stream in 0..2 {
+                out[stream].start = since[stream].max(first_before[stream]).min(totals[stream]);
+            }
+            let read = plan.iter().try_for_each(|(path, len, before)| {
+                let records = segment_records(path, *len)?;
+                let records = records.iter().map(|r| (r.kind, r.data.as_slice()));
+                gather(records, *before, since, &mut out);
+                Ok::<(), std::io::Error>(())
+            });
+            // A segment evicted while it was read: read again from what is kept now.
+            if read.is_ok() {
+                return out;
+            }
+        }
+        empty(self.stream_ends())
+    }
+
     /// The cursor of sequence `seq` in this store.
     pub fn cursor(&self, seq: u64) -> String {
         cursor(&self.store, seq)
@@ -406,50 +557,71 @@ fn read_segment(
     bytes: &mut usize,
 ) -> std::io::Result<bool> {
     let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?.take(len));
-    let mut header = [0u8; HEADER];
-    loop {
-        match reader.read_exact(&mut header) {
-            Ok(()) => {}
-            Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(true),
-            Err(error) => return Err(error),
-        }
-        let field = |range: std::ops::Range<usize>| {
-            let mut raw = [0u8; 8];
-            raw[..range.len()].copy_from_slice(&header[range]);
-            u64::from_le_bytes(raw)
-        };
-        let seq = field(0..8);
-        let kind = Kind::of(header[8]).ok_or_else(|| std::io::Error::other("bad record"))?;
-        let at_ms = field(9..17) as i64;
-        let length = field(17..21) as usize;
-        if seq < from {
-            std::io::copy(&mut (&mut reader).take(length as u64), &mut std::io::sink())?;
+    while let Some(record) = next_record(&mut reader, from)? {
+        let Some(record) = record else {
             continue;
-        }
-        let mut data = vec![0u8; length];
-        reader.read_exact(&mut data)?;
-        *bytes += length;
-        entries.push(Entry::Record(Record {
-            seq,
-            kind,
-            at_ms,
-            data,
-        }));
+        };
+        *bytes += record.data.len();
+        entries.push(Entry::Record(record));
         if entries.len() >= READ_RECORDS || *bytes >= READ_BYTES {
             return Ok(false);
         }
     }
+    Ok(true)
 }
 
-/// The length of a segment's whole records and the last one's sequence.
-fn whole_records(path: &Path) -> std::io::Result<(u64, Option<u64>)> {
+/// Every whole record of a segment (its first `len` bytes).
+fn segment_records(path: &Path, len: u64) -> std::io::Result<Vec<Record>> {
+    let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?.take(len));
+    let mut records = Vec::new();
+    while let Some(record) = next_record(&mut reader, 0)? {
+        records.extend(record);
+    }
+    Ok(records)
+}
+
+/// The next record of a segment's reader (`None` at its end), its data skipped (`Some(None)`)
+/// when its sequence is before `from`.
+fn next_record(reader: &mut impl Read, from: u64) -> std::io::Result<Option<Option<Record>>> {
+    let mut header = [0u8; HEADER];
+    match reader.read_exact(&mut header) {
+        Ok(()) => {}
+        Err(error) if error.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(error) => return Err(error),
+    }
+    let field = |range: std::ops::Range<usize>| {
+        let mut raw = [0u8; 8];
+        raw[..range.len()].copy_from_slice(&header[range]);
+        u64::from_le_bytes(raw)
+    };
+    let seq = field(0..8);
+    let kind = Kind::of(header[8]).ok_or_else(|| std::io::Error::other("bad record"))?;
+    let at_ms = field(9..17) as i64;
+    let length = field(17..21);
+    if seq < from {
+        std::io::copy(&mut reader.take(length), &mut std::io::sink())?;
+        return Ok(Some(None));
+    }
+    let mut data = vec![0u8; length as usize];
+    reader.read_exact(&mut data)?;
+    Ok(Some(Some(Record {
+        seq,
+        kind,
+        at_ms,
+        data,
+    })))
+}
+
+/// The length of a segment's whole records, the last one's sequence, and the bytes of
+/// stdout and of stderr in them.
+fn whole_records(path: &Path) -> std::io::Result<(u64, Option<u64>, [u64; 2])> {
     let size = std::fs::metadata(path)?.len();
     let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
     let mut header = [0u8; HEADER];
-    let (mut len, mut last) = (0u64, None);
+    let (mut len, mut last, mut streams) = (0u64, None, [0u64; 2]);
     loop {
         if len + HEADER as u64 > size || reader.read_exact(&mut header).is_err() {
-            return Ok((len, last));
+            return Ok((len, last, streams));
         }
         let mut raw = [0u8; 8];
         raw.copy_from_slice(&header[0..8]);
@@ -457,12 +629,42 @@ fn whole_records(path: &Path) -> std::io::Result<(u64, Option<u64>)> {
         let mut raw = [0u8; 4];
         raw.copy_from_slice(&header[17..21]);
         let length = u64::from(u32::from_le_bytes(raw));
-        if Kind::of(header[8]).is_none() || len + HEADER as u64 + length > size {
-            return Ok((len, last));
+        let Some(kind) = Kind::of(header[8]) else {
+            return Ok((len, last, streams));
+        };
+        if len + HEADER as u64 + length > size {
+            return Ok((len, last, streams));
         }
         std::io::copy(&mut (&mut reader).take(length), &mut std::io::sink())?;
         len += HEADER as u64 + length;
         last = Some(seq);
+        if let Some(stream) = stream_index(kind) {
+            streams[stream] += length;
+        }
+    }
+}
+
+/// Adds what `records` (read in order, the first at the streams' offsets `at`) hold of
+/// each stream from `since` on to `out`.
+fn gather<'a>(
+    records: impl Iterator<Item = (Kind, &'a [u8])>,
+    mut at: [u64; 2],
+    since: [u64; 2],
+    out: &mut [StreamBytes; 2],
+) {
+    for (kind, data) in records {
+        let Some(stream) = stream_index(kind) else {
+            continue;
+        };
+        let end = at[stream] + data.len() as u64;
+        if end > since[stream] {
+            let skip = since[stream].saturating_sub(at[stream]) as usize;
+            if out[stream].bytes.is_empty() {
+                out[stream].start = at[stream] + skip as u64;
+            }
+            out[stream].bytes.extend_from_slice(&data[skip..]);
+        }
+        at[stream] = end;
     }
 }
 
@@ -718,6 +920,85 @@ mod tests {
             seen.extend(records(&batch));
         }
         assert_eq!(seen, (oldest.seq..=1000).collect::<Vec<_>>());
+    }
+
+    /// Each stream's bytes from `since` as the log answers them, checked against what was
+    /// written: the kept part is the stream's end, from `start` on.
+    fn check_streams(log: &SequencedLog, written: &[Vec<u8>; 2], since: [u64; 2]) -> [u64; 2] {
+        let read = log.streams_from(since);
+        assert_eq!(read, log.streams_from_segments(since), "since {since:?}");
+        for stream in 0..2 {
+            let StreamBytes { bytes, start } = &read[stream];
+            assert!(*start >= since[stream].min(written[stream].len() as u64));
+            assert_eq!(bytes.as_slice(), &written[stream][*start as usize..]);
+        }
+        [read[0].start, read[1].start]
+    }
+
+    #[test]
+    fn each_streams_offsets_stay_absolute_past_evictions_and_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let log = SequencedLog::create(&path, "p", 4 * 4096).unwrap();
+        let mut written = [Vec::new(), Vec::new()];
+        let mut seed = 7u64;
+        for i in 0..400u32 {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let stream = (seed >> 33) as usize % 3 % 2;
+            let data = vec![b'a' + (i % 26) as u8; (seed >> 40) as usize % 300 + 1];
+            log.append([Kind::Stdout, Kind::Stderr][stream], 0, &data)
+                .unwrap();
+            written[stream].extend_from_slice(&data);
+            if i % 50 == 49 {
+                log.append(Kind::Terminal, 0, b"{}").unwrap();
+            }
+        }
+        let ends = written.clone().map(|w| w.len() as u64);
+        assert_eq!(log.stream_ends(), ends);
+        // Older bytes were dropped: what is kept starts past 0 in both streams.
+        let kept = check_streams(&log, &written, [0, 0]);
+        assert!(kept[0] > 0 && kept[1] > 0, "{kept:?}");
+        for since in [kept, ends, [kept[0] + 5, ends[1] - 3], [ends[0] - 1, 0]] {
+            check_streams(&log, &written, since);
+        }
+        drop(log);
+        let log = SequencedLog::open(&path, "p", 4 * 4096).unwrap();
+        assert_eq!(log.stream_ends(), ends);
+        assert_eq!(check_streams(&log, &written, [0, 0]), kept);
+        log.append(Kind::Stderr, 0, b"more").unwrap();
+        written[1].extend_from_slice(b"more");
+        assert_eq!(log.streams_from(ends)[1].bytes, b"more");
+        assert_eq!(log.streams_from(ends)[1].start, ends[1]);
+        check_streams(&log, &written, [0, 0]);
+    }
+
+    #[test]
+    fn a_log_continues_streams_and_reads_names_without_counts() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p");
+        let log = SequencedLog::create_after(&path, "p", 1 << 20, [100, 7]).unwrap();
+        log.append(Kind::Stdout, 0, b"abc").unwrap();
+        let read = log.streams_from([0, 0]);
+        assert_eq!(
+            (read[0].bytes.as_slice(), read[0].start),
+            (b"abc".as_slice(), 100)
+        );
+        assert_eq!((read[1].bytes.len(), read[1].start), (0, 7));
+        assert_eq!(log.stream_ends(), [103, 7]);
+        drop(log);
+        // A segment named as before the counts: its streams start at 0.
+        for entry in std::fs::read_dir(&path).unwrap().flatten() {
+            let name = entry.file_name().into_string().unwrap();
+            let (first, _) = parse_segment_name(&name).unwrap();
+            std::fs::rename(entry.path(), path.join(format!("{first:020}.log"))).unwrap();
+        }
+        let log = SequencedLog::open(&path, "p", 1 << 20).unwrap();
+        assert_eq!(log.stream_ends(), [3, 0]);
+        assert_eq!(log.streams_from([1, 0])[0].bytes, b"bc");
+        assert_eq!(parse_segment_name("1.2.log"), None);
+        assert_eq!(parse_segment_name("x.log"), None);
     }
 
     #[test]

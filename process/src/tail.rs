@@ -86,18 +86,21 @@ impl OutputTail {
     }
 
     /// What is held back at the end (a line's start that may have been a script's name,
-    /// the rest of a character, as U+FFFD), once nothing more will come; the offset is the
-    /// end of what was answered.
-    pub fn finish(&mut self) -> (String, u64) {
-        let held = self.names.as_mut().map(ScriptNames::finish);
-        let mut text = match held {
-            Some(held) if !held.is_empty() => {
-                self.answered += held.len() as u64;
-                self.text.push(&held)
-            }
-            _ => String::new(),
-        };
+    /// the rest of a character, as U+FFFD), once nothing more will come: the bytes not
+    /// answered before (the held line's), the text, and the offset at the end of what was
+    /// answered.
+    pub fn finish(&mut self) -> (Vec<u8>, String, u64) {
+        let held = self
+            .names
+            .as_mut()
+            .map(ScriptNames::finish)
+            .unwrap_or_default();
+        let mut text = String::new();
+        if !held.is_empty() {
+            self.answered += held.len() as u64;
+            text = self.text.push(&held);
+        }
         text.push_str(&self.text.finish());
-        (text, self.answered)
+        (held, text, self.answered)
     }
 }

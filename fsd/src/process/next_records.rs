@@ -4,8 +4,7 @@
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
 use fsd_process::argv::{ArgvProcess, Outcome};
-use fsd_process::log::OutputLog;
-use fsd_process::seqlog::{Entry, Kind};
+use fsd_process::background::read_logs;
 use fsd_process::{Logs, Since};
 
 /// The process as a 0.12 record (no session: the next line has none).
@@ -33,39 +32,9 @@ pub fn info(process: &ArgvProcess) -> ProcessInfo {
     }
 }
 
-/// Its output as 0.12's logs answer it, from `since`. The log keeps the latest events of
-/// both streams together and drops whole old ones, so the offsets count from the first byte
-/// kept of each stream (exact when nothing was dropped, which `truncated` tells).
+/// Its output as 0.12's logs answer it, from `since`: each stream's bytes at their
+/// absolute offsets, as the log counts them across what it dropped. Blocking file reads.
 pub fn logs(process: &ArgvProcess, since: Since) -> Logs {
-    let log = process.log();
-    let (mut stdout, mut stderr, mut truncated) = (Vec::new(), Vec::new(), false);
-    let mut next = 1;
-    loop {
-        let entries = log.read_from(next);
-        if entries.is_empty() {
-            break;
-        }
-        for entry in entries {
-            match entry {
-                Entry::Truncated => truncated = true,
-                Entry::Record(record) => {
-                    next = record.seq + 1;
-                    match record.kind {
-                        Kind::Stdout => stdout.extend_from_slice(&record.data),
-                        Kind::Stderr => stderr.extend_from_slice(&record.data),
-                        Kind::Terminal => {}
-                    }
-                }
-            }
-        }
-        if next > log.end() {
-            break;
-        }
-    }
     let whole = process.status().outcome != Outcome::Running;
-    Logs {
-        stdout: OutputLog::restored(stdout, 0).since(since.stdout, whole),
-        stderr: OutputLog::restored(stderr, 0).since(since.stderr, whole),
-        truncated,
-    }
+    read_logs(process.log(), since, whole)
 }

@@ -39,6 +39,7 @@ impl From<ProcessError> for ApiError {
                 Self::new(code, message).with_context(context)
             }
             ProcessError::Exec(err) => err.into(),
+            ProcessError::Log(_) => Self::new(ErrorCode::InternalError, message),
         }
     }
 }
