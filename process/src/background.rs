@@ -8,22 +8,24 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
 use nix::sys::signal::Signal;
 use serde::{Deserialize, Serialize};
-use tokio::sync::broadcast::error::RecvError;
-use tokio::sync::{broadcast, watch};
+use tokio::sync::watch;
 
 use crate::error::{ProcessError, StdinError};
 use crate::log::{Slice, capped_start, slice};
 use crate::proctree;
 use crate::script;
-use crate::seqlog::{Kind, SequencedLog};
+use crate::seqlog::{Entry, Kind, SequencedLog, StreamBytes, Until};
 use crate::session::{CommandSpec, Session, Started};
 use crate::sessions::SessionManager;
 use crate::shell::Report;
 use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
 use crate::tail::{OutputTail, POLL, Stream};
+use crate::text::incomplete_tail;
 use crate::time::now_rfc3339;
 use crate::wake::{OutputWakes, written};
 
@@ -34,9 +36,6 @@ pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
 const OUTPUT_LOG_BYTES: u64 = 2 * OUTPUT_CAP_BYTES;
 /// The file beside a process's log that holds its record, written when it ends.
 const RECORD: &str = "record.json";
-/// Live events a follower may fall behind by; output is read every 20 ms, at most two
-/// events a tick, so this is seconds of slack.
-const LIVE_EVENTS: usize = 256;
 /// The internal session that runs background commands asked for without a session.
 pub const SESSIONLESS_HOST: &str = "__fsd_background__";
 
@@ -125,10 +124,10 @@ pub struct Process {
     /// below it. 0 for records loaded from disk, which never run again.
     supervisor: u32,
     state: Mutex<State>,
-    /// Its output, both streams, on disk; written under the state's lock, so a follower
-    /// that reads it and subscribes to `live` under that lock misses nothing.
+    /// Its output, both streams, and its end, on disk; written under the state's lock, so
+    /// a follower that reads what it keeps and where it ends under that lock, then follows
+    /// it from there, misses nothing and repeats nothing.
     log: Arc<SequencedLog>,
-    live: broadcast::Sender<Live>,
     finished: watch::Sender<bool>,
     kill_requested: AtomicBool,
     /// Set once a kill has ended the whole tree, with whether SIGKILL was needed.
@@ -169,7 +168,6 @@ impl Process {
             supervisor,
             state: Mutex::new(State { info }),
             log: Arc::new(log),
-            live: broadcast::channel(LIVE_EVENTS).0,
             finished: watch::channel(done).0,
             kill_requested: AtomicBool::new(false),
             killed: watch::channel(None).0,
@@ -248,10 +246,10 @@ impl Process {
     }
 
     /// Everything a follower sees from `since`: the output kept from there, then live
-    /// output, ending with the exit (at once if the process has already ended). The replay
-    /// and the subscription are taken under one lock, so nothing is lost or repeated
-    /// between them; a follower that falls behind the live events reads what it missed from
-    /// the kept output (as far as the cap keeps it), so a slow reader loses nothing either.
+    /// output, ending with the exit (at once if the process has already ended). Live output
+    /// is the log followed from where the replay ended, both read under one lock, so
+    /// nothing is lost or repeated between them; a follower that falls behind what the log
+    /// keeps catches up the same way (as far as the cap keeps it).
     pub fn events(
         self: &Arc<Self>,
         since: Since,
@@ -261,19 +259,16 @@ impl Process {
     ) {
         let (info, follower) = {
             let state = self.lock();
-            let receiver = self.live.subscribe();
             let mut follower = Follower {
                 process: self.clone(),
-                receiver,
+                entries: None,
+                finished: self.finished.subscribe(),
                 seen: since,
+                held: [Vec::new(), Vec::new()],
                 pending: std::collections::VecDeque::new(),
-                done: state.info.status.is_terminal(),
+                done: false,
             };
-            follower.catch_up(follower.done);
-            if follower.done {
-                let exit = state.info.exit_code.unwrap_or(-1);
-                follower.pending.push_back(Live::Exit(exit));
-            }
+            follower.catch_up(&state.info);
             (state.info.clone(), follower)
         };
         let live = futures_util::stream::unfold(follower, |mut follower| async move {
@@ -289,16 +284,13 @@ impl Process {
         let _ = finished.wait_for(|done| *done).await;
     }
 
-    /// Keeps `bytes` and tells followers `text`, which ends at the stream's offset `end`.
-    fn append(&self, stream: Stream, bytes: &[u8], text: String, end: u64) {
+    /// Keeps `bytes` of `stream` in the log, where followers read them.
+    fn append(&self, stream: Stream, bytes: &[u8]) {
         let _state = self.lock();
         if !bytes.is_empty()
             && let Err(error) = self.log.append(kind(stream), now_ms(), bytes)
         {
             tracing::warn!(process = %self.id, %error, "output could not be kept");
-        }
-        if !text.is_empty() {
-            let _ = self.live.send(Live::Output(stream, text, end));
         }
     }
 
@@ -315,7 +307,6 @@ impl Process {
         {
             tracing::warn!(process = %self.id, %error, "the end of the output could not be kept");
         }
-        let _ = self.live.send(Live::Exit(exit_code));
         self.finished.send_replace(true);
         Record {
             info: state.info.clone(),
@@ -330,28 +321,101 @@ fn now_ms() -> i64 {
 /// One follower of a process: what it has been given, and what is queued for it.
 struct Follower {
     process: Arc<Process>,
-    receiver: broadcast::Receiver<Live>,
+    /// The log's entries after the last catch-up.
+    entries: Option<BoxStream<'static, Entry>>,
+    /// Whether the process has ended: a follower whose log could not take the end (a full
+    /// disk) catches up from the process then, and ends too.
+    finished: watch::Receiver<bool>,
     /// The offsets after the output given so far.
     seen: Since,
+    /// Bytes of each stream read past `seen`: a character not whole yet.
+    held: [Vec<u8>; 2],
     pending: std::collections::VecDeque<Live>,
-    /// The exit is queued or given: nothing more is received.
+    /// The exit is queued or given: nothing more is read.
     done: bool,
 }
 
 impl Follower {
-    /// Queues the kept output after what was given (under the process's lock, held by
-    /// the caller or taken here, so the log and the live events agree).
-    fn catch_up(&mut self, whole: bool) {
-        let logs = read_logs(&self.process.log, self.seen, whole);
-        for (stream, slice) in [(Stream::Stdout, logs.stdout), (Stream::Stderr, logs.stderr)] {
+    /// Queues the kept output after what was given and follows the log from its end, or
+    /// queues the exit when the process has ended (under the process's lock, held by the
+    /// caller with its `info`, so no output comes between the two).
+    fn catch_up(&mut self, info: &ProcessInfo) {
+        let whole = info.status.is_terminal();
+        let log = &self.process.log;
+        let reads = log.streams_from([self.seen.stdout, self.seen.stderr]);
+        for (index, (stream, read)) in [Stream::Stdout, Stream::Stderr]
+            .into_iter()
+            .zip(reads)
+            .enumerate()
+        {
+            let StreamBytes { bytes, start } = read;
+            let end = start + bytes.len() as u64;
+            let last = bytes[bytes.len().saturating_sub(3)..].to_vec();
+            let since = *self.seen.of(stream);
+            let slice = slice(StreamBytes { bytes, start }, since, whole, OUTPUT_CAP_BYTES);
             if slice.skipped > 0 {
                 tracing::warn!(process = %self.process.id, skipped = slice.skipped, "a follower fell behind past the kept output");
             }
+            let held = (end - slice.end.min(end)) as usize;
+            self.held[index] = last[last.len().saturating_sub(held)..].to_vec();
             *self.seen.of(stream) = slice.end;
             if !slice.text.is_empty() {
                 self.pending
                     .push_back(Live::Output(stream, slice.text, slice.end));
             }
+        }
+        self.entries = (!whole).then(|| {
+            crate::seqlog::follow(Arc::clone(log), log.end() + 1, Until::Terminal).boxed()
+        });
+        if whole {
+            self.pending
+                .push_back(Live::Exit(info.exit_code.unwrap_or(-1)));
+            self.done = true;
+        }
+    }
+
+    /// Queues what one entry of the log says.
+    fn read(&mut self, entry: Entry) {
+        let Entry::Record(record) = entry else {
+            tracing::debug!(process = %self.process.id, "a follower fell behind what the log keeps: caught up from it");
+            let process = Arc::clone(&self.process);
+            let state = process.lock();
+            self.catch_up(&state.info);
+            return;
+        };
+        let (index, stream) = match record.kind {
+            Kind::Stdout => (0, Stream::Stdout),
+            Kind::Stderr => (1, Stream::Stderr),
+            Kind::Terminal => {
+                // A character never finished is given as it is (U+FFFD).
+                for (index, stream) in [(0, Stream::Stdout), (1, Stream::Stderr)] {
+                    let held = std::mem::take(&mut self.held[index]);
+                    if !held.is_empty() {
+                        let end = *self.seen.of(stream) + held.len() as u64;
+                        *self.seen.of(stream) = end;
+                        let text = String::from_utf8_lossy(&held).into_owned();
+                        self.pending.push_back(Live::Output(stream, text, end));
+                    }
+                }
+                let code = serde_json::from_slice::<serde_json::Value>(&record.data)
+                    .ok()
+                    .and_then(|end| end["exitCode"].as_i64())
+                    .and_then(|code| i32::try_from(code).ok())
+                    .unwrap_or(-1);
+                self.pending.push_back(Live::Exit(code));
+                self.done = true;
+                return;
+            }
+        };
+        let mut bytes = std::mem::take(&mut self.held[index]);
+        bytes.extend_from_slice(&record.data);
+        let whole = bytes.len() - incomplete_tail(&bytes);
+        self.held[index] = bytes.split_off(whole);
+        if !bytes.is_empty() {
+            let end = *self.seen.of(stream) + bytes.len() as u64;
+            *self.seen.of(stream) = end;
+            let text = String::from_utf8_lossy(&bytes).into_owned();
+            self.pending.push_back(Live::Output(stream, text, end));
         }
     }
 
@@ -363,24 +427,20 @@ impl Follower {
             if self.done {
                 return None;
             }
-            match self.receiver.recv().await {
-                Ok(Live::Exit(code)) => {
-                    self.done = true;
-                    return Some(Live::Exit(code));
-                }
-                // Already given by a catch-up.
-                Ok(Live::Output(stream, _, end)) if end <= *self.seen.of(stream) => {}
-                Ok(Live::Output(stream, text, end)) => {
-                    *self.seen.of(stream) = end;
-                    return Some(Live::Output(stream, text, end));
-                }
-                Err(RecvError::Lagged(missed)) => {
-                    tracing::debug!(process = %self.process.id, missed, "a follower fell behind the live events: caught up from the kept output");
-                    let process = self.process.clone();
+            let entries = self.entries.as_mut()?;
+            let finished = &mut self.finished;
+            let entry = tokio::select! {
+                biased;
+                entry = entries.next() => Some(entry?),
+                _ = finished.wait_for(|ended| *ended) => None,
+            };
+            match entry {
+                Some(entry) => self.read(entry),
+                None => {
+                    let process = Arc::clone(&self.process);
                     let state = process.lock();
-                    self.catch_up(state.info.status.is_terminal());
+                    self.catch_up(&state.info);
                 }
-                Err(RecvError::Closed) => return None,
             }
         }
     }
@@ -784,7 +844,7 @@ impl Tail {
             // All of it held back (a line's start that may be a script's name).
             Some(appended) if appended.bytes.is_empty() => 0,
             Some(appended) => {
-                process.append(self.stream, &appended.bytes, appended.text, appended.end);
+                process.append(self.stream, &appended.bytes);
                 appended.bytes.len()
             }
             None => 0,
@@ -807,8 +867,8 @@ impl Tail {
     }
 
     fn finish(&mut self, process: &Process) {
-        let (bytes, text, end) = self.file.finish();
-        process.append(self.stream, &bytes, text, end);
+        let (bytes, _) = self.file.finish();
+        process.append(self.stream, &bytes);
     }
 }
 

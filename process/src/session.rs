@@ -628,7 +628,7 @@ impl<'a> StreamedOutput<'a> {
     async fn drain(&mut self, sink: &mpsc::Sender<Streamed>) {
         while self.pump(sink).await {}
         for (stream, tail) in &mut self.tails {
-            let (_, text, _) = tail.finish();
+            let (_, text) = tail.finish();
             if !text.is_empty() {
                 let _ = sink.send(Streamed::Output(*stream, text)).await;
             }

@@ -28,8 +28,6 @@ pub struct Appended {
     pub bytes: Vec<u8>,
     /// The whole characters so far (a character cut at the end waits for the next read).
     pub text: String,
-    /// The file's offset after `text`.
-    pub end: u64,
 }
 
 /// One output file being followed.
@@ -39,8 +37,6 @@ pub struct OutputTail {
     file: Option<std::fs::File>,
     /// How far the file has been read.
     offset: u64,
-    /// How many bytes were answered (the file's, but for the script names rewritten).
-    answered: u64,
     /// For stderr: the session's script names, rewritten as bash's own.
     names: Option<ScriptNames>,
     text: Utf8Chunker,
@@ -52,7 +48,6 @@ impl OutputTail {
             path: path.to_path_buf(),
             file: None,
             offset: 0,
-            answered: 0,
             names: match stream {
                 Stream::Stderr => ScriptNames::beside(path),
                 Stream::Stdout => None,
@@ -61,8 +56,8 @@ impl OutputTail {
         }
     }
 
-    /// Up to 4 MiB appended since the last read (the end offset counts what was
-    /// answered); `None` when there is nothing new (or the file is not there yet).
+    /// Up to 4 MiB appended since the last read; `None` when there is nothing new (or the
+    /// file is not there yet).
     pub fn read(&mut self) -> Option<Appended> {
         if self.file.is_none() {
             self.file = std::fs::File::open(&self.path).ok();
@@ -79,17 +74,14 @@ impl OutputTail {
             Some(names) => names.push(&bytes),
             None => bytes,
         };
-        self.answered += bytes.len() as u64;
         let text = self.text.push(&bytes);
-        let end = self.answered - self.text.held() as u64;
-        Some(Appended { bytes, text, end })
+        Some(Appended { bytes, text })
     }
 
     /// What is held back at the end (a line's start that may have been a script's name,
     /// the rest of a character, as U+FFFD), once nothing more will come: the bytes not
-    /// answered before (the held line's), the text, and the offset at the end of what was
-    /// answered.
-    pub fn finish(&mut self) -> (Vec<u8>, String, u64) {
+    /// answered before (the held line's) and the text.
+    pub fn finish(&mut self) -> (Vec<u8>, String) {
         let held = self
             .names
             .as_mut()
@@ -97,10 +89,9 @@ impl OutputTail {
             .unwrap_or_default();
         let mut text = String::new();
         if !held.is_empty() {
-            self.answered += held.len() as u64;
             text = self.text.push(&held);
         }
         text.push_str(&self.text.finish());
-        (held, text, self.answered)
+        (held, text)
     }
 }
