@@ -18,14 +18,14 @@ use crate::error::{ProcessError, StdinError};
 use crate::log::{Slice, capped_start, slice};
 use crate::proctree;
 use crate::script;
-use crate::seqlog::{Entry, Kind, SequencedLog, StreamBytes, Until};
+use crate::seqlog::{Entry, Kind, SequencedLog, Until};
 use crate::session::{CommandSpec, Session, Started};
 use crate::sessions::SessionManager;
 use crate::shell::Report;
 use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
 use crate::tail::{OutputTail, POLL, Stream};
-use crate::text::incomplete_tail;
+use crate::text::{Utf8Chunker, incomplete_tail};
 use crate::time::now_rfc3339;
 use crate::wake::{OutputWakes, written};
 
@@ -264,7 +264,7 @@ impl Process {
                 entries: None,
                 finished: self.finished.subscribe(),
                 seen: since,
-                held: [Vec::new(), Vec::new()],
+                text: Default::default(),
                 pending: std::collections::VecDeque::new(),
                 done: false,
             };
@@ -328,8 +328,8 @@ struct Follower {
     finished: watch::Receiver<bool>,
     /// The offsets after the output given so far.
     seen: Since,
-    /// Bytes of each stream read past `seen`: a character not whole yet.
-    held: [Vec<u8>; 2],
+    /// Each stream's text past `seen`: it holds a character not whole yet.
+    text: [Utf8Chunker; 2],
     pending: std::collections::VecDeque<Live>,
     /// The exit is queued or given: nothing more is read.
     done: bool,
@@ -348,16 +348,20 @@ impl Follower {
             .zip(reads)
             .enumerate()
         {
-            let StreamBytes { bytes, start } = read;
-            let end = start + bytes.len() as u64;
-            let last = bytes[bytes.len().saturating_sub(3)..].to_vec();
+            // What `slice` leaves at the end while the process runs: the follower holds it.
+            let cut = if whole {
+                0
+            } else {
+                incomplete_tail(&read.bytes)
+            };
+            let held = read.bytes[read.bytes.len() - cut..].to_vec();
             let since = *self.seen.of(stream);
-            let slice = slice(StreamBytes { bytes, start }, since, whole, OUTPUT_CAP_BYTES);
+            let slice = slice(read, since, whole, OUTPUT_CAP_BYTES);
             if slice.skipped > 0 {
                 tracing::warn!(process = %self.process.id, skipped = slice.skipped, "a follower fell behind past the kept output");
             }
-            let held = (end - slice.end.min(end)) as usize;
-            self.held[index] = last[last.len().saturating_sub(held)..].to_vec();
+            self.text[index] = Utf8Chunker::default();
+            self.text[index].push(&held);
             *self.seen.of(stream) = slice.end;
             if !slice.text.is_empty() {
                 self.pending
@@ -389,13 +393,9 @@ impl Follower {
             Kind::Terminal => {
                 // A character never finished is given as it is (U+FFFD).
                 for (index, stream) in [(0, Stream::Stdout), (1, Stream::Stderr)] {
-                    let held = std::mem::take(&mut self.held[index]);
-                    if !held.is_empty() {
-                        let end = *self.seen.of(stream) + held.len() as u64;
-                        *self.seen.of(stream) = end;
-                        let text = String::from_utf8_lossy(&held).into_owned();
-                        self.pending.push_back(Live::Output(stream, text, end));
-                    }
+                    let held = self.text[index].held() as u64;
+                    let text = self.text[index].finish();
+                    self.given(stream, text, held);
                 }
                 let code = serde_json::from_slice::<serde_json::Value>(&record.data)
                     .ok()
@@ -407,14 +407,17 @@ impl Follower {
                 return;
             }
         };
-        let mut bytes = std::mem::take(&mut self.held[index]);
-        bytes.extend_from_slice(&record.data);
-        let whole = bytes.len() - incomplete_tail(&bytes);
-        self.held[index] = bytes.split_off(whole);
-        if !bytes.is_empty() {
-            let end = *self.seen.of(stream) + bytes.len() as u64;
+        let held = self.text[index].held();
+        let text = self.text[index].push(&record.data);
+        let bytes = held + record.data.len() - self.text[index].held();
+        self.given(stream, text, bytes as u64);
+    }
+
+    /// Queues `text`, `bytes` of `stream` after what was given.
+    fn given(&mut self, stream: Stream, text: String, bytes: u64) {
+        if !text.is_empty() {
+            let end = *self.seen.of(stream) + bytes;
             *self.seen.of(stream) = end;
-            let text = String::from_utf8_lossy(&bytes).into_owned();
             self.pending.push_back(Live::Output(stream, text, end));
         }
     }

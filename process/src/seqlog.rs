@@ -466,16 +466,10 @@ impl SequencedLog {
     /// bytes counted from its first). Blocking file reads, unless the newest records in
     /// memory hold it all: call it off the runtime's workers.
     pub fn streams_from(&self, since: [u64; 2]) -> [StreamBytes; 2] {
-        let empty = |totals: [u64; 2]| {
-            [0, 1].map(|stream| StreamBytes {
-                bytes: Vec::new(),
-                start: since[stream].min(totals[stream]),
-            })
-        };
         {
             let inner = self.lock();
             if (0..2).all(|stream| since[stream] >= inner.recent_before[stream]) {
-                let mut out = empty(inner.totals);
+                let mut out = nothing_from(since, inner.totals);
                 let records = inner.recent.iter().map(|r| (r.kind, r.data.as_slice()));
                 gather(records, inner.recent_before, since, &mut out);
                 return out;
@@ -486,12 +480,6 @@ impl SequencedLog {
 
     /// [`SequencedLog::streams_from`] from the segment files.
     fn streams_from_segments(&self, since: [u64; 2]) -> [StreamBytes; 2] {
-        let empty = |totals: [u64; 2]| {
-            [0, 1].map(|stream| StreamBytes {
-                bytes: Vec::new(),
-                start: since[stream].min(totals[stream]),
-            })
-        };
         for _ in 0..3 {
             // The segments to read, from the last one that starts at or before `since` in
             // both streams (or the oldest kept), as they are now.
@@ -510,7 +498,7 @@ impl SequencedLog {
                     .collect();
                 (plan, inner.totals)
             };
-            let mut out = empty(totals);
+            let mut out = nothing_from(since, totals);
             let Some(&(_, _, first_before)) = plan.first() else {
                 return out;
             };
@@ -529,7 +517,7 @@ impl SequencedLog {
                 return out;
             }
         }
-        empty(self.stream_ends())
+        nothing_from(since, self.stream_ends())
     }
 
     /// The cursor of sequence `seq` in this store.
@@ -645,6 +633,14 @@ fn whole_records(path: &Path) -> std::io::Result<(u64, Option<u64>, [u64; 2])> {
             streams[stream] += length;
         }
     }
+}
+
+/// No bytes of either stream, from `since` (or the end, `totals`, if sooner).
+fn nothing_from(since: [u64; 2], totals: [u64; 2]) -> [StreamBytes; 2] {
+    [0, 1].map(|stream| StreamBytes {
+        bytes: Vec::new(),
+        start: since[stream].min(totals[stream]),
+    })
 }
 
 /// Adds what `records` (read in order, the first at the streams' offsets `at`) hold of

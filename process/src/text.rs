@@ -33,6 +33,11 @@ impl Utf8Chunker {
         text
     }
 
+    /// How many bytes are held back (the start of a character not yet whole).
+    pub fn held(&self) -> usize {
+        self.carry.len()
+    }
+
     /// Whatever is held back, at the end of the stream.
     pub fn finish(&mut self) -> String {
         let text = String::from_utf8_lossy(&self.carry).into_owned();
