@@ -155,12 +155,13 @@ pub struct ServeArgs {
     #[arg(long, env = "FSD_ISOLATION", value_enum, default_value = "auto")]
     pub isolation: IsolationMode,
 
-    /// Finished process records kept (oldest dropped first), across restarts.
-    #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 1000)]
+    /// Ended processes kept with their logs, both SDK lines' together (the oldest end
+    /// dropped first), across restarts. 64 is what the reference's next runtime keeps.
+    #[arg(long, env = "FSD_MAX_PROCESS_RECORDS", default_value_t = 64)]
     pub max_process_records: usize,
 
-    /// Output kept per next-line process (the latest, on disk under the state directory;
-    /// stdout and stderr together).
+    /// Output kept per process, either line's (the latest, on disk under the state
+    /// directory; stdout and stderr together).
     #[arg(long, env = "FSD_PROCESS_LOG_BYTES", default_value_t = 16 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(65_536..))]
     pub process_log_bytes: u64,
 

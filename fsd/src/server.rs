@@ -32,10 +32,7 @@ use crate::wire::{self, auth};
 use crate::ws;
 use fsd_api::system::Capabilities;
 use fsd_process::argv::{ArgvConfig, ArgvProcesses};
-use fsd_process::{ExecConfig, ProcessService, SessionManager, World, base_env};
-
-/// Ended next-line processes kept with their logs (the reference keeps 64).
-const NEXT_PROCESSES_RETAINED: usize = 64;
+use fsd_process::{ExecConfig, ProcessService, ProcessTable, SessionManager, World, base_env};
 
 /// The whole API: the HTTP routes, `/ws` (whose messages go through them) and `/rpc`.
 pub fn router(state: AppState, token: auth::ApiToken, ws_stall: std::time::Duration) -> Router {
@@ -265,14 +262,22 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
         base_env: base_env(&settings.pass_env),
         workspace: settings.workspace.clone(),
     });
-    let argv_processes = ArgvProcesses::new(ArgvConfig {
-        dir: settings.state_dir.join("next-processes"),
-        log_bytes: settings.process_log_bytes,
-        retained: NEXT_PROCESSES_RETAINED,
-        base_env: base_env(&settings.pass_env),
-        workspace: settings.workspace.clone(),
-        world: world.clone(),
-    });
+    // Both lines' processes, in one table on disk; the next line's kept apart before it
+    // are moved in.
+    let process_table = ProcessTable::open(
+        settings.state_dir.join("processes"),
+        &[settings.state_dir.join("next-processes")],
+        settings.max_process_records,
+        settings.process_log_bytes,
+    );
+    let argv_processes = ArgvProcesses::new(
+        ArgvConfig {
+            base_env: base_env(&settings.pass_env),
+            workspace: settings.workspace.clone(),
+            world: world.clone(),
+        },
+        process_table.clone(),
+    );
     let sessions = Arc::new(SessionManager::new(ExecConfig {
         state_dir: settings.state_dir.clone(),
         workspace: settings.workspace.clone(),
@@ -281,11 +286,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
             .then(|| std::time::Duration::from_millis(settings.command_timeout_ms)),
         world,
     }));
-    let processes = Arc::new(ProcessService::new(
-        sessions.clone(),
-        &settings.state_dir,
-        settings.max_process_records,
-    ));
+    let processes = Arc::new(ProcessService::new(sessions.clone(), process_table));
     // Retained watches of the last run come back under their ids, with what changed since.
     // A watch is of the workspace, confined or not: each starts on the directory opened
     // beneath it.

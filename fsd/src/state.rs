@@ -92,7 +92,6 @@ impl FromRef<AppState> for crate::process::ProcessState {
     fn from_ref(state: &AppState) -> Self {
         crate::process::ProcessState {
             processes: state.processes.clone(),
-            argv_processes: state.argv_processes.clone(),
             paths: state.paths.clone(),
         }
     }

@@ -1,17 +1,17 @@
-//! Background processes: start through a session, follow their output, kill their trees,
-//! and keep a bounded record of finished ones on disk so they survive a daemon restart.
+//! Background processes of 0.12: a command line started through a session, its output
+//! followed, its tree killed. They are kept in the one [`ProcessTable`] with the next
+//! line's, by the same record form and bound, so they survive a daemon restart.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use nix::sys::signal::Signal;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::sync::watch;
 
 use crate::error::{ProcessError, StdinError};
@@ -24,6 +24,7 @@ use crate::sessions::SessionManager;
 use crate::shell::Report;
 use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
+use crate::table::{Exit, Launcher, Outcome, Process, ProcessTable, Record, terminal_exit_code};
 use crate::tail::{OutputTail, POLL, Stream};
 use crate::text::{Utf8Chunker, incomplete_tail};
 use crate::time::now_rfc3339;
@@ -31,11 +32,6 @@ use crate::wake::{OutputWakes, written};
 
 /// Output answered per stream of one process at most (the latest).
 pub const OUTPUT_CAP_BYTES: u64 = 8 * 1024 * 1024;
-/// Output kept of one process, both streams together, in its log on disk: a stream keeps
-/// its cap whenever the other wrote less than that meanwhile.
-const OUTPUT_LOG_BYTES: u64 = 2 * OUTPUT_CAP_BYTES;
-/// The file beside a process's log that holds its record, written when it ends.
-const RECORD: &str = "record.json";
 /// The internal session that runs background commands asked for without a session.
 pub const SESSIONLESS_HOST: &str = "__fsd_background__";
 
@@ -73,13 +69,6 @@ pub struct Logs {
     pub truncated: bool,
 }
 
-/// A process's lasting state: what the record beside its log holds.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Record {
-    pub info: ProcessInfo,
-}
-
 /// A record as daemons before the log kept it (`<id>.json`, its output inside), read once
 /// to move it into the log's form.
 #[derive(Deserialize)]
@@ -92,10 +81,6 @@ struct RecordWithOutput {
     stdout_dropped: u64,
     #[serde(default)]
     stderr_dropped: u64,
-}
-
-struct State {
-    info: ProcessInfo,
 }
 
 fn kind(stream: Stream) -> Kind {
@@ -118,25 +103,13 @@ pub fn read_logs(log: &SequencedLog, since: Since, whole: bool) -> Logs {
     }
 }
 
-pub struct Process {
-    pub id: String,
-    /// The process's supervisor as the daemon sees it: everything the process started is
-    /// below it. 0 for records loaded from disk, which never run again.
-    supervisor: u32,
-    state: Mutex<State>,
-    /// Its output, both streams, and its end, on disk; written under the state's lock, so
-    /// a follower that reads what it keeps and where it ends under that lock, then follows
-    /// it from there, misses nothing and repeats nothing.
-    log: Arc<SequencedLog>,
-    finished: watch::Sender<bool>,
-    kill_requested: AtomicBool,
-    /// Set once a kill has ended the whole tree, with whether SIGKILL was needed.
-    killed: watch::Sender<Option<bool>>,
+/// What a command a session runs in the background has beside the one process model.
+pub(crate) struct ShellParts {
     stdin: StdinPipe,
     catch_up: CatchUp,
     /// Where the daemon tells the command's shell that a signal came while it ran no
-    /// command (`script::signal_flag`); `None` for records loaded from disk.
-    signal_flag: Option<PathBuf>,
+    /// command (`script::signal_flag`).
+    signal_flag: PathBuf,
 }
 
 /// A read of a running process's logs asks its follower to copy what its output files hold
@@ -155,32 +128,6 @@ struct CatchUp {
 const CATCH_UP_AT_MOST: Duration = Duration::from_millis(500);
 
 impl Process {
-    fn new(
-        info: ProcessInfo,
-        supervisor: u32,
-        log: SequencedLog,
-        stdin: Option<crate::stdin::OpenPipe>,
-        signal_flag: Option<PathBuf>,
-    ) -> Arc<Self> {
-        let done = info.status.is_terminal();
-        Arc::new(Self {
-            id: info.id.clone(),
-            supervisor,
-            state: Mutex::new(State { info }),
-            log: Arc::new(log),
-            finished: watch::channel(done).0,
-            kill_requested: AtomicBool::new(false),
-            killed: watch::channel(None).0,
-            stdin: StdinPipe::new(stdin),
-            catch_up: CatchUp {
-                asked: AtomicU64::new(0),
-                wake: tokio::sync::Notify::new(),
-                done: watch::channel(0).0,
-            },
-            signal_flag,
-        })
-    }
-
     /// After a kill was asked for: waits until the kill has ended the whole tree, and says
     /// whether SIGKILL was needed.
     async fn wait_killed(&self) -> bool {
@@ -191,45 +138,25 @@ impl Process {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn info(&self) -> ProcessInfo {
-        self.lock().info.clone()
-    }
-
-    /// The process's info with what its tree uses now, while it runs (measured from
-    /// `/proc`); a finished one keeps the CPU time its supervisor reported.
-    pub fn described(&self) -> ProcessInfo {
-        let mut info = self.info();
-        if !info.status.is_terminal() && self.supervisor != 0 {
-            let usage = proctree::usage_below(self.supervisor);
-            info.cpu_seconds = Some(usage.cpu_seconds);
-            info.rss_bytes = Some(usage.rss_bytes);
-        }
-        info
-    }
-
     /// The output kept from `since` on (lossy text), with the offsets to continue from.
     /// Reads files when `since` is older than the log's memory: off the runtime's workers.
     pub fn logs(&self, since: Since) -> Logs {
         // Not under the lock: the follower's appends go on meanwhile.
-        let whole = self.lock().info.status.is_terminal();
+        let whole = !self.lock().running();
         read_logs(&self.log, since, whole)
     }
 
     /// [`Process::logs`] once everything the process wrote before this was asked is kept:
-    /// its follower copies what the output files hold (an ended process's was, before it
-    /// was marked ended). The log is read on a blocking thread.
+    /// a session's command's follower copies what the output files hold (an ended
+    /// process's was, before it was marked ended). The log is read on a blocking thread.
     pub async fn logs_now(self: &Arc<Self>, since: Since) -> Logs {
-        let mut finished = self.finished.subscribe();
-        // A record loaded from disk is ended; a command so fast that its supervisor was
-        // gone before it was looked up (0 here) still has its follower.
-        if !*finished.borrow() {
-            let ticket = self.catch_up.asked.fetch_add(1, Ordering::SeqCst) + 1;
-            self.catch_up.wake.notify_one();
-            let mut done = self.catch_up.done.subscribe();
+        let mut finished = self.ended.subscribe();
+        if let Some(shell) = &self.shell
+            && !*finished.borrow()
+        {
+            let ticket = shell.catch_up.asked.fetch_add(1, Ordering::SeqCst) + 1;
+            shell.catch_up.wake.notify_one();
+            let mut done = shell.catch_up.done.subscribe();
             let _ = tokio::time::timeout(CATCH_UP_AT_MOST, async {
                 tokio::select! {
                     _ = done.wait_for(|done| *done >= ticket) => {}
@@ -258,18 +185,18 @@ impl Process {
         impl futures_util::Stream<Item = Live> + Send + 'static,
     ) {
         let (info, follower) = {
-            let state = self.lock();
+            let record = self.lock();
             let mut follower = Follower {
                 process: self.clone(),
                 entries: None,
-                finished: self.finished.subscribe(),
+                finished: self.ended.subscribe(),
                 seen: since,
                 text: Default::default(),
                 pending: std::collections::VecDeque::new(),
                 done: false,
             };
-            follower.catch_up(&state.info);
-            (state.info.clone(), follower)
+            follower.catch_up(&record);
+            (record.info(), follower)
         };
         let live = futures_util::stream::unfold(follower, |mut follower| async move {
             let event = follower.next().await?;
@@ -278,38 +205,42 @@ impl Process {
         (info, live)
     }
 
-    /// Resolves once the process has a terminal status.
-    pub async fn wait(&self) {
-        let mut finished = self.finished.subscribe();
-        let _ = finished.wait_for(|done| *done).await;
+    /// Sends signal number `signal` to every process of the tree (its supervisor, which
+    /// ignores the polite signals, stays); answers how many it reached. The shell fsd runs
+    /// a session's command in survives a polite signal its command's program handled (see
+    /// `script::background`): it is held still while the signal goes out.
+    pub fn signal_tree(&self, signal: i32) -> usize {
+        if self.supervisor <= 1 {
+            return 0;
+        }
+        let held = match (&self.shell, Signal::try_from(signal)) {
+            (Some(shell), Ok(signal))
+                if script::TRAPPED_SIGNALS.iter().any(|&(_, s)| s == signal) =>
+            {
+                held_shells(self.supervisor, &shell.signal_flag, signal)
+            }
+            _ => Vec::new(),
+        };
+        // Looked at once the shells are held: a command one started a moment before is in.
+        let pids = proctree::living_below(self.supervisor);
+        for &pid in &pids {
+            if let Ok(pid) = i32::try_from(pid) {
+                // SAFETY: kill(2) with a pid and a signal number; nix's `Signal` has no
+                // real-time signals, which the next line allows.
+                unsafe { nix::libc::kill(pid, signal) };
+            }
+        }
+        proctree::signal_all(&held, Signal::SIGCONT);
+        pids.len()
     }
 
     /// Keeps `bytes` of `stream` in the log, where followers read them.
     fn append(&self, stream: Stream, bytes: &[u8]) {
-        let _state = self.lock();
+        let _record = self.lock();
         if !bytes.is_empty()
             && let Err(error) = self.log.append(kind(stream), now_ms(), bytes)
         {
             tracing::warn!(process = %self.id, %error, "output could not be kept");
-        }
-    }
-
-    fn finish(&self, exit_code: i32) -> Record {
-        let mut state = self.lock();
-        let killed = self.kill_requested.load(Ordering::SeqCst);
-        state.info.status = ProcessStatus::from_exit(exit_code, killed);
-        state.info.exit_code = Some(exit_code);
-        state.info.end_time = Some(now_rfc3339());
-        let terminal = serde_json::json!({ "exitCode": exit_code }).to_string();
-        if let Err(error) = self
-            .log
-            .append(Kind::Terminal, now_ms(), terminal.as_bytes())
-        {
-            tracing::warn!(process = %self.id, %error, "the end of the output could not be kept");
-        }
-        self.finished.send_replace(true);
-        Record {
-            info: state.info.clone(),
         }
     }
 }
@@ -339,8 +270,8 @@ impl Follower {
     /// Queues the kept output after what was given and follows the log from its end, or
     /// queues the exit when the process has ended (under the process's lock, held by the
     /// caller with its `info`, so no output comes between the two).
-    fn catch_up(&mut self, info: &ProcessInfo) {
-        let whole = info.status.is_terminal();
+    fn catch_up(&mut self, record: &Record) {
+        let whole = !record.running();
         let log = &self.process.log;
         let reads = log.streams_from([self.seen.stdout, self.seen.stderr]);
         for (index, (stream, read)) in [Stream::Stdout, Stream::Stderr]
@@ -372,8 +303,11 @@ impl Follower {
             crate::seqlog::follow(Arc::clone(log), log.end() + 1, Until::Terminal).boxed()
         });
         if whole {
-            self.pending
-                .push_back(Live::Exit(info.exit_code.unwrap_or(-1)));
+            let code = match &record.outcome {
+                Outcome::Exited(exit) => exit.code,
+                Outcome::Running | Outcome::Failed(_) => -1,
+            };
+            self.pending.push_back(Live::Exit(code));
             self.done = true;
         }
     }
@@ -383,8 +317,8 @@ impl Follower {
         let Entry::Record(record) = entry else {
             tracing::debug!(process = %self.process.id, "a follower fell behind what the log keeps: caught up from it");
             let process = Arc::clone(&self.process);
-            let state = process.lock();
-            self.catch_up(&state.info);
+            let record = process.lock();
+            self.catch_up(&record);
             return;
         };
         let (index, stream) = match record.kind {
@@ -397,11 +331,7 @@ impl Follower {
                     let text = self.text[index].finish();
                     self.given(stream, text, held);
                 }
-                let code = serde_json::from_slice::<serde_json::Value>(&record.data)
-                    .ok()
-                    .and_then(|end| end["exitCode"].as_i64())
-                    .and_then(|code| i32::try_from(code).ok())
-                    .unwrap_or(-1);
+                let code = terminal_exit_code(&record.data);
                 self.pending.push_back(Live::Exit(code));
                 self.done = true;
                 return;
@@ -441,66 +371,40 @@ impl Follower {
                 Some(entry) => self.read(entry),
                 None => {
                     let process = Arc::clone(&self.process);
-                    let state = process.lock();
-                    self.catch_up(&state.info);
+                    let record = process.lock();
+                    self.catch_up(&record);
                 }
             }
         }
     }
 }
 
+/// 0.12's processes: started through sessions, read, followed and killed by id. Every
+/// process of the table is one of them to read and kill, the next line's too.
 pub struct ProcessService {
     sessions: Arc<SessionManager>,
-    records_dir: PathBuf,
-    max_records: usize,
-    processes: Mutex<HashMap<String, Arc<Process>>>,
+    table: Arc<ProcessTable>,
 }
 
 impl ProcessService {
-    /// Loads the finished records kept in `<state_dir>/processes`.
-    pub fn new(sessions: Arc<SessionManager>, state_dir: &Path, max_records: usize) -> Self {
-        let records_dir = state_dir.join("processes");
-        let _ = std::fs::create_dir_all(&records_dir);
-        let mut processes = HashMap::new();
-        for (record, log) in load_records(&records_dir) {
-            let process = Process::new(record.info, 0, log, None, None);
-            processes.insert(process.id.clone(), process);
-        }
-        let service = Self {
-            sessions,
-            records_dir,
-            max_records,
-            processes: Mutex::new(processes),
-        };
-        service.prune();
-        service
-    }
-
-    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Process>>> {
-        self.processes.lock().unwrap_or_else(|p| p.into_inner())
+    pub fn new(sessions: Arc<SessionManager>, table: Arc<ProcessTable>) -> Self {
+        Self { sessions, table }
     }
 
     pub fn get(&self, id: &str) -> Result<Arc<Process>, ProcessError> {
-        self.table()
+        self.table
             .get(id)
-            .cloned()
             .ok_or_else(|| ProcessError::NotFound { id: id.to_string() })
     }
 
     /// All processes, oldest first, optionally of one status, with what each uses.
     pub fn list(&self, status: Option<ProcessStatus>) -> Vec<ProcessInfo> {
-        let processes: Vec<Arc<Process>> = self.table().values().cloned().collect();
-        let mut infos: Vec<ProcessInfo> = processes
+        self.table
+            .all(true)
             .iter()
-            .filter(|p| status.is_none_or(|s| p.info().status == s))
-            .map(|p| p.described())
-            .collect();
-        infos.sort_by(|a, b| {
-            a.start_time
-                .cmp(&b.start_time)
-                .then_with(|| a.id.cmp(&b.id))
-        });
-        infos
+            .map(|process| process.described())
+            .filter(|info| status.is_none_or(|s| info.status == s))
+            .collect()
     }
 
     /// Starts `spec` in the background in session `session_id` (an internal one when the
@@ -518,11 +422,7 @@ impl ProcessService {
             }
             None => generated_id(),
         };
-        if self
-            .table()
-            .get(&id)
-            .is_some_and(|p| !p.info().status.is_terminal())
-        {
+        if self.table.runs(&id) {
             return Err(ProcessError::DuplicateId { id });
         }
         let host = if session_id == fsd_api::DISABLE_SESSION_TOKEN {
@@ -531,46 +431,61 @@ impl ProcessService {
             session_id
         };
         let session = self.sessions.get_or_create(host).await?;
-        let log_dir = self.records_dir.join(&id);
-        let log = SequencedLog::create(&log_dir, &id, OUTPUT_LOG_BYTES)?;
+        let cwd = spec
+            .cwd
+            .clone()
+            .or_else(|| session.cwd())
+            .unwrap_or_default();
+        let log = self.table.create_log(&id)?;
         let mut started = match session.start_background(spec).await {
             Ok(started) => started,
             Err(error) => {
-                let _ = std::fs::remove_dir_all(&log_dir);
+                self.table.discard(&id);
                 return Err(error.into());
             }
         };
-        let process = Process::new(
-            ProcessInfo {
-                id: id.clone(),
-                pid: started.pid,
-                command: spec.command.clone(),
-                status: ProcessStatus::Running,
-                start_time: now_rfc3339(),
-                end_time: None,
-                exit_code: None,
+        let record = Record {
+            id: id.clone(),
+            pid: started.pid,
+            launcher: Launcher::Session {
                 session_id: session_id.to_string(),
-                cpu_seconds: None,
-                rss_bytes: None,
+                command: spec.command.clone(),
             },
-            started.supervisor,
-            log,
-            started.stdin.take(),
-            Some(script::signal_flag(&started.job.state)),
-        );
-        self.table().insert(id, process.clone());
+            cwd,
+            started_at: now_rfc3339(),
+            outcome: Outcome::Running,
+            ended_at: None,
+            kill_requested: false,
+            cpu_seconds: None,
+        };
+        let shell = ShellParts {
+            stdin: StdinPipe::new(started.stdin.take()),
+            catch_up: CatchUp {
+                asked: AtomicU64::new(0),
+                wake: tokio::sync::Notify::new(),
+                done: watch::channel(0).0,
+            },
+            signal_flag: script::signal_flag(&started.job.state),
+        };
+        let process = Process::new(record, started.supervisor, log, Some(shell));
+        self.table.insert(process.clone());
         let service = self.clone();
         let followed = process.clone();
         tokio::spawn(async move {
-            let mut exit_code =
-                follow(&followed, started, &session, service.sessions.wakes()).await;
+            let mut code = follow(&followed, started, &session, service.sessions.wakes()).await;
             if followed.kill_requested.load(Ordering::SeqCst) && followed.wait_killed().await {
                 // SIGKILL was needed to end the tree: that is what ended the process.
-                exit_code = 137;
+                code = 137;
             }
-            let record = followed.finish(exit_code);
-            followed.stdin.shut().await;
-            service.save(&record);
+            let record = followed.end(Outcome::Exited(Exit {
+                code,
+                signal: None,
+                timed_out: false,
+            }));
+            if let Some(shell) = &followed.shell {
+                shell.stdin.shut().await;
+            }
+            service.table.ended(&record);
         });
         Ok(process)
     }
@@ -606,8 +521,9 @@ impl ProcessService {
     }
 
     /// Sends `signal` to every process of `id`'s tree (its supervisor, which ignores the
-    /// polite signals, stays); returns how many it reached. The shell fsd runs the command
-    /// in survives a signal its command's program handled (see `script::background`).
+    /// polite signals, stays); returns how many it reached. The shell fsd runs a session's
+    /// command in survives a signal its command's program handled (see
+    /// `script::background`).
     pub fn signal(&self, id: &str, signal: Signal) -> Result<usize, ProcessError> {
         let process = self.get(id)?;
         let info = process.info();
@@ -617,22 +533,13 @@ impl ProcessService {
                 session_id: info.session_id,
             });
         }
-        let held = match &process.signal_flag {
-            Some(flag) if script::TRAPPED_SIGNALS.iter().any(|&(_, s)| s == signal) => {
-                held_shells(process.supervisor, flag, signal)
-            }
-            _ => Vec::new(),
-        };
-        // Looked at once the shells are held: a command one started a moment before is in.
-        let pids = proctree::living_below(process.supervisor);
-        proctree::signal_all(&pids, signal);
-        proctree::signal_all(&held, Signal::SIGCONT);
-        Ok(pids.len())
+        Ok(process.signal_tree(signal as i32))
     }
 
     /// Writes `bytes` to a running process's stdin pipe, in order with other writes, and
     /// closes it after when `close` says so (the process then reads end of file). Waits
-    /// up to `wait` for the pipe to have room each time it is full.
+    /// up to `wait` for the pipe to have room each time it is full. An argv's stdin is
+    /// closed from its start.
     pub async fn write_stdin(
         &self,
         id: &str,
@@ -645,76 +552,33 @@ impl ProcessService {
             id: id.to_string(),
             source,
         };
-        if process.info().status.is_terminal() {
+        if !process.running() {
             return Err(stdin_error(StdinError::Exited { written: 0 }));
         }
-        process
+        let Some(shell) = &process.shell else {
+            return Err(stdin_error(StdinError::NotPiped));
+        };
+        shell
             .stdin
             .write(bytes, close, wait, process.wait())
             .await
             .map_err(stdin_error)
     }
 
-    /// Background processes running now.
+    /// Processes running now.
     pub fn running(&self) -> usize {
-        self.table()
-            .values()
-            .filter(|p| !p.info().status.is_terminal())
-            .count()
+        self.table.running().len()
     }
 
     /// Kills every running process; returns how many there were.
     pub async fn kill_all(&self) -> usize {
-        let running: Vec<String> = self
-            .table()
-            .values()
-            .filter(|p| !p.info().status.is_terminal())
-            .map(|p| p.id.clone())
-            .collect();
-        let kills = running.iter().map(|id| self.kill(id));
+        let running = self.table.running();
+        let kills = running.iter().map(|process| self.kill(&process.id));
         futures_util::future::join_all(kills)
             .await
             .into_iter()
             .filter(Result::is_ok)
             .count()
-    }
-
-    /// Writes `record` beside the process's log (a new file renamed over the old one).
-    fn save(&self, record: &Record) {
-        let dir = self.records_dir.join(&record.info.id);
-        let path = dir.join(RECORD);
-        match serde_json::to_vec(record) {
-            Ok(bytes) => {
-                let temp = dir.join(format!(".{RECORD}.new"));
-                if let Err(err) =
-                    std::fs::write(&temp, bytes).and_then(|()| std::fs::rename(&temp, &path))
-                {
-                    tracing::warn!(error = %err, path = %path.display(), "cannot save a process record");
-                }
-            }
-            Err(err) => tracing::warn!(error = %err, "cannot encode a process record"),
-        }
-        self.prune();
-    }
-
-    /// Drops the oldest finished records past the limit, in memory and on disk.
-    fn prune(&self) {
-        let mut table = self.table();
-        let mut finished: Vec<(String, String)> = table
-            .values()
-            .map(|p| p.info())
-            .filter(|info| info.status.is_terminal())
-            .map(|info| (info.end_time.unwrap_or_default(), info.id))
-            .collect();
-        if finished.len() <= self.max_records {
-            return;
-        }
-        finished.sort();
-        let excess = finished.len() - self.max_records;
-        for (_, id) in finished.into_iter().take(excess) {
-            table.remove(&id);
-            let _ = std::fs::remove_dir_all(self.records_dir.join(&id));
-        }
     }
 }
 
@@ -732,6 +596,9 @@ async fn follow(
     let mut ticker = tokio::time::interval(POLL);
     let mut dead_ticks = 0;
     let woken = wakes.watch(&[&started.job.stdout, &started.job.stderr]);
+    let Some(shell) = &process.shell else {
+        return -1;
+    };
     let code = loop {
         tokio::select! {
             // A write between two waits is not lost: the notification waits for the next.
@@ -740,15 +607,15 @@ async fn follow(
                 err.pump(process);
             }
             // A read of the logs asked for what the files hold now.
-            () = process.catch_up.wake.notified() => {
-                let asked = process.catch_up.asked.load(Ordering::SeqCst);
+            () = shell.catch_up.wake.notified() => {
+                let asked = shell.catch_up.asked.load(Ordering::SeqCst);
                 out.pump_all(process);
                 err.pump_all(process);
-                process.catch_up.done.send_replace(asked);
+                shell.catch_up.done.send_replace(asked);
             }
             report = started.reports.recv() => match report {
                 Some(Report::Exit(code)) => break code,
-                Some(Report::Cpu(micros)) => process.lock().info.cpu_seconds = Some(micros as f64 / 1e6),
+                Some(Report::Cpu(micros)) => process.lock().cpu_seconds = Some(micros as f64 / 1e6),
                 Some(_) => {}
                 None => break -1,
             },
@@ -875,48 +742,13 @@ impl Tail {
     }
 }
 
-/// The finished processes a daemon before this one left in `dir`, each with its log. What
-/// holds no finished record (a process that ran when that daemon stopped) is removed; a
-/// record of the form before the logs (`<id>.json`, its output inside) is moved into a log.
-fn load_records(dir: &Path) -> Vec<(Record, SequencedLog)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut loaded = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let found = if path.extension().is_some_and(|ext| ext == "json") {
-            let moved = moved_into_log(dir, &path);
-            let _ = std::fs::remove_file(&path);
-            moved
-        } else {
-            opened(&path)
-        };
-        match found {
-            Some(found) => loaded.push(found),
-            None => {
-                tracing::warn!(path = %path.display(), "ignoring an unreadable or unfinished process record");
-                let _ = std::fs::remove_dir_all(&path);
-            }
-        }
-    }
-    loaded
-}
-
-/// A process's finished record and its log, from its directory.
-fn opened(dir: &Path) -> Option<(Record, SequencedLog)> {
-    let bytes = std::fs::read(dir.join(RECORD)).ok()?;
-    let record = serde_json::from_slice::<Record>(&bytes).ok()?;
-    let named = dir.file_name()? == std::ffi::OsStr::new(&record.info.id);
-    if !named || !record.info.status.is_terminal() {
-        return None;
-    }
-    let log = SequencedLog::open(dir, &record.info.id, OUTPUT_LOG_BYTES).ok()?;
-    Some((record, log))
-}
-
-/// A record of the form before the logs, moved into a log of its own beside it.
-fn moved_into_log(dir: &Path, path: &Path) -> Option<(Record, SequencedLog)> {
+/// A record of the form before the logs (`<id>.json`, its output inside), moved into a
+/// log of its own beside it, with a record of the one form.
+pub(crate) fn moved_into_log(
+    dir: &Path,
+    path: &Path,
+    log_bytes: u64,
+) -> Option<(Record, SequencedLog)> {
     let old = serde_json::from_slice::<RecordWithOutput>(&std::fs::read(path).ok()?).ok()?;
     let id = old.info.id.clone();
     if validate_id(&id).is_err() || !old.info.status.is_terminal() {
@@ -924,22 +756,18 @@ fn moved_into_log(dir: &Path, path: &Path) -> Option<(Record, SequencedLog)> {
     }
     let log_dir = dir.join(&id);
     let before = [old.stdout_dropped, old.stderr_dropped];
-    let log = SequencedLog::create_after(&log_dir, &id, OUTPUT_LOG_BYTES, before).ok()?;
+    let log = SequencedLog::create_after(&log_dir, &id, log_bytes, before).ok()?;
     let at_ms = now_ms();
     for (kind, text) in [(Kind::Stdout, &old.stdout), (Kind::Stderr, &old.stderr)] {
         for chunk in text.as_bytes().chunks(1 << 20) {
             log.append(kind, at_ms, chunk).ok()?;
         }
     }
-    let exit_code = old.info.exit_code.unwrap_or(-1);
-    let terminal = serde_json::json!({ "exitCode": exit_code }).to_string();
+    let record = crate::table::from_info(old.info);
+    let terminal = crate::table::terminal_event(&record.outcome).to_string();
     log.append(Kind::Terminal, at_ms, terminal.as_bytes())
         .ok()?;
-    let record = Record { info: old.info };
-    let json = serde_json::to_vec(&record).ok()?;
-    let temp = log_dir.join(format!(".{RECORD}.new"));
-    std::fs::write(&temp, json).ok()?;
-    std::fs::rename(&temp, log_dir.join(RECORD)).ok()?;
+    crate::table::store(&log_dir, &record);
     Some((record, log))
 }
 
@@ -1006,15 +834,17 @@ mod tests {
             "truncated": true, "stdoutDropped": 10, "stderrDropped": 0,
         });
         std::fs::write(dir.join("old.json"), old.to_string()).unwrap();
-        // A process that ran when its daemon stopped: no finished record, removed.
+        // A directory with no record (a start cut short): removed.
         std::fs::create_dir(dir.join("cut")).unwrap();
         std::fs::write(dir.join("cut/00000000000000000001.0.0.log"), b"x").unwrap();
 
-        let loaded = load_records(dir);
-        assert_eq!(loaded.len(), 1);
-        let (record, log) = &loaded[0];
-        assert_eq!(record.info.id, "old");
+        let open = || ProcessTable::open(dir.to_path_buf(), &[], 64, 2 * OUTPUT_CAP_BYTES);
+        let table = open();
+        assert_eq!(table.all(true).len(), 1);
+        let process = table.get("old").unwrap();
+        assert_eq!(process.info().status, ProcessStatus::Completed);
         assert!(!dir.join("old.json").exists() && !dir.join("cut").exists());
+        let log = process.log();
         let logs = read_logs(log, Since::default(), true);
         assert_eq!(
             (logs.stdout.text.as_str(), logs.stdout.end),
@@ -1023,10 +853,11 @@ mod tests {
         assert_eq!((logs.stdout.skipped, logs.stderr.text.as_str()), (10, "e"));
         assert!(logs.truncated && log.ended());
         // Read again as this daemon's own form, after another restart.
-        drop(loaded);
-        let again = load_records(dir);
+        drop((process, table));
+        let again = open().get("old").unwrap();
+        assert_eq!(again.info().command, "seq 3");
         let logs = read_logs(
-            &again[0].1,
+            again.log(),
             Since {
                 stdout: 14,
                 stderr: 1,

@@ -5,10 +5,11 @@
 //!
 //! [`World`] starts programs under a supervisor (in the sandbox's PID namespace when it
 //! has one); [`SessionManager`] owns the sessions (creating, replacing a dead one,
-//! deleting); [`Session`] runs one command at a time in its shell; [`ProcessService`]
-//! owns background processes; [`argv::ArgvProcesses`] owns the next line's processes
-//! (argv, no shell, logs in a [`seqlog::SequencedLog`]); `stop` and `proctree` find and
-//! end trees.
+//! deleting); [`Session`] runs one command at a time in its shell; [`ProcessTable`] holds
+//! every process, whichever line started it, each a record and a
+//! [`seqlog::SequencedLog`] on disk; [`ProcessService`] starts 0.12's background processes
+//! through sessions and [`argv::ArgvProcesses`] the next line's from an argv (no shell);
+//! `stop` and `proctree` find and end trees.
 
 pub mod argv;
 pub mod background;
@@ -27,6 +28,7 @@ pub mod spawner;
 pub mod stdin;
 pub mod stop;
 pub mod supervisor;
+pub mod table;
 mod tail;
 pub mod text;
 mod time;
@@ -40,5 +42,6 @@ pub use session::{CommandSpec, Finished, Session, Started, Streamed};
 pub use sessions::{ExecConfig, SessionManager, SessionOptions, base_env};
 pub use shell::Report;
 pub use stdin::Stdin;
+pub use table::{Process, ProcessTable};
 pub use tail::Stream;
 pub use world::{Isolation, World};

@@ -12,7 +12,6 @@ use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 
 use super::ProcessState;
-use super::next_records;
 use crate::error::ApiError;
 use crate::exec::CommandRequest;
 use crate::time::now_rfc3339;
@@ -59,13 +58,7 @@ pub fn list(state: &ProcessState, status: Option<&str>) -> Result<ListProcessesR
 }
 
 pub fn get(state: &ProcessState, id: &str) -> Result<GetProcessResponse, ApiError> {
-    let process = match state.processes.get(id) {
-        Ok(process) => process.described(),
-        Err(not_found) => match state.argv_processes.find(id) {
-            Some(process) => next_records::info(&process),
-            None => return Err(not_found.into()),
-        },
-    };
+    let process = state.processes.get(id)?.described();
     Ok(GetProcessResponse {
         success: true,
         process,
@@ -96,23 +89,7 @@ pub async fn logs(
     id: String,
     since: Since,
 ) -> Result<ProcessLogsResponse, ApiError> {
-    let logs = match state.processes.get(&id) {
-        Ok(process) => process.logs_now(since).await,
-        // Read from the log on disk, off the runtime's workers.
-        Err(not_found) => match state.argv_processes.find(&id) {
-            Some(process) => {
-                tokio::task::spawn_blocking(move || next_records::logs(&process, since))
-                    .await
-                    .map_err(|err| {
-                        ApiError::new(
-                            fsd_api::ErrorCode::InternalError,
-                            format!("cannot read the process's log: {err}"),
-                        )
-                    })?
-            }
-            None => return Err(not_found.into()),
-        },
-    };
+    let logs = state.processes.get(&id)?.logs_now(since).await;
     Ok(ProcessLogsResponse {
         success: true,
         process_id: id,

@@ -374,7 +374,9 @@ async fn finished_records_survive_a_restart() {
 
 /// The next line's processes stay readable by id through the 0.12 routes after a daemon
 /// restart (a new runtime: the next line's calls no longer see them): an ended one with
-/// its exit code and output, and one that ran when the daemon stopped, as ended with it.
+/// its exit code and output, and one that ran when the daemon stopped, as the stop ended
+/// it (a stop kills every process of the one table, whichever line started it, and
+/// records how each ended).
 #[tokio::test]
 async fn next_line_records_survive_a_restart_for_the_routes() {
     use fsd_tests::rpc::{RpcClient, settled};
@@ -428,7 +430,8 @@ async fn next_line_records_survive_a_restart_for_the_routes() {
         .await;
     assert_eq!(logs["stdout"], "t\n", "{logs}");
     let (_, body) = daemon.get(&format!("/api/process/{running}")).await;
-    assert_eq!(body["process"]["status"], "error", "{body}");
+    assert_eq!(body["process"]["status"], "killed", "{body}");
+    assert_eq!(body["process"]["exitCode"], 143, "{body}");
     assert!(body["process"]["endTime"].is_string(), "{body}");
     // The new runtime's own calls do not see them.
     let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
@@ -436,6 +439,159 @@ async fn next_line_records_survive_a_restart_for_the_routes() {
     assert_eq!(got[2], Value::Null, "{got}");
     let (status, _) = daemon.get("/api/process/no-such-process").await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// Both lines' processes are one table: each line reads, follows and kills the other's by
+/// id, lists show both, and one bound keeps the latest ended of either line.
+#[tokio::test]
+async fn both_lines_read_and_kill_each_others_processes_by_id() {
+    use fsd_tests::rpc::{RpcClient, settled};
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--max-process-records".into(), "3".into()],
+        ..fsd_tests::Options::default()
+    });
+    let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
+
+    // A 0.12 process as the next line sees it: its status, and its log to the end.
+    start(
+        &daemon,
+        json!({"command": "echo from-0.12; exit 4", "processId": "old-line"}),
+    )
+    .await;
+    wait_status(&daemon, "old-line", "failed").await;
+    let got = next.call("processes", "get", json!(["old-line"])).await;
+    settled(&got);
+    assert_eq!(got[2]["state"], "exited", "{got}");
+    assert_eq!(got[2]["exit"]["code"], 4, "{got}");
+    assert_eq!(
+        got[2]["command"],
+        json!([["bash", "-c", "echo from-0.12; exit 4"]]),
+        "an array, escaped as capnweb does: {got}"
+    );
+    assert_eq!(got[2]["cwd"], daemon.root().display().to_string(), "{got}");
+    let logs = next
+        .call("processes", "openLogs", json!(["old-line", {}]))
+        .await;
+    let export = logs[2][1].as_i64().expect("a subscription");
+    settled(&next.call_on(export, "stream", json!([])).await);
+    let mut stdout = Vec::new();
+    let terminal = loop {
+        let event = next.next_write().await.expect("an event");
+        if event["type"] == "terminal" {
+            break event;
+        }
+        if event["type"] == "stdout" {
+            let text = event["data"][1].as_str().unwrap_or_default();
+            stdout.extend(base64_simd::forgiving_decode_to_vec(text.as_bytes()).unwrap());
+        }
+    };
+    next.release(export, 1);
+    assert_eq!(stdout, b"from-0.12\n");
+    assert_eq!(terminal["state"], "exited", "{terminal}");
+    assert_eq!(terminal["exit"]["code"], 4, "{terminal}");
+
+    // A next-line process as 0.12 sees it: read, followed live, signalled, killed.
+    let started = next
+        .call(
+            "processes",
+            "start",
+            json!([[["sh", "-c", "echo up; exec sleep 600"]], {}]),
+        )
+        .await;
+    settled(&started);
+    let sleeper = started[2]["id"].as_str().expect("an id").to_string();
+    let process = wait_status(&daemon, &sleeper, "running").await;
+    assert_eq!(process["command"], "sh -c echo up; exec sleep 600");
+    assert_eq!(process["sessionId"], "");
+    let (_, list) = daemon.get("/api/process/list?status=running").await;
+    assert!(
+        list["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["id"] == sleeper.as_str()),
+        "{list}"
+    );
+    let (status, body) = daemon
+        .post(
+            &format!("/api/process/{sleeper}/stdin"),
+            json!({"data": "x"}),
+        )
+        .await;
+    assert_error(status, &body, 409, "STDIN_NOT_PIPED");
+    let killer = {
+        let request = daemon.request(Method::DELETE, &format!("/api/process/{sleeper}"));
+        tokio::spawn(async move { request.send().await.unwrap().status() })
+    };
+    let events = stream(
+        &daemon,
+        &format!("/api/process/{sleeper}/stream"),
+        Method::GET,
+        None,
+    )
+    .await;
+    assert_eq!(killer.await.unwrap(), StatusCode::OK);
+    assert_eq!(events[0]["type"], "process_info", "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "stdout" && e["data"] == "up\n"),
+        "{events:?}"
+    );
+    let exit = events.last().unwrap();
+    assert_eq!(exit["type"], "exit", "{events:?}");
+    assert_eq!(exit["exitCode"], 143, "{events:?}");
+    let process = wait_status(&daemon, &sleeper, "killed").await;
+    assert_eq!(process["exitCode"], 143);
+    let got = next.call("processes", "get", json!([sleeper])).await;
+    assert_eq!(got[2]["exit"]["signal"], 15, "{got}");
+
+    // The next line kills a 0.12 process (its shell acts on TERM as its command did).
+    start(
+        &daemon,
+        json!({"command": "sleep 600", "processId": "old-sleeper"}),
+    )
+    .await;
+    wait_status(&daemon, "old-sleeper", "running").await;
+    let active = next.call("processes", "hasActive", json!([])).await;
+    assert_eq!(active[2], true, "{active}");
+    settled(
+        &next
+            .call("processes", "kill", json!(["old-sleeper", 15]))
+            .await,
+    );
+    let process = wait_status(&daemon, "old-sleeper", "killed").await;
+    assert_eq!(process["exitCode"], 143, "{process}");
+
+    // One bound: three ended kept, whichever line started them; a fourth end drops the
+    // oldest (the first 0.12 process) from both lines, its directory too.
+    let (_, list) = daemon.get("/api/process/list").await;
+    let ids: Vec<&str> = list["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["old-line", sleeper.as_str(), "old-sleeper"], "{list}");
+    let more = next
+        .call("processes", "start", json!([[["true"]], {}]))
+        .await;
+    settled(&more);
+    let more = more[2]["id"].as_str().unwrap().to_string();
+    wait_status(&daemon, &more, "completed").await;
+    let (status, _) = daemon.get("/api/process/old-line").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let got = next.call("processes", "get", json!(["old-line"])).await;
+    assert_eq!(got[2], Value::Null, "{got}");
+    let listed = next.call("processes", "list", json!([])).await;
+    assert_eq!(listed[2][0].as_array().map(Vec::len), Some(3), "{listed}");
+    for _ in 0..100 {
+        if !daemon.state_dir().join("processes/old-line").exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!daemon.state_dir().join("processes/old-line").exists());
 }
 
 /// What a next-line process of `argv` wrote to its stdout, run to its exit.

@@ -1,13 +1,16 @@
 //! The next line's `processes` (docs/api.md, RPC: `processes`) on the argv engine
 //! (`fsd_process::argv`): start, get, list, kill, hasActive, and logs as a subscription of
-//! event objects read from the process's log on disk by cursor. The engine's errors are
-//! mapped to the next registry's codes and details here.
+//! event objects read from the process's log on disk by cursor. They read every process
+//! of this daemon's table by id, 0.12's too (a session's command line shows as the
+//! `bash -c` that ran it). The engine's errors are mapped to the next registry's codes and
+//! details here.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fsd_process::argv::{ArgvSpec, ArgvStatus, KillError, Outcome, StartError};
+use fsd_process::argv::{ArgvSpec, KillError, Outcome, StartError};
 use fsd_process::seqlog::{Entry, Kind, SequencedLog};
+use fsd_process::table::Record;
 use serde_json::{Value, json};
 
 use super::args::{Answer, coded, options};
@@ -27,7 +30,7 @@ pub async fn call(
     Some(match method {
         "start" => start(state, args).await,
         "get" => Ok(match id_arg(&args).and_then(|id| processes.get(&id)) {
-            Some(process) => status_value(&process.status()),
+            Some(process) => status_value(&process.record()),
             None => Value::Null,
         }),
         "list" => Ok(json!([processes
@@ -114,7 +117,7 @@ async fn start(state: &AppState, args: Vec<Arg>) -> Answer {
     let workspace = state.paths.workspace().to_path_buf();
     let cwd_named = spec.cwd.clone().unwrap_or(workspace);
     match state.argv_processes.start(id.clone(), spec).await {
-        Ok(status) => Ok(status_value(&status)),
+        Ok(record) => Ok(status_value(&record)),
         Err(error) => Err(start_error(&id, &cwd_named, &error)),
     }
 }
@@ -197,7 +200,7 @@ fn open_logs(state: &AppState, session: &Arc<Session>, args: &[Arg]) -> Answer {
         ));
     };
     let options = options(args, 1).unwrap_or_default();
-    let ended = !matches!(process.status().outcome, Outcome::Running);
+    let ended = !process.record().running();
     let cursor_error = |cursor: Value, reason: &str| {
         coded(
             "INVALID_PROCESS_CURSOR",
@@ -228,11 +231,11 @@ fn log_event(log: &SequencedLog, entry: Entry) -> Value {
 }
 
 /// `ProcessStatus` as the object reads it.
-fn status_value(status: &ArgvStatus) -> Value {
+fn status_value(status: &Record) -> Value {
     let mut fields = json!({
         "id": status.id,
         "pid": status.pid,
-        "command": status.command,
+        "command": status.launcher.argv(),
         "cwd": status.cwd.display().to_string(),
         "startedAt": status.started_at,
     });
