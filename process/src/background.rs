@@ -2,16 +2,15 @@
 //! followed, its tree killed. They are kept in the one [`ProcessTable`] with the next
 //! line's, by the same record form and bound, so they survive a daemon restart.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use nix::sys::signal::Signal;
-use serde::Deserialize;
 use tokio::sync::watch;
 
 use crate::error::{ProcessError, StdinError};
@@ -24,7 +23,10 @@ use crate::sessions::SessionManager;
 use crate::shell::Report;
 use crate::stdin::{StdinPipe, Written};
 use crate::stop::{Below, Escalation};
-use crate::table::{Exit, Launcher, Outcome, Process, ProcessTable, Record, terminal_exit_code};
+use crate::table::{
+    CatchUp, Exit, Launcher, Outcome, Process, ProcessTable, Record, ShellParts,
+    terminal_exit_code, validate_id,
+};
 use crate::tail::{OutputTail, POLL, Stream};
 use crate::text::{Utf8Chunker, incomplete_tail};
 use crate::time::now_rfc3339;
@@ -69,20 +71,6 @@ pub struct Logs {
     pub truncated: bool,
 }
 
-/// A record as daemons before the log kept it (`<id>.json`, its output inside), read once
-/// to move it into the log's form.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RecordWithOutput {
-    info: ProcessInfo,
-    stdout: String,
-    stderr: String,
-    #[serde(default)]
-    stdout_dropped: u64,
-    #[serde(default)]
-    stderr_dropped: u64,
-}
-
 fn kind(stream: Stream) -> Kind {
     match stream {
         Stream::Stdout => Kind::Stdout,
@@ -101,27 +89,6 @@ pub fn read_logs(log: &SequencedLog, since: Since, whole: bool) -> Logs {
         stderr: slice(stderr, since.stderr, whole, OUTPUT_CAP_BYTES),
         truncated: (0..2).any(|i| capped_start(kept[i], ends[i], OUTPUT_CAP_BYTES) > 0),
     }
-}
-
-/// What a command a session runs in the background has beside the one process model.
-pub(crate) struct ShellParts {
-    stdin: StdinPipe,
-    catch_up: CatchUp,
-    /// Where the daemon tells the command's shell that a signal came while it ran no
-    /// command (`script::signal_flag`).
-    signal_flag: PathBuf,
-}
-
-/// A read of a running process's logs asks its follower to copy what its output files hold
-/// first: output is otherwise copied on inotify's wake-ups and a 20 ms tick, and a command
-/// that printed and ended a moment before the read (`echo`, then the logs at once) must
-/// not come back without what it printed.
-struct CatchUp {
-    /// Catch-ups asked for so far.
-    asked: AtomicU64,
-    wake: tokio::sync::Notify,
-    /// The catch-ups done: each copied what the files held when it was asked for.
-    done: watch::Sender<u64>,
 }
 
 /// The longest a read of logs waits for its catch-up (a follower busy copying a flood).
@@ -460,11 +427,7 @@ impl ProcessService {
         };
         let shell = ShellParts {
             stdin: StdinPipe::new(started.stdin.take()),
-            catch_up: CatchUp {
-                asked: AtomicU64::new(0),
-                wake: tokio::sync::Notify::new(),
-                done: watch::channel(0).0,
-            },
+            catch_up: CatchUp::default(),
             signal_flag: script::signal_flag(&started.job.state),
         };
         let process = Process::new(record, started.supervisor, log, Some(shell));
@@ -739,54 +702,6 @@ impl Tail {
     fn finish(&mut self, process: &Process) {
         let (bytes, _) = self.file.finish();
         process.append(self.stream, &bytes);
-    }
-}
-
-/// A record of the form before the logs (`<id>.json`, its output inside), moved into a
-/// log of its own beside it, with a record of the one form.
-pub(crate) fn moved_into_log(
-    dir: &Path,
-    path: &Path,
-    log_bytes: u64,
-) -> Option<(Record, SequencedLog)> {
-    let old = serde_json::from_slice::<RecordWithOutput>(&std::fs::read(path).ok()?).ok()?;
-    let id = old.info.id.clone();
-    if validate_id(&id).is_err() || !old.info.status.is_terminal() {
-        return None;
-    }
-    let log_dir = dir.join(&id);
-    let before = [old.stdout_dropped, old.stderr_dropped];
-    let log = SequencedLog::create_after(&log_dir, &id, log_bytes, before).ok()?;
-    let at_ms = now_ms();
-    for (kind, text) in [(Kind::Stdout, &old.stdout), (Kind::Stderr, &old.stderr)] {
-        for chunk in text.as_bytes().chunks(1 << 20) {
-            log.append(kind, at_ms, chunk).ok()?;
-        }
-    }
-    let record = crate::table::from_info(old.info);
-    let terminal = crate::table::terminal_event(&record.outcome).to_string();
-    log.append(Kind::Terminal, at_ms, terminal.as_bytes())
-        .ok()?;
-    crate::table::store(&log_dir, &record);
-    Some((record, log))
-}
-
-/// Process ids name record files, so they are kept to a safe alphabet.
-fn validate_id(id: &str) -> Result<(), ProcessError> {
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-        && !id.starts_with('.');
-    if ok {
-        Ok(())
-    } else {
-        Err(ProcessError::InvalidId {
-            reason:
-                "must be 1 to 128 characters of A-Z, a-z, 0-9, '_', '-', '.', not starting with '.'"
-                    .into(),
-        })
     }
 }
 

@@ -507,10 +507,7 @@ impl SequencedLog {
                 out[stream].start = since[stream].max(first_before[stream]).min(totals[stream]);
             }
             let read = plan.iter().try_for_each(|(path, len, before)| {
-                let records = segment_records(path, *len)?;
-                let records = records.iter().map(|r| (r.kind, r.data.as_slice()));
-                gather(records, *before, since, &mut out);
-                Ok::<(), std::io::Error>(())
+                gather_segment(path, *len, *before, since, &mut out)
             });
             // A segment evicted while it was read: read again from what is kept now.
             if read.is_ok() {
@@ -561,19 +558,48 @@ fn read_segment(
     Ok(true)
 }
 
-/// Every whole record of a segment (its first `len` bytes).
-fn segment_records(path: &Path, len: u64) -> std::io::Result<Vec<Record>> {
+/// Adds what one segment (its first `len` bytes, its first record at the streams' offsets
+/// `at`) holds of each stream from `since` on to `out`, a record at a time: what lies
+/// before `since` is passed over, not kept.
+fn gather_segment(
+    path: &Path,
+    len: u64,
+    mut at: [u64; 2],
+    since: [u64; 2],
+    out: &mut [StreamBytes; 2],
+) -> std::io::Result<()> {
     let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?.take(len));
-    let mut records = Vec::new();
-    while let Some(record) = next_record(&mut reader, 0)? {
-        records.extend(record);
+    while let Some(header) = read_header(&mut reader)? {
+        let kind = header.kind.ok_or_else(bad_record)?;
+        match stream_index(kind) {
+            Some(stream) if at[stream] + header.length > since[stream] => {
+                let mut data = vec![0u8; header.length as usize];
+                reader.read_exact(&mut data)?;
+                gather(std::iter::once((kind, data.as_slice())), at, since, out);
+                at[stream] += header.length;
+            }
+            stream => {
+                pass_over(&mut reader, header.length)?;
+                if let Some(stream) = stream {
+                    at[stream] += header.length;
+                }
+            }
+        }
     }
-    Ok(records)
+    Ok(())
 }
 
-/// The next record of a segment's reader (`None` at its end), its data skipped (`Some(None)`)
-/// when its sequence is before `from`.
-fn next_record(reader: &mut impl Read, from: u64) -> std::io::Result<Option<Option<Record>>> {
+/// A record's header as a segment holds it.
+struct Header {
+    seq: u64,
+    /// `None`: a byte no kind has (a damaged segment).
+    kind: Option<Kind>,
+    at_ms: i64,
+    length: u64,
+}
+
+/// The next record's header (`None` at the reader's end).
+fn read_header(reader: &mut impl Read) -> std::io::Result<Option<Header>> {
     let mut header = [0u8; HEADER];
     match reader.read_exact(&mut header) {
         Ok(()) => {}
@@ -585,20 +611,41 @@ fn next_record(reader: &mut impl Read, from: u64) -> std::io::Result<Option<Opti
         raw[..range.len()].copy_from_slice(&header[range]);
         u64::from_le_bytes(raw)
     };
-    let seq = field(0..8);
-    let kind = Kind::of(header[8]).ok_or_else(|| std::io::Error::other("bad record"))?;
-    let at_ms = field(9..17) as i64;
-    let length = field(17..21);
-    if seq < from {
-        std::io::copy(&mut reader.take(length), &mut std::io::sink())?;
+    Ok(Some(Header {
+        seq: field(0..8),
+        kind: Kind::of(header[8]),
+        at_ms: field(9..17) as i64,
+        length: field(17..21),
+    }))
+}
+
+fn bad_record() -> std::io::Error {
+    std::io::Error::other("bad record")
+}
+
+/// Reads past `length` bytes of a record's data.
+fn pass_over(reader: &mut impl Read, length: u64) -> std::io::Result<()> {
+    std::io::copy(&mut reader.take(length), &mut std::io::sink())?;
+    Ok(())
+}
+
+/// The next record of a segment's reader (`None` at its end), its data skipped (`Some(None)`)
+/// when its sequence is before `from`.
+fn next_record(reader: &mut impl Read, from: u64) -> std::io::Result<Option<Option<Record>>> {
+    let Some(header) = read_header(reader)? else {
+        return Ok(None);
+    };
+    let kind = header.kind.ok_or_else(bad_record)?;
+    if header.seq < from {
+        pass_over(reader, header.length)?;
         return Ok(Some(None));
     }
-    let mut data = vec![0u8; length as usize];
+    let mut data = vec![0u8; header.length as usize];
     reader.read_exact(&mut data)?;
     Ok(Some(Some(Record {
-        seq,
+        seq: header.seq,
         kind,
-        at_ms,
+        at_ms: header.at_ms,
         data,
     })))
 }
@@ -608,25 +655,24 @@ fn next_record(reader: &mut impl Read, from: u64) -> std::io::Result<Option<Opti
 fn whole_records(path: &Path) -> std::io::Result<(u64, Option<u64>, [u64; 2])> {
     let size = std::fs::metadata(path)?.len();
     let mut reader = BufReader::with_capacity(64 * 1024, File::open(path)?);
-    let mut header = [0u8; HEADER];
     let (mut len, mut last, mut streams) = (0u64, None, [0u64; 2]);
     loop {
-        if len + HEADER as u64 > size || reader.read_exact(&mut header).is_err() {
+        if len + HEADER as u64 > size {
             return Ok((len, last, streams));
         }
-        let mut raw = [0u8; 8];
-        raw.copy_from_slice(&header[0..8]);
-        let seq = u64::from_le_bytes(raw);
-        let mut raw = [0u8; 4];
-        raw.copy_from_slice(&header[17..21]);
-        let length = u64::from(u32::from_le_bytes(raw));
-        let Some(kind) = Kind::of(header[8]) else {
+        let Ok(Some(Header {
+            seq,
+            kind: Some(kind),
+            length,
+            ..
+        })) = read_header(&mut reader)
+        else {
             return Ok((len, last, streams));
         };
         if len + HEADER as u64 + length > size {
             return Ok((len, last, streams));
         }
-        std::io::copy(&mut (&mut reader).take(length), &mut std::io::sink())?;
+        pass_over(&mut reader, length)?;
         len += HEADER as u64 + length;
         last = Some(seq);
         if let Some(stream) = stream_index(kind) {

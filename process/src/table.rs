@@ -12,15 +12,17 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use fsd_api::process::{ProcessInfo, ProcessStatus};
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
+use crate::error::ProcessError;
 use crate::proctree;
 use crate::seqlog::{Kind, LogError, SequencedLog};
+use crate::stdin::StdinPipe;
 
 /// The file beside a process's log that holds its record.
 const RECORD: &str = "record.json";
@@ -230,7 +232,7 @@ struct InfoRecord {
 }
 
 /// A record of 0.12's form in the one form.
-pub(crate) fn from_info(info: ProcessInfo) -> Record {
+fn from_info(info: ProcessInfo) -> Record {
     let outcome = match info.status {
         ProcessStatus::Running => Outcome::Running,
         ProcessStatus::Error => Outcome::Failed(Failure {
@@ -260,7 +262,7 @@ pub(crate) fn from_info(info: ProcessInfo) -> Record {
 }
 
 /// The log's terminal event for `outcome`, which both lines' readers take.
-pub(crate) fn terminal_event(outcome: &Outcome) -> serde_json::Value {
+fn terminal_event(outcome: &Outcome) -> serde_json::Value {
     match outcome {
         Outcome::Exited(exit) => serde_json::json!({ "state": "exited", "exit": exit }),
         Outcome::Failed(failure) => serde_json::json!({ "state": "error", "error": failure }),
@@ -301,7 +303,7 @@ pub struct Process {
     pub(crate) timed_out: AtomicBool,
     /// What a session's command has beside (its stdin, its shell's signal flag); `None`
     /// for an argv and for a process of a daemon before this one.
-    pub(crate) shell: Option<crate::background::ShellParts>,
+    pub(crate) shell: Option<ShellParts>,
 }
 
 impl Process {
@@ -310,7 +312,7 @@ impl Process {
         record: Record,
         supervisor: u32,
         log: Arc<SequencedLog>,
-        shell: Option<crate::background::ShellParts>,
+        shell: Option<ShellParts>,
     ) -> Arc<Self> {
         Self::built(record, supervisor, log, shell, false)
     }
@@ -324,7 +326,7 @@ impl Process {
         record: Record,
         supervisor: u32,
         log: Arc<SequencedLog>,
-        shell: Option<crate::background::ShellParts>,
+        shell: Option<ShellParts>,
         previous: bool,
     ) -> Arc<Self> {
         let ended = !record.running();
@@ -396,6 +398,29 @@ impl Process {
         self.ended.send_replace(true);
         record.clone()
     }
+}
+
+/// What a command a session runs in the background has beside: its stdin, the catch-up
+/// its logs' readers ask of its follower, its shell's signal flag.
+pub(crate) struct ShellParts {
+    pub(crate) stdin: StdinPipe,
+    pub(crate) catch_up: CatchUp,
+    /// Where the daemon tells the command's shell that a signal came while it ran no
+    /// command (`script::signal_flag`).
+    pub(crate) signal_flag: PathBuf,
+}
+
+/// A read of a running process's logs asks its follower to copy what its output files hold
+/// first: output is otherwise copied on inotify's wake-ups and a 20 ms tick, and a command
+/// that printed and ended a moment before the read (`echo`, then the logs at once) must
+/// not come back without what it printed.
+#[derive(Default)]
+pub(crate) struct CatchUp {
+    /// Catch-ups asked for so far.
+    pub(crate) asked: AtomicU64,
+    pub(crate) wake: tokio::sync::Notify,
+    /// The catch-ups done: each copied what the files held when it was asked for.
+    pub(crate) done: watch::Sender<u64>,
 }
 
 /// Every process of this daemon and the ended ones kept from daemons before it.
@@ -595,7 +620,7 @@ fn load(dir: &Path, log_bytes: u64) -> Vec<Arc<Process>> {
     for entry in entries.flatten() {
         let path = entry.path();
         let found = if path.extension().is_some_and(|ext| ext == "json") {
-            let moved = crate::background::moved_into_log(dir, &path, log_bytes);
+            let moved = moved_into_log(dir, &path, log_bytes);
             let _ = std::fs::remove_file(&path);
             moved
         } else {
@@ -638,6 +663,64 @@ fn opened(dir: &Path, log_bytes: u64) -> Option<(Record, SequencedLog)> {
         store(dir, &record);
     }
     Some((record, log))
+}
+
+/// 0.12's record as daemons before the log kept it (`<id>.json`, its output inside), read
+/// once to move it into a log.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RecordWithOutput {
+    info: ProcessInfo,
+    stdout: String,
+    stderr: String,
+    #[serde(default)]
+    stdout_dropped: u64,
+    #[serde(default)]
+    stderr_dropped: u64,
+}
+
+/// A record of the form before the logs, moved into a log of its own beside it, with a
+/// record of the one form.
+fn moved_into_log(dir: &Path, path: &Path, log_bytes: u64) -> Option<(Record, SequencedLog)> {
+    let old = serde_json::from_slice::<RecordWithOutput>(&std::fs::read(path).ok()?).ok()?;
+    let id = old.info.id.clone();
+    if validate_id(&id).is_err() || !old.info.status.is_terminal() {
+        return None;
+    }
+    let log_dir = dir.join(&id);
+    let before = [old.stdout_dropped, old.stderr_dropped];
+    let log = SequencedLog::create_after(&log_dir, &id, log_bytes, before).ok()?;
+    let at_ms = chrono::Utc::now().timestamp_millis();
+    for (kind, text) in [(Kind::Stdout, &old.stdout), (Kind::Stderr, &old.stderr)] {
+        for chunk in text.as_bytes().chunks(1 << 20) {
+            log.append(kind, at_ms, chunk).ok()?;
+        }
+    }
+    let record = from_info(old.info);
+    let terminal = terminal_event(&record.outcome).to_string();
+    log.append(Kind::Terminal, at_ms, terminal.as_bytes())
+        .ok()?;
+    store(&log_dir, &record);
+    Some((record, log))
+}
+
+/// Process ids name their directories, so they are kept to a safe alphabet.
+pub(crate) fn validate_id(id: &str) -> Result<(), ProcessError> {
+    let ok = !id.is_empty()
+        && id.len() <= 128
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && !id.starts_with('.');
+    if ok {
+        Ok(())
+    } else {
+        Err(ProcessError::InvalidId {
+            reason:
+                "must be 1 to 128 characters of A-Z, a-z, 0-9, '_', '-', '.', not starting with '.'"
+                    .into(),
+        })
+    }
 }
 
 #[cfg(test)]
