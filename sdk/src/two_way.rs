@@ -28,6 +28,7 @@
 //! person to look at (both versions kept) are listed by [`conflicts`] until the copy set
 //! aside is removed.
 
+mod endpoint;
 mod first;
 mod journal;
 pub mod local;
@@ -52,6 +53,8 @@ use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
 use journal::{Head, Journal, State, Tracked};
 
+use endpoint::{Endpoint, LocalSide, MOST_PATHS, SandboxSide, relative_paths};
+pub use endpoint::{LocalSince, is_own_path};
 use local::{Contents, LocalTree, Refused};
 use ops::Op;
 use side::SideTree;
@@ -143,9 +146,9 @@ const INCOMING_DIR: &str = "incoming";
 /// A two-way sync of one local directory with one sandbox directory. Holds the local
 /// directory's lock: one sync at a time.
 pub struct TwoWay {
-    sandbox: Sandbox,
+    /// The sandbox's side: its client, its directory, what it told.
+    sandbox: SandboxSide,
     local: PathBuf,
-    remote: String,
     options: TwoWayOptions,
     ignores: Ignores,
     /// What the journal holds, once read (the first pass reads it, unless it finds nothing
@@ -158,8 +161,6 @@ pub struct TwoWay {
     /// journaled (`state.tracked`; outside its `dirty`, both sides held the ancestor): not
     /// after a pass that failed, nor in one asked to read whole.
     token_trusted: bool,
-    /// Where the daemon reports the remote directory's changes.
-    remote_root: Option<PathBuf>,
     progress: Option<Progress>,
     _lock: std::fs::File,
 }
@@ -175,29 +176,9 @@ pub trait LocalWatch: Send {
     fn take(&mut self) -> BoxFuture<'_, Option<Vec<PathBuf>>>;
 }
 
-/// Where a single pass learns what changed in the local tree since an earlier pass, in
-/// another process: a watcher that outlives passes (fsctl leaves one per pair) and answers
-/// with a change token of its own, as the daemon does for the sandbox's side.
-pub trait LocalSince: Send {
-    /// The watcher's token now, every change made before this call told by tokens up to
-    /// it, and the paths (absolute) changed since `since`, a token it gave earlier; paths
-    /// `None` when it cannot tell (no `since`, another watcher's token, changes lost).
-    /// `None` in all: no watcher answers (the tree is walked).
-    fn since<'a>(
-        &'a mut self,
-        since: Option<&'a str>,
-    ) -> BoxFuture<'a, Option<(String, Option<Vec<PathBuf>>)>>;
-
-    /// Told when a pass that asked is over (fsctl starts a watcher then, where none ran).
-    fn passed(&mut self) {}
-}
-
 /// Told how far a pass has come: the phase (`to local`, `to sandbox`), changes made, and
 /// changes in all.
 pub type Progress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
-
-/// Changed paths told beyond this many read the side whole.
-const MOST_PATHS: usize = 20_000;
 
 /// How often a following sync reads both sides whole (syncthing rescans hourly too): the
 /// passes between read only what the watchers and the change token name, so an idle
@@ -246,17 +227,21 @@ impl TwoWay {
         take_over_state_in_the_tree(&own, local)?;
         let state_dir = pair_state(&own, remote);
         std::fs::create_dir_all(&state_dir)?;
+        let sandbox = SandboxSide::new(
+            sandbox,
+            remote,
+            watch_excludes(&options),
+            scan::exclude_lines(&options.exclude, options.default_excludes),
+        );
         Ok(Self {
             sandbox,
             local: local.to_path_buf(),
-            remote: remote.to_string(),
             options,
             ignores,
             state: State::default(),
             journal: None,
             state_dir,
             token_trusted: false,
-            remote_root: None,
             progress: None,
             _lock: lock,
         })
@@ -320,8 +305,8 @@ impl TwoWay {
             return false;
         }
         let remote_unchanged = remote::unchanged_since(
-            &self.sandbox,
-            &self.remote,
+            &self.sandbox.client,
+            &self.sandbox.dir,
             &head.tracked.version,
             &self.watch_excludes(),
         )
@@ -350,41 +335,15 @@ impl TwoWay {
         &mut self,
         local_changed: Option<Vec<PathBuf>>,
     ) -> Result<PassReport, SdkError> {
-        let local_changed = local_changed.and_then(|paths| self.relative_paths(paths));
+        let local_changed = local_changed.and_then(|paths| relative_paths(&self.local, paths));
         self.run(local_changed, None).await
-    }
-
-    /// Paths under the local directory, relative, the sync's own left out; `None` when
-    /// there are too many to read one by one.
-    fn relative_paths(&self, paths: Vec<PathBuf>) -> Option<BTreeSet<String>> {
-        let mut out = BTreeSet::new();
-        for path in paths {
-            if is_own_path(&self.local, &path) {
-                continue;
-            }
-            let Ok(relative) = path.strip_prefix(&self.local) else {
-                continue;
-            };
-            // A name that is not UTF-8: the nearest directory above it that is.
-            let mut relative = relative;
-            while relative.to_str().is_none() {
-                relative = relative.parent()?;
-            }
-            match relative.to_str() {
-                Some("") => return None,
-                Some(text) => out.insert(text.replace(std::path::MAIN_SEPARATOR, "/")),
-                None => return None,
-            };
-        }
-        (out.len() <= MOST_PATHS).then_some(out)
     }
 
     /// The globs the change watches on both sides leave out: the defaults (when the sync
     /// leaves them out) and the sync's own files. What the sync's own patterns leave out
     /// is still told, and dropped when read.
     pub fn watch_excludes(&self) -> Vec<String> {
-        // Each line is also a glob of one segment, as the watches take them.
-        scan::exclude_lines(&[], self.options.default_excludes)
+        watch_excludes(&self.options)
     }
 
     /// Where a watcher of this pair's local directory that outlives passes answers (see
@@ -404,6 +363,7 @@ impl TwoWay {
         local_changed: Option<BTreeSet<String>>,
         watcher: Option<&mut dyn LocalSince>,
     ) -> Result<PassReport, SdkError> {
+        let mut local = LocalSide::new(&self.local, &self.ignores, watcher);
         let Asked {
             known,
             exclude,
@@ -412,7 +372,7 @@ impl TwoWay {
             local_token,
             local_watched,
             local_changed,
-        } = self.ask_sides(local_changed, watcher).await?;
+        } = self.ask_sides(&mut local, local_changed).await?;
         // A first sync (two-way modes only: one-way ones make one side what the other
         // holds) where one side is empty has nothing to merge.
         let first_sync = known.is_none()
@@ -431,46 +391,23 @@ impl TwoWay {
             .as_mut()
             .map(|known| std::mem::take(&mut known.dirty))
             .unwrap_or_default();
-        let with_dirty = |paths: BTreeSet<String>| -> BTreeSet<String> {
-            paths.into_iter().chain(dirty.iter().cloned()).collect()
-        };
         // A pass that merges everything keeps what the state was, to journal the change.
         let whole = !(known.is_some() && remote_changed.is_some());
         let old_state = whole.then(|| self.state.clone());
-
-        let (root, ignores) = (self.local.clone(), self.ignores.clone());
-        let (paths, walk_skipped) = self.local_paths(local_changed, known.is_some(), &dirty);
-        let cache = std::mem::take(&mut self.state.cache);
-        let mut old_cache = BTreeMap::new();
-        // Scanned while the sandbox's side is read.
-        let scanning = tokio::task::spawn_blocking(move || {
-            let scanned = paths.and_then(|paths| {
-                let mut scanned = match &paths {
-                    Some(paths) => scan::scan_paths(&root, paths, &ignores, &cache),
-                    None => scan::scan(&root, &ignores, &cache),
-                }?;
-                scanned.skipped.extend(walk_skipped);
-                Ok((paths, scanned))
-            });
-            (scanned, cache)
-        });
+        let sides = (local_changed, remote_changed);
+        let ReadSides {
+            local_paths,
+            remote_paths,
+            local: local_read,
+            remote: remote_read,
+        } = self
+            .read_sides(&mut local, known.is_some(), sides, &dirty)
+            .await?;
         // What this pass changes in the sandbox is read again by the next (its events
         // name it too; this does not wait on them).
         let mut read_again: BTreeSet<String> = BTreeSet::new();
-        let remote_paths = match (remote_changed, known.is_some()) {
-            (Some(paths), true) => Some(with_dirty(paths)),
-            _ => None,
-        };
-        let remote_read = match &remote_paths {
-            Some(paths) => remote::tree_of(&self.sandbox, &self.remote, &exclude, paths).await,
-            None => remote::tree(&self.sandbox, &self.remote, &exclude).await,
-        };
-        // The records go back to the state before either side's failure is answered.
-        let (scanned, taken_back) = scanning.await.map_err(std::io::Error::other)?;
-        self.state.cache = taken_back;
-        let (local_paths, scanned) = scanned?;
-        let (remote_read, remote_skipped) = remote_read?;
         let mut cache = std::mem::take(&mut self.state.cache);
+        let mut old_cache = BTreeMap::new();
         // Nothing told, found or left on either side: nothing to merge.
         let nothing = local_paths.as_ref().is_some_and(BTreeSet::is_empty)
             && remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
@@ -483,22 +420,35 @@ impl TwoWay {
                 local: local_token,
             })?;
             return Ok(PassReport {
-                skipped: scanned.skipped.into_iter().chain(remote_skipped).collect(),
+                skipped: local_read
+                    .skipped
+                    .into_iter()
+                    .chain(remote_read.skipped)
+                    .collect(),
                 local_watched,
                 ..PassReport::default()
             });
         }
         // Read in part only where the tree is known: the ancestor, what was read patched in.
-        let remote_now = SideTree::new(&self.state.ancestor, remote_paths.as_ref(), remote_read);
+        let remote_skipped = remote_read.skipped;
+        let remote_now = SideTree::new(
+            &self.state.ancestor,
+            remote_paths.as_ref(),
+            remote_read.entries,
+        );
         keep_records(
             &mut cache,
             &mut old_cache,
             local_paths.as_ref(),
-            scanned.cache,
+            local_read.records,
             whole,
         );
-        let local_now = SideTree::new(&self.state.ancestor, local_paths.as_ref(), scanned.entries);
-        let local_skipped = scanned.skipped;
+        let local_now = SideTree::new(
+            &self.state.ancestor,
+            local_paths.as_ref(),
+            local_read.entries,
+        );
+        let local_skipped = local_read.skipped;
         self.state.cache = cache;
 
         let scope = match (&local_paths, &remote_paths) {
@@ -538,8 +488,8 @@ impl TwoWay {
         let mut undone: Vec<Undone> = Vec::new();
 
         let pair = Pair {
-            sandbox: &self.sandbox,
-            remote: &self.remote,
+            sandbox: &self.sandbox.client,
+            remote: &self.sandbox.dir,
             local: &self.local,
             state_dir: &self.state_dir,
             progress: self.progress.as_ref(),
@@ -599,8 +549,8 @@ impl TwoWay {
     /// tree: a change there during the local scan is seen next pass).
     async fn ask_sides(
         &mut self,
+        local: &mut LocalSide<'_>,
         local_changed: Option<BTreeSet<String>>,
-        watcher: Option<&mut dyn LocalSince>,
     ) -> Result<Asked, SdkError> {
         // The state is read on a thread of its own while both sides are asked what changed
         // (its head holds the tokens they are asked with): at 50,000 paths the read is a
@@ -629,55 +579,11 @@ impl TwoWay {
             .then_some(tracked)
             .flatten()
             .filter(|tracked| tracked.exclude == exclude);
-        // Made if missing, once in a process (a following sync's later passes skip it).
-        if (known.is_none() || self.remote_root.is_none())
-            && let Err(err) = self.sandbox.mkdir(&self.remote, true).await
-            && err.code() != Some(&fsd_api::ErrorCode::FileExists)
-        {
-            return Err(err);
-        }
-        // The sandbox first (its token before its tree): a change there during the local
-        // scan is seen next pass.
-        let version;
-        let remote_changed;
-        {
-            let root = match &self.remote_root {
-                Some(root) => root.clone(),
-                None => {
-                    let root = self.sandbox.remote_root(&self.remote).await?;
-                    self.remote_root = Some(root.clone());
-                    root
-                }
-            };
-            let since = known.as_ref().map(|known| known.version.as_str());
-            let (next, changed) = remote::changes_since(
-                &self.sandbox,
-                &self.remote,
-                &root,
-                since,
-                &self.watch_excludes(),
-            )
-            .await?;
-            version = next;
-            remote_changed = changed.filter(|paths| paths.len() <= MOST_PATHS);
-        }
-        // The local watcher's token, taken before the local side is read: what changes
-        // during the read is told to the next pass.
-        let (local_token, watched) = match watcher {
-            Some(watcher) => {
-                let since = known.as_ref().and_then(|known| known.local.as_deref());
-                match watcher.since(since).await {
-                    Some((token, paths)) => {
-                        let paths = paths
-                            .filter(|_| known.is_some())
-                            .and_then(|paths| self.relative_paths(paths));
-                        (Some(token), paths)
-                    }
-                    None => (None, None),
-                }
-            }
-            None => (None, None),
-        };
+        let since = known.as_ref().map(|known| known.version.as_str());
+        let remote = self.sandbox.poll(since).await?;
+        let since = known.as_ref().and_then(|known| known.local.as_deref());
+        let polled = local.poll(since).await?;
+        let watched = polled.changed.filter(|_| known.is_some());
         let local_watched = watched.is_some() || local_changed.is_some();
         let local_changed = local_changed.or(watched);
         if let Some(read) = reading {
@@ -686,49 +592,55 @@ impl TwoWay {
         Ok(Asked {
             known,
             exclude,
-            version,
-            remote_changed,
-            local_token,
+            version: remote.token.unwrap_or_default(),
+            remote_changed: remote.changed,
+            local_token: polled.token,
             local_watched,
             local_changed,
         })
     }
 
-    /// Where to read the local side: the paths a watcher told; where none did and the tree
-    /// is known (`known`), those a walk of stats against the last scan's records finds;
-    /// else everything (`None`), also when the walk finds most of the tree. `dirty` is read
-    /// again either way. With what the walk passed over.
-    fn local_paths(
-        &self,
-        told: Option<BTreeSet<String>>,
+    /// Reads both sides at once, each where it told what changed (and `dirty`, what the
+    /// last pass left to read again) or whole: the local side, where no watcher told, where
+    /// its walk of stats finds changes. Not `known` (no trusted tokens): both whole.
+    async fn read_sides(
+        &mut self,
+        local: &mut LocalSide<'_>,
         known: bool,
+        (local_changed, remote_changed): (Option<BTreeSet<String>>, Option<BTreeSet<String>>),
         dirty: &BTreeSet<String>,
-    ) -> (std::io::Result<Option<BTreeSet<String>>>, Vec<String>) {
+    ) -> Result<ReadSides, SdkError> {
         let with_dirty = |paths: BTreeSet<String>| -> BTreeSet<String> {
             paths.into_iter().chain(dirty.iter().cloned()).collect()
         };
-        if !known {
-            return (Ok(None), Vec::new());
-        }
-        if let Some(told) = told {
-            return (Ok(Some(with_dirty(told))), Vec::new());
-        }
-        // The walk runs here, on threads of its own while the pass waits, and borrows the
-        // state in place: a pass dropped at an await never leaves the ancestor taken.
-        let walked = scan::changed_paths(
-            &self.local,
-            &self.ignores,
-            &self.state.ancestor,
-            &self.state.cache,
+        // The records go with the local side for the read and come back after it, whatever
+        // either side answers.
+        local.records = std::mem::take(&mut self.state.cache);
+        let (local_paths, walk_skipped) = match (known, local_changed) {
+            (false, _) => (None, Vec::new()),
+            (true, Some(told)) => (Some(with_dirty(told)), Vec::new()),
+            (true, None) => match local.walk(&self.state.ancestor) {
+                Ok((changed, skipped)) => (changed.map(with_dirty), skipped),
+                Err(err) => {
+                    self.state.cache = std::mem::take(&mut local.records);
+                    return Err(err.into());
+                }
+            },
+        };
+        let remote_paths = remote_changed.filter(|_| known).map(with_dirty);
+        let (local_read, remote_read) = tokio::join!(
+            local.read(local_paths.as_ref()),
+            self.sandbox.read(remote_paths.as_ref())
         );
-        match walked {
-            // Most of the tree: read whole.
-            Ok((changed, skipped)) => (
-                (Ok((changed.len() <= MOST_PATHS).then(|| with_dirty(changed)))),
-                skipped,
-            ),
-            Err(err) => (Err(err), Vec::new()),
-        }
+        self.state.cache = std::mem::take(&mut local.records);
+        let mut local_read = local_read?;
+        local_read.skipped.extend(walk_skipped);
+        Ok(ReadSides {
+            local_paths,
+            remote_paths,
+            local: local_read,
+            remote: remote_read?,
+        })
     }
 
     /// A first sync into an empty side (two-way modes only: one-way ones make one side what
@@ -744,8 +656,8 @@ impl TwoWay {
         // it is written.
         if first::is_empty(&self.local)? {
             let brought = first::bring(
-                &self.sandbox,
-                &self.remote,
+                &self.sandbox.client,
+                &self.sandbox.dir,
                 &self.local,
                 &self.ignores,
                 self.options.default_excludes,
@@ -768,10 +680,10 @@ impl TwoWay {
             }));
         }
         // Into an empty sandbox directory: the local tree goes as it is read.
-        if upload::is_empty(&self.sandbox, &self.remote).await? {
+        if upload::is_empty(&self.sandbox.client, &self.sandbox.dir).await? {
             let uploaded = upload::send(
-                &self.sandbox,
-                &self.remote,
+                &self.sandbox.client,
+                &self.sandbox.dir,
                 &self.local,
                 &self.ignores,
                 self.progress.clone(),
@@ -916,7 +828,7 @@ impl TwoWay {
                 }
             }
         }
-        self.state.remote = self.remote.clone();
+        self.state.remote = self.sandbox.dir.clone();
         let found = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
         for conflict in &plan.conflicts {
             if let Resolution::KeptBoth { aside, kept } = &conflict.resolution
@@ -998,7 +910,7 @@ impl TwoWay {
         if let Some(cache) = cache {
             self.state.cache = cache;
         }
-        self.state.remote = self.remote.clone();
+        self.state.remote = self.sandbox.dir.clone();
         self.state.tracked = Some(tracked);
         read(&mut self.journal)?.save(&old, &self.state, None)?;
         self.token_trusted = true;
@@ -1148,8 +1060,8 @@ impl TwoWay {
     ) -> Result<(), SdkError> {
         let (wake, mut woken) = tokio::sync::mpsc::channel::<()>(1);
         let remote_watch = tokio::spawn(wake_on_remote_changes(
-            self.sandbox.clone(),
-            self.remote.clone(),
+            self.sandbox.client.clone(),
+            self.sandbox.dir.clone(),
             self.watch_excludes(),
             wake,
         ));
@@ -1223,10 +1135,11 @@ impl TwoWay {
     }
 }
 
-/// Whether a local path is the sync's own (its state directory, its temp files): a
-/// watcher waking [`TwoWay::follow`] leaves those out.
-pub fn is_own_path(local: &Path, path: &Path) -> bool {
-    path.starts_with(local.join(STATE_DIR)) || path.to_string_lossy().ends_with(local::TEMP_SUFFIX)
+/// The globs the change watches on both sides leave out: the defaults (when the sync
+/// leaves them out) and the sync's own files.
+fn watch_excludes(options: &TwoWayOptions) -> Vec<String> {
+    // Each line is also a glob of one segment, as the watches take them.
+    scan::exclude_lines(&[], options.default_excludes)
 }
 
 /// Wakes a following sync on every change the sandbox reports under `remote` (and when
@@ -1523,6 +1436,15 @@ struct Asked {
     local_watched: bool,
     /// What changed locally, as the caller or the watcher told it.
     local_changed: Option<BTreeSet<String>>,
+}
+
+/// Both sides as a pass read them (see [`TwoWay::read_sides`]): where (`None`: whole) and
+/// what.
+struct ReadSides {
+    local_paths: Option<BTreeSet<String>>,
+    remote_paths: Option<BTreeSet<String>>,
+    local: endpoint::Read,
+    remote: endpoint::Read,
 }
 
 /// The two sides of a pair and what a pass reports to, borrowed from [`TwoWay`] beside its
