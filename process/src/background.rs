@@ -270,11 +270,8 @@ impl Follower {
             crate::seqlog::follow(Arc::clone(log), log.end() + 1, Until::Terminal).boxed()
         });
         if whole {
-            let code = match &record.outcome {
-                Outcome::Exited(exit) => exit.code,
-                Outcome::Running | Outcome::Failed(_) => -1,
-            };
-            self.pending.push_back(Live::Exit(code));
+            self.pending
+                .push_back(Live::Exit(record.exit_code().unwrap_or(-1)));
             self.done = true;
         }
     }
@@ -369,8 +366,8 @@ impl ProcessService {
         self.table
             .all(true)
             .iter()
+            .filter(|process| status.is_none_or(|s| process.info().status == s))
             .map(|process| process.described())
-            .filter(|info| status.is_none_or(|s| info.status == s))
             .collect()
     }
 

@@ -100,14 +100,15 @@ pub struct Record {
 impl Record {
     /// As 0.12 shows a process (no session for the next line's).
     pub fn info(&self) -> ProcessInfo {
-        let (status, exit_code) = match &self.outcome {
-            Outcome::Running => (ProcessStatus::Running, None),
+        let status = match &self.outcome {
+            Outcome::Running => ProcessStatus::Running,
             Outcome::Exited(exit) => {
                 let killed = self.kill_requested || exit.signal.is_some() || exit.timed_out;
-                (ProcessStatus::from_exit(exit.code, killed), Some(exit.code))
+                ProcessStatus::from_exit(exit.code, killed)
             }
-            Outcome::Failed(_) => (ProcessStatus::Error, None),
+            Outcome::Failed(_) => ProcessStatus::Error,
         };
+        let exit_code = self.exit_code();
         let session_id = match &self.launcher {
             Launcher::Session { session_id, .. } => session_id.clone(),
             Launcher::Argv { .. } => String::new(),
@@ -128,6 +129,14 @@ impl Record {
 
     pub fn running(&self) -> bool {
         self.outcome == Outcome::Running
+    }
+
+    /// Its exit code, once it exited (none while it runs, or when it has none).
+    pub fn exit_code(&self) -> Option<i32> {
+        match &self.outcome {
+            Outcome::Exited(exit) => Some(exit.code),
+            Outcome::Running | Outcome::Failed(_) => None,
+        }
     }
 }
 
@@ -649,16 +658,15 @@ fn opened(dir: &Path, log_bytes: u64) -> Option<(Record, SequencedLog)> {
     }
     let log = SequencedLog::open(dir, &record.id, log_bytes).ok()?;
     if record.running() {
-        let failure = Failure {
+        record.outcome = Outcome::Failed(Failure {
             code: "DAEMON_STOPPED".into(),
             message: "the daemon stopped while the process ran".into(),
-        };
+        });
         if !log.ended() {
-            let terminal = serde_json::json!({ "state": "error", "error": failure });
+            let terminal = terminal_event(&record.outcome).to_string();
             let at_ms = chrono::Utc::now().timestamp_millis();
-            let _ = log.append(Kind::Terminal, at_ms, terminal.to_string().as_bytes());
+            let _ = log.append(Kind::Terminal, at_ms, terminal.as_bytes());
         }
-        record.outcome = Outcome::Failed(failure);
         record.ended_at = Some(crate::time::now_rfc3339());
         store(dir, &record);
     }
