@@ -53,9 +53,9 @@ use crate::{Sandbox, SdkError};
 pub use journal::OpenConflict;
 use journal::{Head, Journal, State, Tracked};
 
-use endpoint::{Endpoint, LocalSide, MOST_PATHS, SandboxSide, relative_paths};
+use endpoint::{Endpoint, LocalSide, MOST_PATHS, SandboxSide, Steps, relative_paths};
 pub use endpoint::{LocalSince, is_own_path};
-use local::{Contents, LocalTree, Refused};
+use local::Refused;
 use ops::Op;
 use side::SideTree;
 
@@ -355,15 +355,19 @@ impl TwoWay {
             .join(format!("watch-{}.sock", short_hash(excludes.as_bytes())))
     }
 
-    /// A pass. It journals the sandbox's change token for the next pass, and reads only
-    /// what changed where the last one's is trusted (`token_trusted`) and was read with the
-    /// same excludes.
+    /// A pass, in phases: both sides asked what changed ([`TwoWay::ask_sides`]), read
+    /// there ([`TwoWay::read_sides`]), merged ([`merge_read`]), each side made to hold its
+    /// share of the plan ([`apply_sides`]), and what both now agree on kept
+    /// ([`TwoWay::keep_pass`]). It journals the sandbox's change token for the next pass,
+    /// and reads only what changed where the last one's is trusted (`token_trusted`) and
+    /// was read with the same excludes.
     async fn run(
         &mut self,
         local_changed: Option<BTreeSet<String>>,
         watcher: Option<&mut dyn LocalSince>,
     ) -> Result<PassReport, SdkError> {
-        let mut local = LocalSide::new(&self.local, &self.ignores, watcher);
+        let stash = self.state_dir.join(INCOMING_DIR);
+        let mut local = LocalSide::new(&self.local, &self.ignores, watcher, stash);
         let Asked {
             known,
             exclude,
@@ -391,28 +395,16 @@ impl TwoWay {
             .as_mut()
             .map(|known| std::mem::take(&mut known.dirty))
             .unwrap_or_default();
+        let known = known.is_some();
         // A pass that merges everything keeps what the state was, to journal the change.
-        let whole = !(known.is_some() && remote_changed.is_some());
+        let whole = !(known && remote_changed.is_some());
         let old_state = whole.then(|| self.state.clone());
         let sides = (local_changed, remote_changed);
-        let ReadSides {
-            local_paths,
-            remote_paths,
-            local: local_read,
-            remote: remote_read,
-        } = self
-            .read_sides(&mut local, known.is_some(), sides, &dirty)
-            .await?;
-        // What this pass changes in the sandbox is read again by the next (its events
-        // name it too; this does not wait on them).
-        let mut read_again: BTreeSet<String> = BTreeSet::new();
-        let mut cache = std::mem::take(&mut self.state.cache);
-        let mut old_cache = BTreeMap::new();
+        let read = self.read_sides(&mut local, known, sides, &dirty).await?;
         // Nothing told, found or left on either side: nothing to merge.
-        let nothing = local_paths.as_ref().is_some_and(BTreeSet::is_empty)
-            && remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
-        if nothing && known.is_some() {
-            self.state.cache = cache;
+        let nothing = read.local_paths.as_ref().is_some_and(BTreeSet::is_empty)
+            && read.remote_paths.as_ref().is_some_and(BTreeSet::is_empty);
+        if nothing && known {
             self.keep_token(Tracked {
                 version,
                 dirty: BTreeSet::new(),
@@ -420,120 +412,56 @@ impl TwoWay {
                 local: local_token,
             })?;
             return Ok(PassReport {
-                skipped: local_read
+                skipped: read
+                    .local
                     .skipped
                     .into_iter()
-                    .chain(remote_read.skipped)
+                    .chain(read.remote.skipped)
                     .collect(),
                 local_watched,
                 ..PassReport::default()
             });
         }
-        // Read in part only where the tree is known: the ancestor, what was read patched in.
-        let remote_skipped = remote_read.skipped;
-        let remote_now = SideTree::new(
-            &self.state.ancestor,
-            remote_paths.as_ref(),
-            remote_read.entries,
-        );
-        keep_records(
-            &mut cache,
-            &mut old_cache,
-            local_paths.as_ref(),
-            local_read.records,
-            whole,
-        );
-        let local_now = SideTree::new(
-            &self.state.ancestor,
-            local_paths.as_ref(),
-            local_read.entries,
-        );
-        let local_skipped = local_read.skipped;
-        self.state.cache = cache;
-
-        let scope = match (&local_paths, &remote_paths) {
-            (Some(local), Some(remote)) if known.is_some() => {
-                Some(local.iter().chain(remote).cloned().collect())
-            }
-            _ => None,
-        };
-        let (plan, merged, local_now, remote_now) = merge_sides(
-            &self.state.ancestor,
+        let mut old_cache = BTreeMap::new();
+        let Merged {
+            plan,
+            merged,
             local_now,
             remote_now,
-            scope,
-            self.options.mode,
+            mut report,
+        } = merge_read(
+            &self.state.ancestor,
+            &mut self.state.cache,
+            &mut old_cache,
+            read,
+            Scope {
+                known,
+                whole,
+                local_watched,
+                mode: self.options.mode,
+            },
         );
-        let mut report = PassReport {
-            conflicts: plan.conflicts.clone(),
-            skipped: local_skipped.into_iter().chain(remote_skipped).collect(),
-            whole: local_paths.is_none() && remote_paths.is_none(),
-            local_whole: local_paths.is_none(),
-            local_watched: local_watched && local_paths.is_some(),
-            remote_whole: remote_paths.is_none(),
-            ..PassReport::default()
-        };
-        // Each side where the merge went (the whole side where it merged everything).
-        let (local_base, remote_base) = match &merged {
-            Some(merged) => (
-                Cow::Owned(merge::part(local_now.tree(), merged)),
-                Cow::Owned(merge::part(remote_now.tree(), merged)),
-            ),
-            None => (local_now.whole(), remote_now.whole()),
-        };
-        let local_ops = ops::operations(&local_base, &plan.agreed);
-        let remote_ops = ops::operations(&remote_base, &plan.remote_end);
-        // Changes that did not happen: their paths keep their old ancestor (a move's, what
-        // is under them too).
-        let mut undone: Vec<Undone> = Vec::new();
-
-        let pair = Pair {
-            sandbox: &self.sandbox.client,
-            remote: &self.sandbox.dir,
-            local: &self.local,
-            state_dir: &self.state_dir,
-            progress: self.progress.as_ref(),
-        };
-        if !local_ops.is_empty() {
-            apply_to_local(
-                &pair,
-                &mut self.state.cache,
-                ToLocal {
-                    ops: &local_ops,
-                    base: &local_base,
-                    now: &local_now,
-                    remote_base: &remote_base,
-                    remote_now: &remote_now,
-                    merged: merged.as_ref(),
-                },
-                &mut report,
-                &mut undone,
-                &mut read_again,
-            )
-            .await?;
-        }
-
-        if !remote_ops.is_empty() {
-            let (ops, now) = (&remote_ops, &local_now);
-            let sources = (&plan.agreed, now, merged.as_ref());
-            let results = apply_to_sandbox(&pair, &self.state.cache, ops, sources).await?;
-            read_again.extend(remote_ops.iter().flat_map(Op::paths).map(String::from));
-            tally(
-                merge::Side::Remote,
-                &remote_ops,
-                results,
-                &mut report,
-                &mut undone,
-            );
-        }
-
+        let mut applied = Applied::default();
+        // The records go with the local side for its apply and come back after it,
+        // whatever either side answers.
+        local.records = std::mem::take(&mut self.state.cache);
+        let made = apply_sides(
+            (&mut local, &mut self.sandbox),
+            (&plan, merged.as_ref(), &local_now, &remote_now),
+            self.progress.as_ref(),
+            &mut report,
+            &mut applied,
+        )
+        .await;
+        self.state.cache = std::mem::take(&mut local.records);
+        made?;
         self.keep_pass(PassEnd {
             plan: &plan,
             merged: merged.as_ref(),
             old_cache,
             old_state,
-            undone,
-            read_again,
+            undone: applied.undone,
+            read_again: applied.read_again,
             version,
             exclude,
             local_token,
@@ -972,42 +900,6 @@ fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
     })
 }
 
-/// Content the local changes take from local files that they themselves replace, remove or
-/// move first (a file and a directory swapped: the file's content goes where the directory
-/// was, after the file's path became a directory): linked aside at the root before any
-/// change is made, and taken from there. Answers the links, removed after the changes.
-fn keep_sources(
-    root: &Path,
-    ops: &[Op],
-    by_hash: &mut HashMap<ContentHash, String>,
-) -> Vec<PathBuf> {
-    let changed: HashSet<&str> = ops.iter().map(Op::path).collect();
-    // The path or a directory above it changed (looked up, not compared with each change:
-    // a pass of 10,000 changes holds about as many holders).
-    let touched = |path: &str| {
-        changed.contains(path)
-            || path
-                .match_indices('/')
-                .any(|(end, _)| changed.contains(&path[..end]))
-    };
-    let mut kept = Vec::new();
-    for holder in by_hash.values_mut() {
-        if !touched(holder) {
-            continue;
-        }
-        let link = local::temp_beside(&root.join(".kept"));
-        let linked = std::fs::hard_link(root.join(&*holder), &link)
-            .or_else(|_| std::fs::copy(root.join(&*holder), &link).map(drop));
-        if linked.is_ok()
-            && let Some(name) = link.file_name().and_then(|name| name.to_str())
-        {
-            *holder = name.to_string();
-            kept.push(link);
-        }
-    }
-    kept
-}
-
 /// A path holding each of `hashes`, looked for in `trees` in order (each without the
 /// paths of its skip set, whose entries may be out of date).
 fn holders(
@@ -1275,66 +1167,6 @@ fn take_over_state_in_the_tree(own: &Path, local: &Path) -> Result<(), SdkError>
     Ok(())
 }
 
-/// Where content is for puts: a local file that had it.
-struct Sources {
-    root: PathBuf,
-    by_hash: HashMap<ContentHash, String>,
-    /// The size of each content whose holder the local scan recorded holding it.
-    sizes: HashMap<ContentHash, u64>,
-}
-
-impl Sources {
-    /// Sizes from the holders' own records (looked up, not a walk of every record); a
-    /// holder without one is `stat`ed when its content is sent.
-    fn new(root: PathBuf, by_hash: HashMap<ContentHash, String>, cache: &ScanCache) -> Sources {
-        let sizes = by_hash
-            .iter()
-            .filter_map(|(hash, path)| {
-                let seen = cache.get(path).filter(|seen| seen.hash == *hash)?;
-                Some((*hash, seen.size))
-            })
-            .collect();
-        Sources {
-            root,
-            by_hash,
-            sizes,
-        }
-    }
-}
-
-impl Contents for Sources {
-    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
-        self.by_hash.get(hash).map(|path| self.root.join(path))
-    }
-
-    fn size(&self, hash: &ContentHash) -> Option<u64> {
-        self.sizes.get(hash).copied()
-    }
-}
-
-/// Content for puts while the sandbox's stream comes: written from it where it is needed,
-/// else a local file's.
-struct Fetching<'s, 'a> {
-    sources: &'s Sources,
-    incoming: &'s remote::Incoming<'a>,
-}
-
-impl Contents for Fetching<'_, '_> {
-    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
-        self.incoming
-            .stashed(hash)
-            .or_else(|| self.sources.source(hash))
-    }
-
-    fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
-        self.incoming.write(hash, temp, mode)
-    }
-
-    fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
-        self.incoming.take(hash, limit)
-    }
-}
-
 /// A change not made: its path (with what is under it, for a move) keeps its ancestor.
 struct Undone {
     path: String,
@@ -1447,153 +1279,167 @@ struct ReadSides {
     remote: endpoint::Read,
 }
 
-/// The two sides of a pair and what a pass reports to, borrowed from [`TwoWay`] beside its
-/// state.
-struct Pair<'a> {
-    sandbox: &'a Sandbox,
-    remote: &'a str,
-    local: &'a Path,
-    state_dir: &'a Path,
-    progress: Option<&'a Progress>,
+/// How a pass's sides were read, for [`merge_read`].
+struct Scope {
+    /// The last pass's tokens were trusted: what was read in part is patched onto the
+    /// ancestor.
+    known: bool,
+    /// The pass merges everything (no record of what changed is journaled).
+    whole: bool,
+    local_watched: bool,
+    mode: Mode,
 }
 
-/// Applies a pass's steps on the local side, first: what they need from the sandbox is
-/// fetched while the sandbox still holds it.
-async fn apply_to_local(
-    pair: &Pair<'_>,
-    scan_cache: &mut ScanCache,
-    side: ToLocal<'_>,
-    report: &mut PassReport,
-    undone: &mut Vec<Undone>,
-    read_again: &mut BTreeSet<String>,
-) -> Result<(), SdkError> {
-    let ToLocal {
-        ops: local_ops,
-        base: local_base,
-        now: local_now,
-        remote_base,
-        remote_now,
-        merged,
-    } = side;
-    let wanted_hashes = put_hashes(local_ops).cloned().collect();
-    let skip = merged;
-    let local_has = holders(
-        &[(local_base, None), (local_now.tree(), skip)],
-        &wanted_hashes,
+/// A pass's merge: its plan, the paths merged when it was scoped, both sides as the merge
+/// saw them, and the report so far.
+struct Merged<'a> {
+    plan: merge::Plan,
+    merged: Option<BTreeSet<String>>,
+    local_now: SideTree<'a>,
+    remote_now: SideTree<'a>,
+    report: PassReport,
+}
+
+/// Merges both sides as read: each read in part is the ancestor with what was read
+/// patched in (no copy). The local scan's records go into `cache`, what they replaced into
+/// `old_cache` (see [`keep_records`]).
+fn merge_read<'a>(
+    ancestor: &'a Entries,
+    cache: &mut ScanCache,
+    old_cache: &mut BTreeMap<String, Option<scan::Seen>>,
+    read: ReadSides,
+    how: Scope,
+) -> Merged<'a> {
+    let ReadSides {
+        local_paths,
+        remote_paths,
+        local,
+        remote,
+    } = read;
+    let remote_now = SideTree::new(ancestor, remote_paths.as_ref(), remote.entries);
+    keep_records(
+        cache,
+        old_cache,
+        local_paths.as_ref(),
+        local.records,
+        how.whole,
     );
-    let remote_has = holders(
-        &[(remote_base, None), (remote_now.tree(), skip)],
-        &wanted_hashes,
-    );
-    // What the sandbox sends, in the order the puts need it.
-    let mut wanted: Vec<(ContentHash, String)> = Vec::new();
-    let mut uses: HashMap<ContentHash, usize> = HashMap::new();
-    for hash in put_hashes(local_ops) {
-        let Some(path) = remote_has
-            .get(hash)
-            .filter(|_| !local_has.contains_key(hash))
-        else {
-            continue;
-        };
-        let count = uses.entry(*hash).or_insert(0);
-        if *count == 0 {
-            wanted.push((*hash, path.clone()));
+    let local_now = SideTree::new(ancestor, local_paths.as_ref(), local.entries);
+    let scope = match (&local_paths, &remote_paths) {
+        (Some(local), Some(remote)) if how.known => {
+            Some(local.iter().chain(remote).cloned().collect())
         }
-        *count += 1;
-    }
-    let incoming = pair.state_dir.join(INCOMING_DIR);
-    let _ = std::fs::remove_dir_all(&incoming);
-    let mut local_has = local_has;
-    let kept = keep_sources(pair.local, local_ops, &mut local_has);
-    let local_sources = Sources::new(pair.local.to_path_buf(), local_has, scan_cache);
-    let root = pair.local.to_path_buf();
-    let cache = std::mem::take(scan_cache);
-    let ops = local_ops.to_vec();
-    let progress = pair.progress.cloned();
-    let apply = move |fetching: &dyn Contents| {
-        let tree = LocalTree {
-            root: &root,
-            cache: &cache,
-        };
-        let total = ops.len() as u64;
-        let done = |done: usize| {
-            if let Some(progress) = &progress {
-                progress("to local", done as u64, total);
-            }
-        };
-        let results = tree.apply_all(&ops, fetching, &done);
-        (results, cache)
+        _ => None,
     };
-    let (local_results, cache) = if wanted.is_empty() {
-        tokio::task::spawn_blocking(move || apply(&local_sources))
-            .await
-            .map_err(std::io::Error::other)?
-    } else {
-        remote::with_incoming(
-            pair.sandbox,
-            pair.remote,
-            wanted,
-            uses,
-            incoming.clone(),
-            move |incoming| {
-                apply(&Fetching {
-                    sources: &local_sources,
-                    incoming,
-                })
-            },
-        )
-        .await?
+    let (plan, merged, local_now, remote_now) =
+        merge_sides(ancestor, local_now, remote_now, scope, how.mode);
+    let report = PassReport {
+        conflicts: plan.conflicts.clone(),
+        skipped: local.skipped.into_iter().chain(remote.skipped).collect(),
+        whole: local_paths.is_none() && remote_paths.is_none(),
+        local_whole: local_paths.is_none(),
+        local_watched: how.local_watched && local_paths.is_some(),
+        remote_whole: remote_paths.is_none(),
+        ..PassReport::default()
     };
-    *scan_cache = cache;
-    let _ = std::fs::remove_dir_all(&incoming);
-    for link in kept {
-        let _ = std::fs::remove_file(link);
+    Merged {
+        plan,
+        merged,
+        local_now,
+        remote_now,
+        report,
     }
-    tally(merge::Side::Local, local_ops, local_results, report, undone);
-    // What came from the sandbox is read there again by the next pass: a file made
-    // and gone before the daemon's watch read its directory is named by no event,
-    // and one read in that moment would stay here (the hourly whole read aside).
-    if local_ops.len() <= MOST_PATHS {
-        read_again.extend(local_ops.iter().flat_map(Op::paths).map(String::from));
+}
+
+/// What applying a pass's plan leaves for its end ([`TwoWay::keep_pass`]).
+#[derive(Default)]
+struct Applied {
+    /// Changes that did not happen: their paths keep their old ancestor (a move's, what is
+    /// under them too).
+    undone: Vec<Undone>,
+    /// What the next pass reads again in the sandbox (its events name it too; this does
+    /// not wait on them).
+    read_again: BTreeSet<String>,
+}
+
+/// Makes the plan on both sides, each from where the merge left it (the whole side where
+/// it merged everything). The local side first: what its steps need from the sandbox is
+/// fetched while the sandbox still holds it. Then the sandbox: its new content is read
+/// from the local side as it is now (`agreed`, else the local tree outside the merged
+/// paths).
+async fn apply_sides(
+    (local, sandbox): (&mut LocalSide<'_>, &mut SandboxSide),
+    (plan, merged, local_now, remote_now): (
+        &merge::Plan,
+        Option<&BTreeSet<String>>,
+        &SideTree<'_>,
+        &SideTree<'_>,
+    ),
+    progress: Option<&Progress>,
+    report: &mut PassReport,
+    applied: &mut Applied,
+) -> Result<(), SdkError> {
+    let (local_base, remote_base) = match merged {
+        Some(merged) => (
+            Cow::Owned(merge::part(local_now.tree(), merged)),
+            Cow::Owned(merge::part(remote_now.tree(), merged)),
+        ),
+        None => (local_now.whole(), remote_now.whole()),
+    };
+    let (local_base, remote_base): (&Entries, &Entries) = (&local_base, &remote_base);
+    let local_ops = ops::operations(local_base, &plan.agreed);
+    let remote_ops = ops::operations(remote_base, &plan.remote_end);
+    if !local_ops.is_empty() {
+        let wanted = put_hashes(&local_ops).cloned().collect();
+        let own = holders(&[(local_base, None), (local_now.tree(), merged)], &wanted);
+        let from = sandbox.supply(holders(
+            &[(remote_base, None), (remote_now.tree(), merged)],
+            &wanted,
+        ));
+        let steps = Steps {
+            ops: &local_ops,
+            own,
+            progress: progress.cloned(),
+        };
+        let outcomes = local.apply(steps, from).await?;
+        tally(
+            merge::Side::Local,
+            &local_ops,
+            outcomes,
+            report,
+            &mut applied.undone,
+        );
+        // What came from the sandbox is read there again by the next pass: a file made
+        // and gone before the daemon's watch read its directory is named by no event,
+        // and one read in that moment would stay here (the hourly whole read aside).
+        if local_ops.len() <= MOST_PATHS {
+            let paths = local_ops.iter().flat_map(Op::paths).map(String::from);
+            applied.read_again.extend(paths);
+        }
+    }
+    if !remote_ops.is_empty() {
+        let wanted = put_hashes(&remote_ops).cloned().collect();
+        let from = local.supply(holders(
+            &[(&plan.agreed, None), (local_now.tree(), merged)],
+            &wanted,
+        ));
+        let steps = Steps {
+            ops: &remote_ops,
+            own: HashMap::new(),
+            progress: progress.cloned(),
+        };
+        let outcomes = sandbox.apply(steps, from).await?;
+        let paths = remote_ops.iter().flat_map(Op::paths).map(String::from);
+        applied.read_again.extend(paths);
+        tally(
+            merge::Side::Remote,
+            &remote_ops,
+            outcomes,
+            report,
+            &mut applied.undone,
+        );
     }
     Ok(())
-}
-
-/// Applies a pass's steps in the sandbox, after the local side's: new content is read from
-/// the local side as it is now (`agreed`, else the local tree outside the merged paths).
-async fn apply_to_sandbox(
-    pair: &Pair<'_>,
-    scan_cache: &ScanCache,
-    ops: &[Op],
-    (agreed, local_now, merged): (&Entries, &SideTree<'_>, Option<&BTreeSet<String>>),
-) -> Result<Vec<Result<(), Refused>>, SdkError> {
-    let sources = Sources::new(
-        pair.local.to_path_buf(),
-        holders(
-            &[(agreed, None), (local_now.tree(), merged)],
-            &put_hashes(ops).cloned().collect(),
-        ),
-        scan_cache,
-    );
-    let total = ops.len() as u64;
-    let progress = pair.progress.cloned();
-    let sent: remote::Sent = std::sync::Arc::new(move |done: usize| {
-        if let Some(progress) = &progress {
-            progress("to sandbox", done as u64, total);
-        }
-    });
-    remote::apply(pair.sandbox, pair.remote, ops, &sources, sent).await
-}
-
-/// The local side of a pass, for [`apply_to_local`]: its steps, the side as the
-/// merge saw it, and the sandbox's.
-struct ToLocal<'a> {
-    ops: &'a [Op],
-    base: &'a Entries,
-    now: &'a SideTree<'a>,
-    remote_base: &'a Entries,
-    remote_now: &'a SideTree<'a>,
-    merged: Option<&'a BTreeSet<String>>,
 }
 
 /// What a pass that merged leaves for [`TwoWay::keep_pass`].

@@ -5,23 +5,30 @@
 //! read there, no content moved); the local side from a watcher that outlives passes,
 //! where one answers, and a scan that reads only the files whose stat changed.
 //!
+//! Then, with the merge's plan, each side is asked to make its share of it
+//! ([`Endpoint::apply`]), each step checked there against what the merge saw, its new
+//! content taken from the side itself where it holds it, else from what the other side
+//! supplies ([`Endpoint::supply`]). Content moves differently each way, and [`Supply`]
+//! names the two ways: from the sandbox a tar stream that the local writers read as it
+//! comes, to it local files read into its apply requests as they are sent.
+//!
 //! What only one side has stays its own: the local walk of stats that finds changes where
-//! no watcher told them ([`LocalSide::walk`]), and the making of changes, whose content
-//! moves differently each way (from the sandbox a tar stream that the local writers read as
-//! it comes, `remote::with_incoming`; to it local files sent in its apply requests,
-//! `remote::apply`).
+//! no watcher told them ([`LocalSide::walk`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 
+use crate::content_hash::ContentHash;
 use crate::merge::Entries;
 use crate::scan::{self, Ignores, ScanCache};
 use crate::{Sandbox, SdkError};
 
-use super::local::TEMP_SUFFIX;
-use super::remote;
+use super::local::{self, Contents, LocalTree, Refused, TEMP_SUFFIX};
+use super::ops::Op;
+use super::{Progress, put_hashes, remote};
 
 /// Changed paths told beyond this many read the side whole.
 pub(super) const MOST_PATHS: usize = 20_000;
@@ -78,6 +85,20 @@ pub(super) trait Endpoint: Send {
         &'a mut self,
         paths: Option<&'a BTreeSet<String>>,
     ) -> BoxFuture<'a, Result<Read, SdkError>>;
+
+    /// What it holds of `holders` (a content hash and a path of this side holding it), for
+    /// the other side's steps.
+    fn supply(&self, holders: HashMap<ContentHash, String>) -> Supply<'_>;
+
+    /// Makes `steps` here, in order, each checked first against what the merge saw at its
+    /// path (a change made meanwhile is refused, never overwritten); new content from this
+    /// side's own files where it holds them, else from `from`. Answers each step's
+    /// outcome; an error only where the side could not be reached.
+    fn apply<'a>(
+        &'a mut self,
+        steps: Steps<'a>,
+        from: Supply<'a>,
+    ) -> BoxFuture<'a, Result<Outcomes, SdkError>>;
 }
 
 /// The sandbox's directory of a pair, through its daemon.
@@ -156,24 +177,64 @@ impl Endpoint for SandboxSide {
             })
         })
     }
+
+    fn supply(&self, holders: HashMap<ContentHash, String>) -> Supply<'_> {
+        Supply::Stream {
+            client: &self.client,
+            dir: &self.dir,
+            holders,
+        }
+    }
+
+    /// In batches of apply requests, each file's content read from its local holder as
+    /// the request is sent; the daemon checks each step as it makes it.
+    fn apply<'a>(
+        &'a mut self,
+        steps: Steps<'a>,
+        from: Supply<'a>,
+    ) -> BoxFuture<'a, Result<Outcomes, SdkError>> {
+        Box::pin(async move {
+            let Supply::Files(sources) = from else {
+                return Err(SdkError::invalid(
+                    "a sandbox's steps take their content from local files",
+                ));
+            };
+            let total = steps.ops.len() as u64;
+            let progress = steps.progress;
+            let sent: remote::Sent = Arc::new(move |done: usize| {
+                if let Some(progress) = &progress {
+                    progress("to sandbox", done as u64, total);
+                }
+            });
+            remote::apply(&self.client, &self.dir, steps.ops, &sources, sent).await
+        })
+    }
 }
 
 /// The local directory of a pair, for one pass: the watcher that outlives passes where
 /// one answers, and the last scan's records, which the pass takes from its state for the
-/// read and gives back after.
+/// read and for the apply, and gives back after each.
 pub(super) struct LocalSide<'w> {
     root: PathBuf,
     ignores: Ignores,
     watcher: Option<&'w mut dyn LocalSince>,
+    /// Where content the sandbox streams for more than one put is kept meanwhile.
+    stash: PathBuf,
     pub records: ScanCache,
 }
 
 impl<'w> LocalSide<'w> {
-    pub fn new(root: &Path, ignores: &Ignores, watcher: Option<&'w mut dyn LocalSince>) -> Self {
+    pub fn new(
+        root: &Path,
+        ignores: &Ignores,
+        watcher: Option<&'w mut dyn LocalSince>,
+        stash: PathBuf,
+    ) -> Self {
         Self {
             root: root.to_path_buf(),
             ignores: ignores.clone(),
             watcher,
+            stash,
             records: ScanCache::default(),
         }
     }
@@ -243,6 +304,136 @@ impl Endpoint for LocalSide<'_> {
             })
         })
     }
+
+    fn supply(&self, holders: HashMap<ContentHash, String>) -> Supply<'_> {
+        Supply::Files(Sources::new(self.root.clone(), holders, &self.records))
+    }
+
+    /// On a thread of its own, with writer threads beside it (`LocalTree::apply_all`);
+    /// content streamed from the sandbox is written where it goes as it comes. The records
+    /// come back whatever the apply answers.
+    fn apply<'a>(
+        &'a mut self,
+        steps: Steps<'a>,
+        from: Supply<'a>,
+    ) -> BoxFuture<'a, Result<Outcomes, SdkError>> {
+        Box::pin(async move {
+            let Steps { ops, own, progress } = steps;
+            let _ = std::fs::remove_dir_all(&self.stash);
+            let mut own = own;
+            // What the sandbox sends: what the puts need that is not here.
+            let streamed = match &from {
+                Supply::Stream { holders, .. } => Some(wanted(ops, &own, holders)),
+                Supply::Files(_) => None,
+            };
+            let kept = keep_sources(&self.root, ops, &mut own);
+            let own = Sources::new(self.root.clone(), own, &self.records);
+            let records = Arc::new(std::mem::take(&mut self.records));
+            let (root, ops_owned, cache) = (self.root.clone(), ops.to_vec(), records.clone());
+            let apply = move |other: Option<&dyn Contents>| -> Outcomes {
+                let tree = LocalTree {
+                    root: &root,
+                    cache: &cache,
+                };
+                let total = ops_owned.len() as u64;
+                let done = |done: usize| {
+                    if let Some(progress) = &progress {
+                        progress("to local", done as u64, total);
+                    }
+                };
+                match other {
+                    Some(other) => tree.apply_all(&ops_owned, &Both { own: &own, other }, &done),
+                    None => tree.apply_all(&ops_owned, &own, &done),
+                }
+            };
+            let applied = match (from, streamed) {
+                (Supply::Stream { client, dir, .. }, Some((wanted, uses)))
+                    if !wanted.is_empty() =>
+                {
+                    let stash = self.stash.clone();
+                    remote::with_incoming(client, dir, wanted, uses, stash, move |incoming| {
+                        apply(Some(incoming))
+                    })
+                    .await
+                }
+                (Supply::Files(files), _) => on_a_thread(move || apply(Some(&files))).await,
+                (Supply::Stream { .. }, _) => on_a_thread(move || apply(None)).await,
+            };
+            self.records = Arc::try_unwrap(records).unwrap_or_else(|shared| (*shared).clone());
+            let _ = std::fs::remove_dir_all(&self.stash);
+            for link in kept {
+                let _ = std::fs::remove_file(link);
+            }
+            applied
+        })
+    }
+}
+
+async fn on_a_thread(
+    apply: impl FnOnce() -> Outcomes + Send + 'static,
+) -> Result<Outcomes, SdkError> {
+    Ok(tokio::task::spawn_blocking(apply)
+        .await
+        .map_err(std::io::Error::other)?)
+}
+
+/// What the sandbox streams for the local puts `ops`: each content the local side does not
+/// hold (`own`), once, with the sandbox path holding it, in the order the puts need it;
+/// and how many puts want each.
+fn wanted(
+    ops: &[Op],
+    own: &HashMap<ContentHash, String>,
+    holders: &HashMap<ContentHash, String>,
+) -> (Vec<(ContentHash, String)>, HashMap<ContentHash, usize>) {
+    let mut wanted: Vec<(ContentHash, String)> = Vec::new();
+    let mut uses: HashMap<ContentHash, usize> = HashMap::new();
+    for hash in put_hashes(ops) {
+        let Some(path) = holders.get(hash).filter(|_| !own.contains_key(hash)) else {
+            continue;
+        };
+        let count = uses.entry(*hash).or_insert(0);
+        if *count == 0 {
+            wanted.push((*hash, path.clone()));
+        }
+        *count += 1;
+    }
+    (wanted, uses)
+}
+
+/// Content the local changes take from local files that they themselves replace, remove or
+/// move first (a file and a directory swapped: the file's content goes where the directory
+/// was, after the file's path became a directory): linked aside at the root before any
+/// change is made, and taken from there. Answers the links, removed after the changes.
+fn keep_sources(
+    root: &Path,
+    ops: &[Op],
+    by_hash: &mut HashMap<ContentHash, String>,
+) -> Vec<PathBuf> {
+    let changed: HashSet<&str> = ops.iter().map(Op::path).collect();
+    // The path or a directory above it changed (looked up, not compared with each change:
+    // a pass of 10,000 changes holds about as many holders).
+    let touched = |path: &str| {
+        changed.contains(path)
+            || path
+                .match_indices('/')
+                .any(|(end, _)| changed.contains(&path[..end]))
+    };
+    let mut kept = Vec::new();
+    for holder in by_hash.values_mut() {
+        if !touched(holder) {
+            continue;
+        }
+        let link = local::temp_beside(&root.join(".kept"));
+        let linked = std::fs::hard_link(root.join(&*holder), &link)
+            .or_else(|_| std::fs::copy(root.join(&*holder), &link).map(drop));
+        if linked.is_ok()
+            && let Some(name) = link.file_name().and_then(|name| name.to_str())
+        {
+            *holder = name.to_string();
+            kept.push(link);
+        }
+    }
+    kept
 }
 
 /// Paths under the local directory `local`, relative, the sync's own left out; `None` when
@@ -268,4 +459,91 @@ pub(super) fn relative_paths(local: &Path, paths: Vec<PathBuf>) -> Option<BTreeS
         };
     }
     (out.len() <= MOST_PATHS).then_some(out)
+}
+
+/// The outcome of each of a side's steps, in their order.
+pub(super) type Outcomes = Vec<Result<(), Refused>>;
+
+/// A side's share of a pass's plan, as [`Endpoint::apply`] takes it.
+pub(super) struct Steps<'a> {
+    pub ops: &'a [Op],
+    /// Where this side itself holds content its puts need: a path each, the first holder
+    /// in its tree as the merge saw it (the sandbox's side takes none of its own).
+    pub own: HashMap<ContentHash, String>,
+    /// Told how many of the steps are made.
+    pub progress: Option<Progress>,
+}
+
+/// Content one side holds, as the other side's steps take it ([`Endpoint::supply`]). It
+/// moves differently each way, so the two ways are named rather than hidden.
+pub(super) enum Supply<'a> {
+    /// Local files, read where they are as each step needs them, so the content sent is
+    /// what the file holds then (what the sandbox's steps take).
+    Files(Sources),
+    /// The sandbox's files (a hash and a path holding it each), streamed once in the
+    /// order the local steps need them and written where they go as they come (what the
+    /// local steps take).
+    Stream {
+        client: &'a Sandbox,
+        dir: &'a str,
+        holders: HashMap<ContentHash, String>,
+    },
+}
+
+/// Where content is, by hash, on the local side: each hash's holder under `root`.
+pub(super) struct Sources {
+    root: PathBuf,
+    by_hash: HashMap<ContentHash, String>,
+    /// The size of each content whose holder the local scan recorded holding it.
+    sizes: HashMap<ContentHash, u64>,
+}
+
+impl Sources {
+    /// Sizes from the holders' own records (looked up, not a walk of every record); a
+    /// holder without one is `stat`ed when its content is sent.
+    fn new(root: PathBuf, by_hash: HashMap<ContentHash, String>, cache: &ScanCache) -> Sources {
+        let sizes = by_hash
+            .iter()
+            .filter_map(|(hash, path)| {
+                let seen = cache.get(path).filter(|seen| seen.hash == *hash)?;
+                Some((*hash, seen.size))
+            })
+            .collect();
+        Sources {
+            root,
+            by_hash,
+            sizes,
+        }
+    }
+}
+
+impl Contents for Sources {
+    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
+        self.by_hash.get(hash).map(|path| self.root.join(path))
+    }
+
+    fn size(&self, hash: &ContentHash) -> Option<u64> {
+        self.sizes.get(hash).copied()
+    }
+}
+
+/// Content for the local puts: what comes from the other side where it is needed (a
+/// stream's content written where it goes, or kept for a second put), else a local file.
+struct Both<'s> {
+    own: &'s Sources,
+    other: &'s dyn Contents,
+}
+
+impl Contents for Both<'_> {
+    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
+        self.other.source(hash).or_else(|| self.own.source(hash))
+    }
+
+    fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
+        self.other.write(hash, temp, mode)
+    }
+
+    fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+        self.other.take(hash, limit)
+    }
 }

@@ -237,7 +237,7 @@ pub async fn apply(
     sandbox: &Sandbox,
     remote: &str,
     ops: &[Op],
-    contents: &dyn Contents,
+    contents: &(dyn Contents + Sync),
     sent: Sent,
 ) -> Result<Vec<Result<(), Refused>>, SdkError> {
     let mut results: Vec<Option<Result<(), Refused>>> = Vec::with_capacity(ops.len());
@@ -457,6 +457,22 @@ pub async fn with_incoming<T: Send + 'static>(
     })
     .await?;
     Ok(applied?)
+}
+
+/// Content streamed for the local puts: a content more than one put wants is read from
+/// the file it was kept in after the first.
+impl Contents for Incoming<'_> {
+    fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
+        self.stashed(hash)
+    }
+
+    fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
+        Incoming::write(self, hash, temp, mode)
+    }
+
+    fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+        Incoming::take(self, hash, limit)
+    }
 }
 
 /// Files coming from the sandbox in one tar stream, in the order the puts need them.
