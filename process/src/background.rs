@@ -386,9 +386,9 @@ impl ProcessService {
             }
             None => generated_id(),
         };
-        if self.table.runs(&id) {
+        let Some(_reserved) = self.table.reserve(&id) else {
             return Err(ProcessError::DuplicateId { id });
-        }
+        };
         let host = if session_id == fsd_api::DISABLE_SESSION_TOKEN {
             SESSIONLESS_HOST
         } else {

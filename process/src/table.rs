@@ -10,7 +10,7 @@
 //! next line's calls see this runtime's processes only, as the reference's new runtime
 //! does). One that ran when its daemon stopped ended with it and is recorded as such.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -447,6 +447,22 @@ struct Inner {
     processes: HashMap<String, Arc<Process>>,
     /// Ids of ended processes, oldest end first.
     ended: VecDeque<String>,
+    /// Ids taken by starts not yet in `processes` (see [`ProcessTable::reserve`]).
+    starting: HashSet<String>,
+}
+
+/// An id a start holds from its check to its entry in the table: a second start asking
+/// for it meanwhile is refused, so it can neither replace the first's log directory nor
+/// leave the first's process running where no id reaches it. Let go when dropped.
+pub(crate) struct Reserved<'t> {
+    table: &'t ProcessTable,
+    id: String,
+}
+
+impl Drop for Reserved<'_> {
+    fn drop(&mut self) {
+        self.table.inner().starting.remove(&self.id);
+    }
 }
 
 impl ProcessTable {
@@ -534,9 +550,19 @@ impl ProcessTable {
         let _ = std::fs::remove_dir_all(self.dir.join(id));
     }
 
-    /// Whether `id` names a process running now.
-    pub(crate) fn runs(&self, id: &str) -> bool {
-        self.get(id).is_some_and(|process| process.running())
+    /// Holds `id` for a start, until the guard is dropped (after the start's
+    /// [`insert`](Self::insert), or its failure); `None` when a process runs under it or
+    /// another start holds it.
+    pub(crate) fn reserve(&self, id: &str) -> Option<Reserved<'_>> {
+        let mut inner = self.inner();
+        let runs = inner.processes.get(id).is_some_and(|p| p.running());
+        if runs || !inner.starting.insert(id.to_string()) {
+            return None;
+        }
+        Some(Reserved {
+            table: self,
+            id: id.to_string(),
+        })
     }
 
     /// Adds a started process and writes its record; one ended under the same id is

@@ -8,7 +8,10 @@
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_NEXT_ONLY=1` for the part
-//! beside the reference's next runtime alone.
+//! beside the reference's next runtime alone, `FSD_BIN_BEFORE=<fsd>` for the 0.12 exec
+//! rows beside another build of fsd alone (a build before a change), the two daemons up at
+//! once and taking turns every few hundred calls: whole runs one after the other differ by
+//! more than a change to these rows does on a shared machine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -126,6 +129,11 @@ async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
 
 async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     let next_rounds = if round_trips > 1000 { 500 } else { 50 };
+    if let Some(before) = std::env::var_os("FSD_BIN_BEFORE") {
+        let turns = if round_trips > 1000 { 20 } else { 2 };
+        beside_the_build_before(before.into(), turns).await;
+        return;
+    }
     if std::env::var_os("FSD_BENCH_NEXT_ONLY").is_some() {
         beside_the_reference_next(&Daemon::start_with(image_durability()), next_rounds).await;
         return;
@@ -246,6 +254,99 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     drop(daemon);
     let atomic = Daemon::start_with(image_durability());
     beside_the_reference_next(&atomic, next_rounds).await;
+}
+
+/// One daemon's three 0.12 transports, for [`beside_the_build_before`].
+struct Transports {
+    daemon: Daemon,
+    http: reqwest::Client,
+    ws: WsClient,
+    rpc: RpcClient,
+}
+
+impl Transports {
+    async fn open(daemon: Daemon) -> Self {
+        let ws = WsClient::connect(&daemon, "/ws").await;
+        let rpc = RpcClient::connect(&daemon.url, daemon.token.as_deref()).await;
+        Self {
+            daemon,
+            http: reqwest::Client::new(),
+            ws,
+            rpc,
+        }
+    }
+
+    /// `calls` foreground execs of `true` in a warm session on each transport.
+    async fn exec(&mut self, calls: usize, samples: &mut [Vec<Duration>; 3]) {
+        let exec = json!({"command": "true", "sessionId": "bench"});
+        let (http, daemon) = (&self.http, &self.daemon);
+        samples[0].extend(http_calls(http, daemon, "/api/execute", &exec, calls).await);
+        samples[1].extend(ws_calls(&mut self.ws, "/api/execute", &exec, calls).await);
+        let rpc = &self.rpc;
+        let args = json!(["true", "bench", ["undefined"]]);
+        let over_rpc = timed(calls, |_| async {
+            settled(&rpc.call("commands", "execute", args.clone()).await);
+        });
+        samples[2].extend(over_rpc.await);
+    }
+
+    /// `writes` 1 MiB text writes on each transport.
+    async fn write(&mut self, writes: usize, samples: &mut [Vec<Duration>; 3]) {
+        let path = self
+            .daemon
+            .root()
+            .join("bench-1mib.txt")
+            .display()
+            .to_string();
+        let body = json!({"path": path, "content": "x".repeat(1 << 20)});
+        let (http, daemon) = (&self.http, &self.daemon);
+        samples[0].extend(http_calls(http, daemon, "/api/write", &body, writes).await);
+        samples[1].extend(ws_calls(&mut self.ws, "/api/write", &body, writes).await);
+        let rpc = &self.rpc;
+        let args = json!([path, body["content"], "bench", ["undefined"]]);
+        let over_rpc = timed(writes, |_| async {
+            settled(&rpc.call("files", "writeFile", args.clone()).await);
+        });
+        samples[2].extend(over_rpc.await);
+    }
+}
+
+/// The 0.12 exec and 1 MiB write rows of this build beside `before`'s, both daemons up,
+/// `turns` turns of 250 execs and 25 writes per transport each.
+async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
+    println!("0.12 calls, this build beside {}", before.display());
+    println!("({turns} turns of 250 execs and 25 writes per transport each, alternating, p50)");
+    let before = fsd_tests::Options {
+        fsd: Some(before),
+        ..Default::default()
+    };
+    let mut sides = [
+        Transports::open(Daemon::start()).await,
+        Transports::open(Daemon::start_with(before)).await,
+    ];
+    let mut execs: [[Vec<Duration>; 3]; 2] = Default::default();
+    let mut writes: [[Vec<Duration>; 3]; 2] = Default::default();
+    for _ in 0..turns {
+        for (side, (execs, writes)) in sides.iter_mut().zip(execs.iter_mut().zip(&mut writes)) {
+            side.exec(250, execs).await;
+            side.write(25, writes).await;
+        }
+    }
+    println!("  call                             this ms   before ms   this/before");
+    for (call, samples) in [("exec `true`", &mut execs), ("1 MiB write", &mut writes)] {
+        for (index, transport) in ["HTTP keep-alive", "/ws", "/rpc"].iter().enumerate() {
+            let [this, before] = samples;
+            let (this, before) = (
+                ms(pct(&mut this[index], 50.0)),
+                ms(pct(&mut before[index], 50.0)),
+            );
+            let name = format!("{call}, {transport}");
+            println!(
+                "  {name:<30} {this:>9.3} {before:>11.3} {:>12.2}×",
+                this / before
+            );
+        }
+    }
 }
 
 /// fsd as the image runs it: nothing waits for the disk, as the reference does not.

@@ -76,6 +76,9 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Where the workspace and state directories are made (default: the temp directory).
     pub under: Option<PathBuf>,
+    /// The `fsd` binary to run (default: [`binary`]`("fsd")`): a bench's build before,
+    /// beside this one.
+    pub fsd: Option<PathBuf>,
 }
 
 impl Daemon {
@@ -356,7 +359,7 @@ fn spawn_on(
     state: &Path,
     listen: &str,
 ) -> Result<(Child, String), String> {
-    let mut command = Command::new(binary("fsd"));
+    let mut command = Command::new(options.fsd.clone().unwrap_or_else(|| binary("fsd")));
     command
         .args([
             "serve",

@@ -156,6 +156,55 @@ async fn logs_read_right_after_output_hold_it_beside_a_busy_core() {
     }
 }
 
+/// Two starts asking for one id at the same moment start one process: the other is
+/// refused as a duplicate, and the one that runs is the one its id reads, lists and kills
+/// (neither replaces the other's log, nor is left running where no id reaches it).
+#[tokio::test]
+async fn two_starts_racing_for_one_id_start_one_process() {
+    const PAIRS: usize = 12;
+    let daemon = Daemon::start();
+    let marks = daemon.path("racing");
+    std::fs::create_dir_all(&marks).unwrap();
+    for pair in 0..PAIRS {
+        let id = format!("race-{pair}");
+        let body = |who: &str| {
+            let mark = marks.join(format!("{pair}-{who}"));
+            json!({"command": format!("echo {who}; : > {}; sleep 30", mark.display()), "processId": id})
+        };
+        let (a, b) = tokio::join!(
+            daemon.post("/api/process/start", body("a")),
+            daemon.post("/api/process/start", body("b")),
+        );
+        let (won, (lost_status, lost)) = match (a.0, b.0) {
+            (StatusCode::OK, StatusCode::OK) => panic!("{id}: both starts ran: {} {}", a.1, b.1),
+            (StatusCode::OK, _) => ("a", b),
+            (_, StatusCode::OK) => ("b", a),
+            _ => panic!("{id}: neither start ran: {} {}", a.1, b.1),
+        };
+        assert_error(lost_status, &lost, 409, "RESOURCE_BUSY");
+        let output = format!("{won}\n");
+        let waited = Instant::now();
+        loop {
+            let (_, logs) = daemon.get(&format!("/api/process/{id}/logs")).await;
+            if logs["stdout"] == output.as_str() {
+                break;
+            }
+            assert!(waited.elapsed() < Duration::from_secs(30), "{id}: {logs}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let (_, killed) = daemon.delete(&format!("/api/process/{id}")).await;
+        assert_eq!(killed["success"], true, "{id}: {killed}");
+        wait_status(&daemon, &id, "killed").await;
+    }
+    let (_, list) = daemon.get("/api/process/list").await;
+    let listed = list["processes"].as_array().unwrap();
+    assert_eq!(listed.len(), PAIRS, "one process per id: {list}");
+    assert!(listed.iter().all(|p| p["status"] == "killed"), "{list}");
+    // Only the winners ever ran.
+    let ran = std::fs::read_dir(&marks).unwrap().count();
+    assert_eq!(ran, PAIRS, "one command per id ran");
+}
+
 #[tokio::test]
 async fn kill_escalates_and_kills_the_whole_tree() {
     let daemon = Daemon::start();
