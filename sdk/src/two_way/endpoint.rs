@@ -318,9 +318,12 @@ impl Endpoint for LocalSide<'_> {
         from: Supply<'a>,
     ) -> BoxFuture<'a, Result<Outcomes, SdkError>> {
         Box::pin(async move {
-            let Steps { ops, own, progress } = steps;
+            let Steps {
+                ops,
+                mut own,
+                progress,
+            } = steps;
             let _ = std::fs::remove_dir_all(&self.stash);
-            let mut own = own;
             // What the sandbox sends: what the puts need that is not here.
             let streamed = match &from {
                 Supply::Stream { holders, .. } => Some(wanted(ops, &own, holders)),
