@@ -54,9 +54,9 @@ pub use journal::OpenConflict;
 use journal::{Head, Journal, State, Tracked};
 
 use endpoint::{Endpoint, LocalSide, MOST_PATHS, SandboxSide, Steps, relative_paths};
-pub use endpoint::{LocalSince, is_own_path};
+pub use endpoint::{LocalSince, Progress, is_own_path};
 use local::Refused;
-use ops::Op;
+use ops::{Op, put_hashes};
 use side::SideTree;
 
 /// What a two-way sync is told.
@@ -175,10 +175,6 @@ pub trait LocalWatch: Send {
     /// call among them; `None` when changes were lost (the tree is then read whole).
     fn take(&mut self) -> BoxFuture<'_, Option<Vec<PathBuf>>>;
 }
-
-/// Told how far a pass has come: the phase (`to local`, `to sandbox`), changes made, and
-/// changes in all.
-pub type Progress = std::sync::Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 
 /// How often a following sync reads both sides whole (syncthing rescans hourly too): the
 /// passes between read only what the watchers and the change token name, so an idle
@@ -887,17 +883,6 @@ fn under_and_at<T>(map: &BTreeMap<String, T>, path: &str) -> Vec<String> {
         .chain(merge::within(map, path))
         .map(|(key, _)| key.clone())
         .collect()
-}
-
-/// The content hashes `ops` put, in their order.
-fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
-    ops.iter().filter_map(|op| match op {
-        Op::Put {
-            entry: Entry::File { hash, .. },
-            ..
-        } => Some(hash),
-        _ => None,
-    })
 }
 
 /// A path holding each of `hashes`, looked for in `trees` in order (each without the

@@ -27,8 +27,12 @@ use crate::scan::{self, Ignores, ScanCache};
 use crate::{Sandbox, SdkError};
 
 use super::local::{self, Contents, LocalTree, Refused, TEMP_SUFFIX};
-use super::ops::Op;
-use super::{Progress, put_hashes, remote};
+use super::ops::{Op, put_hashes};
+use super::remote;
+
+/// Told how far a pass has come: the phase (`to local`, `to sandbox`), changes made, and
+/// changes in all.
+pub type Progress = Arc<dyn Fn(&str, u64, u64) + Send + Sync>;
 
 /// Changed paths told beyond this many read the side whole.
 pub(super) const MOST_PATHS: usize = 20_000;

@@ -57,6 +57,17 @@ impl Op {
     }
 }
 
+/// The content hashes `ops` put, in their order.
+pub(super) fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
+    ops.iter().filter_map(|op| match op {
+        Op::Put {
+            entry: Entry::File { hash, .. },
+            ..
+        } => Some(hash),
+        _ => None,
+    })
+}
+
 /// The changes that make `now` into `end` (both trees).
 pub fn operations(now: &Entries, end: &Entries) -> Vec<Op> {
     let mut plan = Planner {

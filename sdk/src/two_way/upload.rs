@@ -20,7 +20,7 @@ use crate::merge::{Entries, Entry};
 use crate::scan::{self, Ignores, ScanCache, WalkedFile};
 use crate::{Sandbox, SdkError};
 
-use super::Progress;
+use super::endpoint::Progress;
 use super::local::Refused;
 use super::ops::Op;
 use super::remote::{BodyWriter, body_writer};
