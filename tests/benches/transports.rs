@@ -8,10 +8,10 @@
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_NEXT_ONLY=1` for the part
-//! beside the reference's next runtime alone, `FSD_BIN_BEFORE=<fsd>` for the 0.12 exec
-//! rows beside another build of fsd alone (a build before a change), the two daemons up at
-//! once and taking turns every few hundred calls: whole runs one after the other differ by
-//! more than a change to these rows does on a shared machine.
+//! beside the reference's next runtime alone, `FSD_BIN_BEFORE=<fsd>` for the 0.12 rows
+//! and the next line's beside another build of fsd alone (a build before a change), the
+//! two daemons up at once and taking turns every few hundred calls: whole runs one after
+//! the other differ by more than a change to these rows does on a shared machine.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -312,7 +312,8 @@ impl Transports {
 }
 
 /// The 0.12 exec and 1 MiB write rows of this build beside `before`'s, both daemons up,
-/// `turns` turns of 250 execs and 25 writes per transport each.
+/// `turns` turns of 250 execs and 25 writes per transport each; then the next line's
+/// operations, `turns` turns of 100 calls each.
 async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
     println!("0.12 calls, this build beside {}", before.display());
     println!("({turns} turns of 250 execs and 25 writes per transport each, alternating, p50)");
@@ -346,6 +347,60 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
                 this / before
             );
         }
+    }
+    println!("the SDK's next line, this build beside the one before ({turns} turns of 100 calls)");
+    let [this, before] = &sides;
+    let servers = [
+        next_server("this", &this.daemon).await,
+        next_server("before", &before.daemon).await,
+    ];
+    let mut samples = take_turns(&servers, turns, 100).await;
+    println!(
+        "  operation                                          this ms   before ms   this/before"
+    );
+    for (op, [this, before]) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+        let (this, before) = (ms(pct(this, 50.0)), ms(pct(before, 50.0)));
+        println!(
+            "  {:<48} {this:>9.2} {before:>11.2} {:>12.2}×",
+            op.name(),
+            this / before
+        );
+    }
+}
+
+/// Each of the next line's operations `calls` times on each server in turn, `turns` times
+/// over; the samples of each operation, per server.
+async fn take_turns(
+    servers: &[NextServer; 2],
+    turns: usize,
+    calls: usize,
+) -> Vec<[Vec<Duration>; 2]> {
+    let mut samples: Vec<[Vec<Duration>; 2]> =
+        NextOp::ALL.iter().map(|_| Default::default()).collect();
+    for _turn in 0..turns {
+        for (op, taken) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+            for (server, taken) in servers.iter().zip(taken.iter_mut()) {
+                // 30 unmeasured in all (`timed` leaves out 20).
+                taken.extend(
+                    timed(calls + 10, |_| op.run(server))
+                        .await
+                        .into_iter()
+                        .skip(10),
+                );
+            }
+        }
+    }
+    samples
+}
+
+/// A daemon as a server of the next line's operations.
+async fn next_server(name: &'static str, daemon: &Daemon) -> NextServer {
+    NextServer {
+        name,
+        url: daemon.url.clone(),
+        token: daemon.token.clone(),
+        next: RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await,
+        file: daemon.path("next-1k.txt").display().to_string(),
     }
 }
 
@@ -596,13 +651,7 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         return;
     };
     let servers = [
-        NextServer {
-            name: "fsd",
-            url: daemon.url.clone(),
-            token: daemon.token.clone(),
-            next: RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await,
-            file: daemon.path("next-1k.txt").display().to_string(),
-        },
+        next_server("fsd", daemon).await,
         NextServer {
             name: "reference",
             url: reference.url.clone(),
@@ -611,21 +660,7 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
             file: "/workspace/fsd-bench-next-1k.txt".into(),
         },
     ];
-    let mut samples: Vec<[Vec<Duration>; 2]> =
-        NextOp::ALL.iter().map(|_| Default::default()).collect();
-    for _round in 0..2 {
-        for (op, taken) in NextOp::ALL.iter().zip(samples.iter_mut()) {
-            for (server, taken) in servers.iter().zip(taken.iter_mut()) {
-                // 30 unmeasured in all (`timed` leaves out 20).
-                taken.extend(
-                    timed(rounds + 10, |_| op.run(server))
-                        .await
-                        .into_iter()
-                        .skip(10),
-                );
-            }
-        }
-    }
+    let mut samples = take_turns(&servers, 2, rounds).await;
     let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
     let read = samples[NextOp::ALL
         .iter()
