@@ -459,41 +459,16 @@ pub async fn with_incoming<T: Send + 'static>(
     Ok(applied?)
 }
 
-/// Content streamed for the local puts: a content more than one put wants is read from
-/// the file it was kept in after the first.
+/// Content streamed for the local puts, handed to each as the stream reaches it.
 impl Contents for Incoming<'_> {
+    /// A file holding `hash` kept for the puts after the first.
     fn source(&self, hash: &ContentHash) -> Option<PathBuf> {
-        self.stashed(hash)
+        self.stashed.borrow().get(hash).cloned()
     }
 
-    fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
-        Incoming::write(self, hash, temp, mode)
-    }
-
-    fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
-        Incoming::take(self, hash, limit)
-    }
-}
-
-/// Files coming from the sandbox in one tar stream, in the order the puts need them.
-pub struct Incoming<'a> {
-    entries: RefCell<tar::Entries<'a, ChannelReader>>,
-    /// An entry read ahead: a later put's (the one looked for was left out, gone since).
-    ahead: RefCell<Option<tar::Entry<'a, ChannelReader>>>,
-    /// The sandbox paths still to come.
-    coming: RefCell<BTreeSet<String>>,
-    /// Hash → sandbox path, of what is still to come.
-    wanted: RefCell<HashMap<ContentHash, String>>,
-    /// How many puts want each content: one wanted by more is kept in `stash` for them.
-    uses: HashMap<ContentHash, usize>,
-    stash: PathBuf,
-    stashed: RefCell<HashMap<ContentHash, PathBuf>>,
-}
-
-impl<'a> Incoming<'a> {
     /// Writes the content `hash` into `temp` (made new), checked against its hash; `None`
     /// when it is not coming (not asked for, taken already, or left out of the stream).
-    pub fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
+    fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
         let path = self.wanted.borrow_mut().remove(hash)?;
         self.coming.borrow_mut().remove(&path);
         let mut entry = self.entry_for(&path)?;
@@ -514,8 +489,8 @@ impl<'a> Incoming<'a> {
 
     /// The content `hash` read into memory when it is coming, wanted by one put, and at
     /// most `limit` bytes; `None` otherwise (a larger one stays next in the stream for
-    /// [`Incoming::write`]).
-    pub fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
+    /// [`Contents::write`]).
+    fn take(&self, hash: &ContentHash, limit: u64) -> Option<Result<Vec<u8>, Refused>> {
         if self.uses.get(hash).copied().unwrap_or(0) > 1 {
             return None;
         }
@@ -536,12 +511,24 @@ impl<'a> Incoming<'a> {
                 .map_err(Refused::from),
         )
     }
+}
 
-    /// A file holding `hash` kept for the puts after the first.
-    pub fn stashed(&self, hash: &ContentHash) -> Option<PathBuf> {
-        self.stashed.borrow().get(hash).cloned()
-    }
+/// Files coming from the sandbox in one tar stream, in the order the puts need them.
+pub struct Incoming<'a> {
+    entries: RefCell<tar::Entries<'a, ChannelReader>>,
+    /// An entry read ahead: a later put's (the one looked for was left out, gone since).
+    ahead: RefCell<Option<tar::Entry<'a, ChannelReader>>>,
+    /// The sandbox paths still to come.
+    coming: RefCell<BTreeSet<String>>,
+    /// Hash → sandbox path, of what is still to come.
+    wanted: RefCell<HashMap<ContentHash, String>>,
+    /// How many puts want each content: one wanted by more is kept in `stash` for them.
+    uses: HashMap<ContentHash, usize>,
+    stash: PathBuf,
+    stashed: RefCell<HashMap<ContentHash, PathBuf>>,
+}
 
+impl<'a> Incoming<'a> {
     /// The stream's entry for `path`; `None` when the daemon left it out.
     fn entry_for(&self, path: &str) -> Option<tar::Entry<'a, ChannelReader>> {
         loop {
