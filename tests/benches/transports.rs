@@ -97,6 +97,14 @@ fn row(name: &str, samples: &mut [Duration]) {
     );
 }
 
+/// A row for each transport's samples: HTTP keep-alive, `/ws`, `/rpc`.
+fn transport_rows(samples: &mut [Vec<Duration>; 3]) {
+    let names = ["HTTP keep-alive", "/ws (one socket)", "/rpc (one socket)"];
+    for (name, samples) in names.iter().zip(samples.iter_mut()) {
+        row(name, samples);
+    }
+}
+
 /// How long each line a process prints takes to reach a follower of its logs: the process
 /// prints its clock at the write, the follower reads the same clock at the event.
 async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
@@ -138,41 +146,26 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
         beside_the_reference_next(&Daemon::start_with(image_durability()), next_rounds).await;
         return;
     }
-    let daemon = Daemon::start();
-    let http = reqwest::Client::new();
-    let mut ws = WsClient::connect(&daemon, "/ws").await;
-    let rpc = RpcClient::connect(&daemon.url, daemon.token.as_deref()).await;
+    let mut transports = Transports::open(Daemon::start()).await;
     println!("fsd transports benchmark (release build, loopback)");
     println!();
 
     println!("exec `true` in a warm session ({round_trips} round trips each)");
-    let exec = json!({"command": "true", "sessionId": "bench"});
-    let mut over_http = http_calls(&http, &daemon, "/api/execute", &exec, round_trips).await;
-    let mut over_ws = ws_calls(&mut ws, "/api/execute", &exec, round_trips).await;
-    let mut over_rpc = timed(round_trips, |_| async {
-        settled(
-            &rpc.call(
-                "commands",
-                "execute",
-                json!(["true", "bench", ["undefined"]]),
-            )
-            .await,
-        );
-    })
-    .await;
-    row("HTTP keep-alive", &mut over_http);
-    row("/ws (one socket)", &mut over_ws);
-    row("/rpc (one socket)", &mut over_rpc);
-    let rpc_vs_ws = ms(pct(&mut over_rpc, 50.0)) / ms(pct(&mut over_ws, 50.0));
+    let mut execs: [Vec<Duration>; 3] = Default::default();
+    transports.exec(round_trips, &mut execs).await;
+    transport_rows(&mut execs);
+    let [_, over_ws, over_rpc] = &mut execs;
+    let rpc_vs_ws = ms(pct(over_rpc, 50.0)) / ms(pct(over_ws, 50.0));
     println!("  /rpc p50 is {:.2}× /ws's", rpc_vs_ws);
-    let next = RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await;
+    let (url, token) = (&transports.daemon.url, transports.daemon.token.as_deref());
+    let next = RpcClient::next_activated(url, token).await;
     let mut over_next = timed(round_trips, |_| async {
         next.run_to_exit(json!([["true"]])).await;
     })
     .await;
     row("next: start → exit event", &mut over_next);
-    let next_vs_rpc = ms(pct(&mut over_next, 50.0)) / ms(pct(&mut over_rpc, 50.0));
-    let next_vs_ws = ms(pct(&mut over_next, 50.0)) / ms(pct(&mut over_ws, 50.0));
+    let next_vs_rpc = ms(pct(&mut over_next, 50.0)) / ms(pct(over_rpc, 50.0));
+    let next_vs_ws = ms(pct(&mut over_next, 50.0)) / ms(pct(over_ws, 50.0));
     println!("  next p50 is {next_vs_rpc:.2}× /rpc's, {next_vs_ws:.2}× /ws's");
     println!();
 
@@ -183,19 +176,10 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     println!();
 
     println!("1 MiB text write ({writes} each)");
-    let content = "x".repeat(1 << 20);
-    let path = daemon.root().join("bench-1mib.txt").display().to_string();
-    let body = json!({"path": path, "content": content});
-    let mut write_http = http_calls(&http, &daemon, "/api/write", &body, writes).await;
-    let mut write_ws = ws_calls(&mut ws, "/api/write", &body, writes).await;
-    let mut write_rpc = timed(writes, |_| async {
-        let args = json!([path, content, "bench", ["undefined"]]);
-        settled(&rpc.call("files", "writeFile", args).await);
-    })
-    .await;
-    row("HTTP keep-alive", &mut write_http);
-    row("/ws (one socket)", &mut write_ws);
-    row("/rpc (one socket)", &mut write_rpc);
+    let mut written: [Vec<Duration>; 3] = Default::default();
+    transports.write(writes, &mut written).await;
+    transport_rows(&mut written);
+    let Transports { daemon, rpc, .. } = transports;
     println!();
 
     let small = round_trips.min(1000);
@@ -256,7 +240,8 @@ async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
     beside_the_reference_next(&atomic, next_rounds).await;
 }
 
-/// One daemon's three 0.12 transports, for [`beside_the_build_before`].
+/// One daemon's three 0.12 transports, for the 0.12 rows of a run and of
+/// [`beside_the_build_before`].
 struct Transports {
     daemon: Daemon,
     http: reqwest::Client,
