@@ -11,7 +11,9 @@
 //! beside the reference's next runtime alone, `FSD_BIN_BEFORE=<fsd>` for the 0.12 rows
 //! and the next line's beside another build of fsd alone (a build before a change), the
 //! two daemons up at once and taking turns every few hundred calls: whole runs one after
-//! the other differ by more than a change to these rows does on a shared machine.
+//! the other differ by more than a change to these rows does on a shared machine. With
+//! `FSD_BENCH_ONLY=<text>` those two modes run only the next line's operations whose name
+//! holds the text (`"1 MiB"`: the 1 MiB write and the read of what it wrote).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -312,7 +314,9 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
     ];
     let mut execs: [[Vec<Duration>; 3]; 2] = Default::default();
     let mut writes: [[Vec<Duration>; 3]; 2] = Default::default();
-    for _ in 0..turns {
+    // Only some of the next line's operations: none of these.
+    let only = std::env::var_os("FSD_BENCH_ONLY").is_some();
+    for _ in 0..if only { 0 } else { turns } {
         for (side, (execs, writes)) in sides.iter_mut().zip(execs.iter_mut().zip(&mut writes)) {
             side.exec(250, execs).await;
             side.write(25, writes).await;
@@ -322,6 +326,9 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
     for (call, samples) in [("exec `true`", &mut execs), ("1 MiB write", &mut writes)] {
         for (index, transport) in ["HTTP keep-alive", "/ws", "/rpc"].iter().enumerate() {
             let [this, before] = samples;
+            if this[index].is_empty() {
+                continue;
+            }
             let (this, before) = (
                 ms(pct(&mut this[index], 50.0)),
                 ms(pct(&mut before[index], 50.0)),
@@ -344,6 +351,9 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
         "  operation                                          this ms   before ms   this/before"
     );
     for (op, [this, before]) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+        if this.is_empty() {
+            continue;
+        }
         let (this, before) = (ms(pct(this, 50.0)), ms(pct(before, 50.0)));
         println!(
             "  {:<48} {this:>9.2} {before:>11.2} {:>12.2}×",
@@ -362,8 +372,12 @@ async fn take_turns(
 ) -> Vec<[Vec<Duration>; 2]> {
     let mut samples: Vec<[Vec<Duration>; 2]> =
         NextOp::ALL.iter().map(|_| Default::default()).collect();
+    let only = std::env::var("FSD_BENCH_ONLY").unwrap_or_default();
     for _turn in 0..turns {
         for (op, taken) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+            if !op.name().contains(only.as_str()) {
+                continue;
+            }
             for (server, taken) in servers.iter().zip(taken.iter_mut()) {
                 // 30 unmeasured in all (`timed` leaves out 20).
                 taken.extend(
@@ -646,7 +660,13 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         },
     ];
     let mut samples = take_turns(&servers, 2, rounds).await;
-    let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
+    let p50 = |samples: &mut Vec<Duration>| {
+        if samples.is_empty() {
+            f64::NAN
+        } else {
+            ms(pct(samples, 50.0))
+        }
+    };
     let read = samples[NextOp::ALL
         .iter()
         .position(|op| *op == NextOp::ReadKib)
@@ -658,6 +678,9 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         "operation", "fsd ms", "reference", "fsd/ref", "fsd's floor"
     );
     for (op, [fsd, reference]) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+        if fsd.is_empty() {
+            continue;
+        }
         let (fsd, reference) = (p50(fsd), p50(reference));
         println!(
             "  {:<48} {fsd:>9.2} {reference:>11.2} {:>7.2}× {:>12.2}",

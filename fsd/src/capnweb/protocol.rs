@@ -5,6 +5,8 @@
 use base64_simd::STANDARD_NO_PAD;
 use serde_json::{Map, Value, json};
 
+use super::text;
+
 /// The key a stub found inside an object is kept under, as `{EXPORT_KEY: id}`.
 pub const EXPORT_KEY: &str = "$fsd.export";
 
@@ -85,21 +87,26 @@ impl Message {
         Ok(message)
     }
 
-    /// The message as its frame's text. Serialized where it lies: a `resolve` can carry a
-    /// read's whole content.
+    /// The message as its frame's text. Written where it lies (a `resolve` can carry a
+    /// read's whole content), by [`text::array`], which escapes a word at a time.
     pub fn to_text(&self) -> String {
-        let text = match self {
-            Message::Push(expr) => serde_json::to_string(&("push", expr)),
-            Message::Pull(id) => serde_json::to_string(&("pull", id)),
-            Message::Resolve(id, expr) => serde_json::to_string(&("resolve", id, expr)),
-            Message::Reject(id, expr) => serde_json::to_string(&("reject", id, expr)),
-            Message::Release(id, count) => serde_json::to_string(&("release", id, count)),
-            Message::Stream(expr) => serde_json::to_string(&("stream", expr)),
-            Message::Pipe => serde_json::to_string(&("pipe",)),
-            Message::Abort(expr) => serde_json::to_string(&("abort", expr)),
-        };
-        // A `Value` always serializes (its map keys are strings).
-        text.unwrap_or_default()
+        use text::Part::{Int, Str, Value as Expr};
+        match self {
+            Message::Push(expr) => text::array(&[Str("push"), Expr(expr)]),
+            Message::Pull(id) => text::array(&[Str("pull"), Int((*id).into())]),
+            Message::Resolve(id, expr) => {
+                text::array(&[Str("resolve"), Int((*id).into()), Expr(expr)])
+            }
+            Message::Reject(id, expr) => {
+                text::array(&[Str("reject"), Int((*id).into()), Expr(expr)])
+            }
+            Message::Release(id, count) => {
+                text::array(&[Str("release"), Int((*id).into()), Int((*count).into())])
+            }
+            Message::Stream(expr) => text::array(&[Str("stream"), Expr(expr)]),
+            Message::Pipe => text::array(&[Str("pipe")]),
+            Message::Abort(expr) => text::array(&[Str("abort"), Expr(expr)]),
+        }
     }
 }
 
