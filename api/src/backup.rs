@@ -316,3 +316,62 @@ pub struct ExtractBackupResponse {
     pub requests: u64,
     pub fetched_bytes: u64,
 }
+
+/// fsd's own: `POST /api/fork`, branches of `dir` at one instant. `names` or `count`
+/// (branches named `1`..`count`); each branch is `dir@NAME` beside `dir`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkRequest {
+    pub dir: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub names: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<u32>,
+}
+
+/// A branch of a fork.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchInfo {
+    pub name: String,
+    pub path: String,
+    /// The directory it was forked from.
+    pub forked_from: String,
+    /// When (RFC 3339).
+    pub forked_at: String,
+    /// Files (and links) made or changed in it since the fork.
+    pub changed: u64,
+    /// Paths deleted in it since the fork.
+    pub deleted: u64,
+    /// Bytes its own layer holds on disk.
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ForkResponse {
+    pub success: bool,
+    pub dir: String,
+    pub branches: Vec<BranchInfo>,
+}
+
+/// `GET /api/fork`: every branch.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct BranchesResponse {
+    pub branches: Vec<BranchInfo>,
+}
+
+/// `POST /api/fork/discard`: a branch taken away with what was written in it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscardBranchRequest {
+    pub path: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscardBranchResponse {
+    pub success: bool,
+    pub path: String,
+}

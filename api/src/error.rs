@@ -71,6 +71,8 @@ error_codes! {
     ContextNotFound = "CONTEXT_NOT_FOUND" => 404,
     WatchNotFound = "WATCH_NOT_FOUND" => 404,
     BackupNotFound = "BACKUP_NOT_FOUND" => 404,
+    // fsd's own: no branch of a fork at the path given.
+    BranchNotFound = "BRANCH_NOT_FOUND" => 404,
     // fsd's own: a FIFO, socket or block device where the route needs a regular file or
     // something it writes into (`context.fileType`); a symlink loop; a missing device (ENXIO,
     // ENODEV); a FIFO without a reader; a device or FIFO that moved no data for 10 s.
@@ -131,6 +133,8 @@ error_codes! {
     InternalError = "INTERNAL_ERROR" => 500,
     BackupCreateFailed = "BACKUP_CREATE_FAILED" => 500,
     BackupRestoreFailed = "BACKUP_RESTORE_FAILED" => 500,
+    // fsd's own: a fork or a branch's discard failed on the machine.
+    ForkFailed = "FORK_FAILED" => 500,
 }
 
 impl std::fmt::Display for ErrorCode {
@@ -175,6 +179,9 @@ pub enum Operation {
     BackupCreate,
     #[serde(rename = "backup.restore")]
     BackupRestore,
+    /// fsd's own.
+    #[serde(rename = "workspace.fork")]
+    WorkspaceFork,
     #[serde(rename = "bucket.mount")]
     BucketMount,
     #[serde(rename = "bucket.unmount")]

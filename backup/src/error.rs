@@ -37,6 +37,20 @@ pub enum BackupError {
     NotMounted(PathBuf),
     #[error("{0}")]
     Layer(String),
+    /// A fork's branch would be made where something already is.
+    #[error("{0} already exists")]
+    BranchExists(PathBuf),
+    #[error("{0}")]
+    BranchName(String),
+    #[error("no branch at {0}")]
+    NoBranch(PathBuf),
+    /// A process holds something under a directory to fork or discard.
+    #[error("{path} is in use by process {pid} ({how})")]
+    Busy {
+        path: PathBuf,
+        pid: u32,
+        how: String,
+    },
     #[error("transfer failed: {0}")]
     Transfer(String),
     #[error("transfer refused: HTTP {status} from {what}: {body}")]

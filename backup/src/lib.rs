@@ -5,6 +5,7 @@ pub mod archive;
 mod codec;
 mod cursor;
 mod error;
+pub mod fork;
 pub mod incremental;
 pub mod index;
 pub mod layer;

@@ -2,9 +2,11 @@
 //! the `fsd-backup` crate. `service` owns the restore mounts; `validate` holds the
 //! reference's path rules; `routes` parses and answers; `history` and `extract` serve the
 //! time machine (a live tree's index, paths brought back from a stored snapshot);
-//! `pending` removes at start what a create killed half way wrote.
+//! `pending` removes at start what a create killed half way wrote; `fork` serves workspace
+//! forks and their branches.
 
 mod extract;
+mod fork;
 mod history;
 pub mod operations;
 mod pending;

@@ -21,6 +21,7 @@ use fsd_backup::{Phase, Progress};
 use tokio::sync::mpsc;
 
 use super::BackupState;
+use super::fork;
 use super::history;
 use super::operations;
 use super::request::{backup_dir, parse_backup_request};
@@ -46,6 +47,8 @@ where
         .route("/api/backup/unmount", post(unmount))
         .route("/api/backup/index", post(history::tree_index))
         .route("/api/backup/extract", post(history::extract))
+        .route("/api/fork", post(fork::fork).get(fork::branches))
+        .route("/api/fork/discard", post(fork::discard))
 }
 
 /// Progress events go out at most this often per phase (and always at 0 and at the end).

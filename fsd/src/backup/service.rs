@@ -62,6 +62,8 @@ pub struct Uploaded {
 
 pub struct BackupService {
     restorer: Result<Restorer, String>,
+    /// Workspace forks (`fork`): their layers and mounts.
+    forker: Result<fsd_backup::fork::Forker, String>,
     transfer: Transfer,
     urls: UrlRule,
     /// Creates in progress (see `pending`).
@@ -112,12 +114,18 @@ impl BackupService {
         if let Err(error) = &restorer {
             tracing::warn!(%error, "restores are unavailable");
         }
+        let forker =
+            fsd_backup::fork::Forker::new(&state_dir.join("forks")).map_err(|e| e.to_string());
+        if let Err(error) = &forker {
+            tracing::warn!(%error, "forks are unavailable");
+        }
         let transfer = Transfer::new(transfer_timeout).unwrap_or_else(|error| {
             tracing::error!(%error, "HTTP client for transfers");
             std::process::exit(1)
         });
         BackupService {
             restorer,
+            forker,
             transfer,
             urls,
             creating,
@@ -251,6 +259,42 @@ impl BackupService {
     pub async fn release(self: &Arc<Self>, dir: PathBuf) -> Result<Restore, BackupError> {
         let service = Arc::clone(self);
         blocking(move || service.restorer()?.release(&dir)).await
+    }
+
+    fn forker(&self) -> Result<&fsd_backup::fork::Forker, BackupError> {
+        self.forker.as_ref().map_err(|reason| BackupError::Mount {
+            what: "fork",
+            reason: reason.clone(),
+        })
+    }
+
+    /// Forks `dir` into branches named `names` (see [`fsd_backup::fork`]); refused while
+    /// `holder` names a process holding something under `dir`.
+    pub async fn fork(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        names: Vec<String>,
+        holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
+    ) -> Result<Vec<fsd_backup::fork::Layered>, BackupError> {
+        let service = Arc::clone(self);
+        let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
+        blocking(move || service.forker()?.fork(&dir, &names, driver, holder)).await
+    }
+
+    /// Every branch, with what it changed.
+    pub async fn branches(self: &Arc<Self>) -> Result<Vec<fsd_backup::fork::Branch>, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || Ok(service.forker()?.branches())).await
+    }
+
+    /// Takes the branch at `path` away with what was written in it.
+    pub async fn discard_branch(
+        self: &Arc<Self>,
+        path: PathBuf,
+        holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
+    ) -> Result<fsd_backup::fork::Layered, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.forker()?.discard(&path, holder)).await
     }
 
     /// Takes every restore down for a stop, keeping what was written to it (the next start

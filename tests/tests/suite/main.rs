@@ -16,6 +16,7 @@ mod files_ops;
 mod files_raw;
 mod files_read_write;
 mod files_stream;
+mod fork;
 mod fsctl;
 mod gateway;
 mod git;

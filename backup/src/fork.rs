@@ -1,0 +1,513 @@
+//! Workspace forks: N copy-on-write branches of a directory at one instant, each a whole
+//! tree, no file copied.
+//!
+//! The first fork of a plain directory `D` binds it (privately) under the state directory:
+//! that bind is the frozen tree, the lower layer of everything after. An overlay over it
+//! with a fresh upper is mounted on `D` itself, so `D` stays writable at its path, shows
+//! the same names, inode numbers and times (the layers are on one filesystem) and a watch
+//! of `D` sees a mount, not a changed tree; each branch is another overlay over the same
+//! lower, mounted on a sibling directory `D@NAME`. A fork of a directory that already is
+//! one of these overlays (`D` again, or a branch) freezes its upper instead: the new
+//! overlays take it as their topmost lower, and the old mount stays covered beneath the
+//! new one on `D` until a discard takes them down together. Nothing writes a
+//! frozen layer again: it is reachable only beneath mounts that show it read-only, which is
+//! why a fork is refused while a process has its directory, root or an open file in `D`
+//! (it would write the frozen tree beneath every branch).
+//!
+//! The layers and what each mount is are kept in `forks.json` under the state directory;
+//! mounts outlive a daemon's restart (they are adopted), and a machine that lost its mounts
+//! gets them back at the next start. Kernel overlayfs only: the FUSE driver is refused.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use nix::mount::{MntFlags, MsFlags};
+use serde::{Deserialize, Serialize};
+
+use crate::BackupError;
+use crate::mount::{self, Driver};
+
+const STATE_FILE: &str = "forks.json";
+
+/// The mount source of fork overlays, to tell them apart in mountinfo.
+pub const FORK_SOURCE: &str = "fsd-fork";
+
+/// A directory shown by a fork overlay: a forked directory itself, or a branch of one.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Layered {
+    /// Where the overlay is mounted.
+    pub path: PathBuf,
+    /// A branch's name; `None` for a forked directory itself.
+    pub branch: Option<String>,
+    /// The directory this was forked from (itself, for a forked directory).
+    pub forked_from: PathBuf,
+    /// The frozen layers beneath, topmost first.
+    pub lowers: Vec<PathBuf>,
+    /// Holds `upper` (what was written here since the fork) and `work`.
+    pub layer: PathBuf,
+    /// Unix milliseconds of the fork that made this layer.
+    pub forked_at: u64,
+}
+
+impl Layered {
+    pub fn upper(&self) -> PathBuf {
+        self.layer.join("upper")
+    }
+
+    fn work(&self) -> PathBuf {
+        self.layer.join("work")
+    }
+}
+
+/// A frozen plain directory: `source` bound privately at `at`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Bind {
+    source: PathBuf,
+    at: PathBuf,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct State {
+    binds: Vec<Bind>,
+    layered: Vec<Layered>,
+    /// Numbers the next fork's directory under the root.
+    next: u64,
+}
+
+/// A branch as listed: where it is, what it came from and what it changed.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct Branch {
+    pub name: String,
+    pub path: PathBuf,
+    pub forked_from: PathBuf,
+    pub forked_at: u64,
+    /// Files (and links) made or changed in the branch since its fork.
+    pub changed: u64,
+    /// Paths deleted in the branch since its fork.
+    pub deleted: u64,
+    /// Bytes its own layer holds (what the branch costs on disk).
+    pub bytes: u64,
+}
+
+/// Owns the fork mounts of one daemon.
+pub struct Forker {
+    root: PathBuf,
+    state: Mutex<State>,
+}
+
+impl Forker {
+    /// Keeps fork state under `root`; mounts again what the machine lost (a restart of the
+    /// container; a restart of the daemon keeps them).
+    pub fn new(root: &Path) -> Result<Forker, BackupError> {
+        fs::create_dir_all(root).map_err(|e| BackupError::io(root, e))?;
+        let file = root.join(STATE_FILE);
+        let state = match fs::read(&file) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| BackupError::Layer(format!("{}: {e}", file.display())))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+            Err(e) => return Err(BackupError::io(&file, e)),
+        };
+        let forker = Forker {
+            root: root.to_path_buf(),
+            state: Mutex::new(state),
+        };
+        forker.mount_what_is_missing();
+        Ok(forker)
+    }
+
+    fn mount_what_is_missing(&self) {
+        let Ok(state) = self.state.lock() else { return };
+        let mounted = mount::mount_table();
+        let is_mounted = |path: &Path, kind: Option<&str>| {
+            mounted
+                .iter()
+                .any(|m| m.target == path && kind.is_none_or(|kind| m.fstype == kind))
+        };
+        for bind in &state.binds {
+            if !is_mounted(&bind.at, None)
+                && let Err(error) = bind_privately(&bind.source, &bind.at)
+            {
+                tracing::warn!(%error, at = %bind.at.display(), "could not bind a fork's frozen tree again");
+            }
+        }
+        // Parents before what lies beneath them.
+        let mut layered: Vec<&Layered> = state.layered.iter().collect();
+        layered.sort_by_key(|l| l.path.components().count());
+        for layered in layered {
+            if !is_mounted(&layered.path, Some("overlay"))
+                && let Err(error) = mount_layered(layered)
+            {
+                tracing::warn!(%error, path = %layered.path.display(), "could not mount a fork's overlay again");
+            }
+        }
+    }
+
+    /// Forks `dir` into branches named `names` at one instant: `dir@NAME` beside it, each
+    /// showing `dir`'s whole tree as it is now, each written on its own; `dir` stays
+    /// writable where it is. `busy` says which process, if any, holds something under `dir`
+    /// (checked after the names, before anything is mounted).
+    pub fn fork(
+        &self,
+        dir: &Path,
+        names: &[String],
+        driver: Option<Driver>,
+        busy: impl Fn(&Path) -> Option<(u32, String)>,
+    ) -> Result<Vec<Layered>, BackupError> {
+        if driver != Some(Driver::Kernel) {
+            return Err(BackupError::Mount {
+                what: "fork",
+                reason: "forks need kernel overlayfs (root, the overlay filesystem); this \
+                         machine has none"
+                    .into(),
+            });
+        }
+        if !dir.is_dir() {
+            return Err(BackupError::NotADirectory(dir.to_path_buf()));
+        }
+        let names = checked_names(names)?;
+        let parent = dir.parent().unwrap_or(Path::new("/"));
+        let dir_name = dir
+            .file_name()
+            .ok_or_else(|| BackupError::NotADirectory(dir.to_path_buf()))?
+            .to_string_lossy()
+            .into_owned();
+        let paths: Vec<PathBuf> = names
+            .iter()
+            .map(|name| parent.join(format!("{dir_name}@{name}")))
+            .collect();
+        if let Some(taken) = paths.iter().find(|path| path.symlink_metadata().is_ok()) {
+            return Err(BackupError::BranchExists(taken.clone()));
+        }
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
+        let own = state.layered.iter().position(|l| l.path == dir);
+        if own.is_none() {
+            refuse_mounts_at_or_below(dir)?;
+        }
+        if let Some((pid, how)) = busy(dir) {
+            return Err(BackupError::Busy {
+                path: dir.to_path_buf(),
+                pid,
+                how,
+            });
+        }
+        let number = state.next;
+        state.next += 1;
+        let base = self.root.join(number.to_string());
+        let forked_at = crate::restore::now_ms();
+        let new_layer = |name: &str| -> Result<PathBuf, BackupError> {
+            let layer = base.join(name);
+            for sub in ["upper", "work"] {
+                fs::create_dir_all(layer.join(sub)).map_err(|e| BackupError::io(&layer, e))?;
+            }
+            Ok(layer)
+        };
+        // The frozen layers: a plain directory bound as it is, or the overlay's upper.
+        let (lowers, bind) = match own {
+            Some(index) => {
+                let current = &state.layered[index];
+                let mut lowers = vec![current.upper()];
+                lowers.extend(current.lowers.iter().cloned());
+                (lowers, None)
+            }
+            None => {
+                let at = base.join("tree");
+                fs::create_dir_all(&at).map_err(|e| BackupError::io(&at, e))?;
+                bind_privately(dir, &at)?;
+                (
+                    vec![at.clone()],
+                    Some(Bind {
+                        source: dir.to_path_buf(),
+                        at,
+                    }),
+                )
+            }
+        };
+        let undo_bind = |bind: &Option<Bind>| {
+            if let Some(bind) = bind {
+                let _ = nix::mount::umount2(&bind.at, MntFlags::MNT_DETACH);
+            }
+            let _ = fs::remove_dir_all(&base);
+        };
+        let this = Layered {
+            path: dir.to_path_buf(),
+            branch: own.and_then(|index| state.layered[index].branch.clone()),
+            forked_from: own.map_or_else(
+                || dir.to_path_buf(),
+                |index| state.layered[index].forked_from.clone(),
+            ),
+            lowers: lowers.clone(),
+            layer: match new_layer("self") {
+                Ok(layer) => layer,
+                Err(error) => {
+                    undo_bind(&bind);
+                    return Err(error);
+                }
+            },
+            forked_at,
+        };
+        let mut made: Vec<Layered> = Vec::new();
+        let mut made_dirs: Vec<PathBuf> = Vec::new();
+        let undo = |made: &[Layered], made_dirs: &[PathBuf]| {
+            for layered in made {
+                let _ = nix::mount::umount2(&layered.path, MntFlags::MNT_DETACH);
+            }
+            for path in made_dirs {
+                let _ = fs::remove_dir(path);
+            }
+        };
+        for (name, path) in names.iter().zip(&paths) {
+            let result = new_layer(name).and_then(|layer| {
+                fs::create_dir(path).map_err(|e| BackupError::io(path, e))?;
+                made_dirs.push(path.clone());
+                let branch = Layered {
+                    path: path.clone(),
+                    branch: Some(name.clone()),
+                    forked_from: dir.to_path_buf(),
+                    lowers: lowers.clone(),
+                    layer,
+                    forked_at,
+                };
+                mount_layered(&branch)?;
+                made.push(branch);
+                Ok(())
+            });
+            if let Err(error) = result {
+                undo(&made, &made_dirs);
+                undo_bind(&bind);
+                return Err(error);
+            }
+        }
+        // Last, `dir` itself: the new overlay on top. One it already had stays beneath,
+        // covered: nothing reaches it any more (a process in it refused the fork), and
+        // taking it down first would show the tree without its writes for a moment.
+        if let Err(error) = mount_layered(&this) {
+            undo(&made, &made_dirs);
+            undo_bind(&bind);
+            return Err(error);
+        }
+        match own {
+            Some(index) => state.layered[index] = this,
+            None => state.layered.push(this),
+        }
+        state.binds.extend(bind);
+        state.layered.extend(made.iter().cloned());
+        self.save(&state)?;
+        Ok(made)
+    }
+
+    /// Every branch, with what it changed.
+    pub fn branches(&self) -> Vec<Branch> {
+        let Ok(state) = self.state.lock() else {
+            return Vec::new();
+        };
+        state
+            .layered
+            .iter()
+            .filter_map(|layered| {
+                let name = layered.branch.clone()?;
+                let (changed, deleted, bytes) = layer_changes(&layered.upper());
+                Some(Branch {
+                    name,
+                    path: layered.path.clone(),
+                    forked_from: layered.forked_from.clone(),
+                    forked_at: layered.forked_at,
+                    changed,
+                    deleted,
+                    bytes,
+                })
+            })
+            .collect()
+    }
+
+    /// Takes the branch at `path` away with what was written in it. Layers it froze stay
+    /// while a branch made from it still shows them. `busy` as for [`Forker::fork`].
+    pub fn discard(
+        &self,
+        path: &Path,
+        busy: impl Fn(&Path) -> Option<(u32, String)>,
+    ) -> Result<Layered, BackupError> {
+        let mut state = self
+            .state
+            .lock()
+            .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
+        let index = state
+            .layered
+            .iter()
+            .position(|l| l.path == path && l.branch.is_some())
+            .ok_or_else(|| BackupError::NoBranch(path.to_path_buf()))?;
+        if let Some((pid, how)) = busy(path) {
+            return Err(BackupError::Busy {
+                path: path.to_path_buf(),
+                pid,
+                how,
+            });
+        }
+        let layered = state.layered.remove(index);
+        // Its overlay, and those its own forks left covered beneath it.
+        nix::mount::umount2(path, MntFlags::MNT_DETACH).map_err(|e| BackupError::Unmount {
+            path: path.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        while mount::mount_table()
+            .iter()
+            .any(|m| m.target == path && m.fstype == "overlay")
+        {
+            if nix::mount::umount2(path, MntFlags::MNT_DETACH).is_err() {
+                break;
+            }
+        }
+        let _ = fs::remove_dir(path);
+        // Its own layer, unless a fork of it froze that layer for branches still here.
+        let upper = layered.upper();
+        let frozen: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
+        if !frozen.contains(&upper)
+            && let Err(error) = fs::remove_dir_all(&layered.layer)
+        {
+            tracing::warn!(%error, layer = %layered.layer.display(), "could not remove a discarded branch's layer");
+        }
+        self.save(&state)?;
+        Ok(layered)
+    }
+
+    fn save(&self, state: &State) -> Result<(), BackupError> {
+        let file = self.root.join(STATE_FILE);
+        let bytes = serde_json::to_vec_pretty(state)
+            .map_err(|e| BackupError::Layer(format!("fork state: {e}")))?;
+        let temp = self.root.join(format!("{STATE_FILE}.tmp"));
+        fs::write(&temp, bytes).map_err(|e| BackupError::io(&temp, e))?;
+        fs::rename(&temp, &file).map_err(|e| BackupError::io(&file, e))
+    }
+}
+
+/// Branch names: given, distinct, one path component of letters, digits, `-`, `_`, `.`.
+fn checked_names(names: &[String]) -> Result<Vec<String>, BackupError> {
+    if names.is_empty() {
+        return Err(BackupError::BranchName(
+            "at least one branch is needed".into(),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for name in names {
+        let fine = !name.is_empty()
+            && name.len() <= 64
+            && name != "."
+            && name != ".."
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !fine {
+            return Err(BackupError::BranchName(format!(
+                "{name:?} is not a branch name (1-64 of letters, digits, '-', '_', '.')"
+            )));
+        }
+        if !seen.insert(name) {
+            return Err(BackupError::BranchName(format!("{name:?} is named twice")));
+        }
+    }
+    Ok(names.to_vec())
+}
+
+/// A directory with a mount on it or beneath it (a restore, a bucket) is not forked: the
+/// bind would not carry what those show, and their writes would not be frozen.
+fn refuse_mounts_at_or_below(dir: &Path) -> Result<(), BackupError> {
+    let mounted = mount::mount_table();
+    match mounted.iter().find(|m| m.target.starts_with(dir)) {
+        Some(m) => Err(BackupError::Mount {
+            what: "fork",
+            reason: format!(
+                "{} has a {} mount at {}; fork a directory without mounts in it",
+                dir.display(),
+                m.fstype,
+                m.target.display()
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn bind_privately(source: &Path, at: &Path) -> Result<(), BackupError> {
+    let fail = |e: nix::Error| BackupError::Mount {
+        what: "fork's frozen tree",
+        reason: e.to_string(),
+    };
+    nix::mount::mount(
+        Some(source),
+        at,
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(fail)?;
+    // Private, so the overlay mounted on `source` next does not show up on the bind too.
+    nix::mount::mount(
+        None::<&str>,
+        at,
+        None::<&str>,
+        MsFlags::MS_PRIVATE,
+        None::<&str>,
+    )
+    .map_err(|e| {
+        let _ = nix::mount::umount2(at, MntFlags::MNT_DETACH);
+        fail(e)
+    })
+}
+
+fn mount_layered(layered: &Layered) -> Result<(), BackupError> {
+    let escape = mount::escape;
+    let lowerdir = layered
+        .lowers
+        .iter()
+        .map(|p| escape(p))
+        .collect::<Vec<_>>()
+        .join(":");
+    let options = format!(
+        "lowerdir={lowerdir},upperdir={},workdir={},redirect_dir=on",
+        escape(&layered.upper()),
+        escape(&layered.work())
+    );
+    nix::mount::mount(
+        Some(FORK_SOURCE),
+        &layered.path,
+        Some("overlay"),
+        MsFlags::empty(),
+        Some(options.as_str()),
+    )
+    .map_err(|e| BackupError::Mount {
+        what: "fork's overlay",
+        reason: format!("{}: {e}", layered.path.display()),
+    })
+}
+
+/// What an overlay's upper layer says: paths written, paths deleted (whiteouts: character
+/// devices 0/0) and bytes held.
+fn layer_changes(upper: &Path) -> (u64, u64, u64) {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let (mut changed, mut deleted, mut bytes) = (0, 0, 0);
+    let mut stack = vec![upper.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let Ok(meta) = entry.metadata() else { continue };
+            if meta.file_type().is_char_device() && meta.rdev() == 0 {
+                deleted += 1;
+                continue;
+            }
+            bytes += meta.blocks() * 512;
+            if meta.is_dir() {
+                stack.push(entry.path());
+            } else {
+                changed += 1;
+            }
+        }
+    }
+    (changed, deleted, bytes)
+}

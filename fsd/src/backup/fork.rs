@@ -1,0 +1,237 @@
+//! `/api/fork`: a workspace directory forked into copy-on-write branches, the branches
+//! listed and discarded (fsd's own; the engine is [`fsd_backup::fork`]).
+
+use std::path::{Path, PathBuf};
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::State;
+use fsd_api::backup::{
+    BranchInfo, BranchesResponse, DiscardBranchRequest, DiscardBranchResponse, ForkRequest,
+    ForkResponse,
+};
+use fsd_api::{ErrorCode, Operation};
+use fsd_backup::BackupError;
+use fsd_backup::fork::{Branch, Layered};
+
+use super::BackupState;
+use super::request::backup_dir;
+use crate::error::{ApiError, OperationExt};
+use crate::paths::Follow;
+
+/// Most branches one fork makes.
+pub const MAX_BRANCHES: u32 = 100;
+
+pub async fn fork(
+    State(state): State<BackupState>,
+    body: Bytes,
+) -> Result<Json<ForkResponse>, ApiError> {
+    let req: ForkRequest =
+        crate::wire::json::parse_as(&body, ErrorCode::ValidationFailed, Operation::WorkspaceFork)?;
+    Ok(Json(fork_dir(&state, req).await?))
+}
+
+pub async fn branches(
+    State(state): State<BackupState>,
+) -> Result<Json<BranchesResponse>, ApiError> {
+    let branches = state
+        .service
+        .branches()
+        .await
+        .map_err(Forking)
+        .op(Operation::WorkspaceFork)?;
+    Ok(Json(BranchesResponse {
+        branches: branches.iter().map(branch_info).collect(),
+    }))
+}
+
+pub async fn discard(
+    State(state): State<BackupState>,
+    body: Bytes,
+) -> Result<Json<DiscardBranchResponse>, ApiError> {
+    let op = Operation::WorkspaceFork;
+    let req: DiscardBranchRequest =
+        crate::wire::json::parse_as(&body, ErrorCode::ValidationFailed, op)?;
+    let path = state
+        .paths
+        .in_workspace("path", &req.path, Follow::Parent)?;
+    let roots = confined_roots(&state);
+    let discarded = state
+        .service
+        .discard_branch(path, move |dir| holder(dir, &roots))
+        .await
+        .map_err(Forking)
+        .op(op)?;
+    Ok(Json(DiscardBranchResponse {
+        success: true,
+        path: discarded.path.display().to_string(),
+    }))
+}
+
+/// Forks the request's directory into its branches.
+pub async fn fork_dir(state: &BackupState, req: ForkRequest) -> Result<ForkResponse, ApiError> {
+    let op = Operation::WorkspaceFork;
+    let names = match (req.names, req.count) {
+        (Some(_), Some(_)) => {
+            return Err(ApiError::invalid_field(
+                ErrorCode::ValidationFailed,
+                "count",
+                "give names or count, not both",
+            ));
+        }
+        (Some(names), None) => names,
+        (None, Some(count)) if (1..=MAX_BRANCHES).contains(&count) => {
+            (1..=count).map(|n| n.to_string()).collect()
+        }
+        (None, Some(_)) => {
+            return Err(ApiError::invalid_field(
+                ErrorCode::ValidationFailed,
+                "count",
+                format!("must be 1 to {MAX_BRANCHES}"),
+            ));
+        }
+        (None, None) => vec!["1".into()],
+    };
+    if names.len() > MAX_BRANCHES as usize {
+        return Err(ApiError::invalid_field(
+            ErrorCode::ValidationFailed,
+            "names",
+            format!("at most {MAX_BRANCHES} branches a fork"),
+        ));
+    }
+    let dir = backup_dir(state, &req.dir, op)?;
+    // With --confine, each branch beside the directory must be inside the roots too.
+    for name in &names {
+        let beside = branch_path(&dir, name);
+        state
+            .paths
+            .in_workspace("dir", &beside.display().to_string(), Follow::Parent)?;
+    }
+    let roots = confined_roots(state);
+    let made = state
+        .service
+        .fork(dir.clone(), names, move |dir| holder(dir, &roots))
+        .await
+        .map_err(Forking)
+        .op(op)?;
+    Ok(ForkResponse {
+        success: true,
+        dir: dir.display().to_string(),
+        branches: made.iter().map(made_info).collect(),
+    })
+}
+
+fn branch_path(dir: &Path, name: &str) -> PathBuf {
+    let mut named = dir.as_os_str().to_owned();
+    named.push("@");
+    named.push(name);
+    PathBuf::from(named)
+}
+
+fn confined_roots(state: &BackupState) -> Vec<PathBuf> {
+    state
+        .paths
+        .policy()
+        .confined_roots()
+        .map(<[PathBuf]>::to_vec)
+        .unwrap_or_default()
+}
+
+fn made_info(layered: &Layered) -> BranchInfo {
+    BranchInfo {
+        name: layered.branch.clone().unwrap_or_default(),
+        path: layered.path.display().to_string(),
+        forked_from: layered.forked_from.display().to_string(),
+        forked_at: rfc3339_ms(layered.forked_at),
+        changed: 0,
+        deleted: 0,
+        bytes: 0,
+    }
+}
+
+fn branch_info(branch: &Branch) -> BranchInfo {
+    BranchInfo {
+        name: branch.name.clone(),
+        path: branch.path.display().to_string(),
+        forked_from: branch.forked_from.display().to_string(),
+        forked_at: rfc3339_ms(branch.forked_at),
+        changed: branch.changed,
+        deleted: branch.deleted,
+        bytes: branch.bytes,
+    }
+}
+
+fn rfc3339_ms(ms: u64) -> String {
+    let ms = i64::try_from(ms).unwrap_or(i64::MAX);
+    crate::time::unix_rfc3339(ms / 1000, (ms % 1000) * 1_000_000)
+}
+
+/// A process that holds something under `dir` (its working directory, its root, an open
+/// file or a mapping), or a `--confine` root at or beneath it (the daemon's own handle on
+/// it would reach beneath the fork's mount): what a fork or a discard of `dir` must refuse,
+/// since whatever it held would be written beneath the new mounts.
+fn holder(dir: &Path, roots: &[PathBuf]) -> Option<(u32, String)> {
+    if let Some(root) = roots.iter().find(|root| root.starts_with(dir)) {
+        return Some((
+            std::process::id(),
+            format!("--confine root {}", root.display()),
+        ));
+    }
+    let under = |link: PathBuf| -> Option<PathBuf> {
+        let target = std::fs::read_link(link).ok()?;
+        target.starts_with(dir).then_some(target)
+    };
+    let processes = std::fs::read_dir("/proc").ok()?;
+    for process in processes.flatten() {
+        let Some(pid) = process
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let proc_dir = process.path();
+        if under(proc_dir.join("cwd")).is_some() {
+            return Some((pid, "its working directory".into()));
+        }
+        if under(proc_dir.join("root")).is_some() {
+            return Some((pid, "its root".into()));
+        }
+        let Ok(fds) = std::fs::read_dir(proc_dir.join("fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            if let Some(target) = under(fd.path()) {
+                return Some((pid, format!("an open file, {}", target.display())));
+            }
+        }
+    }
+    None
+}
+
+/// A failure of a fork or a discard on the wire: caller mistakes by their own codes, what
+/// fails on the machine FORK_FAILED.
+pub struct Forking(pub BackupError);
+
+impl From<Forking> for ApiError {
+    fn from(Forking(err): Forking) -> Self {
+        let message = err.to_string();
+        match &err {
+            BackupError::BranchExists(path) => ApiError::new(ErrorCode::FileExists, message)
+                .with_context(serde_json::json!({ "path": path })),
+            BackupError::BranchName(_) => {
+                ApiError::invalid_field(ErrorCode::ValidationFailed, "names", message)
+            }
+            BackupError::NoBranch(path) => ApiError::new(ErrorCode::BranchNotFound, message)
+                .with_context(serde_json::json!({ "path": path })),
+            BackupError::Busy { path, pid, how } => ApiError::new(ErrorCode::ResourceBusy, message)
+                .with_context(serde_json::json!({ "path": path, "pid": pid, "holds": how }))
+                .with_suggestion(
+                    "Stop the process or move it out of the directory, then fork again",
+                ),
+            BackupError::NotADirectory(path) => ApiError::new(ErrorCode::NotDirectory, message)
+                .with_context(serde_json::json!({ "field": "dir", "path": path })),
+            _ => ApiError::new(ErrorCode::ForkFailed, message),
+        }
+    }
+}

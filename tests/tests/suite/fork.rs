@@ -1,0 +1,293 @@
+//! Workspace forks against the real daemon and the kernel's overlayfs: branches that each
+//! show the whole tree and are written on their own, the directory forked still writable,
+//! branches of branches, a fork refused while a process is in the directory, listing and
+//! discarding, a daemon restart with branches alive, and the refusals' codes.
+
+use std::path::{Path, PathBuf};
+
+use fsd_tests::{Daemon, require_mount_privilege};
+use serde_json::{Value, json};
+
+use crate::backup::digest;
+
+/// Takes down every mount under the daemon's workspace and state directory, deepest first:
+/// forks outlive the daemon (a restart keeps them), so a test takes its own away.
+fn unmount_all(daemon: &Daemon) {
+    for dir in [daemon.root(), daemon.state_dir()] {
+        let mut mounts = fsd_tests::mounts_under(&dir);
+        mounts.sort_by(|a, b| b.cmp(a));
+        for point in mounts {
+            let _ = nix::mount::umount2(Path::new(&point), nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
+fn tree(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src/deep")).unwrap();
+    std::fs::create_dir_all(dir.join("target/debug")).unwrap();
+    std::fs::write(dir.join("README.md"), b"the project\n").unwrap();
+    std::fs::write(dir.join("src/main.rs"), b"fn main() {}\n").unwrap();
+    std::fs::write(dir.join("src/deep/lib.rs"), b"pub fn f() {}\n").unwrap();
+    std::fs::write(dir.join("target/debug/app"), vec![7u8; 100_000]).unwrap();
+    std::os::unix::fs::symlink("src/main.rs", dir.join("main")).unwrap();
+}
+
+fn branch_named<'a>(list: &'a Value, name: &str) -> &'a Value {
+    list["branches"]
+        .as_array()
+        .and_then(|branches| branches.iter().find(|b| b["name"] == name))
+        .unwrap_or_else(|| panic!("no branch {name} in {list}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn branches_show_the_whole_tree_and_are_written_on_their_own() {
+    if !require_mount_privilege("branches_show_the_whole_tree_and_are_written_on_their_own") {
+        return;
+    }
+    let mut daemon = Daemon::start();
+    let dir = daemon.path("app");
+    tree(&dir);
+    let before = digest(&dir);
+    let (status, token) = daemon.post("/api/watch/check", json!({"path": dir})).await;
+    assert_eq!(status, 200, "{token}");
+
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": dir, "count": 3}))
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let branch = |n: u32| PathBuf::from(format!("{}@{n}", dir.display()));
+    for n in 1..=3 {
+        assert_eq!(
+            forked["branches"][n as usize - 1]["path"],
+            branch(n).display().to_string()
+        );
+        assert_eq!(
+            digest(&branch(n)),
+            before,
+            "branch {n} shows the whole tree"
+        );
+    }
+    assert_eq!(digest(&dir), before, "the directory shows what it did");
+
+    // A watch of the directory sees its tree unchanged by the fork: nothing made or
+    // deleted (a mount shows other objects, so files may be listed modified).
+    let (_, seen) = daemon
+        .post(
+            "/api/watch/check",
+            json!({"path": dir, "since": token["version"], "paths": true}),
+        )
+        .await;
+    let kinds: Vec<&Value> = seen["changes"]
+        .as_array()
+        .map(|c| c.iter().map(|change| &change["type"]).collect())
+        .unwrap_or_default();
+    assert!(
+        kinds.iter().all(|kind| *kind == "modified"),
+        "the fork made or deleted nothing in the watch's eyes: {seen}"
+    );
+
+    // Each is written on its own.
+    std::fs::write(dir.join("README.md"), b"edited in the directory\n").unwrap();
+    std::fs::write(branch(1).join("src/main.rs"), b"fn main() { one() }\n").unwrap();
+    std::fs::write(branch(1).join("new.txt"), b"made in one\n").unwrap();
+    std::fs::remove_dir_all(branch(2).join("target")).unwrap();
+    std::fs::rename(branch(2).join("src"), branch(2).join("source")).unwrap();
+    let mut expected = before.clone();
+    assert_eq!(digest(&branch(3)), expected, "branch 3 untouched");
+    expected.insert("README.md".into(), digest(&dir)["README.md"].clone());
+    assert_eq!(
+        digest(&dir),
+        expected,
+        "the directory has its own edit only"
+    );
+    assert_eq!(
+        std::fs::read(branch(1).join("README.md")).unwrap(),
+        b"the project\n"
+    );
+    assert!(!dir.join("new.txt").exists() && !branch(3).join("new.txt").exists());
+    assert!(branch(2).join("source/deep/lib.rs").is_file() && !dir.join("source").exists());
+    assert!(dir.join("target/debug/app").is_file());
+
+    // The directory's own writes after the fork reach its watch.
+    let (_, later) = daemon
+        .post(
+            "/api/watch/check",
+            json!({"path": dir, "since": seen["version"], "paths": true}),
+        )
+        .await;
+    assert!(
+        later.to_string().contains("README.md"),
+        "the edit after the fork is seen: {later}"
+    );
+
+    let (status, list) = daemon.get("/api/fork").await;
+    assert_eq!(status, 200, "{list}");
+    assert_eq!(list["branches"].as_array().map(Vec::len), Some(3), "{list}");
+    assert_eq!(branch_named(&list, "1")["changed"], 2, "{list}");
+    assert_eq!(branch_named(&list, "3")["changed"], 0, "{list}");
+    assert_eq!(branch_named(&list, "3")["deleted"], 0, "{list}");
+    assert!(
+        branch_named(&list, "2")["deleted"].as_u64() >= Some(2),
+        "{list}"
+    );
+    assert_eq!(
+        branch_named(&list, "1")["forkedFrom"],
+        dir.display().to_string()
+    );
+
+    // A branch of a branch, and the directory forked again: each from what it shows now.
+    let one = digest(&branch(1));
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": branch(1), "names": ["x"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let one_x = PathBuf::from(format!("{}@x", branch(1).display()));
+    assert_eq!(digest(&one_x), one);
+    std::fs::write(branch(1).join("after.txt"), b"after\n").unwrap();
+    assert!(!one_x.join("after.txt").exists());
+    assert_eq!(
+        digest(&branch(1)).len(),
+        one.len() + 1,
+        "branch 1 still writable"
+    );
+    let now = digest(&dir);
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["again"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let again = PathBuf::from(format!("{}@again", dir.display()));
+    assert_eq!(digest(&again), now);
+    std::fs::write(dir.join("src/main.rs"), b"fn main() { later() }\n").unwrap();
+    assert_eq!(
+        digest(&again),
+        now,
+        "the second fork froze the directory's edits"
+    );
+    assert_eq!(
+        digest(&branch(3)),
+        before,
+        "and the first fork's branches are as they were"
+    );
+
+    // A restart of the daemon keeps them all.
+    let all = [
+        dir.clone(),
+        branch(1),
+        branch(2),
+        branch(3),
+        one_x.clone(),
+        again.clone(),
+    ];
+    let shown: Vec<_> = all.iter().map(|path| digest(path)).collect();
+    daemon.restart();
+    let after: Vec<_> = all.iter().map(|path| digest(path)).collect();
+    assert_eq!(after, shown, "a restart changes nothing any of them shows");
+    let (_, list) = daemon.get("/api/fork").await;
+    assert_eq!(list["branches"].as_array().map(Vec::len), Some(5), "{list}");
+
+    // Discarded: gone with what was written in it, the others as they were.
+    let (status, body) = daemon
+        .post("/api/fork/discard", json!({"path": branch(2)}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(!branch(2).exists(), "the branch's directory is gone");
+    let (_, list) = daemon.get("/api/fork").await;
+    assert_eq!(list["branches"].as_array().map(Vec::len), Some(4), "{list}");
+    assert_eq!(digest(&branch(3)), before);
+    let (status, body) = daemon
+        .post("/api/fork/discard", json!({"path": branch(1)}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        digest(&one_x),
+        one,
+        "a branch of a discarded branch keeps what it showed"
+    );
+
+    unmount_all(&daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are_named() {
+    if !require_mount_privilege(
+        "a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are_named",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("busy");
+    tree(&dir);
+    let mut sitting = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(&dir)
+        .spawn()
+        .unwrap();
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "count": 2}))
+        .await;
+    assert_eq!(status, 409, "{body}");
+    assert_eq!(body["code"], "RESOURCE_BUSY", "{body}");
+    assert_eq!(body["context"]["pid"], sitting.id(), "{body}");
+    assert!(
+        fsd_tests::mounts_under(&dir).is_empty(),
+        "nothing was mounted"
+    );
+    assert!(!PathBuf::from(format!("{}@1", dir.display())).exists());
+    sitting.kill().unwrap();
+    sitting.wait().unwrap();
+
+    for (request, code, field) in [
+        (
+            json!({"dir": dir, "names": ["a/b"]}),
+            "VALIDATION_FAILED",
+            "names",
+        ),
+        (
+            json!({"dir": dir, "names": ["a", "a"]}),
+            "VALIDATION_FAILED",
+            "names",
+        ),
+        (
+            json!({"dir": dir, "count": 0}),
+            "VALIDATION_FAILED",
+            "count",
+        ),
+        (
+            json!({"dir": dir, "count": 2, "names": ["a"]}),
+            "VALIDATION_FAILED",
+            "count",
+        ),
+    ] {
+        let (status, body) = daemon.post("/api/fork", request.clone()).await;
+        assert_eq!(status, 400, "{request}: {body}");
+        assert_eq!(body["code"], code, "{request}: {body}");
+        assert_eq!(
+            body["context"]["validationErrors"][0]["field"], field,
+            "{body}"
+        );
+    }
+    std::fs::create_dir(format!("{}@taken", dir.display())).unwrap();
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["taken"]}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (409, &json!("FILE_EXISTS")),
+        "{body}"
+    );
+    let (status, body) = daemon.post("/api/fork/discard", json!({"path": dir})).await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (404, &json!("BRANCH_NOT_FOUND")),
+        "{body}"
+    );
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": daemon.path("missing")}))
+        .await;
+    assert_eq!(status.as_u16() / 100, 4, "{body}");
+    assert!(
+        fsd_tests::mounts_under(&dir).is_empty(),
+        "nothing was mounted"
+    );
+    unmount_all(&daemon);
+}
