@@ -17,6 +17,7 @@ mod code;
 mod exec;
 mod expose;
 mod files;
+mod fork;
 mod gateway;
 mod history;
 mod interrupt;
@@ -82,6 +83,9 @@ enum Command {
     Top(top::TopArgs),
     /// Back up sandbox directories to an S3-compatible store and restore them.
     Backup(backup::BackupArgs),
+    /// Fork a sandbox directory into copy-on-write branches (DIR@NAME beside it, each the
+    /// whole tree, no copy); `--list` them, `--discard` one.
+    Fork(fork::ForkArgs),
     /// Run the embedded S3-compatible store alone.
     Store(backup::ServeStoreArgs),
     /// Run a credential proxy scoped to a bucket prefix (unsigned requests in, signed out).
@@ -219,6 +223,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Mounts => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             mounts::list(&sandbox, cli.json).await
+        }
+        Command::Fork(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            fork::run(&sandbox, args, cli.json).await
         }
         Command::Backup(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;

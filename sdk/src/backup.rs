@@ -2,10 +2,11 @@
 //! presigns and keeps metadata is [`crate::control::Backups`].
 
 use fsd_api::backup::{
-    BackupEvent, CreateBackupRequest, CreateBackupResponse, DownloadBackupRequest,
-    ExtractBackupRequest, ExtractBackupResponse, RestoreBackupRequest, RestoreBackupResponse,
-    RestoreMountsResponse, TreeIndexRequest, UnmountBackupRequest, UploadBackupRequest, UploadPart,
-    UploadPartsRequest, UploadPartsResponse,
+    BackupEvent, BranchesResponse, CreateBackupRequest, CreateBackupResponse, DiscardBranchRequest,
+    DiscardBranchResponse, DownloadBackupRequest, ExtractBackupRequest, ExtractBackupResponse,
+    ForkRequest, ForkResponse, RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse,
+    TreeIndexRequest, UnmountBackupRequest, UploadBackupRequest, UploadPart, UploadPartsRequest,
+    UploadPartsResponse,
 };
 use futures_util::Stream;
 use reqwest::Method;
@@ -103,5 +104,26 @@ impl Sandbox {
             },
         )
         .await
+    }
+}
+
+impl Sandbox {
+    /// Forks a directory into copy-on-write branches (`POST /api/fork`, fsd's own): each
+    /// `DIR@NAME` beside it, the whole tree at one instant, written on its own.
+    pub async fn fork(&self, request: &ForkRequest) -> Result<ForkResponse, SdkError> {
+        self.post_json("/api/fork", request).await
+    }
+
+    /// Every branch of every fork, with what each changed (`GET /api/fork`).
+    pub async fn branches(&self) -> Result<BranchesResponse, SdkError> {
+        self.get_json("/api/fork").await
+    }
+
+    /// Takes a branch away with what was written in it (`POST /api/fork/discard`).
+    pub async fn discard_branch(&self, path: &str) -> Result<DiscardBranchResponse, SdkError> {
+        let request = DiscardBranchRequest {
+            path: path.to_string(),
+        };
+        self.post_json("/api/fork/discard", &request).await
     }
 }

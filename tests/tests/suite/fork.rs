@@ -291,3 +291,93 @@ async fn a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are
     );
     unmount_all(&daemon);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
+    if !require_mount_privilege("fsctl_forks_lists_and_discards_and_commands_run_in_a_branch") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("repo");
+    tree(&dir);
+    let dir_arg = dir.display().to_string();
+    let out = fsd_tests::fsctl(&daemon, &["fork", &dir_arg, "--name", "a", "--name", "b"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (a, b) = (format!("{dir_arg}@a"), format!("{dir_arg}@b"));
+    assert_eq!(printed, format!("{a}\n{b}\n"));
+
+    // A command with a branch as its directory sees the branch and writes into it alone.
+    let sandbox = daemon.client().await;
+    let ran = sandbox
+        .exec_with(&fsd_sdk::api::exec::ExecuteRequest {
+            command: "cat README.md && echo made-by-a-command > made.txt".into(),
+            cwd: Some(a.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(ran.stdout, "the project\n", "{ran:?}");
+    assert_eq!(
+        std::fs::read_to_string(format!("{a}/made.txt")).unwrap(),
+        "made-by-a-command\n"
+    );
+    assert!(!dir.join("made.txt").exists() && !PathBuf::from(format!("{b}/made.txt")).exists());
+
+    // A background process sitting in a branch holds its discard off.
+    let started = sandbox
+        .start_process(&fsd_sdk::api::process::StartProcessRequest {
+            command: "sleep 30".into(),
+            cwd: Some(b.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let out = fsd_tests::fsctl(&daemon, &["fork", "--discard", &b]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("RESOURCE_BUSY"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    sandbox.kill_process(&started.id).await.unwrap();
+
+    let out = fsd_tests::fsctl(&daemon, &["--json", "fork", "--list"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(branch_named(&listed, "a")["changed"], 1, "{listed}");
+    assert_eq!(branch_named(&listed, "b")["changed"], 0, "{listed}");
+    // The kill reaches the process; its discard then goes through.
+    let mut discarded = fsd_tests::fsctl(&daemon, &["fork", "--discard", &b]);
+    for _ in 0..50 {
+        if discarded.status.success() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        discarded = fsd_tests::fsctl(&daemon, &["fork", "--discard", &b]);
+    }
+    assert!(
+        discarded.status.success(),
+        "{}",
+        String::from_utf8_lossy(&discarded.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&discarded.stdout),
+        format!("discarded {b}\n")
+    );
+    let out = fsd_tests::fsctl(&daemon, &["fork", "--list"]);
+    let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        listed.starts_with(&format!("{a}  from {dir_arg} at ")) && !listed.contains(&b),
+        "{listed}"
+    );
+    unmount_all(&daemon);
+}
