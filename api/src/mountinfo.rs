@@ -19,6 +19,9 @@ pub struct MountLine {
     /// `overlay`, `squashfs`, `fuse.fsd-bucket`, …
     pub fstype: String,
     pub source: String,
+    /// The filesystem's own options (an overlay's `lowerdir=…,upperdir=…`), as written:
+    /// an overlay escapes `,`, `:` and `\` in its paths with a backslash.
+    pub options: String,
 }
 
 /// Every well-formed line of the table's text: the first field is the id, the fifth the
@@ -38,6 +41,7 @@ pub fn parse(text: &[u8]) -> Vec<MountLine> {
                 target,
                 fstype: text(fields.get(dash + 1)?),
                 source: text(fields.get(dash + 2)?),
+                options: fields.get(dash + 3).map(|f| text(f)).unwrap_or_default(),
             })
         })
         .collect()
@@ -84,5 +88,6 @@ mod tests {
         assert_eq!(lines[1].fstype, "overlay");
         assert_eq!(lines[1].source, "fsd-restore");
         assert_eq!(lines[2].source, "none\tx");
+        assert_eq!(lines[1].options, "rw,lowerdir=x");
     }
 }

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use fsctl::trusted::aws_sdk_s3::presigning::PresigningConfig;
 use fsctl::trusted::{BackupOptions, Backups};
-use fsd_tests::bench::{Summary, generate, ms};
+use fsd_tests::bench::{Summary, dir_bytes, generate, ms};
 use fsd_tests::s3::Store;
 use fsd_tests::{Daemon, noise, peak_rss_kib};
 use serde_json::json;
@@ -33,19 +33,6 @@ fn main() {
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
-}
-
-fn dir_bytes(dir: &Path) -> u64 {
-    let out = Command::new("du")
-        .args(["-sb"])
-        .arg(dir)
-        .output()
-        .expect("du");
-    String::from_utf8_lossy(&out.stdout)
-        .split_whitespace()
-        .next()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 async fn run(divisor: usize) {

@@ -58,6 +58,20 @@ pub fn text(len: usize, seed: u64) -> Vec<u8> {
     out
 }
 
+/// The bytes under `dir` as `du -sb` counts them.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    let out = std::process::Command::new("du")
+        .arg("-sb")
+        .arg(dir)
+        .output()
+        .expect("du");
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
 /// The backup benchmarks' tree: 50,000 small source-like files in 3,500 directories and
 /// three 100 MB files (half text, half noise); `divisor` shrinks it.
 pub fn generate(tree: &Path, divisor: usize) {

@@ -6,7 +6,7 @@
 //! `findmnt --poll` and systemd use it); each engine reads it again then and has its
 //! reconciler read what the mount changed ([`crate::reconcile::Reconciler::remounted`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::{AsFd, BorrowedFd};
@@ -142,6 +142,80 @@ fn top_of(path: &Path) -> Option<(u64, u64)> {
     Some((dev, found.stx_ino))
 }
 
+/// The overlays a workspace fork mounts (source `fsd-fork`) whose layers all lie on one
+/// filesystem, each overlay's device to that filesystem's. Such an overlay shows that
+/// filesystem's objects under their own inode numbers (overlayfs keeps them when its
+/// layers share a filesystem), so a fork mounting one on a watched directory leaves the
+/// same tree there: the reconciler matches its objects to the recorded ones by inode.
+pub(crate) fn fork_views() -> HashMap<u64, u64> {
+    let text = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    fsd_api::mountinfo::parse(&text)
+        .into_iter()
+        .filter(|line| line.fstype == "overlay" && line.source == FORK_SOURCE)
+        .filter_map(|line| {
+            let overlay = device(&line.device)?;
+            let mut layers = Vec::new();
+            for option in split_escaped(&line.options, ',') {
+                if let Some(lowers) = option.strip_prefix("lowerdir=") {
+                    layers.extend(split_escaped(lowers, ':'));
+                } else if let Some(upper) = option.strip_prefix("upperdir=") {
+                    layers.push(upper.to_string());
+                }
+            }
+            let mut devices = layers.iter().map(|layer| {
+                let layer = unescaped(layer);
+                std::fs::metadata(&layer).ok().map(|meta| {
+                    use std::os::unix::fs::MetadataExt;
+                    meta.dev()
+                })
+            });
+            let first = devices.next()??;
+            devices
+                .all(|dev| dev == Some(first))
+                .then_some((overlay, first))
+        })
+        .collect()
+}
+
+/// The source fsd's fork overlays are mounted with (`fsd_backup::fork::FORK_SOURCE`).
+const FORK_SOURCE: &str = "fsd-fork";
+
+/// A `major:minor` device as `st_dev` has it.
+fn device(text: &str) -> Option<u64> {
+    let (major, minor) = text.split_once(':')?;
+    Some(nix::libc::makedev(major.parse().ok()?, minor.parse().ok()?))
+}
+
+/// `text` split at each `separator` no backslash escapes (the escapes are kept).
+fn split_escaped(text: &str, separator: char) -> Vec<String> {
+    let (mut parts, mut current, mut escaped) = (Vec::new(), String::new(), false);
+    for c in text.chars() {
+        if c == separator && !escaped {
+            parts.push(std::mem::take(&mut current));
+            continue;
+        }
+        escaped = !escaped && c == '\\';
+        current.push(c);
+    }
+    parts.push(current);
+    parts
+}
+
+/// An overlay option's path with its backslash escapes taken out.
+fn unescaped(text: &str) -> PathBuf {
+    let mut out = String::new();
+    let mut escaped = false;
+    for c in text.chars() {
+        if c == '\\' && !escaped {
+            escaped = true;
+            continue;
+        }
+        escaped = false;
+        out.push(c);
+    }
+    PathBuf::from(out)
+}
+
 /// Whether a poll's answer for the table's descriptor says it changed.
 pub(crate) fn is_change(fd: &PollFd) -> bool {
     fd.revents()
@@ -175,6 +249,17 @@ pub(crate) fn affecting(root: &Path, points: &[PathBuf]) -> Vec<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overlays_options_split_where_nothing_escapes_the_separator() {
+        assert_eq!(
+            split_escaped("rw,lowerdir=/a\\:b:/c,upperdir=/u\\,v", ','),
+            ["rw", "lowerdir=/a\\:b:/c", "upperdir=/u\\,v"]
+        );
+        assert_eq!(split_escaped("/a\\:b:/c", ':'), ["/a\\:b", "/c"]);
+        assert_eq!(unescaped("/a\\:b"), PathBuf::from("/a:b"));
+        assert_eq!(device("0:40"), Some(nix::libc::makedev(0, 40)));
+    }
 
     #[test]
     fn a_tree_is_changed_by_mounts_at_below_and_above_it() {

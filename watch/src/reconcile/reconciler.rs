@@ -103,6 +103,10 @@ pub(crate) struct Reconciler {
     /// was told to no watch, so their next listing looks at every entry, not only at those
     /// whose inode number changed.
     watched_anew: HashSet<NodeId>,
+    /// Devices of overlays that show another filesystem's objects under their inode
+    /// numbers (a workspace fork's, see `mounts::fork_views`), to that filesystem's:
+    /// read at each mount change.
+    views: HashMap<u64, u64>,
 }
 
 impl Reconciler {
@@ -135,6 +139,7 @@ impl Reconciler {
             rebase: HashSet::new(),
             stale: HashSet::new(),
             watched_anew: HashSet::new(),
+            views: HashMap::new(),
         };
         backend.watch(root, ROOT)?;
         reconciler.tree.node_mut(ROOT).watched = true;
@@ -271,6 +276,7 @@ impl Reconciler {
         // The watch of the root that went with an unmount may have said it was gone: the
         // path is read again before that is believed.
         self.root_gone = false;
+        self.views = crate::mounts::fork_views();
         for id in self.tree.ids().collect::<Vec<_>>() {
             self.stale.insert(id);
             let node = self.tree.node(id);
@@ -700,7 +706,7 @@ impl Reconciler {
     /// times advance by clock ticks, so two files written in one tick share their mtime).
     fn rebase_compare(&mut self, id: NodeId, stat: Stat, batch: &mut Batch) {
         let old = self.tree.node(id).stat;
-        if old.same_object(&stat) {
+        if old.same_object(&stat) || self.same_through_views(&old, &stat) {
             self.compare(id, stat, false, false, batch);
             return;
         }
@@ -716,6 +722,16 @@ impl Reconciler {
         if let Some(at) = racy {
             self.racy_nodes.push_back((at, id));
         }
+    }
+
+    /// Whether `old` and `new`, on two devices, are one object as a fork's overlay shows it:
+    /// the same inode and kind on one filesystem, seen through it or beneath it.
+    fn same_through_views(&self, old: &Stat, new: &Stat) -> bool {
+        let base = |dev: u64| self.views.get(&dev).copied().unwrap_or(dev);
+        old.dev != new.dev
+            && old.ino == new.ino
+            && old.kind == new.kind
+            && base(old.dev) == base(new.dev)
     }
 
     /// Whether `stat` is the object of a recorded entry other than `id` whose record is
