@@ -324,6 +324,31 @@ async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
     );
     assert!(!dir.join("made.txt").exists() && !PathBuf::from(format!("{b}/made.txt")).exists());
 
+    // A branch's snapshot is a normal one: archived and restored elsewhere, it is the branch.
+    let archive = format!("/var/backups/fork-branch-{}.sqsh", std::process::id());
+    let (status, body) = daemon
+        .post(
+            "/api/backup/create",
+            json!({"dir": a, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let restored = daemon.path("from-branch");
+    std::fs::create_dir(&restored).unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/backup/restore",
+            json!({"dir": restored, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(digest(&restored), digest(Path::new(&a)));
+    let (status, body) = daemon
+        .post("/api/backup/unmount", json!({"dir": restored}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    fsd_tests::remove_archive(&archive);
+
     // A background process sitting in a branch holds its discard off.
     let started = sandbox
         .start_process(&fsd_sdk::api::process::StartProcessRequest {
@@ -374,6 +399,61 @@ async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
     assert!(
         listed.starts_with(&format!("{a}  from {dir_arg} at ")) && !listed.contains(&b),
         "{listed}"
+    );
+    unmount_all(&daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_confine_a_branch_beneath_the_root_is_inside_and_the_root_is_not_forked() {
+    if !require_mount_privilege(
+        "under_confine_a_branch_beneath_the_root_is_inside_and_the_root_is_not_forked",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        confine: true,
+        ..Default::default()
+    });
+    let dir = daemon.path("inside");
+    tree(&dir);
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["b"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let branch = format!("{}@b", dir.display());
+    // The branch is inside the roots: the file calls serve it.
+    let (status, body) = daemon
+        .post(
+            "/api/write",
+            json!({"path": format!("{branch}/w.txt"), "content": "in b\n"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = daemon
+        .post("/api/read", json!({"path": format!("{branch}/README.md")}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), body["content"].as_str()),
+        (200, Some("the project\n")),
+        "{body}"
+    );
+    assert!(!dir.join("w.txt").exists());
+    // The workspace root is a root: forking it would leave the daemon's handle on the
+    // frozen tree, and its branches would be outside.
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": daemon.root(), "names": ["x"]}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (403, &json!("PERMISSION_DENIED")),
+        "the branch beside the root is outside: {body}"
+    );
+    let root = daemon.root().display().to_string();
+    assert!(
+        fsd_tests::mounts_under(&daemon.root())
+            .iter()
+            .all(|point| point != &root),
+        "the root was not forked"
     );
     unmount_all(&daemon);
 }
