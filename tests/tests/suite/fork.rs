@@ -457,3 +457,45 @@ async fn under_confine_a_branch_beneath_the_root_is_inside_and_the_root_is_not_f
     );
     unmount_all(&daemon);
 }
+
+/// A machine that lost its mounts (a container started again with its disk) gets a fork's
+/// mounts back at the next start: the directory with its own writes, each branch with its.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_after_the_mounts_were_lost_mounts_the_fork_again() {
+    if !require_mount_privilege("a_start_after_the_mounts_were_lost_mounts_the_fork_again") {
+        return;
+    }
+    let mut daemon = Daemon::start();
+    let dir = daemon.path("lost");
+    tree(&dir);
+    let before = digest(&dir);
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["one", "two"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (one, two) = (
+        PathBuf::from(format!("{}@one", dir.display())),
+        PathBuf::from(format!("{}@two", dir.display())),
+    );
+    std::fs::write(dir.join("README.md"), b"the directory's own\n").unwrap();
+    std::fs::write(one.join("one.txt"), b"one\n").unwrap();
+    std::fs::remove_file(two.join("src/main.rs")).unwrap();
+    let shown = [digest(&dir), digest(&one), digest(&two)];
+
+    daemon.stop();
+    unmount_all(&daemon);
+    assert_eq!(
+        digest(&dir),
+        before,
+        "without its mounts the directory is the frozen tree"
+    );
+    daemon.resume();
+    assert_eq!(
+        [digest(&dir), digest(&one), digest(&two)],
+        shown,
+        "the start mounted the fork again, each with its writes"
+    );
+    let (_, list) = daemon.get("/api/fork").await;
+    assert_eq!(list["branches"].as_array().map(Vec::len), Some(2), "{list}");
+    unmount_all(&daemon);
+}
