@@ -201,8 +201,13 @@ impl Forker {
         state.next += 1;
         let base = self.root.join(number.to_string());
         let forked_at = crate::restore::now_ms();
-        let new_layer = |name: &str| -> Result<PathBuf, BackupError> {
-            let layer = base.join(name);
+        // The directory's own layer at `self`, each branch's beneath `branches/`: a branch
+        // may be named anything a name allows, `self` and `tree` too.
+        let new_layer = |name: Option<&str>| -> Result<PathBuf, BackupError> {
+            let layer = match name {
+                Some(name) => base.join("branches").join(name),
+                None => base.join("self"),
+            };
             for sub in ["upper", "work"] {
                 fs::create_dir_all(layer.join(sub)).map_err(|e| BackupError::io(&layer, e))?;
             }
@@ -243,7 +248,7 @@ impl Forker {
                 |index| state.layered[index].forked_from.clone(),
             ),
             lowers: lowers.clone(),
-            layer: match new_layer("self") {
+            layer: match new_layer(None) {
                 Ok(layer) => layer,
                 Err(error) => {
                     undo_bind(&bind);
@@ -263,7 +268,7 @@ impl Forker {
             }
         };
         for (name, path) in names.iter().zip(&paths) {
-            let result = new_layer(name).and_then(|layer| {
+            let result = new_layer(Some(name)).and_then(|layer| {
                 fs::create_dir(path).map_err(|e| BackupError::io(path, e))?;
                 made_dirs.push(path.clone());
                 let branch = Layered {

@@ -470,16 +470,25 @@ async fn a_start_after_the_mounts_were_lost_mounts_the_fork_again() {
     tree(&dir);
     let before = digest(&dir);
     let (status, body) = daemon
-        .post("/api/fork", json!({"dir": dir, "names": ["one", "two"]}))
+        .post("/api/fork", json!({"dir": dir, "names": ["one", "self"]}))
         .await;
     assert_eq!(status, 200, "{body}");
     let (one, two) = (
         PathBuf::from(format!("{}@one", dir.display())),
-        PathBuf::from(format!("{}@two", dir.display())),
+        // A branch may be named as the directory's own layer is kept.
+        PathBuf::from(format!("{}@self", dir.display())),
     );
     std::fs::write(dir.join("README.md"), b"the directory's own\n").unwrap();
     std::fs::write(one.join("one.txt"), b"one\n").unwrap();
     std::fs::remove_file(two.join("src/main.rs")).unwrap();
+    assert!(
+        dir.join("src/main.rs").is_file(),
+        "the branch's deletion stays in it"
+    );
+    assert_eq!(
+        std::fs::read(two.join("README.md")).unwrap(),
+        b"the project\n"
+    );
     let shown = [digest(&dir), digest(&one), digest(&two)];
 
     daemon.stop();
