@@ -168,6 +168,10 @@ impl Forker {
         if !dir.is_dir() {
             return Err(BackupError::NotADirectory(dir.to_path_buf()));
         }
+        // Where the mounts go and what the mount table will say: a directory named through
+        // a link is forked where it is, and found there at the next start.
+        let canonical = fs::canonicalize(dir).map_err(|e| BackupError::io(dir, e))?;
+        let dir = canonical.as_path();
         let names = checked_names(names)?;
         let parent = dir.parent().unwrap_or(Path::new("/"));
         let dir_name = dir

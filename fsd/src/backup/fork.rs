@@ -100,6 +100,11 @@ pub async fn fork_dir(state: &BackupState, req: ForkRequest) -> Result<ForkRespo
         ));
     }
     let dir = backup_dir(state, &req.dir, op)?;
+    // Forked where it is (the engine takes it so too): a directory named through a link
+    // has its branches beside what it names.
+    let dir = std::fs::canonicalize(&dir)
+        .map_err(|_| Forking(BackupError::NotADirectory(dir.clone())))
+        .op(op)?;
     // With --confine, each branch beside the directory must be inside the roots too.
     for name in &names {
         let beside = branch_path(&dir, name);
