@@ -358,12 +358,13 @@ impl Forker {
                 how,
             });
         }
-        let layered = state.layered.remove(index);
-        // Its overlay, and those its own forks left covered beneath it.
+        // Its overlay, and those its own forks left covered beneath it; the record goes once
+        // the branch is no longer mounted (a failed unmount leaves it listed, as it is).
         nix::mount::umount2(path, MntFlags::MNT_DETACH).map_err(|e| BackupError::Unmount {
             path: path.to_path_buf(),
             reason: e.to_string(),
         })?;
+        let layered = state.layered.remove(index);
         while mount::mount_table()
             .iter()
             .any(|m| m.target == path && m.fstype == "overlay")
