@@ -6,6 +6,10 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
+/// The source a workspace fork's overlays are mounted with (`fsd_backup::fork`), by which
+/// the watch engines know them in the table.
+pub const FORK_SOURCE: &str = "fsd-fork";
+
 /// One mount.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountLine {

@@ -31,8 +31,7 @@ use crate::mount::{self, Driver};
 
 const STATE_FILE: &str = "forks.json";
 
-/// The mount source of fork overlays, to tell them apart in mountinfo.
-pub const FORK_SOURCE: &str = "fsd-fork";
+use fsd_api::mountinfo::FORK_SOURCE;
 
 /// A directory shown by a fork overlay: a forked directory itself, or a branch of one.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
@@ -470,29 +469,16 @@ fn bind_privately(source: &Path, at: &Path) -> Result<(), BackupError> {
 }
 
 fn mount_layered(layered: &Layered) -> Result<(), BackupError> {
-    let escape = mount::escape;
-    let lowerdir = layered
-        .lowers
-        .iter()
-        .map(|p| escape(p))
-        .collect::<Vec<_>>()
-        .join(":");
-    let options = format!(
-        "lowerdir={lowerdir},upperdir={},workdir={},redirect_dir=on",
-        escape(&layered.upper()),
-        escape(&layered.work())
-    );
-    nix::mount::mount(
-        Some(FORK_SOURCE),
+    mount::mount_overlay(
+        &layered.lowers,
+        &layered.upper(),
+        &layered.work(),
         &layered.path,
-        Some("overlay"),
-        MsFlags::empty(),
-        Some(options.as_str()),
+        FORK_SOURCE,
+        Driver::Kernel,
+        None,
     )
-    .map_err(|e| BackupError::Mount {
-        what: "fork's overlay",
-        reason: format!("{}: {e}", layered.path.display()),
-    })
+    .map(drop)
 }
 
 /// What an overlay's upper layer says: paths written, paths deleted (whiteouts: character

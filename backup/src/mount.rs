@@ -124,7 +124,8 @@ pub fn mount_squashfs(image: &Path, target: &Path, driver: Driver) -> Result<(),
     }
 }
 
-/// Mounts an overlay of `lowers` (topmost first) with `upper`/`work` at `target`.
+/// Mounts an overlay of `lowers` (topmost first) with `upper`/`work` at `target`, with
+/// `source` as its name in the mount table (a restore's or a fork's).
 /// Confined (`within`), the kernel's overlay is made detached and attached to `target`
 /// opened beneath the roots (`move_mount` to its descriptor), so no link swapped in on the
 /// way can put it elsewhere; kernels without the new mount API (before 5.2) and the FUSE
@@ -134,6 +135,7 @@ pub fn mount_overlay(
     upper: &Path,
     work: &Path,
     target: &Path,
+    source: &str,
     driver: Driver,
     within: Option<&Within>,
 ) -> Result<Option<fsd_search::Attached>, BackupError> {
@@ -158,10 +160,11 @@ pub fn mount_overlay(
                 ("upperdir", escape(upper)),
                 ("workdir", escape(work)),
             ];
-            let made = made_overlay(&settings, true).or_else(|_| made_overlay(&settings, false));
+            let made = made_overlay(source, &settings, true)
+                .or_else(|_| made_overlay(source, &settings, false));
             match made {
                 Err(error) if error == rustix::io::Errno::NOSYS => {
-                    mount_overlay(lowers, upper, work, target, driver, None)
+                    mount_overlay(lowers, upper, work, target, source, driver, None)
                 }
                 Err(error) => Err(fail(error.to_string())),
                 Ok(tree) => within
@@ -175,7 +178,7 @@ pub fn mount_overlay(
             let with_redirect = format!("{options},redirect_dir=on");
             let mount = |data: &str| {
                 nix::mount::mount(
-                    Some(OVERLAY_SOURCE),
+                    Some(source),
                     target,
                     Some("overlay"),
                     MsFlags::empty(),
@@ -201,13 +204,17 @@ pub fn mount_overlay(
 
 /// Makes an overlay with `settings` (and `redirect_dir=on` when `redirect`: directories
 /// from the backup can then be renamed), detached: attached where it goes by descriptor.
-fn made_overlay(settings: &[(&str, String)], redirect: bool) -> rustix::io::Result<OwnedFd> {
+fn made_overlay(
+    source: &str,
+    settings: &[(&str, String)],
+    redirect: bool,
+) -> rustix::io::Result<OwnedFd> {
     use rustix::mount::{
         FsMountFlags, FsOpenFlags, MountAttrFlags, fsconfig_create, fsconfig_set_string, fsmount,
         fsopen,
     };
     let context = fsopen("overlay", FsOpenFlags::FSOPEN_CLOEXEC)?;
-    fsconfig_set_string(&context, "source", OVERLAY_SOURCE)?;
+    fsconfig_set_string(&context, "source", source)?;
     for (key, value) in settings {
         fsconfig_set_string(&context, *key, value.as_str())?;
     }
@@ -267,7 +274,7 @@ fn on_path(tool: &str) -> bool {
 }
 
 /// Mount paths in overlay options escape `\`, `,` and `:`.
-pub(crate) fn escape(path: &Path) -> String {
+fn escape(path: &Path) -> String {
     let mut out = String::new();
     for c in path.to_string_lossy().chars() {
         if matches!(c, '\\' | ',' | ':') {

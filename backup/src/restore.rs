@@ -163,6 +163,7 @@ impl Restorer {
             &restore.upper(),
             &restore.work(),
             &restore.dir,
+            OVERLAY_SOURCE,
             restore.driver,
             self.within.as_deref(),
         )?;

@@ -151,7 +151,7 @@ pub(crate) fn fork_views() -> HashMap<u64, u64> {
     let text = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
     fsd_api::mountinfo::parse(&text)
         .into_iter()
-        .filter(|line| line.fstype == "overlay" && line.source == FORK_SOURCE)
+        .filter(|line| line.fstype == "overlay" && line.source == fsd_api::mountinfo::FORK_SOURCE)
         .filter_map(|line| {
             let overlay = device(&line.device)?;
             let mut layers = Vec::new();
@@ -176,9 +176,6 @@ pub(crate) fn fork_views() -> HashMap<u64, u64> {
         })
         .collect()
 }
-
-/// The source fsd's fork overlays are mounted with (`fsd_backup::fork::FORK_SOURCE`).
-const FORK_SOURCE: &str = "fsd-fork";
 
 /// A `major:minor` device as `st_dev` has it.
 fn device(text: &str) -> Option<u64> {
