@@ -92,6 +92,22 @@ pub struct Branch {
     pub bytes: u64,
 }
 
+impl Branch {
+    /// `layered` as a branch (`None` for a forked directory itself), with what its layer
+    /// holds: files changed, paths deleted, bytes.
+    fn of(layered: &Layered, (changed, deleted, bytes): (u64, u64, u64)) -> Option<Branch> {
+        Some(Branch {
+            name: layered.branch.clone()?,
+            path: layered.path.clone(),
+            forked_from: layered.forked_from.clone(),
+            forked_at: layered.forked_at,
+            changed,
+            deleted,
+            bytes,
+        })
+    }
+}
+
 /// Owns the fork mounts of one daemon.
 pub struct Forker {
     root: PathBuf,
@@ -155,7 +171,7 @@ impl Forker {
         names: &[String],
         driver: Option<Driver>,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
-    ) -> Result<Vec<Layered>, BackupError> {
+    ) -> Result<Vec<Branch>, BackupError> {
         if driver != Some(Driver::Kernel) {
             return Err(BackupError::Mount {
                 what: "fork",
@@ -307,7 +323,11 @@ impl Forker {
         state.binds.extend(bind);
         state.layered.extend(made.iter().cloned());
         self.save(&state)?;
-        Ok(made)
+        // Nothing written in them yet.
+        Ok(made
+            .iter()
+            .filter_map(|layered| Branch::of(layered, (0, 0, 0)))
+            .collect())
     }
 
     /// Every branch, with what it changed.
@@ -318,19 +338,9 @@ impl Forker {
         state
             .layered
             .iter()
-            .filter_map(|layered| {
-                let name = layered.branch.clone()?;
-                let (changed, deleted, bytes) = layer_changes(&layered.upper());
-                Some(Branch {
-                    name,
-                    path: layered.path.clone(),
-                    forked_from: layered.forked_from.clone(),
-                    forked_at: layered.forked_at,
-                    changed,
-                    deleted,
-                    bytes,
-                })
-            })
+            // The forked directories' own layers are not walked: they are no branch.
+            .filter(|layered| layered.branch.is_some())
+            .filter_map(|layered| Branch::of(layered, layer_changes(&layered.upper())))
             .collect()
     }
 

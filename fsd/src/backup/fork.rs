@@ -12,7 +12,7 @@ use fsd_api::backup::{
 };
 use fsd_api::{ErrorCode, Operation};
 use fsd_backup::BackupError;
-use fsd_backup::fork::{Branch, Layered};
+use fsd_backup::fork::Branch;
 
 use super::BackupState;
 use super::request::backup_dir;
@@ -122,7 +122,7 @@ pub async fn fork_dir(state: &BackupState, req: ForkRequest) -> Result<ForkRespo
     Ok(ForkResponse {
         success: true,
         dir: dir.display().to_string(),
-        branches: made.iter().map(made_info).collect(),
+        branches: made.iter().map(branch_info).collect(),
     })
 }
 
@@ -140,18 +140,6 @@ fn confined_roots(state: &BackupState) -> Vec<PathBuf> {
         .confined_roots()
         .map(<[PathBuf]>::to_vec)
         .unwrap_or_default()
-}
-
-fn made_info(layered: &Layered) -> BranchInfo {
-    BranchInfo {
-        name: layered.branch.clone().unwrap_or_default(),
-        path: layered.path.display().to_string(),
-        forked_from: layered.forked_from.display().to_string(),
-        forked_at: rfc3339_ms(layered.forked_at),
-        changed: 0,
-        deleted: 0,
-        bytes: 0,
-    }
 }
 
 fn branch_info(branch: &Branch) -> BranchInfo {

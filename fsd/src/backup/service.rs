@@ -275,7 +275,7 @@ impl BackupService {
         dir: PathBuf,
         names: Vec<String>,
         holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
-    ) -> Result<Vec<fsd_backup::fork::Layered>, BackupError> {
+    ) -> Result<Vec<fsd_backup::fork::Branch>, BackupError> {
         let service = Arc::clone(self);
         let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
         blocking(move || service.forker()?.fork(&dir, &names, driver, holder)).await
