@@ -96,11 +96,6 @@ async fn run(quick: bool) {
         }
     }
     // The forked trees stay overlays after their branches go: taken down here.
-    for dir in [daemon.root(), daemon.state_dir()] {
-        let mut mounts = fsd_tests::mounts_under(&dir);
-        mounts.sort_by(|a, b| b.cmp(a));
-        for point in mounts {
-            let _ = nix::mount::umount2(Path::new(&point), nix::mount::MntFlags::MNT_DETACH);
-        }
-    }
+    fsd_tests::unmount_under(&daemon.root());
+    fsd_tests::unmount_under(&daemon.state_dir());
 }

@@ -826,6 +826,16 @@ pub fn fsctl(daemon: &Daemon, args: &[&str]) -> std::process::Output {
     command.output().unwrap()
 }
 
+/// Takes down every mount under `dir`, deepest first (a point mounted on twice, twice):
+/// for what outlives the daemon that made it (a workspace fork's mounts).
+pub fn unmount_under(dir: &Path) {
+    let mut points = mounts_under(dir);
+    points.sort_by(|a, b| b.cmp(a));
+    for point in points {
+        let _ = nix::mount::umount2(Path::new(&point), nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
 /// This process's mount table as text (a mount point that is not UTF-8, another test's,
 /// with U+FFFD in it).
 pub fn mount_table() -> String {

@@ -13,13 +13,8 @@ use crate::backup::digest;
 /// Takes down every mount under the daemon's workspace and state directory, deepest first:
 /// forks outlive the daemon (a restart keeps them), so a test takes its own away.
 fn unmount_all(daemon: &Daemon) {
-    for dir in [daemon.root(), daemon.state_dir()] {
-        let mut mounts = fsd_tests::mounts_under(&dir);
-        mounts.sort_by(|a, b| b.cmp(a));
-        for point in mounts {
-            let _ = nix::mount::umount2(Path::new(&point), nix::mount::MntFlags::MNT_DETACH);
-        }
-    }
+    fsd_tests::unmount_under(&daemon.root());
+    fsd_tests::unmount_under(&daemon.state_dir());
 }
 
 fn tree(dir: &Path) {
