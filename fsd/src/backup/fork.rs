@@ -16,6 +16,7 @@ use fsd_backup::fork::Branch;
 
 use super::BackupState;
 use super::request::backup_dir;
+use super::wire_error::Forking;
 use crate::error::{ApiError, OperationExt};
 use crate::paths::Follow;
 
@@ -200,31 +201,4 @@ fn holder(dir: &Path, roots: &[PathBuf]) -> Option<(u32, String)> {
         }
     }
     None
-}
-
-/// A failure of a fork or a discard on the wire: caller mistakes by their own codes, what
-/// fails on the machine FORK_FAILED.
-pub struct Forking(pub BackupError);
-
-impl From<Forking> for ApiError {
-    fn from(Forking(err): Forking) -> Self {
-        let message = err.to_string();
-        match &err {
-            BackupError::BranchExists(path) => ApiError::new(ErrorCode::FileExists, message)
-                .with_context(serde_json::json!({ "path": path })),
-            BackupError::BranchName(_) => {
-                ApiError::invalid_field(ErrorCode::ValidationFailed, "names", message)
-            }
-            BackupError::NoBranch(path) => ApiError::new(ErrorCode::BranchNotFound, message)
-                .with_context(serde_json::json!({ "path": path })),
-            BackupError::Busy { path, pid, how } => ApiError::new(ErrorCode::ResourceBusy, message)
-                .with_context(serde_json::json!({ "path": path, "pid": pid, "holds": how }))
-                .with_suggestion(
-                    "Stop the process or move it out of the directory, then fork again",
-                ),
-            BackupError::NotADirectory(path) => ApiError::new(ErrorCode::NotDirectory, message)
-                .with_context(serde_json::json!({ "field": "dir", "path": path })),
-            _ => ApiError::new(ErrorCode::ForkFailed, message),
-        }
-    }
 }

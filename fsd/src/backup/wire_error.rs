@@ -26,6 +26,36 @@ impl From<Restoring> for ApiError {
     }
 }
 
+/// A failure of a fork or a discard on the wire (`backup::fork`): caller mistakes by their
+/// own codes, what fails on the machine FORK_FAILED.
+pub struct Forking(pub BackupError);
+
+impl From<Forking> for ApiError {
+    fn from(Forking(err): Forking) -> Self {
+        let message = err.to_string();
+        match &err {
+            BackupError::BranchExists(path) => {
+                ApiError::new(ErrorCode::FileExists, message).with_context(json!({ "path": path }))
+            }
+            BackupError::BranchName(_) => {
+                ApiError::invalid_field(ErrorCode::ValidationFailed, "names", message)
+            }
+            BackupError::NoBranch(path) => ApiError::new(ErrorCode::BranchNotFound, message)
+                .with_context(json!({ "path": path })),
+            BackupError::Busy { path, pid, how } => ApiError::new(ErrorCode::ResourceBusy, message)
+                .with_context(json!({ "path": path, "pid": pid, "holds": how }))
+                .with_suggestion(
+                    "Stop the process or move it out of the directory, then fork again",
+                ),
+            BackupError::NotADirectory(path) => ApiError::new(ErrorCode::NotDirectory, message)
+                .with_context(json!({ "field": "dir", "path": path })),
+            // What backups and restores map as well (outside the roots, a directory where a
+            // file goes) as they do; the rest failed on the machine.
+            _ => wire_error(err, ErrorCode::ForkFailed),
+        }
+    }
+}
+
 /// `err` as the wire has it, `failed` standing for what failed on the machine.
 fn wire_error(err: BackupError, failed: ErrorCode) -> ApiError {
     let message = err.to_string();
