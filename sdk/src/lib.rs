@@ -15,15 +15,12 @@
 
 mod backup;
 mod client;
-pub mod content_hash;
 mod error;
 mod exec;
 mod files;
 mod follow;
 mod gateway;
 mod interpreter;
-mod kept;
-pub mod merge;
 mod mounts;
 pub mod scan;
 mod search;
@@ -43,6 +40,10 @@ pub use exec::{LogPattern, PortProbe, ProcessHandle};
 pub use files::ListOptions;
 pub use fsd_api as api;
 pub use fsd_api::ErrorCode;
+use fsd_merge::kept;
+/// The three-way merge of trees (and the content hashes it compares), shared with the
+/// daemon's workspace merges.
+pub use fsd_merge::{self as merge, content_hash};
 pub use gateway::{ExposedPort, Gateway};
 pub use interpreter::{EventStream, Execution};
 pub use regex::Regex;

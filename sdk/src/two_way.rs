@@ -32,10 +32,28 @@ mod endpoint;
 mod first;
 mod journal;
 pub mod local;
-pub mod ops;
+pub use fsd_merge::ops;
 mod remote;
 mod side;
 mod upload;
+
+/// Entries for the tests of this module's parts.
+#[cfg(test)]
+pub(crate) mod sample {
+    use crate::merge::Entry;
+
+    /// A file of mode 644 holding `content`.
+    pub(crate) fn file(content: &str) -> Entry {
+        Entry::File {
+            hash: crate::content_hash::ContentHash::of(content.as_bytes()),
+            mode: 0o644,
+        }
+    }
+
+    pub(crate) fn dir() -> Entry {
+        Entry::Dir { mode: 0o755 }
+    }
+}
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

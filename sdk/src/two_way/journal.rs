@@ -451,7 +451,7 @@ fn replay(state: &mut State, record: Record) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::tests::file;
+    use crate::two_way::sample::file;
 
     fn state_with(entries: &[(&str, &str)]) -> State {
         State {

@@ -149,7 +149,7 @@ impl Tree for Patched<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::merge::tests::{dir, file};
+    use crate::two_way::sample::{dir, file};
 
     /// What the view answers is what the ancestor patched in a copy holds, for every
     /// path, below every directory, and whole.

@@ -241,13 +241,15 @@ const ALLOWED_DEPENDENCIES: &[(&str, &[&str])] = &[
     ("fsd-s3", &["fsd-control"]),
     ("fsd-backup", &["fsd-api", "fsd-s3", "fsd-search"]),
     ("fsd-mounts", &["fsd-control", "fsd-s3", "fsd-search"]),
-    ("fsd-sdk", &["fsd-api"]),
+    ("fsd-merge", &["fsd-api"]),
+    ("fsd-sdk", &["fsd-api", "fsd-merge"]),
     (
         "fsd",
         &[
             "fsd-api",
             "fsd-backup",
             "fsd-control",
+            "fsd-merge",
             "fsd-mounts",
             "fsd-process",
             "fsd-s3",

@@ -6,7 +6,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, Unexpected, Visitor}
 
 /// Reads a `T` kept as a string (`parse`; `expecting` says its form) or, as earlier states
 /// kept it, as a map of its fields (`Fields`).
-pub(crate) fn string_or_map<'de, D, T, Fields>(
+pub fn string_or_map<'de, D, T, Fields>(
     deserializer: D,
     expecting: &'static str,
     parse: fn(&str) -> Option<T>,
@@ -42,7 +42,7 @@ where
 /// Reads a map kept in key order (as serde writes a `BTreeMap`) by building it from the
 /// sorted pairs at once, not one insert (and a search) per key: a large state's read was
 /// mostly those searches.
-pub(crate) fn sorted_map<'de, D, V>(
+pub fn sorted_map<'de, D, V>(
     deserializer: D,
 ) -> Result<std::collections::BTreeMap<String, V>, D::Error>
 where

@@ -4,7 +4,7 @@
 //! removed only when empty); the result must be the end tree. `FSD_OPS_SEED` replays one.
 
 use super::*;
-use crate::merge::tests::Rng;
+use crate::tests::Rng;
 
 const NAMES: &[&str] = &["a", "b", "c", "a.b"];
 

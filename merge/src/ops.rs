@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::content_hash::ContentHash;
-use crate::merge::{Entries, Entry};
+use crate::{Entries, Entry};
 
 /// One change to one side. `expect` is what the path holds just before it (`None`:
 /// nothing), given the changes before it.
@@ -58,7 +58,7 @@ impl Op {
 }
 
 /// The content hashes `ops` put, in their order.
-pub(super) fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
+pub fn put_hashes(ops: &[Op]) -> impl Iterator<Item = &ContentHash> {
     ops.iter().filter_map(|op| match op {
         Op::Put {
             entry: Entry::File { hash, .. },
@@ -94,7 +94,7 @@ fn parent(path: &str) -> Option<&str> {
 
 /// What `tree` holds below `dir`, by path relative to it.
 fn under<'a>(tree: &'a Entries, dir: &'a str) -> impl Iterator<Item = (&'a str, &'a Entry)> {
-    crate::merge::within(tree, dir).map(move |(path, entry)| (&path[dir.len() + 1..], entry))
+    crate::within(tree, dir).map(move |(path, entry)| (&path[dir.len() + 1..], entry))
 }
 
 impl Planner<'_> {

@@ -7,7 +7,13 @@
 //!
 //! The merge is pure. [`merge`] answers a [`Plan`]: the steps that make each side what the
 //! merge decided, and the state both agree on once they are applied (the next ancestor).
-//! A sync applies the steps, checking first that each path is still what the merge saw.
+//! A sync applies the steps, checking first that each path is still what the merge saw
+//! ([`ops`] makes them changes with what each path must hold first, moves as moves).
+//! Two-way sync (in `fsd-sdk`) and the daemon's merge of a workspace fork share it.
+
+pub mod content_hash;
+pub mod kept;
+pub mod ops;
 
 use std::collections::{BTreeMap, BTreeSet};
 
