@@ -375,3 +375,72 @@ pub struct DiscardBranchResponse {
     pub success: bool,
     pub path: String,
 }
+
+/// fsd's own: `POST /api/fork/merge`: what the branch at `branch` changed since its fork
+/// point, merged three ways into the directory it was forked from (or `into`: that
+/// directory or another branch of the same tree), each change made only where the path
+/// still holds what the merge read.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeBranchRequest {
+    pub branch: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub into: Option<String>,
+    /// `two-way-safe` (the default: a true conflict keeps both versions), `theirs` (the
+    /// branch's version wins a conflict) or `ours` (what `into` holds wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Say what would change; change nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dry_run: bool,
+}
+
+/// One change a merge made (or, dry, would make) in `into`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeChange {
+    /// `put` (a file's content), `mkdir`, `symlink`, `chmod`, `remove` or `move`.
+    pub op: String,
+    pub path: String,
+    /// Where a `move` goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+}
+
+/// A path both sides changed differently, and how the mode settled it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeConflict {
+    pub path: String,
+    /// `keptBoth` (the other version is at `aside`), `ours` or `theirs` (that side's
+    /// version is at the path; the other's is not carried).
+    pub resolution: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aside: Option<String>,
+}
+
+/// A change the merge did not make, and why.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeSkipped {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct MergeBranchResponse {
+    pub success: bool,
+    pub branch: String,
+    pub into: String,
+    pub dry_run: bool,
+    /// Paths either side changed since the fork point (what the merge read).
+    pub paths_read: u64,
+    /// Made (dry: would be made), in order.
+    pub changes: Vec<MergeChange>,
+    pub conflicts: Vec<MergeConflict>,
+    /// Paths written in `into` while the merge ran: left as the writer made them, not
+    /// merged (merge again to take them in).
+    pub changed_meanwhile: Vec<String>,
+    pub failed: Vec<MergeSkipped>,
+}

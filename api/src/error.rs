@@ -182,6 +182,9 @@ pub enum Operation {
     /// fsd's own.
     #[serde(rename = "workspace.fork")]
     WorkspaceFork,
+    /// fsd's own.
+    #[serde(rename = "workspace.merge")]
+    WorkspaceMerge,
     #[serde(rename = "bucket.mount")]
     BucketMount,
     #[serde(rename = "bucket.unmount")]

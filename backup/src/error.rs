@@ -44,6 +44,16 @@ pub enum BackupError {
     BranchName(String),
     #[error("no branch at {0}")]
     NoBranch(PathBuf),
+    /// What a branch was to merge into is no fork overlay (a forked directory or a branch).
+    #[error("{0} is neither a forked directory nor a branch")]
+    NotForked(PathBuf),
+    /// A merge of two overlays that share no frozen layer, or of one into itself.
+    #[error("{branch} cannot be merged into {into}: {reason}")]
+    Unrelated {
+        branch: PathBuf,
+        into: PathBuf,
+        reason: &'static str,
+    },
     /// A process holds something under a directory to fork or discard.
     #[error("{path} is in use by process {pid} ({how})")]
     Busy {

@@ -395,6 +395,68 @@ impl Forker {
         Ok(layered)
     }
 
+    /// What a merge of the branch at `branch` into `into` (by default the directory it was
+    /// forked from; or another branch) reads: each side's own layers, what it wrote since
+    /// the two last shared a tree, and that tree (their fork point) shown read-only.
+    pub fn merge_sides(
+        &self,
+        branch: &Path,
+        into: Option<&Path>,
+    ) -> Result<MergeSides, BackupError> {
+        let state = self
+            .state
+            .lock()
+            .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
+        let from = state
+            .layered
+            .iter()
+            .find(|l| l.path == branch && l.branch.is_some())
+            .ok_or_else(|| BackupError::NoBranch(branch.to_path_buf()))?;
+        let into_path = into.unwrap_or(&from.forked_from);
+        let to = state
+            .layered
+            .iter()
+            .find(|l| l.path == into_path)
+            .ok_or_else(|| BackupError::NotForked(into_path.to_path_buf()))?;
+        let unrelated = |reason| BackupError::Unrelated {
+            branch: from.path.clone(),
+            into: to.path.clone(),
+            reason,
+        };
+        if from.path == to.path {
+            return Err(unrelated("a branch is not merged into itself"));
+        }
+        // The frozen layers both stand on: the longest run both lists end with.
+        let shared = from
+            .lowers
+            .iter()
+            .rev()
+            .zip(to.lowers.iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        if shared == 0 {
+            return Err(unrelated("they were forked from different trees"));
+        }
+        let own = |layered: &Layered| -> Vec<PathBuf> {
+            std::iter::once(layered.upper())
+                .chain(
+                    layered.lowers[..layered.lowers.len() - shared]
+                        .iter()
+                        .cloned(),
+                )
+                .collect()
+        };
+        let common = &from.lowers[from.lowers.len() - shared..];
+        let ancestor = AncestorView::show(&self.root, common)?;
+        Ok(MergeSides {
+            branch: from.path.clone(),
+            into: to.path.clone(),
+            branch_layers: own(from),
+            into_layers: own(to),
+            ancestor,
+        })
+    }
+
     fn save(&self, state: &State) -> Result<(), BackupError> {
         let file = self.root.join(STATE_FILE);
         let bytes = serde_json::to_vec_pretty(state)
@@ -516,4 +578,135 @@ fn layer_changes(upper: &Path) -> (u64, u64, u64) {
         }
     }
     (changed, deleted, bytes)
+}
+
+/// The two sides of a merge and their fork point (see [`Forker::merge_sides`]).
+pub struct MergeSides {
+    /// Where the branch merged and the overlay merged into are mounted.
+    pub branch: PathBuf,
+    pub into: PathBuf,
+    /// Each side's own layers, topmost first: what it wrote since the fork point.
+    pub branch_layers: Vec<PathBuf>,
+    pub into_layers: Vec<PathBuf>,
+    pub ancestor: AncestorView,
+}
+
+/// The tree a branch and what it merges into were both forked from, read-only: the one
+/// frozen directory, or a read-only overlay of the frozen layers shown while this lives.
+pub struct AncestorView {
+    path: PathBuf,
+    mounted: bool,
+}
+
+impl AncestorView {
+    fn show(root: &Path, layers: &[PathBuf]) -> Result<AncestorView, BackupError> {
+        if let [tree] = layers {
+            return Ok(AncestorView {
+                path: tree.clone(),
+                mounted: false,
+            });
+        }
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static SHOWN: AtomicU64 = AtomicU64::new(0);
+        let at = root.join("merging").join(format!(
+            "{}-{}",
+            std::process::id(),
+            SHOWN.fetch_add(1, Ordering::Relaxed)
+        ));
+        fs::create_dir_all(&at).map_err(|e| BackupError::io(&at, e))?;
+        let lowerdir = layers
+            .iter()
+            .map(|p| mount::escape(p))
+            .collect::<Vec<_>>()
+            .join(":");
+        // No upper: read-only. Directories renamed in a frozen layer are followed.
+        let mounted = ["redirect_dir=follow", ""].iter().any(|extra| {
+            let mut data = format!("lowerdir={lowerdir}");
+            if !extra.is_empty() {
+                data = format!("{data},{extra}");
+            }
+            nix::mount::mount(
+                Some(FORK_SOURCE),
+                &at,
+                Some("overlay"),
+                MsFlags::MS_RDONLY,
+                Some(data.as_str()),
+            )
+            .is_ok()
+        });
+        if !mounted {
+            let _ = fs::remove_dir(&at);
+            return Err(BackupError::Mount {
+                what: "a merge's fork point",
+                reason: format!("overlayfs refused lowerdir={lowerdir}"),
+            });
+        }
+        Ok(AncestorView {
+            path: at,
+            mounted: true,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for AncestorView {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = nix::mount::umount2(&self.path, MntFlags::MNT_DETACH);
+            let _ = fs::remove_dir(&self.path);
+        }
+    }
+}
+
+/// The paths (relative, `/` between names) that `layers` (a side's own upper layers) show
+/// changed against `ancestor` (the fork point, mounted): each file, link and whiteout in
+/// them, and each directory that is new, replaced (opaque), renamed (a redirect) or of
+/// another mode there; a directory only passed through is not itself a change. A merge
+/// reads what a changed directory holds from the views, not from the layers.
+pub fn changed_paths(layers: &[PathBuf], ancestor: &Path) -> BTreeSet<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut changed = BTreeSet::new();
+    for layer in layers {
+        let mut stack = vec![(layer.clone(), String::new())];
+        while let Some((dir, relative)) = stack.pop() {
+            let Ok(entries) = fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = if relative.is_empty() {
+                    name
+                } else {
+                    format!("{relative}/{name}")
+                };
+                let Ok(meta) = entry.metadata() else { continue };
+                if !meta.is_dir() || changed.contains(&path) {
+                    changed.insert(path);
+                    continue;
+                }
+                let at = entry.path();
+                let replaced = crate::layer::has_xattr(&at, "trusted.overlay.opaque")
+                    || crate::layer::has_xattr(&at, "trusted.overlay.redirect");
+                let before = fs::symlink_metadata(ancestor.join(&path)).ok();
+                let same_dir = before.is_some_and(|before| {
+                    before.is_dir()
+                        && before.permissions().mode() & 0o7777
+                            == meta.permissions().mode() & 0o7777
+                });
+                if replaced || !same_dir {
+                    changed.insert(path);
+                } else {
+                    stack.push((at, path));
+                }
+            }
+        }
+    }
+    // A path under one already changed is read with it.
+    fsd_api::files::topmost(&changed)
+        .into_iter()
+        .map(str::to_string)
+        .collect()
 }

@@ -138,7 +138,7 @@ fn sorted_names(dir: &Path) -> Result<Vec<OsString>, BackupError> {
     Ok(names)
 }
 
-fn has_xattr(path: &Path, name: &str) -> bool {
+pub(crate) fn has_xattr(path: &Path, name: &str) -> bool {
     let (Ok(path), Ok(name)) = (
         CString::new(path.as_os_str().as_bytes()),
         CString::new(name),

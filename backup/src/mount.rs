@@ -274,7 +274,7 @@ fn on_path(tool: &str) -> bool {
 }
 
 /// Mount paths in overlay options escape `\`, `,` and `:`.
-fn escape(path: &Path) -> String {
+pub(crate) fn escape(path: &Path) -> String {
     let mut out = String::new();
     for c in path.to_string_lossy().chars() {
         if matches!(c, '\\' | ',' | ':') {

@@ -84,6 +84,7 @@ impl FromRef<AppState> for crate::backup::BackupState {
             paths: state.paths.clone(),
             watches: state.watches.clone(),
             capabilities: state.capabilities.clone(),
+            files: state.files.clone(),
         }
     }
 }

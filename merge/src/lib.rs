@@ -60,6 +60,25 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// A daemon manifest's entry as a merge sees it; `None` for what a merge does not
+    /// carry (a device, a FIFO, a socket; a file without a readable hash).
+    pub fn of_manifest(entry: &fsd_api::files::ManifestEntry) -> Option<Entry> {
+        use fsd_api::files::FileType;
+        match (entry.file_type, &entry.sha256, &entry.target) {
+            (FileType::Directory, _, _) => Some(Entry::Dir { mode: entry.mode }),
+            (FileType::File, Some(hash), _) => Some(Entry::File {
+                hash: ContentHash::parse(hash)?,
+                mode: entry.mode,
+            }),
+            (FileType::Symlink, _, Some(target)) => Some(Entry::Link {
+                target: target.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
 impl Serialize for Entry {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {

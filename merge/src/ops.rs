@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use fsd_api::files::{ApplyStep, Held};
+
 use crate::content_hash::ContentHash;
 use crate::{Entries, Entry};
 
@@ -54,6 +56,68 @@ impl Op {
             _ => None,
         };
         std::iter::once(self.path()).chain(to)
+    }
+}
+
+/// What a path holding `entry` is, as a daemon's apply step expects it.
+pub fn held(entry: Option<&Entry>) -> Held {
+    match entry {
+        None => Held::Absent,
+        Some(Entry::Dir { .. }) => Held::Directory,
+        Some(Entry::File { hash, .. }) => Held::File {
+            sha256: hash.to_string(),
+        },
+        Some(Entry::Link { target }) => Held::Symlink {
+            target: target.clone(),
+        },
+    }
+}
+
+/// The daemon's apply step that makes `op` (see `POST /api/files/apply`); a file put's
+/// content is `size` bytes, sent in the request's body.
+pub fn apply_step(op: &Op, size: u64) -> ApplyStep {
+    match op {
+        Op::Rename { from, to, expect } => ApplyStep::Rename {
+            path: from.clone(),
+            expect: held(Some(expect)),
+            to: to.clone(),
+        },
+        Op::Remove { path, expect } => ApplyStep::Remove {
+            path: path.clone(),
+            expect: held(Some(expect)),
+        },
+        Op::Chmod { path, expect, mode } => ApplyStep::Chmod {
+            path: path.clone(),
+            expect: held(Some(expect)),
+            mode: *mode,
+        },
+        Op::Put {
+            path,
+            expect,
+            entry,
+        } => {
+            let expect = held(expect.as_ref());
+            let path = path.clone();
+            match entry {
+                Entry::Dir { mode } => ApplyStep::Mkdir {
+                    path,
+                    expect,
+                    mode: *mode,
+                },
+                Entry::Link { target } => ApplyStep::Symlink {
+                    path,
+                    expect,
+                    target: target.clone(),
+                },
+                Entry::File { hash, mode } => ApplyStep::PutFile {
+                    path,
+                    expect,
+                    size,
+                    sha256: hash.to_string(),
+                    mode: *mode,
+                },
+            }
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! `/api/fork`: a workspace directory forked into copy-on-write branches, the branches
-//! listed and discarded (fsd's own; the engine is [`fsd_backup::fork`]).
+//! listed, merged back and discarded (fsd's own; the engine is [`fsd_backup::fork`], the
+//! merge's work `super::merge`).
 
 use std::path::{Path, PathBuf};
 
@@ -8,13 +9,14 @@ use axum::body::Bytes;
 use axum::extract::State;
 use fsd_api::backup::{
     BranchInfo, BranchesResponse, DiscardBranchRequest, DiscardBranchResponse, ForkRequest,
-    ForkResponse,
+    ForkResponse, MergeBranchRequest, MergeBranchResponse,
 };
 use fsd_api::{ErrorCode, Operation};
 use fsd_backup::BackupError;
 use fsd_backup::fork::Branch;
 
 use super::BackupState;
+use super::merge::{self, MergeMode};
 use super::request::backup_dir;
 use super::wire_error::Forking;
 use crate::error::{ApiError, OperationExt};
@@ -67,6 +69,75 @@ pub async fn discard(
         success: true,
         path: discarded.path.display().to_string(),
     }))
+}
+
+pub async fn merge(
+    State(state): State<BackupState>,
+    body: Bytes,
+) -> Result<Json<MergeBranchResponse>, ApiError> {
+    let req: MergeBranchRequest = crate::wire::json::parse_as(
+        &body,
+        ErrorCode::ValidationFailed,
+        Operation::WorkspaceMerge,
+    )?;
+    Ok(Json(merge_branch(&state, req).await?))
+}
+
+/// Merges the request's branch into its `into`, or says what that would change.
+pub async fn merge_branch(
+    state: &BackupState,
+    req: MergeBranchRequest,
+) -> Result<MergeBranchResponse, ApiError> {
+    let op = Operation::WorkspaceMerge;
+    let mode = MergeMode::parse(req.mode.as_deref()).ok_or_else(|| {
+        ApiError::invalid_field(
+            ErrorCode::ValidationFailed,
+            "mode",
+            "must be two-way-safe, theirs or ours",
+        )
+    })?;
+    let branch = state
+        .paths
+        .in_workspace("branch", &req.branch, Follow::Parent)?;
+    let into = match &req.into {
+        Some(into) => Some(state.paths.in_workspace("into", into, Follow::Parent)?),
+        None => None,
+    };
+    let sides = state
+        .service
+        .merge_sides(branch, into)
+        .await
+        .map_err(Forking)
+        .op(op)?;
+    // What it merges into is written: inside the roots too when it was not named.
+    state
+        .paths
+        .in_workspace("into", &sides.into.display().to_string(), Follow::Parent)?;
+    let files = state.files.clone();
+    let (sides, decided) = tokio::task::spawn_blocking(move || {
+        let decided = merge::decide(&files, &sides, mode);
+        (sides, decided)
+    })
+    .await
+    .map_err(|join| merge_failed(Path::new(""), std::io::Error::other(join.to_string())))
+    .op(op)?;
+    let decided = decided.map_err(|e| merge_failed(&sides.into, e)).op(op)?;
+    if req.dry_run {
+        return Ok(merge::answer(&sides, decided, None));
+    }
+    let (steps, body) = merge::steps(&decided)
+        .map_err(|e| merge_failed(&sides.branch, e))
+        .op(op)?;
+    let outcomes = state
+        .files
+        .apply(None, &sides.into.display().to_string(), steps, body)
+        .await
+        .op(op)?;
+    Ok(merge::answer(&sides, decided, Some(outcomes)))
+}
+
+fn merge_failed(path: &Path, error: std::io::Error) -> Forking {
+    Forking(BackupError::io(path, error))
 }
 
 /// Forks the request's directory into its branches.

@@ -3,11 +3,12 @@
 //! reference's path rules; `routes` parses and answers; `history` and `extract` serve the
 //! time machine (a live tree's index, paths brought back from a stored snapshot);
 //! `pending` removes at start what a create killed half way wrote; `fork` serves workspace
-//! forks and their branches.
+//! forks and their branches, `merge` merges a branch back.
 
 mod extract;
 mod fork;
 mod history;
+mod merge;
 pub mod operations;
 mod pending;
 mod request;

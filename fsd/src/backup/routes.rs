@@ -49,6 +49,7 @@ where
         .route("/api/backup/extract", post(history::extract))
         .route("/api/fork", post(fork::fork).get(fork::branches))
         .route("/api/fork/discard", post(fork::discard))
+        .route("/api/fork/merge", post(fork::merge))
 }
 
 /// Progress events go out at most this often per phase (and always at 0 and at the end).

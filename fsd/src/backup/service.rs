@@ -297,6 +297,17 @@ impl BackupService {
         blocking(move || service.forker()?.discard(&path, holder)).await
     }
 
+    /// The two sides of a merge of the branch at `branch` into `into` (by default the
+    /// directory it was forked from) and their fork point, shown while the answer lives.
+    pub async fn merge_sides(
+        self: &Arc<Self>,
+        branch: PathBuf,
+        into: Option<PathBuf>,
+    ) -> Result<fsd_backup::fork::MergeSides, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.forker()?.merge_sides(&branch, into.as_deref())).await
+    }
+
     /// Takes every restore down for a stop, keeping what was written to it (the next start
     /// mounts it again); returns their directories.
     pub fn park_all(&self) -> Vec<PathBuf> {

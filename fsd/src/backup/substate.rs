@@ -5,6 +5,7 @@ use std::sync::Arc;
 use fsd_api::system::Capabilities;
 
 use super::BackupService;
+use crate::files::FileService;
 use crate::paths::Paths;
 use crate::watch::WatchService;
 
@@ -16,4 +17,6 @@ pub struct BackupState {
     pub paths: Paths,
     pub watches: Arc<WatchService>,
     pub capabilities: Arc<Capabilities>,
+    /// A merged branch's changes are made through the files domain's checked apply.
+    pub files: Arc<FileService>,
 }

@@ -42,6 +42,11 @@ impl From<Forking> for ApiError {
             }
             BackupError::NoBranch(path) => ApiError::new(ErrorCode::BranchNotFound, message)
                 .with_context(json!({ "path": path })),
+            BackupError::NotForked(path) => ApiError::new(ErrorCode::BranchNotFound, message)
+                .with_context(json!({ "field": "into", "path": path })),
+            BackupError::Unrelated { .. } => {
+                ApiError::invalid_field(ErrorCode::ValidationFailed, "into", message)
+            }
             BackupError::Busy { path, pid, how } => ApiError::new(ErrorCode::ResourceBusy, message)
                 .with_context(json!({ "path": path, "pid": pid, "holds": how }))
                 .with_suggestion(

@@ -533,6 +533,23 @@ impl FileService {
         .await
     }
 
+    /// The entries at `paths` and below them in the directory `dir`, one the daemon chose
+    /// itself (a merge's views; its fork point lies beneath the state directory), so not
+    /// checked against `--confine`; hashes kept as manifests keep them. Blocking.
+    pub fn entries_at(
+        &self,
+        dir: &Path,
+        paths: &[String],
+    ) -> io::Result<super::manifest::Manifest> {
+        let root: OwnedFd = fs::File::open(dir)?.into();
+        super::manifest::walk_paths(
+            root,
+            paths,
+            &ignore::gitignore::Gitignore::empty(),
+            &self.hashes,
+        )
+    }
+
     /// The directory `raw` opened as the root of a tree walked or changed relative to it
     /// (beneath the roots when confined), and where it is.
     async fn tree_root(

@@ -9,9 +9,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use fsd_api::files::{
-    ApplyRequest, ApplyResponse, ApplyStep, FileType, Held, ManifestResponse, StepOutcome,
-};
+use fsd_api::files::{ApplyRequest, ApplyResponse, ApplyStep, ManifestResponse, StepOutcome};
 use fsd_api::watch::{CheckChangesRequest, CheckChangesResponse};
 use futures_util::StreamExt;
 use reqwest::Method;
@@ -22,7 +20,7 @@ use crate::sync::ChannelReader;
 use crate::{Sandbox, SdkError};
 
 use super::local::{Contents, Refused};
-use super::ops::Op;
+use super::ops::{self, Op};
 
 /// Steps in one apply request at most.
 const BATCH_STEPS: usize = 50_000;
@@ -69,23 +67,9 @@ fn entries(manifest: ManifestResponse) -> (Entries, Vec<String>) {
     let mut tree = Entries::new();
     let mut skipped = manifest.skipped;
     for entry in manifest.entries {
-        let held = match (entry.file_type, entry.sha256, entry.target) {
-            (FileType::Directory, _, _) => Entry::Dir { mode: entry.mode },
-            (FileType::File, Some(hash), _) => match ContentHash::parse(&hash) {
-                Some(hash) => Entry::File {
-                    hash,
-                    mode: entry.mode,
-                },
-                None => {
-                    skipped.push(entry.path);
-                    continue;
-                }
-            },
-            (FileType::Symlink, _, Some(target)) => Entry::Link { target },
-            _ => {
-                skipped.push(entry.path);
-                continue;
-            }
+        let Some(held) = Entry::of_manifest(&entry) else {
+            skipped.push(entry.path);
+            continue;
         };
         tree.insert(entry.path, held);
     }
@@ -147,19 +131,6 @@ pub async fn unchanged_since(
     Ok(answer.status == "unchanged" && answer.version == version)
 }
 
-fn held(entry: Option<&Entry>) -> Held {
-    match entry {
-        None => Held::Absent,
-        Some(Entry::Dir { .. }) => Held::Directory,
-        Some(Entry::File { hash, .. }) => Held::File {
-            sha256: hash.to_string(),
-        },
-        Some(Entry::Link { target }) => Held::Symlink {
-            target: target.clone(),
-        },
-    }
-}
-
 /// An apply step and, for a file, where its content is read from and how long it is.
 struct Prepared {
     step: ApplyStep,
@@ -167,63 +138,26 @@ struct Prepared {
 }
 
 fn prepare(op: &Op, contents: &dyn Contents) -> Result<Prepared, Refused> {
-    let plain = |step| Prepared {
-        step,
-        content: None,
-    };
-    Ok(match op {
-        Op::Rename { from, to, expect } => plain(ApplyStep::Rename {
-            path: from.clone(),
-            expect: held(Some(expect)),
-            to: to.clone(),
-        }),
-        Op::Remove { path, expect } => plain(ApplyStep::Remove {
-            path: path.clone(),
-            expect: held(Some(expect)),
-        }),
-        Op::Chmod { path, expect, mode } => plain(ApplyStep::Chmod {
-            path: path.clone(),
-            expect: held(Some(expect)),
-            mode: *mode,
-        }),
+    let content = match op {
         Op::Put {
             path,
-            expect,
-            entry,
+            entry: Entry::File { hash, .. },
+            ..
         } => {
-            let expect = held(expect.as_ref());
-            match entry {
-                Entry::Dir { mode } => plain(ApplyStep::Mkdir {
-                    path: path.clone(),
-                    expect,
-                    mode: *mode,
-                }),
-                Entry::Link { target } => plain(ApplyStep::Symlink {
-                    path: path.clone(),
-                    expect,
-                    target: target.clone(),
-                }),
-                Entry::File { hash, mode } => {
-                    let source = contents.source(hash).ok_or_else(|| {
-                        Refused::Failed(format!("{path}: its content is not here"))
-                    })?;
-                    let size = match contents.size(hash) {
-                        Some(size) => size,
-                        None => std::fs::metadata(&source)?.len(),
-                    };
-                    Prepared {
-                        step: ApplyStep::PutFile {
-                            path: path.clone(),
-                            expect,
-                            size,
-                            sha256: hash.to_string(),
-                            mode: *mode,
-                        },
-                        content: Some((source, size)),
-                    }
-                }
-            }
+            let source = contents
+                .source(hash)
+                .ok_or_else(|| Refused::Failed(format!("{path}: its content is not here")))?;
+            let size = match contents.size(hash) {
+                Some(size) => size,
+                None => std::fs::metadata(&source)?.len(),
+            };
+            Some((source, size))
         }
+        _ => None,
+    };
+    Ok(Prepared {
+        step: ops::apply_step(op, content.as_ref().map_or(0, |(_, size)| *size)),
+        content,
     })
 }
 

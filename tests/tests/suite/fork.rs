@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 
 use crate::backup::digest;
 
+mod merge;
+
 /// Takes down every mount under the daemon's workspace and state directory, deepest first:
 /// forks outlive the daemon (a restart keeps them), so a test takes its own away.
 fn unmount_all(daemon: &Daemon) {

@@ -1,0 +1,336 @@
+//! Branches merged back against the real daemon and the kernel's overlayfs: three branches
+//! edited differently, two merged and one discarded, a dry run that changes nothing, a
+//! directory moved in a branch arriving as a move, a true conflict kept beside its path and
+//! listed, `theirs` and `ours`, a branch merged into the branch it came from, a merge racing
+//! a writer that loses none of the writer's work, and the refusals' codes.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use fsd_tests::{Daemon, require_mount_privilege};
+use serde_json::{Value, json};
+
+use super::{tree, unmount_all};
+use crate::backup::digest;
+
+fn branch(dir: &Path, name: &str) -> PathBuf {
+    PathBuf::from(format!("{}@{name}", dir.display()))
+}
+
+async fn merge(daemon: &Daemon, request: Value) -> Value {
+    let (status, merged) = daemon.post("/api/fork/merge", request).await;
+    assert_eq!(status, 200, "{merged}");
+    merged
+}
+
+fn has_change(merged: &Value, op: &str, path: &str) -> bool {
+    merged["changes"]
+        .as_array()
+        .is_some_and(|changes| changes.iter().any(|c| c["op"] == op && c["path"] == path))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_branches_merged_back_carry_their_work_and_a_conflict_keeps_both() {
+    if !require_mount_privilege(
+        "two_branches_merged_back_carry_their_work_and_a_conflict_keeps_both",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("app");
+    tree(&dir);
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": dir, "count": 3}))
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let (one, two, three) = (branch(&dir, "1"), branch(&dir, "2"), branch(&dir, "3"));
+
+    // The directory goes on being worked in; each branch tries something else.
+    std::fs::write(dir.join("README.md"), b"edited in the directory\n").unwrap();
+    std::fs::write(one.join("src/main.rs"), b"fn main() { one() }\n").unwrap();
+    std::fs::write(one.join("new.txt"), b"made in one\n").unwrap();
+    std::fs::rename(one.join("src/deep"), one.join("src/core")).unwrap();
+    std::fs::remove_file(one.join("target/debug/app")).unwrap();
+    std::fs::write(two.join("README.md"), b"edited in two\n").unwrap();
+    std::fs::write(two.join("two.txt"), b"made in two\n").unwrap();
+    std::fs::write(three.join("junk.txt"), b"a dead end\n").unwrap();
+
+    // A dry run says what would change and changes nothing.
+    let before = digest(&dir);
+    let dry = merge(&daemon, json!({"branch": one, "dryRun": true})).await;
+    assert_eq!(dry["dryRun"], true, "{dry}");
+    assert!(has_change(&dry, "put", "src/main.rs"), "{dry}");
+    assert_eq!(digest(&dir), before, "a dry run changes nothing");
+
+    let merged = merge(&daemon, json!({"branch": one})).await;
+    assert_eq!(merged["into"], dir.display().to_string(), "{merged}");
+    assert_eq!(merged["dryRun"], false, "{merged}");
+    assert_eq!(merged["conflicts"], json!([]), "{merged}");
+    assert_eq!(merged["changedMeanwhile"], json!([]), "{merged}");
+    assert_eq!(
+        merged["changes"], dry["changes"],
+        "the dry run said what was made"
+    );
+    let moved = merged["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["op"] == "move" && c["path"] == "src/deep" && c["to"] == "src/core");
+    assert!(moved, "a directory moved in the branch is moved: {merged}");
+    assert_eq!(
+        std::fs::read(dir.join("src/main.rs")).unwrap(),
+        b"fn main() { one() }\n"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("new.txt")).unwrap(),
+        b"made in one\n"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("src/core/lib.rs")).unwrap(),
+        b"pub fn f() {}\n"
+    );
+    assert!(!dir.join("src/deep").exists());
+    assert!(!dir.join("target/debug/app").exists());
+    assert!(dir.join("target/debug").is_dir(), "only the file went");
+    assert_eq!(
+        std::fs::read(dir.join("README.md")).unwrap(),
+        b"edited in the directory\n",
+        "the directory's own work stays"
+    );
+
+    // Branch two changed README.md too, otherwise: both versions kept, the conflict listed.
+    let merged = merge(&daemon, json!({"branch": two})).await;
+    let aside = "README.md.sync-conflict-remote";
+    assert_eq!(
+        merged["conflicts"],
+        json!([{"path": "README.md", "resolution": "keptBoth", "aside": aside}]),
+        "{merged}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("README.md")).unwrap(),
+        b"edited in the directory\n"
+    );
+    assert_eq!(std::fs::read(dir.join(aside)).unwrap(), b"edited in two\n");
+    assert_eq!(
+        std::fs::read(dir.join("two.txt")).unwrap(),
+        b"made in two\n"
+    );
+    assert_eq!(
+        std::fs::read(dir.join("src/main.rs")).unwrap(),
+        b"fn main() { one() }\n",
+        "what one merged stays: two did not change it"
+    );
+    // A merged branch is kept until discarded, and unchanged by the merge.
+    assert_eq!(
+        std::fs::read(two.join("README.md")).unwrap(),
+        b"edited in two\n"
+    );
+    assert!(!two.join("new.txt").exists());
+
+    let (status, discarded) = daemon
+        .post("/api/fork/discard", json!({"path": three}))
+        .await;
+    assert_eq!(status, 200, "{discarded}");
+    assert!(!dir.join("junk.txt").exists());
+    let (status, gone) = daemon
+        .post("/api/fork/merge", json!({"branch": three}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &gone["code"]),
+        (404, &json!("BRANCH_NOT_FOUND")),
+        "{gone}"
+    );
+    unmount_all(&daemon);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn theirs_and_ours_settle_a_conflict_and_a_branch_merges_into_its_parent_branch() {
+    if !require_mount_privilege(
+        "theirs_and_ours_settle_a_conflict_and_a_branch_merges_into_its_parent_branch",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("app");
+    tree(&dir);
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["a", "b"]}))
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let (a, b) = (branch(&dir, "a"), branch(&dir, "b"));
+    std::fs::write(dir.join("src/main.rs"), b"// ours\n").unwrap();
+    std::fs::write(a.join("src/main.rs"), b"// a's\n").unwrap();
+    std::fs::write(b.join("src/main.rs"), b"// b's\n").unwrap();
+    std::fs::remove_file(b.join("README.md")).unwrap();
+
+    let merged = merge(&daemon, json!({"branch": a, "mode": "theirs"})).await;
+    assert_eq!(
+        merged["conflicts"],
+        json!([{"path": "src/main.rs", "resolution": "theirs"}]),
+        "{merged}"
+    );
+    assert_eq!(std::fs::read(dir.join("src/main.rs")).unwrap(), b"// a's\n");
+
+    let merged = merge(&daemon, json!({"branch": b, "mode": "ours"})).await;
+    assert_eq!(
+        merged["conflicts"],
+        json!([{"path": "src/main.rs", "resolution": "ours"}]),
+        "{merged}"
+    );
+    assert_eq!(std::fs::read(dir.join("src/main.rs")).unwrap(), b"// a's\n");
+    assert!(!dir.join("README.md").exists(), "b's deletion carried");
+
+    // A branch of a branch merges into the branch it came from, against their own fork
+    // point: what `a` did before is no change of `a/x`'s.
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": a, "names": ["x"]}))
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let x = branch(&a, "x");
+    std::fs::write(x.join("x.txt"), b"made in x\n").unwrap();
+    let merged = merge(&daemon, json!({"branch": x, "into": a})).await;
+    assert_eq!(merged["into"], a.display().to_string(), "{merged}");
+    assert_eq!(
+        merged["changes"],
+        json!([{"op": "put", "path": "x.txt"}]),
+        "{merged}"
+    );
+    assert_eq!(std::fs::read(a.join("x.txt")).unwrap(), b"made in x\n");
+    assert!(!dir.join("x.txt").exists());
+
+    // Refusals, each with its code and field.
+    let other = daemon.path("other");
+    std::fs::create_dir_all(&other).unwrap();
+    let (status, _) = daemon
+        .post("/api/fork", json!({"dir": other, "names": ["o"]}))
+        .await;
+    assert_eq!(status, 200);
+    let cases = [
+        (
+            json!({"branch": x, "mode": "mine"}),
+            400,
+            "VALIDATION_FAILED",
+            "mode",
+        ),
+        (
+            json!({"branch": x, "into": x}),
+            400,
+            "VALIDATION_FAILED",
+            "into",
+        ),
+        (
+            json!({"branch": x, "into": other}),
+            400,
+            "VALIDATION_FAILED",
+            "into",
+        ),
+        (
+            json!({"branch": x, "into": daemon.path("plain")}),
+            404,
+            "BRANCH_NOT_FOUND",
+            "into",
+        ),
+        (json!({"branch": dir}), 404, "BRANCH_NOT_FOUND", ""),
+        (json!({"into": a}), 400, "VALIDATION_FAILED", "branch"),
+    ];
+    for (request, status, code, field) in cases {
+        let (got, refused) = daemon.post("/api/fork/merge", request.clone()).await;
+        assert_eq!(
+            (got.as_u16(), refused["code"].as_str()),
+            (status, Some(code)),
+            "{request}: {refused}"
+        );
+        if !field.is_empty() {
+            assert!(refused.to_string().contains(field), "{request}: {refused}");
+        }
+    }
+    unmount_all(&daemon);
+}
+
+/// A writer in the directory while a branch merges into it: whatever it wrote last at a
+/// path is there afterwards, and the branch's version of every path is somewhere (at the
+/// path, beside it as a kept conflict, or reported as changed meanwhile).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_merge_racing_a_writer_loses_none_of_the_writers_work() {
+    if !require_mount_privilege("a_merge_racing_a_writer_loses_none_of_the_writers_work") {
+        return;
+    }
+    const FILES: usize = 300;
+    let daemon = Daemon::start();
+    let dir = daemon.path("app");
+    std::fs::create_dir_all(dir.join("work")).unwrap();
+    for n in 0..FILES {
+        std::fs::write(dir.join(format!("work/{n}.txt")), b"as forked\n").unwrap();
+    }
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["b"]}))
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let b = branch(&dir, "b");
+    for n in 0..FILES {
+        std::fs::write(b.join(format!("work/{n}.txt")), format!("branch {n}\n")).unwrap();
+    }
+
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (dir, stop) = (dir.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut last: BTreeMap<usize, String> = BTreeMap::new();
+            let mut round = 0usize;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                // Every third file in turn, over and over, each write its own content, a
+                // moment apart: some before the merge reads them, some while it runs.
+                let n = (round * 3) % FILES;
+                let content = format!("writer {n} round {round}\n");
+                let path = dir.join(format!("work/{n}.txt"));
+                let temp = dir.join(format!("work/.{n}.tmp"));
+                std::fs::write(&temp, &content).unwrap();
+                std::fs::rename(&temp, &path).unwrap();
+                last.insert(n, content);
+                round += 1;
+                std::thread::sleep(std::time::Duration::from_micros(100));
+            }
+            last
+        })
+    };
+    let merged = merge(&daemon, json!({"branch": b})).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let last = writer.join().unwrap();
+    assert!(!last.is_empty());
+
+    let paths = |key: &str| -> Vec<String> {
+        let listed = merged[key].as_array().unwrap().iter();
+        listed
+            .map(|v| {
+                v.as_str()
+                    .unwrap_or_else(|| v["path"].as_str().unwrap())
+                    .to_string()
+            })
+            .collect()
+    };
+    let (meanwhile, conflicts, changes) = (
+        paths("changedMeanwhile"),
+        paths("conflicts"),
+        paths("changes"),
+    );
+    for n in 0..FILES {
+        let path = format!("work/{n}.txt");
+        let now = std::fs::read_to_string(dir.join(&path)).unwrap();
+        let theirs = format!("branch {n}\n");
+        match last.get(&n) {
+            Some(written) => assert_eq!(&now, written, "{path}: the writer's last write stays"),
+            None => assert_eq!(now, theirs, "{path}: merged"),
+        }
+        // Made (and maybe written over since), kept beside the writer's, or reported.
+        let aside = dir.join(format!("{path}.sync-conflict-remote"));
+        let kept = std::fs::read_to_string(&aside).ok() == Some(theirs.clone());
+        assert!(
+            changes.contains(&path)
+                || (kept && conflicts.contains(&path))
+                || meanwhile.contains(&path),
+            "{path}: the branch's version is accounted for ({merged})"
+        );
+    }
+    assert_eq!(merged["failed"], json!([]), "{merged}");
+    unmount_all(&daemon);
+}
