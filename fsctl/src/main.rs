@@ -86,6 +86,10 @@ enum Command {
     /// Fork a sandbox directory into copy-on-write branches (DIR@NAME beside it, each the
     /// whole tree, no copy); `--list` them, `--discard` one.
     Fork(fork::ForkArgs),
+    /// Merge a branch back into the directory it was forked from (or INTO, another branch),
+    /// three ways against the fork point: a true conflict keeps both versions and is listed
+    /// (`--theirs`/`--ours` settle it); `--dry-run` says what would change.
+    Merge(fork::MergeArgs),
     /// Run the embedded S3-compatible store alone.
     Store(backup::ServeStoreArgs),
     /// Run a credential proxy scoped to a bucket prefix (unsigned requests in, signed out).
@@ -227,6 +231,10 @@ async fn run(cli: Cli) -> Result<ExitCode, SdkError> {
         Command::Fork(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
             fork::run(&sandbox, args, cli.json).await
+        }
+        Command::Merge(args) => {
+            let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;
+            fork::merge(&sandbox, args, cli.json).await
         }
         Command::Backup(args) => {
             let sandbox = Sandbox::connect(&cli.url, cli.token.as_deref())?;

@@ -4,9 +4,9 @@
 use fsd_api::backup::{
     BackupEvent, BranchesResponse, CreateBackupRequest, CreateBackupResponse, DiscardBranchRequest,
     DiscardBranchResponse, DownloadBackupRequest, ExtractBackupRequest, ExtractBackupResponse,
-    ForkRequest, ForkResponse, RestoreBackupRequest, RestoreBackupResponse, RestoreMountsResponse,
-    TreeIndexRequest, UnmountBackupRequest, UploadBackupRequest, UploadPart, UploadPartsRequest,
-    UploadPartsResponse,
+    ForkRequest, ForkResponse, MergeBranchRequest, MergeBranchResponse, RestoreBackupRequest,
+    RestoreBackupResponse, RestoreMountsResponse, TreeIndexRequest, UnmountBackupRequest,
+    UploadBackupRequest, UploadPart, UploadPartsRequest, UploadPartsResponse,
 };
 use futures_util::Stream;
 use reqwest::Method;
@@ -117,6 +117,16 @@ impl Sandbox {
     /// Every branch of every fork, with what each changed (`GET /api/fork`).
     pub async fn branches(&self) -> Result<BranchesResponse, SdkError> {
         self.get_json("/api/fork").await
+    }
+
+    /// Merges a branch back into the directory it was forked from, or another branch
+    /// (`POST /api/fork/merge`): three ways against the fork point, each change made only
+    /// where the path still holds what the merge read.
+    pub async fn merge_branch(
+        &self,
+        request: &MergeBranchRequest,
+    ) -> Result<MergeBranchResponse, SdkError> {
+        self.post_json("/api/fork/merge", request).await
     }
 
     /// Takes a branch away with what was written in it (`POST /api/fork/discard`).

@@ -416,6 +416,51 @@ async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
         listed.starts_with(&format!("{a}  from {dir_arg} at ")) && !listed.contains(&b),
         "{listed}"
     );
+
+    // Merged back with fsctl: a dry run changes nothing; a conflict kept exits 3, and
+    // `--theirs` settles the next one.
+    let stdout = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).into_owned();
+    let out = fsd_tests::fsctl(&daemon, &["merge", &a, "--dry-run"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "would merge {a} into {dir_arg} (1 paths changed on either side since the fork):\n  put made.txt\n"
+        )
+    );
+    assert!(!dir.join("made.txt").exists());
+    std::fs::write(dir.join("README.md"), "the directory's\n").unwrap();
+    std::fs::write(format!("{a}/README.md"), "a's\n").unwrap();
+    let out = fsd_tests::fsctl(&daemon, &["--json", "merge", &a]);
+    assert_eq!(out.status.code(), Some(3), "{}", stdout(&out));
+    let merged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(merged["conflicts"][0]["path"], "README.md", "{merged}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("made.txt")).unwrap(),
+        "made-by-a-command\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("README.md")).unwrap(),
+        "the directory's\n"
+    );
+    let aside = dir.join("README.md.sync-conflict-remote");
+    assert_eq!(std::fs::read_to_string(&aside).unwrap(), "a's\n");
+    let out = fsd_tests::fsctl(&daemon, &["merge", &a, "--theirs"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("conflict README.md: theirs won\n"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("README.md")).unwrap(),
+        "a's\n"
+    );
     unmount_all(&daemon);
 }
 
