@@ -1,7 +1,11 @@
 //! Workspace forks on the real daemon: the time of one `POST /api/fork` making 1, 10 and
 //! 100 branches of the backup benchmarks' tree at 5,000 and 50,000 files, beside `cp -a`
 //! and `cp --reflink=auto` of the same tree in the same run (one copy each: N branches
-//! cost N copies that way), the disk a branch takes, and the time of a discard.
+//! cost N copies that way), the disk a branch takes, and the time of a discard. Then the
+//! time of `POST /api/fork/merge` carrying a branch's change of 10 and of 10,000 files
+//! back, beside `rsync -a --delete` of the branch over a copy of the tree (what carrying it
+//! by hand costs: rsync reads the whole tree, and overwrites what the directory changed
+//! itself where a merge keeps it).
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench fork` (as
 //! root, with kernel overlayfs). `FSD_BENCH_QUICK=1`: the 5,000-file tree only.
@@ -95,7 +99,81 @@ async fn run(quick: bool) {
             );
         }
     }
+    let tree = daemon.path(if quick { "tree5000" } else { "tree50000" });
+    let has_rsync = Command::new("rsync").arg("--version").output().is_ok();
+    if !has_rsync {
+        println!("  (rsync is not installed: the merges have no anchor)");
+    }
+    // The quick tree has 5,000 files: a 1,000-file change stands for the large one.
+    let large = if quick { 1_000 } else { 10_000 };
+    for (round, changed) in [10usize, large].into_iter().enumerate() {
+        merge_round(&daemon, &tree, &format!("m{round}"), changed, has_rsync).await;
+    }
     // The forked trees stay overlays after their branches go: taken down here.
     fsd_tests::unmount_under(&daemon.root());
     fsd_tests::unmount_under(&daemon.state_dir());
+}
+
+/// A branch of `tree` with `changed` of its files edited, merged back, beside rsync of the
+/// branch over a copy of the tree.
+async fn merge_round(daemon: &Daemon, tree: &Path, name: &str, changed: usize, rsync: bool) {
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": tree, "names": [name]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let branch = format!("{}@{name}", tree.display());
+    let mut edited = 0;
+    for i in 0..50_000 {
+        if edited == changed {
+            break;
+        }
+        let file = Path::new(&branch).join(format!("pkg{:03}/mod{}/file{i}.rs", i % 500, i % 7));
+        if let Ok(mut content) = std::fs::read(&file) {
+            content.extend_from_slice(format!("// edited in {name}\n").as_bytes());
+            std::fs::write(&file, content).expect("edit");
+            edited += 1;
+        }
+    }
+    let _ = Command::new("sync").status();
+    let anchor = rsync.then(|| {
+        let copy = tree.with_extension("copy");
+        let made = Command::new("cp").arg("-a").arg(tree).arg(&copy).status();
+        assert!(made.is_ok_and(|s| s.success()), "cp -a");
+        let _ = Command::new("sync").status();
+        let started = Instant::now();
+        let status = Command::new("rsync")
+            .args(["-a", "--delete"])
+            .arg(format!("{branch}/"))
+            .arg(format!("{}/", copy.display()))
+            .status()
+            .expect("rsync");
+        let took = started.elapsed();
+        assert!(status.success(), "rsync");
+        std::fs::remove_dir_all(&copy).expect("remove the copy");
+        took
+    });
+    let started = Instant::now();
+    let (status, merged) = daemon
+        .post("/api/fork/merge", json!({"branch": branch}))
+        .await;
+    let took = started.elapsed();
+    assert_eq!(status, 200, "{merged}");
+    let made = merged["changes"].as_array().map_or(0, Vec::len);
+    assert_eq!(made, changed, "{merged}");
+    match anchor {
+        Some(rsync) => println!(
+            "  merge a {changed:>6}-file change     {:>10.1} ms  (rsync -a --delete of the branch over a copy: {:.1} ms, {:.2}×)",
+            ms(took),
+            ms(rsync),
+            ms(took) / ms(rsync)
+        ),
+        None => println!(
+            "  merge a {changed:>6}-file change     {:>10.1} ms",
+            ms(took)
+        ),
+    }
+    let (status, body) = daemon
+        .post("/api/fork/discard", json!({"path": branch}))
+        .await;
+    assert_eq!(status, 200, "{body}");
 }

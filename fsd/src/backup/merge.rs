@@ -148,7 +148,8 @@ fn read_view(
             }
             match std::fs::symlink_metadata(view.join(dir)) {
                 Ok(meta) if meta.is_dir() => {
-                    let mode = meta.permissions().mode() & 0o7777;
+                    // As a manifest reports it (`0o777` at most).
+                    let mode = meta.permissions().mode() & 0o777;
                     tree.insert(dir.to_string(), Entry::Dir { mode });
                 }
                 _ => break,

@@ -2,16 +2,20 @@
 //! edited differently, two merged and one discarded, a dry run that changes nothing, a
 //! directory moved in a branch arriving as a move, a true conflict kept beside its path and
 //! listed, `theirs` and `ours`, a branch merged into the branch it came from, a merge racing
-//! a writer that loses none of the writer's work, and the refusals' codes.
+//! a writer that loses none of the writer's work, the refusals' codes, and a seeded
+//! simulation that holds every merge equal to the merge of the whole trees.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use fsd_sdk::content_hash::ContentHash;
+use fsd_sdk::merge::{Entries, Entry, Mode};
 use fsd_tests::{Daemon, require_mount_privilege};
 use serde_json::{Value, json};
 
 use super::{tree, unmount_all};
 use crate::backup::digest;
+use crate::sync::workload::{Api, Rng, Workload};
 
 fn branch(dir: &Path, name: &str) -> PathBuf {
     PathBuf::from(format!("{}@{name}", dir.display()))
@@ -332,5 +336,153 @@ async fn a_merge_racing_a_writer_loses_none_of_the_writers_work() {
         );
     }
     assert_eq!(merged["failed"], json!([]), "{merged}");
+    unmount_all(&daemon);
+}
+
+/// A whole tree's entries as the merge holds them: a file's content hash and permission
+/// bits (`0o777` at most, as a manifest has them), a directory's bits, a link's target.
+fn entries(root: &Path) -> Entries {
+    use std::os::unix::fs::PermissionsExt;
+    let mut tree = Entries::new();
+    let mut pending = vec![(root.to_path_buf(), String::new())];
+    while let Some((dir, relative)) = pending.pop() {
+        for found in std::fs::read_dir(&dir).unwrap().flatten() {
+            let name = found.file_name().to_string_lossy().into_owned();
+            let path = if relative.is_empty() {
+                name
+            } else {
+                format!("{relative}/{name}")
+            };
+            let meta = std::fs::symlink_metadata(found.path()).unwrap();
+            let mode = meta.permissions().mode() & 0o777;
+            let entry = if meta.is_dir() {
+                pending.push((found.path(), path.clone()));
+                Entry::Dir { mode }
+            } else if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(found.path()).unwrap();
+                Entry::Link {
+                    target: target.display().to_string(),
+                }
+            } else {
+                Entry::File {
+                    hash: ContentHash::of(&std::fs::read(found.path()).unwrap()),
+                    mode,
+                }
+            };
+            tree.insert(path, entry);
+        }
+    }
+    tree
+}
+
+/// One random operation of the sync property test's workload on `side`: its writes through
+/// the API are made on the disk here (the merge reads the disk either way).
+fn edit(daemon: &Daemon, side: &Workload, rng: &mut Rng) -> String {
+    let (done, api) = side.step(rng);
+    if let Some(Api::Json(remote, content) | Api::Raw(remote, content)) = api {
+        let _ = std::fs::write(daemon.root().join(remote), content);
+    }
+    done
+}
+
+/// The merge of a fork proven against the merge of whole trees. For each seed a tree is
+/// made and forked, both the directory and the branch are edited at random (the sync
+/// property test's workload: writes, appends, truncates, `mkdir -p`, renames of files and
+/// directories, swaps, deletes, directories removed and made again, links, modes), and the
+/// branch is merged back: the directory must then hold exactly what `fsd_merge::merge` of
+/// the three whole trees decides (two-way-safe), so the overlay layers named every path
+/// either side changed and the scoped merge decided as the whole one. Seeds from the day
+/// (`FSD_SEED_DAY`); `FSD_FORK_MERGE_SEED` replays one, `FSD_FORK_MERGE_SEEDS` sets how
+/// many (40).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_simulation_merges_as_the_whole_trees_merge() {
+    if !require_mount_privilege("a_seeded_simulation_merges_as_the_whole_trees_merge") {
+        return;
+    }
+    let seeds: Vec<u64> = match std::env::var("FSD_FORK_MERGE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => {
+            let count = std::env::var("FSD_FORK_MERGE_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(40u64);
+            let base = fsd_tests::seed_base("fork merge");
+            (0..count).map(|i| base.wrapping_add(i)).collect()
+        }
+    };
+    let daemon = Daemon::start();
+    for seed in seeds {
+        let mut rng = Rng::new(seed);
+        let name = format!("sim{seed:x}");
+        let dir = daemon.path(&name);
+        std::fs::create_dir(&dir).unwrap();
+        let into = Workload {
+            root: dir.clone(),
+            remote: name.clone(),
+        };
+        let mut done = Vec::new();
+        for _ in 0..30 {
+            done.push(edit(&daemon, &into, &mut rng));
+        }
+        let ancestor = entries(&dir);
+        let (status, forked) = daemon
+            .post("/api/fork", json!({"dir": dir, "names": ["b"]}))
+            .await;
+        assert_eq!(status, 200, "seed {seed}: {forked}");
+        done.push("fork".into());
+        let branch = Workload {
+            root: self::branch(&dir, "b"),
+            remote: format!("{name}@b"),
+        };
+        for _ in 0..40 {
+            let side = if rng.percent(50) { &into } else { &branch };
+            let what = edit(&daemon, side, &mut rng);
+            let on = if std::ptr::eq(side, &into) {
+                "dir"
+            } else {
+                "branch"
+            };
+            done.push(format!("{on}: {what}"));
+        }
+        let (into_now, branch_now) = (entries(&dir), entries(&branch.root));
+        let whole = fsd_sdk::merge::merge(&ancestor, &into_now, &branch_now, Mode::TwoWaySafe);
+        let merged = merge(&daemon, json!({"branch": branch.root})).await;
+        let replay = format!(
+            "seed {seed} (FSD_FORK_MERGE_SEED={seed} replays it) after:\n  {}\nthe merge answered {merged}",
+            done.join("\n  ")
+        );
+        assert_eq!(merged["changedMeanwhile"], json!([]), "{replay}");
+        assert_eq!(merged["failed"], json!([]), "{replay}");
+        let now = entries(&dir);
+        if now != whole.agreed {
+            let differ: Vec<String> = now
+                .keys()
+                .chain(whole.agreed.keys())
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .filter(|path| now.get(*path) != whole.agreed.get(*path))
+                .map(|path| {
+                    format!(
+                        "{path}: merged {:?}, whole trees {:?}",
+                        now.get(path),
+                        whole.agreed.get(path)
+                    )
+                })
+                .collect();
+            panic!("{}\n{replay}", differ.join("\n"));
+        }
+        assert_eq!(
+            merged["conflicts"].as_array().map(Vec::len),
+            Some(whole.conflicts.len()),
+            "{replay}"
+        );
+        let (status, body) = daemon
+            .post("/api/fork/discard", json!({"path": branch.root}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
     unmount_all(&daemon);
 }
