@@ -419,70 +419,100 @@ async fn a_seeded_simulation_merges_as_the_whole_trees_merge() {
         let name = format!("sim{seed:x}");
         let dir = daemon.path(&name);
         std::fs::create_dir(&dir).unwrap();
-        let into = Workload {
-            root: dir.clone(),
-            remote: name.clone(),
-        };
+        let side = |root: PathBuf, remote: String| Workload { root, remote };
+        let into = side(dir.clone(), name.clone());
         let mut done = Vec::new();
         for _ in 0..30 {
             done.push(edit(&daemon, &into, &mut rng));
         }
         let ancestor = entries(&dir);
-        let (status, forked) = daemon
-            .post("/api/fork", json!({"dir": dir, "names": ["b"]}))
-            .await;
-        assert_eq!(status, 200, "seed {seed}: {forked}");
-        done.push("fork".into());
-        let branch = Workload {
-            root: self::branch(&dir, "b"),
-            remote: format!("{name}@b"),
+        fork(&daemon, &dir, "b", &mut done).await;
+        let b = side(branch(&dir, "b"), format!("{name}@b"));
+        edit_both(&daemon, [&into, &b], 20, &mut rng, &mut done);
+        // Forks in between freeze what each side wrote so far beneath a new upper layer:
+        // a side's changes then span layers. A branch of the branch is merged back later.
+        if rng.percent(50) {
+            fork(&daemon, &dir, "c", &mut done).await;
+        }
+        let x = if rng.percent(50) {
+            let forked_at = entries(&b.root);
+            fork(&daemon, &b.root, "x", &mut done).await;
+            Some((side(branch(&b.root, "x"), format!("{name}@b@x")), forked_at))
+        } else {
+            None
         };
-        for _ in 0..40 {
-            let side = if rng.percent(50) { &into } else { &branch };
-            let what = edit(&daemon, side, &mut rng);
-            let on = if std::ptr::eq(side, &into) {
-                "dir"
-            } else {
-                "branch"
-            };
-            done.push(format!("{on}: {what}"));
+        edit_both(&daemon, [&into, &b], 20, &mut rng, &mut done);
+        merged_as_whole(&daemon, seed, &ancestor, &into, &b, &mut done).await;
+        if let Some((x, forked_at)) = x {
+            // Into the branch it came from, against the tree they share: a fork point of
+            // two frozen layers, shown by an overlay of its own.
+            edit_both(&daemon, [&b, &x], 30, &mut rng, &mut done);
+            merged_as_whole(&daemon, seed, &forked_at, &b, &x, &mut done).await;
         }
-        let (into_now, branch_now) = (entries(&dir), entries(&branch.root));
-        let whole = fsd_sdk::merge::merge(&ancestor, &into_now, &branch_now, Mode::TwoWaySafe);
-        let merged = merge(&daemon, json!({"branch": branch.root})).await;
-        let replay = format!(
-            "seed {seed} (FSD_FORK_MERGE_SEED={seed} replays it) after:\n  {}\nthe merge answered {merged}",
-            done.join("\n  ")
-        );
-        assert_eq!(merged["changedMeanwhile"], json!([]), "{replay}");
-        assert_eq!(merged["failed"], json!([]), "{replay}");
-        let now = entries(&dir);
-        if now != whole.agreed {
-            let differ: Vec<String> = now
-                .keys()
-                .chain(whole.agreed.keys())
-                .collect::<std::collections::BTreeSet<_>>()
-                .into_iter()
-                .filter(|path| now.get(*path) != whole.agreed.get(*path))
-                .map(|path| {
-                    format!(
-                        "{path}: merged {:?}, whole trees {:?}",
-                        now.get(path),
-                        whole.agreed.get(path)
-                    )
-                })
-                .collect();
-            panic!("{}\n{replay}", differ.join("\n"));
-        }
-        assert_eq!(
-            merged["conflicts"].as_array().map(Vec::len),
-            Some(whole.conflicts.len()),
-            "{replay}"
-        );
-        let (status, body) = daemon
-            .post("/api/fork/discard", json!({"path": branch.root}))
-            .await;
-        assert_eq!(status, 200, "{body}");
     }
     unmount_all(&daemon);
+}
+
+async fn fork(daemon: &Daemon, dir: &Path, name: &str, done: &mut Vec<String>) {
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": [name]}))
+        .await;
+    assert_eq!(status, 200, "{forked}\nafter:\n  {}", done.join("\n  "));
+    done.push(format!("fork {} into {name}", dir.display()));
+}
+
+/// `count` random operations, each on one of `sides` at random.
+fn edit_both(
+    daemon: &Daemon,
+    sides: [&Workload; 2],
+    count: usize,
+    rng: &mut Rng,
+    done: &mut Vec<String>,
+) {
+    for _ in 0..count {
+        let side = sides[rng.below(2)];
+        let what = edit(daemon, side, rng);
+        done.push(format!("{}: {what}", side.remote));
+    }
+}
+
+/// Merges `branch` into `into` and holds what `into` then has equal to what the merge of
+/// the three whole trees decides (`ancestor`: the tree at their fork point).
+async fn merged_as_whole(
+    daemon: &Daemon,
+    seed: u64,
+    ancestor: &Entries,
+    into: &Workload,
+    branch: &Workload,
+    done: &mut Vec<String>,
+) {
+    let (into_now, branch_now) = (entries(&into.root), entries(&branch.root));
+    let whole = fsd_sdk::merge::merge(ancestor, &into_now, &branch_now, Mode::TwoWaySafe);
+    let merged = merge(daemon, json!({"branch": branch.root, "into": into.root})).await;
+    let replay = format!(
+        "seed {seed} (FSD_FORK_MERGE_SEED={seed} replays it) after:\n  {}\nthe merge answered {merged}",
+        done.join("\n  ")
+    );
+    assert_eq!(merged["changedMeanwhile"], json!([]), "{replay}");
+    assert_eq!(merged["failed"], json!([]), "{replay}");
+    let now = entries(&into.root);
+    if now != whole.agreed {
+        let paths: std::collections::BTreeSet<&String> =
+            now.keys().chain(whole.agreed.keys()).collect();
+        let differ: Vec<String> = paths
+            .into_iter()
+            .filter(|path| now.get(*path) != whole.agreed.get(*path))
+            .map(|path| {
+                let (merged, whole) = (now.get(path), whole.agreed.get(path));
+                format!("{path}: merged {merged:?}, whole trees {whole:?}")
+            })
+            .collect();
+        panic!("{}\n{replay}", differ.join("\n"));
+    }
+    assert_eq!(
+        merged["conflicts"].as_array().map(Vec::len),
+        Some(whole.conflicts.len()),
+        "{replay}"
+    );
+    done.push(format!("merge {} into {}", branch.remote, into.remote));
 }
