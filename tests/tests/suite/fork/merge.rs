@@ -251,6 +251,153 @@ async fn theirs_and_ours_settle_a_conflict_and_a_branch_merges_into_its_parent_b
     unmount_all(&daemon);
 }
 
+/// What `git ARGS` prints in `repo` (it must succeed).
+fn git_output(repo: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=fsd", "-c", "user.email=fsd@localhost"])
+        .args(args)
+        .current_dir(repo)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A real repository forked with a build's output and untracked work in it (what a git
+/// worktree would not carry), three branches trying different things with git (each a
+/// commit on a git branch of its own), two merged back and one discarded: the directory
+/// ends with both branches' work and its own, both commits reachable by their branches, and
+/// git working in it. `.git` merges as files do: what only one side changed (new objects,
+/// a new ref) arrives; what both changed (`HEAD`, the index) keeps the directory's and is
+/// listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_repository_with_its_build_output_takes_two_of_three_branches_back() {
+    if !require_mount_privilege(
+        "a_real_repository_with_its_build_output_takes_two_of_three_branches_back",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let repo = daemon.path("project");
+    crate::mirror::make_repository(&repo);
+    std::fs::create_dir_all(repo.join("target/debug")).unwrap();
+    std::fs::write(repo.join("target/debug/app"), vec![1u8; 300_000]).unwrap();
+    std::fs::write(repo.join("notes.txt"), "untracked notes\n").unwrap();
+    let (status, forked) = daemon
+        .post(
+            "/api/fork",
+            json!({"dir": repo, "names": ["one", "two", "three"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let (one, two, three) = (
+        branch(&repo, "one"),
+        branch(&repo, "two"),
+        branch(&repo, "three"),
+    );
+    git_output(&one, &["checkout", "-q", "-b", "one"]);
+    std::fs::write(
+        one.join("packages/cli/src/m1.ts"),
+        "export const v1 = 'one';\n",
+    )
+    .unwrap();
+    std::fs::write(
+        one.join("packages/cli/src/added.ts"),
+        "export const added = 1;\n",
+    )
+    .unwrap();
+    git_output(&one, &["add", "-A"]);
+    git_output(&one, &["commit", "-q", "-m", "try one"]);
+    std::fs::write(one.join("target/debug/app"), vec![2u8; 300_000]).unwrap();
+    git_output(&two, &["checkout", "-q", "-b", "two"]);
+    std::fs::write(
+        two.join("packages/sandbox/src/m2.ts"),
+        "export const v2 = 'two';\n",
+    )
+    .unwrap();
+    git_output(
+        &two,
+        &[
+            "mv",
+            "packages/sandbox/src/m3.ts",
+            "packages/sandbox/src/three.ts",
+        ],
+    );
+    git_output(&two, &["commit", "-q", "-am", "try two"]);
+    git_output(&three, &["rm", "-q", "-r", "packages"]);
+    git_output(&three, &["commit", "-q", "-m", "a dead end"]);
+    std::fs::write(repo.join("notes.txt"), "notes taken meanwhile\n").unwrap();
+
+    let merged = merge(&daemon, json!({"branch": one})).await;
+    assert_eq!(
+        merged["conflicts"],
+        json!([]),
+        "only one side changed: {merged}"
+    );
+    let merged = merge(&daemon, json!({"branch": two})).await;
+    let conflicted: Vec<&str> = merged["conflicts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["path"].as_str())
+        .collect();
+    assert!(conflicted.contains(&".git/HEAD"), "{merged}");
+    assert!(
+        conflicted.iter().all(|path| path.starts_with(".git/")),
+        "the work itself merged cleanly: {merged}"
+    );
+    let (status, body) = daemon
+        .post("/api/fork/discard", json!({"path": three}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+
+    let read = |path: &str| std::fs::read_to_string(repo.join(path)).unwrap();
+    assert_eq!(read("packages/cli/src/m1.ts"), "export const v1 = 'one';\n");
+    assert_eq!(
+        read("packages/cli/src/added.ts"),
+        "export const added = 1;\n"
+    );
+    assert_eq!(
+        read("packages/sandbox/src/m2.ts"),
+        "export const v2 = 'two';\n"
+    );
+    assert!(repo.join("packages/sandbox/src/three.ts").is_file());
+    assert!(!repo.join("packages/sandbox/src/m3.ts").exists());
+    assert_eq!(
+        std::fs::read(repo.join("target/debug/app")).unwrap(),
+        vec![2u8; 300_000]
+    );
+    assert_eq!(read("notes.txt"), "notes taken meanwhile\n");
+    assert!(
+        repo.join("packages/cli/src/m0.ts").is_file(),
+        "three's deletion is gone with it"
+    );
+    // The directory is on one's branch (its HEAD, which two's did not replace); both
+    // commits are there by their branches, and git works in the merged tree.
+    assert_eq!(
+        git_output(&repo, &["rev-parse", "--abbrev-ref", "HEAD"]),
+        "one\n"
+    );
+    assert_eq!(
+        git_output(&repo, &["log", "-1", "--format=%s", "one"]),
+        "try one\n"
+    );
+    assert_eq!(
+        git_output(&repo, &["log", "-1", "--format=%s", "two"]),
+        "try two\n"
+    );
+    let status = git_output(&repo, &["status", "--porcelain"]);
+    assert!(
+        status.contains("packages/sandbox/src/m2.ts"),
+        "two's work is a change on one's: {status}"
+    );
+    unmount_all(&daemon);
+}
+
 /// A writer in the directory while a branch merges into it: whatever it wrote last at a
 /// path is there afterwards, and the branch's version of every path is somewhere (at the
 /// path, beside it as a kept conflict, or reported as changed meanwhile).
