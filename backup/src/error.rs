@@ -54,6 +54,15 @@ pub enum BackupError {
         into: PathBuf,
         reason: &'static str,
     },
+    /// A directory to fork or merge has a mount at or beneath it that is not a fork's own
+    /// (a restore, a bucket): what it shows is in no fork layer.
+    #[error("{path} has a {fstype} mount at {mount}; {advice}")]
+    MountedIn {
+        path: PathBuf,
+        mount: PathBuf,
+        fstype: String,
+        advice: &'static str,
+    },
     /// A process holds something under a directory to fork or discard.
     #[error("{path} is in use by process {pid} ({how})")]
     Busy {

@@ -207,7 +207,7 @@ impl Forker {
             .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
         let own = state.layered.iter().position(|l| l.path == dir);
         if own.is_none() {
-            refuse_mounts_at_or_below(dir)?;
+            refuse_mounts_at_or_below(dir, "fork a directory without mounts in it")?;
         }
         if let Some((pid, how)) = busy(dir) {
             return Err(BackupError::Busy {
@@ -426,6 +426,9 @@ impl Forker {
         if from.path == to.path {
             return Err(unrelated("a branch is not merged into itself"));
         }
+        for side in [&from.path, &to.path] {
+            refuse_mounts_at_or_below(side, "release or unmount it, then merge")?;
+        }
         // The frozen layers both stand on: the longest run both lists end with.
         let shared = from
             .lowers
@@ -495,19 +498,20 @@ fn checked_names(names: &[String]) -> Result<Vec<String>, BackupError> {
     Ok(names.to_vec())
 }
 
-/// A directory with a mount on it or beneath it (a restore, a bucket) is not forked: the
-/// bind would not carry what those show, and their writes would not be frozen.
-fn refuse_mounts_at_or_below(dir: &Path) -> Result<(), BackupError> {
+/// A directory with a mount on it or beneath it that is not one of the forks' own (a
+/// restore, a bucket) is neither forked nor merged: the bind would not carry what those
+/// show, their writes would not be frozen, and no fork layer records what they changed.
+fn refuse_mounts_at_or_below(dir: &Path, advice: &'static str) -> Result<(), BackupError> {
     let mounted = mount::mount_table();
-    match mounted.iter().find(|m| m.target.starts_with(dir)) {
-        Some(m) => Err(BackupError::Mount {
-            what: "fork",
-            reason: format!(
-                "{} has a {} mount at {}; fork a directory without mounts in it",
-                dir.display(),
-                m.fstype,
-                m.target.display()
-            ),
+    let foreign = mounted
+        .iter()
+        .find(|m| m.target.starts_with(dir) && !(m.target == dir && m.source == FORK_SOURCE));
+    match foreign {
+        Some(m) => Err(BackupError::MountedIn {
+            path: dir.to_path_buf(),
+            mount: m.target.clone(),
+            fstype: m.fstype.clone(),
+            advice,
         }),
         None => Ok(()),
     }

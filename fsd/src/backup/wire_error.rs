@@ -54,6 +54,13 @@ impl From<Forking> for ApiError {
                 ),
             BackupError::NotADirectory(path) => ApiError::new(ErrorCode::NotDirectory, message)
                 .with_context(json!({ "field": "dir", "path": path })),
+            BackupError::MountedIn {
+                path,
+                mount,
+                fstype,
+                ..
+            } => ApiError::new(ErrorCode::ResourceBusy, message)
+                .with_context(json!({ "path": path, "mount": mount, "fstype": fstype })),
             // What backups and restores map as well (outside the roots, a directory where a
             // file goes) as they do; the rest failed on the machine.
             _ => wire_error(err, ErrorCode::ForkFailed),

@@ -301,6 +301,51 @@ async fn a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are
         .post("/api/fork", json!({"dir": daemon.path("missing")}))
         .await;
     assert_eq!(status.as_u16() / 100, 4, "{body}");
+
+    // A mount in a directory (a restore, a bucket; a bind here) refuses its fork, and a
+    // merge into it or from it: no fork layer records what the mount shows.
+    let elsewhere = daemon.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let bind = |at: &Path| {
+        nix::mount::mount(
+            Some(&elsewhere),
+            at,
+            None::<&str>,
+            nix::mount::MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .unwrap()
+    };
+    let mounted = daemon.path("mounted");
+    tree(&mounted);
+    bind(&mounted.join("src"));
+    let (status, body) = daemon.post("/api/fork", json!({"dir": mounted})).await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (409, &json!("RESOURCE_BUSY")),
+        "{body}"
+    );
+    assert_eq!(
+        body["context"]["mount"],
+        mounted.join("src").display().to_string(),
+        "{body}"
+    );
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["m"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    bind(&dir.join("src"));
+    let (status, body) = daemon
+        .post(
+            "/api/fork/merge",
+            json!({"branch": format!("{}@m", dir.display())}),
+        )
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (409, &json!("RESOURCE_BUSY")),
+        "{body}"
+    );
     unmount_all(&daemon);
 }
 
