@@ -206,9 +206,9 @@ impl Forker {
             .lock()
             .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
         let own = state.layered.iter().position(|l| l.path == dir);
-        if own.is_none() {
-            refuse_mounts_at_or_below(dir, "fork a directory without mounts in it")?;
-        }
+        // A directory forked before too: a restore mounted on its overlay since would be
+        // covered by the new one.
+        refuse_mounts_at_or_below(dir, "fork a directory without mounts in it")?;
         if let Some((pid, how)) = busy(dir) {
             return Err(BackupError::Busy {
                 path: dir.to_path_buf(),

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use crate::backup::digest;
 
-mod merge;
+pub(crate) mod merge;
 
 /// Takes down every mount under the daemon's workspace and state directory, deepest first:
 /// forks outlive the daemon (a restart keeps them), so a test takes its own away.
@@ -340,6 +340,15 @@ async fn a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are
             "/api/fork/merge",
             json!({"branch": format!("{}@m", dir.display())}),
         )
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (409, &json!("RESOURCE_BUSY")),
+        "{body}"
+    );
+    // And a fork again of a directory forked before: its new overlay would cover the mount.
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["n"]}))
         .await;
     assert_eq!(
         (status.as_u16(), &body["code"]),

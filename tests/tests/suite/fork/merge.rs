@@ -488,7 +488,7 @@ async fn a_merge_racing_a_writer_loses_none_of_the_writers_work() {
 
 /// A whole tree's entries as the merge holds them: a file's content hash and permission
 /// bits (`0o777` at most, as a manifest has them), a directory's bits, a link's target.
-fn entries(root: &Path) -> Entries {
+pub(crate) fn entries(root: &Path) -> Entries {
     use std::os::unix::fs::PermissionsExt;
     let mut tree = Entries::new();
     let mut pending = vec![(root.to_path_buf(), String::new())];
