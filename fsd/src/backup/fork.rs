@@ -266,7 +266,14 @@ fn holder(dir: &Path, roots: &[PathBuf]) -> Option<(u32, String)> {
             continue;
         };
         for fd in fds.flatten() {
-            if let Some(target) = under(fd.path()) {
+            // A file deleted since it was opened is in no tree: what is done through it
+            // reaches no branch (the daemon holds replaced files a moment, see `atomic`).
+            if let Some(target) = under(fd.path())
+                && !target
+                    .as_os_str()
+                    .as_encoded_bytes()
+                    .ends_with(b" (deleted)")
+            {
                 return Some((pid, format!("an open file, {}", target.display())));
             }
         }

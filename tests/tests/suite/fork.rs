@@ -228,6 +228,21 @@ async fn a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are
     assert!(!PathBuf::from(format!("{}@1", dir.display())).exists());
     sitting.kill().unwrap();
     sitting.wait().unwrap();
+    // A file deleted while held open is in no tree: its holder does not refuse a fork.
+    let held = std::fs::File::create(dir.join("held.txt")).unwrap();
+    std::fs::remove_file(dir.join("held.txt")).unwrap();
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["held"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    drop(held);
+    let (status, body) = daemon
+        .post(
+            "/api/fork/discard",
+            json!({"path": format!("{}@held", dir.display())}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
 
     for (request, code, field) in [
         (
