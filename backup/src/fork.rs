@@ -30,6 +30,8 @@ use crate::BackupError;
 use crate::mount::{self, Driver};
 
 const STATE_FILE: &str = "forks.json";
+/// Where a merge shows its fork point while it runs (see [`AncestorView`]).
+const MERGE_VIEWS: &str = "merging";
 
 use fsd_api::mountinfo::FORK_SOURCE;
 
@@ -131,7 +133,19 @@ impl Forker {
             state: Mutex::new(state),
         };
         forker.mount_what_is_missing();
+        forker.take_down_merge_views();
         Ok(forker)
+    }
+
+    /// A merge's fork-point views left by a daemon that stopped in the middle of one.
+    fn take_down_merge_views(&self) {
+        let Ok(views) = fs::read_dir(self.root.join(MERGE_VIEWS)) else {
+            return;
+        };
+        for view in views.flatten() {
+            let _ = nix::mount::umount2(&view.path(), MntFlags::MNT_DETACH);
+            let _ = fs::remove_dir(view.path());
+        }
     }
 
     fn mount_what_is_missing(&self) {
@@ -612,7 +626,7 @@ impl AncestorView {
         }
         use std::sync::atomic::{AtomicU64, Ordering};
         static SHOWN: AtomicU64 = AtomicU64::new(0);
-        let at = root.join("merging").join(format!(
+        let at = root.join(MERGE_VIEWS).join(format!(
             "{}-{}",
             std::process::id(),
             SHOWN.fetch_add(1, Ordering::Relaxed)
