@@ -32,6 +32,15 @@ use crate::mount::{self, Driver};
 const STATE_FILE: &str = "forks.json";
 /// Where a merge shows its fork point while it runs (see [`AncestorView`]).
 const MERGE_VIEWS: &str = "merging";
+/// Where each pair's merge base is kept (see [`MergeSides::base_file`]).
+const MERGE_BASES: &str = "merged";
+
+/// A short name of a path for the files named after it.
+fn path_key(path: &Path) -> String {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(path.as_os_str().as_encoded_bytes());
+    fsd_api::hex::lower(&digest[..8])
+}
 
 use fsd_api::mountinfo::FORK_SOURCE;
 
@@ -397,6 +406,7 @@ impl Forker {
             }
         }
         let _ = fs::remove_dir(path);
+        self.forget_merge_bases(path);
         // Its own layer, unless a fork of it froze that layer for branches still here.
         let upper = layered.upper();
         let frozen: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
@@ -465,13 +475,34 @@ impl Forker {
         };
         let common = &from.lowers[from.lowers.len() - shared..];
         let ancestor = AncestorView::show(&self.root, common)?;
+        let base_file = self.root.join(MERGE_BASES).join(format!(
+            "{}-{}.json",
+            path_key(&from.path),
+            path_key(&to.path)
+        ));
         Ok(MergeSides {
             branch: from.path.clone(),
             into: to.path.clone(),
             branch_layers: own(from),
             into_layers: own(to),
             ancestor,
+            base_file,
         })
+    }
+
+    /// The merge bases of pairs `path` was a side of.
+    fn forget_merge_bases(&self, path: &Path) {
+        let key = path_key(path);
+        let Ok(bases) = fs::read_dir(self.root.join(MERGE_BASES)) else {
+            return;
+        };
+        for base in bases.flatten() {
+            let name = base.file_name().to_string_lossy().into_owned();
+            let sides = name.strip_suffix(".json").unwrap_or(&name);
+            if sides.split('-').any(|side| side == key) {
+                let _ = fs::remove_file(base.path());
+            }
+        }
     }
 
     fn save(&self, state: &State) -> Result<(), BackupError> {
@@ -607,6 +638,11 @@ pub struct MergeSides {
     pub branch_layers: Vec<PathBuf>,
     pub into_layers: Vec<PathBuf>,
     pub ancestor: AncestorView,
+    /// Where the merge base of this pair is kept once the branch has been merged into
+    /// `into`: what the branch held at the paths that merge took in, which stand for the
+    /// fork point there at the next merge (the caller writes and reads it; a discard of
+    /// either removes it).
+    pub base_file: PathBuf,
 }
 
 /// The tree a branch and what it merges into were both forked from, read-only: the one

@@ -133,6 +133,19 @@ pub async fn merge_branch(
         .apply(None, &sides.into.display().to_string(), steps, body)
         .await
         .op(op)?;
+    // The next merge of the pair starts from what this one took in; a base not kept
+    // leaves the last one (a later merge then sees conflicts it could have settled).
+    let kept = tokio::task::spawn_blocking(move || {
+        let kept = merge::keep_base(&sides, &decided, &outcomes);
+        (sides, decided, outcomes, kept)
+    })
+    .await;
+    let (sides, decided, outcomes, kept) = kept
+        .map_err(|join| merge_failed(Path::new(""), std::io::Error::other(join.to_string())))
+        .op(op)?;
+    if let Err(error) = kept {
+        tracing::warn!(%error, file = %sides.base_file.display(), "could not keep a merge's base");
+    }
     Ok(merge::answer(&sides, decided, Some(outcomes)))
 }
 

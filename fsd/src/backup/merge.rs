@@ -10,8 +10,14 @@
 //! ten. The changes to `into` go through the files domain's checked apply: each is made only
 //! if its path still holds what the merge read, so a command writing in `into` meanwhile
 //! loses nothing (its paths are reported and left as it made them); moves are made as moves.
+//!
+//! A branch merged again into the same directory is merged against what it held when last
+//! merged, where that merge took it in (its merge base, kept beside the fork's state), as
+//! git merges against the branch's last merged commit: work continued in the branch arrives
+//! clean, and what the directory settled or changed since stays, where against the fork
+//! point both would be conflicts.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::fs::PermissionsExt;
@@ -23,6 +29,7 @@ use fsd_backup::fork::{MergeSides, changed_paths};
 use fsd_merge::content_hash::ContentHash;
 use fsd_merge::ops::{self, Op};
 use fsd_merge::{Entries, Entry, Mode, Resolution};
+use serde::{Deserialize, Serialize};
 
 use crate::files::FileService;
 
@@ -61,6 +68,38 @@ pub struct Decided {
     /// Where the content of each file the changes put is read: by hash, a file in the
     /// branch (or in `into`: a version a conflict set aside).
     sources: HashMap<ContentHash, PathBuf>,
+    /// The paths the merge decided, what the branch held at them, and the pair's merge
+    /// base before it: the next base (see [`keep_base`]).
+    merged: BTreeSet<String>,
+    branch: Entries,
+    base: MergeBase,
+}
+
+/// What the branch held (`None`: nothing) at each path a merge of it into one directory
+/// took in: the fork point there at the next merge of the pair.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct MergeBase {
+    held: BTreeMap<String, Option<Entry>>,
+}
+
+impl MergeBase {
+    /// The pair's base kept at `file` (none yet, or unreadable: the fork point alone).
+    fn read(file: &Path) -> MergeBase {
+        std::fs::read(file)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default()
+    }
+
+    /// `ancestor` (the fork point, read in part) as the base has it.
+    fn patch(&self, ancestor: &mut Entries) {
+        for (path, held) in &self.held {
+            match held {
+                Some(entry) => ancestor.insert(path.clone(), entry.clone()),
+                None => ancestor.remove(path),
+            };
+        }
+    }
 }
 
 /// Reads both sides and their fork point where either changed, and merges them. Blocking.
@@ -79,7 +118,9 @@ pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::R
         .chain(taken_beside(&scope, &[&sides.into, &sides.branch]))
         .collect();
     let read = |view: &Path| read_view(files, view, &scope, &wanted);
-    let ancestor = read(fork_point)?;
+    let mut ancestor = read(fork_point)?;
+    let base = MergeBase::read(&sides.base_file);
+    base.patch(&mut ancestor);
     let into = read(&sides.into)?;
     let branch = read(&sides.branch)?;
     let (local, remote, rules) = match mode {
@@ -122,6 +163,9 @@ pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::R
         ops,
         conflicts,
         sources,
+        merged,
+        branch,
+        base,
     })
 }
 
@@ -261,6 +305,41 @@ impl Read for Contents {
             return Ok(read);
         }
     }
+}
+
+/// Keeps the pair's next merge base: what the branch held at each path this merge decided,
+/// except where a change was not made (written meanwhile, failed), which keep the base they
+/// had so that the next merge sees the branch's version there as a change again. Blocking.
+pub fn keep_base(
+    sides: &MergeSides,
+    decided: &Decided,
+    outcomes: &[StepOutcome],
+) -> io::Result<()> {
+    let left: Vec<&str> = decided
+        .ops
+        .iter()
+        .zip(outcomes)
+        .filter(|(_, outcome)| !matches!(outcome, StepOutcome::Applied))
+        .flat_map(|(op, _)| op.paths())
+        .collect();
+    let is_left = |path: &str| {
+        left.iter()
+            .any(|at| path == *at || path.starts_with(&format!("{at}/")))
+    };
+    let mut base = MergeBase {
+        held: decided.base.held.clone(),
+    };
+    for path in decided.merged.iter().filter(|path| !is_left(path)) {
+        base.held
+            .insert(path.clone(), decided.branch.get(path).cloned());
+    }
+    let file = &sides.base_file;
+    if let Some(dir) = file.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let temp = file.with_extension("json.tmp");
+    std::fs::write(&temp, serde_json::to_vec(&base).map_err(io::Error::other)?)?;
+    std::fs::rename(&temp, file)
 }
 
 /// The answer: `decided`'s changes as made (`outcomes`, one per change; `None`: a dry

@@ -519,6 +519,9 @@ async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
     );
     let aside = dir.join("README.md.sync-conflict-remote");
     assert_eq!(std::fs::read_to_string(&aside).unwrap(), "a's\n");
+    // Settled by keeping both; both sides change it again, and `--theirs` takes a's.
+    std::fs::write(dir.join("README.md"), "the directory's, again\n").unwrap();
+    std::fs::write(format!("{a}/README.md"), "a's, again\n").unwrap();
     let out = fsd_tests::fsctl(&daemon, &["merge", &a, "--theirs"]);
     assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
     assert!(
@@ -528,7 +531,7 @@ async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
     );
     assert_eq!(
         std::fs::read_to_string(dir.join("README.md")).unwrap(),
-        "a's\n"
+        "a's, again\n"
     );
     unmount_all(&daemon);
 }

@@ -15,8 +15,8 @@
 //! - the two-way pair converges, and every edit of a two-way step is on both sides (as the
 //!   file, or as a conflict's copy);
 //! - a branch shows `w` as it was when forked; a merge makes `w` what the merge of the
-//!   three whole trees (the fork point, `w`, the branch) decides; a discard leaves `w` as
-//!   it was;
+//!   three whole trees (the fork point or what the branch held when last merged, `w`, the
+//!   branch) decides; a discard leaves `w` as it was;
 //! - nothing outside the directories named changed.
 //!
 //! `FSD_COMPOSED_SEED` replays one seed (the replay line is the last thing a failure
@@ -67,7 +67,8 @@ struct World {
     edits: u64,
     /// The bucket mounted at `w/bucket` (its proxy), when it is.
     bucket: Option<fsd_s3::CredentialProxy>,
-    /// The branch `w@b` and `w` as it was when forked, while there is one.
+    /// The branch `w@b` while there is one, and what its next merge is against: `w` as it
+    /// was when forked, then what the branch held when last merged.
     branch: Option<(Workload, Entries)>,
     /// `w` was forked: its overlay outlives the daemon, taken down at the end.
     forked: bool,
@@ -536,7 +537,7 @@ impl World {
             );
             return format!("{}: refused, a mount in w", request.0);
         }
-        let Some((branch, forked_at)) = self.branch.take() else {
+        let Some((branch, base)) = self.branch.take() else {
             let before = digest(&self.dir);
             let forked_at = entries(&self.dir);
             let (status, body) = self
@@ -576,13 +577,12 @@ impl World {
                     }
                     done.push(what);
                 }
-                self.branch = Some((branch, forked_at));
+                self.branch = Some((branch, base));
                 format!("in w@b: {}", done.join("; "))
             }
             40..=89 => {
                 let (into_now, branch_now) = (entries(&self.dir), entries(&branch.root));
-                let whole =
-                    fsd_sdk::merge::merge(&forked_at, &into_now, &branch_now, Mode::TwoWaySafe);
+                let whole = fsd_sdk::merge::merge(&base, &into_now, &branch_now, Mode::TwoWaySafe);
                 let (status, merged) = self
                     .daemon
                     .post(
@@ -604,7 +604,8 @@ impl World {
                     "a merge makes w what the whole trees' merge decides; differs at {differ:?}: {merged}"
                 );
                 let changes = merged["changes"].as_array().map_or(0, Vec::len);
-                self.branch = Some((branch, forked_at));
+                // The next merge of the branch is against what it holds now.
+                self.branch = Some((branch, branch_now));
                 format!(
                     "merge w@b: {changes} changes, {} conflicts",
                     whole.conflicts.len()

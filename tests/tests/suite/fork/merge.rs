@@ -398,6 +398,62 @@ async fn a_real_repository_with_its_build_output_takes_two_of_three_branches_bac
     unmount_all(&daemon);
 }
 
+/// A branch merged again is merged against what it held when last merged: the work
+/// continued in it arrives clean, and what the directory settled since (a kept conflict
+/// resolved, its copy deleted) stays; against the fork point both would be conflicts again.
+/// A discard forgets the pair's base.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_merged_again_is_merged_against_what_it_held_when_last_merged() {
+    if !require_mount_privilege(
+        "a_branch_merged_again_is_merged_against_what_it_held_when_last_merged",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("app");
+    tree(&dir);
+    let (status, forked) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["b"]}))
+        .await;
+    assert_eq!(status, 200, "{forked}");
+    let b = branch(&dir, "b");
+    std::fs::write(dir.join("README.md"), b"the directory's\n").unwrap();
+    std::fs::write(b.join("README.md"), b"the branch's\n").unwrap();
+    std::fs::write(b.join("src/main.rs"), b"fn main() { first() }\n").unwrap();
+    let merged = merge(&daemon, json!({"branch": b})).await;
+    assert_eq!(merged["conflicts"][0]["path"], "README.md", "{merged}");
+
+    // The directory settles the conflict; the branch goes on.
+    let aside = dir.join("README.md.sync-conflict-remote");
+    std::fs::write(dir.join("README.md"), b"settled\n").unwrap();
+    std::fs::remove_file(&aside).unwrap();
+    std::fs::write(b.join("src/main.rs"), b"fn main() { second() }\n").unwrap();
+    std::fs::write(b.join("later.txt"), b"made after the first merge\n").unwrap();
+    let merged = merge(&daemon, json!({"branch": b})).await;
+    assert_eq!(merged["conflicts"], json!([]), "{merged}");
+    assert_eq!(
+        std::fs::read(dir.join("src/main.rs")).unwrap(),
+        b"fn main() { second() }\n"
+    );
+    assert_eq!(std::fs::read(dir.join("README.md")).unwrap(), b"settled\n");
+    assert!(!aside.exists(), "the copy deleted stays deleted");
+    assert_eq!(
+        std::fs::read(dir.join("later.txt")).unwrap(),
+        b"made after the first merge\n"
+    );
+
+    let bases = daemon.state_dir().join("forks/merged");
+    assert_eq!(std::fs::read_dir(&bases).unwrap().count(), 1);
+    let (status, body) = daemon.post("/api/fork/discard", json!({"path": b})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        std::fs::read_dir(&bases).unwrap().count(),
+        0,
+        "forgotten with the branch"
+    );
+    unmount_all(&daemon);
+}
+
 /// A writer in the directory while a branch merges into it: whatever it wrote last at a
 /// path is there afterwards, and the branch's version of every path is somewhere (at the
 /// path, beside it as a kept conflict, or reported as changed meanwhile).
@@ -536,8 +592,9 @@ fn edit(daemon: &Daemon, side: &Workload, rng: &mut Rng) -> String {
 /// made and forked, both the directory and the branch are edited at random (the sync
 /// property test's workload: writes, appends, truncates, `mkdir -p`, renames of files and
 /// directories, swaps, deletes, directories removed and made again, links, modes), and the
-/// branch is merged back: the directory must then hold exactly what `fsd_merge::merge` of
-/// the three whole trees decides (two-way-safe), so the overlay layers named every path
+/// branch is merged back (and, for half the seeds, edited on and merged again, against what
+/// it held at the first merge): the directory must then hold exactly what `fsd_merge::merge`
+/// of the three whole trees decides (two-way-safe), so the overlay layers named every path
 /// either side changed and the scoped merge decided as the whole one. Seeds from the day
 /// (`FSD_SEED_DAY`); `FSD_FORK_MERGE_SEED` replays one, `FSD_FORK_MERGE_SEEDS` sets how
 /// many (40).
@@ -589,7 +646,13 @@ async fn a_seeded_simulation_merges_as_the_whole_trees_merge() {
             None
         };
         edit_both(&daemon, [&into, &b], 20, &mut rng, &mut done);
-        merged_as_whole(&daemon, seed, &ancestor, &into, &b, &mut done).await;
+        let merged_at = merged_as_whole(&daemon, seed, &ancestor, &into, &b, &mut done).await;
+        if rng.percent(50) {
+            // Work goes on on both sides and the branch is merged again: against what it
+            // held when last merged (everything else of it is still the fork point's).
+            edit_both(&daemon, [&into, &b], 20, &mut rng, &mut done);
+            merged_as_whole(&daemon, seed, &merged_at, &into, &b, &mut done).await;
+        }
         if let Some((x, forked_at)) = x {
             // Into the branch it came from, against the tree they share: a fork point of
             // two frozen layers, shown by an overlay of its own.
@@ -624,7 +687,8 @@ fn edit_both(
 }
 
 /// Merges `branch` into `into` and holds what `into` then has equal to what the merge of
-/// the three whole trees decides (`ancestor`: the tree at their fork point).
+/// the three whole trees decides (`ancestor`: the tree at their fork point, or what the
+/// branch held when last merged into `into`); answers what the branch held.
 async fn merged_as_whole(
     daemon: &Daemon,
     seed: u64,
@@ -632,7 +696,7 @@ async fn merged_as_whole(
     into: &Workload,
     branch: &Workload,
     done: &mut Vec<String>,
-) {
+) -> Entries {
     let (into_now, branch_now) = (entries(&into.root), entries(&branch.root));
     let whole = fsd_sdk::merge::merge(ancestor, &into_now, &branch_now, Mode::TwoWaySafe);
     let merged = merge(daemon, json!({"branch": branch.root, "into": into.root})).await;
@@ -662,4 +726,5 @@ async fn merged_as_whole(
         "{replay}"
     );
     done.push(format!("merge {} into {}", branch.remote, into.remote));
+    branch_now
 }
