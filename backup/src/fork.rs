@@ -668,11 +668,7 @@ impl AncestorView {
             SHOWN.fetch_add(1, Ordering::Relaxed)
         ));
         fs::create_dir_all(&at).map_err(|e| BackupError::io(&at, e))?;
-        let lowerdir = layers
-            .iter()
-            .map(|p| mount::escape(p))
-            .collect::<Vec<_>>()
-            .join(":");
+        let lowerdir = mount::lowerdir(layers);
         // No upper: read-only. Directories renamed in a frozen layer are followed.
         let mounted = ["redirect_dir=follow", ""].iter().any(|extra| {
             let mut data = format!("lowerdir={lowerdir}");
@@ -718,8 +714,9 @@ impl Drop for AncestorView {
 /// The paths (relative, `/` between names) that `layers` (a side's own upper layers) show
 /// changed against `ancestor` (the fork point, mounted): each file, link and whiteout in
 /// them, and each directory that is new, replaced (opaque), renamed (a redirect) or of
-/// another mode there; a directory only passed through is not itself a change. A merge
-/// reads what a changed directory holds from the views, not from the layers.
+/// another mode there; a directory only passed through is not itself a change (a path
+/// under another one changed may be named too). A merge reads what a changed directory
+/// holds from the views, not from the layers.
 pub fn changed_paths(layers: &[PathBuf], ancestor: &Path) -> BTreeSet<String> {
     use std::os::unix::fs::PermissionsExt;
     let mut changed = BTreeSet::new();
@@ -742,8 +739,7 @@ pub fn changed_paths(layers: &[PathBuf], ancestor: &Path) -> BTreeSet<String> {
                     continue;
                 }
                 let at = entry.path();
-                let replaced = crate::layer::has_xattr(&at, "trusted.overlay.opaque")
-                    || crate::layer::has_xattr(&at, "trusted.overlay.redirect");
+                let replaced = crate::layer::replaces_lower(&at);
                 let before = fs::symlink_metadata(ancestor.join(&path)).ok();
                 let same_dir = before.is_some_and(|before| {
                     before.is_dir()
@@ -758,9 +754,5 @@ pub fn changed_paths(layers: &[PathBuf], ancestor: &Path) -> BTreeSet<String> {
             }
         }
     }
-    // A path under one already changed is read with it.
-    fsd_api::files::topmost(&changed)
-        .into_iter()
-        .map(str::to_string)
-        .collect()
+    changed
 }

@@ -62,10 +62,7 @@ impl Layer<'_> {
             }
             let path = upper.join(&name);
             let meta = fs::symlink_metadata(&path).map_err(|e| BackupError::io(&path, e))?;
-            if meta.is_dir()
-                && (has_xattr(&path, "trusted.overlay.opaque")
-                    || has_xattr(&path, "trusted.overlay.redirect"))
-            {
+            if meta.is_dir() && replaces_lower(&path) {
                 self.add_merged(builder, &child)?;
             } else if meta.is_dir() {
                 builder.push(&child, Entry::Dir, &meta)?;
@@ -138,7 +135,14 @@ fn sorted_names(dir: &Path) -> Result<Vec<OsString>, BackupError> {
     Ok(names)
 }
 
-pub(crate) fn has_xattr(path: &Path, name: &str) -> bool {
+/// Whether the upper layer's directory at `path` is marked as replacing what lower layers
+/// hold at its name (opaque) or as a directory renamed from elsewhere (a redirect): what
+/// it shows is not only what it holds.
+pub(crate) fn replaces_lower(path: &Path) -> bool {
+    has_xattr(path, "trusted.overlay.opaque") || has_xattr(path, "trusted.overlay.redirect")
+}
+
+fn has_xattr(path: &Path, name: &str) -> bool {
     let (Ok(path), Ok(name)) = (
         CString::new(path.as_os_str().as_bytes()),
         CString::new(name),

@@ -143,11 +143,7 @@ pub fn mount_overlay(
         what: "overlayfs",
         reason,
     };
-    let lowerdir = lowers
-        .iter()
-        .map(|p| escape(p))
-        .collect::<Vec<_>>()
-        .join(":");
+    let lowerdir = lowerdir(lowers);
     let options = format!(
         "lowerdir={lowerdir},upperdir={},workdir={}",
         escape(upper),
@@ -273,8 +269,17 @@ fn on_path(tool: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// The `lowerdir` option's value: `lowers`, topmost first, escaped and joined.
+pub(crate) fn lowerdir(lowers: &[PathBuf]) -> String {
+    lowers
+        .iter()
+        .map(|p| escape(p))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
 /// Mount paths in overlay options escape `\`, `,` and `:`.
-pub(crate) fn escape(path: &Path) -> String {
+fn escape(path: &Path) -> String {
     let mut out = String::new();
     for c in path.to_string_lossy().chars() {
         if matches!(c, '\\' | ',' | ':') {

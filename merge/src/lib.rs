@@ -492,9 +492,12 @@ fn changed_inside<'a>(ancestor: &'a Entries, side: &'a Entries) -> BTreeSet<&'a 
     out
 }
 
+/// What a conflict's other version is named by, after its path: `PATH.sync-conflict-LABEL`.
+pub const CONFLICT_MARK: &str = ".sync-conflict-";
+
 /// A name beside `path` for the other version of a conflict, not taken by anything.
 fn free_name(path: &str, label: &str, taken: &dyn Fn(&str) -> bool) -> String {
-    let base = format!("{path}.sync-conflict-{label}");
+    let base = format!("{path}{CONFLICT_MARK}{label}");
     if !taken(&base) {
         return base;
     }

@@ -119,7 +119,7 @@ pub async fn merge_branch(
         (sides, decided)
     })
     .await
-    .map_err(|join| merge_failed(Path::new(""), std::io::Error::other(join.to_string())))
+    .map_err(worker_failed)
     .op(op)?;
     let decided = decided.map_err(|e| merge_failed(&sides.into, e)).op(op)?;
     if req.dry_run {
@@ -140,9 +140,7 @@ pub async fn merge_branch(
         (sides, decided, outcomes, kept)
     })
     .await;
-    let (sides, decided, outcomes, kept) = kept
-        .map_err(|join| merge_failed(Path::new(""), std::io::Error::other(join.to_string())))
-        .op(op)?;
+    let (sides, decided, outcomes, kept) = kept.map_err(worker_failed).op(op)?;
     if let Err(error) = kept {
         tracing::warn!(%error, file = %sides.base_file.display(), "could not keep a merge's base");
     }
@@ -151,6 +149,11 @@ pub async fn merge_branch(
 
 fn merge_failed(path: &Path, error: std::io::Error) -> Forking {
     Forking(BackupError::io(path, error))
+}
+
+/// A merge's blocking work that did not come back (it panicked).
+fn worker_failed(join: tokio::task::JoinError) -> Forking {
+    merge_failed(Path::new(""), std::io::Error::other(join.to_string()))
 }
 
 /// Forks the request's directory into its branches.

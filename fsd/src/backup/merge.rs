@@ -28,7 +28,7 @@ use fsd_api::files::{ApplyStep, StepOutcome};
 use fsd_backup::fork::{MergeSides, changed_paths};
 use fsd_merge::content_hash::ContentHash;
 use fsd_merge::ops::{self, Op};
-use fsd_merge::{Entries, Entry, Mode, Resolution};
+use fsd_merge::{CONFLICT_MARK, Entries, Entry, Mode, Resolution};
 use serde::{Deserialize, Serialize};
 
 use crate::files::FileService;
@@ -222,7 +222,7 @@ fn taken_beside(scope: &BTreeSet<String>, views: &[&Path]) -> BTreeSet<String> {
                 let found = found.file_name().to_string_lossy().into_owned();
                 let beside = names
                     .iter()
-                    .any(|name| found.starts_with(&format!("{name}.sync-conflict-")));
+                    .any(|name| found.starts_with(&format!("{name}{CONFLICT_MARK}")));
                 if beside {
                     taken.insert(if dir.is_empty() {
                         found
