@@ -224,10 +224,7 @@ impl Forker {
         if let Some(taken) = paths.iter().find(|path| path.symlink_metadata().is_ok()) {
             return Err(BackupError::BranchExists(taken.clone()));
         }
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
+        let mut state = self.locked()?;
         let own = state.layered.iter().position(|l| l.path == dir);
         // A directory forked before too: a restore mounted on its overlay since would be
         // covered by the new one.
@@ -374,10 +371,7 @@ impl Forker {
         path: &Path,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
     ) -> Result<Layered, BackupError> {
-        let mut state = self
-            .state
-            .lock()
-            .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
+        let mut state = self.locked()?;
         let index = state
             .layered
             .iter()
@@ -427,10 +421,7 @@ impl Forker {
         branch: &Path,
         into: Option<&Path>,
     ) -> Result<MergeSides, BackupError> {
-        let state = self
-            .state
-            .lock()
-            .map_err(|_| BackupError::Layer("fork state poisoned".into()))?;
+        let state = self.locked()?;
         let from = state
             .layered
             .iter()
@@ -503,6 +494,12 @@ impl Forker {
                 let _ = fs::remove_file(base.path());
             }
         }
+    }
+
+    fn locked(&self) -> Result<std::sync::MutexGuard<'_, State>, BackupError> {
+        self.state
+            .lock()
+            .map_err(|_| BackupError::Layer("fork state poisoned".into()))
     }
 
     fn save(&self, state: &State) -> Result<(), BackupError> {
