@@ -37,6 +37,11 @@ pub struct CreateBackupRequest {
     /// fsd: an incremental snapshot: only what differs from the snapshot indexed here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base: Option<SnapshotBase>,
+    /// fsd: a fork point to send to another sandbox: `dir` is frozen as a fork freezes it
+    /// and what it froze is archived whole; a snapshot built on this one elsewhere comes
+    /// back as a branch of `dir` (`POST /api/fork` with `from`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fork: Option<bool>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session_id: Option<String>,
 }
@@ -327,6 +332,12 @@ pub struct ForkRequest {
     pub names: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub count: Option<u32>,
+    /// A snapshot made in another sandbox, brought back as the branches: its chain's
+    /// archives, topmost first, down to (at least) a fork point `dir` sent
+    /// (`CreateBackupRequest::fork`). Those above the fork point are fetched as
+    /// `/api/backup/download` fetches them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Vec<ArchiveSource>>,
 }
 
 /// A branch of a fork.
@@ -345,6 +356,9 @@ pub struct BranchInfo {
     pub deleted: u64,
     /// Bytes its own layer holds on disk.
     pub bytes: u64,
+    /// A branch received from another sandbox: the archive of the snapshot it shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_from: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]

@@ -47,6 +47,10 @@ pub enum BackupError {
     /// What a branch was to merge into is no fork overlay (a forked directory or a branch).
     #[error("{0} is neither a forked directory nor a branch")]
     NotForked(PathBuf),
+    /// A snapshot brought back as a branch of a directory none of whose chain was sent
+    /// from that directory as a fork point.
+    #[error("none of the snapshots given was sent from {0} as a fork point (backup create --fork)")]
+    NotSentFrom(PathBuf),
     /// A merge of two overlays that share no frozen layer, or of one into itself.
     #[error("{branch} cannot be merged into {into}: {reason}")]
     Unrelated {

@@ -34,6 +34,8 @@ const STATE_FILE: &str = "forks.json";
 const MERGE_VIEWS: &str = "merging";
 /// Where each pair's merge base is kept (see [`MergeSides::base_file`]).
 const MERGE_BASES: &str = "merged";
+/// Where the archives of received branches are mounted (see [`Forker::receive`]).
+const ARCHIVE_MOUNTS: &str = "archives";
 
 /// A short name of a path for the files named after it.
 fn path_key(path: &Path) -> String {
@@ -60,6 +62,9 @@ pub struct Layered {
     pub layer: PathBuf,
     /// Unix milliseconds of the fork that made this layer.
     pub forked_at: u64,
+    /// A branch received from another sandbox: the archive of the snapshot it shows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received: Option<PathBuf>,
 }
 
 impl Layered {
@@ -79,12 +84,34 @@ struct Bind {
     at: PathBuf,
 }
 
+/// A snapshot's archive mounted read-only at `at`: a frozen layer of branches received
+/// from another sandbox.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct ArchiveMount {
+    file: PathBuf,
+    at: PathBuf,
+}
+
+/// A fork point sent through the backup store: the directory frozen, the archive made of
+/// what it froze, and the frozen layers, which a snapshot built on that archive elsewhere
+/// stacks on when it comes back as a branch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Sent {
+    dir: PathBuf,
+    archive: PathBuf,
+    lowers: Vec<PathBuf>,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct State {
     binds: Vec<Bind>,
     layered: Vec<Layered>,
     /// Numbers the next fork's directory under the root.
     next: u64,
+    #[serde(default)]
+    archives: Vec<ArchiveMount>,
+    #[serde(default)]
+    sent: Vec<Sent>,
 }
 
 /// A branch as listed: where it is, what it came from and what it changed.
@@ -101,6 +128,8 @@ pub struct Branch {
     pub deleted: u64,
     /// Bytes its own layer holds (what the branch costs on disk).
     pub bytes: u64,
+    /// A branch received from another sandbox: the archive of the snapshot it shows.
+    pub received: Option<PathBuf>,
 }
 
 impl Branch {
@@ -115,6 +144,7 @@ impl Branch {
             changed,
             deleted,
             bytes,
+            received: layered.received.clone(),
         })
     }
 }
@@ -172,6 +202,17 @@ impl Forker {
                 tracing::warn!(%error, at = %bind.at.display(), "could not bind a fork's frozen tree again");
             }
         }
+        for archive in &state.archives {
+            if !is_mounted(&archive.at, None)
+                && let Err(error) = fs::create_dir_all(&archive.at)
+                    .map_err(|e| BackupError::io(&archive.at, e))
+                    .and_then(|()| {
+                        mount::mount_squashfs(&archive.file, &archive.at, Driver::Kernel)
+                    })
+            {
+                tracing::warn!(%error, archive = %archive.file.display(), "could not mount a received branch's archive again");
+            }
+        }
         // Parents before what lies beneath them.
         let mut layered: Vec<&Layered> = state.layered.iter().collect();
         layered.sort_by_key(|l| l.path.components().count());
@@ -195,35 +236,35 @@ impl Forker {
         driver: Option<Driver>,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
     ) -> Result<Vec<Branch>, BackupError> {
-        if driver != Some(Driver::Kernel) {
-            return Err(BackupError::Mount {
-                what: "fork",
-                reason: "forks need kernel overlayfs (root, the overlay filesystem); this \
-                         machine has none"
-                    .into(),
-            });
-        }
-        if !dir.is_dir() {
-            return Err(BackupError::NotADirectory(dir.to_path_buf()));
-        }
-        // Where the mounts go and what the mount table will say: a directory named through
-        // a link is forked where it is, and found there at the next start.
-        let canonical = fs::canonicalize(dir).map_err(|e| BackupError::io(dir, e))?;
-        let dir = canonical.as_path();
         let names = checked_names(names)?;
-        let parent = dir.parent().unwrap_or(Path::new("/"));
-        let dir_name = dir
-            .file_name()
-            .ok_or_else(|| BackupError::NotADirectory(dir.to_path_buf()))?
-            .to_string_lossy()
-            .into_owned();
-        let paths: Vec<PathBuf> = names
-            .iter()
-            .map(|name| parent.join(format!("{dir_name}@{name}")))
-            .collect();
-        if let Some(taken) = paths.iter().find(|path| path.symlink_metadata().is_ok()) {
-            return Err(BackupError::BranchExists(taken.clone()));
-        }
+        self.forked(dir, &names, driver, busy)
+            .map(|(_, branches)| branches)
+    }
+
+    /// Freezes `dir` as a fork does, with no branch: what it shows now becomes frozen
+    /// layers (returned, topmost first) beneath a fresh overlay on `dir`, to be archived
+    /// whole and sent as a fork point (see [`Forker::record_sent`]).
+    pub fn freeze(
+        &self,
+        dir: &Path,
+        driver: Option<Driver>,
+        busy: impl Fn(&Path) -> Option<(u32, String)>,
+    ) -> Result<Vec<PathBuf>, BackupError> {
+        self.forked(dir, &[], driver, busy)
+            .map(|(lowers, _)| lowers)
+    }
+
+    /// A fork of `dir` into branches named `names` (checked names; none freezes only):
+    /// the frozen layers and the branches made.
+    fn forked(
+        &self,
+        dir: &Path,
+        names: &[String],
+        driver: Option<Driver>,
+        busy: impl Fn(&Path) -> Option<(u32, String)>,
+    ) -> Result<(Vec<PathBuf>, Vec<Branch>), BackupError> {
+        let (dir, paths) = branch_paths(dir, names, driver)?;
+        let dir = dir.as_path();
         let mut state = self.locked()?;
         let own = state.layered.iter().position(|l| l.path == dir);
         // A directory forked before too: a restore mounted on its overlay since would be
@@ -287,6 +328,7 @@ impl Forker {
                 |index| state.layered[index].forked_from.clone(),
             ),
             lowers: lowers.clone(),
+            received: own.and_then(|index| state.layered[index].received.clone()),
             layer: match new_layer(None) {
                 Ok(layer) => layer,
                 Err(error) => {
@@ -317,6 +359,7 @@ impl Forker {
                     lowers: lowers.clone(),
                     layer,
                     forked_at,
+                    received: None,
                 };
                 mount_layered(&branch)?;
                 made.push(branch);
@@ -344,10 +387,175 @@ impl Forker {
         state.layered.extend(made.iter().cloned());
         self.save(&state)?;
         // Nothing written in them yet.
+        let branches = made
+            .iter()
+            .filter_map(|layered| Branch::of(layered, (0, 0, 0)))
+            .collect();
+        Ok((lowers, branches))
+    }
+
+    /// `layers` (frozen layers, topmost first) shown read-only while the answer lives: what
+    /// a fork point sent through the backup store is archived from.
+    pub fn show(&self, layers: &[PathBuf]) -> Result<AncestorView, BackupError> {
+        AncestorView::show(&self.root, layers)
+    }
+
+    /// Records that `archive` was made of `lowers`, the frozen layers [`Forker::freeze`]
+    /// made of `dir`: a snapshot built on it in another sandbox can come back here as a
+    /// branch of `dir` ([`Forker::receive`]).
+    pub fn record_sent(
+        &self,
+        dir: &Path,
+        archive: &Path,
+        lowers: Vec<PathBuf>,
+    ) -> Result<(), BackupError> {
+        let mut state = self.locked()?;
+        state.sent.retain(|sent| sent.archive != archive);
+        state.sent.push(Sent {
+            dir: dir.to_path_buf(),
+            archive: archive.to_path_buf(),
+            lowers,
+        });
+        self.save(&state)
+    }
+
+    /// Where in `chain` (a snapshot's archives, topmost first) the first one sent from
+    /// `dir` as a fork point is: the archives above it are what was done elsewhere.
+    pub fn sent_point(&self, dir: &Path, chain: &[PathBuf]) -> Result<usize, BackupError> {
+        let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let state = self.locked()?;
+        chain
+            .iter()
+            .position(|archive| {
+                state
+                    .sent
+                    .iter()
+                    .any(|sent| sent.dir == dir && &sent.archive == archive)
+            })
+            .ok_or(BackupError::NotSentFrom(dir))
+    }
+
+    /// Branches of `dir` named `names` that show a snapshot made in another sandbox from
+    /// the fork point `sent` ([`Forker::record_sent`]): `layers`, that snapshot's archives
+    /// above the fork point (topmost first, here as files), mounted read-only over the
+    /// frozen layers the fork point was archived from. `dir` is not touched, and a merge
+    /// of such a branch back into it reads only what the archives and the two sides' own
+    /// layers hold, as for a branch forked here.
+    pub fn receive(
+        &self,
+        dir: &Path,
+        names: &[String],
+        sent: &Path,
+        layers: &[PathBuf],
+        driver: Option<Driver>,
+    ) -> Result<Vec<Branch>, BackupError> {
+        let names = checked_names(names)?;
+        let (dir, paths) = branch_paths(dir, &names, driver)?;
+        let mut state = self.locked()?;
+        let point = state
+            .sent
+            .iter()
+            .find(|point| point.dir == dir && point.archive == sent)
+            .filter(|_| state.layered.iter().any(|l| l.path == dir))
+            .cloned()
+            .ok_or_else(|| BackupError::NotSentFrom(dir.clone()))?;
+        if let Some(gone) = point.lowers.iter().find(|layer| !layer.is_dir()) {
+            return Err(BackupError::Layer(format!(
+                "the fork point sent as {} is gone here ({} is missing)",
+                sent.display(),
+                gone.display()
+            )));
+        }
+        // Each archive mounted once, however many branches show it.
+        let mounted = mount::mount_table();
+        let mut newly: Vec<ArchiveMount> = Vec::new();
+        let undo_archives = |newly: &[ArchiveMount]| {
+            for archive in newly {
+                let _ = nix::mount::umount2(&archive.at, MntFlags::MNT_DETACH);
+                let _ = fs::remove_dir(&archive.at);
+            }
+        };
+        let mut lowers = Vec::with_capacity(layers.len() + point.lowers.len());
+        for file in layers {
+            let at = self.root.join(ARCHIVE_MOUNTS).join(path_key(file));
+            let shown = state.archives.iter().any(|m| m.at == at && &m.file == file)
+                && mounted.iter().any(|m| m.target == at);
+            if !shown {
+                let made = fs::create_dir_all(&at)
+                    .map_err(|e| BackupError::io(&at, e))
+                    .and_then(|()| mount::mount_squashfs(file, &at, Driver::Kernel));
+                if let Err(error) = made {
+                    undo_archives(&newly);
+                    return Err(error);
+                }
+                newly.push(ArchiveMount {
+                    file: file.clone(),
+                    at: at.clone(),
+                });
+            }
+            lowers.push(at);
+        }
+        lowers.extend(point.lowers.iter().cloned());
+        let number = state.next;
+        state.next += 1;
+        let base = self.root.join(number.to_string());
+        let forked_at = crate::restore::now_ms();
+        let mut made: Vec<Layered> = Vec::new();
+        for (name, path) in names.iter().zip(&paths) {
+            let layer = base.join("branches").join(name);
+            let branch = Layered {
+                path: path.clone(),
+                branch: Some(name.clone()),
+                forked_from: dir.clone(),
+                lowers: lowers.clone(),
+                layer: layer.clone(),
+                forked_at,
+                received: Some(layers.first().map_or(sent, PathBuf::as_path).to_path_buf()),
+            };
+            let result = ["upper", "work"]
+                .iter()
+                .try_for_each(|sub| fs::create_dir_all(layer.join(sub)))
+                .and_then(|()| fs::create_dir(path))
+                .map_err(|e| BackupError::io(path, e))
+                .and_then(|()| mount_layered(&branch));
+            if let Err(error) = result {
+                for layered in &made {
+                    let _ = nix::mount::umount2(&layered.path, MntFlags::MNT_DETACH);
+                    let _ = fs::remove_dir(&layered.path);
+                }
+                let _ = fs::remove_dir(path);
+                let _ = fs::remove_dir_all(&base);
+                undo_archives(&newly);
+                return Err(error);
+            }
+            made.push(branch);
+        }
+        for archive in newly {
+            state.archives.retain(|known| known.at != archive.at);
+            state.archives.push(archive);
+        }
+        state.layered.extend(made.iter().cloned());
+        self.save(&state)?;
         Ok(made
             .iter()
             .filter_map(|layered| Branch::of(layered, (0, 0, 0)))
             .collect())
+    }
+
+    /// Takes down the archives of received branches no overlay shows any more.
+    fn release_unused_archives(state: &mut State) {
+        let used: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
+        let unused: Vec<ArchiveMount> = state
+            .archives
+            .iter()
+            .filter(|archive| !used.contains(&archive.at))
+            .cloned()
+            .collect();
+        for archive in &unused {
+            let _ = nix::mount::umount2(&archive.at, MntFlags::MNT_DETACH);
+            let _ = fs::remove_dir(&archive.at);
+        }
+        state.archives.retain(|archive| !unused.contains(archive));
     }
 
     /// Every branch, with what it changed.
@@ -401,6 +609,7 @@ impl Forker {
         }
         let _ = fs::remove_dir(path);
         self.forget_merge_bases(path);
+        Self::release_unused_archives(&mut state);
         // Its own layer, unless a fork of it froze that layer for branches still here.
         let upper = layered.upper();
         let frozen: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
@@ -510,6 +719,42 @@ impl Forker {
         fs::write(&temp, bytes).map_err(|e| BackupError::io(&temp, e))?;
         fs::rename(&temp, &file).map_err(|e| BackupError::io(&file, e))
     }
+}
+
+/// `dir` as the mounts name it (a directory named through a link is forked where it is,
+/// and found there at the next start) and where each of `names`'s branches goes beside it,
+/// none of them taken; refused without kernel overlayfs.
+fn branch_paths(
+    dir: &Path,
+    names: &[String],
+    driver: Option<Driver>,
+) -> Result<(PathBuf, Vec<PathBuf>), BackupError> {
+    if driver != Some(Driver::Kernel) {
+        return Err(BackupError::Mount {
+            what: "fork",
+            reason: "forks need kernel overlayfs (root, the overlay filesystem); this \
+                     machine has none"
+                .into(),
+        });
+    }
+    if !dir.is_dir() {
+        return Err(BackupError::NotADirectory(dir.to_path_buf()));
+    }
+    let dir = fs::canonicalize(dir).map_err(|e| BackupError::io(dir, e))?;
+    let parent = dir.parent().unwrap_or(Path::new("/"));
+    let dir_name = dir
+        .file_name()
+        .ok_or_else(|| BackupError::NotADirectory(dir.clone()))?
+        .to_string_lossy()
+        .into_owned();
+    let paths: Vec<PathBuf> = names
+        .iter()
+        .map(|name| parent.join(format!("{dir_name}@{name}")))
+        .collect();
+    if let Some(taken) = paths.iter().find(|path| path.symlink_metadata().is_ok()) {
+        return Err(BackupError::BranchExists(taken.clone()));
+    }
+    Ok((dir, paths))
 }
 
 /// Branch names: given, distinct, one path component of letters, digits, `-`, `_`, `.`.

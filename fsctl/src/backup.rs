@@ -88,6 +88,22 @@ enum BackupCommand {
         /// snapshot could build on.
         #[arg(long, conflicts_with = "layer")]
         full: bool,
+        /// A fork point to send to other sandboxes: DIR is frozen as `fsctl fork` freezes
+        /// it (no branch made) and what it froze archived whole. Restore the snapshot in
+        /// another sandbox, snapshot the work there with --layer, and bring that back here
+        /// with `fsctl backup branch`.
+        #[arg(long, conflicts_with_all = ["layer", "full"])]
+        fork: bool,
+    },
+    /// Bring snapshot ID, made in another sandbox on a fork point DIR sent (`create
+    /// --fork`), back as a branch of DIR (DIR@NAME; NAME the snapshot's first 8 characters
+    /// unless given), to merge with `fsctl merge` as any branch.
+    Branch {
+        id: String,
+        dir: String,
+        /// The branch's name (repeat for more branches of the same snapshot).
+        #[arg(long = "name")]
+        names: Vec<String>,
     },
     /// List backups, newest first.
     List,
@@ -184,6 +200,7 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
     let mut command = args.command;
     match &mut command {
         BackupCommand::Create { dir, .. }
+        | BackupCommand::Branch { dir, .. }
         | BackupCommand::Restore { dir, .. }
         | BackupCommand::Release { dir }
         | BackupCommand::Forget { dir, .. }
@@ -202,6 +219,7 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
             compression,
             layer,
             full,
+            fork,
         } => {
             let (progress, bar) = progress_bar(as_json);
             let options = BackupOptions {
@@ -212,6 +230,7 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                 compression,
                 layer,
                 full,
+                fork,
                 progress,
             };
             let result = backups.create_backup(sandbox, &dir, options).await;
@@ -235,6 +254,16 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                         changes.modified,
                         changes.deleted
                     );
+                }
+            }
+        }
+        BackupCommand::Branch { id, dir, names } => {
+            let received = backups.branch_from(sandbox, &id, &dir, names).await?;
+            if as_json {
+                output::json(&received);
+            } else {
+                for branch in &received.branches {
+                    println!("{}", branch.path);
                 }
             }
         }

@@ -50,6 +50,7 @@ pub async fn run(sandbox: &Sandbox, args: ForkArgs, as_json: bool) -> Result<Exi
             dir,
             names: (!args.name.is_empty()).then_some(args.name),
             count: args.count,
+            from: None,
         };
         let forked = sandbox.fork(&request).await?;
         if as_json {

@@ -8,7 +8,7 @@ use chrono::Utc;
 use fsd_api::ErrorCode;
 use fsd_api::backup::{
     ArchiveSource, BackupEvent, Compression, CreateBackupRequest, DownloadBackupRequest,
-    SnapshotBase, UploadBackupRequest, UploadTarget,
+    ForkRequest, ForkResponse, SnapshotBase, UploadBackupRequest, UploadTarget,
 };
 use futures_util::StreamExt;
 use serde_json::json;
@@ -61,6 +61,9 @@ pub struct BackupOptions {
     pub layer: bool,
     /// A full snapshot even when an incremental one could be taken.
     pub full: bool,
+    /// A fork point to send to other sandboxes: `dir` is frozen as a fork freezes it and
+    /// what it froze archived whole (see [`Backups::branch_from`]).
+    pub fork: bool,
     pub progress: Option<ProgressFn>,
 }
 
@@ -104,7 +107,7 @@ impl Backups {
         if ttl == 0 {
             return Err(invalid("ttl", "must be greater than 0"));
         }
-        let parent = if options.full || options.layer {
+        let parent = if options.full || options.layer || options.fork {
             None
         } else {
             let snapshots = self.list_backups().await?;
@@ -204,6 +207,7 @@ impl Backups {
                 }),
                 layer: Some(options.layer),
                 base,
+                fork: options.fork.then_some(true),
                 session_id: None,
             },
             upload: UploadTarget {
@@ -368,6 +372,56 @@ impl Backups {
         dir: &str,
         progress: Option<ProgressFn>,
     ) -> Result<Vec<BackupMeta>, SdkError> {
+        let (chain, archives) = self.chain_sources(id).await?;
+        let request = DownloadBackupRequest {
+            dir: dir.to_string(),
+            archives,
+            session_id: None,
+        };
+        let events = sandbox.download_backup(&request).await?;
+        match follow(events, progress.as_ref()).await? {
+            Some(_) => Ok(chain),
+            None => Err(SdkError::Storage(
+                "the restore stream ended without a result".into(),
+            )),
+        }
+    }
+
+    /// Brings snapshot `id`, made in another sandbox on a fork point `dir` sent from this
+    /// one (`BackupOptions::fork`), back as branches of `dir` named `names` (`dir@NAME`;
+    /// one named after the snapshot when none is given), to merge with
+    /// `Sandbox::merge_branch` as any branch. The sandbox fetches only the archives above
+    /// the fork point; the fork point itself is the tree it froze when it sent it.
+    pub async fn branch_from(
+        &self,
+        sandbox: &Sandbox,
+        id: &str,
+        dir: &str,
+        names: Vec<String>,
+    ) -> Result<ForkResponse, SdkError> {
+        let (_, archives) = self.chain_sources(id).await?;
+        let names = if names.is_empty() {
+            vec![id.chars().take(8).collect()]
+        } else {
+            names
+        };
+        sandbox
+            .fork(&ForkRequest {
+                dir: dir.to_string(),
+                names: Some(names),
+                count: None,
+                from: Some(archives),
+            })
+            .await
+    }
+
+    /// Snapshot `id`'s chain, checked restorable (its TTL, with the 60 s buffer; those
+    /// below it are its data and go with it past their own; every archive stored), and
+    /// the presigned GETs of its archives, topmost first.
+    async fn chain_sources(
+        &self,
+        id: &str,
+    ) -> Result<(Vec<BackupMeta>, Vec<ArchiveSource>), SdkError> {
         let chain = self.chain(id).await?;
         // The TTL of the snapshot asked for; those below it are its data.
         if let Some(meta) = chain.first()
@@ -411,18 +465,7 @@ impl Backups {
                 sha256: meta.sha256.clone(),
             });
         }
-        let request = DownloadBackupRequest {
-            dir: dir.to_string(),
-            archives,
-            session_id: None,
-        };
-        let events = sandbox.download_backup(&request).await?;
-        match follow(events, progress.as_ref()).await? {
-            Some(_) => Ok(chain),
-            None => Err(SdkError::Storage(
-                "the restore stream ended without a result".into(),
-            )),
-        }
+        Ok((chain, archives))
     }
 
     /// Every backup with a meta.json, newest first.

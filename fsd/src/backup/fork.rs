@@ -200,18 +200,114 @@ pub async fn fork_dir(state: &BackupState, req: ForkRequest) -> Result<ForkRespo
             .paths
             .in_workspace("dir", &beside.display().to_string(), Follow::Parent)?;
     }
-    let roots = confined_roots(state);
-    let made = state
-        .service
-        .fork(dir.clone(), names, move |dir| holder(dir, &roots))
-        .await
-        .map_err(Forking)
-        .op(op)?;
+    let made = match req.from {
+        Some(chain) => {
+            let sources = received_chain(state, &chain).op(op)?;
+            state.service.receive(dir.clone(), names, sources).await
+        }
+        None => {
+            let roots = confined_roots(state);
+            state
+                .service
+                .fork(dir.clone(), names, move |dir| holder(dir, &roots))
+                .await
+        }
+    }
+    .map_err(Forking)
+    .op(op)?;
     Ok(ForkResponse {
         success: true,
         dir: dir.display().to_string(),
         branches: made.iter().map(branch_info).collect(),
     })
+}
+
+/// A directory frozen to be sent as a fork point: its frozen layers, shown read-only
+/// while this lives.
+pub struct Frozen {
+    dir: PathBuf,
+    lowers: Vec<PathBuf>,
+    _view: fsd_backup::fork::AncestorView,
+}
+
+impl Frozen {
+    /// Records `archive` (made of the view) as sent from the directory.
+    pub async fn record(
+        self,
+        service: &std::sync::Arc<super::service::BackupService>,
+        archive: PathBuf,
+    ) -> Result<(), BackupError> {
+        service.record_sent(self.dir, archive, self.lowers).await
+    }
+}
+
+/// For a snapshot with `fork`: freezes its directory as a fork does (refused as a fork is,
+/// while a process holds something in it) and points the snapshot at what was frozen, so
+/// the archive is exactly the tree a branch received later stacks on.
+pub async fn freeze_to_send(
+    state: &BackupState,
+    spec: &mut super::service::CreateSpec,
+) -> Result<Option<Frozen>, ApiError> {
+    if !spec.fork {
+        return Ok(None);
+    }
+    let op = Operation::BackupCreate;
+    let dir = std::fs::canonicalize(&spec.dir)
+        .map_err(|_| Forking(BackupError::NotADirectory(spec.dir.clone())))
+        .op(op)?;
+    let roots = confined_roots(state);
+    let lowers = state
+        .service
+        .freeze(dir.clone(), move |dir| holder(dir, &roots))
+        .await
+        .map_err(Forking)
+        .op(op)?;
+    let view = state
+        .service
+        .show_frozen(lowers.clone())
+        .await
+        .map_err(Forking)
+        .op(op)?;
+    spec.dir = view.path().to_path_buf();
+    // The daemon's own read-only mount of a tree checked inside the roots above, which no
+    // process can change: read where it is, not beneath the `--confine` roots.
+    spec.options.reader = fsd_backup::reader::Reader::default();
+    Ok(Some(Frozen {
+        dir,
+        lowers,
+        _view: view,
+    }))
+}
+
+/// A fork request's `from`: a snapshot's chain as `/api/backup/download` takes one.
+fn received_chain(
+    state: &BackupState,
+    chain: &[fsd_api::backup::ArchiveSource],
+) -> Result<Vec<super::service::Source>, ApiError> {
+    if chain.is_empty() {
+        return Err(ApiError::invalid_field(
+            ErrorCode::ValidationFailed,
+            "from",
+            "must name at least the fork point's archive",
+        ));
+    }
+    chain
+        .iter()
+        .enumerate()
+        .map(|(i, source)| {
+            let archive =
+                super::validate::archive(&format!("from[{i}].archivePath"), &source.archive_path)?;
+            state
+                .service
+                .check_url(&format!("from[{i}].url"), &source.url)?;
+            Ok(super::service::Source {
+                archive,
+                url: source.url.clone(),
+                size: source.size_bytes,
+                sha256: source.sha256.clone(),
+            })
+        })
+        .collect()
 }
 
 fn branch_path(dir: &Path, name: &str) -> PathBuf {
@@ -239,6 +335,10 @@ fn branch_info(branch: &Branch) -> BranchInfo {
         changed: branch.changed,
         deleted: branch.deleted,
         bytes: branch.bytes,
+        received_from: branch
+            .received
+            .as_ref()
+            .map(|archive| archive.display().to_string()),
     }
 }
 

@@ -49,6 +49,21 @@ pub fn create_spec(state: &BackupState, req: &CreateBackupRequest) -> Result<Cre
         }
     }
     let layer = req.layer.unwrap_or(false);
+    let fork = req.fork.unwrap_or(false);
+    if fork && layer {
+        return Err(invalid(
+            "fork",
+            "cannot be combined with layer: a fork point is archived whole",
+        ))
+        .op(op);
+    }
+    if fork && req.base.is_some() {
+        return Err(invalid(
+            "fork",
+            "cannot be combined with base: a fork point is archived whole",
+        ))
+        .op(op);
+    }
     if let Some(base) = &req.base {
         if layer {
             return Err(invalid("base", "cannot be combined with layer")).op(op);
@@ -73,6 +88,7 @@ pub fn create_spec(state: &BackupState, req: &CreateBackupRequest) -> Result<Cre
         base: req.base.clone(),
         token: None,
         changed: None,
+        fork,
     })
 }
 
@@ -127,7 +143,13 @@ pub async fn create_archive(
         spec = with_token(state, spec).await;
     }
     let _creating = state.service.begin_create(&spec.archive);
-    state.service.create(spec, Progress::none()).await.op(op)
+    let frozen = super::fork::freeze_to_send(state, &mut spec).await?;
+    let archive = spec.archive.clone();
+    let made = state.service.create(spec, Progress::none()).await.op(op)?;
+    if let Some(frozen) = frozen {
+        frozen.record(&state.service, archive).await.op(op)?;
+    }
+    Ok(made)
 }
 
 /// Restores an archive (and its parents) onto a directory, copy-on-write.

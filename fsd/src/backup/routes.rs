@@ -107,10 +107,11 @@ pub async fn upload(State(state): State<BackupState>, body: Bytes) -> Result<Res
     if !spec.layer {
         spec = operations::with_token(&state, spec).await;
     }
+    let archive_path = spec.archive.clone();
+    let creating = state.service.begin_create(&archive_path);
+    let frozen = super::fork::freeze_to_send(&state, &mut spec).await?;
     let (progress, sender, events) = progress_channel();
     let service = state.service.clone();
-    let archive_path = spec.archive.clone();
-    let creating = service.begin_create(&archive_path);
     tokio::spawn(async move {
         let result = async {
             let mut archive = service.create(spec, progress.clone()).await?;
@@ -130,6 +131,10 @@ pub async fn upload(State(state): State<BackupState>, body: Bytes) -> Result<Res
             archive.sha256 = Some(sha256?);
             if let (Some(url), Some(index)) = (&target.index_url, &archive.index_path) {
                 service.upload_index(Path::new(index), url).await?;
+            }
+            // Sent: a snapshot built on it elsewhere can come back as a branch.
+            if let Some(frozen) = frozen {
+                frozen.record(&service, path.clone()).await?;
             }
             Ok::<_, fsd_backup::BackupError>(BackupEvent::Complete {
                 archive: Some(Box::new(archive)),

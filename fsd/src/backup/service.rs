@@ -43,6 +43,8 @@ pub struct CreateSpec {
     pub token: Option<String>,
     /// What changed since the parent's token, when the journal could say.
     pub changed: Option<Vec<Changed>>,
+    /// A fork point to send: `dir` is frozen first and what it froze archived whole.
+    pub fork: bool,
 }
 
 /// One archive of a download.
@@ -281,6 +283,69 @@ impl BackupService {
         blocking(move || service.forker()?.fork(&dir, &names, driver, holder)).await
     }
 
+    /// Freezes `dir` as a fork does, with no branch; the frozen layers, topmost first.
+    pub async fn freeze(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
+    ) -> Result<Vec<PathBuf>, BackupError> {
+        let service = Arc::clone(self);
+        let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
+        blocking(move || service.forker()?.freeze(&dir, driver, holder)).await
+    }
+
+    /// `layers` shown read-only while the answer lives (see [`fsd_backup::fork::Forker::show`]).
+    pub async fn show_frozen(
+        self: &Arc<Self>,
+        layers: Vec<PathBuf>,
+    ) -> Result<fsd_backup::fork::AncestorView, BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.forker()?.show(&layers)).await
+    }
+
+    /// Records `archive` as the fork point `lowers` of `dir` sent (see
+    /// [`fsd_backup::fork::Forker::record_sent`]).
+    pub async fn record_sent(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        archive: PathBuf,
+        lowers: Vec<PathBuf>,
+    ) -> Result<(), BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || service.forker()?.record_sent(&dir, &archive, lowers)).await
+    }
+
+    /// Branches of `dir` named `names` showing the snapshot whose chain `sources` is
+    /// (topmost first): the archives above the first fork point `dir` sent are fetched
+    /// (those already here are kept) and mounted over what that fork point froze.
+    pub async fn receive(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        names: Vec<String>,
+        mut sources: Vec<Source>,
+    ) -> Result<Vec<fsd_backup::fork::Branch>, BackupError> {
+        let chain: Vec<PathBuf> = sources.iter().map(|s| s.archive.clone()).collect();
+        let at = {
+            let service = Arc::clone(self);
+            let dir = dir.clone();
+            blocking(move || service.forker()?.sent_point(&dir, &chain)).await?
+        };
+        sources.truncate(at + 1);
+        let Some(sent) = sources.pop() else {
+            return Err(BackupError::NotSentFrom(dir));
+        };
+        self.fetch(&sources, &Progress::none()).await?;
+        let layers: Vec<PathBuf> = sources.into_iter().map(|s| s.archive).collect();
+        let service = Arc::clone(self);
+        let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
+        blocking(move || {
+            service
+                .forker()?
+                .receive(&dir, &names, &sent.archive, &layers, driver)
+        })
+        .await
+    }
+
     /// Every branch, with what it changed.
     pub async fn branches(self: &Arc<Self>) -> Result<Vec<fsd_backup::fork::Branch>, BackupError> {
         let service = Arc::clone(self);
@@ -485,16 +550,25 @@ impl BackupService {
         self.transfer.get_parts(parts, archive, size).await
     }
 
-    /// Fetches the archives not already present (same size, and same SHA-256 when one is
-    /// given) and restores the chain onto `dir`. Returns how many were present.
+    /// Fetches the archives not already present and restores the chain onto `dir`.
+    /// Returns how many were present.
     pub async fn download(
         self: &Arc<Self>,
         dir: PathBuf,
         sources: Vec<Source>,
         progress: Progress,
     ) -> Result<(Restore, u32), BackupError> {
+        let cached = self.fetch(&sources, &progress).await?;
+        progress.phase(Phase::Mount, 0).set_total(0);
+        let archives = sources.into_iter().map(|s| s.archive).collect();
+        Ok((self.restore(dir, archives).await?, cached))
+    }
+
+    /// Fetches the archives not already present (same size, and same SHA-256 when one is
+    /// given). Returns how many were present.
+    async fn fetch(&self, sources: &[Source], progress: &Progress) -> Result<u32, BackupError> {
         let mut cached = 0;
-        for source in &sources {
+        for source in sources {
             if is_cached(source) {
                 cached += 1;
                 continue;
@@ -513,9 +587,7 @@ impl BackupService {
                 write_sidecar(&source.archive, sha);
             }
         }
-        progress.phase(Phase::Mount, 0).set_total(0);
-        let archives = sources.into_iter().map(|s| s.archive).collect();
-        Ok((self.restore(dir, archives).await?, cached))
+        Ok(cached)
     }
 }
 

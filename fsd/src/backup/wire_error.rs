@@ -44,6 +44,13 @@ impl From<Forking> for ApiError {
                 .with_context(json!({ "path": path })),
             BackupError::NotForked(path) => ApiError::new(ErrorCode::BranchNotFound, message)
                 .with_context(json!({ "field": "into", "path": path })),
+            BackupError::NotSentFrom(_) => {
+                ApiError::invalid_field(ErrorCode::ValidationFailed, "from", message)
+                    .with_suggestion(
+                        "Send the directory with a fork-point snapshot (backup create --fork), \
+                         restore that snapshot elsewhere and snapshot the work there on it",
+                    )
+            }
             BackupError::Unrelated { .. } => {
                 ApiError::invalid_field(ErrorCode::ValidationFailed, "into", message)
             }

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::backup::digest;
 
+mod across;
 pub(crate) mod merge;
 
 /// Takes down every mount under the daemon's workspace and state directory, deepest first:

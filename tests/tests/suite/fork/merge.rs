@@ -17,7 +17,7 @@ use super::{tree, unmount_all};
 use crate::backup::digest;
 use crate::sync::workload::{Api, Rng, Workload};
 
-fn branch(dir: &Path, name: &str) -> PathBuf {
+pub(super) fn branch(dir: &Path, name: &str) -> PathBuf {
     PathBuf::from(format!("{}@{name}", dir.display()))
 }
 
