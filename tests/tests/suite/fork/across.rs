@@ -286,3 +286,116 @@ async fn work_fanned_out_to_two_sandboxes_comes_back_as_branches_and_merges() {
     }
     unmount_all(&here);
 }
+
+/// The merge of work brought back from another sandbox proven against the merge of whole
+/// trees. For each seed a tree is made here at random (the sync property test's workload)
+/// and sent as a fork point; the other sandbox restores it, and both it and the directory
+/// here are edited at random (writes, appends, truncates, renames of files and
+/// directories, swaps, deletes, directories removed and made again, links, modes); the
+/// work there is snapshotted as a layer, brought back here as a branch, which must show
+/// exactly the tree the other sandbox had, and merged: the directory must then hold what
+/// `fsd_merge::merge` of the three whole trees decides. So a layer archive carries every
+/// kind of change such that the branch stacked on the frozen fork point is the tree made
+/// elsewhere, and the merge of it reads every path either side changed. Seeds from the day
+/// (`FSD_SEED_DAY`); `FSD_ACROSS_SEED` replays one, `FSD_ACROSS_SEEDS` sets how many (16).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_seeded_simulation_of_work_brought_back_merges_as_the_whole_trees_merge() {
+    use crate::sync::workload::{Rng, Workload};
+    if !require_mount_privilege(
+        "a_seeded_simulation_of_work_brought_back_merges_as_the_whole_trees_merge",
+    ) {
+        return;
+    }
+    let seeds: Vec<u64> = match std::env::var("FSD_ACROSS_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        Some(seed) => vec![seed],
+        None => {
+            let count = std::env::var("FSD_ACROSS_SEEDS")
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(16u64);
+            let base = fsd_tests::seed_base("work brought back");
+            (0..count).map(|i| base.wrapping_add(i)).collect()
+        }
+    };
+    let (here, there) = (Daemon::start(), Daemon::start());
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    for seed in seeds {
+        let mut rng = Rng::new(seed);
+        let name = format!("sim{seed:x}");
+        let dir = here.path(&name);
+        std::fs::create_dir(&dir).unwrap();
+        let into = Workload {
+            root: dir.clone(),
+            remote: name.clone(),
+        };
+        let mut done = Vec::new();
+        for _ in 0..30 {
+            done.push(super::merge::edit(&here, &into, &mut rng));
+        }
+        let sent = backups
+            .create_backup(
+                &here.sandbox(),
+                dir.to_str().unwrap(),
+                BackupOptions {
+                    fork: true,
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: send: {e}"));
+        let ancestor = entries(&dir);
+        let work = there.path(&name);
+        backups
+            .restore_backup(&there.sandbox(), &sent.id, work.to_str().unwrap(), None)
+            .await
+            .unwrap_or_else(|e| panic!("seed {seed}: restore there: {e}"));
+        let elsewhere = Workload {
+            root: work.clone(),
+            remote: name.clone(),
+        };
+        for _ in 0..40 {
+            let (daemon, side, label) = if rng.percent(50) {
+                (&here, &into, "here")
+            } else {
+                (&there, &elsewhere, "there")
+            };
+            let what = super::merge::edit(daemon, side, &mut rng);
+            done.push(format!("{label}: {what}"));
+        }
+        let layer = work_sent_back(&backups, &there, &work, &sent.id).await;
+        done.push("the work there sent back as a layer".into());
+        let replay = |done: &[String]| {
+            format!(
+                "seed {seed} (FSD_ACROSS_SEED={seed} replays it) after:\n  {}",
+                done.join("\n  ")
+            )
+        };
+        backups
+            .branch_from(
+                &here.sandbox(),
+                &layer,
+                dir.to_str().unwrap(),
+                vec!["b".into()],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{}", replay(&done)));
+        let branch = Workload {
+            root: super::merge::branch(&dir, "b"),
+            remote: format!("{name}@b"),
+        };
+        assert_eq!(
+            entries(&branch.root),
+            entries(&work),
+            "the branch brought back is the tree made there\n{}",
+            replay(&done)
+        );
+        super::merge::merged_as_whole(&here, seed, &ancestor, &into, &branch, &mut done).await;
+    }
+    for daemon in [&here, &there] {
+        unmount_all(daemon);
+    }
+}

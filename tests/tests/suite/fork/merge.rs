@@ -580,7 +580,7 @@ pub(crate) fn entries(root: &Path) -> Entries {
 
 /// One random operation of the sync property test's workload on `side`: its writes through
 /// the API are made on the disk here (the merge reads the disk either way).
-fn edit(daemon: &Daemon, side: &Workload, rng: &mut Rng) -> String {
+pub(super) fn edit(daemon: &Daemon, side: &Workload, rng: &mut Rng) -> String {
     let (done, api) = side.step(rng);
     if let Some(Api::Json(remote, content) | Api::Raw(remote, content)) = api {
         let _ = std::fs::write(daemon.root().join(remote), content);
@@ -689,7 +689,7 @@ fn edit_both(
 /// Merges `branch` into `into` and holds what `into` then has equal to what the merge of
 /// the three whole trees decides (`ancestor`: the tree at their fork point, or what the
 /// branch held when last merged into `into`); answers what the branch held.
-async fn merged_as_whole(
+pub(super) async fn merged_as_whole(
     daemon: &Daemon,
     seed: u64,
     ancestor: &Entries,
