@@ -103,6 +103,51 @@ async fn work_fanned_out_to_two_sandboxes_comes_back_as_branches_and_merges() {
     text(&dir, "docs/guide.md", "the guide\n");
     let sandbox = here.sandbox();
 
+    // Refused: a fork point is archived whole, and frozen as a fork is, so not while a
+    // process is in the directory.
+    let code_of = |result: Result<_, SdkError>| match result {
+        Err(SdkError::Api { status, body }) => (status, body.code, body.context["field"].clone()),
+        Ok(_) => panic!("sent where it should have been refused"),
+        Err(other) => panic!("{other}"),
+    };
+    let both = backups
+        .create_backup(
+            &sandbox,
+            dir.to_str().unwrap(),
+            BackupOptions {
+                fork: true,
+                layer: true,
+                ..Default::default()
+            },
+        )
+        .await;
+    assert_eq!(
+        code_of(both),
+        (400, ErrorCode::InvalidBackupConfig, json!("fork"))
+    );
+    let mut inside = std::process::Command::new("sleep")
+        .arg("30")
+        .current_dir(&dir)
+        .spawn()
+        .unwrap();
+    let busy = backups
+        .create_backup(
+            &sandbox,
+            dir.to_str().unwrap(),
+            BackupOptions {
+                fork: true,
+                ..Default::default()
+            },
+        )
+        .await;
+    let _ = inside.kill();
+    let _ = inside.wait();
+    assert_eq!(code_of(busy).1, ErrorCode::ResourceBusy);
+    assert!(
+        fsd_tests::mounts_under(&dir).is_empty(),
+        "a refused send froze nothing"
+    );
+
     // Sent: the directory frozen and archived whole, still writable where it is.
     let sent = backups
         .create_backup(
