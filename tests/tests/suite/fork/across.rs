@@ -76,6 +76,21 @@ async fn merged_as_whole(
     merged
 }
 
+/// `dir` sent as a fork point.
+async fn send(
+    backups: &Backups,
+    daemon: &Daemon,
+    dir: &Path,
+) -> Result<fsctl::trusted::DirectoryBackup, SdkError> {
+    let options = BackupOptions {
+        fork: true,
+        ..Default::default()
+    };
+    backups
+        .create_backup(&daemon.sandbox(), dir.to_str().unwrap(), options)
+        .await
+}
+
 fn refused_by_from(result: Result<fsd_sdk::api::backup::ForkResponse, SdkError>) {
     match result {
         Err(SdkError::Api { status, body }) => {
@@ -130,16 +145,7 @@ async fn work_fanned_out_to_two_sandboxes_comes_back_as_branches_and_merges() {
         .current_dir(&dir)
         .spawn()
         .unwrap();
-    let busy = backups
-        .create_backup(
-            &sandbox,
-            dir.to_str().unwrap(),
-            BackupOptions {
-                fork: true,
-                ..Default::default()
-            },
-        )
-        .await;
+    let busy = send(&backups, &here, &dir).await;
     let _ = inside.kill();
     let _ = inside.wait();
     assert_eq!(code_of(busy).1, ErrorCode::ResourceBusy);
@@ -149,15 +155,7 @@ async fn work_fanned_out_to_two_sandboxes_comes_back_as_branches_and_merges() {
     );
 
     // Sent: the directory frozen and archived whole, still writable where it is.
-    let sent = backups
-        .create_backup(
-            &sandbox,
-            dir.to_str().unwrap(),
-            BackupOptions {
-                fork: true,
-                ..Default::default()
-            },
-        )
+    let sent = send(&backups, &here, &dir)
         .await
         .expect("a fork point sent");
     assert_eq!(sent.parent, None, "a fork point is archived whole");
@@ -381,15 +379,7 @@ async fn a_seeded_simulation_of_work_brought_back_merges_as_the_whole_trees_merg
         for _ in 0..30 {
             done.push(super::merge::edit(&here, &into, &mut rng));
         }
-        let sent = backups
-            .create_backup(
-                &here.sandbox(),
-                dir.to_str().unwrap(),
-                BackupOptions {
-                    fork: true,
-                    ..Default::default()
-                },
-            )
+        let sent = send(&backups, &here, &dir)
             .await
             .unwrap_or_else(|e| panic!("seed {seed}: send: {e}"));
         let ancestor = entries(&dir);
