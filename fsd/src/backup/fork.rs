@@ -37,38 +37,50 @@ pub async fn fork(
 pub async fn branches(
     State(state): State<BackupState>,
 ) -> Result<Json<BranchesResponse>, ApiError> {
+    Ok(Json(list_branches(&state).await?))
+}
+
+/// Every branch, with what it changed.
+pub async fn list_branches(state: &BackupState) -> Result<BranchesResponse, ApiError> {
     let branches = state
         .service
         .branches()
         .await
         .map_err(Forking)
         .op(Operation::WorkspaceFork)?;
-    Ok(Json(BranchesResponse {
+    Ok(BranchesResponse {
         branches: branches.iter().map(branch_info).collect(),
-    }))
+    })
 }
 
 pub async fn discard(
     State(state): State<BackupState>,
     body: Bytes,
 ) -> Result<Json<DiscardBranchResponse>, ApiError> {
-    let op = Operation::WorkspaceFork;
     let req: DiscardBranchRequest =
-        crate::wire::json::parse_as(&body, ErrorCode::ValidationFailed, op)?;
+        crate::wire::json::parse_as(&body, ErrorCode::ValidationFailed, Operation::WorkspaceFork)?;
+    Ok(Json(discard_branch(&state, req).await?))
+}
+
+/// Takes the request's branch away with what was written in it.
+pub async fn discard_branch(
+    state: &BackupState,
+    req: DiscardBranchRequest,
+) -> Result<DiscardBranchResponse, ApiError> {
     let path = state
         .paths
         .in_workspace("path", &req.path, Follow::Parent)?;
-    let roots = confined_roots(&state);
+    let roots = confined_roots(state);
     let discarded = state
         .service
         .discard_branch(path, move |dir| holder(dir, &roots))
         .await
         .map_err(Forking)
-        .op(op)?;
-    Ok(Json(DiscardBranchResponse {
+        .op(Operation::WorkspaceFork)?;
+    Ok(DiscardBranchResponse {
         success: true,
         path: discarded.path.display().to_string(),
-    }))
+    })
 }
 
 pub async fn merge(

@@ -6,7 +6,7 @@
 //! forks and their branches, `merge` merges a branch back.
 
 mod extract;
-mod fork;
+pub mod fork;
 mod history;
 mod merge;
 pub mod operations;

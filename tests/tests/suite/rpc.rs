@@ -1120,3 +1120,68 @@ async fn streams_nobody_reads_are_bounded_per_connection_and_end_with_it() {
         .await;
     assert_eq!(answer[0], "resolve", "{answer}");
 }
+
+/// fsd's workspace forks on the next line's `backup`: a fork, the branches listed, a
+/// merge back (dry and made), a discard, and a refusal by name, answering as `/api/fork`'s
+/// routes answer.
+#[tokio::test]
+async fn the_next_lines_backup_forks_lists_merges_and_discards() {
+    if !fsd_tests::require_mount_privilege("the_next_lines_backup_forks_lists_merges_and_discards")
+    {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("rpc-fork");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(dir.join("src/main.rs"), b"fn main() {}\n").unwrap();
+    let mut peer = activated(&daemon).await;
+    let forked = peer
+        .call(3, "backup", "fork", json!([{"dir": dir, "names": [["try"]]}]))
+        .await;
+    assert_eq!(forked[0], "resolve", "{forked}");
+    let branch = format!("{}@try", dir.display());
+    assert_eq!(forked[2]["branches"][0][0]["path"], branch, "{forked}");
+    std::fs::write(format!("{branch}/src/main.rs"), b"fn main() { tried(); }\n").unwrap();
+    let listed = peer.call(4, "backup", "branches", json!([])).await;
+    assert_eq!(listed[2]["branches"][0][0]["changed"], 1, "{listed}");
+    let dry = peer
+        .call(
+            5,
+            "backup",
+            "mergeBranch",
+            json!([{"branch": branch, "dryRun": true}]),
+        )
+        .await;
+    assert_eq!(dry[2]["changes"][0][0]["path"], "src/main.rs", "{dry}");
+    assert_eq!(
+        std::fs::read(dir.join("src/main.rs")).unwrap(),
+        b"fn main() {}\n",
+        "a dry run changes nothing"
+    );
+    let merged = peer
+        .call(6, "backup", "mergeBranch", json!([{"branch": branch}]))
+        .await;
+    assert_eq!(merged[2]["success"], true, "{merged}");
+    assert_eq!(
+        std::fs::read(dir.join("src/main.rs")).unwrap(),
+        b"fn main() { tried(); }\n"
+    );
+    let refused = peer
+        .call(
+            7,
+            "backup",
+            "mergeBranch",
+            json!([{"branch": branch, "mode": "sideways"}]),
+        )
+        .await;
+    assert_eq!(refused[0], "reject", "{refused}");
+    assert!(refused.to_string().contains("mode"), "{refused}");
+    let discarded = peer
+        .call(8, "backup", "discardBranch", json!([{"path": branch}]))
+        .await;
+    assert_eq!(discarded[2]["path"], branch, "{discarded}");
+    let listed = peer.call(9, "backup", "branches", json!([])).await;
+    assert_eq!(listed[2]["branches"], json!([[]]), "{listed}");
+    fsd_tests::unmount_under(&daemon.root());
+    fsd_tests::unmount_under(&daemon.state_dir());
+}

@@ -1,17 +1,21 @@
 //! The next line's `backup` (docs/api.md, RPC: `backup`): 0.12's `createArchive`,
 //! `restoreArchive` and `uploadParts` without `sessionId`, and the steps the object used to
 //! run as shell commands (`uploadArchive`, `prepareRestore`, `downloadArchive`,
-//! `extractArchive`, `cleanupArchive`), all on the backup domain's typed operations.
+//! `extractArchive`, `cleanupArchive`), all on the backup domain's typed operations; and
+//! fsd's own workspace forks (`fork`, `branches`, `mergeBranch`, `discardBranch`).
 
 use std::time::Duration;
 
-use fsd_api::backup::{CreateBackupRequest, RestoreBackupRequest, UploadPartsRequest};
+use fsd_api::backup::{
+    CreateBackupRequest, DiscardBranchRequest, ForkRequest, MergeBranchRequest,
+    RestoreBackupRequest, UploadPartsRequest,
+};
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::args::{Answer, api_error, options, string, value};
-use crate::backup::BackupState;
 use crate::backup::operations::{self, DownloadPart};
+use crate::backup::{BackupState, fork};
 use crate::capnweb::protocol::{self as capnweb, Arg};
 use crate::error::ApiError;
 use crate::rpc::api::invalid;
@@ -70,6 +74,20 @@ pub async fn call(state: &AppState, method: &str, args: &[Arg]) -> Option<Answer
             };
             operations::cleanup_archive(state, &archive).map(|()| capnweb::undefined())
         }
+        // fsd's own: workspace forks, as `/api/fork`'s routes take and answer them.
+        "fork" => match request::<ForkRequest>(options(args, 0)) {
+            Ok(req) => fork::fork_dir(state, req).await.map(value),
+            Err(refused) => return Some(Err(refused)),
+        },
+        "branches" => fork::list_branches(state).await.map(value),
+        "mergeBranch" => match request::<MergeBranchRequest>(options(args, 0)) {
+            Ok(req) => fork::merge_branch(state, req).await.map(value),
+            Err(refused) => return Some(Err(refused)),
+        },
+        "discardBranch" => match request::<DiscardBranchRequest>(options(args, 0)) {
+            Ok(req) => fork::discard_branch(state, req).await.map(value),
+            Err(refused) => return Some(Err(refused)),
+        },
         _ => return None,
     };
     Some(answer.map_err(|error: ApiError| api_error(&error)))
