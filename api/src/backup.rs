@@ -367,6 +367,10 @@ pub struct ForkResponse {
     pub success: bool,
     pub dir: String,
     pub branches: Vec<BranchInfo>,
+    /// Why the fork point is a copy of `dir` rather than `dir` frozen beneath an overlay:
+    /// the process that was working in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_because: Option<String>,
 }
 
 /// `GET /api/fork`: every branch.

@@ -67,7 +67,8 @@ pub enum BackupError {
         fstype: String,
         advice: &'static str,
     },
-    /// A process holds something under a directory to fork or discard.
+    /// A process holds something under a branch to discard (a fork copies such a
+    /// directory instead).
     #[error("{path} is in use by process {pid} ({how})")]
     Busy {
         path: PathBuf,

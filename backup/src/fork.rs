@@ -112,6 +112,26 @@ struct State {
     archives: Vec<ArchiveMount>,
     #[serde(default)]
     sent: Vec<Sent>,
+    #[serde(default)]
+    copies: Vec<Copied>,
+}
+
+/// A fork point made by copying a directory a process was working in (see
+/// [`crate::frozen_copy`]): the copy, and the index of the directory as it was read.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+struct Copied {
+    dir: PathBuf,
+    tree: PathBuf,
+    index: PathBuf,
+}
+
+/// What a fork made: the frozen layers (topmost first), the branches, and why the fork
+/// point is a copy when it is one.
+pub struct Forked {
+    pub lowers: Vec<PathBuf>,
+    pub branches: Vec<Branch>,
+    /// The process that was working in the directory (`None`: frozen by a mount).
+    pub copied_because: Option<String>,
 }
 
 /// A branch as listed: where it is, what it came from and what it changed.
@@ -228,41 +248,43 @@ impl Forker {
     /// Forks `dir` into branches named `names` at one instant: `dir@NAME` beside it, each
     /// showing `dir`'s whole tree as it is now, each written on its own; `dir` stays
     /// writable where it is. `busy` says which process, if any, holds something under `dir`
-    /// (checked after the names, before anything is mounted).
+    /// (checked after the names, before anything is mounted): then the fork point is a
+    /// copy of `dir` (see [`crate::frozen_copy`]).
     pub fn fork(
         &self,
         dir: &Path,
         names: &[String],
         driver: Option<Driver>,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
-    ) -> Result<Vec<Branch>, BackupError> {
+    ) -> Result<Forked, BackupError> {
         let names = checked_names(names)?;
         self.forked(dir, &names, driver, busy)
-            .map(|(_, branches)| branches)
     }
 
     /// Freezes `dir` as a fork does, with no branch: what it shows now becomes frozen
-    /// layers (returned, topmost first) beneath a fresh overlay on `dir`, to be archived
-    /// whole and sent as a fork point (see [`Forker::record_sent`]).
+    /// layers (topmost first) beneath a fresh overlay on `dir` (or a copy of it, while a
+    /// process works in it), to be archived whole and sent as a fork point (see
+    /// [`Forker::record_sent`]).
     pub fn freeze(
         &self,
         dir: &Path,
         driver: Option<Driver>,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
-    ) -> Result<Vec<PathBuf>, BackupError> {
+    ) -> Result<Forked, BackupError> {
         self.forked(dir, &[], driver, busy)
-            .map(|(lowers, _)| lowers)
     }
 
-    /// A fork of `dir` into branches named `names` (checked names; none freezes only):
-    /// the frozen layers and the branches made.
+    /// A fork of `dir` into branches named `names` (checked names; none freezes only).
+    /// While a process holds something in `dir` (`busy`), the fork point is a copy of it
+    /// instead of `dir` itself bound beneath an overlay, which would leave that process
+    /// writing the frozen tree beneath every branch.
     fn forked(
         &self,
         dir: &Path,
         names: &[String],
         driver: Option<Driver>,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
-    ) -> Result<(Vec<PathBuf>, Vec<Branch>), BackupError> {
+    ) -> Result<Forked, BackupError> {
         let (dir, paths) = branch_paths(dir, names, driver)?;
         let dir = dir.as_path();
         let mut state = self.locked()?;
@@ -271,11 +293,8 @@ impl Forker {
         // covered by the new one.
         refuse_mounts_at_or_below(dir, "fork a directory without mounts in it")?;
         if let Some((pid, how)) = busy(dir) {
-            return Err(BackupError::Busy {
-                path: dir.to_path_buf(),
-                pid,
-                how,
-            });
+            let because = format!("process {pid} holds {how} in {}", dir.display());
+            return self.forked_by_copy(&mut state, dir, names, &paths, because);
         }
         let number = state.next;
         state.next += 1;
@@ -338,44 +357,25 @@ impl Forker {
             },
             forked_at,
         };
-        let mut made: Vec<Layered> = Vec::new();
-        let mut made_dirs: Vec<PathBuf> = Vec::new();
-        let undo = |made: &[Layered], made_dirs: &[PathBuf]| {
-            for layered in made {
-                let _ = nix::mount::umount2(&layered.path, MntFlags::MNT_DETACH);
-            }
-            for path in made_dirs {
-                let _ = fs::remove_dir(path);
-            }
+        let branches = Branches {
+            base: &base,
+            dir,
+            lowers: &lowers,
+            forked_at,
+            received: None,
         };
-        for (name, path) in names.iter().zip(&paths) {
-            let result = new_layer(Some(name)).and_then(|layer| {
-                fs::create_dir(path).map_err(|e| BackupError::io(path, e))?;
-                made_dirs.push(path.clone());
-                let branch = Layered {
-                    path: path.clone(),
-                    branch: Some(name.clone()),
-                    forked_from: dir.to_path_buf(),
-                    lowers: lowers.clone(),
-                    layer,
-                    forked_at,
-                    received: None,
-                };
-                mount_layered(&branch)?;
-                made.push(branch);
-                Ok(())
-            });
-            if let Err(error) = result {
-                undo(&made, &made_dirs);
+        let made = match branches.mount(names, &paths) {
+            Ok(made) => made,
+            Err(error) => {
                 undo_bind(&bind);
                 return Err(error);
             }
-        }
+        };
         // Last, `dir` itself: the new overlay on top. One it already had stays beneath,
         // covered: nothing reaches it any more (a process in it refused the fork), and
         // taking it down first would show the tree without its writes for a moment.
         if let Err(error) = mount_layered(&this) {
-            undo(&made, &made_dirs);
+            take_down(&made);
             undo_bind(&bind);
             return Err(error);
         }
@@ -386,12 +386,62 @@ impl Forker {
         state.binds.extend(bind);
         state.layered.extend(made.iter().cloned());
         self.save(&state)?;
-        // Nothing written in them yet.
-        let branches = made
-            .iter()
-            .filter_map(|layered| Branch::of(layered, (0, 0, 0)))
-            .collect();
-        Ok((lowers, branches))
+        Ok(Forked {
+            lowers,
+            branches: fresh(&made),
+            copied_because: None,
+        })
+    }
+
+    /// The fork of a directory a process works in: its copy is the frozen tree beneath the
+    /// branches, and the directory is left as it is (not mounted over).
+    fn forked_by_copy(
+        &self,
+        state: &mut State,
+        dir: &Path,
+        names: &[String],
+        paths: &[PathBuf],
+        because: String,
+    ) -> Result<Forked, BackupError> {
+        let number = state.next;
+        state.next += 1;
+        let base = self.root.join(number.to_string());
+        let tree = base.join("copy");
+        let index = base.join("copy.index");
+        let lowers = vec![tree.clone()];
+        let made = crate::frozen_copy::copy_tree(dir, &tree)
+            .and_then(|copied| {
+                fs::write(&index, copied.encode()?).map_err(|e| BackupError::io(&index, e))
+            })
+            .and_then(|()| {
+                Branches {
+                    base: &base,
+                    dir,
+                    lowers: &lowers,
+                    forked_at: crate::restore::now_ms(),
+                    received: None,
+                }
+                .mount(names, paths)
+            });
+        let made = match made {
+            Ok(made) => made,
+            Err(error) => {
+                let _ = fs::remove_dir_all(&base);
+                return Err(error);
+            }
+        };
+        state.copies.push(Copied {
+            dir: dir.to_path_buf(),
+            tree,
+            index,
+        });
+        state.layered.extend(made.iter().cloned());
+        self.save(state)?;
+        Ok(Forked {
+            lowers,
+            branches: fresh(&made),
+            copied_because: Some(because),
+        })
     }
 
     /// `layers` (frozen layers, topmost first) shown read-only while the answer lives: what
@@ -456,7 +506,6 @@ impl Forker {
             .sent
             .iter()
             .find(|point| point.dir == dir && point.archive == sent)
-            .filter(|_| state.layered.iter().any(|l| l.path == dir))
             .cloned()
             .ok_or_else(|| BackupError::NotSentFrom(dir.clone()))?;
         if let Some(gone) = point.lowers.iter().find(|layer| !layer.is_dir()) {
@@ -499,52 +548,49 @@ impl Forker {
         let number = state.next;
         state.next += 1;
         let base = self.root.join(number.to_string());
-        let forked_at = crate::restore::now_ms();
-        let mut made: Vec<Layered> = Vec::new();
-        for (name, path) in names.iter().zip(&paths) {
-            let layer = base.join("branches").join(name);
-            let branch = Layered {
-                path: path.clone(),
-                branch: Some(name.clone()),
-                forked_from: dir.clone(),
-                lowers: lowers.clone(),
-                layer: layer.clone(),
-                forked_at,
-                received: Some(layers.first().map_or(sent, PathBuf::as_path).to_path_buf()),
-            };
-            let result = ["upper", "work"]
-                .iter()
-                .try_for_each(|sub| fs::create_dir_all(layer.join(sub)))
-                .and_then(|()| fs::create_dir(path))
-                .map_err(|e| BackupError::io(path, e))
-                .and_then(|()| mount_layered(&branch));
-            if let Err(error) = result {
-                for layered in &made {
-                    let _ = nix::mount::umount2(&layered.path, MntFlags::MNT_DETACH);
-                    let _ = fs::remove_dir(&layered.path);
-                }
-                let _ = fs::remove_dir(path);
+        let branches = Branches {
+            base: &base,
+            dir: &dir,
+            lowers: &lowers,
+            forked_at: crate::restore::now_ms(),
+            received: Some(layers.first().map_or(sent, PathBuf::as_path)),
+        };
+        let made = match branches.mount(&names, &paths) {
+            Ok(made) => made,
+            Err(error) => {
                 let _ = fs::remove_dir_all(&base);
                 undo_archives(&newly);
                 return Err(error);
             }
-            made.push(branch);
-        }
+        };
         for archive in newly {
             state.archives.retain(|known| known.at != archive.at);
             state.archives.push(archive);
         }
         state.layered.extend(made.iter().cloned());
         self.save(&state)?;
-        Ok(made
-            .iter()
-            .filter_map(|layered| Branch::of(layered, (0, 0, 0)))
-            .collect())
+        Ok(fresh(&made))
     }
 
-    /// Takes down the archives of received branches no overlay shows any more.
-    fn release_unused_archives(state: &mut State) {
-        let used: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
+    /// Takes down the archives of received branches no overlay shows any more, and removes
+    /// the copies no branch stands on and no sent fork point was made of.
+    fn release_unused(state: &mut State) {
+        let used: BTreeSet<&PathBuf> = state
+            .layered
+            .iter()
+            .flat_map(|l| &l.lowers)
+            .chain(state.sent.iter().flat_map(|sent| &sent.lowers))
+            .collect();
+        let unused_copies: Vec<Copied> = state
+            .copies
+            .iter()
+            .filter(|copied| !used.contains(&copied.tree))
+            .cloned()
+            .collect();
+        for copied in &unused_copies {
+            let _ = fs::remove_dir_all(&copied.tree);
+            let _ = fs::remove_file(&copied.index);
+        }
         let unused: Vec<ArchiveMount> = state
             .archives
             .iter()
@@ -556,6 +602,9 @@ impl Forker {
             let _ = fs::remove_dir(&archive.at);
         }
         state.archives.retain(|archive| !unused.contains(archive));
+        state
+            .copies
+            .retain(|copied| !unused_copies.contains(copied));
     }
 
     /// Every branch, with what it changed.
@@ -609,7 +658,7 @@ impl Forker {
         }
         let _ = fs::remove_dir(path);
         self.forget_merge_bases(path);
-        Self::release_unused_archives(&mut state);
+        Self::release_unused(&mut state);
         // Its own layer, unless a fork of it froze that layer for branches still here.
         let upper = layered.upper();
         let frozen: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
@@ -637,32 +686,48 @@ impl Forker {
             .find(|l| l.path == branch && l.branch.is_some())
             .ok_or_else(|| BackupError::NoBranch(branch.to_path_buf()))?;
         let into_path = into.unwrap_or(&from.forked_from);
-        let to = state
-            .layered
-            .iter()
-            .find(|l| l.path == into_path)
-            .ok_or_else(|| BackupError::NotForked(into_path.to_path_buf()))?;
+        let to = state.layered.iter().find(|l| l.path == into_path);
         let unrelated = |reason| BackupError::Unrelated {
             branch: from.path.clone(),
-            into: to.path.clone(),
+            into: into_path.to_path_buf(),
             reason,
         };
-        if from.path == to.path {
+        if from.path == into_path {
             return Err(unrelated("a branch is not merged into itself"));
         }
-        for side in [&from.path, &to.path] {
-            refuse_mounts_at_or_below(side, "release or unmount it, then merge")?;
-        }
+        // A branch of a copy of `into` (forked while a process worked in it): its fork
+        // point is the copy, and what `into` changed since is read from the copy's index.
+        let copied = from.lowers.last().and_then(|bottom| {
+            state
+                .copies
+                .iter()
+                .find(|copied| &copied.tree == bottom && copied.dir == into_path)
+        });
         // The frozen layers both stand on: the longest run both lists end with.
-        let shared = from
-            .lowers
-            .iter()
-            .rev()
-            .zip(to.lowers.iter().rev())
-            .take_while(|(a, b)| a == b)
-            .count();
-        if shared == 0 {
-            return Err(unrelated("they were forked from different trees"));
+        let shared = to.map_or(0, |to| {
+            from.lowers
+                .iter()
+                .rev()
+                .zip(to.lowers.iter().rev())
+                .take_while(|(a, b)| a == b)
+                .count()
+        });
+        let (shared, into_changed) = match (to, copied) {
+            (None, None) => return Err(BackupError::NotForked(into_path.to_path_buf())),
+            (_, Some(copied)) if shared == 0 => {
+                let index =
+                    fs::read(&copied.index).map_err(|e| BackupError::io(&copied.index, e))?;
+                let index = crate::index::Index::decode(&index)?;
+                (
+                    1,
+                    Some(crate::frozen_copy::changed_since(&index, into_path)?),
+                )
+            }
+            _ if shared == 0 => return Err(unrelated("they were forked from different trees")),
+            _ => (shared, None),
+        };
+        for side in [&from.path, into_path] {
+            refuse_mounts_at_or_below(side, "release or unmount it, then merge")?;
         }
         let own = |layered: &Layered| -> Vec<PathBuf> {
             std::iter::once(layered.upper())
@@ -678,13 +743,17 @@ impl Forker {
         let base_file = self.root.join(MERGE_BASES).join(format!(
             "{}-{}.json",
             path_key(&from.path),
-            path_key(&to.path)
+            path_key(into_path)
         ));
         Ok(MergeSides {
             branch: from.path.clone(),
-            into: to.path.clone(),
+            into: into_path.to_path_buf(),
             branch_layers: own(from),
-            into_layers: own(to),
+            into_layers: match (&into_changed, to) {
+                (None, Some(to)) => own(to),
+                _ => Vec::new(),
+            },
+            into_changed,
             ancestor,
             base_file,
         })
@@ -719,6 +788,69 @@ impl Forker {
         fs::write(&temp, bytes).map_err(|e| BackupError::io(&temp, e))?;
         fs::rename(&temp, &file).map_err(|e| BackupError::io(&file, e))
     }
+}
+
+/// Branches of `dir` to make, each an overlay of a layer of its own (under `base`) over
+/// `lowers`.
+struct Branches<'a> {
+    base: &'a Path,
+    dir: &'a Path,
+    lowers: &'a [PathBuf],
+    forked_at: u64,
+    received: Option<&'a Path>,
+}
+
+impl Branches<'_> {
+    /// Each of `names` at its path of `paths`: all mounted, or none (what was made is
+    /// taken away again).
+    fn mount(&self, names: &[String], paths: &[PathBuf]) -> Result<Vec<Layered>, BackupError> {
+        let mut made: Vec<Layered> = Vec::new();
+        for (name, path) in names.iter().zip(paths) {
+            // Beneath `branches/`: a branch may be named anything a name allows, `self`
+            // and `tree` too.
+            let layer = self.base.join("branches").join(name);
+            let branch = Layered {
+                path: path.clone(),
+                branch: Some(name.clone()),
+                forked_from: self.dir.to_path_buf(),
+                lowers: self.lowers.to_vec(),
+                layer: layer.clone(),
+                forked_at: self.forked_at,
+                received: self.received.map(Path::to_path_buf),
+            };
+            let result = ["upper", "work"]
+                .iter()
+                .try_for_each(|sub| fs::create_dir_all(layer.join(sub)))
+                .map_err(|e| BackupError::io(&layer, e))
+                .and_then(|()| fs::create_dir(path).map_err(|e| BackupError::io(path, e)))
+                .and_then(|()| {
+                    mount_layered(&branch).inspect_err(|_| {
+                        let _ = fs::remove_dir(path);
+                    })
+                });
+            if let Err(error) = result {
+                take_down(&made);
+                return Err(error);
+            }
+            made.push(branch);
+        }
+        Ok(made)
+    }
+}
+
+/// Unmounts branches just made and removes their directories.
+fn take_down(made: &[Layered]) {
+    for layered in made {
+        let _ = nix::mount::umount2(&layered.path, MntFlags::MNT_DETACH);
+        let _ = fs::remove_dir(&layered.path);
+    }
+}
+
+/// Branches just made, as listed: nothing written in them yet.
+fn fresh(made: &[Layered]) -> Vec<Branch> {
+    made.iter()
+        .filter_map(|layered| Branch::of(layered, (0, 0, 0)))
+        .collect()
 }
 
 /// `dir` as the mounts name it (a directory named through a link is forked where it is,
@@ -879,6 +1011,9 @@ pub struct MergeSides {
     /// Each side's own layers, topmost first: what it wrote since the fork point.
     pub branch_layers: Vec<PathBuf>,
     pub into_layers: Vec<PathBuf>,
+    /// What `into` changed since a fork point copied from it (see
+    /// [`crate::frozen_copy::changed_since`]), where it has no layers of its own above it.
+    pub into_changed: Option<BTreeSet<String>>,
     pub ancestor: AncestorView,
     /// Where the merge base of this pair is kept once the branch has been merged into
     /// `into`: what the branch held at the paths that merge took in, which stand for the

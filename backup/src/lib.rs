@@ -6,6 +6,7 @@ mod codec;
 mod cursor;
 mod error;
 pub mod fork;
+pub mod frozen_copy;
 pub mod incremental;
 pub mod index;
 pub mod layer;

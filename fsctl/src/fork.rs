@@ -56,6 +56,9 @@ pub async fn run(sandbox: &Sandbox, args: ForkArgs, as_json: bool) -> Result<Exi
         if as_json {
             output::json(&forked);
         } else {
+            if let Some(because) = &forked.copied_because {
+                eprintln!("forked from a copy of {} ({because})", forked.dir);
+            }
             for branch in &forked.branches {
                 println!("{}", branch.path);
             }

@@ -212,17 +212,19 @@ pub async fn fork_dir(state: &BackupState, req: ForkRequest) -> Result<ForkRespo
             .paths
             .in_workspace("dir", &beside.display().to_string(), Follow::Parent)?;
     }
-    let made = match req.from {
+    let (made, copied_because) = match req.from {
         Some(chain) => {
             let sources = received_chain(state, &chain).op(op)?;
-            state.service.receive(dir.clone(), names, sources).await
+            let made = state.service.receive(dir.clone(), names, sources).await;
+            made.map(|made| (made, None))
         }
         None => {
             let roots = confined_roots(state);
-            state
+            let forked = state
                 .service
                 .fork(dir.clone(), names, move |dir| holder(dir, &roots))
-                .await
+                .await;
+            forked.map(|forked| (forked.branches, forked.copied_because))
         }
     }
     .map_err(Forking)
@@ -231,6 +233,7 @@ pub async fn fork_dir(state: &BackupState, req: ForkRequest) -> Result<ForkRespo
         success: true,
         dir: dir.display().to_string(),
         branches: made.iter().map(branch_info).collect(),
+        copied_because,
     })
 }
 
@@ -268,12 +271,16 @@ pub async fn freeze_to_send(
         .map_err(|_| Forking(BackupError::NotADirectory(spec.dir.clone())))
         .op(op)?;
     let roots = confined_roots(state);
-    let lowers = state
+    let frozen = state
         .service
         .freeze(dir.clone(), move |dir| holder(dir, &roots))
         .await
         .map_err(Forking)
         .op(op)?;
+    if let Some(because) = &frozen.copied_because {
+        tracing::info!(dir = %dir.display(), %because, "sent a copy of the directory as the fork point");
+    }
+    let lowers = frozen.lowers;
     let view = state
         .service
         .show_frozen(lowers.clone())

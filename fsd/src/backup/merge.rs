@@ -106,7 +106,10 @@ impl MergeBase {
 pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::Result<Decided> {
     let fork_point = sides.ancestor.path();
     let mut changed = changed_paths(&sides.branch_layers, fork_point);
-    changed.extend(changed_paths(&sides.into_layers, fork_point));
+    match &sides.into_changed {
+        Some(into_changed) => changed.extend(into_changed.iter().cloned()),
+        None => changed.extend(changed_paths(&sides.into_layers, fork_point)),
+    }
     let scope: BTreeSet<String> = fsd_api::files::topmost(&changed)
         .into_iter()
         .map(str::to_string)

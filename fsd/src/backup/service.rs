@@ -277,18 +277,19 @@ impl BackupService {
         dir: PathBuf,
         names: Vec<String>,
         holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
-    ) -> Result<Vec<fsd_backup::fork::Branch>, BackupError> {
+    ) -> Result<fsd_backup::fork::Forked, BackupError> {
         let service = Arc::clone(self);
         let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
         blocking(move || service.forker()?.fork(&dir, &names, driver, holder)).await
     }
 
-    /// Freezes `dir` as a fork does, with no branch; the frozen layers, topmost first.
+    /// Freezes `dir` as a fork does, with no branch (see
+    /// [`fsd_backup::fork::Forker::freeze`]).
     pub async fn freeze(
         self: &Arc<Self>,
         dir: PathBuf,
         holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
-    ) -> Result<Vec<PathBuf>, BackupError> {
+    ) -> Result<fsd_backup::fork::Forked, BackupError> {
         let service = Arc::clone(self);
         let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
         blocking(move || service.forker()?.freeze(&dir, driver, holder)).await

@@ -57,7 +57,7 @@ impl From<Forking> for ApiError {
             BackupError::Busy { path, pid, how } => ApiError::new(ErrorCode::ResourceBusy, message)
                 .with_context(json!({ "path": path, "pid": pid, "holds": how }))
                 .with_suggestion(
-                    "Stop the process or move it out of the directory, then fork again",
+                    "Stop the process or move it out of the branch, then discard it again",
                 ),
             BackupError::NotADirectory(path) => ApiError::new(ErrorCode::NotDirectory, message)
                 .with_context(json!({ "field": "dir", "path": path })),

@@ -1,6 +1,6 @@
 //! Workspace forks against the real daemon and the kernel's overlayfs: branches that each
 //! show the whole tree and are written on their own, the directory forked still writable,
-//! branches of branches, a fork refused while a process is in the directory, listing and
+//! branches of branches, a fork of a directory a process works in made from a copy, listing and
 //! discarding, a daemon restart with branches alive, and the refusals' codes.
 
 use std::path::{Path, PathBuf};
@@ -201,34 +201,73 @@ async fn branches_show_the_whole_tree_and_are_written_on_their_own() {
     unmount_all(&daemon);
 }
 
+/// The mounts at `dir` itself or beneath it (not a branch's beside it).
+fn mounts_in(dir: &Path) -> Vec<String> {
+    let at = dir.display().to_string();
+    fsd_tests::mounts_under(dir)
+        .into_iter()
+        .filter(|point| *point == at || point.starts_with(&format!("{at}/")))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are_named() {
+async fn a_fork_while_a_process_is_in_the_directory_copies_it_and_bad_calls_are_named() {
     if !require_mount_privilege(
-        "a_fork_is_refused_while_a_process_is_in_the_directory_and_bad_calls_are_named",
+        "a_fork_while_a_process_is_in_the_directory_copies_it_and_bad_calls_are_named",
     ) {
         return;
     }
     let daemon = Daemon::start();
     let dir = daemon.path("busy");
     tree(&dir);
+    let before = digest(&dir);
     let mut sitting = std::process::Command::new("sleep")
         .arg("30")
         .current_dir(&dir)
         .spawn()
         .unwrap();
+    // Binding the directory beneath an overlay would leave the process writing the frozen
+    // tree: the fork point is a copy, said as such, and the directory is not mounted over.
     let (status, body) = daemon
         .post("/api/fork", json!({"dir": dir, "count": 2}))
         .await;
-    assert_eq!(status, 409, "{body}");
-    assert_eq!(body["code"], "RESOURCE_BUSY", "{body}");
-    assert_eq!(body["context"]["pid"], sitting.id(), "{body}");
+    assert_eq!(status, 200, "{body}");
+    let because = body["copiedBecause"].as_str().unwrap_or_default();
     assert!(
-        fsd_tests::mounts_under(&dir).is_empty(),
-        "nothing was mounted"
+        because.contains(&format!("process {}", sitting.id())),
+        "{body}"
     );
-    assert!(!PathBuf::from(format!("{}@1", dir.display())).exists());
+    assert!(mounts_in(&dir).is_empty(), "the directory is left as it is");
+    let copied = PathBuf::from(format!("{}@1", dir.display()));
+    assert_eq!(digest(&copied), before, "the branch shows the tree");
+    std::fs::write(
+        copied.join("branch.txt"),
+        b"in the branch
+",
+    )
+    .unwrap();
+    assert!(!dir.join("branch.txt").exists());
     sitting.kill().unwrap();
     sitting.wait().unwrap();
+    for n in 1..=2 {
+        let (status, body) = daemon
+            .post(
+                "/api/fork/discard",
+                json!({"path": format!("{}@{n}", dir.display())}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let copies: Vec<PathBuf> = std::fs::read_dir(daemon.state_dir().join("forks"))
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path().join("copy"))
+        .filter(|copy| copy.exists())
+        .collect();
+    assert!(
+        copies.is_empty(),
+        "the copy goes with its last branch: {copies:?}"
+    );
     // A file deleted while held open is in no tree: its holder does not refuse a fork.
     let held = std::fs::File::create(dir.join("held.txt")).unwrap();
     std::fs::remove_file(dir.join("held.txt")).unwrap();

@@ -1136,7 +1136,12 @@ async fn the_next_lines_backup_forks_lists_merges_and_discards() {
     std::fs::write(dir.join("src/main.rs"), b"fn main() {}\n").unwrap();
     let mut peer = activated(&daemon).await;
     let forked = peer
-        .call(3, "backup", "fork", json!([{"dir": dir, "names": [["try"]]}]))
+        .call(
+            3,
+            "backup",
+            "fork",
+            json!([{"dir": dir, "names": [["try"]]}]),
+        )
         .await;
     assert_eq!(forked[0], "resolve", "{forked}");
     let branch = format!("{}@try", dir.display());

@@ -1,5 +1,6 @@
 //! A workspace fanned out to other sandboxes through the backup store and merged back:
-//! a fork point sent from one daemon (`backup create --fork`), restored in two others,
+//! a fork point sent from one daemon (`backup create --fork`; a copy of the directory, as a
+//! process works in it), restored in two others,
 //! their work snapshotted there as layers and brought back as branches of the directory
 //! it came from, each merged three ways against the fork point; what the merges make is
 //! held equal to the merge of the whole trees. The branches brought back survive a start
@@ -140,25 +141,22 @@ async fn work_fanned_out_to_two_sandboxes_comes_back_as_branches_and_merges() {
         code_of(both),
         (400, ErrorCode::InvalidBackupConfig, json!("fork"))
     );
+    // A process works in the directory all along (a dev server, a build): the fork point
+    // sent is a copy of it, and the directory is not mounted over.
     let mut inside = std::process::Command::new("sleep")
-        .arg("30")
+        .arg("60")
         .current_dir(&dir)
         .spawn()
         .unwrap();
-    let busy = send(&backups, &here, &dir).await;
-    let _ = inside.kill();
-    let _ = inside.wait();
-    assert_eq!(code_of(busy).1, ErrorCode::ResourceBusy);
-    assert!(
-        fsd_tests::mounts_under(&dir).is_empty(),
-        "a refused send froze nothing"
-    );
-
     // Sent: the directory frozen and archived whole, still writable where it is.
     let sent = send(&backups, &here, &dir)
         .await
         .expect("a fork point sent");
     assert_eq!(sent.parent, None, "a fork point is archived whole");
+    assert!(
+        fsd_tests::mounts_under(&dir).is_empty(),
+        "a copy was sent: the directory the process works in is left as it is"
+    );
     let at_send = entries(&dir);
     let (_, list) = here.get("/api/fork").await;
     assert_eq!(
@@ -310,6 +308,9 @@ async fn work_fanned_out_to_two_sandboxes_comes_back_as_branches_and_merges() {
             )
             .await,
     );
+
+    let _ = inside.kill();
+    let _ = inside.wait();
 
     // Discarded, a received branch takes its archive's mount with it.
     for branch in [&branch_one, &branch_two] {

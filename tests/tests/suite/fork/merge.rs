@@ -281,12 +281,49 @@ async fn a_real_repository_with_its_build_output_takes_two_of_three_branches_bac
     ) {
         return;
     }
+    two_of_three_branches_back(false).await;
+}
+
+/// As above with a build running in the repository all along (a process working in it,
+/// writing its log): the fork point is a copy of the repository, which stays as it is
+/// under the build; the build's writes go on through the fork and both merges, and stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_repository_with_a_build_running_takes_two_of_three_branches_back() {
+    if !require_mount_privilege(
+        "a_real_repository_with_a_build_running_takes_two_of_three_branches_back",
+    ) {
+        return;
+    }
+    two_of_three_branches_back(true).await;
+}
+
+async fn two_of_three_branches_back(build_running: bool) {
     let daemon = Daemon::start();
     let repo = daemon.path("project");
     crate::mirror::make_repository(&repo);
     std::fs::create_dir_all(repo.join("target/debug")).unwrap();
     std::fs::write(repo.join("target/debug/app"), vec![1u8; 300_000]).unwrap();
     std::fs::write(repo.join("notes.txt"), "untracked notes\n").unwrap();
+    let log = repo.join("target/debug/build.log");
+    let lines = || {
+        std::fs::read_to_string(&log)
+            .map(|text| text.lines().count())
+            .unwrap_or(0)
+    };
+    let mut build = build_running.then(|| {
+        let build = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "while :; do echo step >> target/debug/build.log; sleep 0.01; done",
+            ])
+            .current_dir(&repo)
+            .spawn()
+            .unwrap();
+        while lines() < 3 {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        build
+    });
     let (status, forked) = daemon
         .post(
             "/api/fork",
@@ -294,6 +331,12 @@ async fn a_real_repository_with_its_build_output_takes_two_of_three_branches_bac
         )
         .await;
     assert_eq!(status, 200, "{forked}");
+    assert_eq!(
+        forked["copiedBecause"].is_string(),
+        build_running,
+        "a copy exactly while the build runs: {forked}"
+    );
+    let at_fork = lines();
     let (one, two, three) = (
         branch(&repo, "one"),
         branch(&repo, "two"),
@@ -395,6 +438,20 @@ async fn a_real_repository_with_its_build_output_takes_two_of_three_branches_bac
         status.contains("packages/sandbox/src/m2.ts"),
         "two's work is a change on one's: {status}"
     );
+    if let Some(mut build) = build.take() {
+        let before_stop = lines();
+        build.kill().unwrap();
+        build.wait().unwrap();
+        assert!(
+            before_stop > at_fork,
+            "the build wrote on through the fork and the merges ({at_fork} → {before_stop} lines)"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&log).unwrap(),
+            "step\n".repeat(lines()),
+            "the build's log is only the build's"
+        );
+    }
     unmount_all(&daemon);
 }
 
@@ -589,7 +646,8 @@ pub(super) fn edit(daemon: &Daemon, side: &Workload, rng: &mut Rng) -> String {
 }
 
 /// The merge of a fork proven against the merge of whole trees. For each seed a tree is
-/// made and forked, both the directory and the branch are edited at random (the sync
+/// made and forked (a third of the seeds while a process works in it: from a copy), both
+/// the directory and the branch are edited at random (the sync
 /// property test's workload: writes, appends, truncates, `mkdir -p`, renames of files and
 /// directories, swaps, deletes, directories removed and made again, links, modes), and the
 /// branch is merged back (and, for half the seeds, edited on and merged again, against what
@@ -630,9 +688,25 @@ async fn a_seeded_simulation_merges_as_the_whole_trees_merge() {
             done.push(edit(&daemon, &into, &mut rng));
         }
         let ancestor = entries(&dir);
+        // A third of the seeds fork while a process works in the directory: the fork point
+        // is a copy, and what the directory changed since is read from the copy's index
+        // (a fork of it later, with the process gone, freezes it by a mount as usual).
+        let mut sitting = (seed % 3 == 0).then(|| {
+            done.push("a process sits in the directory".into());
+            std::process::Command::new("sleep")
+                .arg("60")
+                .current_dir(&dir)
+                .spawn()
+                .unwrap()
+        });
         fork(&daemon, &dir, "b", &mut done).await;
         let b = side(branch(&dir, "b"), format!("{name}@b"));
         edit_both(&daemon, [&into, &b], 20, &mut rng, &mut done);
+        if let Some(mut process) = sitting.take() {
+            let _ = process.kill();
+            let _ = process.wait();
+            done.push("the process in the directory ended".into());
+        }
         // Forks in between freeze what each side wrote so far beneath a new upper layer:
         // a side's changes then span layers. A branch of the branch is merged back later.
         if rng.percent(50) {
