@@ -659,13 +659,29 @@ impl Forker {
         let _ = fs::remove_dir(path);
         self.forget_merge_bases(path);
         Self::release_unused(&mut state);
-        // Its own layer, unless a fork of it froze that layer for branches still here.
-        let upper = layered.upper();
-        let frozen: BTreeSet<&PathBuf> = state.layered.iter().flat_map(|l| &l.lowers).collect();
-        if !frozen.contains(&upper)
-            && let Err(error) = fs::remove_dir_all(&layered.layer)
-        {
-            tracing::warn!(%error, layer = %layered.layer.display(), "could not remove a discarded branch's layer");
+        // Its own layer, and the layers its forks froze before (its history), unless a
+        // branch still here or a fork point sent stands on them. A forked directory is never
+        // discarded, so what it froze stays.
+        let standing: BTreeSet<&PathBuf> = state
+            .layered
+            .iter()
+            .flat_map(|l| &l.lowers)
+            .chain(state.sent.iter().flat_map(|sent| &sent.lowers))
+            .collect();
+        let own = layered.upper();
+        let frozen = layered
+            .lowers
+            .iter()
+            .filter(|lower| lower.starts_with(&self.root) && lower.ends_with("upper"));
+        for upper in std::iter::once(&own).chain(frozen) {
+            if standing.contains(upper) {
+                continue;
+            }
+            if let Some(layer) = upper.parent()
+                && let Err(error) = fs::remove_dir_all(layer)
+            {
+                tracing::warn!(%error, layer = %layer.display(), "could not remove a discarded branch's layer");
+            }
         }
         self.save(&state)?;
         Ok(layered)

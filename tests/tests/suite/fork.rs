@@ -197,6 +197,28 @@ async fn branches_show_the_whole_tree_and_are_written_on_their_own() {
         one,
         "a branch of a discarded branch keeps what it showed"
     );
+    // The last branch standing on what branch 1 wrote goes: that layer goes with it.
+    let layers_of = |name: &str| -> Vec<PathBuf> {
+        std::fs::read_dir(daemon.state_dir().join("forks"))
+            .unwrap()
+            .flatten()
+            .map(|fork| fork.path().join("branches").join(name))
+            .filter(|layer| layer.exists())
+            .collect()
+    };
+    assert_eq!(layers_of("1").len(), 1, "branch 1's writes, frozen for x");
+    let (status, body) = daemon
+        .post("/api/fork/discard", json!({"path": one_x}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        layers_of("1"),
+        Vec::<PathBuf>::new(),
+        "no branch stands on it"
+    );
+    assert_eq!(layers_of("x"), Vec::<PathBuf>::new());
+    assert_eq!(digest(&branch(3)), before, "the others as they were");
+    assert_eq!(digest(&again), now);
 
     unmount_all(&daemon);
 }
