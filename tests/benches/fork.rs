@@ -86,13 +86,7 @@ async fn run(quick: bool) {
                 ms(took) / (ms(cp) * branches as f64),
             );
             let started = Instant::now();
-            for name in &names {
-                let path = format!("{}@{name}", tree.display());
-                let (status, body) = daemon
-                    .post("/api/fork/discard", json!({"path": path}))
-                    .await;
-                assert_eq!(status, 200, "{body}");
-            }
+            discard(&daemon, &tree, &names).await;
             println!(
                 "  discard them, one call each        {:>10.1} ms",
                 ms(started.elapsed())
@@ -119,13 +113,7 @@ async fn run(quick: bool) {
             ms(took),
             ms(took) / ms(cp),
         );
-        for name in &names {
-            let path = format!("{}@{name}", tree.display());
-            let (status, body) = daemon
-                .post("/api/fork/discard", json!({"path": path}))
-                .await;
-            assert_eq!(status, 200, "{body}");
-        }
+        discard(&daemon, &tree, &names).await;
     }
     let tree = daemon.path(if quick { "tree5000" } else { "tree50000" });
     let has_rsync = Command::new("rsync").arg("--version").output().is_ok();
@@ -140,6 +128,17 @@ async fn run(quick: bool) {
     // The forked trees stay overlays after their branches go: taken down here.
     fsd_tests::unmount_under(&daemon.root());
     fsd_tests::unmount_under(&daemon.state_dir());
+}
+
+/// Discards the branches of `tree` named `names`, one call each.
+async fn discard(daemon: &Daemon, tree: &Path, names: &[String]) {
+    for name in names {
+        let path = format!("{}@{name}", tree.display());
+        let (status, body) = daemon
+            .post("/api/fork/discard", json!({"path": path}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
 }
 
 /// A branch of `tree` with `changed` of its files edited, merged back, beside rsync of the
