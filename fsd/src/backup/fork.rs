@@ -257,8 +257,8 @@ impl Frozen {
 }
 
 /// For a snapshot with `fork`: freezes its directory as a fork does (refused as a fork is,
-/// while a process holds something in it) and points the snapshot at what was frozen, so
-/// the archive is exactly the tree a branch received later stacks on.
+/// under a mount; from a copy while a process works in it) and points the snapshot at
+/// what was frozen, so the archive is exactly the tree a branch received later stacks on.
 pub async fn freeze_to_send(
     state: &BackupState,
     spec: &mut super::service::CreateSpec,
