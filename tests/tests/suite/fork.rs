@@ -633,8 +633,7 @@ async fn under_confine_a_branch_beneath_the_root_is_inside_and_the_root_is_not_f
         "{body}"
     );
     assert!(!dir.join("w.txt").exists());
-    // The workspace root is a root: forking it would leave the daemon's handle on the
-    // frozen tree, and its branches would be outside.
+    // The workspace root is a root: its branches would be beside it, outside.
     let (status, body) = daemon
         .post("/api/fork", json!({"dir": daemon.root(), "names": ["x"]}))
         .await;
@@ -701,5 +700,105 @@ async fn a_start_after_the_mounts_were_lost_mounts_the_fork_again() {
     );
     let (_, list) = daemon.get("/api/fork").await;
     assert_eq!(list["branches"].as_array().map(Vec::len), Some(2), "{list}");
+    unmount_all(&daemon);
+}
+
+/// A branch serves as any directory of the workspace does: its change tokens tell what was
+/// written in it, the one-way mirror and a two-way pair keep it exact with a local copy,
+/// and a session started in it runs there; none of it reaches the directory it was forked
+/// from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_branch_is_watched_mirrored_synced_both_ways_and_worked_in_like_any_directory() {
+    if !require_mount_privilege(
+        "a_branch_is_watched_mirrored_synced_both_ways_and_worked_in_like_any_directory",
+    ) {
+        return;
+    }
+    let daemon = Daemon::start();
+    let dir = daemon.path("app");
+    tree(&dir);
+    let before = digest(&dir);
+    let (status, body) = daemon
+        .post("/api/fork", json!({"dir": dir, "names": ["w"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let branch = PathBuf::from(format!("{}@w", dir.display()));
+    let remote = "app@w";
+    let sandbox = daemon.sandbox();
+
+    // Change tokens.
+    let first = sandbox.check_changes(remote, None, true).await.unwrap();
+    std::fs::write(branch.join("new.txt"), b"written in the branch\n").unwrap();
+    let seen = sandbox
+        .check_changes(remote, Some(&first.version), true)
+        .await
+        .unwrap();
+    let paths: Vec<String> = seen
+        .changes
+        .unwrap_or_default()
+        .iter()
+        .map(|change| change.path.clone())
+        .collect();
+    assert!(
+        paths.iter().any(|path| path.ends_with("new.txt")),
+        "{} {paths:?}",
+        seen.status
+    );
+
+    // The one-way mirror, then again after a directory renamed and a file deleted.
+    let mirror = tempfile::tempdir().unwrap();
+    let report = sandbox.sync(remote, mirror.path(), None).await.unwrap();
+    assert_eq!(crate::sync::difference(&branch, mirror.path()), None);
+    std::fs::rename(branch.join("src/deep"), branch.join("src/core")).unwrap();
+    std::fs::remove_file(branch.join("README.md")).unwrap();
+    sandbox
+        .sync(remote, mirror.path(), Some(&report.version))
+        .await
+        .unwrap();
+    assert_eq!(crate::sync::difference(&branch, mirror.path()), None);
+
+    // Two ways: what is made on either side reaches the other.
+    let local = tempfile::tempdir().unwrap();
+    let options = fsd_sdk::two_way::TwoWayOptions {
+        state_root: Some(crate::two_way::state_root(local.path())),
+        ..Default::default()
+    };
+    let mut pair =
+        fsd_sdk::two_way::TwoWay::open(daemon.sandbox(), local.path(), remote, options).unwrap();
+    pair.pass().await.unwrap();
+    std::fs::write(local.path().join("from-local.txt"), b"made locally\n").unwrap();
+    std::fs::write(branch.join("from-branch.txt"), b"made in the branch\n").unwrap();
+    pair.pass().await.unwrap();
+    assert_eq!(
+        std::fs::read(branch.join("from-local.txt")).unwrap(),
+        b"made locally\n"
+    );
+    assert_eq!(
+        std::fs::read(local.path().join("from-branch.txt")).unwrap(),
+        b"made in the branch\n"
+    );
+
+    // A session started in the branch runs there.
+    let session = sandbox
+        .create_session(&fsd_sdk::api::exec::CreateSessionRequest {
+            cwd: Some(branch.display().to_string()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let ran = sandbox
+        .exec_with(&fsd_sdk::api::exec::ExecuteRequest {
+            command: "pwd && ls from-local.txt".into(),
+            session_id: Some(session.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        ran.stdout,
+        format!("{}\nfrom-local.txt\n", branch.display()),
+        "{ran:?}"
+    );
+    assert_eq!(digest(&dir), before, "none of it reached the directory");
     unmount_all(&daemon);
 }
