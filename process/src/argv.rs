@@ -242,7 +242,7 @@ impl ArgvProcesses {
                     message: "the process's supervisor ended without its exit status".into(),
                 }),
             };
-            table.ended(&process.end(outcome));
+            table.end(&process, outcome);
         });
         Ok(record)
     }

@@ -437,15 +437,15 @@ impl ProcessService {
                 // SIGKILL was needed to end the tree: that is what ended the process.
                 code = 137;
             }
-            let record = followed.end(Outcome::Exited(Exit {
+            let outcome = Outcome::Exited(Exit {
                 code,
                 signal: None,
                 timed_out: false,
-            }));
+            });
+            service.table.end(&followed, outcome);
             if let Some(shell) = &followed.shell {
                 shell.stdin.shut().await;
             }
-            service.table.ended(&record);
         });
         Ok(process)
     }

@@ -574,15 +574,18 @@ impl ProcessTable {
         inner.processes.insert(process.id.clone(), process);
     }
 
-    /// Stores an ended process's record and drops the oldest ended ones past the bound,
-    /// their directories too.
-    pub(crate) fn ended(&self, record: &Record) {
-        self.store(record);
-        let dropped = {
+    /// Ends `process` with `outcome` and drops the oldest ended processes past the bound
+    /// in the same step, under the table's lock, so no reader sees the end before the bound
+    /// holds again; then stores its record and removes the dropped ones' directories.
+    pub(crate) fn end(&self, process: &Process, outcome: Outcome) -> Record {
+        let (record, dropped) = {
             let mut inner = self.inner();
+            let record = process.end(outcome);
             inner.ended.push_back(record.id.clone());
-            inner.trim(self.retained)
+            let dropped = inner.trim(self.retained);
+            (record, dropped)
         };
+        self.store(&record);
         for id in dropped {
             let dir = self.dir.join(id);
             match tokio::runtime::Handle::try_current() {
@@ -590,6 +593,7 @@ impl ProcessTable {
                 Err(_) => drop(std::fs::remove_dir_all(dir)),
             }
         }
+        record
     }
 
     /// Writes `record` beside its log (a new file renamed over the old one).
