@@ -92,6 +92,18 @@ struct ArchiveMount {
     at: PathBuf,
 }
 
+impl ArchiveMount {
+    fn mount(&self) -> Result<(), BackupError> {
+        fs::create_dir_all(&self.at).map_err(|e| BackupError::io(&self.at, e))?;
+        mount::mount_squashfs(&self.file, &self.at, Driver::Kernel)
+    }
+
+    fn unmount(&self) {
+        let _ = nix::mount::umount2(&self.at, MntFlags::MNT_DETACH);
+        let _ = fs::remove_dir(&self.at);
+    }
+}
+
 /// A fork point sent through the backup store: the directory frozen, the archive made of
 /// what it froze, and the frozen layers, which a snapshot built on that archive elsewhere
 /// stacks on when it comes back as a branch.
@@ -114,6 +126,18 @@ struct State {
     sent: Vec<Sent>,
     #[serde(default)]
     copies: Vec<Copied>,
+}
+
+impl State {
+    /// Every frozen layer a branch stands on or a sent fork point was made of.
+    fn standing(&self) -> BTreeSet<PathBuf> {
+        self.layered
+            .iter()
+            .flat_map(|l| &l.lowers)
+            .chain(self.sent.iter().flat_map(|sent| &sent.lowers))
+            .cloned()
+            .collect()
+    }
 }
 
 /// A fork point made by copying a directory a process was working in (see
@@ -224,11 +248,7 @@ impl Forker {
         }
         for archive in &state.archives {
             if !is_mounted(&archive.at, None)
-                && let Err(error) = fs::create_dir_all(&archive.at)
-                    .map_err(|e| BackupError::io(&archive.at, e))
-                    .and_then(|()| {
-                        mount::mount_squashfs(&archive.file, &archive.at, Driver::Kernel)
-                    })
+                && let Err(error) = archive.mount()
             {
                 tracing::warn!(%error, archive = %archive.file.display(), "could not mount a received branch's archive again");
             }
@@ -300,18 +320,6 @@ impl Forker {
         state.next += 1;
         let base = self.root.join(number.to_string());
         let forked_at = crate::restore::now_ms();
-        // The directory's own layer at `self`, each branch's beneath `branches/`: a branch
-        // may be named anything a name allows, `self` and `tree` too.
-        let new_layer = |name: Option<&str>| -> Result<PathBuf, BackupError> {
-            let layer = match name {
-                Some(name) => base.join("branches").join(name),
-                None => base.join("self"),
-            };
-            for sub in ["upper", "work"] {
-                fs::create_dir_all(layer.join(sub)).map_err(|e| BackupError::io(&layer, e))?;
-            }
-            Ok(layer)
-        };
         // The frozen layers: a plain directory bound as it is, or the overlay's upper.
         let (lowers, bind) = match own {
             Some(index) => {
@@ -348,7 +356,8 @@ impl Forker {
             ),
             lowers: lowers.clone(),
             received: own.and_then(|index| state.layered[index].received.clone()),
-            layer: match new_layer(None) {
+            // The directory's own layer at `self`, each branch's beneath `branches/`.
+            layer: match make_layer(&base.join("self")) {
                 Ok(layer) => layer,
                 Err(error) => {
                     undo_bind(&bind);
@@ -518,29 +527,22 @@ impl Forker {
         // Each archive mounted once, however many branches show it.
         let mounted = mount::mount_table();
         let mut newly: Vec<ArchiveMount> = Vec::new();
-        let undo_archives = |newly: &[ArchiveMount]| {
-            for archive in newly {
-                let _ = nix::mount::umount2(&archive.at, MntFlags::MNT_DETACH);
-                let _ = fs::remove_dir(&archive.at);
-            }
-        };
+        let undo_archives = |newly: &[ArchiveMount]| newly.iter().for_each(ArchiveMount::unmount);
         let mut lowers = Vec::with_capacity(layers.len() + point.lowers.len());
         for file in layers {
             let at = self.root.join(ARCHIVE_MOUNTS).join(path_key(file));
             let shown = state.archives.iter().any(|m| m.at == at && &m.file == file)
                 && mounted.iter().any(|m| m.target == at);
             if !shown {
-                let made = fs::create_dir_all(&at)
-                    .map_err(|e| BackupError::io(&at, e))
-                    .and_then(|()| mount::mount_squashfs(file, &at, Driver::Kernel));
-                if let Err(error) = made {
+                let archive = ArchiveMount {
+                    file: file.clone(),
+                    at: at.clone(),
+                };
+                if let Err(error) = archive.mount() {
                     undo_archives(&newly);
                     return Err(error);
                 }
-                newly.push(ArchiveMount {
-                    file: file.clone(),
-                    at: at.clone(),
-                });
+                newly.push(archive);
             }
             lowers.push(at);
         }
@@ -575,36 +577,22 @@ impl Forker {
     /// Takes down the archives of received branches no overlay shows any more, and removes
     /// the copies no branch stands on and no sent fork point was made of.
     fn release_unused(state: &mut State) {
-        let used: BTreeSet<&PathBuf> = state
-            .layered
-            .iter()
-            .flat_map(|l| &l.lowers)
-            .chain(state.sent.iter().flat_map(|sent| &sent.lowers))
-            .collect();
-        let unused_copies: Vec<Copied> = state
-            .copies
-            .iter()
-            .filter(|copied| !used.contains(&copied.tree))
-            .cloned()
-            .collect();
-        for copied in &unused_copies {
-            let _ = fs::remove_dir_all(&copied.tree);
-            let _ = fs::remove_file(&copied.index);
-        }
-        let unused: Vec<ArchiveMount> = state
-            .archives
-            .iter()
-            .filter(|archive| !used.contains(&archive.at))
-            .cloned()
-            .collect();
-        for archive in &unused {
-            let _ = nix::mount::umount2(&archive.at, MntFlags::MNT_DETACH);
-            let _ = fs::remove_dir(&archive.at);
-        }
-        state.archives.retain(|archive| !unused.contains(archive));
-        state
-            .copies
-            .retain(|copied| !unused_copies.contains(copied));
+        let standing = state.standing();
+        state.copies.retain(|copied| {
+            let used = standing.contains(&copied.tree);
+            if !used {
+                let _ = fs::remove_dir_all(&copied.tree);
+                let _ = fs::remove_file(&copied.index);
+            }
+            used
+        });
+        state.archives.retain(|archive| {
+            let used = standing.contains(&archive.at);
+            if !used {
+                archive.unmount();
+            }
+            used
+        });
     }
 
     /// Every branch, with what it changed.
@@ -662,12 +650,7 @@ impl Forker {
         // Its own layer, and the layers its forks froze before (its history), unless a
         // branch still here or a fork point sent stands on them. A forked directory is never
         // discarded, so what it froze stays.
-        let standing: BTreeSet<&PathBuf> = state
-            .layered
-            .iter()
-            .flat_map(|l| &l.lowers)
-            .chain(state.sent.iter().flat_map(|sent| &sent.lowers))
-            .collect();
+        let standing = state.standing();
         let own = layered.upper();
         let frozen = layered
             .lowers
@@ -765,11 +748,10 @@ impl Forker {
             branch: from.path.clone(),
             into: into_path.to_path_buf(),
             branch_layers: own(from),
-            into_layers: match (&into_changed, to) {
-                (None, Some(to)) => own(to),
-                _ => Vec::new(),
+            into_changes: match (into_changed, to) {
+                (Some(listed), _) => IntoChanges::Listed(listed),
+                (None, to) => IntoChanges::Layers(to.map(own).unwrap_or_default()),
             },
-            into_changed,
             ancestor,
             base_file,
         })
@@ -834,11 +816,8 @@ impl Branches<'_> {
                 forked_at: self.forked_at,
                 received: self.received.map(Path::to_path_buf),
             };
-            let result = ["upper", "work"]
-                .iter()
-                .try_for_each(|sub| fs::create_dir_all(layer.join(sub)))
-                .map_err(|e| BackupError::io(&layer, e))
-                .and_then(|()| fs::create_dir(path).map_err(|e| BackupError::io(path, e)))
+            let result = make_layer(&layer)
+                .and_then(|_| fs::create_dir(path).map_err(|e| BackupError::io(path, e)))
                 .and_then(|()| {
                     mount_layered(&branch).inspect_err(|_| {
                         let _ = fs::remove_dir(path);
@@ -852,6 +831,14 @@ impl Branches<'_> {
         }
         Ok(made)
     }
+}
+
+/// A new overlay layer at `layer` (its `upper` and `work`); answers it.
+fn make_layer(layer: &Path) -> Result<PathBuf, BackupError> {
+    for sub in ["upper", "work"] {
+        fs::create_dir_all(layer.join(sub)).map_err(|e| BackupError::io(layer, e))?;
+    }
+    Ok(layer.to_path_buf())
 }
 
 /// Unmounts branches just made and removes their directories.
@@ -1026,16 +1013,22 @@ pub struct MergeSides {
     pub into: PathBuf,
     /// Each side's own layers, topmost first: what it wrote since the fork point.
     pub branch_layers: Vec<PathBuf>,
-    pub into_layers: Vec<PathBuf>,
-    /// What `into` changed since a fork point copied from it (see
-    /// [`crate::frozen_copy::changed_since`]), where it has no layers of its own above it.
-    pub into_changed: Option<BTreeSet<String>>,
+    pub into_changes: IntoChanges,
     pub ancestor: AncestorView,
     /// Where the merge base of this pair is kept once the branch has been merged into
     /// `into`: what the branch held at the paths that merge took in, which stand for the
     /// fork point there at the next merge (the caller writes and reads it; a discard of
     /// either removes it).
     pub base_file: PathBuf,
+}
+
+/// Where a merge learns what `into` changed since the fork point.
+pub enum IntoChanges {
+    /// Its own layers above the fork point, topmost first (see [`changed_paths`]).
+    Layers(Vec<PathBuf>),
+    /// Listed by comparing it with the index of a fork point copied from it (see
+    /// [`crate::frozen_copy::changed_since`]): it has no layers of its own above that.
+    Listed(BTreeSet<String>),
 }
 
 /// The tree a branch and what it merges into were both forked from, read-only: the one

@@ -310,23 +310,7 @@ fn received_chain(
             "must name at least the fork point's archive",
         ));
     }
-    chain
-        .iter()
-        .enumerate()
-        .map(|(i, source)| {
-            let archive =
-                super::validate::archive(&format!("from[{i}].archivePath"), &source.archive_path)?;
-            state
-                .service
-                .check_url(&format!("from[{i}].url"), &source.url)?;
-            Ok(super::service::Source {
-                archive,
-                url: source.url.clone(),
-                size: source.size_bytes,
-                sha256: source.sha256.clone(),
-            })
-        })
-        .collect()
+    Ok(state.service.sources("from", chain)?)
 }
 
 fn branch_path(dir: &Path, name: &str) -> PathBuf {

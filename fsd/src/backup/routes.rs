@@ -25,8 +25,8 @@ use super::fork;
 use super::history;
 use super::operations;
 use super::request::{backup_dir, parse_backup_request};
-use super::service::{MIN_PART_SIZE, Source};
-use super::validate::{self, invalid};
+use super::service::MIN_PART_SIZE;
+use super::validate::invalid;
 use super::wire_error::Restoring;
 use crate::error::{ApiError, OperationExt};
 use crate::wire::sse::sse_response;
@@ -164,22 +164,7 @@ pub async fn download(State(state): State<BackupState>, body: Bytes) -> Result<R
     if req.archives.is_empty() {
         return Err(invalid("archives", "must not be empty")).op(op);
     }
-    let mut sources = Vec::with_capacity(req.archives.len());
-    for (i, source) in req.archives.iter().enumerate() {
-        let archive =
-            validate::archive(&format!("archives[{i}].archivePath"), &source.archive_path)
-                .op(op)?;
-        state
-            .service
-            .check_url(&format!("archives[{i}].url"), &source.url)
-            .op(op)?;
-        sources.push(Source {
-            archive,
-            url: source.url.clone(),
-            size: source.size_bytes,
-            sha256: source.sha256.clone(),
-        });
-    }
+    let sources = state.service.sources("archives", &req.archives).op(op)?;
     let (progress, sender, events) = progress_channel();
     let service = state.service.clone();
     tokio::spawn(async move {

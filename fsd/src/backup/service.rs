@@ -145,9 +145,40 @@ impl BackupService {
         self.urls.check(field, value)
     }
 
+    /// A chain of archives to fetch as the request's `field` names them (topmost first):
+    /// each archive path and URL checked, a refusal naming `field[i]`'s member.
+    pub fn sources(
+        &self,
+        field: &str,
+        chain: &[fsd_api::backup::ArchiveSource],
+    ) -> Result<Vec<Source>, BackupConfigError> {
+        chain
+            .iter()
+            .enumerate()
+            .map(|(i, source)| {
+                let archive = super::validate::archive(
+                    &format!("{field}[{i}].archivePath"),
+                    &source.archive_path,
+                )?;
+                self.check_url(&format!("{field}[{i}].url"), &source.url)?;
+                Ok(Source {
+                    archive,
+                    url: source.url.clone(),
+                    size: source.size_bytes,
+                    sha256: source.sha256.clone(),
+                })
+            })
+            .collect()
+    }
+
+    /// How restores (and forks, which need the kernel's) are mounted here, if at all.
+    fn driver(&self) -> Option<Driver> {
+        self.restorer.as_ref().ok().and_then(Restorer::driver)
+    }
+
     /// `kernel`, `fuse`, or `none`: how restores are mounted here.
     pub fn driver_name(&self) -> &'static str {
-        match self.restorer.as_ref().ok().and_then(Restorer::driver) {
+        match self.driver() {
             Some(driver) => driver.as_str(),
             None => "none",
         }
@@ -279,7 +310,7 @@ impl BackupService {
         holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
     ) -> Result<fsd_backup::fork::Forked, BackupError> {
         let service = Arc::clone(self);
-        let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
+        let driver = self.driver();
         blocking(move || service.forker()?.fork(&dir, &names, driver, holder)).await
     }
 
@@ -291,7 +322,7 @@ impl BackupService {
         holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
     ) -> Result<fsd_backup::fork::Forked, BackupError> {
         let service = Arc::clone(self);
-        let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
+        let driver = self.driver();
         blocking(move || service.forker()?.freeze(&dir, driver, holder)).await
     }
 
@@ -338,7 +369,7 @@ impl BackupService {
         self.fetch(&sources, &Progress::none()).await?;
         let layers: Vec<PathBuf> = sources.into_iter().map(|s| s.archive).collect();
         let service = Arc::clone(self);
-        let driver = self.restorer.as_ref().ok().and_then(Restorer::driver);
+        let driver = self.driver();
         blocking(move || {
             service
                 .forker()?
