@@ -138,7 +138,11 @@ async fn line_latencies(next: &RpcClient, lines: usize) -> Vec<Duration> {
 }
 
 async fn run(round_trips: usize, writes: usize, in_flight_calls: usize) {
-    let next_rounds = if round_trips > 1000 { 500 } else { 50 };
+    // FSD_BENCH_CALLS: more calls a round, to profile the daemon under one operation.
+    let next_rounds = std::env::var("FSD_BENCH_CALLS")
+        .ok()
+        .and_then(|calls| calls.parse().ok())
+        .unwrap_or(if round_trips > 1000 { 500 } else { 50 });
     if let Some(before) = std::env::var_os("FSD_BIN_BEFORE") {
         let turns = if round_trips > 1000 { 20 } else { 2 };
         beside_the_build_before(before.into(), turns).await;

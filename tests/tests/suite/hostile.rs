@@ -112,7 +112,19 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     ) {
         return;
     }
-    let daemon = Daemon::start();
+    // Under `atomic` a small write is made on the daemon's async thread when the target is
+    // on a local filesystem, as these nodes are; a device or FIFO found there is still
+    // written into from a blocking thread, and a socket or disk refused.
+    for durability in ["fsync", "atomic"] {
+        let daemon = Daemon::start_with(fsd_tests::Options {
+            extra_args: vec!["--durability".into(), durability.into()],
+            ..Default::default()
+        });
+        writes_go_into_devices_and_fifos(&daemon).await;
+    }
+}
+
+async fn writes_go_into_devices_and_fifos(daemon: &Daemon) {
     let dir = daemon.path("nodes");
     std::fs::create_dir(&dir).unwrap();
     // A character device the test made (the null device's numbers, in the test's own dir),
@@ -128,13 +140,13 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     std::os::unix::fs::symlink(&null, dir.join(".bash_history")).unwrap();
     let before = identity(&null);
     let (status, body) = post(
-        &daemon,
+        daemon,
         "/api/write",
         json!({"path": "nodes/.bash_history", "content": "history"}),
     )
     .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, body) = raw_put(&daemon, "nodes/.bash_history", b"raw history").await;
+    let (status, body) = raw_put(daemon, "nodes/.bash_history", b"raw history").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["bytesWritten"], 11, "{body}");
     assert_eq!(identity(&null), before, "the device was replaced");
@@ -151,18 +163,18 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     std::os::unix::fs::symlink("fifo", dir.join("to-fifo")).unwrap();
     let fifo_before = identity(&fifo);
     let (status, body) = post(
-        &daemon,
+        daemon,
         "/api/write",
         json!({"path": "nodes/to-fifo", "content": "x"}),
     )
     .await;
     assert_error(status, &body, 409, "NO_READER");
-    let (status, body) = raw_put(&daemon, "nodes/fifo", b"x").await;
+    let (status, body) = raw_put(daemon, "nodes/fifo", b"x").await;
     assert_error(status, &body, 409, "NO_READER");
     // With a reader, the bytes go into it, as `echo x > fifo` would.
     let reader = fifo_reader(&fifo);
     let (status, body) = post(
-        &daemon,
+        daemon,
         "/api/write",
         json!({"path": "nodes/to-fifo", "content": "through the pipe"}),
     )
@@ -184,7 +196,7 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(reader.join().unwrap(), large);
     let reader = fifo_reader(&fifo);
-    let (status, body) = raw_put(&daemon, "nodes/fifo", b"raw through the pipe").await;
+    let (status, body) = raw_put(daemon, "nodes/fifo", b"raw through the pipe").await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(reader.join().unwrap(), b"raw through the pipe");
     assert_eq!(identity(&fifo), fifo_before, "the FIFO was replaced");
@@ -194,14 +206,14 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
     let socket_before = identity(&socket);
     let (status, body) = post(
-        &daemon,
+        daemon,
         "/api/write",
         json!({"path": "nodes/socket", "content": "x"}),
     )
     .await;
     assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
     assert_eq!(body["context"]["fileType"], "socket", "{body}");
-    let (status, body) = raw_put(&daemon, "nodes/socket", b"x").await;
+    let (status, body) = raw_put(daemon, "nodes/socket", b"x").await;
     assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
     assert_eq!(identity(&socket), socket_before);
 
@@ -217,14 +229,14 @@ async fn writes_through_links_go_into_devices_and_fifos_and_never_replace_them()
     .unwrap();
     let disk_before = identity(&disk);
     let (status, body) = post(
-        &daemon,
+        daemon,
         "/api/write",
         json!({"path": "nodes/disk", "content": "x"}),
     )
     .await;
     assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
     assert_eq!(body["context"]["fileType"], "block-device", "{body}");
-    let (status, body) = raw_put(&daemon, "nodes/disk", b"x").await;
+    let (status, body) = raw_put(daemon, "nodes/disk", b"x").await;
     assert_error(status, &body, 400, "UNSUPPORTED_FILE_TYPE");
     assert_eq!(identity(&disk), disk_before);
     assert!(
