@@ -848,7 +848,7 @@ const WRITE_HERE_BYTES: u64 = 64 * 1024;
 /// on a filesystem the kernel serves from memory or a local disk, is a few system calls
 /// (about 40 µs for 1 KiB), and on a small machine handing them to a blocking thread and
 /// waking the parked caller again cost more than they do (a 1 KiB `writeFile` over the
-/// next line's `/rpc`, p50: 0.42–0.53 ms handed off, 0.36–0.39 ms here). A bucket (FUSE),
+/// next line's `/rpc`, p50: 0.42–0.54 ms handed off, 0.32–0.40 ms here). A bucket (FUSE),
 /// a network filesystem or a flush under `fsync` may wait long, and go to a blocking
 /// thread as every write did; so does a write into a device or FIFO.
 fn write_here(path: &Path, len: u64) -> bool {
