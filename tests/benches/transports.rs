@@ -25,6 +25,10 @@ use fsd_tests::ws::WsClient;
 use serde_json::{Value, json};
 
 fn main() {
+    if std::env::var_os(NO_WORK_SERVER).is_some() {
+        answer_every_call();
+        return;
+    }
     let quick = std::env::var_os("FSD_BENCH_QUICK").is_some();
     let (round_trips, writes, in_flight_calls) = if quick {
         (200, 20, 2_000)
@@ -354,7 +358,10 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
     println!(
         "  operation                                          this ms   before ms   this/before"
     );
-    for (op, [this, before]) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+    for (op, sides) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+        let [this, before] = &mut sides[..] else {
+            continue;
+        };
         if this.is_empty() {
             continue;
         }
@@ -369,13 +376,11 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
 
 /// Each of the next line's operations `calls` times on each server in turn, `turns` times
 /// over; the samples of each operation, per server.
-async fn take_turns(
-    servers: &[NextServer; 2],
-    turns: usize,
-    calls: usize,
-) -> Vec<[Vec<Duration>; 2]> {
-    let mut samples: Vec<[Vec<Duration>; 2]> =
-        NextOp::ALL.iter().map(|_| Default::default()).collect();
+async fn take_turns(servers: &[NextServer], turns: usize, calls: usize) -> Vec<Vec<Vec<Duration>>> {
+    let mut samples: Vec<Vec<Vec<Duration>>> = NextOp::ALL
+        .iter()
+        .map(|_| servers.iter().map(|_| Vec::new()).collect())
+        .collect();
     let only = std::env::var("FSD_BENCH_ONLY").unwrap_or_default();
     for _turn in 0..turns {
         for (op, taken) in NextOp::ALL.iter().zip(samples.iter_mut()) {
@@ -383,6 +388,9 @@ async fn take_turns(
                 continue;
             }
             for (server, taken) in servers.iter().zip(taken.iter_mut()) {
+                if server.does_no_work && !op.answered_without_work() {
+                    continue;
+                }
                 // 30 unmeasured in all (`timed` leaves out 20).
                 taken.extend(
                     timed(calls + 10, |_| op.run(server))
@@ -404,6 +412,7 @@ async fn next_server(name: &'static str, daemon: &Daemon) -> NextServer {
         token: daemon.token.clone(),
         next: RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await,
         file: daemon.path("next-1k.txt").display().to_string(),
+        does_no_work: false,
     }
 }
 
@@ -494,6 +503,8 @@ struct NextServer {
     token: Option<String>,
     next: RpcClient,
     file: String,
+    /// It answers every call at once with a literal (see [`answer_every_call`]).
+    does_no_work: bool,
 }
 
 /// What the SDK's operations cost on each server, and the calls each makes.
@@ -502,6 +513,8 @@ enum NextOp {
     /// A new socket and `utils.getRuntimeMetadata`, as the object's probe before each
     /// waking operation.
     Probe,
+    /// `utils.getRuntimeMetadata` on the open socket: a call with no work behind it.
+    Call,
     /// `processes.start(['true'])`, then the SDK's wait: `get`, `openLogs({replay,
     /// follow})`, `stream()` to the terminal event, `cancel()`, release.
     StartAndWait,
@@ -516,8 +529,9 @@ enum NextOp {
 }
 
 impl NextOp {
-    const ALL: [NextOp; 8] = [
+    const ALL: [NextOp; 9] = [
         NextOp::Probe,
+        NextOp::Call,
         NextOp::StartAndWait,
         NextOp::StartAndPoll,
         NextOp::EchoLogs,
@@ -530,6 +544,7 @@ impl NextOp {
     fn name(self) -> &'static str {
         match self {
             NextOp::Probe => "probe socket (connect + getRuntimeMetadata)",
+            NextOp::Call => "getRuntimeMetadata on the open socket",
             NextOp::StartAndWait => "start ['true'] + the SDK's wait",
             NextOp::StartAndPoll => "start ['true'] + get until exited",
             NextOp::EchoLogs => "start ['/bin/echo','hi'] + its logs to the end",
@@ -548,6 +563,15 @@ impl NextOp {
         }
     }
 
+    /// Whether a server that answers every call with a small literal can stand in for it:
+    /// the calls whose answer the client does not look into.
+    fn answered_without_work(self) -> bool {
+        matches!(
+            self,
+            NextOp::Probe | NextOp::Call | NextOp::WriteKib | NextOp::WriteMib
+        )
+    }
+
     /// The calls the SDK makes for it at least (its floor: that many 1 KiB reads).
     fn calls(self) -> f64 {
         match self {
@@ -555,6 +579,7 @@ impl NextOp {
             NextOp::EchoLogs => 4.0,
             NextOp::StartAndPoll => 2.0,
             NextOp::Probe
+            | NextOp::Call
             | NextOp::WriteKib
             | NextOp::ReadKib
             | NextOp::WriteMib
@@ -569,6 +594,9 @@ impl NextOp {
                 let probe = RpcClient::connect(&server.url, server.token.as_deref()).await;
                 settled(&probe.call("utils", "getRuntimeMetadata", json!([])).await);
                 probe.close();
+            }
+            NextOp::Call => {
+                settled(&next.call("utils", "getRuntimeMetadata", json!([])).await);
             }
             NextOp::StartAndWait => {
                 let id = started(next, json!(["true"])).await;
@@ -653,7 +681,8 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         );
         return;
     };
-    let servers = [
+    let no_work = NoWorkServer::start();
+    let mut servers = vec![
         next_server("fsd", daemon).await,
         NextServer {
             name: "reference",
@@ -661,8 +690,19 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
             token: None,
             next: RpcClient::next_activated(&reference.url, None).await,
             file: "/workspace/fsd-bench-next-1k.txt".into(),
+            does_no_work: false,
         },
     ];
+    if let Some(no_work) = &no_work {
+        servers.push(NextServer {
+            name: "no work",
+            url: no_work.url.clone(),
+            token: None,
+            next: RpcClient::next_activated(&no_work.url, None).await,
+            file: String::new(),
+            does_no_work: true,
+        });
+    }
     let mut samples = take_turns(&servers, 2, rounds).await;
     let p50 = |samples: &mut Vec<Duration>| {
         if samples.is_empty() {
@@ -675,26 +715,124 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         .iter()
         .position(|op| *op == NextOp::ReadKib)
         .unwrap_or(0)]
-    .each_mut()
-    .map(&p50);
+    .first_mut()
+    .map_or(f64::NAN, &p50);
     println!(
-        "  {:<48} {:>9} {:>11} {:>8} {:>12}",
-        "operation", "fsd ms", "reference", "fsd/ref", "fsd's floor"
+        "  {:<48} {:>9} {:>11} {:>8} {:>12} {:>9}",
+        "operation", "fsd ms", "reference", "fsd/ref", "fsd's floor", "no work"
     );
-    for (op, [fsd, reference]) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+    for (op, taken) in NextOp::ALL.iter().zip(samples.iter_mut()) {
+        let [fsd, reference, no_work @ ..] = &mut taken[..] else {
+            continue;
+        };
         if fsd.is_empty() {
             continue;
         }
         let (fsd, reference) = (p50(fsd), p50(reference));
+        let no_work = no_work.first_mut().map_or(f64::NAN, &p50);
         println!(
-            "  {:<48} {fsd:>9.2} {reference:>11.2} {:>7.2}× {:>12.2}",
+            "  {:<48} {fsd:>9.2} {reference:>11.2} {:>7.2}× {:>12.2} {no_work:>9.2}",
             op.name(),
             fsd / reference,
-            op.calls() * read[0],
+            op.calls() * read,
         );
     }
+    println!(
+        "  (no work: a server that answers every call at once with a small literal, after \
+         reading and parsing it: what this client and the kernel cost before a server's work)"
+    );
     let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt");
     let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt-mib");
     drop(servers);
     drop(reference);
+}
+
+/// Set in the environment of this bench's own binary started as [`NoWorkServer`].
+const NO_WORK_SERVER: &str = "FSD_BENCH_NO_WORK_SERVER";
+
+/// This bench's binary started as a server that does no work, in a process of its own as
+/// the other servers are; stopped when dropped.
+struct NoWorkServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl NoWorkServer {
+    fn start() -> Option<NoWorkServer> {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(std::env::current_exe().ok()?)
+            .env(NO_WORK_SERVER, "1")
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .ok()?;
+        let mut port = String::new();
+        std::io::BufReader::new(child.stdout.take()?)
+            .read_line(&mut port)
+            .ok()?;
+        let url = format!("http://127.0.0.1:{}", port.trim());
+        Some(NoWorkServer { child, url })
+    }
+}
+
+impl Drop for NoWorkServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A capnweb peer on a loopback port (printed on stdout) that parses each message and
+/// answers each `pull` with `{"runtimeIncarnationID": "no work"}` at once, its sockets
+/// served by one thread as an event loop does.
+fn answer_every_call() {
+    use futures_util::{SinkExt, StreamExt};
+    use std::io::Write;
+    use tokio_tungstenite::tungstenite::Message;
+    let Ok(listener) = std::net::TcpListener::bind("127.0.0.1:0") else {
+        return;
+    };
+    let Ok(address) = listener.local_addr() else {
+        return;
+    };
+    println!("{}", address.port());
+    let _ = std::io::stdout().flush();
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return;
+    };
+    runtime.block_on(async move {
+        let _ = listener.set_nonblocking(true);
+        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+            return;
+        };
+        while let Ok((stream, _)) = listener.accept().await {
+            let _ = stream.set_nodelay(true);
+            tokio::spawn(async move {
+                let Ok(mut socket) = tokio_tungstenite::accept_async(stream).await else {
+                    return;
+                };
+                while let Some(Ok(message)) = socket.next().await {
+                    let Message::Text(text) = message else {
+                        continue;
+                    };
+                    let Ok(message) = serde_json::from_str::<Value>(text.as_str()) else {
+                        continue;
+                    };
+                    if message[0] == "pull" {
+                        let answer =
+                            json!(["resolve", message[1], {"runtimeIncarnationID": "no work"}]);
+                        if socket
+                            .send(Message::Text(answer.to_string().into()))
+                            .await
+                            .is_err()
+                        {
+                            return;
+                        }
+                    }
+                }
+            });
+        }
+    });
 }
