@@ -331,7 +331,7 @@ impl Session {
             },
         );
         let session = Arc::clone(self);
-        let task = tokio::spawn(async move {
+        let mut work = Box::pin(async move {
             let result = session.dispatch(call).await;
             let message = match result {
                 Ok(value) => Message::Resolve(id, value),
@@ -339,6 +339,15 @@ impl Session {
             };
             session.settle_export(id, message).await;
         });
+        // Most calls settle without waiting (a status, a small file read from memory or
+        // written on this thread): tried once here, they cost no task of their own and no
+        // wake of another worker. One that waits goes on as a task, which polls it again
+        // with its own waker.
+        let mut once = std::task::Context::from_waker(std::task::Waker::noop());
+        if work.as_mut().poll(&mut once).is_ready() {
+            return;
+        }
+        let task = tokio::spawn(work);
         if let Some(Export::Call { task: slot, .. }) = lock(&self.exports).get_mut(&id) {
             *slot = Some(task.abort_handle());
         }
@@ -458,17 +467,18 @@ impl Session {
                     settled, pulled, ..
                 }) => {
                     if *pulled {
-                        true
+                        Some(message)
                     } else {
-                        *settled = Some(message.clone());
-                        false
+                        // Kept, not copied: a settlement may carry a whole file.
+                        *settled = Some(message);
+                        None
                     }
                 }
                 // Released before it settled: the peer no longer wants it.
-                _ => false,
+                _ => None,
             }
         };
-        if send {
+        if let Some(message) = send {
             self.send(message).await;
         }
     }
