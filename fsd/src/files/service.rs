@@ -97,59 +97,17 @@ impl FileService {
         let path = self.policy.resolve("path", raw, Follow::Final)?;
         let raw = raw.to_string();
         let beneath = self.policy.beneath().cloned();
+        if read_here(&path) {
+            let (file, meta) = open_readable(&path, &raw, beneath.as_deref())?;
+            if meta.is_file() && meta.len() <= READ_HERE_BYTES {
+                return read_opened(file, &meta, &path, raw, encoding);
+            }
+            // Swapped for something else since it was looked at: not on this thread.
+            return blocking(move || read_opened(file, &meta, &path, raw, encoding)).await;
+        }
         blocking(move || {
             let (file, meta) = open_readable(&path, &raw, beneath.as_deref())?;
-            let unknown = special::size_unknown(&file, &meta);
-            if !unknown && meta.len() > MAX_ENCODED_READ_BYTES {
-                return Err(FileError::TooLarge {
-                    path: raw,
-                    actual: Some(meta.len()),
-                    max: MAX_ENCODED_READ_BYTES,
-                    operation: "read",
-                });
-            }
-            let capacity = if unknown { 0 } else { meta.len() };
-            let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
-            // A device or procfs file may trickle forever: it gets a total time too (a
-            // regular file, on a slow mount say, takes what it takes).
-            if unknown {
-                Patient::whole(file)
-            } else {
-                Patient::bounded(file)
-            }
-            .take(MAX_ENCODED_READ_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(FileError::io("read", &path))?;
-            // A file that grew past the limit, or whose size stat cannot tell (/dev/zero),
-            // is refused whole rather than answered cut.
-            if bytes.len() as u64 > MAX_ENCODED_READ_BYTES {
-                return Err(FileError::TooLarge {
-                    path: raw,
-                    actual: None,
-                    max: MAX_ENCODED_READ_BYTES,
-                    operation: "read",
-                });
-            }
-            let size = bytes.len() as u64;
-            let mime_type = mime::detect(&path, &bytes[..bytes.len().min(mime::SNIFF_BYTES)]);
-            let encoding = encoding.unwrap_or(
-                if mime::is_text(&mime_type) && std::str::from_utf8(&bytes).is_ok() {
-                    Encoding::Utf8
-                } else {
-                    Encoding::Base64
-                },
-            );
-            let content = match encoding {
-                Encoding::Base64 => BASE64.encode_to_string(&bytes),
-                Encoding::Utf8 => String::from_utf8(bytes)
-                    .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()),
-            };
-            Ok(EncodedFile {
-                content,
-                encoding,
-                mime_type,
-                size,
-            })
+            read_opened(file, &meta, &path, raw, encoding)
         })
         .await
     }
@@ -840,6 +798,82 @@ fn fill(
     destination.commit_with_mode(mode).map_err(failed)
 }
 
+/// A whole file opened for the JSON route, read and encoded (see [`FileService::read`]).
+fn read_opened(
+    file: fs::File,
+    meta: &fs::Metadata,
+    path: &Path,
+    raw: String,
+    encoding: Option<Encoding>,
+) -> Result<EncodedFile, FileError> {
+    let unknown = special::size_unknown(&file, meta);
+    if !unknown && meta.len() > MAX_ENCODED_READ_BYTES {
+        return Err(FileError::TooLarge {
+            path: raw,
+            actual: Some(meta.len()),
+            max: MAX_ENCODED_READ_BYTES,
+            operation: "read",
+        });
+    }
+    let capacity = if unknown { 0 } else { meta.len() };
+    let mut bytes = Vec::with_capacity(usize::try_from(capacity).unwrap_or(0));
+    // A device or procfs file may trickle forever: it gets a total time too (a
+    // regular file, on a slow mount say, takes what it takes).
+    if unknown {
+        Patient::whole(file)
+    } else {
+        Patient::bounded(file)
+    }
+    .take(MAX_ENCODED_READ_BYTES + 1)
+    .read_to_end(&mut bytes)
+    .map_err(FileError::io("read", path))?;
+    // A file that grew past the limit, or whose size stat cannot tell (/dev/zero),
+    // is refused whole rather than answered cut.
+    if bytes.len() as u64 > MAX_ENCODED_READ_BYTES {
+        return Err(FileError::TooLarge {
+            path: raw,
+            actual: None,
+            max: MAX_ENCODED_READ_BYTES,
+            operation: "read",
+        });
+    }
+    let size = bytes.len() as u64;
+    let mime_type = mime::detect(path, &bytes[..bytes.len().min(mime::SNIFF_BYTES)]);
+    let encoding = encoding.unwrap_or(
+        if mime::is_text(&mime_type) && std::str::from_utf8(&bytes).is_ok() {
+            Encoding::Utf8
+        } else {
+            Encoding::Base64
+        },
+    );
+    let content = match encoding {
+        Encoding::Base64 => BASE64.encode_to_string(&bytes),
+        Encoding::Utf8 => String::from_utf8(bytes)
+            .unwrap_or_else(|err| String::from_utf8_lossy(err.as_bytes()).into_owned()),
+    };
+    Ok(EncodedFile {
+        content,
+        encoding,
+        mime_type,
+        size,
+    })
+}
+
+/// The largest whole-file read made on the calling thread (see [`read_here`]).
+const READ_HERE_BYTES: u64 = 64 * 1024;
+
+/// Whether a read of the file at `path` is made on the calling (async) thread: a regular
+/// file of at most [`READ_HERE_BYTES`] on a filesystem the kernel serves from memory or a
+/// local disk is an open, a read and a close, and handing them to a blocking thread and
+/// waking the parked caller again cost more than they do on a small machine (as a small
+/// write's, see [`write_here`]). The file is opened without blocking and looked at again
+/// once open; anything else (a bucket, a device, a larger file) is read on a blocking
+/// thread.
+fn read_here(path: &Path) -> bool {
+    fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() <= READ_HERE_BYTES)
+        && on_local_filesystem(path)
+}
+
 /// The largest write made on the calling thread (see [`write_here`]).
 const WRITE_HERE_BYTES: u64 = 64 * 1024;
 
@@ -1018,5 +1052,31 @@ mod tests {
         assert!(!on_local_filesystem(Path::new("/proc/self/comm")));
         assert!(write_here(&file, 1024) != crate::files::durability::flushing());
         assert!(!write_here(&file, WRITE_HERE_BYTES + 1));
+    }
+
+    #[test]
+    fn reads_here_only_a_small_regular_file_on_a_local_filesystem() {
+        let dir = tempfile::tempdir().unwrap();
+        let small = dir.path().join("small");
+        fs::write(&small, vec![b'x'; 1024]).unwrap();
+        let large = dir.path().join("large");
+        fs::write(&large, vec![b'x'; READ_HERE_BYTES as usize + 1]).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&small, &link).unwrap();
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(read_here(&small));
+        assert!(
+            read_here(&link),
+            "a link to a small file is read as the file"
+        );
+        assert!(!read_here(&large));
+        assert!(!read_here(&fifo), "a FIFO may keep its reader waiting");
+        assert!(!read_here(dir.path()));
+        assert!(!read_here(&dir.path().join("missing")));
+        assert!(
+            !read_here(Path::new("/proc/self/status")),
+            "procfs is not a local disk"
+        );
     }
 }
