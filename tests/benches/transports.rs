@@ -4,7 +4,10 @@
 //! `processes.start` of `true` to its exit event beside them, and a log line's way from a
 //! running process to a follower of its logs. Then the SDK next line's calls beside the
 //! reference's own next runtime (its `sandbox` binary, `FSD_REFERENCE_NEXT`, by default
-//! where the anchors' `reference-next/setup.sh` builds it), the two servers taking turns.
+//! where the anchors' `reference-next/setup.sh` builds it), the two servers taking turns,
+//! and with them a server that does no work (this binary answering every call at once with
+//! a literal, in a process of its own) where the client reads no answer: the floor this
+//! client and the kernel set under both servers' rows.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_NEXT_ONLY=1` for the part
