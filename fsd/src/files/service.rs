@@ -99,10 +99,11 @@ impl FileService {
         let beneath = self.policy.beneath().cloned();
         if read_here(&path) {
             let (file, meta) = open_readable(&path, &raw, beneath.as_deref())?;
-            if meta.is_file() && meta.len() <= READ_HERE_BYTES {
+            if meta.is_file() && meta.len() <= READ_HERE_BYTES && open_on_local_filesystem(&file) {
                 return read_opened(file, &meta, &path, raw, encoding);
             }
-            // Swapped for something else since it was looked at: not on this thread.
+            // Swapped for something else since it was looked at (another kind of file, a
+            // larger one, one in a bucket): not on this thread.
             return blocking(move || read_opened(file, &meta, &path, raw, encoding)).await;
         }
         blocking(move || {
@@ -867,8 +868,8 @@ const READ_HERE_BYTES: u64 = 64 * 1024;
 /// local disk is an open, a read and a close, and handing them to a blocking thread and
 /// waking the parked caller again cost more than they do on a small machine (as a small
 /// write's, see [`write_here`]). The file is opened without blocking and looked at again
-/// once open; anything else (a bucket, a device, a larger file) is read on a blocking
-/// thread.
+/// once open (`fstat`, `fstatfs`), so one swapped in meanwhile is not read here; anything
+/// else (a bucket, a device, a larger file) is read on a blocking thread.
 fn read_here(path: &Path) -> bool {
     fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() <= READ_HERE_BYTES)
         && on_local_filesystem(path)
@@ -893,19 +894,7 @@ fn write_here(path: &Path, len: u64) -> bool {
 /// yet, is on a filesystem the kernel serves from memory or a local disk. A dangling link
 /// may point anywhere: not known to be local.
 fn on_local_filesystem(path: &Path) -> bool {
-    use nix::sys::statfs::{
-        BTRFS_SUPER_MAGIC, EXT4_SUPER_MAGIC, F2FS_SUPER_MAGIC, OVERLAYFS_SUPER_MAGIC, TMPFS_MAGIC,
-        XFS_SUPER_MAGIC, statfs,
-    };
-    // ext2 and ext3 share ext4's magic.
-    const LOCAL: [nix::sys::statfs::FsType; 6] = [
-        EXT4_SUPER_MAGIC,
-        XFS_SUPER_MAGIC,
-        BTRFS_SUPER_MAGIC,
-        F2FS_SUPER_MAGIC,
-        TMPFS_MAGIC,
-        OVERLAYFS_SUPER_MAGIC,
-    ];
+    use nix::sys::statfs::statfs;
     let fs = match statfs(path) {
         Ok(fs) => fs,
         Err(Errno::ENOENT) if path.symlink_metadata().is_err() => match path.parent().map(statfs) {
@@ -914,8 +903,25 @@ fn on_local_filesystem(path: &Path) -> bool {
         },
         Err(_) => return false,
     };
-    LOCAL.contains(&fs.filesystem_type())
+    LOCAL_FILESYSTEMS.contains(&fs.filesystem_type())
 }
+
+/// Whether an open file is on a filesystem the kernel serves from memory or a local disk.
+fn open_on_local_filesystem(file: &fs::File) -> bool {
+    nix::sys::statfs::fstatfs(file)
+        .is_ok_and(|fs| LOCAL_FILESYSTEMS.contains(&fs.filesystem_type()))
+}
+
+/// Filesystems the kernel serves from memory or a local disk (ext2 and ext3 share ext4's
+/// magic).
+const LOCAL_FILESYSTEMS: [nix::sys::statfs::FsType; 6] = [
+    nix::sys::statfs::EXT4_SUPER_MAGIC,
+    nix::sys::statfs::XFS_SUPER_MAGIC,
+    nix::sys::statfs::BTRFS_SUPER_MAGIC,
+    nix::sys::statfs::F2FS_SUPER_MAGIC,
+    nix::sys::statfs::TMPFS_MAGIC,
+    nix::sys::statfs::OVERLAYFS_SUPER_MAGIC,
+];
 
 /// Runs blocking filesystem work off the async threads. The work starts at once, not when
 /// the returned future is first polled, so it can run alongside the caller (raw uploads).
@@ -1066,6 +1072,10 @@ mod tests {
         let fifo = dir.path().join("fifo");
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
         assert!(read_here(&small));
+        assert!(open_on_local_filesystem(&fs::File::open(&small).unwrap()));
+        assert!(!open_on_local_filesystem(
+            &fs::File::open("/proc/self/status").unwrap()
+        ));
         assert!(
             read_here(&link),
             "a link to a small file is read as the file"
