@@ -102,7 +102,8 @@ impl Drop for Store {
     }
 }
 
-/// What the proxy does to the next part uploads (`PUT ...?partNumber=...`).
+/// What the proxy does to the next part uploads (`PUT ...?partNumber=...`), and which
+/// requests it holds until told to let them through.
 #[derive(Debug, Default, Clone)]
 pub struct Faults {
     /// The next N part PUTs get a 500.
@@ -115,6 +116,10 @@ pub struct Faults {
     pub stall: u32,
     /// Every PUT, whole object or part, gets a 500.
     pub fail_all_puts: bool,
+    /// Object GETs (not listings) wait unanswered while this is set, then pass.
+    pub hold_gets: bool,
+    /// PUTs, whole object or part, wait unanswered while this is set, then pass.
+    pub hold_puts: bool,
 }
 
 /// An HTTP/1.1 proxy on loopback that forwards requests byte for byte (so presigned
@@ -124,6 +129,8 @@ pub struct FaultProxy {
     pub faults: Arc<Mutex<Faults>>,
     /// Part PUTs seen, faulted or not.
     pub part_puts: Arc<AtomicU32>,
+    /// Requests being held now (see [`Faults::hold_gets`]).
+    pub held: Arc<AtomicU32>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -134,15 +141,17 @@ impl FaultProxy {
         let upstream = upstream.trim_start_matches("http://").to_string();
         let faults = Arc::new(Mutex::new(Faults::default()));
         let part_puts = Arc::new(AtomicU32::new(0));
-        let (f, p) = (faults.clone(), part_puts.clone());
+        let held = Arc::new(AtomicU32::new(0));
+        let (f, p, h) = (faults.clone(), part_puts.clone(), held.clone());
         let task = tokio::spawn(async move {
             loop {
                 let Ok((client, _)) = listener.accept().await else {
                     continue;
                 };
-                let (upstream, faults, part_puts) = (upstream.clone(), f.clone(), p.clone());
+                let (upstream, faults, part_puts, held) =
+                    (upstream.clone(), f.clone(), p.clone(), h.clone());
                 tokio::spawn(async move {
-                    let _ = serve(client, &upstream, &faults, &part_puts).await;
+                    let _ = serve(client, &upstream, &faults, &part_puts, &held).await;
                 });
             }
         });
@@ -150,6 +159,7 @@ impl FaultProxy {
             url,
             faults,
             part_puts,
+            held,
             task,
         }
     }
@@ -177,6 +187,7 @@ async fn serve(
     upstream: &str,
     faults: &Mutex<Faults>,
     part_puts: &AtomicU32,
+    held: &AtomicU32,
 ) -> std::io::Result<()> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -199,7 +210,17 @@ async fn serve(
         .unwrap_or(0);
     let is_part = request_line.starts_with("PUT ") && request_line.contains("partNumber=");
     let is_put = request_line.starts_with("PUT ");
+    let is_object_get = request_line.starts_with("GET ") && !request_line.contains("list-type=");
     let fail_all_puts = is_put && faults.lock().expect("faults").fail_all_puts;
+    let holding =
+        |faults: &Faults| (is_object_get && faults.hold_gets) || (is_put && faults.hold_puts);
+    if holding(&faults.lock().expect("faults")) {
+        held.fetch_add(1, Ordering::SeqCst);
+        while holding(&faults.lock().expect("faults")) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        held.fetch_sub(1, Ordering::SeqCst);
+    }
     let action = if fail_all_puts {
         Action::Fail
     } else if is_part {

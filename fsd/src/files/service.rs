@@ -869,9 +869,12 @@ const READ_HERE_BYTES: u64 = 64 * 1024;
 /// waking the parked caller again cost more than they do on a small machine (as a small
 /// write's, see [`write_here`]). The file is opened without blocking and looked at again
 /// once open (`fstat`, `fstatfs`), so one swapped in meanwhile is not read here; anything
-/// else (a bucket, a device, a larger file) is read on a blocking thread.
+/// else (a bucket, a device, a larger file) is read on a blocking thread. A path on a
+/// bucket's or a network filesystem's mount is not even looked at here: a lookup there
+/// waits on its server.
 fn read_here(path: &Path) -> bool {
-    fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() <= READ_HERE_BYTES)
+    !crate::paths::on_remote_mount(path)
+        && fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.len() <= READ_HERE_BYTES)
         && on_local_filesystem(path)
 }
 
@@ -887,7 +890,10 @@ const WRITE_HERE_BYTES: u64 = 64 * 1024;
 /// a network filesystem or a flush under `fsync` may wait long, and go to a blocking
 /// thread as every write did; so does a write into a device or FIFO.
 fn write_here(path: &Path, len: u64) -> bool {
-    len <= WRITE_HERE_BYTES && !super::durability::flushing() && on_local_filesystem(path)
+    len <= WRITE_HERE_BYTES
+        && !super::durability::flushing()
+        && !crate::paths::on_remote_mount(path)
+        && on_local_filesystem(path)
 }
 
 /// Whether `path` (followed, as a write follows it), or its directory when nothing is there

@@ -151,7 +151,11 @@ impl MountService {
             spill_dir: self.spill_root.join(spill_name(&path)),
         };
         let mount = match BucketMount::mount(&spec, &path, self.within.clone()).await {
-            Ok(mount) => mount,
+            Ok(mount) => {
+                // Lookups beneath it are made off the workers from the next request on.
+                crate::paths::refresh_mount_table();
+                mount
+            }
             Err(error) => {
                 if created_dir {
                     self.remove_made_dir(&path);

@@ -5,9 +5,11 @@
 
 mod error;
 mod policy;
+mod remote;
 mod resolver;
 mod wire_error;
 
 pub use error::PathError;
 pub use policy::{Follow, PathPolicy};
+pub use remote::{on_remote_mount, refresh as refresh_mount_table};
 pub use resolver::Paths;

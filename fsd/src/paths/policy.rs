@@ -9,6 +9,7 @@ use fsd_search::Within;
 use fsd_api::MAX_PATH_BYTES;
 
 use super::error::PathError;
+use super::remote::off_worker;
 
 /// Whether the last component is followed if it is a symlink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,7 +88,7 @@ impl PathPolicy {
         // Rebuilding from components drops `.` and doubled slashes; `..` stays for the kernel.
         let path: PathBuf = base.join(raw).components().collect();
         if self.beneath.is_some() {
-            let real = real_path(&path, follow);
+            let real = off_worker(&path, || real_path(&path, follow));
             if !self.roots.iter().any(|root| real.starts_with(root)) {
                 return Err(PathError::OutsideRoots {
                     path: raw.to_string(),
@@ -146,10 +147,10 @@ fn passes_through_daemon_proc(path: &Path, follow: Follow) -> bool {
         let candidate = resolved.join(&name);
         let last = pending.is_empty();
         let followed = !last || follow == Follow::Final;
-        match std::fs::symlink_metadata(&candidate) {
+        match off_worker(&candidate, || std::fs::symlink_metadata(&candidate)) {
             Ok(meta) if followed && meta.file_type().is_symlink() => {
                 hops += 1;
-                let Ok(target) = std::fs::read_link(&candidate) else {
+                let Ok(target) = off_worker(&candidate, || std::fs::read_link(&candidate)) else {
                     return false;
                 };
                 if hops > 40 {

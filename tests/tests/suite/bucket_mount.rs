@@ -97,6 +97,20 @@ async fn mounted(store: &Store, extra: Value) -> Mounted {
     }
 }
 
+/// Mounts the whole bucket at `path` through the fault proxy, with explicit credentials:
+/// the daemon signs, for the proxy's host.
+async fn mount_through(daemon: &Daemon, store: &Store, faults: &FaultProxy, path: &Path) {
+    let upstream = store.object_store(None).upstream();
+    let (status, body) = mount(
+        daemon,
+        json!({ "bucket": BUCKET, "mountPath": path, "endpoint": faults.url,
+                "credentials": { "accessKeyId": upstream.access_key,
+                                 "secretAccessKey": upstream.secret_key } }),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// The names in `dir`, sorted, as `readdir` through the mount gives them.
 fn names_in(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -372,16 +386,7 @@ async fn a_failed_upload_is_eio_to_the_writer_never_silent() {
     let daemon = Daemon::start();
     let dirs = tempfile::tempdir().unwrap();
     let path = fresh_mount_path(&dirs, "faulty");
-    // Explicit credentials: the daemon signs, for the fault proxy's host.
-    let upstream = store.object_store(None).upstream();
-    let (status, body) = mount(
-        &daemon,
-        json!({ "bucket": BUCKET, "mountPath": path, "endpoint": faults.url,
-                "credentials": { "accessKeyId": upstream.access_key,
-                                 "secretAccessKey": upstream.secret_key } }),
-    )
-    .await;
-    assert_eq!(status, 200, "{body}");
+    mount_through(&daemon, &store, &faults, &path).await;
     faults.set(Faults {
         fail_all_puts: true,
         ..Default::default()
@@ -624,4 +629,187 @@ async fn confined_mounts_land_beneath_the_workspace_while_a_link_out_swaps_in() 
         &direct(&store).get_range("through.txt", 0, 9).await.unwrap()[..],
         b"confined\n"
     );
+}
+
+/// The file routes read and write a bucket's files, and a call the store holds up waits
+/// on a thread of its own: a small read, and under `--durability atomic` a small write, is
+/// made on the thread that took it only on a local disk, so reads and writes of a bucket
+/// that does not answer, more of them than the daemon has worker threads, leave it
+/// answering everything else meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_holds_up_reads_and_writes_holds_up_only_those_calls() {
+    if !fuse_ready("a_store_that_holds_up_reads_and_writes_holds_up_only_those_calls") {
+        return;
+    }
+    let store = Store::start();
+    for durability in ["fsync", "atomic"] {
+        hold_up_reads_and_writes(&store, durability).await;
+    }
+}
+
+/// Under `--durability <durability>`, with the bucket's files under `<durability>/`.
+async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
+    const HELD: usize = 4;
+    let faults = FaultProxy::start(&store.url).await;
+    let bucket = direct(store);
+    let key = |name: &str| format!("{durability}/{name}");
+    bucket
+        .put(&key("quick.txt"), Bytes::from_static(b"quick\n"))
+        .await
+        .unwrap();
+    for i in 0..HELD {
+        let content = Bytes::from(format!("held {i}\n"));
+        bucket
+            .put(&key(&format!("held-{i}.txt")), content)
+            .await
+            .unwrap();
+    }
+    let daemon = Daemon::start_with(fsd_tests::Options {
+        extra_args: vec!["--durability".into(), durability.into()],
+        ..Default::default()
+    });
+    let dirs = tempfile::tempdir().unwrap();
+    let mount_path = fresh_mount_path(&dirs, "held");
+    mount_through(&daemon, store, &faults, &mount_path).await;
+    let path = mount_path.join(durability);
+
+    // Through the routes, both ways.
+    let (status, body) = daemon
+        .post("/api/read", json!({ "path": path.join("quick.txt") }))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["content"]),
+        (200, &json!("quick\n")),
+        "{durability}"
+    );
+    let (status, body) = daemon
+        .post(
+            "/api/write",
+            json!({ "path": path.join("written.txt"), "content": "written\n" }),
+        )
+        .await;
+    assert_eq!(status, 200, "{durability}: {body}");
+    assert_eq!(
+        &bucket.get_range(&key("written.txt"), 0, 8).await.unwrap()[..],
+        b"written\n"
+    );
+
+    // The store holds every object read and upload; the routes wait on them.
+    faults.set(Faults {
+        hold_gets: true,
+        hold_puts: true,
+        ..Default::default()
+    });
+    let call = |route: &str, body: Value| {
+        let request = daemon.request(reqwest::Method::POST, route).json(&body);
+        tokio::spawn(fsd_tests::reply(request))
+    };
+    let reads: Vec<_> = (0..HELD)
+        .map(|i| {
+            call(
+                "/api/read",
+                json!({ "path": path.join(format!("held-{i}.txt")) }),
+            )
+        })
+        .collect();
+    let writes: Vec<_> = (0..HELD)
+        .map(|i| {
+            let file = path.join(format!("put-{i}.txt"));
+            call(
+                "/api/write",
+                json!({ "path": file, "content": format!("put {i}\n") }),
+            )
+        })
+        .collect();
+    // Every read's GET is held; under `fsync` every write's upload (its flush, before its
+    // rename), under `atomic` the first write's rename, a copy in the store, which keeps
+    // the directory locked, so that the other writes wait in the kernel to create their
+    // temp files there, and any lookup in it waits too.
+    let reached = match durability {
+        "fsync" => 2 * HELD,
+        _ => HELD + 1,
+    };
+    let held = || faults.held.load(std::sync::atomic::Ordering::SeqCst) as usize;
+    for _ in 0..1500 {
+        if held() >= reached {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // A failure lets the store go first, and the daemon finish what waited on it: a
+    // daemon killed while its threads wait on its own bucket mount never exits (the
+    // kernel's FUSE connection waits on the very process it would answer).
+    let fail = |message: String| -> ! {
+        faults.set(Faults::default());
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        panic!("{durability}: {message}");
+    };
+    if held() < reached {
+        fail(format!(
+            "the reads and writes reached the store (a daemon whose own threads wait on \
+             it takes no more calls): {} held",
+            held()
+        ));
+    }
+
+    // Reads of names never looked up in that directory: under `atomic` each waits in the
+    // kernel for the directory too, from the path's first look (more of them than the
+    // daemon has workers).
+    let lookups: Vec<_> = (0..HELD)
+        .map(|i| {
+            call(
+                "/api/read",
+                json!({ "path": path.join(format!("missing-{i}.txt")) }),
+            )
+        })
+        .collect();
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+
+    // Meanwhile the daemon answers, local files read and written on its own threads.
+    let local = dirs.path().join("local.txt");
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let (status, body) = daemon.get("/api/ping").await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = daemon
+            .post("/api/write", json!({ "path": local, "content": "local\n" }))
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let (status, body) = daemon.post("/api/read", json!({ "path": local })).await;
+        assert_eq!(
+            (status.as_u16(), &body["content"]),
+            (200, &json!("local\n"))
+        );
+    })
+    .await;
+    if answered.is_err() {
+        fail(format!(
+            "the daemon stopped answering while the store held {} calls",
+            held()
+        ));
+    }
+    if held() < reached {
+        fail(format!("the held calls were let go: {} held", held()));
+    }
+
+    // Let go: every held call completes, none lost.
+    faults.set(Faults::default());
+    for (i, read) in reads.into_iter().enumerate() {
+        let (status, body) = read.await.unwrap();
+        assert_eq!(status, 200, "{durability}: {body}");
+        assert_eq!(body["content"], format!("held {i}\n"));
+    }
+    for lookup in lookups {
+        let (status, body) = lookup.await.unwrap();
+        assert_eq!(status, 404, "{durability}: {body}");
+    }
+    for (i, write) in writes.into_iter().enumerate() {
+        let (status, body) = write.await.unwrap();
+        assert_eq!(status, 200, "{durability}: {body}");
+        let content = format!("put {i}\n");
+        let stored = bucket
+            .get_range(&key(&format!("put-{i}.txt")), 0, content.len() as u64)
+            .await
+            .unwrap();
+        assert_eq!(&stored[..], content.as_bytes());
+    }
 }
