@@ -255,6 +255,14 @@ impl Stack {
     /// restart of the runtime does.
     pub fn restart(&mut self) {
         self.stop();
+        // workerd removes its containers as it ends, through podman's API, which can finish
+        // after workerd has (seen under a full test run), and one killed after its grace
+        // leaves them as a crash does: the next runtime starts with none of the last one's.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !self.containers().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        remove_containers(&format!("{}-", self.name));
         self.launch();
     }
 

@@ -134,10 +134,12 @@ pub fn on_remote_mount(path: &Path) -> bool {
 /// the daemon's runtime, with the worker's other tasks handed to another thread first
 /// (`block_in_place`), so a server that does not answer holds up this request only.
 pub fn off_worker<T>(path: &Path, lookup: impl FnOnce() -> T) -> T {
-    let on_worker = tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
-        runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
-    });
-    if on_worker && on_remote_mount(path) {
+    let on_worker = || {
+        tokio::runtime::Handle::try_current().is_ok_and(|runtime| {
+            runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread
+        })
+    };
+    if on_remote_mount(path) && on_worker() {
         tokio::task::block_in_place(lookup)
     } else {
         lookup()
