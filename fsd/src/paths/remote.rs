@@ -27,15 +27,19 @@ struct Table {
 fn table() -> &'static Table {
     static TABLE: OnceLock<Table> = OnceLock::new();
     TABLE.get_or_init(|| {
+        // Opened before the first read, so a change made in between is told.
+        let followed = File::open("/proc/self/mountinfo");
         let first = Table {
             file: Mutex::new(File::open("/proc/self/mountinfo").ok()),
             points: RwLock::new(Vec::new()),
             any_remote: AtomicBool::new(false),
         };
         first.read();
-        let watcher = std::thread::Builder::new()
-            .name("fsd-mount-table".into())
-            .spawn(|| watch(table()));
+        let watcher = followed.and_then(|file| {
+            std::thread::Builder::new()
+                .name("fsd-mount-table".into())
+                .spawn(move || watch(&file, table()))
+        });
         if let Err(error) = watcher {
             tracing::warn!(%error, "cannot follow the mount table; it is read once");
         }
@@ -56,14 +60,7 @@ impl Table {
         if file.seek(SeekFrom::Start(0)).is_err() || file.read_to_end(&mut text).is_err() {
             return;
         }
-        let mut points: Vec<(PathBuf, bool)> = fsd_api::mountinfo::parse(&text)
-            .into_iter()
-            .map(|line| {
-                let remote = waits_on_a_server(&line.fstype);
-                (line.target, remote)
-            })
-            .collect();
-        points.sort_by_key(|(point, _)| std::cmp::Reverse(point.as_os_str().len()));
+        let points = by_depth(fsd_api::mountinfo::parse(&text));
         let any_remote = points.iter().any(|(_, remote)| *remote);
         *self
             .points
@@ -73,11 +70,23 @@ impl Table {
     }
 }
 
-/// Reads the table again each time the kernel says it changed.
-fn watch(table: &Table) {
-    let Ok(file) = File::open("/proc/self/mountinfo") else {
-        return;
-    };
+/// Each mount point with whether its lookups wait on a server, longest first; of mounts
+/// at the same point the one made last (the one seen) first.
+fn by_depth(lines: Vec<fsd_api::mountinfo::MountLine>) -> Vec<(PathBuf, bool)> {
+    let mut points: Vec<(PathBuf, bool)> = lines
+        .into_iter()
+        .rev()
+        .map(|line| {
+            let remote = waits_on_a_server(&line.fstype);
+            (line.target, remote)
+        })
+        .collect();
+    points.sort_by_key(|(point, _)| std::cmp::Reverse(point.as_os_str().len()));
+    points
+}
+
+/// Reads the table again each time the kernel says `file` changed.
+fn watch(file: &File, table: &Table) {
     loop {
         let mut fds = [PollFd::new(file.as_fd(), PollFlags::POLLPRI)];
         match poll(&mut fds, PollTimeout::NONE) {
@@ -124,9 +133,14 @@ pub fn on_remote_mount(path: &Path) -> bool {
         .points
         .read()
         .unwrap_or_else(|poisoned| poisoned.into_inner());
+    remote_in(&points, &lexical)
+}
+
+/// Whether the mount `path` lies on (the deepest point that prefixes it) waits on a server.
+fn remote_in(points: &[(PathBuf, bool)], path: &Path) -> bool {
     points
         .iter()
-        .find(|(point, _)| lexical.starts_with(point))
+        .find(|(point, _)| path.starts_with(point))
         .is_some_and(|(_, remote)| *remote)
 }
 
@@ -167,6 +181,21 @@ mod tests {
         ] {
             assert!(!waits_on_a_server(fstype), "{fstype}");
         }
+    }
+
+    #[test]
+    fn the_deepest_mount_and_of_mounts_at_one_point_the_last_decides() {
+        let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
+            40 22 0:40 / /mnt/b rw - tmpfs none rw\n\
+            41 40 0:41 / /mnt/b rw - fuse.fsd-bucket fsd-bucket:b/ rw\n\
+            42 41 0:42 / /mnt/b/local rw - tmpfs none rw\n";
+        let points = by_depth(fsd_api::mountinfo::parse(text));
+        let remote = |path: &str| remote_in(&points, Path::new(path));
+        assert!(remote("/mnt/b/x"));
+        assert!(remote("/mnt/b"));
+        assert!(!remote("/mnt/b/local/x"));
+        assert!(!remote("/mnt/bx"));
+        assert!(!remote("/etc"));
     }
 
     #[test]
