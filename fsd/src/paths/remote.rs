@@ -8,7 +8,6 @@
 //! check costs no system call; with no such mount (the usual case) one atomic load.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsFd;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +18,8 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 /// The mount points as last read, longest first, each with whether its lookups wait on a
 /// server; and whether any does.
 struct Table {
-    file: Mutex<Option<File>>,
+    /// One read at a time, so an older read never lands after a newer one.
+    reading: Mutex<()>,
     points: RwLock<Vec<(PathBuf, bool)>>,
     any_remote: AtomicBool,
 }
@@ -30,7 +30,7 @@ fn table() -> &'static Table {
         // Opened before the first read, so a change made in between is told.
         let followed = File::open("/proc/self/mountinfo");
         let first = Table {
-            file: Mutex::new(File::open("/proc/self/mountinfo").ok()),
+            reading: Mutex::new(()),
             points: RwLock::new(Vec::new()),
             any_remote: AtomicBool::new(false),
         };
@@ -49,18 +49,11 @@ fn table() -> &'static Table {
 
 impl Table {
     fn read(&self) {
-        let mut guard = self
-            .file
+        let _one = self
+            .reading
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let Some(file) = guard.as_mut() else {
-            return;
-        };
-        let mut text = Vec::new();
-        if file.seek(SeekFrom::Start(0)).is_err() || file.read_to_end(&mut text).is_err() {
-            return;
-        }
-        let points = by_depth(fsd_api::mountinfo::parse(&text));
+        let points = by_depth(fsd_backup::mount::mount_table());
         let any_remote = points.iter().any(|(_, remote)| *remote);
         *self
             .points
@@ -72,7 +65,7 @@ impl Table {
 
 /// Each mount point with whether its lookups wait on a server, longest first; of mounts
 /// at the same point the one made last (the one seen) first.
-fn by_depth(lines: Vec<fsd_api::mountinfo::MountLine>) -> Vec<(PathBuf, bool)> {
+fn by_depth(lines: Vec<fsd_backup::mount::MountEntry>) -> Vec<(PathBuf, bool)> {
     let mut points: Vec<(PathBuf, bool)> = lines
         .into_iter()
         .rev()
@@ -185,11 +178,17 @@ mod tests {
 
     #[test]
     fn the_deepest_mount_and_of_mounts_at_one_point_the_last_decides() {
-        let text = b"22 1 8:1 / / rw - ext4 /dev/sda1 rw\n\
-            40 22 0:40 / /mnt/b rw - tmpfs none rw\n\
-            41 40 0:41 / /mnt/b rw - fuse.fsd-bucket fsd-bucket:b/ rw\n\
-            42 41 0:42 / /mnt/b/local rw - tmpfs none rw\n";
-        let points = by_depth(fsd_api::mountinfo::parse(text));
+        let entry = |target: &str, fstype: &str| fsd_backup::mount::MountEntry {
+            target: target.into(),
+            fstype: fstype.into(),
+            source: "none".into(),
+        };
+        let points = by_depth(vec![
+            entry("/", "ext4"),
+            entry("/mnt/b", "tmpfs"),
+            entry("/mnt/b", "fuse.fsd-bucket"),
+            entry("/mnt/b/local", "tmpfs"),
+        ]);
         let remote = |path: &str| remote_in(&points, Path::new(path));
         assert!(remote("/mnt/b/x"));
         assert!(remote("/mnt/b"));

@@ -704,14 +704,16 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
         let request = daemon.request(reqwest::Method::POST, route).json(&body);
         tokio::spawn(fsd_tests::reply(request))
     };
-    let reads: Vec<_> = (0..HELD)
-        .map(|i| {
-            call(
-                "/api/read",
-                json!({ "path": path.join(format!("held-{i}.txt")) }),
-            )
-        })
-        .collect();
+    // `/api/read` of `<name>-0.txt` … in the directory, each a task.
+    let reads_of = |name: &str| -> Vec<_> {
+        (0..HELD)
+            .map(|i| {
+                let file = path.join(format!("{name}-{i}.txt"));
+                call("/api/read", json!({ "path": file }))
+            })
+            .collect()
+    };
+    let reads = reads_of("held");
     let writes: Vec<_> = (0..HELD)
         .map(|i| {
             let file = path.join(format!("put-{i}.txt"));
@@ -755,14 +757,7 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
     // Reads of names never looked up in that directory: under `atomic` each waits in the
     // kernel for the directory too, from the path's first look (more of them than the
     // daemon has workers).
-    let lookups: Vec<_> = (0..HELD)
-        .map(|i| {
-            call(
-                "/api/read",
-                json!({ "path": path.join(format!("missing-{i}.txt")) }),
-            )
-        })
-        .collect();
+    let lookups = reads_of("missing");
     tokio::time::sleep(std::time::Duration::from_millis(200)).await;
 
     // Meanwhile the daemon answers, local files read and written on its own threads.
