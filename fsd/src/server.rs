@@ -2,9 +2,11 @@
 
 use std::io::Write;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Router;
 use axum::http::{HeaderName, Method, header};
+use tokio::net::TcpListener;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::trace::TraceLayer;
 
@@ -114,6 +116,28 @@ fn cors() -> CorsLayer {
         ])
 }
 
+/// How long an earlier run whose bucket mount's connection was just ended may take to exit
+/// and let go of the address.
+const EARLIER_RUN_EXIT: Duration = Duration::from_secs(5);
+
+/// Binds `address`; when an earlier run's stale mount was just let go of (`waited_on`),
+/// waits for that run to let go of the address too.
+async fn bind(address: std::net::SocketAddr, waited_on: bool) -> std::io::Result<TcpListener> {
+    let deadline = tokio::time::Instant::now() + EARLIER_RUN_EXIT;
+    loop {
+        match wire::accept::bind(address) {
+            Err(error)
+                if waited_on
+                    && error.kind() == std::io::ErrorKind::AddrInUse
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            bound => return bound,
+        }
+    }
+}
+
 /// Serves until SIGTERM or SIGINT (exit code 0), or until the image's command fails (its
 /// exit code).
 pub async fn run(settings: Settings) -> std::io::Result<i32> {
@@ -121,9 +145,12 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
     crate::files::durability::set(settings.durability);
+    // An earlier run killed while waiting on its own bucket mount still holds the address
+    // until its mount's connection ends.
+    let stale_mounts = MountService::abort_stale_connections(&settings.state_dir);
     // Bound first: an address another server holds is said before anything starts, with
     // the address and what changes it.
-    let listener = wire::accept::bind(settings.listen).map_err(|err| {
+    let listener = bind(settings.listen, stale_mounts > 0).await.map_err(|err| {
         std::io::Error::new(
             err.kind(),
             format!(

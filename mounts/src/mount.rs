@@ -245,6 +245,19 @@ fn attach_clone(within: &Within, aside: &Path, path: &Path) -> io::Result<Attach
     Ok(attached)
 }
 
+/// Ends the FUSE connection of the mount at `path` (a forced unmount: FUSE's `umount_begin`
+/// aborts the connection, so every request waiting on it fails with `ENOTCONN`), and
+/// unmounts it if nothing uses it. For a mount whose server is gone: a process killed while
+/// one of its own threads waited on a request to the mount it served never finishes
+/// exiting, since the kernel waits for an answer only that process could give.
+pub fn abort_connection(path: &Path) -> io::Result<()> {
+    match nix::mount::umount2(path, nix::mount::MntFlags::MNT_FORCE) {
+        // Aborted, still in use: the caller detaches it.
+        Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
+        Err(error) => Err(error.into()),
+    }
+}
+
 /// `umount2(path)`; with `lazy`, detached even while in use (`MNT_DETACH`).
 pub fn unmount_path(path: &Path, lazy: bool) -> io::Result<()> {
     let flags = if lazy {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fsd_api::mounts::BucketMountInfo;
-use fsd_mounts::mount::{SOURCE_PREFIX, unmount_path};
+use fsd_mounts::mount::{SOURCE_PREFIX, abort_connection, unmount_path};
 use fsd_mounts::{BucketMount, MountError, MountSpec};
 use fsd_search::Within;
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,9 @@ struct Active {
     info: BucketMountInfo,
 }
 
+/// The record's file in the state directory.
+const RECORD_FILE: &str = "bucket-mounts.json";
+
 /// What must be cleaned up if the daemon dies with mounts up.
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Record {
@@ -62,7 +65,7 @@ impl MountService {
     pub fn new(state_dir: &Path, within: Option<Arc<Within>>) -> MountService {
         let service = MountService {
             active: Mutex::new(BTreeMap::new()),
-            record_path: state_dir.join("bucket-mounts.json"),
+            record_path: state_dir.join(RECORD_FILE),
             spill_root: state_dir.join("bucket-spill"),
             within,
         };
@@ -70,18 +73,36 @@ impl MountService {
         service
     }
 
+    /// Ends the FUSE connections of the bucket mounts an earlier run of `state_dir` left,
+    /// before the daemon binds its address: that run, killed while one of its own threads
+    /// waited on its own mount, may still be there, holding the mount and its listening
+    /// socket, until its connection ends (see [`abort_connection`]). Answers how many
+    /// there were.
+    pub fn abort_stale_connections(state_dir: &Path) -> usize {
+        let record = read_record(&state_dir.join(RECORD_FILE));
+        let stale = stale_mounts(&record);
+        for path in &stale {
+            match abort_connection(path) {
+                Ok(()) => {
+                    tracing::warn!(path = %path.display(), "ended the connection of a bucket mount left by an earlier run")
+                }
+                Err(error) => {
+                    tracing::error!(path = %path.display(), %error, "cannot end the connection of a stale bucket mount")
+                }
+            }
+        }
+        stale.len()
+    }
+
     fn recover(&self) {
-        let record = self.read_record();
-        // Only this state directory's mounts: another daemon's live mounts are not ours.
-        for entry in fsd_backup::mount::mount_table() {
-            if is_bucket_mount(&entry) && record.mounted.contains(&entry.target) {
-                match unmount_path(&entry.target, true) {
-                    Ok(()) => {
-                        tracing::warn!(path = %entry.target.display(), "detached a bucket mount left by an earlier run")
-                    }
-                    Err(error) => {
-                        tracing::error!(path = %entry.target.display(), %error, "cannot detach a stale bucket mount")
-                    }
+        let record = read_record(&self.record_path);
+        for path in stale_mounts(&record) {
+            match unmount_path(&path, true) {
+                Ok(()) => {
+                    tracing::warn!(path = %path.display(), "detached a bucket mount left by an earlier run")
+                }
+                Err(error) => {
+                    tracing::error!(path = %path.display(), %error, "cannot detach a stale bucket mount")
                 }
             }
         }
@@ -91,13 +112,6 @@ impl MountService {
         }
         let _ = std::fs::remove_dir_all(&self.spill_root);
         self.write_record(&BTreeMap::new());
-    }
-
-    fn read_record(&self) -> Record {
-        std::fs::read(&self.record_path)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default()
     }
 
     fn write_record(&self, active: &BTreeMap<PathBuf, Active>) {
@@ -276,6 +290,27 @@ fn spill_name(path: &Path) -> String {
         .to_string()
         .trim_start_matches('/')
         .replace('/', "_")
+}
+
+/// What a state directory's record of its mounts says, or nothing.
+fn read_record(path: &Path) -> Record {
+    std::fs::read(path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+/// The bucket mounts in the mount table that `record` says its run made: only this state
+/// directory's, since another daemon's live mounts are not ours.
+fn stale_mounts(record: &Record) -> Vec<PathBuf> {
+    if record.mounted.is_empty() {
+        return Vec::new();
+    }
+    fsd_backup::mount::mount_table()
+        .into_iter()
+        .filter(|entry| is_bucket_mount(entry) && record.mounted.contains(&entry.target))
+        .map(|entry| entry.target)
+        .collect()
 }
 
 fn is_bucket_mount(entry: &fsd_backup::mount::MountEntry) -> bool {

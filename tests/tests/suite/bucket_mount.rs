@@ -808,3 +808,114 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
         assert_eq!(&stored[..], content.as_bytes());
     }
 }
+
+/// A daemon killed while one of its own threads waits on its own bucket mount (a read the
+/// store holds up) does not finish exiting: the kernel waits for an answer only that process
+/// could give, so it keeps its mount, its listening socket and its clients' connections. Started again over the same
+/// state directory and address, the daemon ends that mount's connection first: the earlier
+/// process exits, the address is free, the mount and its directory are gone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_daemon_killed_while_waiting_on_its_own_mount_lets_go_of_it_when_started_again() {
+    if !fuse_ready(
+        "a_daemon_killed_while_waiting_on_its_own_mount_lets_go_of_it_when_started_again",
+    ) {
+        return;
+    }
+    let store = Store::start();
+    let faults = FaultProxy::start(&store.url).await;
+    direct(&store)
+        .put("held.txt", Bytes::from_static(b"held\n"))
+        .await
+        .unwrap();
+    let listen = format!("127.0.0.1:{}", fsd_tests::free_port());
+    let mut daemon = Daemon::start_with(fsd_tests::Options {
+        listen: Some(listen.clone()),
+        ..Default::default()
+    });
+    let dirs = tempfile::tempdir().unwrap();
+    let path = fresh_mount_path(&dirs, "held");
+    mount_through(&daemon, &store, &faults, &path).await;
+    // Whatever happens below, the mount's connection is ended before the test does, so no
+    // process is left waiting on it.
+    let mut abort = AbortOnDrop(Some(path.clone()));
+
+    faults.set(Faults {
+        hold_gets: true,
+        ..Default::default()
+    });
+    let read = daemon
+        .request(reqwest::Method::POST, "/api/read")
+        .json(&json!({ "path": path.join("held.txt") }));
+    let read = tokio::spawn(async move { read.send().await.map(|r| r.status()) });
+    for _ in 0..1500 {
+        if faults.held.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        faults.held.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the read reached the store"
+    );
+    let earlier = nix::unistd::Pid::from_raw(daemon.pid() as i32);
+    nix::sys::signal::kill(earlier, nix::sys::signal::Signal::SIGKILL).unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let exited = |pid| {
+        use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+        !matches!(
+            waitpid(pid, Some(WaitPidFlag::WNOHANG)),
+            Ok(WaitStatus::StillAlive)
+        )
+    };
+    let stuck = !exited(earlier);
+    eprintln!("the killed daemon is still there half a second later: {stuck}");
+    assert!(is_mount_point(&path), "a killed daemon leaves its mount");
+
+    // Started again on the same address: it binds once the earlier run has let go of it.
+    daemon.resume();
+    assert_eq!(daemon.url, format!("http://{listen}"));
+    let (status, body) = daemon.get("/api/ping").await;
+    assert_eq!(status, 200, "{body}");
+    let mut gone = exited(earlier);
+    for _ in 0..250 {
+        if gone {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        gone = exited(earlier);
+    }
+    assert!(
+        gone,
+        "the earlier daemon exits once its mount's connection ends"
+    );
+    // With it, the connection the read came on (which the stuck process kept open) closes:
+    // the read fails, it does not hang.
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+    assert!(
+        matches!(answered, Ok(Ok(Err(_)))),
+        "the read's connection ends with the earlier daemon: {answered:?}"
+    );
+    assert!(!is_mount_point(&path));
+    assert!(!path.exists());
+    abort.0 = None;
+    faults.set(Faults::default());
+
+    // The daemon mounts there again, and the held file reads whole.
+    mount_through(&daemon, &store, &faults, &path).await;
+    let (status, body) = daemon
+        .post("/api/read", json!({ "path": path.join("held.txt") }))
+        .await;
+    assert_eq!((status.as_u16(), &body["content"]), (200, &json!("held\n")));
+}
+
+/// Ends the FUSE connection of the mount at its path, if it is still one, and detaches it.
+struct AbortOnDrop(Option<PathBuf>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(path) = self.0.take().filter(|path| is_mount_point(path)) {
+            let _ = fsd_mounts::mount::abort_connection(&path);
+            let _ = fsd_mounts::mount::unmount_path(&path, true);
+        }
+    }
+}
