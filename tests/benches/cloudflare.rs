@@ -4,10 +4,12 @@
 //! token), a route the object answers itself (`/status`), and `/api/ping` forwarded to the
 //! container; then cold starts (a destroyed sandbox's first exec) beside `podman run` of the
 //! same image to its first ping; and the SDK's next line's object: an exec to its exit through
-//! it, beside a route it answers itself and the same run straight to fsd over `/rpc`.
+//! it, beside a route it answers itself and the same run straight to fsd over `/rpc`, and the
+//! same on the reference's own next runtime in fsd's place when the anchors built it.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench cloudflare`
-//! (needs `scripts/dev-cloudflare tools`). `FSD_BENCH_QUICK=1` for a short run.
+//! (needs `scripts/dev-cloudflare tools`). `FSD_BENCH_QUICK=1` for a short run,
+//! `FSD_BENCH_NEXT_ONLY=1` for the next line's rows alone.
 
 use std::time::{Duration, Instant};
 
@@ -80,6 +82,12 @@ async fn timed(request: reqwest::RequestBuilder) -> Duration {
 }
 
 async fn run(rounds: usize, starts: usize) {
+    if std::env::var_os("FSD_BENCH_NEXT_ONLY").is_some() {
+        let mut summary = Summary::default();
+        next_line(rounds, &mut summary).await;
+        summary.print();
+        return;
+    }
     let stack = Stack::start(Worker::Fsd, &[("FSD_TOKEN", TOKEN)]);
     let client = reqwest::Client::new();
     let worker = |method: reqwest::Method, route: &str| {
@@ -223,41 +231,161 @@ async fn run(rounds: usize, starts: usize) {
     println!("image localhost/fsd:latest: {image_size} bytes");
 }
 
+/// One container behind the next line's object: its stack and a client straight to the
+/// server in it, and what each round measured.
+struct NextSide {
+    stack: Stack,
+    straight: RpcClient,
+    exec: Vec<Duration>,
+    /// The same exec as the Worker timed it (its answer's `ms`): without the local proxy in
+    /// front of workerd and the bench's connection.
+    inside: Vec<Duration>,
+    ping: Vec<Duration>,
+    direct: Vec<Duration>,
+}
+
+impl NextSide {
+    async fn start(worker: Worker) -> NextSide {
+        let stack = Stack::start(worker, &[]);
+        let client = reqwest::Client::new();
+        for _ in 0..20 {
+            exec_through(&client, &stack).await;
+            timed(client.get(format!("{}/ping?id=bench-next", stack.url))).await;
+        }
+        let (url, token) = direct(&stack);
+        let straight = RpcClient::next_activated(&url, token.as_deref()).await;
+        // Which server answers in the container: fsd says its own version, the reference
+        // the one its image was built with.
+        let metadata = straight
+            .call("utils", "getRuntimeMetadata", json!([]))
+            .await;
+        println!(
+            "  {worker:?}: the container's server says sandboxVersion {}",
+            metadata[2]["sandboxVersion"]
+        );
+        NextSide {
+            stack,
+            straight,
+            exec: Vec::new(),
+            inside: Vec::new(),
+            ping: Vec::new(),
+            direct: Vec::new(),
+        }
+    }
+
+    async fn round(&mut self, client: &reqwest::Client) {
+        let (total, inside) = exec_through(client, &self.stack).await;
+        self.exec.push(total);
+        self.inside.push(inside);
+        let ping = client.get(format!("{}/ping?id=bench-next", self.stack.url));
+        self.ping.push(timed(ping).await);
+        let started = Instant::now();
+        self.straight.run_to_exit(json!([["true"]])).await;
+        self.direct.push(started.elapsed());
+    }
+
+    /// The exec's p50 over the object's own route and the direct exec together.
+    fn over(&mut self) -> f64 {
+        let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
+        p50(&mut self.exec) - p50(&mut self.ping) - p50(&mut self.direct)
+    }
+}
+
+/// fsd's count of the connections it accepted (`/metrics`), at `url`, read on a connection
+/// of its own (counted).
+async fn connections_accepted(url: &str) -> f64 {
+    let text = reqwest::Client::new()
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    text.lines()
+        .find_map(|line| line.strip_prefix("fsd_connections_accepted_total "))
+        .and_then(|value| value.trim().parse().ok())
+        .expect("fsd_connections_accepted_total")
+}
+
+/// `/exec` of the next line's Worker: an exec of `true` to its exit through the object, as
+/// the bench saw it and as the Worker timed it.
+async fn exec_through(client: &reqwest::Client, stack: &Stack) -> (Duration, Duration) {
+    let started = Instant::now();
+    let response = client
+        .get(format!("{}/exec?id=bench-next", stack.url))
+        .send()
+        .await
+        .expect("request");
+    let status = response.status();
+    let body = response.text().await.expect("body");
+    let total = started.elapsed();
+    assert!(status.is_success(), "{status}: {body}");
+    let answer: Value = serde_json::from_str(&body).unwrap_or(Value::Null);
+    assert_eq!(answer["exit"]["code"], 0, "{body}");
+    let inside = answer["ms"].as_f64().unwrap_or_default();
+    (total, Duration::from_secs_f64(inside / 1000.0))
+}
+
 /// The SDK's next line's object (its long-lived control socket into the container): an
 /// exec of `true` to its exit through the Worker, beside a route the object answers itself
-/// and the same run sent straight to fsd over `/rpc`.
+/// and the same run sent straight to the container's server over `/rpc`; on fsd's image and,
+/// where the anchors built it, on the same image with the reference's own next runtime in
+/// fsd's place, the two taking turns round by round.
 async fn next_line(rounds: usize, summary: &mut Summary) {
-    let stack = Stack::start(Worker::Next, &[]);
     let client = reqwest::Client::new();
-    let worker = |route: &str| client.get(format!("{}{route}?id=bench-next", stack.url));
-    for _ in 0..20 {
-        timed(worker("/exec")).await;
-        timed(worker("/ping")).await;
-    }
-    let (fsd, token) = direct(&stack);
-    let straight = RpcClient::next_activated(&fsd, token.as_deref()).await;
-    let (mut exec, mut ping, mut direct_exec) = (Vec::new(), Vec::new(), Vec::new());
+    let mut fsd = NextSide::start(Worker::Next).await;
+    let mut reference = match cloudflare::reference_next_image() {
+        Ok(()) => Some(NextSide::start(Worker::NextReference).await),
+        Err(reason) => {
+            println!("  the reference's next runtime is not in the run: {reason}");
+            None
+        }
+    };
+    let (url, _) = direct(&fsd.stack);
+    let accepted_before = connections_accepted(&url).await;
     for _ in 0..rounds {
-        exec.push(timed(worker("/exec")).await);
-        ping.push(timed(worker("/ping")).await);
-        let started = Instant::now();
-        straight.run_to_exit(json!([["true"]])).await;
-        direct_exec.push(started.elapsed());
+        fsd.round(&client).await;
+        if let Some(reference) = reference.as_mut() {
+            reference.round(&client).await;
+        }
     }
+    // The bench's own socket straight to fsd is open already: what was accepted meanwhile
+    // is the object's, and the second reading's own.
+    let accepted = connections_accepted(&url).await - accepted_before - 1.0;
     let p50 = |samples: &mut Vec<Duration>| ms(pct(samples, 50.0));
-    let budget = p50(&mut ping) + p50(&mut direct_exec) + 1.0;
+    let budget = p50(&mut fsd.ping) + p50(&mut fsd.direct) + 1.0;
+    let over = fsd.over();
+    let beside = match reference.as_mut() {
+        Some(reference) => format!(
+            "; the reference's runtime in its place: {} ({:.2} ms inside the Worker), its own \
+             route {}, straight {} (+{:.2} ms over both)",
+            p50_p99(&mut reference.exec),
+            p50(&mut reference.inside),
+            p50_p99(&mut reference.ping),
+            p50_p99(&mut reference.direct),
+            reference.over()
+        ),
+        None => String::new(),
+    };
     summary.row(
         "next line: exec `true` to its exit through the object",
-        p50_p99(&mut exec),
+        p50_p99(&mut fsd.exec),
         format!(
-            "the object's own route: {}; straight to the container over /rpc: {}",
-            p50_p99(&mut ping),
-            p50_p99(&mut direct_exec)
+            "{:.2} ms inside the Worker, fsd accepting {:.2} new connections per exec; the \
+             object's own route: {}; straight to the container over /rpc: {}{beside}",
+            p50(&mut fsd.inside),
+            accepted / rounds as f64,
+            p50_p99(&mut fsd.ping),
+            p50_p99(&mut fsd.direct),
         ),
-        format!(
-            "+{:.2} ms over both",
-            p50(&mut exec) - p50(&mut ping) - p50(&mut direct_exec)
-        ),
+        match reference.as_mut() {
+            Some(reference) => format!(
+                "+{over:.2} ms over both; {:.2}× the reference's",
+                p50(&mut fsd.exec) / p50(&mut reference.exec)
+            ),
+            None => format!("+{over:.2} ms over both"),
+        },
         &format!("p50 ≤ object route + direct exec + 1 ms = {budget:.2} ms"),
     );
 }

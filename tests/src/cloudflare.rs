@@ -37,6 +37,9 @@ pub enum Worker {
     Official,
     /// The SDK's next line (0.13.0-next), its Worker and object (`worker/dev/next`).
     Next,
+    /// The same Worker and object in front of the reference's own next runtime in place of
+    /// fsd (see [`reference_next_image`]).
+    NextReference,
 }
 
 impl Worker {
@@ -45,6 +48,7 @@ impl Worker {
             Worker::Fsd => "fsd",
             Worker::Official => "official",
             Worker::Next => "next",
+            Worker::NextReference => "next-reference",
         }
     }
 }
@@ -147,6 +151,27 @@ fn built() -> &'static Result<(), String> {
         }
         eprint!("{}", String::from_utf8_lossy(&output.stderr));
         Ok(())
+    })
+}
+
+/// Puts the reference's next runtime into the stacks' image in fsd's place, once per process
+/// (`scripts/dev-cloudflare reference-image`), for [`Worker::NextReference`]; the reason when
+/// it is not built here. Call [`available`] first.
+pub fn reference_next_image() -> &'static Result<(), String> {
+    static BUILT: OnceLock<Result<(), String>> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let output = Command::new(script())
+            .arg("reference-image")
+            .output()
+            .map_err(|e| format!("scripts/dev-cloudflare: {e}"))?;
+        let said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+        match output.status.code() {
+            Some(0) => Ok(()),
+            Some(3) => Err(said),
+            _ => Err(format!(
+                "scripts/dev-cloudflare reference-image failed:\n{said}"
+            )),
+        }
     })
 }
 
