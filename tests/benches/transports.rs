@@ -17,6 +17,8 @@
 //! the other differ by more than a change to these rows does on a shared machine. With
 //! `FSD_BENCH_ONLY=<text>` those two modes run only the next line's operations whose name
 //! holds the text (`"1 MiB"`: the 1 MiB write and the read of what it wrote).
+//! `FSD_BENCH_UNDER=<dir>` puts the next line's fsd workspace on another filesystem (a
+//! journaled ext4, as a container's disk usually is, where this machine's root has none).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -419,10 +421,15 @@ async fn next_server(name: &'static str, daemon: &Daemon) -> NextServer {
     }
 }
 
-/// fsd as the image runs it: nothing waits for the disk, as the reference does not.
+/// fsd as the image runs it: nothing waits for the disk, as the reference does not. Its
+/// workspace and state directory where `FSD_BENCH_UNDER` says (another filesystem than the
+/// temp directory's), if set.
 fn image_durability() -> fsd_tests::Options {
     fsd_tests::Options {
         extra_args: vec!["--durability".into(), "atomic".into()],
+        under: std::env::var_os("FSD_BENCH_UNDER")
+            .filter(|dir| !dir.is_empty())
+            .map(std::path::PathBuf::from),
         ..Default::default()
     }
 }
