@@ -739,8 +739,9 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     // A failure lets the store go first, and the daemon finish what waited on it: a
-    // daemon killed while its threads wait on its own bucket mount never exits (the
-    // kernel's FUSE connection waits on the very process it would answer).
+    // daemon killed while its threads wait on its own bucket mount does not exit until
+    // something ends the mount's connection (the kernel's FUSE connection waits on the very
+    // process it would answer; see the test after this one).
     let fail = |message: String| -> ! {
         faults.set(Faults::default());
         std::thread::sleep(std::time::Duration::from_secs(2));
