@@ -147,7 +147,7 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     crate::files::durability::set(settings.durability);
     // An earlier run killed while waiting on its own bucket mount still holds the address
     // until its mount's connection ends.
-    let stale_mounts = MountService::abort_stale_connections(&settings.state_dir);
+    let stale_mounts = MountService::release_stale(&settings.state_dir);
     // Bound first: an address another server holds is said before anything starts, with
     // the address and what changes it.
     let listener = bind(settings.listen, stale_mounts > 0).await.map_err(|err| {
@@ -271,7 +271,7 @@ async fn start_services(settings: &Settings) -> std::io::Result<AppState> {
             BackupService::new(&state_dir, transfer_timeout, driver, urls, within)
         })
     };
-    // Mounts a crashed run left behind are detached before anything else can trip on them.
+    // What a crashed run made for its mounts (taken away before the bind) is removed.
     let mounts = {
         let state_dir = settings.state_dir.clone();
         let within = policy.beneath().cloned();

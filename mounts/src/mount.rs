@@ -245,16 +245,16 @@ fn attach_clone(within: &Within, aside: &Path, path: &Path) -> io::Result<Attach
     Ok(attached)
 }
 
-/// Ends the FUSE connection of the mount at `path` (a forced unmount: FUSE's `umount_begin`
-/// aborts the connection, so every request waiting on it fails with `ENOTCONN`), and
-/// unmounts it if nothing uses it. For a mount whose server is gone: a process killed while
-/// one of its own threads waited on a request to the mount it served never finishes
-/// exiting, since the kernel waits for an answer only that process could give.
-pub fn abort_connection(path: &Path) -> io::Result<()> {
+/// Takes away a mount whose server is gone: ends its FUSE connection (a forced unmount:
+/// FUSE's `umount_begin` aborts it, so every request waiting on it fails with `ENOTCONN`),
+/// then detaches it if something still uses it. A process killed while one of its own
+/// threads waited on a request to the mount it served never finishes exiting otherwise,
+/// since the kernel waits for an answer only that process could give.
+pub fn release_dead(path: &Path) -> io::Result<()> {
     match nix::mount::umount2(path, nix::mount::MntFlags::MNT_FORCE) {
-        // Aborted, still in use: the caller detaches it.
-        Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
-        Err(error) => Err(error.into()),
+        Ok(()) => Ok(()),
+        // Aborted but in use (`EBUSY`), or not forced: detached all the same.
+        Err(_) => unmount_path(path, true),
     }
 }
 

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fsd_api::mounts::BucketMountInfo;
-use fsd_mounts::mount::{SOURCE_PREFIX, abort_connection, unmount_path};
+use fsd_mounts::mount::{SOURCE_PREFIX, release_dead};
 use fsd_mounts::{BucketMount, MountError, MountSpec};
 use fsd_search::Within;
 use serde::{Deserialize, Serialize};
@@ -59,9 +59,10 @@ pub struct MountService {
 }
 
 impl MountService {
-    /// Detaches what a previous run left mounted and removes the directories it made.
-    /// `within` (`--confine`): mount directories are made and removed, and buckets
-    /// attached, beneath its roots by descriptor.
+    /// Removes the directories a previous run made for its mounts (see
+    /// [`MountService::release_stale`], which took the mounts away first). `within`
+    /// (`--confine`): mount directories are made and removed, and buckets attached, beneath
+    /// its roots by descriptor.
     pub fn new(state_dir: &Path, within: Option<Arc<Within>>) -> MountService {
         let service = MountService {
             active: Mutex::new(BTreeMap::new()),
@@ -73,21 +74,30 @@ impl MountService {
         service
     }
 
-    /// Ends the FUSE connections of the bucket mounts an earlier run of `state_dir` left,
-    /// before the daemon binds its address: that run, killed while one of its own threads
-    /// waited on its own mount, may still be there, holding the mount and its listening
-    /// socket, until its connection ends (see [`abort_connection`]). Answers how many
-    /// there were.
-    pub fn abort_stale_connections(state_dir: &Path) -> usize {
+    /// Takes away the bucket mounts an earlier run of `state_dir` left (see
+    /// [`release_dead`]), before the daemon binds its address: that run, killed while one
+    /// of its own threads waited on its own mount, may still be there, holding the mount
+    /// and its listening socket, until the mount's connection ends. Answers how many there
+    /// were.
+    pub fn release_stale(state_dir: &Path) -> usize {
         let record = read_record(&state_dir.join(RECORD_FILE));
-        let stale = stale_mounts(&record);
+        // Only this state directory's mounts: another daemon's live mounts are not ours.
+        let stale: Vec<PathBuf> = if record.mounted.is_empty() {
+            Vec::new()
+        } else {
+            fsd_backup::mount::mount_table()
+                .into_iter()
+                .filter(|entry| is_bucket_mount(entry) && record.mounted.contains(&entry.target))
+                .map(|entry| entry.target)
+                .collect()
+        };
         for path in &stale {
-            match abort_connection(path) {
+            match release_dead(path) {
                 Ok(()) => {
-                    tracing::warn!(path = %path.display(), "ended the connection of a bucket mount left by an earlier run")
+                    tracing::warn!(path = %path.display(), "took away a bucket mount left by an earlier run")
                 }
                 Err(error) => {
-                    tracing::error!(path = %path.display(), %error, "cannot end the connection of a stale bucket mount")
+                    tracing::error!(path = %path.display(), %error, "cannot take away a stale bucket mount")
                 }
             }
         }
@@ -96,16 +106,6 @@ impl MountService {
 
     fn recover(&self) {
         let record = read_record(&self.record_path);
-        for path in stale_mounts(&record) {
-            match unmount_path(&path, true) {
-                Ok(()) => {
-                    tracing::warn!(path = %path.display(), "detached a bucket mount left by an earlier run")
-                }
-                Err(error) => {
-                    tracing::error!(path = %path.display(), %error, "cannot detach a stale bucket mount")
-                }
-            }
-        }
         for dir in record.created {
             // Only an empty directory goes: whatever else is there is not ours to delete.
             self.remove_made_dir(&dir);
@@ -298,19 +298,6 @@ fn read_record(path: &Path) -> Record {
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
         .unwrap_or_default()
-}
-
-/// The bucket mounts in the mount table that `record` says its run made: only this state
-/// directory's, since another daemon's live mounts are not ours.
-fn stale_mounts(record: &Record) -> Vec<PathBuf> {
-    if record.mounted.is_empty() {
-        return Vec::new();
-    }
-    fsd_backup::mount::mount_table()
-        .into_iter()
-        .filter(|entry| is_bucket_mount(entry) && record.mounted.contains(&entry.target))
-        .map(|entry| entry.target)
-        .collect()
 }
 
 fn is_bucket_mount(entry: &fsd_backup::mount::MountEntry) -> bool {

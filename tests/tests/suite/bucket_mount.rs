@@ -812,9 +812,10 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
 
 /// A daemon killed while one of its own threads waits on its own bucket mount (a read the
 /// store holds up) does not finish exiting: the kernel waits for an answer only that process
-/// could give, so it keeps its mount, its listening socket and its clients' connections. Started again over the same
-/// state directory and address, the daemon ends that mount's connection first: the earlier
-/// process exits, the address is free, the mount and its directory are gone.
+/// could give, so it keeps its mount, its listening socket and its clients' connections.
+/// Started again over the same state directory and address, the daemon ends that mount's
+/// connection first: the earlier process exits, the address is free, the mount and its
+/// directory are gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemon_killed_while_waiting_on_its_own_mount_lets_go_of_it_when_started_again() {
     if !fuse_ready(
@@ -915,8 +916,7 @@ struct AbortOnDrop(Option<PathBuf>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         if let Some(path) = self.0.take().filter(|path| is_mount_point(path)) {
-            let _ = fsd_mounts::mount::abort_connection(&path);
-            let _ = fsd_mounts::mount::unmount_path(&path, true);
+            let _ = fsd_mounts::mount::release_dead(&path);
         }
     }
 }
