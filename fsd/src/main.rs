@@ -34,6 +34,7 @@ mod rpc;
 mod search;
 mod server;
 mod state;
+mod state_lock;
 mod system;
 mod terminal;
 mod time;

@@ -26,6 +26,7 @@ use crate::process;
 use crate::rpc;
 use crate::search;
 use crate::state::AppState;
+use crate::state_lock::StateLock;
 use crate::system::{self, capabilities};
 use crate::terminal::{self, SessionTerminals};
 use crate::tunnels;
@@ -145,9 +146,15 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     // Read once, now: requests never consult the process environment.
     crate::config::environment();
     crate::files::durability::set(settings.durability);
-    // An earlier run killed while waiting on its own bucket mount still holds the address
-    // until its mount's connection ends.
-    let stale_mounts = MountService::release_stale(&settings.state_dir);
+    // One daemon per state directory. An earlier run killed while waiting on its own bucket
+    // mount still holds the directory and the address until its mount's connection ends.
+    let mut stale_mounts = 0;
+    let _state_lock = StateLock::take(&settings.state_dir, EARLIER_RUN_EXIT, || {
+        stale_mounts = MountService::release_stale(&settings.state_dir);
+    })
+    .await
+    .map_err(std::io::Error::other)?;
+    stale_mounts += MountService::release_stale(&settings.state_dir);
     // Bound first: an address another server holds is said before anything starts, with
     // the address and what changes it.
     let listener = bind(settings.listen, stale_mounts > 0).await.map_err(|err| {

@@ -910,6 +910,73 @@ async fn a_daemon_killed_while_waiting_on_its_own_mount_lets_go_of_it_when_start
     assert_eq!((status.as_u16(), &body["content"]), (200, &json!("held\n")));
 }
 
+/// A second `fsd serve` on a state directory a living daemon holds is refused at once, with
+/// the directory and the holder named, and takes nothing from the first: a start ends the
+/// bucket mounts its directory's record names, which here are the first daemon's, in use.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_a_state_directory_in_use_is_refused_and_leaves_the_first_alone() {
+    if !fuse_ready(
+        "a_second_daemon_on_a_state_directory_in_use_is_refused_and_leaves_the_first_alone",
+    ) {
+        return;
+    }
+    let store = Store::start();
+    direct(&store)
+        .put("kept.txt", Bytes::from_static(b"kept\n"))
+        .await
+        .unwrap();
+    // Held whole: its proxy serves the mount.
+    let mounted = mounted(&store, json!({})).await;
+    let (daemon, path) = (&mounted.daemon, &mounted.path);
+    assert_eq!(
+        std::fs::read_to_string(path.join("kept.txt")).unwrap(),
+        "kept\n"
+    );
+    let other_workspace = tempfile::tempdir().unwrap();
+    let mut second = std::process::Command::new(fsd_tests::binary("fsd"))
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
+        .arg("--workspace")
+        .arg(other_workspace.path())
+        .arg("--state-dir")
+        .arg(daemon.state_dir())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("a second fsd runs");
+    // Refused, it ends at once; one that serves is stopped after a while, and fails below.
+    let mut waited = 0;
+    while second.try_wait().unwrap().is_none() && waited < 1500 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        waited += 1;
+    }
+    let _ = second.kill();
+    let second = second.wait_with_output().unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "refused: {said}");
+    assert!(
+        said.contains(&format!(
+            "the state directory {} is in use by another fsd (pid {})",
+            daemon.state_dir().display(),
+            daemon.pid()
+        )),
+        "says which directory and which daemon: {said}"
+    );
+    assert!(
+        String::from_utf8_lossy(&second.stdout).is_empty(),
+        "it never listened"
+    );
+    // The first daemon serves on, its mount still there and still reading.
+    assert!(is_mount_point(path), "the first daemon's mount stays");
+    assert_eq!(
+        std::fs::read_to_string(path.join("kept.txt")).unwrap(),
+        "kept\n"
+    );
+    let (status, body) = daemon.get("/api/ping").await;
+    assert_eq!(status, 200, "{body}");
+}
+
 /// Ends the FUSE connection of the mount at its path, if it is still one, and detaches it.
 struct AbortOnDrop(Option<PathBuf>);
 
