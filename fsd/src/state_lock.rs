@@ -40,7 +40,7 @@ enum Attempt {
 }
 
 impl StateLock {
-    /// Takes the lock on `dir` (made if missing). A holder that is dying has `unstick` run
+    /// Takes the lock on `dir` (made with the settings, mode 0700). A holder that is dying has `unstick` run
     /// (what lets its exit finish), then up to `patience` to let go; a living one refuses.
     pub async fn take(
         dir: &Path,
@@ -52,7 +52,6 @@ impl StateLock {
             path: path.clone(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(failed)?;
         let attempt = || {
             std::fs::OpenOptions::new()
                 .read(true)
