@@ -40,8 +40,9 @@ enum Attempt {
 }
 
 impl StateLock {
-    /// Takes the lock on `dir` (made with the settings, mode 0700). A holder that is dying has `unstick` run
-    /// (what lets its exit finish), then up to `patience` to let go; a living one refuses.
+    /// Takes the lock on `dir` (made with the settings, mode 0700). A holder that is dying
+    /// has `unstick` run (what lets its exit finish), then up to `patience` to let go; a
+    /// living one refuses.
     pub async fn take(
         dir: &Path,
         patience: Duration,
