@@ -192,13 +192,6 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         None => start_store(args.store_listen).await?,
     };
     let store_url = format!("http://{}", store.address);
-    Kept {
-        token: token.clone(),
-        access_key: access_key.clone(),
-        secret_key: secret_key.clone(),
-        store: Some(store.address),
-    }
-    .write(&kept_file)?;
     let workspace = std::fs::canonicalize(&args.workspace)?;
     let binary = args.fsd.unwrap_or_else(default_fsd_binary);
     let mut child = Command::new(&binary)
@@ -234,6 +227,15 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
             );
         }
     };
+    // Kept once the daemon serves: a start that fails (another `fsctl up` holds the state
+    // directory, say) leaves what the running one kept as it was.
+    Kept {
+        token: token.clone(),
+        access_key: access_key.clone(),
+        secret_key: secret_key.clone(),
+        store: Some(store.address),
+    }
+    .write(&kept_file)?;
     let mount = if args.no_mount {
         None
     } else {

@@ -613,6 +613,46 @@ fn up_keeps_its_token_and_store_across_restarts() {
     drop(third);
 }
 
+/// A second `fsctl up` on the directories of one that runs is refused (its fsd will not share
+/// the state directory) and changes nothing the first kept: its token, keys and store's
+/// address stay, and the first goes on serving.
+#[test]
+fn up_beside_a_running_up_is_refused_and_changes_nothing_it_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let extra = ["--no-mount", "--no-gateway"];
+    let (first, info) = up(dir.path(), "127.0.0.1:0", Stdio::null(), &extra);
+    let kept = std::path::Path::new(info["kept"].as_str().unwrap());
+    let kept_before = std::fs::read_to_string(kept).unwrap();
+    let second = Command::new(binary("fsctl"))
+        .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
+        .arg(dir.path().join("ws"))
+        .arg("--store-dir")
+        .arg(dir.path().join("store"))
+        .arg("--state-dir")
+        .arg(dir.path().join("state"))
+        .args(extra)
+        .env_remove("FSD_TOKEN")
+        .env("FSD_BIN", binary("fsd"))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "refused: {said}");
+    assert!(said.contains("is in use by another fsd"), "{said}");
+    assert_eq!(
+        std::fs::read_to_string(kept).unwrap(),
+        kept_before,
+        "what the first kept is unchanged"
+    );
+    let listed = Command::new(binary("fsctl"))
+        .args(["--url", info["url"].as_str().unwrap(), "ls"])
+        .env("FSD_TOKEN", info["token"].as_str().unwrap())
+        .output()
+        .unwrap();
+    succeeded(&listed);
+    drop(first);
+}
+
 /// `fsctl up --snapshot DIR --every 1s --keep-last 2`: snapshots of DIR keep coming (each
 /// incremental over the one before), and the store never holds more than the policy keeps
 /// and what those stack on: no chain is ever broken.
