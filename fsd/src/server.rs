@@ -148,13 +148,15 @@ pub async fn run(settings: Settings) -> std::io::Result<i32> {
     crate::files::durability::set(settings.durability);
     // One daemon per state directory. An earlier run killed while waiting on its own bucket
     // mount still holds the directory and the address until its mount's connection ends.
-    let mut stale_mounts = 0;
+    // The stale mounts are taken away once: to unstick a dying holder, or else once the
+    // lock is ours.
+    let mut unstuck = None;
     let _state_lock = StateLock::take(&settings.state_dir, EARLIER_RUN_EXIT, || {
-        stale_mounts = MountService::release_stale(&settings.state_dir);
+        unstuck = Some(MountService::release_stale(&settings.state_dir));
     })
     .await
     .map_err(std::io::Error::other)?;
-    stale_mounts += MountService::release_stale(&settings.state_dir);
+    let stale_mounts = unstuck.unwrap_or_else(|| MountService::release_stale(&settings.state_dir));
     // Bound first: an address another server holds is said before anything starts, with
     // the address and what changes it.
     let listener = bind(settings.listen, stale_mounts > 0).await.map_err(|err| {
