@@ -227,6 +227,24 @@ pub fn supervise(args: SuperviseArgs) -> i32 {
     0
 }
 
+/// Makes `program` ready to start as [`supervise`] would, and drops it unstarted: what a
+/// spare does ahead of its request (see `spawner`).
+pub(crate) fn rehearse(program: &[OsString], env: &[(OsString, OsString)], cwd: &std::path::Path) {
+    let Some((program, rest)) = program.split_first() else {
+        return;
+    };
+    let wanted = Wanted {
+        program,
+        rest,
+        env: Some(env),
+        cwd: Some(cwd),
+        terminal: false,
+    };
+    let launch = Launch::new(&wanted);
+    let stack = vec![0u8; LAUNCH_STACK];
+    std::hint::black_box((launch, stack, format!("pid {}", 0)));
+}
+
 /// The program a supervisor is to start, as it was asked for.
 #[derive(Clone, Copy)]
 struct Wanted<'a> {
