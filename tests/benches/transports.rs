@@ -630,12 +630,13 @@ impl NextOp {
             }
             NextOp::WriteKib | NextOp::WriteMib => {
                 let (file, size) = self.file(server);
-                let text = "x".repeat(size);
-                settled(
-                    &next
-                        .call("files", "writeFile", json!([file, text, {}]))
-                        .await,
-                );
+                // The content moved into the call, not copied (`json!` copies).
+                let args = Value::Array(vec![
+                    json!(file),
+                    Value::String("x".repeat(size)),
+                    json!({}),
+                ]);
+                settled(&next.call("files", "writeFile", args).await);
             }
             NextOp::ReadKib | NextOp::ReadMib => {
                 let (file, _) = self.file(server);

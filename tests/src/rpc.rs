@@ -115,13 +115,14 @@ impl RpcClient {
 
     /// Calls `method(args)` on the daemon's export `target` and returns what settled it.
     pub async fn call_on(&self, target: i64, method: &str, args: Value) -> Value {
-        self.push(json!(["pipeline", target, [method], args])).await
+        self.push(pipeline(json!(target), json!([method]), args))
+            .await
     }
 
     /// Calls `domain.method(args)` and returns the message that settled it
     /// (`["resolve", id, result]` or `["reject", id, error]`).
     pub async fn call(&self, domain: &str, method: &str, args: Value) -> Value {
-        self.push(json!(["pipeline", 0, [domain, method], args]))
+        self.push(pipeline(json!(0), json!([domain, method]), args))
             .await
     }
 
@@ -132,13 +133,20 @@ impl RpcClient {
             let id = outgoing.0;
             outgoing.0 += 1;
             self.pending.lock().unwrap().insert(id, tx);
-            let push = json!(["push", call]).to_string();
+            // Written once, as the SDK's `JSON.stringify` writes it: an argument of 1 MiB
+            // is not copied on its way (`json!` copies what it is given).
+            let push = format!(r#"["push",{call}]"#);
             let pull = json!(["pull", id]).to_string();
             let _ = outgoing.1.send(Message::Text(push.into()));
             let _ = outgoing.1.send(Message::Text(pull.into()));
         }
         rx.await.expect("the call settled before the socket closed")
     }
+}
+
+/// `["pipeline", target, path, args]`, `args` moved in.
+fn pipeline(target: Value, path: Value, args: Value) -> Value {
+    Value::Array(vec![json!("pipeline"), target, path, args])
 }
 
 /// Asserts a call's answer resolved.
