@@ -169,29 +169,6 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
         Some(kept) => (kept.access_key.clone(), kept.secret_key.clone()),
         None => (random_token()?, random_token()?),
     };
-    // The store's last address again when none was asked for, unless it is taken now.
-    let last_store = kept
-        .as_ref()
-        .and_then(|kept| kept.store)
-        .filter(|last| args.store_listen.port() == 0 && last.ip() == args.store_listen.ip());
-    let start_store =
-        |listen| EmbeddedStore::start(&args.store_dir, listen, "fsd", &access_key, &secret_key);
-    let store = match last_store {
-        Some(last) => match start_store(last).await {
-            Ok(store) => store,
-            Err(SdkError::Io(err)) if err.kind() == std::io::ErrorKind::AddrInUse => {
-                let store = start_store(args.store_listen).await?;
-                say!(
-                    "fsctl up: the store's last address {last} is taken; it is at {} now",
-                    store.address
-                );
-                store
-            }
-            Err(err) => return Err(err),
-        },
-        None => start_store(args.store_listen).await?,
-    };
-    let store_url = format!("http://{}", store.address);
     let workspace = std::fs::canonicalize(&args.workspace)?;
     let binary = args.fsd.unwrap_or_else(default_fsd_binary);
     let mut child = Command::new(&binary)
@@ -227,6 +204,31 @@ pub async fn run(args: UpArgs, token: Option<String>, as_json: bool) -> Result<E
             );
         }
     };
+    // The store once the daemon serves: a start its daemon refuses (another `fsctl up` holds
+    // the state directory, say) starts no store on the running one's directory. At its last
+    // address again when none was asked for, unless that is taken now.
+    let last_store = kept
+        .as_ref()
+        .and_then(|kept| kept.store)
+        .filter(|last| args.store_listen.port() == 0 && last.ip() == args.store_listen.ip());
+    let start_store =
+        |listen| EmbeddedStore::start(&args.store_dir, listen, "fsd", &access_key, &secret_key);
+    let store = match last_store {
+        Some(last) => match start_store(last).await {
+            Ok(store) => store,
+            Err(SdkError::Io(err)) if err.kind() == std::io::ErrorKind::AddrInUse => {
+                let store = start_store(args.store_listen).await?;
+                say!(
+                    "fsctl up: the store's last address {last} is taken; it is at {} now",
+                    store.address
+                );
+                store
+            }
+            Err(err) => return Err(err),
+        },
+        None => start_store(args.store_listen).await?,
+    };
+    let store_url = format!("http://{}", store.address);
     // Kept once the daemon serves: a start that fails (another `fsctl up` holds the state
     // directory, say) leaves what the running one kept as it was.
     Kept {

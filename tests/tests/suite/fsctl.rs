@@ -614,8 +614,8 @@ fn up_keeps_its_token_and_store_across_restarts() {
 }
 
 /// A second `fsctl up` on the directories of one that runs is refused (its fsd will not share
-/// the state directory) and changes nothing the first kept: its token, keys and store's
-/// address stay, and the first goes on serving.
+/// the state directory) before it starts a store of its own, and changes nothing the first
+/// kept: its token, keys and store's address stay, and the first goes on serving.
 #[test]
 fn up_beside_a_running_up_is_refused_and_changes_nothing_it_kept() {
     let dir = tempfile::tempdir().unwrap();
@@ -639,6 +639,11 @@ fn up_beside_a_running_up_is_refused_and_changes_nothing_it_kept() {
     let said = String::from_utf8_lossy(&second.stderr);
     assert!(!second.status.success(), "refused: {said}");
     assert!(said.contains("is in use by another fsd"), "{said}");
+    // A store started first would have found the first's address taken and said so.
+    assert!(
+        !said.contains("the store's last address"),
+        "a refused start starts no store: {said}"
+    );
     assert_eq!(
         std::fs::read_to_string(kept).unwrap(),
         kept_before,
