@@ -126,15 +126,28 @@ impl RpcClient {
             .await
     }
 
+    /// Calls `domain.method` with its arguments already written (a JSON array's text): a
+    /// bench's large argument serialized once, not on every call, so that what a row measures
+    /// is the server and not this client's JSON writer.
+    pub async fn call_written(&self, domain: &str, method: &str, args: &str) -> Value {
+        let path = json!([domain, method]);
+        self.push_written(format!(r#"["pipeline",0,{path},{args}]"#))
+            .await
+    }
+
     async fn push(&self, call: Value) -> Value {
+        // Written once, as the SDK's `JSON.stringify` writes it: an argument of 1 MiB is not
+        // copied on its way (`json!` copies what it is given).
+        self.push_written(call.to_string()).await
+    }
+
+    async fn push_written(&self, call: String) -> Value {
         let (tx, rx) = oneshot::channel();
         {
             let mut outgoing = self.outgoing.lock().unwrap();
             let id = outgoing.0;
             outgoing.0 += 1;
             self.pending.lock().unwrap().insert(id, tx);
-            // Written once, as the SDK's `JSON.stringify` writes it: an argument of 1 MiB
-            // is not copied on its way (`json!` copies what it is given).
             let push = format!(r#"["push",{call}]"#);
             let pull = json!(["pull", id]).to_string();
             let _ = outgoing.1.send(Message::Text(push.into()));
