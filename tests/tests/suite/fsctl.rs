@@ -503,16 +503,10 @@ fn up(
     up_logging(dir, gateway, stderr, extra, "warn")
 }
 
-/// [`up`] with the daemon logging at `log` (a `tracing` filter).
-fn up_logging(
-    dir: &std::path::Path,
-    gateway: &str,
-    stderr: Stdio,
-    extra: &[&str],
-    log: &str,
-) -> (Up, serde_json::Value) {
-    fsd_tests::archives::watch();
-    let mut child = Command::new(binary("fsctl"))
+/// `fsctl --json up` with its directories under `dir` and its gateway on `gateway`.
+fn up_command(dir: &std::path::Path, gateway: &str, extra: &[&str]) -> Command {
+    let mut command = Command::new(binary("fsctl"));
+    command
         .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
         .arg(dir.join("ws"))
         .arg("--store-dir")
@@ -524,7 +518,30 @@ fn up_logging(
         .args(["--gateway-listen", gateway])
         .args(extra)
         .env_remove("FSD_TOKEN")
-        .env("FSD_BIN", binary("fsd"))
+        .env("FSD_BIN", binary("fsd"));
+    command
+}
+
+/// `fsctl ls` on the daemon at `url` with `token` succeeds: the token is the daemon's.
+fn lists_with(url: &str, token: &str) {
+    let listed = Command::new(binary("fsctl"))
+        .args(["--url", url, "ls"])
+        .env("FSD_TOKEN", token)
+        .output()
+        .unwrap();
+    succeeded(&listed);
+}
+
+/// [`up`] with the daemon logging at `log` (a `tracing` filter).
+fn up_logging(
+    dir: &std::path::Path,
+    gateway: &str,
+    stderr: Stdio,
+    extra: &[&str],
+    log: &str,
+) -> (Up, serde_json::Value) {
+    fsd_tests::archives::watch();
+    let mut child = up_command(dir, gateway, extra)
         .env("FSD_LOG", log)
         .stdout(Stdio::piped())
         .stderr(stderr)
@@ -592,12 +609,10 @@ fn up_keeps_its_token_and_store_across_restarts() {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(kept).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600, "{}", kept.display());
     // A shell given the first start's token goes on.
-    let listed = Command::new(binary("fsctl"))
-        .args(["--url", again["url"].as_str().unwrap(), "ls"])
-        .env("FSD_TOKEN", info["token"].as_str().unwrap())
-        .output()
-        .unwrap();
-    succeeded(&listed);
+    lists_with(
+        again["url"].as_str().unwrap(),
+        info["token"].as_str().unwrap(),
+    );
     drop(second);
     let (third, fresh) = up(
         dir.path(),
@@ -623,16 +638,7 @@ fn up_beside_a_running_up_is_refused_and_changes_nothing_it_kept() {
     let (first, info) = up(dir.path(), "127.0.0.1:0", Stdio::null(), &extra);
     let kept = std::path::Path::new(info["kept"].as_str().unwrap());
     let kept_before = std::fs::read_to_string(kept).unwrap();
-    let second = Command::new(binary("fsctl"))
-        .args(["--json", "up", "--listen", "127.0.0.1:0", "--workspace"])
-        .arg(dir.path().join("ws"))
-        .arg("--store-dir")
-        .arg(dir.path().join("store"))
-        .arg("--state-dir")
-        .arg(dir.path().join("state"))
-        .args(extra)
-        .env_remove("FSD_TOKEN")
-        .env("FSD_BIN", binary("fsd"))
+    let second = up_command(dir.path(), "127.0.0.1:0", &extra)
         .stdin(Stdio::null())
         .output()
         .unwrap();
@@ -649,12 +655,10 @@ fn up_beside_a_running_up_is_refused_and_changes_nothing_it_kept() {
         kept_before,
         "what the first kept is unchanged"
     );
-    let listed = Command::new(binary("fsctl"))
-        .args(["--url", info["url"].as_str().unwrap(), "ls"])
-        .env("FSD_TOKEN", info["token"].as_str().unwrap())
-        .output()
-        .unwrap();
-    succeeded(&listed);
+    lists_with(
+        info["url"].as_str().unwrap(),
+        info["token"].as_str().unwrap(),
+    );
     drop(first);
 }
 
