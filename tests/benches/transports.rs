@@ -524,6 +524,7 @@ struct NextServer {
 struct WrittenArgs {
     kib: String,
     mib: String,
+    source: String,
 }
 
 impl WrittenArgs {
@@ -531,8 +532,38 @@ impl WrittenArgs {
         WrittenArgs {
             kib: NextOp::WriteKib.written_args(file),
             mib: NextOp::WriteMib.written_args(file),
+            source: NextOp::WriteSource.written_args(file),
         }
     }
+}
+
+/// 1 MiB of this workspace's own Rust source, as an agent writes: a line end every few
+/// dozen bytes, quotes and tabs, each an escape in JSON (a run of one letter has none, and
+/// is the case a parser that finds a string's end a vector at a time does best).
+fn source_text() -> String {
+    let mut files = Vec::new();
+    let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsd/src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    let mut text = String::new();
+    for file in files.iter().cycle().take(files.len() * 64) {
+        text.push_str(&std::fs::read_to_string(file).unwrap_or_default());
+        if text.len() >= 1 << 20 {
+            break;
+        }
+    }
+    assert!(text.len() >= 1 << 20, "fsd's sources: {} bytes", text.len());
+    text.truncate(text.floor_char_boundary(1 << 20));
+    text
 }
 
 /// What the SDK's operations cost on each server, and the calls each makes.
@@ -554,10 +585,12 @@ enum NextOp {
     ReadKib,
     WriteMib,
     ReadMib,
+    /// `files.writeFile` of 1 MiB of source text ([`source_text`]).
+    WriteSource,
 }
 
 impl NextOp {
-    const ALL: [NextOp; 9] = [
+    const ALL: [NextOp; 10] = [
         NextOp::Probe,
         NextOp::Call,
         NextOp::StartAndWait,
@@ -567,6 +600,7 @@ impl NextOp {
         NextOp::ReadKib,
         NextOp::WriteMib,
         NextOp::ReadMib,
+        NextOp::WriteSource,
     ];
 
     fn name(self) -> &'static str {
@@ -580,6 +614,7 @@ impl NextOp {
             NextOp::ReadKib => "files.readFile 1 KiB",
             NextOp::WriteMib => "files.writeFile 1 MiB",
             NextOp::ReadMib => "files.readFile 1 MiB",
+            NextOp::WriteSource => "files.writeFile 1 MiB of source text",
         }
     }
 
@@ -587,6 +622,7 @@ impl NextOp {
     fn file(self, file: &str) -> (String, usize) {
         match self {
             NextOp::WriteMib | NextOp::ReadMib => (format!("{file}-mib"), 1 << 20),
+            NextOp::WriteSource => (format!("{file}-source"), 1 << 20),
             _ => (file.to_string(), 1024),
         }
     }
@@ -596,7 +632,12 @@ impl NextOp {
     /// took half a core on the 1 MiB write, more than the server it measured.
     fn written_args(self, file: &str) -> String {
         let (file, size) = self.file(file);
-        json!([file, "x".repeat(size), {}]).to_string()
+        let content = if self == NextOp::WriteSource {
+            source_text()
+        } else {
+            "x".repeat(size)
+        };
+        json!([file, content, {}]).to_string()
     }
 
     /// Whether a server that answers every call with a small literal can stand in for it:
@@ -604,7 +645,11 @@ impl NextOp {
     fn answered_without_work(self) -> bool {
         matches!(
             self,
-            NextOp::Probe | NextOp::Call | NextOp::WriteKib | NextOp::WriteMib
+            NextOp::Probe
+                | NextOp::Call
+                | NextOp::WriteKib
+                | NextOp::WriteMib
+                | NextOp::WriteSource
         )
     }
 
@@ -619,7 +664,8 @@ impl NextOp {
             | NextOp::WriteKib
             | NextOp::ReadKib
             | NextOp::WriteMib
-            | NextOp::ReadMib => 1.0,
+            | NextOp::ReadMib
+            | NextOp::WriteSource => 1.0,
         }
     }
 
@@ -654,11 +700,11 @@ impl NextOp {
                 let printed = logs_to_the_end(next, &id).await;
                 assert_eq!(printed, 1, "{}: echo's output", server.name);
             }
-            NextOp::WriteKib | NextOp::WriteMib => {
-                let args = if self == NextOp::WriteKib {
-                    &server.written.kib
-                } else {
-                    &server.written.mib
+            NextOp::WriteKib | NextOp::WriteMib | NextOp::WriteSource => {
+                let args = match self {
+                    NextOp::WriteKib => &server.written.kib,
+                    NextOp::WriteMib => &server.written.mib,
+                    _ => &server.written.source,
                 };
                 settled(&next.call_written("files", "writeFile", args).await);
             }
