@@ -562,7 +562,11 @@ fn source_text() -> String {
         }
     }
     assert!(text.len() >= 1 << 20, "fsd's sources: {} bytes", text.len());
-    text.truncate(text.floor_char_boundary(1 << 20));
+    let mut end = 1 << 20;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text.truncate(end);
     text
 }
 
