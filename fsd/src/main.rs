@@ -52,12 +52,6 @@ fn main() -> std::process::ExitCode {
         }
         config::Command::Spawner(args) => exit_code(fsd_process::spawner::serve(args)),
         config::Command::Serve(args) => {
-            // As a container's PID 1, the first process stays behind to reap and forward
-            // signals; the daemon is its child.
-            if let Some(code) = init::reaper::split_if_first() {
-                return exit_code(code);
-            }
-            init::descriptors::keep_inherited_from_commands();
             let mut settings = match args.into_settings() {
                 Ok(settings) => settings,
                 Err(message) => {
@@ -65,6 +59,12 @@ fn main() -> std::process::ExitCode {
                     return std::process::ExitCode::from(2);
                 }
             };
+            // As a container's PID 1, the first process stays behind to reap and forward
+            // signals; the daemon is its child.
+            if let Some(code) = init::reaper::split_if_first(&settings.state_dir) {
+                return exit_code(code);
+            }
+            init::descriptors::keep_inherited_from_commands();
             match init::ca::trust_intercepting_ca() {
                 Ok(names) => settings.pass_env.extend(names),
                 Err(message) => {

@@ -120,7 +120,7 @@ fn try_lock(file: std::fs::File) -> std::io::Result<Attempt> {
 }
 
 /// Whether process `pid` is on its way out: killed (SIGKILL pending) or already a zombie.
-fn dying(pid: i32) -> bool {
+pub fn dying(pid: i32) -> bool {
     // A holder not visible from here (another PID namespace names it 0) is not known to
     // be dying.
     pid > 0

@@ -4,6 +4,14 @@
 //! waits expect, so, as tini does, fsd forks before anything else starts: the first process
 //! only forwards signals and reaps, and its child is the daemon. The container's exit code
 //! is the daemon's (128 + N when a signal N ended it).
+//!
+//! A daemon killed while one of its own threads waits on its own bucket mount never
+//! finishes exiting: the kernel waits for an answer only that process could give. Outside
+//! a container the next `fsd serve` on the state directory ends those mounts' connections;
+//! in one there is no next start until this process exits, so it does the same itself.
+
+use std::path::Path;
+use std::time::Duration;
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
@@ -11,10 +19,14 @@ use nix::unistd::{ForkResult, Pid, fork, getpid};
 
 use fsd_process::supervisor::POLITE_SIGNALS;
 
+/// How often the first process looks at whether its daemon is stuck on its way out.
+const DYING_LOOK: Duration = Duration::from_millis(500);
+
 /// When this process is PID 1, forks: the parent forwards and reaps until the daemon
-/// exits and returns the exit code to end with; the child returns `None` and goes on to
-/// serve. Anywhere else, `None` at once. Must run before any thread is started.
-pub fn split_if_first() -> Option<i32> {
+/// (serving `state_dir`) exits and returns the exit code to end with; the child returns
+/// `None` and goes on to serve. Anywhere else, `None` at once. Must run before any thread
+/// is started.
+pub fn split_if_first(state_dir: &Path) -> Option<i32> {
     if getpid().as_raw() != 1 {
         return None;
     }
@@ -34,7 +46,7 @@ pub fn split_if_first() -> Option<i32> {
             let _ = previous.thread_set_mask();
             None
         }
-        Ok(ForkResult::Parent { child }) => Some(forward_and_reap(child, &waited)),
+        Ok(ForkResult::Parent { child }) => Some(forward_and_reap(child, &waited, state_dir)),
         Err(error) => {
             say!("fsd: cannot fork the init process ({error}); serving as PID 1");
             let _ = previous.thread_set_mask();
@@ -43,10 +55,24 @@ pub fn split_if_first() -> Option<i32> {
     }
 }
 
-/// Forwards signals to `daemon` and reaps every child that ends until `daemon` does.
-fn forward_and_reap(daemon: Pid, waited: &SigSet) -> i32 {
+/// Forwards signals to `daemon` and reaps every child that ends until `daemon` does. A
+/// daemon seen dying at two looks in a row (a killed process otherwise ends within
+/// milliseconds) is stuck on its own mounts: their connections are ended once.
+fn forward_and_reap(daemon: Pid, waited: &SigSet, state_dir: &Path) -> i32 {
+    let mut dying_looks = 0;
     loop {
-        let Ok(signal) = waited.wait() else {
+        let Some(signal) = wait_for(waited, DYING_LOOK) else {
+            if !crate::state_lock::dying(daemon.as_raw()) {
+                dying_looks = 0;
+                continue;
+            }
+            dying_looks += 1;
+            if dying_looks == 2 {
+                let ended = crate::mounts::MountService::release_stale(state_dir);
+                say!(
+                    "fsd: the daemon was killed while waiting on its own bucket mounts; ended {ended} of them"
+                );
+            }
             continue;
         };
         if signal != Signal::SIGCHLD {
@@ -65,4 +91,16 @@ fn forward_and_reap(daemon: Pid, waited: &SigSet) -> i32 {
             }
         }
     }
+}
+
+/// The next of `waited`'s signals, or `None` once `timeout` has passed without one.
+fn wait_for(waited: &SigSet, timeout: Duration) -> Option<Signal> {
+    let timeout = nix::libc::timespec {
+        tv_sec: timeout.as_secs() as nix::libc::time_t,
+        tv_nsec: timeout.subsec_nanos().into(),
+    };
+    // SAFETY: both pointers are to values that live across the call; no siginfo is asked for.
+    let number =
+        unsafe { nix::libc::sigtimedwait(waited.as_ref(), std::ptr::null_mut(), &timeout) };
+    Signal::try_from(number).ok()
 }

@@ -100,15 +100,52 @@ async fn mounted(store: &Store, extra: Value) -> Mounted {
 /// Mounts the whole bucket at `path` through the fault proxy, with explicit credentials:
 /// the daemon signs, for the proxy's host.
 async fn mount_through(daemon: &Daemon, store: &Store, faults: &FaultProxy, path: &Path) {
-    let upstream = store.object_store(None).upstream();
-    let (status, body) = mount(
-        daemon,
-        json!({ "bucket": BUCKET, "mountPath": path, "endpoint": faults.url,
-                "credentials": { "accessKeyId": upstream.access_key,
-                                 "secretAccessKey": upstream.secret_key } }),
-    )
-    .await;
+    let (status, body) = mount(daemon, through(store, faults, path)).await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// The mount request of [`mount_through`].
+fn through(store: &Store, faults: &FaultProxy, path: &Path) -> Value {
+    let upstream = store.object_store(None).upstream();
+    json!({ "bucket": BUCKET, "mountPath": path, "endpoint": faults.url,
+            "credentials": { "accessKeyId": upstream.access_key,
+                             "secretAccessKey": upstream.secret_key } })
+}
+
+/// A store with `held.txt` in its bucket, and a fault proxy before it.
+async fn store_with_held_file() -> (Store, FaultProxy) {
+    let store = Store::start();
+    let faults = FaultProxy::start(&store.url).await;
+    direct(&store)
+        .put("held.txt", Bytes::from_static(b"held\n"))
+        .await
+        .unwrap();
+    (store, faults)
+}
+
+/// Sends `read` (of a file on a mount through `faults`) with the store holding up every
+/// read, and waits until it has reached the store: the daemon's thread is then waiting on
+/// its own mount. Answers the read's status once it comes.
+async fn read_held(
+    faults: &FaultProxy,
+    read: reqwest::RequestBuilder,
+) -> tokio::task::JoinHandle<reqwest::Result<reqwest::StatusCode>> {
+    faults.set(Faults {
+        hold_gets: true,
+        ..Default::default()
+    });
+    let read = tokio::spawn(async move { read.send().await.map(|r| r.status()) });
+    for _ in 0..1500 {
+        if faults.held.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        faults.held.load(std::sync::atomic::Ordering::SeqCst) > 0,
+        "the read reached the store"
+    );
+    read
 }
 
 /// The names in `dir`, sorted, as `readdir` through the mount gives them.
@@ -823,12 +860,7 @@ async fn a_daemon_killed_while_waiting_on_its_own_mount_lets_go_of_it_when_start
     ) {
         return;
     }
-    let store = Store::start();
-    let faults = FaultProxy::start(&store.url).await;
-    direct(&store)
-        .put("held.txt", Bytes::from_static(b"held\n"))
-        .await
-        .unwrap();
+    let (store, faults) = store_with_held_file().await;
     let listen = format!("127.0.0.1:{}", fsd_tests::free_port());
     let mut daemon = Daemon::start_with(fsd_tests::Options {
         listen: Some(listen.clone()),
@@ -841,24 +873,13 @@ async fn a_daemon_killed_while_waiting_on_its_own_mount_lets_go_of_it_when_start
     // process is left waiting on it.
     let mut abort = AbortOnDrop(Some(path.clone()));
 
-    faults.set(Faults {
-        hold_gets: true,
-        ..Default::default()
-    });
-    let read = daemon
-        .request(reqwest::Method::POST, "/api/read")
-        .json(&json!({ "path": path.join("held.txt") }));
-    let read = tokio::spawn(async move { read.send().await.map(|r| r.status()) });
-    for _ in 0..1500 {
-        if faults.held.load(std::sync::atomic::Ordering::SeqCst) > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert!(
-        faults.held.load(std::sync::atomic::Ordering::SeqCst) > 0,
-        "the read reached the store"
-    );
+    let read = read_held(
+        &faults,
+        daemon
+            .request(reqwest::Method::POST, "/api/read")
+            .json(&json!({ "path": path.join("held.txt") })),
+    )
+    .await;
     let earlier = nix::unistd::Pid::from_raw(daemon.pid() as i32);
     nix::sys::signal::kill(earlier, nix::sys::signal::Signal::SIGKILL).unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
@@ -975,6 +996,132 @@ async fn a_second_daemon_on_a_state_directory_in_use_is_refused_and_leaves_the_f
     );
     let (status, body) = daemon.get("/api/ping").await;
     assert_eq!(status, 200, "{body}");
+}
+
+/// In a container fsd's first process (PID 1) waits for its daemon: a daemon killed while
+/// one of its own threads waits on its own bucket mount never finishes exiting, and no
+/// next start comes to end the mount's connection until the container ends, so the
+/// container stayed up for ever with nothing serving. The first process sees its daemon
+/// stuck dying, ends the connection itself, and the container ends with the daemon's code.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_pid_1_a_daemon_killed_while_waiting_on_its_own_mount_ends_the_container() {
+    let test = "as_pid_1_a_daemon_killed_while_waiting_on_its_own_mount_ends_the_container";
+    if !fuse_ready(test)
+        || !available_or_skip(fsd_tests::is_root(), test, "root for a PID namespace")
+    {
+        return;
+    }
+    let (store, faults) = store_with_held_file().await;
+    let dir = tempfile::tempdir().unwrap();
+    let port = fsd_tests::free_port();
+    // PID 1 of a PID namespace with its own /proc, as in a container.
+    let mut container = super::init::serve(dir.path(), port, &["sleep", "1000"], true);
+    let url = format!("http://127.0.0.1:{port}");
+    let client = reqwest::Client::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while client.get(format!("{url}/api/ping")).send().await.is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the daemon never listened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let init = super::init::children(container.0.id() as i32)[0].0;
+    let daemon = super::init::children(init)
+        .into_iter()
+        .find(|(_, _, name)| name == "fsd")
+        .expect("the daemon is the first process's child")
+        .0;
+    // The mount is made in the namespace's own mount table; it is ended from inside it if
+    // the test fails, so no process is left waiting on it.
+    let path = fresh_mount_path(&dir, "held");
+    let _abort = AbortInside {
+        pid: daemon,
+        path: path.clone(),
+    };
+    let mounted = client
+        .post(format!("{url}/api/mounts"))
+        .json(&through(&store, &faults, &path))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(mounted.status(), 200, "{:?}", mounted.text().await);
+
+    let read = read_held(
+        &faults,
+        client
+            .post(format!("{url}/api/read"))
+            .json(&json!({ "path": path.join("held.txt") })),
+    )
+    .await;
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(daemon),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let ended = tokio::task::spawn_blocking(move || {
+        let status = super::init::exit_of(&mut container);
+        (status, container)
+    })
+    .await
+    .unwrap()
+    .0;
+    assert_eq!(
+        ended.code(),
+        Some(137),
+        "the container ends as its daemon did"
+    );
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(30), read).await;
+    assert!(
+        matches!(answered, Ok(Ok(Err(_)))),
+        "the read's connection ends with the daemon: {answered:?}"
+    );
+    faults.set(Faults::default());
+}
+
+/// Ends the FUSE connection of the mount at `path` in the mount namespace of `pid`'s
+/// threads, if one of them is still there (a daemon stuck exiting on its own mount).
+struct AbortInside {
+    pid: i32,
+    path: PathBuf,
+}
+
+impl Drop for AbortInside {
+    fn drop(&mut self) {
+        use std::os::unix::ffi::OsStrExt;
+        let Ok(threads) = std::fs::read_dir(format!("/proc/{}/task", self.pid)) else {
+            return;
+        };
+        let Ok(path) = std::ffi::CString::new(self.path.as_os_str().as_bytes()) else {
+            return;
+        };
+        for thread in threads.flatten() {
+            let Ok(namespace) = std::fs::File::open(thread.path().join("ns/mnt")) else {
+                continue;
+            };
+            // In a child: a process with threads cannot enter another mount namespace. (Its
+            // `umount` would not do: it reads a `/proc` that namespace's dead PID 1 took away.)
+            // SAFETY: the child makes two system calls and exits, allocating nothing.
+            match unsafe { nix::unistd::fork() } {
+                Ok(nix::unistd::ForkResult::Child) => {
+                    let ended = nix::sched::setns(&namespace, nix::sched::CloneFlags::CLONE_NEWNS).is_ok()
+                            // SAFETY: `path` is a C string that outlives the call.
+                            && unsafe { libc::umount2(path.as_ptr(), libc::MNT_FORCE) } == 0;
+                    // SAFETY: ends the child without running the parent's exit handlers.
+                    unsafe { libc::_exit(if ended { 0 } else { 1 }) };
+                }
+                Ok(nix::unistd::ForkResult::Parent { child }) => {
+                    if matches!(
+                        nix::sys::wait::waitpid(child, None),
+                        Ok(nix::sys::wait::WaitStatus::Exited(_, 0))
+                    ) {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+    }
 }
 
 /// Ends the FUSE connection of the mount at its path, if it is still one, and detaches it.

@@ -11,7 +11,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
 /// A started fsd (or the `unshare` holding it), killed if the test ends first.
-struct Started(Child);
+pub(crate) struct Started(pub(crate) Child);
 
 impl Drop for Started {
     fn drop(&mut self) {
@@ -23,7 +23,7 @@ impl Drop for Started {
 /// `fsd serve` on `port` over `dir`'s workspace and state, then `-- command…`; with
 /// `as_pid_1`, inside a new PID namespace (`unshare --pid --fork`, which takes the
 /// namespace down with it when killed), where it is PID 1.
-fn serve(dir: &Path, port: u16, command: &[&str], as_pid_1: bool) -> Started {
+pub(crate) fn serve(dir: &Path, port: u16, command: &[&str], as_pid_1: bool) -> Started {
     let fsd = fsd_tests::binary("fsd");
     let mut argv: Vec<String> = Vec::new();
     if as_pid_1 {
@@ -62,7 +62,7 @@ fn serve(dir: &Path, port: u16, command: &[&str], as_pid_1: bool) -> Started {
 }
 
 /// Waits (10 s at most) for `started` to exit.
-fn exit_of(started: &mut Started) -> ExitStatus {
+pub(crate) fn exit_of(started: &mut Started) -> ExitStatus {
     let child = &mut started.0;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
@@ -94,7 +94,7 @@ fn pid_in(path: &Path) -> u32 {
 }
 
 /// Host pids of the children of `parent`, with their state letter and name.
-fn children(parent: i32) -> Vec<(i32, char, String)> {
+pub(crate) fn children(parent: i32) -> Vec<(i32, char, String)> {
     let mut found = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
