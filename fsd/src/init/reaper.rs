@@ -68,10 +68,14 @@ fn forward_and_reap(daemon: Pid, waited: &SigSet, state_dir: &Path) -> i32 {
             }
             dying_looks += 1;
             if dying_looks == 2 {
-                let ended = crate::mounts::MountService::release_stale(state_dir);
-                say!(
-                    "fsd: the daemon was killed while waiting on its own bucket mounts; ended {ended} of them"
-                );
+                match crate::mounts::MountService::release_stale(state_dir) {
+                    0 => {
+                        say!("fsd: the daemon was killed and has not ended; it had no bucket mount")
+                    }
+                    ended => say!(
+                        "fsd: the daemon was killed while waiting on its own bucket mounts; ended {ended}"
+                    ),
+                }
             }
             continue;
         };
