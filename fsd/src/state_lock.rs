@@ -28,9 +28,15 @@ pub enum StateLockError {
         source: std::io::Error,
     },
     #[error(
-        "the state directory {dir} is in use by another fsd (pid {pid}): --state-dir takes another"
+        "the state directory {dir} is in use by another fsd (pid {pid}{state}): --state-dir takes another"
     )]
-    InUse { dir: PathBuf, pid: i32 },
+    InUse {
+        dir: PathBuf,
+        pid: i32,
+        /// What else is known of the holder: a stopped one (Ctrl-Z) looks gone to whoever
+        /// stopped it, and keeps the directory until it goes on or is killed.
+        state: String,
+    },
 }
 
 /// What a try at the lock found.
@@ -70,6 +76,11 @@ impl StateLock {
         let in_use = |pid| StateLockError::InUse {
             dir: dir.to_path_buf(),
             pid,
+            state: if stopped(pid) {
+                format!(", stopped: `kill -CONT {pid}` lets it go on, `kill -KILL {pid}` ends it")
+            } else {
+                String::new()
+            },
         };
         if !dying(holder) {
             // Unless it ended a moment ago.
@@ -128,6 +139,22 @@ pub fn dying(pid: i32) -> bool {
             .is_ok_and(|status| dying_by_status(&status))
 }
 
+/// Whether process `pid` is stopped (by a signal, or a tracer).
+fn stopped(pid: i32) -> bool {
+    pid > 0
+        && std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .is_ok_and(|status| stopped_by_status(&status))
+}
+
+/// [`stopped`] read from a `/proc/<pid>/status` text.
+fn stopped_by_status(status: &str) -> bool {
+    status.lines().any(|line| {
+        line.split_once(':').is_some_and(|(name, state)| {
+            name == "State" && matches!(state.trim().chars().next(), Some('T' | 't'))
+        })
+    })
+}
+
 /// [`dying`] read from a `/proc/<pid>/status` text.
 fn dying_by_status(status: &str) -> bool {
     const SIGKILL_BIT: u64 = 1 << (nix::libc::SIGKILL - 1);
@@ -156,5 +183,14 @@ mod tests {
         // SIGTERM pending (bit 15) is not a death.
         let asked = "State:\tS (sleeping)\nSigPnd:\t0000000000004000\nShdPnd:\t0000000000000000\n";
         assert!(!dying_by_status(asked));
+    }
+
+    #[test]
+    fn a_process_stopped_by_a_signal_or_a_tracer_is_stopped_a_sleeping_one_is_not() {
+        assert!(stopped_by_status("Name:\tfsd\nState:\tT (stopped)\n"));
+        assert!(stopped_by_status("Name:\tfsd\nState:\tt (tracing stop)\n"));
+        assert!(!stopped_by_status("Name:\tfsd\nState:\tS (sleeping)\n"));
+        // A name is not a state.
+        assert!(!stopped_by_status("Name:\tT\nState:\tR (running)\n"));
     }
 }

@@ -954,13 +954,48 @@ async fn a_second_daemon_on_a_state_directory_in_use_is_refused_and_leaves_the_f
         "kept\n"
     );
     let other_workspace = tempfile::tempdir().unwrap();
+    let in_use = format!(
+        "the state directory {} is in use by another fsd (pid {}",
+        daemon.state_dir().display(),
+        daemon.pid()
+    );
+    let said = refused_start(other_workspace.path(), &daemon.state_dir());
+    assert!(
+        said.contains(&format!("{in_use}): --state-dir takes another")),
+        "says which directory and which daemon: {said}"
+    );
+    // Stopped (a Ctrl-Z), the first looks gone to whoever stopped it: the refusal says so.
+    let first = nix::unistd::Pid::from_raw(daemon.pid() as i32);
+    nix::sys::signal::kill(first, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let said = refused_start(other_workspace.path(), &daemon.state_dir());
+    nix::sys::signal::kill(first, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert!(
+        said.contains(&format!(
+            "{in_use}, stopped: `kill -CONT {0}` lets it go on, `kill -KILL {0}` ends it)",
+            daemon.pid()
+        )),
+        "says the holder is stopped: {said}"
+    );
+    // The first daemon serves on, its mount still there and still reading.
+    assert!(is_mount_point(path), "the first daemon's mount stays");
+    assert_eq!(
+        std::fs::read_to_string(path.join("kept.txt")).unwrap(),
+        "kept\n"
+    );
+    let (status, body) = daemon.get("/api/ping").await;
+    assert_eq!(status, 200, "{body}");
+}
+
+/// Starts a second `fsd serve` on `state_dir` and answers what it said, asserting it was
+/// refused at once and never listened.
+fn refused_start(workspace: &Path, state_dir: &Path) -> String {
     let mut second = std::process::Command::new(fsd_tests::binary("fsd"))
         .arg("serve")
         .args(["--listen", "127.0.0.1:0", "--log-level", "warn"])
         .arg("--workspace")
-        .arg(other_workspace.path())
+        .arg(workspace)
         .arg("--state-dir")
-        .arg(daemon.state_dir())
+        .arg(state_dir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -974,28 +1009,13 @@ async fn a_second_daemon_on_a_state_directory_in_use_is_refused_and_leaves_the_f
     }
     let _ = second.kill();
     let second = second.wait_with_output().unwrap();
-    let said = String::from_utf8_lossy(&second.stderr);
+    let said = String::from_utf8_lossy(&second.stderr).into_owned();
     assert!(!second.status.success(), "refused: {said}");
-    assert!(
-        said.contains(&format!(
-            "the state directory {} is in use by another fsd (pid {})",
-            daemon.state_dir().display(),
-            daemon.pid()
-        )),
-        "says which directory and which daemon: {said}"
-    );
     assert!(
         String::from_utf8_lossy(&second.stdout).is_empty(),
         "it never listened"
     );
-    // The first daemon serves on, its mount still there and still reading.
-    assert!(is_mount_point(path), "the first daemon's mount stays");
-    assert_eq!(
-        std::fs::read_to_string(path.join("kept.txt")).unwrap(),
-        "kept\n"
-    );
-    let (status, body) = daemon.get("/api/ping").await;
-    assert_eq!(status, 200, "{body}");
+    said
 }
 
 /// In a container fsd's first process (PID 1) waits for its daemon: a daemon killed while
