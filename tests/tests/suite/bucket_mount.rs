@@ -1001,7 +1001,7 @@ fn refused_start(workspace: &Path, state_dir: &Path) -> String {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("a second fsd runs");
-    // Refused, it ends at once; one that serves is stopped after a while, and fails below.
+    // Refused, it ends at once; one that serves is killed after a while, and fails here.
     let mut waited = 0;
     while second.try_wait().unwrap().is_none() && waited < 1500 {
         std::thread::sleep(std::time::Duration::from_millis(20));
