@@ -132,18 +132,20 @@ fn try_lock(file: std::fs::File) -> std::io::Result<Attempt> {
 
 /// Whether process `pid` is on its way out: killed (SIGKILL pending) or already a zombie.
 pub fn dying(pid: i32) -> bool {
-    // A holder not visible from here (another PID namespace names it 0) is not known to
-    // be dying.
-    pid > 0
-        && std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .is_ok_and(|status| dying_by_status(&status))
+    status_of(pid).is_some_and(|status| dying_by_status(&status))
 }
 
 /// Whether process `pid` is stopped (by a signal, or a tracer).
 fn stopped(pid: i32) -> bool {
-    pid > 0
-        && std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .is_ok_and(|status| stopped_by_status(&status))
+    status_of(pid).is_some_and(|status| stopped_by_status(&status))
+}
+
+/// `/proc/<pid>/status`, for a process visible from here (a holder in another PID
+/// namespace is named 0, and nothing is known of it).
+fn status_of(pid: i32) -> Option<String> {
+    (pid > 0)
+        .then(|| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .flatten()
 }
 
 /// [`stopped`] read from a `/proc/<pid>/status` text.

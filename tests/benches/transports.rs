@@ -412,15 +412,7 @@ async fn take_turns(servers: &[NextServer], turns: usize, calls: usize) -> Vec<V
 /// A daemon as a server of the next line's operations.
 async fn next_server(name: &'static str, daemon: &Daemon) -> NextServer {
     let file = daemon.path("next-1k.txt").display().to_string();
-    NextServer {
-        name,
-        url: daemon.url.clone(),
-        token: daemon.token.clone(),
-        next: RpcClient::next_activated(&daemon.url, daemon.token.as_deref()).await,
-        written: WrittenArgs::beside(&file),
-        file,
-        does_no_work: false,
-    }
+    NextServer::activated(name, &daemon.url, daemon.token.clone(), file, false).await
 }
 
 /// fsd as the image runs it: nothing waits for the disk, as the reference does not. Its
@@ -521,6 +513,28 @@ struct NextServer {
     does_no_work: bool,
 }
 
+impl NextServer {
+    /// A server at `url` on a session the next line's object activated, its files beside
+    /// `file`.
+    async fn activated(
+        name: &'static str,
+        url: &str,
+        token: Option<String>,
+        file: String,
+        does_no_work: bool,
+    ) -> NextServer {
+        NextServer {
+            name,
+            url: url.to_string(),
+            next: RpcClient::next_activated(url, token.as_deref()).await,
+            token,
+            written: WrittenArgs::beside(&file),
+            file,
+            does_no_work,
+        }
+    }
+}
+
 struct WrittenArgs {
     kib: String,
     mib: String,
@@ -540,7 +554,13 @@ impl WrittenArgs {
 /// 1 MiB of this workspace's own Rust source, as an agent writes: a line end every few
 /// dozen bytes, quotes and tabs, each an escape in JSON (a run of one letter has none, and
 /// is the case a parser that finds a string's end a vector at a time does best).
-fn source_text() -> String {
+fn source_text() -> &'static str {
+    static TEXT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TEXT.get_or_init(read_source_text)
+}
+
+/// [`source_text`], read from `fsd/src`.
+fn read_source_text() -> String {
     let mut files = Vec::new();
     let mut dirs = vec![std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fsd/src")];
     while let Some(dir) = dirs.pop() {
@@ -636,10 +656,12 @@ impl NextOp {
     /// took half a core on the 1 MiB write, more than the server it measured.
     fn written_args(self, file: &str) -> String {
         let (file, size) = self.file(file);
+        let letters;
         let content = if self == NextOp::WriteSource {
             source_text()
         } else {
-            "x".repeat(size)
+            letters = "x".repeat(size);
+            &letters
         };
         json!([file, content, {}]).to_string()
     }
@@ -769,26 +791,18 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
     let no_work = NoWorkServer::start();
     let mut servers = vec![
         next_server("fsd", daemon).await,
-        NextServer {
-            name: "reference",
-            url: reference.url.clone(),
-            token: None,
-            next: RpcClient::next_activated(&reference.url, None).await,
-            file: "/workspace/fsd-bench-next-1k.txt".into(),
-            written: WrittenArgs::beside("/workspace/fsd-bench-next-1k.txt"),
-            does_no_work: false,
-        },
+        NextServer::activated(
+            "reference",
+            &reference.url,
+            None,
+            "/workspace/fsd-bench-next-1k.txt".into(),
+            false,
+        )
+        .await,
     ];
     if let Some(no_work) = &no_work {
-        servers.push(NextServer {
-            name: "no work",
-            url: no_work.url.clone(),
-            token: None,
-            next: RpcClient::next_activated(&no_work.url, None).await,
-            file: String::new(),
-            written: WrittenArgs::beside(""),
-            does_no_work: true,
-        });
+        servers
+            .push(NextServer::activated("no work", &no_work.url, None, String::new(), true).await);
     }
     let mut samples = take_turns(&servers, 2, rounds).await;
     let p50 = |samples: &mut Vec<Duration>| {

@@ -1038,14 +1038,8 @@ async fn as_pid_1_a_daemon_killed_while_waiting_on_its_own_mount_ends_the_contai
     let mut container = super::init::serve(dir.path(), port, &["sleep", "1000"], true);
     let url = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while client.get(format!("{url}/api/ping")).send().await.is_err() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the daemon never listened"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    }
+    fsd_tests::wait_until_listening(format!("127.0.0.1:{port}").parse().unwrap(), "the daemon")
+        .await;
     let init = super::init::children(container.0.id() as i32)[0].0;
     let daemon = super::init::children(init)
         .into_iter()
