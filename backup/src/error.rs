@@ -60,7 +60,7 @@ pub enum BackupError {
     },
     /// A directory to fork or merge has a mount at or beneath it that is not a fork's own
     /// (a restore, a bucket): what it shows is in no fork layer.
-    #[error("{path} has a {fstype} mount at {mount}; {advice}")]
+    #[error("{path} has a mount ({fstype}) at {mount}; {advice}")]
     MountedIn {
         path: PathBuf,
         mount: PathBuf,

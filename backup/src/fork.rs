@@ -309,9 +309,16 @@ impl Forker {
         let dir = dir.as_path();
         let mut state = self.locked()?;
         let own = state.layered.iter().position(|l| l.path == dir);
-        // A directory forked before too: a restore mounted on its overlay since would be
-        // covered by the new one.
-        refuse_mounts_at_or_below(dir, "fork a directory without mounts in it")?;
+        let mounted = foreign_mounts(dir);
+        // A whole restore on a directory never forked: its overlay is what the directory
+        // shows, and a copy of that is the fork point (the restore stays, its writes too).
+        // On a directory forked before, a restore mounted on its overlay since would be
+        // covered by the new one; any other mount in it is in no layer.
+        if own.is_none() && only_a_restore_on(dir, &mounted) {
+            let because = format!("a restore is mounted on {}", dir.display());
+            return self.forked_by_copy(&mut state, dir, names, &paths, because);
+        }
+        refuse_mounts(dir, &mounted, "fork a directory without mounts in it")?;
         if let Some((pid, how)) = busy(dir) {
             let because = format!("process {pid} holds {how} in {}", dir.display());
             return self.forked_by_copy(&mut state, dir, names, &paths, because);
@@ -726,7 +733,12 @@ impl Forker {
             _ => (shared, None),
         };
         for side in [&from.path, into_path] {
-            refuse_mounts_at_or_below(side, "release or unmount it, then merge")?;
+            let mounted = foreign_mounts(side);
+            // What a merge into a copy's directory reads of it is what it shows now.
+            if side == into_path && copied.is_some() && only_a_restore_on(side, &mounted) {
+                continue;
+            }
+            refuse_mounts(side, &mounted, "release or unmount it, then merge")?;
         }
         let own = |layered: &Layered| -> Vec<PathBuf> {
             std::iter::once(layered.upper())
@@ -923,12 +935,29 @@ fn checked_names(names: &[String]) -> Result<Vec<String>, BackupError> {
 /// A directory with a mount on it or beneath it that is not one of the forks' own (a
 /// restore, a bucket) is neither forked nor merged: the bind would not carry what those
 /// show, their writes would not be frozen, and no fork layer records what they changed.
-fn refuse_mounts_at_or_below(dir: &Path, advice: &'static str) -> Result<(), BackupError> {
-    let mounted = mount::mount_table();
-    let foreign = mounted
-        .iter()
-        .find(|m| m.target.starts_with(dir) && !(m.target == dir && m.source == FORK_SOURCE));
-    match foreign {
+/// The mounts at or below `dir` other than its own fork overlay.
+fn foreign_mounts(dir: &Path) -> Vec<mount::MountEntry> {
+    mount::mount_table()
+        .into_iter()
+        .filter(|m| m.target.starts_with(dir) && !(m.target == dir && m.source == FORK_SOURCE))
+        .collect()
+}
+
+/// Whether `mounted` (at or below `dir`) is a whole restore's overlay on `dir` itself and
+/// nothing else: a tree that a copy reads whole, as `dir` shows it.
+fn only_a_restore_on(dir: &Path, mounted: &[mount::MountEntry]) -> bool {
+    !mounted.is_empty()
+        && mounted.iter().all(|m| {
+            m.target == dir && (m.source == mount::OVERLAY_SOURCE || m.source == "fuse-overlayfs")
+        })
+}
+
+fn refuse_mounts(
+    dir: &Path,
+    mounted: &[mount::MountEntry],
+    advice: &'static str,
+) -> Result<(), BackupError> {
+    match mounted.first() {
         Some(m) => Err(BackupError::MountedIn {
             path: dir.to_path_buf(),
             mount: m.target.clone(),

@@ -138,6 +138,7 @@ enum BackupCommand {
     /// Remove DIR's backups that a retention policy does not keep (restic's `forget`
     /// rules; what a kept layer stacks on is kept).
     Forget {
+        /// The directory whose snapshots the policy goes over.
         dir: String,
         #[command(flatten)]
         policy: PolicyArgs,
@@ -150,16 +151,27 @@ enum BackupCommand {
 /// A retention policy on the command line (`unlimited` for any count).
 #[derive(Debug, clap::Args)]
 pub struct PolicyArgs {
+    /// Keep the newest N snapshots (`unlimited`: all).
     #[arg(long, value_parser = count)]
     keep_last: Option<u32>,
+    /// Keep the newest snapshot of each of the last N hours that have one (`unlimited`:
+    /// of every hour).
     #[arg(long, value_parser = count)]
     keep_hourly: Option<u32>,
+    /// Keep the newest snapshot of each of the last N days that have one (`unlimited`:
+    /// of every day).
     #[arg(long, value_parser = count)]
     keep_daily: Option<u32>,
+    /// Keep the newest snapshot of each of the last N weeks that have one (`unlimited`:
+    /// of every week).
     #[arg(long, value_parser = count)]
     keep_weekly: Option<u32>,
+    /// Keep the newest snapshot of each of the last N months that have one (`unlimited`:
+    /// of every month).
     #[arg(long, value_parser = count)]
     keep_monthly: Option<u32>,
+    /// Keep the newest snapshot of each of the last N years that have one (`unlimited`:
+    /// of every year).
     #[arg(long, value_parser = count)]
     keep_yearly: Option<u32>,
     /// Keep everything within this of the newest backup (`7d`, `1m2d`, `12h`, `1y`).

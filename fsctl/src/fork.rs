@@ -14,8 +14,11 @@ pub struct ForkArgs {
     /// The directory to fork (absolute, or relative to the workspace); each branch is
     /// DIR@NAME beside it.
     dir: Option<String>,
+    /// The branches' names (as `--name`: `fsctl fork app try-a try-b`).
+    #[arg(value_name = "NAME", requires = "dir")]
+    names: Vec<String>,
     /// How many branches, named 1..N.
-    #[arg(short = 'n', long, conflicts_with = "name")]
+    #[arg(short = 'n', long, conflicts_with_all = ["name", "names"])]
     count: Option<u32>,
     /// A branch's name (repeat for more).
     #[arg(long = "name", requires = "dir")]
@@ -46,9 +49,10 @@ pub async fn run(sandbox: &Sandbox, args: ForkArgs, as_json: bool) -> Result<Exi
             println!("discarded {}", discarded.path);
         }
     } else if let Some(dir) = args.dir {
+        let names: Vec<String> = args.names.into_iter().chain(args.name).collect();
         let request = ForkRequest {
             dir,
-            names: (!args.name.is_empty()).then_some(args.name),
+            names: (!names.is_empty()).then_some(names),
             count: args.count,
             from: None,
         };

@@ -579,6 +579,109 @@ async fn a_snapshot_others_build_on_is_not_deleted_from_under_them() {
     assert!(backups.log(Some(&dir_name)).await.unwrap().is_empty());
 }
 
+/// A directory under a whole restore forks: the fork point is a copy of what the restore
+/// shows (the restore stays, with what was written to it), the branch merges back into the
+/// restore, and the next snapshot holds the merged work. It was refused (409: a mount in the
+/// directory), and the only way to a fork, a release, discarded the restore's writes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
+    if !require_mount_privilege("a_restored_directory_forks_from_a_copy_and_takes_its_branch_back")
+    {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("restored");
+    let dir_name = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("a.txt"), b"a\n").unwrap();
+    std::fs::write(dir.join("sub/b.txt"), b"b\n").unwrap();
+    let s = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    std::fs::write(dir.join("before-restore.txt"), b"gone with the restore\n").unwrap();
+    backups
+        .restore_backup(&sandbox, &s.id, &dir_name, None)
+        .await
+        .unwrap();
+    std::fs::write(dir.join("d.txt"), b"written to the restore\n").unwrap();
+    let restored = digest(&dir);
+
+    let (status, body) = daemon
+        .post("/api/fork", serde_json::json!({"dir": dir, "names": ["x"]}))
+        .await;
+    assert_eq!(status, 200, "a fork of a restored directory: {body}");
+    assert!(
+        body["copiedBecause"]
+            .as_str()
+            .is_some_and(|because| because.contains("restore")),
+        "says it forked from a copy, and why: {body}"
+    );
+    let branch = daemon.path("restored@x");
+    assert_eq!(digest(&branch), restored, "the branch shows the restore");
+    assert_eq!(digest(&dir), restored, "the fork leaves the directory");
+
+    std::fs::write(branch.join("a.txt"), b"a, in the branch\n").unwrap();
+    std::fs::write(branch.join("sub/e.txt"), b"made in the branch\n").unwrap();
+    std::fs::write(dir.join("f.txt"), b"made here meanwhile\n").unwrap();
+    let (status, merged) = daemon
+        .post("/api/fork/merge", serde_json::json!({"branch": branch}))
+        .await;
+    assert_eq!(status, 200, "a merge into a restored directory: {merged}");
+    assert_eq!(merged["failed"], serde_json::json!([]), "{merged}");
+    assert_eq!(merged["conflicts"], serde_json::json!([]), "{merged}");
+    let expected = [
+        ("a.txt", "a, in the branch\n"),
+        ("d.txt", "written to the restore\n"),
+        ("f.txt", "made here meanwhile\n"),
+        ("sub/b.txt", "b\n"),
+        ("sub/e.txt", "made in the branch\n"),
+    ];
+    let files: Vec<String> = digest(&dir)
+        .into_iter()
+        .filter(|(_, kind)| kind.starts_with("file"))
+        .map(|(path, _)| path)
+        .collect();
+    assert_eq!(
+        files,
+        expected.map(|(path, _)| path),
+        "the files after the merge"
+    );
+    for (path, text) in expected {
+        assert_eq!(
+            std::fs::read_to_string(dir.join(path)).unwrap(),
+            text,
+            "{path}"
+        );
+    }
+
+    // The restore is still the directory's top: a snapshot now holds the merged work.
+    let s2 = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        backups.read_file(&s2.id, "sub/e.txt").await.unwrap(),
+        b"made in the branch\n".to_vec()
+    );
+    restores_to(&daemon, &backups, &s2, &digest(&dir), "after the merge").await;
+
+    let (status, body) = daemon
+        .post("/api/fork/discard", serde_json::json!({"path": branch}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let merged_tree = digest(&dir);
+    assert_eq!(digest(&dir), merged_tree, "a discard leaves the directory");
+    sandbox.release_restore(&dir_name).await.unwrap();
+    assert!(
+        dir.join("before-restore.txt").exists() && !dir.join("d.txt").exists(),
+        "a release shows what the directory held before the restore"
+    );
+}
+
 /// The seventh failure: a path restore gives back times, modes and (as root)
 /// owners, so the snapshot compared with the live directory right after restoring from it
 /// lists nothing.

@@ -444,7 +444,7 @@ async fn fsctl_forks_lists_and_discards_and_commands_run_in_a_branch() {
     let dir = daemon.path("repo");
     tree(&dir);
     let dir_arg = dir.display().to_string();
-    let out = fsd_tests::fsctl(&daemon, &["fork", &dir_arg, "--name", "a", "--name", "b"]);
+    let out = fsd_tests::fsctl(&daemon, &["fork", &dir_arg, "a", "--name", "b"]);
     assert!(
         out.status.success(),
         "{}",

@@ -5,7 +5,7 @@
 //! whole and by path, released, its snapshots deleted and pruned, mirrored one way, synced
 //! two ways (its subdirectory `two` with a local directory, edited on both sides, some
 //! edits made while a pass runs), a bucket mounted into it and taken away (where FUSE is
-//! there), forked into a branch that is edited, merged back and discarded, and the daemon
+//! there), forked into a branch (from a copy while a restore is on it) that is edited, merged back and discarded, and the daemon
 //! restarted or killed. After every step:
 //! - each snapshot, restored alone from the store, is the tree `w` was when it was taken,
 //!   and still is after any delete or prune (a snapshot others build on is never deleted);
@@ -72,6 +72,12 @@ struct World {
     branch: Option<(Workload, Entries)>,
     /// `w` was forked: its overlay outlives the daemon, taken down at the end.
     forked: bool,
+    /// `w` carries a fork's overlay (a fork made while no restore was on it): a restore
+    /// mounted on it since would be covered by another, so a fork and a merge are refused.
+    layered: bool,
+    /// The branch was forked from a copy of `w` (made while a restore was on it): a merge
+    /// into `w` reads `w` as it shows, a restore on it or not.
+    branch_copied: bool,
     /// Whether steps fork (seeds found before forks were made replay without).
     forks: bool,
     _local_dir: tempfile::TempDir,
@@ -114,6 +120,8 @@ impl World {
             bucket: None,
             branch: None,
             forked: false,
+            layered: false,
+            branch_copied: false,
             forks: true,
             daemon,
             store,
@@ -508,9 +516,15 @@ impl World {
 
     /// `w` forked into a branch, the branch edited, merged back into `w`, or discarded.
     async fn fork(&mut self, rng: &mut Rng) -> String {
-        if self.bucket.is_some() || self.under_restore.is_some() {
-            // A mount in `w` (a restore, a bucket) refuses a fork and a merge, changing
-            // nothing.
+        let restored = self.under_restore.is_some();
+        let refused = match &self.branch {
+            None => restored && self.layered,
+            Some(_) => restored && !self.branch_copied,
+        };
+        if self.bucket.is_some() || refused {
+            // A mount in `w` refuses a fork and a merge, changing nothing: a bucket, and a
+            // restore on a `w` a fork's overlay is on (which another would cover) or into
+            // which a branch of that overlay merges.
             let before = digest(&self.dir);
             let request = match &self.branch {
                 Some((branch, _)) => (
@@ -548,7 +562,15 @@ impl World {
                 )
                 .await;
             assert_eq!(status, 200, "a fork of w: {body}");
+            // A restore on `w` is copied: the fork point is what it shows.
+            assert_eq!(
+                body["copiedBecause"].as_str().is_some(),
+                restored,
+                "a fork of w forks from a copy only under a restore: {body}"
+            );
             self.forked = true;
+            self.layered |= !restored;
+            self.branch_copied = restored;
             let branch = Workload {
                 root: self.daemon.path("w@b"),
                 remote: "w@b".into(),
@@ -565,7 +587,11 @@ impl World {
                 differences(&before, &now)
             );
             self.branch = Some((branch, forked_at));
-            return "fork w into w@b".into();
+            return if restored {
+                "fork w (a restore on it) into w@b from a copy".into()
+            } else {
+                "fork w into w@b".into()
+            };
         };
         match rng.below(100) {
             0..=39 => {
