@@ -310,11 +310,11 @@ impl Forker {
         let mut state = self.locked()?;
         let own = state.layered.iter().position(|l| l.path == dir);
         let mounted = foreign_mounts(dir);
-        // A whole restore on a directory never forked: its overlay is what the directory
-        // shows, and a copy of that is the fork point (the restore stays, its writes too).
-        // On a directory forked before, a restore mounted on its overlay since would be
-        // covered by the new one; any other mount in it is in no layer.
-        if own.is_none() && only_a_restore_on(dir, &mounted) {
+        // A whole restore on the directory: its overlay is what the directory shows, and a
+        // copy of that is the fork point (the restore stays, its writes too). Forked before,
+        // the directory's new overlay would cover the restore. Any other mount in it is in
+        // no layer.
+        if only_a_restore_on(dir, &mounted) {
             let because = format!("a restore is mounted on {}", dir.display());
             return self.forked_by_copy(&mut state, dir, names, &paths, because);
         }

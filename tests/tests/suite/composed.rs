@@ -582,7 +582,9 @@ async fn a_snapshot_others_build_on_is_not_deleted_from_under_them() {
 /// A directory under a whole restore forks: the fork point is a copy of what the restore
 /// shows (the restore stays, with what was written to it), the branch merges back into the
 /// restore, and the next snapshot holds the merged work. It was refused (409: a mount in the
-/// directory), and the only way to a fork, a release, discarded the restore's writes.
+/// directory), and the only way to a fork, a release, discarded the restore's writes. A
+/// branch forked (by overlays) before the restore is not merged into it: its layers hold
+/// none of what the restore shows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     if !require_mount_privilege("a_restored_directory_forks_from_a_copy_and_takes_its_branch_back")
@@ -598,6 +600,16 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     std::fs::write(dir.join("a.txt"), b"a\n").unwrap();
     std::fs::write(dir.join("sub/b.txt"), b"b\n").unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/fork",
+            serde_json::json!({"dir": dir, "names": ["old"]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["copiedBecause"].is_null(), "{body}");
+    let old = daemon.path("restored@old");
+    std::fs::write(old.join("old.txt"), b"made in the old branch\n").unwrap();
     let s = backups
         .create_backup(&sandbox, &dir_name, BackupOptions::default())
         .await
@@ -627,6 +639,16 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     std::fs::write(branch.join("a.txt"), b"a, in the branch\n").unwrap();
     std::fs::write(branch.join("sub/e.txt"), b"made in the branch\n").unwrap();
     std::fs::write(dir.join("f.txt"), b"made here meanwhile\n").unwrap();
+    let before = digest(&dir);
+    let (status, body) = daemon
+        .post("/api/fork/merge", serde_json::json!({"branch": old}))
+        .await;
+    assert_eq!(
+        (status.as_u16(), &body["code"]),
+        (409, &serde_json::json!("RESOURCE_BUSY")),
+        "a branch of the overlay beneath the restore: {body}"
+    );
+    assert_eq!(digest(&dir), before, "a refused merge changes nothing");
     let (status, merged) = daemon
         .post("/api/fork/merge", serde_json::json!({"branch": branch}))
         .await;
@@ -669,17 +691,22 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     );
     restores_to(&daemon, &backups, &s2, &digest(&dir), "after the merge").await;
 
-    let (status, body) = daemon
-        .post("/api/fork/discard", serde_json::json!({"path": branch}))
-        .await;
-    assert_eq!(status, 200, "{body}");
     let merged_tree = digest(&dir);
+    for discarded in [&branch, &old] {
+        let (status, body) = daemon
+            .post("/api/fork/discard", serde_json::json!({"path": discarded}))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
     assert_eq!(digest(&dir), merged_tree, "a discard leaves the directory");
     sandbox.release_restore(&dir_name).await.unwrap();
     assert!(
         dir.join("before-restore.txt").exists() && !dir.join("d.txt").exists(),
         "a release shows what the directory held before the restore"
     );
+    // The directory's own fork overlay outlives the daemon: taken down with the test.
+    fsd_tests::unmount_under(&daemon.root());
+    fsd_tests::unmount_under(&daemon.state_dir());
 }
 
 /// The seventh failure: a path restore gives back times, modes and (as root)
