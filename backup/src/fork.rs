@@ -932,9 +932,6 @@ fn checked_names(names: &[String]) -> Result<Vec<String>, BackupError> {
     Ok(names.to_vec())
 }
 
-/// A directory with a mount on it or beneath it that is not one of the forks' own (a
-/// restore, a bucket) is neither forked nor merged: the bind would not carry what those
-/// show, their writes would not be frozen, and no fork layer records what they changed.
 /// The mounts at or below `dir` other than its own fork overlay.
 fn foreign_mounts(dir: &Path) -> Vec<mount::MountEntry> {
     mount::mount_table()
@@ -947,11 +944,14 @@ fn foreign_mounts(dir: &Path) -> Vec<mount::MountEntry> {
 /// nothing else: a tree that a copy reads whole, as `dir` shows it.
 fn only_a_restore_on(dir: &Path, mounted: &[mount::MountEntry]) -> bool {
     !mounted.is_empty()
-        && mounted.iter().all(|m| {
-            m.target == dir && (m.source == mount::OVERLAY_SOURCE || m.source == "fuse-overlayfs")
-        })
+        && mounted
+            .iter()
+            .all(|m| m.target == dir && mount::is_restore(&m.source))
 }
 
+/// A directory with a mount on it or beneath it that is not one of the forks' own (a
+/// bucket, a restore beneath it) is neither forked nor merged: the bind would not carry what
+/// those show, their writes would not be frozen, and no fork layer records what they changed.
 fn refuse_mounts(
     dir: &Path,
     mounted: &[mount::MountEntry],

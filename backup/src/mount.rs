@@ -14,6 +14,12 @@ use crate::BackupError;
 /// The `source` fsd gives its overlay mounts, so they can be told apart in mountinfo.
 pub const OVERLAY_SOURCE: &str = "fsd-restore";
 
+/// Whether a mount's `source` is a restore's overlay, by the kernel or by `fuse-overlayfs`
+/// (which names its mounts itself).
+pub fn is_restore(source: &str) -> bool {
+    source == OVERLAY_SOURCE || source == "fuse-overlayfs"
+}
+
 /// How a restore is mounted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]

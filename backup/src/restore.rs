@@ -382,9 +382,9 @@ fn unmount_below(base: &Path, driver: Driver, mounted: &[(PathBuf, String)]) {
 }
 
 fn overlay_mounted(mounted: &[(PathBuf, String)], dir: &Path) -> bool {
-    mounted.iter().any(|(target, source)| {
-        target == dir && (source == OVERLAY_SOURCE || source == "fuse-overlayfs")
-    })
+    mounted
+        .iter()
+        .any(|(target, source)| target == dir && mount::is_restore(source))
 }
 
 /// `<archive stem>_<ms>_<6 hex>`, as the reference names its mount bases.
