@@ -5,8 +5,8 @@
 //! whole and by path, released, its snapshots deleted and pruned, mirrored one way, synced
 //! two ways (its subdirectory `two` with a local directory, edited on both sides, some
 //! edits made while a pass runs), a bucket mounted into it and taken away (where FUSE is
-//! there), forked into a branch (from a copy while a restore is on it) that is edited, merged back and discarded, and the daemon
-//! restarted or killed. After every step:
+//! there), forked into a branch (from a copy while a restore is on it) that is edited,
+//! merged back and discarded, and the daemon restarted or killed. After every step:
 //! - each snapshot, restored alone from the store, is the tree `w` was when it was taken,
 //!   and still is after any delete or prune (a snapshot others build on is never deleted);
 //! - a whole restore shows that tree, a release what `w` held before, a path restore that
@@ -72,8 +72,9 @@ struct World {
     branch: Option<(Workload, Entries)>,
     /// `w` was forked: its overlay outlives the daemon, taken down at the end.
     forked: bool,
-    /// The branch was forked from a copy of `w` (made while a restore was on it): a merge
-    /// into `w` reads `w` as it shows, a restore on it or not.
+    /// The branch was forked from a copy of `w` (made while a restore was on it, or a
+    /// process held something in it): a merge into `w` reads `w` as it shows, a restore on
+    /// it or not.
     branch_copied: bool,
     /// Whether steps fork (seeds found before forks were made replay without).
     forks: bool,
