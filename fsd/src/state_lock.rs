@@ -150,22 +150,32 @@ fn status_of(pid: i32) -> Option<String> {
 
 /// [`stopped`] read from a `/proc/<pid>/status` text.
 fn stopped_by_status(status: &str) -> bool {
-    status.lines().any(|line| {
-        line.split_once(':').is_some_and(|(name, state)| {
-            name == "State" && matches!(state.trim().chars().next(), Some('T' | 't'))
-        })
-    })
+    status
+        .lines()
+        .any(|line| matches!(state_letter(line), Some('T' | 't')))
+}
+
+/// The state's letter of a `/proc/<pid>/status` line, if it is the `State:` line.
+fn state_letter(line: &str) -> Option<char> {
+    match line.split_once(':') {
+        Some(("State", state)) => state.trim().chars().next(),
+        _ => None,
+    }
 }
 
 /// [`dying`] read from a `/proc/<pid>/status` text.
 fn dying_by_status(status: &str) -> bool {
     const SIGKILL_BIT: u64 = 1 << (nix::libc::SIGKILL - 1);
-    status.lines().any(|line| match line.split_once(':') {
-        Some(("State", state)) => matches!(state.trim().chars().next(), Some('Z' | 'X')),
-        Some(("SigPnd" | "ShdPnd", mask)) => {
-            u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+    status.lines().any(|line| {
+        if let Some(letter) = state_letter(line) {
+            return matches!(letter, 'Z' | 'X');
         }
-        _ => false,
+        match line.split_once(':') {
+            Some(("SigPnd" | "ShdPnd", mask)) => {
+                u64::from_str_radix(mask.trim(), 16).is_ok_and(|mask| mask & SIGKILL_BIT != 0)
+            }
+            _ => false,
+        }
     })
 }
 

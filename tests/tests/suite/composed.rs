@@ -705,8 +705,7 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
         "a release shows what the directory held before the restore"
     );
     // The directory's own fork overlay outlives the daemon: taken down with the test.
-    fsd_tests::unmount_under(&daemon.root());
-    fsd_tests::unmount_under(&daemon.state_dir());
+    super::fork::unmount_all(&daemon);
 }
 
 /// The seventh failure: a path restore gives back times, modes and (as root)

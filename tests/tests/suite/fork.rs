@@ -15,7 +15,7 @@ pub(crate) mod merge;
 
 /// Takes down every mount under the daemon's workspace and state directory, deepest first:
 /// forks outlive the daemon (a restart keeps them), so a test takes its own away.
-fn unmount_all(daemon: &Daemon) {
+pub(crate) fn unmount_all(daemon: &Daemon) {
     fsd_tests::unmount_under(&daemon.root());
     fsd_tests::unmount_under(&daemon.state_dir());
 }

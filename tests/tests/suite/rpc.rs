@@ -1187,6 +1187,5 @@ async fn the_next_lines_backup_forks_lists_merges_and_discards() {
     assert_eq!(discarded[2]["path"], branch, "{discarded}");
     let listed = peer.call(9, "backup", "branches", json!([])).await;
     assert_eq!(listed[2]["branches"], json!([[]]), "{listed}");
-    fsd_tests::unmount_under(&daemon.root());
-    fsd_tests::unmount_under(&daemon.state_dir());
+    super::fork::unmount_all(&daemon);
 }

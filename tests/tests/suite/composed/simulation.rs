@@ -752,8 +752,7 @@ async fn run_seed(seed: u64, steps: usize) {
     }
     if world.forked {
         // A fork's mounts outlive the daemon: taken down with the seed.
-        fsd_tests::unmount_under(&world.daemon.root());
-        fsd_tests::unmount_under(&world.daemon.state_dir());
+        crate::fork::unmount_all(&world.daemon);
     }
     println!(
         "composed: seed {seed}: {} steps, {} snapshots kept, {} snapshot restores checked",
