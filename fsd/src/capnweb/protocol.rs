@@ -47,8 +47,7 @@ pub enum WireError {
 
 impl Message {
     pub fn parse(text: &str) -> Result<Message, WireError> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|error| WireError::NotJson(error.to_string()))?;
+        let value = text::parse(text).map_err(|error| WireError::NotJson(error.to_string()))?;
         let not_message = || WireError::NotMessage(truncated(text));
         let Value::Array(mut items) = value else {
             return Err(not_message());
