@@ -12,9 +12,10 @@
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_NEXT_ONLY=1` for the part
 //! beside the reference's next runtime alone, `FSD_BIN_BEFORE=<fsd>` for the 0.12 rows
-//! and the next line's beside another build of fsd alone (a build before a change), the
-//! two daemons up at once and taking turns every few hundred calls: whole runs one after
-//! the other differ by more than a change to these rows does on a shared machine. With
+//! and the next line's (under the image's durability) beside another build of fsd alone (a
+//! build before a change), the two daemons up at once and taking turns every few hundred
+//! calls: whole runs one after the other differ by more than a change to these rows does on
+//! a shared machine. With
 //! `FSD_BENCH_ONLY=<text>` those two modes run only the next line's operations whose name
 //! holds the text (`"1 MiB"`: the 1 MiB write and the read of what it wrote).
 //! `FSD_BENCH_UNDER=<dir>` puts the next line's fsd workspace on another filesystem (a
@@ -313,12 +314,13 @@ impl Transports {
 
 /// The 0.12 exec and 1 MiB write rows of this build beside `before`'s, both daemons up,
 /// `turns` turns of 250 execs and 25 writes per transport each; then the next line's
-/// operations, `turns` turns of 100 calls each.
+/// operations, `turns` turns of 100 calls each, on two daemons under the image's durability.
 async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
     println!("0.12 calls, this build beside {}", before.display());
     println!("({turns} turns of 250 execs and 25 writes per transport each, alternating, p50)");
+    let before_binary = before;
     let before = fsd_tests::Options {
-        fsd: Some(before),
+        fsd: Some(before_binary.clone()),
         ..Default::default()
     };
     let mut sides = [
@@ -353,11 +355,21 @@ async fn beside_the_build_before(before: std::path::PathBuf, turns: usize) {
             );
         }
     }
-    println!("the SDK's next line, this build beside the one before ({turns} turns of 100 calls)");
-    let [this, before] = &sides;
+    drop(sides);
+    // The next line's rows under the image's durability, as beside the reference (a plain
+    // `fsd serve` flushes every write).
+    println!(
+        "the SDK's next line, this build beside the one before, both under the image's \
+         durability ({turns} turns of 100 calls)"
+    );
+    let this = Daemon::start_with(image_durability());
+    let before = Daemon::start_with(fsd_tests::Options {
+        fsd: Some(before_binary),
+        ..image_durability()
+    });
     let servers = [
-        next_server("this", &this.daemon).await,
-        next_server("before", &before.daemon).await,
+        next_server("this", &this).await,
+        next_server("before", &before).await,
     ];
     let mut samples = take_turns(&servers, turns, 100).await;
     println!(

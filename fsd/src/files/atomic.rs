@@ -357,11 +357,15 @@ impl AtomicFile {
         if let Some(log) = log {
             log.record(parent);
         }
+        let mode = previous.map_or(NEW_FILE_MODE, |(mode, _, _)| mode);
+        // Made with its mode when the umask leaves it whole (a `chmod` less), else private
+        // until the mode is set.
+        let made_with_mode = fsd_api::scratch::made_with_mode(mode);
         let fd: OwnedFd = openat(
             dir.as_fd(),
             temp.as_os_str(),
             OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_CLOEXEC,
-            Mode::from_bits_truncate(0o600),
+            Mode::from_bits_truncate(if made_with_mode { mode } else { 0o600 }),
         )?;
         let atomic = Self {
             dir,
@@ -374,14 +378,17 @@ impl AtomicFile {
             committed: false,
             replacing: previous.is_some(),
         };
-        let mode = previous.map_or(NEW_FILE_MODE, |(mode, _, _)| mode);
-        atomic
-            .file
-            .set_permissions(fs::Permissions::from_mode(mode))?;
+        // The owner before the mode: a change of owner takes the set-user-ID and
+        // set-group-ID bits away, even root's.
         if let Some((_, uid, gid)) = previous
             && nix::unistd::geteuid().is_root()
         {
             std::os::unix::fs::fchown(&atomic.file, Some(uid), Some(gid))?;
+        }
+        if !made_with_mode {
+            atomic
+                .file
+                .set_permissions(fs::Permissions::from_mode(mode))?;
         }
         Ok(atomic)
     }
@@ -561,6 +568,14 @@ mod tests {
             1,
             "temp file left behind"
         );
+        // The set-user-ID and set-group-ID bits are kept too (an owner set after them took
+        // them away), and a mode the umask would cut.
+        for mode in [0o4755, 0o2750, 0o6711, 0o777, 0o600, 0o640] {
+            fs::set_permissions(&target, fs::Permissions::from_mode(mode)).unwrap();
+            write_bytes(&target, b"again", None).unwrap();
+            let kept = fs::metadata(&target).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(kept, mode, "{mode:o} became {kept:o}");
+        }
     }
 
     #[test]
