@@ -82,7 +82,9 @@ fn long_strings(text: &[u8]) -> Vec<Range<usize>> {
         let mut end = start;
         let mut escaped = false;
         loop {
-            let Some(next) = text.get(end..).and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+            let Some(next) = text
+                .get(end..)
+                .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
             else {
                 return Vec::new();
             };
@@ -121,7 +123,9 @@ fn has_control(bytes: &[u8]) -> bool {
 fn put_back(value: &mut Value, take: &mut impl FnMut(usize) -> Option<String>) {
     match value {
         Value::String(text) => {
-            let index = text.strip_prefix('\0').and_then(|digits| digits.parse().ok());
+            let index = text
+                .strip_prefix('\0')
+                .and_then(|digits| digits.parse().ok());
             if let Some(content) = index.and_then(|index| take(index)) {
                 *text = content;
             }
@@ -407,7 +411,10 @@ mod tests {
                 .map(|_| Value::String(strings[next(strings.len())].clone()))
                 .collect();
             let key = strings[next(strings.len())].clone();
-            let value = json!(["push", ["pipeline", 0, ["files", "writeFile"], values.clone()]]);
+            let value = json!([
+                "push",
+                ["pipeline", 0, ["files", "writeFile"], values.clone()]
+            ]);
             values.push(json!({ key: values[0].clone(), "nested": [values.clone()] }));
             let text = serde_json::to_string(&json!(["push", values])).unwrap();
             read_alike(&text);
@@ -446,5 +453,4 @@ mod tests {
             json!([plain.clone(), {"k": format!("{plain}x")}])
         );
     }
-
 }
