@@ -126,7 +126,7 @@ fn put_back(value: &mut Value, take: &mut impl FnMut(usize) -> Option<String>) {
             let index = text
                 .strip_prefix('\0')
                 .and_then(|digits| digits.parse().ok());
-            if let Some(content) = index.and_then(|index| take(index)) {
+            if let Some(content) = index.and_then(&mut *take) {
                 *text = content;
             }
         }
