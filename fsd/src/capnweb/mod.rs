@@ -2,8 +2,8 @@
 //! extension sidecars: `protocol` reads and writes its messages and expressions, `session`
 //! keeps one connection's tables, pipes and limits, `subscription` is an exported stream
 //! object, `link` runs a session over a sidecar's framed unix socket (fsd the client),
-//! `forward` passes objects between two sessions, and `text` writes a frame's JSON. No domain
-//! and no call here: the transports (`rpc`) and the extension host use it.
+//! `forward` passes objects between two sessions, and `text` writes and reads a frame's JSON.
+//! No domain and no call here: the transports (`rpc`) and the extension host use it.
 
 pub mod forward;
 pub mod link;
