@@ -732,14 +732,18 @@ impl Forker {
             _ if shared == 0 => return Err(unrelated("they were forked from different trees")),
             _ => (shared, None),
         };
-        for side in [&from.path, into_path] {
+        // A side with a whole restore on it and nothing else mounted is read as it shows:
+        // its own layers lie beneath the restore and no longer tell what it changed, so a
+        // walk of it against the fork point does (as for a copy, against the copy's index).
+        let mut restored = [false, false];
+        for (side, restored) in [&from.path, into_path].into_iter().zip(&mut restored) {
             let mounted = foreign_mounts(side);
-            // What a merge into a copy's directory reads of it is what it shows now.
-            if side == into_path && copied.is_some() && only_a_restore_on(side, &mounted) {
-                continue;
+            *restored = only_a_restore_on(side, &mounted);
+            if !*restored {
+                refuse_mounts(side, &mounted, "release or unmount it, then merge")?;
             }
-            refuse_mounts(side, &mounted, "release or unmount it, then merge")?;
         }
+        let [branch_restored, into_restored] = restored;
         let own = |layered: &Layered| -> Vec<PathBuf> {
             std::iter::once(layered.upper())
                 .chain(
@@ -751,6 +755,17 @@ impl Forker {
         };
         let common = &from.lowers[from.lowers.len() - shared..];
         let ancestor = AncestorView::show(&self.root, common)?;
+        let walked = |side: &Path| changed_against(ancestor.path(), side);
+        let branch_changes = if branch_restored {
+            SideChanges::Listed(walked(&from.path)?)
+        } else {
+            SideChanges::Layers(own(from))
+        };
+        let into_changes = match (into_changed, to) {
+            (Some(listed), _) => SideChanges::Listed(listed),
+            (None, _) if into_restored => SideChanges::Listed(walked(into_path)?),
+            (None, to) => SideChanges::Layers(to.map(own).unwrap_or_default()),
+        };
         let base_file = self.root.join(MERGE_BASES).join(format!(
             "{}-{}.json",
             path_key(&from.path),
@@ -759,11 +774,8 @@ impl Forker {
         Ok(MergeSides {
             branch: from.path.clone(),
             into: into_path.to_path_buf(),
-            branch_layers: own(from),
-            into_changes: match (into_changed, to) {
-                (Some(listed), _) => IntoChanges::Listed(listed),
-                (None, to) => IntoChanges::Layers(to.map(own).unwrap_or_default()),
-            },
+            branch_changes,
+            into_changes,
             ancestor,
             base_file,
         })
@@ -1040,9 +1052,9 @@ pub struct MergeSides {
     /// Where the branch merged and the overlay merged into are mounted.
     pub branch: PathBuf,
     pub into: PathBuf,
-    /// Each side's own layers, topmost first: what it wrote since the fork point.
-    pub branch_layers: Vec<PathBuf>,
-    pub into_changes: IntoChanges,
+    /// What each side changed since the fork point.
+    pub branch_changes: SideChanges,
+    pub into_changes: SideChanges,
     pub ancestor: AncestorView,
     /// Where the merge base of this pair is kept once the branch has been merged into
     /// `into`: what the branch held at the paths that merge took in, which stand for the
@@ -1051,13 +1063,38 @@ pub struct MergeSides {
     pub base_file: PathBuf,
 }
 
-/// Where a merge learns what `into` changed since the fork point.
-pub enum IntoChanges {
+/// Where a merge learns what a side changed since the fork point.
+pub enum SideChanges {
     /// Its own layers above the fork point, topmost first (see [`changed_paths`]).
     Layers(Vec<PathBuf>),
     /// Listed by comparing it with the index of a fork point copied from it (see
-    /// [`crate::frozen_copy::changed_since`]): it has no layers of its own above that.
+    /// [`crate::frozen_copy::changed_since`]), which it has no layers of its own above, or
+    /// by a walk against the fork point when a whole restore covers its layers.
     Listed(BTreeSet<String>),
+}
+
+/// The paths (relative, `/` between names) where `side` as it shows now differs from
+/// `ancestor` (the fork point, shown), by a walk of both as a snapshot reads a tree (see
+/// [`crate::incremental::difference`]: a restored file is not changed for its new inode).
+/// A path that only looks changed costs the merge a read: it compares contents.
+fn changed_against(ancestor: &Path, side: &Path) -> Result<BTreeSet<String>, BackupError> {
+    use crate::incremental::{Difference, difference, scan_index};
+    let options = crate::ArchiveOptions::default();
+    let (was, is) = (scan_index(ancestor, &options)?, scan_index(side, &options)?);
+    let relative = |path: PathBuf| path.to_string_lossy().into_owned();
+    let mut changed = BTreeSet::new();
+    for found in difference(&was, &is) {
+        match found {
+            Difference::Created(path) | Difference::Modified(path) | Difference::Deleted(path) => {
+                changed.insert(relative(path));
+            }
+            Difference::Renamed { from, to } => {
+                changed.insert(relative(from));
+                changed.insert(relative(to));
+            }
+        }
+    }
+    Ok(changed)
 }
 
 /// The tree a branch and what it merges into were both forked from, read-only: the one

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 
 use fsd_api::backup::{MergeBranchResponse, MergeChange, MergeConflict, MergeSkipped};
 use fsd_api::files::{ApplyStep, StepOutcome};
-use fsd_backup::fork::{IntoChanges, MergeSides, changed_paths};
+use fsd_backup::fork::{MergeSides, SideChanges, changed_paths};
 use fsd_merge::content_hash::ContentHash;
 use fsd_merge::ops::{self, Op};
 use fsd_merge::{CONFLICT_MARK, Entries, Entry, Mode, Resolution};
@@ -105,10 +105,12 @@ impl MergeBase {
 /// Reads both sides and their fork point where either changed, and merges them. Blocking.
 pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::Result<Decided> {
     let fork_point = sides.ancestor.path();
-    let mut changed = changed_paths(&sides.branch_layers, fork_point);
-    match &sides.into_changes {
-        IntoChanges::Listed(listed) => changed.extend(listed.iter().cloned()),
-        IntoChanges::Layers(layers) => changed.extend(changed_paths(layers, fork_point)),
+    let mut changed = BTreeSet::new();
+    for side in [&sides.branch_changes, &sides.into_changes] {
+        match side {
+            SideChanges::Listed(listed) => changed.extend(listed.iter().cloned()),
+            SideChanges::Layers(layers) => changed.extend(changed_paths(layers, fork_point)),
+        }
     }
     let scope: BTreeSet<String> = fsd_api::files::topmost(&changed)
         .into_iter()

@@ -583,8 +583,9 @@ async fn a_snapshot_others_build_on_is_not_deleted_from_under_them() {
 /// shows (the restore stays, with what was written to it), the branch merges back into the
 /// restore, and the next snapshot holds the merged work. It was refused (409: a mount in the
 /// directory), and the only way to a fork, a release, discarded the restore's writes. A
-/// branch forked (by overlays) before the restore is not merged into it: its layers hold
-/// none of what the restore shows.
+/// branch forked (by overlays) before the restore merges into it too, three ways against
+/// that fork point: what the directory changed since is what the restore shows beside it
+/// (the directory's own layers lie beneath the restore). That merge was refused.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     if !require_mount_privilege("a_restored_directory_forks_from_a_copy_and_takes_its_branch_back")
@@ -610,6 +611,9 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     assert!(body["copiedBecause"].is_null(), "{body}");
     let old = daemon.path("restored@old");
     std::fs::write(old.join("old.txt"), b"made in the old branch\n").unwrap();
+    std::fs::write(old.join("sub/b.txt"), b"b, in the old branch\n").unwrap();
+    std::fs::write(old.join("c.txt"), b"c, in the old branch\n").unwrap();
+    std::fs::write(dir.join("c.txt"), b"c, here before the snapshot\n").unwrap();
     let s = backups
         .create_backup(&sandbox, &dir_name, BackupOptions::default())
         .await
@@ -639,46 +643,41 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
     std::fs::write(branch.join("a.txt"), b"a, in the branch\n").unwrap();
     std::fs::write(branch.join("sub/e.txt"), b"made in the branch\n").unwrap();
     std::fs::write(dir.join("f.txt"), b"made here meanwhile\n").unwrap();
-    let before = digest(&dir);
-    let (status, body) = daemon
+    // The branch forked before the restore: against its fork point, the directory (as the
+    // restore shows it) made c.txt, d.txt and f.txt, the branch old.txt and c.txt and
+    // changed sub/b.txt. Only c.txt is both sides'.
+    let (status, merged) = daemon
         .post("/api/fork/merge", serde_json::json!({"branch": old}))
         .await;
+    assert_eq!(status, 200, "a branch forked before the restore: {merged}");
+    assert_eq!(merged["failed"], serde_json::json!([]), "{merged}");
+    let conflicts = merged["conflicts"].as_array().unwrap();
+    assert_eq!(conflicts.len(), 1, "{merged}");
+    assert_eq!(conflicts[0]["path"], "c.txt", "{merged}");
+    assert_eq!(conflicts[0]["resolution"], "keptBoth", "{merged}");
+    let aside = conflicts[0]["aside"].as_str().unwrap().to_string();
     assert_eq!(
-        (status.as_u16(), &body["code"]),
-        (409, &serde_json::json!("RESOURCE_BUSY")),
-        "a branch of the overlay beneath the restore: {body}"
+        std::fs::read_to_string(dir.join(&aside)).unwrap(),
+        "c, in the old branch\n"
     );
-    assert_eq!(digest(&dir), before, "a refused merge changes nothing");
     let (status, merged) = daemon
         .post("/api/fork/merge", serde_json::json!({"branch": branch}))
         .await;
     assert_eq!(status, 200, "a merge into a restored directory: {merged}");
     assert_eq!(merged["failed"], serde_json::json!([]), "{merged}");
     assert_eq!(merged["conflicts"], serde_json::json!([]), "{merged}");
-    let expected = [
+    let mut expected = vec![
         ("a.txt", "a, in the branch\n"),
+        ("c.txt", "c, here before the snapshot\n"),
+        (aside.as_str(), "c, in the old branch\n"),
         ("d.txt", "written to the restore\n"),
         ("f.txt", "made here meanwhile\n"),
-        ("sub/b.txt", "b\n"),
+        ("old.txt", "made in the old branch\n"),
+        ("sub/b.txt", "b, in the old branch\n"),
         ("sub/e.txt", "made in the branch\n"),
     ];
-    let files: Vec<String> = digest(&dir)
-        .into_iter()
-        .filter(|(_, kind)| kind.starts_with("file"))
-        .map(|(path, _)| path)
-        .collect();
-    assert_eq!(
-        files,
-        expected.map(|(path, _)| path),
-        "the files after the merge"
-    );
-    for (path, text) in expected {
-        assert_eq!(
-            std::fs::read_to_string(dir.join(path)).unwrap(),
-            text,
-            "{path}"
-        );
-    }
+    expected.sort();
+    holds_files(&dir, &expected, "after the merges");
 
     // The restore is still the directory's top: a snapshot now holds the merged work.
     let s2 = backups
@@ -705,6 +704,82 @@ async fn a_restored_directory_forks_from_a_copy_and_takes_its_branch_back() {
         "a release shows what the directory held before the restore"
     );
     // The directory's own fork overlay outlives the daemon: taken down with the test.
+    super::fork::unmount_all(&daemon);
+}
+
+/// `dir` holds these files (sorted by path) with this content, and no other file.
+fn holds_files(dir: &Path, expected: &[(&str, &str)], when: &str) {
+    let files: Vec<String> = digest(dir)
+        .into_iter()
+        .filter(|(_, kind)| kind.starts_with("file"))
+        .map(|(path, _)| path)
+        .collect();
+    let paths: Vec<&str> = expected.iter().map(|(path, _)| *path).collect();
+    assert_eq!(files, paths, "the files {when}");
+    for (path, text) in expected {
+        assert_eq!(
+            std::fs::read_to_string(dir.join(path)).unwrap(),
+            *text,
+            "{path} {when}"
+        );
+    }
+}
+
+/// A branch under a whole restore merges back as it shows: what it changed since its fork
+/// point is what the restore shows beside that point (its own layers lie beneath the
+/// restore), not what it wrote before the restore. That merge was refused (409).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restored_branch_merges_back_what_it_shows() {
+    if !require_mount_privilege("a_restored_branch_merges_back_what_it_shows") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("work");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("a.txt"), b"a\n").unwrap();
+    std::fs::write(dir.join("sub/b.txt"), b"b\n").unwrap();
+    let (status, body) = daemon
+        .post("/api/fork", serde_json::json!({"dir": dir, "names": ["y"]}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let branch = daemon.path("work@y");
+    let branch_name = branch.to_str().unwrap().to_string();
+    std::fs::write(branch.join("y1.txt"), b"kept by the snapshot\n").unwrap();
+    let s = backups
+        .create_backup(&sandbox, &branch_name, BackupOptions::default())
+        .await
+        .unwrap();
+    std::fs::write(branch.join("y2.txt"), b"gone with the restore\n").unwrap();
+    std::fs::write(branch.join("a.txt"), b"a, changed before the restore\n").unwrap();
+    backups
+        .restore_backup(&sandbox, &s.id, &branch_name, None)
+        .await
+        .unwrap();
+    std::fs::write(branch.join("y3.txt"), b"written to the restore\n").unwrap();
+    std::fs::write(dir.join("d.txt"), b"made here meanwhile\n").unwrap();
+
+    let (status, merged) = daemon
+        .post("/api/fork/merge", serde_json::json!({"branch": branch}))
+        .await;
+    assert_eq!(status, 200, "a merge of a restored branch: {merged}");
+    assert_eq!(merged["failed"], serde_json::json!([]), "{merged}");
+    assert_eq!(merged["conflicts"], serde_json::json!([]), "{merged}");
+    let expected = [
+        ("a.txt", "a\n"),
+        ("d.txt", "made here meanwhile\n"),
+        ("sub/b.txt", "b\n"),
+        ("y1.txt", "kept by the snapshot\n"),
+        ("y3.txt", "written to the restore\n"),
+    ];
+    holds_files(&dir, &expected, "after the merge");
+    sandbox.release_restore(&branch_name).await.unwrap();
+    let (status, body) = daemon
+        .post("/api/fork/discard", serde_json::json!({"path": branch}))
+        .await;
+    assert_eq!(status, 200, "{body}");
     super::fork::unmount_all(&daemon);
 }
 

@@ -6,7 +6,8 @@
 //! two ways (its subdirectory `two` with a local directory, edited on both sides, some
 //! edits made while a pass runs), a bucket mounted into it and taken away (where FUSE is
 //! there), forked into a branch (from a copy while a restore is on it) that is edited,
-//! merged back and discarded, and the daemon restarted or killed. After every step:
+//! merged back (into a restore on `w` too, however the branch was forked) and discarded,
+//! and the daemon restarted or killed. After every step:
 //! - each snapshot, restored alone from the store, is the tree `w` was when it was taken,
 //!   and still is after any delete or prune (a snapshot others build on is never deleted);
 //! - a whole restore shows that tree, a release what `w` held before, a path restore that
@@ -72,10 +73,6 @@ struct World {
     branch: Option<(Workload, Entries)>,
     /// `w` was forked: its overlay outlives the daemon, taken down at the end.
     forked: bool,
-    /// The branch was forked from a copy of `w` (made while a restore was on it, or a
-    /// process held something in it): a merge into `w` reads `w` as it shows, a restore on
-    /// it or not.
-    branch_copied: bool,
     /// Whether steps fork (seeds found before forks were made replay without).
     forks: bool,
     _local_dir: tempfile::TempDir,
@@ -118,7 +115,6 @@ impl World {
             bucket: None,
             branch: None,
             forked: false,
-            branch_copied: false,
             forks: true,
             daemon,
             store,
@@ -514,11 +510,10 @@ impl World {
     /// `w` forked into a branch, the branch edited, merged back into `w`, or discarded.
     async fn fork(&mut self, rng: &mut Rng) -> String {
         let restored = self.under_restore.is_some();
-        let refused = restored && self.branch.is_some() && !self.branch_copied;
-        if self.bucket.is_some() || refused {
-            // A mount in `w` refuses a fork and a merge, changing nothing: a bucket, and a
-            // restore on `w` for a merge of a branch of its fork overlay (whose layers hold
-            // none of what the restore shows).
+        if self.bucket.is_some() {
+            // A bucket in `w` refuses a fork and a merge, changing nothing. (A whole restore
+            // on `w` does not: a fork copies what it shows, and a merge reads it as it shows,
+            // whichever way the branch was forked.)
             let before = digest(&self.dir);
             let request = match &self.branch {
                 Some((branch, _)) => (
@@ -543,7 +538,7 @@ impl World {
                 "a refusal leaves w: {}",
                 differences(&before, &now)
             );
-            return format!("{}: refused, a mount in w", request.0);
+            return format!("{}: refused, a bucket in w", request.0);
         }
         let Some((branch, base)) = self.branch.take() else {
             let before = digest(&self.dir);
@@ -564,7 +559,6 @@ impl World {
                 "a fork of w under a restore copies it: {body}"
             );
             self.forked = true;
-            self.branch_copied = copied;
             let branch = Workload {
                 root: self.daemon.path("w@b"),
                 remote: "w@b".into(),
