@@ -15,9 +15,9 @@
 //! and the next line's (under the image's durability) beside another build of fsd alone (a
 //! build before a change), the two daemons up at once and taking turns every few hundred
 //! calls: whole runs one after the other differ by more than a change to these rows does on
-//! a shared machine. With
-//! `FSD_BENCH_ONLY=<text>` those two modes run only the next line's operations whose name
-//! holds the text (`"1 MiB"`: the 1 MiB write and the read of what it wrote).
+//! a shared machine. With `FSD_BENCH_ONLY=<text>` those two modes run only the next line's
+//! operations whose name holds the text (`"1 MiB"`: the 1 MiB writes and the read of what
+//! they wrote).
 //! `FSD_BENCH_UNDER=<dir>` puts the next line's fsd workspace on another filesystem (a
 //! journaled ext4, as a container's disk usually is, where this machine's root has none).
 
