@@ -617,11 +617,14 @@ impl Forker {
     }
 
     /// Takes the branch at `path` away with what was written in it. Layers it froze stay
-    /// while a branch made from it still shows them. `busy` as for [`Forker::fork`].
+    /// while a branch made from it still shows them. `busy` as for [`Forker::fork`];
+    /// `release_mounts` takes away what else is mounted on or in the branch (a restore),
+    /// once the branch is known to go and before its overlay comes off.
     pub fn discard(
         &self,
         path: &Path,
         busy: impl Fn(&Path) -> Option<(u32, String)>,
+        release_mounts: impl FnOnce(&Path) -> Result<(), BackupError>,
     ) -> Result<Layered, BackupError> {
         let mut state = self.locked()?;
         let index = state
@@ -636,6 +639,7 @@ impl Forker {
                 how,
             });
         }
+        release_mounts(path)?;
         // Its overlay, and those its own forks left covered beneath it; the record goes once
         // the branch is no longer mounted (a failed unmount leaves it listed, as it is).
         nix::mount::umount2(path, MntFlags::MNT_DETACH).map_err(|e| BackupError::Unmount {

@@ -384,14 +384,29 @@ impl BackupService {
         blocking(move || Ok(service.forker()?.branches())).await
     }
 
-    /// Takes the branch at `path` away with what was written in it.
+    /// Takes the branch at `path` away with what was written in it, a restore on it or in
+    /// it too: left, its record would outlive the directory (never to be released, mounted
+    /// again at each start) and its archives would stay mounted.
     pub async fn discard_branch(
         self: &Arc<Self>,
         path: PathBuf,
         holder: impl Fn(&Path) -> Option<(u32, String)> + Send + 'static,
     ) -> Result<fsd_backup::fork::Layered, BackupError> {
         let service = Arc::clone(self);
-        blocking(move || service.forker()?.discard(&path, holder)).await
+        blocking(move || {
+            service.forker()?.discard(&path, holder, |branch| {
+                let Ok(restorer) = service.restorer() else {
+                    return Ok(());
+                };
+                for restore in restorer.list() {
+                    if restore.dir.starts_with(branch) {
+                        restorer.release(&restore.dir)?;
+                    }
+                }
+                Ok(())
+            })
+        })
+        .await
     }
 
     /// The two sides of a merge of the branch at `branch` into `into` (by default the

@@ -727,13 +727,15 @@ fn holds_files(dir: &Path, expected: &[(&str, &str)], when: &str) {
 
 /// A branch under a whole restore merges back as it shows: what it changed since its fork
 /// point is what the restore shows beside that point (its own layers lie beneath the
-/// restore), not what it wrote before the restore. That merge was refused (409).
+/// restore), not what it wrote before the restore. That merge was refused (409). A discard
+/// of the branch then takes the restore with it; its archives stayed mounted and its record
+/// outlived the branch's directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restored_branch_merges_back_what_it_shows() {
     if !require_mount_privilege("a_restored_branch_merges_back_what_it_shows") {
         return;
     }
-    let daemon = Daemon::start();
+    let mut daemon = Daemon::start();
     let store = Store::start();
     let backups = Backups::new(store.object_store(None));
     let sandbox = daemon.sandbox();
@@ -775,11 +777,36 @@ async fn a_restored_branch_merges_back_what_it_shows() {
         ("y3.txt", "written to the restore\n"),
     ];
     holds_files(&dir, &expected, "after the merge");
-    sandbox.release_restore(&branch_name).await.unwrap();
+
+    // A discard of the branch takes the restore on it with it: nothing of the restore is
+    // left mounted or on record (a record outliving its directory could never be released,
+    // and a restart would try to mount it again).
     let (status, body) = daemon
         .post("/api/fork/discard", serde_json::json!({"path": branch}))
         .await;
+    assert_eq!(status, 200, "a discard of a restored branch: {body}");
+    assert!(!branch.exists(), "the branch's directory goes");
+    let left: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter(|line| line.contains(daemon.state_dir().to_str().unwrap()))
+        .filter(|line| !line.contains("/forks/"))
+        .map(str::to_string)
+        .collect();
+    assert!(left.is_empty(), "the restore's mounts go: {left:#?}");
+    let released = sandbox.release_restore(&branch_name).await;
+    assert!(
+        released.is_err(),
+        "no restore is left to release: {released:?}"
+    );
+    daemon.restart();
+    let (status, body) = daemon.get("/api/fork").await;
     assert_eq!(status, 200, "{body}");
+    assert!(
+        !branch.exists(),
+        "a restart makes nothing at the branch's path"
+    );
+    holds_files(&dir, &expected, "after the discard and a restart");
     super::fork::unmount_all(&daemon);
 }
 
@@ -929,23 +956,43 @@ async fn a_create_cut_short_by_a_crash_leaves_nothing() {
             .create_backup(&sandbox, &dir_name, BackupOptions::default())
             .await
     });
-    // Killed once the archive and its index are written, while they are uploaded.
+    // Killed once the archive and its index are written, while they are uploaded. The
+    // archive is this create's when its index lists `f0` with f0's inode: other tests write
+    // in /var/backups meanwhile.
+    let f0 = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(dir.join("f0")).unwrap());
+    let ours = |index: &str| {
+        std::fs::read(Path::new("/var/backups").join(index))
+            .ok()
+            .and_then(|bytes| fsd_backup::index::Index::decode(&bytes).ok())
+            .is_some_and(|index| {
+                index
+                    .entries
+                    .iter()
+                    .any(|entry| entry.path == Path::new("f0") && entry.inode == f0)
+            })
+    };
     let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
+    let stem = loop {
         let new: Vec<String> = archives_now().difference(&before).cloned().collect();
-        if new.iter().any(|name| name.ends_with(".sqsh.index")) {
-            break;
+        if let Some(index) = new
+            .iter()
+            .find(|name| name.ends_with(".sqsh.index") && ours(name))
+        {
+            break index.trim_end_matches(".sqsh.index").to_string();
         }
         assert!(
             std::time::Instant::now() < deadline,
             "no index written: {new:?}"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    };
     daemon.crash();
     assert!(create.await.unwrap().is_err(), "the create was cut short");
     daemon.resume();
-    let left: Vec<String> = archives_now().difference(&before).cloned().collect();
+    let left: Vec<String> = archives_now()
+        .into_iter()
+        .filter(|name| name.starts_with(&stem))
+        .collect();
     assert_eq!(left, Vec::<String>::new(), "what the create wrote is gone");
 }
 
