@@ -750,31 +750,15 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
             })
             .collect()
     };
-    let reads = reads_of("held");
-    let writes: Vec<_> = (0..HELD)
-        .map(|i| {
-            let file = path.join(format!("put-{i}.txt"));
-            call(
-                "/api/write",
-                json!({ "path": file, "content": format!("put {i}\n") }),
-            )
-        })
-        .collect();
-    // Every read's GET is held; under `fsync` every write's upload (its flush, before its
-    // rename), under `atomic` the first write's rename, a copy in the store, which keeps
-    // the directory locked, so that the other writes wait in the kernel to create their
-    // temp files there, and any lookup in it waits too.
-    let reached = match durability {
-        "fsync" => 2 * HELD,
-        _ => HELD + 1,
-    };
     let held = || faults.held.load(std::sync::atomic::Ordering::SeqCst) as usize;
-    for _ in 0..1500 {
-        if held() >= reached {
-            break;
+    let wait_for = |count: usize| async move {
+        for _ in 0..1500 {
+            if held() >= count {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    };
     // A failure lets the store go first, and the daemon finish what waited on it: a
     // daemon killed while its threads wait on its own bucket mount does not exit until
     // something ends the mount's connection (the kernel's FUSE connection waits on the very
@@ -784,6 +768,31 @@ async fn hold_up_reads_and_writes(store: &Store, durability: &str) {
         std::thread::sleep(std::time::Duration::from_secs(2));
         panic!("{durability}: {message}");
     };
+    // Every read's GET is held first (the writes below lock the directory, and a read that
+    // has not looked its file up by then waits in the kernel, short of the store).
+    let reads = reads_of("held");
+    wait_for(HELD).await;
+    if held() < HELD {
+        fail(format!("the reads reached the store: {} held", held()));
+    }
+    let writes: Vec<_> = (0..HELD)
+        .map(|i| {
+            let file = path.join(format!("put-{i}.txt"));
+            call(
+                "/api/write",
+                json!({ "path": file, "content": format!("put {i}\n") }),
+            )
+        })
+        .collect();
+    // Under `fsync` every write's upload (its flush, before its rename), under `atomic` the
+    // first write's rename, a copy in the store, which keeps the directory locked, so that
+    // the other writes wait in the kernel to create their temp files there, and any lookup
+    // in it waits too.
+    let reached = match durability {
+        "fsync" => 2 * HELD,
+        _ => HELD + 1,
+    };
+    wait_for(reached).await;
     if held() < reached {
         fail(format!(
             "the reads and writes reached the store (a daemon whose own threads wait on \
