@@ -740,10 +740,10 @@ impl Forker {
         // its own layers lie beneath the restore and no longer tell what it changed, so a
         // walk of it against the fork point does (as for a copy, against the copy's index).
         let mut restored = [false, false];
-        for (side, restored) in [&from.path, into_path].into_iter().zip(&mut restored) {
+        for (side, under_restore) in [&from.path, into_path].into_iter().zip(&mut restored) {
             let mounted = foreign_mounts(side);
-            *restored = only_a_restore_on(side, &mounted);
-            if !*restored {
+            *under_restore = only_a_restore_on(side, &mounted);
+            if !*under_restore {
                 refuse_mounts(side, &mounted, "release or unmount it, then merge")?;
             }
         }

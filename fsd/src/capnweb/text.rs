@@ -49,13 +49,13 @@ pub fn parse(text: &str) -> serde_json::Result<Value> {
     let Ok(mut value) = serde_json::from_str(&rest) else {
         return serde_json::from_str(text);
     };
-    let mut taken = vec![false; lifted.len()];
+    // Each string put back once, where its placeholder is.
+    let mut unplaced: Vec<Option<Range<usize>>> = lifted.into_iter().map(Some).collect();
     put_back(&mut value, &mut |index| {
-        let range = lifted.get(index)?;
-        let first = !std::mem::replace(taken.get_mut(index)?, true);
-        first.then(|| text[range.clone()].to_owned())
+        let range = unplaced.get_mut(index)?.take()?;
+        Some(text[range].to_owned())
     });
-    if taken.contains(&false) {
+    if unplaced.iter().any(Option::is_some) {
         // Not reached: each placeholder is one string of the value.
         return serde_json::from_str(text);
     }
