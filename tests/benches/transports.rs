@@ -7,7 +7,9 @@
 //! where the anchors' `reference-next/setup.sh` builds it), the two servers taking turns,
 //! and with them a server that does no work (this binary answering every call at once with
 //! a literal, in a process of its own) where the client reads no answer: the floor this
-//! client and the kernel set under both servers' rows.
+//! client and the kernel set under both servers' rows. A process's row has its program run
+//! by the client alone in that column (spawned, its output read, waited for): no server
+//! can start it for less.
 //!
 //! Run: `cargo build --release --workspace && cargo bench -p fsd-tests --bench transports`
 //! Set `FSD_BENCH_QUICK=1` for a short smoke run, `FSD_BENCH_NEXT_ONLY=1` for the part
@@ -406,6 +408,16 @@ async fn take_turns(servers: &[NextServer], turns: usize, calls: usize) -> Vec<V
             }
             for (server, taken) in servers.iter().zip(taken.iter_mut()) {
                 if server.does_no_work && !op.answered_without_work() {
+                    // A process's row: its program run here with no server, in the same
+                    // turns, for the floor under both servers.
+                    if let Some(program) = op.program() {
+                        taken.extend(
+                            timed(calls + 10, |_| async { run_alone(program) })
+                                .await
+                                .into_iter()
+                                .skip(10),
+                        );
+                    }
                     continue;
                 }
                 // 30 unmeasured in all (`timed` leaves out 20).
@@ -691,7 +703,19 @@ impl NextOp {
         )
     }
 
-    /// The calls the SDK makes for it at least (its floor: that many 1 KiB reads).
+    /// The program a process row starts: run alone by this client, it is part of the
+    /// floor (the issue's floor of calls alone left out what no server can skip: running
+    /// the program, which takes longer here than the calls).
+    fn program(self) -> Option<&'static [&'static str]> {
+        match self {
+            NextOp::StartAndWait | NextOp::StartAndPoll => Some(&["true"]),
+            NextOp::EchoLogs => Some(&["/bin/echo", "hi"]),
+            _ => None,
+        }
+    }
+
+    /// The calls the SDK makes for it at least (its floor: that many 1 KiB reads, and the
+    /// program's own run for a process row).
     fn calls(self) -> f64 {
         match self {
             NextOp::StartAndWait => 5.0,
@@ -752,6 +776,24 @@ impl NextOp {
             }
         }
     }
+}
+
+/// Runs `argv` as a server at its best would, with nothing around it: `posix_spawn` (std's
+/// way for a plain command), its output into a pipe read to the end, and a wait.
+fn run_alone(argv: &[&str]) {
+    use std::io::Read;
+    let mut child = std::process::Command::new(argv[0])
+        .args(&argv[1..])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("the program runs");
+    let mut printed = Vec::new();
+    if let Some(mut stdout) = child.stdout.take() {
+        let _ = stdout.read_to_end(&mut printed);
+    }
+    assert!(child.wait().expect("the program ends").success());
 }
 
 /// `processes.start(argv, {})`: the process's id (an array literal goes in one more array,
@@ -843,16 +885,20 @@ async fn beside_the_reference_next(daemon: &Daemon, rounds: usize) {
         }
         let (fsd, reference) = (p50(fsd), p50(reference));
         let no_work = no_work.first_mut().map_or(f64::NAN, &p50);
+        // A process row's "no work" is its program run alone, which its floor holds too.
+        let program = if op.program().is_some() { no_work } else { 0.0 };
         println!(
             "  {:<48} {fsd:>9.2} {reference:>11.2} {:>7.2}× {:>12.2} {no_work:>9.2}",
             op.name(),
             fsd / reference,
-            op.calls() * read,
+            op.calls() * read + program,
         );
     }
     println!(
         "  (no work: a server that answers every call at once with a small literal, after \
-         reading and parsing it: what this client and the kernel cost before a server's work)"
+         reading and parsing it: what this client and the kernel cost before a server's work;\n   \
+         for a process row, its program run by this client alone, spawned, read and waited \
+         for; a row's floor: its calls as 1 KiB reads, and that run)"
     );
     let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt");
     let _ = std::fs::remove_file("/workspace/fsd-bench-next-1k.txt-mib");
