@@ -66,6 +66,14 @@ impl Workdir {
     }
 }
 
+/// Shell text that takes a session's shell back into its directory by name when the name
+/// has come to lead elsewhere: a restore mounted on the directory (or on one above it), a
+/// release taking one away, a directory put in its place. The shell's own directory is the
+/// one it entered, which a mount hides: a command run there would read the files the
+/// restore replaced and write where nothing shows them. Run before each command (two
+/// `stat`s when nothing moved); a name that leads nowhere leaves the shell where it is.
+const REENTER: &str = "{ [[ . -ef $PWD ]] || builtin cd -- \"$PWD\" 2>/dev/null || :; }; ";
+
 /// Environment variable names bash can export.
 pub fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -222,7 +230,7 @@ pub fn foreground(
     // they were most of its system calls per command.
     let (open_stdin, stdin, close_stdin) = files.shell_stdin();
     format!(
-        "builtin trap \"$__fsd_on_int\" INT; __fsd_job={job}; __fsd_e=${{-//[^e]/}}; \
+        "{REENTER}builtin trap \"$__fsd_on_int\" INT; __fsd_job={job}; __fsd_e=${{-//[^e]/}}; \
          __fsd_c={text}; __fsd_c=\"__fsd_check() {{ $__fsd_c${{__fsd_nl}}}}\"; {open_stdin}\
          {{ if {{ if [[ -n $__fsd_e ]]; then ( builtin eval \"$__fsd_c\" ); else builtin eval \"$__fsd_c\"; fi; }}; \
          then builtin unset -f __fsd_check; builtin unset __fsd_c; {run}else __fsd_r=2; fi; }} \
@@ -275,7 +283,7 @@ pub fn background(
         signal_traps()
     ));
     format!(
-        "{{ {cd}{exports}\
+        "{{ {REENTER}{cd}{exports}\
          {{ builtin declare -p; builtin declare -f; builtin alias -p; builtin shopt -p; builtin set +o; }} >{state} 2>/dev/null; \
          builtin shopt -s execfail; \
          builtin exec {exe} supervise --report {control} --job {job} --on-exit linger -- \

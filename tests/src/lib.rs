@@ -230,6 +230,14 @@ impl Daemon {
         (status, json)
     }
 
+    /// POSTs JSON that must succeed (200, else the answer is the panic's), and returns the
+    /// parsed body.
+    pub async fn posted(&self, route: &str, body: Value) -> Value {
+        let (status, answer) = self.post(route, body).await;
+        assert_eq!(status, StatusCode::OK, "{route}: {answer}");
+        answer
+    }
+
     /// POSTs JSON and returns the body as text, whatever it is (an SSE stream read to its
     /// end, say).
     pub async fn post_text(&self, route: &str, body: &Value) -> String {

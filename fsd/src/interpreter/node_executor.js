@@ -321,11 +321,58 @@ function finish(request, ok, outside = false) {
   send({ type: 'done', id: request.id, ok, ...(outside ? { outside } : {}) });
 }
 
+// The --confine roots the context's directory must lie beneath (from its init), and the
+// directory's name as last noted (`remember`).
+let roots = [];
+let where = null;
+
+// Notes the context's directory by name: after a cell, as code may have moved it. A
+// directory a release took away (a lazy unmount) has no name to note.
+function remember() {
+  try {
+    const here = process.cwd();
+    if (here.startsWith('/')) {
+      where = here;
+    }
+  } catch {
+    // None to note.
+  }
+}
+
+function beneath(here) {
+  return roots.some((root) => here === root || here.startsWith(root.replace(/\/$/, '') + '/'));
+}
+
+// Back into this context's directory by name when the name has come to lead elsewhere (a
+// restore mounted on it or above it, its release, a directory put in its place): code run
+// in the directory the mount hides would read the files the restore replaced and write
+// where nothing shows them. Under --confine, not out of the roots.
+function reenter() {
+  const name = where;
+  if (name === null) {
+    return;
+  }
+  try {
+    const named = fs.statSync(name);
+    const here = fs.statSync('.');
+    if (named.dev === here.dev && named.ino === here.ino) {
+      return;
+    }
+    if (roots.length && !beneath(fs.realpathSync(name))) {
+      return;
+    }
+    process.chdir(name);
+  } catch {
+    // A name that leads nowhere: the context stays where it is.
+  }
+}
+
 async function handle(request) {
   current = request.id;
   sentinel = request.sentinel || '';
   results = 0;
   if (request.op === 'init') {
+    roots = request.within || [];
     if (request.cwd) {
       const before = process.cwd();
       try {
@@ -336,9 +383,7 @@ async function handle(request) {
       }
       // Confined: where the kernel says this process now is (getcwd), not the path it was
       // given, must lie beneath a root; a link swapped in on the way is caught.
-      const roots = request.within || [];
-      const here = process.cwd();
-      if (roots.length && !roots.some((root) => here === root || here.startsWith(root.replace(/\/$/, '') + '/'))) {
+      if (roots.length && !beneath(process.cwd())) {
         process.chdir(before);
         finish(request, false, true);
         return;
@@ -348,9 +393,11 @@ async function handle(request) {
       sandbox.__filename = path.join(request.cwd, '__fsd_context__.js');
     }
     Object.assign(process.env, request.env || {});
+    remember();
     finish(request, true);
     return;
   }
+  reenter();
   let ok = true;
   try {
     await run(request);
@@ -358,6 +405,7 @@ async function handle(request) {
     ok = false;
     send({ type: 'error', id: request.id, ...describe(error) });
   }
+  remember();
   finish(request, ok);
 }
 

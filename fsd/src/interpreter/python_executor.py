@@ -197,7 +197,41 @@ def evaluate(compiled):
     return value
 
 
+def reenter():
+    """Back into this context's directory by name when the name has come to lead elsewhere
+    (a restore mounted on it or above it, its release, a directory put in its place): code
+    run in the directory the mount hides would read the files the restore replaced and
+    write where nothing shows them. Under --confine, not out of the roots."""
+    name = WHERE[0]
+    if name is None:
+        return
+    try:
+        if os.path.samestat(os.stat(name), os.stat(".")):
+            return
+        here = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.chdir(name)
+            if ROOTS and not beneath(os.getcwd(), ROOTS):
+                os.fchdir(here)
+        finally:
+            os.close(here)
+    except OSError:
+        pass  # a name that leads nowhere: the context stays where it is
+
+
+def remember():
+    """Notes the context's directory by name: after a cell, as code may have moved it. A
+    directory a release took away (a lazy unmount) has no name to note."""
+    try:
+        here = os.getcwd()
+    except OSError:
+        return
+    if here.startswith("/"):
+        WHERE[0] = here
+
+
 def call(request):
+    reenter()
     CALL["id"] = request["id"]
     CALL["sentinel"] = request.get("sentinel", "").encode()
     CALL["results"] = 0
@@ -208,6 +242,7 @@ def call(request):
         ok = False
         send_error(error)
     send_figures()
+    remember()
     finish(request, ok)
 
 
@@ -229,11 +264,18 @@ def finish(request, ok, outside=False):
     send(done)
 
 
+# The --confine roots the context's directory must lie beneath (from its init), and the
+# directory's name as last noted (`remember`).
+ROOTS = []
+WHERE = [None]
+
+
 def beneath(here, roots):
     return any(here == root or here.startswith(root.rstrip("/") + "/") for root in roots)
 
 
 def init(request):
+    ROOTS[:] = request.get("within") or []
     if request.get("cwd"):
         before = os.getcwd()
         try:
@@ -249,6 +291,7 @@ def init(request):
             finish(request, False)
             return
     os.environ.update(request.get("env") or {})
+    remember()
     finish(request, True)
 
 

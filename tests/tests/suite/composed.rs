@@ -998,3 +998,126 @@ async fn a_create_cut_short_by_a_crash_leaves_nothing() {
 
 #[path = "composed/simulation.rs"]
 mod simulation;
+
+/// Runs `command` in session `session` and answers its stdout (it must succeed).
+async fn in_session(daemon: &Daemon, session: &str, command: &str) -> String {
+    let (status, out) = daemon
+        .post(
+            "/api/execute",
+            serde_json::json!({"command": command, "sessionId": session}),
+        )
+        .await;
+    assert_eq!(status, 200, "{command}: {out}");
+    assert_eq!(out["exitCode"], 0, "{command}: {out}");
+    out["stdout"].as_str().unwrap_or_default().to_string()
+}
+
+/// A session's shell that stands in a directory when a restore is mounted on it (or on a
+/// directory above it) works in what the restore shows from its next command on: it reads
+/// the restored files and its writes are seen by everyone else, where its shell's own
+/// directory, hidden by the mount, would have given it the files the restore replaced and
+/// kept its writes where nothing shows them. A background command started from it too; and
+/// after a release, what the directory shows again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_standing_in_a_restored_directory_works_in_what_it_shows() {
+    if !require_mount_privilege("a_session_standing_in_a_restored_directory_works_in_what_it_shows")
+    {
+        return;
+    }
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let dir = daemon.path("w");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("a.txt"), b"snapshot\n").unwrap();
+    std::fs::write(dir.join("sub/b.txt"), b"snapshot b\n").unwrap();
+    let archive = format!("/var/backups/standing-{}.sqsh", std::process::id());
+    daemon
+        .posted(
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    std::fs::write(dir.join("a.txt"), b"after\n").unwrap();
+    std::fs::write(dir.join("sub/b.txt"), b"after b\n").unwrap();
+    let quoted = |path: &Path| format!("'{}'", path.display());
+    // One session stands in the directory, one beneath it.
+    let cd = format!("cd {} && cat a.txt", quoted(&dir));
+    assert_eq!(in_session(&daemon, "top", &cd).await, "after\n");
+    let cd = format!("cd {} && cat b.txt", quoted(&dir.join("sub")));
+    assert_eq!(in_session(&daemon, "below", &cd).await, "after b\n");
+
+    daemon
+        .posted(
+            "/api/backup/restore",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(
+        in_session(&daemon, "top", "cat a.txt; echo made > top.txt").await,
+        "snapshot\n",
+        "the session standing in the directory reads what the restore shows"
+    );
+    assert_eq!(
+        in_session(&daemon, "below", "cat b.txt; echo made > below.txt").await,
+        "snapshot b\n",
+        "the session beneath it too"
+    );
+    assert_eq!(std::fs::read(dir.join("top.txt")).unwrap(), b"made\n");
+    assert_eq!(std::fs::read(dir.join("sub/below.txt")).unwrap(), b"made\n");
+    let (status, body) = daemon
+        .post(
+            "/api/process/start",
+            json!({"command": "echo background > bg.txt", "sessionId": "top"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !dir.join("bg.txt").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the background command's file is not in what the directory shows"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(std::fs::read(dir.join("bg.txt")).unwrap(), b"background\n");
+
+    // A snapshot of the directory now holds the session's work.
+    let layer = format!("/var/backups/standing-layer-{}.sqsh", std::process::id());
+    daemon
+        .posted(
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": layer, "layer": true}),
+        )
+        .await;
+    let check = daemon.path("check");
+    std::fs::create_dir_all(&check).unwrap();
+    daemon
+        .posted(
+            "/api/backup/restore",
+            json!({"dir": check, "archivePath": layer, "parentArchivePaths": [archive]}),
+        )
+        .await;
+    assert_eq!(
+        digest(&check),
+        digest(&dir),
+        "the snapshot after holds the sessions' work"
+    );
+    for made in ["top.txt", "sub/below.txt", "bg.txt"] {
+        assert!(check.join(made).is_file(), "{made} in the snapshot after");
+    }
+    daemon
+        .posted("/api/backup/unmount", json!({"dir": check}))
+        .await;
+
+    daemon
+        .posted("/api/backup/unmount", json!({"dir": dir}))
+        .await;
+    assert_eq!(
+        in_session(&daemon, "top", "cat a.txt; ls").await,
+        "after\na.txt\nsub\n",
+        "after the release, what the directory held before"
+    );
+    assert_eq!(in_session(&daemon, "below", "cat b.txt").await, "after b\n");
+    fsd_tests::remove_archive(&archive);
+    fsd_tests::remove_archive(&layer);
+}

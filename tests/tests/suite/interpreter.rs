@@ -647,3 +647,90 @@ async fn results_come_after_the_output_printed_before_them() {
         "{info:?}"
     );
 }
+
+/// A code context standing in a directory when a restore is mounted on it works in what the
+/// restore shows from its next cell on (Python and JavaScript alike): it reads the restored
+/// files and what it writes is seen by everyone else, where its own directory, hidden by
+/// the mount, would have given it the replaced files and kept its writes out of sight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_context_standing_in_a_restored_directory_works_in_what_it_shows() {
+    let test = "interpreter::a_context_standing_in_a_restored_directory_works_in_what_it_shows";
+    if !fsd_tests::require_mount_privilege(test) {
+        return;
+    }
+    let Some(daemon) = daemon(test) else {
+        return;
+    };
+    let dir = daemon.path("w");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "snapshot").unwrap();
+    let archive = format!("/var/backups/context-standing-{}.sqsh", std::process::id());
+    daemon
+        .posted(
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    std::fs::write(dir.join("a.txt"), "after").unwrap();
+    let sandbox = daemon.sandbox();
+    let mut contexts = Vec::new();
+    for (language, read) in [
+        ("python", "print(open('a.txt').read())"),
+        (
+            "javascript",
+            "console.log(require('fs').readFileSync('a.txt', 'utf8'))",
+        ),
+    ] {
+        let id = sandbox
+            .create_context(&CreateContextRequest {
+                language: Some(language.into()),
+                cwd: Some("w".into()),
+                env_vars: None,
+            })
+            .await
+            .unwrap()
+            .context_id;
+        assert_eq!(
+            run(&sandbox, &id, read).await.stdout,
+            "after\n",
+            "{language}"
+        );
+        contexts.push((language, id, read));
+    }
+    daemon
+        .posted(
+            "/api/backup/restore",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    for (language, id, read) in &contexts {
+        assert_eq!(
+            run(&sandbox, id, read).await.stdout,
+            "snapshot\n",
+            "{language} reads what the restore shows"
+        );
+        let write = if *language == "python" {
+            format!("open('{language}.txt', 'w').write('made')")
+        } else {
+            format!("require('fs').writeFileSync('{language}.txt', 'made')")
+        };
+        let made = run(&sandbox, id, &write).await;
+        assert!(made.error.is_none(), "{language}: {made:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join(format!("{language}.txt"))).unwrap_or_default(),
+            "made",
+            "{language}'s write is in what the directory shows"
+        );
+    }
+    daemon
+        .posted("/api/backup/unmount", json!({"dir": dir}))
+        .await;
+    for (language, id, read) in &contexts {
+        assert_eq!(
+            run(&sandbox, id, read).await.stdout,
+            "after\n",
+            "{language}: after the release, what the directory held before"
+        );
+    }
+    fsd_tests::remove_archive(&archive);
+}

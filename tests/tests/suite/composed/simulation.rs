@@ -75,6 +75,10 @@ struct World {
     forked: bool,
     /// Whether steps fork (seeds found before forks were made replay without).
     forks: bool,
+    /// Whether shell commands alternate with an agent's session that stands in `w` (seeds
+    /// found before it replay without), and the commands run so far.
+    sessions: bool,
+    commands: u64,
     _local_dir: tempfile::TempDir,
 }
 
@@ -116,6 +120,8 @@ impl World {
             branch: None,
             forked: false,
             forks: true,
+            sessions: true,
+            commands: 0,
             daemon,
             store,
             backups,
@@ -184,6 +190,10 @@ impl World {
                 "echo saved > .{a}.tmp && mv -f .{a}.tmp {a} 2>/dev/null; rm -f .{a}.tmp; true"
             ),
         };
+        self.commands += 1;
+        if self.sessions && self.commands.is_multiple_of(2) {
+            return self.in_standing_session(&command).await;
+        }
         let (status, answer) = self
             .daemon
             .post(
@@ -193,6 +203,39 @@ impl World {
             .await;
         assert_eq!(status, 200, "{command}: {answer}");
         format!("sh: {command}")
+    }
+
+    /// `command` in an agent's session that stands in `w` (entered by name only when the
+    /// shell's own name for where it is differs: a new session, or one sent away), then a
+    /// mark it writes, which `w` must show at once: a shell whose directory a restore,
+    /// release, fork or merge hid would write where nothing shows it. Every other time the
+    /// session leaves `w` afterwards, so steps between meet both kinds of session.
+    async fn in_standing_session(&mut self, command: &str) -> String {
+        let w = format!("'{}'", self.dir.display());
+        let mark = format!("session {}", self.commands);
+        let leave = if self.commands.is_multiple_of(4) {
+            "; cd /"
+        } else {
+            ""
+        };
+        let line = format!(
+            "[ \"$PWD\" = {w} ] || cd {w}; {command}; echo '{mark}' > .session-mark{leave}"
+        );
+        let (status, answer) = self
+            .daemon
+            .post(
+                "/api/execute",
+                serde_json::json!({"command": line, "sessionId": "agent"}),
+            )
+            .await;
+        assert_eq!(status, 200, "{line}: {answer}");
+        let shown = std::fs::read_to_string(self.dir.join(".session-mark")).unwrap_or_default();
+        assert_eq!(
+            shown.trim_end(),
+            mark,
+            "a session standing in w: its write is in what w shows ({line}: {answer})"
+        );
+        format!("session: {command}{leave}")
     }
 
     /// A snapshot, checked at once: restored alone, it is the tree `w` is.
@@ -714,6 +757,7 @@ async fn run_seed(seed: u64, steps: usize) {
     let mut rng = Rng::new(seed);
     let mut world = World::new().await;
     world.forks = !REGRESSIONS.contains(&seed);
+    world.sessions = !REGRESSIONS.contains(&seed) && !FORK_REGRESSIONS.contains(&seed);
     let mut done: Vec<String> = Vec::new();
     for step in 0..steps {
         let did = world.step(&mut rng).await;
