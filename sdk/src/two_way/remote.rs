@@ -4,7 +4,7 @@
 //! stream for many files.
 
 use std::cell::RefCell;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -244,14 +244,32 @@ async fn send(
         .send()
         .await?;
     let answer: ApplyResponse = crate::client::decode(response).await?;
-    for ((index, _), outcome) in batch.iter().zip(answer.outcomes) {
+    for ((index, prepared), outcome) in batch.iter().zip(answer.outcomes) {
         results[*index] = Some(match outcome {
             StepOutcome::Applied => Ok(()),
             StepOutcome::Changed { .. } => Err(Refused::Changed),
+            StepOutcome::Failed { .. } if source_changed(prepared) => Err(Refused::Changed),
             StepOutcome::Failed { reason } => Err(Refused::Failed(reason)),
         });
     }
     Ok(())
+}
+
+/// Whether a put's local file no longer holds the content it was sent for: edited while
+/// the pass read it, which the sandbox refuses (its hash did not match). That put changed
+/// while the sync ran, and the next pass sends what the file holds then; a put whose file
+/// still holds it failed for another reason.
+fn source_changed(prepared: &Prepared) -> bool {
+    let (ApplyStep::PutFile { sha256, .. }, Some((source, _))) =
+        (&prepared.step, &prepared.content)
+    else {
+        return false;
+    };
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    let read =
+        std::fs::File::open(source).and_then(|mut file| std::io::copy(&mut file, &mut hasher));
+    read.is_err() || fsd_api::hex::lower(&hasher.finalize()) != *sha256
 }
 
 /// Bytes of content sent in one piece: small files share one (20,000 files of a first
@@ -386,6 +404,7 @@ pub async fn with_incoming<T: Send + 'static>(
             uses,
             stash,
             stashed: RefCell::new(HashMap::new()),
+            left_out: RefCell::new(HashSet::new()),
         };
         Ok::<T, std::io::Error>(apply(&incoming))
     })
@@ -401,11 +420,20 @@ impl Contents for Incoming<'_> {
     }
 
     /// Writes the content `hash` into `temp` (made new), checked against its hash; `None`
-    /// when it is not coming (not asked for, taken already, or left out of the stream).
+    /// when it is not coming (not asked for, or taken already). One the stream left out
+    /// (its file gone or no longer a file in the sandbox since the scan) changed while the
+    /// sync ran, as one whose content no longer has its hash: the next pass sees what it
+    /// is now.
     fn write(&self, hash: &ContentHash, temp: &Path, mode: u32) -> Option<Result<(), Refused>> {
+        if self.left_out.borrow().contains(hash) {
+            return Some(Err(Refused::Changed));
+        }
         let path = self.wanted.borrow_mut().remove(hash)?;
         self.coming.borrow_mut().remove(&path);
-        let mut entry = self.entry_for(&path)?;
+        let Some(mut entry) = self.entry_for(&path) else {
+            self.left_out.borrow_mut().insert(*hash);
+            return Some(Err(Refused::Changed));
+        };
         if self.uses.get(hash).copied().unwrap_or(0) > 1 {
             let kept = self.stash.join(hash.to_string());
             let stashed = std::fs::create_dir_all(&self.stash)
@@ -460,6 +488,8 @@ pub struct Incoming<'a> {
     uses: HashMap<ContentHash, usize>,
     stash: PathBuf,
     stashed: RefCell<HashMap<ContentHash, PathBuf>>,
+    /// Contents the stream left out, for each put that wanted them.
+    left_out: RefCell<HashSet<ContentHash>>,
 }
 
 impl<'a> Incoming<'a> {
@@ -485,5 +515,91 @@ impl<'a> Incoming<'a> {
                 _ => {}
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A file the sandbox's stream left out (gone or no longer a file since the scan)
+    /// changed while the sync ran, for each put that wanted it: the next pass makes what it
+    /// is now. It was reported as a put that failed ("its content is not here").
+    #[test]
+    fn content_left_out_of_the_stream_changed_while_the_sync_ran() {
+        let (gone, kept) = (b"gone since the scan\n".to_vec(), b"still there\n".to_vec());
+        let (gone_hash, kept_hash) = (ContentHash::of(&gone), ContentHash::of(&kept));
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_size(kept.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, "kept", kept.as_slice())
+            .unwrap();
+        let body = tar.into_inner().unwrap();
+        let (sender, receiver) = std::sync::mpsc::sync_channel(1);
+        sender.send(Ok(Bytes::from(body))).unwrap();
+        drop(sender);
+        let mut archive = tar::Archive::new(ChannelReader::new(receiver));
+        let wanted = vec![
+            (gone_hash, "gone".to_string()),
+            (kept_hash, "kept".to_string()),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let incoming = Incoming {
+            entries: RefCell::new(archive.entries().unwrap()),
+            ahead: RefCell::new(None),
+            coming: RefCell::new(wanted.iter().map(|(_, path)| path.clone()).collect()),
+            wanted: RefCell::new(wanted.into_iter().collect()),
+            uses: HashMap::from([(gone_hash, 2), (kept_hash, 1)]),
+            stash: dir.path().join("stash"),
+            stashed: RefCell::new(HashMap::new()),
+            left_out: RefCell::new(HashSet::new()),
+        };
+        for put in ["first", "second"] {
+            let temp = dir.path().join(put);
+            assert!(
+                matches!(
+                    incoming.write(&gone_hash, &temp, 0o644),
+                    Some(Err(Refused::Changed))
+                ),
+                "the {put} put of what was left out"
+            );
+            assert!(!temp.exists());
+        }
+        let temp = dir.path().join("kept");
+        assert!(matches!(
+            incoming.write(&kept_hash, &temp, 0o644),
+            Some(Ok(()))
+        ));
+        assert_eq!(std::fs::read(&temp).unwrap(), kept);
+    }
+
+    /// A put the sandbox refused (its content did not match its hash) changed while the
+    /// sync ran when its local file no longer holds that content (or is gone); one whose
+    /// file still does failed.
+    #[test]
+    fn a_refused_put_changed_when_its_file_did() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("f");
+        std::fs::write(&source, b"sent\n").unwrap();
+        let prepared = Prepared {
+            step: ApplyStep::PutFile {
+                path: "f".into(),
+                expect: fsd_api::files::Held::Absent,
+                size: 5,
+                sha256: ContentHash::of(b"sent\n").to_string(),
+                mode: 0o644,
+            },
+            content: Some((source.clone(), 5)),
+        };
+        assert!(
+            !source_changed(&prepared),
+            "the file still holds what was sent"
+        );
+        std::fs::write(&source, b"edited meanwhile\n").unwrap();
+        assert!(source_changed(&prepared), "edited while the pass read it");
+        std::fs::remove_file(&source).unwrap();
+        assert!(source_changed(&prepared), "removed since");
     }
 }
