@@ -197,8 +197,12 @@ fn read_view(
             }
             match std::fs::symlink_metadata(view.join(dir)) {
                 Ok(meta) if meta.is_dir() => {
-                    // As a manifest reports it (`0o777` at most).
-                    let mode = meta.permissions().mode() & 0o777;
+                    // As a manifest reports it (the permission bits, set-user-ID,
+                    // set-group-ID and sticky ones among them): a directory read here at one
+                    // merge and by the manifest at the next must not differ by a mask (a
+                    // sticky directory's mode looked changed, and a merge made a directory
+                    // `into` had removed).
+                    let mode = meta.permissions().mode() & 0o7777;
                     tree.insert(dir.to_string(), Entry::Dir { mode });
                 }
                 _ => break,

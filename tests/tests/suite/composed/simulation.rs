@@ -809,20 +809,25 @@ async fn the_composed_workspace_stays_exact_under_random_steps() {
     }
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse::<u64>().ok());
     let steps = env("FSD_COMPOSED_STEPS").unwrap_or(40) as usize;
-    let seeds: Vec<u64> = match env("FSD_COMPOSED_SEED") {
-        Some(seed) => vec![seed],
+    let seeds: Vec<(u64, usize)> = match env("FSD_COMPOSED_SEED") {
+        Some(seed) => vec![(seed, steps)],
         None => {
             let base = fsd_tests::seed_base("composed");
             let count = env("FSD_COMPOSED_SEEDS").unwrap_or(20);
             REGRESSIONS
                 .iter()
                 .chain(FORK_REGRESSIONS)
-                .copied()
-                .chain((0..count).map(|i| base.wrapping_add(i * 7919)))
+                .map(|seed| (*seed, steps))
+                .chain(
+                    SESSION_REGRESSIONS
+                        .iter()
+                        .map(|(seed, needs)| (*seed, steps.max(*needs))),
+                )
+                .chain((0..count).map(|i| (base.wrapping_add(i * 7919), steps)))
                 .collect()
         }
     };
-    for seed in seeds {
+    for (seed, steps) in seeds {
         // A failure's replay line is the last thing printed, after the panic's message.
         let run = std::panic::AssertUnwindSafe(run_seed(seed, steps));
         if let Err(failure) = futures_util::FutureExt::catch_unwind(run).await {
@@ -869,3 +874,9 @@ const REGRESSIONS: &[u64] = &[
 /// (its atomic writes let go of what they replace on a thread of their own, a moment
 /// later), taken for a process in the directory.
 const FORK_REGRESSIONS: &[u64] = &[16_308_884_041_162_615_686];
+
+/// Seeds that once failed with forks and an agent's session among the steps, and the steps
+/// each needs: a second merge of a branch into a restored `w` that had removed a sticky
+/// directory made it again (the first merge read the directory's mode without its sticky
+/// bit, the second with it: a change of the branch's, where it had none).
+const SESSION_REGRESSIONS: &[(u64, usize)] = &[(9_104_037_815_106_154_033, 41)];

@@ -599,8 +599,9 @@ async fn a_merge_racing_a_writer_loses_none_of_the_writers_work() {
     unmount_all(&daemon);
 }
 
-/// A whole tree's entries as the merge holds them: a file's content hash and permission
-/// bits (`0o777` at most, as a manifest has them), a directory's bits, a link's target.
+/// A whole tree's entries as the merge holds them: a file's content hash and mode bits (the
+/// permissions, set-user-ID, set-group-ID and sticky ones, as a manifest has them), a
+/// directory's bits, a link's target.
 pub(crate) fn entries(root: &Path) -> Entries {
     use std::os::unix::fs::PermissionsExt;
     let mut tree = Entries::new();
@@ -614,7 +615,7 @@ pub(crate) fn entries(root: &Path) -> Entries {
                 format!("{relative}/{name}")
             };
             let meta = std::fs::symlink_metadata(found.path()).unwrap();
-            let mode = meta.permissions().mode() & 0o777;
+            let mode = meta.permissions().mode() & 0o7777;
             let entry = if meta.is_dir() {
                 pending.push((found.path(), path.clone()));
                 Entry::Dir { mode }
