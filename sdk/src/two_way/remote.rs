@@ -244,12 +244,21 @@ async fn send(
         .send()
         .await?;
     let answer: ApplyResponse = crate::client::decode(response).await?;
-    for ((index, prepared), outcome) in batch.iter().zip(answer.outcomes) {
-        results[*index] = Some(match outcome {
+    for ((index, prepared), outcome) in batch.into_iter().zip(answer.outcomes) {
+        results[index] = Some(match outcome {
             StepOutcome::Applied => Ok(()),
             StepOutcome::Changed { .. } => Err(Refused::Changed),
-            StepOutcome::Failed { .. } if source_changed(prepared) => Err(Refused::Changed),
-            StepOutcome::Failed { reason } => Err(Refused::Failed(reason)),
+            StepOutcome::Failed { reason } => {
+                // Read again on a blocking thread: it may be a large file.
+                let changed = tokio::task::spawn_blocking(move || source_changed(&prepared))
+                    .await
+                    .unwrap_or(false);
+                if changed {
+                    Err(Refused::Changed)
+                } else {
+                    Err(Refused::Failed(reason))
+                }
+            }
         });
     }
     Ok(())

@@ -82,6 +82,16 @@ struct World {
     _local_dir: tempfile::TempDir,
 }
 
+impl Drop for World {
+    /// A fork's mounts outlive the daemon: taken down with the seed, whether it ended or
+    /// failed (a failed seed left them on its temp directories).
+    fn drop(&mut self) {
+        if self.forked {
+            crate::fork::unmount_all(&self.daemon);
+        }
+    }
+}
+
 /// `w`'s tree without what is not the directory's own (the two-way pair's subtree is, and
 /// is kept).
 fn tree_of(dir: &Path) -> Digest {
@@ -787,10 +797,6 @@ async fn run_seed(seed: u64, steps: usize) {
             .release_restore(&world.dir_name())
             .await
             .unwrap();
-    }
-    if world.forked {
-        // A fork's mounts outlive the daemon: taken down with the seed.
-        crate::fork::unmount_all(&world.daemon);
     }
     println!(
         "composed: seed {seed}: {} steps, {} snapshots kept, {} snapshot restores checked",
