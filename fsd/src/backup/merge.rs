@@ -105,6 +105,7 @@ impl MergeBase {
 /// Reads both sides and their fork point where either changed, and merges them. Blocking.
 pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::Result<Decided> {
     let fork_point = sides.ancestor.path();
+    let base = MergeBase::read(&sides.base_file);
     let mut changed = BTreeSet::new();
     for side in [&sides.branch_changes, &sides.into_changes] {
         match side {
@@ -112,6 +113,11 @@ pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::R
             SideChanges::Layers(layers) => changed.extend(changed_paths(layers, fork_point)),
         }
     }
+    // Each side's changes are found against the fork point; where the last merge took a
+    // path in, the base is what the branch held then, and a side can change it without a
+    // trace against the fork point (a file the branch made after the fork, merged, then
+    // removed: nothing in its layers, nothing at the fork point). Those paths are read too.
+    changed.extend(base.held.keys().cloned());
     let scope: BTreeSet<String> = fsd_api::files::topmost(&changed)
         .into_iter()
         .map(str::to_string)
@@ -124,7 +130,6 @@ pub fn decide(files: &FileService, sides: &MergeSides, mode: MergeMode) -> io::R
         .collect();
     let read = |view: &Path| read_view(files, view, &scope, &wanted);
     let mut ancestor = read(fork_point)?;
-    let base = MergeBase::read(&sides.base_file);
     base.patch(&mut ancestor);
     let into = read(&sides.into)?;
     let branch = read(&sides.branch)?;
