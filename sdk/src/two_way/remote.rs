@@ -274,11 +274,7 @@ fn source_changed(prepared: &Prepared) -> bool {
     else {
         return false;
     };
-    use sha2::{Digest, Sha256};
-    let mut hasher = Sha256::new();
-    let read =
-        std::fs::File::open(source).and_then(|mut file| std::io::copy(&mut file, &mut hasher));
-    read.is_err() || fsd_api::hex::lower(&hasher.finalize()) != *sha256
+    crate::scan::hash_file(source).map_or(true, |hash| hash.to_string() != *sha256)
 }
 
 /// Bytes of content sent in one piece: small files share one (20,000 files of a first
