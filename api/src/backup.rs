@@ -123,6 +123,26 @@ pub struct RestoreBackupResponse {
     /// fsd: `kernel` or `fuse`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
+    /// fsd: processes that stood in the directory (or held a file open in it) when the
+    /// restore mounted over it, or, for a release, in the restore it took away: a mount
+    /// hides the directory they are in (an unmount detaches it) without moving them, so
+    /// what they read and write from now on is not what the directory shows until they
+    /// are started again. Sessions' shells and code contexts follow the directory by name
+    /// and are not named.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub processes_left_behind: Vec<ProcessLeftBehind>,
+}
+
+/// A process a restore left in the directory it hid.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ProcessLeftBehind {
+    /// As the sandbox sees it.
+    pub pid: u32,
+    /// Its arguments, joined by spaces (cut at 200 characters).
+    pub command: String,
+    /// What it holds there: `its working directory`, `its root`, `an open file, <path>`.
+    pub holds: String,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
@@ -234,6 +254,10 @@ pub enum BackupEvent {
         /// Download: archives that were already present and not fetched again.
         #[serde(default)]
         cached: u32,
+        /// Download: the processes the restore left in the directory it hid (as
+        /// [`RestoreBackupResponse::processes_left_behind`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        processes_left_behind: Vec<ProcessLeftBehind>,
     },
     #[serde(rename_all = "camelCase")]
     Error {

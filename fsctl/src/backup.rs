@@ -342,6 +342,13 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                 output::json(&released);
             } else {
                 println!("released the restore on {dir}");
+                for process in &released.processes_left_behind {
+                    eprintln!(
+                        "warning: process {} ({}) still holds {} in the restore the release \
+                         took away: start it again to work in what {dir} shows",
+                        process.pid, process.command, process.holds
+                    );
+                }
             }
         }
         BackupCommand::Cat { id, path } => {
@@ -353,11 +360,23 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
             let (progress, bar) = progress_bar(as_json);
             let result = backups.restore_backup(sandbox, &id, &dir, progress).await;
             finish(bar);
-            let chain = result?;
+            let restored = result?;
             if as_json {
-                output::json(&json!({ "id": id, "dir": dir, "layers": chain.len() }));
+                output::json(&json!({
+                    "id": id,
+                    "dir": dir,
+                    "layers": restored.chain.len(),
+                    "processesLeftBehind": restored.processes_left_behind,
+                }));
             } else {
                 println!("restored {id} onto {dir}");
+                for process in &restored.processes_left_behind {
+                    eprintln!(
+                        "warning: process {} ({}) still holds {} in the directory the restore hid: \
+                         start it again to work in what {dir} shows",
+                        process.pid, process.command, process.holds
+                    );
+                }
             }
         }
         BackupCommand::Forget {

@@ -85,6 +85,8 @@ impl FromRef<AppState> for crate::backup::BackupState {
             watches: state.watches.clone(),
             capabilities: state.capabilities.clone(),
             files: state.files.clone(),
+            sessions: state.sessions.clone(),
+            interpreters: state.interpreters.clone(),
         }
     }
 }

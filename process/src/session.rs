@@ -121,6 +121,11 @@ impl Session {
         self.shell.sandbox_pid()
     }
 
+    /// The supervisor the shell runs under (host pid).
+    pub fn supervisor(&self) -> u32 {
+        self.shell.root()
+    }
+
     pub fn cwd(&self) -> Option<PathBuf> {
         self.shell.cwd()
     }

@@ -129,6 +129,17 @@ impl SessionManager {
         ids
     }
 
+    /// The supervisors of the live sessions' shells (host pids): each shell is the child
+    /// of its own, and follows its directory by name (see `script::REENTER`).
+    pub async fn supervisors(&self) -> Vec<u32> {
+        let sessions = self.sessions.lock().await;
+        sessions
+            .values()
+            .filter(|s| !s.is_dead())
+            .map(|s| s.supervisor())
+            .collect()
+    }
+
     /// The current directory of a live session, if there is one.
     pub async fn cwd_of(&self, id: &str) -> Option<PathBuf> {
         let sessions = self.sessions.lock().await;

@@ -8,7 +8,7 @@ use chrono::Utc;
 use fsd_api::ErrorCode;
 use fsd_api::backup::{
     ArchiveSource, BackupEvent, Compression, CreateBackupRequest, DownloadBackupRequest,
-    ForkRequest, ForkResponse, SnapshotBase, UploadBackupRequest, UploadTarget,
+    ForkRequest, ForkResponse, ProcessLeftBehind, SnapshotBase, UploadBackupRequest, UploadTarget,
 };
 use futures_util::StreamExt;
 use serde_json::json;
@@ -78,6 +78,16 @@ struct Upload<'a> {
 }
 
 /// Backups of one sandbox into one bucket.
+/// A snapshot restored onto a directory.
+#[derive(Debug, Clone)]
+pub struct Restored {
+    /// The snapshot and those it builds on, newest first.
+    pub chain: Vec<BackupMeta>,
+    /// The processes the restore left in the directory it hid (see
+    /// [`fsd_api::backup::RestoreBackupResponse::processes_left_behind`]).
+    pub processes_left_behind: Vec<ProcessLeftBehind>,
+}
+
 pub struct Backups {
     pub(super) store: BucketAccess,
     pub(super) s3: aws_sdk_s3::Client,
@@ -371,7 +381,7 @@ impl Backups {
         id: &str,
         dir: &str,
         progress: Option<ProgressFn>,
-    ) -> Result<Vec<BackupMeta>, SdkError> {
+    ) -> Result<Restored, SdkError> {
         let (chain, archives) = self.chain_sources(id).await?;
         let request = DownloadBackupRequest {
             dir: dir.to_string(),
@@ -380,8 +390,14 @@ impl Backups {
         };
         let events = sandbox.download_backup(&request).await?;
         match follow(events, progress.as_ref()).await? {
-            Some(_) => Ok(chain),
-            None => Err(SdkError::Storage(
+            Some(BackupEvent::Complete {
+                processes_left_behind,
+                ..
+            }) => Ok(Restored {
+                chain,
+                processes_left_behind,
+            }),
+            _ => Err(SdkError::Storage(
                 "the restore stream ended without a result".into(),
             )),
         }

@@ -11,7 +11,7 @@ mod store;
 pub use access::BucketAccess;
 /// The S3 client crate, for callers that presign or inspect objects themselves.
 pub use aws_sdk_s3;
-pub use backups::{BackupMeta, BackupOptions, Backups, DirectoryBackup, ProgressFn};
+pub use backups::{BackupMeta, BackupOptions, Backups, DirectoryBackup, ProgressFn, Restored};
 pub use fsd_backup::incremental::Difference;
 pub use fsd_backup::index::{IndexEntry, Kind as EntryKind};
 pub use history::describe;

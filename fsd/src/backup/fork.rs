@@ -16,6 +16,7 @@ use fsd_backup::BackupError;
 use fsd_backup::fork::Branch;
 
 use super::BackupState;
+use super::holders::holder;
 use super::merge::{self, MergeMode};
 use super::request::backup_dir;
 use super::wire_error::Forking;
@@ -348,54 +349,4 @@ fn branch_info(branch: &Branch) -> BranchInfo {
 fn rfc3339_ms(ms: u64) -> String {
     let ms = i64::try_from(ms).unwrap_or(i64::MAX);
     crate::time::unix_rfc3339(ms / 1000, (ms % 1000) * 1_000_000)
-}
-
-/// A process that holds something under `dir` (its working directory, its root, an open
-/// file or a mapping), or a `--confine` root at or beneath it (the daemon's own handle on
-/// it would reach beneath the fork's mount): what a fork or a discard of `dir` must refuse,
-/// since whatever it held would be written beneath the new mounts.
-fn holder(dir: &Path, roots: &[PathBuf]) -> Option<(u32, String)> {
-    if let Some(root) = roots.iter().find(|root| root.starts_with(dir)) {
-        return Some((
-            std::process::id(),
-            format!("--confine root {}", root.display()),
-        ));
-    }
-    let under = |link: PathBuf| -> Option<PathBuf> {
-        let target = std::fs::read_link(link).ok()?;
-        target.starts_with(dir).then_some(target)
-    };
-    let processes = std::fs::read_dir("/proc").ok()?;
-    for process in processes.flatten() {
-        let Some(pid) = process
-            .file_name()
-            .to_str()
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        let proc_dir = process.path();
-        if under(proc_dir.join("cwd")).is_some() {
-            return Some((pid, "its working directory".into()));
-        }
-        if under(proc_dir.join("root")).is_some() {
-            return Some((pid, "its root".into()));
-        }
-        let Ok(fds) = std::fs::read_dir(proc_dir.join("fd")) else {
-            continue;
-        };
-        for fd in fds.flatten() {
-            // A file deleted since it was opened is in no tree: what is done through it
-            // reaches no branch (the daemon holds replaced files a moment, see `atomic`).
-            if let Some(target) = under(fd.path())
-                && !target
-                    .as_os_str()
-                    .as_encoded_bytes()
-                    .ends_with(b" (deleted)")
-            {
-                return Some((pid, format!("an open file, {}", target.display())));
-            }
-        }
-    }
-    None
 }

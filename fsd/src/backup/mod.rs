@@ -8,6 +8,7 @@
 mod extract;
 pub mod fork;
 mod history;
+mod holders;
 mod merge;
 pub mod operations;
 mod pending;

@@ -116,6 +116,7 @@ pub fn restored(restore: &Restore) -> RestoreBackupResponse {
         success: true,
         dir: restore.dir.display().to_string(),
         driver: Some(restore.driver.as_str().to_string()),
+        processes_left_behind: Vec::new(),
     }
 }
 
@@ -163,13 +164,16 @@ pub async fn restore_archive(
     for (i, parent) in req.parent_archive_paths.iter().flatten().enumerate() {
         archives.push(validate::archive(&format!("parentArchivePaths[{i}]"), parent).op(op)?);
     }
-    let restore = state
+    let (restore, left_behind) = state
         .service
-        .restore(dir, archives)
+        .restore(dir, archives, state.following().await)
         .await
         .map_err(Restoring)
         .op(op)?;
-    Ok(restored(&restore))
+    Ok(RestoreBackupResponse {
+        processes_left_behind: left_behind,
+        ..restored(&restore)
+    })
 }
 
 /// PUTs an archive's parts to their presigned URLs.

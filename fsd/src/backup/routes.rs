@@ -143,6 +143,7 @@ pub async fn upload(State(state): State<BackupState>, body: Bytes) -> Result<Res
                 part_size: uploaded.part_size,
                 dir: None,
                 cached: 0,
+                processes_left_behind: Vec::new(),
             })
         }
         .await;
@@ -167,19 +168,20 @@ pub async fn download(State(state): State<BackupState>, body: Bytes) -> Result<R
     let sources = state.service.sources("archives", &req.archives).op(op)?;
     let (progress, sender, events) = progress_channel();
     let service = state.service.clone();
+    let following = state.following().await;
     tokio::spawn(async move {
-        let result =
-            service
-                .download(dir, sources, progress.clone())
-                .await
-                .map(|(restore, cached)| BackupEvent::Complete {
-                    archive: None,
-                    etag: None,
-                    parts: Vec::new(),
-                    part_size: None,
-                    dir: Some(restore.dir.display().to_string()),
-                    cached,
-                });
+        let result = service
+            .download(dir, sources, progress.clone(), following)
+            .await
+            .map(|((restore, left_behind), cached)| BackupEvent::Complete {
+                archive: None,
+                etag: None,
+                parts: Vec::new(),
+                part_size: None,
+                dir: Some(restore.dir.display().to_string()),
+                cached,
+                processes_left_behind: left_behind,
+            });
         finish(&sender, result, op);
     });
     Ok(sse_response(events))
@@ -206,8 +208,16 @@ pub async fn unmount(
         true => named,
         false => backup_dir(&state, &req.dir, op)?,
     };
-    let restore = state.service.release(dir).await.map_err(Restoring).op(op)?;
-    Ok(Json(operations::restored(&restore)))
+    let (restore, left_behind) = state
+        .service
+        .release_naming(dir, state.following().await)
+        .await
+        .map_err(Restoring)
+        .op(op)?;
+    Ok(Json(RestoreBackupResponse {
+        processes_left_behind: left_behind,
+        ..operations::restored(&restore)
+    }))
 }
 
 /// The answer to a restore or a release: the directory and how it is (or was) mounted.

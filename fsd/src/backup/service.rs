@@ -1,12 +1,13 @@
 //! The backup service: builds archives, moves them through presigned URLs, owns the restore
 //! mounts. Heavy work runs on the blocking pool.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fsd_api::backup::{
-    CreateBackupResponse, ExtractBackupResponse, PartEtag, RestoreMount, SnapshotBase,
+    CreateBackupResponse, ExtractBackupResponse, PartEtag, ProcessLeftBehind, RestoreMount,
+    SnapshotBase,
 };
 use fsd_backup::archive::{self, ArchiveOptions};
 use fsd_backup::incremental::Changed;
@@ -280,18 +281,49 @@ impl BackupService {
         Ok(answer)
     }
 
+    /// Mounts the chain `archives` onto `dir`; answers the restore and the processes it
+    /// left in the directory it hid (read just before the mount: after it, the directory
+    /// hidden and the one shown have the same name), but those whose supervisor is in
+    /// `following` (they follow the directory by name).
     pub async fn restore(
         self: &Arc<Self>,
         dir: PathBuf,
         archives: Vec<PathBuf>,
-    ) -> Result<Restore, BackupError> {
+        following: HashSet<u32>,
+    ) -> Result<(Restore, Vec<ProcessLeftBehind>), BackupError> {
         let service = Arc::clone(self);
-        blocking(move || service.restorer()?.restore(&dir, &archives)).await
+        blocking(move || {
+            let left_behind = super::holders::left_behind(&dir, None, &following);
+            let restore = service.restorer()?.restore(&dir, &archives)?;
+            super::holders::warn(&left_behind, &restore.dir, "the directory a restore hid");
+            Ok((restore, left_behind))
+        })
+        .await
     }
 
     pub async fn release(self: &Arc<Self>, dir: PathBuf) -> Result<Restore, BackupError> {
         let service = Arc::clone(self);
         blocking(move || service.restorer()?.release(&dir)).await
+    }
+
+    /// Takes the restore off `dir`; answers it and the processes left in what it showed
+    /// (as [`Self::restore`]: those on the restore's filesystem, which the release detaches).
+    pub async fn release_naming(
+        self: &Arc<Self>,
+        dir: PathBuf,
+        following: HashSet<u32>,
+    ) -> Result<(Restore, Vec<ProcessLeftBehind>), BackupError> {
+        let service = Arc::clone(self);
+        blocking(move || {
+            let on = std::fs::metadata(&dir)
+                .ok()
+                .map(|m| std::os::unix::fs::MetadataExt::dev(&m));
+            let left_behind = super::holders::left_behind(&dir, on, &following);
+            let restore = service.restorer()?.release(&dir)?;
+            super::holders::warn(&left_behind, &restore.dir, "a restore taken away");
+            Ok((restore, left_behind))
+        })
+        .await
     }
 
     fn forker(&self) -> Result<&fsd_backup::fork::Forker, BackupError> {
@@ -604,11 +636,12 @@ impl BackupService {
         dir: PathBuf,
         sources: Vec<Source>,
         progress: Progress,
-    ) -> Result<(Restore, u32), BackupError> {
+        following: HashSet<u32>,
+    ) -> Result<((Restore, Vec<ProcessLeftBehind>), u32), BackupError> {
         let cached = self.fetch(&sources, &progress).await?;
         progress.phase(Phase::Mount, 0).set_total(0);
         let archives = sources.into_iter().map(|s| s.archive).collect();
-        Ok((self.restore(dir, archives).await?, cached))
+        Ok((self.restore(dir, archives, following).await?, cached))
     }
 
     /// Fetches the archives not already present (same size, and same SHA-256 when one is

@@ -19,4 +19,19 @@ pub struct BackupState {
     pub capabilities: Arc<Capabilities>,
     /// A merged branch's changes are made through the files domain's checked apply.
     pub files: Arc<FileService>,
+    /// The programs that follow their directory by name, which a restore does not name
+    /// as left behind.
+    pub sessions: Arc<fsd_process::SessionManager>,
+    pub interpreters: Arc<crate::interpreter::InterpreterService>,
+}
+
+impl BackupState {
+    /// The supervisors whose child follows its directory by name: sessions' shells and
+    /// code contexts' interpreters.
+    pub async fn following(&self) -> std::collections::HashSet<u32> {
+        let mut supervisors: std::collections::HashSet<u32> =
+            self.sessions.supervisors().await.into_iter().collect();
+        supervisors.extend(self.interpreters.supervisors());
+        supervisors
+    }
 }

@@ -167,6 +167,20 @@ impl InterpreterService {
         Ok(context)
     }
 
+    /// The supervisors of the contexts' interpreters (host pids): each interpreter is the
+    /// child of its own, and goes back into its directory by name before each call.
+    pub fn supervisors(&self) -> Vec<u32> {
+        self.contexts
+            .lock()
+            .map(|contexts| {
+                contexts
+                    .iter()
+                    .map(|c| c.supervisor.load(Ordering::SeqCst))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     pub fn list(&self) -> Vec<ContextInfo> {
         self.lock_contexts()
             .iter()

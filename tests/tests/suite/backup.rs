@@ -560,7 +560,8 @@ async fn a_three_deep_layer_chain_restores_byte_identical() {
     let chain = backups
         .restore_backup(&sandbox, &l3.id, target.to_str().unwrap(), None)
         .await
-        .expect("restore chain");
+        .expect("restore chain")
+        .chain;
     assert_eq!(chain.len(), 4);
     assert_eq!(digest(&target), expected);
     assert!(!target.join("deep/a").exists() && !target.join("added.txt").exists());

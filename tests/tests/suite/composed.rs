@@ -1119,3 +1119,219 @@ async fn a_session_standing_in_a_restored_directory_works_in_what_it_shows() {
     fsd_tests::remove_archive(&archive);
     fsd_tests::remove_archive(&layer);
 }
+
+/// What a restore's or a release's answer names as left behind: pid, command, what it holds.
+fn left_behind(answer: &serde_json::Value) -> Vec<(u64, String, String)> {
+    answer["processesLeftBehind"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no processes named: {answer}"))
+        .iter()
+        .map(|p| {
+            (
+                p["pid"].as_u64().unwrap(),
+                p["command"].as_str().unwrap().to_string(),
+                p["holds"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// A restore mounted on a directory hides the directory its programs stand in without
+/// moving them: a server or a build started there goes on reading and writing what the
+/// restore replaced. The restore names each such process (its working directory there, or
+/// a file it holds open there), and none of those that follow the directory by name (a
+/// session's shell) nor any outside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_names_the_processes_it_leaves_behind() {
+    if !require_mount_privilege("a_restore_names_the_processes_it_leaves_behind") {
+        return;
+    }
+    use serde_json::json;
+    let daemon = Daemon::start();
+    let dir = daemon.path("w");
+    let elsewhere = daemon.path("elsewhere");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::write(dir.join("a.txt"), b"snapshot\n").unwrap();
+    let archive = format!("/var/backups/left-behind-{}.sqsh", std::process::id());
+    daemon
+        .posted(
+            "/api/backup/create",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    let quoted = |path: &Path| format!("'{}'", path.display());
+    in_session(&daemon, "agent", &format!("cd {}", quoted(&dir))).await;
+    let started = |command: String, cwd: &Path| {
+        let daemon = &daemon;
+        let cwd = cwd.to_path_buf();
+        async move {
+            daemon
+                .posted(
+                    "/api/process/start",
+                    json!({"command": command, "cwd": cwd}),
+                )
+                .await["pid"]
+                .as_u64()
+                .unwrap()
+        }
+    };
+    let server = started("exec sleep 300".into(), &dir).await;
+    let log = dir.join("server.log");
+    let writer = started(
+        format!("exec 3>>{}; exec sleep 301", quoted(&log)),
+        &elsewhere,
+    )
+    .await;
+    started("exec sleep 302".into(), &elsewhere).await;
+    // Each has become what it runs (a start answers before the program's exec); the
+    // API's pids are the sandbox's, these the host's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let host_pid = |argument: &'static str| async move {
+        let wanted = format!("sleep\0{argument}\0").into_bytes();
+        loop {
+            let found = std::fs::read_dir("/proc")
+                .unwrap()
+                .flatten()
+                .filter_map(|entry| entry.file_name().to_str()?.parse::<i32>().ok())
+                .find(|pid| {
+                    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| c == wanted)
+                });
+            if let Some(pid) = found {
+                return pid;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "sleep {argument} never ran"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let mut host = Vec::new();
+    for argument in ["300", "301", "302"] {
+        host.push(host_pid(argument).await);
+    }
+    while std::fs::read_dir(format!("/proc/{}/fd", host[1])).map_or(0, |d| d.count()) < 4 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log was never opened"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let answer = daemon
+        .posted(
+            "/api/backup/restore",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    let mut named = left_behind(&answer);
+    named.sort();
+    let mut expected = vec![
+        (
+            server,
+            "sleep 300".to_string(),
+            "its working directory".into(),
+        ),
+        (
+            writer,
+            "sleep 301".to_string(),
+            format!("an open file, {}", log.display()),
+        ),
+    ];
+    expected.sort();
+    assert_eq!(named, expected, "{answer}");
+    // The session named none goes on in what the directory shows.
+    assert_eq!(
+        in_session(&daemon, "agent", "cat a.txt").await,
+        "snapshot\n"
+    );
+
+    // A release names those that stand in the restore it takes away (what they write
+    // there from now on nothing shows), not those it shows their directory again.
+    let in_restore = started("exec sleep 303".into(), &dir).await;
+    host.push(host_pid("303").await);
+    let answer = daemon
+        .posted("/api/backup/unmount", json!({"dir": dir}))
+        .await;
+    assert_eq!(
+        left_behind(&answer),
+        [(
+            in_restore,
+            "sleep 303".into(),
+            "its working directory".into()
+        )],
+        "{answer}"
+    );
+
+    // The time machine's restore names them too, and fsctl warns of each.
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let snapshot = backups
+        .create_backup(
+            &daemon.sandbox(),
+            dir.to_str().unwrap(),
+            BackupOptions::default(),
+        )
+        .await
+        .unwrap();
+    let restored = fsctl_with_store(
+        &daemon,
+        &store,
+        &["backup", "restore", &snapshot.id, dir.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&restored.stderr);
+    assert!(restored.status.success(), "{stderr}");
+    for (pid, command, holds) in &expected {
+        let warning =
+            format!("warning: process {pid} ({command}) still holds {holds} in the directory");
+        assert!(stderr.contains(&warning), "{warning}: {stderr}");
+    }
+    assert_eq!(stderr.matches("warning: process").count(), 2, "{stderr}");
+    let in_restore = started("exec sleep 304".into(), &dir).await;
+    host.push(host_pid("304").await);
+    let released = fsctl_with_store(
+        &daemon,
+        &store,
+        &["backup", "release", dir.to_str().unwrap()],
+    );
+    let stderr = String::from_utf8_lossy(&released.stderr);
+    assert!(released.status.success(), "{stderr}");
+    let warning = format!(
+        "warning: process {in_restore} (sleep 304) still holds its working directory in the \
+         restore the release took away"
+    );
+    assert!(stderr.contains(&warning), "{warning}: {stderr}");
+    assert_eq!(stderr.matches("warning: process").count(), 1, "{stderr}");
+
+    // A restore with nobody in the directory names nobody.
+    for &pid in &host {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    in_session(&daemon, "agent", "cd /").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while host
+        .iter()
+        .any(|pid| Path::new(&format!("/proc/{pid}")).exists())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sleeps never ended"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let answer = daemon
+        .posted(
+            "/api/backup/restore",
+            json!({"dir": dir, "archivePath": archive}),
+        )
+        .await;
+    assert!(answer.get("processesLeftBehind").is_none(), "{answer}");
+    daemon
+        .posted("/api/backup/unmount", json!({"dir": dir}))
+        .await;
+    fsd_tests::remove_archive(&archive);
+}

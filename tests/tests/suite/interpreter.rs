@@ -697,12 +697,16 @@ async fn a_context_standing_in_a_restored_directory_works_in_what_it_shows() {
         );
         contexts.push((language, id, read));
     }
-    daemon
+    let answer = daemon
         .posted(
             "/api/backup/restore",
             json!({"dir": dir, "archivePath": archive}),
         )
         .await;
+    assert!(
+        answer.get("processesLeftBehind").is_none(),
+        "contexts follow their directory: none is left behind: {answer}"
+    );
     for (language, id, read) in &contexts {
         assert_eq!(
             run(&sandbox, id, read).await.stdout,

@@ -100,7 +100,8 @@ async fn chain_restored_at_every_point(
         let chain = backups
             .restore_backup(&sandbox, &snapshot.id, target.to_str().unwrap(), None)
             .await
-            .unwrap_or_else(|err| panic!("restore {step}: {err}"));
+            .unwrap_or_else(|err| panic!("restore {step}: {err}"))
+            .chain;
         assert_eq!(chain.len(), step + 1, "the chain of snapshot {step}");
         assert_eq!(&digest(&target), expected, "the tree at snapshot {step}");
     }
