@@ -93,14 +93,33 @@ struct ArchiveMount {
 }
 
 impl ArchiveMount {
+    /// Its own hard link to the archive, beside its mount point, mounted again at a start
+    /// (as a restore's, [`crate::restore::Restore::held`]): an archive removed or replaced
+    /// under its name meanwhile does not take the branches built on it away.
+    fn held(&self) -> PathBuf {
+        let mut held = self.at.clone().into_os_string();
+        held.push(".held");
+        PathBuf::from(held)
+    }
+
     fn mount(&self) -> Result<(), BackupError> {
         fs::create_dir_all(&self.at).map_err(|e| BackupError::io(&self.at, e))?;
-        mount::mount_squashfs(&self.file, &self.at, Driver::Kernel)
+        let held = self.held();
+        let source = if held.is_file() {
+            &held
+        } else {
+            if let Err(error) = fs::hard_link(&self.file, &held) {
+                tracing::debug!(archive = %self.file.display(), %error, "a received branch mounts its archive by name");
+            }
+            &self.file
+        };
+        mount::mount_squashfs(source, &self.at, Driver::Kernel)
     }
 
     fn unmount(&self) {
         let _ = nix::mount::umount2(&self.at, MntFlags::MNT_DETACH);
         let _ = fs::remove_dir(&self.at);
+        let _ = fs::remove_file(self.held());
     }
 }
 

@@ -40,6 +40,14 @@ impl Restore {
             .collect()
     }
 
+    /// The restore's own link to archive `i` (made where the archives and the state share a
+    /// filesystem): what it mounts again at a start, so that an archive removed or replaced
+    /// under its name meanwhile (a cleanup of `/var/backups`, a new archive at the path)
+    /// does not take the restore, and the writes on it, out of view.
+    pub fn held(&self, i: usize) -> PathBuf {
+        self.base.join(format!("archive{i}.sqsh"))
+    }
+
     pub fn upper(&self) -> PathBuf {
         self.base.join("upper")
     }
@@ -281,7 +289,11 @@ impl Restorer {
     }
 
     fn remount(&self, restore: &Restore) -> Result<(), BackupError> {
-        archives_present(&restore.archives)?;
+        // Restores made before their archives were linked, or where a link could not be
+        // made, mount by name.
+        if (0..restore.archives.len()).any(|i| !restore.held(i).is_file()) {
+            archives_present(&restore.archives)?;
+        }
         if self.driver != Some(restore.driver) {
             return Err(BackupError::Mount {
                 what: "restore",
@@ -349,8 +361,19 @@ fn prepare(restore: &Restore) -> Result<(), BackupError> {
         fs::create_dir_all(&path).map_err(|e| BackupError::io(&path, e))?;
     }
     fs::create_dir_all(&restore.dir).map_err(|e| BackupError::io(&restore.dir, e))?;
-    for (archive, lower) in restore.archives.iter().zip(restore.lowers()) {
-        mount::mount_squashfs(archive, &lower, restore.driver)?;
+    for (i, (archive, lower)) in restore.archives.iter().zip(restore.lowers()).enumerate() {
+        // Linked when the restore is made (mounted by the name it was given, which its
+        // errors name); mounted again from the link after.
+        let held = restore.held(i);
+        let source = if held.is_file() {
+            &held
+        } else {
+            if let Err(error) = fs::hard_link(archive, &held) {
+                tracing::debug!(archive = %archive.display(), %error, "a restore mounts its archive by name");
+            }
+            archive
+        };
+        mount::mount_squashfs(source, &lower, restore.driver)?;
     }
     Ok(())
 }

@@ -286,12 +286,15 @@ async fn a_restores_writes_survive_a_stop_and_start_of_the_daemon() {
         "the stop took the restore down"
     );
     assert_eq!(digest(&restored), underneath);
+    // The archive removed while the daemon is down (a cleanup of /var/backups): the restore
+    // keeps its own link to it.
+    std::fs::remove_file(&archive).unwrap();
 
     daemon.resume();
     assert_eq!(
         digest(&restored),
         edited,
-        "the start mounted it again with the edits"
+        "the start mounted it again with the edits, its archive's name gone"
     );
     let (_, mounts) = daemon.get("/api/backup/mounts").await;
     assert_eq!(
@@ -304,6 +307,22 @@ async fn a_restores_writes_survive_a_stop_and_start_of_the_daemon() {
     let later = digest(&restored);
     daemon.restart();
     assert_eq!(digest(&restored), later);
+    // Another archive made at the name: the restore is still the snapshot it was made of.
+    std::fs::create_dir_all(daemon.path("other")).unwrap();
+    std::fs::write(daemon.path("other/else.txt"), b"another tree\n").unwrap();
+    let (status, body) = daemon
+        .post(
+            "/api/backup/create",
+            json!({"dir": daemon.path("other"), "archivePath": archive}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    daemon.restart();
+    assert_eq!(
+        digest(&restored),
+        later,
+        "the start mounted the archive the restore was made of"
+    );
 
     let (status, body) = daemon
         .post("/api/backup/unmount", json!({"dir": restored}))
@@ -325,15 +344,17 @@ async fn a_restores_writes_survive_a_stop_and_start_of_the_daemon() {
     fsd_tests::remove_archive(&archive);
 }
 
-/// Loop devices backed by `archive`.
+/// Loop devices backed by `archive`, by any of its names (a restore mounts its own link to
+/// it): `losetup -a` names the backing file's device and inode, `[DEV]:INO`.
 fn loops_of(archive: &str) -> usize {
+    let inode = std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(archive).unwrap());
     let out = std::process::Command::new("losetup")
         .arg("-a")
         .output()
         .expect("losetup");
     String::from_utf8_lossy(&out.stdout)
         .lines()
-        .filter(|l| l.contains(archive))
+        .filter(|l| l.contains(&format!("]:{inode} ")))
         .count()
 }
 
