@@ -86,6 +86,7 @@ error_codes! {
     PortAlreadyExposed = "PORT_ALREADY_EXPOSED" => 409,
     PortInUse = "PORT_IN_USE" => 409,
     ResourceBusy = "RESOURCE_BUSY" => 409,
+    SyncHalted = "SYNC_HALTED" => 409,
     SessionAlreadyExists = "SESSION_ALREADY_EXISTS" => 409,
     SessionNotFound = "SESSION_NOT_FOUND" => 404,
     OperationInterrupted = "OPERATION_INTERRUPTED" => 409,

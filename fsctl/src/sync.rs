@@ -56,6 +56,12 @@ pub struct SyncArgs {
     /// what changed instead of walking LOCAL.
     #[arg(long, requires = "two_way")]
     no_watcher: bool,
+    /// Two-way: carry a side that holds nothing, where the last pass left paths, to the
+    /// other (deleting them there). Without it such a pass halts and changes nothing: a
+    /// sandbox directory emptied or gone (a container that lost its disk, a directory
+    /// removed to be made again) is far more often an accident than a wish.
+    #[arg(long, requires = "two_way")]
+    accept_emptied: bool,
     /// List the open conflicts of the two-way sync of LOCAL (both versions kept).
     #[arg(long, value_name = "LOCAL", conflicts_with_all = ["two_way", "follow"])]
     conflicts: Option<PathBuf>,
@@ -110,6 +116,7 @@ async fn two_way(
         exclude: args.exclude.clone(),
         default_excludes: !args.no_default_excludes,
         state_root: None,
+        accept_emptied: args.accept_emptied,
     };
     let mut sync = TwoWay::open(sandbox.clone(), local, remote, options)?;
     let bar = progress_bar(as_json);

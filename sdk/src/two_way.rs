@@ -67,7 +67,7 @@ use crate::content_hash::ContentHash;
 use crate::merge::{self, Conflict, Entries, Entry, Mode, Resolution};
 use crate::scan::{self, Ignores, STATE_DIR, ScanCache};
 
-use crate::{Sandbox, SdkError};
+use crate::{ErrorCode, Sandbox, SdkError};
 pub use journal::OpenConflict;
 use journal::{Head, Journal, State, Tracked};
 
@@ -87,6 +87,9 @@ pub struct TwoWayOptions {
     pub default_excludes: bool,
     /// Where the pairs' states are kept; `None`: [`state_root`].
     pub state_root: Option<PathBuf>,
+    /// Let a pass propagate a side that holds nothing where the last pass left paths
+    /// (its directory emptied or gone): by default the pass halts, changing nothing.
+    pub accept_emptied: bool,
 }
 
 impl Default for TwoWayOptions {
@@ -96,6 +99,7 @@ impl Default for TwoWayOptions {
             exclude: Vec::new(),
             default_excludes: true,
             state_root: None,
+            accept_emptied: false,
         }
     }
 }
@@ -455,6 +459,7 @@ impl TwoWay {
                 mode: self.options.mode,
             },
         );
+        self.halt_on_emptied(&local_now, &remote_now)?;
         let mut applied = Applied::default();
         // The records go with the local side for its apply and come back after it,
         // whatever either side answers.
@@ -484,6 +489,49 @@ impl TwoWay {
         // from it (a following sync keeps no copy of either tree).
         self.token_trusted = true;
         Ok(report)
+    }
+
+    /// Whether passes from now on carry a side emptied whole to the other
+    /// ([`TwoWayOptions::accept_emptied`]).
+    pub fn set_accept_emptied(&mut self, accept: bool) {
+        self.options.accept_emptied = accept;
+    }
+
+    /// Halts a pass (before any change) that would carry a side emptied whole to the
+    /// other, as mutagen's and unison's safety checks do: a sandbox that lost its disk (a
+    /// container's is ephemeral), a directory removed to be made again, a local directory
+    /// moved away: the other side's copy is all that is left of the work, and a pass would
+    /// delete it. Only a side whose emptiness the mode carries over counts (in the one-way
+    /// modes the sandbox's own deletions are not carried); `accept_emptied` lets it go.
+    fn halt_on_emptied(&self, local: &SideTree<'_>, remote: &SideTree<'_>) -> Result<(), SdkError> {
+        if self.options.accept_emptied || self.state.ancestor.is_empty() {
+            return Ok(());
+        }
+        let two_way = matches!(self.options.mode, Mode::TwoWaySafe | Mode::TwoWayResolved);
+        let (emptied, other) = if local.is_empty() && !remote.is_empty() {
+            (
+                format!("the local directory {}", self.local.display()),
+                "the sandbox",
+            )
+        } else if two_way && remote.is_empty() && !local.is_empty() {
+            (
+                format!("the sandbox directory {}", self.sandbox.dir),
+                "the local directory",
+            )
+        } else {
+            return Ok(());
+        };
+        Err(SdkError::coded(
+            ErrorCode::SyncHalted,
+            format!(
+                "halted, nothing changed: {emptied} is empty or gone, where the last pass \
+                 left {} paths; a pass would delete them all from {other}. If that is \
+                 what you want, run again with --accept-emptied; if not, put the directory \
+                 back (or remove the sync's state to merge the two sides afresh)",
+                self.state.ancestor.len()
+            ),
+            serde_json::json!({ "emptied": emptied, "paths": self.state.ancestor.len() }),
+        ))
     }
 
     /// The start of a pass: the state read, and both sides asked what changed since the
@@ -993,6 +1041,13 @@ impl TwoWay {
                             idle_wait = every;
                         }
                         report.settled()
+                    }
+                    // Halted for a side emptied: nothing to retry until a side changes
+                    // (the directory put back, or filled again); then read whole.
+                    Err(err) if err.code() == Some(&ErrorCode::SyncHalted) => {
+                        on_pass(Err(&err));
+                        whole = true;
+                        true
                     }
                     Err(err) => {
                         on_pass(Err(&err));

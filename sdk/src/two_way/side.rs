@@ -53,6 +53,16 @@ impl<'a> SideTree<'a> {
         }
     }
 
+    /// Whether the side holds nothing at all.
+    pub(super) fn is_empty(&self) -> bool {
+        match self {
+            SideTree::Whole(tree) => tree.is_empty(),
+            SideTree::Patched(patched) => {
+                patched.read.is_empty() && patched.ancestor.keys().all(|path| !patched.kept(path))
+            }
+        }
+    }
+
     /// [`Self::into_whole`], borrowed.
     pub(super) fn whole(&self) -> Cow<'_, Entries> {
         match self {

@@ -1335,3 +1335,78 @@ async fn a_restore_names_the_processes_it_leaves_behind() {
         .await;
     fsd_tests::remove_archive(&archive);
 }
+
+/// The watched directory itself removed and made again (an agent that starts over:
+/// `rm -rf app && git clone … app`, or a tool that replaces the directory by a rename):
+/// the token, the mirror and the next incremental snapshot all have the new tree, and
+/// whatever is written in it afterwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watched_directory_removed_and_made_again_is_followed() {
+    if !require_mount_privilege("a_watched_directory_removed_and_made_again_is_followed") {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("app");
+    let dir_name = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::write(dir.join("old.txt"), b"old\n").unwrap();
+    std::fs::write(dir.join("sub/old.txt"), b"old sub\n").unwrap();
+    let (mut mirror, base, _events) = watched(&sandbox, "app", &dir).await;
+    let s = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+
+    for (round, how) in [
+        "rm -rf app && mkdir -p app/src && echo new > app/src/new.txt",
+        "mkdir -p app.next/lib && echo swapped > app.next/lib/swapped.txt && rm -rf app && mv app.next app",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let parent = dir.parent().unwrap().to_path_buf();
+        daemon
+            .posted(
+                "/api/execute",
+                serde_json::json!({"command": how, "cwd": parent}),
+            )
+            .await;
+        // Written a moment later, in the new directory.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        std::fs::write(dir.join(format!("later-{round}.txt")), b"later\n").unwrap();
+        let (status, lines) = changes_since(&sandbox, "app", &base).await;
+        assert!(
+            status == "changed" || status == "resync",
+            "round {round}: {status} {lines:?}"
+        );
+        if status == "changed" {
+            let later = format!("created later-{round}.txt");
+            assert!(lines.contains(&later), "round {round}: {later} in {lines:?}");
+        }
+        mirror
+            .sync_equal(&sandbox, &dir, &format!("round {round}: after {how}"))
+            .await;
+        let now = digest(&dir);
+        let snapshot = backups
+            .create_backup(&sandbox, &dir_name, BackupOptions::default())
+            .await
+            .unwrap();
+        assert!(snapshot.parent.is_some(), "incremental");
+        restores_to(&daemon, &backups, &snapshot, &now, &format!("round {round}")).await;
+        // Written again after the snapshot: the next one has it.
+        std::fs::write(dir.join(format!("after-{round}.txt")), b"after\n").unwrap();
+        let now = digest(&dir);
+        let next = backups
+            .create_backup(&sandbox, &dir_name, BackupOptions::default())
+            .await
+            .unwrap();
+        restores_to(&daemon, &backups, &next, &now, &format!("round {round}, next")).await;
+        mirror
+            .sync_equal(&sandbox, &dir, &format!("round {round}: after the write"))
+            .await;
+    }
+    drop(s);
+}

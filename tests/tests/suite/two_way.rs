@@ -878,7 +878,11 @@ pub(crate) async fn settle(
     when: &str,
 ) -> (usize, usize, usize) {
     let (mut changes, mut conflicts, mut in_part) = (0, 0, 0);
+    // Whether the last pass halted for a side emptied whole: the workload emptied it on
+    // purpose, so the next pass carries it.
+    let mut halted = false;
     for _ in 0..6 {
+        sync.set_accept_emptied(std::mem::take(&mut halted));
         let result = pass(sync, &mut told).await;
         if result.as_ref().is_ok_and(|report| !report.whole) {
             in_part += 1;
@@ -891,7 +895,10 @@ pub(crate) async fn settle(
             );
         }
         match result {
-            Ok(report) if report.settled() => return (changes, conflicts, in_part),
+            Ok(report) if report.settled() => {
+                sync.set_accept_emptied(false);
+                return (changes, conflicts, in_part);
+            }
             Ok(report) => {
                 conflicts += report.conflicts.len();
                 for side in [&report.to_local, &report.to_remote] {
@@ -903,6 +910,7 @@ pub(crate) async fn settle(
                         + side.modes;
                 }
             }
+            Err(err) if err.code() == Some(&fsd_sdk::ErrorCode::SyncHalted) => halted = true,
             Err(err) => panic!("{when}: a pass failed: {err}"),
         }
     }
@@ -2066,4 +2074,95 @@ fn a_pass_leaves_a_watcher_that_tells_the_next_what_a_walk_cannot_see() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// A side emptied whole, or gone, is far more often an accident than a wish (a sandbox that
+/// lost its disk: a container's is ephemeral; a directory removed to be made again; a local
+/// directory moved away), and a pass would carry it: every file deleted from the other
+/// side, the only copy left of the work. The pass halts (exit 1, `SYNC_HALTED` naming the
+/// side), changes nothing, and halts again until the side holds something again;
+/// `--accept-emptied` carries it. In `one-way-safe` the sandbox's own deletions are not
+/// carried, so an emptied sandbox is refilled.
+#[test]
+fn a_side_emptied_or_gone_halts_the_pass_and_deletes_nothing() {
+    let pair = Pair::new();
+    write(&pair.remote("a.txt"), "a\n");
+    write(&pair.remote("src/lib.rs"), "lib\n");
+    write(&pair.local("notes.md"), "notes\n");
+    assert_eq!(pair.sync(&[]).0, 0);
+    pair.assert_equal("after the first pass");
+    let synced = tree(&pair.local(""));
+
+    // The sandbox's directory gone, then made again empty.
+    for how in ["gone", "emptied"] {
+        std::fs::remove_dir_all(pair.remote("")).unwrap();
+        if how == "emptied" {
+            std::fs::create_dir(pair.remote("")).unwrap();
+        }
+        for round in 0..2 {
+            let (code, _, stderr) = pair.sync(&[]);
+            assert_eq!(code, 1, "{how}, round {round}: {stderr}");
+            assert!(
+                stderr.contains("SYNC_HALTED")
+                    && stderr.contains("the sandbox directory")
+                    && stderr.contains("--accept-emptied"),
+                "{how}: {stderr}"
+            );
+            assert_eq!(
+                tree(&pair.local("")),
+                synced,
+                "{how}: nothing deleted locally"
+            );
+        }
+        // Put back: the pass goes on as if nothing happened.
+        for (path, content) in [
+            ("a.txt", "a\n"),
+            ("src/lib.rs", "lib\n"),
+            ("notes.md", "notes\n"),
+        ] {
+            write(&pair.remote(path), content);
+        }
+        let (code, _, stderr) = pair.sync(&[]);
+        assert_eq!(code, 0, "{how}, put back: {stderr}");
+        pair.assert_equal(&format!("{how}, put back"));
+        assert_eq!(tree(&pair.local("")), synced);
+    }
+
+    // The local directory emptied: the sandbox keeps its files.
+    let away = pair.local_dir.path().join("away");
+    std::fs::rename(pair.local(""), &away).unwrap();
+    std::fs::create_dir(pair.local("")).unwrap();
+    let (code, _, stderr) = pair.sync(&[]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.contains("the local directory"), "{stderr}");
+    assert_eq!(
+        tree(&pair.remote("")),
+        synced,
+        "nothing deleted in the sandbox"
+    );
+    std::fs::remove_dir(pair.local("")).unwrap();
+    std::fs::rename(&away, pair.local("")).unwrap();
+    assert_eq!(pair.sync(&[]).0, 0);
+    pair.assert_equal("the local directory back");
+
+    // One-way-safe: an emptied sandbox is refilled from the local side, no halt.
+    std::fs::remove_dir_all(pair.remote("")).unwrap();
+    std::fs::create_dir(pair.remote("")).unwrap();
+    let (code, _, stderr) = pair.sync(&["--mode", "one-way-safe"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(tree(&pair.remote("")), synced, "refilled");
+
+    // Asked for: the emptied side is carried.
+    std::fs::remove_dir_all(pair.remote("")).unwrap();
+    std::fs::create_dir(pair.remote("")).unwrap();
+    let (code, _, stderr) = pair.sync(&["--accept-emptied"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(tree(&pair.local("")).is_empty(), "the deletions carried");
+    write(&pair.local("fresh.txt"), "fresh\n");
+    assert_eq!(
+        pair.sync(&[]).0,
+        0,
+        "an empty ancestor: nothing to halt for"
+    );
+    pair.assert_equal("after the accepted pass");
 }
