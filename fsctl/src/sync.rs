@@ -56,11 +56,13 @@ pub struct SyncArgs {
     /// what changed instead of walking LOCAL.
     #[arg(long, requires = "two_way")]
     no_watcher: bool,
-    /// Two-way: carry a side that holds nothing, where the last pass left paths, to the
-    /// other (deleting them there). Without it such a pass halts and changes nothing: a
-    /// sandbox directory emptied or gone (a container that lost its disk, a directory
-    /// removed to be made again) is far more often an accident than a wish.
-    #[arg(long, requires = "two_way")]
+    /// Carry a side that holds nothing to the other, deleting what the other holds. Without
+    /// it, a two-way pass where one side is empty or gone (and the last pass left paths),
+    /// or a mirror's full copy of an empty sandbox directory into a mirror that holds
+    /// something, halts and changes nothing: a sandbox that lost its disk (a container's is
+    /// ephemeral) or a directory removed to be made again is far more often an accident
+    /// than a wish.
+    #[arg(long)]
     accept_emptied: bool,
     /// List the open conflicts of the two-way sync of LOCAL (both versions kept).
     #[arg(long, value_name = "LOCAL", conflicts_with_all = ["two_way", "follow"])]
@@ -90,7 +92,12 @@ pub async fn run(sandbox: &Sandbox, args: SyncArgs, as_json: bool) -> Result<Exi
         let version = std::fs::read_to_string(&state)
             .ok()
             .map(|v| v.trim().to_string());
-        let report = sandbox.sync(&remote, &local, version.as_deref()).await?;
+        let options = fsd_sdk::MirrorOptions {
+            accept_emptied: args.accept_emptied,
+        };
+        let report = sandbox
+            .sync_with(&remote, &local, version.as_deref(), options)
+            .await?;
         std::fs::write(&state, &report.version)?;
         // Following, a round that found nothing to do says nothing (after the first).
         if rounds == 0 || report.mode != "unchanged" {

@@ -48,5 +48,5 @@ pub use gateway::{ExposedPort, Gateway};
 pub use interpreter::{EventStream, Execution};
 pub use regex::Regex;
 pub use stdin::ProcessStdin;
-pub use sync::{MIRROR_SKIPS, SyncReport};
+pub use sync::{MIRROR_SKIPS, MirrorOptions, SyncReport};
 pub use terminal::{Terminal, TerminalEvent, TerminalReader, TerminalWriter};

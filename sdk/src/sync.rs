@@ -46,6 +46,14 @@ pub struct SyncReport {
     pub version: String,
 }
 
+/// How a mirror treats what it meets.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MirrorOptions {
+    /// Let a full copy of a sandbox directory that holds nothing empty a mirror that holds
+    /// something: by default it halts (`SYNC_HALTED`) and removes nothing.
+    pub accept_emptied: bool,
+}
+
 impl Sandbox {
     /// Brings `local` up to date with `remote` (a directory in the sandbox) since `version`
     /// (from the previous report; `None` the first time).
@@ -54,6 +62,18 @@ impl Sandbox {
         remote: &str,
         local: &Path,
         version: Option<&str>,
+    ) -> Result<SyncReport, SdkError> {
+        self.sync_with(remote, local, version, MirrorOptions::default())
+            .await
+    }
+
+    /// [`Sandbox::sync`], with `options`.
+    pub async fn sync_with(
+        &self,
+        remote: &str,
+        local: &Path,
+        version: Option<&str>,
+        options: MirrorOptions,
     ) -> Result<SyncReport, SdkError> {
         std::fs::create_dir_all(local)?;
         let root = self.remote_root(remote).await?;
@@ -80,7 +100,8 @@ impl Sandbox {
             }
         }
         let baseline = self.check_changes(remote, None, false).await?;
-        self.copy_all(remote, local, baseline.version).await
+        self.copy_all(remote, local, baseline.version, options)
+            .await
     }
 
     /// The absolute path the daemon reports changes under.
@@ -100,16 +121,21 @@ impl Sandbox {
     }
 
     /// The first copy (or one after a `resync`): the whole tree as one archive stream,
-    /// unpacked as it arrives; then what the mirror holds beyond it is removed.
+    /// unpacked as it arrives; then what the mirror holds beyond it is removed, unless the
+    /// sandbox's directory held nothing at all (see [`halt_on_emptied`]).
     async fn copy_all(
         &self,
         remote: &str,
         local: &Path,
         version: String,
+        options: MirrorOptions,
     ) -> Result<SyncReport, SdkError> {
         let stream = self.download_archive(remote, MIRROR_SKIPS).await?;
         let mirror = local.to_path_buf();
         let unpacked = read_on_a_thread(stream, move |reader| unpack(reader, &mirror)).await??;
+        if unpacked.wanted.is_empty() && !options.accept_emptied {
+            halt_on_emptied(remote, local)?;
+        }
         let deleted = remove_unwanted(local, &unpacked.wanted)?;
         set_dir_modes(local, &unpacked.dir_modes)?;
         Ok(SyncReport {
@@ -623,6 +649,31 @@ fn ensure_dir(path: &Path) -> std::io::Result<()> {
 }
 
 /// Removes local entries the remote no longer has; returns how many.
+/// Refuses a full copy of a sandbox directory that holds nothing into a mirror that holds
+/// something: a sandbox that lost its disk (a container's is ephemeral, and its daemon's
+/// change list with it, so the mirror copies whole) would otherwise empty the mirror, the
+/// only copy of the work left; so would a mirror pointed at the wrong directory. The
+/// two-way sync halts the same way (`TwoWayOptions::accept_emptied`).
+fn halt_on_emptied(remote: &str, local: &Path) -> Result<(), SdkError> {
+    let held = std::fs::read_dir(local)?
+        .flatten()
+        .filter(|entry| !MIRROR_SKIPS.iter().any(|skip| entry.file_name() == *skip))
+        .count();
+    if held == 0 {
+        return Ok(());
+    }
+    Err(SdkError::coded(
+        crate::ErrorCode::SyncHalted,
+        format!(
+            "halted, nothing removed: the sandbox directory {remote} holds nothing, and a \
+             full copy would empty the mirror {}, which holds {held} entries; if that is \
+             what you want, run again with --accept-emptied",
+            local.display()
+        ),
+        serde_json::json!({ "emptied": remote, "entries": held }),
+    ))
+}
+
 fn remove_unwanted(local: &Path, wanted: &HashSet<PathBuf>) -> std::io::Result<usize> {
     let mut removed = 0;
     let mut pending = vec![local.to_path_buf()];

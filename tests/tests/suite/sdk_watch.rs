@@ -118,3 +118,58 @@ fn fsctl_sync_mirrors_and_then_applies_changes() {
         "unchanged: 0 downloaded, 0 deleted, 0 renamed, 0 links"
     );
 }
+
+/// A mirror of a sandbox that lost its files: a new daemon (a container woken without its
+/// disk: its change list gone too) whose directory holds nothing. The mirror's full copy
+/// halts (exit 1, `SYNC_HALTED`) and removes nothing, where it emptied the mirror, the
+/// only copy of the work left; `--accept-emptied` empties it. A directory that holds
+/// something is mirrored as before, what the mirror holds beyond it removed.
+#[test]
+fn a_mirror_of_a_sandbox_that_lost_its_files_keeps_them() {
+    let local = tempfile::tempdir().unwrap();
+    let mirror = local.path().join("mirror");
+    let sync = |daemon: &Daemon, more: &[&str]| {
+        std::process::Command::new(binary("fsctl"))
+            .args(["--url", &daemon.url, "sync", "proj"])
+            .arg(&mirror)
+            .args(more)
+            .output()
+            .unwrap()
+    };
+    let first = Daemon::start();
+    std::fs::create_dir(first.path("proj")).unwrap();
+    std::fs::write(first.path("proj/work.txt"), "work").unwrap();
+    fsd_tests::succeeded(&sync(&first, &[]));
+    drop(first);
+
+    let woken = Daemon::start();
+    std::fs::create_dir(woken.path("proj")).unwrap();
+    let halted = sync(&woken, &[]);
+    let stderr = String::from_utf8_lossy(&halted.stderr);
+    assert_eq!(halted.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("SYNC_HALTED") && stderr.contains("--accept-emptied"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(mirror.join("work.txt")).unwrap(),
+        "work"
+    );
+
+    std::fs::write(woken.path("proj/other.txt"), "other").unwrap();
+    let copied = fsd_tests::succeeded(&sync(&woken, &[]));
+    assert!(
+        copied.starts_with("full: 1 downloaded, 1 deleted"),
+        "{copied}"
+    );
+    std::fs::remove_file(woken.path("proj/other.txt")).unwrap();
+    std::fs::write(mirror.join("stray.txt"), "stray").unwrap();
+    let restarted = Daemon::start();
+    std::fs::create_dir(restarted.path("proj")).unwrap();
+    fsd_tests::succeeded(&sync(&restarted, &["--accept-emptied"]));
+    assert_eq!(
+        std::fs::read_dir(&mirror).unwrap().count(),
+        0,
+        "asked for: emptied"
+    );
+}
