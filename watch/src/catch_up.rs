@@ -16,13 +16,16 @@ pub(crate) enum Waiter {
     /// The same, with the reconciler's record as those reports leave it (what a daemon
     /// saves of a watch to start it again from).
     Record(oneshot::Sender<Vec<RecordedEntry>>),
+    /// The same, once what is recorded below each path has been looked at again
+    /// ([`Reconciler::reread_below`]).
+    Reread(Vec<std::path::PathBuf>, oneshot::Sender<()>),
 }
 
 impl Waiter {
     /// Answers it (the thread's side), everything queued before it reported.
     pub fn answer(self, reconciler: &Reconciler) {
         match self {
-            Waiter::CaughtUp(done) => {
+            Waiter::CaughtUp(done) | Waiter::Reread(_, done) => {
                 let _ = done.send(());
             }
             Waiter::Record(done) => {
@@ -68,6 +71,14 @@ impl CatchUp {
         answer
     }
 
+    /// [`request`](Self::request), with what is recorded below `paths` looked at again
+    /// first.
+    pub fn reread(&self, paths: Vec<std::path::PathBuf>) -> oneshot::Receiver<()> {
+        let (done, answer) = oneshot::channel();
+        self.queue(Waiter::Reread(paths, done));
+        answer
+    }
+
     fn queue(&self, waiter: Waiter) {
         let queued = match self.waiting().as_mut() {
             Some(waiting) => {
@@ -87,6 +98,15 @@ impl CatchUp {
             .as_mut()
             .map(std::mem::take)
             .unwrap_or_default()
+    }
+
+    /// Marks what `waiting` asks to be looked at again, for the reconcile that answers them.
+    pub fn mark_rereads(waiting: &[Waiter], reconciler: &mut Reconciler) {
+        for waiter in waiting {
+            if let Waiter::Reread(paths, _) = waiter {
+                paths.iter().for_each(|path| reconciler.reread_below(path));
+            }
+        }
     }
 
     /// The thread ends: the requests waiting and every later one resolve at once.

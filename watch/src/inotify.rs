@@ -157,6 +157,7 @@ fn run(
         } else {
             Vec::new()
         };
+        CatchUp::mark_rereads(&waiting, &mut session.reconciler);
         let reads = if waiting.is_empty() && !in_burst {
             1
         } else {

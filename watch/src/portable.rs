@@ -293,6 +293,10 @@ impl Translator {
             return;
         }
         self.look_at_mounts();
+        if waiting.iter().any(|w| matches!(w, Waiter::Reread(..))) {
+            CatchUp::mark_rereads(&waiting, &mut self.reconciler);
+            self.reconciler.reconcile(&mut self.backend);
+        }
         let cookie = scratch::scratch_path(&self.root.join(".fsd-cookie"), ScratchKind::Partial);
         let written = SystemTime::now();
         if std::fs::write(&cookie, b"").is_err() {

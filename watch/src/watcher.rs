@@ -91,6 +91,26 @@ impl Watcher {
         }
     }
 
+    /// [`Watcher::caught_up`], with everything recorded below `points` looked at again
+    /// first: mounts of filesystems others write (a bucket), whose changes no event tells.
+    pub fn caught_up_reading(
+        &self,
+        points: Vec<PathBuf>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let answer = self
+            .running
+            .catch_up()
+            .map(|catch_up| match points.is_empty() {
+                true => catch_up.request(),
+                false => catch_up.reread(points),
+            });
+        async move {
+            if let Some(answer) = answer {
+                let _ = answer.await;
+            }
+        }
+    }
+
     /// The watch's record of its tree once every change made before this call has been
     /// sent on the event channel: the tree those events leave, for a later watch of the
     /// same root to start from ([`Watcher::resume_with`]). `None` from an engine that cannot

@@ -67,8 +67,9 @@ impl Root {
     /// [`CATCH_UP_WAIT`] (a tree so busy the engine cannot keep up); the journal then
     /// answers for what it holds, as it would without this.
     pub async fn caught_up(&self) {
+        let points = written_elsewhere_below(&self.path);
         let journaled = async {
-            self.watcher.caught_up().await;
+            self.watcher.caught_up_reading(points).await;
             let (done, answer) = oneshot::channel();
             if self.journaled.send(done).is_ok() {
                 let _ = answer.await;
@@ -81,6 +82,39 @@ impl Root {
             tracing::warn!(root = %self.id, "the watch did not catch up with its tree in time");
         }
     }
+}
+
+/// Filesystems others write without an event reaching this kernel: a bucket (s3fs,
+/// rclone, gcsfuse; fsd's own mounts are known by their source), a network share. inotify tells only what is done through
+/// the mount here, so a token check looks at what is below their mount points again.
+const WRITTEN_ELSEWHERE: &[&str] = &[
+    "fuse.s3fs",
+    "fuse.rclone",
+    "fuse.gcsfuse",
+    "fuse.sshfs",
+    "nfs",
+    "nfs4",
+    "cifs",
+    "smb3",
+    "9p",
+    "ceph",
+];
+
+/// The mount points at or below `root` of filesystems others write ([`WRITTEN_ELSEWHERE`]).
+fn written_elsewhere_below(root: &Path) -> Vec<PathBuf> {
+    let Ok(table) = std::fs::read("/proc/self/mountinfo") else {
+        return Vec::new();
+    };
+    fsd_api::mountinfo::parse(&table)
+        .into_iter()
+        .filter(|mount| {
+            // fsd's own bucket mounts read as plain `fuse`, known by their source.
+            let bucket = mount.source.starts_with(fsd_mounts::mount::SOURCE_PREFIX);
+            mount.target.starts_with(root)
+                && (bucket || WRITTEN_ELSEWHERE.contains(&mount.fstype.as_str()))
+        })
+        .map(|mount| mount.target)
+        .collect()
 }
 
 /// What a caller of [`WatchService::get_or_start`] keeps the root for.

@@ -1432,3 +1432,82 @@ async fn a_watched_directory_removed_and_made_again_is_followed() {
     }
     drop(s);
 }
+
+/// A bucket mounted in a watched directory, written by another writer (another sandbox,
+/// the trusted side): no kernel event tells the watch, so a token check looks at what is
+/// below the mount again. The token lists the object made and the one changed, the mirror
+/// carries them, and the next incremental snapshot has them, where the check answered
+/// `unchanged` and the snapshot kept the bucket's old content.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_written_elsewhere_reaches_tokens_mirrors_and_snapshots() {
+    let test = "a_bucket_written_elsewhere_reaches_tokens_mirrors_and_snapshots";
+    if !require_mount_privilege(test)
+        || !fsd_tests::available_or_skip(Path::new("/dev/fuse").exists(), test, "/dev/fuse")
+    {
+        return;
+    }
+    let daemon = Daemon::start();
+    let store = Store::start();
+    let backups = Backups::new(store.object_store(None));
+    let sandbox = daemon.sandbox();
+    let dir = daemon.path("w");
+    let dir_name = dir.to_str().unwrap().to_string();
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("local.txt"), b"local\n").unwrap();
+    let elsewhere = fsd_s3::ObjectClient::new(
+        &store.url,
+        fsd_tests::s3::BUCKET,
+        Some(store.object_store(None).upstream()),
+    )
+    .unwrap();
+    let put = |key: &'static str, content: &'static str| {
+        let elsewhere = &elsewhere;
+        async move {
+            use fsd_s3::ObjectStore;
+            elsewhere
+                .put(key, bytes::Bytes::from(content))
+                .await
+                .unwrap();
+        }
+    };
+    put("files/one.txt", "one\n").await;
+    put("files/deep/old.txt", "old\n").await;
+    let _proxy = mount_bucket(&daemon, &store, &dir.join("bucket")).await;
+    let (mut mirror, base, _events) = watched(&sandbox, "w", &dir).await;
+    let first = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+
+    put("files/two.txt", "two\n").await;
+    put("files/one.txt", "one, changed elsewhere\n").await;
+    put("files/deep/new/made.txt", "made\n").await;
+    // Past the mount's cache (cacheTtlMs, 1 s): what it shows is the bucket's.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (status, lines) = changes_since(&sandbox, "w", &base).await;
+    assert_eq!(status, "changed", "{lines:?}");
+    for line in ["created two.txt", "modified one.txt", "created made.txt"] {
+        assert!(lines.contains(&line.to_string()), "{line} in {lines:?}");
+    }
+    mirror.sync_equal(&sandbox, &dir, "the mirror").await;
+    let now = digest(&dir);
+    let second = backups
+        .create_backup(&sandbox, &dir_name, BackupOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        second.parent.as_deref(),
+        Some(first.id.as_str()),
+        "incremental"
+    );
+    restores_to(&daemon, &backups, &second, &now, "the snapshot after").await;
+    // Nothing more changed: the next look finds nothing.
+    let token = sandbox
+        .check_changes("w", None, false)
+        .await
+        .unwrap()
+        .version;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let (status, lines) = changes_since(&sandbox, "w", &token).await;
+    assert_eq!(status, "unchanged", "{lines:?}");
+}

@@ -211,6 +211,36 @@ impl Reconciler {
         }
     }
 
+    /// Everything recorded at and below `point` (absolute) is looked at again: each
+    /// directory listed, each entry's stat compared. For a filesystem others write without
+    /// an event reaching the kernel here (a bucket, a network share), which only a look
+    /// finds changed.
+    pub fn reread_below(&mut self, point: &Path) {
+        let Some((top, None)) = self.tree.nearest(point) else {
+            return;
+        };
+        let mut below = vec![top];
+        while let Some(id) = below.pop() {
+            let node = self.tree.node(id);
+            if node.stat.kind != Kind::Dir || !node.watched {
+                continue;
+            }
+            let names: Vec<(OsString, NodeId)> = node
+                .children
+                .iter()
+                .map(|(name, child)| (name.clone(), *child))
+                .collect();
+            self.hint(id, None, false);
+            for (name, child) in names {
+                self.hint(id, Some(&name), false);
+                below.push(child);
+            }
+        }
+        if top != ROOT {
+            self.hint_own_entry(top);
+        }
+    }
+
     /// Something happened at `path` (absolute): its nearest recorded directory is looked at.
     /// A backend that tells of everything (the `notify` crate watches excluded directories
     /// too) is heard as inotify is: nothing below a directory that is not watched (excluded
