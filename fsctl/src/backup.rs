@@ -207,6 +207,36 @@ fn within(text: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{text:?} is not a duration like 7d, 12h, 1m2d or 1y"))
 }
 
+/// What `fsctl backup restore` says of a whole restore.
+fn print_restored(id: &str, dir: &str, restored: &fsctl::trusted::Restored, as_json: bool) {
+    if as_json {
+        output::json(&json!({
+            "id": id,
+            "dir": dir,
+            "layers": restored.chain.len(),
+            "processesLeftBehind": restored.processes_left_behind,
+        }));
+    } else {
+        println!("restored {id} onto {dir}");
+        warn_left_behind(
+            &restored.processes_left_behind,
+            "the directory the restore hid",
+            dir,
+        );
+    }
+}
+
+/// A warning for each process a restore or a release left in `place` on `dir`.
+fn warn_left_behind(processes: &[fsd_api::backup::ProcessLeftBehind], place: &str, dir: &str) {
+    for process in processes {
+        eprintln!(
+            "warning: process {} ({}) still holds {} in {place}: start it again to work in \
+             what {dir} shows",
+            process.pid, process.command, process.holds
+        );
+    }
+}
+
 pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<ExitCode, SdkError> {
     let backups = Backups::new(args.store.store());
     let mut command = args.command;
@@ -342,13 +372,11 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
                 output::json(&released);
             } else {
                 println!("released the restore on {dir}");
-                for process in &released.processes_left_behind {
-                    eprintln!(
-                        "warning: process {} ({}) still holds {} in the restore the release \
-                         took away: start it again to work in what {dir} shows",
-                        process.pid, process.command, process.holds
-                    );
-                }
+                warn_left_behind(
+                    &released.processes_left_behind,
+                    "the restore the release took away",
+                    &dir,
+                );
             }
         }
         BackupCommand::Cat { id, path } => {
@@ -360,24 +388,7 @@ pub async fn run(sandbox: &Sandbox, args: BackupArgs, as_json: bool) -> Result<E
             let (progress, bar) = progress_bar(as_json);
             let result = backups.restore_backup(sandbox, &id, &dir, progress).await;
             finish(bar);
-            let restored = result?;
-            if as_json {
-                output::json(&json!({
-                    "id": id,
-                    "dir": dir,
-                    "layers": restored.chain.len(),
-                    "processesLeftBehind": restored.processes_left_behind,
-                }));
-            } else {
-                println!("restored {id} onto {dir}");
-                for process in &restored.processes_left_behind {
-                    eprintln!(
-                        "warning: process {} ({}) still holds {} in the directory the restore hid: \
-                         start it again to work in what {dir} shows",
-                        process.pid, process.command, process.holds
-                    );
-                }
-            }
+            print_restored(&id, &dir, &result?, as_json);
         }
         BackupCommand::Forget {
             dir,

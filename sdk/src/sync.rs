@@ -663,7 +663,7 @@ fn halt_on_emptied(remote: &str, local: &Path) -> Result<(), SdkError> {
         return Ok(());
     }
     Err(SdkError::coded(
-        crate::ErrorCode::SyncHalted,
+        fsd_api::ErrorCode::SyncHalted,
         format!(
             "halted, nothing removed: the sandbox directory {remote} holds nothing, and a \
              full copy would empty the mirror {}, which holds {held} entries; if that is \

@@ -67,7 +67,8 @@ use crate::content_hash::ContentHash;
 use crate::merge::{self, Conflict, Entries, Entry, Mode, Resolution};
 use crate::scan::{self, Ignores, STATE_DIR, ScanCache};
 
-use crate::{ErrorCode, Sandbox, SdkError};
+use crate::{Sandbox, SdkError};
+use fsd_api::ErrorCode;
 pub use journal::OpenConflict;
 use journal::{Head, Journal, State, Tracked};
 
