@@ -105,7 +105,8 @@ impl ArchiveMount {
     fn mount(&self) -> Result<(), BackupError> {
         fs::create_dir_all(&self.at).map_err(|e| BackupError::io(&self.at, e))?;
         let held = self.held();
-        let source = if held.is_file() {
+        let linked = held.is_file();
+        let source = if linked {
             &held
         } else {
             if let Err(error) = fs::hard_link(&self.file, &held) {
@@ -113,7 +114,12 @@ impl ArchiveMount {
             }
             &self.file
         };
-        mount::mount_squashfs(source, &self.at, Driver::Kernel)
+        let mounted = mount::mount_squashfs(source, &self.at, Driver::Kernel);
+        if mounted.is_err() && !linked {
+            // Not kept for an archive that did not mount: the next try takes the name.
+            let _ = fs::remove_file(&held);
+        }
+        mounted
     }
 
     fn unmount(&self) {

@@ -648,7 +648,6 @@ fn ensure_dir(path: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Removes local entries the remote no longer has; returns how many.
 /// Refuses a full copy of a sandbox directory that holds nothing into a mirror that holds
 /// something: a sandbox that lost its disk (a container's is ephemeral, and its daemon's
 /// change list with it, so the mirror copies whole) would otherwise empty the mirror, the
@@ -674,6 +673,7 @@ fn halt_on_emptied(remote: &str, local: &Path) -> Result<(), SdkError> {
     ))
 }
 
+/// Removes local entries the remote no longer has; returns how many.
 fn remove_unwanted(local: &Path, wanted: &HashSet<PathBuf>) -> std::io::Result<usize> {
     let mut removed = 0;
     let mut pending = vec![local.to_path_buf()];

@@ -85,8 +85,9 @@ impl Root {
 }
 
 /// Filesystems others write without an event reaching this kernel: a bucket (s3fs,
-/// rclone, gcsfuse; fsd's own mounts are known by their source), a network share. inotify tells only what is done through
-/// the mount here, so a token check looks at what is below their mount points again.
+/// rclone, gcsfuse; fsd's own mounts are known by their source), a network share. inotify
+/// tells only what is done through the mount here, so a token check looks at what is below
+/// their mount points again.
 const WRITTEN_ELSEWHERE: &[&str] = &[
     "fuse.s3fs",
     "fuse.rclone",
