@@ -83,12 +83,7 @@ impl Watcher {
     /// first; the `notify` engine writes a cookie in the root and waits for the crate to
     /// hand over its event.
     pub fn caught_up(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let answer = self.running.catch_up().map(|catch_up| catch_up.request());
-        async move {
-            if let Some(answer) = answer {
-                let _ = answer.await;
-            }
-        }
+        self.caught_up_reading(Vec::new())
     }
 
     /// [`Watcher::caught_up`], with everything recorded below `points` looked at again

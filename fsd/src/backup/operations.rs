@@ -8,8 +8,8 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use fsd_api::backup::{
-    CreateBackupRequest, CreateBackupResponse, RestoreBackupRequest, RestoreBackupResponse,
-    UploadPartsRequest, UploadPartsResponse,
+    CreateBackupRequest, CreateBackupResponse, ProcessLeftBehind, RestoreBackupRequest,
+    RestoreBackupResponse, UploadPartsRequest, UploadPartsResponse,
 };
 use fsd_api::{ErrorCode, Operation};
 use fsd_backup::incremental::Changed;
@@ -111,12 +111,14 @@ pub async fn with_token(state: &BackupState, mut spec: CreateSpec) -> CreateSpec
     spec
 }
 
-pub fn restored(restore: &Restore) -> RestoreBackupResponse {
+/// The answer to a restore or a release: the directory, how it is (or was) mounted, and the
+/// processes left in what it hid (or took away).
+pub fn restored(restore: &Restore, left_behind: Vec<ProcessLeftBehind>) -> RestoreBackupResponse {
     RestoreBackupResponse {
         success: true,
         dir: restore.dir.display().to_string(),
         driver: Some(restore.driver.as_str().to_string()),
-        processes_left_behind: Vec::new(),
+        processes_left_behind: left_behind,
     }
 }
 
@@ -170,10 +172,7 @@ pub async fn restore_archive(
         .await
         .map_err(Restoring)
         .op(op)?;
-    Ok(RestoreBackupResponse {
-        processes_left_behind: left_behind,
-        ..restored(&restore)
-    })
+    Ok(restored(&restore, left_behind))
 }
 
 /// PUTs an archive's parts to their presigned URLs.

@@ -214,13 +214,9 @@ pub async fn unmount(
         .await
         .map_err(Restoring)
         .op(op)?;
-    Ok(Json(RestoreBackupResponse {
-        processes_left_behind: left_behind,
-        ..operations::restored(&restore)
-    }))
+    Ok(Json(operations::restored(&restore, left_behind)))
 }
 
-/// The answer to a restore or a release: the directory and how it is (or was) mounted.
 /// A progress handle whose reports become throttled `progress` events, a sender for the
 /// final event, and the event stream (which ends after the final event).
 fn progress_channel() -> (

@@ -170,15 +170,10 @@ impl InterpreterService {
     /// The supervisors of the contexts' interpreters (host pids): each interpreter is the
     /// child of its own, and goes back into its directory by name before each call.
     pub fn supervisors(&self) -> Vec<u32> {
-        self.contexts
-            .lock()
-            .map(|contexts| {
-                contexts
-                    .iter()
-                    .map(|c| c.supervisor.load(Ordering::SeqCst))
-                    .collect()
-            })
-            .unwrap_or_default()
+        self.lock_contexts()
+            .iter()
+            .map(|c| c.supervisor.load(Ordering::SeqCst))
+            .collect()
     }
 
     pub fn list(&self) -> Vec<ContextInfo> {
